@@ -1,0 +1,361 @@
+//! HTTP plumbing shared by the API functions: the caller from the JWT authorizer's claims,
+//! JSON bodies with limits, the error contract, and one log line per request.
+
+use std::future::Future;
+use std::time::Instant;
+
+use lambda_http::http::{header, HeaderValue, StatusCode};
+use lambda_http::request::RequestContext;
+use lambda_http::{Body, Request, RequestExt, Response};
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+
+use crate::error::{FleetError, ValidationError};
+use crate::ids::UserId;
+use crate::metrics::RequestMeter;
+
+/// Largest JSON body the owner routes accept.
+pub const MAX_BODY_BYTES: usize = 16 * 1024;
+
+/// An error answer: `{"error":{"code","message","field"?}}` with its status.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ApiError {
+    /// HTTP status.
+    pub status: StatusCode,
+    /// Stable machine-readable code.
+    pub code: &'static str,
+    /// Human-readable message; never internals.
+    pub message: String,
+    /// The offending request field, for 400s.
+    pub field: Option<String>,
+    /// Seconds for `Retry-After`, for 429/503.
+    pub retry_after: Option<u32>,
+}
+
+impl ApiError {
+    fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
+        Self {
+            status,
+            code,
+            message: message.into(),
+            field: None,
+            retry_after: None,
+        }
+    }
+
+    /// 400 naming `field`.
+    pub fn invalid(field: impl Into<String>, message: impl Into<String>) -> Self {
+        let field = field.into();
+        let mut err = Self::new(
+            StatusCode::BAD_REQUEST,
+            "invalid_request",
+            format!("{field}: {}", message.into()),
+        );
+        err.field = Some(field);
+        err
+    }
+
+    /// 401: no or unusable credentials.
+    pub fn unauthorized() -> Self {
+        Self::new(StatusCode::UNAUTHORIZED, "unauthorized", "authentication required")
+    }
+
+    /// 403: authenticated but not allowed.
+    pub fn forbidden(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::FORBIDDEN, "forbidden", message)
+    }
+
+    /// 404 for a missing resource.
+    pub fn not_found(what: &str) -> Self {
+        Self::new(StatusCode::NOT_FOUND, "not_found", format!("{what} not found"))
+    }
+
+    /// 404 for a route this function does not serve.
+    pub fn no_route(route: &str) -> Self {
+        Self::new(StatusCode::NOT_FOUND, "no_route", format!("no route {route}"))
+    }
+
+    /// 413: body over `limit` bytes.
+    pub fn too_large(limit: usize) -> Self {
+        Self::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "payload_too_large",
+            format!("request body is over {limit} bytes"),
+        )
+    }
+
+    /// 428: a conditional update without `If-Match`.
+    pub fn precondition_required() -> Self {
+        let mut err = Self::new(
+            StatusCode::PRECONDITION_REQUIRED,
+            "precondition_required",
+            "send If-Match with the device version you last read",
+        );
+        err.field = Some("If-Match".into());
+        err
+    }
+
+    /// 500; `detail` goes to the log only.
+    pub fn internal(detail: &str) -> Self {
+        tracing::error!(error = detail, "internal error");
+        Self::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "internal",
+            "internal error",
+        )
+    }
+
+    /// The JSON response for this error.
+    pub fn into_response(self) -> Response<Body> {
+        #[derive(Serialize)]
+        struct Envelope<'a> {
+            error: Detail<'a>,
+        }
+        #[derive(Serialize)]
+        struct Detail<'a> {
+            code: &'a str,
+            message: &'a str,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            field: Option<&'a str>,
+        }
+        let mut response = json_response(
+            self.status,
+            &Envelope {
+                error: Detail {
+                    code: self.code,
+                    message: &self.message,
+                    field: self.field.as_deref(),
+                },
+            },
+        );
+        if let Some(seconds) = self.retry_after {
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from(seconds));
+        }
+        response
+    }
+}
+
+impl From<ValidationError> for ApiError {
+    fn from(err: ValidationError) -> Self {
+        Self::invalid(err.field, err.reason)
+    }
+}
+
+impl From<FleetError> for ApiError {
+    fn from(err: FleetError) -> Self {
+        match err {
+            FleetError::Invalid(v) => v.into(),
+            FleetError::NotFound(what) => Self::not_found(what),
+            FleetError::DeviceIdTaken(_) => Self::new(
+                StatusCode::CONFLICT,
+                "device_id_taken",
+                "this device id is already registered",
+            ),
+            FleetError::StaleVersion { .. } => Self::new(
+                StatusCode::PRECONDITION_FAILED,
+                "version_mismatch",
+                err.to_string(),
+            ),
+            FleetError::Throttled {
+                retry_after_seconds,
+            } => {
+                let mut e = Self::new(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "unavailable",
+                    "the service is busy, retry later",
+                );
+                e.retry_after = Some(retry_after_seconds);
+                e
+            }
+            FleetError::Internal(detail) => Self::internal(&detail),
+        }
+    }
+}
+
+/// A JSON response.
+pub fn json_response<T: Serialize>(status: StatusCode, body: &T) -> Response<Body> {
+    let text = serde_json::to_string(body).unwrap_or_else(|_| "{}".to_string());
+    let mut response = Response::new(Body::Text(text));
+    *response.status_mut() = status;
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    response
+}
+
+/// An empty response (204).
+pub fn empty_response(status: StatusCode) -> Response<Body> {
+    let mut response = Response::new(Body::Empty);
+    *response.status_mut() = status;
+    response
+}
+
+/// The authenticated user, from the JWT authorizer's claims in the request context. The
+/// path never names the caller.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Caller {
+    /// The `sub` claim.
+    pub user_id: UserId,
+    /// The `email` claim, if present.
+    pub email: Option<String>,
+    /// The `cognito:groups` claim.
+    pub groups: Vec<String>,
+}
+
+/// The group whose members may call `/admin/...`.
+pub const ADMIN_GROUP: &str = "admin";
+
+impl Caller {
+    /// The caller of `req`, or 401 when the request carries no usable `sub` claim.
+    pub fn from_request(req: &Request) -> Result<Self, ApiError> {
+        let claims = req
+            .request_context_ref()
+            .and_then(RequestContext::authorizer)
+            .and_then(|a| a.jwt.as_ref())
+            .map(|jwt| &jwt.claims)
+            .ok_or_else(ApiError::unauthorized)?;
+        let sub = claims.get("sub").ok_or_else(ApiError::unauthorized)?;
+        // A sub that cannot be a key part is not a caller we can serve; it is not the
+        // client's input, so it is not a 400 either.
+        let user_id = UserId::parse(sub.as_str()).map_err(|_| ApiError::unauthorized())?;
+        Ok(Self {
+            user_id,
+            email: claims.get("email").cloned(),
+            groups: claims
+                .get("cognito:groups")
+                .map(|g| parse_groups(g))
+                .unwrap_or_default(),
+        })
+    }
+
+    /// Whether the caller is in the admin group.
+    pub fn is_admin(&self) -> bool {
+        self.groups.iter().any(|g| g == ADMIN_GROUP)
+    }
+}
+
+/// API Gateway HTTP APIs pass array claims flattened to a string: `[a b]`; a JSON array
+/// string is accepted too.
+fn parse_groups(raw: &str) -> Vec<String> {
+    if let Ok(list) = serde_json::from_str::<Vec<String>>(raw) {
+        return list;
+    }
+    raw.trim_matches(|c| c == '[' || c == ']')
+        .split([' ', ','])
+        .filter(|g| !g.is_empty())
+        .map(str::to_string)
+        .collect()
+}
+
+/// The API Gateway route key (`PATCH /me/devices/{deviceId}`), or method and path when the
+/// event carries none.
+pub fn route_key(req: &Request) -> String {
+    if let Some(RequestContext::ApiGatewayV2(ctx)) = req.request_context_ref() {
+        if let Some(route) = &ctx.route_key {
+            return route.clone();
+        }
+    }
+    format!("{} {}", req.method(), req.uri().path())
+}
+
+/// A path parameter, validated by `parse`.
+pub fn path_param<T>(
+    req: &Request,
+    name: &str,
+    parse: impl FnOnce(&str) -> Result<T, ValidationError>,
+) -> Result<T, ApiError> {
+    let params = req.path_parameters();
+    let raw = params
+        .first(name)
+        .ok_or_else(|| ApiError::invalid(name, "missing path parameter"))?;
+    Ok(parse(raw)?)
+}
+
+/// The JSON body as `T`: 413 over `max_bytes`, 400 naming the field for malformed or
+/// unexpected content.
+pub fn json_body<T: DeserializeOwned>(req: &Request, max_bytes: usize) -> Result<T, ApiError> {
+    let bytes: &[u8] = req.body().as_ref();
+    if bytes.len() > max_bytes {
+        return Err(ApiError::too_large(max_bytes));
+    }
+    if bytes.iter().all(u8::is_ascii_whitespace) {
+        return Err(ApiError::invalid("body", "a JSON object is required"));
+    }
+    let mut de = serde_json::Deserializer::from_slice(bytes);
+    let value = serde_path_to_error::deserialize(&mut de).map_err(|err| {
+        let path = err.path().to_string();
+        let field = if path == "." { "body".to_string() } else { path };
+        ApiError::invalid(field, err.into_inner().to_string())
+    })?;
+    de.end()
+        .map_err(|_| ApiError::invalid("body", "trailing characters after the JSON value"))?;
+    Ok(value)
+}
+
+/// Runs `handler` for one request: meters its DynamoDB work, turns errors into the error
+/// contract, and logs one JSON line (route, status, latency, DynamoDB requests, attempts and
+/// consumed capacity). Nothing from headers or bodies is logged, so tokens never are.
+pub async fn serve<F, Fut>(req: Request, handler: F) -> Response<Body>
+where
+    F: FnOnce(Request) -> Fut,
+    Fut: Future<Output = Result<Response<Body>, ApiError>>,
+{
+    let started = Instant::now();
+    let route = route_key(&req);
+    let request_id = match req.request_context_ref() {
+        Some(RequestContext::ApiGatewayV2(ctx)) => ctx.request_id.clone(),
+        _ => None,
+    };
+    let meter = RequestMeter::new();
+    let result = meter.clone().scope(handler(req)).await;
+    let response = result.unwrap_or_else(ApiError::into_response);
+    let used = meter.snapshot();
+    tracing::info!(
+        route = %route,
+        status = response.status().as_u16(),
+        latency_ms = started.elapsed().as_secs_f64() * 1000.0,
+        ddb_requests = used.requests(),
+        ddb_attempts = used.attempts,
+        rcu = used.read_units,
+        wcu = used.write_units,
+        request_id = request_id.as_deref().unwrap_or(""),
+        "request"
+    );
+    response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn groups_claim_in_both_api_gateway_shapes() {
+        assert_eq!(parse_groups("[admin ops]"), ["admin", "ops"]);
+        assert_eq!(parse_groups("[admin]"), ["admin"]);
+        assert_eq!(parse_groups("[\"admin\",\"ops\"]"), ["admin", "ops"]);
+        assert!(parse_groups("[]").is_empty());
+    }
+
+    #[test]
+    fn errors_render_the_contract() {
+        let response = ApiError::from(FleetError::Throttled {
+            retry_after_seconds: 2,
+        })
+        .into_response();
+        assert_eq!(response.status(), 503);
+        assert_eq!(response.headers()[header::RETRY_AFTER], "2");
+        let response = ApiError::invalid("deviceId", "must not contain '#'").into_response();
+        let body: serde_json::Value = serde_json::from_slice(response.body().as_ref()).unwrap();
+        assert_eq!(
+            body,
+            serde_json::json!({"error": {"code": "invalid_request",
+                "message": "deviceId: must not contain '#'", "field": "deviceId"}})
+        );
+        let response = ApiError::from(FleetError::Internal("secret detail".into())).into_response();
+        assert_eq!(response.status(), 500);
+        assert!(!String::from_utf8_lossy(response.body().as_ref()).contains("secret"));
+    }
+}

@@ -1,0 +1,66 @@
+//! Errors of the key design and the table operations, each with the HTTP status a caller sees.
+
+use std::fmt;
+
+/// A request value that cannot be accepted; becomes a 400 naming the field.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{field}: {reason}")]
+pub struct ValidationError {
+    /// The offending request field, e.g. `deviceId` or `events[3].type`.
+    pub field: String,
+    /// What is wrong with it.
+    pub reason: String,
+}
+
+impl ValidationError {
+    /// A validation error for `field`.
+    pub fn new(field: impl Into<String>, reason: impl Into<String>) -> Self {
+        Self {
+            field: field.into(),
+            reason: reason.into(),
+        }
+    }
+}
+
+/// Everything an access-pattern operation can fail with.
+#[derive(Debug, thiserror::Error)]
+pub enum FleetError {
+    /// Bad input (400).
+    #[error(transparent)]
+    Invalid(#[from] ValidationError),
+    /// The item does not exist for this caller (404). Another user's device is also a 404,
+    /// so ids cannot be probed.
+    #[error("{0} not found")]
+    NotFound(&'static str),
+    /// The device id is registered already, by anyone (409).
+    #[error("device id {0} is already registered")]
+    DeviceIdTaken(String),
+    /// `If-Match` named a version that is not the current one (412).
+    #[error("the device has changed since version {expected}: read it again and retry")]
+    StaleVersion {
+        /// The version the caller expected.
+        expected: u64,
+    },
+    /// DynamoDB throttled us beyond our retries (503 with Retry-After).
+    #[error("the table is busy: retry after {retry_after_seconds}s")]
+    Throttled {
+        /// Seconds the client should wait.
+        retry_after_seconds: u32,
+    },
+    /// Anything else (500); the detail is logged, never returned.
+    #[error("internal error: {0}")]
+    Internal(String),
+}
+
+impl FleetError {
+    /// Wraps an unexpected failure; the message is for logs only.
+    pub fn internal(err: impl fmt::Display) -> Self {
+        Self::Internal(err.to_string())
+    }
+}
+
+impl From<serde_dynamo::Error> for FleetError {
+    fn from(err: serde_dynamo::Error) -> Self {
+        Self::internal(format!("item (de)serialization: {err}"))
+    }
+}

@@ -1,0 +1,240 @@
+//! Validated identifiers. Every value that ends up inside a key goes through one of these
+//! types first, so a key can never contain the `#` delimiter, a control character, or an
+//! unbounded string: such input is a [`ValidationError`] (a 400), never a key.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::ValidationError;
+
+/// Characters allowed in ids, tags and event types besides ASCII letters and digits.
+/// Deliberately excludes `#` (the key delimiter), `/` and whitespace, so an id is also
+/// safe in a URL path segment without encoding.
+const ID_PUNCTUATION: &[char] = &['-', '_', '.', ':', '@', '+'];
+
+fn check_token(field: &str, value: &str, max_len: usize) -> Result<(), ValidationError> {
+    if value.is_empty() {
+        return Err(ValidationError::new(field, "must not be empty"));
+    }
+    if value.chars().count() > max_len {
+        return Err(ValidationError::new(
+            field,
+            format!("must be at most {max_len} characters"),
+        ));
+    }
+    if value.contains('#') {
+        return Err(ValidationError::new(field, "must not contain '#'"));
+    }
+    if value.chars().any(char::is_control) {
+        return Err(ValidationError::new(
+            field,
+            "must not contain control characters",
+        ));
+    }
+    if let Some(bad) = value
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || ID_PUNCTUATION.contains(c)))
+    {
+        return Err(ValidationError::new(
+            field,
+            format!("must not contain {bad:?}: use letters, digits and - _ . : @ +"),
+        ));
+    }
+    Ok(())
+}
+
+macro_rules! key_token {
+    ($(#[$doc:meta])* $name:ident, field = $field:literal, max = $max:expr) => {
+        $(#[$doc])*
+        #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+        #[serde(transparent)]
+        pub struct $name(String);
+
+        impl $name {
+            /// Longest accepted value, in characters.
+            pub const MAX_LEN: usize = $max;
+            /// The request field this value is reported under when it is rejected.
+            pub const FIELD: &'static str = $field;
+
+            /// Validates `value`, reporting errors under the default field name.
+            pub fn parse(value: impl Into<String>) -> Result<Self, ValidationError> {
+                Self::parse_field(Self::FIELD, value)
+            }
+
+            /// Validates `value`, reporting errors under `field` (e.g. `events[3].type`).
+            pub fn parse_field(
+                field: &str,
+                value: impl Into<String>,
+            ) -> Result<Self, ValidationError> {
+                let value = value.into();
+                check_token(field, &value, Self::MAX_LEN)?;
+                Ok(Self(value))
+            }
+
+            /// The validated value.
+            pub fn as_str(&self) -> &str {
+                &self.0
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(&self.0)
+            }
+        }
+
+        impl AsRef<str> for $name {
+            fn as_ref(&self) -> &str {
+                &self.0
+            }
+        }
+
+        // Items read back from the table are validated too: a corrupt or foreign item is an
+        // error, not a silently accepted key part.
+        impl<'de> Deserialize<'de> for $name {
+            fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                let raw = String::deserialize(d)?;
+                Self::parse(raw).map_err(serde::de::Error::custom)
+            }
+        }
+    };
+}
+
+key_token!(
+    /// The owner of profiles and devices: the JWT `sub` claim (a Cognito user id).
+    UserId, field = "userId", max = 128
+);
+key_token!(
+    /// A device id, chosen by the user at registration and unique across the whole table.
+    DeviceId, field = "deviceId", max = 64
+);
+key_token!(
+    /// A device tag (`home`, `floor-2`), used in tag-link keys.
+    Tag, field = "tags", max = 32
+);
+key_token!(
+    /// An event type (`temperature`, `door.open`), used in GSI1 keys.
+    EventType, field = "type", max = 32
+);
+key_token!(
+    /// A device type (`thermostat`); copied onto events at ingest.
+    DeviceType, field = "type", max = 32
+);
+key_token!(
+    /// An event id: given by the device or derived from the event's content.
+    EventId, field = "id", max = 64
+);
+
+/// Most tags one device may carry (each one is a tag-link item in the registration
+/// transaction, which DynamoDB caps at 100 actions).
+pub const MAX_TAGS_PER_DEVICE: usize = 10;
+
+/// Validates a tag list: each tag, at most [`MAX_TAGS_PER_DEVICE`], duplicates removed, sorted.
+pub fn parse_tags(values: Vec<String>) -> Result<Vec<Tag>, ValidationError> {
+    if values.len() > MAX_TAGS_PER_DEVICE {
+        return Err(ValidationError::new(
+            "tags",
+            format!("at most {MAX_TAGS_PER_DEVICE} tags per device"),
+        ));
+    }
+    let mut tags = values
+        .into_iter()
+        .enumerate()
+        .map(|(i, t)| Tag::parse_field(&format!("tags[{i}]"), t))
+        .collect::<Result<Vec<_>, _>>()?;
+    tags.sort();
+    tags.dedup();
+    Ok(tags)
+}
+
+/// Validates free text that is stored but never part of a key (device and profile names).
+pub fn parse_display_name(
+    field: &str,
+    value: &str,
+    max_len: usize,
+) -> Result<String, ValidationError> {
+    let trimmed = value.trim();
+    if trimmed.is_empty() {
+        return Err(ValidationError::new(field, "must not be empty"));
+    }
+    if trimmed.chars().count() > max_len {
+        return Err(ValidationError::new(
+            field,
+            format!("must be at most {max_len} characters"),
+        ));
+    }
+    if trimmed.chars().any(char::is_control) {
+        return Err(ValidationError::new(
+            field,
+            "must not contain control characters",
+        ));
+    }
+    Ok(trimmed.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn accepts_ordinary_ids() {
+        for ok in ["thermo-1", "a", "sensor_2.b", "c3f1:9", "x@y+z"] {
+            assert_eq!(DeviceId::parse(ok).unwrap().as_str(), ok);
+        }
+        assert!(DeviceId::parse("d".repeat(64)).is_ok());
+    }
+
+    #[test]
+    fn rejects_delimiter_control_empty_and_long_values_with_the_field() {
+        let cases = [
+            ("USER#x", "must not contain '#'"),
+            ("", "must not be empty"),
+            ("a\u{0}b", "control characters"),
+            ("a\nb", "control characters"),
+            ("a b", "must not contain ' '"),
+            ("a/b", "must not contain '/'"),
+            ("%23", "must not contain '%'"),
+            ("é", "must not contain 'é'"),
+        ];
+        for (input, reason) in cases {
+            let err = DeviceId::parse(input).unwrap_err();
+            assert_eq!(err.field, "deviceId", "{input:?}");
+            assert!(err.reason.contains(reason), "{input:?}: {}", err.reason);
+        }
+        let err = DeviceId::parse("d".repeat(65)).unwrap_err();
+        assert!(err.reason.contains("at most 64"));
+        let err = EventType::parse_field("events[2].type", "a#b").unwrap_err();
+        assert_eq!(err.field, "events[2].type");
+    }
+
+    #[test]
+    fn tags_are_validated_sorted_deduplicated_and_bounded() {
+        let tags = parse_tags(vec!["home".into(), "attic".into(), "home".into()]).unwrap();
+        assert_eq!(
+            tags.iter().map(Tag::as_str).collect::<Vec<_>>(),
+            ["attic", "home"]
+        );
+        let err = parse_tags(vec!["ok".into(), "bad#tag".into()]).unwrap_err();
+        assert_eq!(err.field, "tags[1]");
+        let err = parse_tags((0..11).map(|i| format!("t{i}")).collect()).unwrap_err();
+        assert_eq!(err.field, "tags");
+    }
+
+    #[test]
+    fn deserializing_validates_too() {
+        let bad: Result<DeviceId, _> = serde_json::from_str("\"a#b\"");
+        assert!(bad.is_err());
+        let good: DeviceId = serde_json::from_str("\"ab\"").unwrap();
+        assert_eq!(good.as_str(), "ab");
+    }
+
+    #[test]
+    fn display_names_are_trimmed_and_bounded() {
+        assert_eq!(parse_display_name("name", "  Kitchen ", 100).unwrap(), "Kitchen");
+        assert_eq!(parse_display_name("name", "Küche #2", 100).unwrap(), "Küche #2");
+        assert!(parse_display_name("name", "   ", 100).is_err());
+        assert!(parse_display_name("name", "a\u{7}", 100).is_err());
+        assert!(parse_display_name("name", &"n".repeat(101), 100).is_err());
+    }
+}

@@ -1,0 +1,31 @@
+//! Device Fleet's key-design crate: everything that knows about DynamoDB.
+//!
+//! - [`ids`], [`timestamp`]: validated key parts; bad input is a typed error, never a key.
+//! - [`keys`]: builders and parsers for every key of the table and its indexes.
+//! - [`items`]: the stored items, one type per `entityType`.
+//! - [`schema`]: attribute and index names (checked against `template.yaml` by a test).
+//! - [`catalog`]: the access patterns with their request and capacity budgets.
+//! - [`ops`]: the table operations implementing the patterns.
+//! - [`table`], [`metrics`], [`retry`]: the metered client, error mapping and backoff.
+//! - [`api`]: HTTP plumbing shared by the API functions.
+
+pub mod api;
+pub mod catalog;
+pub mod config;
+pub mod error;
+pub mod ids;
+pub mod items;
+pub mod keys;
+pub mod metrics;
+pub mod ops;
+pub mod retry;
+pub mod schema;
+pub mod shard;
+pub mod table;
+pub mod telemetry;
+pub mod timestamp;
+pub mod token;
+
+pub use config::FleetConfig;
+pub use error::{FleetError, ValidationError};
+pub use table::FleetTable;

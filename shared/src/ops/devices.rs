@@ -1,0 +1,530 @@
+//! Device operations: register (AP-07), read (AP-03), update (AP-06) and delete (AP-08).
+//!
+//! The device item carries `tags`; each tag also has a tag-link item (`TAG#{tag}#{deviceId}`)
+//! so "devices with tag T" is one Query, and name/type are copied onto the links and onto the
+//! registration (which ingestion copies onto events). Updates never read first: a status
+//! change is one conditional UpdateItem. A change of name, type or tags is that same
+//! UpdateItem plus one transaction that brings the copies in step, because a write that has
+//! not read the item cannot know which old tag links to delete. The device item records
+//! which tags have links (`linkedTags`) and a `syncVersion`, so concurrent updates converge:
+//! only the sync of the newest name/tags can commit, and it deletes exactly the links that
+//! exist.
+
+use std::collections::{BTreeMap, HashMap};
+
+use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
+use aws_sdk_dynamodb::types::{
+    AttributeValue, CancellationReason, Delete, Put, ReturnConsumedCapacity, ReturnValue,
+    ReturnValuesOnConditionCheckFailure, TransactWriteItem, Update,
+};
+use serde::Serialize;
+
+use super::{n, s};
+use crate::error::{FleetError, ValidationError};
+use crate::ids::{DeviceId, DeviceType, Tag, UserId};
+use crate::items::{
+    DeviceItem, DeviceStatus, EntityType, Reading, RecentEvent, RegistrationItem, TagLinkItem,
+};
+use crate::keys::{
+    device_sk, registration_pk, status_gsi1pk, tag_link_sk, user_pk, REGISTRATION_SK,
+};
+use crate::metrics::{record_read, record_write};
+use crate::schema::{PK, SK};
+use crate::shard::shard_of;
+use crate::table::{cancelled_transiently, condition_failed_at, sdk_error, FleetTable};
+use crate::timestamp::Timestamp;
+use crate::token::{random_id, DeviceToken};
+
+/// Longest device name, in characters.
+pub const MAX_DEVICE_NAME: usize = 100;
+
+/// A validated `POST /me/devices`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DeviceRegistration {
+    /// Requested id (unique across the table).
+    pub device_id: DeviceId,
+    /// Display name.
+    pub name: String,
+    /// Device type.
+    pub device_type: DeviceType,
+    /// Tags, validated, sorted, unique.
+    pub tags: Vec<Tag>,
+}
+
+/// A validated `PATCH /me/devices/{deviceId}`: at least one field is set.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct DevicePatch {
+    /// New status.
+    pub status: Option<DeviceStatus>,
+    /// New display name.
+    pub name: Option<String>,
+    /// New tag set (replaces the old one).
+    pub tags: Option<Vec<Tag>>,
+}
+
+impl DevicePatch {
+    /// Whether the patch touches what is copied onto tag links and the registration.
+    pub fn changes_copies(&self) -> bool {
+        self.name.is_some() || self.tags.is_some()
+    }
+}
+
+/// A device as the API returns it.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Device {
+    /// Id.
+    pub device_id: String,
+    /// Display name.
+    pub name: String,
+    /// Device type.
+    #[serde(rename = "type")]
+    pub device_type: String,
+    /// Status.
+    pub status: DeviceStatus,
+    /// Tags.
+    pub tags: Vec<String>,
+    /// Version for `If-Match`.
+    pub version: u64,
+    /// Registration time.
+    pub created_at: String,
+    /// Last owner update.
+    pub updated_at: String,
+    /// Newest event time, once the device has sent events.
+    pub last_seen: Option<String>,
+    /// Latest reading per event type.
+    pub latest: BTreeMap<String, Reading>,
+    /// Newest events, newest first.
+    pub recent: Vec<RecentEvent>,
+}
+
+impl From<DeviceItem> for Device {
+    fn from(item: DeviceItem) -> Self {
+        Self {
+            device_id: item.device_id.to_string(),
+            name: item.name,
+            device_type: item.device_type.to_string(),
+            status: item.status,
+            tags: item.tags.iter().map(ToString::to_string).collect(),
+            version: item.version,
+            created_at: item.created_at.to_string(),
+            updated_at: item.updated_at.to_string(),
+            last_seen: item.last_seen.map(|t| t.to_string()),
+            latest: item.latest,
+            recent: item.recent,
+        }
+    }
+}
+
+/// A freshly registered device and its token (returned to the owner once).
+#[derive(Debug)]
+pub struct RegisteredDevice {
+    /// The device.
+    pub device: Device,
+    /// The bearer token the device authenticates with; only its digest is stored.
+    pub token: DeviceToken,
+}
+
+type Item = HashMap<String, AttributeValue>;
+
+fn key(pk: String, sk: String) -> Item {
+    HashMap::from([(PK.to_string(), s(pk)), (SK.to_string(), s(sk))])
+}
+
+fn device_key(user: &UserId, device: &DeviceId) -> Item {
+    key(user_pk(user), device_sk(device))
+}
+
+fn registration_key(device: &DeviceId) -> Item {
+    key(registration_pk(device), REGISTRATION_SK.to_string())
+}
+
+fn tag_link(device: &DeviceItem, tag: &Tag) -> TagLinkItem {
+    TagLinkItem {
+        pk: user_pk(&device.user_id),
+        sk: tag_link_sk(tag, &device.device_id),
+        entity_type: EntityType::TagLink,
+        tag: tag.clone(),
+        device_id: device.device_id.clone(),
+        name: device.name.clone(),
+        device_type: device.device_type.clone(),
+    }
+}
+
+fn put(table: &FleetTable, item: Item, condition: Option<&str>) -> Result<TransactWriteItem, FleetError> {
+    let put = Put::builder()
+        .table_name(table.name())
+        .set_item(Some(item))
+        .set_condition_expression(condition.map(str::to_string))
+        .build()
+        .map_err(FleetError::internal)?;
+    Ok(TransactWriteItem::builder().put(put).build())
+}
+
+fn delete(table: &FleetTable, key: Item) -> Result<TransactWriteItem, FleetError> {
+    let delete = Delete::builder()
+        .table_name(table.name())
+        .set_key(Some(key))
+        .build()
+        .map_err(FleetError::internal)?;
+    Ok(TransactWriteItem::builder().delete(delete).build())
+}
+
+/// Result of a write transaction that DynamoDB accepted or cancelled.
+enum Transaction {
+    Committed,
+    Cancelled(Vec<CancellationReason>),
+}
+
+/// Sends one TransactWriteItems. A cancellation caused by a conflicting transaction or
+/// throttling is retried (bounded, with jitter); one caused by a failed condition is returned
+/// for the caller to interpret. The same idempotency token is sent on every attempt so a
+/// commit whose response was lost is not applied twice.
+async fn transact(table: &FleetTable, actions: Vec<TransactWriteItem>) -> Result<Transaction, FleetError> {
+    let token = random_id()?;
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        let result = table
+            .client
+            .transact_write_items()
+            .set_transact_items(Some(actions.clone()))
+            .client_request_token(&token)
+            .return_consumed_capacity(ReturnConsumedCapacity::Total)
+            .send()
+            .await;
+        match result {
+            Ok(out) => {
+                record_write(out.consumed_capacity());
+                return Ok(Transaction::Committed);
+            }
+            Err(err) => {
+                let reasons = err
+                    .as_service_error()
+                    .and_then(|e| match e {
+                        aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError::TransactionCanceledException(c) => {
+                            Some(c.cancellation_reasons().to_vec())
+                        }
+                        _ => None,
+                    });
+                match reasons {
+                    Some(reasons)
+                        if cancelled_transiently(&reasons)
+                            && attempt < crate::table::MAX_ATTEMPTS =>
+                    {
+                        crate::retry::backoff(attempt).await;
+                    }
+                    Some(reasons) if cancelled_transiently(&reasons) => {
+                        return Err(FleetError::Throttled {
+                            retry_after_seconds: crate::table::RETRY_AFTER_SECONDS,
+                        })
+                    }
+                    Some(reasons) => return Ok(Transaction::Cancelled(reasons)),
+                    None => return Err(sdk_error(err)),
+                }
+            }
+        }
+    }
+}
+
+/// AP-07: registers a device for `user` in one TransactWriteItems (registration item, device
+/// item, tag links). The registration's `attribute_not_exists` condition makes the id unique
+/// across the whole table: a taken id, by anyone, is [`FleetError::DeviceIdTaken`].
+pub async fn register_device(
+    table: &FleetTable,
+    user: &UserId,
+    registration: DeviceRegistration,
+) -> Result<RegisteredDevice, FleetError> {
+    let token = DeviceToken::generate()?;
+    let now = Timestamp::now();
+    let status = DeviceStatus::Active;
+    let device = DeviceItem {
+        pk: user_pk(user),
+        sk: device_sk(&registration.device_id),
+        gsi1pk: status_gsi1pk(
+            status,
+            shard_of(registration.device_id.as_str(), table.config.shards.status),
+        ),
+        gsi1sk: None,
+        entity_type: EntityType::Device,
+        user_id: user.clone(),
+        device_id: registration.device_id.clone(),
+        name: registration.name.clone(),
+        device_type: registration.device_type.clone(),
+        status,
+        tags: registration.tags.clone(),
+        version: 1,
+        sync_version: 1,
+        linked_tags: registration.tags.clone(),
+        created_at: now,
+        updated_at: now,
+        last_seen: None,
+        latest: BTreeMap::new(),
+        recent: Vec::new(),
+        deleting_at: None,
+    };
+    let registration_item = RegistrationItem {
+        pk: registration_pk(&registration.device_id),
+        sk: REGISTRATION_SK.to_string(),
+        entity_type: EntityType::Registration,
+        device_id: registration.device_id.clone(),
+        user_id: user.clone(),
+        token_sha256: token.sha256_hex(),
+        device_name: registration.name,
+        device_type: registration.device_type,
+        created_at: now,
+    };
+    let not_exists = Some("attribute_not_exists(PK)");
+    let mut actions = vec![
+        put(table, serde_dynamo::to_item(&registration_item)?, not_exists)?,
+        put(table, serde_dynamo::to_item(&device)?, not_exists)?,
+    ];
+    for tag in &device.tags {
+        actions.push(put(table, serde_dynamo::to_item(tag_link(&device, tag))?, None)?);
+    }
+    match transact(table, actions).await? {
+        Transaction::Committed => Ok(RegisteredDevice {
+            device: device.into(),
+            token,
+        }),
+        Transaction::Cancelled(reasons)
+            if condition_failed_at(&reasons, 0) || condition_failed_at(&reasons, 1) =>
+        {
+            Err(FleetError::DeviceIdTaken(registration.device_id.to_string()))
+        }
+        Transaction::Cancelled(reasons) => Err(FleetError::internal(format!(
+            "registration cancelled: {reasons:?}"
+        ))),
+    }
+}
+
+/// AP-03: one device of `user`, or `None` (also for another user's device or one being
+/// deleted). One eventually consistent GetItem.
+pub async fn get_device(
+    table: &FleetTable,
+    user: &UserId,
+    device: &DeviceId,
+) -> Result<Option<Device>, FleetError> {
+    let out = table
+        .client
+        .get_item()
+        .table_name(table.name())
+        .set_key(Some(device_key(user, device)))
+        .return_consumed_capacity(ReturnConsumedCapacity::Total)
+        .send()
+        .await
+        .map_err(sdk_error)?;
+    record_read(out.consumed_capacity());
+    let Some(attributes) = out.item else {
+        return Ok(None);
+    };
+    let item: DeviceItem = serde_dynamo::from_item(attributes)?;
+    Ok(item.deleting_at.is_none().then(|| item.into()))
+}
+
+/// AP-06: applies `patch` if the device is still at `expected_version`, in one conditional
+/// UpdateItem with no read first. A stale version is [`FleetError::StaleVersion`]; a device
+/// that does not exist for this user is [`FleetError::NotFound`]. When name or tags change,
+/// one more transaction brings the tag links and the registration in step.
+pub async fn update_device(
+    table: &FleetTable,
+    user: &UserId,
+    device: &DeviceId,
+    expected_version: u64,
+    patch: DevicePatch,
+) -> Result<Device, FleetError> {
+    if patch == DevicePatch::default() {
+        return Err(ValidationError::new("body", "nothing to update: give status, name or tags").into());
+    }
+    let mut sets = vec![
+        "version = :next".to_string(),
+        "updatedAt = :now".to_string(),
+    ];
+    let mut request = table
+        .client
+        .update_item()
+        .table_name(table.name())
+        .set_key(Some(device_key(user, device)))
+        .condition_expression(
+            "attribute_exists(PK) AND version = :expected AND attribute_not_exists(deletingAt)",
+        )
+        .expression_attribute_values(":expected", n(expected_version))
+        .expression_attribute_values(":next", n(expected_version + 1))
+        .expression_attribute_values(":now", s(Timestamp::now().to_string()));
+    if let Some(status) = patch.status {
+        sets.push("#status = :status".into());
+        sets.push("GSI1PK = :statusKey".into());
+        request = request
+            .expression_attribute_names("#status", "status")
+            .expression_attribute_values(":status", s(status.as_str()))
+            .expression_attribute_values(
+                ":statusKey",
+                s(status_gsi1pk(status, shard_of(device.as_str(), table.config.shards.status))),
+            );
+    }
+    if let Some(name) = &patch.name {
+        sets.push("#name = :name".into());
+        request = request
+            .expression_attribute_names("#name", "name")
+            .expression_attribute_values(":name", s(name.clone()));
+    }
+    if let Some(tags) = &patch.tags {
+        sets.push("tags = :tags".into());
+        request = request.expression_attribute_values(":tags", serde_dynamo::to_attribute_value(tags)?);
+    }
+    if patch.changes_copies() {
+        sets.push("syncVersion = syncVersion + :one".into());
+        request = request.expression_attribute_values(":one", n(1));
+    }
+    let result = request
+        .update_expression(format!("SET {}", sets.join(", ")))
+        .return_values(ReturnValue::AllNew)
+        .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+        .return_consumed_capacity(ReturnConsumedCapacity::Total)
+        .send()
+        .await;
+    let out = match result {
+        Ok(out) => out,
+        Err(err) => {
+            if let Some(UpdateItemError::ConditionalCheckFailedException(failed)) = err.as_service_error() {
+                let live = failed
+                    .item()
+                    .is_some_and(|old| !old.contains_key("deletingAt"));
+                return Err(if live {
+                    FleetError::StaleVersion { expected: expected_version }
+                } else {
+                    FleetError::NotFound("device")
+                });
+            }
+            return Err(sdk_error(err));
+        }
+    };
+    record_write(out.consumed_capacity());
+    let attributes = out
+        .attributes
+        .ok_or_else(|| FleetError::internal("UpdateItem returned no attributes"))?;
+    let item: DeviceItem = serde_dynamo::from_item(attributes)?;
+    if patch.changes_copies() {
+        // The update itself is committed: report it even if the copies lag, and say so in
+        // the log. The next name/tag change brings them in step again.
+        if let Err(err) = sync_copies(table, &item).await {
+            tracing::warn!(device = %item.device_id, error = %err, "tag links and registration copy out of step");
+        }
+    }
+    Ok(item.into())
+}
+
+/// Brings tag links and the registration's name/type copy in step with `device` (as
+/// returned by the update that bumped its `syncVersion`). Commits only while the device still
+/// has that `syncVersion`: a newer change does its own sync from the `linkedTags` this one
+/// would have set.
+async fn sync_copies(table: &FleetTable, device: &DeviceItem) -> Result<(), FleetError> {
+    let update_device = Update::builder()
+        .table_name(table.name())
+        .set_key(Some(device_key(&device.user_id, &device.device_id)))
+        .update_expression("SET linkedTags = :tags")
+        .condition_expression("syncVersion = :sync AND attribute_not_exists(deletingAt)")
+        .expression_attribute_values(":tags", serde_dynamo::to_attribute_value(&device.tags)?)
+        .expression_attribute_values(":sync", n(device.sync_version))
+        .build()
+        .map_err(FleetError::internal)?;
+    let update_registration = Update::builder()
+        .table_name(table.name())
+        .set_key(Some(registration_key(&device.device_id)))
+        .update_expression("SET deviceName = :name, deviceType = :type")
+        .condition_expression("userId = :user")
+        .expression_attribute_values(":name", s(device.name.clone()))
+        .expression_attribute_values(":type", s(device.device_type.as_str()))
+        .expression_attribute_values(":user", s(device.user_id.as_str()))
+        .build()
+        .map_err(FleetError::internal)?;
+    let mut actions = vec![
+        TransactWriteItem::builder().update(update_device).build(),
+        TransactWriteItem::builder().update(update_registration).build(),
+    ];
+    for stale in device.linked_tags.iter().filter(|t| !device.tags.contains(t)) {
+        actions.push(delete(table, key(user_pk(&device.user_id), tag_link_sk(stale, &device.device_id)))?);
+    }
+    for tag in &device.tags {
+        actions.push(put(table, serde_dynamo::to_item(tag_link(device, tag))?, None)?);
+    }
+    match transact(table, actions).await? {
+        Transaction::Committed => Ok(()),
+        // A newer name/tag change (or a deletion) got there first: its own sync applies.
+        Transaction::Cancelled(reasons) if condition_failed_at(&reasons, 0) => Ok(()),
+        Transaction::Cancelled(reasons) => Err(FleetError::internal(format!(
+            "copy sync cancelled: {reasons:?}"
+        ))),
+    }
+}
+
+/// AP-08: deletes `user`'s device, its tag links and its registration, which frees the id.
+/// Its events are purged by the next daily analytics run.
+///
+/// Two requests: an UpdateItem marks the device as being deleted and returns which tag links
+/// it has (a write that has not read the item cannot know them), then one transaction deletes
+/// device, registration and links together. A device marked but not yet deleted is gone for
+/// every reader, and a retried DELETE completes it.
+pub async fn delete_device(
+    table: &FleetTable,
+    user: &UserId,
+    device: &DeviceId,
+) -> Result<(), FleetError> {
+    let result = table
+        .client
+        .update_item()
+        .table_name(table.name())
+        .set_key(Some(device_key(user, device)))
+        .update_expression("SET deletingAt = if_not_exists(deletingAt, :now)")
+        .condition_expression("attribute_exists(PK)")
+        .expression_attribute_values(":now", s(Timestamp::now().to_string()))
+        .return_values(ReturnValue::AllNew)
+        .return_consumed_capacity(ReturnConsumedCapacity::Total)
+        .send()
+        .await;
+    let out = match result {
+        Ok(out) => out,
+        Err(err) => {
+            if let Some(UpdateItemError::ConditionalCheckFailedException(_)) = err.as_service_error() {
+                return Err(FleetError::NotFound("device"));
+            }
+            return Err(sdk_error(err));
+        }
+    };
+    record_write(out.consumed_capacity());
+    let attributes = out
+        .attributes
+        .ok_or_else(|| FleetError::internal("UpdateItem returned no attributes"))?;
+    let item: DeviceItem = serde_dynamo::from_item(attributes)?;
+
+    let device_delete = Delete::builder()
+        .table_name(table.name())
+        .set_key(Some(device_key(user, device)))
+        .condition_expression("attribute_exists(deletingAt)")
+        .build()
+        .map_err(FleetError::internal)?;
+    // A registration that is already gone must not block the clean-up; one that belongs to
+    // someone else must never be deleted.
+    let registration_delete = Delete::builder()
+        .table_name(table.name())
+        .set_key(Some(registration_key(device)))
+        .condition_expression("attribute_not_exists(PK) OR userId = :user")
+        .expression_attribute_values(":user", s(user.as_str()))
+        .build()
+        .map_err(FleetError::internal)?;
+    let mut actions = vec![
+        TransactWriteItem::builder().delete(device_delete).build(),
+        TransactWriteItem::builder().delete(registration_delete).build(),
+    ];
+    for tag in item.linked_tags.iter().chain(item.tags.iter()).collect::<std::collections::BTreeSet<_>>() {
+        actions.push(delete(table, key(user_pk(user), tag_link_sk(tag, device)))?);
+    }
+    match transact(table, actions).await? {
+        Transaction::Committed => Ok(()),
+        // A concurrent DELETE of the same device completed first.
+        Transaction::Cancelled(reasons) if condition_failed_at(&reasons, 0) => Ok(()),
+        Transaction::Cancelled(reasons) => Err(FleetError::internal(format!(
+            "deletion cancelled: {reasons:?}"
+        ))),
+    }
+}

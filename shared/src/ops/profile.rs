@@ -1,0 +1,98 @@
+//! Profile upsert (`PUT /me`, AP-16) and the profile read model.
+
+use aws_sdk_dynamodb::types::{ReturnConsumedCapacity, ReturnValue};
+use serde::Serialize;
+
+use super::s;
+use crate::error::FleetError;
+use crate::ids::UserId;
+use crate::items::{EntityType, ProfileItem};
+use crate::keys::{user_pk, PROFILE_SK};
+use crate::metrics::record_write;
+use crate::schema::{ENTITY_TYPE, PK, SK};
+use crate::table::{sdk_error, FleetTable};
+use crate::timestamp::Timestamp;
+
+/// Longest profile name, in characters.
+pub const MAX_PROFILE_NAME: usize = 100;
+
+/// What `PUT /me` sets.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ProfileUpdate {
+    /// Display name (validated with [`crate::ids::parse_display_name`]).
+    pub name: String,
+    /// E-mail from the caller's identity token, if it carries one.
+    pub email: Option<String>,
+}
+
+/// A profile as the API returns it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Profile {
+    /// The user.
+    pub user_id: String,
+    /// Display name.
+    pub name: Option<String>,
+    /// E-mail.
+    pub email: Option<String>,
+    /// First write.
+    pub created_at: String,
+    /// Last write.
+    pub updated_at: String,
+}
+
+impl From<ProfileItem> for Profile {
+    fn from(item: ProfileItem) -> Self {
+        Self {
+            user_id: item.user_id.to_string(),
+            name: item.name,
+            email: item.email,
+            created_at: item.created_at.to_string(),
+            updated_at: item.updated_at.to_string(),
+        }
+    }
+}
+
+/// Creates or updates the caller's profile in one UpdateItem (no read first): `createdAt` is
+/// kept from the first write.
+pub async fn upsert_profile(
+    table: &FleetTable,
+    user: &UserId,
+    update: ProfileUpdate,
+) -> Result<Profile, FleetError> {
+    let now = Timestamp::now().to_string();
+    let mut expression = String::from(
+        "SET #entityType = :entityType, userId = :userId, #name = :name, \
+         createdAt = if_not_exists(createdAt, :now), updatedAt = :now",
+    );
+    let mut request = table
+        .client
+        .update_item()
+        .table_name(table.name())
+        .key(PK, s(user_pk(user)))
+        .key(SK, s(PROFILE_SK))
+        .expression_attribute_names("#entityType", ENTITY_TYPE)
+        .expression_attribute_names("#name", "name")
+        .expression_attribute_values(":entityType", s("profile"))
+        .expression_attribute_values(":userId", s(user.as_str()))
+        .expression_attribute_values(":name", s(update.name))
+        .expression_attribute_values(":now", s(now));
+    if let Some(email) = update.email {
+        expression.push_str(", email = :email");
+        request = request.expression_attribute_values(":email", s(email));
+    }
+    let out = request
+        .update_expression(expression)
+        .return_values(ReturnValue::AllNew)
+        .return_consumed_capacity(ReturnConsumedCapacity::Total)
+        .send()
+        .await
+        .map_err(sdk_error)?;
+    record_write(out.consumed_capacity());
+    let attributes = out
+        .attributes
+        .ok_or_else(|| FleetError::internal("UpdateItem returned no attributes"))?;
+    let item: ProfileItem = serde_dynamo::from_item(attributes)?;
+    debug_assert_eq!(item.entity_type, EntityType::Profile);
+    Ok(item.into())
+}

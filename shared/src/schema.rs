@@ -1,0 +1,78 @@
+//! Table and index names, attribute names and key templates: the one place they are spelled.
+//! `template.yaml` must agree with every name here (a test compares them).
+
+/// Partition key attribute of the base table.
+pub const PK: &str = "PK";
+/// Sort key attribute of the base table.
+pub const SK: &str = "SK";
+/// Partition key attribute of GSI1 (events by type, devices by status).
+pub const GSI1PK: &str = "GSI1PK";
+/// Sort key attribute of GSI1.
+pub const GSI1SK: &str = "GSI1SK";
+/// Partition key attribute of GSI2 (a user's events across devices).
+pub const GSI2PK: &str = "GSI2PK";
+/// Sort key attribute of GSI2.
+pub const GSI2SK: &str = "GSI2SK";
+/// TTL attribute (epoch seconds).
+pub const TTL: &str = "ttl";
+/// Attribute naming the kind of every item.
+pub const ENTITY_TYPE: &str = "entityType";
+
+/// GSI1: overloaded, sparse; event type by day and shard, and device status by shard.
+pub const GSI1: &str = "GSI1";
+/// GSI2: events only, by owner shard.
+pub const GSI2: &str = "GSI2";
+
+/// A global secondary index as the key design needs it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct IndexSpec {
+    /// Index name.
+    pub name: &'static str,
+    /// Partition key attribute.
+    pub partition_key: &'static str,
+    /// Sort key attribute.
+    pub sort_key: &'static str,
+    /// Non-key attributes projected (INCLUDE): exactly what the index's readers return.
+    pub projected: &'static [&'static str],
+}
+
+/// Both global secondary indexes, as `template.yaml` must declare them.
+pub const INDEXES: [IndexSpec; 2] = [
+    IndexSpec {
+        name: GSI1,
+        partition_key: GSI1PK,
+        sort_key: GSI1SK,
+        projected: &[
+            ENTITY_TYPE,
+            "deviceId",
+            "userId",
+            "type",
+            "value",
+            "at",
+            "status",
+            "name",
+            "deviceType",
+            "deviceName",
+            "lastSeen",
+            TTL,
+        ],
+    },
+    IndexSpec {
+        name: GSI2,
+        partition_key: GSI2PK,
+        sort_key: GSI2SK,
+        projected: &[
+            ENTITY_TYPE,
+            "deviceId",
+            "type",
+            "value",
+            "at",
+            "deviceName",
+            "deviceType",
+            TTL,
+        ],
+    },
+];
+
+/// Every attribute that is part of a key of the table or an index (all strings).
+pub const KEY_ATTRIBUTES: [&str; 6] = [PK, SK, GSI1PK, GSI1SK, GSI2PK, GSI2SK];

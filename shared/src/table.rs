@@ -1,0 +1,126 @@
+//! The table handle every operation runs against, the SDK client behind it, and the mapping of
+//! SDK failures to [`FleetError`].
+
+use std::time::Duration;
+
+use aws_sdk_dynamodb::config::retry::RetryConfig;
+use aws_sdk_dynamodb::config::timeout::TimeoutConfig;
+use aws_sdk_dynamodb::error::{ProvideErrorMetadata, SdkError};
+use aws_sdk_dynamodb::types::CancellationReason;
+use aws_sdk_dynamodb::Client;
+
+use crate::config::FleetConfig;
+use crate::error::FleetError;
+use crate::metrics::MeteringInterceptor;
+
+/// Attempts per operation, first one included. The SDK's standard mode backs off
+/// exponentially with full jitter between them and retries throttling and transient faults.
+pub const MAX_ATTEMPTS: u32 = 4;
+
+/// What a client should wait before retrying after throttling.
+pub const RETRY_AFTER_SECONDS: u32 = 1;
+
+/// The single table, with the client and configuration every operation needs.
+#[derive(Clone, Debug)]
+pub struct FleetTable {
+    /// SDK client (metered, with bounded retries).
+    pub client: Client,
+    /// Table name, retention, shard counts.
+    pub config: FleetConfig,
+}
+
+impl FleetTable {
+    /// A table handle from an existing client and configuration.
+    pub fn new(client: Client, config: FleetConfig) -> Self {
+        Self { client, config }
+    }
+
+    /// Configuration and client from the environment (`TABLE_NAME`, `RETENTION_DAYS`, shard
+    /// counts, and the standard AWS variables such as `AWS_REGION` and
+    /// `AWS_ENDPOINT_URL_DYNAMODB`).
+    pub async fn from_env() -> Result<Self, FleetError> {
+        let config = FleetConfig::from_env()?;
+        let sdk = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
+        Ok(Self::new(dynamodb_client(&sdk), config))
+    }
+
+    /// The table name.
+    pub fn name(&self) -> &str {
+        &self.config.table_name
+    }
+}
+
+/// A DynamoDB client with the metering interceptor, bounded retries and timeouts, so no call
+/// can hang a Lambda until its own timeout.
+pub fn dynamodb_client(sdk: &aws_config::SdkConfig) -> Client {
+    let conf = aws_sdk_dynamodb::config::Builder::from(sdk)
+        .interceptor(MeteringInterceptor)
+        .retry_config(
+            RetryConfig::standard()
+                .with_max_attempts(MAX_ATTEMPTS)
+                .with_initial_backoff(Duration::from_millis(25))
+                .with_max_backoff(Duration::from_secs(1)),
+        )
+        .timeout_config(
+            TimeoutConfig::builder()
+                .connect_timeout(Duration::from_secs(2))
+                .operation_attempt_timeout(Duration::from_secs(3))
+                .operation_timeout(Duration::from_secs(10))
+                .build(),
+        )
+        .build();
+    Client::from_conf(conf)
+}
+
+/// Error codes DynamoDB uses for throttling.
+const THROTTLING_CODES: [&str; 4] = [
+    "ProvisionedThroughputExceededException",
+    "ThrottlingException",
+    "RequestLimitExceeded",
+    "ThrottlingError",
+];
+
+/// Maps an SDK failure that no pattern-specific rule claimed: throttling and transport
+/// faults that survived the retries become a 503 with Retry-After, the rest a 500.
+pub fn sdk_error<E, R>(err: SdkError<E, R>) -> FleetError
+where
+    E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
+    R: std::fmt::Debug,
+{
+    match &err {
+        SdkError::ServiceError(service) if is_throttling(service.err().code()) => {
+            FleetError::Throttled {
+                retry_after_seconds: RETRY_AFTER_SECONDS,
+            }
+        }
+        SdkError::TimeoutError(_) | SdkError::DispatchFailure(_) => FleetError::Throttled {
+            retry_after_seconds: RETRY_AFTER_SECONDS,
+        },
+        _ => FleetError::internal(format!(
+            "{}: {}",
+            err.code().unwrap_or("unknown"),
+            aws_smithy_types::error::display::DisplayErrorContext(&err)
+        )),
+    }
+}
+
+/// Whether `code` is one of DynamoDB's throttling error codes.
+pub fn is_throttling(code: Option<&str>) -> bool {
+    code.is_some_and(|c| THROTTLING_CODES.contains(&c))
+}
+
+/// Whether the transaction was cancelled because the condition of action `index` failed.
+pub fn condition_failed_at(reasons: &[CancellationReason], index: usize) -> bool {
+    reasons
+        .get(index)
+        .and_then(CancellationReason::code)
+        .is_some_and(|c| c == "ConditionalCheckFailed")
+}
+
+/// Whether any action of a cancelled transaction was throttled or conflicted with another
+/// transaction (worth retrying, unlike a failed condition).
+pub fn cancelled_transiently(reasons: &[CancellationReason]) -> bool {
+    reasons.iter().filter_map(CancellationReason::code).any(|c| {
+        c == "TransactionConflict" || is_throttling(Some(c))
+    })
+}
