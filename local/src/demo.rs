@@ -1,0 +1,96 @@
+//! Demo data for `make dev`: a few users with devices, created through the same operations the
+//! API uses.
+
+use shared::ids::{DeviceId, DeviceType, Tag, UserId};
+use shared::ops::devices::{register_device, DeviceRegistration};
+use shared::ops::profile::{upsert_profile, ProfileUpdate};
+use shared::{FleetError, FleetTable};
+
+/// A demo user.
+#[derive(Clone, Debug)]
+pub struct DemoUser {
+    /// JWT `sub`.
+    pub sub: &'static str,
+    /// E-mail claim.
+    pub email: &'static str,
+    /// Profile name.
+    pub name: &'static str,
+    /// Member of the `admin` group.
+    pub admin: bool,
+}
+
+/// A demo device with the token it was issued.
+#[derive(Clone, Debug)]
+pub struct DemoDevice {
+    /// Owner's `sub`.
+    pub owner: &'static str,
+    /// Device id.
+    pub device_id: &'static str,
+    /// Bearer token for ingestion (shown once, like the API does).
+    pub token: String,
+}
+
+/// The demo users.
+pub const USERS: [DemoUser; 3] = [
+    DemoUser {
+        sub: "demo-alice",
+        email: "alice@example.com",
+        name: "Alice",
+        admin: false,
+    },
+    DemoUser {
+        sub: "demo-bob",
+        email: "bob@example.com",
+        name: "Bob",
+        admin: false,
+    },
+    DemoUser {
+        sub: "demo-operator",
+        email: "ops@example.com",
+        name: "Olga Operator",
+        admin: true,
+    },
+];
+
+/// `(owner, deviceId, name, type, tags)` of the demo devices.
+pub const DEVICES: [(&str, &str, &str, &str, &[&str]); 4] = [
+    ("demo-alice", "thermo-kitchen", "Kitchen thermostat", "thermostat", &["home", "kitchen"]),
+    ("demo-alice", "door-front", "Front door", "door-sensor", &["home"]),
+    ("demo-alice", "meter-garage", "Garage power meter", "power-meter", &["garage"]),
+    ("demo-bob", "thermo-office", "Office thermostat", "thermostat", &["office"]),
+];
+
+/// Seeds profiles and devices; returns each device's token.
+pub async fn seed(table: &FleetTable) -> Result<Vec<DemoDevice>, FleetError> {
+    for user in &USERS {
+        upsert_profile(
+            table,
+            &UserId::parse(user.sub)?,
+            ProfileUpdate {
+                name: user.name.to_string(),
+                email: Some(user.email.to_string()),
+            },
+        )
+        .await?;
+    }
+    let mut devices = Vec::new();
+    for (owner, id, name, kind, tags) in DEVICES {
+        let registered = register_device(
+            table,
+            &UserId::parse(owner)?,
+            DeviceRegistration {
+                device_id: DeviceId::parse(id)?,
+                name: name.to_string(),
+                device_type: DeviceType::parse(kind)?,
+                tags: tags.iter().map(|t| Tag::parse(*t)).collect::<Result<_, _>>()?,
+            },
+        )
+        .await?;
+        devices.push(DemoDevice {
+            owner,
+            device_id: id,
+            token: registered.token.reveal().to_string(),
+        });
+    }
+    Ok(devices)
+}

@@ -1,0 +1,89 @@
+//! The handler code of each function in the template, called in-process (the same code the
+//! Lambda bootstraps run), and `invoke`: one API Gateway event through one function.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use lambda_http::{Body, Request, Response};
+use serde_json::{json, Value};
+use shared::FleetTable;
+
+use crate::template::Template;
+
+/// A function's HTTP handler.
+pub type Handler =
+    Arc<dyn Fn(Request) -> Pin<Box<dyn Future<Output = Response<Body>> + Send>> + Send + Sync>;
+
+/// The handler for the function whose `CodeUri` is `code_uri`, or `None` for a function
+/// that has no HTTP handler yet. The one place a new function crate is wired in.
+pub fn handler_for(code_uri: &str, table: &FleetTable) -> Option<Handler> {
+    let table = table.clone();
+    match code_uri {
+        "functions/device-updates" => Some(Arc::new(move |req| {
+            let table = table.clone();
+            Box::pin(async move { device_updates::handle(&table, req).await })
+        })),
+        _ => None,
+    }
+}
+
+/// Why an event could not be invoked.
+#[derive(Debug, thiserror::Error)]
+pub enum InvokeError {
+    /// The template has no such function with HTTP routes.
+    #[error("template.yaml has no HttpApi function {0}")]
+    UnknownFunction(String),
+    /// The function has no local handler.
+    #[error("{0} has no local handler (see fleet-local functions.rs)")]
+    NoHandler(String),
+    /// The event is not an API Gateway event.
+    #[error("not an API Gateway HTTP API event: {0}")]
+    BadEvent(String),
+}
+
+/// Runs `event` (API Gateway HTTP API payload 2.0 JSON, as in `events/`) through
+/// `function` (a logical id from the template), like `sam local invoke -e`.
+pub async fn invoke(
+    template: &Template,
+    table: &FleetTable,
+    function: &str,
+    event: &str,
+) -> Result<Response<Body>, InvokeError> {
+    let route = template
+        .routes
+        .iter()
+        .find(|r| r.function == function)
+        .ok_or_else(|| InvokeError::UnknownFunction(function.to_string()))?;
+    let handler = handler_for(&route.code_uri, table)
+        .ok_or_else(|| InvokeError::NoHandler(function.to_string()))?;
+    let request =
+        lambda_http::request::from_str(event).map_err(|e| InvokeError::BadEvent(e.to_string()))?;
+    Ok(handler(request).await)
+}
+
+/// The response as API Gateway receives it from a Lambda (payload 2.0 response JSON).
+pub fn response_json(response: &Response<Body>) -> Value {
+    let headers: serde_json::Map<String, Value> = response
+        .headers()
+        .iter()
+        .map(|(k, v)| {
+            (
+                k.as_str().to_string(),
+                Value::String(v.to_str().unwrap_or("").to_string()),
+            )
+        })
+        .collect();
+    let bytes: &[u8] = response.body().as_ref();
+    let body = if bytes.is_empty() {
+        Value::Null
+    } else {
+        Value::String(String::from_utf8_lossy(bytes).into_owned())
+    };
+    json!({
+        "statusCode": response.status().as_u16(),
+        "headers": headers,
+        "body": body,
+        "isBase64Encoded": false,
+    })
+}

@@ -1,0 +1,147 @@
+//! `fleet-local`: the local stack's command line.
+//!
+//! - `fleet-local dev`: DynamoDB Local + table from template.yaml + demo data + the HTTP API on
+//!   127.0.0.1 (`PORT`, default 3000). Ctrl-C stops everything.
+//! - `fleet-local invoke <FunctionLogicalId> <event.json> [--endpoint URL --table NAME]`: one
+//!   sample event through one function, like `sam local invoke -e`. Without `--endpoint` it
+//!   runs on a fresh DynamoDB Local with the demo data.
+
+use std::sync::Arc;
+
+use fleet_local::demo;
+use fleet_local::dev_server::{self, DevServer};
+use fleet_local::dynamodb_local::{default_install_dir, DynamoDbLocal};
+use fleet_local::functions::{invoke, response_json};
+use fleet_local::stack::{create_table, local_table};
+use fleet_local::template::{default_template_path, Template};
+
+type Error = Box<dyn std::error::Error + Send + Sync>;
+
+#[tokio::main]
+async fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let result = match args.first().map(String::as_str) {
+        Some("dev") => dev().await,
+        Some("invoke") => invoke_command(&args[1..]).await,
+        _ => Err(USAGE.into()),
+    };
+    if let Err(err) = result {
+        eprintln!("fleet-local: {err}");
+        std::process::exit(1);
+    }
+}
+
+const USAGE: &str = "usage: fleet-local dev | fleet-local invoke <FunctionLogicalId> <event.json> [--endpoint URL --table NAME]";
+
+async fn dev() -> Result<(), Error> {
+    shared::telemetry::init_json_logs();
+    let template = Template::load(&default_template_path())?;
+    let port: u16 = std::env::var("PORT")
+        .ok()
+        .map(|p| p.parse())
+        .transpose()
+        .map_err(|_| "PORT must be a port number")?
+        .unwrap_or(3000);
+    let listener = tokio::net::TcpListener::bind(("127.0.0.1", port))
+        .await
+        .map_err(|e| format!("cannot listen on 127.0.0.1:{port} ({e}); set PORT to a free port"))?;
+    eprintln!("Starting DynamoDB Local...");
+    let dynamodb = DynamoDbLocal::start(&default_install_dir())?;
+    let table_name = "device-fleet-dev";
+    let table = local_table(dynamodb.endpoint(), table_name).await;
+    create_table(&table.client, &template.table, table_name).await?;
+    let devices = demo::seed(&table).await?;
+    let server = Arc::new(DevServer::new(&template, &table));
+    let tokens: Vec<(String, String)> = demo::USERS
+        .iter()
+        .map(|u| (u.sub.to_string(), server.authorizer.issue(u.sub, u.email, u.admin)))
+        .collect();
+    print_banner(port, dynamodb.endpoint(), table_name, &server, &tokens, &devices);
+    let shutdown = async {
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+            .expect("SIGTERM handler");
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {},
+            _ = term.recv() => {},
+        }
+    };
+    dev_server::serve(listener, server, shutdown).await?;
+    eprintln!("\nStopping DynamoDB Local.");
+    drop(dynamodb);
+    Ok(())
+}
+
+fn print_banner(
+    port: u16,
+    endpoint: &str,
+    table: &str,
+    server: &DevServer,
+    tokens: &[(String, String)],
+    devices: &[demo::DemoDevice],
+) {
+    let url = format!("http://127.0.0.1:{port}");
+    let token_of = |sub: &str| {
+        tokens
+            .iter()
+            .find(|(s, _)| s == sub)
+            .map(|(_, t)| t.clone())
+            .unwrap_or_default()
+    };
+    let alice = token_of("demo-alice");
+    println!("\nDevice Fleet is running locally.\n");
+    println!("  API             {url}");
+    println!("  DynamoDB Local  {endpoint}  (table {table}, region us-east-1, any credentials)");
+    println!("\nRoutes (from template.yaml):");
+    for route in server.routes() {
+        let auth = if route.authorized { "JWT" } else { "device token" };
+        println!("  {:<40} {:<28} {auth}", route.route_key(), route.function);
+    }
+    println!("\nUsers (tokens from the local stand-in for the JWT authorizer):");
+    for user in &demo::USERS {
+        let role = if user.admin { " (admin)" } else { "" };
+        println!("  {:<14} {}{role}", user.sub, token_of(user.sub));
+    }
+    println!("\nDevice tokens (shown once at registration):");
+    for d in devices {
+        println!("  {:<14} {:<16} {}", d.owner, d.device_id, d.token);
+    }
+    println!("\nTry:");
+    println!("  curl -i -X PUT {url}/me -H 'Authorization: Bearer {alice}' -H 'Content-Type: application/json' -d '{{\"name\":\"Alice Liddell\"}}'");
+    println!("  curl -i -X POST {url}/me/devices -H 'Authorization: Bearer {alice}' -H 'Content-Type: application/json' -d '{{\"deviceId\":\"thermo-attic\",\"name\":\"Attic\",\"type\":\"thermostat\",\"tags\":[\"home\"]}}'");
+    println!("  curl -i -X PATCH {url}/me/devices/thermo-kitchen -H 'Authorization: Bearer {alice}' -H 'If-Match: 1' -H 'Content-Type: application/json' -d '{{\"status\":\"maintenance\"}}'");
+    println!("  curl -i -X DELETE {url}/me/devices/door-front -H 'Authorization: Bearer {alice}'");
+    println!("  curl -i -X PUT {url}/me -H 'Content-Type: application/json' -d '{{\"name\":\"nobody\"}}'   # 401: no token");
+    println!("\nEach request logs one JSON line below. Ctrl-C stops the API and DynamoDB Local.\n");
+}
+
+async fn invoke_command(args: &[String]) -> Result<(), Error> {
+    let (function, event_path) = match args {
+        [f, e, ..] => (f.as_str(), e.as_str()),
+        _ => return Err(USAGE.into()),
+    };
+    let option = |name: &str| {
+        args.windows(2)
+            .find(|w| w[0] == name)
+            .map(|w| w[1].clone())
+    };
+    let event = std::fs::read_to_string(event_path)
+        .map_err(|e| format!("cannot read {event_path}: {e}"))?;
+    let template = Template::load(&default_template_path())?;
+    // Keep DynamoDB Local alive until the invocation is done.
+    let mut _dynamodb = None;
+    let table = match (option("--endpoint"), option("--table")) {
+        (Some(endpoint), Some(name)) => local_table(&endpoint, &name).await,
+        (None, None) => {
+            let local = DynamoDbLocal::start(&default_install_dir())?;
+            let table = local_table(local.endpoint(), "device-fleet-invoke").await;
+            create_table(&table.client, &template.table, "device-fleet-invoke").await?;
+            demo::seed(&table).await?;
+            _dynamodb = Some(local);
+            table
+        }
+        _ => return Err("give both --endpoint and --table, or neither".into()),
+    };
+    let response = invoke(&template, &table, function, &event).await?;
+    println!("{}", serde_json::to_string_pretty(&response_json(&response))?);
+    Ok(())
+}

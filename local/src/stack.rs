@@ -1,0 +1,97 @@
+//! A table on DynamoDB Local created from `template.yaml`, and the SDK client to reach it.
+
+use aws_sdk_dynamodb::config::{Credentials, Region};
+use aws_sdk_dynamodb::types::{
+    AttributeDefinition, BillingMode, GlobalSecondaryIndex, KeySchemaElement, KeyType,
+    Projection, ProjectionType, ScalarAttributeType, TimeToLiveSpecification,
+};
+use aws_sdk_dynamodb::Client;
+use shared::{FleetConfig, FleetTable};
+
+use crate::template::{KeyElement, TableDefinition};
+
+/// Any failure while creating the local table.
+pub type StackError = Box<dyn std::error::Error + Send + Sync>;
+
+/// An SDK configuration for a DynamoDB Local endpoint (fixed region, dummy credentials: DynamoDB
+/// Local accepts any).
+pub async fn local_sdk_config(endpoint: &str) -> aws_config::SdkConfig {
+    aws_config::defaults(aws_config::BehaviorVersion::latest())
+        .endpoint_url(endpoint)
+        .region(Region::new("us-east-1"))
+        .credentials_provider(Credentials::new("local", "local", None, None, "local"))
+        .load()
+        .await
+}
+
+/// A metered client (as the Lambdas build it) for a DynamoDB Local endpoint.
+pub async fn local_client(endpoint: &str) -> Client {
+    shared::table::dynamodb_client(&local_sdk_config(endpoint).await)
+}
+
+fn key_schema(keys: &[KeyElement]) -> Result<Vec<KeySchemaElement>, StackError> {
+    keys.iter()
+        .map(|k| {
+            Ok(KeySchemaElement::builder()
+                .attribute_name(&k.attribute)
+                .key_type(KeyType::from(k.key_type.as_str()))
+                .build()?)
+        })
+        .collect()
+}
+
+/// Creates table `name` with exactly the key schema, attributes, indexes, projections, billing
+/// mode and TTL of `definition`.
+pub async fn create_table(
+    client: &Client,
+    definition: &TableDefinition,
+    name: &str,
+) -> Result<(), StackError> {
+    let mut request = client
+        .create_table()
+        .table_name(name)
+        .billing_mode(BillingMode::from(definition.billing_mode.as_str()))
+        .set_key_schema(Some(key_schema(&definition.key_schema)?));
+    for (attribute, kind) in &definition.attributes {
+        request = request.attribute_definitions(
+            AttributeDefinition::builder()
+                .attribute_name(attribute)
+                .attribute_type(ScalarAttributeType::from(kind.as_str()))
+                .build()?,
+        );
+    }
+    for index in &definition.indexes {
+        let mut projection =
+            Projection::builder().projection_type(ProjectionType::from(index.projection_type.as_str()));
+        for attribute in &index.non_key_attributes {
+            projection = projection.non_key_attributes(attribute);
+        }
+        request = request.global_secondary_indexes(
+            GlobalSecondaryIndex::builder()
+                .index_name(&index.name)
+                .set_key_schema(Some(key_schema(&index.key_schema)?))
+                .projection(projection.build())
+                .build()?,
+        );
+    }
+    request.send().await?;
+    if let Some(attribute) = &definition.ttl_attribute {
+        client
+            .update_time_to_live()
+            .table_name(name)
+            .time_to_live_specification(
+                TimeToLiveSpecification::builder()
+                    .attribute_name(attribute)
+                    .enabled(true)
+                    .build()?,
+            )
+            .send()
+            .await?;
+    }
+    Ok(())
+}
+
+/// A [`FleetTable`] for `name` on `endpoint`, with default configuration.
+pub async fn local_table(endpoint: &str, name: &str) -> FleetTable {
+    FleetTable::new(local_client(endpoint).await, FleetConfig::for_table(name))
+}
