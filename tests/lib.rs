@@ -1,1 +1,250 @@
+//! Test harness: one DynamoDB Local per test process (or `FLEET_DYNAMODB_ENDPOINT`), a fresh
+//! table per test created from `template.yaml`, and requests shaped exactly like API Gateway's
+//! HTTP API payload 2.0 events.
 
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::OnceLock;
+
+use aws_sdk_dynamodb::types::AttributeValue;
+use fleet_local::dynamodb_local::{default_install_dir, DynamoDbLocal};
+use fleet_local::stack::{create_table, local_table};
+use fleet_local::template::{default_template_path, Template};
+use lambda_http::{Body, Request, Response};
+use serde_json::{json, Value};
+use shared::metrics::{MeterSnapshot, RequestMeter};
+use shared::FleetTable;
+
+/// The template, read once.
+pub fn template() -> &'static Template {
+    static TEMPLATE: OnceLock<Template> = OnceLock::new();
+    TEMPLATE.get_or_init(|| Template::load(&default_template_path()).expect("template.yaml"))
+}
+
+/// The DynamoDB Local endpoint for this test process.
+pub fn endpoint() -> &'static str {
+    static ENDPOINT: OnceLock<String> = OnceLock::new();
+    ENDPOINT.get_or_init(|| {
+        if let Ok(endpoint) = std::env::var("FLEET_DYNAMODB_ENDPOINT") {
+            return endpoint;
+        }
+        let local = DynamoDbLocal::start(&default_install_dir())
+            .unwrap_or_else(|e| panic!("{e}"));
+        let endpoint = local.endpoint().to_string();
+        // Lives until the process exits; its guard then stops the JVM.
+        Box::leak(Box::new(local));
+        endpoint
+    })
+}
+
+/// A new, empty table with the template's schema.
+pub async fn fresh_table() -> FleetTable {
+    static COUNTER: AtomicU32 = AtomicU32::new(0);
+    let name = format!(
+        "test-{}-{}",
+        std::process::id(),
+        COUNTER.fetch_add(1, Ordering::Relaxed)
+    );
+    let table = local_table(endpoint(), &name).await;
+    create_table(&table.client, &template().table, &name)
+        .await
+        .expect("create table from template.yaml");
+    table
+}
+
+/// A fresh table with the demo data of `make dev`; returns the device tokens too.
+pub async fn demo_table() -> (FleetTable, Vec<fleet_local::demo::DemoDevice>) {
+    let table = fresh_table().await;
+    let devices = fleet_local::demo::seed(&table).await.expect("seed demo data");
+    (table, devices)
+}
+
+/// One stored item, attributes in name order, for comparing table contents.
+pub type StoredItem = BTreeMap<String, AttributeValue>;
+
+/// Every item in the table, sorted by key (a test-only Scan).
+pub async fn table_contents(table: &FleetTable) -> Vec<StoredItem> {
+    let mut items = Vec::new();
+    let mut start: Option<HashMap<String, AttributeValue>> = None;
+    loop {
+        let out = table
+            .client
+            .scan()
+            .table_name(table.name())
+            .consistent_read(true)
+            .set_exclusive_start_key(start.take())
+            .send()
+            .await
+            .expect("scan");
+        items.extend(
+            out.items()
+                .iter()
+                .map(|i| i.clone().into_iter().collect::<StoredItem>()),
+        );
+        match out.last_evaluated_key {
+            Some(key) => start = Some(key),
+            None => break,
+        }
+    }
+    items.sort_by_key(|i| (key_text(i, "PK"), key_text(i, "SK")));
+    items
+}
+
+fn key_text(item: &StoredItem, name: &str) -> String {
+    item.get(name)
+        .and_then(|v| v.as_s().ok())
+        .cloned()
+        .unwrap_or_default()
+}
+
+/// The item at (pk, sk), if any (consistent read, not metered).
+pub async fn item(table: &FleetTable, pk: &str, sk: &str) -> Option<StoredItem> {
+    table
+        .client
+        .get_item()
+        .table_name(table.name())
+        .key("PK", AttributeValue::S(pk.into()))
+        .key("SK", AttributeValue::S(sk.into()))
+        .consistent_read(true)
+        .send()
+        .await
+        .expect("get_item")
+        .item
+        .map(|i| i.into_iter().collect())
+}
+
+/// JWT claims as API Gateway passes them for a Cognito ID token.
+pub fn claims(sub: &str) -> Value {
+    json!({
+        "sub": sub,
+        "email": format!("{sub}@example.com"),
+        "email_verified": "true",
+        "iss": "https://cognito-idp.us-east-1.amazonaws.com/us-east-1_Example",
+        "aud": "example-client",
+        "token_use": "id",
+        "iat": "1712743200",
+        "exp": "1712746800",
+    })
+}
+
+/// A request to `route_key` (`PATCH /me/devices/{deviceId}`): `path` is the concrete path,
+/// `claims` the authorizer's claims (None: no authorizer context).
+pub struct ApiRequest {
+    event: Value,
+}
+
+impl ApiRequest {
+    /// A request for `route_key` at `path`.
+    pub fn new(route_key: &str, path: &str) -> Self {
+        let method = route_key.split(' ').next().unwrap_or("GET");
+        let event = json!({
+            "version": "2.0",
+            "routeKey": route_key,
+            "rawPath": path,
+            "rawQueryString": "",
+            "headers": {"content-type": "application/json"},
+            "requestContext": {
+                "accountId": "123456789012",
+                "apiId": "test",
+                "http": {"method": method, "path": path, "protocol": "HTTP/1.1",
+                         "sourceIp": "127.0.0.1", "userAgent": "tests"},
+                "requestId": "test-request",
+                "routeKey": route_key,
+                "stage": "$default",
+                "time": "",
+                "timeEpoch": 0
+            },
+            "isBase64Encoded": false
+        });
+        Self { event }
+    }
+
+    /// Authenticated as `sub`.
+    pub fn caller(mut self, sub: &str) -> Self {
+        self.event["requestContext"]["authorizer"] =
+            json!({"jwt": {"claims": claims(sub), "scopes": null}});
+        self
+    }
+
+    /// A path parameter.
+    pub fn param(mut self, name: &str, value: &str) -> Self {
+        self.event["pathParameters"][name] = json!(value);
+        self
+    }
+
+    /// A header.
+    pub fn header(mut self, name: &str, value: &str) -> Self {
+        self.event["headers"][name.to_ascii_lowercase()] = json!(value);
+        self
+    }
+
+    /// A JSON body.
+    pub fn json(self, body: Value) -> Self {
+        self.body(&body.to_string())
+    }
+
+    /// A raw body.
+    pub fn body(mut self, body: &str) -> Self {
+        self.event["body"] = json!(body);
+        self
+    }
+
+    /// The lambda_http request the runtime would hand the function.
+    pub fn build(&self) -> Request {
+        lambda_http::request::from_str(&self.event.to_string()).expect("valid event")
+    }
+}
+
+/// A response, decoded.
+#[derive(Debug)]
+pub struct Answer {
+    /// Status code.
+    pub status: u16,
+    /// JSON body (Null when empty).
+    pub body: Value,
+    /// Headers.
+    pub headers: lambda_http::http::HeaderMap,
+    /// DynamoDB work the request did.
+    pub used: MeterSnapshot,
+}
+
+impl Answer {
+    /// The error code of an error body.
+    pub fn error_code(&self) -> &str {
+        self.body["error"]["code"].as_str().unwrap_or("")
+    }
+
+    /// The field of an error body.
+    pub fn error_field(&self) -> &str {
+        self.body["error"]["field"].as_str().unwrap_or("")
+    }
+}
+
+/// Decodes a handler response.
+pub fn answer(response: Response<Body>, used: MeterSnapshot) -> Answer {
+    let bytes: &[u8] = response.body().as_ref();
+    let body = if bytes.is_empty() {
+        Value::Null
+    } else {
+        serde_json::from_slice(bytes).expect("JSON body")
+    };
+    Answer {
+        status: response.status().as_u16(),
+        headers: response.headers().clone(),
+        body,
+        used,
+    }
+}
+
+/// Runs `fut` and returns its output with the DynamoDB work it did.
+pub async fn metered<F: std::future::Future>(fut: F) -> (F::Output, MeterSnapshot) {
+    let meter = RequestMeter::new();
+    let out = meter.clone().scope(fut).await;
+    (out, meter.snapshot())
+}
+
+/// Sends `request` through the device-updates handler.
+pub async fn device_updates(table: &FleetTable, request: ApiRequest) -> Answer {
+    let (response, used) = metered(device_updates::handle(table, request.build())).await;
+    answer(response, used)
+}

@@ -287,7 +287,12 @@ pub fn json_body<T: DeserializeOwned>(req: &Request, max_bytes: usize) -> Result
     let mut de = serde_json::Deserializer::from_slice(bytes);
     let value = serde_path_to_error::deserialize(&mut de).map_err(|err| {
         let path = err.path().to_string();
-        let field = if path == "." { "body".to_string() } else { path };
+        // "." is the whole document and "?" a position serde could not name.
+        let field = if path == "." || path.starts_with('?') {
+            "body".to_string()
+        } else {
+            path
+        };
         ApiError::invalid(field, err.into_inner().to_string())
     })?;
     de.end()
@@ -309,7 +314,7 @@ where
         Some(RequestContext::ApiGatewayV2(ctx)) => ctx.request_id.clone(),
         _ => None,
     };
-    let meter = RequestMeter::new();
+    let meter = RequestMeter::current().unwrap_or_default();
     let result = meter.clone().scope(handler(req)).await;
     let response = result.unwrap_or_else(ApiError::into_response);
     let used = meter.snapshot();

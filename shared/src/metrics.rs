@@ -62,6 +62,13 @@ impl RequestMeter {
         Self::default()
     }
 
+    /// The meter of the current task, if one is in scope. A request handler joins it instead of
+    /// starting its own, so a caller that measures a whole request (a test, the bench) sees
+    /// the same figures the request logs.
+    pub fn current() -> Option<Self> {
+        CURRENT.try_with(Clone::clone).ok()
+    }
+
     /// Runs `fut` with this meter collecting its DynamoDB work.
     pub async fn scope<F: std::future::Future>(self, fut: F) -> F::Output {
         CURRENT.scope(self, fut).await
