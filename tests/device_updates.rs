@@ -82,7 +82,9 @@ async fn put_me_creates_then_updates_the_profile_keeping_created_at() {
     assert_eq!(second.status, 200);
     assert_eq!(second.body["profile"]["name"], "Ada Lovelace");
     assert_eq!(second.body["profile"]["createdAt"], created.as_str());
-    let stored = item(&table, &format!("USER#{ALICE}"), "PROFILE").await.unwrap();
+    let stored = item(&table, &format!("USER#{ALICE}"), "PROFILE")
+        .await
+        .unwrap();
     assert_eq!(s(&stored, "entityType"), "profile");
     assert_eq!(s(&stored, "name"), "Ada Lovelace");
     assert_eq!(second.used.requests(), 1);
@@ -103,17 +105,27 @@ async fn register_returns_the_token_once_and_stores_only_its_digest() {
     assert!(token.starts_with("dft_"));
 
     let items = table_contents(&table).await;
-    let registration = item(&table, "DEVICE#thermo-1", "REGISTRATION").await.unwrap();
+    let registration = item(&table, "DEVICE#thermo-1", "REGISTRATION")
+        .await
+        .unwrap();
     assert_eq!(s(&registration, "userId"), ALICE);
     assert_eq!(s(&registration, "tokenSha256"), sha256_hex(token));
     assert_eq!(s(&registration, "entityType"), "registration");
     let everything = format!("{items:?}");
-    assert!(!everything.contains(token), "the token itself is never stored");
+    assert!(
+        !everything.contains(token),
+        "the token itself is never stored"
+    );
 
-    let stored = item(&table, &format!("USER#{ALICE}"), "DEVICE#thermo-1").await.unwrap();
+    let stored = item(&table, &format!("USER#{ALICE}"), "DEVICE#thermo-1")
+        .await
+        .unwrap();
     assert_eq!(s(&stored, "entityType"), "device");
     assert!(s(&stored, "GSI1PK").starts_with("STATUS#active#"));
-    assert!(!stored.contains_key("GSI1SK"), "not in 'seen since' until it sends events");
+    assert!(
+        !stored.contains_key("GSI1SK"),
+        "not in 'seen since' until it sends events"
+    );
     assert_eq!(
         tag_links(&items, ALICE),
         ["TAG#home#thermo-1", "TAG#kitchen#thermo-1"]
@@ -152,7 +164,9 @@ async fn patch_updates_status_in_one_conditional_write() {
     assert_eq!(a.headers["etag"], "\"2\"");
     assert_eq!(a.used.operations.len(), 1, "{:?}", a.used);
     assert_eq!(a.used.count("UpdateItem"), 1, "no read first");
-    let stored = item(&table, &format!("USER#{ALICE}"), "DEVICE#thermo-1").await.unwrap();
+    let stored = item(&table, &format!("USER#{ALICE}"), "DEVICE#thermo-1")
+        .await
+        .unwrap();
     assert!(s(&stored, "GSI1PK").starts_with("STATUS#maintenance#"));
     // Quoted and weak ETags are accepted too.
     let a = device_updates(
@@ -189,7 +203,13 @@ async fn a_stale_if_match_is_412_and_changes_nothing() {
 async fn concurrent_updates_with_the_same_version_let_exactly_one_win() {
     let table = fresh_table().await;
     registered(&table, ALICE, "thermo-1", &["home"]).await;
-    let statuses = ["inactive", "maintenance", "error", "inactive", "maintenance"];
+    let statuses = [
+        "inactive",
+        "maintenance",
+        "error",
+        "inactive",
+        "maintenance",
+    ];
     // Polled together, so the writes really race on DynamoDB Local.
     let answers = futures::future::join_all(statuses.iter().map(|status| {
         device_updates(
@@ -229,7 +249,9 @@ async fn tag_and_name_changes_keep_links_and_registration_in_step() {
     for link in items.iter().filter(|i| s(i, "SK").starts_with("TAG#")) {
         assert_eq!(s(link, "name"), "Upstairs");
     }
-    let registration = item(&table, "DEVICE#thermo-1", "REGISTRATION").await.unwrap();
+    let registration = item(&table, "DEVICE#thermo-1", "REGISTRATION")
+        .await
+        .unwrap();
     assert_eq!(s(&registration, "deviceName"), "Upstairs");
     // A status-only change after that leaves the links alone, and an empty tag list removes
     // every link.
@@ -289,8 +311,14 @@ async fn a_half_done_delete_hides_the_device_and_a_retry_completes_it() {
         .client
         .update_item()
         .table_name(table.name())
-        .key("PK", aws_sdk_dynamodb::types::AttributeValue::S(format!("USER#{ALICE}")))
-        .key("SK", aws_sdk_dynamodb::types::AttributeValue::S("DEVICE#thermo-1".into()))
+        .key(
+            "PK",
+            aws_sdk_dynamodb::types::AttributeValue::S(format!("USER#{ALICE}")),
+        )
+        .key(
+            "SK",
+            aws_sdk_dynamodb::types::AttributeValue::S("DEVICE#thermo-1".into()),
+        )
         .update_expression("SET deletingAt = :now")
         .expression_attribute_values(
             ":now",
@@ -301,7 +329,9 @@ async fn a_half_done_delete_hides_the_device_and_a_retry_completes_it() {
         .unwrap();
     let user = shared::ids::UserId::parse(ALICE).unwrap();
     let id = shared::ids::DeviceId::parse("thermo-1").unwrap();
-    let seen = shared::ops::devices::get_device(&table, &user, &id).await.unwrap();
+    let seen = shared::ops::devices::get_device(&table, &user, &id)
+        .await
+        .unwrap();
     assert!(seen.is_none(), "a device being deleted is gone for readers");
     let a = device_updates(
         &table,
@@ -341,41 +371,170 @@ async fn bad_input_is_a_4xx_naming_the_field_and_changes_nothing() {
     let long = "x".repeat(101);
     let eleven_tags: Vec<String> = (0..11).map(|i| format!("t{i}")).collect();
     let cases: Vec<(&str, ApiRequest, u16, &str)> = vec![
-        ("not JSON", ApiRequest::new("PUT /me", "/me").body("{name"), 400, "body"),
-        ("empty body", ApiRequest::new("PUT /me", "/me").body(""), 400, "body"),
-        ("trailing data", ApiRequest::new("PUT /me", "/me").body("{\"name\":\"a\"} x"), 400, "body"),
-        ("unknown field", ApiRequest::new("PUT /me", "/me").json(json!({"name": "a", "admin": true})), 400, "admin"),
-        ("blank name", ApiRequest::new("PUT /me", "/me").json(json!({"name": "   "})), 400, "name"),
-        ("long name", ApiRequest::new("PUT /me", "/me").json(json!({"name": long})), 400, "name"),
-        ("control char in name", ApiRequest::new("PUT /me", "/me").json(json!({"name": "a\u{1}b"})), 400, "name"),
-        ("wrong type", ApiRequest::new("PUT /me", "/me").json(json!({"name": 5})), 400, "name"),
-        ("key injection", register(thermo("USER#user-bob", &[])), 400, "deviceId"),
-        ("encoded delimiter", register(thermo("a%23b", &[])), 400, "deviceId"),
-        ("control char id", register(thermo("a\nb", &[])), 400, "deviceId"),
+        (
+            "not JSON",
+            ApiRequest::new("PUT /me", "/me").body("{name"),
+            400,
+            "body",
+        ),
+        (
+            "empty body",
+            ApiRequest::new("PUT /me", "/me").body(""),
+            400,
+            "body",
+        ),
+        (
+            "trailing data",
+            ApiRequest::new("PUT /me", "/me").body("{\"name\":\"a\"} x"),
+            400,
+            "body",
+        ),
+        (
+            "unknown field",
+            ApiRequest::new("PUT /me", "/me").json(json!({"name": "a", "admin": true})),
+            400,
+            "admin",
+        ),
+        (
+            "blank name",
+            ApiRequest::new("PUT /me", "/me").json(json!({"name": "   "})),
+            400,
+            "name",
+        ),
+        (
+            "long name",
+            ApiRequest::new("PUT /me", "/me").json(json!({"name": long})),
+            400,
+            "name",
+        ),
+        (
+            "control char in name",
+            ApiRequest::new("PUT /me", "/me").json(json!({"name": "a\u{1}b"})),
+            400,
+            "name",
+        ),
+        (
+            "wrong type",
+            ApiRequest::new("PUT /me", "/me").json(json!({"name": 5})),
+            400,
+            "name",
+        ),
+        (
+            "key injection",
+            register(thermo("USER#user-bob", &[])),
+            400,
+            "deviceId",
+        ),
+        (
+            "encoded delimiter",
+            register(thermo("a%23b", &[])),
+            400,
+            "deviceId",
+        ),
+        (
+            "control char id",
+            register(thermo("a\nb", &[])),
+            400,
+            "deviceId",
+        ),
         ("empty id", register(thermo("", &[])), 400, "deviceId"),
-        ("long id", register(thermo(&"d".repeat(65), &[])), 400, "deviceId"),
-        ("missing type", register(json!({"deviceId": "d-1", "name": "n"})), 400, "body"),
-        ("bad type", register(json!({"deviceId": "d-1", "name": "n", "type": "a#b"})), 400, "type"),
-        ("bad tag", register(thermo("d-1", &["ok", "no#tag"])), 400, "tags[1]"),
-        ("too many tags", register(json!({"deviceId": "d-1", "name": "n", "type": "t", "tags": eleven_tags})), 400, "tags"),
-        ("bad status", patch("thermo-1", "1", json!({"status": "broken"})), 400, "status"),
-        ("empty patch", patch("thermo-1", "1", json!({})), 400, "body"),
-        ("version in body", patch("thermo-1", "1", json!({"version": 7})), 400, "version"),
-        ("bad If-Match", patch("thermo-1", "one", json!({"status": "error"})), 400, "If-Match"),
-        ("zero If-Match", patch("thermo-1", "0", json!({"status": "error"})), 400, "If-Match"),
-        ("bad path id", ApiRequest::new("DELETE /me/devices/{deviceId}", "/me/devices/a%23b").param("deviceId", "a#b"), 400, "deviceId"),
-        ("missing If-Match", ApiRequest::new("PATCH /me/devices/{deviceId}", "/me/devices/thermo-1").param("deviceId", "thermo-1").json(json!({"status": "error"})), 428, "If-Match"),
-        ("too large", ApiRequest::new("PUT /me", "/me").json(json!({"name": "x".repeat(20_000)})), 413, ""),
+        (
+            "long id",
+            register(thermo(&"d".repeat(65), &[])),
+            400,
+            "deviceId",
+        ),
+        (
+            "missing type",
+            register(json!({"deviceId": "d-1", "name": "n"})),
+            400,
+            "body",
+        ),
+        (
+            "bad type",
+            register(json!({"deviceId": "d-1", "name": "n", "type": "a#b"})),
+            400,
+            "type",
+        ),
+        (
+            "bad tag",
+            register(thermo("d-1", &["ok", "no#tag"])),
+            400,
+            "tags[1]",
+        ),
+        (
+            "too many tags",
+            register(json!({"deviceId": "d-1", "name": "n", "type": "t", "tags": eleven_tags})),
+            400,
+            "tags",
+        ),
+        (
+            "bad status",
+            patch("thermo-1", "1", json!({"status": "broken"})),
+            400,
+            "status",
+        ),
+        (
+            "empty patch",
+            patch("thermo-1", "1", json!({})),
+            400,
+            "body",
+        ),
+        (
+            "version in body",
+            patch("thermo-1", "1", json!({"version": 7})),
+            400,
+            "version",
+        ),
+        (
+            "bad If-Match",
+            patch("thermo-1", "one", json!({"status": "error"})),
+            400,
+            "If-Match",
+        ),
+        (
+            "zero If-Match",
+            patch("thermo-1", "0", json!({"status": "error"})),
+            400,
+            "If-Match",
+        ),
+        (
+            "bad path id",
+            ApiRequest::new("DELETE /me/devices/{deviceId}", "/me/devices/a%23b")
+                .param("deviceId", "a#b"),
+            400,
+            "deviceId",
+        ),
+        (
+            "missing If-Match",
+            ApiRequest::new("PATCH /me/devices/{deviceId}", "/me/devices/thermo-1")
+                .param("deviceId", "thermo-1")
+                .json(json!({"status": "error"})),
+            428,
+            "If-Match",
+        ),
+        (
+            "too large",
+            ApiRequest::new("PUT /me", "/me").json(json!({"name": "x".repeat(20_000)})),
+            413,
+            "",
+        ),
     ];
     for (what, request, status, field) in cases {
         let a = device_updates(&table, request.caller(ALICE)).await;
         assert_eq!(a.status, status, "{what}: {:?}", a.body);
         assert_eq!(a.error_field(), field, "{what}: {:?}", a.body);
         assert!(
-            a.body["error"]["message"].as_str().is_some_and(|m| !m.is_empty()),
+            a.body["error"]["message"]
+                .as_str()
+                .is_some_and(|m| !m.is_empty()),
             "{what}"
         );
-        assert_eq!(a.used.requests(), 0, "{what}: rejected before any DynamoDB call");
+        assert_eq!(
+            a.used.requests(),
+            0,
+            "{what}: rejected before any DynamoDB call"
+        );
     }
     assert_eq!(table_contents(&table).await, before);
 }

@@ -28,8 +28,7 @@ pub fn endpoint() -> &'static str {
         if let Ok(endpoint) = std::env::var("FLEET_DYNAMODB_ENDPOINT") {
             return endpoint;
         }
-        let local = DynamoDbLocal::start(&default_install_dir())
-            .unwrap_or_else(|e| panic!("{e}"));
+        let local = DynamoDbLocal::start(&default_install_dir()).unwrap_or_else(|e| panic!("{e}"));
         let endpoint = local.endpoint().to_string();
         // Lives until the process exits; its guard then stops the JVM.
         Box::leak(Box::new(local));
@@ -55,7 +54,9 @@ pub async fn fresh_table() -> FleetTable {
 /// A fresh table with the demo data of `make dev`; returns the device tokens too.
 pub async fn demo_table() -> (FleetTable, Vec<fleet_local::demo::DemoDevice>) {
     let table = fresh_table().await;
-    let devices = fleet_local::demo::seed(&table).await.expect("seed demo data");
+    let devices = fleet_local::demo::seed(&table)
+        .await
+        .expect("seed demo data");
     (table, devices)
 }
 

@@ -54,10 +54,34 @@ pub const USERS: [DemoUser; 3] = [
 
 /// `(owner, deviceId, name, type, tags)` of the demo devices.
 pub const DEVICES: [(&str, &str, &str, &str, &[&str]); 4] = [
-    ("demo-alice", "thermo-kitchen", "Kitchen thermostat", "thermostat", &["home", "kitchen"]),
-    ("demo-alice", "door-front", "Front door", "door-sensor", &["home"]),
-    ("demo-alice", "meter-garage", "Garage power meter", "power-meter", &["garage"]),
-    ("demo-bob", "thermo-office", "Office thermostat", "thermostat", &["office"]),
+    (
+        "demo-alice",
+        "thermo-kitchen",
+        "Kitchen thermostat",
+        "thermostat",
+        &["home", "kitchen"],
+    ),
+    (
+        "demo-alice",
+        "door-front",
+        "Front door",
+        "door-sensor",
+        &["home"],
+    ),
+    (
+        "demo-alice",
+        "meter-garage",
+        "Garage power meter",
+        "power-meter",
+        &["garage"],
+    ),
+    (
+        "demo-bob",
+        "thermo-office",
+        "Office thermostat",
+        "thermostat",
+        &["office"],
+    ),
 ];
 
 /// Seeds profiles and devices; returns each device's token.
@@ -82,7 +106,10 @@ pub async fn seed(table: &FleetTable) -> Result<Vec<DemoDevice>, FleetError> {
                 device_id: DeviceId::parse(id)?,
                 name: name.to_string(),
                 device_type: DeviceType::parse(kind)?,
-                tags: tags.iter().map(|t| Tag::parse(*t)).collect::<Result<_, _>>()?,
+                tags: tags
+                    .iter()
+                    .map(|t| Tag::parse(*t))
+                    .collect::<Result<_, _>>()?,
             },
         )
         .await?;

@@ -150,7 +150,9 @@ impl DevServer {
         let (parts, body) = req.into_parts();
         let body = match Limited::new(body, MAX_PAYLOAD_BYTES).collect().await {
             Ok(collected) => collected.to_bytes(),
-            Err(_) => return gateway_message(StatusCode::PAYLOAD_TOO_LARGE, "Request Entity Too Large"),
+            Err(_) => {
+                return gateway_message(StatusCode::PAYLOAD_TOO_LARGE, "Request Entity Too Large")
+            }
         };
         let n = self.request_counter.fetch_add(1, Ordering::Relaxed);
         let event = api_gateway_event(route, &parts, &body, path_params, claims, peer, n);
@@ -341,7 +343,10 @@ mod tests {
         let p = match_path("/me/devices/{deviceId}", "/me/devices/a%23b").unwrap();
         assert_eq!(p["deviceId"], "a#b");
         assert_eq!(match_path("/me/devices/{deviceId}", "/me/devices"), None);
-        assert_eq!(match_path("/me/devices/{deviceId}", "/me/devices/a/b"), None);
+        assert_eq!(
+            match_path("/me/devices/{deviceId}", "/me/devices/a/b"),
+            None
+        );
         let p = match_path("/files/{path+}", "/files/a/b").unwrap();
         assert_eq!(p["path"], "a/b");
     }

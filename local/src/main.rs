@@ -54,9 +54,21 @@ async fn dev() -> Result<(), Error> {
     let server = Arc::new(DevServer::new(&template, &table));
     let tokens: Vec<(String, String)> = demo::USERS
         .iter()
-        .map(|u| (u.sub.to_string(), server.authorizer.issue(u.sub, u.email, u.admin)))
+        .map(|u| {
+            (
+                u.sub.to_string(),
+                server.authorizer.issue(u.sub, u.email, u.admin),
+            )
+        })
         .collect();
-    print_banner(port, dynamodb.endpoint(), table_name, &server, &tokens, &devices);
+    print_banner(
+        port,
+        dynamodb.endpoint(),
+        table_name,
+        &server,
+        &tokens,
+        &devices,
+    );
     let shutdown = async {
         let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
             .expect("SIGTERM handler");
@@ -93,7 +105,11 @@ fn print_banner(
     println!("  DynamoDB Local  {endpoint}  (table {table}, region us-east-1, any credentials)");
     println!("\nRoutes (from template.yaml):");
     for route in server.routes() {
-        let auth = if route.authorized { "JWT" } else { "device token" };
+        let auth = if route.authorized {
+            "JWT"
+        } else {
+            "device token"
+        };
         println!("  {:<40} {:<28} {auth}", route.route_key(), route.function);
     }
     println!("\nUsers (tokens from the local stand-in for the JWT authorizer):");
@@ -119,11 +135,7 @@ async fn invoke_command(args: &[String]) -> Result<(), Error> {
         [f, e, ..] => (f.as_str(), e.as_str()),
         _ => return Err(USAGE.into()),
     };
-    let option = |name: &str| {
-        args.windows(2)
-            .find(|w| w[0] == name)
-            .map(|w| w[1].clone())
-    };
+    let option = |name: &str| args.windows(2).find(|w| w[0] == name).map(|w| w[1].clone());
     let event = std::fs::read_to_string(event_path)
         .map_err(|e| format!("cannot read {event_path}: {e}"))?;
     let template = Template::load(&default_template_path())?;
@@ -142,6 +154,9 @@ async fn invoke_command(args: &[String]) -> Result<(), Error> {
         _ => return Err("give both --endpoint and --table, or neither".into()),
     };
     let response = invoke(&template, &table, function, &event).await?;
-    println!("{}", serde_json::to_string_pretty(&response_json(&response))?);
+    println!(
+        "{}",
+        serde_json::to_string_pretty(&response_json(&response))?
+    );
     Ok(())
 }

@@ -2,8 +2,8 @@
 
 use aws_sdk_dynamodb::config::{Credentials, Region};
 use aws_sdk_dynamodb::types::{
-    AttributeDefinition, BillingMode, GlobalSecondaryIndex, KeySchemaElement, KeyType,
-    Projection, ProjectionType, ScalarAttributeType, TimeToLiveSpecification,
+    AttributeDefinition, BillingMode, GlobalSecondaryIndex, KeySchemaElement, KeyType, Projection,
+    ProjectionType, ScalarAttributeType, TimeToLiveSpecification,
 };
 use aws_sdk_dynamodb::Client;
 use shared::{FleetConfig, FleetTable};
@@ -61,8 +61,8 @@ pub async fn create_table(
         );
     }
     for index in &definition.indexes {
-        let mut projection =
-            Projection::builder().projection_type(ProjectionType::from(index.projection_type.as_str()));
+        let mut projection = Projection::builder()
+            .projection_type(ProjectionType::from(index.projection_type.as_str()));
         for attribute in &index.non_key_attributes {
             projection = projection.non_key_attributes(attribute);
         }

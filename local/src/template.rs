@@ -124,7 +124,9 @@ impl Template {
         let mut tables = Vec::new();
         let mut routes = Vec::new();
         for (id, resource) in resources {
-            let id = id.as_str().ok_or_else(|| shape("resource id is not a string"))?;
+            let id = id
+                .as_str()
+                .ok_or_else(|| shape("resource id is not a string"))?;
             match resource.get("Type").and_then(Value::as_str) {
                 Some("AWS::DynamoDB::Table") => tables.push(table_definition(id, resource)?),
                 Some("AWS::Serverless::Function") => routes.extend(function_routes(id, resource)?),
@@ -133,7 +135,11 @@ impl Template {
         }
         let table = match tables.len() {
             1 => tables.remove(0),
-            n => return Err(shape(format!("expected one AWS::DynamoDB::Table, found {n}"))),
+            n => {
+                return Err(shape(format!(
+                    "expected one AWS::DynamoDB::Table, found {n}"
+                )))
+            }
         };
         Ok(Self { table, routes })
     }
@@ -157,8 +163,7 @@ fn key_schema(value: Option<&Value>, owner: &str) -> Result<Vec<KeyElement>, Tem
                     "AttributeName",
                 )?
                 .to_string(),
-                key_type: literal(k.get("KeyType").unwrap_or(&Value::Null), "KeyType")?
-                    .to_string(),
+                key_type: literal(k.get("KeyType").unwrap_or(&Value::Null), "KeyType")?.to_string(),
             })
         })
         .collect()
@@ -175,10 +180,16 @@ fn table_definition(id: &str, resource: &Value) -> Result<TableDefinition, Templ
         .iter()
         .map(|a| {
             Ok((
-                literal(a.get("AttributeName").unwrap_or(&Value::Null), "AttributeName")?
-                    .to_string(),
-                literal(a.get("AttributeType").unwrap_or(&Value::Null), "AttributeType")?
-                    .to_string(),
+                literal(
+                    a.get("AttributeName").unwrap_or(&Value::Null),
+                    "AttributeName",
+                )?
+                .to_string(),
+                literal(
+                    a.get("AttributeType").unwrap_or(&Value::Null),
+                    "AttributeType",
+                )?
+                .to_string(),
             ))
         })
         .collect::<Result<Vec<_>, TemplateError>>()?;
@@ -188,9 +199,8 @@ fn table_definition(id: &str, resource: &Value) -> Result<TableDefinition, Templ
         .map(|list| {
             list.iter()
                 .map(|gsi| {
-                    let name =
-                        literal(gsi.get("IndexName").unwrap_or(&Value::Null), "IndexName")?
-                            .to_string();
+                    let name = literal(gsi.get("IndexName").unwrap_or(&Value::Null), "IndexName")?
+                        .to_string();
                     let projection = gsi.get("Projection");
                     Ok(IndexDefinition {
                         key_schema: key_schema(gsi.get("KeySchema"), &name)?,

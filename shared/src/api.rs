@@ -57,7 +57,11 @@ impl ApiError {
 
     /// 401: no or unusable credentials.
     pub fn unauthorized() -> Self {
-        Self::new(StatusCode::UNAUTHORIZED, "unauthorized", "authentication required")
+        Self::new(
+            StatusCode::UNAUTHORIZED,
+            "unauthorized",
+            "authentication required",
+        )
     }
 
     /// 403: authenticated but not allowed.
@@ -67,12 +71,20 @@ impl ApiError {
 
     /// 404 for a missing resource.
     pub fn not_found(what: &str) -> Self {
-        Self::new(StatusCode::NOT_FOUND, "not_found", format!("{what} not found"))
+        Self::new(
+            StatusCode::NOT_FOUND,
+            "not_found",
+            format!("{what} not found"),
+        )
     }
 
     /// 404 for a route this function does not serve.
     pub fn no_route(route: &str) -> Self {
-        Self::new(StatusCode::NOT_FOUND, "no_route", format!("no route {route}"))
+        Self::new(
+            StatusCode::NOT_FOUND,
+            "no_route",
+            format!("no route {route}"),
+        )
     }
 
     /// 413: body over `limit` bytes.

@@ -183,10 +183,7 @@ impl AccessPattern {
         }
         if let Some(ceiling) = self.max_read_units {
             if used.read_units > ceiling + 1e-9 {
-                return fail(format!(
-                    "read {} RCU, ceiling {ceiling}",
-                    used.read_units
-                ));
+                return fail(format!("read {} RCU, ceiling {ceiling}", used.read_units));
             }
         }
         Ok(())
@@ -456,7 +453,9 @@ mod tests {
     #[test]
     fn check_rejects_extra_requests_wrong_operations_and_excess_capacity() {
         let dash = pattern("AP-DASH").unwrap();
-        assert!(dash.check(&used(&[("Query", 1)], 2.0), &BudgetScale::one()).is_ok());
+        assert!(dash
+            .check(&used(&[("Query", 1)], 2.0), &BudgetScale::one())
+            .is_ok());
         let err = dash
             .check(&used(&[("Query", 2)], 2.0), &BudgetScale::one())
             .unwrap_err();

@@ -231,8 +231,14 @@ mod tests {
 
     #[test]
     fn display_names_are_trimmed_and_bounded() {
-        assert_eq!(parse_display_name("name", "  Kitchen ", 100).unwrap(), "Kitchen");
-        assert_eq!(parse_display_name("name", "Küche #2", 100).unwrap(), "Küche #2");
+        assert_eq!(
+            parse_display_name("name", "  Kitchen ", 100).unwrap(),
+            "Kitchen"
+        );
+        assert_eq!(
+            parse_display_name("name", "Küche #2", 100).unwrap(),
+            "Küche #2"
+        );
         assert!(parse_display_name("name", "   ", 100).is_err());
         assert!(parse_display_name("name", "a\u{7}", 100).is_err());
         assert!(parse_display_name("name", &"n".repeat(101), 100).is_err());

@@ -66,10 +66,7 @@ impl DeviceStatus {
             .into_iter()
             .find(|s| s.as_str() == value)
             .ok_or_else(|| {
-                ValidationError::new(
-                    field,
-                    "must be one of active, inactive, maintenance, error",
-                )
+                ValidationError::new(field, "must be one of active, inactive, maintenance, error")
             })
     }
 }

@@ -278,7 +278,10 @@ mod tests {
         // never a tag link (and events live in their own partitions).
         let lo = DEVICE_PREFIX;
         let hi = PROFILE_SK;
-        for sk in [device_sk(&device()), device_sk(&DeviceId::parse("zzz").unwrap())] {
+        for sk in [
+            device_sk(&device()),
+            device_sk(&DeviceId::parse("zzz").unwrap()),
+        ] {
             assert!(lo <= sk.as_str() && sk.as_str() <= hi, "{sk}");
         }
         let tag = tag_link_sk(&Tag::parse("a").unwrap(), &device());

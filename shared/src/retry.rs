@@ -10,7 +10,9 @@ pub const MAX_DELAY: Duration = Duration::from_secs(1);
 
 /// The backoff ceiling before attempt `attempt + 1` (attempt counts from 1).
 pub fn backoff_ceiling(attempt: u32) -> Duration {
-    let factor = 1u32.checked_shl(attempt.saturating_sub(1)).unwrap_or(u32::MAX);
+    let factor = 1u32
+        .checked_shl(attempt.saturating_sub(1))
+        .unwrap_or(u32::MAX);
     BASE_DELAY.saturating_mul(factor).min(MAX_DELAY)
 }
 

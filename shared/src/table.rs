@@ -120,7 +120,8 @@ pub fn condition_failed_at(reasons: &[CancellationReason], index: usize) -> bool
 /// Whether any action of a cancelled transaction was throttled or conflicted with another
 /// transaction (worth retrying, unlike a failed condition).
 pub fn cancelled_transiently(reasons: &[CancellationReason]) -> bool {
-    reasons.iter().filter_map(CancellationReason::code).any(|c| {
-        c == "TransactionConflict" || is_throttling(Some(c))
-    })
+    reasons
+        .iter()
+        .filter_map(CancellationReason::code)
+        .any(|c| c == "TransactionConflict" || is_throttling(Some(c)))
 }

@@ -14,9 +14,8 @@ use crate::error::ValidationError;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Timestamp(OffsetDateTime);
 
-const KEY_FORMAT: &[time::format_description::BorrowedFormatItem<'static>] = format_description!(
-    "[year]-[month]-[day]T[hour]:[minute]:[second].[subsecond digits:3]Z"
-);
+const KEY_FORMAT: &[time::format_description::BorrowedFormatItem<'static>] =
+    format_description!("[year]-[month]-[day]T[hour]:[minute]:[second].[subsecond digits:3]Z");
 const DAY_FORMAT: &[time::format_description::BorrowedFormatItem<'static>] =
     format_description!("[year]-[month]-[day]");
 
@@ -108,7 +107,10 @@ mod tests {
     fn normalizes_offsets_and_precision_to_utc_millis() {
         let cases = [
             ("2024-04-10T10:00:00Z", "2024-04-10T10:00:00.000Z"),
-            ("2024-04-10T12:00:00.123456+02:00", "2024-04-10T10:00:00.123Z"),
+            (
+                "2024-04-10T12:00:00.123456+02:00",
+                "2024-04-10T10:00:00.123Z",
+            ),
             ("2024-04-10T10:00:00.5Z", "2024-04-10T10:00:00.500Z"),
             ("2024-04-09T23:30:00-01:00", "2024-04-10T00:30:00.000Z"),
         ];
@@ -128,7 +130,13 @@ mod tests {
 
     #[test]
     fn rejects_what_is_not_rfc3339() {
-        for bad in ["", "yesterday", "2024-04-10", "2024-04-10 10:00:00", "2024-13-01T00:00:00Z"] {
+        for bad in [
+            "",
+            "yesterday",
+            "2024-04-10",
+            "2024-04-10 10:00:00",
+            "2024-13-01T00:00:00Z",
+        ] {
             let err = Timestamp::parse_field("events[0].at", bad).unwrap_err();
             assert_eq!(err.field, "events[0].at");
         }

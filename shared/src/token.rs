@@ -22,7 +22,10 @@ impl DeviceToken {
     pub fn generate() -> Result<Self, FleetError> {
         let mut secret = [0u8; 32];
         getrandom::fill(&mut secret).map_err(FleetError::internal)?;
-        Ok(Self(format!("{TOKEN_PREFIX}{}", URL_SAFE_NO_PAD.encode(secret))))
+        Ok(Self(format!(
+            "{TOKEN_PREFIX}{}",
+            URL_SAFE_NO_PAD.encode(secret)
+        )))
     }
 
     /// The token text, for the one response that returns it.

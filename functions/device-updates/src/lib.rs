@@ -48,7 +48,10 @@ async fn put_profile(
         email: caller.email.clone(),
     };
     let profile = profile::upsert_profile(table, &caller.user_id, update).await?;
-    Ok(json_response(StatusCode::OK, &json!({ "profile": profile })))
+    Ok(json_response(
+        StatusCode::OK,
+        &json!({ "profile": profile }),
+    ))
 }
 
 #[derive(Deserialize)]
@@ -114,14 +117,8 @@ async fn update_device(
             .transpose()?,
         tags: body.tags.map(parse_tags).transpose()?,
     };
-    let device = devices::update_device(
-        table,
-        &caller.user_id,
-        &device_id,
-        expected_version,
-        patch,
-    )
-    .await?;
+    let device =
+        devices::update_device(table, &caller.user_id, &device_id, expected_version, patch).await?;
     let version = device.version;
     let mut response = json_response(StatusCode::OK, &json!({ "device": device }));
     insert_etag(&mut response, version);

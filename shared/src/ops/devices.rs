@@ -151,7 +151,11 @@ fn tag_link(device: &DeviceItem, tag: &Tag) -> TagLinkItem {
     }
 }
 
-fn put(table: &FleetTable, item: Item, condition: Option<&str>) -> Result<TransactWriteItem, FleetError> {
+fn put(
+    table: &FleetTable,
+    item: Item,
+    condition: Option<&str>,
+) -> Result<TransactWriteItem, FleetError> {
     let put = Put::builder()
         .table_name(table.name())
         .set_item(Some(item))
@@ -180,7 +184,10 @@ enum Transaction {
 /// throttling is retried (bounded, with jitter); one caused by a failed condition is returned
 /// for the caller to interpret. The same idempotency token is sent on every attempt so a
 /// commit whose response was lost is not applied twice.
-async fn transact(table: &FleetTable, actions: Vec<TransactWriteItem>) -> Result<Transaction, FleetError> {
+async fn transact(
+    table: &FleetTable,
+    actions: Vec<TransactWriteItem>,
+) -> Result<Transaction, FleetError> {
     let token = random_id()?;
     let mut attempt = 0;
     loop {
@@ -276,11 +283,19 @@ pub async fn register_device(
     };
     let not_exists = Some("attribute_not_exists(PK)");
     let mut actions = vec![
-        put(table, serde_dynamo::to_item(&registration_item)?, not_exists)?,
+        put(
+            table,
+            serde_dynamo::to_item(&registration_item)?,
+            not_exists,
+        )?,
         put(table, serde_dynamo::to_item(&device)?, not_exists)?,
     ];
     for tag in &device.tags {
-        actions.push(put(table, serde_dynamo::to_item(tag_link(&device, tag))?, None)?);
+        actions.push(put(
+            table,
+            serde_dynamo::to_item(tag_link(&device, tag))?,
+            None,
+        )?);
     }
     match transact(table, actions).await? {
         Transaction::Committed => Ok(RegisteredDevice {
@@ -290,7 +305,9 @@ pub async fn register_device(
         Transaction::Cancelled(reasons)
             if condition_failed_at(&reasons, 0) || condition_failed_at(&reasons, 1) =>
         {
-            Err(FleetError::DeviceIdTaken(registration.device_id.to_string()))
+            Err(FleetError::DeviceIdTaken(
+                registration.device_id.to_string(),
+            ))
         }
         Transaction::Cancelled(reasons) => Err(FleetError::internal(format!(
             "registration cancelled: {reasons:?}"
@@ -334,7 +351,9 @@ pub async fn update_device(
     patch: DevicePatch,
 ) -> Result<Device, FleetError> {
     if patch == DevicePatch::default() {
-        return Err(ValidationError::new("body", "nothing to update: give status, name or tags").into());
+        return Err(
+            ValidationError::new("body", "nothing to update: give status, name or tags").into(),
+        );
     }
     let mut sets = vec![
         "version = :next".to_string(),
@@ -359,7 +378,10 @@ pub async fn update_device(
             .expression_attribute_values(":status", s(status.as_str()))
             .expression_attribute_values(
                 ":statusKey",
-                s(status_gsi1pk(status, shard_of(device.as_str(), table.config.shards.status))),
+                s(status_gsi1pk(
+                    status,
+                    shard_of(device.as_str(), table.config.shards.status),
+                )),
             );
     }
     if let Some(name) = &patch.name {
@@ -370,7 +392,8 @@ pub async fn update_device(
     }
     if let Some(tags) = &patch.tags {
         sets.push("tags = :tags".into());
-        request = request.expression_attribute_values(":tags", serde_dynamo::to_attribute_value(tags)?);
+        request =
+            request.expression_attribute_values(":tags", serde_dynamo::to_attribute_value(tags)?);
     }
     if patch.changes_copies() {
         sets.push("syncVersion = syncVersion + :one".into());
@@ -386,12 +409,16 @@ pub async fn update_device(
     let out = match result {
         Ok(out) => out,
         Err(err) => {
-            if let Some(UpdateItemError::ConditionalCheckFailedException(failed)) = err.as_service_error() {
+            if let Some(UpdateItemError::ConditionalCheckFailedException(failed)) =
+                err.as_service_error()
+            {
                 let live = failed
                     .item()
                     .is_some_and(|old| !old.contains_key("deletingAt"));
                 return Err(if live {
-                    FleetError::StaleVersion { expected: expected_version }
+                    FleetError::StaleVersion {
+                        expected: expected_version,
+                    }
                 } else {
                     FleetError::NotFound("device")
                 });
@@ -440,13 +467,29 @@ async fn sync_copies(table: &FleetTable, device: &DeviceItem) -> Result<(), Flee
         .map_err(FleetError::internal)?;
     let mut actions = vec![
         TransactWriteItem::builder().update(update_device).build(),
-        TransactWriteItem::builder().update(update_registration).build(),
+        TransactWriteItem::builder()
+            .update(update_registration)
+            .build(),
     ];
-    for stale in device.linked_tags.iter().filter(|t| !device.tags.contains(t)) {
-        actions.push(delete(table, key(user_pk(&device.user_id), tag_link_sk(stale, &device.device_id)))?);
+    for stale in device
+        .linked_tags
+        .iter()
+        .filter(|t| !device.tags.contains(t))
+    {
+        actions.push(delete(
+            table,
+            key(
+                user_pk(&device.user_id),
+                tag_link_sk(stale, &device.device_id),
+            ),
+        )?);
     }
     for tag in &device.tags {
-        actions.push(put(table, serde_dynamo::to_item(tag_link(device, tag))?, None)?);
+        actions.push(put(
+            table,
+            serde_dynamo::to_item(tag_link(device, tag))?,
+            None,
+        )?);
     }
     match transact(table, actions).await? {
         Transaction::Committed => Ok(()),
@@ -485,7 +528,9 @@ pub async fn delete_device(
     let out = match result {
         Ok(out) => out,
         Err(err) => {
-            if let Some(UpdateItemError::ConditionalCheckFailedException(_)) = err.as_service_error() {
+            if let Some(UpdateItemError::ConditionalCheckFailedException(_)) =
+                err.as_service_error()
+            {
                 return Err(FleetError::NotFound("device"));
             }
             return Err(sdk_error(err));
@@ -514,9 +559,16 @@ pub async fn delete_device(
         .map_err(FleetError::internal)?;
     let mut actions = vec![
         TransactWriteItem::builder().delete(device_delete).build(),
-        TransactWriteItem::builder().delete(registration_delete).build(),
+        TransactWriteItem::builder()
+            .delete(registration_delete)
+            .build(),
     ];
-    for tag in item.linked_tags.iter().chain(item.tags.iter()).collect::<std::collections::BTreeSet<_>>() {
+    for tag in item
+        .linked_tags
+        .iter()
+        .chain(item.tags.iter())
+        .collect::<std::collections::BTreeSet<_>>()
+    {
         actions.push(delete(table, key(user_pk(user), tag_link_sk(tag, device)))?);
     }
     match transact(table, actions).await? {
