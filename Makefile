@@ -21,7 +21,9 @@ test: dynamodb-local python-tools ## Everything: fmt, clippy, template lint, uni
 	$(CARGO) fmt --all --check
 	$(CARGO) clippy --workspace --all-targets --locked -- -D warnings
 	$(VENV)/bin/cfn-lint template.yaml
-	$(CARGO) test --workspace --locked
+	@mkdir -p target
+	set -o pipefail; $(CARGO) test --workspace --all-targets --locked 2>&1 | tee target/test.log
+	@awk '/^test result:/ {passed += $$4; failed += $$6} END {printf "%d passed, %d failed\n", passed, failed}' target/test.log
 
 invoke: dynamodb-local ## Replay one sample event: make invoke FUNCTION=DeviceUpdatesFunction EVENT=events/put-me.json
 	@test -n "$(FUNCTION)" -a -n "$(EVENT)" || { echo "usage: make invoke FUNCTION=<LogicalId> EVENT=events/<file>.json"; exit 2; }

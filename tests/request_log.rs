@@ -1,0 +1,81 @@
+//! Every request logs exactly one JSON line with route, status, latency, DynamoDB requests and
+//! consumed capacity, and never the secrets that passed through it.
+
+use std::io::Write;
+use std::sync::{Arc, Mutex};
+
+use fleet_tests::*;
+use serde_json::{json, Value};
+
+#[derive(Clone, Default)]
+struct Captured(Arc<Mutex<Vec<u8>>>);
+
+impl Write for Captured {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Captured {
+    fn lines(&self) -> Vec<Value> {
+        let text = String::from_utf8(self.0.lock().unwrap().clone()).unwrap();
+        text.lines()
+            .map(|l| serde_json::from_str(l).expect("every log line is JSON"))
+            .collect()
+    }
+    fn raw(&self) -> String {
+        String::from_utf8(self.0.lock().unwrap().clone()).unwrap()
+    }
+}
+
+// current_thread runtime: the thread-local subscriber sees everything the handler logs.
+#[tokio::test(flavor = "current_thread")]
+async fn one_json_line_per_request_without_secrets() {
+    let table = fresh_table().await;
+    let captured = Captured::default();
+    let writer = captured.clone();
+    let _guard = tracing::subscriber::set_default(shared::telemetry::json_subscriber(move || {
+        writer.clone()
+    }));
+
+    let a = device_updates(
+        &table,
+        ApiRequest::new("POST /me/devices", "/me/devices")
+            .caller("user-log")
+            .header("Authorization", "Bearer secret-jwt-value")
+            .json(json!({"deviceId": "log-1", "name": "Log", "type": "thermostat"})),
+    )
+    .await;
+    assert_eq!(a.status, 201);
+    let token = a.body["token"].as_str().unwrap().to_string();
+    let b = device_updates(
+        &table,
+        ApiRequest::new("PUT /me", "/me")
+            .caller("user-log")
+            .json(json!({"name": "x".repeat(200)})),
+    )
+    .await;
+    assert_eq!(b.status, 400);
+
+    let lines = captured.lines();
+    assert_eq!(lines.len(), 2, "{lines:#?}");
+    let first = &lines[0];
+    assert_eq!(first["route"], "POST /me/devices");
+    assert_eq!(first["status"], 201);
+    assert_eq!(first["ddb_requests"], 1);
+    assert!(first["wcu"].as_f64().unwrap() > 0.0, "{first}");
+    assert!(first["latency_ms"].as_f64().unwrap() >= 0.0);
+    assert_eq!(lines[1]["route"], "PUT /me");
+    assert_eq!(lines[1]["status"], 400);
+    assert_eq!(lines[1]["ddb_requests"], 0);
+    let raw = captured.raw();
+    assert!(!raw.contains(&token), "device token logged");
+    assert!(
+        !raw.contains("secret-jwt-value"),
+        "authorization header logged"
+    );
+}
