@@ -9,7 +9,7 @@ VENV      := .venv
 PY_STAMP  := $(VENV)/.installed
 CARGO     ?= cargo
 
-.PHONY: help dev test lint unit-and-integration fmt dynamodb-local python-tools java-check invoke clean
+.PHONY: ingest-throughput help dev test lint unit-and-integration fmt dynamodb-local python-tools java-check invoke clean
 
 help: ## List the commands
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-16s %s\n", $$1, $$2}'
@@ -28,6 +28,9 @@ test: dynamodb-local python-tools ## Everything: fmt, clippy, template lint, uni
 invoke: dynamodb-local ## Replay one sample event: make invoke FUNCTION=DeviceUpdatesFunction EVENT=events/put-me.json
 	@test -n "$(FUNCTION)" -a -n "$(EVENT)" || { echo "usage: make invoke FUNCTION=<LogicalId> EVENT=events/<file>.json"; exit 2; }
 	$(CARGO) run --quiet -p fleet-local -- invoke $(FUNCTION) $(EVENT)
+
+ingest-throughput: dynamodb-local ## Events/s through the ingest handler on DynamoDB Local (DEVICES=8 BATCHES=25)
+	$(CARGO) run --quiet -p fleet-local -- ingest-throughput $${DEVICES:-8} $${BATCHES:-25}
 
 fmt: ## Format the code
 	$(CARGO) fmt --all

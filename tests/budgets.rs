@@ -31,7 +31,7 @@ fn check(id: &str, used: &MeterSnapshot, scale: BudgetScale) {
 
 /// Patterns with a contract test in this file; a pattern marked implemented in the catalog
 /// without one fails `every_implemented_pattern_has_a_contract`.
-const COVERED: [&str; 5] = ["AP-03", "AP-06", "AP-07", "AP-08", "AP-16"];
+const COVERED: [&str; 6] = ["AP-03", "AP-06", "AP-07", "AP-08", "AP-14", "AP-16"];
 
 #[test]
 fn every_implemented_pattern_has_a_contract() {
@@ -110,4 +110,49 @@ async fn write_and_read_patterns_stay_within_budget() {
     .await;
     deleted.unwrap();
     check("AP-08", &used, BudgetScale::one());
+}
+
+#[tokio::test]
+async fn ingesting_a_full_batch_stays_within_budget_even_on_a_cold_lambda() {
+    use shared::ops::ingest::{validate_batch, IngestConfig, Ingestor, SubmittedEvent};
+    use shared::timestamp::Timestamp;
+
+    let (table, devices) = demo_table().await;
+    let kitchen = devices
+        .iter()
+        .find(|d| d.device_id == "thermo-kitchen")
+        .unwrap();
+    let now = Timestamp::now();
+    let submitted: Vec<SubmittedEvent> = (0..100)
+        .map(|i| SubmittedEvent {
+            id: Some(format!("e-{i}")),
+            event_type: ["temperature", "humidity", "door"][i % 3].to_string(),
+            value: serde_json::json!(i),
+            at: now.plus_seconds(-(i as i64)).to_string(),
+        })
+        .collect();
+    let events = validate_batch(submitted, now, 90, std::time::Duration::from_secs(300)).unwrap();
+    // A cold Lambda: no cached registration or summary.
+    let ingestor = Ingestor::new(table, IngestConfig::default());
+    let device = DeviceId::parse(kitchen.device_id).unwrap();
+    let ((), used) = metered(async {
+        let registration = ingestor
+            .authenticate(&device, &kitchen.token)
+            .await
+            .unwrap();
+        let far = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        let outcome = ingestor.ingest(&registration, events, far).await.unwrap();
+        assert_eq!(outcome.accepted.len(), 100);
+        assert!(outcome.failed.is_empty());
+    })
+    .await;
+    check(
+        "AP-14",
+        &used,
+        BudgetScale {
+            batch_items: 100,
+            ..BudgetScale::one()
+        },
+    );
+    assert_eq!(used.count("BatchWriteItem"), 4);
 }

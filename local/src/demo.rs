@@ -1,9 +1,13 @@
 //! Demo data for `make dev`: a few users with devices, created through the same operations the
 //! API uses.
 
+use aws_sdk_dynamodb::types::AttributeValue;
 use shared::ids::{DeviceId, DeviceType, Tag, UserId};
+use shared::keys::{registration_pk, REGISTRATION_SK};
 use shared::ops::devices::{register_device, DeviceRegistration};
 use shared::ops::profile::{upsert_profile, ProfileUpdate};
+use shared::schema::{PK, SK};
+use shared::token::sha256_hex;
 use shared::{FleetError, FleetTable};
 
 /// A demo user.
@@ -84,6 +88,10 @@ pub const DEVICES: [(&str, &str, &str, &str, &[&str]); 4] = [
     ),
 ];
 
+/// A published token for the demo device `thermo-kitchen`, so the sample events in `events/`
+/// can authenticate. Local demo data only: real tokens are random and shown once.
+pub const DEMO_KITCHEN_TOKEN: &str = "dft_demo-thermo-kitchen-local-only-token";
+
 /// Seeds profiles and devices; returns each device's token.
 pub async fn seed(table: &FleetTable) -> Result<Vec<DemoDevice>, FleetError> {
     for user in &USERS {
@@ -113,11 +121,32 @@ pub async fn seed(table: &FleetTable) -> Result<Vec<DemoDevice>, FleetError> {
             },
         )
         .await?;
+        let mut token = registered.token.reveal().to_string();
+        if id == "thermo-kitchen" {
+            publish_demo_token(table, id).await?;
+            token = DEMO_KITCHEN_TOKEN.to_string();
+        }
         devices.push(DemoDevice {
             owner,
             device_id: id,
-            token: registered.token.reveal().to_string(),
+            token,
         });
     }
     Ok(devices)
+}
+
+async fn publish_demo_token(table: &FleetTable, device: &str) -> Result<(), FleetError> {
+    let device = DeviceId::parse(device)?;
+    table
+        .client
+        .update_item()
+        .table_name(table.name())
+        .key(PK, AttributeValue::S(registration_pk(&device)))
+        .key(SK, AttributeValue::S(REGISTRATION_SK.into()))
+        .update_expression("SET tokenSha256 = :digest")
+        .expression_attribute_values(":digest", AttributeValue::S(sha256_hex(DEMO_KITCHEN_TOKEN)))
+        .send()
+        .await
+        .map_err(shared::table::sdk_error)?;
+    Ok(())
 }

@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use lambda_http::{Body, Request, Response};
 use serde_json::{json, Value};
+use shared::ops::ingest::{IngestConfig, Ingestor};
 use shared::FleetTable;
 
 use crate::template::Template;
@@ -24,6 +25,15 @@ pub fn handler_for(code_uri: &str, table: &FleetTable) -> Option<Handler> {
             let table = table.clone();
             Box::pin(async move { device_updates::handle(&table, req).await })
         })),
+        "functions/ingest" => {
+            // Settings from the environment, like the Lambda (defaults when unset).
+            let config = IngestConfig::from_env().unwrap_or_default();
+            let ingestor = Arc::new(Ingestor::new(table, config));
+            Some(Arc::new(move |req| {
+                let ingestor = ingestor.clone();
+                Box::pin(async move { ingest::handle(&ingestor, req).await })
+            }))
+        }
         _ => None,
     }
 }

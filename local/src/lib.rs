@@ -5,9 +5,11 @@
 pub mod demo;
 pub mod dev_server;
 pub mod dynamodb_local;
+pub mod faults;
 pub mod functions;
 pub mod stack;
 pub mod template;
+pub mod throughput;
 
 use std::path::PathBuf;
 

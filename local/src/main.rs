@@ -23,6 +23,7 @@ async fn main() {
     let result = match args.first().map(String::as_str) {
         Some("dev") => dev().await,
         Some("invoke") => invoke_command(&args[1..]).await,
+        Some("ingest-throughput") => ingest_throughput(&args[1..]).await,
         _ => Err(USAGE.into()),
     };
     if let Err(err) = result {
@@ -31,7 +32,29 @@ async fn main() {
     }
 }
 
-const USAGE: &str = "usage: fleet-local dev | fleet-local invoke <FunctionLogicalId> <event.json> [--endpoint URL --table NAME]";
+const USAGE: &str = "usage: fleet-local dev | fleet-local invoke <FunctionLogicalId> <event.json> [--endpoint URL --table NAME] | fleet-local ingest-throughput [DEVICES] [BATCHES]";
+
+async fn ingest_throughput(args: &[String]) -> Result<(), Error> {
+    let devices: usize = args.first().map(|a| a.parse()).transpose()?.unwrap_or(8);
+    let batches: usize = args.get(1).map(|a| a.parse()).transpose()?.unwrap_or(25);
+    let template = Template::load(&default_template_path())?;
+    let dynamodb = DynamoDbLocal::start(&default_install_dir())?;
+    let table = local_table(dynamodb.endpoint(), "device-fleet-throughput").await;
+    create_table(&table.client, &template.table, "device-fleet-throughput").await?;
+    let run = fleet_local::throughput::measure(&table, devices, batches).await?;
+    println!(
+        "ingest handler on DynamoDB Local ({} build): {} devices x {} batches x 100 events = {} events acknowledged in {:.2} s: {:.0} events/s; batch latency p50 {:.1} ms, p99 {:.1} ms",
+        if cfg!(debug_assertions) { "debug" } else { "release" },
+        devices,
+        batches,
+        run.events,
+        run.elapsed.as_secs_f64(),
+        run.events_per_second(),
+        run.latency(0.5).as_secs_f64() * 1000.0,
+        run.latency(0.99).as_secs_f64() * 1000.0,
+    );
+    Ok(())
+}
 
 async fn dev() -> Result<(), Error> {
     shared::telemetry::init_json_logs();
@@ -127,6 +150,12 @@ fn print_banner(
     println!("  curl -i -X PATCH {url}/me/devices/thermo-kitchen -H 'Authorization: Bearer {alice}' -H 'If-Match: 1' -H 'Content-Type: application/json' -d '{{\"status\":\"maintenance\"}}'");
     println!("  curl -i -X DELETE {url}/me/devices/door-front -H 'Authorization: Bearer {alice}'");
     println!("  curl -i -X PUT {url}/me -H 'Content-Type: application/json' -d '{{\"name\":\"nobody\"}}'   # 401: no token");
+    let kitchen = devices
+        .iter()
+        .find(|d| d.device_id == "thermo-kitchen")
+        .map(|d| d.token.clone())
+        .unwrap_or_default();
+    println!("  curl -i -X POST {url}/devices/thermo-kitchen/events -H 'Authorization: Bearer {kitchen}' -H 'Content-Type: application/json' -d \"{{\\\"events\\\":[{{\\\"type\\\":\\\"temperature\\\",\\\"value\\\":21.5,\\\"at\\\":\\\"$(date -u +%Y-%m-%dT%H:%M:%SZ)\\\"}}]}}\"");
     println!("\nEach request logs one JSON line below. Ctrl-C stops the API and DynamoDB Local.\n");
 }
 
@@ -145,7 +174,9 @@ async fn invoke_command(args: &[String]) -> Result<(), Error> {
         (Some(endpoint), Some(name)) => local_table(&endpoint, &name).await,
         (None, None) => {
             let local = DynamoDbLocal::start(&default_install_dir())?;
-            let table = local_table(local.endpoint(), "device-fleet-invoke").await;
+            let mut table = local_table(local.endpoint(), "device-fleet-invoke").await;
+            // The samples in events/ carry fixed timestamps; keep them inside retention.
+            table.config.retention_days = 3650;
             create_table(&table.client, &template.table, "device-fleet-invoke").await?;
             demo::seed(&table).await?;
             _dynamodb = Some(local);

@@ -159,6 +159,11 @@ impl From<FleetError> for ApiError {
     fn from(err: FleetError) -> Self {
         match err {
             FleetError::Invalid(v) => v.into(),
+            FleetError::Unauthorized => Self::new(
+                StatusCode::UNAUTHORIZED,
+                "unauthorized",
+                "unknown device or wrong token",
+            ),
             FleetError::NotFound(what) => Self::not_found(what),
             FleetError::DeviceIdTaken(_) => Self::new(
                 StatusCode::CONFLICT,

@@ -371,7 +371,7 @@ pub const CATALOG: &[AccessPattern] = &[
         key_condition: "PK = DEVICE#{deviceId}, SK = REGISTRATION; events; device item",
         budget: RequestBudget::BatchOf25Plus(3),
         max_read_units: None,
-        implemented_by: None,
+        implemented_by: Some("ops::ingest::Ingestor::ingest"),
     },
     AccessPattern {
         id: "AP-15",

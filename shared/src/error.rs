@@ -28,6 +28,10 @@ pub enum FleetError {
     /// Bad input (400).
     #[error(transparent)]
     Invalid(#[from] ValidationError),
+    /// Missing or wrong credentials (401). For devices it never says which: unknown device and
+    /// wrong token look the same.
+    #[error("unknown device or wrong token")]
+    Unauthorized,
     /// The item does not exist for this caller (404). Another user's device is also a 404,
     /// so ids cannot be probed.
     #[error("{0} not found")]

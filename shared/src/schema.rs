@@ -53,7 +53,6 @@ pub const INDEXES: [IndexSpec; 2] = [
             "name",
             "deviceType",
             "deviceName",
-            "lastSeen",
             TTL,
         ],
     },

@@ -1,2 +1,97 @@
-//! ingest: `POST /devices/{deviceId}/events` (AP-14). Not built yet: no handler exists,
-//! so nothing pretends to accept events.
+//! ingest: `POST /devices/{deviceId}/events` (AP-14).
+//!
+//! A thin adapter: authenticate the device's bearer token, validate the batch, hand it to
+//! `shared::ops::ingest`, and answer 200 only when every event is stored; otherwise 503 with
+//! exactly which ids to resend.
+
+use std::time::{Duration, Instant, SystemTime};
+
+use lambda_http::http::{header, StatusCode};
+use lambda_http::{Body, Request, RequestExt, Response};
+use serde::Deserialize;
+use serde_json::json;
+
+use shared::api::{self, json_body, json_response, path_param, ApiError};
+use shared::ids::DeviceId;
+use shared::ops::ingest::{validate_batch, Ingestor, SubmittedEvent};
+use shared::table::RETRY_AFTER_SECONDS;
+use shared::timestamp::Timestamp;
+use shared::FleetError;
+
+/// Largest request body: 100 events with ids, types and long text values fit well within it.
+pub const MAX_INGEST_BODY_BYTES: usize = 64 * 1024;
+
+/// Time kept in reserve before the Lambda's deadline to answer the device.
+const ANSWER_MARGIN: Duration = Duration::from_millis(500);
+
+/// Serves one API Gateway request (the Lambda handler and the local dev server both call this).
+pub async fn handle(ingestor: &Ingestor, req: Request) -> Response<Body> {
+    api::serve(req, |req| route(ingestor, req)).await
+}
+
+async fn route(ingestor: &Ingestor, req: Request) -> Result<Response<Body>, ApiError> {
+    match api::route_key(&req).as_str() {
+        "POST /devices/{deviceId}/events" => ingest_events(ingestor, &req).await,
+        other => Err(ApiError::no_route(other)),
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct IngestBody {
+    events: Vec<SubmittedEvent>,
+}
+
+async fn ingest_events(ingestor: &Ingestor, req: &Request) -> Result<Response<Body>, ApiError> {
+    let device = path_param(req, "deviceId", |v| DeviceId::parse(v))?;
+    let token = bearer_token(req).ok_or(FleetError::Unauthorized)?;
+    let registration = ingestor.authenticate(&device, token).await?;
+    let body: IngestBody = json_body(req, MAX_INGEST_BODY_BYTES)?;
+    let events = validate_batch(
+        body.events,
+        Timestamp::now(),
+        ingestor.table().config.retention_days,
+        ingestor.config().max_clock_skew,
+    )?;
+    let outcome = ingestor
+        .ingest(&registration, events, deadline(req))
+        .await?;
+    if outcome.failed.is_empty() {
+        return Ok(json_response(
+            StatusCode::OK,
+            &json!({ "accepted": outcome.accepted.len(), "eventIds": outcome.accepted }),
+        ));
+    }
+    let mut response = json_response(
+        StatusCode::SERVICE_UNAVAILABLE,
+        &json!({
+            "error": {
+                "code": "partially_stored",
+                "message": "some events were not stored: resend the failed ids",
+            },
+            "accepted": outcome.accepted,
+            "failed": outcome.failed,
+        }),
+    );
+    response
+        .headers_mut()
+        .insert(header::RETRY_AFTER, RETRY_AFTER_SECONDS.into());
+    Ok(response)
+}
+
+fn bearer_token(req: &Request) -> Option<&str> {
+    let value = req.headers().get(header::AUTHORIZATION)?.to_str().ok()?;
+    let (scheme, token) = value.split_once(' ')?;
+    let token = token.trim();
+    (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then_some(token)
+}
+
+/// When retrying must stop: the Lambda's deadline less a margin to answer (outside Lambda,
+/// the ingestor's own retry window applies).
+fn deadline(req: &Request) -> Instant {
+    let far = Instant::now() + Duration::from_secs(3600);
+    req.lambda_context_ref()
+        .and_then(|ctx| ctx.deadline().duration_since(SystemTime::now()).ok())
+        .map(|left| Instant::now() + left.saturating_sub(ANSWER_MARGIN))
+        .unwrap_or(far)
+}

@@ -1,6 +1,7 @@
 //! Table operations: one function per access pattern (see [`crate::catalog`]).
 
 pub mod devices;
+pub mod ingest;
 pub mod profile;
 
 use aws_sdk_dynamodb::types::AttributeValue;

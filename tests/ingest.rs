@@ -1,0 +1,621 @@
+//! Ingestion (AP-14) end to end on DynamoDB Local: idempotent replay, out-of-order events,
+//! concurrent batches, rejections that change nothing, TTL and denormalized fields, retries
+//! driven by injected faults around the real client, and the 503 contract.
+
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use fleet_local::faults::{faulty_client, FaultPlan};
+use fleet_tests::*;
+use serde_json::{json, Value};
+use shared::catalog::{pattern, BudgetScale};
+use shared::ops::ingest::{IngestConfig, Ingestor};
+use shared::timestamp::Timestamp;
+use shared::FleetTable;
+
+const OWNER: &str = "user-owner";
+
+fn config() -> IngestConfig {
+    IngestConfig {
+        retry_window: Duration::from_millis(400),
+        ..IngestConfig::default()
+    }
+}
+
+/// A table with one registered device; returns its token.
+async fn with_device(device: &str) -> (FleetTable, String) {
+    let table = fresh_table().await;
+    let token = register(&table, OWNER, device).await;
+    (table, token)
+}
+
+async fn register(table: &FleetTable, owner: &str, device: &str) -> String {
+    let a = device_updates(
+        table,
+        ApiRequest::new("POST /me/devices", "/me/devices")
+            .caller(owner)
+            .json(json!({"deviceId": device, "name": "Boiler room", "type": "thermostat"})),
+    )
+    .await;
+    assert_eq!(a.status, 201, "{:?}", a.body);
+    a.body["token"].as_str().unwrap().to_string()
+}
+
+fn ago(seconds: i64) -> String {
+    Timestamp::now().plus_seconds(-seconds).to_string()
+}
+
+fn batch(device: &str, token: &str, events: Value) -> ApiRequest {
+    ApiRequest::new(
+        "POST /devices/{deviceId}/events",
+        &format!("/devices/{device}/events"),
+    )
+    .param("deviceId", device)
+    .header("Authorization", &format!("Bearer {token}"))
+    .json(json!({ "events": events }))
+}
+
+async fn send(ingestor: &Ingestor, request: ApiRequest) -> Answer {
+    let (response, used) = metered(ingest::handle(ingestor, request.build())).await;
+    answer(response, used)
+}
+
+fn events_of(items: &[StoredItem]) -> Vec<&StoredItem> {
+    items
+        .iter()
+        .filter(|i| {
+            i.get("entityType")
+                .and_then(|v| v.as_s().ok())
+                .map(String::as_str)
+                == Some("event")
+        })
+        .collect()
+}
+
+fn text(item: &StoredItem, name: &str) -> String {
+    item.get(name)
+        .and_then(|v| v.as_s().ok())
+        .cloned()
+        .unwrap_or_default()
+}
+
+async fn device_item(table: &FleetTable, owner: &str, device: &str) -> StoredItem {
+    item(table, &format!("USER#{owner}"), &format!("DEVICE#{device}"))
+        .await
+        .expect("device item")
+}
+
+fn summary(device: &StoredItem) -> Value {
+    let attrs: std::collections::HashMap<_, _> = device.clone().into_iter().collect();
+    serde_dynamo::from_item(attrs).unwrap()
+}
+
+#[tokio::test]
+async fn stores_events_with_their_keys_ttl_and_copies_and_updates_the_summary() {
+    let (table, token) = with_device("thermo-1").await;
+    let ingestor = Ingestor::new(table.clone(), config());
+    let (t1, t2, t3) = (ago(300), ago(200), ago(100));
+    let a = send(
+        &ingestor,
+        batch(
+            "thermo-1",
+            &token,
+            json!([
+                {"id": "e-1", "type": "temperature", "value": 21.5, "at": t1},
+                {"id": "e-2", "type": "door", "value": true, "at": t2},
+                {"type": "temperature", "value": 22.0, "at": t3},
+            ]),
+        ),
+    )
+    .await;
+    assert_eq!(a.status, 200, "{:?}", a.body);
+    assert_eq!(a.body["accepted"], 3);
+    let derived = a.body["eventIds"][2].as_str().unwrap().to_string();
+    assert!(derived.starts_with("d-"));
+
+    let items = table_contents(&table).await;
+    let events = events_of(&items);
+    assert_eq!(events.len(), 3);
+    let first = events.iter().find(|e| text(e, "id") == "e-1").unwrap();
+    assert_eq!(text(first, "PK"), format!("USER#{OWNER}#DEVICE#thermo-1"));
+    assert_eq!(text(first, "SK"), format!("EVENT#{t1}#e-1"));
+    let day = &t1[..10];
+    assert!(text(first, "GSI1PK").starts_with(&format!("TYPE#temperature#{day}#")));
+    assert_eq!(text(first, "GSI1SK"), format!("{t1}#thermo-1#e-1"));
+    assert!(text(first, "GSI2PK").starts_with(&format!("OWNER#{OWNER}#")));
+    assert_eq!(text(first, "deviceName"), "Boiler room");
+    assert_eq!(text(first, "deviceType"), "thermostat");
+    let at = Timestamp::parse_field("at", &t1).unwrap();
+    let ttl = first["ttl"].as_n().unwrap().parse::<i64>().unwrap();
+    assert_eq!(ttl, at.epoch_seconds() + 90 * 86_400);
+
+    let device = device_item(&table, OWNER, "thermo-1").await;
+    let s = summary(&device);
+    assert_eq!(s["lastSeen"], t3.as_str());
+    assert_eq!(s["latest"]["temperature"]["value"], 22.0);
+    assert_eq!(s["latest"]["door"]["value"], true);
+    let recent: Vec<&str> = s["recent"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(recent, [derived.as_str(), "e-2", "e-1"], "newest first");
+    assert!(
+        text(&device, "GSI1SK").starts_with("SEEN#"),
+        "seen devices enter GSI1"
+    );
+    assert_eq!(
+        device["version"].as_n().unwrap(),
+        "1",
+        "ingestion never bumps the owner's version"
+    );
+
+    let budget = pattern("AP-14").unwrap();
+    let scale = BudgetScale {
+        batch_items: 3,
+        ..BudgetScale::one()
+    };
+    budget
+        .check(&a.used, &scale)
+        .unwrap_or_else(|v| panic!("{v}"));
+}
+
+#[tokio::test]
+async fn a_replayed_batch_stores_nothing_twice() {
+    let (table, token) = with_device("thermo-1").await;
+    let ingestor = Ingestor::new(table.clone(), config());
+    let body = json!([
+        {"id": "e-1", "type": "temperature", "value": 20, "at": ago(60)},
+        {"type": "humidity", "value": 40, "at": ago(50)},
+    ]);
+    for _ in 0..3 {
+        let a = send(&ingestor, batch("thermo-1", &token, body.clone())).await;
+        assert_eq!(a.status, 200, "{:?}", a.body);
+    }
+    // A fresh Lambda (empty caches) replaying it too.
+    let cold = Ingestor::new(table.clone(), config());
+    assert_eq!(
+        send(&cold, batch("thermo-1", &token, body)).await.status,
+        200
+    );
+    let items = table_contents(&table).await;
+    assert_eq!(events_of(&items).len(), 2);
+    let s = summary(&device_item(&table, OWNER, "thermo-1").await);
+    assert_eq!(s["recent"].as_array().unwrap().len(), 2);
+}
+
+#[tokio::test]
+async fn late_events_never_move_last_seen_back_or_replace_newer_readings() {
+    let (table, token) = with_device("thermo-1").await;
+    let ingestor = Ingestor::new(table.clone(), config());
+    let newest = ago(10);
+    send(
+        &ingestor,
+        batch(
+            "thermo-1",
+            &token,
+            json!([{"id": "new", "type": "temperature", "value": 25, "at": newest}]),
+        ),
+    )
+    .await;
+    let a = send(
+        &ingestor,
+        batch(
+            "thermo-1",
+            &token,
+            json!([{"id": "old", "type": "temperature", "value": 5, "at": ago(3600)}]),
+        ),
+    )
+    .await;
+    assert_eq!(a.status, 200);
+    let s = summary(&device_item(&table, OWNER, "thermo-1").await);
+    assert_eq!(s["lastSeen"], newest.as_str());
+    assert_eq!(s["latest"]["temperature"]["value"], 25.0);
+    let recent: Vec<&str> = s["recent"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(recent, ["new", "old"]);
+    assert_eq!(
+        events_of(&table_contents(&table).await).len(),
+        2,
+        "the late event is stored"
+    );
+}
+
+#[tokio::test]
+async fn concurrent_batches_for_one_device_lose_no_update() {
+    let (table, token) = with_device("thermo-1").await;
+    // Two warm Lambdas with their own caches, five batches each, all at once.
+    let patient = || IngestConfig {
+        retry_window: Duration::from_secs(10),
+        ..config()
+    };
+    let lambdas = [
+        Ingestor::new(table.clone(), patient()),
+        Ingestor::new(table.clone(), patient()),
+    ];
+    let mut calls = Vec::new();
+    for i in 0..10 {
+        let ingestor = &lambdas[i % 2];
+        let events = json!([{"id": format!("e-{i}"), "type": format!("type-{i}"), "value": i, "at": ago(100 - i as i64)}]);
+        calls.push(send(ingestor, batch("thermo-1", &token, events)));
+    }
+    let answers = futures::future::join_all(calls).await;
+    assert!(answers.iter().all(|a| a.status == 200), "{answers:?}");
+    let s = summary(&device_item(&table, OWNER, "thermo-1").await);
+    assert_eq!(
+        s["latest"].as_object().unwrap().len(),
+        10,
+        "every batch's reading survived: {s}"
+    );
+    assert_eq!(s["recent"].as_array().unwrap().len(), 10);
+    assert_eq!(s["recent"][0]["id"], "e-9");
+}
+
+#[tokio::test]
+async fn rejected_batches_answer_4xx_and_change_nothing() {
+    let (table, token) = with_device("thermo-1").await;
+    let other_token = register(&table, "user-other", "thermo-2").await;
+    let ingestor = Ingestor::new(table.clone(), config());
+    let before = table_contents(&table).await;
+    let good = || json!([{"type": "temperature", "value": 1, "at": ago(10)}]);
+    let many: Vec<Value> = (0..101)
+        .map(|i| json!({"id": format!("e{i}"), "type": "t", "value": i, "at": ago(10)}))
+        .collect();
+    let cases: Vec<(&str, ApiRequest, u16, &str)> = vec![
+        (
+            "no token",
+            ApiRequest::new(
+                "POST /devices/{deviceId}/events",
+                "/devices/thermo-1/events",
+            )
+            .param("deviceId", "thermo-1")
+            .json(json!({"events": good()})),
+            401,
+            "",
+        ),
+        (
+            "wrong token",
+            batch("thermo-1", "dft_wrong", good()),
+            401,
+            "",
+        ),
+        (
+            "another device's token",
+            batch("thermo-1", &other_token, good()),
+            401,
+            "",
+        ),
+        ("unknown device", batch("thermo-9", &token, good()), 401, ""),
+        (
+            "basic auth",
+            batch("thermo-1", &token, good()).header("Authorization", &format!("Basic {token}")),
+            401,
+            "",
+        ),
+        (
+            "bad device id",
+            batch("USER#x", &token, good()).param("deviceId", "USER#x"),
+            400,
+            "deviceId",
+        ),
+        (
+            "no events",
+            batch("thermo-1", &token, json!([])),
+            400,
+            "events",
+        ),
+        (
+            "101 events",
+            batch("thermo-1", &token, Value::Array(many)),
+            400,
+            "events",
+        ),
+        (
+            "bad type",
+            batch(
+                "thermo-1",
+                &token,
+                json!([good()[0], {"type": "a#b", "value": 1, "at": ago(1)}]),
+            ),
+            400,
+            "events[1].type",
+        ),
+        (
+            "object value",
+            batch(
+                "thermo-1",
+                &token,
+                json!([{"type": "t", "value": {"x": 1}, "at": ago(1)}]),
+            ),
+            400,
+            "events[0].value",
+        ),
+        (
+            "future",
+            batch(
+                "thermo-1",
+                &token,
+                json!([{"type": "t", "value": 1, "at": Timestamp::now().plus_seconds(3600).to_string()}]),
+            ),
+            400,
+            "events[0].at",
+        ),
+        (
+            "too old",
+            batch(
+                "thermo-1",
+                &token,
+                json!([{"type": "t", "value": 1, "at": ago(91 * 86_400)}]),
+            ),
+            400,
+            "events[0].at",
+        ),
+        (
+            "bad id",
+            batch(
+                "thermo-1",
+                &token,
+                json!([{"id": "a b", "type": "t", "value": 1, "at": ago(1)}]),
+            ),
+            400,
+            "events[0].id",
+        ),
+        (
+            "unknown field",
+            batch(
+                "thermo-1",
+                &token,
+                json!([{"type": "t", "value": 1, "at": ago(1), "unit": "C"}]),
+            ),
+            400,
+            "events[0].unit",
+        ),
+        (
+            "missing at",
+            batch("thermo-1", &token, json!([{"type": "t", "value": 1}])),
+            400,
+            "events[0]",
+        ),
+        (
+            "too large",
+            batch(
+                "thermo-1",
+                &token,
+                json!([{"type": "t", "value": "x".repeat(70_000), "at": ago(1)}]),
+            ),
+            413,
+            "",
+        ),
+    ];
+    let mut unauthorized_bodies = Vec::new();
+    for (what, request, status, field) in cases {
+        let a = send(&ingestor, request).await;
+        assert_eq!(a.status, status, "{what}: {:?}", a.body);
+        assert_eq!(a.error_field(), field, "{what}: {:?}", a.body);
+        assert_eq!(
+            a.used.count("BatchWriteItem") + a.used.count("UpdateItem"),
+            0,
+            "{what}: nothing written"
+        );
+        if status == 401 {
+            unauthorized_bodies.push(a.body.clone());
+        }
+    }
+    assert!(
+        unauthorized_bodies.windows(2).all(|w| w[0] == w[1]),
+        "unknown device and wrong token are indistinguishable: {unauthorized_bodies:?}"
+    );
+    assert_eq!(table_contents(&table).await, before);
+}
+
+#[tokio::test]
+async fn a_warm_lambda_skips_the_registration_read_and_stops_a_deleted_device() {
+    let (table, token) = with_device("thermo-1").await;
+    let ingestor = Ingestor::new(table.clone(), config());
+    let first = send(
+        &ingestor,
+        batch(
+            "thermo-1",
+            &token,
+            json!([{"type": "t", "value": 1, "at": ago(20)}]),
+        ),
+    )
+    .await;
+    assert_eq!(first.used.count("GetItem"), 1);
+    let second = send(
+        &ingestor,
+        batch(
+            "thermo-1",
+            &token,
+            json!([{"type": "t", "value": 2, "at": ago(10)}]),
+        ),
+    )
+    .await;
+    assert_eq!(second.status, 200);
+    assert_eq!(
+        second.used.count("GetItem"),
+        0,
+        "registration served from the cache"
+    );
+    assert_eq!(
+        second.used.requests(),
+        2,
+        "one BatchWriteItem and one UpdateItem: {:?}",
+        second.used
+    );
+
+    let deleted = device_updates(
+        &table,
+        ApiRequest::new("DELETE /me/devices/{deviceId}", "/me/devices/thermo-1")
+            .param("deviceId", "thermo-1")
+            .caller(OWNER),
+    )
+    .await;
+    assert_eq!(deleted.status, 204);
+    // Still cached, but the device is gone: no acknowledgement, and the cache is dropped.
+    let a = send(
+        &ingestor,
+        batch(
+            "thermo-1",
+            &token,
+            json!([{"type": "t", "value": 3, "at": ago(5)}]),
+        ),
+    )
+    .await;
+    assert_eq!(a.status, 401, "{:?}", a.body);
+    // Re-registered by someone else: the old token is refused, the new one lands with the new owner.
+    let new_token = register(&table, "user-new", "thermo-1").await;
+    assert_eq!(
+        send(
+            &ingestor,
+            batch(
+                "thermo-1",
+                &token,
+                json!([{"type": "t", "value": 4, "at": ago(4)}])
+            )
+        )
+        .await
+        .status,
+        401
+    );
+    let a = send(
+        &ingestor,
+        batch(
+            "thermo-1",
+            &new_token,
+            json!([{"id": "mine", "type": "t", "value": 5, "at": ago(3)}]),
+        ),
+    )
+    .await;
+    assert_eq!(a.status, 200, "{:?}", a.body);
+    let s = summary(&device_item(&table, "user-new", "thermo-1").await);
+    assert_eq!(s["recent"][0]["id"], "mine");
+    assert_eq!(
+        s["recent"].as_array().unwrap().len(),
+        1,
+        "nothing of the old owner's events"
+    );
+}
+
+fn held_back_when(prefix: &'static str) -> fleet_local::faults::HoldBack {
+    Arc::new(move |item| {
+        item.get("id")
+            .and_then(|v| v.as_s().ok())
+            .is_some_and(|id| id.starts_with(prefix))
+    })
+}
+
+#[tokio::test]
+async fn unprocessed_items_and_throttling_are_retried_until_everything_is_stored_once() {
+    let (table, token) = with_device("thermo-1").await;
+    let plan = FaultPlan {
+        hold_back: Some(held_back_when("e-1")),
+        unprocessed_rounds: Arc::new(AtomicU32::new(2)),
+        throttles: Arc::new(AtomicU32::new(2)),
+        throttle_operation: "BatchWriteItem",
+        ..FaultPlan::default()
+    };
+    let faulty = FleetTable::new(
+        faulty_client(&table.client, plan.clone()),
+        table.config.clone(),
+    );
+    let ingestor = Ingestor::new(
+        faulty,
+        IngestConfig {
+            retry_window: Duration::from_secs(5),
+            ..config()
+        },
+    );
+    let events: Vec<Value> = (0..60)
+        .map(|i| json!({"id": format!("e-{i}"), "type": "t", "value": i, "at": ago(100 - i)}))
+        .collect();
+    let a = send(&ingestor, batch("thermo-1", &token, Value::Array(events))).await;
+    assert_eq!(a.status, 200, "{:?}", a.body);
+    assert_eq!(a.body["accepted"], 60);
+    assert!(
+        plan.held_back.load(Ordering::SeqCst) > 0,
+        "faults were injected"
+    );
+    assert_eq!(plan.throttled.load(Ordering::SeqCst), 2);
+    assert!(a.used.count("BatchWriteItem") > 3, "retried: {:?}", a.used);
+    assert!(
+        a.used.attempts > a.used.requests(),
+        "the SDK retried the throttled calls"
+    );
+    let items = table_contents(&table).await;
+    assert_eq!(
+        events_of(&items).len(),
+        60,
+        "every event stored exactly once"
+    );
+}
+
+#[tokio::test]
+async fn events_that_cannot_be_stored_get_a_503_naming_exactly_them() {
+    let (table, token) = with_device("thermo-1").await;
+    let plan = FaultPlan {
+        hold_back: Some(held_back_when("lost-")),
+        unprocessed_rounds: Arc::new(AtomicU32::new(u32::MAX)),
+        ..FaultPlan::default()
+    };
+    let faulty = FleetTable::new(faulty_client(&table.client, plan), table.config.clone());
+    let ingestor = Ingestor::new(faulty, config());
+    let a = send(
+        &ingestor,
+        batch(
+            "thermo-1",
+            &token,
+            json!([
+                {"id": "kept-1", "type": "t", "value": 1, "at": ago(30)},
+                {"id": "lost-1", "type": "t", "value": 2, "at": ago(20)},
+                {"id": "kept-2", "type": "t", "value": 3, "at": ago(10)},
+            ]),
+        ),
+    )
+    .await;
+    assert_eq!(a.status, 503, "{:?}", a.body);
+    assert_eq!(a.headers["retry-after"], "1");
+    assert_eq!(a.body["accepted"], json!(["kept-1", "kept-2"]));
+    assert_eq!(a.body["failed"], json!(["lost-1"]));
+    let items = table_contents(&table).await;
+    let stored: Vec<String> = events_of(&items).iter().map(|e| text(e, "id")).collect();
+    assert_eq!(
+        stored,
+        ["kept-1", "kept-2"],
+        "only acknowledged events are stored"
+    );
+    let s = summary(&device_item(&table, OWNER, "thermo-1").await);
+    assert!(
+        !s.to_string().contains("lost-1"),
+        "the summary shows only stored events"
+    );
+}
+
+#[tokio::test]
+async fn a_summary_that_cannot_be_updated_acknowledges_nothing_and_a_resend_recovers() {
+    let (table, token) = with_device("thermo-1").await;
+    let plan = FaultPlan {
+        throttles: Arc::new(AtomicU32::new(u32::MAX)),
+        throttle_operation: "UpdateItem",
+        ..FaultPlan::default()
+    };
+    let faulty = FleetTable::new(faulty_client(&table.client, plan), table.config.clone());
+    let broken = Ingestor::new(faulty, config());
+    let body = json!([{"id": "e-1", "type": "t", "value": 1, "at": ago(10)}]);
+    let a = send(&broken, batch("thermo-1", &token, body.clone())).await;
+    assert_eq!(a.status, 503, "{:?}", a.body);
+    assert_eq!(a.body["accepted"], json!([]));
+    assert_eq!(a.body["failed"], json!(["e-1"]));
+    let healthy = Ingestor::new(table.clone(), config());
+    let a = send(&healthy, batch("thermo-1", &token, body)).await;
+    assert_eq!(a.status, 200);
+    assert_eq!(events_of(&table_contents(&table).await).len(), 1);
+    let s = summary(&device_item(&table, OWNER, "thermo-1").await);
+    assert_eq!(s["recent"][0]["id"], "e-1");
+}
