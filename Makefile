@@ -9,7 +9,7 @@ VENV      := .venv
 PY_STAMP  := $(VENV)/.installed
 CARGO     ?= cargo
 
-.PHONY: ingest-throughput help dev test lint unit-and-integration fmt dynamodb-local python-tools java-check invoke clean
+.PHONY: docs ingest-throughput help dev test lint unit-and-integration fmt dynamodb-local python-tools java-check invoke clean
 
 help: ## List the commands
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-16s %s\n", $$1, $$2}'
@@ -31,6 +31,9 @@ invoke: dynamodb-local ## Replay one sample event: make invoke FUNCTION=DeviceUp
 
 ingest-throughput: dynamodb-local ## Events/s through the ingest handler on DynamoDB Local (DEVICES=8 BATCHES=25)
 	$(CARGO) run --quiet -p fleet-local -- ingest-throughput $${DEVICES:-8} $${BATCHES:-25}
+
+docs: dynamodb-local ## Regenerate docs/access-patterns.md and docs/model.json (measured on DynamoDB Local)
+	$(CARGO) run --quiet -p fleet-local -- docs
 
 fmt: ## Format the code
 	$(CARGO) fmt --all

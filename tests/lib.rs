@@ -167,6 +167,30 @@ impl ApiRequest {
         self
     }
 
+    /// Authenticated as `sub`, a member of the `admin` group (as API Gateway flattens it).
+    pub fn admin(mut self, sub: &str) -> Self {
+        let mut c = claims(sub);
+        c["cognito:groups"] = json!("[admin]");
+        self.event["requestContext"]["authorizer"] = json!({"jwt": {"claims": c, "scopes": null}});
+        self
+    }
+
+    /// A query string parameter.
+    pub fn query(mut self, name: &str, value: &str) -> Self {
+        self.event["queryStringParameters"][name] = json!(value);
+        let raw: String = form_urlencoded::Serializer::new(String::new())
+            .extend_pairs(
+                self.event["queryStringParameters"]
+                    .as_object()
+                    .into_iter()
+                    .flatten()
+                    .map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_string())),
+            )
+            .finish();
+        self.event["rawQueryString"] = json!(raw);
+        self
+    }
+
     /// A path parameter.
     pub fn param(mut self, name: &str, value: &str) -> Self {
         self.event["pathParameters"][name] = json!(value);
@@ -242,6 +266,12 @@ pub async fn metered<F: std::future::Future>(fut: F) -> (F::Output, MeterSnapsho
     let meter = RequestMeter::new();
     let out = meter.clone().scope(fut).await;
     (out, meter.snapshot())
+}
+
+/// Sends `request` through the dashboard handler.
+pub async fn dashboard(table: &FleetTable, request: ApiRequest) -> Answer {
+    let (response, used) = metered(dashboard::handle(table, request.build())).await;
+    answer(response, used)
 }
 
 /// Sends `request` through the device-updates handler.

@@ -5,10 +5,13 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use shared::ids::{DeviceId, DeviceType, Tag, UserId};
 use shared::keys::{registration_pk, REGISTRATION_SK};
 use shared::ops::devices::{register_device, DeviceRegistration};
+use shared::ops::ingest::{validate_batch, IngestConfig, Ingestor, SubmittedEvent};
 use shared::ops::profile::{upsert_profile, ProfileUpdate};
 use shared::schema::{PK, SK};
+use shared::timestamp::Timestamp;
 use shared::token::sha256_hex;
 use shared::{FleetError, FleetTable};
+use std::time::{Duration, Instant};
 
 /// A demo user.
 #[derive(Clone, Debug)]
@@ -126,6 +129,7 @@ pub async fn seed(table: &FleetTable) -> Result<Vec<DemoDevice>, FleetError> {
             publish_demo_token(table, id).await?;
             token = DEMO_KITCHEN_TOKEN.to_string();
         }
+        ingest_demo_events(table, id, &token).await?;
         devices.push(DemoDevice {
             owner,
             device_id: id,
@@ -149,4 +153,43 @@ async fn publish_demo_token(table: &FleetTable, device: &str) -> Result<(), Flee
         .await
         .map_err(shared::table::sdk_error)?;
     Ok(())
+}
+
+/// A few readings from the last hour, so the dashboard has something to show.
+async fn ingest_demo_events(
+    table: &FleetTable,
+    device: &str,
+    token: &str,
+) -> Result<(), FleetError> {
+    let ingestor = Ingestor::new(table.clone(), IngestConfig::default());
+    let registration = ingestor
+        .authenticate(&DeviceId::parse(device)?, token)
+        .await?;
+    let now = Timestamp::now();
+    let submitted = (0..6)
+        .map(|i| SubmittedEvent {
+            id: Some(format!("demo-{i}")),
+            event_type: ["temperature", "humidity"][i % 2].to_string(),
+            value: serde_json::json!(20.0 + i as f64),
+            at: now.plus_seconds(-600 * (6 - i as i64)).to_string(),
+        })
+        .collect();
+    let events = validate_batch(
+        submitted,
+        now,
+        table.config.retention_days,
+        Duration::from_secs(300),
+    )?;
+    let outcome = ingestor
+        .ingest(
+            &registration,
+            events,
+            Instant::now() + Duration::from_secs(30),
+        )
+        .await?;
+    if outcome.failed.is_empty() {
+        Ok(())
+    } else {
+        Err(FleetError::internal("demo events not stored"))
+    }
 }

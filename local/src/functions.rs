@@ -25,6 +25,10 @@ pub fn handler_for(code_uri: &str, table: &FleetTable) -> Option<Handler> {
             let table = table.clone();
             Box::pin(async move { device_updates::handle(&table, req).await })
         })),
+        "functions/dashboard" => Some(Arc::new(move |req| {
+            let table = table.clone();
+            Box::pin(async move { dashboard::handle(&table, req).await })
+        })),
         "functions/ingest" => {
             // Settings from the environment, like the Lambda (defaults when unset).
             let config = IngestConfig::from_env().unwrap_or_default();

@@ -24,6 +24,7 @@ async fn main() {
         Some("dev") => dev().await,
         Some("invoke") => invoke_command(&args[1..]).await,
         Some("ingest-throughput") => ingest_throughput(&args[1..]).await,
+        Some("docs") => docs(args.get(1).map(String::as_str) == Some("--check")).await,
         _ => Err(USAGE.into()),
     };
     if let Err(err) = result {
@@ -33,6 +34,34 @@ async fn main() {
 }
 
 const USAGE: &str = "usage: fleet-local dev | fleet-local invoke <FunctionLogicalId> <event.json> [--endpoint URL --table NAME] | fleet-local ingest-throughput [DEVICES] [BATCHES]";
+
+/// Writes (or with `--check`, verifies) docs/access-patterns.md and docs/model.json.
+async fn docs(check: bool) -> Result<(), Error> {
+    use fleet_local::model_docs::{render, MARKDOWN_PATH, MODEL_PATH};
+    use fleet_local::reference::{measure_patterns, seed, REFERENCE_RETENTION_DAYS};
+    let template = Template::load(&default_template_path())?;
+    let dynamodb = DynamoDbLocal::start(&default_install_dir())?;
+    let mut table = local_table(dynamodb.endpoint(), "device-fleet-docs").await;
+    table.config.retention_days = REFERENCE_RETENTION_DAYS;
+    create_table(&table.client, &template.table, "device-fleet-docs").await?;
+    let tokens = seed(&table).await?;
+    let measurements = measure_patterns(&table, &tokens).await?;
+    let (markdown, model) = render(&measurements);
+    let root = fleet_local::repo_root();
+    for (path, text) in [(MARKDOWN_PATH, markdown), (MODEL_PATH, model)] {
+        let full = root.join(path);
+        if check {
+            let current = std::fs::read_to_string(&full).unwrap_or_default();
+            if current != text {
+                return Err(format!("{path} is stale: run `make docs`").into());
+            }
+        } else {
+            std::fs::write(&full, text)?;
+            println!("wrote {path}");
+        }
+    }
+    Ok(())
+}
 
 async fn ingest_throughput(args: &[String]) -> Result<(), Error> {
     let devices: usize = args.first().map(|a| a.parse()).transpose()?.unwrap_or(8);
@@ -123,6 +152,7 @@ fn print_banner(
             .unwrap_or_default()
     };
     let alice = token_of("demo-alice");
+    let operator = token_of("demo-operator");
     println!("\nDevice Fleet is running locally.\n");
     println!("  API             {url}");
     println!("  DynamoDB Local  {endpoint}  (table {table}, region us-east-1, any credentials)");
@@ -145,6 +175,10 @@ fn print_banner(
         println!("  {:<14} {:<16} {}", d.owner, d.device_id, d.token);
     }
     println!("\nTry:");
+    println!("  curl -s {url}/me/dashboard -H 'Authorization: Bearer {alice}'");
+    println!("  curl -s '{url}/me/devices?tag=home' -H 'Authorization: Bearer {alice}'");
+    println!("  curl -s '{url}/me/devices/thermo-kitchen/events?limit=5' -H 'Authorization: Bearer {alice}'");
+    println!("  curl -s '{url}/admin/devices?status=active' -H 'Authorization: Bearer {operator}'");
     println!("  curl -i -X PUT {url}/me -H 'Authorization: Bearer {alice}' -H 'Content-Type: application/json' -d '{{\"name\":\"Alice Liddell\"}}'");
     println!("  curl -i -X POST {url}/me/devices -H 'Authorization: Bearer {alice}' -H 'Content-Type: application/json' -d '{{\"deviceId\":\"thermo-attic\",\"name\":\"Attic\",\"type\":\"thermostat\",\"tags\":[\"home\"]}}'");
     println!("  curl -i -X PATCH {url}/me/devices/thermo-kitchen -H 'Authorization: Bearer {alice}' -H 'If-Match: 1' -H 'Content-Type: application/json' -d '{{\"status\":\"maintenance\"}}'");

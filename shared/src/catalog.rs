@@ -66,6 +66,9 @@ pub enum RequestBudget {
     FixedPlusSync(u32),
     /// This many per page of results.
     PerPage(u32),
+    /// This many per page, plus one GetItem when the first page is empty (to tell "nothing in
+    /// range" from "no such device").
+    PerPagePlusEmptyCheck(u32),
     /// One per shard per page.
     PerShardPage,
     /// One per (day, shard).
@@ -87,8 +90,9 @@ pub struct BudgetScale {
     pub days: u32,
     /// Items in a batch write.
     pub batch_items: u32,
-    /// Whether name, type or tags changed (FixedPlusSync).
-    pub sync: bool,
+    /// Whether the pattern's documented extra request applies: name, type or tags changed
+    /// (FixedPlusSync), or the first page was empty (PerPagePlusEmptyCheck).
+    pub follow_up: bool,
 }
 
 impl BudgetScale {
@@ -99,7 +103,7 @@ impl BudgetScale {
             shards: 1,
             days: 1,
             batch_items: 0,
-            sync: false,
+            follow_up: false,
         }
     }
 }
@@ -147,8 +151,11 @@ impl AccessPattern {
     pub fn max_requests(&self, scale: &BudgetScale) -> u32 {
         match self.budget {
             RequestBudget::Fixed(n) => n,
-            RequestBudget::FixedPlusSync(n) => n + u32::from(scale.sync),
+            RequestBudget::FixedPlusSync(n) => n + u32::from(scale.follow_up),
             RequestBudget::PerPage(n) => n * scale.pages.max(1),
+            RequestBudget::PerPagePlusEmptyCheck(n) => {
+                n * scale.pages.max(1) + u32::from(scale.follow_up)
+            }
             RequestBudget::PerShardPage => scale.shards.max(1) * scale.pages.max(1),
             RequestBudget::PerDayShard => scale.days.max(1) * scale.shards.max(1),
             RequestBudget::BatchOf25Plus(extra) => scale.batch_items.div_ceil(25) + extra,
@@ -217,7 +224,7 @@ pub const CATALOG: &[AccessPattern] = &[
         key_condition: "PK = USER#{userId}, SK = PROFILE",
         budget: RequestBudget::Fixed(1),
         max_read_units: Some(0.5),
-        implemented_by: None,
+        implemented_by: Some("ops::profile::get_profile"),
     },
     AccessPattern {
         id: "AP-02",
@@ -228,7 +235,7 @@ pub const CATALOG: &[AccessPattern] = &[
         key_condition: "PK = USER#{userId} AND begins_with(SK, DEVICE#)",
         budget: RequestBudget::PerPage(1),
         max_read_units: None,
-        implemented_by: None,
+        implemented_by: Some("ops::dashboard::list_devices"),
     },
     AccessPattern {
         id: "AP-03",
@@ -245,12 +252,12 @@ pub const CATALOG: &[AccessPattern] = &[
         id: "AP-04",
         description: "a device's events in a time range, newest first, paged",
         frequency: Critical,
-        operations: &[Query],
+        operations: &[Query, GetItem],
         index: None,
         key_condition: "PK = USER#{userId}#DEVICE#{deviceId} AND SK BETWEEN EVENT#{from} AND EVENT#{to}~",
-        budget: RequestBudget::PerPage(1),
+        budget: RequestBudget::PerPagePlusEmptyCheck(1),
         max_read_units: None,
-        implemented_by: None,
+        implemented_by: Some("ops::events::device_events"),
     },
     AccessPattern {
         id: "AP-05",
@@ -261,7 +268,7 @@ pub const CATALOG: &[AccessPattern] = &[
         key_condition: "GSI2PK = OWNER#{userId}#{shard} AND GSI2SK BETWEEN {from} AND {to}~",
         budget: RequestBudget::PerShardPage,
         max_read_units: None,
-        implemented_by: None,
+        implemented_by: Some("ops::events::user_events"),
     },
     AccessPattern {
         id: "AP-DASH",
@@ -272,7 +279,7 @@ pub const CATALOG: &[AccessPattern] = &[
         key_condition: "PK = USER#{userId} AND SK BETWEEN DEVICE# AND PROFILE",
         budget: RequestBudget::Fixed(1),
         max_read_units: Some(2.5),
-        implemented_by: None,
+        implemented_by: Some("ops::dashboard::dashboard"),
     },
     AccessPattern {
         id: "AP-06",
@@ -316,7 +323,7 @@ pub const CATALOG: &[AccessPattern] = &[
         key_condition: "GSI1PK = TYPE#{type}#{day}#{shard} AND GSI1SK BETWEEN {from} AND {to}~",
         budget: RequestBudget::PerDayShard,
         max_read_units: None,
-        implemented_by: None,
+        implemented_by: Some("ops::events::events_by_type"),
     },
     AccessPattern {
         id: "AP-10",
@@ -349,7 +356,7 @@ pub const CATALOG: &[AccessPattern] = &[
         key_condition: "PK = USER#{userId} AND begins_with(SK, TAG#{tag}#)",
         budget: RequestBudget::PerPage(1),
         max_read_units: None,
-        implemented_by: None,
+        implemented_by: Some("ops::dashboard::devices_with_tag"),
     },
     AccessPattern {
         id: "AP-13",
@@ -360,7 +367,7 @@ pub const CATALOG: &[AccessPattern] = &[
         key_condition: "GSI1PK = STATUS#{status}#{shard} AND GSI1SK >= SEEN#{since}",
         budget: RequestBudget::PerShardPage,
         max_read_units: None,
-        implemented_by: None,
+        implemented_by: Some("ops::fleet::devices_by_status"),
     },
     AccessPattern {
         id: "AP-14",
@@ -382,7 +389,7 @@ pub const CATALOG: &[AccessPattern] = &[
         key_condition: "PK = REPORT#{day}, SK = REPORT",
         budget: RequestBudget::Fixed(1),
         max_read_units: None,
-        implemented_by: None,
+        implemented_by: Some("ops::reports::get_report"),
     },
     PROFILE_UPSERT,
 ];
@@ -444,7 +451,7 @@ mod tests {
         let update = pattern("AP-06").unwrap();
         assert_eq!(update.max_requests(&BudgetScale::one()), 1);
         let sync = BudgetScale {
-            sync: true,
+            follow_up: true,
             ..BudgetScale::one()
         };
         assert_eq!(update.max_requests(&sync), 2);

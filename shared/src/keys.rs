@@ -304,3 +304,124 @@ mod tests {
         }
     }
 }
+
+/// The key templates of one entity, for documentation (`docs/model.json`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct KeyTemplate {
+    /// `entityType`.
+    pub entity_type: &'static str,
+    /// Partition key template.
+    pub pk: &'static str,
+    /// Sort key template.
+    pub sk: &'static str,
+    /// GSI1 partition and sort key templates, if the entity is on GSI1.
+    pub gsi1: Option<(&'static str, &'static str)>,
+    /// GSI2 partition and sort key templates, if the entity is on GSI2.
+    pub gsi2: Option<(&'static str, &'static str)>,
+}
+
+/// Every entity's keys, as templates (a unit test checks them against the builders above).
+pub const KEY_TEMPLATES: [KeyTemplate; 6] = [
+    KeyTemplate {
+        entity_type: "profile",
+        pk: "USER#${userId}",
+        sk: "PROFILE",
+        gsi1: None,
+        gsi2: None,
+    },
+    KeyTemplate {
+        entity_type: "device",
+        pk: "USER#${userId}",
+        sk: "DEVICE#${deviceId}",
+        gsi1: Some(("STATUS#${status}#${shard}", "SEEN#${lastSeen}#${deviceId}")),
+        gsi2: None,
+    },
+    KeyTemplate {
+        entity_type: "tagLink",
+        pk: "USER#${userId}",
+        sk: "TAG#${tag}#${deviceId}",
+        gsi1: None,
+        gsi2: None,
+    },
+    KeyTemplate {
+        entity_type: "registration",
+        pk: "DEVICE#${deviceId}",
+        sk: "REGISTRATION",
+        gsi1: None,
+        gsi2: None,
+    },
+    KeyTemplate {
+        entity_type: "event",
+        pk: "USER#${userId}#DEVICE#${deviceId}",
+        sk: "EVENT#${at}#${eventId}",
+        gsi1: Some((
+            "TYPE#${type}#${day}#${shard}",
+            "${at}#${deviceId}#${eventId}",
+        )),
+        gsi2: Some(("OWNER#${userId}#${shard}", "${at}#${deviceId}#${eventId}")),
+    },
+    KeyTemplate {
+        entity_type: "report",
+        pk: "REPORT#${day}",
+        sk: "REPORT",
+        gsi1: None,
+        gsi2: None,
+    },
+];
+
+#[cfg(test)]
+mod template_tests {
+    use super::*;
+
+    fn fill(template: &str, values: &[(&str, &str)]) -> String {
+        values
+            .iter()
+            .fold(template.to_string(), |t, (name, value)| {
+                t.replace(&format!("${{{name}}}"), value)
+            })
+    }
+
+    #[test]
+    fn templates_match_the_builders() {
+        let user = UserId::parse("u").unwrap();
+        let device = DeviceId::parse("d").unwrap();
+        let tag = Tag::parse("t").unwrap();
+        let at = Timestamp::parse_field("at", "2024-04-10T10:00:00Z").unwrap();
+        let event = EventId::parse("e").unwrap();
+        let kind = EventType::parse("temp").unwrap();
+        let v = [
+            ("userId", "u"),
+            ("deviceId", "d"),
+            ("tag", "t"),
+            ("at", "2024-04-10T10:00:00.000Z"),
+            ("eventId", "e"),
+            ("type", "temp"),
+            ("day", "2024-04-10"),
+            ("shard", "3"),
+            ("status", "active"),
+            ("lastSeen", "2024-04-10T10:00:00.000Z"),
+        ];
+        let built = [
+            (user_pk(&user), PROFILE_SK.to_string()),
+            (user_pk(&user), device_sk(&device)),
+            (user_pk(&user), tag_link_sk(&tag, &device)),
+            (registration_pk(&device), REGISTRATION_SK.to_string()),
+            (event_pk(&user, &device), event_sk(&at, &event)),
+            (report_pk("2024-04-10"), REPORT_SK.to_string()),
+        ];
+        for (t, (pk, sk)) in KEY_TEMPLATES.iter().zip(built) {
+            assert_eq!(fill(t.pk, &v), pk, "{}", t.entity_type);
+            assert_eq!(fill(t.sk, &v), sk, "{}", t.entity_type);
+        }
+        let device_t = &KEY_TEMPLATES[1];
+        let (g1pk, g1sk) = device_t.gsi1.unwrap();
+        assert_eq!(fill(g1pk, &v), status_gsi1pk(DeviceStatus::Active, 3));
+        assert_eq!(fill(g1sk, &v), seen_gsi1sk(&at, &device));
+        let event_t = &KEY_TEMPLATES[4];
+        let (g1pk, g1sk) = event_t.gsi1.unwrap();
+        assert_eq!(fill(g1pk, &v), type_gsi1pk(&kind, "2024-04-10", 3));
+        assert_eq!(fill(g1sk, &v), event_index_sk(&at, &device, &event));
+        let (g2pk, _) = event_t.gsi2.unwrap();
+        assert_eq!(fill(g2pk, &v), owner_gsi2pk(&user, 3));
+    }
+}

@@ -12,6 +12,7 @@
 pub mod api;
 pub mod catalog;
 pub mod config;
+pub mod cursor;
 pub mod error;
 pub mod ids;
 pub mod items;

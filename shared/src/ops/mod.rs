@@ -15,3 +15,55 @@ pub(crate) fn s(value: impl Into<String>) -> AttributeValue {
 pub(crate) fn n(value: impl ToString) -> AttributeValue {
     AttributeValue::N(value.to_string())
 }
+
+pub mod dashboard;
+pub mod events;
+pub mod fleet;
+pub mod reports;
+
+use std::collections::HashMap;
+
+use aws_sdk_dynamodb::operation::query::builders::QueryFluentBuilder;
+use aws_sdk_dynamodb::types::ReturnConsumedCapacity;
+use serde::Serialize;
+
+use crate::error::FleetError;
+use crate::metrics::record_read;
+use crate::table::sdk_error;
+
+/// One stored item as the SDK returns it.
+pub(crate) type RawItem = HashMap<String, AttributeValue>;
+
+/// One page of a listing.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Page<T> {
+    /// The items, in the pattern's order.
+    pub items: Vec<T>,
+    /// Opaque cursor for the next page; `None` on the last page.
+    pub cursor: Option<String>,
+}
+
+/// Default and largest page sizes of the listing routes.
+pub const DEFAULT_LIMIT: u32 = 50;
+/// Largest page size a caller may ask for.
+pub const MAX_LIMIT: u32 = 100;
+
+/// Sends one Query (metered, with consumed capacity); returns its items and
+/// `LastEvaluatedKey`.
+pub(crate) async fn query(
+    request: QueryFluentBuilder,
+) -> Result<(Vec<RawItem>, Option<RawItem>), FleetError> {
+    let out = request
+        .return_consumed_capacity(ReturnConsumedCapacity::Total)
+        .send()
+        .await
+        .map_err(sdk_error)?;
+    record_read(out.consumed_capacity());
+    Ok((out.items.unwrap_or_default(), out.last_evaluated_key))
+}
+
+/// The current time as a TTL value: items whose `ttl` is not after it have expired (DynamoDB
+/// deletes them up to days late, so readers filter them out).
+pub(crate) fn ttl_now() -> AttributeValue {
+    n(crate::timestamp::Timestamp::now().epoch_seconds())
+}

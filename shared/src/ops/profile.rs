@@ -96,3 +96,23 @@ pub async fn upsert_profile(
     debug_assert_eq!(item.entity_type, EntityType::Profile);
     Ok(item.into())
 }
+
+/// AP-01: the caller's profile, or `None` before the first `PUT /me`. One eventually consistent
+/// GetItem.
+pub async fn get_profile(table: &FleetTable, user: &UserId) -> Result<Option<Profile>, FleetError> {
+    let out = table
+        .client
+        .get_item()
+        .table_name(table.name())
+        .key(PK, s(user_pk(user)))
+        .key(SK, s(PROFILE_SK))
+        .return_consumed_capacity(ReturnConsumedCapacity::Total)
+        .send()
+        .await
+        .map_err(sdk_error)?;
+    crate::metrics::record_read(out.consumed_capacity());
+    out.item
+        .map(|item| serde_dynamo::from_item::<_, ProfileItem>(item).map(Profile::from))
+        .transpose()
+        .map_err(Into::into)
+}

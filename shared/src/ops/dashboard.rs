@@ -1,0 +1,189 @@
+//! The user partition reads: the dashboard (AP-DASH), a user's devices (AP-02) and devices
+//! with a tag (AP-12). Each page is one Query.
+
+use serde::Serialize;
+
+use super::profile::Profile;
+use super::{query, s, Page, RawItem};
+use crate::cursor::{self, check_key};
+use crate::error::FleetError;
+use crate::ids::{Tag, UserId};
+use crate::items::{DeviceItem, EntityType, ProfileItem, TagLinkItem};
+use crate::keys::{tag_link_prefix, user_pk, DEVICE_PREFIX, PROFILE_SK};
+use crate::ops::devices::Device;
+use crate::schema::{ENTITY_TYPE, PK, SK};
+use crate::table::FleetTable;
+
+/// The dashboard: the profile and every device with its latest readings and recent events.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Dashboard {
+    /// The profile (on the last page; `None` before the first `PUT /me`).
+    pub profile: Option<Profile>,
+    /// Devices, by id.
+    pub devices: Vec<Device>,
+    /// Cursor for the rest, when a user's devices exceed one 1 MB page.
+    pub cursor: Option<String>,
+}
+
+/// A device as a tag listing shows it (from the tag link, without another read).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TaggedDevice {
+    /// Device id.
+    pub device_id: String,
+    /// Name.
+    pub name: String,
+    /// Device type.
+    #[serde(rename = "type")]
+    pub device_type: String,
+}
+
+fn start(
+    pattern: &str,
+    cursor: Option<&str>,
+    user: &UserId,
+    sk_prefix: &str,
+) -> Result<Option<RawItem>, FleetError> {
+    let Some(text) = cursor else {
+        return Ok(None);
+    };
+    let keys = cursor::decode(pattern, text, 1)?;
+    let key = keys.into_iter().next().flatten().ok_or_else(|| {
+        crate::error::ValidationError::new("cursor", "is not a cursor this request issued")
+    })?;
+    check_key(&key, &[(PK, &user_pk(user))], &[(SK, sk_prefix)])?;
+    Ok(Some(cursor::exclusive_start_key(&key)))
+}
+
+fn next_cursor(pattern: &str, last: Option<RawItem>) -> Option<String> {
+    last.as_ref()
+        .and_then(cursor::start_key)
+        .map(|k| cursor::encode(pattern, vec![Some(k)]))
+}
+
+fn entity(item: &RawItem) -> Option<&str> {
+    item.get(ENTITY_TYPE)
+        .and_then(|v| v.as_s().ok())
+        .map(String::as_str)
+}
+
+/// AP-DASH: one Query, `PK = USER#u AND SK BETWEEN 'DEVICE#' AND 'PROFILE'`, which holds every
+/// device (with `latest` and `recent`, kept by ingestion) and the profile, and never a tag
+/// link or an event.
+pub async fn dashboard(
+    table: &FleetTable,
+    user: &UserId,
+    cursor: Option<&str>,
+) -> Result<Dashboard, FleetError> {
+    let start_key = start("AP-DASH", cursor, user, "")?;
+    let (items, last) = query(
+        table
+            .client
+            .query()
+            .table_name(table.name())
+            .key_condition_expression("PK = :pk AND SK BETWEEN :first AND :last")
+            .expression_attribute_values(":pk", s(user_pk(user)))
+            .expression_attribute_values(":first", s(DEVICE_PREFIX))
+            .expression_attribute_values(":last", s(PROFILE_SK))
+            .set_exclusive_start_key(start_key),
+    )
+    .await?;
+    let mut dashboard = Dashboard {
+        profile: None,
+        devices: Vec::new(),
+        cursor: next_cursor("AP-DASH", last),
+    };
+    for item in items {
+        match entity(&item) {
+            Some("profile") => {
+                let p: ProfileItem = serde_dynamo::from_item(item)?;
+                dashboard.profile = Some(p.into());
+            }
+            Some("device") => {
+                let d: DeviceItem = serde_dynamo::from_item(item)?;
+                if d.deleting_at.is_none() {
+                    dashboard.devices.push(d.into());
+                }
+            }
+            other => {
+                return Err(FleetError::internal(format!(
+                    "unexpected {other:?} item in the dashboard range"
+                )))
+            }
+        }
+    }
+    Ok(dashboard)
+}
+
+/// AP-02: a page of the user's devices, by id. One Query per page.
+pub async fn list_devices(
+    table: &FleetTable,
+    user: &UserId,
+    limit: u32,
+    cursor: Option<&str>,
+) -> Result<Page<Device>, FleetError> {
+    let start_key = start("AP-02", cursor, user, DEVICE_PREFIX)?;
+    let (items, last) = query(
+        table
+            .client
+            .query()
+            .table_name(table.name())
+            .key_condition_expression("PK = :pk AND begins_with(SK, :prefix)")
+            .expression_attribute_values(":pk", s(user_pk(user)))
+            .expression_attribute_values(":prefix", s(DEVICE_PREFIX))
+            .limit(limit as i32)
+            .set_exclusive_start_key(start_key),
+    )
+    .await?;
+    let mut devices = Vec::with_capacity(items.len());
+    for item in items {
+        let d: DeviceItem = serde_dynamo::from_item(item)?;
+        debug_assert_eq!(d.entity_type, EntityType::Device);
+        if d.deleting_at.is_none() {
+            devices.push(d.into());
+        }
+    }
+    Ok(Page {
+        items: devices,
+        cursor: next_cursor("AP-02", last),
+    })
+}
+
+/// AP-12: a page of the user's devices carrying `tag`, from the tag links. One Query per page.
+pub async fn devices_with_tag(
+    table: &FleetTable,
+    user: &UserId,
+    tag: &Tag,
+    limit: u32,
+    cursor: Option<&str>,
+) -> Result<Page<TaggedDevice>, FleetError> {
+    let prefix = tag_link_prefix(tag);
+    let start_key = start("AP-12", cursor, user, &prefix)?;
+    let (items, last) = query(
+        table
+            .client
+            .query()
+            .table_name(table.name())
+            .key_condition_expression("PK = :pk AND begins_with(SK, :prefix)")
+            .expression_attribute_values(":pk", s(user_pk(user)))
+            .expression_attribute_values(":prefix", s(prefix.clone()))
+            .limit(limit as i32)
+            .set_exclusive_start_key(start_key),
+    )
+    .await?;
+    let devices = items
+        .into_iter()
+        .map(|item| {
+            let link: TagLinkItem = serde_dynamo::from_item(item)?;
+            Ok(TaggedDevice {
+                device_id: link.device_id.to_string(),
+                name: link.name,
+                device_type: link.device_type.to_string(),
+            })
+        })
+        .collect::<Result<Vec<_>, FleetError>>()?;
+    Ok(Page {
+        items: devices,
+        cursor: next_cursor("AP-12", last),
+    })
+}

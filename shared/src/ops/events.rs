@@ -1,0 +1,366 @@
+//! Event reads: a device's events (AP-04), a user's events across devices (AP-05) and events
+//! of a type across all users (AP-09). Newest first; expired events (`ttl` passed) are never
+//! returned, even before DynamoDB deletes them.
+
+use serde::Serialize;
+
+use super::{query, s, ttl_now, Page, RawItem};
+use crate::cursor::{self, check_key, StartKey};
+use crate::error::{FleetError, ValidationError};
+use crate::ids::{DeviceId, EventType, UserId};
+use crate::items::{EventItem, EventValue};
+use crate::keys::{event_pk, owner_gsi2pk, type_gsi1pk, EVENT_PREFIX};
+use crate::schema::{GSI1, GSI1PK, GSI1SK, GSI2, GSI2PK, GSI2SK, PK, SK};
+use crate::table::FleetTable;
+use crate::timestamp::Timestamp;
+
+/// Longest range of AP-09, in days (one Query per day and shard).
+pub const MAX_TYPE_RANGE_DAYS: i64 = 7;
+
+/// An inclusive time range, `from <= to`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TimeRange {
+    /// Start (inclusive).
+    pub from: Timestamp,
+    /// End (inclusive).
+    pub to: Timestamp,
+}
+
+impl TimeRange {
+    /// A validated range; `from` after `to` is a 400 on `from`.
+    pub fn new(from: Timestamp, to: Timestamp) -> Result<Self, ValidationError> {
+        if from > to {
+            return Err(ValidationError::new("from", "must not be after to"));
+        }
+        Ok(Self { from, to })
+    }
+
+    /// Every UTC day the range touches.
+    pub fn days(&self) -> Vec<String> {
+        let mut days = Vec::new();
+        let mut at = self.from;
+        while at.day() <= self.to.day() {
+            days.push(at.day());
+            at = at.plus_seconds(86_400);
+        }
+        days
+    }
+}
+
+/// An event as the API returns it.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EventView {
+    /// Event id.
+    pub id: String,
+    /// Type.
+    #[serde(rename = "type")]
+    pub event_type: String,
+    /// Value.
+    pub value: EventValue,
+    /// Time.
+    pub at: String,
+    /// Device (listings across devices).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub device_id: Option<String>,
+    /// Device name at ingest time (listings across devices).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub device_name: Option<String>,
+    /// Owner (operator listings).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub user_id: Option<String>,
+}
+
+/// The fields an index projects for events (`shared::schema::INDEXES`).
+#[derive(serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct IndexedEvent {
+    device_id: DeviceId,
+    #[serde(rename = "type")]
+    event_type: EventType,
+    value: EventValue,
+    at: Timestamp,
+    device_name: String,
+    #[serde(default)]
+    user_id: Option<UserId>,
+}
+
+fn indexed_event(item: RawItem, sort_key: &str) -> Result<(String, EventView), FleetError> {
+    let key = item
+        .get(sort_key)
+        .and_then(|v| v.as_s().ok())
+        .cloned()
+        .ok_or_else(|| FleetError::internal("index item without its sort key"))?;
+    // `{at}#{deviceId}#{eventId}`.
+    let id = key.rsplit('#').next().unwrap_or_default().to_string();
+    let e: IndexedEvent = serde_dynamo::from_item(item)?;
+    Ok((
+        key,
+        EventView {
+            id,
+            event_type: e.event_type.to_string(),
+            value: e.value,
+            at: e.at.to_string(),
+            device_id: Some(e.device_id.to_string()),
+            device_name: Some(e.device_name),
+            user_id: e.user_id.map(|u| u.to_string()),
+        },
+    ))
+}
+
+/// Upper bound of a sort-key range ending at `to`: ids use only characters below `~`.
+fn through(prefix: &str, to: &Timestamp) -> String {
+    format!("{prefix}{to}#~")
+}
+
+/// AP-04: a page of one device's events in `range`, newest first. One Query per page; when the
+/// first page is empty, one GetItem tells "no events" from "no such device" (another user's
+/// device is a 404, like a missing one).
+pub async fn device_events(
+    table: &FleetTable,
+    user: &UserId,
+    device: &DeviceId,
+    range: TimeRange,
+    limit: u32,
+    cursor: Option<&str>,
+) -> Result<Page<EventView>, FleetError> {
+    let pk = event_pk(user, device);
+    let start_key = match cursor {
+        None => None,
+        Some(text) => {
+            let key = cursor::decode("AP-04", text, 1)?
+                .into_iter()
+                .next()
+                .flatten()
+                .ok_or_else(|| {
+                    ValidationError::new("cursor", "is not a cursor this request issued")
+                })?;
+            check_key(&key, &[(PK, &pk)], &[(SK, EVENT_PREFIX)])?;
+            Some(cursor::exclusive_start_key(&key))
+        }
+    };
+    let (items, last) = query(
+        table
+            .client
+            .query()
+            .table_name(table.name())
+            .key_condition_expression("PK = :pk AND SK BETWEEN :from AND :to")
+            .filter_expression("#ttl > :now")
+            .expression_attribute_names("#ttl", "ttl")
+            .expression_attribute_values(":pk", s(pk))
+            .expression_attribute_values(":from", s(format!("{EVENT_PREFIX}{}", range.from)))
+            .expression_attribute_values(":to", s(through(EVENT_PREFIX, &range.to)))
+            .expression_attribute_values(":now", ttl_now())
+            .scan_index_forward(false)
+            .limit(limit as i32)
+            .set_exclusive_start_key(start_key.clone()),
+    )
+    .await?;
+    if items.is_empty()
+        && start_key.is_none()
+        && last.is_none()
+        && crate::ops::devices::get_device(table, user, device)
+            .await?
+            .is_none()
+    {
+        return Err(FleetError::NotFound("device"));
+    }
+    let events = items
+        .into_iter()
+        .map(|item| {
+            let e: EventItem = serde_dynamo::from_item(item)?;
+            Ok(EventView {
+                id: e.id.to_string(),
+                event_type: e.event_type.to_string(),
+                value: e.value,
+                at: e.at.to_string(),
+                device_id: None,
+                device_name: None,
+                user_id: None,
+            })
+        })
+        .collect::<Result<Vec<_>, FleetError>>()?;
+    Ok(Page {
+        items: events,
+        cursor: last
+            .as_ref()
+            .and_then(cursor::start_key)
+            .map(|k| cursor::encode("AP-04", vec![Some(k)])),
+    })
+}
+
+/// AP-05: a page of the user's events across all devices, newest first: one Query per owner
+/// shard (concurrently), merged. The cursor remembers, per shard, the last event returned.
+pub async fn user_events(
+    table: &FleetTable,
+    user: &UserId,
+    range: TimeRange,
+    limit: u32,
+    cursor: Option<&str>,
+) -> Result<Page<EventView>, FleetError> {
+    let shards = table.config.shards.owner;
+    let partitions: Vec<String> = (0..shards).map(|i| owner_gsi2pk(user, i)).collect();
+    let starts: Vec<Option<StartKey>> = match cursor {
+        None => vec![Some(StartKey::new()); partitions.len()],
+        Some(text) => {
+            let keys = cursor::decode("AP-05", text, partitions.len())?;
+            for (key, partition) in keys.iter().zip(&partitions) {
+                if let Some(key) = key.as_ref().filter(|k| !k.is_empty()) {
+                    check_key(
+                        key,
+                        &[(GSI2PK, partition)],
+                        &[
+                            (PK, &format!("USER#{user}#DEVICE#")),
+                            (SK, EVENT_PREFIX),
+                            (GSI2SK, ""),
+                        ],
+                    )?;
+                }
+            }
+            keys
+        }
+    };
+    let queries = partitions
+        .iter()
+        .zip(&starts)
+        .map(|(partition, start)| async move {
+            // `None`: this shard was exhausted on an earlier page.
+            let Some(start) = start else {
+                return Ok::<_, FleetError>((Vec::new(), false));
+            };
+            let (items, last) = query(
+                table
+                    .client
+                    .query()
+                    .table_name(table.name())
+                    .index_name(GSI2)
+                    .key_condition_expression("GSI2PK = :pk AND GSI2SK BETWEEN :from AND :to")
+                    .filter_expression("#ttl > :now")
+                    .expression_attribute_names("#ttl", "ttl")
+                    .expression_attribute_values(":pk", s(partition.clone()))
+                    .expression_attribute_values(":from", s(range.from.to_string()))
+                    .expression_attribute_values(":to", s(through("", &range.to)))
+                    .expression_attribute_values(":now", ttl_now())
+                    .scan_index_forward(false)
+                    .limit(limit as i32)
+                    .set_exclusive_start_key(
+                        (!start.is_empty()).then(|| cursor::exclusive_start_key(start)),
+                    ),
+            )
+            .await?;
+            Ok((items, last.is_some()))
+        });
+    let results = futures::future::join_all(queries).await;
+    merge_shards(results, GSI2SK, limit, "AP-05", starts)
+}
+
+/// Merges per-shard pages newest first, keeps `limit`, and builds the cursor: for each shard
+/// the key of the last item returned from it, its old start when none was returned, or `None`
+/// once everything it holds has been returned.
+fn merge_shards(
+    results: Vec<Result<(Vec<RawItem>, bool), FleetError>>,
+    sort_key: &str,
+    limit: u32,
+    pattern: &str,
+    starts: Vec<Option<StartKey>>,
+) -> Result<Page<EventView>, FleetError> {
+    let mut merged = Vec::new();
+    let mut read = vec![0usize; starts.len()];
+    let mut more = vec![false; starts.len()];
+    for (shard, result) in results.into_iter().enumerate() {
+        let (items, has_more) = result?;
+        more[shard] = has_more;
+        read[shard] = items.len();
+        for item in items {
+            let keys = key_of(&item, sort_key);
+            let (sort, view) = indexed_event(item, sort_key)?;
+            merged.push((sort, shard, keys, view));
+        }
+    }
+    merged.sort_by(|a, b| b.0.cmp(&a.0));
+    merged.truncate(limit as usize);
+    let mut next = starts;
+    let mut returned = vec![0usize; next.len()];
+    for (_, shard, keys, _) in &merged {
+        returned[*shard] += 1;
+        next[*shard] = Some(keys.clone());
+    }
+    for (shard, start) in next.iter_mut().enumerate() {
+        if !more[shard] && returned[shard] == read[shard] {
+            *start = None;
+        }
+    }
+    let cursor = next
+        .iter()
+        .any(Option::is_some)
+        .then(|| cursor::encode(pattern, next));
+    Ok(Page {
+        items: merged.into_iter().map(|(_, _, _, v)| v).collect(),
+        cursor,
+    })
+}
+
+fn key_of(item: &RawItem, sort_key: &str) -> StartKey {
+    let index_pk = if sort_key == GSI1SK { GSI1PK } else { GSI2PK };
+    [PK, SK, index_pk, sort_key]
+        .iter()
+        .filter_map(|name| {
+            item.get(*name)
+                .and_then(|v| v.as_s().ok())
+                .map(|v| (name.to_string(), v.clone()))
+        })
+        .collect()
+}
+
+/// AP-09 (operators): events of `event_type` in `range` across all users, newest first, at most
+/// `limit`: one Query per (day, shard), concurrently.
+pub async fn events_by_type(
+    table: &FleetTable,
+    event_type: &EventType,
+    range: TimeRange,
+    limit: u32,
+) -> Result<Vec<EventView>, FleetError> {
+    let days = range.days();
+    if days.len() as i64 > MAX_TYPE_RANGE_DAYS {
+        return Err(ValidationError::new(
+            "from",
+            format!("the range may cover at most {MAX_TYPE_RANGE_DAYS} days"),
+        )
+        .into());
+    }
+    let partitions: Vec<String> = days
+        .iter()
+        .flat_map(|day| {
+            (0..table.config.shards.event_type)
+                .map(move |shard| type_gsi1pk(event_type, day, shard))
+        })
+        .collect();
+    let queries = partitions.iter().map(|partition| {
+        query(
+            table
+                .client
+                .query()
+                .table_name(table.name())
+                .index_name(GSI1)
+                .key_condition_expression("GSI1PK = :pk AND GSI1SK BETWEEN :from AND :to")
+                .filter_expression("#ttl > :now")
+                .expression_attribute_names("#ttl", "ttl")
+                .expression_attribute_values(":pk", s(partition.clone()))
+                .expression_attribute_values(":from", s(range.from.to_string()))
+                .expression_attribute_values(":to", s(through("", &range.to)))
+                .expression_attribute_values(":now", ttl_now())
+                .scan_index_forward(false)
+                .limit(limit as i32),
+        )
+    });
+    let mut events = Vec::new();
+    for result in futures::future::join_all(queries).await {
+        let (items, _) = result?;
+        for item in items {
+            events.push(indexed_event(item, GSI1SK)?);
+        }
+    }
+    events.sort_by(|a, b| b.0.cmp(&a.0));
+    events.truncate(limit as usize);
+    Ok(events.into_iter().map(|(_, v)| v).collect())
+}

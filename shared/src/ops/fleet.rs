@@ -1,0 +1,99 @@
+//! AP-13 (operators): devices with a status seen since a time, across all users: one Query per
+//! status shard on GSI1, concurrently, merged newest first.
+
+use serde::Serialize;
+
+use super::{query, s};
+use crate::error::FleetError;
+use crate::ids::{DeviceId, DeviceType, UserId};
+use crate::items::DeviceStatus;
+use crate::keys::status_gsi1pk;
+use crate::ops::ingest::seen_bucket;
+use crate::schema::GSI1;
+use crate::table::FleetTable;
+use crate::timestamp::Timestamp;
+
+/// A device as the operator listing shows it (GSI1's projection).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FleetDevice {
+    /// Device id.
+    pub device_id: String,
+    /// Owner.
+    pub user_id: String,
+    /// Name.
+    pub name: String,
+    /// Device type.
+    #[serde(rename = "type")]
+    pub device_type: String,
+    /// Status.
+    pub status: DeviceStatus,
+    /// Last seen, to the 15 minutes of the `SEEN#` key.
+    pub seen: String,
+}
+
+#[derive(serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct IndexedDevice {
+    device_id: DeviceId,
+    user_id: UserId,
+    name: String,
+    #[serde(rename = "type")]
+    device_type: DeviceType,
+    status: DeviceStatus,
+    #[serde(rename = "GSI1SK")]
+    seen_key: String,
+}
+
+/// AP-13: devices with `status` seen since `since` (to the 15 minutes of the `SEEN#` key),
+/// newest first, at most `limit`.
+pub async fn devices_by_status(
+    table: &FleetTable,
+    status: DeviceStatus,
+    since: Timestamp,
+    limit: u32,
+) -> Result<Vec<FleetDevice>, FleetError> {
+    let from = format!("SEEN#{}", seen_bucket(&since));
+    let queries = (0..table.config.shards.status).map(|shard| {
+        query(
+            table
+                .client
+                .query()
+                .table_name(table.name())
+                .index_name(GSI1)
+                .key_condition_expression("GSI1PK = :pk AND GSI1SK >= :from")
+                .expression_attribute_values(":pk", s(status_gsi1pk(status, shard)))
+                .expression_attribute_values(":from", s(from.clone()))
+                .scan_index_forward(false)
+                .limit(limit as i32),
+        )
+    });
+    let mut devices = Vec::new();
+    for result in futures::future::join_all(queries).await {
+        let (items, _) = result?;
+        for item in items {
+            let d: IndexedDevice = serde_dynamo::from_item(item)?;
+            // `SEEN#{bucket}#{deviceId}`.
+            let seen = d
+                .seen_key
+                .strip_prefix("SEEN#")
+                .and_then(|rest| rest.split('#').next())
+                .unwrap_or_default()
+                .to_string();
+            devices.push((
+                d.seen_key.clone(),
+                FleetDevice {
+                    device_id: d.device_id.to_string(),
+                    user_id: d.user_id.to_string(),
+                    name: d.name,
+                    device_type: d.device_type.to_string(),
+                    status: d.status,
+                    seen,
+                },
+            ));
+        }
+    }
+    devices.sort_by(|a, b| b.0.cmp(&a.0));
+    devices.truncate(limit as usize);
+    Ok(devices.into_iter().map(|(_, d)| d).collect())
+}

@@ -1,0 +1,90 @@
+//! Daily reports: `REPORT#{day}` / `REPORT` (AP-15 reads one; the daily analytics run writes it).
+
+use aws_sdk_dynamodb::types::ReturnConsumedCapacity;
+use serde::{Deserialize, Serialize};
+
+use super::s;
+use crate::error::{FleetError, ValidationError};
+use crate::items::EntityType;
+use crate::keys::{is_day, report_pk, REPORT_SK};
+use crate::metrics::{record_read, record_write};
+use crate::schema::{PK, SK};
+use crate::table::{sdk_error, FleetTable};
+
+/// The stored report.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ReportItem {
+    /// `REPORT#{day}`.
+    #[serde(rename = "PK")]
+    pub pk: String,
+    /// `REPORT`.
+    #[serde(rename = "SK")]
+    pub sk: String,
+    /// Always [`EntityType::Report`].
+    pub entity_type: EntityType,
+    /// `YYYY-MM-DD`.
+    pub day: String,
+    /// The report as the API returns it.
+    pub report: serde_json::Value,
+}
+
+/// Validates a report date (`YYYY-MM-DD`, a real calendar day).
+pub fn parse_day(field: &str, value: &str) -> Result<String, ValidationError> {
+    if is_day(value) {
+        Ok(value.to_string())
+    } else {
+        Err(ValidationError::new(
+            field,
+            "must be a date such as 2024-04-10",
+        ))
+    }
+}
+
+/// Stores the report for `day` (replacing an earlier run's: reports are idempotent per day).
+pub async fn put_report(
+    table: &FleetTable,
+    day: &str,
+    report: serde_json::Value,
+) -> Result<(), FleetError> {
+    let item = ReportItem {
+        pk: report_pk(day),
+        sk: REPORT_SK.to_string(),
+        entity_type: EntityType::Report,
+        day: day.to_string(),
+        report,
+    };
+    let out = table
+        .client
+        .put_item()
+        .table_name(table.name())
+        .set_item(Some(serde_dynamo::to_item(item)?))
+        .return_consumed_capacity(ReturnConsumedCapacity::Total)
+        .send()
+        .await
+        .map_err(sdk_error)?;
+    record_write(out.consumed_capacity());
+    Ok(())
+}
+
+/// AP-15: the report for `day`, or `None` until the daily run has written it. One GetItem.
+pub async fn get_report(
+    table: &FleetTable,
+    day: &str,
+) -> Result<Option<serde_json::Value>, FleetError> {
+    let out = table
+        .client
+        .get_item()
+        .table_name(table.name())
+        .key(PK, s(report_pk(day)))
+        .key(SK, s(REPORT_SK))
+        .return_consumed_capacity(ReturnConsumedCapacity::Total)
+        .send()
+        .await
+        .map_err(sdk_error)?;
+    record_read(out.consumed_capacity());
+    out.item
+        .map(|item| serde_dynamo::from_item::<_, ReportItem>(item).map(|r| r.report))
+        .transpose()
+        .map_err(Into::into)
+}

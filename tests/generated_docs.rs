@@ -1,0 +1,26 @@
+//! `docs/access-patterns.md` and `docs/model.json` are generated from the catalog and a
+//! measured run on the reference dataset; this fails when the checked-in files are stale
+//! (`make docs` regenerates them).
+
+use fleet_local::model_docs::{render, MARKDOWN_PATH, MODEL_PATH};
+use fleet_local::reference::{measure_patterns, seed, REFERENCE_RETENTION_DAYS};
+use fleet_tests::*;
+
+#[tokio::test]
+async fn generated_docs_are_current() {
+    let mut table = fresh_table().await;
+    table.config.retention_days = REFERENCE_RETENTION_DAYS;
+    let tokens = seed(&table).await.expect("reference dataset");
+    let measurements = measure_patterns(&table, &tokens)
+        .await
+        .expect("patterns run");
+    let (markdown, model) = render(&measurements);
+    let root = fleet_local::repo_root();
+    for (path, generated) in [(MARKDOWN_PATH, markdown), (MODEL_PATH, model)] {
+        let current = std::fs::read_to_string(root.join(path)).unwrap_or_default();
+        assert!(
+            current == generated,
+            "{path} is stale: run `make docs`\n--- generated ---\n{generated}"
+        );
+    }
+}
