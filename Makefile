@@ -9,7 +9,7 @@ VENV      := .venv
 PY_STAMP  := $(VENV)/.installed
 CARGO     ?= cargo
 
-.PHONY: docs ingest-throughput help dev test lint unit-and-integration fmt dynamodb-local python-tools java-check invoke clean
+.PHONY: docs ingest-throughput scan-throughput help dev test lint unit-and-integration fmt dynamodb-local python-tools java-check invoke clean
 
 help: ## List the commands
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-16s %s\n", $$1, $$2}'
@@ -34,6 +34,9 @@ ingest-throughput: dynamodb-local ## Events/s through the ingest handler on Dyna
 
 docs: dynamodb-local ## Regenerate docs/access-patterns.md and docs/model.json (measured on DynamoDB Local)
 	$(CARGO) run --quiet -p fleet-local -- docs
+
+scan-throughput: dynamodb-local ## Items/s of the daily analytics scan on DynamoDB Local (DEVICES=20 BATCHES=10)
+	$(CARGO) run --quiet -p fleet-local -- scan-throughput $${DEVICES:-20} $${BATCHES:-10}
 
 fmt: ## Format the code
 	$(CARGO) fmt --all

@@ -44,6 +44,15 @@ fn every_sample_event_is_in_the_manifest_and_targets_a_template_route() {
     for sample in manifest().events {
         let text = std::fs::read_to_string(events_dir().join(&sample.file)).unwrap();
         let event: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert!(
+            template().functions.contains_key(&sample.function),
+            "{}: no function {} in template.yaml",
+            sample.file,
+            sample.function
+        );
+        if event["source"] == "aws.events" {
+            continue;
+        }
         let route_key = event["routeKey"].as_str().unwrap_or_default();
         assert!(
             template()
@@ -73,13 +82,11 @@ async fn every_sample_event_gets_its_expected_status() {
         let response = invoke(template(), &table, &sample.function, &text)
             .await
             .unwrap_or_else(|e| panic!("{}: {e}", sample.file));
-        let status = response.status().as_u16();
+        let status = response["statusCode"].as_u64().unwrap_or(0) as u16;
         if status != sample.status {
             failures.push(format!(
-                "{}: expected {}, got {status} {:?}",
-                sample.file,
-                sample.status,
-                String::from_utf8_lossy(response.body().as_ref())
+                "{}: expected {}, got {status} {response}",
+                sample.file, sample.status
             ));
         }
     }

@@ -45,8 +45,8 @@ pub fn handler_for(code_uri: &str, table: &FleetTable) -> Option<Handler> {
 /// Why an event could not be invoked.
 #[derive(Debug, thiserror::Error)]
 pub enum InvokeError {
-    /// The template has no such function with HTTP routes.
-    #[error("template.yaml has no HttpApi function {0}")]
+    /// The template has no such function.
+    #[error("template.yaml has no function {0}")]
     UnknownFunction(String),
     /// The function has no local handler.
     #[error("{0} has no local handler (see fleet-local functions.rs)")]
@@ -56,24 +56,38 @@ pub enum InvokeError {
     BadEvent(String),
 }
 
-/// Runs `event` (API Gateway HTTP API payload 2.0 JSON, as in `events/`) through
-/// `function` (a logical id from the template), like `sam local invoke -e`.
+/// Runs `event` through `function` (a logical id from the template), like
+/// `sam local invoke -e`: an API Gateway HTTP API (payload 2.0) event for an API function, a
+/// scheduled event (or `{"date": ...}`) for daily-analytics. Returns the function's answer:
+/// the payload-2.0 response for API functions; for daily-analytics `statusCode` 200 with the
+/// result, or 500 with the error.
 pub async fn invoke(
     template: &Template,
     table: &FleetTable,
     function: &str,
     event: &str,
-) -> Result<Response<Body>, InvokeError> {
-    let route = template
-        .routes
-        .iter()
-        .find(|r| r.function == function)
+) -> Result<Value, InvokeError> {
+    let code_uri = template
+        .functions
+        .get(function)
         .ok_or_else(|| InvokeError::UnknownFunction(function.to_string()))?;
-    let handler = handler_for(&route.code_uri, table)
-        .ok_or_else(|| InvokeError::NoHandler(function.to_string()))?;
+    if code_uri == "functions/daily-analytics" {
+        let payload: Value =
+            serde_json::from_str(event).map_err(|e| InvokeError::BadEvent(e.to_string()))?;
+        let config = daily_analytics::AnalyticsConfig::from_env().unwrap_or_default();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(900);
+        return Ok(
+            match daily_analytics::handle(table, &config, payload, deadline).await {
+                Ok(result) => json!({"statusCode": 200, "body": result}),
+                Err(err) => json!({"statusCode": 500, "errorMessage": err.to_string()}),
+            },
+        );
+    }
+    let handler =
+        handler_for(code_uri, table).ok_or_else(|| InvokeError::NoHandler(function.to_string()))?;
     let request =
         lambda_http::request::from_str(event).map_err(|e| InvokeError::BadEvent(e.to_string()))?;
-    Ok(handler(request).await)
+    Ok(response_json(&handler(request).await))
 }
 
 /// The response as API Gateway receives it from a Lambda (payload 2.0 response JSON).

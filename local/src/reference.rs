@@ -12,6 +12,7 @@ use shared::catalog::BudgetScale;
 use shared::ids::{DeviceId, DeviceType, EventType, Tag, UserId};
 use shared::items::DeviceStatus;
 use shared::metrics::{MeterSnapshot, RequestMeter};
+use shared::ops::analytics::{run_daily_report, RunPlan};
 use shared::ops::devices::{
     delete_device, get_device, register_device, update_device, DevicePatch, DeviceRegistration,
 };
@@ -103,7 +104,11 @@ pub async fn seed(table: &FleetTable) -> Result<Tokens, FleetError> {
             tokens.insert(device_id, token);
         }
     }
-    reports::put_report(table, &now().day(), json!({"devices": {"total": 12}})).await?;
+    let plan = RunPlan::new(&now().day(), 4, Instant::now() + Duration::from_secs(60))?;
+    let outcome = run_daily_report(table, &plan).await?;
+    if !outcome.complete {
+        return Err(FleetError::internal("reference report incomplete"));
+    }
     Ok(tokens)
 }
 
@@ -261,7 +266,29 @@ pub async fn measure_patterns(
         reports::get_report(table, &day.from.day()),
     )
     .await?;
-    assert_found(report.is_some(), "AP-15")?;
+    let report = report.unwrap_or_default();
+    assert_found(report["devices"]["byStatus"]["active"] == 12, "AP-15")?;
+    // AP-10 and AP-11 are fields of that report: no request of their own at read time.
+    for (id, workload, value) in [
+        (
+            "AP-10",
+            "devices.byStatus of the AP-15 report (computed by the daily run)",
+            &report["devices"]["byStatus"],
+        ),
+        (
+            "AP-11",
+            "users.active30d of the AP-15 report (computed by the daily run)",
+            &report["users"]["active30d"],
+        ),
+    ] {
+        assert_found(!value.is_null(), id)?;
+        m.push(Measurement {
+            id,
+            used: MeterSnapshot::default(),
+            scale: one,
+            workload,
+        });
+    }
 
     measure(
         &mut m,

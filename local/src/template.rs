@@ -97,6 +97,8 @@ pub struct Template {
     pub table: TableDefinition,
     /// Every HttpApi route, in template order.
     pub routes: Vec<HttpRoute>,
+    /// Every function: logical id -> `CodeUri`.
+    pub functions: std::collections::BTreeMap<String, String>,
 }
 
 /// `template.yaml` at the repository root.
@@ -123,13 +125,22 @@ impl Template {
             .ok_or_else(|| shape("no Resources"))?;
         let mut tables = Vec::new();
         let mut routes = Vec::new();
+        let mut functions = std::collections::BTreeMap::new();
         for (id, resource) in resources {
             let id = id
                 .as_str()
                 .ok_or_else(|| shape("resource id is not a string"))?;
             match resource.get("Type").and_then(Value::as_str) {
                 Some("AWS::DynamoDB::Table") => tables.push(table_definition(id, resource)?),
-                Some("AWS::Serverless::Function") => routes.extend(function_routes(id, resource)?),
+                Some("AWS::Serverless::Function") => {
+                    let code_uri = resource
+                        .get("Properties")
+                        .and_then(|p| p.get("CodeUri"))
+                        .and_then(Value::as_str)
+                        .ok_or_else(|| shape(format!("{id}: CodeUri must be a literal path")))?;
+                    functions.insert(id.to_string(), code_uri.trim_end_matches('/').to_string());
+                    routes.extend(function_routes(id, resource)?);
+                }
                 _ => {}
             }
         }
@@ -141,7 +152,11 @@ impl Template {
                 )))
             }
         };
-        Ok(Self { table, routes })
+        Ok(Self {
+            table,
+            routes,
+            functions,
+        })
     }
 }
 

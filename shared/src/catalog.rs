@@ -334,7 +334,7 @@ pub const CATALOG: &[AccessPattern] = &[
         key_condition: "daily report",
         budget: RequestBudget::ZeroAtReadTime,
         max_read_units: None,
-        implemented_by: None,
+        implemented_by: Some("ops::analytics::run_daily_report"),
     },
     AccessPattern {
         id: "AP-11",
@@ -345,7 +345,7 @@ pub const CATALOG: &[AccessPattern] = &[
         key_condition: "daily report",
         budget: RequestBudget::ZeroAtReadTime,
         max_read_units: None,
-        implemented_by: None,
+        implemented_by: Some("ops::analytics::run_daily_report"),
     },
     AccessPattern {
         id: "AP-12",

@@ -25,6 +25,8 @@ pub enum EntityType {
     Event,
     /// A daily analytics report.
     Report,
+    /// Progress of one scan segment of a daily analytics run.
+    Checkpoint,
 }
 
 /// Device status; `STATUS#{status}#{shard}` on GSI1.

@@ -103,6 +103,16 @@ pub fn report_pk(day: &str) -> String {
     format!("REPORT#{day}")
 }
 
+/// `ANALYTICS#{day}`: the checkpoints of the daily run for `day`.
+pub fn analytics_pk(day: &str) -> String {
+    format!("ANALYTICS#{day}")
+}
+
+/// `SEGMENT#{segment}`: one scan segment's checkpoint.
+pub fn segment_sk(segment: u32) -> String {
+    format!("SEGMENT#{segment:04}")
+}
+
 /// Device status as stored and as the API spells it.
 pub use crate::items::DeviceStatus;
 
@@ -321,7 +331,7 @@ pub struct KeyTemplate {
 }
 
 /// Every entity's keys, as templates (a unit test checks them against the builders above).
-pub const KEY_TEMPLATES: [KeyTemplate; 6] = [
+pub const KEY_TEMPLATES: [KeyTemplate; 7] = [
     KeyTemplate {
         entity_type: "profile",
         pk: "USER#${userId}",
@@ -367,6 +377,13 @@ pub const KEY_TEMPLATES: [KeyTemplate; 6] = [
         gsi1: None,
         gsi2: None,
     },
+    KeyTemplate {
+        entity_type: "checkpoint",
+        pk: "ANALYTICS#${day}",
+        sk: "SEGMENT#${segment}",
+        gsi1: None,
+        gsi2: None,
+    },
 ];
 
 #[cfg(test)]
@@ -400,6 +417,7 @@ mod template_tests {
             ("shard", "3"),
             ("status", "active"),
             ("lastSeen", "2024-04-10T10:00:00.000Z"),
+            ("segment", "0007"),
         ];
         let built = [
             (user_pk(&user), PROFILE_SK.to_string()),
@@ -408,6 +426,7 @@ mod template_tests {
             (registration_pk(&device), REGISTRATION_SK.to_string()),
             (event_pk(&user, &device), event_sk(&at, &event)),
             (report_pk("2024-04-10"), REPORT_SK.to_string()),
+            (analytics_pk("2024-04-10"), segment_sk(7)),
         ];
         for (t, (pk, sk)) in KEY_TEMPLATES.iter().zip(built) {
             assert_eq!(fill(t.pk, &v), pk, "{}", t.entity_type);

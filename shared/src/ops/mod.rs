@@ -16,6 +16,7 @@ pub(crate) fn n(value: impl ToString) -> AttributeValue {
     AttributeValue::N(value.to_string())
 }
 
+pub mod analytics;
 pub mod dashboard;
 pub mod events;
 pub mod fleet;

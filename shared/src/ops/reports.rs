@@ -25,8 +25,9 @@ pub struct ReportItem {
     pub entity_type: EntityType,
     /// `YYYY-MM-DD`.
     pub day: String,
-    /// The report as the API returns it.
-    pub report: serde_json::Value,
+    /// The report as the API returns it, as JSON text: opaque to DynamoDB, and read back
+    /// exactly as written (a DynamoDB number would turn `7.0` into `7`).
+    pub report_json: String,
 }
 
 /// Validates a report date (`YYYY-MM-DD`, a real calendar day).
@@ -52,7 +53,7 @@ pub async fn put_report(
         sk: REPORT_SK.to_string(),
         entity_type: EntityType::Report,
         day: day.to_string(),
-        report,
+        report_json: report.to_string(),
     };
     let out = table
         .client
@@ -84,7 +85,9 @@ pub async fn get_report(
         .map_err(sdk_error)?;
     record_read(out.consumed_capacity());
     out.item
-        .map(|item| serde_dynamo::from_item::<_, ReportItem>(item).map(|r| r.report))
+        .map(|item| -> Result<serde_json::Value, FleetError> {
+            let r: ReportItem = serde_dynamo::from_item(item)?;
+            serde_json::from_str(&r.report_json).map_err(FleetError::internal)
+        })
         .transpose()
-        .map_err(Into::into)
 }

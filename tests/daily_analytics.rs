@@ -1,0 +1,442 @@
+//! The daily analytics run on DynamoDB Local: exact counts on a dataset spanning several days,
+//! users and statuses (checked through `GET /admin/reports/{date}` against hand-computed
+//! figures), the purge of a deleted device's events, resuming an interrupted run, and
+//! idempotence.
+
+use std::time::{Duration, Instant};
+
+use fleet_tests::*;
+use serde_json::{json, Value};
+use shared::ids::{DeviceId, DeviceType, UserId};
+use shared::items::DeviceStatus;
+use shared::ops::analytics::{run_daily_report, RunPlan};
+use shared::ops::devices::{
+    delete_device, register_device, update_device, DevicePatch, DeviceRegistration,
+};
+use shared::ops::ingest::{validate_batch, IngestConfig, Ingestor, SubmittedEvent};
+use shared::ops::profile::{upsert_profile, ProfileUpdate};
+use shared::timestamp::Timestamp;
+use shared::FleetTable;
+
+const DAY: &str = "2026-11-20";
+
+fn t(text: &str) -> Timestamp {
+    Timestamp::parse_field("t", text).unwrap()
+}
+
+/// `(user, device, type, [(event type, count, first at)])`; devices after the user's profile.
+async fn add_device(
+    table: &FleetTable,
+    user: &str,
+    device: &str,
+    kind: &str,
+    events: &[(&str, usize, &str)],
+) {
+    let user_id = UserId::parse(user).unwrap();
+    let registered = register_device(
+        table,
+        &user_id,
+        DeviceRegistration {
+            device_id: DeviceId::parse(device).unwrap(),
+            name: device.into(),
+            device_type: DeviceType::parse(kind).unwrap(),
+            tags: vec![],
+        },
+    )
+    .await
+    .unwrap();
+    if events.is_empty() {
+        return;
+    }
+    let ingestor = Ingestor::new(table.clone(), IngestConfig::default());
+    let registration = ingestor
+        .authenticate(&DeviceId::parse(device).unwrap(), registered.token.reveal())
+        .await
+        .unwrap();
+    let mut submitted = Vec::new();
+    for (kind, count, first) in events {
+        for i in 0..*count {
+            submitted.push(SubmittedEvent {
+                id: Some(format!("{kind}-{first}-{i}").replace(':', "")),
+                event_type: kind.to_string(),
+                value: json!(i),
+                at: t(first).plus_seconds(i as i64 * 60).to_string(),
+            });
+        }
+    }
+    let batch = validate_batch(
+        submitted,
+        t("2026-11-21T00:10:00Z"),
+        3650,
+        Duration::from_secs(300),
+    )
+    .unwrap();
+    let outcome = ingestor
+        .ingest(
+            &registration,
+            batch,
+            Instant::now() + Duration::from_secs(30),
+        )
+        .await
+        .unwrap();
+    assert!(outcome.failed.is_empty());
+}
+
+async fn profile(table: &FleetTable, user: &str) {
+    upsert_profile(
+        table,
+        &UserId::parse(user).unwrap(),
+        ProfileUpdate {
+            name: user.into(),
+            email: None,
+        },
+    )
+    .await
+    .unwrap();
+}
+
+async fn set_status(table: &FleetTable, user: &str, device: &str, status: DeviceStatus) {
+    let patch = DevicePatch {
+        status: Some(status),
+        ..DevicePatch::default()
+    };
+    update_device(
+        table,
+        &UserId::parse(user).unwrap(),
+        &DeviceId::parse(device).unwrap(),
+        1,
+        patch,
+    )
+    .await
+    .unwrap();
+}
+
+/// The dataset whose report for 2026-11-20 is worked out by hand in `expected()`.
+async fn dataset() -> FleetTable {
+    let mut table = fresh_table().await;
+    table.config.retention_days = 3650;
+    for u in ["an-u1", "an-u2", "an-u3", "an-u4", "an-u5", "an-u6"] {
+        profile(&table, u).await;
+    }
+    add_device(
+        &table,
+        "an-u1",
+        "d1",
+        "thermostat",
+        &[
+            ("temperature", 2, "2026-11-19T23:00:00Z"),
+            ("temperature", 5, "2026-11-20T10:00:00Z"),
+            ("humidity", 3, "2026-11-20T11:00:00Z"),
+            ("temperature", 1, "2026-11-21T00:05:00Z"),
+        ],
+    )
+    .await;
+    add_device(
+        &table,
+        "an-u1",
+        "d2",
+        "door-sensor",
+        &[("door", 4, "2026-11-20T12:00:00Z")],
+    )
+    .await;
+    set_status(&table, "an-u1", "d2", DeviceStatus::Maintenance).await;
+    add_device(
+        &table,
+        "an-u2",
+        "d3",
+        "thermostat",
+        &[
+            ("temperature", 3, "2026-11-20T08:00:00Z"),
+            ("temperature", 1, "2026-10-11T08:00:00Z"),
+        ],
+    )
+    .await;
+    set_status(&table, "an-u2", "d3", DeviceStatus::Error).await;
+    add_device(
+        &table,
+        "an-u4",
+        "d4",
+        "thermostat",
+        &[
+            ("temperature", 2, "2026-11-20T09:00:00Z"),
+            ("humidity", 1, "2026-11-18T09:00:00Z"),
+        ],
+    )
+    .await;
+    delete_device(
+        &table,
+        &UserId::parse("an-u4").unwrap(),
+        &DeviceId::parse("d4").unwrap(),
+    )
+    .await
+    .unwrap();
+    add_device(&table, "an-u5", "d5", "power-meter", &[]).await;
+    add_device(
+        &table,
+        "an-u6",
+        "d6",
+        "thermostat",
+        &[("temperature", 2, "2026-10-31T10:00:00Z")],
+    )
+    .await;
+    table
+}
+
+/// Worked out by hand from `dataset()`:
+/// - users: 6 profiles; active in the 30 days before 2026-11-21: u1, u2 (seen on the day) and
+///   u6 (seen 2026-10-31) = 3.
+/// - devices: d1, d2, d3, d5, d6 (d4 deleted) = 5; active d1, d5, d6; maintenance d2; error d3;
+///   thermostat d1, d3, d6; online since 2026-11-20T00:00: d1, d2, d3 = 3.
+/// - events on 2026-11-20: d1 5 temperature + 3 humidity, d2 4 door, d3 3 temperature = 15
+///   (d4's are purged, not counted): temperature 8, humidity 3, door 4.
+/// - heat: d1 8/15 = 0.5333, d2 4/15 = 0.2667, d3 3/15 = 0.2, all over 10%.
+/// - purged: d4's 3 events (all days).
+fn expected() -> Value {
+    json!({
+        "date": DAY,
+        "users": {"total": 6, "active30d": 3},
+        "devices": {"total": 5, "online24h": 3,
+            "byStatus": {"active": 3, "maintenance": 1, "error": 1},
+            "byType": {"thermostat": 3, "door-sensor": 1, "power-meter": 1}},
+        "events": {"total": 15, "byType": {"temperature": 8, "humidity": 3, "door": 4}},
+        "topDevices": [
+            {"userId": "an-u1", "deviceId": "d1", "events": 8},
+            {"userId": "an-u1", "deviceId": "d2", "events": 4},
+            {"userId": "an-u2", "deviceId": "d3", "events": 3},
+        ],
+        "partitionHeat": [
+            {"key": "USER#an-u1#DEVICE#d1", "writes": 8, "share": 0.5333, "hot": true},
+            {"key": "USER#an-u1#DEVICE#d2", "writes": 4, "share": 0.2667, "hot": true},
+            {"key": "USER#an-u2#DEVICE#d3", "writes": 3, "share": 0.2, "hot": true},
+        ],
+        "purgedEvents": 3,
+    })
+}
+
+/// The report without the run's own figures (which describe the run, not the data).
+fn counts(report: &Value) -> Value {
+    let mut r = report.clone();
+    let o = r.as_object_mut().unwrap();
+    for volatile in ["run", "indexHeat", "hotKeyThreshold"] {
+        o.remove(volatile);
+    }
+    r
+}
+
+fn plan(segments: u32) -> RunPlan {
+    RunPlan::new(DAY, segments, Instant::now() + Duration::from_secs(60)).unwrap()
+}
+
+async fn read_report(table: &FleetTable) -> Answer {
+    dashboard(
+        table,
+        ApiRequest::new(
+            "GET /admin/reports/{date}",
+            &format!("/admin/reports/{DAY}"),
+        )
+        .param("date", DAY)
+        .admin("ops"),
+    )
+    .await
+}
+
+fn events_of(items: &[StoredItem], device: &str) -> usize {
+    items
+        .iter()
+        .filter(|i| {
+            i["PK"]
+                .as_s()
+                .is_ok_and(|pk| pk.ends_with(&format!("#DEVICE#{device}")))
+        })
+        .count()
+}
+
+#[tokio::test]
+async fn the_report_matches_the_hand_computed_figures_and_deleted_devices_are_purged() {
+    let table = dataset().await;
+    let before = table_contents(&table).await;
+    assert_eq!(
+        events_of(&before, "d4"),
+        3,
+        "the deleted device's events are still there"
+    );
+    assert_eq!(
+        read_report(&table).await.status,
+        404,
+        "no report before the run"
+    );
+
+    let outcome = run_daily_report(&table, &plan(4)).await.unwrap();
+    assert!(outcome.complete);
+    let a = read_report(&table).await;
+    assert_eq!(a.status, 200);
+    assert_eq!(counts(&a.body), expected());
+    let run = &a.body["run"];
+    assert_eq!(run["segments"], 4);
+    assert_eq!(run["itemsScanned"].as_u64().unwrap() as usize, before.len());
+    assert!(run["rcu"].as_f64().unwrap() > 0.0 && run["wcu"].as_f64().unwrap() > 0.0);
+    assert!(run["durationMs"].is_number());
+    let index_heat = a.body["indexHeat"].as_array().unwrap();
+    assert_eq!(
+        index_heat.len(),
+        10,
+        "the ten busiest of the day's GSI1 partitions"
+    );
+    let index_writes: u64 = index_heat
+        .iter()
+        .map(|h| h["writes"].as_u64().unwrap())
+        .sum();
+    assert!(
+        index_writes < 15,
+        "more than ten GSI1 partitions share the 15 events"
+    );
+    assert_eq!(
+        index_heat[0]["writes"], 2,
+        "write sharding keeps every index partition small"
+    );
+
+    let after = table_contents(&table).await;
+    assert_eq!(
+        events_of(&after, "d4"),
+        0,
+        "a deleted device's events are gone after the run"
+    );
+    assert_eq!(
+        events_of(&after, "d1"),
+        events_of(&before, "d1"),
+        "live devices keep every event"
+    );
+    assert_eq!(events_of(&after, "d3"), 4);
+}
+
+#[tokio::test]
+async fn an_interrupted_run_resumes_from_its_checkpoints() {
+    let table = dataset().await;
+    let items = table_contents(&table).await.len();
+    let mut interrupted = plan(2);
+    interrupted.page_limit = Some(3);
+    interrupted.max_pages = Some(2);
+    let first = run_daily_report(&table, &interrupted).await.unwrap();
+    assert!(
+        !first.complete,
+        "two pages of three items cannot cover the table"
+    );
+    assert_eq!(read_report(&table).await.status, 404);
+    let checkpoints = table_contents(&table)
+        .await
+        .into_iter()
+        .filter(|i| {
+            i["PK"]
+                .as_s()
+                .is_ok_and(|pk| pk == &format!("ANALYTICS#{DAY}"))
+        })
+        .count();
+    assert_eq!(checkpoints, 2, "one checkpoint per segment");
+
+    let mut rest = plan(2);
+    rest.page_limit = Some(3);
+    let second = run_daily_report(&table, &rest).await.unwrap();
+    assert!(second.complete);
+    let report = read_report(&table).await.body;
+    assert_eq!(
+        counts(&report),
+        expected(),
+        "nothing counted twice or missed"
+    );
+    assert_eq!(
+        report["run"]["itemsScanned"].as_u64().unwrap() as usize,
+        items,
+        "the second invocation continued, it did not start over"
+    );
+}
+
+#[tokio::test]
+async fn running_a_day_again_writes_the_same_report() {
+    let table = dataset().await;
+    let first = run_daily_report(&table, &plan(3))
+        .await
+        .unwrap()
+        .report
+        .unwrap();
+    let again = run_daily_report(&table, &plan(3))
+        .await
+        .unwrap()
+        .report
+        .unwrap();
+    assert_eq!(first, again, "a second run reuses the finished checkpoints");
+    assert_eq!(read_report(&table).await.body, first);
+    // A fresh scan of the same data counts the same (the purge has nothing left to do).
+    let mut fresh = plan(3);
+    fresh.fresh = true;
+    let rescanned = run_daily_report(&table, &fresh)
+        .await
+        .unwrap()
+        .report
+        .unwrap();
+    let mut expected_again = expected();
+    expected_again["purgedEvents"] = json!(0);
+    assert_eq!(counts(&rescanned), expected_again);
+    // A different segment count for a day already started is refused, not mixed.
+    let err = run_daily_report(&table, &plan(5)).await.unwrap_err();
+    assert!(err.to_string().contains("segments"), "{err}");
+}
+
+#[tokio::test]
+async fn the_scheduled_event_reports_the_previous_day_and_bad_input_is_refused() {
+    let table = dataset().await;
+    let config = daily_analytics::AnalyticsConfig {
+        segments: 2,
+        page_limit: None,
+    };
+    let far = Instant::now() + Duration::from_secs(60);
+    let scheduled = json!({"version": "0", "detail-type": "Scheduled Event", "source": "aws.events",
+        "time": "2026-11-21T00:15:00Z", "detail": {}});
+    let out = daily_analytics::handle(&table, &config, scheduled, far)
+        .await
+        .unwrap();
+    assert_eq!(out["date"], DAY);
+    assert_eq!(counts(&out["report"]), expected());
+    for bad in [
+        json!({}),
+        json!({"date": "2026-02-30"}),
+        json!({"time": "noon"}),
+    ] {
+        assert!(
+            daily_analytics::handle(&table, &config, bad.clone(), far)
+                .await
+                .is_err(),
+            "{bad}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn segments_can_fan_out_over_invocations_and_the_last_one_writes_the_report() {
+    let table = dataset().await;
+    let config = daily_analytics::AnalyticsConfig {
+        segments: 4,
+        page_limit: Some(4),
+    };
+    let far = Instant::now() + Duration::from_secs(60);
+    let first = daily_analytics::handle(
+        &table,
+        &config,
+        json!({"date": DAY, "segments": [0, 1]}),
+        far,
+    )
+    .await
+    .unwrap();
+    assert_eq!(first["complete"], false);
+    assert_eq!(first["segmentsDone"], 2);
+    assert_eq!(read_report(&table).await.status, 404);
+    let last = daily_analytics::handle(
+        &table,
+        &config,
+        json!({"date": DAY, "segments": [2, 3]}),
+        far,
+    )
+    .await
+    .unwrap();
+    assert_eq!(last["complete"], true);
+    assert_eq!(counts(&read_report(&table).await.body), expected());
+}
