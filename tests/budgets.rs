@@ -6,15 +6,13 @@
 
 use std::collections::BTreeSet;
 
-use fleet_local::reference::{measure_patterns, seed, REFERENCE_RETENTION_DAYS};
+use fleet_local::reference::measure_patterns;
 use fleet_tests::*;
 use shared::catalog::{pattern, RequestBudget, CATALOG};
 
 #[tokio::test]
 async fn every_implemented_pattern_stays_within_its_budget_on_the_reference_dataset() {
-    let mut table = fresh_table().await;
-    table.config.retention_days = REFERENCE_RETENTION_DAYS;
-    let tokens = seed(&table).await.expect("reference dataset");
+    let (table, tokens) = reference_table().await;
     let measurements = measure_patterns(&table, &tokens)
         .await
         .expect("patterns run");

@@ -4,7 +4,7 @@
 use std::collections::BTreeSet;
 
 use base64::Engine as _;
-use fleet_local::reference::{seed, ALICE, BOB, REFERENCE_RETENTION_DAYS};
+use fleet_local::reference::{ALICE, BOB};
 use fleet_tests::*;
 use serde_json::{json, Value};
 use shared::FleetTable;
@@ -14,10 +14,7 @@ const TO: &str = "2026-11-20T23:59:59Z";
 const DEV0: &str = "ref-alice-dev-0";
 
 async fn reference() -> FleetTable {
-    let mut table = fresh_table().await;
-    table.config.retention_days = REFERENCE_RETENTION_DAYS;
-    seed(&table).await.expect("reference dataset");
-    table
+    reference_table().await.0
 }
 
 fn get(route: &str, path: &str) -> ApiRequest {

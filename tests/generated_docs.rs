@@ -3,14 +3,12 @@
 //! (`make docs` regenerates them).
 
 use fleet_local::model_docs::{render, MARKDOWN_PATH, MODEL_PATH};
-use fleet_local::reference::{measure_patterns, seed, REFERENCE_RETENTION_DAYS};
+use fleet_local::reference::measure_patterns;
 use fleet_tests::*;
 
 #[tokio::test]
 async fn generated_docs_are_current() {
-    let mut table = fresh_table().await;
-    table.config.retention_days = REFERENCE_RETENTION_DAYS;
-    let tokens = seed(&table).await.expect("reference dataset");
+    let (table, tokens) = reference_table().await;
     let measurements = measure_patterns(&table, &tokens)
         .await
         .expect("patterns run");

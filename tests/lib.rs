@@ -60,6 +60,17 @@ pub async fn demo_table() -> (FleetTable, Vec<fleet_local::demo::DemoDevice>) {
     (table, devices)
 }
 
+/// A fresh table holding the reference dataset (`fleet_local::reference`), with the
+/// retention its fixed timestamps need; returns its device tokens too.
+pub async fn reference_table() -> (FleetTable, fleet_local::reference::Tokens) {
+    let mut table = fresh_table().await;
+    table.config.retention_days = fleet_local::reference::REFERENCE_RETENTION_DAYS;
+    let tokens = fleet_local::reference::seed(&table)
+        .await
+        .expect("reference dataset");
+    (table, tokens)
+}
+
 /// One stored item, attributes in name order, for comparing table contents.
 pub type StoredItem = BTreeMap<String, AttributeValue>;
 

@@ -316,20 +316,6 @@ async fn forget_checkpoints(table: &FleetTable, day: &str) -> Result<(), FleetEr
     Ok(())
 }
 
-async fn save_checkpoint(table: &FleetTable, checkpoint: &Checkpoint) -> Result<(), FleetError> {
-    let out = table
-        .client
-        .put_item()
-        .table_name(table.name())
-        .set_item(Some(serde_dynamo::to_item(checkpoint)?))
-        .return_consumed_capacity(ReturnConsumedCapacity::Total)
-        .send()
-        .await
-        .map_err(sdk_error)?;
-    record_write(out.consumed_capacity());
-    Ok(())
-}
-
 fn text<'a>(item: &'a RawItem, name: &str) -> Option<&'a str> {
     item.get(name)
         .and_then(|v| v.as_s().ok())
@@ -413,7 +399,7 @@ async fn scan_segment(
         // One checkpoint write per page, counted as `pages` rather than in `write_units`
         // (its cost is only known after it is written into itself).
         checkpoint.tally.pages += 1;
-        save_checkpoint(table, &checkpoint).await?;
+        super::put_item(table, &checkpoint).await?;
         if checkpoint.done {
             return Ok(checkpoint);
         }

@@ -68,3 +68,21 @@ pub(crate) async fn query(
 pub(crate) fn ttl_now() -> AttributeValue {
     n(crate::timestamp::Timestamp::now().epoch_seconds())
 }
+
+/// Writes `item` with one metered PutItem (replacing any item with its key).
+pub(crate) async fn put_item<T: Serialize>(
+    table: &crate::table::FleetTable,
+    item: &T,
+) -> Result<(), FleetError> {
+    let out = table
+        .client
+        .put_item()
+        .table_name(table.name())
+        .set_item(Some(serde_dynamo::to_item(item)?))
+        .return_consumed_capacity(ReturnConsumedCapacity::Total)
+        .send()
+        .await
+        .map_err(sdk_error)?;
+    crate::metrics::record_write(out.consumed_capacity());
+    Ok(())
+}

@@ -7,7 +7,7 @@ use super::s;
 use crate::error::{FleetError, ValidationError};
 use crate::items::EntityType;
 use crate::keys::{is_day, report_pk, REPORT_SK};
-use crate::metrics::{record_read, record_write};
+use crate::metrics::record_read;
 use crate::schema::{PK, SK};
 use crate::table::{sdk_error, FleetTable};
 
@@ -55,17 +55,7 @@ pub async fn put_report(
         day: day.to_string(),
         report_json: report.to_string(),
     };
-    let out = table
-        .client
-        .put_item()
-        .table_name(table.name())
-        .set_item(Some(serde_dynamo::to_item(item)?))
-        .return_consumed_capacity(ReturnConsumedCapacity::Total)
-        .send()
-        .await
-        .map_err(sdk_error)?;
-    record_write(out.consumed_capacity());
-    Ok(())
+    super::put_item(table, &item).await
 }
 
 /// AP-15: the report for `day`, or `None` until the daily run has written it. One GetItem.
