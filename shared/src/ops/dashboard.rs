@@ -61,6 +61,25 @@ fn next_cursor(pattern: &str, last: Option<RawItem>) -> Option<String> {
         .map(|k| cursor::encode(pattern, vec![Some(k)]))
 }
 
+/// One page of the user partition's items whose sort key starts with `prefix`.
+fn prefix_page(
+    table: &FleetTable,
+    user: &UserId,
+    prefix: &str,
+    limit: u32,
+    start_key: Option<RawItem>,
+) -> aws_sdk_dynamodb::operation::query::builders::QueryFluentBuilder {
+    table
+        .client
+        .query()
+        .table_name(table.name())
+        .key_condition_expression("PK = :pk AND begins_with(SK, :prefix)")
+        .expression_attribute_values(":pk", s(user_pk(user)))
+        .expression_attribute_values(":prefix", s(prefix))
+        .limit(limit as i32)
+        .set_exclusive_start_key(start_key)
+}
+
 fn entity(item: &RawItem) -> Option<&str> {
     item.get(ENTITY_TYPE)
         .and_then(|v| v.as_s().ok())
@@ -123,18 +142,7 @@ pub async fn list_devices(
     cursor: Option<&str>,
 ) -> Result<Page<Device>, FleetError> {
     let start_key = start("AP-02", cursor, user, DEVICE_PREFIX)?;
-    let (items, last) = query(
-        table
-            .client
-            .query()
-            .table_name(table.name())
-            .key_condition_expression("PK = :pk AND begins_with(SK, :prefix)")
-            .expression_attribute_values(":pk", s(user_pk(user)))
-            .expression_attribute_values(":prefix", s(DEVICE_PREFIX))
-            .limit(limit as i32)
-            .set_exclusive_start_key(start_key),
-    )
-    .await?;
+    let (items, last) = query(prefix_page(table, user, DEVICE_PREFIX, limit, start_key)).await?;
     let mut devices = Vec::with_capacity(items.len());
     for item in items {
         let d: DeviceItem = serde_dynamo::from_item(item)?;
@@ -159,18 +167,7 @@ pub async fn devices_with_tag(
 ) -> Result<Page<TaggedDevice>, FleetError> {
     let prefix = tag_link_prefix(tag);
     let start_key = start("AP-12", cursor, user, &prefix)?;
-    let (items, last) = query(
-        table
-            .client
-            .query()
-            .table_name(table.name())
-            .key_condition_expression("PK = :pk AND begins_with(SK, :prefix)")
-            .expression_attribute_values(":pk", s(user_pk(user)))
-            .expression_attribute_values(":prefix", s(prefix.clone()))
-            .limit(limit as i32)
-            .set_exclusive_start_key(start_key),
-    )
-    .await?;
+    let (items, last) = query(prefix_page(table, user, &prefix, limit, start_key)).await?;
     let devices = items
         .into_iter()
         .map(|item| {

@@ -2,6 +2,7 @@
 //! of a type across all users (AP-09). Newest first; expired events (`ttl` passed) are never
 //! returned, even before DynamoDB deletes them.
 
+use aws_sdk_dynamodb::operation::query::builders::QueryFluentBuilder;
 use serde::Serialize;
 
 use super::{query, s, ttl_now, Page, RawItem};
@@ -111,6 +112,36 @@ fn indexed_event(item: RawItem, sort_key: &str) -> Result<(String, EventView), F
 /// Upper bound of a sort-key range ending at `to`: ids use only characters below `~`.
 fn through(prefix: &str, to: &Timestamp) -> String {
     format!("{prefix}{to}#~")
+}
+
+/// A newest-first Query of one index partition of events over `range`, expired events
+/// filtered out (both event indexes use `{at}#{deviceId}#{eventId}` sort keys).
+fn index_range(
+    table: &FleetTable,
+    index: &str,
+    partition: &str,
+    range: TimeRange,
+    limit: u32,
+) -> QueryFluentBuilder {
+    let (pk, sk) = if index == GSI1 {
+        (GSI1PK, GSI1SK)
+    } else {
+        (GSI2PK, GSI2SK)
+    };
+    table
+        .client
+        .query()
+        .table_name(table.name())
+        .index_name(index)
+        .key_condition_expression(format!("{pk} = :pk AND {sk} BETWEEN :from AND :to"))
+        .filter_expression("#ttl > :now")
+        .expression_attribute_names("#ttl", "ttl")
+        .expression_attribute_values(":pk", s(partition))
+        .expression_attribute_values(":from", s(range.from.to_string()))
+        .expression_attribute_values(":to", s(through("", &range.to)))
+        .expression_attribute_values(":now", ttl_now())
+        .scan_index_forward(false)
+        .limit(limit as i32)
 }
 
 /// AP-04: a page of one device's events in `range`, newest first. One Query per page; when the
@@ -229,23 +260,9 @@ pub async fn user_events(
                 return Ok::<_, FleetError>((Vec::new(), false));
             };
             let (items, last) = query(
-                table
-                    .client
-                    .query()
-                    .table_name(table.name())
-                    .index_name(GSI2)
-                    .key_condition_expression("GSI2PK = :pk AND GSI2SK BETWEEN :from AND :to")
-                    .filter_expression("#ttl > :now")
-                    .expression_attribute_names("#ttl", "ttl")
-                    .expression_attribute_values(":pk", s(partition.clone()))
-                    .expression_attribute_values(":from", s(range.from.to_string()))
-                    .expression_attribute_values(":to", s(through("", &range.to)))
-                    .expression_attribute_values(":now", ttl_now())
-                    .scan_index_forward(false)
-                    .limit(limit as i32)
-                    .set_exclusive_start_key(
-                        (!start.is_empty()).then(|| cursor::exclusive_start_key(start)),
-                    ),
+                index_range(table, GSI2, partition, range, limit).set_exclusive_start_key(
+                    (!start.is_empty()).then(|| cursor::exclusive_start_key(start)),
+                ),
             )
             .await?;
             Ok((items, last.is_some()))
@@ -335,24 +352,9 @@ pub async fn events_by_type(
                 .map(move |shard| type_gsi1pk(event_type, day, shard))
         })
         .collect();
-    let queries = partitions.iter().map(|partition| {
-        query(
-            table
-                .client
-                .query()
-                .table_name(table.name())
-                .index_name(GSI1)
-                .key_condition_expression("GSI1PK = :pk AND GSI1SK BETWEEN :from AND :to")
-                .filter_expression("#ttl > :now")
-                .expression_attribute_names("#ttl", "ttl")
-                .expression_attribute_values(":pk", s(partition.clone()))
-                .expression_attribute_values(":from", s(range.from.to_string()))
-                .expression_attribute_values(":to", s(through("", &range.to)))
-                .expression_attribute_values(":now", ttl_now())
-                .scan_index_forward(false)
-                .limit(limit as i32),
-        )
-    });
+    let queries = partitions
+        .iter()
+        .map(|partition| query(index_range(table, GSI1, partition, range, limit)));
     let mut events = Vec::new();
     for result in futures::future::join_all(queries).await {
         let (items, _) = result?;
