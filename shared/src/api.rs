@@ -96,6 +96,17 @@ impl ApiError {
         )
     }
 
+    /// 415: a body declared as something other than JSON.
+    pub fn unsupported_media_type() -> Self {
+        let mut err = Self::new(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "unsupported_media_type",
+            "send the body as application/json",
+        );
+        err.field = Some("Content-Type".into());
+        err
+    }
+
     /// 428: a conditional update without `If-Match`.
     pub fn precondition_required() -> Self {
         let mut err = Self::new(
@@ -291,9 +302,29 @@ pub fn path_param<T>(
     Ok(parse(raw)?)
 }
 
-/// The JSON body as `T`: 413 over `max_bytes`, 400 naming the field for malformed or
-/// unexpected content.
+/// Whether a `Content-Type` value declares JSON (`application/json`, `application/x+json`,
+/// any parameters). A request without the header is taken as JSON: devices and scripts often
+/// omit it.
+pub fn is_json_media_type(value: &str) -> bool {
+    let essence = value
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase();
+    essence == "application/json"
+        || (essence.starts_with("application/") && essence.ends_with("+json"))
+}
+
+/// The JSON body as `T`: 415 when declared as another media type, 413 over `max_bytes`, 400
+/// naming the field for malformed or unexpected content (including JSON nested deeper than
+/// serde_json's recursion limit of 128).
 pub fn json_body<T: DeserializeOwned>(req: &Request, max_bytes: usize) -> Result<T, ApiError> {
+    if let Some(declared) = req.headers().get(header::CONTENT_TYPE) {
+        if !declared.to_str().is_ok_and(is_json_media_type) {
+            return Err(ApiError::unsupported_media_type());
+        }
+    }
     let bytes: &[u8] = req.body().as_ref();
     if bytes.len() > max_bytes {
         return Err(ApiError::too_large(max_bytes));
@@ -359,6 +390,26 @@ mod tests {
         assert_eq!(parse_groups("[admin]"), ["admin"]);
         assert_eq!(parse_groups("[\"admin\",\"ops\"]"), ["admin", "ops"]);
         assert!(parse_groups("[]").is_empty());
+    }
+
+    #[test]
+    fn json_media_types() {
+        for ok in [
+            "application/json",
+            "Application/JSON; charset=utf-8",
+            "application/vnd.fleet+json",
+        ] {
+            assert!(is_json_media_type(ok), "{ok}");
+        }
+        for bad in [
+            "text/plain",
+            "application/x-www-form-urlencoded",
+            "multipart/form-data; boundary=x",
+            "application/jsonp",
+            "",
+        ] {
+            assert!(!is_json_media_type(bad), "{bad}");
+        }
     }
 
     #[test]

@@ -41,6 +41,14 @@ fn check_token(field: &str, value: &str, max_len: usize) -> Result<(), Validatio
             format!("must not contain {bad:?}: use letters, digits and - _ . : @ +"),
         ));
     }
+    // `.` and `..` are URL dot-segments: `/me/devices/..` is `/me` to every client, so such an
+    // id could be registered but never addressed again.
+    if value.chars().all(|c| c == '.') {
+        return Err(ValidationError::new(
+            field,
+            "must not be only dots (a URL path segment '.' or '..')",
+        ));
+    }
     Ok(())
 }
 
@@ -179,7 +187,15 @@ mod tests {
 
     #[test]
     fn accepts_ordinary_ids() {
-        for ok in ["thermo-1", "a", "sensor_2.b", "c3f1:9", "x@y+z"] {
+        for ok in [
+            "thermo-1",
+            "a",
+            "sensor_2.b",
+            "c3f1:9",
+            "x@y+z",
+            "..a",
+            "a..",
+        ] {
             assert_eq!(DeviceId::parse(ok).unwrap().as_str(), ok);
         }
         assert!(DeviceId::parse("d".repeat(64)).is_ok());
@@ -196,6 +212,10 @@ mod tests {
             ("a/b", "must not contain '/'"),
             ("%23", "must not contain '%'"),
             ("é", "must not contain 'é'"),
+            ("..", "must not be only dots"),
+            (".", "must not be only dots"),
+            ("\u{FF03}x", "must not contain"),
+            ("therm\u{043E}", "must not contain"),
         ];
         for (input, reason) in cases {
             let err = DeviceId::parse(input).unwrap_err();

@@ -6,7 +6,7 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 use time::format_description::well_known::Rfc3339;
 use time::macros::format_description;
-use time::{Duration, OffsetDateTime, UtcOffset};
+use time::{Date, Duration, OffsetDateTime, UtcOffset};
 
 use crate::error::ValidationError;
 
@@ -22,16 +22,26 @@ const DAY_FORMAT: &[time::format_description::BorrowedFormatItem<'static>] =
 impl Timestamp {
     /// The current time, truncated to milliseconds.
     pub fn now() -> Self {
-        Self::from_datetime(OffsetDateTime::now_utc())
+        Self::from_datetime(OffsetDateTime::now_utc()).expect("the clock is within 0000..9999")
     }
 
-    fn from_datetime(at: OffsetDateTime) -> Self {
-        let at = at.to_offset(UtcOffset::UTC);
-        let millis = at.millisecond();
-        Self(
-            at.replace_millisecond(millis)
-                .expect("a millisecond taken from a valid time is valid"),
-        )
+    /// The earliest instant a key can hold (keys have fixed-width four-digit years).
+    pub fn min() -> Self {
+        Self(time::macros::datetime!(0000-01-01 0:00 UTC))
+    }
+
+    /// The latest instant a key can hold.
+    pub fn max() -> Self {
+        Self(time::macros::datetime!(9999-12-31 23:59:59.999 UTC))
+    }
+
+    /// `at` in UTC, truncated to milliseconds; `None` outside the years 0000..=9999. The
+    /// conversion is checked: `9999-12-31T23:59:59-01:00` is in year 10000 in UTC, which the
+    /// `time` crate cannot represent (an unchecked conversion panics; found by fuzzing).
+    fn from_datetime(at: OffsetDateTime) -> Option<Self> {
+        let at = at.checked_to_offset(UtcOffset::UTC)?;
+        let at = at.replace_millisecond(at.millisecond()).ok()?;
+        (0..=9999).contains(&at.year()).then_some(Self(at))
     }
 
     /// Parses any RFC 3339 timestamp (any offset, any sub-second precision) and normalizes it
@@ -44,11 +54,8 @@ impl Timestamp {
                 "must be an RFC 3339 timestamp such as 2024-04-10T10:00:00.000Z",
             )
         })?;
-        let at = Self::from_datetime(at);
-        if !(0..=9999).contains(&at.0.year()) {
-            return Err(ValidationError::new(field, "year must be 0000..9999"));
-        }
-        Ok(at)
+        Self::from_datetime(at)
+            .ok_or_else(|| ValidationError::new(field, "year must be 0000..9999 in UTC"))
     }
 
     /// Seconds since the Unix epoch (the format DynamoDB TTL expects).
@@ -56,23 +63,45 @@ impl Timestamp {
         self.0.unix_timestamp()
     }
 
-    /// Builds a timestamp from Unix epoch milliseconds.
+    /// Builds a timestamp from Unix epoch milliseconds (`None` outside 0000..=9999).
     pub fn from_epoch_millis(millis: i64) -> Option<Self> {
         OffsetDateTime::from_unix_timestamp_nanos(i128::from(millis) * 1_000_000)
             .ok()
-            .map(Self::from_datetime)
+            .and_then(Self::from_datetime)
     }
 
     /// The UTC day, `YYYY-MM-DD`.
     pub fn day(&self) -> String {
-        self.0
-            .format(DAY_FORMAT)
+        Self::day_of(self.0.date())
+    }
+
+    /// `date` as `YYYY-MM-DD`.
+    pub fn day_of(date: Date) -> String {
+        date.format(DAY_FORMAT)
             .expect("a valid date always formats")
     }
 
-    /// This instant moved by `seconds` (negative moves back).
+    /// This instant moved by `seconds` (negative moves back), saturating at [`Timestamp::min`]
+    /// and [`Timestamp::max`] so that arithmetic on client-given times can never overflow.
     pub fn plus_seconds(&self, seconds: i64) -> Self {
-        Self(self.0 + Duration::seconds(seconds))
+        match self.0.checked_add(Duration::seconds(seconds)) {
+            Some(at) if at > Self::max().0 => Self::max(),
+            Some(at) if at < Self::min().0 => Self::min(),
+            Some(at) => Self(at),
+            None if seconds < 0 => Self::min(),
+            None => Self::max(),
+        }
+    }
+
+    /// The UTC calendar date.
+    pub fn date(&self) -> Date {
+        self.0.date()
+    }
+
+    /// Whole UTC days from `self`'s date to `later`'s date (0 for the same day, negative when
+    /// `later` is earlier).
+    pub fn days_until(&self, later: &Timestamp) -> i64 {
+        (later.date() - self.date()).whole_days()
     }
 }
 
@@ -140,6 +169,33 @@ mod tests {
             let err = Timestamp::parse_field("events[0].at", bad).unwrap_err();
             assert_eq!(err.field, "events[0].at");
         }
+    }
+
+    #[test]
+    fn offsets_that_leave_the_key_years_are_400s_not_panics() {
+        for bad in [
+            "9999-12-31T23:59:59-01:00",
+            "9999-12-31T23:59:59.999-23:59",
+            "0000-01-01T00:00:00+00:01",
+        ] {
+            let err = Timestamp::parse_field("at", bad).unwrap_err();
+            assert_eq!(err.field, "at", "{bad}");
+        }
+        let edge = Timestamp::parse_field("at", "9999-12-31T23:59:59.999+00:00").unwrap();
+        assert_eq!(edge, Timestamp::max());
+        let edge = Timestamp::parse_field("at", "0000-01-01T01:00:00+01:00").unwrap();
+        assert_eq!(edge, Timestamp::min());
+    }
+
+    #[test]
+    fn arithmetic_saturates_at_the_key_years() {
+        assert_eq!(Timestamp::max().plus_seconds(86_400), Timestamp::max());
+        assert_eq!(Timestamp::min().plus_seconds(-86_400), Timestamp::min());
+        assert_eq!(Timestamp::max().plus_seconds(i64::MAX), Timestamp::max());
+        assert_eq!(Timestamp::min().plus_seconds(i64::MIN), Timestamp::min());
+        assert_eq!(Timestamp::min().to_string(), "0000-01-01T00:00:00.000Z");
+        assert_eq!(Timestamp::max().to_string(), "9999-12-31T23:59:59.999Z");
+        assert_eq!(Timestamp::min().days_until(&Timestamp::max()), 3_652_424);
     }
 
     #[test]

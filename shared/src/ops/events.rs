@@ -36,15 +36,19 @@ impl TimeRange {
         Ok(Self { from, to })
     }
 
-    /// Every UTC day the range touches.
+    /// How many UTC days the range touches.
+    pub fn day_count(&self) -> i64 {
+        self.from.days_until(&self.to) + 1
+    }
+
+    /// Every UTC day the range touches (`YYYY-MM-DD`). Callers bound [`TimeRange::day_count`]
+    /// first: a range may span ten thousand years.
     pub fn days(&self) -> Vec<String> {
-        let mut days = Vec::new();
-        let mut at = self.from;
-        while at.day() <= self.to.day() {
-            days.push(at.day());
-            at = at.plus_seconds(86_400);
-        }
-        days
+        let last = self.to.date();
+        std::iter::successors(Some(self.from.date()), |d| d.next_day())
+            .take_while(|d| *d <= last)
+            .map(Timestamp::day_of)
+            .collect()
     }
 }
 
@@ -337,14 +341,15 @@ pub async fn events_by_type(
     range: TimeRange,
     limit: u32,
 ) -> Result<Vec<EventView>, FleetError> {
-    let days = range.days();
-    if days.len() as i64 > MAX_TYPE_RANGE_DAYS {
+    // Checked before the days are listed: `from=0000-01-01` is 3.6 million of them.
+    if range.day_count() > MAX_TYPE_RANGE_DAYS {
         return Err(ValidationError::new(
             "from",
             format!("the range may cover at most {MAX_TYPE_RANGE_DAYS} days"),
         )
         .into());
     }
+    let days = range.days();
     let partitions: Vec<String> = days
         .iter()
         .flat_map(|day| {
@@ -365,4 +370,25 @@ pub async fn events_by_type(
     events.sort_by(|a, b| b.0.cmp(&a.0));
     events.truncate(limit as usize);
     Ok(events.into_iter().map(|(_, v)| v).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn t(text: &str) -> Timestamp {
+        Timestamp::parse_field("t", text).unwrap()
+    }
+
+    #[test]
+    fn days_of_a_range_including_the_last_representable_day() {
+        let range = TimeRange::new(t("2024-04-09T23:00:00Z"), t("2024-04-11T00:00:00Z")).unwrap();
+        assert_eq!(range.day_count(), 3);
+        assert_eq!(range.days(), ["2024-04-09", "2024-04-10", "2024-04-11"]);
+        // The last day of year 9999 has no next day: listing must stop, not overflow.
+        let range = TimeRange::new(t("9999-12-30T00:00:00Z"), Timestamp::max()).unwrap();
+        assert_eq!(range.days(), ["9999-12-30", "9999-12-31"]);
+        let all = TimeRange::new(Timestamp::min(), Timestamp::max()).unwrap();
+        assert_eq!(all.day_count(), 3_652_425);
+    }
 }
