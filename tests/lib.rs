@@ -15,6 +15,8 @@ use serde_json::{json, Value};
 use shared::metrics::{MeterSnapshot, RequestMeter};
 use shared::FleetTable;
 
+pub mod api_doc;
+
 /// The template, read once.
 pub fn template() -> &'static Template {
     static TEMPLATE: OnceLock<Template> = OnceLock::new();

@@ -24,7 +24,7 @@ struct Envelope {
 }
 
 /// Longest cursor accepted, in characters.
-const MAX_CURSOR: usize = 4096;
+pub const MAX_CURSOR: usize = 4096;
 
 fn invalid() -> ValidationError {
     ValidationError::new("cursor", "is not a cursor this request issued")

@@ -1,0 +1,267 @@
+//! `docs/openapi.yaml` against the code: the same routes as template.yaml's HttpApi events,
+//! the same authorization, the same limits, and the sample events in `events/` replayed
+//! through the handlers match what it documents for their requests and answers.
+
+use std::collections::BTreeSet;
+
+use fleet_local::functions::invoke;
+use fleet_tests::api_doc::api_doc;
+use fleet_tests::*;
+use serde_json::{json, Value};
+use shared::ids::{DeviceId, DeviceType, EventId, EventType, Tag, UserId};
+
+#[test]
+fn documents_exactly_the_template_routes() {
+    let documented: BTreeSet<String> = api_doc()
+        .operations()
+        .iter()
+        .map(|op| op.route_key())
+        .collect();
+    let deployed: BTreeSet<String> = template().routes.iter().map(|r| r.route_key()).collect();
+    assert_eq!(
+        documented, deployed,
+        "docs/openapi.yaml and template.yaml's HttpApi routes differ"
+    );
+    assert_eq!(
+        api_doc().doc["openapi"].as_str().map(|v| &v[..2]),
+        Some("3.")
+    );
+}
+
+#[test]
+fn each_route_declares_the_authorization_the_template_configures() {
+    let doc = api_doc();
+    assert_eq!(doc.doc["security"], json!([{"userJwt": []}]));
+    assert_eq!(
+        doc.doc["components"]["securitySchemes"]["userJwt"]["bearerFormat"],
+        "JWT"
+    );
+    for route in &template().routes {
+        let op = doc.operation(&route.route_key()).unwrap();
+        let security = doc.security(&op);
+        let expected = if route.authorized {
+            json!([{"userJwt": []}])
+        } else {
+            // Authorizer: NONE in the template: the device token is the only credential.
+            json!([{"deviceToken": []}])
+        };
+        assert_eq!(security, &expected, "{}", route.route_key());
+        let responses = &op.spec["responses"];
+        assert!(responses.get("401").is_some(), "{}: 401", route.route_key());
+        let admin = route.path.starts_with("/admin/");
+        assert_eq!(
+            op.spec.get("x-required-group").and_then(Value::as_str) == Some("admin"),
+            admin,
+            "{}: x-required-group",
+            route.route_key()
+        );
+        assert_eq!(
+            responses.get("403").is_some(),
+            admin,
+            "{}: 403 documented exactly on operator routes",
+            route.route_key()
+        );
+        for status in responses.as_object().unwrap().keys() {
+            let code: u16 = status.parse().expect("numeric status");
+            if code >= 400 && code != 401 {
+                let response = doc.resolve(&responses[status]);
+                let schema = &response["content"]["application/json"]["schema"];
+                // Every error answer carries the error contract.
+                let probe = json!({"error": {"code": "internal", "message": "m", "field": "f"}});
+                assert!(
+                    doc.validate(schema, &probe).is_ok(),
+                    "{} {status}: the error contract body must validate",
+                    route.route_key()
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn documented_limits_are_the_codes_limits() {
+    let doc = api_doc();
+    let max_len = |name: &str| doc.schema(name)["maxLength"].as_u64().unwrap() as usize;
+    assert_eq!(max_len("UserId"), UserId::MAX_LEN);
+    assert_eq!(max_len("DeviceId"), DeviceId::MAX_LEN);
+    assert_eq!(max_len("EventId"), EventId::MAX_LEN);
+    assert_eq!(max_len("Tag"), Tag::MAX_LEN);
+    assert_eq!(max_len("EventType"), EventType::MAX_LEN);
+    assert_eq!(max_len("DeviceType"), DeviceType::MAX_LEN);
+    assert_eq!(max_len("DeviceName"), shared::ops::devices::MAX_DEVICE_NAME);
+    assert_eq!(
+        max_len("ProfileName"),
+        shared::ops::profile::MAX_PROFILE_NAME
+    );
+    assert_eq!(
+        doc.schema("TagList")["maxItems"].as_u64().unwrap() as usize,
+        shared::ids::MAX_TAGS_PER_DEVICE
+    );
+    assert_eq!(
+        doc.schema("EventValue")["oneOf"][2]["maxLength"]
+            .as_u64()
+            .unwrap() as usize,
+        shared::ops::ingest::MAX_TEXT_VALUE
+    );
+    let limit = &doc.doc["components"]["parameters"]["Limit"]["schema"];
+    assert_eq!(limit["maximum"], shared::ops::MAX_LIMIT);
+    assert_eq!(limit["default"], shared::ops::DEFAULT_LIMIT);
+    let cursor = &doc.doc["components"]["parameters"]["Cursor"]["schema"];
+    assert_eq!(cursor["maxLength"], shared::cursor::MAX_CURSOR);
+
+    let ingest = "POST /devices/{deviceId}/events";
+    assert_eq!(
+        doc.max_body_bytes(ingest),
+        Some(ingest::MAX_INGEST_BODY_BYTES)
+    );
+    assert_eq!(
+        doc.request_schema(ingest).unwrap()["properties"]["events"]["maxItems"],
+        shared::ops::ingest::MAX_EVENTS_PER_BATCH
+    );
+    for route in [
+        "PUT /me",
+        "POST /me/devices",
+        "PATCH /me/devices/{deviceId}",
+    ] {
+        assert_eq!(
+            doc.max_body_bytes(route),
+            Some(shared::api::MAX_BODY_BYTES),
+            "{route}"
+        );
+    }
+    // Every route with a body documents its limit; no other route takes one.
+    for op in doc.operations() {
+        assert_eq!(
+            op.spec.get("requestBody").is_some(),
+            doc.max_body_bytes(&op.route_key()).is_some(),
+            "{}",
+            op.route_key()
+        );
+    }
+}
+
+#[test]
+fn the_id_schemas_accept_exactly_what_the_code_accepts() {
+    let doc = api_doc();
+    let samples = [
+        "thermo-1".to_string(),
+        "x@y+z".into(),
+        "a.b:c_d".into(),
+        "..a".into(),
+        "".into(),
+        ".".into(),
+        "..".into(),
+        "a#b".into(),
+        "USER#x".into(),
+        "%23".into(),
+        "a b".into(),
+        "a/b".into(),
+        "é".into(),
+        "\u{FF03}".into(),
+        "therm\u{043E}".into(),
+        "a\u{0}b".into(),
+        "d".repeat(32),
+        "d".repeat(33),
+        "d".repeat(64),
+        "d".repeat(65),
+        "d".repeat(128),
+        "d".repeat(129),
+    ];
+    let cases: [(&str, fn(&str) -> bool); 6] = [
+        ("UserId", |v| UserId::parse(v).is_ok()),
+        ("DeviceId", |v| DeviceId::parse(v).is_ok()),
+        ("EventId", |v| EventId::parse(v).is_ok()),
+        ("Tag", |v| Tag::parse(v).is_ok()),
+        ("EventType", |v| EventType::parse(v).is_ok()),
+        ("DeviceType", |v| DeviceType::parse(v).is_ok()),
+    ];
+    for (name, code_accepts) in cases {
+        for sample in &samples {
+            assert_eq!(
+                doc.validate(doc.schema(name), &json!(sample)).is_ok(),
+                code_accepts(sample),
+                "{name}: {sample:?}"
+            );
+        }
+    }
+    let timestamp = doc.schema("Timestamp");
+    for ok in ["2024-04-10T10:00:00Z", "2024-04-10T12:00:00.123456+02:00"] {
+        assert!(doc.validate(timestamp, &json!(ok)).is_ok(), "{ok}");
+    }
+    for bad in ["2024-04-10", "yesterday", "2024-04-10 10:00:00"] {
+        assert!(doc.validate(timestamp, &json!(bad)).is_err(), "{bad}");
+    }
+}
+
+/// A query or path value as the schema sees it: integers are numbers.
+fn typed(schema: &Value, raw: &str) -> Value {
+    match schema["type"].as_str() {
+        Some("integer") => raw.parse::<i64>().map(Value::from).unwrap_or(json!(raw)),
+        _ => json!(raw),
+    }
+}
+
+/// Replays the samples (as tests/replay.rs does) and checks each against the document: a
+/// sample the API accepts must be a documented request, and every answer must be documented.
+#[tokio::test]
+async fn sample_events_and_their_answers_match_the_document() {
+    let doc = api_doc();
+    let dir = fleet_local::repo_root().join("events");
+    let manifest: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("manifest.json")).unwrap()).unwrap();
+    let (mut table, _) = demo_table().await;
+    table.config.retention_days = 3650;
+    let mut checked = 0;
+    for sample in manifest["events"].as_array().unwrap() {
+        let file = sample["file"].as_str().unwrap();
+        let text = std::fs::read_to_string(dir.join(file)).unwrap();
+        let event: Value = serde_json::from_str(&text).unwrap();
+        let function = sample["function"].as_str().unwrap();
+        let Some(route_key) = event["routeKey"].as_str() else {
+            // The scheduled daily-analytics event is not HTTP; later samples read its report.
+            invoke(template(), &table, function, &text).await.unwrap();
+            continue;
+        };
+        let op = doc
+            .operation(route_key)
+            .unwrap_or_else(|| panic!("{file}: {route_key} undocumented"));
+        let expected = sample["status"].as_u64().unwrap() as u16;
+        if (200..300).contains(&expected) {
+            for p in doc.parameters(&op) {
+                let name = p["name"].as_str().unwrap();
+                let (values, header) = match p["in"].as_str().unwrap() {
+                    "path" => (&event["pathParameters"], false),
+                    "query" => (&event["queryStringParameters"], false),
+                    _ => (&event["headers"], true),
+                };
+                let key = if header {
+                    name.to_ascii_lowercase()
+                } else {
+                    name.to_string()
+                };
+                match values.get(&key).and_then(Value::as_str) {
+                    Some(raw) => doc
+                        .validate(&p["schema"], &typed(&p["schema"], raw))
+                        .unwrap_or_else(|e| panic!("{file}: parameter {name}: {e}")),
+                    None => assert!(p["required"] != true, "{file}: {name} is required"),
+                }
+            }
+            if let Some(schema) = doc.request_schema(route_key) {
+                let body: Value = serde_json::from_str(event["body"].as_str().unwrap()).unwrap();
+                doc.validate(schema, &body)
+                    .unwrap_or_else(|e| panic!("{file}: request body: {e}"));
+            }
+        }
+        let response = invoke(template(), &table, function, &text).await.unwrap();
+        let status = response["statusCode"].as_u64().unwrap() as u16;
+        assert_eq!(status, expected, "{file}");
+        let body = match response["body"].as_str() {
+            Some(text) => serde_json::from_str(text).unwrap(),
+            None => Value::Null,
+        };
+        doc.check_response(route_key, status, &body)
+            .unwrap_or_else(|e| panic!("{file}: {e}"));
+        checked += 1;
+    }
+    assert!(checked >= 30, "only {checked} samples checked");
+}
