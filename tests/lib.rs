@@ -16,6 +16,7 @@ use shared::metrics::{MeterSnapshot, RequestMeter};
 use shared::FleetTable;
 
 pub mod api_doc;
+pub mod gateway;
 
 /// The template, read once.
 pub fn template() -> &'static Template {
@@ -143,6 +144,7 @@ pub fn claims(sub: &str) -> Value {
 
 /// A request to `route_key` (`PATCH /me/devices/{deviceId}`): `path` is the concrete path,
 /// `claims` the authorizer's claims (None: no authorizer context).
+#[derive(Clone)]
 pub struct ApiRequest {
     event: Value,
 }
@@ -188,6 +190,12 @@ impl ApiRequest {
         self
     }
 
+    /// One more JWT claim (e.g. `cognito:groups`), after `caller` or `admin`.
+    pub fn claim(mut self, name: &str, value: &str) -> Self {
+        self.event["requestContext"]["authorizer"]["jwt"]["claims"][name] = json!(value);
+        self
+    }
+
     /// A query string parameter.
     pub fn query(mut self, name: &str, value: &str) -> Self {
         self.event["queryStringParameters"][name] = json!(value);
@@ -225,6 +233,27 @@ impl ApiRequest {
     pub fn body(mut self, body: &str) -> Self {
         self.event["body"] = json!(body);
         self
+    }
+
+    /// Without the header `name` (e.g. no `content-type`).
+    pub fn without_header(mut self, name: &str) -> Self {
+        if let Some(headers) = self.event["headers"].as_object_mut() {
+            headers.remove(&name.to_ascii_lowercase());
+        }
+        self
+    }
+
+    /// A binary body, base64-encoded as API Gateway sends non-text payloads.
+    pub fn binary_body(mut self, bytes: &[u8]) -> Self {
+        use base64::Engine as _;
+        self.event["body"] = json!(base64::engine::general_purpose::STANDARD.encode(bytes));
+        self.event["isBase64Encoded"] = json!(true);
+        self
+    }
+
+    /// The API Gateway event as JSON.
+    pub fn event(&self) -> &Value {
+        &self.event
     }
 
     /// The lambda_http request the runtime would hand the function.

@@ -167,7 +167,8 @@ fn the_id_schemas_accept_exactly_what_the_code_accepts() {
         "d".repeat(128),
         "d".repeat(129),
     ];
-    let cases: [(&str, fn(&str) -> bool); 6] = [
+    type Accepts = fn(&str) -> bool;
+    let cases: [(&str, Accepts); 6] = [
         ("UserId", |v| UserId::parse(v).is_ok()),
         ("DeviceId", |v| DeviceId::parse(v).is_ok()),
         ("EventId", |v| EventId::parse(v).is_ok()),

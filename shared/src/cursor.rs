@@ -26,7 +26,8 @@ struct Envelope {
 /// Longest cursor accepted, in characters.
 pub const MAX_CURSOR: usize = 4096;
 
-fn invalid() -> ValidationError {
+/// The 400 for a cursor this request cannot use.
+pub fn invalid() -> ValidationError {
     ValidationError::new("cursor", "is not a cursor this request issued")
 }
 

@@ -141,13 +141,18 @@ fn if_match_version(req: &Request) -> Result<u64, ApiError> {
         .headers()
         .get(header::IF_MATCH)
         .ok_or_else(ApiError::precondition_required)?;
-    let text = raw
-        .to_str()
-        .ok()
-        .map(|t| t.trim().trim_start_matches("W/").trim_matches('"'))
-        .unwrap_or("");
-    text.parse::<u64>()
-        .ok()
+    // Exactly `N`, `"N"` or `W/"N"` (docs/openapi.yaml's pattern), nothing looser.
+    let text = raw.to_str().map(str::trim).unwrap_or("");
+    let digits = if let Some(weak) = text.strip_prefix("W/") {
+        weak.strip_prefix('"').and_then(|t| t.strip_suffix('"'))
+    } else if let Some(quoted) = text.strip_prefix('"') {
+        quoted.strip_suffix('"')
+    } else {
+        Some(text)
+    };
+    digits
+        .filter(|d| !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit()))
+        .and_then(|d| d.parse::<u64>().ok())
         .filter(|v| *v >= 1)
         .ok_or_else(|| ApiError::invalid("If-Match", "must be the device version, e.g. 1"))
 }

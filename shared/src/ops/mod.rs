@@ -31,6 +31,13 @@ use serde::Serialize;
 use crate::error::FleetError;
 use crate::metrics::record_read;
 use crate::table::sdk_error;
+use aws_sdk_dynamodb::error::ProvideErrorMetadata;
+
+/// Whether DynamoDB refused a request because of its `ExclusiveStartKey`.
+fn rejects_start_key(code: Option<&str>, message: Option<&str>) -> bool {
+    code == Some("ValidationException")
+        && message.is_some_and(|m| m.to_ascii_lowercase().contains("start"))
+}
 
 /// One stored item as the SDK returns it.
 pub(crate) type RawItem = HashMap<String, AttributeValue>;
@@ -50,15 +57,24 @@ pub const DEFAULT_LIMIT: u32 = 50;
 pub const MAX_LIMIT: u32 = 100;
 
 /// Sends one Query (metered, with consumed capacity); returns its items and
-/// `LastEvaluatedKey`.
+/// `LastEvaluatedKey`. A start key DynamoDB refuses (a cursor edited within the caller's own
+/// partition so that it no longer fits the query, e.g. a sort key outside the range) is a 400
+/// on `cursor`, not a 500: fuzzing found such cursors answered with 500s.
 pub(crate) async fn query(
     request: QueryFluentBuilder,
 ) -> Result<(Vec<RawItem>, Option<RawItem>), FleetError> {
+    let resumes = request.get_exclusive_start_key().is_some();
     let out = request
         .return_consumed_capacity(ReturnConsumedCapacity::Total)
         .send()
         .await
-        .map_err(sdk_error)?;
+        .map_err(|err| {
+            if resumes && rejects_start_key(err.code(), err.message()) {
+                crate::cursor::invalid().into()
+            } else {
+                sdk_error(err)
+            }
+        })?;
     record_read(out.consumed_capacity());
     Ok((out.items.unwrap_or_default(), out.last_evaluated_key))
 }

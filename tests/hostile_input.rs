@@ -1,0 +1,1061 @@
+//! Property-based hostile input over every route of template.yaml, through the real handlers
+//! on DynamoDB Local (demo data): random and oversized bodies, JSON nested past any sane depth,
+//! huge strings, unicode and control characters, bad percent-encoding, weird query values,
+//! limits and cursors (real ones, edited ones, forged ones), wrong content types, key-shaped
+//! ids, wrong callers and device tokens.
+//!
+//! Every answer must: not be a 5xx (a panic fails the run), be a status docs/openapi.yaml
+//! documents for the route with the body it documents (4xx: the error contract); a request
+//! the document says is invalid must be a 4xx; and a 4xx must leave the table unchanged.
+//!
+//! Fixed seed (`FLEET_FUZZ_SEED` varies it), bounded count (`FLEET_FUZZ_CASES`, default 4000:
+//! under a minute in a debug build on this 2-core machine). `cargo test -p fleet-tests --test hostile_input -- --nocapture`
+//! prints the number of requests tried.
+
+use std::sync::Mutex;
+
+use fleet_tests::api_doc::{api_doc, Operation};
+use fleet_tests::gateway::{check_answer, Gateway};
+use fleet_tests::*;
+use percent_encoding::{utf8_percent_encode, NON_ALPHANUMERIC};
+use proptest::prelude::*;
+use proptest::test_runner::{Config, RngAlgorithm, TestCaseError, TestRng, TestRunner};
+use serde_json::{json, Value};
+use shared::timestamp::Timestamp;
+
+const SEED: &[u8; 32] = b"device-fleet-hostile-input-seed!";
+
+/// API Gateway HTTP API's limit on request line plus headers, in bytes.
+const GATEWAY_HEADER_LIMIT: usize = 10_240;
+
+fn cases() -> u32 {
+    std::env::var("FLEET_FUZZ_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(4000)
+}
+
+/// The fixed seed, or `FLEET_FUZZ_SEED` (any text, for exploring beyond the fixed run).
+fn seed() -> [u8; 32] {
+    let mut seed = *SEED;
+    if let Ok(text) = std::env::var("FLEET_FUZZ_SEED") {
+        for (i, b) in text.bytes().enumerate() {
+            seed[i % 32] ^= b;
+        }
+    }
+    seed
+}
+
+/// Ids that exist in the demo data (Alice's, Bob's), so hostile requests also hit real items.
+const KNOWN: &[&str] = &[
+    "thermo-kitchen",
+    "door-front",
+    "meter-garage",
+    "thermo-office",
+    "demo-alice",
+    "demo-bob",
+    "home",
+    "office",
+    "temperature",
+    "humidity",
+    "active",
+    "maintenance",
+    "2026-11-21",
+    "demo-3",
+];
+
+/// Key-shaped and delimiter-carrying values.
+const INJECTIONS: &[&str] = &[
+    "#",
+    "%23",
+    "%2523",
+    "USER#demo-bob",
+    "USER#demo-alice#DEVICE#thermo-kitchen",
+    "DEVICE#thermo-office",
+    "EVENT#",
+    "PROFILE",
+    "REGISTRATION",
+    "REPORT#2026-11-21",
+    "TAG#office#thermo-office",
+    "STATUS#active#0",
+    "OWNER#demo-bob#1",
+    "thermo-office#x",
+    "..",
+    ".",
+    "../..",
+    "..%2F..",
+    "%2e%2e",
+    "thermo\u{2010}kitchen",
+    "therm\u{043E}-kitchen",
+    "\u{FF03}",
+    "\u{FE5F}",
+    "a\u{0}b",
+    "a\u{202E}b",
+    "\u{FEFF}thermo-kitchen",
+    " thermo-kitchen",
+    "thermo-kitchen ",
+    "*",
+    "%",
+    "\\",
+    "'\"",
+    "${jndi:x}",
+    "<script>",
+];
+
+const NUMBERS: &[&str] = &[
+    "0",
+    "-1",
+    "1",
+    "100",
+    "101",
+    "50",
+    "+5",
+    " 5",
+    "5 ",
+    "05",
+    "1e2",
+    "1.5",
+    "0x10",
+    "NaN",
+    "Infinity",
+    "99999999999999999999999",
+    "4294967297",
+    "-0",
+    "\u{0661}\u{0660}",
+    "",
+];
+
+const TIMESTAMPS: &[&str] = &[
+    "9999-12-31T23:59:59-01:00",
+    "9999-12-31T23:59:59.999Z",
+    "9999-12-30T00:00:00Z",
+    "0000-01-01T00:00:00Z",
+    "0000-01-01T00:00:00+01:00",
+    "0000-01-01T00:30:00-23:59",
+    "2024-02-29T00:00:00Z",
+    "2023-02-29T00:00:00Z",
+    "2024-04-10T24:00:00Z",
+    "2024-04-10T23:59:60Z",
+    "2024-04-10T10:00:00.123456789123Z",
+    "2024-04-10t10:00:00z",
+    "2024-04-10T10:00:00+24:00",
+    "2024-04-10",
+    "10:00:00Z",
+    "+12024-04-10T10:00:00Z",
+];
+
+const QUERY_NAMES: &[&str] = &[
+    "limit",
+    "cursor",
+    "from",
+    "to",
+    "tag",
+    "type",
+    "status",
+    "seenSince",
+    "deviceId",
+    "userId",
+];
+
+const CONTENT_TYPES: &[&str] = &[
+    "application/json",
+    "application/json; charset=utf-8",
+    "APPLICATION/JSON",
+    "application/vnd.fleet+json",
+    "text/plain",
+    "text/json",
+    "application/x-www-form-urlencoded",
+    "multipart/form-data; boundary=xyz",
+    "application/jsonp",
+    "application/xml",
+    "*/*",
+    "",
+];
+
+#[derive(Clone, Debug)]
+enum Who {
+    Nobody,
+    Alice,
+    Bob,
+    Operator,
+    Sub(String),
+}
+
+#[derive(Clone, Debug)]
+enum DeviceAuth {
+    Missing,
+    /// The path device's own token (when it is a demo device).
+    Own,
+    /// Another demo device's token.
+    Other(usize),
+    /// A header value.
+    Raw(String),
+}
+
+#[derive(Clone, Debug)]
+enum BodyKind {
+    None,
+    Text(String),
+    Binary(Vec<u8>),
+}
+
+#[derive(Clone, Debug)]
+struct Hostile {
+    route: usize,
+    who: Who,
+    path: Vec<String>,
+    query: Vec<(String, String)>,
+    content_type: Option<String>,
+    if_match: Option<String>,
+    auth: DeviceAuth,
+    body: BodyKind,
+}
+
+fn timestamp() -> BoxedStrategy<String> {
+    prop_oneof![
+        3 => prop::sample::select(TIMESTAMPS).prop_map(String::from),
+        3 => (-100i64 * 86_400..86_400).prop_map(|s| Timestamp::now().plus_seconds(s).to_string()),
+        1 => "[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\\.[0-9]{1,12})?(Z|[+-][0-9]{2}:[0-9]{2})",
+    ]
+    .boxed()
+}
+
+fn hostile_string() -> BoxedStrategy<String> {
+    prop_oneof![
+        3 => "[A-Za-z0-9_.:@+-]{1,70}",
+        3 => prop::sample::select(KNOWN).prop_map(String::from),
+        3 => prop::sample::select(INJECTIONS).prop_map(String::from),
+        2 => ("[a-z0-9-]{0,8}", prop::sample::select(INJECTIONS), "[a-z0-9-]{0,8}")
+            .prop_map(|(a, i, b)| format!("{a}{i}{b}")),
+        2 => ".{0,40}",
+        1 => "[\\x00-\\x1f\\x7f\\u{80}-\\u{9f}\\u{2028}\\u{202e}]{1,4}",
+        1 => "(%[0-9A-Fa-f]{0,2}|%[G-Zg-z]{2}|%u[0-9a-f]{4}|%C0%AE|%E0%A4%A){1,6}",
+        1 => (1usize..20_000, prop::sample::select(vec!['a', '#', '\u{e9}', '\u{FF03}', '0', '.']))
+            .prop_map(|(n, c)| std::iter::repeat_n(c, n).collect()),
+        2 => timestamp(),
+        1 => prop::sample::select(NUMBERS).prop_map(String::from),
+    ]
+    .boxed()
+}
+
+/// Printable ASCII, as HTTP header values are.
+fn header_value() -> BoxedStrategy<String> {
+    prop_oneof!["[ -~]{0,40}", (1usize..9000).prop_map(|n| "x".repeat(n)),].boxed()
+}
+
+/// Cursors: real ones from the demo data, edited ones, forged ones naming other partitions.
+fn cursor(real: Vec<String>) -> BoxedStrategy<String> {
+    use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+    use base64::Engine as _;
+    let edited = real.clone();
+    prop_oneof![
+        2 => prop::sample::select(real),
+        2 => (prop::sample::select(edited), any::<prop::sample::Index>(), "[A-Za-z0-9_-]")
+            .prop_map(|(c, i, ch)| {
+                let mut chars: Vec<char> = c.chars().collect();
+                let at = i.index(chars.len());
+                chars[at] = ch.chars().next().unwrap_or('A');
+                chars.into_iter().collect()
+            }),
+        2 => (
+            prop::sample::select(vec!["AP-02", "AP-04", "AP-05", "AP-12", "AP-DASH", "AP-09", ""]),
+            prop::collection::vec(
+                prop::option::of(prop::collection::btree_map(
+                    prop::sample::select(vec!["PK", "SK", "GSI1PK", "GSI1SK", "GSI2PK", "GSI2SK", "x"]),
+                    hostile_string(),
+                    0..5,
+                )),
+                0..4,
+            ),
+        )
+            .prop_map(|(p, k)| URL_SAFE_NO_PAD.encode(json!({"p": p, "k": k}).to_string())),
+        1 => ".{0,20}".prop_map(|s| URL_SAFE_NO_PAD.encode(s)),
+        1 => (4000usize..6000).prop_map(|n| "A".repeat(n)),
+        1 => hostile_string(),
+    ]
+    .boxed()
+}
+
+/// A JSON value: mostly scalars and short containers of hostile strings.
+fn json_value() -> BoxedStrategy<Value> {
+    let leaf = prop_oneof![
+        Just(Value::Null),
+        any::<bool>().prop_map(Value::from),
+        any::<i64>().prop_map(Value::from),
+        any::<f64>().prop_map(|f| json!(f)),
+        hostile_string().prop_map(Value::from),
+    ];
+    leaf.prop_recursive(3, 16, 4, |inner| {
+        prop_oneof![
+            prop::collection::vec(inner.clone(), 0..4).prop_map(Value::from),
+            prop::collection::btree_map("[a-zA-Z]{1,8}", inner, 0..4)
+                .prop_map(|m| Value::Object(m.into_iter().collect())),
+        ]
+    })
+    .boxed()
+}
+
+/// A field value: usually plausible, sometimes hostile.
+fn field(valid: BoxedStrategy<Value>) -> BoxedStrategy<Value> {
+    prop_oneof![
+        4 => valid,
+        1 => hostile_string().prop_map(Value::from),
+        1 => json_value(),
+    ]
+    .boxed()
+}
+
+fn tags() -> BoxedStrategy<Value> {
+    prop_oneof![
+        3 => prop::collection::vec(prop::sample::select(vec!["home", "office", "x"]), 0..4)
+            .prop_map(|t| json!(t)),
+        1 => prop::collection::vec(hostile_string(), 0..14).prop_map(|t| json!(t)),
+    ]
+    .boxed()
+}
+
+fn name_value() -> BoxedStrategy<Value> {
+    field(
+        prop_oneof!["[A-Za-z ]{1,20}", ".{0,120}"]
+            .prop_map(Value::from)
+            .boxed(),
+    )
+}
+
+fn id_value() -> BoxedStrategy<Value> {
+    field(
+        prop_oneof![
+            "[a-z0-9-]{1,20}",
+            prop::sample::select(KNOWN).prop_map(String::from)
+        ]
+        .prop_map(Value::from)
+        .boxed(),
+    )
+}
+
+fn with_extra(body: BoxedStrategy<Value>) -> BoxedStrategy<Value> {
+    (
+        body,
+        prop::option::weighted(0.2, ("[a-zA-Z]{1,10}", json_value())),
+    )
+        .prop_map(|(mut body, extra)| {
+            if let (Some((k, v)), Some(map)) = (extra, body.as_object_mut()) {
+                map.insert(k, v);
+            }
+            body
+        })
+        .boxed()
+}
+
+fn profile_body() -> BoxedStrategy<Value> {
+    with_extra(name_value().prop_map(|n| json!({"name": n})).boxed())
+}
+
+fn register_body() -> BoxedStrategy<Value> {
+    with_extra(
+        (id_value(), name_value(), id_value(), tags())
+            .prop_map(|(d, n, t, g)| json!({"deviceId": d, "name": n, "type": t, "tags": g}))
+            .boxed(),
+    )
+}
+
+fn patch_body() -> BoxedStrategy<Value> {
+    let status = field(
+        prop::sample::select(vec!["active", "inactive", "maintenance", "error", "broken"])
+            .prop_map(Value::from)
+            .boxed(),
+    );
+    with_extra(
+        (
+            prop::option::of(status),
+            prop::option::of(name_value()),
+            prop::option::of(tags()),
+        )
+            .prop_map(|(s, n, t)| {
+                let mut body = json!({});
+                if let Some(s) = s {
+                    body["status"] = s;
+                }
+                if let Some(n) = n {
+                    body["name"] = n;
+                }
+                if let Some(t) = t {
+                    body["tags"] = t;
+                }
+                body
+            })
+            .boxed(),
+    )
+}
+
+fn ingest_body() -> BoxedStrategy<Value> {
+    let event = (
+        prop::option::of(id_value()),
+        field(
+            prop::sample::select(vec!["temperature", "door", "t"])
+                .prop_map(Value::from)
+                .boxed(),
+        ),
+        field(
+            prop_oneof![
+                any::<f64>().prop_map(|f| json!(f)),
+                any::<bool>().prop_map(Value::from),
+                ".{0,300}".prop_map(Value::from)
+            ]
+            .boxed(),
+        ),
+        field(timestamp().prop_map(Value::from).boxed()),
+    )
+        .prop_map(|(id, t, v, at)| {
+            let mut e = json!({"type": t, "value": v, "at": at});
+            if let Some(id) = id {
+                e["id"] = id;
+            }
+            e
+        });
+    let events = prop_oneof![
+        6 => prop::collection::vec(event.clone(), 1..5),
+        1 => prop::collection::vec(event.clone(), 0..1),
+        1 => prop::collection::vec(event, 95..130),
+    ];
+    with_extra(events.prop_map(|e| json!({"events": e})).boxed())
+}
+
+/// Bodies shaped like one of the routes' bodies, with hostile values, missing and extra fields.
+fn near_valid_body() -> BoxedStrategy<Value> {
+    prop_oneof![profile_body(), register_body(), patch_body(), ingest_body()].boxed()
+}
+
+/// `depth` unclosed or closed levels of arrays or objects.
+fn deep_json() -> BoxedStrategy<String> {
+    (
+        1usize..20_000,
+        any::<bool>(),
+        any::<bool>(),
+        prop::sample::select(vec!["events", "name", "value"]),
+    )
+        .prop_map(|(depth, objects, closed, key)| {
+            let (open, close) = if objects {
+                (format!("{{\"{key}\":"), "}")
+            } else {
+                ("[".to_string(), "]")
+            };
+            let mut text = format!("{{\"{key}\":");
+            text.push_str(&open.repeat(depth));
+            text.push('1');
+            if closed {
+                text.push_str(&close.repeat(depth));
+                text.push('}');
+            }
+            text
+        })
+        .boxed()
+}
+
+/// Valid JSON just over (or under) the routes' body limits.
+fn oversized() -> BoxedStrategy<String> {
+    (
+        prop::sample::select(vec![16 * 1024, 64 * 1024, 10 * 1024 * 1024 / 16]),
+        -40i64..40,
+        prop::sample::select(vec!["name", "events", "deviceId"]),
+    )
+        .prop_map(|(size, delta, key)| {
+            let pad = (size as i64 + delta - 12).max(0) as usize;
+            format!("{{\"{key}\":\"{}\"}}", "a".repeat(pad))
+        })
+        .boxed()
+}
+
+/// Any body: shaped like `own` (the route's own body, if it takes one) most of the time.
+fn body(own: Option<BoxedStrategy<Value>>) -> BoxedStrategy<BodyKind> {
+    let own = own.unwrap_or_else(near_valid_body);
+    prop_oneof![
+        1 => Just(BodyKind::None),
+        10 => own.prop_map(|v| BodyKind::Text(v.to_string())),
+        2 => near_valid_body().prop_map(|v| BodyKind::Text(v.to_string())),
+        2 => json_value().prop_map(|v| BodyKind::Text(v.to_string())),
+        1 => deep_json().prop_map(BodyKind::Text),
+        1 => ".{0,200}".prop_map(BodyKind::Text),
+        1 => prop::collection::vec(any::<u8>(), 0..400).prop_map(BodyKind::Binary),
+        1 => oversized().prop_map(BodyKind::Text),
+    ]
+    .boxed()
+}
+
+/// A value for the query parameter `name`: plausible for it, or hostile.
+fn query_value(name: &str, cursors: &[String]) -> BoxedStrategy<String> {
+    let plausible: BoxedStrategy<String> = match name {
+        "limit" => prop_oneof![
+            (1u32..=100).prop_map(|n| n.to_string()),
+            prop::sample::select(NUMBERS).prop_map(String::from)
+        ]
+        .boxed(),
+        "cursor" => cursor(cursors.to_vec()),
+        "from" | "to" | "seenSince" => timestamp(),
+        "status" => prop::sample::select(vec![
+            "active",
+            "inactive",
+            "maintenance",
+            "error",
+            "Active",
+            "gone",
+        ])
+        .prop_map(String::from)
+        .boxed(),
+        _ => prop::sample::select(KNOWN).prop_map(String::from).boxed(),
+    };
+    prop_oneof![3 => plausible, 1 => hostile_string()].boxed()
+}
+
+/// Hostile requests to one route: its own parameters and body shape, mostly plausible values
+/// with hostile ones mixed in, plus foreign parameters and bodies.
+fn route_strategy(route: usize, route_key: &str, cursors: &[String]) -> BoxedStrategy<Hostile> {
+    let doc = api_doc();
+    let op = doc.operation(route_key).expect("documented route");
+    let admin = op.path.starts_with("/admin/");
+    let who = prop_oneof![
+        (if admin { 1 } else { 5 }) => Just(Who::Alice),
+        1 => Just(Who::Bob),
+        (if admin { 5 } else { 1 }) => Just(Who::Operator),
+        1 => Just(Who::Nobody),
+        1 => hostile_string().prop_map(Who::Sub),
+    ];
+    let path_value = |name: &str| -> BoxedStrategy<String> {
+        match name {
+            "date" => prop_oneof![
+                2 => (-3i64..3).prop_map(|d| Timestamp::now().plus_seconds(d * 86_400).day()),
+                1 => "[0-9]{4}-[0-9]{2}-[0-9]{2}",
+                2 => hostile_string(),
+            ]
+            .boxed(),
+            _ => prop_oneof![
+                3 => prop::sample::select(vec!["thermo-kitchen", "door-front", "thermo-office", "meter-garage"]).prop_map(String::from),
+                3 => hostile_string(),
+            ]
+            .boxed(),
+        }
+    };
+    let params = path_params(op.path);
+    let path = (
+        params
+            .first()
+            .map_or(Just(String::new()).boxed(), |n| path_value(n)),
+        params
+            .get(1)
+            .map_or(Just(String::new()).boxed(), |n| path_value(n)),
+    )
+        .prop_map(|(a, b)| vec![a, b]);
+    let own_query: Vec<BoxedStrategy<Option<(String, String)>>> = doc
+        .parameters(&op)
+        .into_iter()
+        .filter(|p| p["in"] == "query")
+        .map(|p| {
+            let name = p["name"].as_str().unwrap_or_default().to_string();
+            let weight = if p["required"] == true { 0.9 } else { 0.5 };
+            prop::option::weighted(
+                weight,
+                query_value(&name, cursors).prop_map(move |v| (name.clone(), v)),
+            )
+            .boxed()
+        })
+        .collect();
+    let foreign_query = prop::collection::vec(
+        (
+            prop_oneof![4 => prop::sample::select(QUERY_NAMES).prop_map(String::from), 1 => "[a-zA-Z%#]{1,8}"],
+            prop_oneof![hostile_string(), cursor(cursors.to_vec())],
+        ),
+        0..2,
+    );
+    let query = (own_query, foreign_query)
+        .prop_map(|(own, foreign)| own.into_iter().flatten().chain(foreign).collect::<Vec<_>>());
+    let auth = prop_oneof![
+        1 => Just(DeviceAuth::Missing),
+        6 => Just(DeviceAuth::Own),
+        1 => (0usize..4).prop_map(DeviceAuth::Other),
+        1 => header_value().prop_map(DeviceAuth::Raw),
+        1 => header_value().prop_map(|t| DeviceAuth::Raw(format!("Bearer {t}"))),
+    ];
+    let if_match = prop::option::weighted(
+        0.85,
+        prop_oneof![
+            4 => prop::sample::select(vec!["1", "\"1\"", "W/\"1\"", "2", "0", "W/1", "\"\"1\"\"", "1, 2", "*", "+1"]).prop_map(String::from),
+            1 => header_value(),
+        ],
+    );
+    let content_type = prop::option::weighted(
+        0.9,
+        prop_oneof![
+            6 => Just("application/json".to_string()),
+            2 => prop::sample::select(CONTENT_TYPES).prop_map(String::from),
+            1 => header_value(),
+        ],
+    );
+    let own_body = match route_key {
+        "PUT /me" => Some(profile_body()),
+        "POST /me/devices" => Some(register_body()),
+        "PATCH /me/devices/{deviceId}" => Some(patch_body()),
+        "POST /devices/{deviceId}/events" => Some(ingest_body()),
+        _ => None,
+    };
+    (
+        who,
+        path,
+        query,
+        content_type,
+        if_match,
+        auth,
+        body(own_body),
+    )
+        .prop_map(
+            move |(who, path, query, content_type, if_match, auth, body)| Hostile {
+                route,
+                who,
+                path,
+                query,
+                content_type,
+                if_match,
+                auth,
+                body,
+            },
+        )
+        .boxed()
+}
+
+/// Hostile requests spread evenly over `routes`.
+fn hostile(routes: &[String], cursors: &[String]) -> impl Strategy<Value = Hostile> {
+    prop::strategy::Union::new(
+        routes
+            .iter()
+            .enumerate()
+            .map(|(i, r)| route_strategy(i, r, cursors)),
+    )
+}
+
+/// What the test knows of the demo data.
+struct Fixture {
+    tokens: Vec<(String, String)>,
+}
+
+fn path_params(path: &str) -> Vec<&str> {
+    path.split('/')
+        .filter_map(|s| s.strip_prefix('{').and_then(|s| s.strip_suffix('}')))
+        .collect()
+}
+
+impl Hostile {
+    fn request(&self, route_key: &str, fixture: &Fixture) -> ApiRequest {
+        let template_path = route_key.split_once(' ').map(|(_, p)| p).unwrap_or("/");
+        let mut concrete = template_path.to_string();
+        for (i, name) in path_params(template_path).iter().enumerate() {
+            concrete = concrete.replace(
+                &format!("{{{name}}}"),
+                &utf8_percent_encode(&self.path[i], NON_ALPHANUMERIC).to_string(),
+            );
+        }
+        let mut request = ApiRequest::new(route_key, &concrete);
+        for (i, name) in path_params(template_path).iter().enumerate() {
+            request = request.param(name, &self.path[i]);
+        }
+        request = match &self.who {
+            Who::Nobody => request,
+            Who::Alice => request.caller("demo-alice"),
+            Who::Bob => request.caller("demo-bob"),
+            Who::Operator => request.admin("demo-operator"),
+            Who::Sub(sub) => request.caller(sub),
+        };
+        for (name, value) in &self.query {
+            request = request.query(name, value);
+        }
+        request = match &self.content_type {
+            Some(ct) => request.header("content-type", ct),
+            None => request.without_header("content-type"),
+        };
+        if let Some(v) = &self.if_match {
+            request = request.header("if-match", v);
+        }
+        if route_key.starts_with("POST /devices/") {
+            let header = match &self.auth {
+                DeviceAuth::Missing => None,
+                DeviceAuth::Own => fixture
+                    .tokens
+                    .iter()
+                    .find(|(d, _)| *d == self.path[0])
+                    .map(|(_, t)| format!("Bearer {t}"))
+                    .or_else(|| Some("Bearer dft_unknown".into())),
+                DeviceAuth::Other(i) => Some(format!("Bearer {}", fixture.tokens[*i].1)),
+                DeviceAuth::Raw(v) => Some(v.clone()),
+            };
+            if let Some(h) = header {
+                request = request.header("authorization", &h);
+            }
+        }
+        match &self.body {
+            BodyKind::None => request,
+            BodyKind::Text(t) => request.body(t),
+            BodyKind::Binary(b) => request.binary_body(b),
+        }
+    }
+
+    /// Whether API Gateway itself would refuse the request: HTTP APIs accept at most 10,240
+    /// bytes of request line and headers, so longer URLs never reach a function (and
+    /// lambda_http cannot even build a request for a URI over 64 KiB).
+    fn over_gateway_limit(request: &ApiRequest) -> bool {
+        let event = request.event();
+        let line = event["rawPath"].as_str().map_or(0, str::len)
+            + event["rawQueryString"].as_str().map_or(0, str::len);
+        let headers: usize = event["headers"]
+            .as_object()
+            .map(|h| {
+                h.iter()
+                    .map(|(k, v)| k.len() + v.as_str().map_or(0, str::len) + 4)
+                    .sum()
+            })
+            .unwrap_or(0);
+        line + headers > GATEWAY_HEADER_LIMIT
+    }
+
+    fn body_bytes(&self) -> Option<&[u8]> {
+        match &self.body {
+            BodyKind::None => None,
+            BodyKind::Text(t) => Some(t.as_bytes()),
+            BodyKind::Binary(b) => Some(b),
+        }
+    }
+
+    /// Why docs/openapi.yaml says this request cannot succeed, if it does.
+    fn documented_invalid(&self, op: &Operation<'_>, fixture: &Fixture) -> Option<String> {
+        let doc = api_doc();
+        let route_key = op.route_key();
+        let user_route = route_key != "POST /devices/{deviceId}/events";
+        if user_route {
+            match &self.who {
+                Who::Nobody => return Some("no caller".into()),
+                Who::Sub(sub) if doc.validate(doc.schema("UserId"), &json!(sub)).is_err() => {
+                    return Some("unusable sub claim".into())
+                }
+                _ => {}
+            }
+            if op.path.starts_with("/admin/") && !matches!(self.who, Who::Operator) {
+                return Some("not an operator".into());
+            }
+        }
+        let mut query: Vec<(&str, &str)> = Vec::new();
+        for (name, value) in &self.query {
+            query.retain(|(n, _)| n != name);
+            query.push((name, value));
+        }
+        for p in doc.parameters(op) {
+            let name = p["name"].as_str().unwrap_or_default();
+            let value = match p["in"].as_str() {
+                Some("path") => {
+                    let i = path_params(op.path).iter().position(|n| *n == name)?;
+                    Some(self.path[i].clone())
+                }
+                Some("query") => query
+                    .iter()
+                    .find(|(n, _)| *n == name)
+                    .map(|(_, v)| v.to_string()),
+                _ => self.if_match.clone().filter(|_| name == "If-Match"),
+            };
+            match value {
+                None if p["required"] == true => return Some(format!("{name} missing")),
+                None => {}
+                Some(v) => {
+                    let typed = match p["schema"]["type"].as_str() {
+                        Some("integer") => v.parse::<i64>().map(Value::from).unwrap_or(json!(v)),
+                        _ => json!(v),
+                    };
+                    if let Err(e) = doc.validate(&p["schema"], &typed) {
+                        return Some(format!("{name}: {e}"));
+                    }
+                }
+            }
+        }
+        if !user_route {
+            let device = &self.path[0];
+            let own = fixture.tokens.iter().any(|(d, _)| d == device);
+            if !(own && matches!(self.auth, DeviceAuth::Own)) {
+                return Some("not the device's token".into());
+            }
+        }
+        if let Some(schema) = doc.request_schema(&route_key) {
+            if let Some(ct) = &self.content_type {
+                if !shared::api::is_json_media_type(ct) {
+                    return Some("not JSON".into());
+                }
+            }
+            let bytes = self.body_bytes().unwrap_or_default();
+            if bytes.len() > doc.max_body_bytes(&route_key).unwrap_or(usize::MAX) {
+                return Some("body over the limit".into());
+            }
+            let Ok(body) = serde_json::from_slice::<Value>(bytes) else {
+                return Some("body is not JSON".into());
+            };
+            if let Err(e) = doc.validate(schema, &body) {
+                return Some(format!("body: {e}"));
+            }
+        }
+        None
+    }
+}
+
+#[test]
+fn hostile_requests_on_every_route_never_5xx_and_4xx_change_nothing() {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let (table, devices) = runtime.block_on(demo_table());
+    let fixture = Fixture {
+        tokens: devices
+            .iter()
+            .map(|d| (d.device_id.to_string(), d.token.clone()))
+            .collect(),
+    };
+    let gateway = Gateway::new(&table);
+    let routes = gateway.route_keys();
+    assert_eq!(routes.len(), template().routes.len());
+
+    // Real cursors of Alice's and Bob's listings, to replay, edit and cross.
+    let cursors: Vec<String> = runtime.block_on(async {
+        let mut found = Vec::new();
+        for (user, route, path, param) in [
+            ("demo-alice", "GET /me/devices", "/me/devices", None),
+            ("demo-bob", "GET /me/devices", "/me/devices", None),
+            ("demo-alice", "GET /me/events", "/me/events", None),
+            (
+                "demo-alice",
+                "GET /me/devices/{deviceId}/events",
+                "/me/devices/thermo-kitchen/events",
+                Some("thermo-kitchen"),
+            ),
+            (
+                "demo-bob",
+                "GET /me/devices/{deviceId}/events",
+                "/me/devices/thermo-office/events",
+                Some("thermo-office"),
+            ),
+        ] {
+            let mut request = ApiRequest::new(route, path)
+                .caller(user)
+                .query("limit", "1");
+            if let Some(id) = param {
+                request = request.param("deviceId", id);
+            }
+            let answer = gateway.send(route, request).await;
+            if let Some(c) = answer.body["cursor"].as_str() {
+                found.push(c.to_string());
+            }
+        }
+        found
+    });
+    assert!(cursors.len() >= 4, "real cursors: {cursors:?}");
+
+    let config = Config {
+        cases: cases(),
+        failure_persistence: None,
+        max_shrink_iters: 300,
+        ..Config::default()
+    };
+    let mut runner =
+        TestRunner::new_with_rng(config, TestRng::from_seed(RngAlgorithm::ChaCha, &seed()));
+    let snapshot = Mutex::new(runtime.block_on(table_contents(&table)));
+    let doc = api_doc();
+    let at_gateway = Mutex::new(0usize);
+    let result = runner.run(&hostile(&routes, &cursors), |h| {
+        let route_key = &routes[h.route];
+        let op = doc.operation(route_key).expect("documented");
+        let request = h.request(route_key, &fixture);
+        if Hostile::over_gateway_limit(&request) {
+            *at_gateway.lock().unwrap() += 1;
+            return Ok(());
+        }
+        let invalid = h.documented_invalid(&op, &fixture);
+        runtime.block_on(async {
+            let answer = gateway.send(route_key, request).await;
+            check_answer(route_key, &answer).map_err(TestCaseError::fail)?;
+            if let Some(why) = &invalid {
+                prop_assert!(
+                    (400..500).contains(&answer.status),
+                    "{route_key}: invalid ({why}) but answered {} {}",
+                    answer.status,
+                    answer.body
+                );
+            }
+            let after = table_contents(&table).await;
+            let mut before = snapshot.lock().unwrap();
+            if (400..500).contains(&answer.status) {
+                prop_assert!(
+                    *before == after,
+                    "{route_key}: {} {} changed the table",
+                    answer.status,
+                    answer.body
+                );
+            } else {
+                *before = after;
+            }
+            Ok(())
+        })
+    });
+    let statuses = gateway.statuses();
+    println!(
+        "hostile_input: {} hostile requests through the handlers over {} routes ({} more stopped by API Gateway's 10 KB request-line limit; fixed seed, {} cases); answers by status: {statuses:?}",
+        gateway.sent(),
+        routes.len(),
+        at_gateway.lock().unwrap(),
+        cases()
+    );
+    if let Err(e) = result {
+        panic!("{e}");
+    }
+    // The run must reach the handlers' deeper paths, not only bounce off authentication.
+    for status in [200u16, 400, 401, 403, 404] {
+        assert!(
+            statuses.contains_key(&status),
+            "no {status} in {statuses:?}"
+        );
+    }
+}
+
+/// The inputs fuzzing found (panics in time arithmetic, a 3.6-million-day range) stay 400s.
+#[tokio::test]
+async fn regressions_found_by_fuzzing_are_400s() {
+    let (table, devices) = demo_table().await;
+    let gateway = Gateway::new(&table);
+    let before = table_contents(&table).await;
+    let kitchen = &devices
+        .iter()
+        .find(|d| d.device_id == "thermo-kitchen")
+        .unwrap()
+        .token;
+    let admin_events = |from: &str, to: &str| {
+        ApiRequest::new("GET /admin/events", "/admin/events")
+            .admin("demo-operator")
+            .query("type", "temperature")
+            .query("from", from)
+            .query("to", to)
+    };
+    let cases = [
+        (
+            "GET /admin/events",
+            admin_events("9999-12-30T00:00:00Z", "9999-12-31T23:00:00Z"),
+            200,
+            "",
+        ),
+        (
+            "GET /admin/events",
+            admin_events("0000-01-01T00:00:00Z", "9999-12-31T23:00:00Z"),
+            400,
+            "from",
+        ),
+        (
+            "GET /admin/events",
+            admin_events("2024-01-01T00:00:00Z", "9999-12-31T23:59:59-01:00"),
+            400,
+            "to",
+        ),
+        (
+            "GET /me/events",
+            ApiRequest::new("GET /me/events", "/me/events")
+                .caller("demo-alice")
+                .query("to", "0000-01-01T00:00:00Z"),
+            200,
+            "",
+        ),
+        (
+            "POST /devices/{deviceId}/events",
+            ApiRequest::new(
+                "POST /devices/{deviceId}/events",
+                "/devices/thermo-kitchen/events",
+            )
+            .param("deviceId", "thermo-kitchen")
+            .header("authorization", &format!("Bearer {kitchen}"))
+            .json(
+                json!({"events": [{"type": "t", "value": 1, "at": "9999-12-31T23:59:59-01:00"}]}),
+            ),
+            400,
+            "events[0].at",
+        ),
+        (
+            "POST /me/devices",
+            ApiRequest::new("POST /me/devices", "/me/devices")
+                .caller("demo-alice")
+                .json(json!({"deviceId": "..", "name": "dots", "type": "t"})),
+            400,
+            "deviceId",
+        ),
+        (
+            "PUT /me",
+            ApiRequest::new("PUT /me", "/me")
+                .caller("demo-alice")
+                .header("content-type", "text/plain")
+                .json(json!({"name": "plain"})),
+            415,
+            "Content-Type",
+        ),
+        (
+            "PATCH /me/devices/{deviceId}",
+            ApiRequest::new("PATCH /me/devices/{deviceId}", "/me/devices/thermo-kitchen")
+                .caller("demo-alice")
+                .param("deviceId", "thermo-kitchen")
+                .header("if-match", "\"\"1\"\"")
+                .json(json!({"status": "error"})),
+            400,
+            "If-Match",
+        ),
+    ];
+    for (route, request, status, field) in cases {
+        let answer = gateway.send(route, request).await;
+        check_answer(route, &answer).unwrap();
+        assert_eq!(answer.status, status, "{route}: {}", answer.body);
+        if status >= 400 {
+            assert_eq!(answer.error_field(), field, "{route}: {}", answer.body);
+        }
+    }
+
+    // Alice's own cursors with a sort key edited out of the query's range (still her
+    // partition, so the cursor check passes and DynamoDB refuses the start key).
+    use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+    use base64::Engine as _;
+    for (route, path, device, sort_key) in [
+        ("GET /me/events", "/me/events", None, "GSI2SK"),
+        (
+            "GET /me/devices/{deviceId}/events",
+            "/me/devices/thermo-kitchen/events",
+            Some("thermo-kitchen"),
+            "SK",
+        ),
+    ] {
+        let page = |cursor: Option<&str>| {
+            let mut r = ApiRequest::new(route, path)
+                .caller("demo-alice")
+                .query("limit", "1");
+            if let Some(id) = device {
+                r = r.param("deviceId", id);
+            }
+            if let Some(c) = cursor {
+                r = r.query("cursor", c);
+            }
+            r
+        };
+        let first = gateway.send(route, page(None)).await;
+        let cursor = first.body["cursor"].as_str().unwrap();
+        let mut envelope: Value =
+            serde_json::from_slice(&URL_SAFE_NO_PAD.decode(cursor).unwrap()).unwrap();
+        let key = envelope["k"]
+            .as_array_mut()
+            .unwrap()
+            .iter_mut()
+            .find(|k| k.is_object())
+            .unwrap();
+        let edited = key[sort_key].as_str().unwrap().replacen("20", "2 ", 1);
+        key[sort_key] = json!(edited);
+        let forged = URL_SAFE_NO_PAD.encode(envelope.to_string());
+        let answer = gateway.send(route, page(Some(&forged))).await;
+        check_answer(route, &answer).unwrap();
+        assert_eq!(
+            (answer.status, answer.error_field()),
+            (400, "cursor"),
+            "{route}: {}",
+            answer.body
+        );
+    }
+    assert_eq!(table_contents(&table).await, before);
+}
