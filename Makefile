@@ -63,3 +63,23 @@ $(PY_STAMP): tools/requirements.txt
 clean: ## Remove build output and installed tools
 	$(CARGO) clean
 	rm -rf .tools $(VENV)
+
+# ---------------------------------------------------------------- hostile input, fuzzing, load
+.PHONY: hostile fuzz fuzz-tools load
+FUZZ_TARGETS := keys ids timestamp ingest_batch
+FUZZ_SECONDS ?= 60
+
+hostile: dynamodb-local ## The hostile-input fuzz and the isolation suite, printing how many requests they tried
+	$(CARGO) test -p fleet-tests --test hostile_input --test isolation -- --nocapture 2>&1 | grep -E '^(hostile_input|isolation):|^test result'
+
+fuzz-tools: ## Install what cargo fuzz needs: a nightly toolchain and cargo-fuzz
+	@rustup toolchain list | grep -q '^nightly' || rustup toolchain install nightly --profile minimal
+	@command -v cargo-fuzz >/dev/null || $(CARGO) install cargo-fuzz --locked
+
+fuzz: fuzz-tools ## Run each cargo-fuzz target for FUZZ_SECONDS (default 60): key parsers, ids, timestamps, event batches
+	cd fuzz && for t in $(FUZZ_TARGETS); do \
+	  cargo +nightly fuzz run $$t -s none -- -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=2048 || exit 1; \
+	done
+
+load: dynamodb-local ## Load test on loopback: dev server, ingest + dashboard traffic (LOAD_SECONDS=30 LOAD_CONCURRENCY=16), release build
+	$(CARGO) run --release --quiet -p fleet-local -- load $${LOAD_SECONDS:-30} $${LOAD_CONCURRENCY:-16}

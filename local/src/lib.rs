@@ -7,6 +7,7 @@ pub mod dev_server;
 pub mod dynamodb_local;
 pub mod faults;
 pub mod functions;
+pub mod load;
 pub mod model_docs;
 pub mod reference;
 pub mod stack;

@@ -26,6 +26,7 @@ async fn main() {
         Some("ingest-throughput") => ingest_throughput(&args[1..]).await,
         Some("docs") => docs(args.get(1).map(String::as_str) == Some("--check")).await,
         Some("scan-throughput") => scan_throughput(&args[1..]).await,
+        Some("load") => load(&args[1..]).await,
         _ => Err(USAGE.into()),
     };
     if let Err(err) = result {
@@ -34,7 +35,7 @@ async fn main() {
     }
 }
 
-const USAGE: &str = "usage: fleet-local dev | fleet-local invoke <FunctionLogicalId> <event.json> [--endpoint URL --table NAME] | fleet-local ingest-throughput [DEVICES] [BATCHES]";
+const USAGE: &str = "usage: fleet-local dev | fleet-local invoke <FunctionLogicalId> <event.json> [--endpoint URL --table NAME] | fleet-local ingest-throughput [DEVICES] [BATCHES] | fleet-local load [SECONDS] [CONCURRENCY]";
 
 /// Writes (or with `--check`, verifies) docs/access-patterns.md and docs/model.json.
 async fn docs(check: bool) -> Result<(), Error> {
@@ -96,6 +97,25 @@ async fn scan_throughput(args: &[String]) -> Result<(), Error> {
         report["run"]["wcu"],
         report["run"]["requests"],
     );
+    Ok(())
+}
+
+/// A bounded load test of the dev server on loopback (see `fleet_local::load`).
+async fn load(args: &[String]) -> Result<(), Error> {
+    let seconds: u64 = args.first().map(|a| a.parse()).transpose()?.unwrap_or(30);
+    let concurrency: usize = args.get(1).map(|a| a.parse()).transpose()?.unwrap_or(16);
+    let config = fleet_local::load::LoadConfig {
+        duration: std::time::Duration::from_secs(seconds),
+        concurrency,
+        ..Default::default()
+    };
+    let template = Template::load(&default_template_path())?;
+    let dynamodb = DynamoDbLocal::start(&default_install_dir())?;
+    let table = local_table(dynamodb.endpoint(), "device-fleet-load").await;
+    create_table(&table.client, &template.table, "device-fleet-load").await?;
+    demo::seed(&table).await?;
+    let report = fleet_local::load::run(&template, &table, config).await?;
+    print!("{}", report.render());
     Ok(())
 }
 
