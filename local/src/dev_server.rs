@@ -26,6 +26,11 @@ use crate::template::{HttpRoute, Template};
 /// API Gateway's payload limit.
 const MAX_PAYLOAD_BYTES: usize = 10 * 1024 * 1024;
 
+/// API Gateway HTTP APIs' limit on the request line and header values together. Longer
+/// requests never reach a function (and lambda_http cannot build a request whose URI is over
+/// 64 KiB), so the dev server refuses them too.
+const MAX_REQUEST_LINE_AND_HEADERS: usize = 10_240;
+
 /// Claims the stand-in authorizer puts in the request context, as API Gateway would from a
 /// verified JWT.
 pub type Claims = HashMap<String, String>;
@@ -126,6 +131,18 @@ impl DevServer {
     async fn handle(&self, req: Request<Incoming>, peer: SocketAddr) -> Response<Full<Bytes>> {
         let method = req.method().as_str().to_string();
         let path = req.uri().path().to_string();
+        let head_size = req.uri().to_string().len()
+            + req
+                .headers()
+                .iter()
+                .map(|(k, v)| k.as_str().len() + v.len())
+                .sum::<usize>();
+        if head_size > MAX_REQUEST_LINE_AND_HEADERS {
+            return gateway_message(
+                StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+                "Request Header Fields Too Large",
+            );
+        }
         let Some((route, handler, path_params)) = self.find(&method, &path) else {
             return gateway_message(StatusCode::NOT_FOUND, "Not Found");
         };
