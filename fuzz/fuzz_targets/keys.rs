@@ -3,17 +3,22 @@
 //! keys without a timestamp, the very same strings.
 #![no_main]
 
-use libfuzzer_sys::arbitrary::{self, Arbitrary};
 use libfuzzer_sys::fuzz_target;
 use shared::keys::{is_day, ItemKey};
 
-#[derive(Arbitrary, Debug)]
+#[derive(Debug)]
 struct Input<'a> {
     pk: &'a str,
     sk: &'a str,
 }
 
-fuzz_target!(|input: Input<'_>| {
+// The input is `PK\nSK` as UTF-8 text (seeds in fuzz/seeds/keys/ are real keys).
+fuzz_target!(|data: &[u8]| {
+    let Ok(text) = std::str::from_utf8(data) else {
+        return;
+    };
+    let (pk, sk) = text.split_once('\n').unwrap_or((text, ""));
+    let input = Input { pk, sk };
     let Ok(key) = ItemKey::parse(input.pk, input.sk) else {
         return;
     };
