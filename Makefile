@@ -78,8 +78,9 @@ fuzz-tools: ## Install what cargo fuzz needs: a nightly toolchain and cargo-fuzz
 
 fuzz: fuzz-tools ## Run each cargo-fuzz target for FUZZ_SECONDS (default 60): key parsers, ids, timestamps, event batches
 	cd fuzz && for t in $(FUZZ_TARGETS); do \
-	  mkdir -p corpus/$$t; seeds=""; [ -d seeds/$$t ] && seeds=seeds/$$t; \
-	  cargo +nightly fuzz run $$t corpus/$$t $$seeds -s none -- -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=2048 || exit 1; \
+	  mkdir -p corpus/$$t; seeds=""; dict=""; \
+	  [ -d seeds/$$t ] && seeds=seeds/$$t; [ -f dicts/$$t.dict ] && dict=-dict=dicts/$$t.dict; \
+	  cargo +nightly fuzz run $$t corpus/$$t $$seeds -s none -- -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=2048 $$dict || exit 1; \
 	done
 
 load: dynamodb-local ## Load test on loopback: dev server, ingest + dashboard traffic (LOAD_SECONDS=30 LOAD_CONCURRENCY=16), release build

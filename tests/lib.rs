@@ -312,12 +312,14 @@ pub async fn metered<F: std::future::Future>(fut: F) -> (F::Output, MeterSnapsho
 
 /// Sends `request` through the dashboard handler.
 pub async fn dashboard(table: &FleetTable, request: ApiRequest) -> Answer {
-    let (response, used) = metered(dashboard::handle(table, request.build())).await;
+    // Boxed: a handler future is large in debug builds, and a test awaiting many of them
+    // inline can overflow its thread's stack.
+    let (response, used) = metered(Box::pin(dashboard::handle(table, request.build()))).await;
     answer(response, used)
 }
 
 /// Sends `request` through the device-updates handler.
 pub async fn device_updates(table: &FleetTable, request: ApiRequest) -> Answer {
-    let (response, used) = metered(device_updates::handle(table, request.build())).await;
+    let (response, used) = metered(Box::pin(device_updates::handle(table, request.build()))).await;
     answer(response, used)
 }

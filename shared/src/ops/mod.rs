@@ -33,10 +33,23 @@ use crate::metrics::record_read;
 use crate::table::sdk_error;
 use aws_sdk_dynamodb::error::ProvideErrorMetadata;
 
-/// Whether DynamoDB refused a request because of its `ExclusiveStartKey`.
-fn rejects_start_key(code: Option<&str>, message: Option<&str>) -> bool {
-    code == Some("ValidationException")
-        && message.is_some_and(|m| m.to_ascii_lowercase().contains("start"))
+/// A failed Query as the caller sees it: a start key DynamoDB refuses is the cursor's fault.
+fn query_error(
+    err: aws_sdk_dynamodb::error::SdkError<
+        aws_sdk_dynamodb::operation::query::QueryError,
+        aws_smithy_runtime_api::http::Response,
+    >,
+    resumes: bool,
+) -> FleetError {
+    let refused_start_key = err.code() == Some("ValidationException")
+        && err
+            .message()
+            .is_some_and(|m| m.to_ascii_lowercase().contains("start"));
+    if resumes && refused_start_key {
+        crate::cursor::invalid().into()
+    } else {
+        sdk_error(err)
+    }
 }
 
 /// One stored item as the SDK returns it.
@@ -64,17 +77,14 @@ pub(crate) async fn query(
     request: QueryFluentBuilder,
 ) -> Result<(Vec<RawItem>, Option<RawItem>), FleetError> {
     let resumes = request.get_exclusive_start_key().is_some();
-    let out = request
+    let out = match request
         .return_consumed_capacity(ReturnConsumedCapacity::Total)
         .send()
         .await
-        .map_err(|err| {
-            if resumes && rejects_start_key(err.code(), err.message()) {
-                crate::cursor::invalid().into()
-            } else {
-                sdk_error(err)
-            }
-        })?;
+    {
+        Ok(out) => out,
+        Err(err) => return Err(query_error(err, resumes)),
+    };
     record_read(out.consumed_capacity());
     Ok((out.items.unwrap_or_default(), out.last_evaluated_key))
 }
