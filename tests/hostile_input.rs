@@ -856,6 +856,8 @@ fn hostile_requests_on_every_route_never_5xx_and_4xx_change_nothing() {
     };
     let mut runner =
         TestRunner::new_with_rng(config, TestRng::from_seed(RngAlgorithm::ChaCha, &seed()));
+    let setup = gateway.sent();
+    let setup_statuses = gateway.statuses();
     let snapshot = Mutex::new(runtime.block_on(table_contents(&table)));
     let doc = api_doc();
     let at_gateway = Mutex::new(0usize);
@@ -894,10 +896,13 @@ fn hostile_requests_on_every_route_never_5xx_and_4xx_change_nothing() {
             Ok(())
         })
     });
-    let statuses = gateway.statuses();
+    let mut statuses = gateway.statuses();
+    for (status, n) in setup_statuses {
+        *statuses.entry(status).or_default() -= n;
+    }
     println!(
         "hostile_input: {} hostile requests through the handlers over {} routes ({} more stopped by API Gateway's 10 KB request-line limit; fixed seed, {} cases); answers by status: {statuses:?}",
-        gateway.sent(),
+        gateway.sent() - setup,
         routes.len(),
         at_gateway.lock().unwrap(),
         cases()
@@ -1058,6 +1063,10 @@ async fn regressions_found_by_fuzzing_are_400s() {
         );
     }
     assert_eq!(table_contents(&table).await, before);
+    println!(
+        "hostile_input: {} regression requests (inputs fuzzing found), all 4xx or the documented 200",
+        gateway.sent() - 2
+    );
 }
 
 /// Sends raw bytes as one HTTP/1.1 request and returns the status and body of the answer.
