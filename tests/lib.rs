@@ -290,3 +290,5 @@ pub async fn device_updates(table: &FleetTable, request: ApiRequest) -> Answer {
     let (response, used) = metered(device_updates::handle(table, request.build())).await;
     answer(response, used)
 }
+
+pub use fleet_local::samples::{events_dir, sample_events, SampleEvent, SAMPLE_RETENTION_DAYS};
