@@ -78,7 +78,9 @@ impl RunningBootstrap {
             std::fs::create_dir_all(dir).map_err(|source| spawn_error(path, source))?;
         }
         let out = std::fs::File::create(log).map_err(|source| spawn_error(path, source))?;
-        let err = out.try_clone().map_err(|source| spawn_error(path, source))?;
+        let err = out
+            .try_clone()
+            .map_err(|source| spawn_error(path, source))?;
         let started = Instant::now();
         let child = Command::new(path)
             .env_clear()
@@ -166,7 +168,10 @@ pub fn lambda_environment(
         ("AWS_LAMBDA_FUNCTION_NAME", function_name.to_string()),
         ("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", memory_mb.to_string()),
         ("AWS_LAMBDA_FUNCTION_VERSION", "$LATEST".to_string()),
-        ("AWS_LAMBDA_LOG_GROUP_NAME", format!("/aws/lambda/{function_name}")),
+        (
+            "AWS_LAMBDA_LOG_GROUP_NAME",
+            format!("/aws/lambda/{function_name}"),
+        ),
         ("AWS_LAMBDA_LOG_STREAM_NAME", "local/[$LATEST]0".to_string()),
         ("AWS_REGION", "us-east-1".to_string()),
         ("AWS_DEFAULT_REGION", "us-east-1".to_string()),
