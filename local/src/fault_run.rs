@@ -381,3 +381,67 @@ pub async fn audit_ingest(table: &FleetTable, run: &IngestRun) -> Result<IngestA
     }
     Ok(audit)
 }
+
+/// One `fleet-local fault-run` line: an ingest run at `rate` (spread over every fault kind)
+/// with `seed`, on a fresh table, checked against the table.
+pub async fn ingest_fault_run(
+    dynamodb_endpoint: &str,
+    definition: &crate::template::TableDefinition,
+    seed: u64,
+    rate: f64,
+    load: IngestLoad,
+) -> Result<String, Error> {
+    use crate::fault_proxy::{FaultProxy, FaultRates, ProxyConfig};
+    let name = format!("fault-run-{seed}");
+    let table = crate::stack::local_table(dynamodb_endpoint, &name).await;
+    crate::stack::create_table(&table.client, definition, &name).await?;
+    let config = ProxyConfig::new(seed, FaultRates::uniform(rate));
+    let proxy = FaultProxy::start(dynamodb_endpoint, config.clone()).await?;
+    let faulty = through_proxy(&table, proxy.endpoint(), ClientTimeouts::default()).await;
+    let ingest = IngestConfig {
+        retry_window: Duration::from_secs(2),
+        ..IngestConfig::default()
+    };
+    let run = drive_ingest(&table, &faulty, ingest, "fault-run-owner", load).await?;
+    proxy.set_enabled(false);
+    // Requests the proxy delayed land before the table is read.
+    tokio::time::sleep(config.delay + Duration::from_millis(500)).await;
+    let stats = proxy.stats();
+    let audit = audit_ingest(&table, &run).await?;
+    let list = |m: &BTreeMap<String, u64>| {
+        m.iter()
+            .map(|(k, v)| format!("{k} {v}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let faults: BTreeMap<String, u64> = stats
+        .faults
+        .iter()
+        .map(|(k, v)| (k.to_string(), *v))
+        .collect();
+    let answers: BTreeMap<String, u64> = run
+        .answers
+        .iter()
+        .map(|(k, v)| (k.to_string(), *v))
+        .collect();
+    Ok(format!(
+        "| {seed} | {:.0}% | {} | {} | {} | {} | {} | {} | {} ({} partial, {} ids named failed) | {} of {} | {} | {:.1} s |",
+        rate * 100.0,
+        run.sent_count(),
+        run.acked_count(),
+        audit.stored,
+        audit.lost.len(),
+        audit.duplicated.len(),
+        run.violations.len(),
+        list(&answers),
+        run.partial_answers,
+        run.named_failed,
+        stats.total_faults(),
+        stats.total_requests(),
+        list(&faults),
+        run.elapsed.as_secs_f64(),
+    ))
+}
+
+/// The header of [`ingest_fault_run`]'s lines.
+pub const FAULT_RUN_HEADER: &str = "| seed | fault rate | events sent | acked | stored | lost | duplicated | contract violations | API answers by status | DynamoDB requests faulted | faults by kind | time |\n|---|---|---|---|---|---|---|---|---|---|---|---|";
