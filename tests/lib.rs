@@ -323,3 +323,5 @@ pub async fn device_updates(table: &FleetTable, request: ApiRequest) -> Answer {
     let (response, used) = metered(Box::pin(device_updates::handle(table, request.build()))).await;
     answer(response, used)
 }
+
+pub use fleet_local::samples::{events_dir, sample_events, SampleEvent, SAMPLE_RETENTION_DAYS};

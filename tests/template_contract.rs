@@ -107,3 +107,97 @@ async fn the_table_created_from_the_template_has_the_declared_schema() {
     let ttl = ttl.time_to_live_description().unwrap();
     assert_eq!(ttl.attribute_name(), Some(schema::TTL));
 }
+
+/// The template as plain YAML, for the operational resources the local stack ignores.
+fn raw_template() -> yaml_serde::Value {
+    let text = std::fs::read_to_string(fleet_local::template::default_template_path()).unwrap();
+    yaml_serde::from_str(&text).unwrap()
+}
+
+/// An alarm's namespace, metric and (dimension name, value as text) pairs.
+type Alarm = (String, String, Vec<(String, String)>);
+
+/// Every `AWS::CloudWatch::Alarm` of the template.
+fn alarms() -> Vec<Alarm> {
+    let doc = raw_template();
+    let resources = doc["Resources"].as_mapping().unwrap();
+    resources
+        .values()
+        .filter(|r| r["Type"].as_str() == Some("AWS::CloudWatch::Alarm"))
+        .map(|r| {
+            let p = &r["Properties"];
+            let dims = p["Dimensions"]
+                .as_sequence()
+                .unwrap()
+                .iter()
+                .map(|d| {
+                    let value = match &d["Value"] {
+                        yaml_serde::Value::Tagged(t) => t.value.as_str().unwrap_or("").to_string(),
+                        other => other.as_str().unwrap_or("").to_string(),
+                    };
+                    (d["Name"].as_str().unwrap().to_string(), value)
+                })
+                .collect();
+            (
+                p["Namespace"].as_str().unwrap().to_string(),
+                p["MetricName"].as_str().unwrap().to_string(),
+                dims,
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn the_table_and_every_index_alarm_on_read_and_write_throttling() {
+    let alarms = alarms();
+    let table = &template().table.logical_id;
+    for metric in ["ReadThrottleEvents", "WriteThrottleEvents"] {
+        let on = |index: Option<&str>| {
+            alarms.iter().any(|(ns, m, dims)| {
+                ns == "AWS/DynamoDB"
+                    && m == metric
+                    && dims.contains(&("TableName".into(), table.clone()))
+                    && match index {
+                        Some(i) => dims.contains(&("GlobalSecondaryIndexName".into(), i.into())),
+                        None => dims.len() == 1,
+                    }
+            })
+        };
+        assert!(on(None), "no {metric} alarm on the table");
+        for index in INDEXES {
+            assert!(on(Some(index.name)), "no {metric} alarm on {}", index.name);
+        }
+    }
+}
+
+#[test]
+fn every_function_alarms_on_errors_and_p99_duration_and_keeps_bounded_logs() {
+    let alarms = alarms();
+    let doc = raw_template();
+    assert_eq!(
+        doc["Globals"]["Function"]["Tracing"].as_str(),
+        Some("Active"),
+        "X-Ray tracing for every function"
+    );
+    let resources = doc["Resources"].as_mapping().unwrap();
+    for function in template().function_definitions.keys() {
+        for metric in ["Errors", "Duration"] {
+            assert!(
+                alarms.iter().any(|(ns, m, dims)| ns == "AWS/Lambda"
+                    && m == metric
+                    && dims == &[("FunctionName".to_string(), function.clone())]),
+                "{function}: no {metric} alarm"
+            );
+        }
+        let log_group = resources.values().find(|r| {
+            r["Type"].as_str() == Some("AWS::Logs::LogGroup")
+                && matches!(&r["Properties"]["LogGroupName"], yaml_serde::Value::Tagged(t)
+                    if t.value.as_str() == Some(&format!("/aws/lambda/${{{function}}}")))
+        });
+        let log_group = log_group.unwrap_or_else(|| panic!("{function}: no log group"));
+        assert!(
+            !log_group["Properties"]["RetentionInDays"].is_null(),
+            "{function}: log retention"
+        );
+    }
+}

@@ -2,14 +2,21 @@
 //! HTTP server with its stand-in JWT authorizer, and `invoke`. Used by `make dev`, `make test`
 //! and the end-to-end tests; never a dependency of a Lambda.
 
+pub mod bootstrap;
+pub mod cold_start;
 pub mod demo;
 pub mod dev_server;
 pub mod dynamodb_local;
+pub mod fault_proxy;
+pub mod fault_run;
 pub mod faults;
 pub mod functions;
+pub mod iam;
 pub mod load;
 pub mod model_docs;
 pub mod reference;
+pub mod runtime_api;
+pub mod samples;
 pub mod stack;
 pub mod template;
 pub mod throughput;

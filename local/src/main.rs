@@ -4,7 +4,10 @@
 //!   127.0.0.1 (`PORT`, default 3000). Ctrl-C stops everything.
 //! - `fleet-local invoke <FunctionLogicalId> <event.json> [--endpoint URL --table NAME]`: one
 //!   sample event through one function, like `sam local invoke -e`. Without `--endpoint` it
-//!   runs on a fresh DynamoDB Local with the demo data.
+//!   runs on a fresh DynamoDB Local with the demo data. With `--bootstrap` the event goes
+//!   through the function's release bootstrap under a local Lambda Runtime API.
+//! - `fleet-local cold-start [RUNS]`: cold start, warm latency and memory of each release
+//!   bootstrap.
 
 use std::sync::Arc;
 
@@ -27,6 +30,8 @@ async fn main() {
         Some("docs") => docs(args.get(1).map(String::as_str) == Some("--check")).await,
         Some("scan-throughput") => scan_throughput(&args[1..]).await,
         Some("load") => load(&args[1..]).await,
+        Some("cold-start") => cold_start(&args[1..]).await,
+        Some("fault-run") => fault_run(&args[1..]).await,
         _ => Err(USAGE.into()),
     };
     if let Err(err) = result {
@@ -35,7 +40,43 @@ async fn main() {
     }
 }
 
-const USAGE: &str = "usage: fleet-local dev | fleet-local invoke <FunctionLogicalId> <event.json> [--endpoint URL --table NAME] | fleet-local ingest-throughput [DEVICES] [BATCHES] | fleet-local load [SECONDS] [CONCURRENCY]";
+const USAGE: &str = "usage: fleet-local dev | fleet-local invoke <FunctionLogicalId> <event.json> [--endpoint URL --table NAME] [--bootstrap] | fleet-local ingest-throughput [DEVICES] [BATCHES] | fleet-local scan-throughput [DEVICES] [BATCHES] | fleet-local cold-start [RUNS] | fleet-local docs [--check] | fleet-local fault-run [SEED:RATE...] | fleet-local load [SECONDS] [CONCURRENCY]";
+
+/// Cold start, warm latency and memory of every release bootstrap, on the demo data.
+async fn cold_start(args: &[String]) -> Result<(), Error> {
+    let runs: usize = args.first().map(|r| r.parse()).transpose()?.unwrap_or(5);
+    let template = Template::load(&default_template_path())?;
+    let dynamodb = DynamoDbLocal::start(&default_install_dir())?;
+    let table = local_table(dynamodb.endpoint(), "device-fleet-cold-start").await;
+    create_table(&table.client, &template.table, "device-fleet-cold-start").await?;
+    demo::seed(&table).await?;
+    let results =
+        fleet_local::cold_start::measure(&template, dynamodb.endpoint(), &table, runs).await?;
+    println!(
+        "Release bootstraps (target/lambda-host), {runs} cold starts each + {} warm invocations per run, on {}:\n",
+        fleet_local::cold_start::WARM_INVOCATIONS,
+        machine_summary()
+    );
+    print!("{}", fleet_local::cold_start::markdown(&results));
+    let json = fleet_local::repo_root().join("target/cold-start.json");
+    std::fs::write(&json, serde_json::to_string_pretty(&results)?)?;
+    println!("\nRaw figures: {}", json.display());
+    Ok(())
+}
+
+/// CPU model and core count, for figures that depend on the machine.
+fn machine_summary() -> String {
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|text| {
+            text.lines()
+                .find_map(|l| l.strip_prefix("model name"))
+                .map(|v| v.trim_start_matches([' ', '\t', ':']).to_string())
+        })
+        .unwrap_or_else(|| "unknown CPU".to_string());
+    let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
+    format!("{cpu}, {cores} cores")
+}
 
 /// Writes (or with `--check`, verifies) docs/access-patterns.md and docs/model.json.
 async fn docs(check: bool) -> Result<(), Error> {
@@ -61,6 +102,40 @@ async fn docs(check: bool) -> Result<(), Error> {
             std::fs::write(&full, text)?;
             println!("wrote {path}");
         }
+    }
+    Ok(())
+}
+
+/// Ingest runs through the fault proxy, one per `SEED:RATE` argument: a markdown table of
+/// events acknowledged vs stored, answers by status and faults injected by kind.
+async fn fault_run(args: &[String]) -> Result<(), Error> {
+    use fleet_local::fault_run::{ingest_fault_run, IngestLoad, FAULT_RUN_HEADER};
+    let defaults = ["5:0.05", "15:0.15", "30:0.30", "60:0.60"].map(String::from);
+    let runs = if args.is_empty() { &defaults[..] } else { args };
+    let template = Template::load(&default_template_path())?;
+    let dynamodb = DynamoDbLocal::start(&default_install_dir())?;
+    let load = IngestLoad {
+        devices: 4,
+        senders: 2,
+        batches: 5,
+        events: 100,
+        max_rounds: 50,
+    };
+    println!(
+        "ingest through the fault proxy ({} build; {} devices x {} senders x {} batches x {} events; client attempt timeout 1 s, delays 1.5 s, Lambda retry window 2 s)\n",
+        if cfg!(debug_assertions) { "debug" } else { "release" },
+        load.devices, load.senders, load.batches, load.events
+    );
+    println!("{FAULT_RUN_HEADER}");
+    for run in runs {
+        let (seed, rate) = run
+            .split_once(':')
+            .and_then(|(s, r)| Some((s.parse().ok()?, r.parse().ok()?)))
+            .ok_or("give runs as SEED:RATE, e.g. 30:0.30")?;
+        println!(
+            "{}",
+            ingest_fault_run(dynamodb.endpoint(), &template.table, seed, rate, load).await?
+        );
     }
     Ok(())
 }
@@ -285,7 +360,42 @@ async fn invoke_command(args: &[String]) -> Result<(), Error> {
         }
         _ => return Err("give both --endpoint and --table, or neither".into()),
     };
+    if args.iter().any(|a| a == "--bootstrap") {
+        let endpoint = match (&_dynamodb, option("--endpoint")) {
+            (Some(local), _) => local.endpoint().to_string(),
+            (None, Some(endpoint)) => endpoint,
+            (None, None) => unreachable!("an endpoint was chosen above"),
+        };
+        let overrides = std::collections::BTreeMap::from([(
+            "RetentionDays".to_string(),
+            table.config.retention_days.to_string(),
+        )]);
+        let outcome = fleet_local::bootstrap::invoke_once(
+            &template,
+            function,
+            event.as_bytes(),
+            &endpoint,
+            table.name(),
+            &overrides,
+        )
+        .await?;
+        println!("{}", serde_json::to_string_pretty(&outcome_json(&outcome))?);
+        return Ok(());
+    }
     let response = invoke(&template, &table, function, &event).await?;
     println!("{}", serde_json::to_string_pretty(&response)?);
     Ok(())
+}
+
+/// A bootstrap's answer as `sam local invoke` prints it: the response payload, or Lambda's
+/// error object.
+fn outcome_json(outcome: &fleet_local::runtime_api::Outcome) -> serde_json::Value {
+    use fleet_local::runtime_api::Outcome;
+    match outcome {
+        Outcome::Response(value) => value.clone(),
+        Outcome::Error {
+            error_type,
+            message,
+        } => serde_json::json!({"errorType": error_type, "errorMessage": message}),
+    }
 }

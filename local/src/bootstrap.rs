@@ -1,0 +1,224 @@
+//! A release `bootstrap` run as Lambda runs it: its own process, the environment the template
+//! gives it, and a [`RuntimeApi`] to poll. What `sam local invoke` does in a container, done
+//! here without Docker; the smoke replay, `invoke --bootstrap` and the benchmarks use it.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use tokio::process::{Child, Command};
+
+use crate::runtime_api::{Outcome, RuntimeApi, RuntimeApiError};
+
+/// Where `make smoke-build` puts the host-architecture release bootstraps
+/// (`target/lambda-host/<binary>/bootstrap`). The arm64 bootstraps of `make build` live in
+/// `target/lambda/`; this machine cannot execute those.
+pub fn host_bootstrap(binary: &str) -> PathBuf {
+    crate::repo_root()
+        .join("target/lambda-host")
+        .join(binary)
+        .join("bootstrap")
+}
+
+/// Why a bootstrap could not be run.
+#[derive(Debug, thiserror::Error)]
+pub enum BootstrapError {
+    /// The binary is not there.
+    #[error("{0} not found: build it with `make smoke-build`")]
+    Missing(PathBuf),
+    /// The process could not start.
+    #[error("cannot start {path}: {source}")]
+    Spawn {
+        /// The bootstrap.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The runtime API failed.
+    #[error(transparent)]
+    RuntimeApi(#[from] RuntimeApiError),
+    /// The process exited while an invocation was pending.
+    #[error("the bootstrap exited ({0}); its output is in {1}")]
+    Exited(String, PathBuf),
+}
+
+/// A running bootstrap and its runtime API.
+pub struct RunningBootstrap {
+    api: RuntimeApi,
+    child: Child,
+    started: Instant,
+    log: PathBuf,
+}
+
+/// One invocation's answer and how long it took, as the runtime API saw it.
+#[derive(Debug)]
+pub struct Invocation {
+    /// What the bootstrap answered.
+    pub outcome: Outcome,
+    /// From queueing the event to the answer.
+    pub latency: Duration,
+}
+
+impl RunningBootstrap {
+    /// Starts `path` with exactly `env` (plus `AWS_LAMBDA_RUNTIME_API`), its stdout and stderr
+    /// going to `log`. Returns at once: the first [`invoke`](Self::invoke) includes the
+    /// process's start-up, which is what a cold start is.
+    pub async fn start(
+        path: &Path,
+        function_name: &str,
+        env: &BTreeMap<String, String>,
+        log: &Path,
+    ) -> Result<Self, BootstrapError> {
+        if !path.is_file() {
+            return Err(BootstrapError::Missing(path.to_path_buf()));
+        }
+        let api = RuntimeApi::start(function_name).await?;
+        if let Some(dir) = log.parent() {
+            std::fs::create_dir_all(dir).map_err(|source| spawn_error(path, source))?;
+        }
+        let out = std::fs::File::create(log).map_err(|source| spawn_error(path, source))?;
+        let err = out
+            .try_clone()
+            .map_err(|source| spawn_error(path, source))?;
+        let started = Instant::now();
+        let child = Command::new(path)
+            .env_clear()
+            .envs(env)
+            .env("AWS_LAMBDA_RUNTIME_API", api.address())
+            .stdin(Stdio::null())
+            .stdout(out)
+            .stderr(err)
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(|source| spawn_error(path, source))?;
+        Ok(Self {
+            api,
+            child,
+            started,
+            log: log.to_path_buf(),
+        })
+    }
+
+    /// Sends one event and waits for the answer (or the process's exit).
+    pub async fn invoke(
+        &mut self,
+        event: &[u8],
+        timeout: Duration,
+    ) -> Result<Invocation, BootstrapError> {
+        let queued = Instant::now();
+        let answer = tokio::select! {
+            answer = self.api.invoke(event, timeout) => answer?,
+            status = self.child.wait() => {
+                let status = status.map(|s| s.to_string()).unwrap_or_else(|e| e.to_string());
+                return Err(BootstrapError::Exited(status, self.log.clone()));
+            }
+        };
+        Ok(Invocation {
+            outcome: answer,
+            latency: queued.elapsed(),
+        })
+    }
+
+    /// Time since the process was spawned.
+    pub fn since_spawn(&self) -> Duration {
+        self.started.elapsed()
+    }
+
+    /// Peak resident memory of the process so far (`VmHWM`), in KiB (Linux only).
+    pub fn peak_rss_kib(&self) -> Option<u64> {
+        let pid = self.child.id()?;
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmHWM:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+    }
+
+    /// The file holding the process's stdout and stderr.
+    pub fn log_path(&self) -> &Path {
+        &self.log
+    }
+
+    /// Stops the process.
+    pub async fn stop(mut self) {
+        let _ = self.child.kill().await;
+    }
+}
+
+fn spawn_error(path: &Path, source: std::io::Error) -> BootstrapError {
+    BootstrapError::Spawn {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// The environment Lambda gives every function, for a local run against `endpoint`: the
+/// reserved `AWS_LAMBDA_*` variables, a region, placeholder credentials (DynamoDB Local
+/// accepts any) and the DynamoDB endpoint override, on top of `function_env` (the
+/// template's variables for the function).
+pub fn lambda_environment(
+    function_name: &str,
+    memory_mb: u32,
+    endpoint: &str,
+    function_env: &BTreeMap<String, String>,
+) -> BTreeMap<String, String> {
+    let mut env = function_env.clone();
+    let fixed = [
+        ("AWS_LAMBDA_FUNCTION_NAME", function_name.to_string()),
+        ("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", memory_mb.to_string()),
+        ("AWS_LAMBDA_FUNCTION_VERSION", "$LATEST".to_string()),
+        (
+            "AWS_LAMBDA_LOG_GROUP_NAME",
+            format!("/aws/lambda/{function_name}"),
+        ),
+        ("AWS_LAMBDA_LOG_STREAM_NAME", "local/[$LATEST]0".to_string()),
+        ("AWS_REGION", "us-east-1".to_string()),
+        ("AWS_DEFAULT_REGION", "us-east-1".to_string()),
+        ("AWS_ACCESS_KEY_ID", "local".to_string()),
+        ("AWS_SECRET_ACCESS_KEY", "local".to_string()),
+        ("AWS_SESSION_TOKEN", "local".to_string()),
+        ("AWS_ENDPOINT_URL_DYNAMODB", endpoint.to_string()),
+        ("LAMBDA_TASK_ROOT", "/var/task".to_string()),
+        ("TZ", ":UTC".to_string()),
+    ];
+    for (name, value) in fixed {
+        env.insert(name.to_string(), value);
+    }
+    if let Ok(path) = std::env::var("PATH") {
+        env.insert("PATH".to_string(), path);
+    }
+    env
+}
+
+/// Runs `event` once through the release bootstrap of `function` (a template logical id), on
+/// the table `table_name` at `endpoint`, with the template's environment and `overrides` of
+/// its parameters: `sam local invoke FunctionName -e event.json`, without Docker.
+pub async fn invoke_once(
+    template: &crate::template::Template,
+    function: &str,
+    event: &[u8],
+    endpoint: &str,
+    table_name: &str,
+    overrides: &BTreeMap<String, String>,
+) -> Result<Outcome, Box<dyn std::error::Error + Send + Sync>> {
+    let definition = template
+        .function_definitions
+        .get(function)
+        .ok_or_else(|| format!("template.yaml has no function {function}"))?;
+    let env = template.function_environment(function, table_name, overrides)?;
+    let env = lambda_environment(function, definition.memory_mb, endpoint, &env);
+    let log = crate::repo_root()
+        .join("target/invoke")
+        .join(format!("{function}.log"));
+    let mut bootstrap =
+        RunningBootstrap::start(&host_bootstrap(&definition.binary), function, &env, &log).await?;
+    let timeout = Duration::from_secs(u64::from(definition.timeout_seconds));
+    let invocation = bootstrap.invoke(event, timeout).await;
+    bootstrap.stop().await;
+    // Echo the function's own log lines, as sam local invoke does.
+    if let Ok(text) = std::fs::read_to_string(&log) {
+        eprint!("{text}");
+    }
+    Ok(invocation?.outcome)
+}

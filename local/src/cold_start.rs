@@ -1,0 +1,182 @@
+//! Cold start and memory of the release bootstraps, measured under the local Lambda Runtime
+//! API: from spawning the process to its first response (what a user waits for on a cold
+//! invocation, minus Lambda's own sandbox start-up), then warm latency and peak resident
+//! memory. Each function gets its first 2xx sample event from `events/`.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use serde::Serialize;
+use shared::FleetTable;
+
+use crate::bootstrap::{host_bootstrap, lambda_environment, BootstrapError, RunningBootstrap};
+use crate::samples::{sample_events, SAMPLE_RETENTION_DAYS};
+use crate::template::Template;
+
+/// Warm invocations after each cold one.
+pub const WARM_INVOCATIONS: usize = 20;
+
+/// One function's figures over all runs.
+#[derive(Clone, Debug, Serialize)]
+pub struct ColdStart {
+    /// Template logical id.
+    pub function: String,
+    /// The binary.
+    pub binary: String,
+    /// The sample event used.
+    pub event: String,
+    /// Size of the bootstrap file, bytes.
+    pub bootstrap_bytes: u64,
+    /// Process start to first response, ms, one per run.
+    pub cold_ms: Vec<f64>,
+    /// Warm invocation latencies, ms, all runs.
+    pub warm_ms: Vec<f64>,
+    /// Peak resident memory after the warm invocations, KiB, one per run.
+    pub peak_rss_kib: Vec<u64>,
+}
+
+/// The `q` quantile (0..=1) of `values` (nearest rank); 0 when empty.
+pub fn quantile(values: &[f64], q: f64) -> f64 {
+    if values.is_empty() {
+        return 0.0;
+    }
+    let mut sorted = values.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    let rank = ((q * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len());
+    sorted[rank - 1]
+}
+
+/// Why a measurement failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ColdStartError {
+    /// A bootstrap failed.
+    #[error("{0}: {1}")]
+    Bootstrap(String, BootstrapError),
+    /// A bootstrap answered with the wrong status.
+    #[error("{function}: {event} answered {got}, expected {expected}")]
+    Status {
+        /// Function.
+        function: String,
+        /// Event file.
+        event: String,
+        /// Status got.
+        got: u16,
+        /// Status expected.
+        expected: u16,
+    },
+    /// The template is unusable.
+    #[error(transparent)]
+    Template(#[from] crate::template::TemplateError),
+}
+
+/// Runs every function's bootstrap `runs` times against `table` (seeded with the demo data)
+/// at `endpoint`.
+pub async fn measure(
+    template: &Template,
+    endpoint: &str,
+    table: &FleetTable,
+    runs: usize,
+) -> Result<Vec<ColdStart>, ColdStartError> {
+    let samples = sample_events();
+    let overrides = BTreeMap::from([(
+        "RetentionDays".to_string(),
+        SAMPLE_RETENTION_DAYS.to_string(),
+    )]);
+    let logs = crate::repo_root().join("target/cold-start");
+    let mut results = Vec::new();
+    for (function, definition) in &template.function_definitions {
+        let Some(sample) = samples
+            .iter()
+            .find(|s| &s.function == function && (200..300).contains(&s.status))
+        else {
+            continue;
+        };
+        let path = host_bootstrap(&definition.binary);
+        let env = template.function_environment(function, table.name(), &overrides)?;
+        let env = lambda_environment(function, definition.memory_mb, endpoint, &env);
+        let mut figures = ColdStart {
+            function: function.clone(),
+            binary: definition.binary.clone(),
+            event: sample.file.clone(),
+            bootstrap_bytes: std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0),
+            cold_ms: Vec::new(),
+            warm_ms: Vec::new(),
+            peak_rss_kib: Vec::new(),
+        };
+        let fail = |e| ColdStartError::Bootstrap(function.clone(), e);
+        for run in 0..runs {
+            let log = logs.join(format!("{function}-{run}.log"));
+            let mut bootstrap = RunningBootstrap::start(&path, function, &env, &log)
+                .await
+                .map_err(fail)?;
+            let timeout = Duration::from_secs(u64::from(definition.timeout_seconds).max(30));
+            for i in 0..=WARM_INVOCATIONS {
+                let invocation = bootstrap
+                    .invoke(sample.text.as_bytes(), timeout)
+                    .await
+                    .map_err(fail)?;
+                let status = invocation.outcome.status();
+                if status != sample.status {
+                    return Err(ColdStartError::Status {
+                        function: function.clone(),
+                        event: sample.file.clone(),
+                        got: status,
+                        expected: sample.status,
+                    });
+                }
+                if i == 0 {
+                    figures
+                        .cold_ms
+                        .push(bootstrap.since_spawn().as_secs_f64() * 1000.0);
+                } else {
+                    figures
+                        .warm_ms
+                        .push(invocation.latency.as_secs_f64() * 1000.0);
+                }
+            }
+            figures
+                .peak_rss_kib
+                .push(bootstrap.peak_rss_kib().unwrap_or(0));
+            bootstrap.stop().await;
+        }
+        results.push(figures);
+    }
+    Ok(results)
+}
+
+/// A Markdown table of the figures: medians, with the cold-start range.
+pub fn markdown(results: &[ColdStart]) -> String {
+    let mut out = String::from(
+        "| function | bootstrap | cold start p50 (min-max) | warm p50 / p99 | peak RSS |\n|---|---:|---:|---:|---:|\n",
+    );
+    for r in results {
+        let rss: Vec<f64> = r.peak_rss_kib.iter().map(|k| *k as f64).collect();
+        out.push_str(&format!(
+            "| {} | {:.1} MiB | {:.1} ms ({:.1}-{:.1}) | {:.2} / {:.2} ms | {:.1} MiB |\n",
+            r.function,
+            r.bootstrap_bytes as f64 / 1_048_576.0,
+            quantile(&r.cold_ms, 0.5),
+            quantile(&r.cold_ms, 0.0),
+            quantile(&r.cold_ms, 1.0),
+            quantile(&r.warm_ms, 0.5),
+            quantile(&r.warm_ms, 0.99),
+            quantile(&rss, 0.5) / 1024.0,
+        ));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::quantile;
+
+    #[test]
+    fn quantiles_are_nearest_rank() {
+        let v = [5.0, 1.0, 3.0, 2.0, 4.0];
+        assert_eq!(quantile(&v, 0.5), 3.0);
+        assert_eq!(quantile(&v, 0.0), 1.0);
+        assert_eq!(quantile(&v, 1.0), 5.0);
+        assert_eq!(quantile(&v, 0.99), 5.0);
+        assert_eq!(quantile(&[], 0.5), 0.0);
+    }
+}
