@@ -146,20 +146,22 @@ async fn ingest_loses_and_duplicates_nothing_at_15_percent_faults() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn ingest_loses_and_duplicates_nothing_at_30_percent_faults_of_every_kind() {
+async fn ingest_loses_and_duplicates_nothing_at_30_percent_faults_of_mixed_kinds() {
     let run = ingest_under_faults(
         ProxyConfig::new(30, FaultRates::uniform(0.30)),
         RETRY_WINDOW,
     )
     .await;
-    for fault in Fault::ALL {
-        assert!(
-            run.stats.faults.contains_key(fault.name()),
-            "{} injected: {:?}",
-            fault.name(),
-            run.stats
-        );
-    }
+    // Which kinds the seeded decisions land on depends on the order requests reach the proxy
+    // (timing), so this run asserts a rate, not every kind; the tests below force the kinds
+    // one at a time (every attempt failing, late landings, held-back items).
+    let requests: u64 = run.stats.requests.values().sum();
+    let faults: u64 = run.stats.faults.values().sum();
+    assert!(
+        faults * 10 >= requests && run.stats.faults.len() >= 3,
+        "at 30% expect well over 10% of {requests} requests faulted, of several kinds: {:?}",
+        run.stats
+    );
 }
 
 /// Faults beyond what the Lambda's retries absorb: most BatchWriteItem and many UpdateItem

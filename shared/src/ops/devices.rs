@@ -544,7 +544,10 @@ pub async fn delete_device(
         .table_name(table.name())
         .set_key(Some(device_key(user, device)))
         .update_expression("SET deletingAt = if_not_exists(deletingAt, :now)")
-        .condition_expression("attribute_exists(PK)")
+        // A device registered after this request was made is not the one it means to delete:
+        // a request that lands late (after its own retry, a re-registration and all) must not
+        // mark the new device.
+        .condition_expression("attribute_exists(PK) AND createdAt <= :now")
         .expression_attribute_values(":now", s(Timestamp::now().to_string()))
         .return_values(ReturnValue::AllNew)
         .return_consumed_capacity(ReturnConsumedCapacity::Total)
