@@ -63,3 +63,11 @@ $(PY_STAMP): tools/requirements.txt
 clean: ## Remove build output and installed tools
 	$(CARGO) clean
 	rm -rf .tools $(VENV)
+
+# Key-distribution simulator and cost model (profiles in bench/profiles/).
+.PHONY: simulate cost
+simulate: ## Load per partition key: make simulate [PROFILE=bench/profiles/x.yaml]; without PROFILE, all into docs/key-distribution.md
+	$(CARGO) run --quiet -p fleet-local -- simulate $(PROFILE)
+
+cost: ## Monthly DynamoDB + Lambda cost: make cost [PROFILE=...]; without PROFILE, all into docs/cost-model.md
+	$(CARGO) run --quiet -p fleet-local -- cost $(PROFILE)

@@ -2,6 +2,8 @@
 //! HTTP server with its stand-in JWT authorizer, and `invoke`. Used by `make dev`, `make test`
 //! and the end-to-end tests; never a dependency of a Lambda.
 
+pub mod capacity;
+pub mod cost;
 pub mod demo;
 pub mod dev_server;
 pub mod dynamodb_local;
@@ -9,6 +11,7 @@ pub mod faults;
 pub mod functions;
 pub mod model_docs;
 pub mod reference;
+pub mod simulate;
 pub mod stack;
 pub mod template;
 pub mod throughput;

@@ -26,6 +26,8 @@ async fn main() {
         Some("ingest-throughput") => ingest_throughput(&args[1..]).await,
         Some("docs") => docs(args.get(1).map(String::as_str) == Some("--check")).await,
         Some("scan-throughput") => scan_throughput(&args[1..]).await,
+        Some("simulate") => fleet_local::simulate::command(&args[1..]),
+        Some("cost") => fleet_local::cost::command(&args[1..]),
         _ => Err(USAGE.into()),
     };
     if let Err(err) = result {
@@ -34,7 +36,7 @@ async fn main() {
     }
 }
 
-const USAGE: &str = "usage: fleet-local dev | fleet-local invoke <FunctionLogicalId> <event.json> [--endpoint URL --table NAME] | fleet-local ingest-throughput [DEVICES] [BATCHES]";
+const USAGE: &str = "usage: fleet-local dev | fleet-local invoke <FunctionLogicalId> <event.json> [--endpoint URL --table NAME] | fleet-local ingest-throughput [DEVICES] [BATCHES] | fleet-local simulate [--check] [PROFILE...] | fleet-local cost [--check] [PROFILE...]";
 
 /// Writes (or with `--check`, verifies) docs/access-patterns.md and docs/model.json.
 async fn docs(check: bool) -> Result<(), Error> {
