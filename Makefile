@@ -22,7 +22,7 @@ help: ## List the commands
 dev: dynamodb-local ## Run the whole system locally: DynamoDB Local, demo data, the HTTP API on 127.0.0.1:$${PORT:-3000}
 	$(CARGO) run --quiet -p fleet-local -- dev
 
-test: dynamodb-local python-tools smoke-build ## Everything: fmt, clippy, template lint, unit, DynamoDB Local integration, event replay, shipped-bootstrap smoke, budgets
+test: dynamodb-local python-tools python-peer smoke-build ## Everything: fmt, clippy, template lint, unit, DynamoDB Local integration, event replay, shipped-bootstrap smoke, budgets
 	$(CARGO) fmt --all --check
 	$(CARGO) clippy --workspace --all-targets --locked -- -D warnings
 	$(VENV)/bin/cfn-lint template.yaml
@@ -89,4 +89,23 @@ $(PY_STAMP): tools/requirements.txt
 
 clean: ## Remove build output and installed tools
 	$(CARGO) clean
-	rm -rf .tools $(VENV)
+	rm -rf .tools $(VENV) $(PEER_VENV)
+
+# Key-distribution simulator and cost model (profiles in bench/profiles/).
+.PHONY: simulate cost
+simulate: ## Load per partition key: make simulate [PROFILE=bench/profiles/x.yaml]; without PROFILE, all into docs/key-distribution.md
+	$(CARGO) run --quiet -p fleet-local -- simulate $(PROFILE)
+
+cost: ## Monthly DynamoDB + Lambda cost: make cost [PROFILE=...]; without PROFILE, all into docs/cost-model.md
+	$(CARGO) run --quiet -p fleet-local -- cost $(PROFILE)
+
+# The Python + boto3 reference peer (bench/python-peer/), installed into .venv-peer/ from
+# pinned wheels; tests/python_peer.rs runs it against the Rust handlers.
+PEER_VENV  := .venv-peer
+PEER_STAMP := $(PEER_VENV)/.installed
+.PHONY: python-peer
+python-peer: $(PEER_STAMP) ## Install the Python + boto3 reference peer's requirements into .venv-peer/
+$(PEER_STAMP): bench/python-peer/requirements.txt
+	python3 -m venv $(PEER_VENV)
+	$(PEER_VENV)/bin/pip install --quiet --disable-pip-version-check --only-binary=:all: -r bench/python-peer/requirements.txt
+	touch $@

@@ -225,6 +225,11 @@ impl ApiRequest {
         self
     }
 
+    /// The event as API Gateway sends it (JSON), e.g. for another runtime's handler.
+    pub fn event(&self) -> &Value {
+        &self.event
+    }
+
     /// The lambda_http request the runtime would hand the function.
     pub fn build(&self) -> Request {
         lambda_http::request::from_str(&self.event.to_string()).expect("valid event")

@@ -3,7 +3,9 @@
 //! and the end-to-end tests; never a dependency of a Lambda.
 
 pub mod bootstrap;
+pub mod capacity;
 pub mod cold_start;
+pub mod cost;
 pub mod demo;
 pub mod dev_server;
 pub mod dynamodb_local;
@@ -14,6 +16,7 @@ pub mod model_docs;
 pub mod reference;
 pub mod runtime_api;
 pub mod samples;
+pub mod simulate;
 pub mod stack;
 pub mod template;
 pub mod throughput;

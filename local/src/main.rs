@@ -30,6 +30,8 @@ async fn main() {
         Some("docs") => docs(args.get(1).map(String::as_str) == Some("--check")).await,
         Some("scan-throughput") => scan_throughput(&args[1..]).await,
         Some("cold-start") => cold_start(&args[1..]).await,
+        Some("simulate") => fleet_local::simulate::command(&args[1..]),
+        Some("cost") => fleet_local::cost::command(&args[1..]),
         _ => Err(USAGE.into()),
     };
     if let Err(err) = result {
@@ -38,7 +40,7 @@ async fn main() {
     }
 }
 
-const USAGE: &str = "usage: fleet-local dev | fleet-local invoke <FunctionLogicalId> <event.json> [--endpoint URL --table NAME] [--bootstrap] | fleet-local ingest-throughput [DEVICES] [BATCHES] | fleet-local scan-throughput [DEVICES] [BATCHES] | fleet-local cold-start [RUNS] | fleet-local docs [--check]";
+const USAGE: &str = "usage: fleet-local dev | fleet-local invoke <FunctionLogicalId> <event.json> [--endpoint URL --table NAME] [--bootstrap] | fleet-local ingest-throughput [DEVICES] [BATCHES] | fleet-local scan-throughput [DEVICES] [BATCHES] | fleet-local cold-start [RUNS] | fleet-local docs [--check] | fleet-local simulate [--check] [PROFILE...] | fleet-local cost [--check] [PROFILE...]";
 
 /// Cold start, warm latency and memory of every release bootstrap, on the demo data.
 async fn cold_start(args: &[String]) -> Result<(), Error> {
