@@ -16,7 +16,10 @@ fn granted(function: &str) -> BTreeSet<Grant> {
     let definition = &template().function_definitions[function];
     let mut grants = BTreeSet::new();
     for statement in &definition.policy {
-        assert_eq!(statement.effect, "Allow", "{function}: only Allow statements");
+        assert_eq!(
+            statement.effect, "Allow",
+            "{function}: only Allow statements"
+        );
         for resource in &statement.resources {
             let resource = if resource == table {
                 TABLE.to_string()

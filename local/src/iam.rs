@@ -103,11 +103,15 @@ impl Intercept for GrantRecorder {
         let mut needed = vec![];
         match operation.as_str() {
             "Query" => {
-                let index = input.downcast_ref::<QueryInput>().and_then(|q| q.index_name());
+                let index = input
+                    .downcast_ref::<QueryInput>()
+                    .and_then(|q| q.index_name());
                 needed.push(grant("Query", on(index)));
             }
             "Scan" => {
-                let index = input.downcast_ref::<ScanInput>().and_then(|q| q.index_name());
+                let index = input
+                    .downcast_ref::<ScanInput>()
+                    .and_then(|q| q.index_name());
                 needed.push(grant("Scan", on(index)));
             }
             "TransactWriteItems" => {

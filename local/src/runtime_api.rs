@@ -136,7 +136,11 @@ impl RuntimeApi {
 
     /// Queues `event` and waits up to `timeout` for the bootstrap's answer. The bootstrap
     /// sees `timeout` as the invocation's deadline.
-    pub async fn invoke(&self, event: &[u8], timeout: Duration) -> Result<Outcome, RuntimeApiError> {
+    pub async fn invoke(
+        &self,
+        event: &[u8],
+        timeout: Duration,
+    ) -> Result<Outcome, RuntimeApiError> {
         let request_id = format!(
             "00000000-0000-4000-8000-{:012x}",
             self.next_id.fetch_add(1, Ordering::Relaxed)
@@ -162,10 +166,13 @@ impl RuntimeApi {
             .remove(&request_id);
         match answer {
             Ok(Ok(outcome)) => Ok(outcome),
-            Ok(Err(_)) => Err(self.init_error().map_or(RuntimeApiError::Stopped, RuntimeApiError::InitError)),
-            Err(_) => Err(self
+            Ok(Err(_)) => Err(self
                 .init_error()
-                .map_or(RuntimeApiError::Timeout(timeout), RuntimeApiError::InitError)),
+                .map_or(RuntimeApiError::Stopped, RuntimeApiError::InitError)),
+            Err(_) => Err(self.init_error().map_or(
+                RuntimeApiError::Timeout(timeout),
+                RuntimeApiError::InitError,
+            )),
         }
     }
 
@@ -192,12 +199,20 @@ fn answer(status: StatusCode, body: &str) -> Answer {
 async fn route(state: Arc<State>, req: Request<Incoming>) -> Result<Answer, Infallible> {
     let path = req.uri().path().to_string();
     let Some(rest) = path.strip_prefix(PREFIX) else {
-        return Ok(answer(StatusCode::NOT_FOUND, r#"{"errorMessage":"unknown path"}"#));
+        return Ok(answer(
+            StatusCode::NOT_FOUND,
+            r#"{"errorMessage":"unknown path"}"#,
+        ));
     };
     let method = req.method().clone();
     let body = match req.into_body().collect().await {
         Ok(collected) => collected.to_bytes(),
-        Err(_) => return Ok(answer(StatusCode::BAD_REQUEST, r#"{"errorMessage":"unreadable body"}"#)),
+        Err(_) => {
+            return Ok(answer(
+                StatusCode::BAD_REQUEST,
+                r#"{"errorMessage":"unreadable body"}"#,
+            ))
+        }
     };
     let segments: Vec<&str> = rest.trim_start_matches('/').split('/').collect();
     Ok(match (method, segments.as_slice()) {
@@ -209,7 +224,14 @@ async fn route(state: Arc<State>, req: Request<Incoming>) -> Result<Answer, Infa
         }
         (Method::POST, ["invocation", id, "error"]) => {
             let (error_type, message) = error_fields(&body);
-            deliver(&state, id, Outcome::Error { error_type, message })
+            deliver(
+                &state,
+                id,
+                Outcome::Error {
+                    error_type,
+                    message,
+                },
+            )
         }
         (Method::POST, ["init", "error"]) => {
             let (error_type, message) = error_fields(&body);
@@ -225,7 +247,10 @@ async fn route(state: Arc<State>, req: Request<Incoming>) -> Result<Answer, Infa
 async fn next_invocation(state: &State) -> Answer {
     let pending = state.queue.lock().await.recv().await;
     let Some(pending) = pending else {
-        return answer(StatusCode::GONE, r#"{"errorMessage":"runtime API stopped"}"#);
+        return answer(
+            StatusCode::GONE,
+            r#"{"errorMessage":"runtime API stopped"}"#,
+        );
     };
     let deadline_ms = pending
         .deadline
@@ -241,23 +266,37 @@ async fn next_invocation(state: &State) -> Answer {
     };
     set("lambda-runtime-aws-request-id", pending.request_id.clone());
     set("lambda-runtime-deadline-ms", deadline_ms.to_string());
-    set("lambda-runtime-invoked-function-arn", state.function_arn.clone());
+    set(
+        "lambda-runtime-invoked-function-arn",
+        state.function_arn.clone(),
+    );
     set(
         "lambda-runtime-trace-id",
-        format!("Root=1-00000000-{:0>24};Parent=0000000000000000;Sampled=0", pending.request_id.replace('-', "")[..24].to_string()),
+        format!(
+            "Root=1-00000000-{:0>24};Parent=0000000000000000;Sampled=0",
+            pending.request_id.replace('-', "")[..24].to_string()
+        ),
     );
     set("content-type", "application/json".to_string());
     response
 }
 
 fn deliver(state: &State, request_id: &str, outcome: Outcome) -> Answer {
-    match state.answers.lock().expect("answers lock").remove(request_id) {
+    match state
+        .answers
+        .lock()
+        .expect("answers lock")
+        .remove(request_id)
+    {
         Some(waiter) => {
             let _ = waiter.send(outcome);
             answer(StatusCode::ACCEPTED, r#"{"status":"OK"}"#)
         }
         // Lambda answers 400 for an unknown or already-answered request id.
-        None => answer(StatusCode::BAD_REQUEST, r#"{"errorMessage":"unknown request id"}"#),
+        None => answer(
+            StatusCode::BAD_REQUEST,
+            r#"{"errorMessage":"unknown request id"}"#,
+        ),
     }
 }
 
@@ -293,7 +332,9 @@ mod tests {
         let event: Value = next.json().await.unwrap();
         assert_eq!(event["hello"], "world");
         let status = client
-            .post(format!("http://{api}{PREFIX}/invocation/{id}/{path_suffix}"))
+            .post(format!(
+                "http://{api}{PREFIX}/invocation/{id}/{path_suffix}"
+            ))
             .body(reply)
             .send()
             .await
@@ -305,7 +346,11 @@ mod tests {
     #[tokio::test]
     async fn delivers_an_event_and_returns_the_posted_response() {
         let api = RuntimeApi::start("f").await.unwrap();
-        let client = tokio::spawn(poll_and_answer(api.address(), r#"{"statusCode":201}"#, "response"));
+        let client = tokio::spawn(poll_and_answer(
+            api.address(),
+            r#"{"statusCode":201}"#,
+            "response",
+        ));
         let outcome = api
             .invoke(br#"{"hello":"world"}"#, Duration::from_secs(5))
             .await

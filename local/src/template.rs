@@ -173,7 +173,9 @@ impl Template {
                         .get(p)
                         .or_else(|| self.parameter_defaults.get(p))
                         .cloned()
-                        .ok_or_else(|| shape(format!("{function}: {name}: parameter {p} has no default")))?,
+                        .ok_or_else(|| {
+                            shape(format!("{function}: {name}: parameter {p} has no default"))
+                        })?,
                 };
                 Ok((name.clone(), value))
             })
@@ -283,7 +285,12 @@ fn intrinsic(value: &Value) -> Option<(String, &Value)> {
     }
 }
 
-fn env_value(id: &str, name: &str, value: &Value, table_ids: &[&str]) -> Result<EnvValue, TemplateError> {
+fn env_value(
+    id: &str,
+    name: &str,
+    value: &Value,
+    table_ids: &[&str],
+) -> Result<EnvValue, TemplateError> {
     if let Some(literal) = scalar(value) {
         return Ok(EnvValue::Literal(literal));
     }
@@ -332,7 +339,11 @@ fn function_definition(
     let props = resource
         .get("Properties")
         .ok_or_else(|| shape(format!("{id}: no Properties")))?;
-    let setting = |name: &str| props.get(name).or_else(|| globals.and_then(|g| g.get(name)));
+    let setting = |name: &str| {
+        props
+            .get(name)
+            .or_else(|| globals.and_then(|g| g.get(name)))
+    };
     let number = |name: &str, default: u32| {
         setting(name)
             .and_then(Value::as_u64)
@@ -597,7 +608,10 @@ Resources:
     fn resolves_function_settings_environment_and_policy() {
         let t = Template::parse(SAMPLE).unwrap();
         let f = &t.function_definitions["F"];
-        assert_eq!((f.binary.as_str(), f.memory_mb, f.timeout_seconds), ("f", 128, 900));
+        assert_eq!(
+            (f.binary.as_str(), f.memory_mb, f.timeout_seconds),
+            ("f", 128, 900)
+        );
         assert_eq!(f.policy[0].actions, ["dynamodb:Query"]);
         assert_eq!(f.policy[0].resources, ["T", "T/index/*"]);
         let env = t
