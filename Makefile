@@ -109,3 +109,9 @@ $(PEER_STAMP): bench/python-peer/requirements.txt
 	python3 -m venv $(PEER_VENV)
 	$(PEER_VENV)/bin/pip install --quiet --disable-pip-version-check --only-binary=:all: -r bench/python-peer/requirements.txt
 	touch $@
+
+# The benchmark (local/src/bench/): every function as its release bootstrap under the local
+# Runtime API, against the Python peer, on one DynamoDB Local.
+.PHONY: bench
+bench: dynamodb-local smoke-build python-peer ## Measure patterns, ingest vs raw BatchWriteItem, cold starts, the Python peer: docs/benchmarks.md + .json (CALLS=300)
+	$(CARGO) run --quiet -p fleet-local -- bench $${CALLS:-300}

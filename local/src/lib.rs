@@ -2,6 +2,7 @@
 //! HTTP server with its stand-in JWT authorizer, and `invoke`. Used by `make dev`, `make test`
 //! and the end-to-end tests; never a dependency of a Lambda.
 
+pub mod bench;
 pub mod bootstrap;
 pub mod capacity;
 pub mod cold_start;

@@ -8,6 +8,7 @@
 //!   through the function's release bootstrap under a local Lambda Runtime API.
 //! - `fleet-local cold-start [RUNS]`: cold start, warm latency and memory of each release
 //!   bootstrap.
+//! - `fleet-local bench [CALLS]`: the benchmark; writes docs/benchmarks.md and .json.
 
 use std::sync::Arc;
 
@@ -32,6 +33,7 @@ async fn main() {
         Some("cold-start") => cold_start(&args[1..]).await,
         Some("simulate") => fleet_local::simulate::command(&args[1..]),
         Some("cost") => fleet_local::cost::command(&args[1..]),
+        Some("bench") => fleet_local::bench::command(&args[1..]).await,
         _ => Err(USAGE.into()),
     };
     if let Err(err) = result {
@@ -40,7 +42,7 @@ async fn main() {
     }
 }
 
-const USAGE: &str = "usage: fleet-local dev | fleet-local invoke <FunctionLogicalId> <event.json> [--endpoint URL --table NAME] [--bootstrap] | fleet-local ingest-throughput [DEVICES] [BATCHES] | fleet-local scan-throughput [DEVICES] [BATCHES] | fleet-local cold-start [RUNS] | fleet-local docs [--check] | fleet-local simulate [--check] [PROFILE...] | fleet-local cost [--check] [PROFILE...]";
+const USAGE: &str = "usage: fleet-local dev | fleet-local invoke <FunctionLogicalId> <event.json> [--endpoint URL --table NAME] [--bootstrap] | fleet-local ingest-throughput [DEVICES] [BATCHES] | fleet-local scan-throughput [DEVICES] [BATCHES] | fleet-local cold-start [RUNS] | fleet-local docs [--check] | fleet-local simulate [--check] [PROFILE...] | fleet-local cost [--check] [PROFILE...] | fleet-local bench [CALLS]";
 
 /// Cold start, warm latency and memory of every release bootstrap, on the demo data.
 async fn cold_start(args: &[String]) -> Result<(), Error> {
