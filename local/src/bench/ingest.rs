@@ -41,6 +41,17 @@ pub struct Throughput {
     pub driver_cpu_seconds: f64,
 }
 
+/// One round of the three contenders.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Round {
+    /// The Rust ingest bootstraps.
+    pub rust: Option<Throughput>,
+    /// The bare client.
+    pub raw: Option<Throughput>,
+    /// The Python peer.
+    pub python: Option<Throughput>,
+}
+
 /// Registered devices and their tokens.
 pub type Devices = Vec<(String, String)>;
 
