@@ -356,6 +356,42 @@ fn join_patterns(
         .collect()
 }
 
+/// The environment of every function of `template` (by logical id) as Lambda would set it,
+/// for the table `table` at `endpoint`, with the retention the reference data needs (its
+/// timestamps are fixed).
+pub fn function_environments(
+    template: &Template,
+    endpoint: &str,
+    table: &str,
+) -> Result<BTreeMap<String, BTreeMap<String, String>>, BenchError> {
+    let overrides = BTreeMap::from([(
+        "RetentionDays".to_string(),
+        REFERENCE_RETENTION_DAYS.to_string(),
+    )]);
+    template
+        .function_definitions
+        .iter()
+        .map(|(function, d)| {
+            let env = template
+                .function_environment(function, table, &overrides)
+                .map_err(BenchError::setup)?;
+            Ok((
+                function.clone(),
+                lambda_environment(function, d.memory_mb, endpoint, &env),
+            ))
+        })
+        .collect()
+}
+
+/// The bootstrap binary of every function of `template`, by logical id.
+pub fn function_binaries(template: &Template) -> BTreeMap<String, String> {
+    template
+        .function_definitions
+        .iter()
+        .map(|(f, d)| (f.clone(), d.binary.clone()))
+        .collect()
+}
+
 /// Runs everything on one DynamoDB Local.
 pub async fn run(settings: Settings) -> Result<BenchReport, BenchError> {
     let mut machine = Machine::describe();
@@ -363,11 +399,7 @@ pub async fn run(settings: Settings) -> Result<BenchReport, BenchError> {
     let logs = root.join("target/bench");
     std::fs::create_dir_all(&logs).map_err(BenchError::setup)?;
     let template = Template::load(&default_template_path()).map_err(BenchError::setup)?;
-    let binaries: BTreeMap<String, String> = template
-        .function_definitions
-        .iter()
-        .map(|(f, d)| (f.clone(), d.binary.clone()))
-        .collect();
+    let binaries = function_binaries(&template);
     for binary in binaries.values() {
         let path = crate::bootstrap::host_bootstrap(binary);
         if !path.is_file() {
@@ -394,28 +426,7 @@ pub async fn run(settings: Settings) -> Result<BenchReport, BenchError> {
             Ok::<_, BenchError>(table)
         }
     };
-    // Every function gets the template's environment for `table`, with the retention the
-    // reference data needs (its timestamps are fixed).
-    let overrides = BTreeMap::from([(
-        "RetentionDays".to_string(),
-        REFERENCE_RETENTION_DAYS.to_string(),
-    )]);
-    let environments =
-        |table: &str| -> Result<BTreeMap<String, BTreeMap<String, String>>, BenchError> {
-            template
-                .function_definitions
-                .iter()
-                .map(|(function, d)| {
-                    let env = template
-                        .function_environment(function, table, &overrides)
-                        .map_err(BenchError::setup)?;
-                    Ok((
-                        function.clone(),
-                        lambda_environment(function, d.memory_mb, &endpoint, &env),
-                    ))
-                })
-                .collect()
-        };
+    let environments = |table: &str| function_environments(&template, &endpoint, table);
     // Events the benchmark ingests are stamped from the day after the reference day on (in the
     // past, never inside the day the read patterns ask for), one second apart.
     let ingest_from =
