@@ -114,8 +114,11 @@ fn raw_template() -> yaml_serde::Value {
     yaml_serde::from_str(&text).unwrap()
 }
 
-/// Every `AWS::CloudWatch::Alarm` as (namespace, metric, dimension names and values as text).
-fn alarms() -> Vec<(String, String, Vec<(String, String)>)> {
+/// An alarm's namespace, metric, and dimension names and values as text.
+type Alarm = (String, String, Vec<(String, String)>);
+
+/// Every `AWS::CloudWatch::Alarm`.
+fn alarms() -> Vec<Alarm> {
     let doc = raw_template();
     let resources = doc["Resources"].as_mapping().unwrap();
     resources
