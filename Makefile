@@ -112,6 +112,10 @@ $(PEER_STAMP): bench/python-peer/requirements.txt
 
 # The benchmark (local/src/bench/): every function as its release bootstrap under the local
 # Runtime API, against the Python peer, on one DynamoDB Local.
-.PHONY: bench
+.PHONY: bench bench-compare
 bench: dynamodb-local smoke-build python-peer ## Measure patterns, ingest vs raw BatchWriteItem, cold starts, the Python peer: docs/benchmarks.md + .json (CALLS=300)
 	$(CARGO) run --quiet -p fleet-local -- bench $${CALLS:-300}
+
+bench-compare: dynamodb-local smoke-build ## Two builds of the bootstraps in turns: make bench-compare BEFORE=target/lambda-host-before [RUNS=20]
+	@test -n "$(BEFORE)" || { echo "usage: make bench-compare BEFORE=<dir like target/lambda-host>"; exit 2; }
+	$(CARGO) run --quiet -p fleet-local -- bench-compare $(BEFORE) target/lambda-host $${RUNS:-20}

@@ -9,6 +9,8 @@
 //! - `fleet-local cold-start [RUNS]`: cold start, warm latency and memory of each release
 //!   bootstrap.
 //! - `fleet-local bench [CALLS]`: the benchmark; writes docs/benchmarks.md and .json.
+//! - `fleet-local bench-compare BEFORE_DIR [AFTER_DIR] [RUNS]`: two builds of the bootstraps,
+//!   run by run in turns.
 
 use std::sync::Arc;
 
@@ -34,6 +36,7 @@ async fn main() {
         Some("simulate") => fleet_local::simulate::command(&args[1..]),
         Some("cost") => fleet_local::cost::command(&args[1..]),
         Some("bench") => fleet_local::bench::command(&args[1..]).await,
+        Some("bench-compare") => fleet_local::bench::compare::command(&args[1..]).await,
         _ => Err(USAGE.into()),
     };
     if let Err(err) = result {
@@ -42,7 +45,7 @@ async fn main() {
     }
 }
 
-const USAGE: &str = "usage: fleet-local dev | fleet-local invoke <FunctionLogicalId> <event.json> [--endpoint URL --table NAME] [--bootstrap] | fleet-local ingest-throughput [DEVICES] [BATCHES] | fleet-local scan-throughput [DEVICES] [BATCHES] | fleet-local cold-start [RUNS] | fleet-local docs [--check] | fleet-local simulate [--check] [PROFILE...] | fleet-local cost [--check] [PROFILE...] | fleet-local bench [CALLS]";
+const USAGE: &str = "usage: fleet-local dev | fleet-local invoke <FunctionLogicalId> <event.json> [--endpoint URL --table NAME] [--bootstrap] | fleet-local ingest-throughput [DEVICES] [BATCHES] | fleet-local scan-throughput [DEVICES] [BATCHES] | fleet-local cold-start [RUNS] | fleet-local docs [--check] | fleet-local simulate [--check] [PROFILE...] | fleet-local cost [--check] [PROFILE...] | fleet-local bench [CALLS] | fleet-local bench-compare BEFORE_DIR [AFTER_DIR] [RUNS]";
 
 /// Cold start, warm latency and memory of every release bootstrap, on the demo data.
 async fn cold_start(args: &[String]) -> Result<(), Error> {

@@ -14,6 +14,7 @@
 //! peer runs under exactly the same harness. Nothing here asserts a speed.
 
 pub mod api_event;
+pub mod compare;
 pub mod ingest;
 pub mod patterns;
 pub mod peer;
