@@ -221,7 +221,7 @@ impl Machine {
             .map_or(0, |kib| kib / 1024);
         let git = Path::new("git");
         let mut commit = command_output(git, &["rev-parse", "--short=12", "HEAD"]);
-        if !command_output(git, &["status", "--porcelain"]).is_empty() {
+        if !command_output(git, &["status", "--porcelain", "--untracked-files=no"]).is_empty() {
             commit.push_str("-dirty");
         }
         let package: serde_json::Value =
