@@ -14,7 +14,7 @@ PACKAGES  := $(foreach f,$(FUNCTIONS),-p $(f))
 # cargo-lambda, zig and the SAM CLI come from .venv (tools/requirements.txt).
 TOOLS_ENV := PATH="$(CURDIR)/$(VENV)/bin:$$PATH" SAM_CLI_TELEMETRY=0
 
-.PHONY: build deploy smoke-build cold-start arm64-target docs ingest-throughput scan-throughput help dev test lint unit-and-integration fmt dynamodb-local python-tools java-check invoke clean
+.PHONY: build deploy smoke-build cold-start arm64-target docs ingest-throughput scan-throughput fault-run help dev test lint unit-and-integration fmt dynamodb-local python-tools java-check invoke clean
 
 help: ## List the commands
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-16s %s\n", $$1, $$2}'
@@ -64,6 +64,9 @@ docs: dynamodb-local ## Regenerate docs/access-patterns.md and docs/model.json (
 
 scan-throughput: dynamodb-local ## Items/s of the daily analytics scan on DynamoDB Local (DEVICES=20 BATCHES=10)
 	$(CARGO) run --quiet -p fleet-local -- scan-throughput $${DEVICES:-20} $${BATCHES:-10}
+
+fault-run: dynamodb-local ## Ingest through the fault proxy at several fault rates: events acked vs stored (RUNS="5:0.05 30:0.30")
+	$(CARGO) run --quiet -p fleet-local -- fault-run $(RUNS)
 
 fmt: ## Format the code
 	$(CARGO) fmt --all

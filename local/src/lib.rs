@@ -10,6 +10,8 @@ pub mod cost;
 pub mod demo;
 pub mod dev_server;
 pub mod dynamodb_local;
+pub mod fault_proxy;
+pub mod fault_run;
 pub mod faults;
 pub mod functions;
 pub mod iam;

@@ -37,6 +37,7 @@ async fn main() {
         Some("cost") => fleet_local::cost::command(&args[1..]),
         Some("bench") => fleet_local::bench::command(&args[1..]).await,
         Some("bench-compare") => fleet_local::bench::compare::command(&args[1..]).await,
+        Some("fault-run") => fault_run(&args[1..]).await,
         _ => Err(USAGE.into()),
     };
     if let Err(err) = result {
@@ -45,7 +46,7 @@ async fn main() {
     }
 }
 
-const USAGE: &str = "usage: fleet-local dev | fleet-local invoke <FunctionLogicalId> <event.json> [--endpoint URL --table NAME] [--bootstrap] | fleet-local ingest-throughput [DEVICES] [BATCHES] | fleet-local scan-throughput [DEVICES] [BATCHES] | fleet-local cold-start [RUNS] | fleet-local docs [--check] | fleet-local simulate [--check] [PROFILE...] | fleet-local cost [--check] [PROFILE...] | fleet-local bench [CALLS] | fleet-local bench-compare BEFORE_DIR [AFTER_DIR] [RUNS]";
+const USAGE: &str = "usage: fleet-local dev | fleet-local invoke <FunctionLogicalId> <event.json> [--endpoint URL --table NAME] [--bootstrap] | fleet-local ingest-throughput [DEVICES] [BATCHES] | fleet-local scan-throughput [DEVICES] [BATCHES] | fleet-local cold-start [RUNS] | fleet-local docs [--check] | fleet-local simulate [--check] [PROFILE...] | fleet-local cost [--check] [PROFILE...] | fleet-local bench [CALLS] | fleet-local bench-compare BEFORE_DIR [AFTER_DIR] [RUNS] | fleet-local fault-run [SEED:RATE...]";
 
 /// Cold start, warm latency and memory of every release bootstrap, on the demo data.
 async fn cold_start(args: &[String]) -> Result<(), Error> {
@@ -107,6 +108,40 @@ async fn docs(check: bool) -> Result<(), Error> {
             std::fs::write(&full, text)?;
             println!("wrote {path}");
         }
+    }
+    Ok(())
+}
+
+/// Ingest runs through the fault proxy, one per `SEED:RATE` argument: a markdown table of
+/// events acknowledged vs stored, answers by status and faults injected by kind.
+async fn fault_run(args: &[String]) -> Result<(), Error> {
+    use fleet_local::fault_run::{ingest_fault_run, IngestLoad, FAULT_RUN_HEADER};
+    let defaults = ["5:0.05", "15:0.15", "30:0.30", "60:0.60"].map(String::from);
+    let runs = if args.is_empty() { &defaults[..] } else { args };
+    let template = Template::load(&default_template_path())?;
+    let dynamodb = DynamoDbLocal::start(&default_install_dir())?;
+    let load = IngestLoad {
+        devices: 4,
+        senders: 2,
+        batches: 5,
+        events: 100,
+        max_rounds: 50,
+    };
+    println!(
+        "ingest through the fault proxy ({} build; {} devices x {} senders x {} batches x {} events; client attempt timeout 1 s, delays 1.5 s, Lambda retry window 2 s)\n",
+        if cfg!(debug_assertions) { "debug" } else { "release" },
+        load.devices, load.senders, load.batches, load.events
+    );
+    println!("{FAULT_RUN_HEADER}");
+    for run in runs {
+        let (seed, rate) = run
+            .split_once(':')
+            .and_then(|(s, r)| Some((s.parse().ok()?, r.parse().ok()?)))
+            .ok_or("give runs as SEED:RATE, e.g. 30:0.30")?;
+        println!(
+            "{}",
+            ingest_fault_run(dynamodb.endpoint(), &template.table, seed, rate, load).await?
+        );
     }
     Ok(())
 }

@@ -74,7 +74,20 @@ pub async fn create_table(
                 .build()?,
         );
     }
-    request.send().await?;
+    // A slow CreateTable (a loaded machine) must not be retried by the client's 3 s attempt
+    // timeout: the retry would find the table the first attempt created.
+    request
+        .customize()
+        .config_override(
+            aws_sdk_dynamodb::config::Builder::default().timeout_config(
+                aws_sdk_dynamodb::config::timeout::TimeoutConfig::builder()
+                    .operation_attempt_timeout(std::time::Duration::from_secs(60))
+                    .operation_timeout(std::time::Duration::from_secs(120))
+                    .build(),
+            ),
+        )
+        .send()
+        .await?;
     if let Some(attribute) = &definition.ttl_attribute {
         client
             .update_time_to_live()

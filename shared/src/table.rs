@@ -8,6 +8,7 @@ use aws_sdk_dynamodb::config::timeout::TimeoutConfig;
 use aws_sdk_dynamodb::error::{ProvideErrorMetadata, SdkError};
 use aws_sdk_dynamodb::types::CancellationReason;
 use aws_sdk_dynamodb::Client;
+use aws_smithy_runtime_api::client::orchestrator::HttpResponse;
 
 use crate::config::FleetConfig;
 use crate::error::FleetError;
@@ -80,27 +81,38 @@ const THROTTLING_CODES: [&str; 4] = [
     "ThrottlingError",
 ];
 
-/// Maps an SDK failure that no pattern-specific rule claimed: throttling and transport
-/// faults that survived the retries become a 503 with Retry-After, the rest a 500.
-pub fn sdk_error<E, R>(err: SdkError<E, R>) -> FleetError
+/// Maps an SDK failure that no pattern-specific rule claimed: a transient failure that
+/// survived the retries ([`is_transient`]) becomes a 503 with Retry-After, the rest a 500.
+pub fn sdk_error<E>(err: SdkError<E, HttpResponse>) -> FleetError
 where
     E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
-    R: std::fmt::Debug,
 {
-    match &err {
-        SdkError::ServiceError(service) if is_throttling(service.err().code()) => {
-            FleetError::Throttled {
-                retry_after_seconds: RETRY_AFTER_SECONDS,
-            }
-        }
-        SdkError::TimeoutError(_) | SdkError::DispatchFailure(_) => FleetError::Throttled {
+    if is_transient(&err) {
+        return FleetError::Throttled {
             retry_after_seconds: RETRY_AFTER_SECONDS,
-        },
-        _ => FleetError::internal(format!(
-            "{}: {}",
-            err.code().unwrap_or("unknown"),
-            aws_smithy_types::error::display::DisplayErrorContext(&err)
-        )),
+        };
+    }
+    FleetError::internal(format!(
+        "{}: {}",
+        err.code().unwrap_or("unknown"),
+        aws_smithy_types::error::display::DisplayErrorContext(&err)
+    ))
+}
+
+/// Whether a failure is worth retrying later, because the request may succeed unchanged:
+/// throttling, a DynamoDB 5xx (`InternalServerError`, `ServiceUnavailable`), a timeout, a
+/// connection that failed or closed before the answer, or an answer that could not be read.
+/// Whether the request was applied is unknown for the last three, so only idempotent or
+/// conditional writes may be retried on them (every write in this crate is one).
+pub fn is_transient<E: ProvideErrorMetadata>(err: &SdkError<E, HttpResponse>) -> bool {
+    match err {
+        SdkError::ServiceError(service) => {
+            is_throttling(service.err().code()) || service.raw().status().as_u16() >= 500
+        }
+        SdkError::TimeoutError(_) | SdkError::DispatchFailure(_) | SdkError::ResponseError(_) => {
+            true
+        }
+        _ => false,
     }
 }
 

@@ -355,6 +355,7 @@ pub async fn update_device(
             ValidationError::new("body", "nothing to update: give status, name or tags").into(),
         );
     }
+    let now = Timestamp::now();
     let mut sets = vec![
         "version = :next".to_string(),
         "updatedAt = :now".to_string(),
@@ -369,7 +370,7 @@ pub async fn update_device(
         )
         .expression_attribute_values(":expected", n(expected_version))
         .expression_attribute_values(":next", n(expected_version + 1))
-        .expression_attribute_values(":now", s(Timestamp::now().to_string()));
+        .expression_attribute_values(":now", s(now.to_string()));
     if let Some(status) = patch.status {
         sets.push("#status = :status".into());
         sets.push("GSI1PK = :statusKey".into());
@@ -406,31 +407,39 @@ pub async fn update_device(
         .return_consumed_capacity(ReturnConsumedCapacity::Total)
         .send()
         .await;
-    let out = match result {
-        Ok(out) => out,
+    let item: DeviceItem = match result {
+        Ok(out) => {
+            record_write(out.consumed_capacity());
+            let attributes = out
+                .attributes
+                .ok_or_else(|| FleetError::internal("UpdateItem returned no attributes"))?;
+            serde_dynamo::from_item(attributes)?
+        }
         Err(err) => {
             if let Some(UpdateItemError::ConditionalCheckFailedException(failed)) =
                 err.as_service_error()
             {
-                let live = failed
+                let current = failed
                     .item()
-                    .is_some_and(|old| !old.contains_key("deletingAt"));
-                return Err(if live {
-                    FleetError::StaleVersion {
-                        expected: expected_version,
+                    .filter(|old| !old.contains_key("deletingAt"))
+                    .map(|old| serde_dynamo::from_item::<_, DeviceItem>(old.clone()))
+                    .transpose()?;
+                match current {
+                    // An earlier attempt of this very request was applied and its answer lost
+                    // (the SDK retried): the update is done, not stale.
+                    Some(device) if applied_by(&device, expected_version, &now, &patch) => device,
+                    Some(_) => {
+                        return Err(FleetError::StaleVersion {
+                            expected: expected_version,
+                        })
                     }
-                } else {
-                    FleetError::NotFound("device")
-                });
+                    None => return Err(FleetError::NotFound("device")),
+                }
+            } else {
+                return Err(sdk_error(err));
             }
-            return Err(sdk_error(err));
         }
     };
-    record_write(out.consumed_capacity());
-    let attributes = out
-        .attributes
-        .ok_or_else(|| FleetError::internal("UpdateItem returned no attributes"))?;
-    let item: DeviceItem = serde_dynamo::from_item(attributes)?;
     if patch.changes_copies() {
         // The update itself is committed: report it even if the copies lag, and say so in
         // the log. The next name/tag change brings them in step again.
@@ -439,6 +448,22 @@ pub async fn update_device(
         }
     }
     Ok(item.into())
+}
+
+/// Whether `device` is the result of applying `patch` at `expected_version` with `updatedAt`
+/// = `now`: the same request's earlier attempt (a write by another request in the same
+/// millisecond with the same fields is indistinguishable from it, and equivalent).
+fn applied_by(
+    device: &DeviceItem,
+    expected_version: u64,
+    now: &Timestamp,
+    patch: &DevicePatch,
+) -> bool {
+    device.version == expected_version + 1
+        && device.updated_at == *now
+        && patch.status.is_none_or(|s| device.status == s)
+        && patch.name.as_ref().is_none_or(|n| &device.name == n)
+        && patch.tags.as_ref().is_none_or(|t| &device.tags == t)
 }
 
 /// Brings tag links and the registration's name/type copy in step with `device` (as

@@ -29,7 +29,7 @@ use crate::metrics::{record_read, record_write};
 use crate::retry::backoff;
 use crate::schema::{PK, SK};
 use crate::shard::shard_of;
-use crate::table::{is_throttling, sdk_error, FleetTable};
+use crate::table::{is_transient, sdk_error, FleetTable};
 use crate::timestamp::Timestamp;
 use crate::token::token_matches;
 
@@ -544,14 +544,7 @@ impl Ingestor {
                     });
                 }
                 Err(err) => {
-                    let retryable = matches!(
-                        &err,
-                        aws_sdk_dynamodb::error::SdkError::TimeoutError(_)
-                            | aws_sdk_dynamodb::error::SdkError::DispatchFailure(_)
-                            | aws_sdk_dynamodb::error::SdkError::ResponseError(_)
-                    ) || is_throttling(
-                        aws_sdk_dynamodb::error::ProvideErrorMetadata::code(&err),
-                    );
+                    let retryable = is_transient(&err);
                     if !retryable {
                         return Err(sdk_error(err));
                     }
@@ -677,14 +670,7 @@ impl Ingestor {
                         }
                     }
                     _ => {
-                        let code = aws_sdk_dynamodb::error::ProvideErrorMetadata::code(&err);
-                        if !is_throttling(code)
-                            && !matches!(
-                                &err,
-                                aws_sdk_dynamodb::error::SdkError::TimeoutError(_)
-                                    | aws_sdk_dynamodb::error::SdkError::DispatchFailure(_)
-                            )
-                        {
+                        if !is_transient(&err) {
                             return Err(sdk_error(err));
                         }
                     }

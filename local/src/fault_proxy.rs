@@ -1,0 +1,571 @@
+//! A fault-injecting loopback HTTP proxy in front of DynamoDB Local: the "real path" for fault
+//! tests. The functions' SDK client talks to the proxy exactly as it would to DynamoDB; the
+//! proxy forwards every request unchanged except those it picks, per request and per operation
+//! (the `X-Amz-Target` header), with a seeded random draw, to:
+//!
+//! - answer `400 ProvisionedThroughputExceededException` or `400 ThrottlingException`, with
+//!   the bodies DynamoDB sends (nothing forwarded);
+//! - answer `500 InternalServerError` (nothing forwarded);
+//! - close the connection without forwarding (the client sees a reset, nothing was applied);
+//! - forward, let DynamoDB Local apply the request, then close the connection (applied, answer
+//!   lost);
+//! - hold the request for [`ProxyConfig::delay`] before forwarding (past the client's attempt
+//!   timeout: the client gives up and retries, and the original lands late);
+//! - for `BatchWriteItem`, forward only a subset of the items and return the rest as real
+//!   `UnprocessedItems`, merged into DynamoDB Local's own answer.
+//!
+//! Rates are per kind, with overrides per operation, and the draws come from one generator
+//! seeded with [`ProxyConfig::seed`]: the same seed gives the same sequence of decisions
+//! (which request gets which decision still depends on how concurrent requests interleave).
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use http_body_util::{BodyExt, Full};
+use hyper::body::{Bytes, Incoming};
+use hyper::service::service_fn;
+use hyper::{Request, Response, StatusCode};
+use hyper_util::rt::TokioIo;
+use serde_json::Value;
+use tokio::net::TcpListener;
+
+/// One kind of injected fault.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Fault {
+    /// 400 `ProvisionedThroughputExceededException`, not forwarded.
+    ThroughputExceeded,
+    /// 400 `ThrottlingException` (on-demand tables), not forwarded.
+    Throttling,
+    /// 500 `InternalServerError`, not forwarded.
+    InternalError,
+    /// Connection closed before forwarding: nothing applied, no answer.
+    DropBeforeForward,
+    /// Forwarded and applied, then the connection is closed: the answer is lost.
+    DropAfterForward,
+    /// Held for [`ProxyConfig::delay`], then forwarded: applied late, after the client gave up.
+    Delay,
+    /// `BatchWriteItem` only: a subset forwarded, the rest answered as `UnprocessedItems`.
+    Unprocessed,
+}
+
+impl Fault {
+    /// Every kind, in the order the draw walks them.
+    pub const ALL: [Fault; 7] = [
+        Fault::ThroughputExceeded,
+        Fault::Throttling,
+        Fault::InternalError,
+        Fault::DropBeforeForward,
+        Fault::DropAfterForward,
+        Fault::Delay,
+        Fault::Unprocessed,
+    ];
+
+    /// A stable name for reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            Fault::ThroughputExceeded => "throughput-exceeded-400",
+            Fault::Throttling => "throttling-400",
+            Fault::InternalError => "internal-error-500",
+            Fault::DropBeforeForward => "dropped-before-forwarding",
+            Fault::DropAfterForward => "dropped-after-forwarding",
+            Fault::Delay => "delayed-past-timeout",
+            Fault::Unprocessed => "unprocessed-items",
+        }
+    }
+}
+
+/// The probability of each fault kind for one request (their sum at most 1).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct FaultRates {
+    /// See [`Fault::ThroughputExceeded`].
+    pub throughput_exceeded: f64,
+    /// See [`Fault::Throttling`].
+    pub throttling: f64,
+    /// See [`Fault::InternalError`].
+    pub internal_error: f64,
+    /// See [`Fault::DropBeforeForward`].
+    pub drop_before_forward: f64,
+    /// See [`Fault::DropAfterForward`].
+    pub drop_after_forward: f64,
+    /// See [`Fault::Delay`].
+    pub delay: f64,
+    /// See [`Fault::Unprocessed`]; applies to `BatchWriteItem` only.
+    pub unprocessed: f64,
+}
+
+impl FaultRates {
+    /// No faults.
+    pub fn none() -> Self {
+        Self::default()
+    }
+
+    /// `total` spread evenly over every kind (a request that is not a `BatchWriteItem` cannot
+    /// get [`Fault::Unprocessed`], so it sees 6/7 of `total`).
+    pub fn uniform(total: f64) -> Self {
+        let each = total / Fault::ALL.len() as f64;
+        Self {
+            throughput_exceeded: each,
+            throttling: each,
+            internal_error: each,
+            drop_before_forward: each,
+            drop_after_forward: each,
+            delay: each,
+            unprocessed: each,
+        }
+    }
+
+    /// The rate of `fault`.
+    pub fn rate(&self, fault: Fault) -> f64 {
+        match fault {
+            Fault::ThroughputExceeded => self.throughput_exceeded,
+            Fault::Throttling => self.throttling,
+            Fault::InternalError => self.internal_error,
+            Fault::DropBeforeForward => self.drop_before_forward,
+            Fault::DropAfterForward => self.drop_after_forward,
+            Fault::Delay => self.delay,
+            Fault::Unprocessed => self.unprocessed,
+        }
+    }
+
+    fn total(&self) -> f64 {
+        Fault::ALL.iter().map(|f| self.rate(*f)).sum()
+    }
+
+    /// The fault a draw in `0..1` selects for `operation`, if any.
+    fn pick(&self, draw: f64, operation: &str) -> Option<Fault> {
+        let mut edge = 0.0;
+        for fault in Fault::ALL {
+            edge += self.rate(fault);
+            if draw < edge {
+                let applies = fault != Fault::Unprocessed || operation == "BatchWriteItem";
+                return applies.then_some(fault);
+            }
+        }
+        None
+    }
+}
+
+/// What the proxy breaks, how often, and with which seed.
+#[derive(Clone, Debug)]
+pub struct ProxyConfig {
+    /// Seed of the decision generator.
+    pub seed: u64,
+    /// Rates for every operation without its own entry in `operations`.
+    pub rates: FaultRates,
+    /// Rates by operation name (`BatchWriteItem`, `UpdateItem`, ...).
+    pub operations: BTreeMap<String, FaultRates>,
+    /// How long a [`Fault::Delay`] holds a request; set it past the client's attempt timeout.
+    pub delay: Duration,
+}
+
+impl ProxyConfig {
+    /// `rates` for every operation, with `seed`; delays of 1.5 s.
+    pub fn new(seed: u64, rates: FaultRates) -> Self {
+        Self {
+            seed,
+            rates,
+            operations: BTreeMap::new(),
+            delay: Duration::from_millis(1500),
+        }
+    }
+
+    fn rates_for(&self, operation: &str) -> &FaultRates {
+        self.operations.get(operation).unwrap_or(&self.rates)
+    }
+}
+
+/// What the proxy saw and did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ProxyStats {
+    /// Requests received, by operation.
+    pub requests: BTreeMap<String, u64>,
+    /// Faults injected, by kind name ([`Fault::name`]).
+    pub faults: BTreeMap<&'static str, u64>,
+    /// Faults injected, by operation and kind name.
+    pub faults_by_operation: BTreeMap<(String, &'static str), u64>,
+    /// BatchWriteItem items answered as unprocessed instead of being forwarded.
+    pub items_held_back: u64,
+    /// Statuses of the answers the client received (dropped connections have none).
+    pub answers: BTreeMap<u16, u64>,
+}
+
+impl ProxyStats {
+    /// Faults injected in all.
+    pub fn total_faults(&self) -> u64 {
+        self.faults.values().sum()
+    }
+
+    /// Requests received in all.
+    pub fn total_requests(&self) -> u64 {
+        self.requests.values().sum()
+    }
+}
+
+/// What the proxy does with one request.
+#[derive(Clone, Copy, Debug)]
+struct Decision {
+    fault: Option<Fault>,
+    request_id: u64,
+    /// For [`Fault::Unprocessed`]: the share of the batch held back.
+    split: f64,
+}
+
+struct Shared {
+    upstream: String,
+    config: ProxyConfig,
+    http: reqwest::Client,
+    rng: Mutex<fastrand::Rng>,
+    enabled: AtomicBool,
+    stats: Mutex<ProxyStats>,
+}
+
+/// A running proxy; stops when dropped.
+pub struct FaultProxy {
+    endpoint: String,
+    shared: Arc<Shared>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl std::fmt::Debug for FaultProxy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FaultProxy")
+            .field("endpoint", &self.endpoint)
+            .finish()
+    }
+}
+
+/// Why the proxy closes a connection instead of answering.
+#[derive(Debug)]
+struct Dropped;
+
+impl std::fmt::Display for Dropped {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("connection dropped by the fault proxy")
+    }
+}
+
+impl std::error::Error for Dropped {}
+
+type ProxyResponse = Result<Response<Full<Bytes>>, Dropped>;
+
+impl FaultProxy {
+    /// Starts a proxy for `upstream` (a DynamoDB Local endpoint) on a free loopback port.
+    pub async fn start(upstream: &str, config: ProxyConfig) -> std::io::Result<Self> {
+        if config.rates.total() > 1.0 || config.operations.values().any(|r| r.total() > 1.0) {
+            return Err(std::io::Error::other("fault rates add up to more than 1"));
+        }
+        let listener = TcpListener::bind(("127.0.0.1", 0)).await?;
+        let addr: SocketAddr = listener.local_addr()?;
+        let http = reqwest::Client::builder()
+            .no_proxy()
+            .build()
+            .map_err(std::io::Error::other)?;
+        let shared = Arc::new(Shared {
+            upstream: upstream.trim_end_matches('/').to_string(),
+            rng: Mutex::new(fastrand::Rng::with_seed(config.seed)),
+            config,
+            http,
+            enabled: AtomicBool::new(true),
+            stats: Mutex::new(ProxyStats::default()),
+        });
+        let accept = Arc::clone(&shared);
+        let task = tokio::spawn(async move {
+            loop {
+                let Ok((stream, _)) = listener.accept().await else {
+                    continue;
+                };
+                let shared = Arc::clone(&accept);
+                tokio::spawn(async move {
+                    let service = service_fn(move |req| {
+                        let shared = Arc::clone(&shared);
+                        async move { handle(shared, req).await }
+                    });
+                    // A dropped connection ends here with the service's error: that is the
+                    // point, not a failure of the proxy.
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(TokioIo::new(stream), service)
+                        .await;
+                });
+            }
+        });
+        Ok(Self {
+            endpoint: format!("http://{addr}"),
+            shared,
+            task,
+        })
+    }
+
+    /// The URL to point the SDK at.
+    pub fn endpoint(&self) -> &str {
+        &self.endpoint
+    }
+
+    /// Turns fault injection on or off (off: a plain pass-through, e.g. for test setup).
+    pub fn set_enabled(&self, enabled: bool) {
+        self.shared.enabled.store(enabled, Ordering::SeqCst);
+    }
+
+    /// The figures so far.
+    pub fn stats(&self) -> ProxyStats {
+        self.shared.stats.lock().expect("stats lock").clone()
+    }
+}
+
+impl Drop for FaultProxy {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// The operation a request names (`DynamoDB_20120810.PutItem` -> `PutItem`).
+fn operation_of(req: &Request<Incoming>) -> String {
+    req.headers()
+        .get("x-amz-target")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|t| t.rsplit('.').next())
+        .unwrap_or("unknown")
+        .to_string()
+}
+
+const THROUGHPUT_EXCEEDED: &str = r#"{"__type":"com.amazonaws.dynamodb.v20120810#ProvisionedThroughputExceededException","message":"The level of configured provisioned throughput for the table was exceeded. Consider increasing your provisioning level with the UpdateTable API."}"#;
+const THROTTLING: &str = r#"{"__type":"com.amazon.coral.availability#ThrottlingException","message":"Throughput exceeds the current capacity of your table or index. DynamoDB is automatically scaling your table or index so please try again shortly. If exceptions persist, check if you have a hot key: https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/bp-partition-key-design.html"}"#;
+const INTERNAL_ERROR: &str = r#"{"__type":"com.amazonaws.dynamodb.v20120810#InternalServerError","message":"Internal server error"}"#;
+
+/// An error answer shaped like DynamoDB's.
+fn dynamodb_error(
+    status: StatusCode,
+    body: &'static str,
+    request_id: u64,
+) -> Response<Full<Bytes>> {
+    let mut response = Response::new(Full::new(Bytes::from_static(body.as_bytes())));
+    *response.status_mut() = status;
+    let headers = response.headers_mut();
+    headers.insert(
+        hyper::header::CONTENT_TYPE,
+        hyper::header::HeaderValue::from_static("application/x-amz-json-1.0"),
+    );
+    if let Ok(id) = hyper::header::HeaderValue::from_str(&format!("FAULTPROXY{request_id:020}")) {
+        headers.insert("x-amzn-requestid", id);
+    }
+    response
+}
+
+impl Shared {
+    /// Draws the decision for the next request. Everything random about a request is drawn
+    /// here, at once, so the n-th request to arrive always gets the n-th decision of the seed.
+    fn decide(&self, operation: &str) -> Decision {
+        let mut rng = self.rng.lock().expect("rng lock");
+        let draw = rng.f64();
+        let decision = Decision {
+            fault: None,
+            request_id: rng.u64(..),
+            split: rng.f64(),
+        };
+        if !self.enabled.load(Ordering::SeqCst) {
+            return decision;
+        }
+        Decision {
+            fault: self.config.rates_for(operation).pick(draw, operation),
+            ..decision
+        }
+    }
+
+    fn record(&self, update: impl FnOnce(&mut ProxyStats)) {
+        update(&mut self.stats.lock().expect("stats lock"));
+    }
+
+    fn count_fault(&self, operation: &str, fault: Fault) {
+        self.record(|s| {
+            *s.faults.entry(fault.name()).or_default() += 1;
+            *s.faults_by_operation
+                .entry((operation.to_string(), fault.name()))
+                .or_default() += 1;
+        });
+    }
+
+    /// Sends the request to DynamoDB Local and returns its answer as is.
+    async fn forward(
+        &self,
+        parts: &hyper::http::request::Parts,
+        body: Bytes,
+    ) -> Result<Response<Full<Bytes>>, Dropped> {
+        let path = parts
+            .uri
+            .path_and_query()
+            .map(|p| p.as_str())
+            .unwrap_or("/");
+        let mut request = self
+            .http
+            .request(parts.method.clone(), format!("{}{path}", self.upstream))
+            .body(body);
+        for (name, value) in &parts.headers {
+            if name != hyper::header::HOST && name != hyper::header::CONTENT_LENGTH {
+                request = request.header(name, value);
+            }
+        }
+        let upstream = request.send().await.map_err(|_| Dropped)?;
+        let status = upstream.status();
+        let headers = upstream.headers().clone();
+        let bytes = upstream.bytes().await.map_err(|_| Dropped)?;
+        let mut response = Response::new(Full::new(bytes));
+        *response.status_mut() = status;
+        for (name, value) in &headers {
+            if name != hyper::header::CONTENT_LENGTH && name != hyper::header::TRANSFER_ENCODING {
+                response.headers_mut().insert(name, value.clone());
+            }
+        }
+        Ok(response)
+    }
+
+    /// Forwards part of a BatchWriteItem and reports the rest as unprocessed. `None` when the
+    /// batch is too small to split (it is then forwarded whole).
+    async fn forward_part(
+        &self,
+        parts: &hyper::http::request::Parts,
+        body: &Bytes,
+        split: f64,
+    ) -> Option<Result<Response<Full<Bytes>>, Dropped>> {
+        let mut input: Value = serde_json::from_slice(body).ok()?;
+        let tables = input.get_mut("RequestItems")?.as_object_mut()?;
+        let total: usize = tables
+            .values()
+            .map(|r| r.as_array().map_or(0, Vec::len))
+            .sum();
+        if total < 2 {
+            return None;
+        }
+        // At least one item goes through and at least one is held back: DynamoDB answers a
+        // batch it can process none of with an error, not with everything unprocessed.
+        let held_count = ((split * (total - 1) as f64) as usize + 1).min(total - 1);
+        let mut held: BTreeMap<String, Vec<Value>> = BTreeMap::new();
+        let mut left = held_count;
+        for (table, requests) in tables.iter_mut() {
+            let Some(requests) = requests.as_array_mut() else {
+                continue;
+            };
+            let take = left.min(requests.len());
+            if take == 0 {
+                continue;
+            }
+            let split = requests.len() - take;
+            held.insert(table.clone(), requests.split_off(split));
+            left -= take;
+        }
+        tables.retain(|_, r| r.as_array().is_some_and(|a| !a.is_empty()));
+        let forwarded = Bytes::from(serde_json::to_vec(&input).ok()?);
+        self.record(|s| s.items_held_back += held_count as u64);
+        let response = match self.forward(parts, forwarded).await {
+            Ok(r) => r,
+            Err(e) => return Some(Err(e)),
+        };
+        if response.status() != StatusCode::OK {
+            return Some(Ok(response));
+        }
+        let (mut head, body) = response.into_parts();
+        let bytes = body.collect().await.ok()?.to_bytes();
+        let mut output: Value = serde_json::from_slice(&bytes).ok()?;
+        let unprocessed = output
+            .as_object_mut()?
+            .entry("UnprocessedItems")
+            .or_insert_with(|| Value::Object(Default::default()));
+        let unprocessed = unprocessed.as_object_mut()?;
+        for (table, requests) in held {
+            let entry = unprocessed
+                .entry(table)
+                .or_insert_with(|| Value::Array(Vec::new()));
+            if let Some(list) = entry.as_array_mut() {
+                list.extend(requests);
+            }
+        }
+        // The body changed: its checksum header no longer applies.
+        head.headers.remove("x-amz-crc32");
+        let bytes = Bytes::from(serde_json::to_vec(&output).ok()?);
+        Some(Ok(Response::from_parts(head, Full::new(bytes))))
+    }
+}
+
+async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> ProxyResponse {
+    let operation = operation_of(&req);
+    shared.record(|s| *s.requests.entry(operation.clone()).or_default() += 1);
+    let (parts, body) = req.into_parts();
+    let body = body.collect().await.map_err(|_| Dropped)?.to_bytes();
+    let decision = shared.decide(&operation);
+    let result = match decision.fault {
+        None => shared.forward(&parts, body).await,
+        Some(fault) => inject(&shared, fault, &operation, &parts, body, decision).await,
+    };
+    if let Ok(response) = &result {
+        let status = response.status().as_u16();
+        shared.record(|s| *s.answers.entry(status).or_default() += 1);
+    }
+    result
+}
+
+async fn inject(
+    shared: &Arc<Shared>,
+    fault: Fault,
+    operation: &str,
+    parts: &hyper::http::request::Parts,
+    body: Bytes,
+    decision: Decision,
+) -> ProxyResponse {
+    let request_id = decision.request_id;
+    match fault {
+        Fault::ThroughputExceeded => {
+            shared.count_fault(operation, fault);
+            Ok(dynamodb_error(
+                StatusCode::BAD_REQUEST,
+                THROUGHPUT_EXCEEDED,
+                request_id,
+            ))
+        }
+        Fault::Throttling => {
+            shared.count_fault(operation, fault);
+            Ok(dynamodb_error(
+                StatusCode::BAD_REQUEST,
+                THROTTLING,
+                request_id,
+            ))
+        }
+        Fault::InternalError => {
+            shared.count_fault(operation, fault);
+            Ok(dynamodb_error(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                INTERNAL_ERROR,
+                request_id,
+            ))
+        }
+        Fault::DropBeforeForward => {
+            shared.count_fault(operation, fault);
+            Err(Dropped)
+        }
+        Fault::DropAfterForward => {
+            shared.count_fault(operation, fault);
+            // Whatever DynamoDB Local answered, the client never sees it.
+            let _ = shared.forward(parts, body).await;
+            Err(Dropped)
+        }
+        Fault::Delay => {
+            shared.count_fault(operation, fault);
+            // Forwarded on its own task, so the request lands even when the client has given
+            // up and closed the connection meanwhile.
+            let late = Arc::clone(shared);
+            let parts = parts.clone();
+            let forwarded = tokio::spawn(async move {
+                tokio::time::sleep(late.config.delay).await;
+                late.forward(&parts, body).await
+            });
+            forwarded.await.unwrap_or(Err(Dropped))
+        }
+        Fault::Unprocessed => match shared.forward_part(parts, &body, decision.split).await {
+            Some(result) => {
+                shared.count_fault(operation, fault);
+                result
+            }
+            None => shared.forward(parts, body).await,
+        },
+    }
+}
