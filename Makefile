@@ -22,7 +22,7 @@ help: ## List the commands
 dev: dynamodb-local ## Run the whole system locally: DynamoDB Local, demo data, the HTTP API on 127.0.0.1:$${PORT:-3000}
 	$(CARGO) run --quiet -p fleet-local -- dev
 
-test: dynamodb-local python-tools smoke-build ## Everything: fmt, clippy, template lint, unit, DynamoDB Local integration, event replay, shipped-bootstrap smoke, budgets
+test: dynamodb-local python-tools python-peer smoke-build ## Everything: fmt, clippy, template lint, unit, DynamoDB Local integration, event replay, shipped-bootstrap smoke, budgets
 	$(CARGO) fmt --all --check
 	$(CARGO) clippy --workspace --all-targets --locked -- -D warnings
 	$(VENV)/bin/cfn-lint template.yaml
@@ -92,7 +92,7 @@ $(PY_STAMP): tools/requirements.txt
 
 clean: ## Remove build output and installed tools
 	$(CARGO) clean
-	rm -rf .tools $(VENV)
+	rm -rf .tools $(VENV) $(PEER_VENV)
 
 # ---------------------------------------------------------------- hostile input, fuzzing, load
 .PHONY: hostile fuzz fuzz-tools load
@@ -115,3 +115,32 @@ fuzz: fuzz-tools ## Run each cargo-fuzz target for FUZZ_SECONDS (default 60): ke
 
 load: dynamodb-local ## Load test on loopback: dev server, ingest + dashboard traffic (LOAD_SECONDS=30 LOAD_CONCURRENCY=16), release build
 	$(CARGO) run --release --quiet -p fleet-local -- load $${LOAD_SECONDS:-30} $${LOAD_CONCURRENCY:-16}
+
+# Key-distribution simulator and cost model (profiles in bench/profiles/).
+.PHONY: simulate cost
+simulate: ## Load per partition key: make simulate [PROFILE=bench/profiles/x.yaml]; without PROFILE, all into docs/key-distribution.md
+	$(CARGO) run --quiet -p fleet-local -- simulate $(PROFILE)
+
+cost: ## Monthly DynamoDB + Lambda cost: make cost [PROFILE=...]; without PROFILE, all into docs/cost-model.md
+	$(CARGO) run --quiet -p fleet-local -- cost $(PROFILE)
+
+# The Python + boto3 reference peer (bench/python-peer/), installed into .venv-peer/ from
+# pinned wheels; tests/python_peer.rs runs it against the Rust handlers.
+PEER_VENV  := .venv-peer
+PEER_STAMP := $(PEER_VENV)/.installed
+.PHONY: python-peer
+python-peer: $(PEER_STAMP) ## Install the Python + boto3 reference peer's requirements into .venv-peer/
+$(PEER_STAMP): bench/python-peer/requirements.txt
+	python3 -m venv $(PEER_VENV)
+	$(PEER_VENV)/bin/pip install --quiet --disable-pip-version-check --only-binary=:all: -r bench/python-peer/requirements.txt
+	touch $@
+
+# The benchmark (local/src/bench/): every function as its release bootstrap under the local
+# Runtime API, against the Python peer, on one DynamoDB Local.
+.PHONY: bench bench-compare
+bench: dynamodb-local smoke-build python-peer ## Measure patterns, ingest vs raw BatchWriteItem, cold starts, the Python peer: docs/benchmarks.md + .json (CALLS=300)
+	$(CARGO) run --quiet -p fleet-local -- bench $${CALLS:-300}
+
+bench-compare: dynamodb-local smoke-build ## Two builds of the bootstraps in turns: make bench-compare BEFORE=target/lambda-host-before [RUNS=20]
+	@test -n "$(BEFORE)" || { echo "usage: make bench-compare BEFORE=<dir like target/lambda-host>"; exit 2; }
+	$(CARGO) run --quiet -p fleet-local -- bench-compare $(BEFORE) target/lambda-host $${RUNS:-20}

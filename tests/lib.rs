@@ -251,7 +251,7 @@ impl ApiRequest {
         self
     }
 
-    /// The API Gateway event as JSON.
+    /// The event as API Gateway sends it (JSON), e.g. for another runtime's handler.
     pub fn event(&self) -> &Value {
         &self.event
     }

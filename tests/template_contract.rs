@@ -114,10 +114,10 @@ fn raw_template() -> yaml_serde::Value {
     yaml_serde::from_str(&text).unwrap()
 }
 
-/// An alarm's namespace, metric and (dimension name, value as text) pairs.
+/// An alarm's namespace, metric, and dimension names and values as text.
 type Alarm = (String, String, Vec<(String, String)>);
 
-/// Every `AWS::CloudWatch::Alarm` of the template.
+/// Every `AWS::CloudWatch::Alarm`.
 fn alarms() -> Vec<Alarm> {
     let doc = raw_template();
     let resources = doc["Resources"].as_mapping().unwrap();

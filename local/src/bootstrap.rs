@@ -25,7 +25,7 @@ pub fn host_bootstrap(binary: &str) -> PathBuf {
 #[derive(Debug, thiserror::Error)]
 pub enum BootstrapError {
     /// The binary is not there.
-    #[error("{0} not found: build it with `make smoke-build`")]
+    #[error("{0} not found: build the bootstraps with `make smoke-build` (the Python peer: `make python-peer`)")]
     Missing(PathBuf),
     /// The process could not start.
     #[error("cannot start {path}: {source}")]
@@ -60,6 +60,30 @@ pub struct Invocation {
     pub latency: Duration,
 }
 
+/// What to run as a function's process: a program with its arguments and working directory.
+/// A release bootstrap is just its path; another runtime is e.g.
+/// `python -m awslambdaric handler.fn` in the handler's folder.
+#[derive(Clone, Debug)]
+pub struct Launch {
+    /// The executable.
+    pub program: PathBuf,
+    /// Its arguments.
+    pub args: Vec<String>,
+    /// Its working directory (the caller's when `None`).
+    pub cwd: Option<PathBuf>,
+}
+
+impl Launch {
+    /// A bootstrap binary, run without arguments.
+    pub fn bootstrap(path: &Path) -> Self {
+        Self {
+            program: path.to_path_buf(),
+            args: Vec::new(),
+            cwd: None,
+        }
+    }
+}
+
 impl RunningBootstrap {
     /// Starts `path` with exactly `env` (plus `AWS_LAMBDA_RUNTIME_API`), its stdout and stderr
     /// going to `log`. Returns at once: the first [`invoke`](Self::invoke) includes the
@@ -70,6 +94,17 @@ impl RunningBootstrap {
         env: &BTreeMap<String, String>,
         log: &Path,
     ) -> Result<Self, BootstrapError> {
+        Self::launch(&Launch::bootstrap(path), function_name, env, log).await
+    }
+
+    /// Like [`start`](Self::start), for any program that speaks the Runtime API.
+    pub async fn launch(
+        launch: &Launch,
+        function_name: &str,
+        env: &BTreeMap<String, String>,
+        log: &Path,
+    ) -> Result<Self, BootstrapError> {
+        let path = launch.program.as_path();
         if !path.is_file() {
             return Err(BootstrapError::Missing(path.to_path_buf()));
         }
@@ -81,15 +116,21 @@ impl RunningBootstrap {
         let err = out
             .try_clone()
             .map_err(|source| spawn_error(path, source))?;
-        let started = Instant::now();
-        let child = Command::new(path)
+        let mut command = Command::new(path);
+        command
+            .args(&launch.args)
             .env_clear()
             .envs(env)
             .env("AWS_LAMBDA_RUNTIME_API", api.address())
             .stdin(Stdio::null())
             .stdout(out)
             .stderr(err)
-            .kill_on_drop(true)
+            .kill_on_drop(true);
+        if let Some(cwd) = &launch.cwd {
+            command.current_dir(cwd);
+        }
+        let started = Instant::now();
+        let child = command
             .spawn()
             .map_err(|source| spawn_error(path, source))?;
         Ok(Self {
@@ -135,6 +176,11 @@ impl RunningBootstrap {
             .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
     }
 
+    /// CPU time the process has used so far (user + system), in seconds (Linux only).
+    pub fn cpu_seconds(&self) -> Option<f64> {
+        cpu_seconds_of(self.child.id()?)
+    }
+
     /// The file holding the process's stdout and stderr.
     pub fn log_path(&self) -> &Path {
         &self.log
@@ -144,6 +190,17 @@ impl RunningBootstrap {
     pub async fn stop(mut self) {
         let _ = self.child.kill().await;
     }
+}
+
+/// CPU time (user + system) process `pid` has used, in seconds, from `/proc/{pid}/stat`
+/// (Linux; its clock ticks are `USER_HZ` = 100 per second on every Linux architecture).
+pub fn cpu_seconds_of(pid: u32) -> Option<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Fields after the command name (which may hold spaces) start at field 3, `state`;
+    // `utime` and `stime` are fields 14 and 15.
+    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+    let ticks = |n: usize| fields.get(n - 3)?.parse::<u64>().ok();
+    Some((ticks(14)? + ticks(15)?) as f64 / 100.0)
 }
 
 fn spawn_error(path: &Path, source: std::io::Error) -> BootstrapError {

@@ -4,12 +4,15 @@
 //! memory. Each function gets its first 2xx sample event from `events/`.
 
 use std::collections::BTreeMap;
+use std::path::Path;
 use std::time::Duration;
 
 use serde::Serialize;
 use shared::FleetTable;
 
-use crate::bootstrap::{host_bootstrap, lambda_environment, BootstrapError, RunningBootstrap};
+use crate::bootstrap::{
+    host_bootstrap, lambda_environment, BootstrapError, Launch, RunningBootstrap,
+};
 use crate::samples::{sample_events, SAMPLE_RETENTION_DAYS};
 use crate::template::Template;
 
@@ -94,54 +97,103 @@ pub async fn measure(
         let path = host_bootstrap(&definition.binary);
         let env = template.function_environment(function, table.name(), &overrides)?;
         let env = lambda_environment(function, definition.memory_mb, endpoint, &env);
-        let mut figures = ColdStart {
+        let timeout = Duration::from_secs(u64::from(definition.timeout_seconds).max(30));
+        let measured = measure_runs(
+            &Launch::bootstrap(&path),
+            function,
+            &env,
+            &mut |_| sample.text.clone().into_bytes(),
+            sample.status,
+            runs,
+            timeout,
+            &logs,
+        )
+        .await
+        .map_err(|e| match e {
+            ColdStartError::Status { got, expected, .. } => ColdStartError::Status {
+                function: function.clone(),
+                event: sample.file.clone(),
+                got,
+                expected,
+            },
+            other => other,
+        })?;
+        results.push(ColdStart {
             function: function.clone(),
             binary: definition.binary.clone(),
             event: sample.file.clone(),
             bootstrap_bytes: std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0),
-            cold_ms: Vec::new(),
-            warm_ms: Vec::new(),
-            peak_rss_kib: Vec::new(),
-        };
-        let fail = |e| ColdStartError::Bootstrap(function.clone(), e);
-        for run in 0..runs {
-            let log = logs.join(format!("{function}-{run}.log"));
-            let mut bootstrap = RunningBootstrap::start(&path, function, &env, &log)
-                .await
-                .map_err(fail)?;
-            let timeout = Duration::from_secs(u64::from(definition.timeout_seconds).max(30));
-            for i in 0..=WARM_INVOCATIONS {
-                let invocation = bootstrap
-                    .invoke(sample.text.as_bytes(), timeout)
-                    .await
-                    .map_err(fail)?;
-                let status = invocation.outcome.status();
-                if status != sample.status {
-                    return Err(ColdStartError::Status {
-                        function: function.clone(),
-                        event: sample.file.clone(),
-                        got: status,
-                        expected: sample.status,
-                    });
-                }
-                if i == 0 {
-                    figures
-                        .cold_ms
-                        .push(bootstrap.since_spawn().as_secs_f64() * 1000.0);
-                } else {
-                    figures
-                        .warm_ms
-                        .push(invocation.latency.as_secs_f64() * 1000.0);
-                }
-            }
-            figures
-                .peak_rss_kib
-                .push(bootstrap.peak_rss_kib().unwrap_or(0));
-            bootstrap.stop().await;
-        }
-        results.push(figures);
+            cold_ms: measured.cold_ms,
+            warm_ms: measured.warm_ms,
+            peak_rss_kib: measured.peak_rss_kib,
+        });
     }
     Ok(results)
+}
+
+/// What [`measure_runs`] measured of one program.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct RunFigures {
+    /// Process start to first response, ms, one per run.
+    pub cold_ms: Vec<f64>,
+    /// Warm invocation latencies (event queued to answer), ms, all runs.
+    pub warm_ms: Vec<f64>,
+    /// Peak resident memory after the warm invocations, KiB, one per run.
+    pub peak_rss_kib: Vec<u64>,
+}
+
+/// Starts `launch` under a fresh runtime API `runs` times; each time sends it one event, then
+/// [`WARM_INVOCATIONS`] more. `event(i)` gives the `i`-th event of the whole measurement (so
+/// a caller can send fresh data each time) and every answer must have status `expected`.
+/// Logs go to `logs/{function}-{run}.log`.
+#[allow(clippy::too_many_arguments)]
+pub async fn measure_runs(
+    launch: &Launch,
+    function: &str,
+    env: &BTreeMap<String, String>,
+    event: &mut (dyn FnMut(usize) -> Vec<u8> + Send),
+    expected: u16,
+    runs: usize,
+    timeout: Duration,
+    logs: &Path,
+) -> Result<RunFigures, ColdStartError> {
+    let fail = |e| ColdStartError::Bootstrap(function.to_string(), e);
+    let mut figures = RunFigures::default();
+    let mut sent = 0;
+    for run in 0..runs {
+        let log = logs.join(format!("{function}-{run}.log"));
+        let mut process = RunningBootstrap::launch(launch, function, env, &log)
+            .await
+            .map_err(fail)?;
+        for i in 0..=WARM_INVOCATIONS {
+            let payload = event(sent);
+            sent += 1;
+            let invocation = process.invoke(&payload, timeout).await.map_err(fail)?;
+            let status = invocation.outcome.status();
+            if status != expected {
+                return Err(ColdStartError::Status {
+                    function: function.to_string(),
+                    event: format!("event {}: {:?}", sent - 1, invocation.outcome),
+                    got: status,
+                    expected,
+                });
+            }
+            if i == 0 {
+                figures
+                    .cold_ms
+                    .push(process.since_spawn().as_secs_f64() * 1000.0);
+            } else {
+                figures
+                    .warm_ms
+                    .push(invocation.latency.as_secs_f64() * 1000.0);
+            }
+        }
+        figures
+            .peak_rss_kib
+            .push(process.peak_rss_kib().unwrap_or(0));
+        process.stop().await;
+    }
+    Ok(figures)
 }
 
 /// A Markdown table of the figures: medians, with the cold-start range.

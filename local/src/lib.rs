@@ -2,8 +2,11 @@
 //! HTTP server with its stand-in JWT authorizer, and `invoke`. Used by `make dev`, `make test`
 //! and the end-to-end tests; never a dependency of a Lambda.
 
+pub mod bench;
 pub mod bootstrap;
+pub mod capacity;
 pub mod cold_start;
+pub mod cost;
 pub mod demo;
 pub mod dev_server;
 pub mod dynamodb_local;
@@ -17,6 +20,7 @@ pub mod model_docs;
 pub mod reference;
 pub mod runtime_api;
 pub mod samples;
+pub mod simulate;
 pub mod stack;
 pub mod template;
 pub mod throughput;

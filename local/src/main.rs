@@ -8,6 +8,9 @@
 //!   through the function's release bootstrap under a local Lambda Runtime API.
 //! - `fleet-local cold-start [RUNS]`: cold start, warm latency and memory of each release
 //!   bootstrap.
+//! - `fleet-local bench [CALLS]`: the benchmark; writes docs/benchmarks.md and .json.
+//! - `fleet-local bench-compare BEFORE_DIR [AFTER_DIR] [RUNS]`: two builds of the bootstraps,
+//!   run by run in turns.
 
 use std::sync::Arc;
 
@@ -31,6 +34,10 @@ async fn main() {
         Some("scan-throughput") => scan_throughput(&args[1..]).await,
         Some("load") => load(&args[1..]).await,
         Some("cold-start") => cold_start(&args[1..]).await,
+        Some("simulate") => fleet_local::simulate::command(&args[1..]),
+        Some("cost") => fleet_local::cost::command(&args[1..]),
+        Some("bench") => fleet_local::bench::command(&args[1..]).await,
+        Some("bench-compare") => fleet_local::bench::compare::command(&args[1..]).await,
         Some("fault-run") => fault_run(&args[1..]).await,
         _ => Err(USAGE.into()),
     };
@@ -40,7 +47,7 @@ async fn main() {
     }
 }
 
-const USAGE: &str = "usage: fleet-local dev | fleet-local invoke <FunctionLogicalId> <event.json> [--endpoint URL --table NAME] [--bootstrap] | fleet-local ingest-throughput [DEVICES] [BATCHES] | fleet-local scan-throughput [DEVICES] [BATCHES] | fleet-local cold-start [RUNS] | fleet-local docs [--check] | fleet-local fault-run [SEED:RATE...] | fleet-local load [SECONDS] [CONCURRENCY]";
+const USAGE: &str = "usage: fleet-local dev | fleet-local invoke <FunctionLogicalId> <event.json> [--endpoint URL --table NAME] [--bootstrap] | fleet-local ingest-throughput [DEVICES] [BATCHES] | fleet-local scan-throughput [DEVICES] [BATCHES] | fleet-local cold-start [RUNS] | fleet-local docs [--check] | fleet-local simulate [--check] [PROFILE...] | fleet-local cost [--check] [PROFILE...] | fleet-local bench [CALLS] | fleet-local bench-compare BEFORE_DIR [AFTER_DIR] [RUNS] | fleet-local fault-run [SEED:RATE...] | fleet-local load [SECONDS] [CONCURRENCY]";
 
 /// Cold start, warm latency and memory of every release bootstrap, on the demo data.
 async fn cold_start(args: &[String]) -> Result<(), Error> {

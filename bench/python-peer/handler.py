@@ -1,0 +1,898 @@
+"""Device Fleet's dashboard and ingest paths as a Python + boto3 Lambda: the reference peer.
+
+Written the way a competent Python team would write these two Lambdas, so the benchmark
+compares Rust with a fair alternative, not a straw man:
+
+- one boto3 client per execution environment (module level), standard retry mode with the
+  same attempts and timeouts as the Rust client, and a small thread pool that sends the
+  BatchWriteItem chunks of one request concurrently (as the Rust handler does);
+- BatchWriteItem with UnprocessedItems retried under full-jitter backoff, so a partial
+  failure names exactly the events to resend;
+- a warm-Lambda cache of registrations (30 s) and of device summaries, like the Rust one.
+
+Same table, same keys, same item attributes, same statuses and response bodies as
+`functions/dashboard` (GET /me/dashboard, AP-DASH) and `functions/ingest`
+(POST /devices/{deviceId}/events, AP-14); `tests/python_peer.rs` checks that. Configuration
+comes from the same environment: TABLE_NAME, RETENTION_DAYS, EVENT_TYPE_SHARDS,
+OWNER_SHARDS, REGISTRATION_CACHE_SECONDS, MAX_CLOCK_SKEW_SECONDS, INGEST_RETRY_MS, and the
+standard AWS variables (AWS_REGION, AWS_ENDPOINT_URL_DYNAMODB).
+"""
+
+import base64
+import datetime as dt
+import hashlib
+import hmac
+import json
+import os
+import random
+import re
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import boto3
+import xxhash
+from botocore.config import Config
+from botocore.exceptions import ClientError, ConnectionError as BotoConnectionError
+from botocore.exceptions import ReadTimeoutError
+
+# ---------------------------------------------------------------------------------------------
+# Configuration and clients: once per execution environment.
+
+
+def _number(name, default, low, high):
+    raw = os.environ.get(name)
+    if raw is None:
+        return default
+    try:
+        value = int(raw.strip())
+    except ValueError:
+        value = None
+    if value is None or not low <= value <= high:
+        raise RuntimeError(f"{name}={raw!r} is not a number in {low}..={high}")
+    return value
+
+
+TABLE_NAME = os.environ.get("TABLE_NAME", "").strip()
+RETENTION_DAYS = _number("RETENTION_DAYS", 90, 1, 3650)
+EVENT_TYPE_SHARDS = _number("EVENT_TYPE_SHARDS", 8, 1, 1000)
+OWNER_SHARDS = _number("OWNER_SHARDS", 2, 1, 1000)
+REGISTRATION_CACHE_SECONDS = _number("REGISTRATION_CACHE_SECONDS", 30, 0, 10**9)
+MAX_CLOCK_SKEW_SECONDS = _number("MAX_CLOCK_SKEW_SECONDS", 300, 0, 10**9)
+INGEST_RETRY_MS = _number("INGEST_RETRY_MS", 5000, 0, 10**9)
+
+MAX_EVENTS_PER_BATCH = 100
+BATCH_WRITE_SIZE = 25
+MAX_TEXT_VALUE = 256
+RECENT_EVENTS = 10
+SEEN_GRANULARITY_SECONDS = 15 * 60
+SUMMARY_ATTEMPTS = 16
+MAX_INGEST_BODY_BYTES = 64 * 1024
+CACHE_CAPACITY = 10_000
+RETRY_AFTER_SECONDS = 1
+ANSWER_MARGIN_SECONDS = 0.5
+
+# The endpoint comes from AWS_ENDPOINT_URL_DYNAMODB (botocore reads it), like the Rust SDK.
+DYNAMODB = boto3.client(
+    "dynamodb",
+    region_name=os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION"),
+    config=Config(
+        retries={"max_attempts": 4, "mode": "standard"},
+        connect_timeout=3,
+        read_timeout=3,
+        max_pool_connections=16,
+    ),
+)
+WRITERS = ThreadPoolExecutor(max_workers=4)
+
+# ---------------------------------------------------------------------------------------------
+# The error contract: {"error": {"code", "message", "field"?}} with its status.
+
+
+class ApiError(Exception):
+    def __init__(self, status, code, message, field=None, retry_after=None):
+        super().__init__(message)
+        self.status, self.code, self.message = status, code, message
+        self.field, self.retry_after = field, retry_after
+
+    def response(self):
+        error = {"code": self.code, "message": self.message}
+        if self.field is not None:
+            error["field"] = self.field
+        headers = {}
+        if self.retry_after is not None:
+            headers["retry-after"] = str(self.retry_after)
+        return json_response(self.status, {"error": error}, headers)
+
+
+def invalid(field, reason):
+    return ApiError(400, "invalid_request", f"{field}: {reason}", field=field)
+
+
+def device_unauthorized():
+    return ApiError(401, "unauthorized", "unknown device or wrong token")
+
+
+def busy():
+    return ApiError(503, "unavailable", "the service is busy, retry later",
+                    retry_after=RETRY_AFTER_SECONDS)
+
+
+def json_response(status, body, headers=None):
+    return {
+        "statusCode": status,
+        "headers": {"content-type": "application/json", **(headers or {})},
+        "body": json.dumps(body, separators=(",", ":"), ensure_ascii=False),
+        "isBase64Encoded": False,
+    }
+
+
+# ---------------------------------------------------------------------------------------------
+# Validated ids and timestamps (shared/src/ids.rs, timestamp.rs).
+
+ID_PUNCTUATION = set("-_.:@+")
+
+
+def is_control(c):
+    # Rust's char::is_control: the Unicode Cc category.
+    o = ord(c)
+    return o < 0x20 or 0x7F <= o <= 0x9F
+
+
+def check_token(field, value, max_len):
+    if not isinstance(value, str):
+        raise invalid(field, "must be a string")
+    if value == "":
+        raise invalid(field, "must not be empty")
+    if len(value) > max_len:
+        raise invalid(field, f"must be at most {max_len} characters")
+    if "#" in value:
+        raise invalid(field, "must not contain '#'")
+    if any(is_control(c) for c in value):
+        raise invalid(field, "must not contain control characters")
+    for c in value:
+        if not ((c.isascii() and c.isalnum()) or c in ID_PUNCTUATION):
+            raise invalid(field, f"must not contain {rust_char_debug(c)}: "
+                                 "use letters, digits and - _ . : @ +")
+    return value
+
+
+def rust_char_debug(c):
+    if c == "'":
+        return "'\\''"
+    if c == "\\":
+        return "'\\\\'"
+    return f"'{c}'"
+
+
+RFC3339 = re.compile(
+    r"^(\d{4})-(\d{2})-(\d{2})[Tt](\d{2}):(\d{2}):(\d{2})(?:\.(\d+))?(?:([Zz])|([+-])(\d{2}):(\d{2}))$"
+)
+EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
+
+
+class Timestamp:
+    """UTC, millisecond precision; renders as 2024-04-10T10:00:00.000Z (string order = time)."""
+
+    __slots__ = ("millis",)
+
+    def __init__(self, millis):
+        self.millis = millis
+
+    @staticmethod
+    def now():
+        return Timestamp(time.time_ns() // 1_000_000)
+
+    @staticmethod
+    def parse(field, value):
+        bad = invalid(field, "must be an RFC 3339 timestamp such as 2024-04-10T10:00:00.000Z")
+        m = RFC3339.match(value) if isinstance(value, str) else None
+        if not m:
+            raise bad
+        y, mo, d, h, mi, s, frac, _z, sign, oh, om = m.groups()
+        try:
+            local = dt.datetime(int(y), int(mo), int(d), int(h), int(mi), int(s),
+                                tzinfo=dt.timezone.utc)
+        except ValueError:
+            raise bad from None
+        if int(oh or 0) > 23 or int(om or 0) > 59:
+            raise bad
+        offset = (int(oh or 0) * 60 + int(om or 0)) * 60 * (-1 if sign == "-" else 1)
+        millis = int((local - EPOCH).total_seconds()) * 1000 - offset * 1000
+        millis += int((frac or "0")[:3].ljust(3, "0"))
+        at = Timestamp(millis)
+        if not 0 <= at.datetime().year <= 9999:
+            raise invalid(field, "year must be 0000..9999")
+        return at
+
+    def datetime(self):
+        return EPOCH + dt.timedelta(milliseconds=self.millis)
+
+    def epoch_seconds(self):
+        return self.millis // 1000
+
+    def plus_seconds(self, seconds):
+        return Timestamp(self.millis + seconds * 1000)
+
+    def day(self):
+        return self.datetime().strftime("%Y-%m-%d")
+
+    def __str__(self):
+        d = self.datetime()
+        return d.strftime("%Y-%m-%dT%H:%M:%S.") + f"{self.millis % 1000:03d}Z"
+
+    def __eq__(self, other):
+        return isinstance(other, Timestamp) and self.millis == other.millis
+
+    def __lt__(self, other):
+        return self.millis < other.millis
+
+    def __hash__(self):
+        return hash(self.millis)
+
+
+# ---------------------------------------------------------------------------------------------
+# Event values: a number, a string or a boolean, typed so True never equals 1.0.
+# Numbers are stored and hashed exactly as the Rust code writes an f64.
+
+
+def _digits(value):
+    """Shortest round-trip digits and exponent of a finite, non-zero |value|:
+    |value| = int(digits) * 10**k, digits without leading or trailing zeros."""
+    mantissa, _, exp = repr(abs(value)).partition("e")
+    whole, _, frac = mantissa.partition(".")
+    stripped = (whole + frac).lstrip("0")
+    digits = stripped.rstrip("0")
+    return digits, int(exp or 0) - len(frac) + len(stripped) - len(digits)
+
+
+def rust_display(value):
+    """Rust's `f64::to_string()` (what serde_dynamo stores in N): never an exponent."""
+    if value == 0:
+        return "-0" if str(value).startswith("-") else "0"
+    digits, k = _digits(value)
+    sign = "-" if value < 0 else ""
+    if k >= 0:
+        return sign + digits + "0" * k
+    point = len(digits) + k
+    if point > 0:
+        return sign + digits[:point] + "." + digits[point:]
+    return sign + "0." + "0" * (-point) + digits
+
+
+def serde_json_f64(value):
+    """serde_json's rendering of an f64 (1.0.154, zmij): integral values keep `.0`; from 1e16
+    up and below 1e-5 an exponent, written `1e+16`, `1.5e-7`."""
+    if value == 0:
+        return "-0.0" if str(value).startswith("-") else "0.0"
+    digits, k = _digits(value)
+    sign = "-" if value < 0 else ""
+    n = len(digits)
+    kk = n + k
+    if 0 <= k and kk <= 16:
+        return sign + digits + "0" * k + ".0"
+    if 0 < kk <= 16:
+        return sign + digits[:kk] + "." + digits[kk:]
+    if -5 < kk <= 0:
+        return sign + "0." + "0" * (-kk) + digits
+    exp = kk - 1
+    body = digits if n == 1 else digits[0] + "." + digits[1:]
+    return f"{sign}{body}e{'+' if exp > 0 else ''}{exp}"
+
+
+def value_to_attr(value):
+    kind, v = value
+    if kind == "b":
+        return {"BOOL": v}
+    if kind == "n":
+        return {"N": rust_display(v)}
+    return {"S": v}
+
+
+def value_from_attr(attr):
+    if "BOOL" in attr:
+        return ("b", attr["BOOL"])
+    if "N" in attr:
+        return ("n", float(attr["N"]))
+    return ("s", attr["S"])
+
+
+def value_to_json(value):
+    return value[1]
+
+
+def canonical_json(value):
+    kind, v = value
+    if kind == "b":
+        return "true" if v else "false"
+    if kind == "n":
+        return serde_json_f64(v)
+    return json.dumps(v, ensure_ascii=False)
+
+
+def event_value(field, value):
+    if isinstance(value, bool):
+        return ("b", value)
+    if isinstance(value, (int, float)):
+        try:
+            number = float(value)
+        except OverflowError:
+            raise invalid(field, "must be a finite number") from None
+        if number != number or number in (float("inf"), float("-inf")):
+            raise invalid(field, "must be a finite number")
+        return ("n", number)
+    if isinstance(value, str):
+        if len(value) > MAX_TEXT_VALUE:
+            raise invalid(field, f"text is over {MAX_TEXT_VALUE} characters")
+        if any(is_control(c) for c in value):
+            raise invalid(field, "text must not contain control characters")
+        return ("s", value)
+    raise invalid(field, "must be a JSON number, string or boolean")
+
+
+def derive_event_id(event_type, value, at):
+    canonical = canonical_json(value)
+    digest = hashlib.sha256(f"{event_type}\n{at}\n{canonical}".encode()).hexdigest()
+    return "d-" + digest[:24]
+
+
+def shard_of(text, count):
+    return xxhash.xxh3_64_intdigest(text.encode()) % max(count, 1)
+
+
+# ---------------------------------------------------------------------------------------------
+# Request plumbing (API Gateway HTTP API, payload 2.0).
+
+
+def headers_of(event):
+    return {k.lower(): v for k, v in (event.get("headers") or {}).items()}
+
+
+def body_bytes(event):
+    body = event.get("body") or ""
+    if event.get("isBase64Encoded"):
+        return base64.b64decode(body)
+    return body.encode()
+
+
+def _reject_constant(name):
+    raise ValueError(f"{name} is not JSON")
+
+
+def json_body(event, max_bytes):
+    raw = body_bytes(event)
+    if len(raw) > max_bytes:
+        raise ApiError(413, "payload_too_large", f"request body is over {max_bytes} bytes")
+    if raw.strip() == b"":
+        raise invalid("body", "a JSON object is required")
+    try:
+        return json.loads(raw, parse_constant=_reject_constant)
+    except (ValueError, UnicodeDecodeError) as err:
+        raise invalid("body", str(err)) from None
+
+
+def route_key(event):
+    ctx = event.get("requestContext") or {}
+    if ctx.get("routeKey"):
+        return ctx["routeKey"]
+    http = ctx.get("http") or {}
+    return f"{http.get('method', '')} {event.get('rawPath', '')}"
+
+
+def serve(event, context, handler):
+    """Runs `handler`, turns errors into the contract, logs one JSON line like the Rust one."""
+    started = time.perf_counter()
+    route = route_key(event)
+    try:
+        response = handler(event, context)
+    except ApiError as err:
+        response = err.response()
+    except Exception as err:  # noqa: BLE001 - a 500 never shows internals
+        print(json.dumps({"level": "ERROR", "message": "internal error", "error": repr(err)}))
+        response = ApiError(500, "internal", "internal error").response()
+    print(json.dumps({
+        "level": "INFO",
+        "message": "request",
+        "route": route,
+        "status": response["statusCode"],
+        "latency_ms": (time.perf_counter() - started) * 1000.0,
+        "request_id": (event.get("requestContext") or {}).get("requestId", ""),
+    }))
+    return response
+
+
+def sdk_error(err):
+    """Throttling and timeouts past the client's retries are a 503 with Retry-After."""
+    code = err.response.get("Error", {}).get("Code", "") if isinstance(err, ClientError) else ""
+    if isinstance(err, (BotoConnectionError, ReadTimeoutError)) or code in THROTTLING:
+        return busy()
+    return ApiError(500, "internal", "internal error")
+
+
+THROTTLING = {
+    "ProvisionedThroughputExceededException", "ThrottlingException", "RequestLimitExceeded",
+    "TransactionConflictException", "ThrottlingError",
+}
+
+
+def backoff(attempt):
+    ceiling = min(0.025 * (2 ** max(attempt - 1, 0)), 1.0)
+    time.sleep(random.uniform(0, ceiling))
+
+
+# ---------------------------------------------------------------------------------------------
+# GET /me/dashboard (AP-DASH): one Query, PK = USER#u AND SK BETWEEN 'DEVICE#' AND 'PROFILE'.
+
+
+def _s(item, name):
+    return item[name]["S"] if name in item else None
+
+
+def profile_json(item):
+    return {
+        "userId": _s(item, "userId"),
+        "name": _s(item, "name"),
+        "email": _s(item, "email"),
+        "createdAt": _s(item, "createdAt"),
+        "updatedAt": _s(item, "updatedAt"),
+    }
+
+
+def device_json(item):
+    latest = {
+        t: {"at": r["M"]["at"]["S"], "value": value_to_json(value_from_attr(r["M"]["value"]))}
+        for t, r in sorted(item.get("latest", {}).get("M", {}).items())
+    }
+    recent = [
+        {
+            "id": r["M"]["id"]["S"],
+            "type": r["M"]["type"]["S"],
+            "value": value_to_json(value_from_attr(r["M"]["value"])),
+            "at": r["M"]["at"]["S"],
+        }
+        for r in item.get("recent", {}).get("L", [])
+    ]
+    return {
+        "deviceId": _s(item, "deviceId"),
+        "name": _s(item, "name"),
+        "type": _s(item, "type"),
+        "status": _s(item, "status"),
+        "tags": [t["S"] for t in item.get("tags", {}).get("L", [])],
+        "version": int(item["version"]["N"]),
+        "createdAt": _s(item, "createdAt"),
+        "updatedAt": _s(item, "updatedAt"),
+        "lastSeen": _s(item, "lastSeen"),
+        "latest": latest,
+        "recent": recent,
+    }
+
+
+def cursor_error():
+    return invalid("cursor", "is not a cursor this request issued")
+
+
+def decode_cursor(text, user_pk):
+    if len(text) > 4096:
+        raise cursor_error()
+    try:
+        raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+        envelope = json.loads(raw)
+        keys = envelope["k"]
+        if envelope["p"] != "AP-DASH" or len(keys) != 1 or not isinstance(keys[0], dict):
+            raise ValueError
+        key = keys[0]
+    except (ValueError, KeyError, TypeError):
+        raise cursor_error() from None
+    if set(key) != {"PK", "SK"} or key["PK"] != user_pk or not isinstance(key["SK"], str):
+        raise cursor_error()
+    return {"PK": {"S": key["PK"]}, "SK": {"S": key["SK"]}}
+
+
+def encode_cursor(last_key):
+    if not last_key:
+        return None
+    start = {k: v["S"] for k, v in sorted(last_key.items())}
+    envelope = json.dumps({"p": "AP-DASH", "k": [start]}, separators=(",", ":"))
+    return base64.urlsafe_b64encode(envelope.encode()).decode().rstrip("=")
+
+
+def caller(event):
+    authorizer = (event.get("requestContext") or {}).get("authorizer") or {}
+    claims = (authorizer.get("jwt") or {}).get("claims")
+    if not claims or "sub" not in claims:
+        raise ApiError(401, "unauthorized", "authentication required")
+    try:
+        return check_token("sub", claims["sub"], 128)
+    except ApiError:
+        raise ApiError(401, "unauthorized", "authentication required") from None
+
+
+def _dashboard(event, _context):
+    user = caller(event)
+    route = route_key(event)
+    if route != "GET /me/dashboard":
+        raise ApiError(404, "no_route", f"no route {route}")
+    pk = f"USER#{user}"
+    request = {
+        "TableName": TABLE_NAME,
+        "KeyConditionExpression": "PK = :pk AND SK BETWEEN :first AND :last",
+        "ExpressionAttributeValues": {
+            ":pk": {"S": pk}, ":first": {"S": "DEVICE#"}, ":last": {"S": "PROFILE"},
+        },
+        "ReturnConsumedCapacity": "TOTAL",
+    }
+    cursor = (event.get("queryStringParameters") or {}).get("cursor")
+    if cursor is not None:
+        request["ExclusiveStartKey"] = decode_cursor(cursor, pk)
+    try:
+        out = DYNAMODB.query(**request)
+    except (ClientError, BotoConnectionError, ReadTimeoutError) as err:
+        raise sdk_error(err) from None
+    profile, devices = None, []
+    for item in out.get("Items", []):
+        kind = _s(item, "entityType")
+        if kind == "profile":
+            profile = profile_json(item)
+        elif kind == "device":
+            if "deletingAt" not in item:
+                devices.append(device_json(item))
+        else:
+            raise RuntimeError(f"unexpected {kind!r} item in the dashboard range")
+    body = {"profile": profile, "devices": devices,
+            "cursor": encode_cursor(out.get("LastEvaluatedKey"))}
+    return json_response(200, body)
+
+
+def dashboard_handler(event, context):
+    """GET /me/dashboard."""
+    return serve(event, context, _dashboard)
+
+
+# ---------------------------------------------------------------------------------------------
+# POST /devices/{deviceId}/events (AP-14).
+
+_lock = threading.Lock()
+_registrations = {}  # deviceId -> (registration, fetched monotonic seconds)
+_summaries = {}  # deviceId -> summary dict
+
+
+def _forget(device):
+    with _lock:
+        _registrations.pop(device, None)
+        _summaries.pop(device, None)
+
+
+def token_matches(presented, stored_sha256_hex):
+    digest = hashlib.sha256(presented.encode()).hexdigest()
+    return hmac.compare_digest(digest.encode(), stored_sha256_hex.encode())
+
+
+def authenticate(device, token):
+    with _lock:
+        cached = _registrations.get(device)
+    if cached and time.monotonic() - cached[1] < REGISTRATION_CACHE_SECONDS:
+        if token_matches(token, cached[0]["tokenSha256"]):
+            return cached[0]
+    try:
+        out = DYNAMODB.get_item(
+            TableName=TABLE_NAME,
+            Key={"PK": {"S": f"DEVICE#{device}"}, "SK": {"S": "REGISTRATION"}},
+            ConsistentRead=True,  # a device may send its first batch right after registration
+            ReturnConsumedCapacity="TOTAL",
+        )
+    except (ClientError, BotoConnectionError, ReadTimeoutError) as err:
+        raise sdk_error(err) from None
+    item = out.get("Item")
+    if item and token_matches(token, item["tokenSha256"]["S"]):
+        registration = {k: item[k]["S"] for k in
+                        ("deviceId", "userId", "tokenSha256", "deviceName", "deviceType")}
+        with _lock:
+            if len(_registrations) >= CACHE_CAPACITY:
+                _registrations.clear()
+            _registrations[device] = (registration, time.monotonic())
+        return registration
+    _forget(device)
+    raise device_unauthorized()
+
+
+def bearer_token(event):
+    value = headers_of(event).get("authorization")
+    if not value or " " not in value:
+        return None
+    scheme, _, token = value.partition(" ")
+    token = token.strip()
+    return token if scheme.lower() == "bearer" and token else None
+
+
+EVENT_FIELDS = {"id", "type", "value", "at"}
+
+
+def validate_batch(body, now):
+    if not isinstance(body, dict):
+        raise invalid("body", "expected a JSON object")
+    unknown = set(body) - {"events"}
+    if unknown:
+        raise invalid("body", f"unknown field `{sorted(unknown)[0]}`, expected `events`")
+    events = body.get("events")
+    if not isinstance(events, list):
+        raise invalid("events" if "events" in body else "body",
+                      "missing field `events`" if "events" not in body else "expected a sequence")
+    for i, e in enumerate(events):
+        if not isinstance(e, dict):
+            raise invalid(f"events[{i}]", "expected a struct SubmittedEvent")
+        unknown = set(e) - EVENT_FIELDS
+        if unknown:
+            raise invalid(f"events[{i}]", f"unknown field `{sorted(unknown)[0]}`")
+        for required in ("type", "value", "at"):
+            if required not in e:
+                raise invalid(f"events[{i}]", f"missing field `{required}`")
+        for name in ("type", "at") + (("id",) if e.get("id") is not None else ()):
+            if not isinstance(e[name], str):
+                raise invalid(f"events[{i}].{name}", "expected a string")
+    if not 1 <= len(events) <= MAX_EVENTS_PER_BATCH:
+        raise invalid("events", f"send 1 to {MAX_EVENTS_PER_BATCH} events per request")
+    oldest = now.plus_seconds(-RETENTION_DAYS * 86_400)
+    newest = now.plus_seconds(MAX_CLOCK_SKEW_SECONDS)
+    seen, valid = set(), []
+    for i, e in enumerate(events):
+        event_type = check_token(f"events[{i}].type", e["type"], 32)
+        value = event_value(f"events[{i}].value", e["value"])
+        at = Timestamp.parse(f"events[{i}].at", e["at"])
+        if newest < at:
+            raise invalid(f"events[{i}].at", f"is more than {MAX_CLOCK_SKEW_SECONDS}s in the future")
+        if at < oldest:
+            raise invalid(f"events[{i}].at",
+                          f"is older than the {RETENTION_DAYS}-day retention window")
+        if e.get("id") is not None:
+            event_id = check_token(f"events[{i}].id", e["id"], 64)
+        else:
+            event_id = derive_event_id(event_type, value, at)
+        if (at, event_id) not in seen:
+            seen.add((at, event_id))
+            valid.append({"id": event_id, "type": event_type, "value": value, "at": at})
+    return valid
+
+
+def event_item(registration, e):
+    user, device = registration["userId"], registration["deviceId"]
+    spread = f"{device}#{e['id']}"
+    at = str(e["at"])
+    index_sk = f"{at}#{device}#{e['id']}"
+    return {
+        "PK": {"S": f"USER#{user}#DEVICE#{device}"},
+        "SK": {"S": f"EVENT#{at}#{e['id']}"},
+        "GSI1PK": {"S": f"TYPE#{e['type']}#{e['at'].day()}#{shard_of(spread, EVENT_TYPE_SHARDS)}"},
+        "GSI1SK": {"S": index_sk},
+        "GSI2PK": {"S": f"OWNER#{user}#{shard_of(spread, OWNER_SHARDS)}"},
+        "GSI2SK": {"S": index_sk},
+        "entityType": {"S": "event"},
+        "userId": {"S": user},
+        "deviceId": {"S": device},
+        "id": {"S": e["id"]},
+        "type": {"S": e["type"]},
+        "value": value_to_attr(e["value"]),
+        "at": {"S": at},
+        "deviceName": {"S": registration["deviceName"]},
+        "deviceType": {"S": registration["deviceType"]},
+        "ttl": {"N": str(e["at"].epoch_seconds() + RETENTION_DAYS * 86_400)},
+    }
+
+
+def _retryable(err):
+    if isinstance(err, (BotoConnectionError, ReadTimeoutError)):
+        return True
+    code = err.response.get("Error", {}).get("Code", "")
+    status = err.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)
+    return code in THROTTLING or status >= 500
+
+
+def write_chunk(chunk, deadline):
+    """One BatchWriteItem of up to 25 events, retrying UnprocessedItems and throttling until
+    `deadline`. Returns the (at, id) of the events that could not be written."""
+    pending = chunk
+    attempt = 0
+    while pending:
+        attempt += 1
+        if attempt > 1:
+            if time.monotonic() >= deadline:
+                break
+            backoff(attempt - 1)
+        try:
+            out = DYNAMODB.batch_write_item(
+                RequestItems={TABLE_NAME: [{"PutRequest": {"Item": item}} for _, item in pending]},
+                ReturnConsumedCapacity="TOTAL",
+            )
+        except (ClientError, BotoConnectionError, ReadTimeoutError) as err:
+            if isinstance(err, ClientError) and not _retryable(err):
+                raise sdk_error(err) from None
+            continue
+        unprocessed = {
+            (w["PutRequest"]["Item"]["PK"]["S"], w["PutRequest"]["Item"]["SK"]["S"])
+            for w in out.get("UnprocessedItems", {}).get(TABLE_NAME, [])
+        }
+        pending = [(k, item) for k, item in pending
+                   if (item["PK"]["S"], item["SK"]["S"]) in unprocessed]
+    return [key for key, _ in pending]
+
+
+def merged(summary, events):
+    """The summary with `events` folded in (shared::ops::ingest::DeviceSummary::merged)."""
+    last_seen = summary["lastSeen"]
+    latest = dict(summary["latest"])
+    recent = list(summary["recent"])
+    for e in events:
+        if last_seen is None or last_seen < e["at"]:
+            last_seen = e["at"]
+        current = latest.get(e["type"])
+        if current is None or current["at"] < e["at"]:
+            latest[e["type"]] = {"at": e["at"], "value": e["value"]}
+        if not any(r["at"] == e["at"] and r["id"] == e["id"] for r in recent):
+            recent.append({"id": e["id"], "type": e["type"], "value": e["value"], "at": e["at"]})
+    recent.sort(key=lambda r: (r["at"].millis, r["id"]), reverse=True)
+    return {**summary, "lastSeen": last_seen, "latest": latest, "recent": recent[:RECENT_EVENTS]}
+
+
+def same_summary(a, b):
+    return (a["lastSeen"] == b["lastSeen"] and a["latest"] == b["latest"]
+            and a["recent"] == b["recent"] and a["ingestSeq"] == b["ingestSeq"]
+            and a["seenKey"] == b["seenKey"])
+
+
+def empty_summary():
+    return {"ingestSeq": None, "lastSeen": None, "latest": {}, "recent": [], "seenKey": None}
+
+
+def summary_from_item(item):
+    def ts(attr):
+        return Timestamp.parse("timestamp", attr["S"])
+
+    return {
+        "ingestSeq": int(item["ingestSeq"]["N"]) if "ingestSeq" in item else None,
+        "lastSeen": ts(item["lastSeen"]) if "lastSeen" in item else None,
+        "latest": {
+            t: {"at": ts(r["M"]["at"]), "value": value_from_attr(r["M"]["value"])}
+            for t, r in item.get("latest", {}).get("M", {}).items()
+        },
+        "recent": [
+            {"id": r["M"]["id"]["S"], "type": r["M"]["type"]["S"],
+             "value": value_from_attr(r["M"]["value"]), "at": ts(r["M"]["at"])}
+            for r in item.get("recent", {}).get("L", [])
+        ],
+        "seenKey": item["GSI1SK"]["S"] if "GSI1SK" in item else None,
+    }
+
+
+def seen_bucket(at):
+    secs = at.epoch_seconds()
+    return Timestamp((secs - secs % SEEN_GRANULARITY_SECONDS) * 1000)
+
+
+def update_summary(registration, events, deadline):
+    device = registration["deviceId"]
+    with _lock:
+        base = _summaries.get(device) or empty_summary()
+    for attempt in range(1, SUMMARY_ATTEMPTS + 1):
+        if attempt > 1:
+            if time.monotonic() >= deadline:
+                break
+            backoff(attempt - 1)
+        nxt = merged(base, events)
+        next_seq = (base["ingestSeq"] or 0) + 1
+        seen_key = (f"SEEN#{seen_bucket(nxt['lastSeen'])}#{device}"
+                    if nxt["lastSeen"] is not None else None)
+        sets = ["lastSeen = :lastSeen", "latest = :latest", "recent = :recent",
+                "ingestSeq = :nextSeq"]
+        values = {
+            ":lastSeen": {"S": str(nxt["lastSeen"])},
+            ":latest": {"M": {t: {"M": {"at": {"S": str(r["at"])}, "value": value_to_attr(r["value"])}}
+                              for t, r in sorted(nxt["latest"].items())}},
+            ":recent": {"L": [{"M": {"id": {"S": r["id"]}, "type": {"S": r["type"]},
+                                     "value": value_to_attr(r["value"]), "at": {"S": str(r["at"])}}}
+                              for r in nxt["recent"]]},
+            ":nextSeq": {"N": str(next_seq)},
+        }
+        # The index entry moves only when the coarse SEEN bucket does.
+        if seen_key != base["seenKey"] and seen_key is not None:
+            sets.append("GSI1SK = :seenKey")
+            values[":seenKey"] = {"S": seen_key}
+        if base["ingestSeq"] is not None:
+            values[":seq"] = {"N": str(base["ingestSeq"])}
+            condition = ("attribute_exists(PK) AND attribute_not_exists(deletingAt) "
+                         "AND ingestSeq = :seq")
+        else:
+            condition = ("attribute_exists(PK) AND attribute_not_exists(deletingAt) "
+                         "AND attribute_not_exists(ingestSeq)")
+        try:
+            DYNAMODB.update_item(
+                TableName=TABLE_NAME,
+                Key={"PK": {"S": f"USER#{registration['userId']}"}, "SK": {"S": f"DEVICE#{device}"}},
+                UpdateExpression="SET " + ", ".join(sets),
+                ConditionExpression=condition,
+                ExpressionAttributeValues=values,
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+                ReturnConsumedCapacity="TOTAL",
+            )
+        except ClientError as err:
+            if err.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException":
+                current = err.response.get("Item")
+                if current is None or "deletingAt" in current:
+                    _forget(device)
+                    raise device_unauthorized() from None
+                base = summary_from_item(current)
+                if same_summary(merged(base, events), base):
+                    with _lock:
+                        _summaries[device] = base  # another batch already folded these in
+                    return
+                continue
+            if not _retryable(err):
+                raise sdk_error(err) from None
+            continue
+        except (BotoConnectionError, ReadTimeoutError):
+            continue
+        stored = {**nxt, "ingestSeq": next_seq}
+        if seen_key is not None:
+            stored["seenKey"] = seen_key
+        with _lock:
+            if len(_summaries) >= CACHE_CAPACITY:
+                _summaries.clear()
+            _summaries[device] = stored
+        return
+    raise busy()
+
+
+def ingest(registration, events, deadline):
+    deadline = min(deadline, time.monotonic() + INGEST_RETRY_MS / 1000.0)
+    items = [((e["at"], e["id"]), event_item(registration, e)) for e in events]
+    chunks = [items[i:i + BATCH_WRITE_SIZE] for i in range(0, len(items), BATCH_WRITE_SIZE)]
+    unstored = set()
+    for failed in WRITERS.map(lambda chunk: write_chunk(chunk, deadline), chunks):
+        unstored.update(failed)
+    stored = [e for e in events if (e["at"], e["id"]) not in unstored]
+    failed = [e for e in events if (e["at"], e["id"]) in unstored]
+    if not stored:
+        return [], [e["id"] for e in failed]
+    try:
+        update_summary(registration, stored, deadline)
+    except ApiError as err:
+        if err.status == 401:
+            raise
+        # Stored but not on the dashboard yet: acknowledge nothing; the resend is idempotent.
+        return [], [e["id"] for e in stored + failed]
+    return [e["id"] for e in stored], [e["id"] for e in failed]
+
+
+def _deadline(context):
+    far = time.monotonic() + 3600
+    if context is None or not hasattr(context, "get_remaining_time_in_millis"):
+        return far
+    return time.monotonic() + context.get_remaining_time_in_millis() / 1000.0 - ANSWER_MARGIN_SECONDS
+
+
+def _ingest(event, context):
+    route = route_key(event)
+    if route != "POST /devices/{deviceId}/events":
+        raise ApiError(404, "no_route", f"no route {route}")
+    device = (event.get("pathParameters") or {}).get("deviceId")
+    if device is None:
+        raise invalid("deviceId", "missing path parameter")
+    check_token("deviceId", device, 64)
+    token = bearer_token(event)
+    if token is None:
+        raise device_unauthorized()
+    registration = authenticate(device, token)
+    body = json_body(event, MAX_INGEST_BODY_BYTES)
+    events = validate_batch(body, Timestamp.now())
+    accepted, failed = ingest(registration, events, _deadline(context))
+    if not failed:
+        return json_response(200, {"accepted": len(accepted), "eventIds": accepted})
+    return json_response(503, {
+        "error": {"code": "partially_stored",
+                  "message": "some events were not stored: resend the failed ids"},
+        "accepted": accepted,
+        "failed": failed,
+    }, {"retry-after": str(RETRY_AFTER_SECONDS)})
+
+
+def ingest_handler(event, context):
+    """POST /devices/{deviceId}/events."""
+    return serve(event, context, _ingest)

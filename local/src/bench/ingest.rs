@@ -1,0 +1,305 @@
+//! Ingest throughput: the same batches of 100 events sent by `devices` devices at once (each
+//! one batch at a time, as a device does), through the ingest release bootstraps (one warm
+//! process per device, as concurrent Lambdas), through the Python peer the same way, and the
+//! raw BatchWriteItem ceiling of the same DynamoDB Local: exactly the items the Rust handler
+//! stored, written by a bare SDK client (no handler, no metering) with the same concurrency:
+//! per device one batch at a time, its 4 chunks of 25 at once.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use aws_sdk_dynamodb::types::{AttributeValue, PutRequest, WriteRequest};
+use serde::Serialize;
+use shared::ids::{DeviceId, DeviceType, UserId};
+use shared::ops::devices::{register_device, DeviceRegistration};
+use shared::timestamp::Timestamp;
+use shared::FleetTable;
+
+use super::patterns::ingest_event;
+use super::{process_cpu_seconds, BenchError, Latency};
+use crate::bootstrap::{Launch, RunningBootstrap};
+
+/// Owner of the throughput devices.
+const OWNER: &str = "tp-owner";
+
+/// One contender's run.
+#[derive(Clone, Debug, Serialize)]
+pub struct Throughput {
+    /// Events stored (acknowledged with 200 for the handlers).
+    pub events: usize,
+    /// Wall time of the timed batches.
+    pub seconds: f64,
+    /// `events / seconds`.
+    pub events_per_second: f64,
+    /// Latency of one 100-event batch.
+    pub batch_ms: Latency,
+    /// CPU seconds the function processes used (user + system), when they are processes.
+    pub function_cpu_seconds: Option<f64>,
+    /// CPU seconds of this benchmark process during the timed batches (it runs the Runtime
+    /// APIs, or is the bare client).
+    pub driver_cpu_seconds: f64,
+}
+
+/// One round of the three contenders.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Round {
+    /// The Rust ingest bootstraps.
+    pub rust: Option<Throughput>,
+    /// The bare client.
+    pub raw: Option<Throughput>,
+    /// The Python peer.
+    pub python: Option<Throughput>,
+}
+
+/// Registered devices and their tokens.
+pub type Devices = Vec<(String, String)>;
+
+/// Registers `devices` devices (`tp-0`, `tp-1`...) on the empty `table`.
+pub async fn register(table: &FleetTable, devices: usize) -> Result<Devices, BenchError> {
+    let ids: Vec<String> = (0..devices).map(|d| format!("tp-{d}")).collect();
+    register_named(table, &ids).await
+}
+
+/// Registers the devices `ids`, of one owner, on `table`.
+pub async fn register_named<S: AsRef<str>>(
+    table: &FleetTable,
+    ids: &[S],
+) -> Result<Devices, BenchError> {
+    let owner = UserId::parse(OWNER).map_err(BenchError::setup)?;
+    let mut out = Vec::new();
+    for id in ids {
+        let id = id.as_ref();
+        let registered = register_device(
+            table,
+            &owner,
+            DeviceRegistration {
+                device_id: DeviceId::parse(id).map_err(BenchError::setup)?,
+                name: format!("Bench {id}"),
+                device_type: DeviceType::parse("thermostat").map_err(BenchError::setup)?,
+                tags: Vec::new(),
+            },
+        )
+        .await
+        .map_err(BenchError::setup)?;
+        out.push((id.to_string(), registered.token.reveal().to_string()));
+    }
+    Ok(out)
+}
+
+/// Starts one `launch` process per device (its environment `env`), warms each with one
+/// untimed batch, then sends `batches` batches from every device at once.
+pub async fn through_processes(
+    launch: &Launch,
+    function: &str,
+    env: &BTreeMap<String, String>,
+    devices: &Devices,
+    batches: usize,
+    from: Timestamp,
+    logs: &Path,
+) -> Result<Throughput, BenchError> {
+    let timeout = Duration::from_secs(30);
+    let mut processes = Vec::new();
+    for (d, (device, token)) in devices.iter().enumerate() {
+        let log = logs.join(format!("throughput-{function}-{d}.log"));
+        let mut process = RunningBootstrap::launch(launch, function, env, &log)
+            .await
+            .map_err(|e| BenchError::process(function, e))?;
+        let warm = process
+            .invoke(&ingest_event(device, token, "w", from, 0), timeout)
+            .await
+            .map_err(|e| BenchError::process(function, e))?;
+        expect_200(function, "warm-up batch", &warm.outcome)?;
+        processes.push((device.clone(), token.clone(), process));
+    }
+    let cpu_before: f64 = processes
+        .iter()
+        .filter_map(|(_, _, p)| p.cpu_seconds())
+        .sum();
+    let driver_before = process_cpu_seconds();
+    let started = Instant::now();
+    let runs = futures::future::join_all(processes.iter_mut().map(
+        |(device, token, process)| async move {
+            let mut latencies = Vec::with_capacity(batches);
+            for b in 0..batches {
+                let event = ingest_event(device, token, &format!("b{b}"), from, b + 1);
+                let invocation = process
+                    .invoke(&event, timeout)
+                    .await
+                    .map_err(|e| BenchError::process(function, e))?;
+                expect_200(
+                    function,
+                    &format!("{device} batch {b}"),
+                    &invocation.outcome,
+                )?;
+                latencies.push(invocation.latency.as_secs_f64() * 1000.0);
+            }
+            Ok::<_, BenchError>(latencies)
+        },
+    ))
+    .await;
+    let seconds = started.elapsed().as_secs_f64();
+    let driver_cpu_seconds = process_cpu_seconds() - driver_before;
+    let cpu_after: f64 = processes
+        .iter()
+        .filter_map(|(_, _, p)| p.cpu_seconds())
+        .sum();
+    for (_, _, process) in processes {
+        process.stop().await;
+    }
+    let mut latencies = Vec::new();
+    for run in runs {
+        latencies.extend(run?);
+    }
+    let events = latencies.len() * 100;
+    Ok(Throughput {
+        events,
+        seconds,
+        events_per_second: events as f64 / seconds,
+        batch_ms: Latency::of(&latencies),
+        function_cpu_seconds: Some(cpu_after - cpu_before),
+        driver_cpu_seconds,
+    })
+}
+
+fn expect_200(
+    function: &str,
+    what: &str,
+    outcome: &crate::runtime_api::Outcome,
+) -> Result<(), BenchError> {
+    if outcome.status() == 200 {
+        return Ok(());
+    }
+    Err(BenchError::Status {
+        what: format!("{function}: {what}"),
+        expected: 200,
+        got: outcome.status(),
+        outcome: format!("{outcome:?}"),
+    })
+}
+
+type Item = HashMap<String, AttributeValue>;
+
+/// Every event item of `table`, grouped by partition (device) in sort-key order.
+async fn stored_events(
+    client: &aws_sdk_dynamodb::Client,
+    table: &str,
+) -> Result<BTreeMap<String, Vec<Item>>, BenchError> {
+    let mut by_device: BTreeMap<String, Vec<Item>> = BTreeMap::new();
+    let mut pages = client
+        .scan()
+        .table_name(table)
+        .filter_expression("entityType = :event")
+        .expression_attribute_values(":event", AttributeValue::S("event".into()))
+        .into_paginator()
+        .items()
+        .send();
+    while let Some(item) = pages.next().await {
+        let item = item.map_err(BenchError::setup)?;
+        let pk = match item.get("PK") {
+            Some(AttributeValue::S(pk)) => pk.clone(),
+            _ => return Err(BenchError::setup("an event item without PK")),
+        };
+        by_device.entry(pk).or_default().push(item);
+    }
+    let sort_key = |item: &Item| match item.get("SK") {
+        Some(AttributeValue::S(sk)) => sk.clone(),
+        _ => String::new(),
+    };
+    for items in by_device.values_mut() {
+        items.sort_by_key(sort_key);
+    }
+    Ok(by_device)
+}
+
+/// Writes `items` (one device's batch) as concurrent BatchWriteItem calls of 25, resending
+/// unprocessed items. Returns how many were written.
+async fn write_batch(
+    client: &aws_sdk_dynamodb::Client,
+    table: &str,
+    items: &[Item],
+) -> Result<usize, BenchError> {
+    let chunks = items.chunks(25).map(|chunk| async move {
+        let mut pending: Vec<WriteRequest> = chunk
+            .iter()
+            .map(|item| {
+                PutRequest::builder()
+                    .set_item(Some(item.clone()))
+                    .build()
+                    .map(|put| WriteRequest::builder().put_request(put).build())
+            })
+            .collect::<Result<_, _>>()
+            .map_err(BenchError::setup)?;
+        while !pending.is_empty() {
+            let out = client
+                .batch_write_item()
+                .request_items(table, pending)
+                .send()
+                .await
+                .map_err(BenchError::setup)?;
+            pending = out
+                .unprocessed_items
+                .unwrap_or_default()
+                .into_values()
+                .flatten()
+                .collect();
+        }
+        Ok::<_, BenchError>(chunk.len())
+    });
+    let mut written = 0;
+    for result in futures::future::join_all(chunks).await {
+        written += result?;
+    }
+    Ok(written)
+}
+
+/// The raw ceiling: the event items of `source` (what the Rust handler stored: one untimed
+/// warm-up batch per device, then the timed ones), written again into the empty `target` by
+/// the bare `client`, every device at once, each one batch of 100 at a time.
+pub async fn raw_ceiling(
+    client: &aws_sdk_dynamodb::Client,
+    source: &str,
+    target: &str,
+) -> Result<Throughput, BenchError> {
+    let by_device = stored_events(client, source).await?;
+    let batches: Vec<Vec<&[Item]>> = by_device
+        .values()
+        .map(|items| items.chunks(100).collect())
+        .collect();
+    // The warm-up batch of each device first, untimed, as for the handlers.
+    for device in &batches {
+        if let Some(first) = device.first() {
+            write_batch(client, target, first).await?;
+        }
+    }
+    let driver_before = process_cpu_seconds();
+    let started = Instant::now();
+    let runs = futures::future::join_all(batches.iter().map(|device| async move {
+        let mut latencies = Vec::new();
+        let mut written = 0;
+        for batch in device.iter().skip(1) {
+            let sent = Instant::now();
+            written += write_batch(client, target, batch).await?;
+            latencies.push(sent.elapsed().as_secs_f64() * 1000.0);
+        }
+        Ok::<_, BenchError>((written, latencies))
+    }))
+    .await;
+    let seconds = started.elapsed().as_secs_f64();
+    let driver_cpu_seconds = process_cpu_seconds() - driver_before;
+    let mut events = 0;
+    let mut latencies = Vec::new();
+    for run in runs {
+        let (written, l) = run?;
+        events += written;
+        latencies.extend(l);
+    }
+    Ok(Throughput {
+        events,
+        seconds,
+        events_per_second: events as f64 / seconds,
+        batch_ms: Latency::of(&latencies),
+        function_cpu_seconds: None,
+        driver_cpu_seconds,
+    })
+}

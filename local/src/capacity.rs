@@ -1,0 +1,177 @@
+//! DynamoDB's size and capacity-unit rules, applied to the real items of `shared`: how many
+//! bytes an item counts as, what an index entry holds, and how bytes round to request units.
+//! The key-distribution simulator and the cost model price items with these rules;
+//! `tests/simulator.rs` checks them against the consumed capacity DynamoDB Local reports.
+//!
+//! The rules (DynamoDB developer guide, "Item sizes and formats" and "Read/write capacity"):
+//! - an attribute counts its name's UTF-8 bytes plus its value: a string its UTF-8 bytes, a
+//!   number 1 byte per two significant digits plus 1, a boolean or null 1 byte, a list or map
+//!   3 bytes plus 1 byte and the size of each element (a map element includes its name);
+//! - a write costs 1 unit per started KB (1,024 bytes) of the item; an update costs by the
+//!   larger of the item before and after;
+//! - a read costs 1 unit per started 4 KB, half for eventually consistent reads; a Query sums
+//!   the sizes of all items it reads before rounding;
+//! - a global secondary index entry holds the table's key, the index key and the projected
+//!   attributes; writing an item whose index key changes costs a delete and a put there;
+//! - storage counts every item and every index entry with 100 bytes of overhead.
+
+use std::collections::HashMap;
+
+use aws_sdk_dynamodb::types::AttributeValue;
+use shared::schema::{IndexSpec, PK, SK};
+
+/// An item as the SDK holds it.
+pub type Item = HashMap<String, AttributeValue>;
+
+/// Bytes of one write unit.
+pub const WRITE_UNIT_BYTES: u64 = 1024;
+/// Bytes of one read unit.
+pub const READ_UNIT_BYTES: u64 = 4096;
+/// Storage overhead DynamoDB adds to every item and every index entry.
+pub const STORAGE_OVERHEAD_BYTES: u64 = 100;
+/// Largest page a Query or Scan returns.
+pub const PAGE_BYTES: u64 = 1024 * 1024;
+
+/// Bytes of a stored number: 1 per two significant digits, plus 1.
+fn number_size(text: &str) -> u64 {
+    let digits: String = text
+        .split(['e', 'E'])
+        .next()
+        .unwrap_or_default()
+        .chars()
+        .filter(char::is_ascii_digit)
+        .collect();
+    let significant = digits.trim_start_matches('0').trim_end_matches('0').len();
+    (significant.max(1) as u64).div_ceil(2) + 1
+}
+
+/// Bytes an attribute value counts for (without its name).
+pub fn value_size(value: &AttributeValue) -> u64 {
+    match value {
+        AttributeValue::S(s) => s.len() as u64,
+        AttributeValue::N(n) => number_size(n),
+        AttributeValue::B(b) => b.as_ref().len() as u64,
+        AttributeValue::Bool(_) | AttributeValue::Null(_) => 1,
+        AttributeValue::Ss(v) => v.iter().map(|s| s.len() as u64).sum(),
+        AttributeValue::Ns(v) => v.iter().map(|n| number_size(n)).sum(),
+        AttributeValue::Bs(v) => v.iter().map(|b| b.as_ref().len() as u64).sum(),
+        AttributeValue::L(list) => 3 + list.iter().map(|v| 1 + value_size(v)).sum::<u64>(),
+        AttributeValue::M(map) => {
+            3 + map
+                .iter()
+                .map(|(k, v)| 1 + k.len() as u64 + value_size(v))
+                .sum::<u64>()
+        }
+        _ => 0,
+    }
+}
+
+/// Bytes an item counts for: every attribute's name and value.
+pub fn item_size(item: &Item) -> u64 {
+    item.iter()
+        .map(|(name, value)| name.len() as u64 + value_size(value))
+        .sum()
+}
+
+/// The entry `index` holds for `item`, or `None` when the item lacks the index's key
+/// attributes (a sparse index skips it).
+pub fn index_entry(item: &Item, index: &IndexSpec) -> Option<Item> {
+    if !item.contains_key(index.partition_key) || !item.contains_key(index.sort_key) {
+        return None;
+    }
+    let keep = [PK, SK, index.partition_key, index.sort_key];
+    Some(
+        item.iter()
+            .filter(|(name, _)| {
+                keep.contains(&name.as_str()) || index.projected.contains(&name.as_str())
+            })
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect(),
+    )
+}
+
+/// Write units of writing `bytes` (at least 1).
+pub fn write_units(bytes: u64) -> u64 {
+    bytes.div_ceil(WRITE_UNIT_BYTES).max(1)
+}
+
+/// Read units of a strongly consistent read of `bytes` (GetItem with `ConsistentRead`).
+pub fn strong_read_units(bytes: u64) -> f64 {
+    bytes.div_ceil(READ_UNIT_BYTES).max(1) as f64
+}
+
+/// Read units of an eventually consistent Query or Scan that reads `bytes` in total: each
+/// 1 MB page rounds up to 4 KB on its own, and an empty read still costs half a unit.
+pub fn query_read_units(bytes: u64) -> f64 {
+    let full_pages = bytes / PAGE_BYTES;
+    let rest = bytes % PAGE_BYTES;
+    let per_full_page = PAGE_BYTES.div_ceil(READ_UNIT_BYTES);
+    let units = full_pages * per_full_page + rest.div_ceil(READ_UNIT_BYTES);
+    (units.max(1) as f64) * 0.5
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use shared::schema::INDEXES;
+
+    fn s(v: &str) -> AttributeValue {
+        AttributeValue::S(v.into())
+    }
+
+    #[test]
+    fn sizes_follow_the_documented_rules() {
+        // Name + value: "PK" (2) + "USER#u" (6).
+        let item: Item = [("PK".to_string(), s("USER#u"))].into();
+        assert_eq!(item_size(&item), 8);
+        // Numbers: 1 byte per two significant digits, plus 1; zeros at the ends trimmed.
+        assert_eq!(number_size("21.5"), 3);
+        assert_eq!(number_size("1000"), 2);
+        assert_eq!(number_size("0.05"), 2);
+        assert_eq!(number_size("1795168801"), 6);
+        assert_eq!(number_size("1795168800"), 5);
+        // A map: 3 + per element 1 + name + value.
+        let map = AttributeValue::M([("at".to_string(), s("x"))].into());
+        assert_eq!(value_size(&map), 3 + 1 + 2 + 1);
+        let list = AttributeValue::L(vec![AttributeValue::Bool(true), s("ab")]);
+        assert_eq!(value_size(&list), 3 + (1 + 1) + (1 + 2));
+    }
+
+    #[test]
+    fn units_round_up_per_kilobyte_and_per_page() {
+        assert_eq!(write_units(1), 1);
+        assert_eq!(write_units(1024), 1);
+        assert_eq!(write_units(1025), 2);
+        assert_eq!(strong_read_units(4097), 2.0);
+        assert_eq!(query_read_units(0), 0.5);
+        assert_eq!(query_read_units(12 * 1024), 1.5);
+        assert_eq!(query_read_units(12 * 1024 + 1), 2.0);
+        // Two full pages and a 1-byte remainder: 256 + 256 + 1 units, halved.
+        assert_eq!(query_read_units(2 * PAGE_BYTES + 1), 256.5);
+    }
+
+    #[test]
+    fn index_entries_keep_keys_and_projected_attributes_only() {
+        let gsi2 = &INDEXES[1];
+        let item: Item = [
+            ("PK", "p"),
+            ("SK", "s"),
+            ("GSI2PK", "g"),
+            ("GSI2SK", "h"),
+            ("deviceName", "n"),
+            ("userId", "u"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), s(v)))
+        .collect();
+        let entry = index_entry(&item, gsi2).unwrap();
+        assert!(entry.contains_key("deviceName"));
+        assert!(
+            !entry.contains_key("userId"),
+            "GSI2 does not project userId"
+        );
+        let mut sparse = item.clone();
+        sparse.remove("GSI2SK");
+        assert!(index_entry(&sparse, gsi2).is_none());
+    }
+}

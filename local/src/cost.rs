@@ -1,0 +1,522 @@
+//! The monthly cost model: DynamoDB on-demand (request units and storage) and Lambda (arm64)
+//! for a simulated workload profile, set beside seed 000's figures.
+//!
+//! Request units come from the key-distribution simulation (`crate::simulate`), which prices
+//! the real items with DynamoDB's size rules; the same rules reproduce the consumed capacity
+//! DynamoDB Local reports for the reference dataset (`tests/simulator.rs`), and
+//! `docs/cost-model.md` prints the measured per-pattern figures of `docs/model.json` beside
+//! the model's.
+
+use std::fmt::Write as _;
+
+use serde_json::Value;
+
+use crate::capacity::{query_read_units, PAGE_BYTES};
+use crate::simulate::{group, Simulation};
+
+/// Where and when the prices below were taken.
+pub const PRICES_AS_OF: &str = "us-east-1, on-demand prices in force since 1 November 2024 \
+    (DynamoDB on-demand throughput was halved then), Lambda arm64 first pricing tier; read 2026";
+/// DynamoDB on-demand, per write request unit (us-east-1, since November 2024).
+pub const WRU_USD: f64 = 0.625 / 1e6;
+/// DynamoDB on-demand, per read request unit (us-east-1, since November 2024).
+pub const RRU_USD: f64 = 0.125 / 1e6;
+/// DynamoDB Standard table class storage, per GB-month (us-east-1).
+pub const STORAGE_GB_MONTH_USD: f64 = 0.25;
+/// Lambda arm64 duration, per GB-second (us-east-1, first 7.5 billion GB-s a month).
+pub const LAMBDA_ARM_GB_SECOND_USD: f64 = 0.000_013_333_4;
+/// Lambda, per request.
+pub const LAMBDA_REQUEST_USD: f64 = 0.20 / 1e6;
+/// Seed 000's own prices (its "$1.25 per million" writes and "$3.75 per million" 15-RCU
+/// dashboards): the on-demand prices before November 2024.
+pub const SEED_WRU_USD: f64 = 1.25 / 1e6;
+/// Seed 000's read price: $3.75 per million dashboards of 15 RCU = $0.25 per million RRU.
+pub const SEED_RRU_USD: f64 = 0.25 / 1e6;
+/// A month as AWS bills it: 730 hours.
+pub const SECONDS_PER_MONTH: f64 = 730.0 * 3600.0;
+/// Days in that month.
+pub const DAYS_PER_MONTH: f64 = 730.0 / 24.0;
+/// Bytes in a billed GB.
+pub const GB: f64 = 1024.0 * 1024.0 * 1024.0;
+/// The API functions' memory (`template.yaml` Globals: 128 MB).
+pub const API_MEMORY_GB: f64 = 128.0 / 1024.0;
+/// The daily analytics function's memory (`template.yaml`: 512 MB).
+pub const ANALYTICS_MEMORY_GB: f64 = 512.0 / 1024.0;
+/// Billed duration of a read request (dashboard and other GETs): an assumption, see
+/// [`DURATION_SOURCE`].
+pub const READ_BILLED_MS: f64 = 10.0;
+/// Billed duration of an ingest request: an assumption, see [`DURATION_SOURCE`].
+pub const INGEST_BILLED_MS: f64 = 30.0;
+/// Items per second the daily analytics scan covers (measured with `make scan-throughput`,
+/// debug build on DynamoDB Local, docs/design.md §5); it sets the analytics Lambda's duration.
+pub const ANALYTICS_ITEMS_PER_SECOND: f64 = 17_600.0;
+/// Where the durations come from.
+pub const DURATION_SOURCE: &str = "Assumed, not measured on AWS (there is no AWS account here): a \
+    read is one Query, which DynamoDB serves in single-digit milliseconds, plus well under 1 ms of \
+    Rust handler work, billed as 10 ms; an ingest request is a registration GetItem (when the \
+    cache is cold), up to 4 concurrent BatchWriteItems and one UpdateItem, billed as 30 ms. \
+    Lambda bills per started millisecond. The lead's `make bench` (docs/benchmarks.md) measures \
+    handler latency on DynamoDB Local; the sensitivity line shows the cost at 10x these durations.";
+
+/// Seed 000's monthly figures for 100K users x 10 devices.
+pub mod seed {
+    /// Dashboard reads a month.
+    pub const READS: f64 = 100e6;
+    /// Writes a month (one 1-WCU PutItem each).
+    pub const WRITES: f64 = 10e6;
+    /// RCU of one dashboard, entity-first (11 Scans).
+    pub const ENTITY_FIRST_RCU: f64 = 500.0;
+    /// RCU of one dashboard, access-pattern-first (1 Query).
+    pub const PATTERN_FIRST_RCU: f64 = 15.0;
+    /// Base table storage, GB (both designs).
+    pub const BASE_GB: f64 = 50.0;
+    /// GSI storage, GB, entity-first (6 GSIs).
+    pub const ENTITY_FIRST_GSI_GB: f64 = 300.0;
+    /// GSI storage, GB, access-pattern-first (1 GSI).
+    pub const PATTERN_FIRST_GSI_GB: f64 = 5.0;
+}
+
+/// One month's bill, itemized.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct MonthlyCost {
+    /// Write request units (base table and both GSIs, plus analytics checkpoints).
+    pub write_units: f64,
+    /// Read request units of the API (reads and ingest auth).
+    pub read_units: f64,
+    /// Read request units of the daily analytics scans.
+    pub scan_read_units: f64,
+    /// Stored GB: base table, GSIs.
+    pub storage_gb: [f64; 2],
+    /// Lambda invocations.
+    pub lambda_requests: f64,
+    /// Lambda GB-seconds.
+    pub lambda_gb_seconds: f64,
+}
+
+impl MonthlyCost {
+    /// The month of `sim`'s workload, with the durations given.
+    pub fn of(sim: &Simulation, read_ms: f64, ingest_ms: f64) -> Self {
+        let w = &sim.workload;
+        let [base, gsi1, gsi2] = &sim.tables;
+        let scan_pages_per_day = (w.scanned_bytes / PAGE_BYTES as f64).ceil();
+        let api_reads = w.dashboard_per_second + w.other_reads_per_second;
+        let scan_seconds = w.items / ANALYTICS_ITEMS_PER_SECOND;
+        Self {
+            // One checkpoint write (under 1 KB) per scanned page.
+            write_units: (base.wcu + gsi1.wcu + gsi2.wcu) * SECONDS_PER_MONTH
+                + scan_pages_per_day * DAYS_PER_MONTH,
+            read_units: (base.rcu + gsi1.rcu + gsi2.rcu) * SECONDS_PER_MONTH,
+            scan_read_units: query_read_units(w.scanned_bytes as u64) * DAYS_PER_MONTH,
+            storage_gb: [
+                w.storage_bytes[0] / GB,
+                (w.storage_bytes[1] + w.storage_bytes[2]) / GB,
+            ],
+            lambda_requests: (api_reads + w.ingest_requests_per_second) * SECONDS_PER_MONTH
+                + DAYS_PER_MONTH,
+            lambda_gb_seconds: (api_reads * read_ms + w.ingest_requests_per_second * ingest_ms)
+                / 1000.0
+                * API_MEMORY_GB
+                * SECONDS_PER_MONTH
+                + scan_seconds * ANALYTICS_MEMORY_GB * DAYS_PER_MONTH,
+        }
+    }
+
+    /// Writes, USD.
+    pub fn writes_usd(&self, wru: f64) -> f64 {
+        self.write_units * wru
+    }
+    /// Reads (API and scans), USD.
+    pub fn reads_usd(&self, rru: f64) -> f64 {
+        (self.read_units + self.scan_read_units) * rru
+    }
+    /// Storage, USD.
+    pub fn storage_usd(&self) -> f64 {
+        (self.storage_gb[0] + self.storage_gb[1]) * STORAGE_GB_MONTH_USD
+    }
+    /// Lambda, USD.
+    pub fn lambda_usd(&self) -> f64 {
+        self.lambda_requests * LAMBDA_REQUEST_USD
+            + self.lambda_gb_seconds * LAMBDA_ARM_GB_SECOND_USD
+    }
+    /// DynamoDB and Lambda at today's prices, USD.
+    pub fn total_usd(&self) -> f64 {
+        self.writes_usd(WRU_USD) + self.reads_usd(RRU_USD) + self.storage_usd() + self.lambda_usd()
+    }
+}
+
+/// A seed design's month at the given prices: (reads, writes, storage, total) in USD.
+pub fn seed_month(dashboard_rcu: f64, gsi_gb: f64, rru: f64, wru: f64) -> [f64; 4] {
+    let reads = seed::READS * dashboard_rcu * rru;
+    let writes = seed::WRITES * wru;
+    let storage = (seed::BASE_GB + gsi_gb) * STORAGE_GB_MONTH_USD;
+    [reads, writes, storage, reads + writes + storage]
+}
+
+fn usd(v: f64) -> String {
+    if v >= 100.0 {
+        format!("${}", group(v.round() as u64))
+    } else {
+        format!("${v:.2}")
+    }
+}
+
+fn gigabytes(v: f64) -> String {
+    if v >= 1000.0 {
+        group(v.round() as u64)
+    } else {
+        format!("{v:.1}")
+    }
+}
+
+fn millions(v: f64) -> String {
+    if v >= 1e8 {
+        format!("{} M", group((v / 1e6).round() as u64))
+    } else if v >= 1e6 {
+        format!("{:.1} M", v / 1e6)
+    } else {
+        group(v.round() as u64)
+    }
+}
+
+/// The measured figures of `docs/model.json` this model is set beside: (pattern, workload,
+/// requests, RCU, WCU).
+pub fn measured_patterns(model: &Value) -> Vec<(String, String, u64, f64, f64)> {
+    let mut out = Vec::new();
+    for p in model["patterns"].as_array().into_iter().flatten() {
+        let id = p["id"].as_str().unwrap_or_default();
+        if !matches!(
+            id,
+            "AP-DASH" | "AP-04" | "AP-05" | "AP-09" | "AP-13" | "AP-14"
+        ) {
+            continue;
+        }
+        for m in p["measured"].as_array().into_iter().flatten() {
+            out.push((
+                id.to_string(),
+                m["workload"].as_str().unwrap_or_default().to_string(),
+                m["requests"].as_u64().unwrap_or(0),
+                m["rcu"].as_f64().unwrap_or(0.0),
+                m["wcu"].as_f64().unwrap_or(0.0),
+            ));
+        }
+    }
+    out
+}
+
+/// The whole `docs/cost-model.md`: every profile's month, the seed comparison (from the
+/// profile named `seed_profile`), and the measured figures of `model` (docs/model.json).
+pub fn render_report(sims: &[Simulation], seed_profile: &str, model: &Value) -> String {
+    let mut out = String::from(
+        "# Cost model: a month of DynamoDB on-demand and Lambda\n\n\
+         Generated by `make cost` (`cargo run -p fleet-local -- cost`) from the profiles in \
+         `bench/profiles/` and `docs/model.json`; do not edit by hand. Request units per second come \
+         from the key-distribution simulation (docs/key-distribution.md), which prices the real items \
+         with DynamoDB's size rules; `tests/simulator.rs` checks those rules against the consumed \
+         capacity DynamoDB Local reports for the same items.\n\n",
+    );
+    let _ = writeln!(
+        out,
+        "## Prices and assumptions\n\n\
+         Prices ({PRICES_AS_OF}; `local/src/cost.rs`): ${:.3} per million write request units, \
+         ${:.3} per million read request units, ${:.2} per GB-month of storage (Standard table \
+         class), Lambda arm64 ${:.10} per GB-second and ${:.2} per million requests. Free tiers are \
+         left out. Sources: AWS's DynamoDB and Lambda pricing pages, and AWS's November 2024 \
+         announcement of the on-demand price cut (as summarized at \
+         airbyte.com/data-engineering-resources/dynamodb-pricing and \
+         cloudchipr.com/blog/aws-lambda-pricing).\n",
+        WRU_USD * 1e6,
+        RRU_USD * 1e6,
+        STORAGE_GB_MONTH_USD,
+        LAMBDA_ARM_GB_SECOND_USD,
+        LAMBDA_REQUEST_USD * 1e6,
+    );
+    let _ = writeln!(
+        out,
+        "- A month is 730 hours. Storage is the steady state: events kept for the retention \
+         (`RETENTION_DAYS`, 90) and then deleted by TTL, which costs no write units; every item and \
+         index entry counts 100 bytes of overhead; a GB is 2^30 bytes.\n\
+         - Writes count the base table and both GSIs (an index write is billed like a table write), \
+         the device summary update of every ingest request, the device's GSI1 entry moving with its \
+         15-minute `SEEN#` bucket, and one analytics checkpoint per scanned MB.\n\
+         - Reads count the API's reads, ingestion's registration reads (one consistent read per \
+         device per 30 s cache window at most), and the daily analytics parallel Scan of the whole \
+         table (eventually consistent, 0.5 units per 4 KB).\n\
+         - Lambda: the API functions at 128 MB, billed {READ_BILLED_MS} ms per read and \
+         {INGEST_BILLED_MS} ms per ingest request. {DURATION_SOURCE} The daily analytics \
+         function (512 MB) runs for the table's items / {} items/s (`make scan-throughput`, \
+         docs/design.md).\n",
+        group(ANALYTICS_ITEMS_PER_SECOND as u64),
+    );
+
+    out.push_str("## Per profile\n\n| profile | write units | read units (API + scan) | storage (table + GSIs) | DynamoDB writes | DynamoDB reads | storage | Lambda requests | Lambda GB-s | Lambda | **total / month** | Lambda at 10x durations |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+    for sim in sims {
+        let m = MonthlyCost::of(sim, READ_BILLED_MS, INGEST_BILLED_MS);
+        let slow = MonthlyCost::of(sim, READ_BILLED_MS * 10.0, INGEST_BILLED_MS * 10.0);
+        let _ = writeln!(
+            out,
+            "| {} | {} | {} + {} | {} + {} GB | {} | {} | {} | {} | {} | {} | **{}** | {} |",
+            sim.profile.name,
+            millions(m.write_units),
+            millions(m.read_units),
+            millions(m.scan_read_units),
+            gigabytes(m.storage_gb[0]),
+            gigabytes(m.storage_gb[1]),
+            usd(m.writes_usd(WRU_USD)),
+            usd(m.reads_usd(RRU_USD)),
+            usd(m.storage_usd()),
+            millions(m.lambda_requests),
+            millions(m.lambda_gb_seconds),
+            usd(m.lambda_usd()),
+            usd(m.total_usd()),
+            usd(slow.lambda_usd()),
+        );
+    }
+    out.push_str(
+        "\nWhat drives these: writes are about 3 units per event (the event and its two index \
+         entries, each under 1 KB) plus a 2-unit device summary update per ingest request, so \
+         larger batches cost less. Storage grows with events/s x 90 days. The daily analytics \
+         job scans the whole table every day, which at the large profiles' volumes costs more \
+         than all API reads together (and would need many fanned-out invocations a day); an \
+         incremental report fed by DynamoDB Streams would remove that line. \
+         `seed-003-10k-devices` takes seed 003's words literally (1,000,000 events/s): the \
+         seed's own figure of 2,800 WCU/s consumed points to a rate hundreds of times lower.\n\n",
+    );
+
+    if let Some(sim) = sims.iter().find(|s| s.profile.name == seed_profile) {
+        render_seed_comparison(&mut out, sim);
+    }
+
+    out.push_str("## Measured per-pattern capacity (docs/model.json)\n\n\
+        What `make docs` measured on DynamoDB Local for the reference dataset (a user with 10 devices \
+        of 2 event types and short ids), beside which the model stands. The model prices the \
+        profile's own items, so its figures differ where the items do (UUID user ids, 3 or more \
+        event types in the summary); on the reference items themselves the size rules give exactly \
+        the measured units (`tests/simulator.rs`).\n\n\
+        | pattern | workload | requests | RCU | WCU |\n|---|---|---|---|---|\n");
+    for (id, workload, requests, rcu, wcu) in measured_patterns(model) {
+        let _ = writeln!(out, "| {id} | {workload} | {requests} | {rcu} | {wcu} |");
+    }
+    out.push_str(
+        "\nAP-14's 304 WCU for 100 events are the model's 3 per event (event item, GSI1 and GSI2 \
+         entries) plus two 2-WCU device summary UpdateItems: a cold Lambda's first conditional \
+         update fails and returns the item, which costs like a write, and the retry succeeds. \
+         AP-DASH reads 1.5 RCU for the reference user's 10 devices (2 event types, short ids); \
+         the model's 2.0 for seed 000's profile comes from its larger items (UUID user ids, 3 \
+         event types), not from a different rule.\n",
+    );
+    out
+}
+
+fn render_seed_comparison(out: &mut String, sim: &Simulation) {
+    let m = MonthlyCost::of(sim, READ_BILLED_MS, INGEST_BILLED_MS);
+    let ef_then = seed_month(
+        seed::ENTITY_FIRST_RCU,
+        seed::ENTITY_FIRST_GSI_GB,
+        SEED_RRU_USD,
+        SEED_WRU_USD,
+    );
+    let apf_then = seed_month(
+        seed::PATTERN_FIRST_RCU,
+        seed::PATTERN_FIRST_GSI_GB,
+        SEED_RRU_USD,
+        SEED_WRU_USD,
+    );
+    let ef_now = seed_month(
+        seed::ENTITY_FIRST_RCU,
+        seed::ENTITY_FIRST_GSI_GB,
+        RRU_USD,
+        WRU_USD,
+    );
+    let apf_now = seed_month(
+        seed::PATTERN_FIRST_RCU,
+        seed::PATTERN_FIRST_GSI_GB,
+        RRU_USD,
+        WRU_USD,
+    );
+    let ours = |wru: f64, rru: f64| {
+        [
+            m.reads_usd(rru),
+            m.writes_usd(wru),
+            m.storage_usd(),
+            m.reads_usd(rru) + m.writes_usd(wru) + m.storage_usd(),
+        ]
+    };
+    let then = ours(SEED_WRU_USD, SEED_RRU_USD);
+    let now = ours(WRU_USD, RRU_USD);
+    let dashboard_rcu = query_read_units(
+        sim.sizes.profile + u64::from(sim.workload.fleet_median) * sim.sizes.device,
+    );
+    let writes_per_event =
+        m.write_units / (sim.workload.events_per_second * SECONDS_PER_MONTH).max(1.0);
+    let _ = writeln!(
+        out,
+        "## Beside seed 000 (100K users x 10 devices)\n\n\
+         Seed 000 prices 100 million dashboard reads and 10 million writes a month, 50 GB of base \
+         table and 5 GB (access-pattern-first) or 300 GB (entity-first, 6 GSIs) of indexes, at the \
+         on-demand prices of its time ($0.25 per million RRU, $1.25 per million WRU). Profile \
+         `{}` mirrors those counts; Device Fleet's column prices them with this design's items. \
+         DynamoDB only, as in the seed (Device Fleet's Lambda adds {} a month).\n",
+        sim.profile.name,
+        usd(m.lambda_usd()),
+    );
+    let _ = writeln!(
+        out,
+        "| per month | seed entity-first | seed access-pattern-first | Device Fleet | seed entity-first | seed access-pattern-first | Device Fleet |\n\
+         |---|---|---|---|---|---|---|\n\
+         | prices | seed's | seed's | seed's | today's | today's | today's |"
+    );
+    for (i, label) in ["reads", "writes", "storage", "**total**"]
+        .iter()
+        .enumerate()
+    {
+        let cells = [
+            ef_then[i],
+            apf_then[i],
+            then[i],
+            ef_now[i],
+            apf_now[i],
+            now[i],
+        ];
+        let cells: Vec<String> = cells
+            .iter()
+            .map(|v| {
+                if i == 3 {
+                    format!("**{}**", usd(*v))
+                } else {
+                    usd(*v)
+                }
+            })
+            .collect();
+        let _ = writeln!(out, "| {label} | {} |", cells.join(" | "));
+    }
+    let _ = writeln!(
+        out,
+        "\nWhy the figures differ:\n\n\
+         - **Reads**: a dashboard here costs {dashboard_rcu:.1} RCU (one Query over the profile and 10 \
+         device items that carry their latest readings and last 10 events), against the seed's 15 \
+         (its Query also returns every stored event of the user, so it grows with history) and 500 \
+         entity-first. Ingestion adds {} registration reads a month (each device sends so rarely \
+         that the 30 s cache never holds), and the daily analytics scan {} read units.\n\
+         - **Writes**: the seed counts one 1-WCU PutItem per write. Here an event costs \
+         {writes_per_event:.1} write units: the event item, its GSI1 and GSI2 entries, the device \
+         summary update (the device item with 10 recent events is over 1 KB), and the device's \
+         GSI1 entry moving to a new `SEEN#` bucket (delete + put), because each device sends an \
+         event only every few days. That is the price of a 1-Query dashboard, and still small \
+         beside the reads.\n\
+         - **Storage**: the seed assumes 50 GB + 5 GB; this design's steady state, with 90 days of \
+         events, is {:.1} GB + {:.1} GB: 10 million events a month is little data.\n",
+        millions(sim.workload.registration_reads_per_second * SECONDS_PER_MONTH),
+        millions(m.scan_read_units),
+        m.storage_gb[0],
+        m.storage_gb[1],
+    );
+}
+
+/// `fleet-local cost [--check] [PROFILE...]`: with no profile, every documented profile into
+/// `docs/cost-model.md` (or, with `--check`, fail when it is stale); with profiles, the report
+/// on stdout.
+pub fn command(args: &[String]) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+    let root = crate::repo_root();
+    let model_path = root.join(MODEL_PATH);
+    let model: Value =
+        serde_json::from_str(&std::fs::read_to_string(&model_path).map_err(|e| {
+            format!(
+                "cannot read {}: {e} (run `make docs`)",
+                model_path.display()
+            )
+        })?)?;
+    crate::simulate::write_or_print(args, REPORT_PATH, |sims| {
+        render_report(sims, SEED_PROFILE, &model)
+    })
+}
+
+/// The generated report.
+pub const REPORT_PATH: &str = "docs/cost-model.md";
+/// The measured per-pattern figures.
+pub const MODEL_PATH: &str = "docs/model.json";
+/// The profile that mirrors seed 000's cost example.
+pub const SEED_PROFILE: &str = "seed-000-100k-users";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::simulate::{simulate, Profile};
+
+    #[test]
+    fn the_seed_figures_come_out_as_the_seed_states_them() {
+        let ef = seed_month(
+            seed::ENTITY_FIRST_RCU,
+            seed::ENTITY_FIRST_GSI_GB,
+            SEED_RRU_USD,
+            SEED_WRU_USD,
+        );
+        let apf = seed_month(
+            seed::PATTERN_FIRST_RCU,
+            seed::PATTERN_FIRST_GSI_GB,
+            SEED_RRU_USD,
+            SEED_WRU_USD,
+        );
+        assert!((ef[3] - 12_600.0).abs() < 1e-6, "{ef:?}");
+        assert!((apf[3] - 401.25).abs() < 1e-6, "{apf:?}");
+        // Today's prices halve the request units: 100M x 15 RCU x $0.125/M = $187.50.
+        let apf_now = seed_month(
+            seed::PATTERN_FIRST_RCU,
+            seed::PATTERN_FIRST_GSI_GB,
+            RRU_USD,
+            WRU_USD,
+        );
+        assert!((apf_now[0] - 187.5).abs() < 1e-6);
+        assert!((apf_now[1] - 6.25).abs() < 1e-6);
+    }
+
+    #[test]
+    fn a_hand_computed_month() {
+        // 60 devices, one event a minute each in batches of 1, no reads, one event type.
+        let profile: Profile = yaml_serde::from_str(
+            "
+name: hand
+description: hand-computed
+users: 6
+devices_per_user: {distribution: fixed, devices: 10}
+events: {per_device_per_minute: 1, batch_size: 1, types: {temperature: 1}}
+",
+        )
+        .unwrap();
+        let sim = simulate(profile, "test").unwrap();
+        let m = MonthlyCost::of(&sim, 10.0, 30.0);
+        // 1 event/s in all. Per event: event item 1 WCU + GSI1 1 + GSI2 1 + summary update
+        // (device item over 1 KB: 2) = 5; the SEEN# entry moves at most every 900 s per device:
+        // 60 devices x 2 WCU / 900 s. Plus one checkpoint write per scanned MB and day.
+        assert_eq!(crate::capacity::write_units(sim.sizes.device), 2);
+        let per_second = 5.0 + 60.0 * 2.0 / 900.0;
+        let pages = (sim.workload.scanned_bytes / PAGE_BYTES as f64).ceil();
+        let expected = per_second * SECONDS_PER_MONTH + pages * DAYS_PER_MONTH;
+        assert!(
+            (m.write_units - expected).abs() < 1e-3,
+            "{} vs {expected}",
+            m.write_units
+        );
+        // Registration reads: each device sends every 60 s, past the 30 s cache: 1 RCU each.
+        assert!(
+            (m.read_units - SECONDS_PER_MONTH).abs() < 1e-3,
+            "{}",
+            m.read_units
+        );
+        // Lambda: 1 ingest request/s of 30 ms at 0.125 GB, plus 30.4 daily runs.
+        let requests = SECONDS_PER_MONTH + DAYS_PER_MONTH;
+        assert!((m.lambda_requests - requests).abs() < 1e-6);
+        let items = sim.workload.items;
+        let gbs = 0.030 * 0.125 * SECONDS_PER_MONTH
+            + items / ANALYTICS_ITEMS_PER_SECOND * 0.5 * DAYS_PER_MONTH;
+        assert!((m.lambda_gb_seconds - gbs).abs() < 1e-6);
+        // Dollars: units times prices.
+        let dollars = m.write_units * 0.625e-6
+            + (m.read_units + m.scan_read_units) * 0.125e-6
+            + (m.storage_gb[0] + m.storage_gb[1]) * 0.25
+            + requests * 0.2e-6
+            + gbs * 0.000_013_333_4;
+        assert!((m.total_usd() - dollars).abs() < 1e-9);
+        // Storage: 90 days of 1 event/s.
+        assert!((sim.workload.items - (90.0 * 86_400.0 + 3.0 * 60.0 + 6.0)).abs() < 1e-6);
+    }
+}

@@ -1,0 +1,1492 @@
+//! The key-distribution simulator (seed 003, "validate distribution: simulation").
+//!
+//! A workload profile (`bench/profiles/*.yaml`) describes users, a skewed number of devices
+//! per user (with explicit very large fleets), event rates (with hot devices), the event type
+//! mix and the read mix. The simulator draws the fleet with a seeded RNG, builds every
+//! partition key with the real builders of `shared::keys` and the real shard function and
+//! shard counts, prices the real items (`shared::items`, serialized exactly as stored) with
+//! DynamoDB's size rules ([`crate::capacity`]), and adds up steady-state **rates** (units per
+//! second) per partition key of the base table, GSI1 and GSI2. Keys whose load is complete
+//! (a user's or a device's) stream through a bounded top list, so a million devices take no
+//! more memory than the fleet-size list; only the low-cardinality sharded keys are kept.
+//!
+//! A key is flagged when it exceeds DynamoDB's per-partition limits (1,000 WCU/s, 3,000 RCU/s)
+//! or 10% of its table's or index's traffic (seed 003's target); for a write-sharded key the
+//! report gives the shard count that fixes it.
+
+use std::collections::{BTreeMap, HashSet};
+use std::fmt::Write as _;
+use std::path::Path;
+
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use rand_distr::{Distribution, LogNormal, Zipf};
+use serde::Deserialize;
+use shared::config::ShardCounts;
+use shared::ids::{DeviceId, DeviceType, EventId, EventType, Tag, UserId};
+use shared::items::{
+    DeviceItem, DeviceStatus, EntityType, EventItem, EventValue, ProfileItem, Reading, RecentEvent,
+    RegistrationItem, TagLinkItem,
+};
+use shared::keys::{
+    device_sk, event_index_sk, event_pk, event_sk, owner_gsi2pk, registration_pk, seen_gsi1sk,
+    status_gsi1pk, tag_link_sk, type_gsi1pk, user_pk, PROFILE_SK, REGISTRATION_SK,
+};
+use shared::ops::ingest::{derive_event_id, seen_bucket, RECENT_EVENTS, SEEN_GRANULARITY_SECONDS};
+use shared::schema::INDEXES;
+use shared::shard::{shard_of, shards_for_peak_wcu};
+use shared::timestamp::Timestamp;
+
+use crate::capacity::{
+    index_entry, item_size, query_read_units, strong_read_units, write_units, Item,
+    STORAGE_OVERHEAD_BYTES,
+};
+
+/// Where the documented profiles live.
+pub const PROFILES_DIR: &str = "bench/profiles";
+/// The generated report.
+pub const REPORT_PATH: &str = "docs/key-distribution.md";
+/// DynamoDB's write limit per partition, units per second.
+pub const WCU_LIMIT: f64 = 1000.0;
+/// DynamoDB's read limit per partition, units per second.
+pub const RCU_LIMIT: f64 = 3000.0;
+/// Seed 003's distribution target: no key over this share of its table's or index's traffic.
+pub const SHARE_LIMIT: f64 = 0.10;
+/// The largest shard count `shared::config` accepts.
+pub const MAX_SHARDS: u16 = 1000;
+/// Keys kept per top list.
+pub const TOP_KEYS: usize = 10;
+/// Events an event-list read returns (the API's default page).
+pub const EVENT_PAGE: f64 = 50.0;
+/// How long a warm ingest Lambda trusts a registration it read (`REGISTRATION_CACHE_SECONDS`).
+pub const REGISTRATION_CACHE_SECONDS: f64 = 30.0;
+/// The default day events are written on (the GSI1 `TYPE#` keys carry the day).
+pub const DEFAULT_DAY: &str = "2026-11-20";
+/// Events retained (`RETENTION_DAYS` default), for storage.
+pub const DEFAULT_RETENTION_DAYS: u32 = 90;
+
+type Error = Box<dyn std::error::Error + Send + Sync>;
+
+/// A workload profile, as written in `bench/profiles/*.yaml`.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Profile {
+    /// Short name.
+    pub name: String,
+    /// What the profile models and where its figures come from.
+    pub description: String,
+    /// RNG seed: the same profile always draws the same fleet.
+    #[serde(default)]
+    pub seed: u64,
+    /// Ordinary users.
+    pub users: u64,
+    /// How many devices each ordinary user has.
+    pub devices_per_user: FleetSize,
+    /// Extra users with very large fleets.
+    #[serde(default)]
+    pub large_fleets: Vec<LargeFleet>,
+    /// Event traffic.
+    pub events: EventLoad,
+    /// Read traffic.
+    #[serde(default)]
+    pub reads: ReadMix,
+    /// Shard counts (default: the stack's, `shared::config::ShardCounts::default()`).
+    #[serde(default)]
+    pub shards: Option<ShardSettings>,
+    /// Events retained, days (default 90).
+    #[serde(default)]
+    pub retention_days: Option<u32>,
+}
+
+/// Devices per user.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(tag = "distribution", rename_all = "lowercase", deny_unknown_fields)]
+pub enum FleetSize {
+    /// Every user has `devices`.
+    Fixed {
+        /// Devices per user.
+        devices: u32,
+    },
+    /// Lognormal around `median` with shape `sigma`, at least 1, at most `max`.
+    Lognormal {
+        /// Median fleet size.
+        median: f64,
+        /// Shape (standard deviation of the log).
+        sigma: f64,
+        /// Largest fleet drawn.
+        max: u32,
+    },
+    /// Zipf over `1..=max` with `exponent` (most users have one device, a few very many).
+    Zipf {
+        /// Largest fleet drawn.
+        max: u32,
+        /// Zipf exponent.
+        exponent: f64,
+    },
+}
+
+/// A group of users with very large fleets.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LargeFleet {
+    /// How many such users.
+    pub owners: u32,
+    /// Devices each.
+    pub devices: u32,
+    /// Their devices' rate, if not the profile's.
+    #[serde(default)]
+    pub events_per_device_per_minute: Option<f64>,
+}
+
+/// Event traffic.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EventLoad {
+    /// Events per device per minute.
+    pub per_device_per_minute: f64,
+    /// Events per ingest request (each request also updates the device summary once).
+    pub batch_size: u32,
+    /// Hot devices, drawn at random among all devices.
+    #[serde(default)]
+    pub hot_devices: Option<HotDevices>,
+    /// Event type -> share of events.
+    pub types: BTreeMap<String, f64>,
+}
+
+/// Devices that send far more than the rest.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HotDevices {
+    /// How many.
+    pub count: u64,
+    /// Their rate, events per minute.
+    pub per_device_per_minute: f64,
+}
+
+/// Reads per minute across the whole fleet.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReadMix {
+    /// `GET /me/dashboard` (AP-DASH), spread evenly over users.
+    #[serde(default)]
+    pub dashboard_opens_per_minute: f64,
+    /// `GET /me/devices/{id}/events` (AP-04), spread evenly over devices.
+    #[serde(default)]
+    pub device_event_reads_per_minute: f64,
+    /// `GET /me/events` (AP-05, GSI2), spread evenly over users.
+    #[serde(default)]
+    pub user_event_reads_per_minute: f64,
+    /// `GET /admin/events?type=` (AP-09, GSI1), spread evenly over event types.
+    #[serde(default)]
+    pub admin_event_type_reads_per_minute: f64,
+    /// `GET /admin/devices?status=active` (AP-13, GSI1).
+    #[serde(default)]
+    pub admin_status_reads_per_minute: f64,
+}
+
+/// Shard counts a profile may override.
+#[derive(Clone, Copy, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ShardSettings {
+    /// `STATUS_SHARDS`.
+    pub status: Option<u16>,
+    /// `EVENT_TYPE_SHARDS`.
+    pub event_type: Option<u16>,
+    /// `OWNER_SHARDS`.
+    pub owner: Option<u16>,
+}
+
+impl Profile {
+    /// Reads a profile from a YAML (or JSON, a subset of YAML) file.
+    pub fn load(path: &Path) -> Result<Self, Error> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+        let profile: Profile =
+            yaml_serde::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+        profile.check()?;
+        Ok(profile)
+    }
+
+    fn check(&self) -> Result<(), Error> {
+        let e = &self.events;
+        if e.batch_size == 0 || e.batch_size > 100 {
+            return Err("events.batch_size must be 1..=100 (the ingest API's limit)".into());
+        }
+        if e.types.is_empty() || e.types.values().any(|w| *w < 0.0) {
+            return Err("events.types needs at least one type with a share >= 0".into());
+        }
+        for t in e.types.keys() {
+            EventType::parse(t.as_str()).map_err(|err| format!("events.types: {err}"))?;
+        }
+        if e.per_device_per_minute.is_nan() || e.per_device_per_minute < 0.0 {
+            return Err("events.per_device_per_minute must be >= 0".into());
+        }
+        Ok(())
+    }
+
+    /// The shard counts this profile runs with.
+    pub fn shard_counts(&self) -> ShardCounts {
+        let d = ShardCounts::default();
+        let s = self.shards;
+        ShardCounts {
+            status: s.and_then(|s| s.status).unwrap_or(d.status),
+            event_type: s.and_then(|s| s.event_type).unwrap_or(d.event_type),
+            owner: s.and_then(|s| s.owner).unwrap_or(d.owner),
+        }
+    }
+
+    /// Event types with their shares, normalized to sum to 1.
+    fn type_shares(&self) -> Vec<(EventType, f64)> {
+        let total: f64 = self.events.types.values().sum();
+        self.events
+            .types
+            .iter()
+            .map(|(t, w)| {
+                (
+                    EventType::parse(t.as_str()).expect("checked on load"),
+                    if total > 0.0 { w / total } else { 0.0 },
+                )
+            })
+            .collect()
+    }
+}
+
+/// Every profile under `bench/profiles/`, by file name.
+pub fn documented_profiles(root: &Path) -> Result<Vec<std::path::PathBuf>, Error> {
+    let dir = root.join(PROFILES_DIR);
+    let mut paths: Vec<_> = std::fs::read_dir(&dir)
+        .map_err(|e| format!("cannot list {}: {e}", dir.display()))?
+        .filter_map(|entry| entry.ok().map(|e| e.path()))
+        .filter(|p| {
+            matches!(
+                p.extension().and_then(|e| e.to_str()),
+                Some("yaml" | "yml" | "json")
+            )
+        })
+        .collect();
+    paths.sort();
+    Ok(paths)
+}
+
+fn splitmix(mut x: u64) -> u64 {
+    x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    x ^ (x >> 31)
+}
+
+/// The simulated user number `i`: shaped like a Cognito `sub` (a UUID), as in production.
+pub fn user_id(i: u64) -> UserId {
+    let h = splitmix(i);
+    let l = splitmix(h);
+    UserId::parse(format!(
+        "{:08x}-{:04x}-4{:03x}-a{:03x}-{:012x}",
+        h >> 32,
+        (h >> 16) & 0xffff,
+        h & 0xfff,
+        (l >> 48) & 0xfff,
+        l & 0xffff_ffff_ffff
+    ))
+    .expect("hex digits and dashes form a valid id")
+}
+
+/// The simulated device `j` of user `i`: `dev-` and 12 hex digits, unique per (i, j).
+pub fn device_id(i: u64, j: u64) -> DeviceId {
+    let h = splitmix(splitmix(i) ^ j.wrapping_mul(0x2545_F491_4F6C_DD1D));
+    DeviceId::parse(format!("dev-{:012x}", h & 0xffff_ffff_ffff)).expect("valid id")
+}
+
+/// One event type's sizes: (type, base item, GSI1 entry, GSI2 entry), bytes.
+pub type EventSize = (EventType, u64, u64, u64);
+
+/// Sizes of the real items of one profile, as stored (serde_dynamo), in bytes.
+#[derive(Clone, Debug)]
+pub struct ItemSizes {
+    /// Per event type: (type, base item, GSI1 entry, GSI2 entry).
+    pub events: Vec<EventSize>,
+    /// A device item with its `latest` and `recent` summary.
+    pub device: u64,
+    /// The device's GSI1 entry (`STATUS#`/`SEEN#`).
+    pub device_gsi1: u64,
+    /// A profile.
+    pub profile: u64,
+    /// A registration.
+    pub registration: u64,
+    /// A tag link.
+    pub tag_link: u64,
+}
+
+fn to_item<T: serde::Serialize>(value: &T) -> Item {
+    serde_dynamo::to_item(value).expect("items serialize")
+}
+
+impl ItemSizes {
+    /// Builds one of each item the way the operations store them, for a typical user and
+    /// device of the profile, with numeric readings of `21.5`.
+    pub fn of(profile: &Profile, shards: ShardCounts, day: &str) -> Self {
+        let user = user_id(0);
+        let device = device_id(0, 0);
+        let at = Timestamp::parse_field("at", &format!("{day}T12:00:00.000Z")).expect("day");
+        let value = EventValue::Number(21.5);
+        let ttl = at.epoch_seconds() + 90 * 86_400;
+        let name = "Kitchen thermostat".to_string();
+        let kind = DeviceType::parse("thermostat").expect("valid");
+        let event_item = |t: &EventType, id: &EventId| {
+            let spread = format!("{device}#{id}");
+            EventItem {
+                pk: event_pk(&user, &device),
+                sk: event_sk(&at, id),
+                gsi1pk: type_gsi1pk(t, day, shard_of(&spread, shards.event_type)),
+                gsi1sk: event_index_sk(&at, &device, id),
+                gsi2pk: owner_gsi2pk(&user, shard_of(&spread, shards.owner)),
+                gsi2sk: event_index_sk(&at, &device, id),
+                entity_type: EntityType::Event,
+                user_id: user.clone(),
+                device_id: device.clone(),
+                id: id.clone(),
+                event_type: t.clone(),
+                value: value.clone(),
+                at,
+                device_name: name.clone(),
+                device_type: kind.clone(),
+                ttl,
+            }
+        };
+        let types = profile.type_shares();
+        let events = types
+            .iter()
+            .map(|(t, _)| {
+                let id = derive_event_id(t, &value, &at);
+                let item = to_item(&event_item(t, &id));
+                let gsi = |i: usize| index_entry(&item, &INDEXES[i]).map_or(0, |e| item_size(&e));
+                (t.clone(), item_size(&item), gsi(0), gsi(1))
+            })
+            .collect();
+        // The summary ingestion keeps: the latest reading of every type and the 10 newest
+        // events (types in turn, derived ids as devices that send no id get).
+        let latest = types
+            .iter()
+            .map(|(t, _)| {
+                (
+                    t.to_string(),
+                    Reading {
+                        at,
+                        value: value.clone(),
+                    },
+                )
+            })
+            .collect();
+        let recent = (0..RECENT_EVENTS)
+            .map(|i| {
+                let t = types[i % types.len()].0.clone();
+                let at = at.plus_seconds(-(i as i64) * 60);
+                RecentEvent {
+                    id: derive_event_id(&t, &value, &at),
+                    event_type: t,
+                    value: value.clone(),
+                    at,
+                }
+            })
+            .collect();
+        let tag = Tag::parse("home").expect("valid");
+        let device_item = DeviceItem {
+            pk: user_pk(&user),
+            sk: device_sk(&device),
+            gsi1pk: status_gsi1pk(
+                DeviceStatus::Active,
+                shard_of(device.as_str(), shards.status),
+            ),
+            gsi1sk: Some(seen_gsi1sk(&seen_bucket(&at), &device)),
+            entity_type: EntityType::Device,
+            user_id: user.clone(),
+            device_id: device.clone(),
+            name: name.clone(),
+            device_type: kind.clone(),
+            status: DeviceStatus::Active,
+            tags: vec![tag.clone()],
+            version: 3,
+            sync_version: 1,
+            linked_tags: vec![tag.clone()],
+            created_at: at,
+            updated_at: at,
+            last_seen: Some(at),
+            latest,
+            recent,
+            deleting_at: None,
+        };
+        let mut device_attrs = to_item(&device_item);
+        // Written by ingestion's conditional update, not part of the struct.
+        device_attrs.insert(
+            "ingestSeq".into(),
+            aws_sdk_dynamodb::types::AttributeValue::N("48213".into()),
+        );
+        let device_gsi1 = index_entry(&device_attrs, &INDEXES[0]).map_or(0, |e| item_size(&e));
+        let profile_item = ProfileItem {
+            pk: user_pk(&user),
+            sk: PROFILE_SK.into(),
+            entity_type: EntityType::Profile,
+            user_id: user.clone(),
+            name: Some("Ada Lovelace".into()),
+            email: Some("ada.lovelace@example.com".into()),
+            created_at: at,
+            updated_at: at,
+        };
+        let registration = RegistrationItem {
+            pk: registration_pk(&device),
+            sk: REGISTRATION_SK.into(),
+            entity_type: EntityType::Registration,
+            device_id: device.clone(),
+            user_id: user.clone(),
+            token_sha256: "0".repeat(64),
+            device_name: name.clone(),
+            device_type: kind.clone(),
+            created_at: at,
+        };
+        let tag_link = TagLinkItem {
+            pk: user_pk(&user),
+            sk: tag_link_sk(&tag, &device),
+            entity_type: EntityType::TagLink,
+            tag,
+            device_id: device,
+            name,
+            device_type: kind,
+        };
+        Self {
+            events,
+            device: item_size(&device_attrs),
+            device_gsi1,
+            profile: item_size(&to_item(&profile_item)),
+            registration: item_size(&to_item(&registration)),
+            tag_link: item_size(&to_item(&tag_link)),
+        }
+    }
+}
+
+/// What a key's load comes from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KeyKind {
+    /// `USER#u`: profile, devices (summary updates), dashboard reads.
+    UserPartition,
+    /// `USER#u#DEVICE#d`: one device's events.
+    DeviceEvents,
+    /// `DEVICE#d`: a registration, read by ingestion.
+    Registration,
+    /// `TYPE#t#day#shard` on GSI1.
+    EventType,
+    /// `STATUS#s#shard` on GSI1.
+    Status,
+    /// `OWNER#u#shard` on GSI2.
+    Owner,
+}
+
+impl KeyKind {
+    fn describe(self) -> &'static str {
+        match self {
+            KeyKind::UserPartition => "user partition (device summaries, dashboard)",
+            KeyKind::DeviceEvents => "one device's events",
+            KeyKind::Registration => "registration (ingest auth)",
+            KeyKind::EventType => "events of a type and day, one shard",
+            KeyKind::Status => "devices of a status, one shard",
+            KeyKind::Owner => "a user's events, one shard",
+        }
+    }
+}
+
+/// The whole family a write-sharded key belongs to, for the shard-count fix.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ShardFamily {
+    /// The setting that controls its shard count.
+    pub setting: &'static str,
+    /// Current count.
+    pub shards: u16,
+    /// Write units per second over all its shards.
+    pub wcu: f64,
+    /// Read units per second over all its shards.
+    pub rcu: f64,
+}
+
+/// One partition key's steady-state load.
+#[derive(Clone, Debug, PartialEq)]
+pub struct KeyLoad {
+    /// The partition key value.
+    pub key: String,
+    /// What it holds.
+    pub kind: KeyKind,
+    /// Write units per second.
+    pub wcu: f64,
+    /// Read units per second.
+    pub rcu: f64,
+    /// Its shard family, if write-sharded.
+    pub family: Option<ShardFamily>,
+}
+
+/// A key over a limit or over its share, and what would fix it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Flag {
+    /// The key.
+    pub load: KeyLoad,
+    /// Why it is flagged.
+    pub reasons: Vec<String>,
+    /// Over a per-partition limit (throttles), not only over the 10% share.
+    pub over_limit: bool,
+    /// For a sharded key: the shard count that fixes it.
+    pub suggested_shards: Option<u16>,
+    /// What to do.
+    pub fix: String,
+}
+
+#[derive(Default)]
+struct TopKeys(Vec<KeyLoad>);
+
+impl TopKeys {
+    fn admits(&self, value: f64, by: fn(&KeyLoad) -> f64) -> bool {
+        value > 0.0
+            && (self.0.len() < TOP_KEYS || self.0.last().is_some_and(|last| value > by(last)))
+    }
+
+    fn insert(&mut self, load: KeyLoad, by: fn(&KeyLoad) -> f64) {
+        let at = self.0.partition_point(|k| by(k) >= by(&load));
+        self.0.insert(at, load);
+        self.0.truncate(TOP_KEYS);
+    }
+}
+
+/// The load on one table or index.
+pub struct TableLoad {
+    /// `base table`, `GSI1`, `GSI2`.
+    pub name: &'static str,
+    /// Partition keys with any load.
+    pub keys: u64,
+    /// Write units per second, all keys.
+    pub wcu: f64,
+    /// Read units per second, all keys.
+    pub rcu: f64,
+    /// The busiest keys by writes.
+    pub top_writes: Vec<KeyLoad>,
+    /// The busiest keys by reads.
+    pub top_reads: Vec<KeyLoad>,
+    over: Vec<KeyLoad>,
+    over_count: u64,
+    /// Keys over a limit or their share.
+    pub flags: Vec<Flag>,
+}
+
+fn by_wcu(k: &KeyLoad) -> f64 {
+    k.wcu
+}
+fn by_rcu(k: &KeyLoad) -> f64 {
+    k.rcu
+}
+
+impl TableLoad {
+    fn new(name: &'static str) -> Self {
+        Self {
+            name,
+            keys: 0,
+            wcu: 0.0,
+            rcu: 0.0,
+            top_writes: Vec::new(),
+            top_reads: Vec::new(),
+            over: Vec::new(),
+            over_count: 0,
+            flags: Vec::new(),
+        }
+    }
+
+    /// Adds one key's complete load; `make` builds the key only if it must be remembered.
+    fn add(&mut self, wcu: f64, rcu: f64, make: impl FnOnce() -> KeyLoad) {
+        if wcu <= 0.0 && rcu <= 0.0 {
+            return;
+        }
+        self.keys += 1;
+        self.wcu += wcu;
+        self.rcu += rcu;
+        let mut top_w = TopKeys(std::mem::take(&mut self.top_writes));
+        let mut top_r = TopKeys(std::mem::take(&mut self.top_reads));
+        let over = wcu > WCU_LIMIT || rcu > RCU_LIMIT;
+        if top_w.admits(wcu, by_wcu) || top_r.admits(rcu, by_rcu) || over {
+            let load = make();
+            if top_w.admits(wcu, by_wcu) {
+                top_w.insert(load.clone(), by_wcu);
+            }
+            if top_r.admits(rcu, by_rcu) {
+                top_r.insert(load.clone(), by_rcu);
+            }
+            if over {
+                self.over_count += 1;
+                if self.over.len() < 100 {
+                    self.over.push(load);
+                }
+            }
+        }
+        self.top_writes = top_w.0;
+        self.top_reads = top_r.0;
+    }
+
+    /// Share of this table's write and read traffic.
+    pub fn shares(&self, load: &KeyLoad) -> (f64, f64) {
+        let share = |v: f64, total: f64| if total > 0.0 { v / total } else { 0.0 };
+        (share(load.wcu, self.wcu), share(load.rcu, self.rcu))
+    }
+
+    /// Keys over a limit that are not listed (the list keeps 100).
+    pub fn unlisted_over_limit(&self) -> u64 {
+        self.over_count.saturating_sub(self.over.len() as u64)
+    }
+
+    fn flag(&mut self) {
+        let mut seen = HashSet::new();
+        let candidates: Vec<KeyLoad> = self
+            .over
+            .iter()
+            .chain(&self.top_writes)
+            .chain(&self.top_reads)
+            .filter(|k| seen.insert(k.key.clone()))
+            .cloned()
+            .collect();
+        for load in candidates {
+            let (w_share, r_share) = self.shares(&load);
+            let mut reasons = Vec::new();
+            if load.wcu > WCU_LIMIT {
+                reasons.push(format!("{} WCU/s > 1,000 per partition", num(load.wcu)));
+            }
+            if load.rcu > RCU_LIMIT {
+                reasons.push(format!("{} RCU/s > 3,000 per partition", num(load.rcu)));
+            }
+            if w_share > SHARE_LIMIT {
+                reasons.push(format!("{:.1}% of {} writes", w_share * 100.0, self.name));
+            }
+            if r_share > SHARE_LIMIT {
+                reasons.push(format!("{:.1}% of {} reads", r_share * 100.0, self.name));
+            }
+            if reasons.is_empty() {
+                continue;
+            }
+            let over_limit = load.wcu > WCU_LIMIT || load.rcu > RCU_LIMIT;
+            let suggested_shards = load
+                .family
+                .as_ref()
+                .map(|f| suggested_shards(f, self.wcu, self.rcu));
+            let fix = fix_for(&load, suggested_shards);
+            self.flags.push(Flag {
+                load,
+                reasons,
+                over_limit,
+                suggested_shards,
+                fix,
+            });
+        }
+    }
+}
+
+/// The fewest shards for a sharded key family that keep every shard under the per-partition
+/// limits with 2x headroom (seed 003: cardinality >= 2 x peak / limit, via
+/// [`shards_for_peak_wcu`]) and under 10% of its index's traffic. Never fewer than now.
+pub fn suggested_shards(family: &ShardFamily, index_wcu: f64, index_rcu: f64) -> u16 {
+    let for_writes = shards_for_peak_wcu(family.wcu.ceil().min(f64::from(u32::MAX)) as u32);
+    let for_reads = (2.0 * family.rcu / RCU_LIMIT).ceil() as u64;
+    let share = |v: f64, total: f64| if total > 0.0 { v / total } else { 0.0 };
+    let family_share = share(family.wcu, index_wcu).max(share(family.rcu, index_rcu));
+    // Smallest n with family_share / n <= 10% (a hair of tolerance for float noise).
+    let for_share = ((family_share / SHARE_LIMIT) - 1e-9).ceil().max(1.0) as u64;
+    let n = u64::from(for_writes)
+        .max(for_reads)
+        .max(for_share)
+        .max(u64::from(family.shards));
+    n.min(u64::from(u16::MAX)) as u16
+}
+
+fn fix_for(load: &KeyLoad, shards: Option<u16>) -> String {
+    match (load.kind, shards, &load.family) {
+        (_, Some(n), Some(f)) if n > f.shards => format!(
+            "set {} from {} to {} (the family carries {} WCU/s, {} RCU/s)",
+            f.setting,
+            f.shards,
+            group(u64::from(n)),
+            num(f.wcu),
+            num(f.rcu)
+        ),
+        (_, Some(_), Some(f)) => format!(
+            "{} = {} already spreads it; the share is the index's low cardinality, under the per-partition limits",
+            f.setting, f.shards
+        ),
+        (KeyKind::UserPartition, _, _) => "not sharded: every device summary update of this user's fleet lands in the user partition. Larger ingest batches (fewer summary updates), or keeping a very large fleet's summaries in per-device partitions, would fix it".into(),
+        (KeyKind::DeviceEvents, _, _) => "not sharded: one device's events. Over 1,000 WCU/s it throttles; a device this busy needs its events time-sharded (seed 003 technique 3) or its rate capped at ingest".into(),
+        (KeyKind::Registration, _, _) => "not sharded: one registration, read by ingestion at most once per cache window per warm Lambda".into(),
+        _ => "not sharded".into(),
+    }
+}
+
+/// Totals the cost model needs.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Workload {
+    /// Users, including large fleets' owners.
+    pub users: u64,
+    /// Devices.
+    pub devices: u64,
+    /// Smallest, median and largest fleet.
+    pub fleet_min: u32,
+    /// Median fleet size.
+    pub fleet_median: u32,
+    /// Largest fleet.
+    pub fleet_max: u32,
+    /// Events per second.
+    pub events_per_second: f64,
+    /// Ingest requests (Lambda invocations) per second.
+    pub ingest_requests_per_second: f64,
+    /// Dashboard opens per second.
+    pub dashboard_per_second: f64,
+    /// Consistent registration reads by ingestion per second.
+    pub registration_reads_per_second: f64,
+    /// Other read requests (AP-04, AP-05, AP-09, AP-13) per second.
+    pub other_reads_per_second: f64,
+    /// Stored bytes with DynamoDB's per-item overhead: base table, GSI1, GSI2.
+    pub storage_bytes: [f64; 3],
+    /// Bytes of the base table's items without overhead (what a Scan reads).
+    pub scanned_bytes: f64,
+    /// Items in the base table.
+    pub items: f64,
+}
+
+/// One profile's simulation.
+pub struct Simulation {
+    /// The profile.
+    pub profile: Profile,
+    /// Where it was read from.
+    pub source: String,
+    /// Shard counts used.
+    pub shards: ShardCounts,
+    /// Item sizes used.
+    pub sizes: ItemSizes,
+    /// Base table, GSI1, GSI2.
+    pub tables: [TableLoad; 3],
+    /// Totals.
+    pub workload: Workload,
+}
+
+fn draw_fleet(size: &FleetSize, rng: &mut StdRng) -> Result<u32, Error> {
+    Ok(match size {
+        FleetSize::Fixed { devices } => *devices,
+        FleetSize::Lognormal { median, sigma, max } => {
+            let d = LogNormal::new(median.ln(), *sigma).map_err(|e| format!("lognormal: {e}"))?;
+            (d.sample(rng).round() as u32).clamp(1, *max)
+        }
+        FleetSize::Zipf { max, exponent } => {
+            let d = Zipf::new(f64::from(*max), *exponent).map_err(|e| format!("zipf: {e}"))?;
+            (d.sample(rng) as u32).clamp(1, *max)
+        }
+    })
+}
+
+/// Runs `profile` (read from `source`).
+pub fn simulate(profile: Profile, source: &str) -> Result<Simulation, Error> {
+    profile.check()?;
+    let shards = profile.shard_counts();
+    let day = DEFAULT_DAY;
+    let sizes = ItemSizes::of(&profile, shards, day);
+    let types = profile.type_shares();
+    let retention_days = f64::from(profile.retention_days.unwrap_or(DEFAULT_RETENTION_DAYS));
+    let mut rng = StdRng::seed_from_u64(profile.seed);
+
+    // The fleet: one size per user (ordinary users, then large fleets) and who is hot.
+    let mut fleets: Vec<(u32, Option<f64>)> = Vec::with_capacity(profile.users as usize);
+    for _ in 0..profile.users {
+        fleets.push((draw_fleet(&profile.devices_per_user, &mut rng)?, None));
+    }
+    for large in &profile.large_fleets {
+        for _ in 0..large.owners {
+            fleets.push((large.devices, large.events_per_device_per_minute));
+        }
+    }
+    let devices: u64 = fleets.iter().map(|(n, _)| u64::from(*n)).sum();
+    let users = fleets.len() as u64;
+    let hot: HashSet<u64> = match &profile.events.hot_devices {
+        Some(h) if devices > 0 => {
+            let count = h.count.min(devices);
+            let mut set = HashSet::new();
+            while (set.len() as u64) < count {
+                set.insert(rng.random_range(0..devices));
+            }
+            set
+        }
+        _ => HashSet::new(),
+    };
+
+    // Per-event costs, weighted by the type mix.
+    let weighted = |f: &dyn Fn(&EventSize) -> f64| -> f64 {
+        sizes
+            .events
+            .iter()
+            .zip(&types)
+            .map(|(e, (_, w))| f(e) * w)
+            .sum()
+    };
+    let event_wcu = weighted(&|e| write_units(e.1) as f64);
+    let event_gsi2_wcu = weighted(&|e| write_units(e.3) as f64);
+    let event_bytes = weighted(&|e| e.1 as f64);
+    let gsi2_entry_bytes = weighted(&|e| e.3 as f64);
+    let device_update_wcu = write_units(sizes.device) as f64;
+    let status_rewrite_wcu = 2.0 * write_units(sizes.device_gsi1) as f64;
+    let registration_rcu = strong_read_units(sizes.registration);
+
+    let reads = &profile.reads;
+    let per_user_dashboards = reads.dashboard_opens_per_minute / 60.0 / users.max(1) as f64;
+    let per_device_event_reads = reads.device_event_reads_per_minute / 60.0 / devices.max(1) as f64;
+    let per_user_event_reads = reads.user_event_reads_per_minute / 60.0 / users.max(1) as f64;
+
+    let [mut base, mut gsi1, mut gsi2] = [
+        TableLoad::new("base table"),
+        TableLoad::new("GSI1"),
+        TableLoad::new("GSI2"),
+    ];
+    let mut type_rates = vec![0.0_f64; types.len()];
+    let mut status_wcu = vec![0.0_f64; usize::from(shards.status)];
+    let mut status_devices = vec![0u64; usize::from(shards.status)];
+    let mut w = Workload {
+        users,
+        devices,
+        ..Workload::default()
+    };
+    let mut global = 0u64;
+    let mut registration_reads = 0.0;
+    for (i, (fleet, rate_override)) in fleets.iter().enumerate() {
+        let i = i as u64;
+        let user = user_id(i);
+        let mut user_events = 0.0;
+        let mut user_batches = 0.0;
+        for j in 0..u64::from(*fleet) {
+            let per_minute = if hot.contains(&global) {
+                profile
+                    .events
+                    .hot_devices
+                    .as_ref()
+                    .map_or(0.0, |h| h.per_device_per_minute)
+            } else {
+                rate_override.unwrap_or(profile.events.per_device_per_minute)
+            };
+            global += 1;
+            let rate = per_minute / 60.0;
+            let batches = rate / f64::from(profile.events.batch_size);
+            user_events += rate;
+            user_batches += batches;
+            let device = device_id(i, j);
+            // The device's events partition: writes, and AP-04 reads of a page of the day.
+            let page = (rate * 86_400.0).min(EVENT_PAGE);
+            let event_read_rcu =
+                per_device_event_reads * query_read_units((page * event_bytes) as u64);
+            base.add(rate * event_wcu, event_read_rcu, || KeyLoad {
+                key: event_pk(&user, &device),
+                kind: KeyKind::DeviceEvents,
+                wcu: rate * event_wcu,
+                rcu: event_read_rcu,
+                family: None,
+            });
+            // The registration: one consistent read per batch, at most one per cache window.
+            let auth_reads = batches.min(1.0 / REGISTRATION_CACHE_SECONDS) * registration_rcu;
+            registration_reads += auth_reads / registration_rcu;
+            base.add(0.0, auth_reads, || KeyLoad {
+                key: registration_pk(&device),
+                kind: KeyKind::Registration,
+                wcu: 0.0,
+                rcu: auth_reads,
+                family: None,
+            });
+            // The device's GSI1 entry moves (delete + put) when its 15-minute SEEN bucket does.
+            let shard = usize::from(shard_of(device.as_str(), shards.status));
+            let rewrites = batches.min(1.0 / SEEN_GRANULARITY_SECONDS as f64);
+            status_wcu[shard] += rewrites * status_rewrite_wcu;
+            status_devices[shard] += 1;
+            for (k, (_, share)) in types.iter().enumerate() {
+                type_rates[k] += rate * share;
+            }
+        }
+        // The user partition: one summary update per batch of each device, and dashboards.
+        let dashboard_bytes = sizes.profile + u64::from(*fleet) * sizes.device;
+        let user_wcu = user_batches * device_update_wcu;
+        let user_rcu = per_user_dashboards * query_read_units(dashboard_bytes);
+        base.add(user_wcu, user_rcu, || KeyLoad {
+            key: user_pk(&user),
+            kind: KeyKind::UserPartition,
+            wcu: user_wcu,
+            rcu: user_rcu,
+            family: None,
+        });
+        // GSI2: the user's events spread over the owner shards; AP-05 reads one page of each.
+        let owner_shards = f64::from(shards.owner);
+        let owner_wcu = user_events * event_gsi2_wcu / owner_shards;
+        let page = (user_events * 86_400.0 / owner_shards).min(EVENT_PAGE);
+        let owner_rcu = per_user_event_reads * query_read_units((page * gsi2_entry_bytes) as u64);
+        for s in 0..shards.owner {
+            gsi2.add(owner_wcu, owner_rcu, || KeyLoad {
+                key: owner_gsi2pk(&user, s),
+                kind: KeyKind::Owner,
+                wcu: owner_wcu,
+                rcu: owner_rcu,
+                family: Some(ShardFamily {
+                    setting: "OWNER_SHARDS",
+                    shards: shards.owner,
+                    wcu: owner_wcu * owner_shards,
+                    rcu: owner_rcu * owner_shards,
+                }),
+            });
+        }
+        w.events_per_second += user_events;
+        w.ingest_requests_per_second += user_batches;
+    }
+
+    // GSI1, events by type and day: a device's events spread evenly over the shards (the
+    // shard hashes device and event id, and event ids are unique).
+    let type_reads_per_type = reads.admin_event_type_reads_per_minute / 60.0 / types.len() as f64;
+    let type_shards = f64::from(shards.event_type);
+    for (k, (t, _)) in types.iter().enumerate() {
+        let (_, _, gsi1_bytes, _) = sizes.events[k];
+        let per_shard_wcu = type_rates[k] * write_units(gsi1_bytes) as f64 / type_shards;
+        let page = (type_rates[k] * 86_400.0 / type_shards).min(EVENT_PAGE);
+        let per_shard_rcu =
+            type_reads_per_type * query_read_units((page * gsi1_bytes as f64) as u64);
+        for s in 0..shards.event_type {
+            gsi1.add(per_shard_wcu, per_shard_rcu, || KeyLoad {
+                key: type_gsi1pk(t, day, s),
+                kind: KeyKind::EventType,
+                wcu: per_shard_wcu,
+                rcu: per_shard_rcu,
+                family: Some(ShardFamily {
+                    setting: "EVENT_TYPE_SHARDS",
+                    shards: shards.event_type,
+                    wcu: per_shard_wcu * type_shards,
+                    rcu: per_shard_rcu * type_shards,
+                }),
+            });
+        }
+    }
+    // GSI1, devices by status (all active): seen-bucket moves, and AP-13 reads one page per shard.
+    let status_reads = reads.admin_status_reads_per_minute / 60.0;
+    let status_rcu: Vec<f64> = status_devices
+        .iter()
+        .map(|n| {
+            status_reads
+                * query_read_units(((*n as f64).min(EVENT_PAGE) * sizes.device_gsi1 as f64) as u64)
+        })
+        .collect();
+    let family = ShardFamily {
+        setting: "STATUS_SHARDS",
+        shards: shards.status,
+        wcu: status_wcu.iter().sum(),
+        rcu: status_rcu.iter().sum(),
+    };
+    for s in 0..shards.status {
+        let (wcu, rcu) = (status_wcu[usize::from(s)], status_rcu[usize::from(s)]);
+        gsi1.add(wcu, rcu, || KeyLoad {
+            key: status_gsi1pk(DeviceStatus::Active, s),
+            kind: KeyKind::Status,
+            wcu,
+            rcu,
+            family: Some(family.clone()),
+        });
+    }
+
+    // Steady-state storage: events retained `retention_days`, one device, registration and
+    // tag link per device, one profile per user.
+    let stored_events = w.events_per_second * 86_400.0 * retention_days;
+    let o = STORAGE_OVERHEAD_BYTES as f64;
+    let per_event = |f: &dyn Fn(&EventSize) -> u64| weighted(&|e| f(e) as f64 + o);
+    let d = devices as f64;
+    let base_items_bytes = stored_events * event_bytes
+        + d * (sizes.device + sizes.registration + sizes.tag_link) as f64
+        + users as f64 * sizes.profile as f64;
+    w.items = stored_events + 3.0 * d + users as f64;
+    w.scanned_bytes = base_items_bytes;
+    w.storage_bytes = [
+        base_items_bytes + w.items * o,
+        stored_events * per_event(&|e| e.2) + d * (sizes.device_gsi1 as f64 + o),
+        stored_events * per_event(&|e| e.3),
+    ];
+    w.registration_reads_per_second = registration_reads;
+    w.dashboard_per_second = reads.dashboard_opens_per_minute / 60.0;
+    w.other_reads_per_second = (reads.device_event_reads_per_minute
+        + reads.user_event_reads_per_minute
+        + reads.admin_event_type_reads_per_minute
+        + reads.admin_status_reads_per_minute)
+        / 60.0;
+    let mut sorted: Vec<u32> = fleets.iter().map(|(n, _)| *n).collect();
+    sorted.sort_unstable();
+    w.fleet_min = sorted.first().copied().unwrap_or(0);
+    w.fleet_median = sorted.get(sorted.len() / 2).copied().unwrap_or(0);
+    w.fleet_max = sorted.last().copied().unwrap_or(0);
+
+    for table in [&mut base, &mut gsi1, &mut gsi2] {
+        table.flag();
+    }
+    Ok(Simulation {
+        profile,
+        source: source.to_string(),
+        shards,
+        sizes,
+        tables: [base, gsi1, gsi2],
+        workload: w,
+    })
+}
+
+fn num(v: f64) -> String {
+    if v == 0.0 {
+        "0".into()
+    } else if v >= 100.0 {
+        group(v.round() as u64)
+    } else if v >= 1.0 {
+        format!("{v:.1}")
+    } else {
+        // Two significant digits, however small.
+        let decimals = (-v.log10()).ceil() as usize + 1;
+        format!("{v:.decimals$}")
+    }
+}
+
+/// `1234567` as `1,234,567`.
+pub fn group(v: u64) -> String {
+    let digits = v.to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+fn pct(v: f64) -> String {
+    format!("{:.1}%", v * 100.0)
+}
+
+/// The markdown section of one simulation.
+pub fn render(sim: &Simulation) -> String {
+    let p = &sim.profile;
+    let w = &sim.workload;
+    let s = &sim.sizes;
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "## {}\n\n`{}`: {}\n",
+        p.name,
+        sim.source,
+        p.description.trim()
+    );
+    let _ = writeln!(
+        out,
+        "| users | devices | devices per user (min / median / max) | events/s | ingest requests/s | dashboard opens/s | other reads/s |\n|---|---|---|---|---|---|---|\n| {} | {} | {} / {} / {} | {} | {} | {} | {} |\n",
+        group(w.users),
+        group(w.devices),
+        w.fleet_min,
+        w.fleet_median,
+        group(u64::from(w.fleet_max)),
+        num(w.events_per_second),
+        num(w.ingest_requests_per_second),
+        num(w.dashboard_per_second),
+        num(w.other_reads_per_second),
+    );
+    let types: Vec<String> = p
+        .events
+        .types
+        .iter()
+        .map(|(t, share)| format!("{t} {share}"))
+        .collect();
+    let hot = p
+        .events
+        .hot_devices
+        .as_ref()
+        .map_or("none".to_string(), |h| {
+            format!(
+                "{} at {} events/min",
+                group(h.count),
+                h.per_device_per_minute
+            )
+        });
+    let _ = writeln!(
+        out,
+        "Events: {} per device per minute, batches of {}, hot devices: {hot}; types: {}. Shards: `STATUS_SHARDS` {}, `EVENT_TYPE_SHARDS` {}, `OWNER_SHARDS` {}. Seed {}.\n",
+        p.events.per_device_per_minute,
+        p.events.batch_size,
+        types.join(", "),
+        sim.shards.status,
+        sim.shards.event_type,
+        sim.shards.owner,
+        p.seed,
+    );
+    let events: Vec<String> = s
+        .events
+        .iter()
+        .map(|(t, b, g1, g2)| {
+            format!(
+                "{t} {b} B ({} WCU), GSI1 {g1} B, GSI2 {g2} B",
+                write_units(*b)
+            )
+        })
+        .collect();
+    let _ = writeln!(
+        out,
+        "Item sizes (real items, DynamoDB's size rules): event {}; device with summary {} B ({} WCU per summary update), its GSI1 entry {} B; profile {} B; registration {} B.\n",
+        events.join("; "),
+        s.device,
+        write_units(s.device),
+        s.device_gsi1,
+        s.profile,
+        s.registration,
+    );
+    for table in &sim.tables {
+        let _ = writeln!(out, "### {}\n", table.name);
+        let peak_w = table.top_writes.first().map_or(0.0, |k| k.wcu);
+        let peak_r = table.top_reads.first().map_or(0.0, |k| k.rcu);
+        let _ = writeln!(
+            out,
+            "{} partition keys with traffic; {} WCU/s and {} RCU/s in all. The busiest key uses {} of a partition's 1,000 WCU/s; the most read {} of its 3,000 RCU/s.\n",
+            group(table.keys),
+            num(table.wcu),
+            num(table.rcu),
+            pct(peak_w / WCU_LIMIT),
+            pct(peak_r / RCU_LIMIT),
+        );
+        for (title, list) in [("writes", &table.top_writes), ("reads", &table.top_reads)] {
+            if list.is_empty() {
+                continue;
+            }
+            let _ = writeln!(
+                out,
+                "Top keys by {title}:\n\n| key | holds | WCU/s | share of writes | RCU/s | share of reads |\n|---|---|---|---|---|---|"
+            );
+            for load in list.iter().take(5) {
+                let (ws, rs) = table.shares(load);
+                let _ = writeln!(
+                    out,
+                    "| `{}` | {} | {} | {} | {} | {} |",
+                    load.key,
+                    load.kind.describe(),
+                    num(load.wcu),
+                    pct(ws),
+                    num(load.rcu),
+                    pct(rs)
+                );
+            }
+            out.push('\n');
+        }
+        if table.flags.is_empty() {
+            let _ = writeln!(
+                out,
+                "**Verdict: fine.** No key over 1,000 WCU/s, 3,000 RCU/s or 10% of the {}'s traffic.\n",
+                table.name
+            );
+            continue;
+        }
+        let limit = table.flags.iter().any(|f| f.over_limit);
+        let _ = writeln!(
+            out,
+            "**Verdict: {}.**\n",
+            if limit {
+                "throttles: keys over DynamoDB's per-partition limits"
+            } else {
+                "uneven but under the per-partition limits"
+            }
+        );
+        // A sharded family's keys are flagged together: one line per family.
+        let mut lines: Vec<(String, &Flag, Vec<String>)> = Vec::new();
+        for f in &table.flags {
+            let (prefix, shard) = match &f.load.family {
+                Some(_) => f
+                    .load
+                    .key
+                    .rsplit_once('#')
+                    .map_or((f.load.key.clone(), None), |(p, s)| {
+                        (p.to_string(), Some(s))
+                    }),
+                None => (f.load.key.clone(), None),
+            };
+            match lines.iter_mut().find(|(p, ..)| *p == prefix) {
+                Some((_, _, shards)) => shards.extend(shard.map(str::to_string)),
+                None => lines.push((prefix, f, shard.map(str::to_string).into_iter().collect())),
+            }
+        }
+        for (prefix, f, shards) in &mut lines {
+            shards.sort_by_key(|s| s.parse::<u32>().unwrap_or(u32::MAX));
+            let key = if shards.is_empty() {
+                format!("`{prefix}`")
+            } else {
+                format!("`{prefix}#{{{}}}`", shards.join(","))
+            };
+            let _ = writeln!(
+                out,
+                "- {key} ({}): {}. Fix: {}.",
+                f.load.kind.describe(),
+                f.reasons.join("; "),
+                f.fix
+            );
+        }
+        let mut settings: BTreeMap<&str, (u16, u16)> = BTreeMap::new();
+        for f in &table.flags {
+            if let (Some(n), Some(family)) = (f.suggested_shards, &f.load.family) {
+                let e = settings.entry(family.setting).or_insert((family.shards, n));
+                e.1 = e.1.max(n);
+            }
+        }
+        for (setting, (now, needed)) in settings {
+            if needed > now {
+                let beyond = if needed > MAX_SHARDS {
+                    format!(" That is beyond the {MAX_SHARDS} the configuration accepts, and every AP-09 read would scatter over that many Queries: at this rate the key needs a finer time bucket than a day")
+                } else {
+                    String::new()
+                };
+                let _ = writeln!(
+                    out,
+                    "- Shard setting that fixes every flagged family of the {}: `{setting}` = {} (now {now}).{beyond}",
+                    table.name,
+                    group(u64::from(needed))
+                );
+            }
+        }
+        if table.unlisted_over_limit() > 0 {
+            let _ = writeln!(
+                out,
+                "- and {} more keys over a limit.",
+                group(table.unlisted_over_limit())
+            );
+        }
+        out.push('\n');
+    }
+    out
+}
+
+/// The whole `docs/key-distribution.md` for `sims`.
+pub fn render_report(sims: &[Simulation]) -> String {
+    let mut out = String::from(
+        "# Key distribution: simulated load per partition key\n\n\
+         Generated by `make simulate` (`cargo run -p fleet-local -- simulate`) from the profiles in \
+         `bench/profiles/`; do not edit by hand. The simulator draws each fleet with a seeded RNG, \
+         builds every key with the real builders of `shared::keys` and the real shard function and \
+         counts, prices the real items with DynamoDB's size rules (`local/src/capacity.rs`), and adds \
+         up steady-state units per second per partition key. A key is flagged over 1,000 WCU/s or \
+         3,000 RCU/s (DynamoDB's per-partition limits) or over 10% of its table's or index's traffic \
+         (seed 003's target); for a write-sharded key it gives the shard count that fixes it \
+         (`shard::shards_for_peak_wcu`: 2x headroom, and at most 10% per shard).\n\n\
+         Assumptions: rates are steady averages (no diurnal peak); every device is `active`; a \
+         device's batches reach one warm ingest Lambda, so its registration is read at most once \
+         per 30 s cache window; event values are numbers; the dashboard, AP-04 and AP-05 reads \
+         are spread evenly over users or devices; each read returns one page (at most 50 events).\n\n",
+    );
+    out.push_str("| profile | devices | events/s | base table peak WCU/s | GSI1 peak WCU/s | GSI2 peak WCU/s | verdict |\n|---|---|---|---|---|---|---|\n");
+    for sim in sims {
+        let peak = |t: &TableLoad| t.top_writes.first().map_or(0.0, |k| k.wcu);
+        let limit = sim
+            .tables
+            .iter()
+            .any(|t| t.flags.iter().any(|f| f.over_limit));
+        let uneven = sim.tables.iter().any(|t| !t.flags.is_empty());
+        let verdict = if limit {
+            "keys over the per-partition limits"
+        } else if uneven {
+            "under the limits; some keys over 10%"
+        } else {
+            "fine"
+        };
+        let _ = writeln!(
+            out,
+            "| [{}](#{}) | {} | {} | {} | {} | {} | {verdict} |",
+            sim.profile.name,
+            sim.profile.name,
+            group(sim.workload.devices),
+            num(sim.workload.events_per_second),
+            num(peak(&sim.tables[0])),
+            num(peak(&sim.tables[1])),
+            num(peak(&sim.tables[2])),
+        );
+    }
+    out.push('\n');
+    for sim in sims {
+        out.push_str(&render(sim));
+    }
+    out
+}
+
+/// Runs the profiles named in `args` (all documented ones when none is named) and either
+/// prints `render(sims)` (profiles named), writes it to `path` (none named), or with `--check`
+/// fails when `path` is stale.
+pub fn write_or_print(
+    args: &[String],
+    path: &str,
+    render: impl FnOnce(&[Simulation]) -> String,
+) -> Result<(), Error> {
+    let root = crate::repo_root();
+    let check = args.iter().any(|a| a == "--check");
+    let named: Vec<&String> = args.iter().filter(|a| !a.starts_with("--")).collect();
+    let (paths, documented) = if named.is_empty() {
+        (documented_profiles(&root)?, true)
+    } else {
+        (named.iter().map(std::path::PathBuf::from).collect(), false)
+    };
+    let mut sims = Vec::new();
+    for p in &paths {
+        let shown = p.strip_prefix(&root).unwrap_or(p).display().to_string();
+        sims.push(simulate(Profile::load(p)?, &shown)?);
+    }
+    let text = render(&sims);
+    if !documented {
+        print!("{text}");
+        return Ok(());
+    }
+    let full = root.join(path);
+    if check {
+        let current = std::fs::read_to_string(&full).unwrap_or_default();
+        if current != text {
+            return Err(format!("{path} is stale: run `make simulate` and `make cost`").into());
+        }
+        return Ok(());
+    }
+    std::fs::write(&full, text)?;
+    println!("wrote {path}");
+    Ok(())
+}
+
+/// `fleet-local simulate [--check] [PROFILE...]`.
+pub fn command(args: &[String]) -> Result<(), Error> {
+    write_or_print(args, REPORT_PATH, render_report)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn profile(yaml: &str) -> Profile {
+        let p: Profile = yaml_serde::from_str(yaml).unwrap();
+        p.check().unwrap();
+        p
+    }
+
+    const UNIFORM: &str = "
+name: uniform
+description: even fleet
+seed: 7
+users: 2000
+devices_per_user: {distribution: fixed, devices: 5}
+events: {per_device_per_minute: 1, batch_size: 10, types: {temperature: 1, humidity: 1, door: 1, power: 1}}
+reads: {dashboard_opens_per_minute: 100, device_event_reads_per_minute: 100}
+";
+
+    #[test]
+    fn a_uniform_profile_is_not_flagged() {
+        let sim = simulate(profile(UNIFORM), "test").unwrap();
+        assert_eq!(sim.workload.devices, 10_000);
+        assert!((sim.workload.events_per_second - 10_000.0 / 60.0).abs() < 1e-6);
+        for t in &sim.tables {
+            assert!(t.flags.is_empty(), "{}: {:?}", t.name, t.flags);
+        }
+    }
+
+    #[test]
+    fn one_absurd_device_is_flagged_on_the_base_table_by_name() {
+        let yaml = "
+name: one-hot
+description: one device at 120,000 events a minute
+users: 3
+devices_per_user: {distribution: fixed, devices: 1}
+events:
+  per_device_per_minute: 1
+  batch_size: 100
+  hot_devices: {count: 1, per_device_per_minute: 120000}
+  types: {temperature: 1}
+";
+        let sim = simulate(profile(yaml), "test").unwrap();
+        let base = &sim.tables[0];
+        let hot = base
+            .flags
+            .iter()
+            .find(|f| f.over_limit)
+            .expect("the hot device is over 1,000 WCU/s");
+        assert_eq!(hot.load.kind, KeyKind::DeviceEvents);
+        // 2,000 events/s of 1-WCU items.
+        assert!((hot.load.wcu - 2000.0).abs() < 1e-6, "{}", hot.load.wcu);
+        // The key is the real event partition key of one of the simulated devices.
+        let keys: Vec<String> = (0..3)
+            .map(|i| event_pk(&user_id(i), &device_id(i, 0)))
+            .collect();
+        assert!(keys.contains(&hot.load.key), "{}", hot.load.key);
+        assert!(render(&sim).contains(&format!("`{}`", hot.load.key)));
+        assert!(
+            hot.suggested_shards.is_none(),
+            "an event partition is not sharded"
+        );
+    }
+
+    #[test]
+    fn shard_suggestion_matches_a_hand_computed_case() {
+        // One event type at 5,000 events/s, all of GSI1's traffic: the seed's rule asks for
+        // 2 x 5,000 / 1,000 = 10 shards, and 10 shards carry 10% each (not over).
+        let family = ShardFamily {
+            setting: "EVENT_TYPE_SHARDS",
+            shards: 8,
+            wcu: 5000.0,
+            rcu: 0.0,
+        };
+        assert_eq!(suggested_shards(&family, 5000.0, 0.0), 10);
+        // 30% of the index's writes at low volume: 3 shards for the share, never fewer than 8.
+        let small = ShardFamily {
+            wcu: 30.0,
+            ..family.clone()
+        };
+        assert_eq!(suggested_shards(&small, 100.0, 0.0), 8);
+        let small = ShardFamily { shards: 1, ..small };
+        assert_eq!(suggested_shards(&small, 100.0, 0.0), 3);
+        // Reads: 9,000 RCU/s over the family needs 2 x 9,000 / 3,000 = 6.
+        let reads = ShardFamily {
+            shards: 1,
+            wcu: 0.0,
+            rcu: 9000.0,
+            ..family
+        };
+        assert_eq!(suggested_shards(&reads, 0.0, 90_000.0), 6);
+    }
+
+    #[test]
+    fn a_hot_event_type_gets_the_shard_count_that_fixes_it() {
+        // 60,000 events/s of one type on 8 shards: 7,500 WCU/s each; 2 x 60,000 / 1,000 = 120.
+        let yaml = "
+name: busy-type
+description: 1,000 devices at 3,600 events a minute
+users: 100
+devices_per_user: {distribution: fixed, devices: 10}
+events: {per_device_per_minute: 3600, batch_size: 100, types: {temperature: 1}}
+";
+        let sim = simulate(profile(yaml), "test").unwrap();
+        let gsi1 = &sim.tables[1];
+        let flag = gsi1
+            .flags
+            .iter()
+            .find(|f| f.load.kind == KeyKind::EventType)
+            .expect("flagged");
+        assert!((flag.load.wcu - 7500.0).abs() < 1e-6);
+        assert_eq!(flag.suggested_shards, Some(120));
+        assert!(
+            flag.fix.contains("EVENT_TYPE_SHARDS from 8 to 120"),
+            "{}",
+            flag.fix
+        );
+        // The base table is fine: 60 WCU/s per device, 1,000 devices.
+        assert!(sim.tables[0].flags.iter().all(|f| !f.over_limit));
+    }
+
+    #[test]
+    fn the_same_profile_draws_the_same_fleet() {
+        let yaml = "
+name: skewed
+description: lognormal
+seed: 11
+users: 500
+devices_per_user: {distribution: lognormal, median: 3, sigma: 1.2, max: 400}
+events: {per_device_per_minute: 1, batch_size: 5, types: {temperature: 1}}
+";
+        let a = simulate(profile(yaml), "a").unwrap();
+        let b = simulate(profile(yaml), "b").unwrap();
+        assert_eq!(a.workload, b.workload);
+        assert!(
+            a.workload.fleet_max > a.workload.fleet_median * 5,
+            "{:?}",
+            a.workload
+        );
+    }
+}

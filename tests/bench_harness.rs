@@ -1,0 +1,134 @@
+//! The benchmark's harness (`make bench`, `local/src/bench/`) measures what it claims: every
+//! benchmarked request answers its expected status through the release bootstraps and does
+//! its work on the table, and the Python peer, launched under the same local Runtime API
+//! as `python -m awslambdaric`, answers the dashboard exactly as the Rust bootstrap. Timing is
+//! never asserted here.
+
+use std::time::Duration;
+
+use fleet_local::bench::peer::peer_launch;
+use fleet_local::bench::{function_binaries, function_environments, patterns, INGEST_FROM};
+use fleet_local::bootstrap::{host_bootstrap, Launch, RunningBootstrap};
+use fleet_local::runtime_api::Outcome;
+use fleet_tests::*;
+use serde_json::Value;
+use shared::timestamp::Timestamp;
+
+fn logs() -> std::path::PathBuf {
+    fleet_local::repo_root().join("target/bench-harness")
+}
+
+#[tokio::test]
+async fn every_benchmarked_request_answers_as_expected_and_does_its_work() {
+    let (table, tokens) = reference_table().await;
+    let environments = function_environments(template(), endpoint(), table.name()).unwrap();
+    let from = Timestamp::parse_field("from", INGEST_FROM).unwrap();
+    let cases = patterns::cases(&tokens, from);
+    let ids: Vec<&str> = cases.iter().map(|c| c.id).collect();
+    let results = patterns::measure(
+        cases,
+        &environments,
+        &function_binaries(template()),
+        1,
+        2,
+        &logs(),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{e}"));
+
+    // Every pattern with a route, each call matched to its own request log line.
+    assert_eq!(results.iter().map(|r| r.id).collect::<Vec<_>>(), ids);
+    for expected in [
+        "AP-01", "AP-02", "AP-03", "AP-04", "AP-05", "AP-DASH", "AP-09", "AP-12", "AP-13", "AP-15",
+        "AP-16", "AP-06", "AP-07", "AP-08", "AP-14",
+    ] {
+        assert!(ids.contains(&expected), "{expected} is not benchmarked");
+    }
+    for r in &results {
+        assert_eq!(
+            (r.invocation_ms.n, r.handler_ms.n),
+            (2, 2),
+            "{} {}",
+            r.id,
+            r.request
+        );
+    }
+
+    // The writes were real: 3 rounds of each (1 warm-up + 2 measured).
+    let alice = "USER#ref-alice";
+    let profile = item(&table, alice, "PROFILE").await.unwrap();
+    assert_eq!(profile["name"].as_s().unwrap(), "Alice 2");
+    let status_device = item(&table, alice, "DEVICE#ref-alice-dev-9").await.unwrap();
+    assert_eq!(status_device["version"].as_n().unwrap(), "4");
+    assert_eq!(status_device["status"].as_s().unwrap(), "maintenance");
+    let tag_device = item(&table, alice, "DEVICE#ref-alice-dev-7").await.unwrap();
+    assert_eq!(tag_device["version"].as_n().unwrap(), "4");
+    for i in 0..3 {
+        // Registered, then deleted, by the AP-07 and AP-08 calls of the same round.
+        let registration = item(&table, &format!("DEVICE#bench-{i}"), "REGISTRATION").await;
+        assert!(registration.is_none(), "bench-{i} is still registered");
+        let device = item(&table, alice, &format!("DEVICE#bench-{i}")).await;
+        assert!(device.is_none(), "bench-{i} is still Alice's");
+    }
+    let events = table_contents(&table)
+        .await
+        .into_iter()
+        .filter(|i| {
+            i["PK"].as_s().unwrap() == "USER#ref-alice#DEVICE#ref-alice-dev-1"
+                && i["SK"].as_s().unwrap().starts_with("EVENT#2026-11-21")
+        })
+        .count();
+    assert_eq!(events, 300, "3 ingest batches of 100 new events");
+}
+
+async fn answer(process: &mut RunningBootstrap, event: &[u8]) -> (u64, Value) {
+    let invocation = process
+        .invoke(event, Duration::from_secs(30))
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let Outcome::Response(response) = invocation.outcome else {
+        panic!("not a response: {:?}", invocation.outcome);
+    };
+    let body = serde_json::from_str(response["body"].as_str().unwrap()).unwrap();
+    (response["statusCode"].as_u64().unwrap(), body)
+}
+
+#[tokio::test]
+async fn the_python_peer_under_the_runtime_api_answers_the_dashboard_as_the_rust_bootstrap() {
+    let (table, _) = reference_table().await;
+    let environments = function_environments(template(), endpoint(), table.name()).unwrap();
+    let env = &environments["DashboardFunction"];
+    let mut rust = RunningBootstrap::launch(
+        &Launch::bootstrap(&host_bootstrap("dashboard")),
+        "DashboardFunction",
+        env,
+        &logs().join("dashboard-rust.log"),
+    )
+    .await
+    .unwrap();
+    let mut python = RunningBootstrap::launch(
+        &peer_launch("dashboard_handler"),
+        "DashboardFunction",
+        env,
+        &logs().join("dashboard-python.log"),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{e}: run `make python-peer`"));
+    let event = fleet_local::bench::api_event::ApiEvent::new("GET /me/dashboard", "/me/dashboard")
+        .caller(fleet_local::reference::ALICE)
+        .to_bytes();
+    for _ in 0..2 {
+        let (rust_status, rust_body) = answer(&mut rust, &event).await;
+        let (python_status, python_body) = answer(&mut python, &event).await;
+        assert_eq!(rust_status, 200);
+        assert_eq!(rust_body["devices"].as_array().unwrap().len(), 10);
+        assert_eq!((python_status, &python_body), (rust_status, &rust_body));
+    }
+    // Both are measured the same way: a process of their own, with its peak memory and CPU.
+    for process in [&rust, &python] {
+        assert!(process.peak_rss_kib().unwrap() > 0);
+        assert!(process.cpu_seconds().is_some());
+    }
+    rust.stop().await;
+    python.stop().await;
+}

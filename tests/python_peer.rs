@@ -1,0 +1,298 @@
+//! The Python + boto3 reference peer (`bench/python-peer/`) against the Rust handlers on
+//! DynamoDB Local: the same dashboard answer, the same stored items for an ingest batch, the
+//! same rejections. The peer runs in the virtualenv `make python-peer` builds (`.venv-peer/`),
+//! one `invoke.py` process per event, with the environment the Rust bootstraps read.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use fleet_local::demo::DEMO_KITCHEN_TOKEN;
+use fleet_tests::*;
+use serde_json::{json, Value};
+use shared::ops::ingest::{IngestConfig, Ingestor};
+use shared::timestamp::Timestamp;
+use shared::FleetTable;
+use tokio::io::AsyncWriteExt;
+
+fn python() -> PathBuf {
+    let python = fleet_local::repo_root().join(".venv-peer/bin/python");
+    assert!(
+        python.exists(),
+        "{} is missing: run `make python-peer` (make test does)",
+        python.display()
+    );
+    python
+}
+
+/// Runs `handler` of the peer on `event` against `table`; returns its status and JSON body.
+async fn peer(table: &FleetTable, handler: &str, event: &Value) -> (u16, Value) {
+    let root = fleet_local::repo_root();
+    let shards = table.config.shards;
+    let mut child = tokio::process::Command::new(python())
+        .arg(root.join("bench/python-peer/invoke.py"))
+        .arg(handler)
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("TABLE_NAME", table.name())
+        .env("AWS_ENDPOINT_URL_DYNAMODB", endpoint())
+        .env("AWS_REGION", "us-east-1")
+        .env("AWS_ACCESS_KEY_ID", "local")
+        .env("AWS_SECRET_ACCESS_KEY", "local")
+        .env("RETENTION_DAYS", table.config.retention_days.to_string())
+        .env("STATUS_SHARDS", shards.status.to_string())
+        .env("EVENT_TYPE_SHARDS", shards.event_type.to_string())
+        .env("OWNER_SHARDS", shards.owner.to_string())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start the peer");
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(event.to_string().as_bytes()).await.unwrap();
+    drop(stdin);
+    let out = child.wait_with_output().await.unwrap();
+    assert!(
+        out.status.success(),
+        "peer failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let response: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "peer printed no JSON ({e}): {}",
+            String::from_utf8_lossy(&out.stdout)
+        )
+    });
+    let status = response["statusCode"].as_u64().unwrap() as u16;
+    let body = response["body"].as_str().unwrap_or("");
+    let body = if body.is_empty() {
+        Value::Null
+    } else {
+        serde_json::from_str(body).unwrap()
+    };
+    (status, body)
+}
+
+fn sample(name: &str) -> Value {
+    let path = fleet_local::repo_root().join("events").join(name);
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+fn request(event: &Value) -> lambda_http::Request {
+    lambda_http::request::from_str(&event.to_string()).expect("valid event")
+}
+
+async fn rust_dashboard(table: &FleetTable, event: &Value) -> Answer {
+    let (response, used) = metered(dashboard::handle(table, request(event))).await;
+    answer(response, used)
+}
+
+async fn rust_ingest(table: &FleetTable, event: &Value) -> Answer {
+    let ingestor = Ingestor::new(table.clone(), IngestConfig::default());
+    let (response, used) = metered(ingest::handle(&ingestor, request(event))).await;
+    answer(response, used)
+}
+
+#[tokio::test]
+async fn the_dashboard_answers_exactly_as_the_rust_handler() {
+    let (table, _) = demo_table().await;
+    let alice = sample("get-dashboard.json");
+    let mut bob = alice.clone();
+    bob["requestContext"]["authorizer"]["jwt"]["claims"] = claims("demo-bob");
+    let mut stranger = alice.clone();
+    stranger["requestContext"]["authorizer"]["jwt"]["claims"] = claims("nobody-here");
+    let mut anonymous = alice.clone();
+    anonymous["requestContext"]
+        .as_object_mut()
+        .unwrap()
+        .remove("authorizer");
+    let mut bad_cursor = alice.clone();
+    bad_cursor["queryStringParameters"] = json!({"cursor": "not-a-cursor"});
+    bad_cursor["rawQueryString"] = json!("cursor=not-a-cursor");
+    for (what, event) in [
+        ("alice", &alice),
+        ("bob", &bob),
+        ("no profile, no devices", &stranger),
+        ("no claims", &anonymous),
+        ("bad cursor", &bad_cursor),
+    ] {
+        let rust = rust_dashboard(&table, event).await;
+        let (status, body) = peer(&table, "dashboard_handler", event).await;
+        assert_eq!(status, rust.status, "{what}");
+        assert_eq!(body, rust.body, "{what}");
+    }
+    let rust = rust_dashboard(&table, &alice).await;
+    assert_eq!(rust.status, 200);
+    assert_eq!(
+        rust.body["devices"].as_array().unwrap().len(),
+        3,
+        "demo data"
+    );
+}
+
+/// A batch for thermo-kitchen newer than its demo readings, 12 events (so `recent` holds only
+/// these), ids given and derived, numbers that render differently in Rust and Python, text,
+/// booleans, offsets and sub-millisecond times, and a duplicate.
+fn kitchen_batch(now: Timestamp) -> ApiRequest {
+    let at = |s: i64| now.plus_seconds(-120 + s).to_string();
+    let offset = {
+        let t = now.plus_seconds(-60);
+        let plus_one = t.plus_seconds(3600).to_string();
+        format!("{}+01:00", &plus_one[..19])
+    };
+    let events = json!([
+        {"id": "k-1", "type": "temperature", "value": 21.5, "at": at(0)},
+        {"id": "k-2", "type": "humidity", "value": 44, "at": at(1)},
+        {"type": "door", "value": "closed", "at": at(2)},
+        {"type": "door", "value": true, "at": at(3)},
+        {"type": "temperature", "value": 1e16, "at": at(4)},
+        {"type": "temperature", "value": 0.000001, "at": at(5)},
+        {"type": "humidity", "value": 0.30000000000000004, "at": at(6)},
+        {"type": "power", "value": -0.5, "at": offset},
+        {"id": "k-9", "type": "temperature", "value": 19, "at": format!("{}123456Z", &at(7)[..20])},
+        {"id": "k-10", "type": "humidity", "value": "say \"hi\"", "at": at(8)},
+        {"id": "k-11", "type": "temperature", "value": 22.25, "at": at(9)},
+        {"id": "k-12", "type": "humidity", "value": false, "at": at(10)},
+        {"id": "k-1", "type": "temperature", "value": 99, "at": at(0)},
+    ]);
+    ingest_request("thermo-kitchen", DEMO_KITCHEN_TOKEN, events)
+}
+
+fn ingest_request(device: &str, token: &str, events: Value) -> ApiRequest {
+    ApiRequest::new(
+        "POST /devices/{deviceId}/events",
+        &format!("/devices/{device}/events"),
+    )
+    .param("deviceId", device)
+    .header("Authorization", &format!("Bearer {token}"))
+    .json(json!({ "events": events }))
+}
+
+type Items = BTreeMap<(String, String), StoredItem>;
+
+async fn keyed(table: &FleetTable) -> Items {
+    table_contents(table)
+        .await
+        .into_iter()
+        .map(|i| {
+            let key = |n: &str| i[n].as_s().unwrap().clone();
+            ((key("PK"), key("SK")), i)
+        })
+        .collect()
+}
+
+/// Items added or changed between two snapshots, without the fields the demo seeding stamped
+/// with its own clock (the two tables were seeded moments apart; ingestion never sets them).
+fn changes(before: &Items, after: &Items) -> Items {
+    after
+        .iter()
+        .filter(|(k, item)| before.get(*k) != Some(*item))
+        .map(|(k, item)| {
+            let mut item = item.clone();
+            item.remove("createdAt");
+            item.remove("updatedAt");
+            (k.clone(), item)
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn an_ingest_batch_stores_exactly_the_items_the_rust_handler_stores() {
+    let (rust_table, _) = demo_table().await;
+    let (peer_table, _) = demo_table().await;
+    let batch = kitchen_batch(Timestamp::now());
+    let rust_before = keyed(&rust_table).await;
+    let peer_before = keyed(&peer_table).await;
+
+    let rust = rust_ingest(&rust_table, batch.event()).await;
+    let (status, body) = peer(&peer_table, "ingest_handler", batch.event()).await;
+    assert_eq!(rust.status, 200, "{}", rust.body);
+    assert_eq!((status, &body), (rust.status, &rust.body));
+    assert_eq!(body["accepted"], 12, "13 events, one duplicate");
+
+    let rust_changes = changes(&rust_before, &keyed(&rust_table).await);
+    let peer_changes = changes(&peer_before, &keyed(&peer_table).await);
+    // 12 events and the device summary.
+    assert_eq!(rust_changes.len(), 13);
+    assert_eq!(
+        rust_changes.keys().collect::<Vec<_>>(),
+        peer_changes.keys().collect::<Vec<_>>()
+    );
+    for (key, item) in &rust_changes {
+        assert_eq!(Some(item), peer_changes.get(key), "{key:?}");
+    }
+
+    // A replay through the peer stores nothing new and answers the same.
+    let (status, again) = peer(&peer_table, "ingest_handler", batch.event()).await;
+    assert_eq!((status, &again), (200, &body));
+    let replayed = keyed(&peer_table).await;
+    assert_eq!(
+        changes(&peer_before, &replayed).keys().collect::<Vec<_>>(),
+        peer_changes.keys().collect::<Vec<_>>()
+    );
+}
+
+#[tokio::test]
+async fn rejections_match_the_rust_handler_and_change_nothing() {
+    let (table, _) = demo_table().await;
+    let before = table_contents(&table).await;
+    let now = Timestamp::now();
+    let good = json!([{"id": "r-1", "type": "temperature", "value": 1, "at": now.to_string()}]);
+    let cases = [
+        (
+            "wrong token",
+            ingest_request("thermo-kitchen", "dft_wrong", good.clone()),
+        ),
+        (
+            "unknown device",
+            ingest_request("no-such-device", DEMO_KITCHEN_TOKEN, good.clone()),
+        ),
+        (
+            "bad device id",
+            ingest_request("a%23b", DEMO_KITCHEN_TOKEN, good.clone()),
+        ),
+        (
+            "bad type",
+            ingest_request(
+                "thermo-kitchen",
+                DEMO_KITCHEN_TOKEN,
+                json!([{"type": "a#b", "value": 1, "at": now.to_string()}]),
+            ),
+        ),
+        (
+            "future event",
+            ingest_request(
+                "thermo-kitchen",
+                DEMO_KITCHEN_TOKEN,
+                json!([{"type": "t", "value": 1, "at": now.plus_seconds(3600).to_string()}]),
+            ),
+        ),
+        (
+            "value is an object",
+            ingest_request(
+                "thermo-kitchen",
+                DEMO_KITCHEN_TOKEN,
+                json!([{"type": "t", "value": {"a": 1}, "at": now.to_string()}]),
+            ),
+        ),
+        (
+            "no events",
+            ingest_request("thermo-kitchen", DEMO_KITCHEN_TOKEN, json!([])),
+        ),
+    ];
+    for (what, request) in &cases {
+        let rust = rust_ingest(&table, request.event()).await;
+        let (status, body) = peer(&table, "ingest_handler", request.event()).await;
+        assert!(rust.status >= 400, "{what}: {}", rust.status);
+        assert_eq!((status, &body), (rust.status, &rust.body), "{what}");
+    }
+    let mut no_token = ingest_request("thermo-kitchen", "x", good);
+    no_token = no_token.header("Authorization", "Basic abc");
+    let rust = rust_ingest(&table, no_token.event()).await;
+    let (status, body) = peer(&table, "ingest_handler", no_token.event()).await;
+    assert_eq!((status, &body), (401, &rust.body));
+    assert_eq!(
+        table_contents(&table).await,
+        before,
+        "rejections change nothing"
+    );
+}

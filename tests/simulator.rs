@@ -1,0 +1,111 @@
+//! The key-distribution simulator and the cost model: their size rules against the consumed
+//! capacity DynamoDB Local reports for the same items, and the generated reports kept current.
+
+use std::collections::HashMap;
+
+use aws_sdk_dynamodb::types::{AttributeValue, ReturnConsumedCapacity};
+use fleet_local::capacity::{index_entry, item_size, query_read_units, write_units};
+use fleet_tests::*;
+use shared::ids::UserId;
+use shared::keys::{user_pk, DEVICE_PREFIX, PROFILE_SK};
+use shared::ops::dashboard;
+use shared::schema::INDEXES;
+
+#[tokio::test]
+async fn the_size_rules_give_the_dashboards_measured_read_units() {
+    let (table, _) = reference_table().await;
+    let user = UserId::parse(fleet_local::reference::ALICE).unwrap();
+    let (dash, used) = metered(dashboard::dashboard(&table, &user, None)).await;
+    assert_eq!(dash.unwrap().devices.len(), 10);
+    // The same range, read raw: the model's units for exactly those items.
+    let items = table
+        .client
+        .query()
+        .table_name(table.name())
+        .key_condition_expression("PK = :pk AND SK BETWEEN :first AND :last")
+        .expression_attribute_values(":pk", AttributeValue::S(user_pk(&user)))
+        .expression_attribute_values(":first", AttributeValue::S(DEVICE_PREFIX.into()))
+        .expression_attribute_values(":last", AttributeValue::S(PROFILE_SK.into()))
+        .send()
+        .await
+        .unwrap()
+        .items
+        .unwrap();
+    assert_eq!(items.len(), 11, "10 devices and the profile");
+    let bytes: u64 = items.iter().map(item_size).sum();
+    assert_eq!(query_read_units(bytes), used.read_units, "{bytes} bytes");
+}
+
+#[tokio::test]
+async fn the_size_rules_give_an_events_measured_write_units_on_the_table_and_each_index() {
+    let (table, _) = reference_table().await;
+    let stored = table_contents(&table).await;
+    let event = stored
+        .iter()
+        .find(|i| i.get("entityType") == Some(&AttributeValue::S("event".into())))
+        .expect("the reference dataset has events");
+    // The same event under a new id (a new item, so no index entry is replaced).
+    let mut item: HashMap<String, AttributeValue> = event.clone().into_iter().collect();
+    for key in ["SK", "GSI1SK", "GSI2SK"] {
+        let text = item[key].as_s().unwrap().clone();
+        item.insert(key.into(), AttributeValue::S(format!("{text}-copy")));
+    }
+    let out = table
+        .client
+        .put_item()
+        .table_name(table.name())
+        .set_item(Some(item.clone()))
+        .return_consumed_capacity(ReturnConsumedCapacity::Indexes)
+        .send()
+        .await
+        .unwrap();
+    let consumed = out.consumed_capacity.expect("capacity");
+    let table_units = consumed.table.and_then(|c| c.capacity_units).unwrap();
+    assert_eq!(table_units, write_units(item_size(&item)) as f64);
+    let indexes = consumed.global_secondary_indexes.expect("index capacity");
+    for index in &INDEXES {
+        let entry = index_entry(&item, index).expect("events are on both indexes");
+        let measured = indexes[index.name].capacity_units.unwrap();
+        assert_eq!(
+            measured,
+            write_units(item_size(&entry)) as f64,
+            "{}",
+            index.name
+        );
+    }
+    // Byte-exact: padded to exactly 1,024 bytes by the model it is 1 unit; one byte more, 2.
+    for (extra, expected) in [(0, 1.0), (1, 2.0)] {
+        let mut padded = item.clone();
+        padded.insert(
+            "SK".into(),
+            AttributeValue::S(format!("{}-{extra}", item["SK"].as_s().unwrap())),
+        );
+        let room = 1024 - item_size(&padded) - "pad".len() as u64;
+        let pad = "x".repeat(room as usize + extra);
+        padded.insert("pad".into(), AttributeValue::S(pad));
+        assert_eq!(item_size(&padded), 1024 + extra as u64);
+        let out = table
+            .client
+            .put_item()
+            .table_name(table.name())
+            .set_item(Some(padded))
+            .return_consumed_capacity(ReturnConsumedCapacity::Total)
+            .send()
+            .await
+            .unwrap();
+        let units = out
+            .consumed_capacity
+            .and_then(|c| c.capacity_units)
+            .unwrap();
+        // Total = table + the two index entries (1 unit each, the pad is not projected).
+        assert_eq!(units, expected + 2.0, "{} bytes", 1024 + extra);
+    }
+}
+
+#[test]
+fn the_generated_reports_are_current() {
+    let check = vec!["--check".to_string()];
+    fleet_local::simulate::command(&check)
+        .unwrap_or_else(|e| panic!("{e} (docs/key-distribution.md)"));
+    fleet_local::cost::command(&check).unwrap_or_else(|e| panic!("{e} (docs/cost-model.md)"));
+}
