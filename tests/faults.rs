@@ -609,10 +609,15 @@ async fn analytics_dataset() -> FleetTable {
     table
 }
 
-/// The report without the figures that describe the run rather than the data.
+/// The report without the figures that describe the run rather than the data. `purgedEvents`
+/// counts what this run deleted: an invocation that fails between a page's purge and its
+/// checkpoint leaves the resumed run nothing to count (docs/reliability.md, known limits), so
+/// it is checked apart: never more than the clean run's, and the events are gone either way.
 fn report_counts(report: &serde_json::Value) -> serde_json::Value {
     let mut r = report.clone();
-    r.as_object_mut().unwrap().remove("run");
+    let fields = r.as_object_mut().unwrap();
+    fields.remove("run");
+    fields.remove("purgedEvents");
     r
 }
 
@@ -655,6 +660,11 @@ async fn daily_report_under_faults(config: ProxyConfig) -> usize {
         report_counts(&report),
         report_counts(&expected),
         "same report after {invocations} invocations and {stats:?}"
+    );
+    assert!(
+        report["purgedEvents"].as_u64() <= expected["purgedEvents"].as_u64(),
+        "purgedEvents never counts more than was deleted: {}",
+        report["purgedEvents"]
     );
     // What the dashboard serves is that report, and the purge happened on both tables.
     let stored = dashboard(
