@@ -554,12 +554,7 @@ async fn registration_races_under_faults(config: ProxyConfig, rounds: usize) {
     let left: Vec<String> = table_contents(&table)
         .await
         .iter()
-        .filter(|i| {
-            i.get("entityType")
-                .and_then(|v| v.as_s().ok())
-                .map(String::as_str)
-                != Some("event")
-        })
+        .filter(|i| entity_type(i) != Some("event"))
         .map(|i| format!("{} {}", i["PK"].as_s().unwrap(), i["SK"].as_s().unwrap()))
         .collect();
     assert!(

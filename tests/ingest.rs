@@ -42,20 +42,6 @@ async fn register(table: &FleetTable, owner: &str, device: &str) -> String {
     a.body["token"].as_str().unwrap().to_string()
 }
 
-fn ago(seconds: i64) -> String {
-    Timestamp::now().plus_seconds(-seconds).to_string()
-}
-
-fn batch(device: &str, token: &str, events: Value) -> ApiRequest {
-    ApiRequest::new(
-        "POST /devices/{deviceId}/events",
-        &format!("/devices/{device}/events"),
-    )
-    .param("deviceId", device)
-    .header("Authorization", &format!("Bearer {token}"))
-    .json(json!({ "events": events }))
-}
-
 async fn send(ingestor: &Ingestor, request: ApiRequest) -> Answer {
     let (response, used) = metered(ingest::handle(ingestor, request.build())).await;
     answer(response, used)
@@ -64,12 +50,7 @@ async fn send(ingestor: &Ingestor, request: ApiRequest) -> Answer {
 fn events_of(items: &[StoredItem]) -> Vec<&StoredItem> {
     items
         .iter()
-        .filter(|i| {
-            i.get("entityType")
-                .and_then(|v| v.as_s().ok())
-                .map(String::as_str)
-                == Some("event")
-        })
+        .filter(|i| entity_type(i) == Some("event"))
         .collect()
 }
 
@@ -98,7 +79,7 @@ async fn stores_events_with_their_keys_ttl_and_copies_and_updates_the_summary() 
     let (t1, t2, t3) = (ago(300), ago(200), ago(100));
     let a = send(
         &ingestor,
-        batch(
+        ingest_request(
             "thermo-1",
             &token,
             json!([
@@ -171,13 +152,15 @@ async fn a_replayed_batch_stores_nothing_twice() {
         {"type": "humidity", "value": 40, "at": ago(50)},
     ]);
     for _ in 0..3 {
-        let a = send(&ingestor, batch("thermo-1", &token, body.clone())).await;
+        let a = send(&ingestor, ingest_request("thermo-1", &token, body.clone())).await;
         assert_eq!(a.status, 200, "{:?}", a.body);
     }
     // A fresh Lambda (empty caches) replaying it too.
     let cold = Ingestor::new(table.clone(), config());
     assert_eq!(
-        send(&cold, batch("thermo-1", &token, body)).await.status,
+        send(&cold, ingest_request("thermo-1", &token, body))
+            .await
+            .status,
         200
     );
     let items = table_contents(&table).await;
@@ -193,7 +176,7 @@ async fn late_events_never_move_last_seen_back_or_replace_newer_readings() {
     let newest = ago(10);
     send(
         &ingestor,
-        batch(
+        ingest_request(
             "thermo-1",
             &token,
             json!([{"id": "new", "type": "temperature", "value": 25, "at": newest}]),
@@ -202,7 +185,7 @@ async fn late_events_never_move_last_seen_back_or_replace_newer_readings() {
     .await;
     let a = send(
         &ingestor,
-        batch(
+        ingest_request(
             "thermo-1",
             &token,
             json!([{"id": "old", "type": "temperature", "value": 5, "at": ago(3600)}]),
@@ -243,7 +226,7 @@ async fn concurrent_batches_for_one_device_lose_no_update() {
     for i in 0..10 {
         let ingestor = &lambdas[i % 2];
         let events = json!([{"id": format!("e-{i}"), "type": format!("type-{i}"), "value": i, "at": ago(100 - i as i64)}]);
-        calls.push(send(ingestor, batch("thermo-1", &token, events)));
+        calls.push(send(ingestor, ingest_request("thermo-1", &token, events)));
     }
     let answers = futures::future::join_all(calls).await;
     assert!(answers.iter().all(|a| a.status == 200), "{answers:?}");
@@ -281,44 +264,50 @@ async fn rejected_batches_answer_4xx_and_change_nothing() {
         ),
         (
             "wrong token",
-            batch("thermo-1", "dft_wrong", good()),
+            ingest_request("thermo-1", "dft_wrong", good()),
             401,
             "",
         ),
         (
             "another device's token",
-            batch("thermo-1", &other_token, good()),
+            ingest_request("thermo-1", &other_token, good()),
             401,
             "",
         ),
-        ("unknown device", batch("thermo-9", &token, good()), 401, ""),
+        (
+            "unknown device",
+            ingest_request("thermo-9", &token, good()),
+            401,
+            "",
+        ),
         (
             "basic auth",
-            batch("thermo-1", &token, good()).header("Authorization", &format!("Basic {token}")),
+            ingest_request("thermo-1", &token, good())
+                .header("Authorization", &format!("Basic {token}")),
             401,
             "",
         ),
         (
             "bad device id",
-            batch("USER#x", &token, good()).param("deviceId", "USER#x"),
+            ingest_request("USER#x", &token, good()).param("deviceId", "USER#x"),
             400,
             "deviceId",
         ),
         (
             "no events",
-            batch("thermo-1", &token, json!([])),
+            ingest_request("thermo-1", &token, json!([])),
             400,
             "events",
         ),
         (
             "101 events",
-            batch("thermo-1", &token, Value::Array(many)),
+            ingest_request("thermo-1", &token, Value::Array(many)),
             400,
             "events",
         ),
         (
             "bad type",
-            batch(
+            ingest_request(
                 "thermo-1",
                 &token,
                 json!([good()[0], {"type": "a#b", "value": 1, "at": ago(1)}]),
@@ -328,7 +317,7 @@ async fn rejected_batches_answer_4xx_and_change_nothing() {
         ),
         (
             "object value",
-            batch(
+            ingest_request(
                 "thermo-1",
                 &token,
                 json!([{"type": "t", "value": {"x": 1}, "at": ago(1)}]),
@@ -338,7 +327,7 @@ async fn rejected_batches_answer_4xx_and_change_nothing() {
         ),
         (
             "future",
-            batch(
+            ingest_request(
                 "thermo-1",
                 &token,
                 json!([{"type": "t", "value": 1, "at": Timestamp::now().plus_seconds(3600).to_string()}]),
@@ -348,7 +337,7 @@ async fn rejected_batches_answer_4xx_and_change_nothing() {
         ),
         (
             "too old",
-            batch(
+            ingest_request(
                 "thermo-1",
                 &token,
                 json!([{"type": "t", "value": 1, "at": ago(91 * 86_400)}]),
@@ -358,7 +347,7 @@ async fn rejected_batches_answer_4xx_and_change_nothing() {
         ),
         (
             "bad id",
-            batch(
+            ingest_request(
                 "thermo-1",
                 &token,
                 json!([{"id": "a b", "type": "t", "value": 1, "at": ago(1)}]),
@@ -368,7 +357,7 @@ async fn rejected_batches_answer_4xx_and_change_nothing() {
         ),
         (
             "unknown field",
-            batch(
+            ingest_request(
                 "thermo-1",
                 &token,
                 json!([{"type": "t", "value": 1, "at": ago(1), "unit": "C"}]),
@@ -378,13 +367,13 @@ async fn rejected_batches_answer_4xx_and_change_nothing() {
         ),
         (
             "missing at",
-            batch("thermo-1", &token, json!([{"type": "t", "value": 1}])),
+            ingest_request("thermo-1", &token, json!([{"type": "t", "value": 1}])),
             400,
             "events[0]",
         ),
         (
             "too large",
-            batch(
+            ingest_request(
                 "thermo-1",
                 &token,
                 json!([{"type": "t", "value": "x".repeat(70_000), "at": ago(1)}]),
@@ -420,7 +409,7 @@ async fn a_warm_lambda_skips_the_registration_read_and_stops_a_deleted_device() 
     let ingestor = Ingestor::new(table.clone(), config());
     let first = send(
         &ingestor,
-        batch(
+        ingest_request(
             "thermo-1",
             &token,
             json!([{"type": "t", "value": 1, "at": ago(20)}]),
@@ -430,7 +419,7 @@ async fn a_warm_lambda_skips_the_registration_read_and_stops_a_deleted_device() 
     assert_eq!(first.used.count("GetItem"), 1);
     let second = send(
         &ingestor,
-        batch(
+        ingest_request(
             "thermo-1",
             &token,
             json!([{"type": "t", "value": 2, "at": ago(10)}]),
@@ -461,7 +450,7 @@ async fn a_warm_lambda_skips_the_registration_read_and_stops_a_deleted_device() 
     // Still cached, but the device is gone: no acknowledgement, and the cache is dropped.
     let a = send(
         &ingestor,
-        batch(
+        ingest_request(
             "thermo-1",
             &token,
             json!([{"type": "t", "value": 3, "at": ago(5)}]),
@@ -474,7 +463,7 @@ async fn a_warm_lambda_skips_the_registration_read_and_stops_a_deleted_device() 
     assert_eq!(
         send(
             &ingestor,
-            batch(
+            ingest_request(
                 "thermo-1",
                 &token,
                 json!([{"type": "t", "value": 4, "at": ago(4)}])
@@ -486,7 +475,7 @@ async fn a_warm_lambda_skips_the_registration_read_and_stops_a_deleted_device() 
     );
     let a = send(
         &ingestor,
-        batch(
+        ingest_request(
             "thermo-1",
             &new_token,
             json!([{"id": "mine", "type": "t", "value": 5, "at": ago(3)}]),
@@ -535,7 +524,11 @@ async fn unprocessed_items_and_throttling_are_retried_until_everything_is_stored
     let events: Vec<Value> = (0..60)
         .map(|i| json!({"id": format!("e-{i}"), "type": "t", "value": i, "at": ago(100 - i)}))
         .collect();
-    let a = send(&ingestor, batch("thermo-1", &token, Value::Array(events))).await;
+    let a = send(
+        &ingestor,
+        ingest_request("thermo-1", &token, Value::Array(events)),
+    )
+    .await;
     assert_eq!(a.status, 200, "{:?}", a.body);
     assert_eq!(a.body["accepted"], 60);
     assert!(
@@ -568,7 +561,7 @@ async fn events_that_cannot_be_stored_get_a_503_naming_exactly_them() {
     let ingestor = Ingestor::new(faulty, config());
     let a = send(
         &ingestor,
-        batch(
+        ingest_request(
             "thermo-1",
             &token,
             json!([
@@ -608,12 +601,12 @@ async fn a_summary_that_cannot_be_updated_acknowledges_nothing_and_a_resend_reco
     let faulty = FleetTable::new(faulty_client(&table.client, plan), table.config.clone());
     let broken = Ingestor::new(faulty, config());
     let body = json!([{"id": "e-1", "type": "t", "value": 1, "at": ago(10)}]);
-    let a = send(&broken, batch("thermo-1", &token, body.clone())).await;
+    let a = send(&broken, ingest_request("thermo-1", &token, body.clone())).await;
     assert_eq!(a.status, 503, "{:?}", a.body);
     assert_eq!(a.body["accepted"], json!([]));
     assert_eq!(a.body["failed"], json!(["e-1"]));
     let healthy = Ingestor::new(table.clone(), config());
-    let a = send(&healthy, batch("thermo-1", &token, body)).await;
+    let a = send(&healthy, ingest_request("thermo-1", &token, body)).await;
     assert_eq!(a.status, 200);
     assert_eq!(events_of(&table_contents(&table).await).len(), 1);
     let s = summary(&device_item(&table, OWNER, "thermo-1").await);

@@ -49,20 +49,6 @@ fn secrets_of_a(world: &World) -> Vec<String> {
     s
 }
 
-fn ago(seconds: i64) -> String {
-    Timestamp::now().plus_seconds(-seconds).to_string()
-}
-
-fn ingest_request(device: &str, token: &str, events: Value) -> ApiRequest {
-    ApiRequest::new(
-        "POST /devices/{deviceId}/events",
-        &format!("/devices/{device}/events"),
-    )
-    .param("deviceId", device)
-    .header("Authorization", &format!("Bearer {token}"))
-    .json(json!({ "events": events }))
-}
-
 async fn register(gateway: &Gateway, user: &str, body: Value) -> String {
     let answer = gateway
         .send(

@@ -128,6 +128,31 @@ pub async fn item(table: &FleetTable, pk: &str, sk: &str) -> Option<StoredItem> 
         .map(|i| i.into_iter().collect())
 }
 
+/// An ingest request for `device` with its bearer `token` and `events` (a JSON array).
+pub fn ingest_request(device: &str, token: &str, events: Value) -> ApiRequest {
+    ApiRequest::new(
+        "POST /devices/{deviceId}/events",
+        &format!("/devices/{device}/events"),
+    )
+    .param("deviceId", device)
+    .header("Authorization", &format!("Bearer {token}"))
+    .json(json!({ "events": events }))
+}
+
+/// The timestamp `seconds` before now, as events carry it.
+pub fn ago(seconds: i64) -> String {
+    shared::timestamp::Timestamp::now()
+        .plus_seconds(-seconds)
+        .to_string()
+}
+
+/// An item's `entityType`.
+pub fn entity_type(item: &StoredItem) -> Option<&str> {
+    item.get("entityType")
+        .and_then(|v| v.as_s().ok())
+        .map(String::as_str)
+}
+
 /// JWT claims as API Gateway passes them for a Cognito ID token.
 pub fn claims(sub: &str) -> Value {
     json!({

@@ -40,10 +40,7 @@ async fn a_short_load_run_has_no_errors_and_stores_every_acknowledged_event() {
         .await
         .iter()
         .filter(|i| {
-            i.get("entityType")
-                .and_then(|v| v.as_s().ok())
-                .map(String::as_str)
-                == Some("event")
+            entity_type(i) == Some("event")
                 && i["PK"]
                     .as_s()
                     .is_ok_and(|pk| pk.starts_with("USER#load-user#"))

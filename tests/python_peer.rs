@@ -157,16 +157,6 @@ fn kitchen_batch(now: Timestamp) -> ApiRequest {
     ingest_request("thermo-kitchen", DEMO_KITCHEN_TOKEN, events)
 }
 
-fn ingest_request(device: &str, token: &str, events: Value) -> ApiRequest {
-    ApiRequest::new(
-        "POST /devices/{deviceId}/events",
-        &format!("/devices/{device}/events"),
-    )
-    .param("deviceId", device)
-    .header("Authorization", &format!("Bearer {token}"))
-    .json(json!({ "events": events }))
-}
-
 type Items = BTreeMap<(String, String), StoredItem>;
 
 async fn keyed(table: &FleetTable) -> Items {
