@@ -8,7 +8,9 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use fleet_local::bootstrap::{host_bootstrap, lambda_environment, RunningBootstrap};
+use fleet_local::bootstrap::{
+    function_environment, host_bootstrap, retention_override, RunningBootstrap,
+};
 use fleet_tests::*;
 use serde_json::Value;
 
@@ -17,17 +19,12 @@ async fn every_sample_event_gets_its_expected_status_from_the_release_bootstraps
     let (table, _) = demo_table().await;
     // The samples carry fixed timestamps: keep them inside retention, as the in-process replay
     // does (a parameter override, like `sam local invoke --parameter-overrides`).
-    let overrides = BTreeMap::from([(
-        "RetentionDays".to_string(),
-        SAMPLE_RETENTION_DAYS.to_string(),
-    )]);
+    let overrides = retention_override(SAMPLE_RETENTION_DAYS);
     let logs = fleet_local::repo_root().join("target/smoke");
     let mut running = BTreeMap::new();
     for (function, definition) in &template().function_definitions {
-        let env = template()
-            .function_environment(function, table.name(), &overrides)
+        let env = function_environment(template(), function, endpoint(), table.name(), &overrides)
             .expect("function environment");
-        let env = lambda_environment(function, definition.memory_mb, endpoint(), &env);
         let bootstrap = RunningBootstrap::start(
             &host_bootstrap(&definition.binary),
             function,

@@ -210,6 +210,30 @@ fn spawn_error(path: &Path, source: std::io::Error) -> BootstrapError {
     }
 }
 
+/// Parameter overrides that keep `RetentionDays` at `days` (like `sam local invoke
+/// --parameter-overrides`), for data with fixed timestamps.
+pub fn retention_override(days: u32) -> BTreeMap<String, String> {
+    BTreeMap::from([("RetentionDays".to_string(), days.to_string())])
+}
+
+/// Everything `function`'s bootstrap finds in its environment on Lambda, for a local run on
+/// table `table_name` at `endpoint`: the template's variables (parameters at their defaults
+/// unless `overrides` names them) and Lambda's own ([`lambda_environment`]).
+pub fn function_environment(
+    template: &crate::template::Template,
+    function: &str,
+    endpoint: &str,
+    table_name: &str,
+    overrides: &BTreeMap<String, String>,
+) -> Result<BTreeMap<String, String>, crate::template::TemplateError> {
+    let env = template.function_environment(function, table_name, overrides)?;
+    let memory_mb = template
+        .function_definitions
+        .get(function)
+        .map_or(128, |d| d.memory_mb);
+    Ok(lambda_environment(function, memory_mb, endpoint, &env))
+}
+
 /// The environment Lambda gives every function, for a local run against `endpoint`: the
 /// reserved `AWS_LAMBDA_*` variables, a region, placeholder credentials (DynamoDB Local
 /// accepts any) and the DynamoDB endpoint override, on top of `function_env` (the
@@ -263,8 +287,7 @@ pub async fn invoke_once(
         .function_definitions
         .get(function)
         .ok_or_else(|| format!("template.yaml has no function {function}"))?;
-    let env = template.function_environment(function, table_name, overrides)?;
-    let env = lambda_environment(function, definition.memory_mb, endpoint, &env);
+    let env = function_environment(template, function, endpoint, table_name, overrides)?;
     let log = crate::repo_root()
         .join("target/invoke")
         .join(format!("{function}.log"));

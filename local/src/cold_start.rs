@@ -11,9 +11,10 @@ use serde::Serialize;
 use shared::FleetTable;
 
 use crate::bootstrap::{
-    host_bootstrap, lambda_environment, BootstrapError, Launch, RunningBootstrap,
+    function_environment, host_bootstrap, retention_override, BootstrapError, Launch,
+    RunningBootstrap,
 };
-use crate::samples::{sample_events, SAMPLE_RETENTION_DAYS};
+use crate::samples::{first_success, sample_events, SAMPLE_RETENTION_DAYS};
 use crate::template::Template;
 
 /// Warm invocations after each cold one.
@@ -81,22 +82,15 @@ pub async fn measure(
     runs: usize,
 ) -> Result<Vec<ColdStart>, ColdStartError> {
     let samples = sample_events();
-    let overrides = BTreeMap::from([(
-        "RetentionDays".to_string(),
-        SAMPLE_RETENTION_DAYS.to_string(),
-    )]);
+    let overrides = retention_override(SAMPLE_RETENTION_DAYS);
     let logs = crate::repo_root().join("target/cold-start");
     let mut results = Vec::new();
     for (function, definition) in &template.function_definitions {
-        let Some(sample) = samples
-            .iter()
-            .find(|s| &s.function == function && (200..300).contains(&s.status))
-        else {
+        let Some(sample) = first_success(&samples, function) else {
             continue;
         };
         let path = host_bootstrap(&definition.binary);
-        let env = template.function_environment(function, table.name(), &overrides)?;
-        let env = lambda_environment(function, definition.memory_mb, endpoint, &env);
+        let env = function_environment(template, function, endpoint, table.name(), &overrides)?;
         let timeout = Duration::from_secs(u64::from(definition.timeout_seconds).max(30));
         let measured = measure_runs(
             &Launch::bootstrap(&path),

@@ -373,10 +373,7 @@ async fn invoke_command(args: &[String]) -> Result<(), Error> {
             (None, Some(endpoint)) => endpoint,
             (None, None) => unreachable!("an endpoint was chosen above"),
         };
-        let overrides = std::collections::BTreeMap::from([(
-            "RetentionDays".to_string(),
-            table.config.retention_days.to_string(),
-        )]);
+        let overrides = fleet_local::bootstrap::retention_override(table.config.retention_days);
         let outcome = fleet_local::bootstrap::invoke_once(
             &template,
             function,

@@ -25,6 +25,13 @@ pub fn events_dir() -> PathBuf {
     crate::repo_root().join("events")
 }
 
+/// The sample that stands for `function` in measurements: its first one answered with a 2xx.
+pub fn first_success<'a>(samples: &'a [SampleEvent], function: &str) -> Option<&'a SampleEvent> {
+    samples
+        .iter()
+        .find(|s| s.function == function && (200..300).contains(&s.status))
+}
+
 /// Every sample event, in manifest order. Panics on a broken manifest: the samples are part
 /// of the repository, and every caller is a test or a measurement.
 pub fn sample_events() -> Vec<SampleEvent> {

@@ -11,7 +11,7 @@ use super::{function_environments, BenchError, Latency};
 use crate::bootstrap::Launch;
 use crate::cold_start::{measure_runs, quantile, RunFigures};
 use crate::dynamodb_local::{default_install_dir, DynamoDbLocal};
-use crate::samples::sample_events;
+use crate::samples::{first_success, sample_events};
 use crate::stack::{create_table, local_table};
 use crate::template::{default_template_path, Template};
 
@@ -54,10 +54,7 @@ pub async fn compare(before: &Path, after: &Path, runs: usize) -> Result<String,
         "| function | build | bootstrap bytes | cold start p50 (min-max) | warm p50 / p99 | peak RSS p50 |\n|---|---|---:|---:|---:|---:|\n",
     );
     for (function, definition) in &template.function_definitions {
-        let Some(sample) = samples
-            .iter()
-            .find(|s| &s.function == function && (200..300).contains(&s.status))
-        else {
+        let Some(sample) = first_success(&samples, function) else {
             continue;
         };
         let mut builds = [before, after].map(|dir| Build {

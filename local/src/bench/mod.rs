@@ -26,7 +26,7 @@ use std::path::Path;
 use serde::Serialize;
 use shared::timestamp::Timestamp;
 
-use crate::bootstrap::{lambda_environment, BootstrapError, Launch};
+use crate::bootstrap::{function_environment, retention_override, BootstrapError, Launch};
 use crate::cold_start::{quantile, ColdStart, ColdStartError};
 use crate::dynamodb_local::{default_install_dir, DynamoDbLocal};
 use crate::reference::{measure_patterns, seed, Measurement, REFERENCE_RETENTION_DAYS};
@@ -365,21 +365,14 @@ pub fn function_environments(
     endpoint: &str,
     table: &str,
 ) -> Result<BTreeMap<String, BTreeMap<String, String>>, BenchError> {
-    let overrides = BTreeMap::from([(
-        "RetentionDays".to_string(),
-        REFERENCE_RETENTION_DAYS.to_string(),
-    )]);
+    let overrides = retention_override(REFERENCE_RETENTION_DAYS);
     template
         .function_definitions
-        .iter()
-        .map(|(function, d)| {
-            let env = template
-                .function_environment(function, table, &overrides)
+        .keys()
+        .map(|function| {
+            let env = function_environment(template, function, endpoint, table, &overrides)
                 .map_err(BenchError::setup)?;
-            Ok((
-                function.clone(),
-                lambda_environment(function, d.memory_mb, endpoint, &env),
-            ))
+            Ok((function.clone(), env))
         })
         .collect()
 }
