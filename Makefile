@@ -100,7 +100,7 @@ FUZZ_TARGETS := keys ids timestamp ingest_batch
 FUZZ_SECONDS ?= 60
 
 hostile: dynamodb-local ## The hostile-input fuzz and the isolation suite, printing how many requests they tried
-	$(CARGO) test -p fleet-tests --test hostile_input --test isolation -- --nocapture 2>&1 | grep -E '^(hostile_input|isolation):|^test result'
+	$(CARGO) test -p fleet-tests --test it -- --nocapture hostile_input:: isolation:: 2>&1 | grep -E '^(hostile_input|isolation):|^test result'
 
 fuzz-tools: ## Install what cargo fuzz needs: a nightly toolchain and cargo-fuzz
 	@rustup toolchain list | grep -q '^nightly' || rustup toolchain install nightly --profile minimal
@@ -125,7 +125,7 @@ cost: ## Monthly DynamoDB + Lambda cost: make cost [PROFILE=...]; without PROFIL
 	$(CARGO) run --quiet -p fleet-local -- cost $(PROFILE)
 
 # The Python + boto3 reference peer (bench/python-peer/), installed into .venv-peer/ from
-# pinned wheels; tests/python_peer.rs runs it against the Rust handlers.
+# pinned wheels; tests/it/python_peer.rs runs it against the Rust handlers.
 PEER_VENV  := .venv-peer
 PEER_STAMP := $(PEER_VENV)/.installed
 .PHONY: python-peer

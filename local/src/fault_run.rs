@@ -1,5 +1,5 @@
 //! Driving the functions through the fault proxy ([`crate::fault_proxy`]) and checking what
-//! they acknowledged against what DynamoDB Local holds. Used by `tests/faults.rs` and by
+//! they acknowledged against what DynamoDB Local holds. Used by `tests/it/faults.rs` and by
 //! `fleet-local fault-run` (`make fault-run`), which records the figures in
 //! `docs/reliability.md`.
 

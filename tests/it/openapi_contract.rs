@@ -202,7 +202,7 @@ fn typed(schema: &Value, raw: &str) -> Value {
     }
 }
 
-/// Replays the samples (as tests/replay.rs does) and checks each against the document: a
+/// Replays the samples (as tests/it/replay.rs does) and checks each against the document: a
 /// sample the API accepts must be a documented request, and every answer must be documented.
 #[tokio::test]
 async fn sample_events_and_their_answers_match_the_document() {

@@ -1,0 +1,23 @@
+//! The integration tests: one binary (one link of the AWS SDK, one DynamoDB Local per run),
+//! one module per area. Run one area with `cargo test -p fleet-tests --test it <module>::`.
+
+mod bench_harness;
+mod budgets;
+mod daily_analytics;
+mod dashboard;
+mod dev_server;
+mod device_updates;
+mod faults;
+mod generated_docs;
+mod hostile_input;
+mod ingest;
+mod isolation;
+mod least_privilege;
+mod load_smoke;
+mod openapi_contract;
+mod python_peer;
+mod replay;
+mod request_log;
+mod simulator;
+mod smoke;
+mod template_contract;
