@@ -20,7 +20,7 @@ help: ## List the commands
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-16s %s\n", $$1, $$2}'
 
 dev: dynamodb-local ## Run the whole system locally: DynamoDB Local, demo data, the HTTP API on 127.0.0.1:$${PORT:-3000}
-	$(CARGO) run --quiet -p fleet-local -- dev
+	$(CARGO) run --quiet -p fleet-dev -- serve
 
 test: dynamodb-local python-tools python-peer smoke-build ## Everything: fmt, clippy, template lint, unit, DynamoDB Local integration, event replay, shipped-bootstrap smoke, budgets
 	$(CARGO) fmt --all --check
@@ -50,23 +50,23 @@ smoke-build: python-tools ## Release bootstraps for this machine's architecture 
 	$(TOOLS_ENV) $(CARGO) lambda build --release --locked --lambda-dir target/lambda-host $(PACKAGES)
 
 cold-start: dynamodb-local smoke-build ## Cold start (process start to first response) and memory of each release bootstrap (RUNS=5)
-	$(CARGO) run --quiet -p fleet-local -- cold-start $${RUNS:-5}
+	$(CARGO) run --quiet -p fleet-perf -- cold-start $${RUNS:-5}
 
 invoke: dynamodb-local $(if $(BOOTSTRAP),smoke-build) ## Like sam local invoke: make invoke FUNCTION=DeviceUpdatesFunction EVENT=events/put-me.json [BOOTSTRAP=1: through the release bootstrap]
 	@test -n "$(FUNCTION)" -a -n "$(EVENT)" || { echo "usage: make invoke FUNCTION=<LogicalId> EVENT=events/<file>.json"; exit 2; }
-	$(CARGO) run --quiet -p fleet-local -- invoke $(FUNCTION) $(EVENT) $(if $(BOOTSTRAP),--bootstrap)
+	$(CARGO) run --quiet -p fleet-dev -- invoke $(FUNCTION) $(EVENT) $(if $(BOOTSTRAP),--bootstrap)
 
 ingest-throughput: dynamodb-local ## Events/s through the ingest handler on DynamoDB Local (DEVICES=8 BATCHES=25)
-	$(CARGO) run --quiet -p fleet-local -- ingest-throughput $${DEVICES:-8} $${BATCHES:-25}
+	$(CARGO) run --quiet -p fleet-perf -- ingest-throughput $${DEVICES:-8} $${BATCHES:-25}
 
 docs: dynamodb-local ## Regenerate docs/access-patterns.md and docs/model.json (measured on DynamoDB Local)
-	$(CARGO) run --quiet -p fleet-local -- docs
+	$(CARGO) run --quiet -p fleet-perf -- docs
 
 scan-throughput: dynamodb-local ## Items/s of the daily analytics scan on DynamoDB Local (DEVICES=20 BATCHES=10)
-	$(CARGO) run --quiet -p fleet-local -- scan-throughput $${DEVICES:-20} $${BATCHES:-10}
+	$(CARGO) run --quiet -p fleet-perf -- scan-throughput $${DEVICES:-20} $${BATCHES:-10}
 
 fault-run: dynamodb-local ## Ingest through the fault proxy at several fault rates: events acked vs stored (RUNS="5:0.05 30:0.30")
-	$(CARGO) run --quiet -p fleet-local -- fault-run $(RUNS)
+	$(CARGO) run --quiet -p fleet-perf -- fault-run $(RUNS)
 
 fmt: ## Format the code
 	$(CARGO) fmt --all
@@ -114,15 +114,15 @@ fuzz: fuzz-tools ## Run each cargo-fuzz target for FUZZ_SECONDS (default 60): ke
 	done
 
 load: dynamodb-local ## Load test on loopback: dev server, ingest + dashboard traffic (LOAD_SECONDS=30 LOAD_CONCURRENCY=16), release build
-	$(CARGO) run --release --quiet -p fleet-local -- load $${LOAD_SECONDS:-30} $${LOAD_CONCURRENCY:-16}
+	$(CARGO) run --release --quiet -p fleet-perf -- load $${LOAD_SECONDS:-30} $${LOAD_CONCURRENCY:-16}
 
 # Key-distribution simulator and cost model (profiles in bench/profiles/).
 .PHONY: simulate cost
 simulate: ## Load per partition key: make simulate [PROFILE=bench/profiles/x.yaml]; without PROFILE, all into docs/key-distribution.md
-	$(CARGO) run --quiet -p fleet-local -- simulate $(PROFILE)
+	$(CARGO) run --quiet -p fleet-perf -- simulate $(PROFILE)
 
 cost: ## Monthly DynamoDB + Lambda cost: make cost [PROFILE=...]; without PROFILE, all into docs/cost-model.md
-	$(CARGO) run --quiet -p fleet-local -- cost $(PROFILE)
+	$(CARGO) run --quiet -p fleet-perf -- cost $(PROFILE)
 
 # The Python + boto3 reference peer (bench/python-peer/), installed into .venv-peer/ from
 # pinned wheels; tests/it/python_peer.rs runs it against the Rust handlers.
@@ -135,12 +135,12 @@ $(PEER_STAMP): bench/python-peer/requirements.txt
 	$(PEER_VENV)/bin/pip install --quiet --disable-pip-version-check --only-binary=:all: -r bench/python-peer/requirements.txt
 	touch $@
 
-# The benchmark (local/src/bench/): every function as its release bootstrap under the local
+# The benchmark (local/perf/src/bench/): every function as its release bootstrap under the local
 # Runtime API, against the Python peer, on one DynamoDB Local.
 .PHONY: bench bench-compare
 bench: dynamodb-local smoke-build python-peer ## Measure patterns, ingest vs raw BatchWriteItem, cold starts, the Python peer: docs/benchmarks.md + .json (CALLS=300)
-	$(CARGO) run --quiet -p fleet-local -- bench $${CALLS:-300}
+	$(CARGO) run --quiet -p fleet-perf -- bench $${CALLS:-300}
 
 bench-compare: dynamodb-local smoke-build ## Two builds of the bootstraps in turns: make bench-compare BEFORE=target/lambda-host-before [RUNS=20]
 	@test -n "$(BEFORE)" || { echo "usage: make bench-compare BEFORE=<dir like target/lambda-host>"; exit 2; }
-	$(CARGO) run --quiet -p fleet-local -- bench-compare $(BEFORE) target/lambda-host $${RUNS:-20}
+	$(CARGO) run --quiet -p fleet-perf -- bench-compare $(BEFORE) target/lambda-host $${RUNS:-20}

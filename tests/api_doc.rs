@@ -40,7 +40,7 @@ impl Operation<'_> {
 pub fn api_doc() -> &'static ApiDoc {
     static DOC: OnceLock<ApiDoc> = OnceLock::new();
     DOC.get_or_init(|| {
-        let path = fleet_local::repo_root().join("docs/openapi.yaml");
+        let path = fleet_testkit::repo_root().join("docs/openapi.yaml");
         let text = std::fs::read_to_string(&path).expect("docs/openapi.yaml");
         let doc: Value = yaml_serde::from_str(&text).expect("docs/openapi.yaml is YAML");
         ApiDoc {

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
-use fleet_local::functions::{handler_for, Handler};
+use fleet_testkit::functions::{handler_for, Handler};
 use shared::FleetTable;
 
 use crate::api_doc::api_doc;

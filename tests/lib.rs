@@ -7,9 +7,9 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::OnceLock;
 
 use aws_sdk_dynamodb::types::AttributeValue;
-use fleet_local::dynamodb_local::{default_install_dir, DynamoDbLocal};
-use fleet_local::stack::{create_table, local_table};
-use fleet_local::template::{default_template_path, Template};
+use fleet_testkit::dynamodb_local::{default_install_dir, DynamoDbLocal};
+use fleet_testkit::stack::{create_table, local_table};
+use fleet_testkit::template::{default_template_path, Template};
 use lambda_http::{Body, Request, Response};
 use serde_json::{json, Value};
 use shared::metrics::{MeterSnapshot, RequestMeter};
@@ -55,20 +55,20 @@ pub async fn fresh_table() -> FleetTable {
 }
 
 /// A fresh table with the demo data of `make dev`; returns the device tokens too.
-pub async fn demo_table() -> (FleetTable, Vec<fleet_local::demo::DemoDevice>) {
+pub async fn demo_table() -> (FleetTable, Vec<fleet_testkit::demo::DemoDevice>) {
     let table = fresh_table().await;
-    let devices = fleet_local::demo::seed(&table)
+    let devices = fleet_testkit::demo::seed(&table)
         .await
         .expect("seed demo data");
     (table, devices)
 }
 
-/// A fresh table holding the reference dataset (`fleet_local::reference`), with the
+/// A fresh table holding the reference dataset (`fleet_testkit::reference`), with the
 /// retention its fixed timestamps need; returns its device tokens too.
-pub async fn reference_table() -> (FleetTable, fleet_local::reference::Tokens) {
+pub async fn reference_table() -> (FleetTable, fleet_testkit::reference::Tokens) {
     let mut table = fresh_table().await;
-    table.config.retention_days = fleet_local::reference::REFERENCE_RETENTION_DAYS;
-    let tokens = fleet_local::reference::seed(&table)
+    table.config.retention_days = fleet_testkit::reference::REFERENCE_RETENTION_DAYS;
+    let tokens = fleet_testkit::reference::seed(&table)
         .await
         .expect("reference dataset");
     (table, tokens)
@@ -349,4 +349,4 @@ pub async fn device_updates(table: &FleetTable, request: ApiRequest) -> Answer {
     answer(response, used)
 }
 
-pub use fleet_local::samples::{events_dir, sample_events, SampleEvent, SAMPLE_RETENTION_DAYS};
+pub use fleet_testkit::samples::{events_dir, sample_events, SampleEvent, SAMPLE_RETENTION_DAYS};

@@ -1,4 +1,4 @@
-//! The benchmark's harness (`make bench`, `local/src/bench/`) measures what it claims: every
+//! The benchmark's harness (`make bench`, `local/perf/src/bench/`) measures what it claims: every
 //! benchmarked request answers its expected status through the release bootstraps and does
 //! its work on the table, and the Python peer, launched under the same local Runtime API
 //! as `python -m awslambdaric`, answers the dashboard exactly as the Rust bootstrap. Timing is
@@ -6,16 +6,16 @@
 
 use std::time::Duration;
 
-use fleet_local::bench::peer::peer_launch;
-use fleet_local::bench::{function_binaries, function_environments, patterns, INGEST_FROM};
-use fleet_local::bootstrap::{host_bootstrap, Launch, RunningBootstrap};
-use fleet_local::runtime_api::Outcome;
+use fleet_perf::bench::peer::peer_launch;
+use fleet_perf::bench::{function_binaries, function_environments, patterns, INGEST_FROM};
+use fleet_testkit::bootstrap::{host_bootstrap, Launch, RunningBootstrap};
+use fleet_testkit::runtime_api::Outcome;
 use fleet_tests::*;
 use serde_json::Value;
 use shared::timestamp::Timestamp;
 
 fn logs() -> std::path::PathBuf {
-    fleet_local::repo_root().join("target/bench-harness")
+    fleet_testkit::repo_root().join("target/bench-harness")
 }
 
 #[tokio::test]
@@ -114,8 +114,8 @@ async fn the_python_peer_under_the_runtime_api_answers_the_dashboard_as_the_rust
     )
     .await
     .unwrap_or_else(|e| panic!("{e}: run `make python-peer`"));
-    let event = fleet_local::bench::api_event::ApiEvent::new("GET /me/dashboard", "/me/dashboard")
-        .caller(fleet_local::reference::ALICE)
+    let event = fleet_testkit::api_event::ApiEvent::new("GET /me/dashboard", "/me/dashboard")
+        .caller(fleet_testkit::reference::ALICE)
         .to_bytes();
     for _ in 0..2 {
         let (rust_status, rust_body) = answer(&mut rust, &event).await;

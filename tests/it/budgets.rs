@@ -2,11 +2,11 @@
 //! against the reference dataset (seed 000's 10 devices x 10 events, and more), and what it
 //! issued (requests, operations, consumed capacity) is checked against its budget in
 //! `shared::catalog`. The budgets live in the catalog; the runs live in
-//! `fleet_local::reference`, which also feeds the generated docs.
+//! `fleet_testkit::reference`, which also feeds the generated docs.
 
 use std::collections::BTreeSet;
 
-use fleet_local::reference::measure_patterns;
+use fleet_testkit::reference::measure_patterns;
 use fleet_tests::*;
 use shared::catalog::{pattern, RequestBudget, CATALOG};
 

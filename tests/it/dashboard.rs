@@ -4,7 +4,7 @@
 use std::collections::BTreeSet;
 
 use base64::Engine as _;
-use fleet_local::reference::{ALICE, BOB};
+use fleet_testkit::reference::{ALICE, BOB};
 use fleet_tests::*;
 use serde_json::{json, Value};
 use shared::FleetTable;

@@ -3,8 +3,8 @@
 
 use std::sync::Arc;
 
-use fleet_local::dev_server::{serve, DevServer};
-use fleet_local::template::Template;
+use fleet_dev::dev_server::{serve, DevServer};
+use fleet_testkit::template::Template;
 use fleet_tests::*;
 use serde_json::{json, Value};
 

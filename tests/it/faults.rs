@@ -1,5 +1,5 @@
 //! Fault injection on the real path: the functions run against DynamoDB Local through a loopback
-//! proxy (`fleet_local::fault_proxy`) that throttles, answers 500, drops connections before and
+//! proxy (`fleet_testkit::fault_proxy`) that throttles, answers 500, drops connections before and
 //! after forwarding, delays requests past the client's attempt timeout and returns partial
 //! `UnprocessedItems`, at several rates with fixed seeds. Whatever the API acknowledges must
 //! be in the table exactly once, and every other answer must tell the client what to do.
@@ -7,10 +7,10 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use fleet_local::fault_proxy::{Fault, FaultProxy, FaultRates, ProxyConfig};
-use fleet_local::fault_run::{
+use fleet_perf::fault_run::{
     audit_ingest, drive_ingest, stored_events, through_proxy, ClientTimeouts, IngestLoad, IngestRun,
 };
+use fleet_testkit::fault_proxy::{Fault, FaultProxy, FaultRates, ProxyConfig};
 use fleet_tests::*;
 use shared::ops::ingest::IngestConfig;
 use shared::FleetTable;
@@ -525,7 +525,7 @@ async fn registration_races_under_faults(config: ProxyConfig, rounds: usize) {
             serde_json::json!({"id": format!("r{round}"), "type": "t", "value": 1, "at": at});
         let (sent, _) = until_final(|| async {
             let request =
-                fleet_local::fault_run::ingest_request(RACED, &token, std::slice::from_ref(&event));
+                fleet_perf::fault_run::ingest_request(RACED, &token, std::slice::from_ref(&event));
             answer(ingest::handle(&ingestor, request).await, Default::default())
         })
         .await;
@@ -597,7 +597,7 @@ async fn analytics_dataset() -> FleetTable {
         &table,
         ApiRequest::new("DELETE /me/devices/{deviceId}", "/me/devices/ref-bob-dev-1")
             .param("deviceId", "ref-bob-dev-1")
-            .caller(fleet_local::reference::BOB),
+            .caller(fleet_testkit::reference::BOB),
     )
     .await;
     assert_eq!(deleted.status, 204);
@@ -640,7 +640,7 @@ async fn report_with_retries(table: &FleetTable, day: &str) -> (serde_json::Valu
 }
 
 async fn daily_report_under_faults(config: ProxyConfig) -> usize {
-    let day = &fleet_local::reference::REFERENCE_NOW[..10];
+    let day = &fleet_testkit::reference::REFERENCE_NOW[..10];
     let (clean, faulty_base) =
         futures::future::join(analytics_dataset(), analytics_dataset()).await;
     let (expected, _) = report_with_retries(&clean, day).await;
@@ -705,7 +705,7 @@ async fn the_daily_report_is_the_same_when_invocations_fail_and_resume() {
 /// Retry-After and the error contract: never a bare 500.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reads_under_faults_answer_their_data_or_503_with_retry_after() {
-    use fleet_local::reference::{ALICE, REFERENCE_NOW};
+    use fleet_testkit::reference::{ALICE, REFERENCE_NOW};
     let (table, _) = reference_table().await;
     let day = &REFERENCE_NOW[..10];
     let from = "2026-11-20T00:00:00.000Z";

@@ -2,8 +2,8 @@
 //! measured run on the reference dataset; this fails when the checked-in files are stale
 //! (`make docs` regenerates them).
 
-use fleet_local::model_docs::{render, MARKDOWN_PATH, MODEL_PATH};
-use fleet_local::reference::measure_patterns;
+use fleet_perf::model_docs::{render, MARKDOWN_PATH, MODEL_PATH};
+use fleet_testkit::reference::measure_patterns;
 use fleet_tests::*;
 
 #[tokio::test]
@@ -13,7 +13,7 @@ async fn generated_docs_are_current() {
         .await
         .expect("patterns run");
     let (markdown, model) = render(&measurements);
-    let root = fleet_local::repo_root();
+    let root = fleet_testkit::repo_root();
     for (path, generated) in [(MARKDOWN_PATH, markdown), (MODEL_PATH, model)] {
         let current = std::fs::read_to_string(root.join(path)).unwrap_or_default();
         assert!(

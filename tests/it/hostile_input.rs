@@ -1101,7 +1101,7 @@ async fn raw_http(addr: std::net::SocketAddr, request: &[u8]) -> (u16, String) {
 async fn raw_http_through_the_dev_server_never_5xx() {
     use std::sync::Arc;
     let (table, devices) = demo_table().await;
-    let server = Arc::new(fleet_local::dev_server::DevServer::new(template(), &table));
+    let server = Arc::new(fleet_dev::dev_server::DevServer::new(template(), &table));
     let alice = server
         .authorizer
         .issue("demo-alice", "alice@example.com", false);
@@ -1113,7 +1113,7 @@ async fn raw_http_through_the_dev_server_never_5xx() {
         .clone();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
-    tokio::spawn(fleet_local::dev_server::serve(
+    tokio::spawn(fleet_dev::dev_server::serve(
         listener,
         server,
         std::future::pending(),

@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use fleet_local::faults::{faulty_client, FaultPlan};
+use fleet_testkit::faults::{faulty_client, FaultPlan};
 use fleet_tests::*;
 use serde_json::{json, Value};
 use shared::catalog::{pattern, BudgetScale};
@@ -492,7 +492,7 @@ async fn a_warm_lambda_skips_the_registration_read_and_stops_a_deleted_device() 
     );
 }
 
-fn held_back_when(prefix: &'static str) -> fleet_local::faults::HoldBack {
+fn held_back_when(prefix: &'static str) -> fleet_testkit::faults::HoldBack {
     Arc::new(move |item| {
         item.get("id")
             .and_then(|v| v.as_s().ok())

@@ -6,8 +6,8 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use fleet_local::functions::invoke;
-use fleet_local::iam::{Grant, GrantRecorder, INDEXES, TABLE};
+use fleet_testkit::functions::invoke;
+use fleet_testkit::iam::{Grant, GrantRecorder, INDEXES, TABLE};
 use fleet_tests::*;
 
 /// The grants a function's policy statements give, in the recorder's terms.

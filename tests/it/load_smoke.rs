@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use fleet_local::load::{run, Kind, LoadConfig};
+use fleet_perf::load::{run, Kind, LoadConfig};
 use fleet_tests::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

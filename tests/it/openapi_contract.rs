@@ -4,7 +4,7 @@
 
 use std::collections::BTreeSet;
 
-use fleet_local::functions::invoke;
+use fleet_testkit::functions::invoke;
 use fleet_tests::api_doc::api_doc;
 use fleet_tests::*;
 use serde_json::{json, Value};
@@ -207,7 +207,7 @@ fn typed(schema: &Value, raw: &str) -> Value {
 #[tokio::test]
 async fn sample_events_and_their_answers_match_the_document() {
     let doc = api_doc();
-    let dir = fleet_local::repo_root().join("events");
+    let dir = fleet_testkit::repo_root().join("events");
     let manifest: Value =
         serde_json::from_str(&std::fs::read_to_string(dir.join("manifest.json")).unwrap()).unwrap();
     let (mut table, _) = demo_table().await;

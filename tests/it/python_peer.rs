@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use fleet_local::demo::DEMO_KITCHEN_TOKEN;
+use fleet_testkit::demo::DEMO_KITCHEN_TOKEN;
 use fleet_tests::*;
 use serde_json::{json, Value};
 use shared::ops::ingest::{IngestConfig, Ingestor};
@@ -15,7 +15,7 @@ use shared::FleetTable;
 use tokio::io::AsyncWriteExt;
 
 fn python() -> PathBuf {
-    let python = fleet_local::repo_root().join(".venv-peer/bin/python");
+    let python = fleet_testkit::repo_root().join(".venv-peer/bin/python");
     assert!(
         python.exists(),
         "{} is missing: run `make python-peer` (make test does)",
@@ -26,7 +26,7 @@ fn python() -> PathBuf {
 
 /// Runs `handler` of the peer on `event` against `table`; returns its status and JSON body.
 async fn peer(table: &FleetTable, handler: &str, event: &Value) -> (u16, Value) {
-    let root = fleet_local::repo_root();
+    let root = fleet_testkit::repo_root();
     let shards = table.config.shards;
     let mut child = tokio::process::Command::new(python())
         .arg(root.join("bench/python-peer/invoke.py"))
@@ -73,7 +73,7 @@ async fn peer(table: &FleetTable, handler: &str, event: &Value) -> (u16, Value) 
 }
 
 fn sample(name: &str) -> Value {
-    let path = fleet_local::repo_root().join("events").join(name);
+    let path = fleet_testkit::repo_root().join("events").join(name);
     serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
 }
 

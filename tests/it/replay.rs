@@ -4,7 +4,7 @@
 
 use std::collections::BTreeSet;
 
-use fleet_local::functions::invoke;
+use fleet_testkit::functions::invoke;
 use fleet_tests::*;
 
 #[test]

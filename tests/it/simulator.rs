@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 
 use aws_sdk_dynamodb::types::{AttributeValue, ReturnConsumedCapacity};
-use fleet_local::capacity::{index_entry, item_size, query_read_units, write_units};
+use fleet_perf::capacity::{index_entry, item_size, query_read_units, write_units};
 use fleet_tests::*;
 use shared::ids::UserId;
 use shared::keys::{user_pk, DEVICE_PREFIX, PROFILE_SK};
@@ -14,7 +14,7 @@ use shared::schema::INDEXES;
 #[tokio::test]
 async fn the_size_rules_give_the_dashboards_measured_read_units() {
     let (table, _) = reference_table().await;
-    let user = UserId::parse(fleet_local::reference::ALICE).unwrap();
+    let user = UserId::parse(fleet_testkit::reference::ALICE).unwrap();
     let (dash, used) = metered(dashboard::dashboard(&table, &user, None)).await;
     assert_eq!(dash.unwrap().devices.len(), 10);
     // The same range, read raw: the model's units for exactly those items.
@@ -104,8 +104,7 @@ async fn the_size_rules_give_an_events_measured_write_units_on_the_table_and_eac
 
 #[test]
 fn the_generated_reports_are_current() {
-    let check = vec!["--check".to_string()];
-    fleet_local::simulate::command(&check)
+    fleet_perf::simulate::command(&[], true)
         .unwrap_or_else(|e| panic!("{e} (docs/key-distribution.md)"));
-    fleet_local::cost::command(&check).unwrap_or_else(|e| panic!("{e} (docs/cost-model.md)"));
+    fleet_perf::cost::command(&[], true).unwrap_or_else(|e| panic!("{e} (docs/cost-model.md)"));
 }

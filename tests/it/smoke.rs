@@ -8,7 +8,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use fleet_local::bootstrap::{
+use fleet_testkit::bootstrap::{
     function_environment, host_bootstrap, retention_override, RunningBootstrap,
 };
 use fleet_tests::*;
@@ -20,7 +20,7 @@ async fn every_sample_event_gets_its_expected_status_from_the_release_bootstraps
     // The samples carry fixed timestamps: keep them inside retention, as the in-process replay
     // does (a parameter override, like `sam local invoke --parameter-overrides`).
     let overrides = retention_override(SAMPLE_RETENTION_DAYS);
-    let logs = fleet_local::repo_root().join("target/smoke");
+    let logs = fleet_testkit::repo_root().join("target/smoke");
     let mut running = BTreeMap::new();
     for (function, definition) in &template().function_definitions {
         let env = function_environment(template(), function, endpoint(), table.name(), &overrides)

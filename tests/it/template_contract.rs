@@ -4,7 +4,7 @@
 
 use std::collections::BTreeSet;
 
-use fleet_local::functions::handler_for;
+use fleet_testkit::functions::handler_for;
 use fleet_tests::*;
 use shared::schema::{self, INDEXES, KEY_ATTRIBUTES};
 
@@ -110,7 +110,7 @@ async fn the_table_created_from_the_template_has_the_declared_schema() {
 
 /// The template as plain YAML, for the operational resources the local stack ignores.
 fn raw_template() -> yaml_serde::Value {
-    let text = std::fs::read_to_string(fleet_local::template::default_template_path()).unwrap();
+    let text = std::fs::read_to_string(fleet_testkit::template::default_template_path()).unwrap();
     yaml_serde::from_str(&text).unwrap()
 }
 

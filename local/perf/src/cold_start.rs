@@ -10,12 +10,14 @@ use std::time::Duration;
 use serde::Serialize;
 use shared::FleetTable;
 
-use crate::bootstrap::{
+use fleet_testkit::bootstrap::{
     function_environment, host_bootstrap, retention_override, BootstrapError, Launch,
     RunningBootstrap,
 };
-use crate::samples::{first_success, sample_events, SAMPLE_RETENTION_DAYS};
-use crate::template::Template;
+use fleet_testkit::samples::{first_success, sample_events, SAMPLE_RETENTION_DAYS};
+use fleet_testkit::template::Template;
+
+use crate::stats::quantile;
 
 /// Warm invocations after each cold one.
 pub const WARM_INVOCATIONS: usize = 20;
@@ -39,17 +41,6 @@ pub struct ColdStart {
     pub peak_rss_kib: Vec<u64>,
 }
 
-/// The `q` quantile (0..=1) of `values` (nearest rank); 0 when empty.
-pub fn quantile(values: &[f64], q: f64) -> f64 {
-    if values.is_empty() {
-        return 0.0;
-    }
-    let mut sorted = values.to_vec();
-    sorted.sort_by(f64::total_cmp);
-    let rank = ((q * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len());
-    sorted[rank - 1]
-}
-
 /// Why a measurement failed.
 #[derive(Debug, thiserror::Error)]
 pub enum ColdStartError {
@@ -70,7 +61,7 @@ pub enum ColdStartError {
     },
     /// The template is unusable.
     #[error(transparent)]
-    Template(#[from] crate::template::TemplateError),
+    Template(#[from] fleet_testkit::template::TemplateError),
 }
 
 /// Runs every function's bootstrap `runs` times against `table` (seeded with the demo data)
@@ -83,7 +74,7 @@ pub async fn measure(
 ) -> Result<Vec<ColdStart>, ColdStartError> {
     let samples = sample_events();
     let overrides = retention_override(SAMPLE_RETENTION_DAYS);
-    let logs = crate::repo_root().join("target/cold-start");
+    let logs = fleet_testkit::repo_root().join("target/cold-start");
     let mut results = Vec::new();
     for (function, definition) in &template.function_definitions {
         let Some(sample) = first_success(&samples, function) else {
@@ -210,19 +201,4 @@ pub fn markdown(results: &[ColdStart]) -> String {
         ));
     }
     out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::quantile;
-
-    #[test]
-    fn quantiles_are_nearest_rank() {
-        let v = [5.0, 1.0, 3.0, 2.0, 4.0];
-        assert_eq!(quantile(&v, 0.5), 3.0);
-        assert_eq!(quantile(&v, 0.0), 1.0);
-        assert_eq!(quantile(&v, 1.0), 5.0);
-        assert_eq!(quantile(&v, 0.99), 5.0);
-        assert_eq!(quantile(&[], 0.5), 0.0);
-    }
 }

@@ -16,8 +16,8 @@ use shared::ops::devices::{register_device, DeviceRegistration};
 use shared::timestamp::Timestamp;
 use shared::FleetTable;
 
-use crate::dev_server::{serve, DevServer};
-use crate::template::Template;
+use fleet_dev::dev_server::{serve, DevServer};
+use fleet_testkit::template::Template;
 
 /// What to run.
 #[derive(Clone, Debug)]
@@ -95,14 +95,6 @@ pub struct LoadReport {
     pub events_acknowledged: usize,
 }
 
-fn percentile(sorted: &[Duration], q: f64) -> Duration {
-    if sorted.is_empty() {
-        return Duration::ZERO;
-    }
-    let rank = ((sorted.len() as f64) * q).ceil() as usize;
-    sorted[rank.clamp(1, sorted.len()) - 1]
-}
-
 impl LoadReport {
     /// Requests answered (any status).
     pub fn requests(&self) -> usize {
@@ -129,14 +121,13 @@ impl LoadReport {
 
     /// Latency percentile `q` over all requests, or one kind.
     pub fn latency(&self, kind: Option<Kind>, q: f64) -> Duration {
-        let mut all: Vec<Duration> = self
+        let all: Vec<Duration> = self
             .kinds
             .iter()
             .filter(|(k, _)| kind.is_none_or(|want| **k == want))
             .flat_map(|(_, s)| s.latencies.iter().copied())
             .collect();
-        all.sort();
-        percentile(&all, q)
+        crate::stats::quantile_duration(&all, q)
     }
 
     /// The report as text.
@@ -328,18 +319,4 @@ pub async fn run(
         kinds,
         events_acknowledged,
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn percentiles_by_rank() {
-        let d: Vec<Duration> = (1..=100).map(Duration::from_millis).collect();
-        assert_eq!(percentile(&d, 0.5), Duration::from_millis(50));
-        assert_eq!(percentile(&d, 0.99), Duration::from_millis(99));
-        assert_eq!(percentile(&d, 1.0), Duration::from_millis(100));
-        assert_eq!(percentile(&[], 0.5), Duration::ZERO);
-    }
 }

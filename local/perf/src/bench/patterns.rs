@@ -12,10 +12,10 @@ use serde::Serialize;
 use serde_json::json;
 use shared::timestamp::Timestamp;
 
-use super::api_event::ApiEvent;
 use super::{request_latencies, BenchError, Latency};
-use crate::bootstrap::{host_bootstrap, RunningBootstrap};
-use crate::reference::{Tokens, ALICE};
+use fleet_testkit::api_event::ApiEvent;
+use fleet_testkit::bootstrap::{host_bootstrap, RunningBootstrap};
+use fleet_testkit::reference::{Tokens, ALICE};
 
 /// The operator who reads the `/admin` routes.
 const OPERATOR: &str = "ref-operator";

@@ -1,4 +1,4 @@
-//! `fleet-local bench-compare BEFORE [AFTER] [RUNS]`: two builds of the release bootstraps
+//! `fleet-perf bench-compare BEFORE [AFTER] [RUNS]`: two builds of the release bootstraps
 //! (directories laid out like `target/lambda-host/<binary>/bootstrap`) side by side: size,
 //! cold start, warm latency and peak memory of each function, the two builds taking turns run
 //! by run (which goes first alternates), so that other load on the machine falls on both alike.
@@ -8,12 +8,13 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use super::{function_environments, BenchError, Latency};
-use crate::bootstrap::Launch;
-use crate::cold_start::{measure_runs, quantile, RunFigures};
-use crate::dynamodb_local::{default_install_dir, DynamoDbLocal};
-use crate::samples::{first_success, sample_events};
-use crate::stack::{create_table, local_table};
-use crate::template::{default_template_path, Template};
+use crate::cold_start::{measure_runs, RunFigures};
+use crate::stats::quantile;
+use fleet_testkit::bootstrap::Launch;
+use fleet_testkit::dynamodb_local::{default_install_dir, DynamoDbLocal};
+use fleet_testkit::samples::{first_success, sample_events};
+use fleet_testkit::stack::{create_table, local_table};
+use fleet_testkit::template::{default_template_path, Template};
 
 /// One function in one build.
 struct Build {
@@ -46,10 +47,12 @@ pub async fn compare(before: &Path, after: &Path, runs: usize) -> Result<String,
     create_table(&table.client, &template.table, name)
         .await
         .map_err(BenchError::setup)?;
-    crate::demo::seed(&table).await.map_err(BenchError::setup)?;
+    fleet_testkit::demo::seed(&table)
+        .await
+        .map_err(BenchError::setup)?;
     let environments = function_environments(&template, dynamodb.endpoint(), name)?;
     let samples = sample_events();
-    let logs = crate::repo_root().join("target/bench/compare");
+    let logs = fleet_testkit::repo_root().join("target/bench/compare");
     let mut out = String::from(
         "| function | build | bootstrap bytes | cold start p50 (min-max) | warm p50 / p99 | peak RSS p50 |\n|---|---|---:|---:|---:|---:|\n",
     );
@@ -90,15 +93,12 @@ pub async fn compare(before: &Path, after: &Path, runs: usize) -> Result<String,
 
 /// The command line: `BEFORE [AFTER] [RUNS]` (AFTER defaults to `target/lambda-host`, RUNS
 /// to 20).
-pub async fn command(args: &[String]) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
-    let before = PathBuf::from(args.first().ok_or(
-        "usage: fleet-local bench-compare BEFORE_DIR [AFTER_DIR] [RUNS] (dirs like target/lambda-host)",
-    )?);
-    let after = args
-        .get(1)
-        .map(PathBuf::from)
-        .unwrap_or_else(|| crate::repo_root().join("target/lambda-host"));
-    let runs = args.get(2).map(|r| r.parse()).transpose()?.unwrap_or(20);
+pub async fn command(
+    before: PathBuf,
+    after: Option<PathBuf>,
+    runs: usize,
+) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+    let after = after.unwrap_or_else(|| fleet_testkit::repo_root().join("target/lambda-host"));
     let table = compare(&before, &after, runs).await?;
     println!(
         "{} (before) against {} (after), {runs} runs each taking turns, {} warm invocations per run, on the demo data:\n",

@@ -1,6 +1,6 @@
 //! The reference dataset (seed 000's workload: a user with 10 devices x 10 events, plus a
 //! second user and an operator) and one run of every implemented access pattern on it. The
-//! budget contract tests check that run against the catalog; `fleet-local docs` writes its
+//! budget contract tests check that run against the catalog; `fleet-perf docs` writes its
 //! figures into `docs/access-patterns.md`. Timestamps are fixed so the figures are the same on
 //! every run.
 

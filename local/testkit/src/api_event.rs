@@ -85,7 +85,7 @@ impl ApiEvent {
             "accountId": "123456789012",
             "apiId": "bench",
             "http": {"method": method, "path": self.path, "protocol": "HTTP/1.1",
-                     "sourceIp": "127.0.0.1", "userAgent": "fleet-local bench"},
+                     "sourceIp": "127.0.0.1", "userAgent": "fleet-perf bench"},
             "requestId": "bench",
             "routeKey": self.route_key,
             "stage": "$default",

@@ -20,8 +20,8 @@ use serde_json::{json, Value};
 use shared::FleetTable;
 use tokio::net::TcpListener;
 
-use crate::functions::{handler_for, Handler};
-use crate::template::{HttpRoute, Template};
+use fleet_testkit::functions::{handler_for, Handler};
+use fleet_testkit::template::{HttpRoute, Template};
 
 /// API Gateway's payload limit.
 const MAX_PAYLOAD_BYTES: usize = 10 * 1024 * 1024;

@@ -1,4 +1,4 @@
-//! `fleet-local bench` (`make bench`): one run on DynamoDB Local that measures what the code
+//! `fleet-perf bench` (`make bench`): one run on DynamoDB Local that measures what the code
 //! costs and how fast it is, and writes `docs/benchmarks.md` and its JSON twin
 //! `docs/benchmarks.json`:
 //!
@@ -13,7 +13,6 @@
 //! Runtime API, never in this process: the figures are the shipped binary's, and the Python
 //! peer runs under exactly the same harness. Nothing here asserts a speed.
 
-pub mod api_event;
 pub mod compare;
 pub mod ingest;
 pub mod patterns;
@@ -26,15 +25,16 @@ use std::path::Path;
 use serde::Serialize;
 use shared::timestamp::Timestamp;
 
-use crate::bootstrap::{function_environment, retention_override, BootstrapError, Launch};
-use crate::cold_start::{quantile, ColdStart, ColdStartError};
-use crate::dynamodb_local::{default_install_dir, DynamoDbLocal};
-use crate::reference::{measure_patterns, seed, Measurement, REFERENCE_RETENTION_DAYS};
-use crate::stack::{create_table, local_sdk_config, local_table};
-use crate::template::{default_template_path, Template};
+use crate::cold_start::{ColdStart, ColdStartError};
+use crate::stats::quantile;
+use fleet_testkit::bootstrap::{function_environment, retention_override, BootstrapError, Launch};
+use fleet_testkit::dynamodb_local::{default_install_dir, DynamoDbLocal};
+use fleet_testkit::reference::{measure_patterns, seed, Measurement, REFERENCE_RETENTION_DAYS};
+use fleet_testkit::stack::{create_table, local_sdk_config, local_table};
+use fleet_testkit::template::{default_template_path, Template};
 
 /// The first timestamp of the events the benchmark ingests: the day after the reference
-/// dataset's day (`crate::reference::REFERENCE_NOW`).
+/// dataset's day (`fleet_testkit::reference::REFERENCE_NOW`).
 pub const INGEST_FROM: &str = "2026-11-21T00:00:00.000Z";
 
 /// Why the benchmark stopped.
@@ -115,7 +115,7 @@ pub fn request_latencies(log: &Path) -> Result<Vec<f64>, BenchError> {
 
 /// CPU seconds this process has used (user + system).
 pub fn process_cpu_seconds() -> f64 {
-    crate::bootstrap::cpu_seconds_of(std::process::id()).unwrap_or(0.0)
+    fleet_testkit::bootstrap::cpu_seconds_of(std::process::id()).unwrap_or(0.0)
 }
 
 /// How much to measure.
@@ -182,7 +182,7 @@ pub struct Machine {
 fn command_output(program: &Path, args: &[&str]) -> String {
     std::process::Command::new(program)
         .args(args)
-        .current_dir(crate::repo_root())
+        .current_dir(fleet_testkit::repo_root())
         .output()
         .ok()
         .map(|o| {
@@ -224,11 +224,12 @@ impl Machine {
         if !command_output(git, &["status", "--porcelain", "--untracked-files=no"]).is_empty() {
             commit.push_str("-dirty");
         }
-        let package: serde_json::Value =
-            std::fs::read_to_string(crate::repo_root().join("tools/dynamodb-local/package.json"))
-                .ok()
-                .and_then(|t| serde_json::from_str(&t).ok())
-                .unwrap_or_default();
+        let package: serde_json::Value = std::fs::read_to_string(
+            fleet_testkit::repo_root().join("tools/dynamodb-local/package.json"),
+        )
+        .ok()
+        .and_then(|t| serde_json::from_str(&t).ok())
+        .unwrap_or_default();
         let dynamodb_local = package["dependencies"]
             .as_object()
             .and_then(|deps| deps.iter().next())
@@ -389,13 +390,13 @@ pub fn function_binaries(template: &Template) -> BTreeMap<String, String> {
 /// Runs everything on one DynamoDB Local.
 pub async fn run(settings: Settings) -> Result<BenchReport, BenchError> {
     let mut machine = Machine::describe();
-    let root = crate::repo_root();
+    let root = fleet_testkit::repo_root();
     let logs = root.join("target/bench");
     std::fs::create_dir_all(&logs).map_err(BenchError::setup)?;
     let template = Template::load(&default_template_path()).map_err(BenchError::setup)?;
     let binaries = function_binaries(&template);
     for binary in binaries.values() {
-        let path = crate::bootstrap::host_bootstrap(binary);
+        let path = fleet_testkit::bootstrap::host_bootstrap(binary);
         if !path.is_file() {
             return Err(BenchError::process(binary, BootstrapError::Missing(path)));
         }
@@ -455,7 +456,7 @@ pub async fn run(settings: Settings) -> Result<BenchReport, BenchError> {
     );
     // Rounds on fresh tables, each contender once in every position of the order, so
     // DynamoDB Local's warm-up (JIT, heap) favours none; the median round of each is reported.
-    let rust_launch = Launch::bootstrap(&crate::bootstrap::host_bootstrap(
+    let rust_launch = Launch::bootstrap(&fleet_testkit::bootstrap::host_bootstrap(
         &binaries["IngestFunction"],
     ));
     let python_launch = peer::peer_launch("ingest_handler");
@@ -520,7 +521,9 @@ pub async fn run(settings: Settings) -> Result<BenchReport, BenchError> {
         settings.cold_runs
     );
     let demo = new_table("bench-demo".to_string()).await?;
-    crate::demo::seed(&demo).await.map_err(BenchError::setup)?;
+    fleet_testkit::demo::seed(&demo)
+        .await
+        .map_err(BenchError::setup)?;
     let bootstraps =
         crate::cold_start::measure(&template, &endpoint, &demo, settings.cold_runs).await?;
 
@@ -529,7 +532,7 @@ pub async fn run(settings: Settings) -> Result<BenchReport, BenchError> {
     let peer = peer::measure(
         &reference_env,
         &binaries,
-        crate::reference::ALICE,
+        fleet_testkit::reference::ALICE,
         [
             (peer_devices[0].0.as_str(), peer_devices[0].1.as_str()),
             (peer_devices[1].0.as_str(), peer_devices[1].1.as_str()),
@@ -551,14 +554,14 @@ pub async fn run(settings: Settings) -> Result<BenchReport, BenchError> {
     })
 }
 
-/// `fleet-local bench [CALLS]`: runs the benchmark and writes the two documents.
-pub async fn command(args: &[String]) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
-    let mut settings = Settings::default();
-    if let Some(calls) = args.first() {
-        settings.calls = calls.parse()?;
-    }
+/// `fleet-perf bench [CALLS]`: runs the benchmark and writes the two documents.
+pub async fn command(calls: usize) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+    let settings = Settings {
+        calls,
+        ..Settings::default()
+    };
     let report = run(settings).await?;
-    let root = crate::repo_root();
+    let root = fleet_testkit::repo_root();
     let markdown_path = root.join(report::MARKDOWN_PATH);
     let previous = std::fs::read_to_string(&markdown_path).unwrap_or_default();
     std::fs::write(&markdown_path, report::markdown(&report, &previous))?;

@@ -1,6 +1,6 @@
-//! Driving the functions through the fault proxy ([`crate::fault_proxy`]) and checking what
+//! Driving the functions through the fault proxy ([`fleet_testkit::fault_proxy`]) and checking what
 //! they acknowledged against what DynamoDB Local holds. Used by `tests/it/faults.rs` and by
-//! `fleet-local fault-run` (`make fault-run`), which records the figures in
+//! `fleet-perf fault-run` (`make fault-run`), which records the figures in
 //! `docs/reliability.md`.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -16,7 +16,7 @@ use shared::ops::ingest::{IngestConfig, Ingestor};
 use shared::timestamp::Timestamp;
 use shared::FleetTable;
 
-use crate::stack::local_client;
+use fleet_testkit::stack::local_client;
 
 type Error = Box<dyn std::error::Error + Send + Sync>;
 
@@ -118,7 +118,7 @@ pub struct IngestRun {
     /// Wall time.
     pub elapsed: Duration,
     /// What the proxy injected (filled in by the caller that owns the proxy).
-    pub stats: crate::fault_proxy::ProxyStats,
+    pub stats: fleet_testkit::fault_proxy::ProxyStats,
 }
 
 impl IngestRun {
@@ -382,19 +382,19 @@ pub async fn audit_ingest(table: &FleetTable, run: &IngestRun) -> Result<IngestA
     Ok(audit)
 }
 
-/// One `fleet-local fault-run` line: an ingest run at `rate` (spread over every fault kind)
+/// One `fleet-perf fault-run` line: an ingest run at `rate` (spread over every fault kind)
 /// with `seed`, on a fresh table, checked against the table.
 pub async fn ingest_fault_run(
     dynamodb_endpoint: &str,
-    definition: &crate::template::TableDefinition,
+    definition: &fleet_testkit::template::TableDefinition,
     seed: u64,
     rate: f64,
     load: IngestLoad,
 ) -> Result<String, Error> {
-    use crate::fault_proxy::{FaultProxy, FaultRates, ProxyConfig};
+    use fleet_testkit::fault_proxy::{FaultProxy, FaultRates, ProxyConfig};
     let name = format!("fault-run-{seed}");
-    let table = crate::stack::local_table(dynamodb_endpoint, &name).await;
-    crate::stack::create_table(&table.client, definition, &name).await?;
+    let table = fleet_testkit::stack::local_table(dynamodb_endpoint, &name).await;
+    fleet_testkit::stack::create_table(&table.client, definition, &name).await?;
     let config = ProxyConfig::new(seed, FaultRates::uniform(rate));
     let proxy = FaultProxy::start(dynamodb_endpoint, config.clone()).await?;
     let faulty = through_proxy(&table, proxy.endpoint(), ClientTimeouts::default()).await;

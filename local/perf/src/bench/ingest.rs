@@ -18,7 +18,7 @@ use shared::FleetTable;
 
 use super::patterns::ingest_event;
 use super::{process_cpu_seconds, BenchError, Latency};
-use crate::bootstrap::{Launch, RunningBootstrap};
+use fleet_testkit::bootstrap::{Launch, RunningBootstrap};
 
 /// Owner of the throughput devices.
 const OWNER: &str = "tp-owner";
@@ -165,7 +165,7 @@ pub async fn through_processes(
 fn expect_200(
     function: &str,
     what: &str,
-    outcome: &crate::runtime_api::Outcome,
+    outcome: &fleet_testkit::runtime_api::Outcome,
 ) -> Result<(), BenchError> {
     if outcome.status() == 200 {
         return Ok(());

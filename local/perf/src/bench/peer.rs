@@ -10,15 +10,16 @@ use std::time::Duration;
 use serde::Serialize;
 use shared::timestamp::Timestamp;
 
-use super::api_event::ApiEvent;
 use super::patterns::ingest_event;
 use super::{BenchError, Latency};
-use crate::bootstrap::{host_bootstrap, Launch};
-use crate::cold_start::{measure_runs, quantile, RunFigures};
+use crate::cold_start::{measure_runs, RunFigures};
+use crate::stats::quantile;
+use fleet_testkit::api_event::ApiEvent;
+use fleet_testkit::bootstrap::{host_bootstrap, Launch};
 
 /// The Python peer's interpreter (`make python-peer` builds the virtualenv).
 pub fn peer_python() -> PathBuf {
-    crate::repo_root().join(".venv-peer/bin/python")
+    fleet_testkit::repo_root().join(".venv-peer/bin/python")
 }
 
 /// `python -m awslambdaric handler.<handler>` in `bench/python-peer/`: the peer as the Python
@@ -31,7 +32,7 @@ pub fn peer_launch(handler: &str) -> Launch {
             "awslambdaric".into(),
             format!("handler.{handler}"),
         ],
-        cwd: Some(crate::repo_root().join("bench/python-peer")),
+        cwd: Some(fleet_testkit::repo_root().join("bench/python-peer")),
     }
 }
 

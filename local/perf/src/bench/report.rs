@@ -3,7 +3,7 @@
 //! it is (the hand-written record of changes and their before/after figures).
 
 use super::{BenchReport, Latency};
-use crate::cold_start::quantile;
+use crate::stats::quantile;
 
 /// The Markdown document.
 pub const MARKDOWN_PATH: &str = "docs/benchmarks.md";
@@ -88,14 +88,14 @@ pub fn markdown(report: &BenchReport, previous: &str) -> String {
 
     out.push_str("## How it is measured\n\n");
     out.push_str(&format!(
-        "Every function runs as its **release bootstrap** (`make smoke-build`: the release profile with fat LTO, for this machine's architecture) in its own process under the local Lambda Runtime API (`local/src/runtime_api.rs`), with the environment `template.yaml` gives it, exactly as `smoke` replays the samples. The Python + boto3 peer (`bench/python-peer/`) runs as `python -m awslambdaric handler.<fn>` under the same Runtime API, with the same environment, table, data and events. The latency of a request is taken two ways: the **invocation** time from queueing the event at the Runtime API to the answer posted back (what Lambda bills: the runtime client's polling and JSON work included), and the **handler** time the function logs itself in its request line (`latency_ms`).\n\n\
-Why not measure the handlers in-process, in a release build of the benchmark? Because that measures a different binary than the one shipped (another fat-LTO release build of `fleet-local` and everything it links, 6-10 minutes on this machine, and it would not contain the runtime client), and the Python peer cannot run in that process anyway: one harness for both sides keeps the ratios fair. The cost is that the Runtime API emulator and the driver run in this debug-built process: their time is in the invocation figure of both sides alike (the handler figure excludes it), and the driver's CPU use is reported next to the throughputs.\n\n\
+        "Every function runs as its **release bootstrap** (`make smoke-build`: the release profile with fat LTO, for this machine's architecture) in its own process under the local Lambda Runtime API (`local/testkit/src/runtime_api.rs`), with the environment `template.yaml` gives it, exactly as `smoke` replays the samples. The Python + boto3 peer (`bench/python-peer/`) runs as `python -m awslambdaric handler.<fn>` under the same Runtime API, with the same environment, table, data and events. The latency of a request is taken two ways: the **invocation** time from queueing the event at the Runtime API to the answer posted back (what Lambda bills: the runtime client's polling and JSON work included), and the **handler** time the function logs itself in its request line (`latency_ms`).\n\n\
+Why not measure the handlers in-process, in a release build of the benchmark? Because that measures a different binary than the one shipped (another fat-LTO release build of `fleet-perf` and everything it links, 6-10 minutes on this machine, and it would not contain the runtime client), and the Python peer cannot run in that process anyway: one harness for both sides keeps the ratios fair. The cost is that the Runtime API emulator and the driver run in this debug-built process: their time is in the invocation figure of both sides alike (the handler figure excludes it), and the driver's CPU use is reported next to the throughputs.\n\n\
 Settings: {} measured calls per pattern after {} unmeasured; {} cold starts per bootstrap, each followed by {} warm invocations; throughput with {} devices sending at once, {} timed batches of 100 events each after one untimed batch, {} rounds.\n\n",
         s.calls, s.warmup, s.cold_runs, s.warm_invocations, s.devices, s.batches, s.rounds
     ));
 
     out.push_str("## 1. Access patterns\n\n");
-    out.push_str("Requests and consumed capacity from the reference measurement of `make docs` (`fleet_local::reference::measure_patterns`: seed 000's user with 10 devices x 10 events); latency from the calls of each pattern's route through its warm release bootstrap on the same dataset, taken in rounds of one call of every pattern (so other load on the machine spreads over all patterns alike). Latencies in ms, p50 / p99.\n\n");
+    out.push_str("Requests and consumed capacity from the reference measurement of `make docs` (`fleet_testkit::reference::measure_patterns`: seed 000's user with 10 devices x 10 events); latency from the calls of each pattern's route through its warm release bootstrap on the same dataset, taken in rounds of one call of every pattern (so other load on the machine spreads over all patterns alike). Latencies in ms, p50 / p99.\n\n");
     out.push_str("| id | reference workload | requests | RCU | WCU | request timed | function | invocation p50 / p99 | handler p50 / p99 |\n|---|---|---:|---:|---:|---|---|---:|---:|\n");
     for row in &report.patterns {
         let (request, function, invocation, handler) = match &row.latency {

@@ -1,4 +1,4 @@
-//! `fleet-local ingest-throughput`: events per second through the ingest handler on DynamoDB
+//! `fleet-perf ingest-throughput`: events per second through the ingest handler on DynamoDB
 //! Local. Devices send concurrently, each one batch of 100 at a time (as a device would).
 
 use std::time::{Duration, Instant};
@@ -29,10 +29,9 @@ impl Throughput {
         self.events as f64 / self.elapsed.as_secs_f64()
     }
 
-    /// The `q` quantile (0..=1) of batch latency.
+    /// The `q` quantile (0..=1) of batch latency ([`crate::stats`]: nearest rank).
     pub fn latency(&self, q: f64) -> Duration {
-        let i = ((self.batch_latencies.len() as f64 - 1.0) * q).round() as usize;
-        self.batch_latencies.get(i).copied().unwrap_or_default()
+        crate::stats::quantile_duration(&self.batch_latencies, q)
     }
 }
 

@@ -49,7 +49,7 @@ pub enum InvokeError {
     #[error("template.yaml has no function {0}")]
     UnknownFunction(String),
     /// The function has no local handler.
-    #[error("{0} has no local handler (see fleet-local functions.rs)")]
+    #[error("{0} has no local handler (see local/testkit/src/functions.rs)")]
     NoHandler(String),
     /// The event is not an API Gateway event.
     #[error("not an API Gateway HTTP API event: {0}")]

@@ -1,0 +1,253 @@
+//! `fleet-dev`: the developer tool's command line (`fleet-dev --help`).
+//!
+//! - `fleet-dev serve`: DynamoDB Local + table from template.yaml + demo data + the HTTP API on
+//!   127.0.0.1 (`PORT`, default 3000). Ctrl-C stops everything.
+//! - `fleet-dev invoke <FunctionLogicalId> <event.json> [--endpoint URL --table NAME]
+//!   [--bootstrap]`: one sample event through one function, like `sam local invoke -e`.
+//!   Without `--endpoint` it runs on a fresh DynamoDB Local with the demo data. With
+//!   `--bootstrap` the event goes through the function's release bootstrap under a local
+//!   Lambda Runtime API.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use clap::{Args, Parser, Subcommand};
+use fleet_dev::dev_server::{self, DevServer};
+use fleet_testkit::demo;
+use fleet_testkit::dynamodb_local::{default_install_dir, DynamoDbLocal};
+use fleet_testkit::functions::invoke;
+use fleet_testkit::stack::{create_table, local_table};
+use fleet_testkit::template::{default_template_path, Template};
+
+type Error = Box<dyn std::error::Error + Send + Sync>;
+
+/// Device Fleet on this machine: the whole system, or one event through one function.
+#[derive(Parser)]
+#[command(name = "fleet-dev")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// DynamoDB Local, demo data and the HTTP API on 127.0.0.1:$PORT (default 3000).
+    Serve,
+    /// One event through one function, like `sam local invoke -e`.
+    Invoke(InvokeArgs),
+}
+
+#[derive(Args)]
+struct InvokeArgs {
+    /// The function's logical id in template.yaml, e.g. DeviceUpdatesFunction.
+    function: String,
+    /// The event file, e.g. events/put-me.json.
+    event: PathBuf,
+    /// A running DynamoDB endpoint to use instead of a fresh DynamoDB Local with demo data.
+    #[arg(long, requires = "table")]
+    endpoint: Option<String>,
+    /// The table at `--endpoint`.
+    #[arg(long, requires = "endpoint")]
+    table: Option<String>,
+    /// Through the function's release bootstrap under a local Lambda Runtime API.
+    #[arg(long)]
+    bootstrap: bool,
+}
+
+#[tokio::main]
+async fn main() {
+    let result = match Cli::parse().command {
+        Command::Serve => serve().await,
+        Command::Invoke(args) => invoke_command(args).await,
+    };
+    if let Err(err) = result {
+        eprintln!("fleet-dev: {err}");
+        std::process::exit(1);
+    }
+}
+
+/// DynamoDB Local, the table, demo data and today's daily report, then the HTTP API until
+/// Ctrl-C or SIGTERM.
+async fn serve() -> Result<(), Error> {
+    shared::telemetry::init_json_logs();
+    let template = Template::load(&default_template_path())?;
+    let port: u16 = std::env::var("PORT")
+        .ok()
+        .map(|p| p.parse())
+        .transpose()
+        .map_err(|_| "PORT must be a port number")?
+        .unwrap_or(3000);
+    let listener = tokio::net::TcpListener::bind(("127.0.0.1", port))
+        .await
+        .map_err(|e| format!("cannot listen on 127.0.0.1:{port} ({e}); set PORT to a free port"))?;
+    eprintln!("Starting DynamoDB Local...");
+    let dynamodb = DynamoDbLocal::start(&default_install_dir())?;
+    let table_name = "device-fleet-dev";
+    let table = local_table(dynamodb.endpoint(), table_name).await;
+    create_table(&table.client, &template.table, table_name).await?;
+    let devices = demo::seed(&table).await?;
+    // The daily report for today's demo data, through the daily-analytics handler.
+    let today = shared::timestamp::Timestamp::now().day();
+    daily_analytics::handle(
+        &table,
+        &daily_analytics::AnalyticsConfig::default(),
+        serde_json::json!({ "date": today }),
+        std::time::Instant::now() + std::time::Duration::from_secs(60),
+    )
+    .await?;
+    let server = Arc::new(DevServer::new(&template, &table));
+    let tokens: Vec<(String, String)> = demo::USERS
+        .iter()
+        .map(|u| {
+            (
+                u.sub.to_string(),
+                server.authorizer.issue(u.sub, u.email, u.admin),
+            )
+        })
+        .collect();
+    print_banner(
+        port,
+        dynamodb.endpoint(),
+        table_name,
+        &server,
+        &tokens,
+        &devices,
+    );
+    let shutdown = async {
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+            .expect("SIGTERM handler");
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {},
+            _ = term.recv() => {},
+        }
+    };
+    dev_server::serve(listener, server, shutdown).await?;
+    eprintln!("\nStopping DynamoDB Local.");
+    drop(dynamodb);
+    Ok(())
+}
+
+fn print_banner(
+    port: u16,
+    endpoint: &str,
+    table: &str,
+    server: &DevServer,
+    tokens: &[(String, String)],
+    devices: &[demo::DemoDevice],
+) {
+    let url = format!("http://127.0.0.1:{port}");
+    let token_of = |sub: &str| {
+        tokens
+            .iter()
+            .find(|(s, _)| s == sub)
+            .map(|(_, t)| t.clone())
+            .unwrap_or_default()
+    };
+    let alice = token_of("demo-alice");
+    let operator = token_of("demo-operator");
+    println!("\nDevice Fleet is running locally.\n");
+    println!("  API             {url}");
+    println!("  DynamoDB Local  {endpoint}  (table {table}, region us-east-1, any credentials)");
+    println!("\nRoutes (from template.yaml):");
+    for route in server.routes() {
+        let auth = if route.authorized {
+            "JWT"
+        } else {
+            "device token"
+        };
+        println!("  {:<40} {:<28} {auth}", route.route_key(), route.function);
+    }
+    println!("\nUsers (tokens from the local stand-in for the JWT authorizer):");
+    for user in &demo::USERS {
+        let role = if user.admin { " (admin)" } else { "" };
+        println!("  {:<14} {}{role}", user.sub, token_of(user.sub));
+    }
+    println!("\nDevice tokens (shown once at registration):");
+    for d in devices {
+        println!("  {:<14} {:<16} {}", d.owner, d.device_id, d.token);
+    }
+    println!("\nTry:");
+    println!("  curl -s {url}/me/dashboard -H 'Authorization: Bearer {alice}'");
+    println!("  curl -s '{url}/me/devices?tag=home' -H 'Authorization: Bearer {alice}'");
+    println!("  curl -s '{url}/me/devices/thermo-kitchen/events?limit=5' -H 'Authorization: Bearer {alice}'");
+    println!("  curl -s '{url}/admin/devices?status=active' -H 'Authorization: Bearer {operator}'");
+    let today = shared::timestamp::Timestamp::now().day();
+    println!("  curl -s {url}/admin/reports/{today} -H 'Authorization: Bearer {operator}'   # the daily report, run at start-up");
+    println!("  curl -i -X PUT {url}/me -H 'Authorization: Bearer {alice}' -H 'Content-Type: application/json' -d '{{\"name\":\"Alice Liddell\"}}'");
+    println!("  curl -i -X POST {url}/me/devices -H 'Authorization: Bearer {alice}' -H 'Content-Type: application/json' -d '{{\"deviceId\":\"thermo-attic\",\"name\":\"Attic\",\"type\":\"thermostat\",\"tags\":[\"home\"]}}'");
+    println!("  curl -i -X PATCH {url}/me/devices/thermo-kitchen -H 'Authorization: Bearer {alice}' -H 'If-Match: 1' -H 'Content-Type: application/json' -d '{{\"status\":\"maintenance\"}}'");
+    println!("  curl -i -X DELETE {url}/me/devices/door-front -H 'Authorization: Bearer {alice}'");
+    println!("  curl -i -X PUT {url}/me -H 'Content-Type: application/json' -d '{{\"name\":\"nobody\"}}'   # 401: no token");
+    let kitchen = devices
+        .iter()
+        .find(|d| d.device_id == "thermo-kitchen")
+        .map(|d| d.token.clone())
+        .unwrap_or_default();
+    println!("  curl -i -X POST {url}/devices/thermo-kitchen/events -H 'Authorization: Bearer {kitchen}' -H 'Content-Type: application/json' -d \"{{\\\"events\\\":[{{\\\"type\\\":\\\"temperature\\\",\\\"value\\\":21.5,\\\"at\\\":\\\"$(date -u +%Y-%m-%dT%H:%M:%SZ)\\\"}}]}}\"");
+    println!("\nEach request logs one JSON line below. Ctrl-C stops the API and DynamoDB Local.\n");
+}
+
+/// One sample event through one function, in-process or through its release bootstrap.
+async fn invoke_command(args: InvokeArgs) -> Result<(), Error> {
+    let InvokeArgs {
+        function,
+        event: event_path,
+        endpoint,
+        table,
+        bootstrap,
+    } = args;
+    let event = std::fs::read_to_string(&event_path)
+        .map_err(|e| format!("cannot read {}: {e}", event_path.display()))?;
+    let template = Template::load(&default_template_path())?;
+    // Keep DynamoDB Local alive until the invocation is done.
+    let mut _dynamodb = None;
+    let table = match (&endpoint, &table) {
+        (Some(endpoint), Some(name)) => local_table(endpoint, name).await,
+        (None, None) => {
+            let local = DynamoDbLocal::start(&default_install_dir())?;
+            let mut table = local_table(local.endpoint(), "device-fleet-invoke").await;
+            // The samples in events/ carry fixed timestamps; keep them inside retention.
+            table.config.retention_days = 3650;
+            create_table(&table.client, &template.table, "device-fleet-invoke").await?;
+            demo::seed(&table).await?;
+            _dynamodb = Some(local);
+            table
+        }
+        _ => unreachable!("clap requires --endpoint and --table together"),
+    };
+    if bootstrap {
+        let endpoint = match (&_dynamodb, endpoint) {
+            (Some(local), _) => local.endpoint().to_string(),
+            (None, Some(endpoint)) => endpoint,
+            (None, None) => unreachable!("an endpoint was chosen above"),
+        };
+        let overrides = fleet_testkit::bootstrap::retention_override(table.config.retention_days);
+        let outcome = fleet_testkit::bootstrap::invoke_once(
+            &template,
+            &function,
+            event.as_bytes(),
+            &endpoint,
+            table.name(),
+            &overrides,
+        )
+        .await?;
+        println!("{}", serde_json::to_string_pretty(&outcome_json(&outcome))?);
+        return Ok(());
+    }
+    let response = invoke(&template, &table, &function, &event).await?;
+    println!("{}", serde_json::to_string_pretty(&response)?);
+    Ok(())
+}
+
+/// A bootstrap's answer as `sam local invoke` prints it: the response payload, or Lambda's
+/// error object.
+fn outcome_json(outcome: &fleet_testkit::runtime_api::Outcome) -> serde_json::Value {
+    use fleet_testkit::runtime_api::Outcome;
+    match outcome {
+        Outcome::Response(value) => value.clone(),
+        Outcome::Error {
+            error_type,
+            message,
+        } => serde_json::json!({"errorType": error_type, "errorMessage": message}),
+    }
+}
