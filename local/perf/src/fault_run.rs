@@ -10,6 +10,8 @@ use aws_sdk_dynamodb::config::timeout::TimeoutConfig;
 use aws_sdk_dynamodb::types::AttributeValue;
 use lambda_http::Request;
 use serde_json::{json, Value};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
 use shared::ids::{DeviceId, DeviceType, UserId};
 use shared::ops::devices::{register_device, DeviceRegistration};
 use shared::ops::ingest::{IngestConfig, Ingestor};
@@ -219,6 +221,8 @@ async fn send_batches(
     let mut answers = BTreeMap::new();
     let mut violations = Vec::new();
     let (mut partial, mut named, mut requests) = (0, 0, 0);
+    // Seeded per sender: a run's resend pauses are the same every time.
+    let mut pauses = StdRng::seed_from_u64(sender as u64);
     for b in 0..load.batches {
         let mut pending: BTreeMap<String, Value> = (0..load.events)
             .map(|i| {
@@ -238,7 +242,7 @@ async fn send_batches(
             }
             if round > 0 {
                 // Not the full Retry-After: a test has no second to spare per resend.
-                tokio::time::sleep(Duration::from_millis(fastrand::u64(0..50))).await;
+                tokio::time::sleep(Duration::from_millis(pauses.random_range(0..50))).await;
             }
             let events: Vec<Value> = pending.values().cloned().collect();
             requests += 1;

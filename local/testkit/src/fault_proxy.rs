@@ -19,18 +19,16 @@
 //! (which request gets which decision still depends on how concurrent requests interleave).
 
 use std::collections::BTreeMap;
-use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use http_body_util::{BodyExt, Full};
 use hyper::body::{Bytes, Incoming};
-use hyper::service::service_fn;
 use hyper::{Request, Response, StatusCode};
-use hyper_util::rt::TokioIo;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
 use serde_json::Value;
-use tokio::net::TcpListener;
 
 /// One kind of injected fault.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -217,7 +215,7 @@ struct Shared {
     upstream: String,
     config: ProxyConfig,
     http: reqwest::Client,
-    rng: Mutex<fastrand::Rng>,
+    rng: Mutex<StdRng>,
     enabled: AtomicBool,
     stats: Mutex<ProxyStats>,
 }
@@ -257,40 +255,24 @@ impl FaultProxy {
         if config.rates.total() > 1.0 || config.operations.values().any(|r| r.total() > 1.0) {
             return Err(std::io::Error::other("fault rates add up to more than 1"));
         }
-        let listener = TcpListener::bind(("127.0.0.1", 0)).await?;
-        let addr: SocketAddr = listener.local_addr()?;
         let http = reqwest::Client::builder()
             .no_proxy()
             .build()
             .map_err(std::io::Error::other)?;
         let shared = Arc::new(Shared {
             upstream: upstream.trim_end_matches('/').to_string(),
-            rng: Mutex::new(fastrand::Rng::with_seed(config.seed)),
+            rng: Mutex::new(StdRng::seed_from_u64(config.seed)),
             config,
             http,
             enabled: AtomicBool::new(true),
             stats: Mutex::new(ProxyStats::default()),
         });
-        let accept = Arc::clone(&shared);
-        let task = tokio::spawn(async move {
-            loop {
-                let Ok((stream, _)) = listener.accept().await else {
-                    continue;
-                };
-                let shared = Arc::clone(&accept);
-                tokio::spawn(async move {
-                    let service = service_fn(move |req| {
-                        let shared = Arc::clone(&shared);
-                        async move { handle(shared, req).await }
-                    });
-                    // A dropped connection ends here with the service's error: that is the
-                    // point, not a failure of the proxy.
-                    let _ = hyper::server::conn::http1::Builder::new()
-                        .serve_connection(TokioIo::new(stream), service)
-                        .await;
-                });
-            }
-        });
+        let served = Arc::clone(&shared);
+        // A handler's `Dropped` closes the connection unanswered: that is the point.
+        let (addr, task) = crate::http_server::spawn_on_loopback(move |req, _| {
+            handle(Arc::clone(&served), req)
+        })
+        .await?;
         Ok(Self {
             endpoint: format!("http://{addr}"),
             shared,
@@ -358,11 +340,11 @@ impl Shared {
     /// here, at once, so the n-th request to arrive always gets the n-th decision of the seed.
     fn decide(&self, operation: &str) -> Decision {
         let mut rng = self.rng.lock().expect("rng lock");
-        let draw = rng.f64();
+        let draw: f64 = rng.random();
         let decision = Decision {
             fault: None,
-            request_id: rng.u64(..),
-            split: rng.f64(),
+            request_id: rng.random(),
+            split: rng.random(),
         };
         if !self.enabled.load(Ordering::SeqCst) {
             return decision;

@@ -11,6 +11,7 @@ pub mod dynamodb_local;
 pub mod fault_proxy;
 pub mod faults;
 pub mod functions;
+pub mod http_server;
 pub mod iam;
 pub mod reference;
 pub mod runtime_api;

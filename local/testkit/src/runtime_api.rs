@@ -15,11 +15,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use http_body_util::{BodyExt, Full};
 use hyper::body::{Bytes, Incoming};
-use hyper::service::service_fn;
 use hyper::{Method, Request, Response, StatusCode};
-use hyper_util::rt::TokioIo;
 use serde_json::Value;
-use tokio::net::TcpListener;
 use tokio::sync::{mpsc, oneshot};
 
 const PREFIX: &str = "/2018-06-01/runtime";
@@ -96,8 +93,6 @@ pub struct RuntimeApi {
 impl RuntimeApi {
     /// Starts serving on `127.0.0.1:0` for the function `function_name`.
     pub async fn start(function_name: &str) -> Result<Self, RuntimeApiError> {
-        let listener = TcpListener::bind(("127.0.0.1", 0)).await?;
-        let addr = listener.local_addr()?;
         let (sender, receiver) = mpsc::unbounded_channel();
         let state = Arc::new(State {
             queue: tokio::sync::Mutex::new(receiver),
@@ -106,20 +101,9 @@ impl RuntimeApi {
             function_arn: format!("arn:aws:lambda:us-east-1:000000000000:function:{function_name}"),
         });
         let served = state.clone();
-        let server = tokio::spawn(async move {
-            loop {
-                let Ok((stream, _)) = listener.accept().await else {
-                    continue;
-                };
-                let state = served.clone();
-                tokio::spawn(async move {
-                    let service = service_fn(move |req| route(state.clone(), req));
-                    let _ = hyper::server::conn::http1::Builder::new()
-                        .serve_connection(TokioIo::new(stream), service)
-                        .await;
-                });
-            }
-        });
+        let (addr, server) =
+            crate::http_server::spawn_on_loopback(move |req, _| route(served.clone(), req))
+                .await?;
         Ok(Self {
             addr,
             state,
