@@ -9,15 +9,16 @@ use std::time::{Duration, Instant};
 use aws_sdk_dynamodb::config::timeout::TimeoutConfig;
 use aws_sdk_dynamodb::types::AttributeValue;
 use lambda_http::Request;
-use serde_json::{json, Value};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
+use serde_json::{json, Value};
 use shared::ids::{DeviceId, DeviceType, UserId};
 use shared::ops::devices::{register_device, DeviceRegistration};
 use shared::ops::ingest::{IngestConfig, Ingestor};
 use shared::timestamp::Timestamp;
 use shared::FleetTable;
 
+use fleet_testkit::api_event::ApiEvent;
 use fleet_testkit::stack::local_client;
 
 type Error = Box<dyn std::error::Error + Send + Sync>;
@@ -68,21 +69,14 @@ pub async fn through_proxy(
 
 /// The API Gateway event of `POST /devices/{device}/events`.
 pub fn ingest_request(device: &str, token: &str, events: &[Value]) -> Request {
-    let path = format!("/devices/{device}/events");
-    let event = json!({
-        "version": "2.0",
-        "routeKey": "POST /devices/{deviceId}/events",
-        "rawPath": path,
-        "rawQueryString": "",
-        "headers": {"authorization": format!("Bearer {token}"), "content-type": "application/json"},
-        "pathParameters": {"deviceId": device},
-        "requestContext": {"routeKey": "POST /devices/{deviceId}/events", "accountId": "1",
-            "apiId": "faults", "http": {"method": "POST", "path": path},
-            "stage": "$default", "requestId": "faults", "timeEpoch": 0},
-        "body": json!({"events": events}).to_string(),
-        "isBase64Encoded": false
-    });
-    lambda_http::request::from_str(&event.to_string()).expect("a valid API Gateway event")
+    ApiEvent::new(
+        "POST /devices/{deviceId}/events",
+        format!("/devices/{device}/events"),
+    )
+    .param("deviceId", device)
+    .device_token(token)
+    .json(&json!({ "events": events }))
+    .to_request()
 }
 
 /// The shape of an ingest run.

@@ -1,6 +1,7 @@
 //! `fleet-perf ingest-throughput`: events per second through the ingest handler on DynamoDB
 //! Local. Devices send concurrently, each one batch of 100 at a time (as a device would).
 
+use fleet_testkit::api_event::ApiEvent;
 use std::time::{Duration, Instant};
 
 use serde_json::json;
@@ -74,20 +75,14 @@ pub async fn measure(
                                "value": n, "at": now.plus_seconds(-100_000 + n).to_string()})
                     })
                     .collect();
-                let event = json!({
-                    "version": "2.0",
-                    "routeKey": "POST /devices/{deviceId}/events",
-                    "rawPath": format!("/devices/bench-{d}/events"),
-                    "rawQueryString": "",
-                    "headers": {"authorization": format!("Bearer {token}"), "content-type": "application/json"},
-                    "pathParameters": {"deviceId": format!("bench-{d}")},
-                    "requestContext": {"routeKey": "POST /devices/{deviceId}/events", "accountId": "1", "apiId": "bench",
-                        "http": {"method": "POST", "path": format!("/devices/bench-{d}/events")},
-                        "stage": "$default", "requestId": "bench", "timeEpoch": 0},
-                    "body": json!({"events": events}).to_string(),
-                    "isBase64Encoded": false
-                });
-                let request = lambda_http::request::from_str(&event.to_string()).expect("event");
+                let request = ApiEvent::new(
+                    "POST /devices/{deviceId}/events",
+                    format!("/devices/bench-{d}/events"),
+                )
+                .param("deviceId", &format!("bench-{d}"))
+                .device_token(token)
+                .json(&json!({ "events": events }))
+                .to_request();
                 let started = Instant::now();
                 let response = ingest::handle(ingestor, request).await;
                 latencies.push(started.elapsed());

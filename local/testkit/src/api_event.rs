@@ -1,31 +1,41 @@
-//! API Gateway HTTP API (payload 2.0) events for the benchmark's requests: what API Gateway
-//! would hand the function after its JWT authorizer admitted the caller.
+//! API Gateway HTTP API (payload 2.0) events, built as `aws_lambda_events`'
+//! [`ApiGatewayV2httpRequest`]: what API Gateway would hand a function after its JWT
+//! authorizer admitted the caller. The benchmark sends them to the release bootstraps (and
+//! the Python peer) as bytes; the throughput and fault runs hand them to the handlers
+//! in-process as a [`lambda_http::Request`].
 
-use serde_json::{json, Map, Value};
+use std::collections::HashMap;
 
-/// One request, built up and rendered as the event JSON.
+use aws_lambda_events::apigw::{
+    ApiGatewayRequestAuthorizer, ApiGatewayRequestAuthorizerJwtDescription,
+    ApiGatewayV2httpRequest, ApiGatewayV2httpRequestContext,
+    ApiGatewayV2httpRequestContextHttpDescription,
+};
+use aws_lambda_events::http::{HeaderName, HeaderValue, Method};
+use aws_lambda_events::query_map::QueryMap;
+use serde_json::Value;
+
+/// One request, built up and rendered as the event.
 #[derive(Clone, Debug)]
 pub struct ApiEvent {
-    route_key: &'static str,
+    route_key: String,
     path: String,
-    path_parameters: Map<String, Value>,
+    path_parameters: HashMap<String, String>,
     query: Vec<(String, String)>,
-    headers: Map<String, Value>,
-    claims: Option<Value>,
+    headers: Vec<(String, String)>,
+    claims: Option<HashMap<String, String>>,
     body: Option<String>,
 }
 
 impl ApiEvent {
     /// A request for `route_key` (`GET /me/devices/{deviceId}`) at the concrete `path`.
-    pub fn new(route_key: &'static str, path: impl Into<String>) -> Self {
-        let mut headers = Map::new();
-        headers.insert("content-type".into(), json!("application/json"));
+    pub fn new(route_key: impl Into<String>, path: impl Into<String>) -> Self {
         Self {
-            route_key,
+            route_key: route_key.into(),
             path: path.into(),
-            path_parameters: Map::new(),
+            path_parameters: HashMap::new(),
             query: Vec::new(),
-            headers,
+            headers: vec![("content-type".into(), "application/json".into())],
             claims: None,
             body: None,
         }
@@ -33,11 +43,11 @@ impl ApiEvent {
 
     /// Signed in as `sub` (the authorizer's claims of a Cognito ID token).
     pub fn caller(mut self, sub: &str) -> Self {
-        self.claims = Some(json!({
-            "sub": sub,
-            "email": format!("{sub}@example.com"),
-            "token_use": "id",
-        }));
+        self.claims = Some(HashMap::from([
+            ("sub".to_string(), sub.to_string()),
+            ("email".to_string(), format!("{sub}@example.com")),
+            ("token_use".to_string(), "id".to_string()),
+        ]));
         self
     }
 
@@ -45,14 +55,19 @@ impl ApiEvent {
     pub fn operator(self, sub: &str) -> Self {
         let mut event = self.caller(sub);
         if let Some(claims) = event.claims.as_mut() {
-            claims["cognito:groups"] = json!("[admin]");
+            claims.insert("cognito:groups".into(), "[admin]".into());
         }
         event
     }
 
+    /// A device's own request: its token as the bearer (ingest has no JWT authorizer).
+    pub fn device_token(self, token: &str) -> Self {
+        self.header("authorization", &format!("Bearer {token}"))
+    }
+
     /// A path parameter.
     pub fn param(mut self, name: &str, value: &str) -> Self {
-        self.path_parameters.insert(name.into(), json!(value));
+        self.path_parameters.insert(name.into(), value.into());
         self
     }
 
@@ -62,10 +77,11 @@ impl ApiEvent {
         self
     }
 
-    /// A header.
+    /// A header (names are lower-cased, as API Gateway sends them).
     pub fn header(mut self, name: &str, value: &str) -> Self {
-        self.headers
-            .insert(name.to_ascii_lowercase(), json!(value.to_string()));
+        let name = name.to_ascii_lowercase();
+        self.headers.retain(|(n, _)| *n != name);
+        self.headers.push((name, value.to_string()));
         self
     }
 
@@ -75,56 +91,74 @@ impl ApiEvent {
         self
     }
 
+    /// The typed event.
+    pub fn event(&self) -> ApiGatewayV2httpRequest {
+        let method = self.route_key.split(' ').next().unwrap_or("GET");
+        let mut http = ApiGatewayV2httpRequestContextHttpDescription::default();
+        http.method = Method::from_bytes(method.as_bytes()).unwrap_or(Method::GET);
+        http.path = Some(self.path.clone());
+        http.protocol = Some("HTTP/1.1".into());
+        http.source_ip = Some("127.0.0.1".into());
+        http.user_agent = Some("fleet-testkit".into());
+        let mut context = ApiGatewayV2httpRequestContext::default();
+        context.route_key = Some(self.route_key.clone());
+        context.account_id = Some("123456789012".into());
+        context.apiid = Some("local".into());
+        context.stage = Some("$default".into());
+        context.request_id = Some("local".into());
+        context.time = Some(String::new());
+        context.http = http;
+        if let Some(claims) = &self.claims {
+            let mut jwt = ApiGatewayRequestAuthorizerJwtDescription::default();
+            jwt.claims = claims.clone();
+            let mut authorizer = ApiGatewayRequestAuthorizer::default();
+            authorizer.jwt = Some(jwt);
+            context.authorizer = Some(authorizer);
+        }
+        let mut event = ApiGatewayV2httpRequest::default();
+        event.version = Some("2.0".into());
+        event.route_key = Some(self.route_key.clone());
+        event.raw_path = Some(self.path.clone());
+        event.raw_query_string = Some(
+            form_urlencoded::Serializer::new(String::new())
+                .extend_pairs(&self.query)
+                .finish(),
+        );
+        for (name, value) in &self.headers {
+            if let (Ok(name), Ok(value)) = (
+                HeaderName::from_bytes(name.as_bytes()),
+                HeaderValue::from_str(value),
+            ) {
+                event.headers.insert(name, value);
+            }
+        }
+        let mut query: HashMap<String, Vec<String>> = HashMap::new();
+        for (name, value) in &self.query {
+            query.entry(name.clone()).or_default().push(value.clone());
+        }
+        event.query_string_parameters = QueryMap::from(query);
+        event.path_parameters = self.path_parameters.clone();
+        event.request_context = context;
+        event.body = self.body.clone();
+        event
+    }
+
     /// The event JSON, as bytes for the Runtime API.
     pub fn to_bytes(&self) -> Vec<u8> {
-        let method = self.route_key.split(' ').next().unwrap_or("GET");
-        let raw_query = form_urlencoded::Serializer::new(String::new())
-            .extend_pairs(&self.query)
-            .finish();
-        let mut context = json!({
-            "accountId": "123456789012",
-            "apiId": "bench",
-            "http": {"method": method, "path": self.path, "protocol": "HTTP/1.1",
-                     "sourceIp": "127.0.0.1", "userAgent": "fleet-perf bench"},
-            "requestId": "bench",
-            "routeKey": self.route_key,
-            "stage": "$default",
-            "time": "",
-            "timeEpoch": 0
-        });
-        if let Some(claims) = &self.claims {
-            context["authorizer"] = json!({"jwt": {"claims": claims, "scopes": null}});
-        }
-        let mut event = json!({
-            "version": "2.0",
-            "routeKey": self.route_key,
-            "rawPath": self.path,
-            "rawQueryString": raw_query,
-            "headers": self.headers,
-            "requestContext": context,
-            "isBase64Encoded": false
-        });
-        if !self.query.is_empty() {
-            let query: Map<String, Value> = self
-                .query
-                .iter()
-                .map(|(k, v)| (k.clone(), json!(v)))
-                .collect();
-            event["queryStringParameters"] = Value::Object(query);
-        }
-        if !self.path_parameters.is_empty() {
-            event["pathParameters"] = Value::Object(self.path_parameters.clone());
-        }
-        if let Some(body) = &self.body {
-            event["body"] = json!(body);
-        }
-        event.to_string().into_bytes()
+        serde_json::to_vec(&self.event()).expect("an API Gateway event serializes")
+    }
+
+    /// The request `lambda_http` makes of the event, for a handler called in-process.
+    pub fn to_request(&self) -> lambda_http::Request {
+        lambda_http::request::from_str(&String::from_utf8_lossy(&self.to_bytes()))
+            .expect("lambda_http reads an API Gateway v2 event")
     }
 }
 
 #[cfg(test)]
 mod tests {
     use lambda_http::RequestExt;
+    use serde_json::json;
 
     use super::*;
 
@@ -171,5 +205,25 @@ mod tests {
         assert!(event["requestContext"].get("authorizer").is_none());
         assert!(event.get("queryStringParameters").is_none());
         assert!(event.get("body").is_none());
+    }
+
+    #[test]
+    fn a_device_request_reaches_the_handler_with_its_token_parameter_and_body() {
+        let request = ApiEvent::new("POST /devices/{deviceId}/events", "/devices/d-1/events")
+            .param("deviceId", "d-1")
+            .device_token("dft_secret")
+            .json(&json!({"events": []}))
+            .to_request();
+        assert_eq!(request.method(), "POST");
+        assert_eq!(request.headers()["authorization"], "Bearer dft_secret");
+        assert_eq!(
+            request
+                .path_parameters_ref()
+                .and_then(|p| p.first("deviceId")),
+            Some("d-1")
+        );
+        assert!(request.request_context_ref().is_some());
+        let body: Value = serde_json::from_slice(request.body().as_ref()).unwrap();
+        assert_eq!(body, json!({"events": []}));
     }
 }

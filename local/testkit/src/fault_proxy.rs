@@ -269,10 +269,9 @@ impl FaultProxy {
         });
         let served = Arc::clone(&shared);
         // A handler's `Dropped` closes the connection unanswered: that is the point.
-        let (addr, task) = crate::http_server::spawn_on_loopback(move |req, _| {
-            handle(Arc::clone(&served), req)
-        })
-        .await?;
+        let (addr, task) =
+            crate::http_server::spawn_on_loopback(move |req, _| handle(Arc::clone(&served), req))
+                .await?;
         Ok(Self {
             endpoint: format!("http://{addr}"),
             shared,

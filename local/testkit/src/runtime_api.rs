@@ -102,8 +102,7 @@ impl RuntimeApi {
         });
         let served = state.clone();
         let (addr, server) =
-            crate::http_server::spawn_on_loopback(move |req, _| route(served.clone(), req))
-                .await?;
+            crate::http_server::spawn_on_loopback(move |req, _| route(served.clone(), req)).await?;
         Ok(Self {
             addr,
             state,
