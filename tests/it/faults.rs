@@ -7,10 +7,10 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use fleet_perf::fault_run::{
-    audit_ingest, drive_ingest, stored_events, through_proxy, ClientTimeouts, IngestLoad, IngestRun,
+use fleet_perf::fault_run::{audit_ingest, drive_ingest, stored_events, IngestLoad, IngestRun};
+use fleet_testkit::fault_proxy::{
+    through_proxy, ClientTimeouts, Fault, FaultProxy, FaultRates, ProxyConfig,
 };
-use fleet_testkit::fault_proxy::{Fault, FaultProxy, FaultRates, ProxyConfig};
 use fleet_tests::*;
 use shared::ops::ingest::IngestConfig;
 use shared::FleetTable;

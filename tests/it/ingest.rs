@@ -1,12 +1,14 @@
 //! Ingestion (AP-14) end to end on DynamoDB Local: idempotent replay, out-of-order events,
 //! concurrent batches, rejections that change nothing, TTL and denormalized fields, retries
-//! driven by injected faults around the real client, and the 503 contract.
+//! driven by faults injected by the fault proxy in front of DynamoDB Local, and the 503
+//! contract.
 
-use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::Arc;
 use std::time::Duration;
 
-use fleet_testkit::faults::{faulty_client, FaultPlan};
+use fleet_testkit::fault_proxy::{
+    through_proxy, Aimed, ClientTimeouts, Fault, FaultProxy, FaultRates, ProxyConfig,
+    THROTTLED_AFTER_APPLYING,
+};
 use fleet_tests::*;
 use serde_json::{json, Value};
 use shared::catalog::{pattern, BudgetScale};
@@ -492,28 +494,40 @@ async fn a_warm_lambda_skips_the_registration_read_and_stops_a_deleted_device() 
     );
 }
 
-fn held_back_when(prefix: &'static str) -> fleet_testkit::faults::HoldBack {
-    Arc::new(move |item| {
-        item.get("id")
-            .and_then(|v| v.as_s().ok())
+/// Events whose id starts with `prefix` (an item in DynamoDB JSON).
+fn id_starts_with(prefix: &'static str) -> impl Fn(&Value) -> bool + Send + Sync {
+    move |item| {
+        item.pointer("/id/S")
+            .and_then(Value::as_str)
             .is_some_and(|id| id.starts_with(prefix))
-    })
+    }
+}
+
+/// `table` as the ingest function sees it through a fault proxy that breaks exactly the
+/// `aimed` requests (no random faults).
+async fn with_faults(table: &FleetTable, aimed: Vec<Aimed>) -> (FleetTable, FaultProxy) {
+    let config = ProxyConfig {
+        aimed,
+        ..ProxyConfig::new(0, FaultRates::none())
+    };
+    let proxy = FaultProxy::start(endpoint(), config)
+        .await
+        .expect("start the fault proxy");
+    let faulty = through_proxy(table, proxy.endpoint(), ClientTimeouts::default()).await;
+    (faulty, proxy)
 }
 
 #[tokio::test]
 async fn unprocessed_items_and_throttling_are_retried_until_everything_is_stored_once() {
     let (table, token) = with_device("thermo-1").await;
-    let plan = FaultPlan {
-        hold_back: Some(held_back_when("e-1")),
-        unprocessed_rounds: Arc::new(AtomicU32::new(2)),
-        throttles: Arc::new(AtomicU32::new(2)),
-        throttle_operation: "BatchWriteItem",
-        ..FaultPlan::default()
-    };
-    let faulty = FleetTable::new(
-        faulty_client(&table.client, plan.clone()),
-        table.config.clone(),
-    );
+    let (faulty, proxy) = with_faults(
+        &table,
+        vec![
+            Aimed::hold_back(id_starts_with("e-1"), 2),
+            Aimed::throttle_after_applying("BatchWriteItem", 2),
+        ],
+    )
+    .await;
     let ingestor = Ingestor::new(
         faulty,
         IngestConfig {
@@ -531,11 +545,10 @@ async fn unprocessed_items_and_throttling_are_retried_until_everything_is_stored
     .await;
     assert_eq!(a.status, 200, "{:?}", a.body);
     assert_eq!(a.body["accepted"], 60);
-    assert!(
-        plan.held_back.load(Ordering::SeqCst) > 0,
-        "faults were injected"
-    );
-    assert_eq!(plan.throttled.load(Ordering::SeqCst), 2);
+    let stats = proxy.stats();
+    assert!(stats.items_held_back > 0, "faults were injected: {stats:?}");
+    assert!(stats.faults.contains_key(Fault::Unprocessed.name()));
+    assert_eq!(stats.faults.get(THROTTLED_AFTER_APPLYING), Some(&2));
     assert!(a.used.count("BatchWriteItem") > 3, "retried: {:?}", a.used);
     assert!(
         a.used.attempts > a.used.requests(),
@@ -552,12 +565,11 @@ async fn unprocessed_items_and_throttling_are_retried_until_everything_is_stored
 #[tokio::test]
 async fn events_that_cannot_be_stored_get_a_503_naming_exactly_them() {
     let (table, token) = with_device("thermo-1").await;
-    let plan = FaultPlan {
-        hold_back: Some(held_back_when("lost-")),
-        unprocessed_rounds: Arc::new(AtomicU32::new(u32::MAX)),
-        ..FaultPlan::default()
-    };
-    let faulty = FleetTable::new(faulty_client(&table.client, plan), table.config.clone());
+    let (faulty, _proxy) = with_faults(
+        &table,
+        vec![Aimed::hold_back(id_starts_with("lost-"), u32::MAX)],
+    )
+    .await;
     let ingestor = Ingestor::new(faulty, config());
     let a = send(
         &ingestor,
@@ -593,12 +605,11 @@ async fn events_that_cannot_be_stored_get_a_503_naming_exactly_them() {
 #[tokio::test]
 async fn a_summary_that_cannot_be_updated_acknowledges_nothing_and_a_resend_recovers() {
     let (table, token) = with_device("thermo-1").await;
-    let plan = FaultPlan {
-        throttles: Arc::new(AtomicU32::new(u32::MAX)),
-        throttle_operation: "UpdateItem",
-        ..FaultPlan::default()
-    };
-    let faulty = FleetTable::new(faulty_client(&table.client, plan), table.config.clone());
+    let (faulty, _proxy) = with_faults(
+        &table,
+        vec![Aimed::throttle_after_applying("UpdateItem", u32::MAX)],
+    )
+    .await;
     let broken = Ingestor::new(faulty, config());
     let body = json!([{"id": "e-1", "type": "t", "value": 1, "at": ago(10)}]);
     let a = send(&broken, ingest_request("thermo-1", &token, body.clone())).await;

@@ -6,7 +6,6 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::{Duration, Instant};
 
-use aws_sdk_dynamodb::config::timeout::TimeoutConfig;
 use aws_sdk_dynamodb::types::AttributeValue;
 use lambda_http::Request;
 use rand::rngs::StdRng;
@@ -19,53 +18,9 @@ use shared::timestamp::Timestamp;
 use shared::FleetTable;
 
 use fleet_testkit::api_event::ApiEvent;
-use fleet_testkit::stack::local_client;
+use fleet_testkit::fault_proxy::{through_proxy, ClientTimeouts};
 
 type Error = Box<dyn std::error::Error + Send + Sync>;
-
-/// Timeouts for a client behind the proxy: short, so a delayed request costs a test a second,
-/// not the Lambda's 3 s attempt timeout. The proxy's delay must be longer than `attempt`.
-#[derive(Clone, Copy, Debug)]
-pub struct ClientTimeouts {
-    /// Per HTTP attempt.
-    pub attempt: Duration,
-    /// Per operation, retries included.
-    pub operation: Duration,
-}
-
-impl Default for ClientTimeouts {
-    fn default() -> Self {
-        Self {
-            attempt: Duration::from_millis(1000),
-            operation: Duration::from_millis(6000),
-        }
-    }
-}
-
-/// `table` as the functions would see it through the proxy at `endpoint`: the same metered
-/// client with bounded retries (`shared::table::dynamodb_client`), with `timeouts`.
-pub async fn through_proxy(
-    table: &FleetTable,
-    endpoint: &str,
-    timeouts: ClientTimeouts,
-) -> FleetTable {
-    let client = local_client(endpoint).await;
-    let conf = client
-        .config()
-        .to_builder()
-        .timeout_config(
-            TimeoutConfig::builder()
-                .connect_timeout(timeouts.attempt)
-                .operation_attempt_timeout(timeouts.attempt)
-                .operation_timeout(timeouts.operation)
-                .build(),
-        )
-        .build();
-    FleetTable::new(
-        aws_sdk_dynamodb::Client::from_conf(conf),
-        table.config.clone(),
-    )
-}
 
 /// The API Gateway event of `POST /devices/{device}/events`.
 pub fn ingest_request(device: &str, token: &str, events: &[Value]) -> Request {

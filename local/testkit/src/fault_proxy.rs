@@ -17,9 +17,14 @@
 //! Rates are per kind, with overrides per operation, and the draws come from one generator
 //! seeded with [`ProxyConfig::seed`]: the same seed gives the same sequence of decisions
 //! (which request gets which decision still depends on how concurrent requests interleave).
+//!
+//! [`Aimed`] faults break chosen requests instead, before any draw: hold back the
+//! `BatchWriteItem` items a filter picks (answered as `UnprocessedItems`), or let DynamoDB Local
+//! apply the next requests of an operation and answer them with a throttling error (the
+//! answer is lost). This proxy is the test kit's one fault mechanism: the client never knows.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -29,6 +34,10 @@ use hyper::{Request, Response, StatusCode};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde_json::Value;
+use shared::FleetTable;
+
+use crate::stack::local_client;
+use aws_sdk_dynamodb::config::timeout::TimeoutConfig;
 
 /// One kind of injected fault.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -146,9 +155,81 @@ impl FaultRates {
     }
 }
 
+/// Picks `BatchWriteItem` items (a `PutRequest`'s `Item`, in DynamoDB JSON) to hold back.
+pub type ItemFilter = Arc<dyn Fn(&Value) -> bool + Send + Sync>;
+
+/// A fault aimed at chosen requests, applied before any random draw; `times` counts the
+/// requests it may still break (`u32::MAX`: all of them).
+#[derive(Clone)]
+pub enum Aimed {
+    /// The next `times` `BatchWriteItem` requests holding items that `hold` picks: those items
+    /// are not forwarded and come back as `UnprocessedItems` (a batch held back whole is
+    /// answered without forwarding, as DynamoDB rejects an empty batch).
+    HoldBack {
+        /// The items to hold back.
+        hold: ItemFilter,
+        /// Requests left to break.
+        times: Arc<AtomicU32>,
+    },
+    /// The next `times` requests of `operation` are applied by DynamoDB Local, then answered
+    /// `400 ProvisionedThroughputExceededException`.
+    ThrottleAfterApplying {
+        /// `BatchWriteItem`, `UpdateItem`, ...
+        operation: &'static str,
+        /// Requests left to break.
+        times: Arc<AtomicU32>,
+    },
+}
+
+impl Aimed {
+    /// Holds back the items `hold` picks in the next `times` `BatchWriteItem` requests that
+    /// hold any.
+    pub fn hold_back(hold: impl Fn(&Value) -> bool + Send + Sync + 'static, times: u32) -> Self {
+        Aimed::HoldBack {
+            hold: Arc::new(hold),
+            times: Arc::new(AtomicU32::new(times)),
+        }
+    }
+
+    /// Applies and then throttles the next `times` requests of `operation`.
+    pub fn throttle_after_applying(operation: &'static str, times: u32) -> Self {
+        Aimed::ThrottleAfterApplying {
+            operation,
+            times: Arc::new(AtomicU32::new(times)),
+        }
+    }
+}
+
+impl std::fmt::Debug for Aimed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Aimed::HoldBack { times, .. } => write!(f, "HoldBack({times:?})"),
+            Aimed::ThrottleAfterApplying { operation, times } => {
+                write!(f, "ThrottleAfterApplying({operation}, {times:?})")
+            }
+        }
+    }
+}
+
+/// The stats name of a throttling answer to a request DynamoDB Local applied.
+pub const THROTTLED_AFTER_APPLYING: &str = "throttled-after-applying";
+
+/// Decrements `counter` unless it is 0; `u32::MAX` never runs out.
+fn take(counter: &AtomicU32) -> bool {
+    counter
+        .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| match n {
+            0 => None,
+            u32::MAX => Some(u32::MAX),
+            n => Some(n - 1),
+        })
+        .is_ok()
+}
+
 /// What the proxy breaks, how often, and with which seed.
 #[derive(Clone, Debug)]
 pub struct ProxyConfig {
+    /// Faults aimed at chosen requests, before any draw.
+    pub aimed: Vec<Aimed>,
     /// Seed of the decision generator.
     pub seed: u64,
     /// Rates for every operation without its own entry in `operations`.
@@ -163,6 +244,7 @@ impl ProxyConfig {
     /// `rates` for every operation, with `seed`; delays of 1.5 s.
     pub fn new(seed: u64, rates: FaultRates) -> Self {
         Self {
+            aimed: Vec::new(),
             seed,
             rates,
             operations: BTreeMap::new(),
@@ -401,6 +483,75 @@ impl Shared {
         Ok(response)
     }
 
+    /// Carries out the [`Aimed`] faults that apply to this request; `None` when none does.
+    /// A throttle goes first, and a throttled request uses up no hold-back: the answer that
+    /// would have carried the held-back items is lost anyway.
+    async fn aimed(
+        &self,
+        operation: &str,
+        parts: &hyper::http::request::Parts,
+        body: &Bytes,
+    ) -> Option<ProxyResponse> {
+        let throttled = self.config.aimed.iter().any(|aimed| {
+            matches!(aimed, Aimed::ThrottleAfterApplying { operation: op, times }
+                if *op == operation && take(times))
+        });
+        if throttled {
+            // Whatever DynamoDB Local answered, the client gets a throttle.
+            let _ = self.forward(parts, body.clone()).await;
+            self.record(|s| {
+                *s.faults.entry(THROTTLED_AFTER_APPLYING).or_default() += 1;
+                *s.faults_by_operation
+                    .entry((operation.to_string(), THROTTLED_AFTER_APPLYING))
+                    .or_default() += 1;
+            });
+            return Some(Ok(dynamodb_error(
+                StatusCode::BAD_REQUEST,
+                THROUGHPUT_EXCEEDED,
+                0,
+            )));
+        }
+        if operation != "BatchWriteItem" {
+            return None;
+        }
+        let mut forwarded = body.clone();
+        let mut held: BTreeMap<String, Vec<Value>> = BTreeMap::new();
+        let mut applies = false;
+        for aimed in &self.config.aimed {
+            let Aimed::HoldBack { hold, times } = aimed else {
+                continue;
+            };
+            let (rest, picked) = hold_back(&forwarded, hold.as_ref())?;
+            let count: usize = picked.values().map(Vec::len).sum();
+            if count == 0 || !take(times) {
+                continue;
+            }
+            applies = true;
+            self.record(|s| s.items_held_back += count as u64);
+            self.count_fault(operation, Fault::Unprocessed);
+            forwarded = rest;
+            for (table, items) in picked {
+                held.entry(table).or_default().extend(items);
+            }
+        }
+        if !applies {
+            return None;
+        }
+        if is_empty_batch(&forwarded) {
+            let output = serde_json::json!({ "UnprocessedItems": held });
+            let mut response = Response::new(Full::new(Bytes::from(output.to_string())));
+            response.headers_mut().insert(
+                hyper::header::CONTENT_TYPE,
+                hyper::header::HeaderValue::from_static("application/x-amz-json-1.0"),
+            );
+            return Some(Ok(response));
+        }
+        Some(match self.forward(parts, forwarded).await {
+            Ok(response) => Ok(with_unprocessed(response, held).await),
+            Err(dropped) => Err(dropped),
+        })
+    }
+
     /// Forwards part of a BatchWriteItem and reports the rest as unprocessed. `None` when the
     /// batch is too small to split (it is then forwarded whole).
     async fn forward_part(
@@ -442,17 +593,69 @@ impl Shared {
             Ok(r) => r,
             Err(e) => return Some(Err(e)),
         };
-        if response.status() != StatusCode::OK {
-            return Some(Ok(response));
+        Some(Ok(with_unprocessed(response, held).await))
+    }
+}
+
+/// Splits a BatchWriteItem body into the requests to forward and those `hold` picks, by
+/// table. `None` when the body is not a BatchWriteItem.
+fn hold_back(
+    body: &Bytes,
+    hold: &(dyn Fn(&Value) -> bool + Send + Sync),
+) -> Option<(Bytes, BTreeMap<String, Vec<Value>>)> {
+    let mut input: Value = serde_json::from_slice(body).ok()?;
+    let tables = input.get_mut("RequestItems")?.as_object_mut()?;
+    let mut held = BTreeMap::new();
+    for (table, requests) in tables.iter_mut() {
+        let Some(requests) = requests.as_array_mut() else {
+            continue;
+        };
+        let (picked, kept): (Vec<Value>, Vec<Value>) = requests
+            .drain(..)
+            .partition(|r| r.pointer("/PutRequest/Item").is_some_and(hold));
+        *requests = kept;
+        if !picked.is_empty() {
+            held.insert(table.clone(), picked);
         }
-        let (mut head, body) = response.into_parts();
-        let bytes = body.collect().await.ok()?.to_bytes();
-        let mut output: Value = serde_json::from_slice(&bytes).ok()?;
-        let unprocessed = output
-            .as_object_mut()?
-            .entry("UnprocessedItems")
-            .or_insert_with(|| Value::Object(Default::default()));
-        let unprocessed = unprocessed.as_object_mut()?;
+    }
+    tables.retain(|_, r| r.as_array().is_some_and(|a| !a.is_empty()));
+    Some((Bytes::from(serde_json::to_vec(&input).ok()?), held))
+}
+
+/// Whether a BatchWriteItem body has nothing left to write.
+fn is_empty_batch(body: &Bytes) -> bool {
+    serde_json::from_slice::<Value>(body)
+        .ok()
+        .and_then(|v| {
+            v.get("RequestItems")
+                .and_then(Value::as_object)
+                .map(|t| t.is_empty())
+        })
+        .unwrap_or(false)
+}
+
+/// DynamoDB Local's answer to a BatchWriteItem with `held` added to its `UnprocessedItems`
+/// (an error answer, or one that does not parse, is returned as it is).
+async fn with_unprocessed(
+    response: Response<Full<Bytes>>,
+    held: BTreeMap<String, Vec<Value>>,
+) -> Response<Full<Bytes>> {
+    if response.status() != StatusCode::OK || held.is_empty() {
+        return response;
+    }
+    let (mut head, body) = response.into_parts();
+    let Ok(collected) = body.collect().await;
+    let bytes = collected.to_bytes();
+    let Ok(mut output) = serde_json::from_slice::<Value>(&bytes) else {
+        return Response::from_parts(head, Full::new(bytes));
+    };
+    let Some(object) = output.as_object_mut() else {
+        return Response::from_parts(head, Full::new(bytes));
+    };
+    let unprocessed = object
+        .entry("UnprocessedItems")
+        .or_insert_with(|| Value::Object(Default::default()));
+    if let Some(unprocessed) = unprocessed.as_object_mut() {
         for (table, requests) in held {
             let entry = unprocessed
                 .entry(table)
@@ -461,11 +664,13 @@ impl Shared {
                 list.extend(requests);
             }
         }
-        // The body changed: its checksum header no longer applies.
-        head.headers.remove("x-amz-crc32");
-        let bytes = Bytes::from(serde_json::to_vec(&output).ok()?);
-        Some(Ok(Response::from_parts(head, Full::new(bytes))))
     }
+    // The body changed: its checksum header no longer applies.
+    head.headers.remove("x-amz-crc32");
+    let bytes = serde_json::to_vec(&output)
+        .map(Bytes::from)
+        .unwrap_or(bytes);
+    Response::from_parts(head, Full::new(bytes))
 }
 
 async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> ProxyResponse {
@@ -473,6 +678,13 @@ async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> ProxyResponse {
     shared.record(|s| *s.requests.entry(operation.clone()).or_default() += 1);
     let (parts, body) = req.into_parts();
     let body = body.collect().await.map_err(|_| Dropped)?.to_bytes();
+    if let Some(result) = shared.aimed(&operation, &parts, &body).await {
+        if let Ok(response) = &result {
+            let status = response.status().as_u16();
+            shared.record(|s| *s.answers.entry(status).or_default() += 1);
+        }
+        return result;
+    }
     let decision = shared.decide(&operation);
     let result = match decision.fault {
         None => shared.forward(&parts, body).await,
@@ -549,4 +761,48 @@ async fn inject(
             None => shared.forward(parts, body).await,
         },
     }
+}
+
+/// Timeouts for a client behind the proxy: short, so a delayed request costs a test a second,
+/// not the Lambda's 3 s attempt timeout. The proxy's delay must be longer than `attempt`.
+#[derive(Clone, Copy, Debug)]
+pub struct ClientTimeouts {
+    /// Per HTTP attempt.
+    pub attempt: Duration,
+    /// Per operation, retries included.
+    pub operation: Duration,
+}
+
+impl Default for ClientTimeouts {
+    fn default() -> Self {
+        Self {
+            attempt: Duration::from_millis(1000),
+            operation: Duration::from_millis(6000),
+        }
+    }
+}
+
+/// `table` as the functions would see it through the proxy at `endpoint`: the same metered
+/// client with bounded retries (`shared::table::dynamodb_client`), with `timeouts`.
+pub async fn through_proxy(
+    table: &FleetTable,
+    endpoint: &str,
+    timeouts: ClientTimeouts,
+) -> FleetTable {
+    let client = local_client(endpoint).await;
+    let conf = client
+        .config()
+        .to_builder()
+        .timeout_config(
+            TimeoutConfig::builder()
+                .connect_timeout(timeouts.attempt)
+                .operation_attempt_timeout(timeouts.attempt)
+                .operation_timeout(timeouts.operation)
+                .build(),
+        )
+        .build();
+    FleetTable::new(
+        aws_sdk_dynamodb::Client::from_conf(conf),
+        table.config.clone(),
+    )
 }

@@ -9,7 +9,6 @@ pub mod bootstrap;
 pub mod demo;
 pub mod dynamodb_local;
 pub mod fault_proxy;
-pub mod faults;
 pub mod functions;
 pub mod http_server;
 pub mod iam;
