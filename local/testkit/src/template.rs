@@ -1,11 +1,19 @@
 //! Reads `template.yaml`: the table definition (so DynamoDB Local gets exactly the schema that
 //! deploys) and the HTTP API routes of every function (so the dev server serves exactly the
 //! routes API Gateway will).
+//!
+//! The YAML is read into typed structs mirroring the template (`Raw*`), with one
+//! deserializer for CloudFormation values and their intrinsic functions ([`CfnValue`]), then
+//! interpreted into what the local stack uses.
 
 use std::collections::BTreeMap;
+use std::fmt;
+use std::marker::PhantomData;
 use std::path::{Path, PathBuf};
 
-use yaml_serde::{Mapping, Value};
+use serde::de::{self, DeserializeOwned, MapAccess, Visitor};
+use serde::{Deserialize, Deserializer};
+use yaml_serde::Value;
 
 /// A failure to read or understand the template.
 #[derive(Debug, thiserror::Error)]
@@ -200,41 +208,38 @@ impl Template {
 
     /// Interprets template text.
     pub fn parse(text: &str) -> Result<Self, TemplateError> {
-        let doc: Value = yaml_serde::from_str(text)?;
-        let resources = doc
-            .get("Resources")
-            .and_then(Value::as_mapping)
-            .ok_or_else(|| shape("no Resources"))?;
-        let mut tables = Vec::new();
-        let mut routes = Vec::new();
-        let mut functions = std::collections::BTreeMap::new();
-        let mut function_definitions = BTreeMap::new();
-        let globals = doc.get("Globals").and_then(|g| g.get("Function"));
+        let raw: RawTemplate = yaml_serde::from_str(text)?;
+        let globals = raw.globals.function;
+        let resources = raw
+            .resources
+            .ok_or_else(|| shape("no Resources"))?
+            .0
+            .into_iter()
+            .map(|(id, resource)| Resource::read(&id, resource).map(|r| (id, r)))
+            .collect::<Result<Vec<_>, _>>()?;
         let table_ids: Vec<&str> = resources
             .iter()
-            .filter(|(_, r)| r.get("Type").and_then(Value::as_str) == Some("AWS::DynamoDB::Table"))
-            .filter_map(|(id, _)| id.as_str())
+            .filter(|(_, r)| matches!(r, Resource::Table(_)))
+            .map(|(id, _)| id.as_str())
             .collect();
-        for (id, resource) in resources {
-            let id = id
-                .as_str()
-                .ok_or_else(|| shape("resource id is not a string"))?;
-            match resource.get("Type").and_then(Value::as_str) {
-                Some("AWS::DynamoDB::Table") => tables.push(table_definition(id, resource)?),
-                Some("AWS::Serverless::Function") => {
-                    let code_uri = resource
-                        .get("Properties")
-                        .and_then(|p| p.get("CodeUri"))
-                        .and_then(Value::as_str)
-                        .ok_or_else(|| shape(format!("{id}: CodeUri must be a literal path")))?;
-                    functions.insert(id.to_string(), code_uri.trim_end_matches('/').to_string());
-                    function_definitions.insert(
-                        id.to_string(),
-                        function_definition(id, resource, globals, &table_ids)?,
-                    );
-                    routes.extend(function_routes(id, resource)?);
+        let mut tables = Vec::new();
+        let mut routes = Vec::new();
+        let mut functions = BTreeMap::new();
+        let mut function_definitions = BTreeMap::new();
+        for (id, resource) in &resources {
+            match resource {
+                Resource::Table(props) => tables.push(table_definition(id, props)),
+                Resource::Function(function) => {
+                    let definition = function_definition(id, function, &globals, &table_ids)?;
+                    functions.insert(id.clone(), definition.code_uri.clone());
+                    routes.extend(function_routes(
+                        id,
+                        &definition.code_uri,
+                        &function.properties,
+                    )?);
+                    function_definitions.insert(id.clone(), definition);
                 }
-                _ => {}
+                Resource::Other => {}
             }
         }
         let table = match tables.len() {
@@ -245,18 +250,15 @@ impl Template {
                 )))
             }
         };
-        let parameter_defaults = doc
-            .get("Parameters")
-            .and_then(Value::as_mapping)
-            .map(|params| {
-                params
-                    .iter()
-                    .filter_map(|(name, p)| {
-                        Some((name.as_str()?.to_string(), scalar(p.get("Default")?)?))
-                    })
-                    .collect()
+        let parameter_defaults = raw
+            .parameters
+            .0
+            .into_iter()
+            .filter_map(|(name, p)| match p.default? {
+                CfnValue::Literal(value) => Some((name, value)),
+                _ => None,
             })
-            .unwrap_or_default();
+            .collect();
         Ok(Self {
             table,
             routes,
@@ -267,41 +269,347 @@ impl Template {
     }
 }
 
-/// A scalar as a string (numbers and booleans as CloudFormation passes them to Lambda).
-fn scalar(value: &Value) -> Option<String> {
-    match value {
-        Value::String(s) => Some(s.clone()),
-        Value::Number(n) => Some(n.to_string()),
-        Value::Bool(b) => Some(b.to_string()),
-        _ => None,
+/// A CloudFormation value: a literal (strings, numbers and booleans, as CloudFormation
+/// passes them on, as text) or an intrinsic function, in short form (`!Ref X`,
+/// `!GetAtt X.Arn`, `!Sub "..."`) or long form (`{Ref: X}`, `{"Fn::GetAtt": [X, Arn]}`).
+#[derive(Clone, Debug, PartialEq)]
+pub enum CfnValue {
+    /// A scalar.
+    Literal(String),
+    /// `Ref`: a parameter or a resource.
+    Ref(String),
+    /// `Fn::GetAtt`.
+    GetAtt {
+        /// The resource's logical id.
+        resource: String,
+        /// The attribute (`Arn`).
+        attribute: String,
+    },
+    /// `Fn::Sub` with its template string.
+    Sub(String),
+    /// Another intrinsic function (`Fn::If`, `Fn::Join`, ...), or a list or map: not
+    /// interpreted by the local stack.
+    Other(String),
+}
+
+impl CfnValue {
+    fn from_yaml(value: Value) -> Self {
+        match value {
+            Value::String(s) => CfnValue::Literal(s),
+            Value::Number(n) => CfnValue::Literal(n.to_string()),
+            Value::Bool(b) => CfnValue::Literal(b.to_string()),
+            Value::Tagged(tagged) => {
+                let name = tagged.tag.to_string();
+                let name = name.trim_start_matches('!');
+                Self::intrinsic(name, tagged.value)
+            }
+            Value::Mapping(map) if map.len() == 1 => {
+                let Some((Value::String(key), argument)) = map.into_iter().next() else {
+                    return CfnValue::Other("a map".into());
+                };
+                match key.as_str() {
+                    "Ref" => Self::intrinsic("Ref", argument),
+                    _ => match key.strip_prefix("Fn::") {
+                        Some(name) => Self::intrinsic(name, argument),
+                        None => CfnValue::Other(format!("a map of {key}")),
+                    },
+                }
+            }
+            other => CfnValue::Other(format!("{other:?}")),
+        }
+    }
+
+    /// `name` (without `Fn::` or `!`) applied to `argument`.
+    fn intrinsic(name: &str, argument: Value) -> Self {
+        match (name, argument) {
+            ("Ref", Value::String(target)) => CfnValue::Ref(target),
+            ("GetAtt", Value::String(path)) => match path.split_once('.') {
+                Some((resource, attribute)) => CfnValue::GetAtt {
+                    resource: resource.into(),
+                    attribute: attribute.into(),
+                },
+                None => CfnValue::Other(format!("GetAtt {path}")),
+            },
+            ("GetAtt", Value::Sequence(parts)) => match parts.as_slice() {
+                [Value::String(resource), Value::String(attribute)] => CfnValue::GetAtt {
+                    resource: resource.clone(),
+                    attribute: attribute.clone(),
+                },
+                _ => CfnValue::Other("GetAtt".into()),
+            },
+            ("Sub", Value::String(text)) => CfnValue::Sub(text),
+            (name, _) => CfnValue::Other(name.to_string()),
+        }
+    }
+
+    fn literal(&self) -> Option<&str> {
+        match self {
+            CfnValue::Literal(s) => Some(s),
+            _ => None,
+        }
     }
 }
 
-/// `(tag, value)` of an intrinsic function written with a short-form tag (`!Ref X`).
-fn intrinsic(value: &Value) -> Option<(String, &Value)> {
-    match value {
-        Value::Tagged(tagged) => Some((tagged.tag.to_string(), &tagged.value)),
-        _ => None,
+impl<'de> Deserialize<'de> for CfnValue {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        Value::deserialize(deserializer).map(CfnValue::from_yaml)
     }
+}
+
+/// A YAML mapping in template order (routes are served, and listed, in that order).
+#[derive(Clone, Debug)]
+struct Ordered<T>(Vec<(String, T)>);
+
+impl<T> Default for Ordered<T> {
+    fn default() -> Self {
+        Self(Vec::new())
+    }
+}
+
+impl<'de, T: Deserialize<'de>> Deserialize<'de> for Ordered<T> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct OrderedVisitor<T>(PhantomData<T>);
+        impl<'de, T: Deserialize<'de>> Visitor<'de> for OrderedVisitor<T> {
+            type Value = Ordered<T>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a mapping")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Ordered<T>, A::Error> {
+                let mut entries = Vec::new();
+                while let Some(entry) = map.next_entry()? {
+                    entries.push(entry);
+                }
+                Ok(Ordered(entries))
+            }
+        }
+        deserializer.deserialize_map(OrderedVisitor(PhantomData))
+    }
+}
+
+/// One value or a list of them (`Action: dynamodb:Query` or `Action: [...]`).
+#[derive(Clone, Debug)]
+struct OneOrMany<T>(Vec<T>);
+
+impl<T> Default for OneOrMany<T> {
+    fn default() -> Self {
+        Self(Vec::new())
+    }
+}
+
+impl<'de, T: DeserializeOwned> Deserialize<'de> for OneOrMany<T> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let items = match Value::deserialize(deserializer)? {
+            Value::Sequence(items) => items,
+            one => vec![one],
+        };
+        items
+            .into_iter()
+            .map(|item| yaml_serde::from_value(item).map_err(de::Error::custom))
+            .collect::<Result<_, _>>()
+            .map(OneOrMany)
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "PascalCase")]
+struct RawTemplate {
+    #[serde(default)]
+    parameters: Ordered<RawParameter>,
+    #[serde(default)]
+    globals: RawGlobals,
+    resources: Option<Ordered<RawResource>>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "PascalCase")]
+struct RawParameter {
+    default: Option<CfnValue>,
+}
+
+#[derive(Default, Deserialize)]
+#[serde(rename_all = "PascalCase")]
+struct RawGlobals {
+    #[serde(default)]
+    function: RawFunctionProperties,
+}
+
+/// A resource as written; its `Properties` are read by `Type` ([`Resource::read`]), since
+/// they hold intrinsic-function tags that serde's tagged enums cannot buffer.
+#[derive(Deserialize)]
+#[serde(rename_all = "PascalCase")]
+struct RawResource {
+    #[serde(rename = "Type")]
+    kind: String,
+    #[serde(default)]
+    properties: Value,
+    #[serde(default)]
+    metadata: Value,
+}
+
+enum Resource {
+    Table(RawTableProperties),
+    Function(RawFunction),
+    Other,
+}
+
+impl Resource {
+    fn read(id: &str, raw: RawResource) -> Result<Self, TemplateError> {
+        fn properties<T: DeserializeOwned>(id: &str, value: Value) -> Result<T, TemplateError> {
+            if value.is_null() {
+                return Err(shape(format!("{id}: no Properties")));
+            }
+            yaml_serde::from_value(value).map_err(|e| shape(format!("{id}: {e}")))
+        }
+        Ok(match raw.kind.as_str() {
+            "AWS::DynamoDB::Table" => Resource::Table(properties(id, raw.properties)?),
+            "AWS::Serverless::Function" => Resource::Function(RawFunction {
+                properties: properties(id, raw.properties)?,
+                metadata: yaml_serde::from_value(raw.metadata)
+                    .map_err(|e| shape(format!("{id}: Metadata: {e}")))?,
+            }),
+            _ => Resource::Other,
+        })
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "PascalCase")]
+struct RawTableProperties {
+    attribute_definitions: Vec<RawAttribute>,
+    key_schema: Vec<RawKey>,
+    #[serde(default)]
+    global_secondary_indexes: Vec<RawIndex>,
+    time_to_live_specification: Option<RawTtl>,
+    billing_mode: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "PascalCase")]
+struct RawAttribute {
+    attribute_name: String,
+    attribute_type: String,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "PascalCase")]
+struct RawKey {
+    attribute_name: String,
+    key_type: String,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "PascalCase")]
+struct RawIndex {
+    index_name: String,
+    key_schema: Vec<RawKey>,
+    projection: Option<RawProjection>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "PascalCase")]
+struct RawProjection {
+    projection_type: Option<String>,
+    #[serde(default)]
+    non_key_attributes: Vec<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "PascalCase")]
+struct RawTtl {
+    attribute_name: Option<String>,
+    #[serde(default)]
+    enabled: bool,
+}
+
+struct RawFunction {
+    properties: RawFunctionProperties,
+    metadata: Option<RawMetadata>,
+}
+
+#[derive(Default, Deserialize)]
+#[serde(rename_all = "PascalCase")]
+struct RawFunctionProperties {
+    code_uri: Option<CfnValue>,
+    memory_size: Option<u32>,
+    timeout: Option<u32>,
+    environment: Option<RawEnvironment>,
+    #[serde(default)]
+    policies: OneOrMany<RawPolicy>,
+    #[serde(default)]
+    events: Ordered<RawEvent>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "PascalCase")]
+struct RawEnvironment {
+    #[serde(default)]
+    variables: Ordered<CfnValue>,
+}
+
+/// A policy document with statements; SAM policy templates and managed policy names have
+/// none and grant nothing the local recorder checks.
+#[derive(Deserialize)]
+#[serde(rename_all = "PascalCase")]
+struct RawPolicy {
+    #[serde(default)]
+    statement: OneOrMany<RawStatement>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "PascalCase")]
+struct RawStatement {
+    effect: Option<String>,
+    #[serde(default)]
+    action: OneOrMany<CfnValue>,
+    #[serde(default)]
+    resource: OneOrMany<CfnValue>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "PascalCase")]
+struct RawMetadata {
+    build_properties: Option<RawBuildProperties>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "PascalCase")]
+struct RawBuildProperties {
+    binary: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "PascalCase")]
+struct RawEvent {
+    #[serde(rename = "Type")]
+    kind: String,
+    #[serde(default)]
+    properties: Value,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "PascalCase")]
+struct RawHttpApiEvent {
+    method: String,
+    path: String,
+    auth: Option<RawAuth>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "PascalCase")]
+struct RawAuth {
+    authorizer: Option<String>,
 }
 
 fn env_value(
     id: &str,
     name: &str,
-    value: &Value,
+    value: &CfnValue,
     table_ids: &[&str],
 ) -> Result<EnvValue, TemplateError> {
-    if let Some(literal) = scalar(value) {
-        return Ok(EnvValue::Literal(literal));
-    }
-    match intrinsic(value) {
-        Some((tag, Value::String(target))) if tag.trim_start_matches('!') == "Ref" => {
-            Ok(if table_ids.contains(&target.as_str()) {
-                EnvValue::TableName
-            } else {
-                EnvValue::Parameter(target.clone())
-            })
-        }
+    match value {
+        CfnValue::Literal(literal) => Ok(EnvValue::Literal(literal.clone())),
+        CfnValue::Ref(target) if table_ids.contains(&target.as_str()) => Ok(EnvValue::TableName),
+        CfnValue::Ref(target) => Ok(EnvValue::Parameter(target.clone())),
         _ => Err(shape(format!(
             "{id}: environment variable {name} must be a literal or a !Ref"
         ))),
@@ -309,242 +617,135 @@ fn env_value(
 }
 
 /// A policy resource rendered as `Table` or `Table/index/*`.
-fn policy_resource(value: &Value) -> String {
-    match intrinsic(value) {
-        Some((tag, Value::String(target))) if tag.trim_start_matches('!') == "GetAtt" => {
-            target.trim_end_matches(".Arn").to_string()
-        }
-        Some((tag, Value::String(text))) if tag.trim_start_matches('!') == "Sub" => text
+fn policy_resource(value: &CfnValue) -> String {
+    match value {
+        CfnValue::GetAtt { resource, .. } => resource.clone(),
+        CfnValue::Sub(text) => text
             .replace(".Arn}", "}")
             .replace("${", "")
             .replace('}', ""),
-        _ => scalar(value).unwrap_or_else(|| format!("{value:?}")),
-    }
-}
-
-fn one_or_many(value: Option<&Value>) -> Vec<&Value> {
-    match value {
-        Some(Value::Sequence(items)) => items.iter().collect(),
-        Some(other) => vec![other],
-        None => Vec::new(),
+        CfnValue::Literal(text) => text.clone(),
+        other => format!("{other:?}"),
     }
 }
 
 fn function_definition(
     id: &str,
-    resource: &Value,
-    globals: Option<&Value>,
+    function: &RawFunction,
+    globals: &RawFunctionProperties,
     table_ids: &[&str],
 ) -> Result<FunctionDefinition, TemplateError> {
-    let props = resource
-        .get("Properties")
-        .ok_or_else(|| shape(format!("{id}: no Properties")))?;
-    let setting = |name: &str| {
-        props
-            .get(name)
-            .or_else(|| globals.and_then(|g| g.get(name)))
-    };
-    let number = |name: &str, default: u32| {
-        setting(name)
-            .and_then(Value::as_u64)
-            .map_or(default, |n| n as u32)
-    };
+    let props = &function.properties;
     let mut environment = BTreeMap::new();
-    for source in [globals, Some(props)].into_iter().flatten() {
-        if let Some(vars) = source
-            .get("Environment")
-            .and_then(|e| e.get("Variables"))
-            .and_then(Value::as_mapping)
-        {
-            for (name, value) in vars {
-                let name = name
-                    .as_str()
-                    .ok_or_else(|| shape(format!("{id}: environment name")))?;
-                environment.insert(name.to_string(), env_value(id, name, value, table_ids)?);
-            }
+    for source in [globals, props] {
+        for (name, value) in source.environment.iter().flat_map(|e| &e.variables.0) {
+            environment.insert(name.clone(), env_value(id, name, value, table_ids)?);
         }
     }
-    let mut policy = Vec::new();
-    for entry in one_or_many(props.get("Policies")) {
-        for statement in one_or_many(entry.get("Statement")) {
-            policy.push(PolicyStatement {
-                effect: statement
-                    .get("Effect")
-                    .and_then(Value::as_str)
-                    .unwrap_or("Allow")
-                    .to_string(),
-                actions: one_or_many(statement.get("Action"))
-                    .into_iter()
-                    .filter_map(scalar)
-                    .collect(),
-                resources: one_or_many(statement.get("Resource"))
-                    .into_iter()
-                    .map(policy_resource)
-                    .collect(),
-            });
-        }
-    }
-    let binary = resource
-        .get("Metadata")
-        .and_then(|m| m.get("BuildProperties"))
-        .and_then(|b| b.get("Binary"))
-        .and_then(Value::as_str)
+    let policy = props
+        .policies
+        .0
+        .iter()
+        .flat_map(|p| &p.statement.0)
+        .map(|statement| PolicyStatement {
+            effect: statement.effect.clone().unwrap_or_else(|| "Allow".into()),
+            actions: statement
+                .action
+                .0
+                .iter()
+                .filter_map(|a| a.literal().map(str::to_string))
+                .collect(),
+            resources: statement.resource.0.iter().map(policy_resource).collect(),
+        })
+        .collect();
+    let binary = function
+        .metadata
+        .as_ref()
+        .and_then(|m| m.build_properties.as_ref())
+        .and_then(|b| b.binary.clone())
         .ok_or_else(|| shape(format!("{id}: Metadata.BuildProperties.Binary missing")))?;
+    let code_uri = props
+        .code_uri
+        .as_ref()
+        .and_then(CfnValue::literal)
+        .ok_or_else(|| shape(format!("{id}: CodeUri must be a literal path")))?;
     Ok(FunctionDefinition {
         logical_id: id.to_string(),
-        code_uri: literal(props.get("CodeUri").unwrap_or(&Value::Null), "CodeUri")?
-            .trim_end_matches('/')
-            .to_string(),
-        binary: binary.to_string(),
-        memory_mb: number("MemorySize", 128),
-        timeout_seconds: number("Timeout", 3),
+        code_uri: code_uri.trim_end_matches('/').to_string(),
+        binary,
+        memory_mb: props.memory_size.or(globals.memory_size).unwrap_or(128),
+        timeout_seconds: props.timeout.or(globals.timeout).unwrap_or(3),
         environment,
         policy,
     })
 }
 
-fn literal<'a>(value: &'a Value, what: &str) -> Result<&'a str, TemplateError> {
-    value
-        .as_str()
-        .ok_or_else(|| shape(format!("{what} must be a literal string")))
-}
-
-fn key_schema(value: Option<&Value>, owner: &str) -> Result<Vec<KeyElement>, TemplateError> {
-    value
-        .and_then(Value::as_sequence)
-        .ok_or_else(|| shape(format!("{owner}: KeySchema missing")))?
-        .iter()
-        .map(|k| {
-            Ok(KeyElement {
-                attribute: literal(
-                    k.get("AttributeName").unwrap_or(&Value::Null),
-                    "AttributeName",
-                )?
-                .to_string(),
-                key_type: literal(k.get("KeyType").unwrap_or(&Value::Null), "KeyType")?.to_string(),
-            })
+fn key_schema(keys: &[RawKey]) -> Vec<KeyElement> {
+    keys.iter()
+        .map(|k| KeyElement {
+            attribute: k.attribute_name.clone(),
+            key_type: k.key_type.clone(),
         })
         .collect()
 }
 
-fn table_definition(id: &str, resource: &Value) -> Result<TableDefinition, TemplateError> {
-    let props = resource
-        .get("Properties")
-        .ok_or_else(|| shape(format!("{id}: no Properties")))?;
-    let attributes = props
-        .get("AttributeDefinitions")
-        .and_then(Value::as_sequence)
-        .ok_or_else(|| shape(format!("{id}: AttributeDefinitions missing")))?
-        .iter()
-        .map(|a| {
-            Ok((
-                literal(
-                    a.get("AttributeName").unwrap_or(&Value::Null),
-                    "AttributeName",
-                )?
-                .to_string(),
-                literal(
-                    a.get("AttributeType").unwrap_or(&Value::Null),
-                    "AttributeType",
-                )?
-                .to_string(),
-            ))
-        })
-        .collect::<Result<Vec<_>, TemplateError>>()?;
-    let indexes = props
-        .get("GlobalSecondaryIndexes")
-        .and_then(Value::as_sequence)
-        .map(|list| {
-            list.iter()
-                .map(|gsi| {
-                    let name = literal(gsi.get("IndexName").unwrap_or(&Value::Null), "IndexName")?
-                        .to_string();
-                    let projection = gsi.get("Projection");
-                    Ok(IndexDefinition {
-                        key_schema: key_schema(gsi.get("KeySchema"), &name)?,
-                        projection_type: projection
-                            .and_then(|p| p.get("ProjectionType"))
-                            .and_then(Value::as_str)
-                            .unwrap_or("ALL")
-                            .to_string(),
-                        non_key_attributes: projection
-                            .and_then(|p| p.get("NonKeyAttributes"))
-                            .and_then(Value::as_sequence)
-                            .map(|attrs| {
-                                attrs
-                                    .iter()
-                                    .map(|a| literal(a, "NonKeyAttributes").map(str::to_string))
-                                    .collect::<Result<Vec<_>, _>>()
-                            })
-                            .transpose()?
-                            .unwrap_or_default(),
-                        name,
-                    })
-                })
-                .collect::<Result<Vec<_>, TemplateError>>()
-        })
-        .transpose()?
-        .unwrap_or_default();
-    let ttl = props.get("TimeToLiveSpecification");
-    let ttl_enabled = ttl
-        .and_then(|t| t.get("Enabled"))
-        .and_then(Value::as_bool)
-        .unwrap_or(false);
-    Ok(TableDefinition {
+fn table_definition(id: &str, props: &RawTableProperties) -> TableDefinition {
+    let ttl = props.time_to_live_specification.as_ref();
+    TableDefinition {
         logical_id: id.to_string(),
-        attributes,
-        key_schema: key_schema(props.get("KeySchema"), id)?,
-        indexes,
-        ttl_attribute: ttl_enabled
-            .then(|| {
-                ttl.and_then(|t| t.get("AttributeName"))
-                    .and_then(Value::as_str)
-                    .map(str::to_string)
+        attributes: props
+            .attribute_definitions
+            .iter()
+            .map(|a| (a.attribute_name.clone(), a.attribute_type.clone()))
+            .collect(),
+        key_schema: key_schema(&props.key_schema),
+        indexes: props
+            .global_secondary_indexes
+            .iter()
+            .map(|gsi| IndexDefinition {
+                name: gsi.index_name.clone(),
+                key_schema: key_schema(&gsi.key_schema),
+                projection_type: gsi
+                    .projection
+                    .as_ref()
+                    .and_then(|p| p.projection_type.clone())
+                    .unwrap_or_else(|| "ALL".into()),
+                non_key_attributes: gsi
+                    .projection
+                    .as_ref()
+                    .map(|p| p.non_key_attributes.clone())
+                    .unwrap_or_default(),
             })
-            .flatten(),
+            .collect(),
+        ttl_attribute: ttl
+            .filter(|t| t.enabled)
+            .and_then(|t| t.attribute_name.clone()),
         billing_mode: props
-            .get("BillingMode")
-            .and_then(Value::as_str)
-            .unwrap_or("PROVISIONED")
-            .to_string(),
-    })
+            .billing_mode
+            .clone()
+            .unwrap_or_else(|| "PROVISIONED".into()),
+    }
 }
 
-fn function_routes(id: &str, resource: &Value) -> Result<Vec<HttpRoute>, TemplateError> {
-    let props = resource
-        .get("Properties")
-        .ok_or_else(|| shape(format!("{id}: no Properties")))?;
-    let code_uri = props
-        .get("CodeUri")
-        .and_then(Value::as_str)
-        .ok_or_else(|| shape(format!("{id}: CodeUri must be a literal path")))?
-        .trim_end_matches('/')
-        .to_string();
-    let empty = Mapping::new();
-    let events = props
-        .get("Events")
-        .and_then(Value::as_mapping)
-        .unwrap_or(&empty);
+fn function_routes(
+    id: &str,
+    code_uri: &str,
+    props: &RawFunctionProperties,
+) -> Result<Vec<HttpRoute>, TemplateError> {
     let mut routes = Vec::new();
-    for (name, event) in events {
-        if event.get("Type").and_then(Value::as_str) != Some("HttpApi") {
+    for (name, event) in &props.events.0 {
+        if event.kind != "HttpApi" {
             continue;
         }
-        let name = name.as_str().unwrap_or("?");
-        let p = event
-            .get("Properties")
-            .ok_or_else(|| shape(format!("{id}.{name}: no Properties")))?;
-        let authorizer = p
-            .get("Auth")
-            .and_then(|a| a.get("Authorizer"))
-            .and_then(Value::as_str);
+        let api: RawHttpApiEvent = yaml_serde::from_value(event.properties.clone())
+            .map_err(|e| shape(format!("{id}.{name}: {e}")))?;
+        let authorizer = api.auth.and_then(|a| a.authorizer);
         routes.push(HttpRoute {
             function: id.to_string(),
-            code_uri: code_uri.clone(),
-            method: literal(p.get("Method").unwrap_or(&Value::Null), "Method")?
-                .to_ascii_uppercase(),
-            path: literal(p.get("Path").unwrap_or(&Value::Null), "Path")?.to_string(),
-            authorized: authorizer != Some("NONE"),
+            code_uri: code_uri.to_string(),
+            method: api.method.to_ascii_uppercase(),
+            path: api.path,
+            authorized: authorizer.as_deref() != Some("NONE"),
         });
     }
     Ok(routes)
@@ -630,5 +831,29 @@ Resources:
     fn rejects_a_template_without_exactly_one_table() {
         let err = Template::parse("Resources: {}").unwrap_err();
         assert!(err.to_string().contains("found 0"));
+    }
+
+    #[test]
+    fn reads_intrinsic_functions_in_short_and_long_form_alike() {
+        let read = |yaml: &str| yaml_serde::from_str::<CfnValue>(yaml).unwrap();
+        assert_eq!(read("!Ref T"), CfnValue::Ref("T".into()));
+        assert_eq!(read("{Ref: T}"), CfnValue::Ref("T".into()));
+        let arn = CfnValue::GetAtt {
+            resource: "T".into(),
+            attribute: "Arn".into(),
+        };
+        assert_eq!(read("!GetAtt T.Arn"), arn);
+        assert_eq!(read("{\"Fn::GetAtt\": [T, Arn]}"), arn);
+        assert_eq!(
+            read("!Sub \"${T.Arn}/index/*\""),
+            CfnValue::Sub("${T.Arn}/index/*".into())
+        );
+        assert_eq!(
+            read("{\"Fn::Sub\": \"${T.Arn}/index/*\"}"),
+            CfnValue::Sub("${T.Arn}/index/*".into())
+        );
+        assert_eq!(read("90"), CfnValue::Literal("90".into()));
+        assert_eq!(read("true"), CfnValue::Literal("true".into()));
+        assert_eq!(read("!If [On, true, false]"), CfnValue::Other("If".into()));
     }
 }
