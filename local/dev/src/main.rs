@@ -14,9 +14,8 @@ use std::sync::Arc;
 use clap::{Args, Parser, Subcommand};
 use fleet_dev::dev_server::{self, DevServer};
 use fleet_testkit::demo;
-use fleet_testkit::dynamodb_local::{default_install_dir, DynamoDbLocal};
 use fleet_testkit::functions::invoke;
-use fleet_testkit::stack::{create_table, local_table};
+use fleet_testkit::stack::{local_table, LocalStack};
 use fleet_testkit::template::{default_template_path, Template};
 
 type Error = Box<dyn std::error::Error + Send + Sync>;
@@ -70,7 +69,6 @@ async fn main() {
 /// Ctrl-C or SIGTERM.
 async fn serve() -> Result<(), Error> {
     shared::telemetry::init_json_logs();
-    let template = Template::load(&default_template_path())?;
     let port: u16 = std::env::var("PORT")
         .ok()
         .map(|p| p.parse())
@@ -81,10 +79,9 @@ async fn serve() -> Result<(), Error> {
         .await
         .map_err(|e| format!("cannot listen on 127.0.0.1:{port} ({e}); set PORT to a free port"))?;
     eprintln!("Starting DynamoDB Local...");
-    let dynamodb = DynamoDbLocal::start(&default_install_dir())?;
+    let stack = LocalStack::start()?;
     let table_name = "device-fleet-dev";
-    let table = local_table(dynamodb.endpoint(), table_name).await;
-    create_table(&table.client, &template.table, table_name).await?;
+    let table = stack.table(table_name).await?;
     let devices = demo::seed(&table).await?;
     // The daily report for today's demo data, through the daily-analytics handler.
     let today = shared::timestamp::Timestamp::now().day();
@@ -95,7 +92,7 @@ async fn serve() -> Result<(), Error> {
         std::time::Instant::now() + std::time::Duration::from_secs(60),
     )
     .await?;
-    let server = Arc::new(DevServer::new(&template, &table));
+    let server = Arc::new(DevServer::new(&stack.template, &table));
     let tokens: Vec<(String, String)> = demo::USERS
         .iter()
         .map(|u| {
@@ -107,7 +104,7 @@ async fn serve() -> Result<(), Error> {
         .collect();
     print_banner(
         port,
-        dynamodb.endpoint(),
+        stack.endpoint(),
         table_name,
         &server,
         &tokens,
@@ -123,7 +120,7 @@ async fn serve() -> Result<(), Error> {
     };
     dev_server::serve(listener, server, shutdown).await?;
     eprintln!("\nStopping DynamoDB Local.");
-    drop(dynamodb);
+    drop(stack);
     Ok(())
 }
 
@@ -204,11 +201,10 @@ async fn invoke_command(args: InvokeArgs) -> Result<(), Error> {
     let table = match (&endpoint, &table) {
         (Some(endpoint), Some(name)) => local_table(endpoint, name).await,
         (None, None) => {
-            let local = DynamoDbLocal::start(&default_install_dir())?;
-            let mut table = local_table(local.endpoint(), "device-fleet-invoke").await;
+            let local = LocalStack::start()?;
+            let mut table = local.table("device-fleet-invoke").await?;
             // The samples in events/ carry fixed timestamps; keep them inside retention.
             table.config.retention_days = 3650;
-            create_table(&table.client, &template.table, "device-fleet-invoke").await?;
             demo::seed(&table).await?;
             _dynamodb = Some(local);
             table

@@ -13,9 +13,7 @@ use std::path::PathBuf;
 
 use clap::{Parser, Subcommand};
 use fleet_testkit::demo;
-use fleet_testkit::dynamodb_local::{default_install_dir, DynamoDbLocal};
-use fleet_testkit::stack::{create_table, local_table};
-use fleet_testkit::template::{default_template_path, Template};
+use fleet_testkit::stack::LocalStack;
 
 type Error = Box<dyn std::error::Error + Send + Sync>;
 
@@ -174,13 +172,11 @@ async fn main() {
 
 /// Cold start, warm latency and memory of every release bootstrap, on the demo data.
 async fn cold_start(runs: usize) -> Result<(), Error> {
-    let template = Template::load(&default_template_path())?;
-    let dynamodb = DynamoDbLocal::start(&default_install_dir())?;
-    let table = local_table(dynamodb.endpoint(), "device-fleet-cold-start").await;
-    create_table(&table.client, &template.table, "device-fleet-cold-start").await?;
+    let stack = LocalStack::start()?;
+    let table = stack.table("device-fleet-cold-start").await?;
     demo::seed(&table).await?;
     let results =
-        fleet_perf::cold_start::measure(&template, dynamodb.endpoint(), &table, runs).await?;
+        fleet_perf::cold_start::measure(&stack.template, stack.endpoint(), &table, runs).await?;
     println!(
         "Release bootstraps (target/lambda-host), {runs} cold starts each + {} warm invocations per run, on {}:\n",
         fleet_perf::cold_start::WARM_INVOCATIONS,
@@ -211,11 +207,9 @@ fn machine_summary() -> String {
 async fn docs(check: bool) -> Result<(), Error> {
     use fleet_perf::model_docs::{render, MARKDOWN_PATH, MODEL_PATH};
     use fleet_testkit::reference::{measure_patterns, seed, REFERENCE_RETENTION_DAYS};
-    let template = Template::load(&default_template_path())?;
-    let dynamodb = DynamoDbLocal::start(&default_install_dir())?;
-    let mut table = local_table(dynamodb.endpoint(), "device-fleet-docs").await;
+    let stack = LocalStack::start()?;
+    let mut table = stack.table("device-fleet-docs").await?;
     table.config.retention_days = REFERENCE_RETENTION_DAYS;
-    create_table(&table.client, &template.table, "device-fleet-docs").await?;
     let tokens = seed(&table).await?;
     let measurements = measure_patterns(&table, &tokens).await?;
     let (markdown, model) = render(&measurements);
@@ -244,8 +238,7 @@ async fn fault_run(runs: Vec<FaultRun>) -> Result<(), Error> {
     } else {
         runs
     };
-    let template = Template::load(&default_template_path())?;
-    let dynamodb = DynamoDbLocal::start(&default_install_dir())?;
+    let stack = LocalStack::start()?;
     let load = IngestLoad {
         devices: 4,
         senders: 2,
@@ -262,7 +255,7 @@ async fn fault_run(runs: Vec<FaultRun>) -> Result<(), Error> {
     for FaultRun { seed, rate } in runs {
         println!(
             "{}",
-            ingest_fault_run(dynamodb.endpoint(), &template.table, seed, rate, load).await?
+            ingest_fault_run(stack.endpoint(), &stack.template.table, seed, rate, load).await?
         );
     }
     Ok(())
@@ -270,10 +263,8 @@ async fn fault_run(runs: Vec<FaultRun>) -> Result<(), Error> {
 
 /// Items/s of the daily analytics scan over a table filled through the ingest handler.
 async fn scan_throughput(devices: usize, batches: usize) -> Result<(), Error> {
-    let template = Template::load(&default_template_path())?;
-    let dynamodb = DynamoDbLocal::start(&default_install_dir())?;
-    let table = local_table(dynamodb.endpoint(), "device-fleet-scan").await;
-    create_table(&table.client, &template.table, "device-fleet-scan").await?;
+    let stack = LocalStack::start()?;
+    let table = stack.table("device-fleet-scan").await?;
     fleet_perf::throughput::measure(&table, devices, batches).await?;
     let day = shared::timestamp::Timestamp::now()
         .plus_seconds(-86_400)
@@ -308,22 +299,18 @@ async fn load(seconds: u64, concurrency: usize) -> Result<(), Error> {
         concurrency,
         ..Default::default()
     };
-    let template = Template::load(&default_template_path())?;
-    let dynamodb = DynamoDbLocal::start(&default_install_dir())?;
-    let table = local_table(dynamodb.endpoint(), "device-fleet-load").await;
-    create_table(&table.client, &template.table, "device-fleet-load").await?;
+    let stack = LocalStack::start()?;
+    let table = stack.table("device-fleet-load").await?;
     demo::seed(&table).await?;
-    let report = fleet_perf::load::run(&template, &table, config).await?;
+    let report = fleet_perf::load::run(&stack.template, &table, config).await?;
     print!("{}", report.render());
     Ok(())
 }
 
 /// Events/s through the ingest handler on DynamoDB Local.
 async fn ingest_throughput(devices: usize, batches: usize) -> Result<(), Error> {
-    let template = Template::load(&default_template_path())?;
-    let dynamodb = DynamoDbLocal::start(&default_install_dir())?;
-    let table = local_table(dynamodb.endpoint(), "device-fleet-throughput").await;
-    create_table(&table.client, &template.table, "device-fleet-throughput").await?;
+    let stack = LocalStack::start()?;
+    let table = stack.table("device-fleet-throughput").await?;
     let run = fleet_perf::throughput::measure(&table, devices, batches).await?;
     println!(
         "ingest handler on DynamoDB Local ({} build): {} devices x {} batches x 100 events = {} events acknowledged in {:.2} s: {:.0} events/s; batch latency p50 {:.1} ms, p99 {:.1} ms",

@@ -8,7 +8,8 @@ use aws_sdk_dynamodb::types::{
 use aws_sdk_dynamodb::Client;
 use shared::{FleetConfig, FleetTable};
 
-use crate::template::{KeyElement, TableDefinition};
+use crate::dynamodb_local::{default_install_dir, DynamoDbLocal};
+use crate::template::{default_template_path, KeyElement, TableDefinition, Template};
 
 /// Any failure while creating the local table.
 pub type StackError = Box<dyn std::error::Error + Send + Sync>;
@@ -107,4 +108,34 @@ pub async fn create_table(
 /// A [`FleetTable`] for `name` on `endpoint`, with default configuration.
 pub async fn local_table(endpoint: &str, name: &str) -> FleetTable {
     FleetTable::new(local_client(endpoint).await, FleetConfig::for_table(name))
+}
+
+/// What a local command runs on: `template.yaml` and a DynamoDB Local started for the
+/// command (it stops when this is dropped).
+pub struct LocalStack {
+    /// The template the tables are created from.
+    pub template: Template,
+    /// The running DynamoDB Local.
+    pub dynamodb: DynamoDbLocal,
+}
+
+impl LocalStack {
+    /// Reads `template.yaml` and starts DynamoDB Local from `.tools/`.
+    pub fn start() -> Result<Self, StackError> {
+        let template = Template::load(&default_template_path())?;
+        let dynamodb = DynamoDbLocal::start(&default_install_dir())?;
+        Ok(Self { template, dynamodb })
+    }
+
+    /// DynamoDB Local's endpoint.
+    pub fn endpoint(&self) -> &str {
+        self.dynamodb.endpoint()
+    }
+
+    /// Creates table `name` from the template and returns it with default configuration.
+    pub async fn table(&self, name: &str) -> Result<FleetTable, StackError> {
+        let table = local_table(self.endpoint(), name).await;
+        create_table(&table.client, &self.template.table, name).await?;
+        Ok(table)
+    }
 }

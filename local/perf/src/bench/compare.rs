@@ -11,10 +11,8 @@ use super::{function_environments, BenchError, Latency};
 use crate::cold_start::{measure_runs, RunFigures};
 use crate::stats::quantile;
 use fleet_testkit::bootstrap::Launch;
-use fleet_testkit::dynamodb_local::{default_install_dir, DynamoDbLocal};
 use fleet_testkit::samples::{first_success, sample_events};
-use fleet_testkit::stack::{create_table, local_table};
-use fleet_testkit::template::{default_template_path, Template};
+use fleet_testkit::stack::LocalStack;
 
 /// One function in one build.
 struct Build {
@@ -40,23 +38,21 @@ fn row(function: &str, build: &str, path: &Path, f: &RunFigures) -> String {
 
 /// Measures both builds on the demo data and returns a Markdown table.
 pub async fn compare(before: &Path, after: &Path, runs: usize) -> Result<String, BenchError> {
-    let template = Template::load(&default_template_path()).map_err(BenchError::setup)?;
-    let dynamodb = DynamoDbLocal::start(&default_install_dir()).map_err(BenchError::setup)?;
-    let name = "bench-compare";
-    let table = local_table(dynamodb.endpoint(), name).await;
-    create_table(&table.client, &template.table, name)
+    let stack = LocalStack::start().map_err(BenchError::setup)?;
+    let table = stack
+        .table("bench-compare")
         .await
         .map_err(BenchError::setup)?;
     fleet_testkit::demo::seed(&table)
         .await
         .map_err(BenchError::setup)?;
-    let environments = function_environments(&template, dynamodb.endpoint(), name)?;
+    let environments = function_environments(&stack.template, stack.endpoint(), "bench-compare")?;
     let samples = sample_events();
     let logs = fleet_testkit::repo_root().join("target/bench/compare");
     let mut out = String::from(
         "| function | build | bootstrap bytes | cold start p50 (min-max) | warm p50 / p99 | peak RSS p50 |\n|---|---|---:|---:|---:|---:|\n",
     );
-    for (function, definition) in &template.function_definitions {
+    for (function, definition) in &stack.template.function_definitions {
         let Some(sample) = first_success(&samples, function) else {
             continue;
         };
@@ -87,7 +83,7 @@ pub async fn compare(before: &Path, after: &Path, runs: usize) -> Result<String,
             out.push_str(&row(function, label, &build.dir, &build.figures));
         }
     }
-    drop(dynamodb);
+    drop(stack);
     Ok(out)
 }
 
