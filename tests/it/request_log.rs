@@ -36,6 +36,12 @@ impl Captured {
 #[tokio::test(flavor = "current_thread")]
 async fn one_json_line_per_request_without_secrets() {
     let table = fresh_table().await;
+    // With exactly one Dispatch in the process, tracing-core 0.1.36 decides a callsite's
+    // cached interest from the default of whichever thread registers it first: a sibling
+    // test without a subscriber would cache `never` for the request-log line and this test
+    // would see nothing (tokio-rs/tracing#3611). A second live Dispatch makes it take the
+    // interest of every registered dispatcher instead.
+    let _second_dispatch = tracing::Dispatch::new(tracing::subscriber::NoSubscriber::default());
     let captured = Captured::default();
     let writer = captured.clone();
     let _guard = tracing::subscriber::set_default(shared::telemetry::json_subscriber(move || {
