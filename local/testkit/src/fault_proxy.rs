@@ -36,6 +36,7 @@ use rand::{Rng, SeedableRng};
 use serde_json::Value;
 use shared::FleetTable;
 
+use crate::http_server;
 use crate::stack::local_client;
 use aws_sdk_dynamodb::config::timeout::TimeoutConfig;
 
@@ -351,9 +352,12 @@ impl FaultProxy {
         });
         let served = Arc::clone(&shared);
         // A handler's `Dropped` closes the connection unanswered: that is the point.
-        let (addr, task) =
-            crate::http_server::spawn_on_loopback(move |req, _| handle(Arc::clone(&served), req))
-                .await?;
+        let (listener, addr) = http_server::bind_loopback().await?;
+        let task = tokio::spawn(http_server::serve(
+            listener,
+            move |req, _| handle(Arc::clone(&served), req),
+            std::future::pending(),
+        ));
         Ok(Self {
             endpoint: format!("http://{addr}"),
             shared,

@@ -49,21 +49,9 @@ pub async fn serve<H, Fut, B, E>(
     }
 }
 
-/// Binds a free loopback port and serves `handler` on it in a background task (stopped by
-/// aborting the returned handle). Returns the bound address.
-pub async fn spawn_on_loopback<H, Fut, B, E>(
-    handler: H,
-) -> std::io::Result<(SocketAddr, tokio::task::JoinHandle<()>)>
-where
-    H: Fn(Request<Incoming>, SocketAddr) -> Fut + Clone + Send + Sync + 'static,
-    Fut: Future<Output = Result<Response<B>, E>> + Send + 'static,
-    B: Body + Send + 'static,
-    B::Data: Send,
-    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
-    E: Into<Box<dyn std::error::Error + Send + Sync>> + 'static,
-{
+/// A listener on a free loopback port, and its address.
+pub async fn bind_loopback() -> std::io::Result<(TcpListener, SocketAddr)> {
     let listener = TcpListener::bind(("127.0.0.1", 0)).await?;
     let addr = listener.local_addr()?;
-    let task = tokio::spawn(serve(listener, handler, std::future::pending()));
-    Ok((addr, task))
+    Ok((listener, addr))
 }

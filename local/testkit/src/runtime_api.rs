@@ -17,6 +17,8 @@ use http_body_util::{BodyExt, Full};
 use hyper::body::{Bytes, Incoming};
 use hyper::{Method, Request, Response, StatusCode};
 use serde_json::Value;
+
+use crate::http_server;
 use tokio::sync::{mpsc, oneshot};
 
 const PREFIX: &str = "/2018-06-01/runtime";
@@ -101,8 +103,12 @@ impl RuntimeApi {
             function_arn: format!("arn:aws:lambda:us-east-1:000000000000:function:{function_name}"),
         });
         let served = state.clone();
-        let (addr, server) =
-            crate::http_server::spawn_on_loopback(move |req, _| route(served.clone(), req)).await?;
+        let (listener, addr) = http_server::bind_loopback().await?;
+        let server = tokio::spawn(http_server::serve(
+            listener,
+            move |req, _| route(served.clone(), req),
+            std::future::pending(),
+        ));
         Ok(Self {
             addr,
             state,
