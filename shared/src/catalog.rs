@@ -1,12 +1,133 @@
 //! The access-pattern catalog: every way the system reads or writes the table, with the
-//! operation(s) that serve it and its budget. Tests run each implemented pattern on DynamoDB
-//! Local and check what it issued against [`AccessPattern::check`]; the budgets live here,
-//! not in the tests.
+//! operation(s) that serve it and its budget. A pattern is named by its [`PatternId`]; its
+//! [`AccessPattern`] definition sits beside the function that implements it in
+//! [`crate::ops`], and [`CATALOG`] collects them. Tests run each pattern on DynamoDB Local
+//! (one case per pattern in the local tooling) and check what it issued against
+//! [`AccessPattern::check`]; the budgets live with the definitions, not in the tests.
 
 use std::fmt;
+use std::str::FromStr;
+
+use serde::{Serialize, Serializer};
 
 use crate::metrics::MeterSnapshot;
-use crate::schema::{GSI1, GSI2};
+use crate::ops;
+
+/// Which access pattern: the typed id every definition, cursor, contract run and bench case
+/// names. `AP-xx` text exists only here (its [`Display`](fmt::Display) and
+/// [`FromStr`]); cursors carry that text, so their wire format does not depend on this type.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum PatternId {
+    /// AP-01: user profile.
+    Ap01,
+    /// AP-02: a user's devices, paged.
+    Ap02,
+    /// AP-03: one device.
+    Ap03,
+    /// AP-04: a device's events in a time range.
+    Ap04,
+    /// AP-05: a user's events across all devices.
+    Ap05,
+    /// AP-DASH: the dashboard.
+    ApDash,
+    /// AP-06: update a device.
+    Ap06,
+    /// AP-07: register a device.
+    Ap07,
+    /// AP-08: delete a device.
+    Ap08,
+    /// AP-09: events of a type, all users.
+    Ap09,
+    /// AP-10: device count by status.
+    Ap10,
+    /// AP-11: active users in the last 30 days.
+    Ap11,
+    /// AP-12: a user's devices with a tag.
+    Ap12,
+    /// AP-13: devices with a status seen since a time.
+    Ap13,
+    /// AP-14: ingest a batch of events.
+    Ap14,
+    /// AP-15: the daily report.
+    Ap15,
+    /// AP-16: create or update the caller's profile.
+    Ap16,
+}
+
+impl PatternId {
+    /// Every pattern, in catalog order.
+    pub const ALL: [PatternId; 17] = [
+        PatternId::Ap01,
+        PatternId::Ap02,
+        PatternId::Ap03,
+        PatternId::Ap04,
+        PatternId::Ap05,
+        PatternId::ApDash,
+        PatternId::Ap06,
+        PatternId::Ap07,
+        PatternId::Ap08,
+        PatternId::Ap09,
+        PatternId::Ap10,
+        PatternId::Ap11,
+        PatternId::Ap12,
+        PatternId::Ap13,
+        PatternId::Ap14,
+        PatternId::Ap15,
+        PatternId::Ap16,
+    ];
+
+    /// The stable text id (`AP-04`), as docs, logs and cursors spell it.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            PatternId::Ap01 => "AP-01",
+            PatternId::Ap02 => "AP-02",
+            PatternId::Ap03 => "AP-03",
+            PatternId::Ap04 => "AP-04",
+            PatternId::Ap05 => "AP-05",
+            PatternId::ApDash => "AP-DASH",
+            PatternId::Ap06 => "AP-06",
+            PatternId::Ap07 => "AP-07",
+            PatternId::Ap08 => "AP-08",
+            PatternId::Ap09 => "AP-09",
+            PatternId::Ap10 => "AP-10",
+            PatternId::Ap11 => "AP-11",
+            PatternId::Ap12 => "AP-12",
+            PatternId::Ap13 => "AP-13",
+            PatternId::Ap14 => "AP-14",
+            PatternId::Ap15 => "AP-15",
+            PatternId::Ap16 => "AP-16",
+        }
+    }
+}
+
+impl fmt::Display for PatternId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Text that names no access pattern.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{0:?} is not an access pattern id")]
+pub struct UnknownPattern(pub String);
+
+impl FromStr for PatternId {
+    type Err = UnknownPattern;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        PatternId::ALL
+            .into_iter()
+            .find(|id| id.as_str() == text)
+            .ok_or_else(|| UnknownPattern(text.to_string()))
+    }
+}
+
+/// Serialized as its text id, so reports keep `"id": "AP-04"`.
+impl Serialize for PatternId {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.as_str())
+    }
+}
 
 /// A DynamoDB operation, spelled as the SDK's operation metadata names it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -108,11 +229,45 @@ impl BudgetScale {
     }
 }
 
+/// Where a pattern is implemented: the function, its module and its source file, taken by
+/// [`implemented_by!`](crate::catalog::implemented_by) from the definition's own module, so the
+/// compiler checks the function exists.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Implementation {
+    /// The module (`shared::ops::events`).
+    pub module: &'static str,
+    /// The function within it (`device_events`, `Ingestor::ingest`).
+    pub function: &'static str,
+    /// The source file, relative to the workspace root (`shared/src/ops/events.rs`).
+    pub file: &'static str,
+}
+
+impl Implementation {
+    /// The function's full path (`shared::ops::events::device_events`).
+    pub fn path(&self) -> String {
+        format!("{}::{}", self.module, self.function)
+    }
+}
+
+/// The [`Implementation`] of a pattern defined beside `$function`, in the same module: names
+/// the function (so it must exist) and records the module and file it lives in.
+macro_rules! implemented_by {
+    ($function:path) => {{
+        let _ = $function;
+        $crate::catalog::Implementation {
+            module: module_path!(),
+            function: stringify!($function),
+            file: file!(),
+        }
+    }};
+}
+pub(crate) use implemented_by;
+
 /// One access pattern.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct AccessPattern {
-    /// Stable id (`AP-03`).
-    pub id: &'static str,
+    /// Stable id.
+    pub id: PatternId,
     /// What the caller gets.
     pub description: &'static str,
     /// How often it runs.
@@ -127,15 +282,17 @@ pub struct AccessPattern {
     pub budget: RequestBudget,
     /// Read capacity ceiling on the reference workload, where the design sets one.
     pub max_read_units: Option<f64>,
-    /// The function in `shared::ops` that implements it, once implemented.
-    pub implemented_by: Option<&'static str>,
+    /// The HTTP route that serves it, if any (the daily report fields have none of their own).
+    pub route: Option<&'static str>,
+    /// The function that implements it.
+    pub implemented_by: Implementation,
 }
 
 /// A pattern that issued more than its budget allows, or an operation it may not use.
 #[derive(Clone, Debug, PartialEq)]
 pub struct BudgetViolation {
     /// The pattern.
-    pub pattern: &'static str,
+    pub pattern: PatternId,
     /// What went wrong.
     pub reason: String,
 }
@@ -197,206 +354,36 @@ impl AccessPattern {
     }
 }
 
-use Frequency::{Analytics, Critical, Important};
-use Operation::*;
-
-/// Upsert of the caller's profile (`PUT /me`).
-pub const PROFILE_UPSERT: AccessPattern = AccessPattern {
-    id: "AP-16",
-    description: "create or update the caller's profile",
-    frequency: Important,
-    operations: &[UpdateItem],
-    index: None,
-    key_condition: "PK = USER#{userId}, SK = PROFILE",
-    budget: RequestBudget::Fixed(1),
-    max_read_units: None,
-    implemented_by: Some("ops::profile::upsert_profile"),
-};
-
-/// Every access pattern of the system (DESIGN §2), in id order.
+/// Every access pattern of the system (DESIGN §2), in id order. Each definition sits beside
+/// the function that implements it in [`crate::ops`]; this list only collects them.
 pub const CATALOG: &[AccessPattern] = &[
-    AccessPattern {
-        id: "AP-01",
-        description: "user profile",
-        frequency: Critical,
-        operations: &[GetItem],
-        index: None,
-        key_condition: "PK = USER#{userId}, SK = PROFILE",
-        budget: RequestBudget::Fixed(1),
-        max_read_units: Some(0.5),
-        implemented_by: Some("ops::profile::get_profile"),
-    },
-    AccessPattern {
-        id: "AP-02",
-        description: "a user's devices, paged",
-        frequency: Critical,
-        operations: &[Query],
-        index: None,
-        key_condition: "PK = USER#{userId} AND begins_with(SK, DEVICE#)",
-        budget: RequestBudget::PerPage(1),
-        max_read_units: None,
-        implemented_by: Some("ops::dashboard::list_devices"),
-    },
-    AccessPattern {
-        id: "AP-03",
-        description: "one device",
-        frequency: Critical,
-        operations: &[GetItem],
-        index: None,
-        key_condition: "PK = USER#{userId}, SK = DEVICE#{deviceId}",
-        budget: RequestBudget::Fixed(1),
-        max_read_units: Some(1.0),
-        implemented_by: Some("ops::devices::get_device"),
-    },
-    AccessPattern {
-        id: "AP-04",
-        description: "a device's events in a time range, newest first, paged",
-        frequency: Critical,
-        operations: &[Query, GetItem],
-        index: None,
-        key_condition: "PK = USER#{userId}#DEVICE#{deviceId} AND SK BETWEEN EVENT#{from} AND EVENT#{to}~",
-        budget: RequestBudget::PerPagePlusEmptyCheck(1),
-        max_read_units: None,
-        implemented_by: Some("ops::events::device_events"),
-    },
-    AccessPattern {
-        id: "AP-05",
-        description: "a user's events across all devices in a time range",
-        frequency: Important,
-        operations: &[Query],
-        index: Some(GSI2),
-        key_condition: "GSI2PK = OWNER#{userId}#{shard} AND GSI2SK BETWEEN {from} AND {to}~",
-        budget: RequestBudget::PerShardPage,
-        max_read_units: None,
-        implemented_by: Some("ops::events::user_events"),
-    },
-    AccessPattern {
-        id: "AP-DASH",
-        description: "dashboard: profile and every device with its latest reading per type and last 10 events",
-        frequency: Critical,
-        operations: &[Query],
-        index: None,
-        key_condition: "PK = USER#{userId} AND SK BETWEEN DEVICE# AND PROFILE",
-        budget: RequestBudget::Fixed(1),
-        max_read_units: Some(2.5),
-        implemented_by: Some("ops::dashboard::dashboard"),
-    },
-    AccessPattern {
-        id: "AP-06",
-        description: "update a device's status, name or tags (optimistic version, no read first)",
-        frequency: Critical,
-        operations: &[UpdateItem, TransactWriteItems],
-        index: None,
-        key_condition: "PK = USER#{userId}, SK = DEVICE#{deviceId}, version = {If-Match}",
-        budget: RequestBudget::FixedPlusSync(1),
-        max_read_units: None,
-        implemented_by: Some("ops::devices::update_device"),
-    },
-    AccessPattern {
-        id: "AP-07",
-        description: "register a device (device id unique across the table)",
-        frequency: Important,
-        operations: &[TransactWriteItems],
-        index: None,
-        key_condition: "PK = DEVICE#{deviceId}, SK = REGISTRATION (attribute_not_exists) + device + tag links",
-        budget: RequestBudget::Fixed(1),
-        max_read_units: None,
-        implemented_by: Some("ops::devices::register_device"),
-    },
-    AccessPattern {
-        id: "AP-08",
-        description: "delete a device and free its id (events purged by the next daily run)",
-        frequency: Important,
-        operations: &[UpdateItem, TransactWriteItems],
-        index: None,
-        key_condition: "PK = USER#{userId}, SK = DEVICE#{deviceId}; PK = DEVICE#{deviceId}, SK = REGISTRATION",
-        budget: RequestBudget::Fixed(2),
-        max_read_units: None,
-        implemented_by: Some("ops::devices::delete_device"),
-    },
-    AccessPattern {
-        id: "AP-09",
-        description: "events of a type in a time range, all users (operators)",
-        frequency: Analytics,
-        operations: &[Query],
-        index: Some(GSI1),
-        key_condition: "GSI1PK = TYPE#{type}#{day}#{shard} AND GSI1SK BETWEEN {from} AND {to}~",
-        budget: RequestBudget::PerDayShard,
-        max_read_units: None,
-        implemented_by: Some("ops::events::events_by_type"),
-    },
-    AccessPattern {
-        id: "AP-10",
-        description: "device count by status",
-        frequency: Analytics,
-        operations: &[],
-        index: None,
-        key_condition: "daily report",
-        budget: RequestBudget::ZeroAtReadTime,
-        max_read_units: None,
-        implemented_by: Some("ops::analytics::run_daily_report"),
-    },
-    AccessPattern {
-        id: "AP-11",
-        description: "active users in the last 30 days",
-        frequency: Analytics,
-        operations: &[],
-        index: None,
-        key_condition: "daily report",
-        budget: RequestBudget::ZeroAtReadTime,
-        max_read_units: None,
-        implemented_by: Some("ops::analytics::run_daily_report"),
-    },
-    AccessPattern {
-        id: "AP-12",
-        description: "a user's devices with a tag",
-        frequency: Important,
-        operations: &[Query],
-        index: None,
-        key_condition: "PK = USER#{userId} AND begins_with(SK, TAG#{tag}#)",
-        budget: RequestBudget::PerPage(1),
-        max_read_units: None,
-        implemented_by: Some("ops::dashboard::devices_with_tag"),
-    },
-    AccessPattern {
-        id: "AP-13",
-        description: "devices with a status seen since a time (operators)",
-        frequency: Analytics,
-        operations: &[Query],
-        index: Some(GSI1),
-        key_condition: "GSI1PK = STATUS#{status}#{shard} AND GSI1SK >= SEEN#{since}",
-        budget: RequestBudget::PerShardPage,
-        max_read_units: None,
-        implemented_by: Some("ops::fleet::devices_by_status"),
-    },
-    AccessPattern {
-        id: "AP-14",
-        description: "ingest a batch of up to 100 events for one device",
-        frequency: Critical,
-        operations: &[GetItem, BatchWriteItem, UpdateItem],
-        index: None,
-        key_condition: "PK = DEVICE#{deviceId}, SK = REGISTRATION; events; device item",
-        budget: RequestBudget::BatchOf25Plus(3),
-        max_read_units: None,
-        implemented_by: Some("ops::ingest::Ingestor::ingest"),
-    },
-    AccessPattern {
-        id: "AP-15",
-        description: "the daily report for a date",
-        frequency: Analytics,
-        operations: &[GetItem],
-        index: None,
-        key_condition: "PK = REPORT#{day}, SK = REPORT",
-        budget: RequestBudget::Fixed(1),
-        max_read_units: None,
-        implemented_by: Some("ops::reports::get_report"),
-    },
-    PROFILE_UPSERT,
+    ops::profile::GET_PROFILE,
+    ops::dashboard::LIST_DEVICES,
+    ops::devices::GET_DEVICE,
+    ops::events::DEVICE_EVENTS,
+    ops::events::USER_EVENTS,
+    ops::dashboard::DASHBOARD,
+    ops::devices::UPDATE_DEVICE,
+    ops::devices::REGISTER_DEVICE,
+    ops::devices::DELETE_DEVICE,
+    ops::events::EVENTS_BY_TYPE,
+    ops::analytics::DEVICE_COUNT_BY_STATUS,
+    ops::analytics::ACTIVE_USERS,
+    ops::dashboard::DEVICES_WITH_TAG,
+    ops::fleet::DEVICES_BY_STATUS,
+    ops::ingest::Ingestor::INGEST_BATCH,
+    ops::reports::GET_REPORT,
+    ops::profile::UPSERT_PROFILE,
 ];
 
-/// The pattern with `id`.
-pub fn pattern(id: &str) -> Option<&'static AccessPattern> {
-    CATALOG.iter().find(|p| p.id == id)
+impl PatternId {
+    /// This pattern's definition.
+    pub fn definition(self) -> &'static AccessPattern {
+        CATALOG
+            .iter()
+            .find(|p| p.id == self)
+            .expect("every PatternId has a definition in CATALOG (checked by a unit test)")
+    }
 }
 
 #[cfg(test)]
@@ -417,22 +404,59 @@ mod tests {
     }
 
     #[test]
-    fn ids_are_unique_and_every_design_pattern_is_listed() {
-        let mut ids: Vec<_> = CATALOG.iter().map(|p| p.id).collect();
-        ids.sort();
-        ids.dedup();
-        assert_eq!(ids.len(), CATALOG.len());
-        for id in [
-            "AP-01", "AP-02", "AP-03", "AP-04", "AP-05", "AP-DASH", "AP-06", "AP-07", "AP-08",
-            "AP-09", "AP-10", "AP-11", "AP-12", "AP-13", "AP-14", "AP-15",
-        ] {
-            assert!(pattern(id).is_some(), "{id} missing");
+    fn every_pattern_id_has_exactly_one_definition_in_id_order() {
+        for id in PatternId::ALL {
+            let definitions = CATALOG.iter().filter(|p| p.id == id).count();
+            assert_eq!(definitions, 1, "{id} has {definitions} definitions");
+            assert_eq!(id.definition().id, id);
+        }
+        let ids: Vec<_> = CATALOG.iter().map(|p| p.id).collect();
+        assert_eq!(
+            ids,
+            PatternId::ALL,
+            "CATALOG lists the patterns in id order"
+        );
+    }
+
+    #[test]
+    fn ids_read_back_from_their_text() {
+        for id in PatternId::ALL {
+            assert_eq!(id.to_string().parse::<PatternId>(), Ok(id));
+            assert_eq!(serde_json::to_value(id).unwrap(), id.to_string());
+        }
+        assert_eq!(PatternId::ApDash.to_string(), "AP-DASH");
+        assert_eq!(PatternId::Ap04.to_string(), "AP-04");
+        assert!("AP-17".parse::<PatternId>().is_err());
+        assert!("ap-04".parse::<PatternId>().is_err());
+    }
+
+    #[test]
+    fn each_definition_names_the_function_and_file_that_implement_it() {
+        let events = PatternId::Ap04.definition().implemented_by;
+        assert_eq!(events.path(), "shared::ops::events::device_events");
+        assert_eq!(events.file, "shared/src/ops/events.rs");
+        let ingest = PatternId::Ap14.definition().implemented_by;
+        assert_eq!(ingest.path(), "shared::ops::ingest::Ingestor::ingest");
+        for p in CATALOG {
+            let source = p.implemented_by;
+            assert!(source.module.starts_with("shared::ops::"), "{}", p.id);
+            let file = source
+                .module
+                .replace("shared::", "shared/src/")
+                .replace("::", "/");
+            assert!(
+                source.file == format!("{file}.rs") || source.file == format!("{file}/mod.rs"),
+                "{}: {} is not the file of {}",
+                p.id,
+                source.file,
+                source.module
+            );
         }
     }
 
     #[test]
     fn budgets_scale_as_documented() {
-        let ingest = pattern("AP-14").unwrap();
+        let ingest = PatternId::Ap14.definition();
         let scale = |n| BudgetScale {
             batch_items: n,
             ..BudgetScale::one()
@@ -441,14 +465,14 @@ mod tests {
         assert_eq!(ingest.max_requests(&scale(25)), 4);
         assert_eq!(ingest.max_requests(&scale(26)), 5);
         assert_eq!(ingest.max_requests(&scale(100)), 7);
-        let by_type = pattern("AP-09").unwrap();
+        let by_type = PatternId::Ap09.definition();
         let s = BudgetScale {
             days: 3,
             shards: 8,
             ..BudgetScale::one()
         };
         assert_eq!(by_type.max_requests(&s), 24);
-        let update = pattern("AP-06").unwrap();
+        let update = PatternId::Ap06.definition();
         assert_eq!(update.max_requests(&BudgetScale::one()), 1);
         let sync = BudgetScale {
             follow_up: true,
@@ -459,7 +483,7 @@ mod tests {
 
     #[test]
     fn check_rejects_extra_requests_wrong_operations_and_excess_capacity() {
-        let dash = pattern("AP-DASH").unwrap();
+        let dash = PatternId::ApDash.definition();
         assert!(dash
             .check(&used(&[("Query", 1)], 2.0), &BudgetScale::one())
             .is_ok());

@@ -10,6 +10,7 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine as _;
 use serde::{Deserialize, Serialize};
 
+use crate::catalog::PatternId;
 use crate::error::ValidationError;
 
 /// A DynamoDB key with string attributes only (all of this table's keys are strings).
@@ -17,7 +18,7 @@ pub type StartKey = BTreeMap<String, String>;
 
 #[derive(Serialize, Deserialize)]
 struct Envelope {
-    /// Pattern id.
+    /// Pattern id, as text (`AP-04`): the wire format predates [`PatternId`].
     p: String,
     /// Start keys; `None` marks an exhausted shard.
     k: Vec<Option<StartKey>>,
@@ -32,9 +33,9 @@ pub fn invalid() -> ValidationError {
 }
 
 /// Encodes start keys (one per shard, `None` for exhausted ones) for `pattern`.
-pub fn encode(pattern: &str, keys: Vec<Option<StartKey>>) -> String {
+pub fn encode(pattern: PatternId, keys: Vec<Option<StartKey>>) -> String {
     let json = serde_json::to_vec(&Envelope {
-        p: pattern.to_string(),
+        p: pattern.as_str().to_string(),
         k: keys,
     })
     .unwrap_or_default();
@@ -43,7 +44,7 @@ pub fn encode(pattern: &str, keys: Vec<Option<StartKey>>) -> String {
 
 /// Decodes a cursor of `pattern` with exactly `shards` entries.
 pub fn decode(
-    pattern: &str,
+    pattern: PatternId,
     cursor: &str,
     shards: usize,
 ) -> Result<Vec<Option<StartKey>>, ValidationError> {
@@ -52,7 +53,7 @@ pub fn decode(
     }
     let bytes = URL_SAFE_NO_PAD.decode(cursor).map_err(|_| invalid())?;
     let envelope: Envelope = serde_json::from_slice(&bytes).map_err(|_| invalid())?;
-    if envelope.p != pattern || envelope.k.len() != shards {
+    if envelope.p != pattern.as_str() || envelope.k.len() != shards {
         return Err(invalid());
     }
     Ok(envelope.k)
@@ -111,13 +112,29 @@ mod tests {
     #[test]
     fn round_trips_and_rejects_other_patterns_and_garbage() {
         let k = key(&[("PK", "USER#u#DEVICE#d"), ("SK", "EVENT#x#e")]);
-        let c = encode("AP-04", vec![Some(k.clone())]);
-        assert_eq!(decode("AP-04", &c, 1).unwrap(), vec![Some(k)]);
-        assert!(decode("AP-05", &c, 1).is_err());
-        assert!(decode("AP-04", &c, 2).is_err());
-        assert!(decode("AP-04", "not-base64!", 1).is_err());
-        assert!(decode("AP-04", &URL_SAFE_NO_PAD.encode("{}"), 1).is_err());
-        assert_eq!(decode("AP-04", "x", 1).unwrap_err().field, "cursor");
+        let c = encode(PatternId::Ap04, vec![Some(k.clone())]);
+        assert_eq!(decode(PatternId::Ap04, &c, 1).unwrap(), vec![Some(k)]);
+        assert!(decode(PatternId::Ap05, &c, 1).is_err());
+        assert!(decode(PatternId::Ap04, &c, 2).is_err());
+        assert!(decode(PatternId::Ap04, "not-base64!", 1).is_err());
+        assert!(decode(PatternId::Ap04, &URL_SAFE_NO_PAD.encode("{}"), 1).is_err());
+        assert_eq!(decode(PatternId::Ap04, "x", 1).unwrap_err().field, "cursor");
+    }
+
+    #[test]
+    fn the_wire_format_names_the_pattern_by_its_text_id() {
+        // Cursors issued before PatternId existed carry {"p":"AP-04","k":[...]}: still valid.
+        let k = key(&[("PK", "USER#u#DEVICE#d"), ("SK", "EVENT#x#e")]);
+        let c = encode(PatternId::Ap04, vec![Some(k.clone())]);
+        let json: serde_json::Value =
+            serde_json::from_slice(&URL_SAFE_NO_PAD.decode(&c).unwrap()).unwrap();
+        assert_eq!(json["p"], "AP-04");
+        let legacy =
+            URL_SAFE_NO_PAD.encode(r#"{"p":"AP-DASH","k":[{"PK":"USER#u","SK":"DEVICE#d"}]}"#);
+        assert_eq!(
+            decode(PatternId::ApDash, &legacy, 1).unwrap(),
+            vec![Some(key(&[("PK", "USER#u"), ("SK", "DEVICE#d")]))]
+        );
     }
 
     #[test]

@@ -21,6 +21,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
 use super::{query, s, RawItem};
+use crate::catalog::{implemented_by, AccessPattern, Frequency, PatternId, RequestBudget};
 use crate::cursor::{exclusive_start_key, start_key, StartKey};
 use crate::error::{FleetError, ValidationError};
 use crate::keys::{analytics_pk, is_day, registration_pk, segment_sk, REGISTRATION_SK};
@@ -215,6 +216,34 @@ pub struct RunOutcome {
 /// The fields the scan projects (everything the report and the purge need, nothing more).
 const PROJECTION: &str =
     "PK, SK, #entityType, userId, deviceId, #status, #type, lastSeen, #at, #ttl, deletingAt, GSI1PK";
+
+/// AP-10, computed by [`run_daily_report`] into the daily report (`devices.byStatus`), read with AP-15.
+pub const DEVICE_COUNT_BY_STATUS: AccessPattern = AccessPattern {
+    id: PatternId::Ap10,
+    description: "device count by status",
+    frequency: Frequency::Analytics,
+    operations: &[],
+    index: None,
+    key_condition: "daily report",
+    budget: RequestBudget::ZeroAtReadTime,
+    max_read_units: None,
+    route: None,
+    implemented_by: implemented_by!(run_daily_report),
+};
+
+/// AP-11, computed by [`run_daily_report`] into the daily report (`users.active30d`), read with AP-15.
+pub const ACTIVE_USERS: AccessPattern = AccessPattern {
+    id: PatternId::Ap11,
+    description: "active users in the last 30 days",
+    frequency: Frequency::Analytics,
+    operations: &[],
+    index: None,
+    key_condition: "daily report",
+    budget: RequestBudget::ZeroAtReadTime,
+    max_read_units: None,
+    route: None,
+    implemented_by: implemented_by!(run_daily_report),
+};
 
 /// Runs (or resumes) the daily analytics for `plan.day`.
 pub async fn run_daily_report(

@@ -5,6 +5,9 @@ use serde::Serialize;
 
 use super::profile::Profile;
 use super::{query, s, Page, RawItem};
+use crate::catalog::{
+    implemented_by, AccessPattern, Frequency, Operation, PatternId, RequestBudget,
+};
 use crate::cursor::{self, check_key};
 use crate::error::FleetError;
 use crate::ids::{Tag, UserId};
@@ -39,7 +42,7 @@ pub struct TaggedDevice {
 }
 
 fn start(
-    pattern: &str,
+    pattern: PatternId,
     cursor: Option<&str>,
     user: &UserId,
     sk_prefix: &str,
@@ -55,7 +58,7 @@ fn start(
     Ok(Some(cursor::exclusive_start_key(&key)))
 }
 
-fn next_cursor(pattern: &str, last: Option<RawItem>) -> Option<String> {
+fn next_cursor(pattern: PatternId, last: Option<RawItem>) -> Option<String> {
     last.as_ref()
         .and_then(cursor::start_key)
         .map(|k| cursor::encode(pattern, vec![Some(k)]))
@@ -86,6 +89,21 @@ fn entity(item: &RawItem) -> Option<&str> {
         .map(String::as_str)
 }
 
+/// AP-DASH, implemented by [`dashboard`].
+pub const DASHBOARD: AccessPattern = AccessPattern {
+    id: PatternId::ApDash,
+    description:
+        "dashboard: profile and every device with its latest reading per type and last 10 events",
+    frequency: Frequency::Critical,
+    operations: &[Operation::Query],
+    index: None,
+    key_condition: "PK = USER#{userId} AND SK BETWEEN DEVICE# AND PROFILE",
+    budget: RequestBudget::Fixed(1),
+    max_read_units: Some(2.5),
+    route: Some("GET /me/dashboard"),
+    implemented_by: implemented_by!(dashboard),
+};
+
 /// AP-DASH: one Query, `PK = USER#u AND SK BETWEEN 'DEVICE#' AND 'PROFILE'`, which holds every
 /// device (with `latest` and `recent`, kept by ingestion) and the profile, and never a tag
 /// link or an event.
@@ -94,7 +112,7 @@ pub async fn dashboard(
     user: &UserId,
     cursor: Option<&str>,
 ) -> Result<Dashboard, FleetError> {
-    let start_key = start("AP-DASH", cursor, user, "")?;
+    let start_key = start(DASHBOARD.id, cursor, user, "")?;
     let (items, last) = query(
         table
             .client
@@ -110,7 +128,7 @@ pub async fn dashboard(
     let mut dashboard = Dashboard {
         profile: None,
         devices: Vec::new(),
-        cursor: next_cursor("AP-DASH", last),
+        cursor: next_cursor(DASHBOARD.id, last),
     };
     for item in items {
         match entity(&item) {
@@ -134,6 +152,20 @@ pub async fn dashboard(
     Ok(dashboard)
 }
 
+/// AP-02, implemented by [`list_devices`].
+pub const LIST_DEVICES: AccessPattern = AccessPattern {
+    id: PatternId::Ap02,
+    description: "a user's devices, paged",
+    frequency: Frequency::Critical,
+    operations: &[Operation::Query],
+    index: None,
+    key_condition: "PK = USER#{userId} AND begins_with(SK, DEVICE#)",
+    budget: RequestBudget::PerPage(1),
+    max_read_units: None,
+    route: Some("GET /me/devices"),
+    implemented_by: implemented_by!(list_devices),
+};
+
 /// AP-02: a page of the user's devices, by id. One Query per page.
 pub async fn list_devices(
     table: &FleetTable,
@@ -141,7 +173,7 @@ pub async fn list_devices(
     limit: u32,
     cursor: Option<&str>,
 ) -> Result<Page<Device>, FleetError> {
-    let start_key = start("AP-02", cursor, user, DEVICE_PREFIX)?;
+    let start_key = start(LIST_DEVICES.id, cursor, user, DEVICE_PREFIX)?;
     let (items, last) = query(prefix_page(table, user, DEVICE_PREFIX, limit, start_key)).await?;
     let mut devices = Vec::with_capacity(items.len());
     for item in items {
@@ -153,9 +185,23 @@ pub async fn list_devices(
     }
     Ok(Page {
         items: devices,
-        cursor: next_cursor("AP-02", last),
+        cursor: next_cursor(LIST_DEVICES.id, last),
     })
 }
+
+/// AP-12, implemented by [`devices_with_tag`] (`GET /me/devices?tag=`).
+pub const DEVICES_WITH_TAG: AccessPattern = AccessPattern {
+    id: PatternId::Ap12,
+    description: "a user's devices with a tag",
+    frequency: Frequency::Important,
+    operations: &[Operation::Query],
+    index: None,
+    key_condition: "PK = USER#{userId} AND begins_with(SK, TAG#{tag}#)",
+    budget: RequestBudget::PerPage(1),
+    max_read_units: None,
+    route: Some("GET /me/devices"),
+    implemented_by: implemented_by!(devices_with_tag),
+};
 
 /// AP-12: a page of the user's devices carrying `tag`, from the tag links. One Query per page.
 pub async fn devices_with_tag(
@@ -166,7 +212,7 @@ pub async fn devices_with_tag(
     cursor: Option<&str>,
 ) -> Result<Page<TaggedDevice>, FleetError> {
     let prefix = tag_link_prefix(tag);
-    let start_key = start("AP-12", cursor, user, &prefix)?;
+    let start_key = start(DEVICES_WITH_TAG.id, cursor, user, &prefix)?;
     let (items, last) = query(prefix_page(table, user, &prefix, limit, start_key)).await?;
     let devices = items
         .into_iter()
@@ -181,6 +227,6 @@ pub async fn devices_with_tag(
         .collect::<Result<Vec<_>, FleetError>>()?;
     Ok(Page {
         items: devices,
-        cursor: next_cursor("AP-12", last),
+        cursor: next_cursor(DEVICES_WITH_TAG.id, last),
     })
 }

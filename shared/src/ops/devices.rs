@@ -20,6 +20,9 @@ use aws_sdk_dynamodb::types::{
 use serde::Serialize;
 
 use super::{n, s};
+use crate::catalog::{
+    implemented_by, AccessPattern, Frequency, Operation, PatternId, RequestBudget,
+};
 use crate::error::{FleetError, ValidationError};
 use crate::ids::{DeviceId, DeviceType, Tag, UserId};
 use crate::items::{
@@ -234,6 +237,21 @@ async fn transact(
     }
 }
 
+/// AP-07, implemented by [`register_device`].
+pub const REGISTER_DEVICE: AccessPattern = AccessPattern {
+    id: PatternId::Ap07,
+    description: "register a device (device id unique across the table)",
+    frequency: Frequency::Important,
+    operations: &[Operation::TransactWriteItems],
+    index: None,
+    key_condition:
+        "PK = DEVICE#{deviceId}, SK = REGISTRATION (attribute_not_exists) + device + tag links",
+    budget: RequestBudget::Fixed(1),
+    max_read_units: None,
+    route: Some("POST /me/devices"),
+    implemented_by: implemented_by!(register_device),
+};
+
 /// AP-07: registers a device for `user` in one TransactWriteItems (registration item, device
 /// item, tag links). The registration's `attribute_not_exists` condition makes the id unique
 /// across the whole table: a taken id, by anyone, is [`FleetError::DeviceIdTaken`].
@@ -315,6 +333,20 @@ pub async fn register_device(
     }
 }
 
+/// AP-03, implemented by [`get_device`].
+pub const GET_DEVICE: AccessPattern = AccessPattern {
+    id: PatternId::Ap03,
+    description: "one device",
+    frequency: Frequency::Critical,
+    operations: &[Operation::GetItem],
+    index: None,
+    key_condition: "PK = USER#{userId}, SK = DEVICE#{deviceId}",
+    budget: RequestBudget::Fixed(1),
+    max_read_units: Some(1.0),
+    route: Some("GET /me/devices/{deviceId}"),
+    implemented_by: implemented_by!(get_device),
+};
+
 /// AP-03: one device of `user`, or `None` (also for another user's device or one being
 /// deleted). One eventually consistent GetItem.
 pub async fn get_device(
@@ -338,6 +370,20 @@ pub async fn get_device(
     let item: DeviceItem = serde_dynamo::from_item(attributes)?;
     Ok(item.deleting_at.is_none().then(|| item.into()))
 }
+
+/// AP-06, implemented by [`update_device`].
+pub const UPDATE_DEVICE: AccessPattern = AccessPattern {
+    id: PatternId::Ap06,
+    description: "update a device's status, name or tags (optimistic version, no read first)",
+    frequency: Frequency::Critical,
+    operations: &[Operation::UpdateItem, Operation::TransactWriteItems],
+    index: None,
+    key_condition: "PK = USER#{userId}, SK = DEVICE#{deviceId}, version = {If-Match}",
+    budget: RequestBudget::FixedPlusSync(1),
+    max_read_units: None,
+    route: Some("PATCH /me/devices/{deviceId}"),
+    implemented_by: implemented_by!(update_device),
+};
 
 /// AP-06: applies `patch` if the device is still at `expected_version`, in one conditional
 /// UpdateItem with no read first. A stale version is [`FleetError::StaleVersion`]; a device
@@ -525,6 +571,21 @@ async fn sync_copies(table: &FleetTable, device: &DeviceItem) -> Result<(), Flee
         ))),
     }
 }
+
+/// AP-08, implemented by [`delete_device`].
+pub const DELETE_DEVICE: AccessPattern = AccessPattern {
+    id: PatternId::Ap08,
+    description: "delete a device and free its id (events purged by the next daily run)",
+    frequency: Frequency::Important,
+    operations: &[Operation::UpdateItem, Operation::TransactWriteItems],
+    index: None,
+    key_condition:
+        "PK = USER#{userId}, SK = DEVICE#{deviceId}; PK = DEVICE#{deviceId}, SK = REGISTRATION",
+    budget: RequestBudget::Fixed(2),
+    max_read_units: None,
+    route: Some("DELETE /me/devices/{deviceId}"),
+    implemented_by: implemented_by!(delete_device),
+};
 
 /// AP-08: deletes `user`'s device, its tag links and its registration, which frees the id.
 /// Its events are purged by the next daily analytics run.

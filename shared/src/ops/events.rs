@@ -6,6 +6,9 @@ use aws_sdk_dynamodb::operation::query::builders::QueryFluentBuilder;
 use serde::Serialize;
 
 use super::{query, s, ttl_now, Page, RawItem};
+use crate::catalog::{
+    implemented_by, AccessPattern, Frequency, Operation, PatternId, RequestBudget,
+};
 use crate::cursor::{self, check_key, StartKey};
 use crate::error::{FleetError, ValidationError};
 use crate::ids::{DeviceId, EventType, UserId};
@@ -148,6 +151,21 @@ fn index_range(
         .limit(limit as i32)
 }
 
+/// AP-04, implemented by [`device_events`].
+pub const DEVICE_EVENTS: AccessPattern = AccessPattern {
+    id: PatternId::Ap04,
+    description: "a device's events in a time range, newest first, paged",
+    frequency: Frequency::Critical,
+    operations: &[Operation::Query, Operation::GetItem],
+    index: None,
+    key_condition:
+        "PK = USER#{userId}#DEVICE#{deviceId} AND SK BETWEEN EVENT#{from} AND EVENT#{to}~",
+    budget: RequestBudget::PerPagePlusEmptyCheck(1),
+    max_read_units: None,
+    route: Some("GET /me/devices/{deviceId}/events"),
+    implemented_by: implemented_by!(device_events),
+};
+
 /// AP-04: a page of one device's events in `range`, newest first. One Query per page; when the
 /// first page is empty, one GetItem tells "no events" from "no such device" (another user's
 /// device is a 404, like a missing one).
@@ -163,7 +181,7 @@ pub async fn device_events(
     let start_key = match cursor {
         None => None,
         Some(text) => {
-            let key = cursor::decode("AP-04", text, 1)?
+            let key = cursor::decode(DEVICE_EVENTS.id, text, 1)?
                 .into_iter()
                 .next()
                 .flatten()
@@ -220,9 +238,23 @@ pub async fn device_events(
         cursor: last
             .as_ref()
             .and_then(cursor::start_key)
-            .map(|k| cursor::encode("AP-04", vec![Some(k)])),
+            .map(|k| cursor::encode(DEVICE_EVENTS.id, vec![Some(k)])),
     })
 }
+
+/// AP-05, implemented by [`user_events`].
+pub const USER_EVENTS: AccessPattern = AccessPattern {
+    id: PatternId::Ap05,
+    description: "a user's events across all devices in a time range",
+    frequency: Frequency::Important,
+    operations: &[Operation::Query],
+    index: Some(GSI2),
+    key_condition: "GSI2PK = OWNER#{userId}#{shard} AND GSI2SK BETWEEN {from} AND {to}~",
+    budget: RequestBudget::PerShardPage,
+    max_read_units: None,
+    route: Some("GET /me/events"),
+    implemented_by: implemented_by!(user_events),
+};
 
 /// AP-05: a page of the user's events across all devices, newest first: one Query per owner
 /// shard (concurrently), merged. The cursor remembers, per shard, the last event returned.
@@ -238,7 +270,7 @@ pub async fn user_events(
     let starts: Vec<Option<StartKey>> = match cursor {
         None => vec![Some(StartKey::new()); partitions.len()],
         Some(text) => {
-            let keys = cursor::decode("AP-05", text, partitions.len())?;
+            let keys = cursor::decode(USER_EVENTS.id, text, partitions.len())?;
             for (key, partition) in keys.iter().zip(&partitions) {
                 if let Some(key) = key.as_ref().filter(|k| !k.is_empty()) {
                     check_key(
@@ -272,7 +304,7 @@ pub async fn user_events(
             Ok((items, last.is_some()))
         });
     let results = futures::future::join_all(queries).await;
-    merge_shards(results, GSI2SK, limit, "AP-05", starts)
+    merge_shards(results, GSI2SK, limit, USER_EVENTS.id, starts)
 }
 
 /// Merges per-shard pages newest first, keeps `limit`, and builds the cursor: for each shard
@@ -282,7 +314,7 @@ fn merge_shards(
     results: Vec<Result<(Vec<RawItem>, bool), FleetError>>,
     sort_key: &str,
     limit: u32,
-    pattern: &str,
+    pattern: PatternId,
     starts: Vec<Option<StartKey>>,
 ) -> Result<Page<EventView>, FleetError> {
     let mut merged = Vec::new();
@@ -332,6 +364,20 @@ fn key_of(item: &RawItem, sort_key: &str) -> StartKey {
         })
         .collect()
 }
+
+/// AP-09, implemented by [`events_by_type`].
+pub const EVENTS_BY_TYPE: AccessPattern = AccessPattern {
+    id: PatternId::Ap09,
+    description: "events of a type in a time range, all users (operators)",
+    frequency: Frequency::Analytics,
+    operations: &[Operation::Query],
+    index: Some(GSI1),
+    key_condition: "GSI1PK = TYPE#{type}#{day}#{shard} AND GSI1SK BETWEEN {from} AND {to}~",
+    budget: RequestBudget::PerDayShard,
+    max_read_units: None,
+    route: Some("GET /admin/events"),
+    implemented_by: implemented_by!(events_by_type),
+};
 
 /// AP-09 (operators): events of `event_type` in `range` across all users, newest first, at most
 /// `limit`: one Query per (day, shard), concurrently.

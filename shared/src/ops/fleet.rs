@@ -4,6 +4,9 @@
 use serde::Serialize;
 
 use super::{query, s};
+use crate::catalog::{
+    implemented_by, AccessPattern, Frequency, Operation, PatternId, RequestBudget,
+};
 use crate::error::FleetError;
 use crate::ids::{DeviceId, DeviceType, UserId};
 use crate::items::DeviceStatus;
@@ -44,6 +47,20 @@ struct IndexedDevice {
     #[serde(rename = "GSI1SK")]
     seen_key: String,
 }
+
+/// AP-13, implemented by [`devices_by_status`].
+pub const DEVICES_BY_STATUS: AccessPattern = AccessPattern {
+    id: PatternId::Ap13,
+    description: "devices with a status seen since a time (operators)",
+    frequency: Frequency::Analytics,
+    operations: &[Operation::Query],
+    index: Some(GSI1),
+    key_condition: "GSI1PK = STATUS#{status}#{shard} AND GSI1SK >= SEEN#{since}",
+    budget: RequestBudget::PerShardPage,
+    max_read_units: None,
+    route: Some("GET /admin/devices"),
+    implemented_by: implemented_by!(devices_by_status),
+};
 
 /// AP-13: devices with `status` seen since `since` (to the 15 minutes of the `SEEN#` key),
 /// newest first, at most `limit`.

@@ -18,6 +18,9 @@ use aws_sdk_dynamodb::types::{
 use serde::{Deserialize, Serialize};
 
 use super::{n, s};
+use crate::catalog::{
+    implemented_by, AccessPattern, Frequency, Operation, PatternId, RequestBudget,
+};
 use crate::error::{FleetError, ValidationError};
 use crate::ids::{DeviceId, EventId, EventType};
 use crate::items::{EntityType, EventItem, EventValue, Reading, RecentEvent, RegistrationItem};
@@ -399,6 +402,24 @@ impl Ingestor {
             .remove(device);
         self.summaries.lock().expect("cache lock").remove(device);
     }
+
+    /// AP-14, implemented by [`Ingestor::ingest`].
+    pub const INGEST_BATCH: AccessPattern = AccessPattern {
+        id: PatternId::Ap14,
+        description: "ingest a batch of up to 100 events for one device",
+        frequency: Frequency::Critical,
+        operations: &[
+            Operation::GetItem,
+            Operation::BatchWriteItem,
+            Operation::UpdateItem,
+        ],
+        index: None,
+        key_condition: "PK = DEVICE#{deviceId}, SK = REGISTRATION; events; device item",
+        budget: RequestBudget::BatchOf25Plus(3),
+        max_read_units: None,
+        route: Some("POST /devices/{deviceId}/events"),
+        implemented_by: implemented_by!(Ingestor::ingest),
+    };
 
     /// Stores `events` for the device of `registration` and folds them into its summary, with
     /// retries until `deadline`. Returns what was stored and what the device must resend; a

@@ -4,6 +4,9 @@ use aws_sdk_dynamodb::types::{ReturnConsumedCapacity, ReturnValue};
 use serde::Serialize;
 
 use super::s;
+use crate::catalog::{
+    implemented_by, AccessPattern, Frequency, Operation, PatternId, RequestBudget,
+};
 use crate::error::FleetError;
 use crate::ids::UserId;
 use crate::items::{EntityType, ProfileItem};
@@ -53,6 +56,20 @@ impl From<ProfileItem> for Profile {
     }
 }
 
+/// AP-16, implemented by [`upsert_profile`].
+pub const UPSERT_PROFILE: AccessPattern = AccessPattern {
+    id: PatternId::Ap16,
+    description: "create or update the caller's profile",
+    frequency: Frequency::Important,
+    operations: &[Operation::UpdateItem],
+    index: None,
+    key_condition: "PK = USER#{userId}, SK = PROFILE",
+    budget: RequestBudget::Fixed(1),
+    max_read_units: None,
+    route: Some("PUT /me"),
+    implemented_by: implemented_by!(upsert_profile),
+};
+
 /// Creates or updates the caller's profile in one UpdateItem (no read first): `createdAt` is
 /// kept from the first write.
 pub async fn upsert_profile(
@@ -96,6 +113,20 @@ pub async fn upsert_profile(
     debug_assert_eq!(item.entity_type, EntityType::Profile);
     Ok(item.into())
 }
+
+/// AP-01, implemented by [`get_profile`].
+pub const GET_PROFILE: AccessPattern = AccessPattern {
+    id: PatternId::Ap01,
+    description: "user profile",
+    frequency: Frequency::Critical,
+    operations: &[Operation::GetItem],
+    index: None,
+    key_condition: "PK = USER#{userId}, SK = PROFILE",
+    budget: RequestBudget::Fixed(1),
+    max_read_units: Some(0.5),
+    route: Some("GET /me"),
+    implemented_by: implemented_by!(get_profile),
+};
 
 /// AP-01: the caller's profile, or `None` before the first `PUT /me`. One eventually consistent
 /// GetItem.

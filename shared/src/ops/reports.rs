@@ -4,6 +4,9 @@ use aws_sdk_dynamodb::types::ReturnConsumedCapacity;
 use serde::{Deserialize, Serialize};
 
 use super::s;
+use crate::catalog::{
+    implemented_by, AccessPattern, Frequency, Operation, PatternId, RequestBudget,
+};
 use crate::error::{FleetError, ValidationError};
 use crate::items::EntityType;
 use crate::keys::{is_day, report_pk, REPORT_SK};
@@ -57,6 +60,20 @@ pub async fn put_report(
     };
     super::put_item(table, &item).await
 }
+
+/// AP-15, implemented by [`get_report`].
+pub const GET_REPORT: AccessPattern = AccessPattern {
+    id: PatternId::Ap15,
+    description: "the daily report for a date",
+    frequency: Frequency::Analytics,
+    operations: &[Operation::GetItem],
+    index: None,
+    key_condition: "PK = REPORT#{day}, SK = REPORT",
+    budget: RequestBudget::Fixed(1),
+    max_read_units: None,
+    route: Some("GET /admin/reports/{date}"),
+    implemented_by: implemented_by!(get_report),
+};
 
 /// AP-15: the report for `day`, or `None` until the daily run has written it. One GetItem.
 pub async fn get_report(
