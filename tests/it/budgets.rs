@@ -1,17 +1,18 @@
-//! Access-pattern contracts: every implemented pattern in the catalog runs on DynamoDB Local
-//! against the reference dataset (seed 000's 10 devices x 10 events, and more), and what it
-//! issued (requests, operations, consumed capacity) is checked against its budget in
-//! `shared::catalog`. The budgets live in the catalog; the runs live in
-//! `fleet_testkit::reference`, which also feeds the generated docs.
+//! Access-pattern contracts: every pattern case (`fleet_testkit::reference::cases`, one or more
+//! per pattern) runs on DynamoDB Local against the reference dataset (seed 000's 10 devices x
+//! 10 events, and more), and what it issued (requests, operations, consumed capacity) is
+//! checked against its pattern's budget. The budgets live with the pattern definitions beside
+//! their functions in `shared::ops`; the same cases feed the generated docs and the bench.
 
 use std::collections::BTreeSet;
 
 use fleet_testkit::reference::measure_patterns;
 use fleet_tests::*;
-use shared::catalog::{pattern, RequestBudget, CATALOG};
+use shared::catalog::{BudgetScale, PatternId, RequestBudget};
+use shared::metrics::MeterSnapshot;
 
 #[tokio::test]
-async fn every_implemented_pattern_stays_within_its_budget_on_the_reference_dataset() {
+async fn every_pattern_stays_within_its_budget_on_the_reference_dataset() {
     let (table, tokens) = reference_table().await;
     let measurements = measure_patterns(&table, &tokens)
         .await
@@ -19,12 +20,7 @@ async fn every_implemented_pattern_stays_within_its_budget_on_the_reference_data
 
     let mut violations = Vec::new();
     for m in &measurements {
-        let p = pattern(m.id).unwrap_or_else(|| panic!("{} is not in the catalog", m.id));
-        assert!(
-            p.implemented_by.is_some(),
-            "{} is measured but not marked implemented",
-            m.id
-        );
+        let p = m.id.definition();
         // A report field (AP-10, AP-11) costs nothing of its own; anything else that issued
         // no request means the meter is not wired.
         if p.budget != RequestBudget::ZeroAtReadTime {
@@ -41,21 +37,23 @@ async fn every_implemented_pattern_stays_within_its_budget_on_the_reference_data
     }
     assert!(violations.is_empty(), "{violations:#?}");
 
-    let implemented: BTreeSet<&str> = CATALOG
-        .iter()
-        .filter(|p| p.implemented_by.is_some())
-        .map(|p| p.id)
-        .collect();
-    let measured: BTreeSet<&str> = measurements.iter().map(|m| m.id).collect();
+    let measured: BTreeSet<PatternId> = measurements.iter().map(|m| m.id).collect();
     assert_eq!(
-        implemented, measured,
-        "every implemented pattern has a contract run"
+        measured,
+        BTreeSet::from(PatternId::ALL),
+        "every pattern has a contract run"
     );
 
-    let dash = measurements.iter().find(|m| m.id == "AP-DASH").unwrap();
+    let dash = measurements
+        .iter()
+        .find(|m| m.id == PatternId::ApDash)
+        .unwrap();
     assert_eq!(dash.used.requests(), 1);
     assert!(dash.used.read_units <= 2.5, "{:?}", dash.used);
-    let status = measurements.iter().find(|m| m.id == "AP-06").unwrap();
+    let status = measurements
+        .iter()
+        .find(|m| m.id == PatternId::Ap06)
+        .unwrap();
     assert_eq!(
         status.used.requests(),
         1,
@@ -66,15 +64,11 @@ async fn every_implemented_pattern_stays_within_its_budget_on_the_reference_data
 #[test]
 fn a_budget_violation_is_reported() {
     // The check the contract relies on fails for a Scan and for an extra request.
-    let dash = pattern("AP-DASH").unwrap();
-    let mut used = shared::metrics::MeterSnapshot::default();
+    let dash = PatternId::ApDash.definition();
+    let mut used = MeterSnapshot::default();
     used.operations.insert("Query".into(), 2);
-    assert!(dash
-        .check(&used, &shared::catalog::BudgetScale::one())
-        .is_err());
+    assert!(dash.check(&used, &BudgetScale::one()).is_err());
     used.operations.clear();
     used.operations.insert("Scan".into(), 1);
-    assert!(dash
-        .check(&used, &shared::catalog::BudgetScale::one())
-        .is_err());
+    assert!(dash.check(&used, &BudgetScale::one()).is_err());
 }

@@ -21,6 +21,7 @@ use percent_encoding::{utf8_percent_encode, NON_ALPHANUMERIC};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, RngAlgorithm, TestCaseError, TestRng, TestRunner};
 use serde_json::{json, Value};
+use shared::catalog::PatternId;
 use shared::timestamp::Timestamp;
 
 const SEED: &[u8; 32] = b"device-fleet-hostile-input-seed!";
@@ -258,7 +259,20 @@ fn cursor(real: Vec<String>) -> BoxedStrategy<String> {
                 chars.into_iter().collect()
             }),
         2 => (
-            prop::sample::select(vec!["AP-02", "AP-04", "AP-05", "AP-12", "AP-DASH", "AP-09", ""]),
+            prop::sample::select(
+                [
+                    PatternId::Ap02,
+                    PatternId::Ap04,
+                    PatternId::Ap05,
+                    PatternId::Ap12,
+                    PatternId::ApDash,
+                    PatternId::Ap09,
+                ]
+                .iter()
+                .map(PatternId::to_string)
+                .chain([String::new()])
+                .collect::<Vec<_>>(),
+            ),
             prop::collection::vec(
                 prop::option::of(prop::collection::btree_map(
                     prop::sample::select(vec!["PK", "SK", "GSI1PK", "GSI1SK", "GSI2PK", "GSI2SK", "x"]),

@@ -11,7 +11,7 @@ use fleet_testkit::fault_proxy::{
 };
 use fleet_tests::*;
 use serde_json::{json, Value};
-use shared::catalog::{pattern, BudgetScale};
+use shared::catalog::{BudgetScale, PatternId};
 use shared::ops::ingest::{IngestConfig, Ingestor};
 use shared::timestamp::Timestamp;
 use shared::FleetTable;
@@ -135,7 +135,7 @@ async fn stores_events_with_their_keys_ttl_and_copies_and_updates_the_summary() 
         "ingestion never bumps the owner's version"
     );
 
-    let budget = pattern("AP-14").unwrap();
+    let budget = PatternId::Ap14.definition();
     let scale = BudgetScale {
         batch_items: 3,
         ..BudgetScale::one()

@@ -8,6 +8,7 @@
 use fleet_tests::gateway::{check_answer, Gateway};
 use fleet_tests::*;
 use serde_json::{json, Value};
+use shared::catalog::PatternId;
 use shared::timestamp::Timestamp;
 use shared::FleetTable;
 
@@ -22,7 +23,7 @@ struct World {
     a_other_token: String,
     b_token: String,
     /// A's cursors by listing: AP-02, AP-12, AP-04, AP-05, AP-DASH.
-    a_cursors: Vec<(&'static str, String)>,
+    a_cursors: Vec<(PatternId, String)>,
 }
 
 /// Strings only A's data contains: none may appear in an answer to B.
@@ -146,28 +147,28 @@ async fn world() -> World {
     let mut a_cursors = Vec::new();
     for (pattern, route, path, query, param) in [
         (
-            "AP-02",
+            PatternId::Ap02,
             "GET /me/devices",
             "/me/devices",
             vec![("limit", "1")],
             None,
         ),
         (
-            "AP-12",
+            PatternId::Ap12,
             "GET /me/devices",
             "/me/devices",
             vec![("limit", "1"), ("tag", "shared-tag")],
             None,
         ),
         (
-            "AP-04",
+            PatternId::Ap04,
             "GET /me/devices/{deviceId}/events",
             "/me/devices/a-thermo-1/events",
             vec![("limit", "1")],
             Some("a-thermo-1"),
         ),
         (
-            "AP-05",
+            PatternId::Ap05,
             "GET /me/events",
             "/me/events",
             vec![("limit", "1")],
@@ -189,7 +190,7 @@ async fn world() -> World {
     }
     // A dashboard cursor appears only past 1 MB of devices: build the one A would get.
     let dash = shared::cursor::encode(
-        "AP-DASH",
+        PatternId::ApDash,
         vec![Some(
             [("PK", "USER#user-a"), ("SK", "DEVICE#a-thermo-1")]
                 .iter()
@@ -197,7 +198,7 @@ async fn world() -> World {
                 .collect(),
         )],
     );
-    a_cursors.push(("AP-DASH", dash));
+    a_cursors.push((PatternId::ApDash, dash));
     World {
         table,
         gateway,
@@ -255,7 +256,7 @@ fn as_b(route: &str, path: &str) -> ApiRequest {
 async fn user_b_reaches_nothing_of_user_a() {
     let w = world().await;
     let setup = w.gateway.sent();
-    let cursor = |pattern: &str| {
+    let cursor = |pattern: PatternId| {
         w.a_cursors
             .iter()
             .find(|(p, _)| *p == pattern)
@@ -418,7 +419,7 @@ async fn user_b_reaches_nothing_of_user_a() {
             ApiRequest::new("GET /me/devices", "/me/devices")
                 .caller(A)
                 .query("limit", "1")
-                .query("cursor", &cursor("AP-02")),
+                .query("cursor", &cursor(PatternId::Ap02)),
         )
         .await;
     assert_eq!(mine.status, 200, "{}", mine.body);

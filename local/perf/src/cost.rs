@@ -10,6 +10,7 @@
 use std::fmt::Write as _;
 
 use serde_json::Value;
+use shared::catalog::PatternId;
 
 use crate::capacity::{query_read_units, PAGE_BYTES};
 use crate::simulate::{group, Simulation};
@@ -184,9 +185,17 @@ pub fn measured_patterns(model: &Value) -> Vec<(String, String, u64, f64, f64)> 
     let mut out = Vec::new();
     for p in model["patterns"].as_array().into_iter().flatten() {
         let id = p["id"].as_str().unwrap_or_default();
+        let Ok(pattern) = id.parse::<PatternId>() else {
+            continue;
+        };
         if !matches!(
-            id,
-            "AP-DASH" | "AP-04" | "AP-05" | "AP-09" | "AP-13" | "AP-14"
+            pattern,
+            PatternId::ApDash
+                | PatternId::Ap04
+                | PatternId::Ap05
+                | PatternId::Ap09
+                | PatternId::Ap13
+                | PatternId::Ap14
         ) {
             continue;
         }

@@ -16,9 +16,9 @@ use shared::ops::devices::{register_device, DeviceRegistration};
 use shared::timestamp::Timestamp;
 use shared::FleetTable;
 
-use super::patterns::ingest_event;
 use super::{process_cpu_seconds, BenchError, Latency};
 use fleet_testkit::bootstrap::{Launch, RunningBootstrap};
+use fleet_testkit::reference::cases::ingest_event;
 
 /// Owner of the throughput devices.
 const OWNER: &str = "tp-owner";

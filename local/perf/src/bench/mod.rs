@@ -263,7 +263,7 @@ fn load_average() -> String {
 #[derive(Clone, Debug, Serialize)]
 pub struct PatternRow {
     /// Pattern id.
-    pub id: &'static str,
+    pub id: shared::catalog::PatternId,
     /// The catalog's description.
     pub pattern: &'static str,
     /// What the reference measurement ran.
@@ -347,7 +347,7 @@ fn join_patterns(
                 .and_then(Option::take);
             PatternRow {
                 id: m.id,
-                pattern: shared::catalog::pattern(m.id).map_or("", |p| p.description),
+                pattern: m.id.definition().description,
                 workload: m.workload,
                 requests: m.used.requests(),
                 rcu: m.used.read_units,

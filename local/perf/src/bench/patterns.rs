@@ -9,21 +9,18 @@ use std::path::Path;
 use std::time::Duration;
 
 use serde::Serialize;
-use serde_json::json;
+use shared::catalog::PatternId;
 use shared::timestamp::Timestamp;
 
 use super::{request_latencies, BenchError, Latency};
-use fleet_testkit::api_event::ApiEvent;
 use fleet_testkit::bootstrap::{host_bootstrap, RunningBootstrap};
-use fleet_testkit::reference::{Tokens, ALICE};
-
-/// The operator who reads the `/admin` routes.
-const OPERATOR: &str = "ref-operator";
+use fleet_testkit::reference::cases::CASES;
+use fleet_testkit::reference::Tokens;
 
 /// One benchmarked request kind: an access pattern through its function's route.
 pub struct Case {
-    /// Pattern id (`AP-01`).
-    pub id: &'static str,
+    /// Pattern id.
+    pub id: PatternId,
     /// The request sent.
     pub request: &'static str,
     /// Template logical id of the function that serves it.
@@ -38,7 +35,7 @@ pub struct Case {
 #[derive(Clone, Debug, Serialize)]
 pub struct PatternLatency {
     /// Pattern id.
-    pub id: &'static str,
+    pub id: PatternId,
     /// The request sent.
     pub request: &'static str,
     /// Template logical id.
@@ -51,224 +48,23 @@ pub struct PatternLatency {
     pub handler_ms: Latency,
 }
 
-/// The cases, on the reference dataset (`tokens` from its seed); ingest events are stamped
-/// from `ingest_from` on, one second apart.
+/// The route call of every pattern case that has one (`reference::cases::CASES`, in order),
+/// on the reference dataset (`tokens` from its seed); ingest events are stamped from
+/// `ingest_from` on, one second apart.
 pub fn cases(tokens: &Tokens, ingest_from: Timestamp) -> Vec<Case> {
-    let device = format!("{ALICE}-dev-0");
-    let day = ("2026-11-20T00:00:00.000Z", "2026-11-20T23:59:59.999Z");
-    let read = |id, request, event: ApiEvent| Case {
-        id,
-        request,
-        function: "DashboardFunction",
-        expected: 200,
-        event: Box::new(move |_| event.to_bytes()),
-    };
-    let mut cases = vec![
-        read(
-            "AP-01",
-            "GET /me",
-            ApiEvent::new("GET /me", "/me").caller(ALICE),
-        ),
-        read(
-            "AP-02",
-            "GET /me/devices (10 devices)",
-            ApiEvent::new("GET /me/devices", "/me/devices").caller(ALICE),
-        ),
-        read(
-            "AP-03",
-            "GET /me/devices/{deviceId}",
-            ApiEvent::new(
-                "GET /me/devices/{deviceId}",
-                format!("/me/devices/{device}"),
-            )
-            .caller(ALICE)
-            .param("deviceId", &device),
-        ),
-        read(
-            "AP-04",
-            "GET /me/devices/{deviceId}/events (a day: 10 events)",
-            ApiEvent::new(
-                "GET /me/devices/{deviceId}/events",
-                format!("/me/devices/{device}/events"),
-            )
-            .caller(ALICE)
-            .param("deviceId", &device)
-            .query("from", day.0)
-            .query("to", day.1),
-        ),
-        read(
-            "AP-05",
-            "GET /me/events?limit=50 (a day: 100 events)",
-            ApiEvent::new("GET /me/events", "/me/events")
-                .caller(ALICE)
-                .query("from", day.0)
-                .query("to", day.1)
-                .query("limit", "50"),
-        ),
-        read(
-            "AP-DASH",
-            "GET /me/dashboard (10 devices x 10 events)",
-            ApiEvent::new("GET /me/dashboard", "/me/dashboard").caller(ALICE),
-        ),
-        read(
-            "AP-09",
-            "GET /admin/events?type=temperature&limit=50 (a day)",
-            ApiEvent::new("GET /admin/events", "/admin/events")
-                .operator(OPERATOR)
-                .query("type", "temperature")
-                .query("from", day.0)
-                .query("to", day.1)
-                .query("limit", "50"),
-        ),
-        read(
-            "AP-12",
-            "GET /me/devices?tag=kitchen",
-            ApiEvent::new("GET /me/devices", "/me/devices")
-                .caller(ALICE)
-                .query("tag", "kitchen"),
-        ),
-        read(
-            "AP-13",
-            "GET /admin/devices?status=active&seenSince=(the day)",
-            ApiEvent::new("GET /admin/devices", "/admin/devices")
-                .operator(OPERATOR)
-                .query("status", "active")
-                .query("seenSince", day.0),
-        ),
-        read(
-            "AP-15",
-            "GET /admin/reports/{date}",
-            ApiEvent::new("GET /admin/reports/{date}", "/admin/reports/2026-11-20")
-                .operator(OPERATOR)
-                .param("date", "2026-11-20"),
-        ),
-    ];
-    let write = |id, request, expected, event: Box<dyn FnMut(usize) -> Vec<u8> + Send>| Case {
-        id,
-        request,
-        function: "DeviceUpdatesFunction",
-        expected,
-        event,
-    };
-    cases.push(write(
-        "AP-16",
-        "PUT /me (rename)",
-        200,
-        Box::new(|i| {
-            ApiEvent::new("PUT /me", "/me")
-                .caller(ALICE)
-                .json(&json!({ "name": format!("Alice {i}") }))
-                .to_bytes()
-        }),
-    ));
-    // Devices 9 and 7 are at version 1 after the seed; every update bumps it by one. Device 9
-    // leaves `active` for good on the first call (AP-13 then always finds 11); device 7 has
-    // only the tag `home` and never gets `kitchen` (AP-12 always finds 5).
-    let patch = |device: String, body: Box<dyn Fn(usize) -> serde_json::Value + Send>| {
-        Box::new(move |i: usize| {
-            ApiEvent::new(
-                "PATCH /me/devices/{deviceId}",
-                format!("/me/devices/{device}"),
-            )
-            .caller(ALICE)
-            .param("deviceId", &device)
-            .header("If-Match", &(i + 1).to_string())
-            .json(&body(i))
-            .to_bytes()
-        }) as Box<dyn FnMut(usize) -> Vec<u8> + Send>
-    };
-    cases.push(write(
-        "AP-06",
-        "PATCH /me/devices/{deviceId} (status)",
-        200,
-        patch(
-            format!("{ALICE}-dev-9"),
-            Box::new(|i| {
-                let status = ["maintenance", "inactive"][i % 2];
-                json!({ "status": status })
-            }),
-        ),
-    ));
-    cases.push(write(
-        "AP-06",
-        "PATCH /me/devices/{deviceId} (tags)",
-        200,
-        patch(
-            format!("{ALICE}-dev-7"),
-            Box::new(|i| {
-                let tag = ["garage", "home"][i % 2];
-                json!({ "tags": [tag] })
-            }),
-        ),
-    ));
-    cases.push(write(
-        "AP-07",
-        "POST /me/devices (2 tags)",
-        201,
-        Box::new(|i| {
-            ApiEvent::new("POST /me/devices", "/me/devices")
-                .caller(ALICE)
-                .json(
-                    &json!({"deviceId": format!("bench-{i}"), "name": format!("Bench {i}"),
-                              "type": "thermostat", "tags": ["home", "new"]}),
-                )
-                .to_bytes()
-        }),
-    ));
-    cases.push(write(
-        "AP-08",
-        "DELETE /me/devices/{deviceId} (2 tags)",
-        204,
-        Box::new(|i| {
-            let device = format!("bench-{i}");
-            ApiEvent::new(
-                "DELETE /me/devices/{deviceId}",
-                format!("/me/devices/{device}"),
-            )
-            .caller(ALICE)
-            .param("deviceId", &device)
-            .to_bytes()
-        }),
-    ));
-    let ingest_device = format!("{ALICE}-dev-1");
-    let token = tokens.get(&ingest_device).cloned().unwrap_or_default();
-    cases.push(Case {
-        id: "AP-14",
-        request: "POST /devices/{deviceId}/events (100 new events, warm caches)",
-        function: "IngestFunction",
-        expected: 200,
-        event: Box::new(move |i| {
-            ingest_event(&ingest_device, &token, &format!("p{i}"), ingest_from, i)
-        }),
-    });
-    cases
-}
-
-/// A batch of 100 new events (ids `{prefix}-{n}`, types cycling through three) for `device`,
-/// the `batch`-th from `from`: event `n` of batch `b` is at `from + (b * 100 + n)` seconds.
-pub fn ingest_event(
-    device: &str,
-    token: &str,
-    prefix: &str,
-    from: Timestamp,
-    batch: usize,
-) -> Vec<u8> {
-    const TYPES: [&str; 3] = ["temperature", "humidity", "door"];
-    let events: Vec<_> = (0..100)
-        .map(|n| {
-            let offset = (batch * 100 + n) as i64;
-            json!({"id": format!("{prefix}-{n}"), "type": TYPES[n % TYPES.len()],
-                   "value": offset, "at": from.plus_seconds(offset).to_string()})
+    CASES
+        .iter()
+        .filter_map(|case| {
+            let call = case.call.as_ref()?;
+            Some(Case {
+                id: case.id,
+                request: call.request,
+                function: call.function,
+                expected: call.expected,
+                event: (call.events)(tokens, ingest_from),
+            })
         })
-        .collect();
-    ApiEvent::new(
-        "POST /devices/{deviceId}/events",
-        format!("/devices/{device}/events"),
-    )
-    .param("deviceId", device)
-    .header("Authorization", &format!("Bearer {token}"))
-    .json(&json!({ "events": events }))
-    .to_bytes()
+        .collect()
 }
 
 /// Runs `warmup` unmeasured rounds (which also warm DynamoDB Local's JVM), then `calls`

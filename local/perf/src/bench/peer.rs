@@ -10,12 +10,12 @@ use std::time::Duration;
 use serde::Serialize;
 use shared::timestamp::Timestamp;
 
-use super::patterns::ingest_event;
 use super::{BenchError, Latency};
 use crate::cold_start::{measure_runs, RunFigures};
 use crate::stats::quantile;
 use fleet_testkit::api_event::ApiEvent;
 use fleet_testkit::bootstrap::{host_bootstrap, Launch};
+use fleet_testkit::reference::cases::ingest_event;
 
 /// The Python peer's interpreter (`make python-peer` builds the virtualenv).
 pub fn peer_python() -> PathBuf {

@@ -1,0 +1,679 @@
+//! One case per access pattern on the reference dataset: what it runs (the workload), at what
+//! scale its budget applies, how to run it through `shared::ops`, and the request that reaches
+//! it through its function's route. The same table feeds the budget contract test
+//! (`tests/it/budgets.rs`), `make docs` (`fleet_perf::model_docs`) and `make bench`
+//! (`fleet_perf::bench::patterns`).
+//!
+//! The cases run in table order on one seeded table: reads first, then the writes, whose
+//! versions and devices follow from the ones before (AP-06 changes the status at version 1,
+//! then the tags at version 2; AP-08 deletes the device AP-07 registered).
+
+use std::time::{Duration, Instant};
+
+use std::future::Future;
+use std::pin::Pin;
+
+use serde_json::json;
+use shared::catalog::{BudgetScale, PatternId};
+use shared::config::ShardCounts;
+use shared::ids::{DeviceId, DeviceType, EventType, Tag, UserId};
+use shared::items::DeviceStatus;
+use shared::metrics::{MeterSnapshot, RequestMeter};
+use shared::ops::devices::{
+    delete_device, get_device, register_device, update_device, DevicePatch, DeviceRegistration,
+};
+use shared::ops::events::TimeRange;
+use shared::ops::ingest::{validate_batch, IngestConfig, Ingestor, SubmittedEvent};
+use shared::ops::profile::{get_profile, upsert_profile, ProfileUpdate};
+use shared::ops::{dashboard, events, fleet, reports};
+use shared::timestamp::Timestamp;
+use shared::{FleetError, FleetTable};
+
+use super::{now, Tokens, ALICE, REFERENCE_RETENTION_DAYS};
+use crate::api_event::ApiEvent;
+
+/// This file, relative to the workspace root, for the docs' links.
+pub const CASES_SOURCE: &str = file!();
+
+/// The operator who reads the `/admin` routes.
+const OPERATOR: &str = "ref-operator";
+/// The reference day, as the read patterns ask for it.
+const DAY: (&str, &str) = ("2026-11-20T00:00:00.000Z", "2026-11-20T23:59:59.999Z");
+/// Template logical ids of the functions the calls go to.
+const DASHBOARD: &str = "DashboardFunction";
+const DEVICE_UPDATES: &str = "DeviceUpdatesFunction";
+const INGEST: &str = "IngestFunction";
+
+/// A case's run in progress.
+pub type RunFuture<'a> = Pin<Box<dyn Future<Output = Result<(), FleetError>> + Send + 'a>>;
+
+/// Runs a case's workload on the seeded reference table (`tokens` from its seed), metered by
+/// the caller; fails when the pattern returns something else than the dataset holds.
+pub type Run = for<'a> fn(&'a FleetTable, &'a Tokens) -> RunFuture<'a>;
+
+/// The events of a route call: given the reference tokens and the first timestamp new events
+/// may take, the event of the `i`-th call (warm-up calls included).
+pub type Events = fn(&Tokens, Timestamp) -> Box<dyn FnMut(usize) -> Vec<u8> + Send>;
+
+/// One access pattern's case on the reference dataset.
+pub struct PatternCase {
+    /// The pattern.
+    pub id: PatternId,
+    /// What the run does, for the docs and the budget report.
+    pub workload: &'static str,
+    /// The run's scale, which turns the pattern's budget into a number of requests.
+    pub scale: fn(&ShardCounts) -> BudgetScale,
+    /// The run itself, through `shared::ops`.
+    pub run: Run,
+    /// The same pattern through its function's route (none for the report fields).
+    pub call: Option<RouteCall>,
+}
+
+/// A pattern's request through the Lambda that serves it, repeatable for the benchmark.
+pub struct RouteCall {
+    /// The request, for the report.
+    pub request: &'static str,
+    /// Template logical id of the function that serves it.
+    pub function: &'static str,
+    /// The status every call must answer.
+    pub expected: u16,
+    /// The call's events.
+    pub events: Events,
+}
+
+fn one(_: &ShardCounts) -> BudgetScale {
+    BudgetScale::one()
+}
+
+fn alice() -> Result<UserId, FleetError> {
+    Ok(UserId::parse(ALICE)?)
+}
+
+/// Alice's device `n` (`ref-alice-dev-{n}`).
+fn device_id(n: u32) -> String {
+    format!("{ALICE}-dev-{n}")
+}
+
+fn alice_device(n: u32) -> Result<DeviceId, FleetError> {
+    Ok(DeviceId::parse(device_id(n))?)
+}
+
+fn day() -> Result<TimeRange, FleetError> {
+    Ok(TimeRange::new(
+        Timestamp::parse_field("from", DAY.0)?,
+        Timestamp::parse_field("to", DAY.1)?,
+    )?)
+}
+
+/// The route key of `id` (every pattern with a call has one).
+fn route(id: PatternId) -> &'static str {
+    id.definition().route.unwrap_or_default()
+}
+
+/// The same event for every call.
+fn every_call(event: ApiEvent) -> Box<dyn FnMut(usize) -> Vec<u8> + Send> {
+    Box::new(move |_| event.to_bytes())
+}
+
+/// A read through the dashboard function, answering 200.
+const fn read(request: &'static str, events: Events) -> Option<RouteCall> {
+    Some(RouteCall {
+        request,
+        function: DASHBOARD,
+        expected: 200,
+        events,
+    })
+}
+
+/// A write through the device-updates function.
+const fn write(request: &'static str, expected: u16, events: Events) -> Option<RouteCall> {
+    Some(RouteCall {
+        request,
+        function: DEVICE_UPDATES,
+        expected,
+        events,
+    })
+}
+
+/// `Ok` when the run found what the dataset holds.
+fn found(ok: bool, id: PatternId) -> Result<(), FleetError> {
+    if ok {
+        Ok(())
+    } else {
+        Err(FleetError::internal(format!(
+            "{id} returned an unexpected result on the reference dataset"
+        )))
+    }
+}
+
+/// `PATCH /me/devices/{deviceId}` of Alice's device `n` with `body(i)` on the `i`-th call; the
+/// device is at version 1 after the seed and every call bumps it by one.
+fn patch_calls(
+    n: u32,
+    body: fn(usize) -> serde_json::Value,
+) -> Box<dyn FnMut(usize) -> Vec<u8> + Send> {
+    let device = device_id(n);
+    Box::new(move |i| {
+        ApiEvent::new(route(PatternId::Ap06), format!("/me/devices/{device}"))
+            .caller(ALICE)
+            .param("deviceId", &device)
+            .header("If-Match", &(i + 1).to_string())
+            .json(&body(i))
+            .to_bytes()
+    })
+}
+
+/// A batch of 100 new events (ids `{prefix}-{n}`, types cycling through three) for `device`,
+/// the `batch`-th from `from`: event `n` of batch `b` is at `from + (b * 100 + n)` seconds.
+pub fn ingest_event(
+    device: &str,
+    token: &str,
+    prefix: &str,
+    from: Timestamp,
+    batch: usize,
+) -> Vec<u8> {
+    const TYPES: [&str; 3] = ["temperature", "humidity", "door"];
+    let events: Vec<_> = (0..100)
+        .map(|n| {
+            let offset = (batch * 100 + n) as i64;
+            json!({"id": format!("{prefix}-{n}"), "type": TYPES[n % TYPES.len()],
+                   "value": offset, "at": from.plus_seconds(offset).to_string()})
+        })
+        .collect();
+    ApiEvent::new(route(PatternId::Ap14), format!("/devices/{device}/events"))
+        .param("deviceId", device)
+        .header("Authorization", &format!("Bearer {token}"))
+        .json(&json!({ "events": events }))
+        .to_bytes()
+}
+
+/// Every case, in the order they run: reads, then writes that can follow one another.
+pub static CASES: &[PatternCase] = &[
+    PatternCase {
+        id: PatternId::Ap01,
+        workload: "Alice's profile",
+        scale: one,
+        run: |table, _| {
+            Box::pin(async move {
+                let profile = get_profile(table, &alice()?).await?;
+                found(profile.is_some(), PatternId::Ap01)
+            })
+        },
+        call: read("GET /me", |_, _| {
+            every_call(ApiEvent::new(route(PatternId::Ap01), "/me").caller(ALICE))
+        }),
+    },
+    PatternCase {
+        id: PatternId::Ap02,
+        workload: "Alice's 10 devices, one page",
+        scale: one,
+        run: |table, _| {
+            Box::pin(async move {
+                let page = dashboard::list_devices(table, &alice()?, 50, None).await?;
+                found(page.items.len() == 10, PatternId::Ap02)
+            })
+        },
+        call: read("GET /me/devices (10 devices)", |_, _| {
+            every_call(ApiEvent::new(route(PatternId::Ap02), "/me/devices").caller(ALICE))
+        }),
+    },
+    PatternCase {
+        id: PatternId::Ap03,
+        workload: "one device with 10 recent events",
+        scale: one,
+        run: |table, _| {
+            Box::pin(async move {
+                let device = get_device(table, &alice()?, &alice_device(0)?).await?;
+                found(device.is_some(), PatternId::Ap03)
+            })
+        },
+        call: read("GET /me/devices/{deviceId}", |_, _| {
+            let device = device_id(0);
+            every_call(
+                ApiEvent::new(route(PatternId::Ap03), format!("/me/devices/{device}"))
+                    .caller(ALICE)
+                    .param("deviceId", &device),
+            )
+        }),
+    },
+    PatternCase {
+        id: PatternId::Ap04,
+        workload: "a device's 10 events of the day",
+        scale: one,
+        run: |table, _| {
+            Box::pin(async move {
+                let page =
+                    events::device_events(table, &alice()?, &alice_device(0)?, day()?, 50, None)
+                        .await?;
+                found(page.items.len() == 10, PatternId::Ap04)
+            })
+        },
+        call: read(
+            "GET /me/devices/{deviceId}/events (a day: 10 events)",
+            |_, _| {
+                let device = device_id(0);
+                every_call(
+                    ApiEvent::new(
+                        route(PatternId::Ap04),
+                        format!("/me/devices/{device}/events"),
+                    )
+                    .caller(ALICE)
+                    .param("deviceId", &device)
+                    .query("from", DAY.0)
+                    .query("to", DAY.1),
+                )
+            },
+        ),
+    },
+    PatternCase {
+        id: PatternId::Ap05,
+        workload: "Alice's newest 50 of 100 events across devices",
+        scale: |shards| BudgetScale {
+            shards: u32::from(shards.owner),
+            ..BudgetScale::one()
+        },
+        run: |table, _| {
+            Box::pin(async move {
+                let page = events::user_events(table, &alice()?, day()?, 50, None).await?;
+                found(page.items.len() == 50, PatternId::Ap05)
+            })
+        },
+        call: read("GET /me/events?limit=50 (a day: 100 events)", |_, _| {
+            every_call(
+                ApiEvent::new(route(PatternId::Ap05), "/me/events")
+                    .caller(ALICE)
+                    .query("from", DAY.0)
+                    .query("to", DAY.1)
+                    .query("limit", "50"),
+            )
+        }),
+    },
+    PatternCase {
+        id: PatternId::ApDash,
+        workload: "profile + 10 devices x 10 recent events",
+        scale: one,
+        run: |table, _| {
+            Box::pin(async move {
+                let dash = dashboard::dashboard(table, &alice()?, None).await?;
+                found(
+                    dash.devices.len() == 10 && dash.profile.is_some(),
+                    PatternId::ApDash,
+                )
+            })
+        },
+        call: read("GET /me/dashboard (10 devices x 10 events)", |_, _| {
+            every_call(ApiEvent::new(route(PatternId::ApDash), "/me/dashboard").caller(ALICE))
+        }),
+    },
+    PatternCase {
+        id: PatternId::Ap09,
+        workload: "newest 50 temperature events of a day, all users",
+        scale: |shards| BudgetScale {
+            days: 1,
+            shards: u32::from(shards.event_type),
+            ..BudgetScale::one()
+        },
+        run: |table, _| {
+            Box::pin(async move {
+                let temperature = EventType::parse("temperature")?;
+                let list = events::events_by_type(table, &temperature, day()?, 50).await?;
+                found(list.len() == 50, PatternId::Ap09)
+            })
+        },
+        call: read(
+            "GET /admin/events?type=temperature&limit=50 (a day)",
+            |_, _| {
+                every_call(
+                    ApiEvent::new(route(PatternId::Ap09), "/admin/events")
+                        .operator(OPERATOR)
+                        .query("type", "temperature")
+                        .query("from", DAY.0)
+                        .query("to", DAY.1)
+                        .query("limit", "50"),
+                )
+            },
+        ),
+    },
+    PatternCase {
+        id: PatternId::Ap12,
+        workload: "Alice's 5 devices tagged kitchen",
+        scale: one,
+        run: |table, _| {
+            Box::pin(async move {
+                let kitchen = Tag::parse("kitchen")?;
+                let page =
+                    dashboard::devices_with_tag(table, &alice()?, &kitchen, 50, None).await?;
+                found(page.items.len() == 5, PatternId::Ap12)
+            })
+        },
+        call: read("GET /me/devices?tag=kitchen", |_, _| {
+            every_call(
+                ApiEvent::new(route(PatternId::Ap12), "/me/devices")
+                    .caller(ALICE)
+                    .query("tag", "kitchen"),
+            )
+        }),
+    },
+    PatternCase {
+        id: PatternId::Ap13,
+        workload: "active devices seen since the day began",
+        scale: |shards| BudgetScale {
+            shards: u32::from(shards.status),
+            ..BudgetScale::one()
+        },
+        run: |table, _| {
+            Box::pin(async move {
+                let list =
+                    fleet::devices_by_status(table, DeviceStatus::Active, day()?.from, 50).await?;
+                found(list.len() == 12, PatternId::Ap13)
+            })
+        },
+        call: read(
+            "GET /admin/devices?status=active&seenSince=(the day)",
+            |_, _| {
+                every_call(
+                    ApiEvent::new(route(PatternId::Ap13), "/admin/devices")
+                        .operator(OPERATOR)
+                        .query("status", "active")
+                        .query("seenSince", DAY.0),
+                )
+            },
+        ),
+    },
+    PatternCase {
+        id: PatternId::Ap15,
+        workload: "the day's report",
+        scale: one,
+        run: |table, _| {
+            Box::pin(async move {
+                let report = reports::get_report(table, &day()?.from.day()).await?;
+                let active = report.unwrap_or_default()["devices"]["byStatus"]["active"] == 12;
+                found(active, PatternId::Ap15)
+            })
+        },
+        call: read("GET /admin/reports/{date}", |_, _| {
+            every_call(
+                ApiEvent::new(route(PatternId::Ap15), "/admin/reports/2026-11-20")
+                    .operator(OPERATOR)
+                    .param("date", "2026-11-20"),
+            )
+        }),
+    },
+    PatternCase {
+        id: PatternId::Ap10,
+        workload: "devices.byStatus of the AP-15 report (computed by the daily run)",
+        scale: one,
+        run: |table, _| Box::pin(report_field(table, "devices", "byStatus", PatternId::Ap10)),
+        call: None,
+    },
+    PatternCase {
+        id: PatternId::Ap11,
+        workload: "users.active30d of the AP-15 report (computed by the daily run)",
+        scale: one,
+        run: |table, _| Box::pin(report_field(table, "users", "active30d", PatternId::Ap11)),
+        call: None,
+    },
+    PatternCase {
+        id: PatternId::Ap16,
+        workload: "Alice renames herself",
+        scale: one,
+        run: |table, _| {
+            Box::pin(async move {
+                let rename = ProfileUpdate {
+                    name: "Alice L.".into(),
+                    email: None,
+                };
+                upsert_profile(table, &alice()?, rename).await?;
+                Ok(())
+            })
+        },
+        call: write("PUT /me (rename)", 200, |_, _| {
+            Box::new(|i| {
+                ApiEvent::new(route(PatternId::Ap16), "/me")
+                    .caller(ALICE)
+                    .json(&json!({ "name": format!("Alice {i}") }))
+                    .to_bytes()
+            })
+        }),
+    },
+    // The runs change device 0; the calls change devices 9 and 7, both at version 1 after the
+    // seed. Device 9 leaves `active` for good on the first call (AP-13 then always finds 11);
+    // device 7 has only the tag `home` and never gets `kitchen` (AP-12 always finds 5).
+    PatternCase {
+        id: PatternId::Ap06,
+        workload: "status change",
+        scale: one,
+        run: |table, _| {
+            Box::pin(async move {
+                let status_only = DevicePatch {
+                    status: Some(DeviceStatus::Maintenance),
+                    ..DevicePatch::default()
+                };
+                update_device(table, &alice()?, &alice_device(0)?, 1, status_only).await?;
+                Ok(())
+            })
+        },
+        call: write("PATCH /me/devices/{deviceId} (status)", 200, |_, _| {
+            patch_calls(9, |i| {
+                let status = ["maintenance", "inactive"][i % 2];
+                json!({ "status": status })
+            })
+        }),
+    },
+    PatternCase {
+        id: PatternId::Ap06,
+        workload: "tag change (+ link sync)",
+        scale: |_| BudgetScale {
+            follow_up: true,
+            ..BudgetScale::one()
+        },
+        run: |table, _| {
+            Box::pin(async move {
+                let retag = DevicePatch {
+                    tags: Some(vec![Tag::parse("garage")?]),
+                    ..DevicePatch::default()
+                };
+                update_device(table, &alice()?, &alice_device(0)?, 2, retag).await?;
+                Ok(())
+            })
+        },
+        call: write("PATCH /me/devices/{deviceId} (tags)", 200, |_, _| {
+            patch_calls(7, |i| {
+                let tag = ["garage", "home"][i % 2];
+                json!({ "tags": [tag] })
+            })
+        }),
+    },
+    PatternCase {
+        id: PatternId::Ap07,
+        workload: "register a device with 2 tags",
+        scale: one,
+        run: |table, _| {
+            Box::pin(async move {
+                let registration = DeviceRegistration {
+                    device_id: DeviceId::parse(NEW_DEVICE)?,
+                    name: "New".into(),
+                    device_type: DeviceType::parse("thermostat")?,
+                    tags: vec![Tag::parse("home")?, Tag::parse("new")?],
+                };
+                register_device(table, &alice()?, registration).await?;
+                Ok(())
+            })
+        },
+        call: write("POST /me/devices (2 tags)", 201, |_, _| {
+            Box::new(|i| {
+                let body = json!({"deviceId": format!("bench-{i}"), "name": format!("Bench {i}"),
+                                  "type": "thermostat", "tags": ["home", "new"]});
+                ApiEvent::new(route(PatternId::Ap07), "/me/devices")
+                    .caller(ALICE)
+                    .json(&body)
+                    .to_bytes()
+            })
+        }),
+    },
+    PatternCase {
+        id: PatternId::Ap08,
+        workload: "delete a device with 2 tags",
+        scale: one,
+        run: |table, _| {
+            Box::pin(async move {
+                delete_device(table, &alice()?, &DeviceId::parse(NEW_DEVICE)?).await?;
+                Ok(())
+            })
+        },
+        // Deletes the device the AP-07 call of the same round registered.
+        call: write("DELETE /me/devices/{deviceId} (2 tags)", 204, |_, _| {
+            Box::new(|i| {
+                let device = format!("bench-{i}");
+                ApiEvent::new(route(PatternId::Ap08), format!("/me/devices/{device}"))
+                    .caller(ALICE)
+                    .param("deviceId", &device)
+                    .to_bytes()
+            })
+        }),
+    },
+    PatternCase {
+        id: PatternId::Ap14,
+        workload: "100 events, cold Lambda (registration read)",
+        scale: |_| BudgetScale {
+            batch_items: 100,
+            ..BudgetScale::one()
+        },
+        run: |table, tokens| Box::pin(ingest_cold(table, tokens)),
+        call: Some(RouteCall {
+            request: "POST /devices/{deviceId}/events (100 new events, warm caches)",
+            function: INGEST,
+            expected: 200,
+            events: |tokens, from| {
+                let device = device_id(1);
+                let token = tokens.get(&device).cloned().unwrap_or_default();
+                Box::new(move |i| ingest_event(&device, &token, &format!("p{i}"), from, i))
+            },
+        }),
+    },
+];
+
+/// The device the AP-07 run registers and the AP-08 run deletes.
+const NEW_DEVICE: &str = "ref-new";
+
+/// AP-10 and AP-11 are fields of the AP-15 report: they cost nothing of their own at read
+/// time. The report is read outside the case's meter (that read is AP-15's, measured there).
+async fn report_field(
+    table: &FleetTable,
+    section: &str,
+    field: &str,
+    id: PatternId,
+) -> Result<(), FleetError> {
+    let day = day()?.from.day();
+    let report = RequestMeter::new()
+        .scope(reports::get_report(table, &day))
+        .await?
+        .unwrap_or_default();
+    found(!report[section][field].is_null(), id)
+}
+
+/// AP-14 as a cold Lambda sees it: authenticate (reads the registration), then store 100 new
+/// events for Alice's device 1.
+async fn ingest_cold(table: &FleetTable, tokens: &Tokens) -> Result<(), FleetError> {
+    let cold = Ingestor::new(table.clone(), IngestConfig::default());
+    let device = alice_device(1)?;
+    let token = tokens
+        .get(device.as_str())
+        .ok_or_else(|| FleetError::internal("no token"))?;
+    let submitted = (0..100)
+        .map(|i| SubmittedEvent {
+            id: Some(format!("x-{i:03}")),
+            event_type: "temperature".into(),
+            value: json!(i),
+            at: now().plus_seconds(-1800 + i).to_string(),
+        })
+        .collect();
+    let batch = validate_batch(
+        submitted,
+        now(),
+        REFERENCE_RETENTION_DAYS,
+        Duration::from_secs(300),
+    )?;
+    let registration = cold.authenticate(&device, token).await?;
+    let outcome = cold
+        .ingest(
+            &registration,
+            batch,
+            Instant::now() + Duration::from_secs(30),
+        )
+        .await?;
+    found(outcome.failed.is_empty(), PatternId::Ap14)
+}
+
+/// One case's run.
+#[derive(Clone, Debug)]
+pub struct Measurement {
+    /// Pattern id.
+    pub id: PatternId,
+    /// What it issued.
+    pub used: MeterSnapshot,
+    /// The run's scale, for the budget.
+    pub scale: BudgetScale,
+    /// What was measured.
+    pub workload: &'static str,
+}
+
+/// Runs every case once, in order, on the reference dataset (seeded by
+/// [`seed`](super::seed), which gave `tokens`), each under its own meter.
+pub async fn measure_patterns(
+    table: &FleetTable,
+    tokens: &Tokens,
+) -> Result<Vec<Measurement>, FleetError> {
+    let mut measurements = Vec::with_capacity(CASES.len());
+    for case in CASES {
+        let meter = RequestMeter::new();
+        meter.clone().scope((case.run)(table, tokens)).await?;
+        measurements.push(Measurement {
+            id: case.id,
+            used: meter.snapshot(),
+            scale: (case.scale)(&table.config.shards),
+            workload: case.workload,
+        });
+    }
+    Ok(measurements)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_pattern_has_a_case_and_every_routed_pattern_a_call_on_its_route() {
+        for id in PatternId::ALL {
+            let cases: Vec<_> = CASES.iter().filter(|c| c.id == id).collect();
+            assert!(!cases.is_empty(), "{id} has no case");
+            let routed = id.definition().route.is_some();
+            for case in cases {
+                assert_eq!(
+                    case.call.is_some(),
+                    routed,
+                    "{id} ({}): a call exactly when the pattern has a route",
+                    case.workload
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn calls_go_to_the_route_of_their_pattern() {
+        let tokens = Tokens::from([(device_id(1), "token".to_string())]);
+        let from = now();
+        for case in CASES {
+            let Some(call) = &case.call else { continue };
+            let event: serde_json::Value =
+                serde_json::from_slice(&(call.events)(&tokens, from)(0)).expect("event JSON");
+            assert_eq!(
+                event["routeKey"],
+                route(case.id),
+                "{} {}",
+                case.id,
+                call.request
+            );
+        }
+    }
+}
