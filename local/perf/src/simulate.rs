@@ -22,6 +22,7 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use rand_distr::{Distribution, LogNormal, Zipf};
 use serde::Deserialize;
+use shared::catalog::PatternId;
 use shared::config::ShardCounts;
 use shared::ids::{DeviceId, DeviceType, EventId, EventType, Tag, UserId};
 use shared::items::{
@@ -1229,7 +1230,7 @@ pub fn render(sim: &Simulation) -> String {
         for (setting, (now, needed)) in settings {
             if needed > now {
                 let beyond = if needed > MAX_SHARDS {
-                    format!(" That is beyond the {MAX_SHARDS} the configuration accepts, and every AP-09 read would scatter over that many Queries: at this rate the key needs a finer time bucket than a day")
+                    format!(" That is beyond the {MAX_SHARDS} the configuration accepts, and every {} read would scatter over that many Queries: at this rate the key needs a finer time bucket than a day", PatternId::Ap09)
                 } else {
                     String::new()
                 };

@@ -2,6 +2,8 @@
 //! section per measurement. Everything below [`KEPT_MARKER`] in the existing file is kept as
 //! it is (the hand-written record of changes and their before/after figures).
 
+use shared::catalog::PatternId;
+
 use super::{BenchReport, Latency};
 use crate::stats::quantile;
 
@@ -106,7 +108,7 @@ Settings: {} measured calls per pattern after {} unmeasured; {} cold starts per 
                 ms(&l.handler_ms),
             ),
             None => (
-                "no request (a field of the AP-15 report)".to_string(),
+                format!("no request (a field of the {} report)", PatternId::Ap15),
                 String::new(),
                 "-".into(),
                 "-".into(),
@@ -125,7 +127,7 @@ Settings: {} measured calls per pattern after {} unmeasured; {} cold starts per 
             handler
         ));
     }
-    out.push_str("\nAP-14's reference workload is a cold Lambda (it reads the registration: 1 GetItem + 4 BatchWriteItem + 1 UpdateItem + the conditional summary retry); the timed calls run warm, with the registration and device summary cached (4 BatchWriteItem + 1 UpdateItem).\n\n");
+    out.push_str(&format!("\n{}'s reference workload is a cold Lambda (it reads the registration: 1 GetItem + 4 BatchWriteItem + 1 UpdateItem + the conditional summary retry); the timed calls run warm, with the registration and device summary cached (4 BatchWriteItem + 1 UpdateItem).\n\n", PatternId::Ap14));
 
     let i = &report.ingest;
     out.push_str("## 2. Ingest throughput\n\n");
