@@ -13,9 +13,10 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 use shared::ids::{DeviceId, DeviceType, Tag, UserId};
+use shared::items::RegistrationItem;
 use shared::ops::analytics::{run_daily_report, RunPlan};
 use shared::ops::devices::{register_device, DeviceRegistration};
-use shared::ops::ingest::{validate_batch, IngestConfig, Ingestor, SubmittedEvent};
+use shared::ops::ingest::{validate_batch, IngestConfig, IngestOutcome, Ingestor, SubmittedEvent};
 use shared::ops::profile::{upsert_profile, ProfileUpdate};
 use shared::timestamp::Timestamp;
 use shared::{FleetError, FleetTable};
@@ -35,6 +36,28 @@ fn now() -> Timestamp {
 
 /// The device tokens of the dataset, by device id.
 pub type Tokens = BTreeMap<String, String>;
+
+/// Validates `events` as the ingest function would at the reference time and stores them for
+/// the device of `registration`.
+async fn ingest_at_reference_time(
+    ingestor: &Ingestor,
+    registration: &RegistrationItem,
+    events: Vec<SubmittedEvent>,
+) -> Result<IngestOutcome, FleetError> {
+    let batch = validate_batch(
+        events,
+        now(),
+        REFERENCE_RETENTION_DAYS,
+        Duration::from_secs(300),
+    )?;
+    ingestor
+        .ingest(
+            registration,
+            batch,
+            Instant::now() + Duration::from_secs(30),
+        )
+        .await
+}
 
 /// Seeds the reference dataset into an empty `table` (whose retention must be
 /// [`REFERENCE_RETENTION_DAYS`]).
@@ -82,19 +105,7 @@ pub async fn seed(table: &FleetTable) -> Result<Tokens, FleetError> {
                     at: now().plus_seconds(-3600 + (d * 60 + i) as i64).to_string(),
                 })
                 .collect();
-            let batch = validate_batch(
-                submitted,
-                now(),
-                REFERENCE_RETENTION_DAYS,
-                Duration::from_secs(300),
-            )?;
-            let outcome = ingestor
-                .ingest(
-                    &registration,
-                    batch,
-                    Instant::now() + Duration::from_secs(30),
-                )
-                .await?;
+            let outcome = ingest_at_reference_time(&ingestor, &registration, submitted).await?;
             if !outcome.failed.is_empty() {
                 return Err(FleetError::internal("reference events not stored"));
             }

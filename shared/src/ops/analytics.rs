@@ -217,33 +217,30 @@ pub struct RunOutcome {
 const PROJECTION: &str =
     "PK, SK, #entityType, userId, deviceId, #status, #type, lastSeen, #at, #ttl, deletingAt, GSI1PK";
 
-/// AP-10, computed by [`run_daily_report`] into the daily report (`devices.byStatus`), read with AP-15.
-pub const DEVICE_COUNT_BY_STATUS: AccessPattern = AccessPattern {
-    id: PatternId::Ap10,
-    description: "device count by status",
-    frequency: Frequency::Analytics,
-    operations: &[],
-    index: None,
-    key_condition: "daily report",
-    budget: RequestBudget::ZeroAtReadTime,
-    max_read_units: None,
-    route: None,
-    implemented_by: implemented_by!(run_daily_report),
-};
+/// A figure [`run_daily_report`] computes into the daily report: no request of its own at read
+/// time (it is read with AP-15).
+const fn daily_report_figure(id: PatternId, description: &'static str) -> AccessPattern {
+    AccessPattern {
+        id,
+        description,
+        frequency: Frequency::Analytics,
+        operations: &[],
+        index: None,
+        key_condition: "daily report",
+        budget: RequestBudget::ZeroAtReadTime,
+        max_read_units: None,
+        route: None,
+        implemented_by: implemented_by!(run_daily_report),
+    }
+}
 
-/// AP-11, computed by [`run_daily_report`] into the daily report (`users.active30d`), read with AP-15.
-pub const ACTIVE_USERS: AccessPattern = AccessPattern {
-    id: PatternId::Ap11,
-    description: "active users in the last 30 days",
-    frequency: Frequency::Analytics,
-    operations: &[],
-    index: None,
-    key_condition: "daily report",
-    budget: RequestBudget::ZeroAtReadTime,
-    max_read_units: None,
-    route: None,
-    implemented_by: implemented_by!(run_daily_report),
-};
+/// AP-10, the report's `devices.byStatus`.
+pub const DEVICE_COUNT_BY_STATUS: AccessPattern =
+    daily_report_figure(PatternId::Ap10, "device count by status");
+
+/// AP-11, the report's `users.active30d`.
+pub const ACTIVE_USERS: AccessPattern =
+    daily_report_figure(PatternId::Ap11, "active users in the last 30 days");
 
 /// Runs (or resumes) the daily analytics for `plan.day`.
 pub async fn run_daily_report(

@@ -8,8 +8,6 @@
 //! versions and devices follow from the ones before (AP-06 changes the status at version 1,
 //! then the tags at version 2; AP-08 deletes the device AP-07 registered).
 
-use std::time::{Duration, Instant};
-
 use std::future::Future;
 use std::pin::Pin;
 
@@ -23,13 +21,13 @@ use shared::ops::devices::{
     delete_device, get_device, register_device, update_device, DevicePatch, DeviceRegistration,
 };
 use shared::ops::events::TimeRange;
-use shared::ops::ingest::{validate_batch, IngestConfig, Ingestor, SubmittedEvent};
+use shared::ops::ingest::{IngestConfig, Ingestor, SubmittedEvent};
 use shared::ops::profile::{get_profile, upsert_profile, ProfileUpdate};
 use shared::ops::{dashboard, events, fleet, reports};
 use shared::timestamp::Timestamp;
 use shared::{FleetError, FleetTable};
 
-use super::{now, Tokens, ALICE, REFERENCE_RETENTION_DAYS};
+use super::{ingest_at_reference_time, now, Tokens, ALICE};
 use crate::api_event::ApiEvent;
 
 /// This file, relative to the workspace root, for the docs' links.
@@ -108,6 +106,17 @@ fn day() -> Result<TimeRange, FleetError> {
 /// The route key of `id` (every pattern with a call has one).
 fn route(id: PatternId) -> &'static str {
     id.definition().route.unwrap_or_default()
+}
+
+/// Asks for the reference day (`from` and `to`).
+trait OverTheDay {
+    fn over_the_day(self) -> Self;
+}
+
+impl OverTheDay for ApiEvent {
+    fn over_the_day(self) -> Self {
+        self.query("from", DAY.0).query("to", DAY.1)
+    }
 }
 
 /// The same event for every call.
@@ -259,8 +268,7 @@ pub static CASES: &[PatternCase] = &[
                     )
                     .caller(ALICE)
                     .param("deviceId", &device)
-                    .query("from", DAY.0)
-                    .query("to", DAY.1),
+                    .over_the_day(),
                 )
             },
         ),
@@ -282,8 +290,7 @@ pub static CASES: &[PatternCase] = &[
             every_call(
                 ApiEvent::new(route(PatternId::Ap05), "/me/events")
                     .caller(ALICE)
-                    .query("from", DAY.0)
-                    .query("to", DAY.1)
+                    .over_the_day()
                     .query("limit", "50"),
             )
         }),
@@ -327,8 +334,7 @@ pub static CASES: &[PatternCase] = &[
                     ApiEvent::new(route(PatternId::Ap09), "/admin/events")
                         .operator(OPERATOR)
                         .query("type", "temperature")
-                        .query("from", DAY.0)
-                        .query("to", DAY.1)
+                        .over_the_day()
                         .query("limit", "50"),
                 )
             },
@@ -588,20 +594,8 @@ async fn ingest_cold(table: &FleetTable, tokens: &Tokens) -> Result<(), FleetErr
             at: now().plus_seconds(-1800 + i).to_string(),
         })
         .collect();
-    let batch = validate_batch(
-        submitted,
-        now(),
-        REFERENCE_RETENTION_DAYS,
-        Duration::from_secs(300),
-    )?;
     let registration = cold.authenticate(&device, token).await?;
-    let outcome = cold
-        .ingest(
-            &registration,
-            batch,
-            Instant::now() + Duration::from_secs(30),
-        )
-        .await?;
+    let outcome = ingest_at_reference_time(&cold, &registration, submitted).await?;
     found(outcome.failed.is_empty(), PatternId::Ap14)
 }
 
