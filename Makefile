@@ -14,7 +14,7 @@ PACKAGES  := $(foreach f,$(FUNCTIONS),-p $(f))
 # cargo-lambda, zig and the SAM CLI come from .venv (tools/requirements.txt).
 TOOLS_ENV := PATH="$(CURDIR)/$(VENV)/bin:$$PATH" SAM_CLI_TELEMETRY=0
 
-.PHONY: build deploy smoke-build cold-start arm64-target docs ingest-throughput scan-throughput fault-run help dev test lint unit-and-integration fmt dynamodb-local python-tools java-check invoke clean
+.PHONY: build deploy emulator-replay smoke-build cold-start arm64-target docs ingest-throughput scan-throughput fault-run help dev test lint unit-and-integration fmt dynamodb-local python-tools java-check invoke clean
 
 help: ## List the commands
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-16s %s\n", $$1, $$2}'
@@ -45,6 +45,9 @@ deploy: python-tools arm64-target ## sam build (rust-cargolambda) and sam deploy
 	else \
 	  $(TOOLS_ENV) sam deploy --guided; \
 	fi
+
+emulator-replay: dynamodb-local python-tools ## Every sample in events/ through cargo-lambda's emulator (cargo lambda watch + cargo lambda invoke), with its manifest status
+	$(CARGO) test -p fleet-tests --test it -- emulator::
 
 smoke-build: python-tools ## Release bootstraps for this machine's architecture (target/lambda-host/), for the smoke replay and benchmarks
 	$(TOOLS_ENV) $(CARGO) lambda build --release --locked --lambda-dir target/lambda-host $(PACKAGES)

@@ -130,13 +130,9 @@ pub async fn item(table: &FleetTable, pk: &str, sk: &str) -> Option<StoredItem> 
 
 /// An ingest request for `device` with its bearer `token` and `events` (a JSON array).
 pub fn ingest_request(device: &str, token: &str, events: Value) -> ApiRequest {
-    ApiRequest::new(
-        "POST /devices/{deviceId}/events",
-        &format!("/devices/{device}/events"),
-    )
-    .param("deviceId", device)
-    .header("Authorization", &format!("Bearer {token}"))
-    .json(json!({ "events": events }))
+    ApiRequest::post(&format!("/devices/{device}/events"))
+        .header("Authorization", &format!("Bearer {token}"))
+        .json(json!({ "events": events }))
 }
 
 /// The timestamp `seconds` before now, as events carry it.
@@ -198,6 +194,46 @@ impl ApiRequest {
             "isBase64Encoded": false
         });
         Self { event }
+    }
+
+    /// A `method` request to the concrete `path` (`/me/devices/d-1/events`, query string not
+    /// included): the route key and path parameters are those of the template route the path
+    /// matches, as API Gateway derives them (parameters percent-decoded; a literal segment
+    /// wins over a parameter). Panics when no route of `template.yaml` matches: for a request
+    /// no route serves, give the route key by hand with [`ApiRequest::new`].
+    pub fn to(method: &str, path: &str) -> Self {
+        let route = match_route(method, path)
+            .unwrap_or_else(|| panic!("no route of template.yaml serves {method} {path}"));
+        let mut request = Self::new(&route.route_key, path);
+        for (name, value) in route.parameters {
+            request = request.param(&name, &value);
+        }
+        request
+    }
+
+    /// `GET path`, routed as [`ApiRequest::to`] does.
+    pub fn get(path: &str) -> Self {
+        Self::to("GET", path)
+    }
+
+    /// `POST path`, routed as [`ApiRequest::to`] does.
+    pub fn post(path: &str) -> Self {
+        Self::to("POST", path)
+    }
+
+    /// `PUT path`, routed as [`ApiRequest::to`] does.
+    pub fn put(path: &str) -> Self {
+        Self::to("PUT", path)
+    }
+
+    /// `PATCH path`, routed as [`ApiRequest::to`] does.
+    pub fn patch(path: &str) -> Self {
+        Self::to("PATCH", path)
+    }
+
+    /// `DELETE path`, routed as [`ApiRequest::to`] does.
+    pub fn delete(path: &str) -> Self {
+        Self::to("DELETE", path)
     }
 
     /// Authenticated as `sub`.
@@ -287,6 +323,55 @@ impl ApiRequest {
     }
 }
 
+/// A template route a concrete path matched.
+struct RouteMatch {
+    route_key: String,
+    /// Path parameters, decoded.
+    parameters: Vec<(String, String)>,
+    /// Literal segments of the route's path.
+    literals: usize,
+}
+
+/// The template route serving `method path`. The route with the most literal segments wins,
+/// as in API Gateway.
+fn match_route(method: &str, path: &str) -> Option<RouteMatch> {
+    let segments: Vec<&str> = path.trim_start_matches('/').split('/').collect();
+    let mut best: Option<RouteMatch> = None;
+    for route in &template().routes {
+        if route.method != method && route.method != "ANY" {
+            continue;
+        }
+        let pattern: Vec<&str> = route.path.trim_start_matches('/').split('/').collect();
+        if pattern.len() != segments.len() {
+            continue;
+        }
+        let mut parameters = Vec::new();
+        let mut literals = 0;
+        let matched = pattern.iter().zip(&segments).all(|(p, s)| {
+            match p.strip_prefix('{').and_then(|p| p.strip_suffix('}')) {
+                Some(name) if !s.is_empty() => {
+                    let value = percent_encoding::percent_decode_str(s).decode_utf8_lossy();
+                    parameters.push((name.to_string(), value.into_owned()));
+                    true
+                }
+                Some(_) => false,
+                None => {
+                    literals += 1;
+                    p == s
+                }
+            }
+        });
+        if matched && best.as_ref().is_none_or(|b| literals > b.literals) {
+            best = Some(RouteMatch {
+                route_key: route.route_key(),
+                parameters,
+                literals,
+            });
+        }
+    }
+    best
+}
+
 /// A response, decoded.
 #[derive(Debug)]
 pub struct Answer {
@@ -350,3 +435,26 @@ pub async fn device_updates(table: &FleetTable, request: ApiRequest) -> Answer {
 }
 
 pub use fleet_testkit::samples::{events_dir, sample_events, SampleEvent, SAMPLE_RETENTION_DAYS};
+
+#[cfg(test)]
+mod request_builder {
+    use super::*;
+
+    #[test]
+    fn the_route_key_and_decoded_path_parameters_come_from_the_template() {
+        let request = ApiRequest::delete("/me/devices/a%23b");
+        assert_eq!(request.event()["routeKey"], "DELETE /me/devices/{deviceId}");
+        assert_eq!(request.event()["pathParameters"]["deviceId"], "a#b");
+        let request = ApiRequest::get("/me/devices/d-1/events");
+        assert_eq!(
+            request.event()["routeKey"],
+            "GET /me/devices/{deviceId}/events"
+        );
+        assert_eq!(request.event()["rawPath"], "/me/devices/d-1/events");
+        // A literal segment wins over a parameter.
+        let request = ApiRequest::get("/me/dashboard");
+        assert_eq!(request.event()["routeKey"], "GET /me/dashboard");
+        assert!(match_route("GET", "/me/nothing/here").is_none());
+        assert!(match_route("DELETE", "/me").is_none());
+    }
+}

@@ -1,4 +1,8 @@
 //! Function configuration, from the environment only, so any Lambda runtime can drive them.
+//!
+//! One style for every function's settings: a struct with `from_env()` and
+//! `from_lookup(lookup)` (a map in tests), each number read by [`number`] /
+//! [`optional_number`] so a bad value is an error naming the variable.
 
 use crate::error::FleetError;
 
@@ -69,7 +73,9 @@ impl FleetConfig {
     }
 }
 
-fn number<T>(
+/// The setting `name` read through `lookup`: `default` when unset or blank, an error naming
+/// the variable when it is not a number in `range`. Every function setting is read this way.
+pub fn number<T>(
     lookup: &impl Fn(&str) -> Option<String>,
     name: &str,
     default: T,
@@ -78,11 +84,23 @@ fn number<T>(
 where
     T: std::str::FromStr + PartialOrd + std::fmt::Display + Copy,
 {
-    let Some(raw) = lookup(name) else {
-        return Ok(default);
+    Ok(optional_number(lookup, name, range)?.unwrap_or(default))
+}
+
+/// Like [`number`] for a setting without a default: `None` when unset or blank.
+pub fn optional_number<T>(
+    lookup: &impl Fn(&str) -> Option<String>,
+    name: &str,
+    range: std::ops::RangeInclusive<T>,
+) -> Result<Option<T>, FleetError>
+where
+    T: std::str::FromStr + PartialOrd + std::fmt::Display + Copy,
+{
+    let Some(raw) = lookup(name).filter(|v| !v.trim().is_empty()) else {
+        return Ok(None);
     };
     match raw.trim().parse::<T>() {
-        Ok(v) if range.contains(&v) => Ok(v),
+        Ok(v) if range.contains(&v) => Ok(Some(v)),
         _ => Err(FleetError::Internal(format!(
             "{name}={raw:?} is not a number in {}..={}",
             range.start(),

@@ -8,11 +8,14 @@
 //! - [`ops`]: the table operations implementing the patterns.
 //! - [`table`], [`metrics`], [`retry`]: the metered client, error mapping and backoff.
 //! - [`api`]: HTTP plumbing shared by the API functions.
+//! - [`config`], [`deadline`]: a function's settings from the environment, and when an
+//!   invocation must stop (one rule for every function, emulators included).
 
 pub mod api;
 pub mod catalog;
 pub mod config;
 pub mod cursor;
+pub mod deadline;
 pub mod error;
 pub mod ids;
 pub mod items;

@@ -230,12 +230,7 @@ fn plan(segments: u32) -> RunPlan {
 async fn read_report(table: &FleetTable) -> Answer {
     dashboard(
         table,
-        ApiRequest::new(
-            "GET /admin/reports/{date}",
-            &format!("/admin/reports/{DAY}"),
-        )
-        .param("date", DAY)
-        .admin("ops"),
+        ApiRequest::get(&format!("/admin/reports/{DAY}")).admin("ops"),
     )
     .await
 }

@@ -17,18 +17,10 @@ async fn reference() -> FleetTable {
     reference_table().await.0
 }
 
-fn get(route: &str, path: &str) -> ApiRequest {
-    ApiRequest::new(&format!("GET {route}"), path)
-}
-
 fn device_events(device: &str) -> ApiRequest {
-    get(
-        "/me/devices/{deviceId}/events",
-        &format!("/me/devices/{device}/events"),
-    )
-    .param("deviceId", device)
-    .query("from", FROM)
-    .query("to", TO)
+    ApiRequest::get(&format!("/me/devices/{device}/events"))
+        .query("from", FROM)
+        .query("to", TO)
 }
 
 /// Follows cursors from `first` to the end; returns every item of `field` and the pages' costs.
@@ -57,13 +49,13 @@ async fn all_pages(
 #[tokio::test]
 async fn profile_and_dashboard_show_the_callers_own_data() {
     let table = reference().await;
-    let a = dashboard(&table, get("/me", "/me").caller(ALICE)).await;
+    let a = dashboard(&table, ApiRequest::get("/me").caller(ALICE)).await;
     assert_eq!(a.status, 200);
     assert_eq!(a.body["profile"]["name"], "Alice");
-    let a = dashboard(&table, get("/me", "/me").caller("nobody-yet")).await;
+    let a = dashboard(&table, ApiRequest::get("/me").caller("nobody-yet")).await;
     assert_eq!((a.status, a.error_code()), (404, "not_found"));
 
-    let a = dashboard(&table, get("/me/dashboard", "/me/dashboard").caller(ALICE)).await;
+    let a = dashboard(&table, ApiRequest::get("/me/dashboard").caller(ALICE)).await;
     assert_eq!(a.status, 200, "{:?}", a.body);
     assert_eq!(a.used.requests(), 1);
     assert_eq!(a.body["profile"]["userId"], ALICE);
@@ -76,7 +68,7 @@ async fn profile_and_dashboard_show_the_callers_own_data() {
         assert!(d["latest"]["temperature"]["value"].is_number());
         assert!(d["latest"]["humidity"]["at"].is_string());
     }
-    let b = dashboard(&table, get("/me/dashboard", "/me/dashboard").caller(BOB)).await;
+    let b = dashboard(&table, ApiRequest::get("/me/dashboard").caller(BOB)).await;
     assert_eq!(b.body["devices"].as_array().unwrap().len(), 2);
     assert!(
         !b.body.to_string().contains("ref-alice"),
@@ -90,7 +82,7 @@ async fn devices_page_with_cursors_and_filter_by_tag() {
     let (devices, pages) = all_pages(
         &table,
         |cursor| {
-            let r = get("/me/devices", "/me/devices")
+            let r = ApiRequest::get("/me/devices")
                 .caller(ALICE)
                 .query("limit", "3");
             match cursor {
@@ -112,7 +104,7 @@ async fn devices_page_with_cursors_and_filter_by_tag() {
     );
     let a = dashboard(
         &table,
-        get("/me/devices", "/me/devices")
+        ApiRequest::get("/me/devices")
             .caller(ALICE)
             .query("tag", "kitchen"),
     )
@@ -131,7 +123,7 @@ async fn devices_page_with_cursors_and_filter_by_tag() {
     assert_eq!(a.body["devices"][0]["name"], "Sensor 0");
     let a = dashboard(
         &table,
-        get("/me/devices", "/me/devices")
+        ApiRequest::get("/me/devices")
             .caller(BOB)
             .query("tag", "kitchen"),
     )
@@ -148,9 +140,7 @@ async fn a_device_and_its_events_newest_first_in_pages() {
     let table = reference().await;
     let a = dashboard(
         &table,
-        get("/me/devices/{deviceId}", "/me/devices/x")
-            .param("deviceId", DEV0)
-            .caller(ALICE),
+        ApiRequest::get(&format!("/me/devices/{DEV0}")).caller(ALICE),
     )
     .await;
     assert_eq!(a.status, 200);
@@ -194,9 +184,7 @@ async fn another_users_device_is_404_and_shows_nothing() {
     let bob_device = "ref-bob-dev-0";
     let a = dashboard(
         &table,
-        get("/me/devices/{deviceId}", "/")
-            .param("deviceId", bob_device)
-            .caller(ALICE),
+        ApiRequest::get(&format!("/me/devices/{bob_device}")).caller(ALICE),
     )
     .await;
     assert_eq!((a.status, a.error_code()), (404, "not_found"));
@@ -205,7 +193,7 @@ async fn another_users_device_is_404_and_shows_nothing() {
     assert!(!a.body.to_string().contains("e-0"));
     let a = dashboard(
         &table,
-        get("/me/events", "/me/events")
+        ApiRequest::get("/me/events")
             .caller(BOB)
             .query("from", FROM)
             .query("to", TO)
@@ -226,7 +214,7 @@ async fn a_users_events_across_devices_page_through_every_shard_exactly_once() {
     let (events, pages) = all_pages(
         &table,
         |cursor| {
-            let r = get("/me/events", "/me/events")
+            let r = ApiRequest::get("/me/events")
                 .caller(ALICE)
                 .query("from", FROM)
                 .query("to", TO)
@@ -306,7 +294,7 @@ async fn expired_events_are_never_returned() {
     assert!(!a.body.to_string().contains("expired"));
     let a = dashboard(
         &table,
-        get("/me/events", "/me/events")
+        ApiRequest::get("/me/events")
             .caller(ALICE)
             .query("from", FROM)
             .query("to", TO)
@@ -316,7 +304,7 @@ async fn expired_events_are_never_returned() {
     assert!(!a.body.to_string().contains("expired"));
     let a = dashboard(
         &table,
-        get("/admin/events", "/admin/events")
+        ApiRequest::get("/admin/events")
             .admin("ops")
             .query("type", "temperature")
             .query("from", FROM)
@@ -376,7 +364,7 @@ async fn cursors_cannot_be_edited_or_reused_to_reach_other_data() {
     // A cursor of another listing, and garbage.
     let devices = dashboard(
         &table,
-        get("/me/devices", "/me/devices")
+        ApiRequest::get("/me/devices")
             .caller(ALICE)
             .query("limit", "2"),
     )
@@ -393,7 +381,7 @@ async fn cursors_cannot_be_edited_or_reused_to_reach_other_data() {
     }
     let events = dashboard(
         &table,
-        get("/me/events", "/me/events")
+        ApiRequest::get("/me/events")
             .caller(ALICE)
             .query("from", FROM)
             .query("to", TO)
@@ -408,7 +396,7 @@ async fn cursors_cannot_be_edited_or_reused_to_reach_other_data() {
     );
     let a = dashboard(
         &table,
-        get("/me/events", "/me/events")
+        ApiRequest::get("/me/events")
             .caller(ALICE)
             .query("from", FROM)
             .query("to", TO)
@@ -418,7 +406,7 @@ async fn cursors_cannot_be_edited_or_reused_to_reach_other_data() {
     assert_eq!((a.status, a.error_field()), (400, "cursor"));
     let a = dashboard(
         &table,
-        get("/me/events", "/me/events")
+        ApiRequest::get("/me/events")
             .caller(BOB)
             .query("from", FROM)
             .query("to", TO)
@@ -457,14 +445,14 @@ async fn bad_parameters_are_400_naming_the_parameter() {
         ),
         (device_events("a#b").caller(ALICE), "deviceId"),
         (
-            get("/me/devices", "/me/devices")
+            ApiRequest::get("/me/devices")
                 .caller(ALICE)
                 .query("tag", "a#b"),
             "tag",
         ),
-        (get("/admin/events", "/admin/events").admin("ops"), "type"),
+        (ApiRequest::get("/admin/events").admin("ops"), "type"),
         (
-            get("/admin/events", "/admin/events")
+            ApiRequest::get("/admin/events")
                 .admin("ops")
                 .query("type", "temperature")
                 .query("from", "2026-11-01T00:00:00Z")
@@ -472,22 +460,20 @@ async fn bad_parameters_are_400_naming_the_parameter() {
             "from",
         ),
         (
-            get("/admin/devices", "/admin/devices")
+            ApiRequest::get("/admin/devices")
                 .admin("ops")
                 .query("status", "bogus"),
             "status",
         ),
         (
-            get("/admin/devices", "/admin/devices")
+            ApiRequest::get("/admin/devices")
                 .admin("ops")
                 .query("status", "active")
                 .query("seenSince", "soon"),
             "seenSince",
         ),
         (
-            get("/admin/reports/{date}", "/admin/reports/2026-13-01")
-                .param("date", "2026-13-01")
-                .admin("ops"),
+            ApiRequest::get("/admin/reports/2026-13-01").admin("ops"),
             "date",
         ),
     ];
@@ -502,14 +488,14 @@ async fn bad_parameters_are_400_naming_the_parameter() {
 async fn operator_routes_need_the_admin_group() {
     let table = reference().await;
     let routes = [
-        get("/admin/events", "/admin/events")
+        ApiRequest::get("/admin/events")
             .query("type", "temperature")
             .query("from", FROM)
             .query("to", TO),
-        get("/admin/devices", "/admin/devices")
+        ApiRequest::get("/admin/devices")
             .query("status", "active")
             .query("seenSince", FROM),
-        get("/admin/reports/{date}", "/admin/reports/2026-11-20").param("date", "2026-11-20"),
+        ApiRequest::get("/admin/reports/2026-11-20"),
     ];
     for request in routes {
         let a = dashboard(&table, request.caller(ALICE)).await;
@@ -523,7 +509,7 @@ async fn operator_routes_need_the_admin_group() {
     }
     let a = dashboard(
         &table,
-        get("/admin/events", "/admin/events")
+        ApiRequest::get("/admin/events")
             .admin("ops")
             .query("type", "temperature")
             .query("from", FROM)
@@ -555,7 +541,7 @@ async fn operator_routes_need_the_admin_group() {
 
     let a = dashboard(
         &table,
-        get("/admin/devices", "/admin/devices")
+        ApiRequest::get("/admin/devices")
             .admin("ops")
             .query("status", "active")
             .query("seenSince", FROM),
@@ -565,7 +551,7 @@ async fn operator_routes_need_the_admin_group() {
     assert_eq!(a.body["devices"].as_array().unwrap().len(), 12);
     let a = dashboard(
         &table,
-        get("/admin/devices", "/admin/devices")
+        ApiRequest::get("/admin/devices")
             .admin("ops")
             .query("status", "maintenance")
             .query("seenSince", FROM),
@@ -575,18 +561,14 @@ async fn operator_routes_need_the_admin_group() {
 
     let a = dashboard(
         &table,
-        get("/admin/reports/{date}", "/admin/reports/2026-11-20")
-            .param("date", "2026-11-20")
-            .admin("ops"),
+        ApiRequest::get("/admin/reports/2026-11-20").admin("ops"),
     )
     .await;
     assert_eq!(a.status, 200);
     assert_eq!(a.body["date"], "2026-11-20");
     let a = dashboard(
         &table,
-        get("/admin/reports/{date}", "/admin/reports/2026-11-21")
-            .param("date", "2026-11-21")
-            .admin("ops"),
+        ApiRequest::get("/admin/reports/2026-11-21").admin("ops"),
     )
     .await;
     assert_eq!((a.status, a.error_code()), (404, "not_found"));

@@ -9,25 +9,17 @@ const ALICE: &str = "user-alice";
 const BOB: &str = "user-bob";
 
 fn register(body: Value) -> ApiRequest {
-    ApiRequest::new("POST /me/devices", "/me/devices").json(body)
+    ApiRequest::post("/me/devices").json(body)
 }
 
 fn patch(device: &str, if_match: &str, body: Value) -> ApiRequest {
-    ApiRequest::new(
-        "PATCH /me/devices/{deviceId}",
-        &format!("/me/devices/{device}"),
-    )
-    .param("deviceId", device)
-    .header("If-Match", if_match)
-    .json(body)
+    ApiRequest::patch(&format!("/me/devices/{device}"))
+        .header("If-Match", if_match)
+        .json(body)
 }
 
 fn delete(device: &str) -> ApiRequest {
-    ApiRequest::new(
-        "DELETE /me/devices/{deviceId}",
-        &format!("/me/devices/{device}"),
-    )
-    .param("deviceId", device)
+    ApiRequest::delete(&format!("/me/devices/{device}"))
 }
 
 fn thermo(id: &str, tags: &[&str]) -> Value {
@@ -60,7 +52,7 @@ async fn put_me_creates_then_updates_the_profile_keeping_created_at() {
     let table = fresh_table().await;
     let first = device_updates(
         &table,
-        ApiRequest::new("PUT /me", "/me")
+        ApiRequest::put("/me")
             .caller(ALICE)
             .json(json!({"name": "Ada"})),
     )
@@ -74,7 +66,7 @@ async fn put_me_creates_then_updates_the_profile_keeping_created_at() {
 
     let second = device_updates(
         &table,
-        ApiRequest::new("PUT /me", "/me")
+        ApiRequest::put("/me")
             .caller(ALICE)
             .json(json!({"name": "  Ada Lovelace "})),
     )
@@ -350,7 +342,7 @@ async fn requests_without_claims_are_401_and_change_nothing() {
     registered(&table, ALICE, "thermo-1", &[]).await;
     let before = table_contents(&table).await;
     for request in [
-        ApiRequest::new("PUT /me", "/me").json(json!({"name": "x"})),
+        ApiRequest::put("/me").json(json!({"name": "x"})),
         register(thermo("thermo-9", &[])),
         patch("thermo-1", "1", json!({"status": "error"})),
         delete("thermo-1"),
@@ -373,49 +365,44 @@ async fn bad_input_is_a_4xx_naming_the_field_and_changes_nothing() {
     let cases: Vec<(&str, ApiRequest, u16, &str)> = vec![
         (
             "not JSON",
-            ApiRequest::new("PUT /me", "/me").body("{name"),
+            ApiRequest::put("/me").body("{name"),
             400,
             "body",
         ),
-        (
-            "empty body",
-            ApiRequest::new("PUT /me", "/me").body(""),
-            400,
-            "body",
-        ),
+        ("empty body", ApiRequest::put("/me").body(""), 400, "body"),
         (
             "trailing data",
-            ApiRequest::new("PUT /me", "/me").body("{\"name\":\"a\"} x"),
+            ApiRequest::put("/me").body("{\"name\":\"a\"} x"),
             400,
             "body",
         ),
         (
             "unknown field",
-            ApiRequest::new("PUT /me", "/me").json(json!({"name": "a", "admin": true})),
+            ApiRequest::put("/me").json(json!({"name": "a", "admin": true})),
             400,
             "admin",
         ),
         (
             "blank name",
-            ApiRequest::new("PUT /me", "/me").json(json!({"name": "   "})),
+            ApiRequest::put("/me").json(json!({"name": "   "})),
             400,
             "name",
         ),
         (
             "long name",
-            ApiRequest::new("PUT /me", "/me").json(json!({"name": long})),
+            ApiRequest::put("/me").json(json!({"name": long})),
             400,
             "name",
         ),
         (
             "control char in name",
-            ApiRequest::new("PUT /me", "/me").json(json!({"name": "a\u{1}b"})),
+            ApiRequest::put("/me").json(json!({"name": "a\u{1}b"})),
             400,
             "name",
         ),
         (
             "wrong type",
-            ApiRequest::new("PUT /me", "/me").json(json!({"name": 5})),
+            ApiRequest::put("/me").json(json!({"name": 5})),
             400,
             "name",
         ),
@@ -500,22 +487,19 @@ async fn bad_input_is_a_4xx_naming_the_field_and_changes_nothing() {
         ),
         (
             "bad path id",
-            ApiRequest::new("DELETE /me/devices/{deviceId}", "/me/devices/a%23b")
-                .param("deviceId", "a#b"),
+            ApiRequest::delete("/me/devices/a%23b"),
             400,
             "deviceId",
         ),
         (
             "missing If-Match",
-            ApiRequest::new("PATCH /me/devices/{deviceId}", "/me/devices/thermo-1")
-                .param("deviceId", "thermo-1")
-                .json(json!({"status": "error"})),
+            ApiRequest::patch("/me/devices/thermo-1").json(json!({"status": "error"})),
             428,
             "If-Match",
         ),
         (
             "too large",
-            ApiRequest::new("PUT /me", "/me").json(json!({"name": "x".repeat(20_000)})),
+            ApiRequest::put("/me").json(json!({"name": "x".repeat(20_000)})),
             413,
             "",
         ),
@@ -542,7 +526,7 @@ async fn bad_input_is_a_4xx_naming_the_field_and_changes_nothing() {
 #[tokio::test]
 async fn a_route_this_function_does_not_serve_is_404() {
     let table = fresh_table().await;
-    let a = device_updates(&table, ApiRequest::new("GET /me", "/me").caller(ALICE)).await;
+    let a = device_updates(&table, ApiRequest::get("/me").caller(ALICE)).await;
     assert_eq!(a.status, 404);
     assert_eq!(a.error_code(), "no_route");
 }

@@ -192,23 +192,14 @@ const DEVICE: &str = "contended";
 const STATUSES: [&str; 4] = ["active", "inactive", "maintenance", "error"];
 
 fn get_device(owner: &str, device: &str) -> ApiRequest {
-    ApiRequest::new(
-        "GET /me/devices/{deviceId}",
-        &format!("/me/devices/{device}"),
-    )
-    .param("deviceId", device)
-    .caller(owner)
+    ApiRequest::get(&format!("/me/devices/{device}")).caller(owner)
 }
 
 fn patch_device(owner: &str, device: &str, version: u64, body: serde_json::Value) -> ApiRequest {
-    ApiRequest::new(
-        "PATCH /me/devices/{deviceId}",
-        &format!("/me/devices/{device}"),
-    )
-    .param("deviceId", device)
-    .caller(owner)
-    .header("If-Match", &version.to_string())
-    .json(body)
+    ApiRequest::patch(&format!("/me/devices/{device}"))
+        .caller(owner)
+        .header("If-Match", &version.to_string())
+        .json(body)
 }
 
 /// Whether `a` is the documented answer to "try again": 429/503 with Retry-After and the
@@ -320,12 +311,10 @@ async fn patches_under_faults(seed: u64, rate: f64) {
     let table = fresh_table().await;
     let registered = device_updates(
         &table,
-        ApiRequest::new("POST /me/devices", "/me/devices")
-            .caller(OWNER)
-            .json(
-                serde_json::json!({"deviceId": DEVICE, "name": "Start", "type": "thermostat",
+        ApiRequest::post("/me/devices").caller(OWNER).json(
+            serde_json::json!({"deviceId": DEVICE, "name": "Start", "type": "thermostat",
                 "tags": ["start"]}),
-            ),
+        ),
     )
     .await;
     assert_eq!(registered.status, 201);
@@ -434,12 +423,10 @@ async fn register_until_answered(table: &FleetTable, user: &str) -> (Answer, boo
     for _ in 0..20 {
         let a = device_updates(
             table,
-            ApiRequest::new("POST /me/devices", "/me/devices")
-                .caller(user)
-                .json(
-                    serde_json::json!({"deviceId": RACED, "name": user, "type": "thermostat",
+            ApiRequest::post("/me/devices").caller(user).json(
+                serde_json::json!({"deviceId": RACED, "name": user, "type": "thermostat",
                     "tags": ["raced", user]}),
-                ),
+            ),
         )
         .await;
         match a.status {
@@ -534,12 +521,7 @@ async fn registration_races_under_faults(config: ProxyConfig, rounds: usize) {
         let (deleted, retried) = until_final(|| {
             device_updates(
                 &faulty,
-                ApiRequest::new(
-                    "DELETE /me/devices/{deviceId}",
-                    &format!("/me/devices/{RACED}"),
-                )
-                .param("deviceId", RACED)
-                .caller(owner),
+                ApiRequest::delete(&format!("/me/devices/{RACED}")).caller(owner),
             )
         })
         .await;
@@ -595,9 +577,7 @@ async fn analytics_dataset() -> FleetTable {
     let (table, _) = reference_table().await;
     let deleted = device_updates(
         &table,
-        ApiRequest::new("DELETE /me/devices/{deviceId}", "/me/devices/ref-bob-dev-1")
-            .param("deviceId", "ref-bob-dev-1")
-            .caller(fleet_testkit::reference::BOB),
+        ApiRequest::delete("/me/devices/ref-bob-dev-1").caller(fleet_testkit::reference::BOB),
     )
     .await;
     assert_eq!(deleted.status, 204);
@@ -664,12 +644,7 @@ async fn daily_report_under_faults(config: ProxyConfig) -> usize {
     // What the dashboard serves is that report, and the purge happened on both tables.
     let stored = dashboard(
         &faulty_base,
-        ApiRequest::new(
-            "GET /admin/reports/{date}",
-            &format!("/admin/reports/{day}"),
-        )
-        .param("date", day)
-        .admin("ops"),
+        ApiRequest::get(&format!("/admin/reports/{day}")).admin("ops"),
     )
     .await;
     assert_eq!(report_counts(&stored.body), report_counts(&expected));
@@ -711,39 +686,30 @@ async fn reads_under_faults_answer_their_data_or_503_with_retry_after() {
     let from = "2026-11-20T00:00:00.000Z";
     let requests = || {
         vec![
-            ApiRequest::new("GET /me", "/me").caller(ALICE),
-            ApiRequest::new("GET /me/dashboard", "/me/dashboard").caller(ALICE),
-            ApiRequest::new("GET /me/devices", "/me/devices").caller(ALICE),
-            ApiRequest::new("GET /me/devices", "/me/devices")
+            ApiRequest::get("/me").caller(ALICE),
+            ApiRequest::get("/me/dashboard").caller(ALICE),
+            ApiRequest::get("/me/devices").caller(ALICE),
+            ApiRequest::get("/me/devices")
                 .query("tag", "kitchen")
                 .caller(ALICE),
             get_device(ALICE, "ref-alice-dev-3"),
-            ApiRequest::new(
-                "GET /me/devices/{deviceId}/events",
-                "/me/devices/ref-alice-dev-3/events",
-            )
-            .param("deviceId", "ref-alice-dev-3")
-            .query("from", from)
-            .query("to", REFERENCE_NOW)
-            .caller(ALICE),
-            ApiRequest::new("GET /me/events", "/me/events")
+            ApiRequest::get("/me/devices/ref-alice-dev-3/events")
                 .query("from", from)
                 .query("to", REFERENCE_NOW)
                 .caller(ALICE),
-            ApiRequest::new("GET /admin/events", "/admin/events")
+            ApiRequest::get("/me/events")
+                .query("from", from)
+                .query("to", REFERENCE_NOW)
+                .caller(ALICE),
+            ApiRequest::get("/admin/events")
                 .query("type", "temperature")
                 .query("from", from)
                 .query("to", REFERENCE_NOW)
                 .admin("ops"),
-            ApiRequest::new("GET /admin/devices", "/admin/devices")
+            ApiRequest::get("/admin/devices")
                 .query("status", "active")
                 .admin("ops"),
-            ApiRequest::new(
-                "GET /admin/reports/{date}",
-                &format!("/admin/reports/{day}"),
-            )
-            .param("date", day)
-            .admin("ops"),
+            ApiRequest::get(&format!("/admin/reports/{day}")).admin("ops"),
         ]
     };
     let mut expected = Vec::new();
@@ -794,7 +760,7 @@ async fn a_fault_that_outlasts_the_retries_is_a_503_with_retry_after() {
         let (faulty, proxy) = behind_proxy(&table, ProxyConfig::new(1, rates)).await;
         for request in [
             get_device("someone", "anything"),
-            ApiRequest::new("PUT /me", "/me")
+            ApiRequest::put("/me")
                 .caller("someone")
                 .json(serde_json::json!({"name": "Someone"})),
         ] {

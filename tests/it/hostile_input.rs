@@ -945,7 +945,7 @@ async fn regressions_found_by_fuzzing_are_400s() {
         .unwrap()
         .token;
     let admin_events = |from: &str, to: &str| {
-        ApiRequest::new("GET /admin/events", "/admin/events")
+        ApiRequest::get("/admin/events")
             .admin("demo-operator")
             .query("type", "temperature")
             .query("from", from)
@@ -972,7 +972,7 @@ async fn regressions_found_by_fuzzing_are_400s() {
         ),
         (
             "GET /me/events",
-            ApiRequest::new("GET /me/events", "/me/events")
+            ApiRequest::get("/me/events")
                 .caller("demo-alice")
                 .query("to", "0000-01-01T00:00:00Z"),
             200,
@@ -980,11 +980,7 @@ async fn regressions_found_by_fuzzing_are_400s() {
         ),
         (
             "POST /devices/{deviceId}/events",
-            ApiRequest::new(
-                "POST /devices/{deviceId}/events",
-                "/devices/thermo-kitchen/events",
-            )
-            .param("deviceId", "thermo-kitchen")
+            ApiRequest::post("/devices/thermo-kitchen/events")
             .header("authorization", &format!("Bearer {kitchen}"))
             .json(
                 json!({"events": [{"type": "t", "value": 1, "at": "9999-12-31T23:59:59-01:00"}]}),
@@ -994,7 +990,7 @@ async fn regressions_found_by_fuzzing_are_400s() {
         ),
         (
             "POST /me/devices",
-            ApiRequest::new("POST /me/devices", "/me/devices")
+            ApiRequest::post("/me/devices")
                 .caller("demo-alice")
                 .json(json!({"deviceId": "..", "name": "dots", "type": "t"})),
             400,
@@ -1002,7 +998,7 @@ async fn regressions_found_by_fuzzing_are_400s() {
         ),
         (
             "PUT /me",
-            ApiRequest::new("PUT /me", "/me")
+            ApiRequest::put("/me")
                 .caller("demo-alice")
                 .header("content-type", "text/plain")
                 .json(json!({"name": "plain"})),
@@ -1011,7 +1007,7 @@ async fn regressions_found_by_fuzzing_are_400s() {
         ),
         (
             "PATCH /me/devices/{deviceId}",
-            ApiRequest::new("PATCH /me/devices/{deviceId}", "/me/devices/thermo-kitchen")
+            ApiRequest::patch("/me/devices/thermo-kitchen")
                 .caller("demo-alice")
                 .param("deviceId", "thermo-kitchen")
                 .header("if-match", "\"\"1\"\"")

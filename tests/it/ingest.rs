@@ -35,7 +35,7 @@ async fn with_device(device: &str) -> (FleetTable, String) {
 async fn register(table: &FleetTable, owner: &str, device: &str) -> String {
     let a = device_updates(
         table,
-        ApiRequest::new("POST /me/devices", "/me/devices")
+        ApiRequest::post("/me/devices")
             .caller(owner)
             .json(json!({"deviceId": device, "name": "Boiler room", "type": "thermostat"})),
     )
@@ -255,12 +255,7 @@ async fn rejected_batches_answer_4xx_and_change_nothing() {
     let cases: Vec<(&str, ApiRequest, u16, &str)> = vec![
         (
             "no token",
-            ApiRequest::new(
-                "POST /devices/{deviceId}/events",
-                "/devices/thermo-1/events",
-            )
-            .param("deviceId", "thermo-1")
-            .json(json!({"events": good()})),
+            ApiRequest::post("/devices/thermo-1/events").json(json!({"events": good()})),
             401,
             "",
         ),
@@ -443,9 +438,7 @@ async fn a_warm_lambda_skips_the_registration_read_and_stops_a_deleted_device() 
 
     let deleted = device_updates(
         &table,
-        ApiRequest::new("DELETE /me/devices/{deviceId}", "/me/devices/thermo-1")
-            .param("deviceId", "thermo-1")
-            .caller(OWNER),
+        ApiRequest::delete("/me/devices/thermo-1").caller(OWNER),
     )
     .await;
     assert_eq!(deleted.status, 204);

@@ -54,9 +54,7 @@ async fn register(gateway: &Gateway, user: &str, body: Value) -> String {
     let answer = gateway
         .send(
             "POST /me/devices",
-            ApiRequest::new("POST /me/devices", "/me/devices")
-                .caller(user)
-                .json(body),
+            ApiRequest::post("/me/devices").caller(user).json(body),
         )
         .await;
     assert_eq!(answer.status, 201, "{}", answer.body);
@@ -81,7 +79,7 @@ async fn world() -> World {
         send_ok(
             &gateway,
             "PUT /me",
-            ApiRequest::new("PUT /me", "/me")
+            ApiRequest::put("/me")
                 .caller(user)
                 .json(json!({ "name": name })),
         )
@@ -416,7 +414,7 @@ async fn user_b_reaches_nothing_of_user_a() {
         .gateway
         .send(
             "GET /me/devices",
-            ApiRequest::new("GET /me/devices", "/me/devices")
+            ApiRequest::get("/me/devices")
                 .caller(A)
                 .query("limit", "1")
                 .query("cursor", &cursor(PatternId::Ap02)),
@@ -481,19 +479,15 @@ async fn user_b_reaches_nothing_of_user_a() {
     let admin_calls = [
         (
             "GET /admin/events",
-            ApiRequest::new("GET /admin/events", "/admin/events").query("type", "a-type-secret"),
+            ApiRequest::get("/admin/events").query("type", "a-type-secret"),
         ),
         (
             "GET /admin/devices",
-            ApiRequest::new("GET /admin/devices", "/admin/devices").query("status", "active"),
+            ApiRequest::get("/admin/devices").query("status", "active"),
         ),
         (
             "GET /admin/reports/{date}",
-            ApiRequest::new(
-                "GET /admin/reports/{date}",
-                &format!("/admin/reports/{today}"),
-            )
-            .param("date", &today),
+            ApiRequest::get(&format!("/admin/reports/{today}")),
         ),
     ];
     for (route, request) in admin_calls {
@@ -522,17 +516,11 @@ async fn user_b_reaches_nothing_of_user_a() {
         "",
         "a b",
     ] {
-        attempt(
-            &w,
-            "GET /me",
-            ApiRequest::new("GET /me", "/me").caller(sub),
-            &[401],
-        )
-        .await;
+        attempt(&w, "GET /me", ApiRequest::get("/me").caller(sub), &[401]).await;
         attempt(
             &w,
             "GET /me/events",
-            ApiRequest::new("GET /me/events", "/me/events").caller(sub),
+            ApiRequest::get("/me/events").caller(sub),
             &[401],
         )
         .await;
@@ -594,7 +582,7 @@ async fn key_injection_in_every_id_field_is_a_400_naming_the_field() {
             }
             cases.push((
                 "PATCH /me/devices/{deviceId}",
-                ApiRequest::new("PATCH /me/devices/{deviceId}", "/me/devices/x")
+                ApiRequest::patch("/me/devices/x")
                     .caller(B)
                     .param("deviceId", bad)
                     .header("If-Match", "1")
@@ -608,7 +596,7 @@ async fn key_injection_in_every_id_field_is_a_400_naming_the_field() {
             ));
             cases.push((
                 "GET /admin/reports/{date}",
-                ApiRequest::new("GET /admin/reports/{date}", "/admin/reports/x")
+                ApiRequest::get("/admin/reports/x")
                     .admin("ops")
                     .param("date", &format!("{today}{bad}")),
                 "date".into(),
@@ -621,14 +609,14 @@ async fn key_injection_in_every_id_field_is_a_400_naming_the_field() {
         ));
         cases.push((
             "GET /admin/events",
-            ApiRequest::new("GET /admin/events", "/admin/events")
+            ApiRequest::get("/admin/events")
                 .admin("ops")
                 .query("type", bad),
             "type".into(),
         ));
         cases.push((
             "GET /admin/devices",
-            ApiRequest::new("GET /admin/devices", "/admin/devices")
+            ApiRequest::get("/admin/devices")
                 .admin("ops")
                 .query("status", bad),
             "status".into(),

@@ -7,6 +7,7 @@ mod daily_analytics;
 mod dashboard;
 mod dev_server;
 mod device_updates;
+mod emulator;
 mod faults;
 mod generated_docs;
 mod hostile_input;

@@ -50,7 +50,7 @@ async fn one_json_line_per_request_without_secrets() {
 
     let a = device_updates(
         &table,
-        ApiRequest::new("POST /me/devices", "/me/devices")
+        ApiRequest::post("/me/devices")
             .caller("user-log")
             .header("Authorization", "Bearer secret-jwt-value")
             .json(json!({"deviceId": "log-1", "name": "Log", "type": "thermostat"})),
@@ -60,7 +60,7 @@ async fn one_json_line_per_request_without_secrets() {
     let token = a.body["token"].as_str().unwrap().to_string();
     let b = device_updates(
         &table,
-        ApiRequest::new("PUT /me", "/me")
+        ApiRequest::put("/me")
             .caller("user-log")
             .json(json!({"name": "x".repeat(200)})),
     )

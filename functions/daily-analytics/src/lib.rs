@@ -8,12 +8,19 @@
 
 use std::time::{Duration, Instant};
 
+use lambda_runtime::LambdaEvent;
 use serde::Deserialize;
 use serde_json::{json, Value};
+use shared::config::{number, optional_number};
+use shared::deadline::Deadline;
 use shared::metrics::RequestMeter;
 use shared::ops::analytics::{previous_day, run_daily_report, RunPlan};
 use shared::timestamp::Timestamp;
 use shared::{FleetError, FleetTable, ValidationError};
+
+/// The function's `Timeout` in `template.yaml`: the time an invocation gets when the runtime
+/// sends no usable deadline (see [`shared::deadline`]).
+pub const TIMEOUT: Duration = Duration::from_secs(900);
 
 /// Scan segments (`SCAN_SEGMENTS`, default 4) and page size (`SCAN_PAGE_LIMIT`, default
 /// DynamoDB's 1 MB pages).
@@ -28,22 +35,14 @@ pub struct AnalyticsConfig {
 impl AnalyticsConfig {
     /// From the environment.
     pub fn from_env() -> Result<Self, FleetError> {
-        let read = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
-        let segments = match read("SCAN_SEGMENTS") {
-            None => 4,
-            Some(v) => v.trim().parse().map_err(|_| {
-                FleetError::Internal(format!("SCAN_SEGMENTS={v:?} is not a number"))
-            })?,
-        };
-        let page_limit = match read("SCAN_PAGE_LIMIT") {
-            None => None,
-            Some(v) => Some(v.trim().parse().map_err(|_| {
-                FleetError::Internal(format!("SCAN_PAGE_LIMIT={v:?} is not a number"))
-            })?),
-        };
+        Self::from_lookup(|name| std::env::var(name).ok())
+    }
+
+    /// Through `lookup` (the environment, or a map in tests).
+    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Self, FleetError> {
         Ok(Self {
-            segments,
-            page_limit,
+            segments: number(&lookup, "SCAN_SEGMENTS", 4, 1..=1_000_000)?,
+            page_limit: optional_number(&lookup, "SCAN_PAGE_LIMIT", 1..=i32::MAX)?,
         })
     }
 }
@@ -54,6 +53,32 @@ impl Default for AnalyticsConfig {
             segments: 4,
             page_limit: None,
         }
+    }
+}
+
+/// What every invocation of this execution environment shares: the table client and the
+/// settings, built once by [`State::from_env`].
+pub struct State {
+    /// The table.
+    pub table: FleetTable,
+    /// The settings.
+    pub config: AnalyticsConfig,
+}
+
+impl State {
+    /// The table and settings from the environment.
+    pub async fn from_env() -> Result<Self, FleetError> {
+        Ok(Self {
+            table: FleetTable::from_env().await?,
+            config: AnalyticsConfig::from_env()?,
+        })
+    }
+
+    /// One Lambda invocation, until the deadline Lambda gave (or [`TIMEOUT`] when it gave none
+    /// usable).
+    pub async fn handle(&self, event: LambdaEvent<Value>) -> Result<Value, FleetError> {
+        let deadline = Deadline::from_lambda(event.context.deadline(), TIMEOUT);
+        handle(&self.table, &self.config, event.payload, deadline.instant()).await
     }
 }
 

@@ -11,10 +11,31 @@ use shared::items::DeviceStatus;
 use shared::ops::events::TimeRange;
 use shared::ops::{dashboard, devices, events, fleet, profile, reports, DEFAULT_LIMIT, MAX_LIMIT};
 use shared::timestamp::Timestamp;
-use shared::{FleetTable, ValidationError};
+use shared::{FleetError, FleetTable, ValidationError};
 
 /// Default time range of event listings, when `from` is not given.
 const DEFAULT_RANGE_SECONDS: i64 = 24 * 3600;
+
+/// What every request of this execution environment shares: the table client, built once by
+/// [`State::from_env`].
+pub struct State {
+    /// The table.
+    pub table: FleetTable,
+}
+
+impl State {
+    /// The table from the environment.
+    pub async fn from_env() -> Result<Self, FleetError> {
+        Ok(Self {
+            table: FleetTable::from_env().await?,
+        })
+    }
+
+    /// One API Gateway request (the Lambda bootstrap calls this).
+    pub async fn handle(&self, req: Request) -> Response<Body> {
+        handle(&self.table, req).await
+    }
+}
 
 /// Serves one API Gateway request (the Lambda handler and the local dev server both call this).
 pub async fn handle(table: &FleetTable, req: Request) -> Response<Body> {

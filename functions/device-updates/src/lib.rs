@@ -13,7 +13,28 @@ use shared::ids::{parse_display_name, parse_tags, DeviceId, DeviceType};
 use shared::items::DeviceStatus;
 use shared::ops::devices::{self, DevicePatch, DeviceRegistration, MAX_DEVICE_NAME};
 use shared::ops::profile::{self, ProfileUpdate, MAX_PROFILE_NAME};
-use shared::FleetTable;
+use shared::{FleetError, FleetTable};
+
+/// What every request of this execution environment shares: the table client, built once by
+/// [`State::from_env`].
+pub struct State {
+    /// The table.
+    pub table: FleetTable,
+}
+
+impl State {
+    /// The table from the environment.
+    pub async fn from_env() -> Result<Self, FleetError> {
+        Ok(Self {
+            table: FleetTable::from_env().await?,
+        })
+    }
+
+    /// One API Gateway request (the Lambda bootstrap calls this).
+    pub async fn handle(&self, req: Request) -> Response<Body> {
+        handle(&self.table, req).await
+    }
+}
 
 /// Serves one API Gateway request (the Lambda handler and the local dev server both call this).
 pub async fn handle(table: &FleetTable, req: Request) -> Response<Body> {

@@ -1,17 +1,15 @@
-//! The `device-updates` Lambda bootstrap: logging, the SDK client, the runtime loop.
+//! The `device-updates` Lambda bootstrap: logging, the state built once, the runtime loop.
 
 use std::convert::Infallible;
 
 use lambda_http::{service_fn, Error, Request};
-use shared::FleetTable;
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
     shared::telemetry::init_json_logs();
-    // Built once per execution environment and reused by every invocation.
-    let table: &'static FleetTable = Box::leak(Box::new(FleetTable::from_env().await?));
+    let state = &device_updates::State::from_env().await?;
     lambda_http::run(service_fn(move |req: Request| async move {
-        Ok::<_, Infallible>(device_updates::handle(table, req).await)
+        Ok::<_, Infallible>(state.handle(req).await)
     }))
     .await
 }

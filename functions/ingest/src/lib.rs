@@ -4,7 +4,7 @@
 //! `shared::ops::ingest`, and answer 200 only when every event is stored; otherwise 503 with
 //! exactly which ids to resend.
 
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
 use lambda_http::http::{header, StatusCode};
 use lambda_http::{Body, Request, RequestExt, Response};
@@ -12,17 +12,44 @@ use serde::Deserialize;
 use serde_json::json;
 
 use shared::api::{self, json_body, json_response, path_param, ApiError};
+use shared::deadline::Deadline;
 use shared::ids::DeviceId;
-use shared::ops::ingest::{validate_batch, Ingestor, NewEvent, SubmittedEvent};
+use shared::ops::ingest::{validate_batch, IngestConfig, Ingestor, NewEvent, SubmittedEvent};
 use shared::table::RETRY_AFTER_SECONDS;
 use shared::timestamp::Timestamp;
-use shared::FleetError;
+use shared::{FleetError, FleetTable};
 
 /// Largest request body: 100 events with ids, types and long text values fit well within it.
 pub const MAX_INGEST_BODY_BYTES: usize = 64 * 1024;
 
 /// Time kept in reserve before the Lambda's deadline to answer the device.
 const ANSWER_MARGIN: Duration = Duration::from_millis(500);
+
+/// The function's `Timeout` in `template.yaml` (`Globals`): the time an invocation gets when
+/// the runtime sends no usable deadline (see [`shared::deadline`]).
+pub const TIMEOUT: Duration = Duration::from_secs(10);
+
+/// What every request of this execution environment shares: the table client and the warm
+/// registration and device summary caches, built once by [`State::from_env`].
+pub struct State {
+    /// The ingestor with its caches.
+    pub ingestor: Ingestor,
+}
+
+impl State {
+    /// The table and the ingest settings from the environment.
+    pub async fn from_env() -> Result<Self, FleetError> {
+        let table = FleetTable::from_env().await?;
+        Ok(Self {
+            ingestor: Ingestor::new(table, IngestConfig::from_env()?),
+        })
+    }
+
+    /// One API Gateway request (the Lambda bootstrap calls this).
+    pub async fn handle(&self, req: Request) -> Response<Body> {
+        handle(&self.ingestor, req).await
+    }
+}
 
 /// Serves one API Gateway request (the Lambda handler and the local dev server both call this).
 pub async fn handle(ingestor: &Ingestor, req: Request) -> Response<Body> {
@@ -104,12 +131,11 @@ fn bearer_token(req: &Request) -> Option<&str> {
     (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then_some(token)
 }
 
-/// When retrying must stop: the Lambda's deadline less a margin to answer (outside Lambda,
-/// the ingestor's own retry window applies).
+/// When retrying must stop: the Lambda's deadline (one rule for every function,
+/// [`Deadline::from_lambda`]) less a margin to answer; outside Lambda (no context), the
+/// ingestor's own retry window applies.
 fn deadline(req: &Request) -> Instant {
-    let far = Instant::now() + Duration::from_secs(3600);
     req.lambda_context_ref()
-        .and_then(|ctx| ctx.deadline().duration_since(SystemTime::now()).ok())
-        .map(|left| Instant::now() + left.saturating_sub(ANSWER_MARGIN))
-        .unwrap_or(far)
+        .map(|ctx| Deadline::from_lambda(ctx.deadline(), TIMEOUT).less(ANSWER_MARGIN))
+        .unwrap_or_else(|| Instant::now() + Duration::from_secs(3600))
 }
