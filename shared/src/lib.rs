@@ -13,6 +13,7 @@ pub mod api;
 pub mod catalog;
 pub mod config;
 pub mod cursor;
+pub mod dynamo;
 pub mod error;
 pub mod ids;
 pub mod items;

@@ -23,10 +23,11 @@ use serde_json::{json, Value};
 use super::{query, s, RawItem};
 use crate::catalog::{implemented_by, AccessPattern, Frequency, PatternId, RequestBudget};
 use crate::cursor::{exclusive_start_key, start_key, StartKey};
+use crate::dynamo::{get_all, throttled, write_all, BATCH_GET_SIZE, BATCH_WRITE_SIZE};
 use crate::error::{FleetError, ValidationError};
 use crate::keys::{analytics_pk, is_day, registration_pk, segment_sk, REGISTRATION_SK};
 use crate::metrics::{record_read, record_write, RequestMeter};
-use crate::retry::backoff;
+use crate::retry::Retry;
 use crate::schema::{ENTITY_TYPE, PK, SK};
 use crate::table::{sdk_error, FleetTable};
 use crate::timestamp::Timestamp;
@@ -39,6 +40,9 @@ pub const HEAT_KEYS: usize = 10;
 pub const HOT_SHARE: f64 = 0.10;
 /// Checkpoints are removed by TTL this long after the run.
 const CHECKPOINT_TTL_SECONDS: i64 = 14 * 86_400;
+/// How long past the run's deadline the purge of a page already read may keep retrying: the
+/// page is checkpointed only once its purge is done.
+const PURGE_GRACE: Duration = Duration::from_secs(30);
 
 /// How one invocation runs.
 #[derive(Clone, Debug)]
@@ -484,7 +488,7 @@ async fn scan_page(
         .collect::<std::collections::BTreeSet<_>>()
         .into_iter()
         .collect();
-    for (pk, registered) in check_registrations(table, &unknown).await? {
+    for (pk, registered) in check_registrations(table, &unknown, plan.deadline).await? {
         live.insert(pk, registered);
     }
 
@@ -541,9 +545,10 @@ async fn scan_page(
 async fn check_registrations(
     table: &FleetTable,
     partitions: &[String],
+    deadline: Instant,
 ) -> Result<Vec<(String, bool)>, FleetError> {
     let mut results = Vec::new();
-    for chunk in partitions.chunks(100) {
+    for chunk in partitions.chunks(BATCH_GET_SIZE) {
         let mut wanted: HashMap<String, (String, String)> = HashMap::new();
         let mut keys = Vec::new();
         for pk in chunk {
@@ -560,38 +565,17 @@ async fn check_registrations(
                 (SK.to_string(), s(REGISTRATION_SK)),
             ]));
         }
+        let request = KeysAndAttributes::builder()
+            .set_keys(Some(keys))
+            .projection_expression("PK, userId")
+            .consistent_read(true)
+            .build()
+            .map_err(FleetError::internal)?;
         let mut found: HashMap<String, String> = HashMap::new();
-        let mut pending = Some(
-            KeysAndAttributes::builder()
-                .set_keys(Some(keys))
-                .projection_expression("PK, userId")
-                .consistent_read(true)
-                .build()
-                .map_err(FleetError::internal)?,
-        );
-        let mut attempt = 0;
-        while let Some(request) = pending.take().filter(|r| !r.keys().is_empty()) {
-            attempt += 1;
-            if attempt > 1 {
-                backoff(attempt - 1).await;
+        for item in get_all(table, request, &mut Retry::until(deadline + PURGE_GRACE)).await? {
+            if let (Some(pk), Some(user)) = (text(&item, PK), text(&item, "userId")) {
+                found.insert(pk.to_string(), user.to_string());
             }
-            let out = table
-                .client
-                .batch_get_item()
-                .request_items(table.name(), request)
-                .return_consumed_capacity(ReturnConsumedCapacity::Total)
-                .send()
-                .await
-                .map_err(sdk_error)?;
-            record_read(out.consumed_capacity());
-            for item in out.responses.unwrap_or_default().into_values().flatten() {
-                if let (Some(pk), Some(user)) = (text(&item, PK), text(&item, "userId")) {
-                    found.insert(pk.to_string(), user.to_string());
-                }
-            }
-            pending = out
-                .unprocessed_keys
-                .and_then(|mut u| u.remove(table.name()));
         }
         for (registration, (partition, user)) in wanted {
             let registered = found.get(&registration) == Some(&user);
@@ -607,8 +591,8 @@ async fn delete_items(
     items: Vec<RawItem>,
     deadline: Instant,
 ) -> Result<(), FleetError> {
-    for chunk in items.chunks(25) {
-        let mut requests: Vec<WriteRequest> = chunk
+    for chunk in items.chunks(BATCH_WRITE_SIZE) {
+        let requests: Vec<WriteRequest> = chunk
             .iter()
             .map(|item| {
                 let key: HashMap<String, AttributeValue> = [PK, SK]
@@ -622,30 +606,10 @@ async fn delete_items(
                     .map_err(FleetError::internal)
             })
             .collect::<Result<_, _>>()?;
-        let mut attempt = 0;
-        while !requests.is_empty() {
-            attempt += 1;
-            if attempt > 1 {
-                if Instant::now() >= deadline + Duration::from_secs(30) {
-                    return Err(FleetError::Throttled {
-                        retry_after_seconds: crate::table::RETRY_AFTER_SECONDS,
-                    });
-                }
-                backoff(attempt - 1).await;
-            }
-            let out = table
-                .client
-                .batch_write_item()
-                .request_items(table.name(), requests)
-                .return_consumed_capacity(ReturnConsumedCapacity::Total)
-                .send()
-                .await
-                .map_err(sdk_error)?;
-            record_write(out.consumed_capacity());
-            requests = out
-                .unprocessed_items
-                .and_then(|mut u| u.remove(table.name()))
-                .unwrap_or_default();
+        let unprocessed =
+            write_all(table, requests, &mut Retry::until(deadline + PURGE_GRACE)).await?;
+        if !unprocessed.is_empty() {
+            return Err(throttled());
         }
     }
     Ok(())

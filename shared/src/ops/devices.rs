@@ -14,7 +14,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
 use aws_sdk_dynamodb::types::{
-    AttributeValue, CancellationReason, Delete, Put, ReturnConsumedCapacity, ReturnValue,
+    AttributeValue, Delete, Put, ReturnConsumedCapacity, ReturnValue,
     ReturnValuesOnConditionCheckFailure, TransactWriteItem, Update,
 };
 use serde::Serialize;
@@ -23,6 +23,7 @@ use super::{n, s};
 use crate::catalog::{
     implemented_by, AccessPattern, Frequency, Operation, PatternId, RequestBudget,
 };
+use crate::dynamo::{transact, Transaction};
 use crate::error::{FleetError, ValidationError};
 use crate::ids::{DeviceId, DeviceType, Tag, UserId};
 use crate::items::{
@@ -32,11 +33,12 @@ use crate::keys::{
     device_sk, registration_pk, status_gsi1pk, tag_link_sk, user_pk, REGISTRATION_SK,
 };
 use crate::metrics::{record_read, record_write};
+use crate::retry::Retry;
 use crate::schema::{PK, SK};
 use crate::shard::shard_of;
-use crate::table::{cancelled_transiently, condition_failed_at, sdk_error, FleetTable};
+use crate::table::{condition_failed_at, sdk_error, FleetTable, MAX_ATTEMPTS};
 use crate::timestamp::Timestamp;
-use crate::token::{random_id, DeviceToken};
+use crate::token::DeviceToken;
 
 /// Longest device name, in characters.
 pub const MAX_DEVICE_NAME: usize = 100;
@@ -177,66 +179,6 @@ fn delete(table: &FleetTable, key: Item) -> Result<TransactWriteItem, FleetError
     Ok(TransactWriteItem::builder().delete(delete).build())
 }
 
-/// Result of a write transaction that DynamoDB accepted or cancelled.
-enum Transaction {
-    Committed,
-    Cancelled(Vec<CancellationReason>),
-}
-
-/// Sends one TransactWriteItems. A cancellation caused by a conflicting transaction or
-/// throttling is retried (bounded, with jitter); one caused by a failed condition is returned
-/// for the caller to interpret. The same idempotency token is sent on every attempt so a
-/// commit whose response was lost is not applied twice.
-async fn transact(
-    table: &FleetTable,
-    actions: Vec<TransactWriteItem>,
-) -> Result<Transaction, FleetError> {
-    let token = random_id()?;
-    let mut attempt = 0;
-    loop {
-        attempt += 1;
-        let result = table
-            .client
-            .transact_write_items()
-            .set_transact_items(Some(actions.clone()))
-            .client_request_token(&token)
-            .return_consumed_capacity(ReturnConsumedCapacity::Total)
-            .send()
-            .await;
-        match result {
-            Ok(out) => {
-                record_write(out.consumed_capacity());
-                return Ok(Transaction::Committed);
-            }
-            Err(err) => {
-                let reasons = err
-                    .as_service_error()
-                    .and_then(|e| match e {
-                        aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError::TransactionCanceledException(c) => {
-                            Some(c.cancellation_reasons().to_vec())
-                        }
-                        _ => None,
-                    });
-                match reasons {
-                    Some(reasons)
-                        if cancelled_transiently(&reasons)
-                            && attempt < crate::table::MAX_ATTEMPTS =>
-                    {
-                        crate::retry::backoff(attempt).await;
-                    }
-                    Some(reasons) if cancelled_transiently(&reasons) => {
-                        return Err(FleetError::Throttled {
-                            retry_after_seconds: crate::table::RETRY_AFTER_SECONDS,
-                        })
-                    }
-                    Some(reasons) => return Ok(Transaction::Cancelled(reasons)),
-                    None => return Err(sdk_error(err)),
-                }
-            }
-        }
-    }
-}
-
 /// AP-07, implemented by [`register_device`].
 pub const REGISTER_DEVICE: AccessPattern = AccessPattern {
     id: PatternId::Ap07,
@@ -315,7 +257,7 @@ pub async fn register_device(
             None,
         )?);
     }
-    match transact(table, actions).await? {
+    match transact(table, actions, Retry::attempts(MAX_ATTEMPTS)).await? {
         Transaction::Committed => Ok(RegisteredDevice {
             device: device.into(),
             token,
@@ -562,7 +504,7 @@ async fn sync_copies(table: &FleetTable, device: &DeviceItem) -> Result<(), Flee
             None,
         )?);
     }
-    match transact(table, actions).await? {
+    match transact(table, actions, Retry::attempts(MAX_ATTEMPTS)).await? {
         Transaction::Committed => Ok(()),
         // A newer name/tag change (or a deletion) got there first: its own sync applies.
         Transaction::Cancelled(reasons) if condition_failed_at(&reasons, 0) => Ok(()),
@@ -660,7 +602,7 @@ pub async fn delete_device(
     {
         actions.push(delete(table, key(user_pk(user), tag_link_sk(tag, device)))?);
     }
-    match transact(table, actions).await? {
+    match transact(table, actions, Retry::attempts(MAX_ATTEMPTS)).await? {
         Transaction::Committed => Ok(()),
         // A concurrent DELETE of the same device completed first.
         Transaction::Cancelled(reasons) if condition_failed_at(&reasons, 0) => Ok(()),

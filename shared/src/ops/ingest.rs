@@ -12,8 +12,7 @@ use std::time::{Duration, Instant};
 
 use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
 use aws_sdk_dynamodb::types::{
-    AttributeValue, PutRequest, ReturnConsumedCapacity, ReturnValuesOnConditionCheckFailure,
-    WriteRequest,
+    PutRequest, ReturnConsumedCapacity, ReturnValuesOnConditionCheckFailure, WriteRequest,
 };
 use serde::{Deserialize, Serialize};
 
@@ -21,6 +20,7 @@ use super::{n, s};
 use crate::catalog::{
     implemented_by, AccessPattern, Frequency, Operation, PatternId, RequestBudget,
 };
+use crate::dynamo::write_all;
 use crate::error::{FleetError, ValidationError};
 use crate::ids::{DeviceId, EventId, EventType};
 use crate::items::{EntityType, EventItem, EventValue, Reading, RecentEvent, RegistrationItem};
@@ -29,7 +29,7 @@ use crate::keys::{
     type_gsi1pk, user_pk, REGISTRATION_SK,
 };
 use crate::metrics::{record_read, record_write};
-use crate::retry::backoff;
+use crate::retry::Retry;
 use crate::schema::{PK, SK};
 use crate::shard::shard_of;
 use crate::table::{is_transient, sdk_error, FleetTable};
@@ -39,7 +39,7 @@ use crate::token::token_matches;
 /// Most events in one request.
 pub const MAX_EVENTS_PER_BATCH: usize = 100;
 /// Events per BatchWriteItem (DynamoDB's limit).
-pub const BATCH_WRITE_SIZE: usize = 25;
+pub use crate::dynamo::BATCH_WRITE_SIZE;
 /// Longest text value of an event, in characters.
 pub const MAX_TEXT_VALUE: usize = 256;
 /// Events kept in a device's `recent` list (the dashboard shows the last 10).
@@ -525,55 +525,20 @@ impl Ingestor {
         chunk: Vec<((Timestamp, EventId), WriteRequest)>,
         deadline: Instant,
     ) -> Result<Vec<(Timestamp, EventId)>, FleetError> {
-        let mut pending = chunk;
-        let mut attempt = 0;
-        while !pending.is_empty() {
-            attempt += 1;
-            if attempt > 1 {
-                if Instant::now() >= deadline {
-                    break;
-                }
-                backoff(attempt - 1).await;
-            }
-            let requests: Vec<WriteRequest> = pending.iter().map(|(_, r)| r.clone()).collect();
-            let result = self
-                .table
-                .client
-                .batch_write_item()
-                .request_items(self.table.name(), requests)
-                .return_consumed_capacity(ReturnConsumedCapacity::Total)
-                .send()
-                .await;
-            match result {
-                Ok(out) => {
-                    record_write(out.consumed_capacity());
-                    let unprocessed: Vec<HashMap<String, AttributeValue>> = out
-                        .unprocessed_items
-                        .unwrap_or_default()
-                        .into_values()
-                        .flatten()
-                        .filter_map(|w| w.put_request.map(|p| p.item))
-                        .collect();
-                    pending.retain(|(_, request)| {
-                        let key = request
-                            .put_request
-                            .as_ref()
-                            .map(|p| (&p.item[PK], &p.item[SK]));
-                        unprocessed
-                            .iter()
-                            .any(|item| Some((&item[PK], &item[SK])) == key)
-                    });
-                }
-                Err(err) => {
-                    let retryable = is_transient(&err);
-                    if !retryable {
-                        return Err(sdk_error(err));
-                    }
-                    tracing::warn!(attempt, error = %aws_smithy_types::error::display::DisplayErrorContext(&err), "batch write failed, retrying");
-                }
-            }
-        }
-        Ok(pending.into_iter().map(|(key, _)| key).collect())
+        let requests = chunk.iter().map(|(_, r)| r.clone()).collect();
+        let unprocessed = write_all(&self.table, requests, &mut Retry::until(deadline)).await?;
+        let key = |request: &WriteRequest| {
+            request
+                .put_request
+                .as_ref()
+                .map(|p| (p.item[PK].clone(), p.item[SK].clone()))
+        };
+        let unprocessed: Vec<_> = unprocessed.iter().filter_map(key).collect();
+        Ok(chunk
+            .into_iter()
+            .filter(|(_, request)| key(request).is_some_and(|k| unprocessed.contains(&k)))
+            .map(|(event, _)| event)
+            .collect())
     }
 
     /// Folds `events` into the device summary with one conditional UpdateItem; on a conflict the
@@ -592,13 +557,8 @@ impl Ingestor {
             .get(device)
             .cloned()
             .unwrap_or_default();
-        for attempt in 1..=SUMMARY_ATTEMPTS {
-            if attempt > 1 {
-                if Instant::now() >= deadline {
-                    break;
-                }
-                backoff(attempt - 1).await;
-            }
+        let mut retry = Retry::until(deadline).at_most(SUMMARY_ATTEMPTS);
+        while retry.next_attempt().await {
             let next = base.merged(events);
             let next_seq = base.ingest_seq.unwrap_or(0) + 1;
             let seen_key = next
@@ -698,9 +658,7 @@ impl Ingestor {
                 },
             }
         }
-        Err(FleetError::Throttled {
-            retry_after_seconds: crate::table::RETRY_AFTER_SECONDS,
-        })
+        Err(crate::dynamo::throttled())
     }
 }
 
