@@ -9,12 +9,11 @@ use std::future::Future;
 
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::types::{
-    CancellationReason, KeysAndAttributes, ReturnConsumedCapacity, TransactWriteItem, WriteRequest,
+    CancellationReason, KeysAndAttributes, TransactWriteItem, WriteRequest,
 };
 use aws_smithy_types::error::display::DisplayErrorContext;
 
 use crate::error::FleetError;
-use crate::metrics::{record_read, record_write};
 use crate::ops::RawItem;
 use crate::retry::Retry;
 use crate::table::{
@@ -49,12 +48,10 @@ pub async fn write_all(
             .client
             .batch_write_item()
             .request_items(table.name(), pending.clone())
-            .return_consumed_capacity(ReturnConsumedCapacity::Total)
             .send()
             .await;
         match result {
             Ok(out) => {
-                record_write(out.consumed_capacity());
                 pending = out
                     .unprocessed_items
                     .and_then(|mut u| u.remove(table.name()))
@@ -86,11 +83,9 @@ pub async fn get_all(
             .client
             .batch_get_item()
             .request_items(table.name(), request)
-            .return_consumed_capacity(ReturnConsumedCapacity::Total)
             .send()
             .await
             .map_err(sdk_error)?;
-        record_read(out.consumed_capacity());
         found.extend(out.responses.unwrap_or_default().into_values().flatten());
         pending = out
             .unprocessed_keys
@@ -123,15 +118,10 @@ pub async fn transact(
             .transact_write_items()
             .set_transact_items(Some(actions.clone()))
             .client_request_token(&token)
-            .return_consumed_capacity(ReturnConsumedCapacity::Total)
             .send()
             .await;
-        let err = match result {
-            Ok(out) => {
-                record_write(out.consumed_capacity());
-                return Ok(Transaction::Committed);
-            }
-            Err(err) => err,
+        let Err(err) = result else {
+            return Ok(Transaction::Committed);
         };
         let reasons = match err.as_service_error() {
             Some(TransactWriteItemsError::TransactionCanceledException(c)) => {

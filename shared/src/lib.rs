@@ -6,7 +6,9 @@
 //! - [`schema`]: attribute and index names (checked against `template.yaml` by a test).
 //! - [`catalog`]: the access patterns with their request and capacity budgets.
 //! - [`ops`]: the table operations implementing the patterns.
-//! - [`table`], [`metrics`], [`retry`]: the metered client, error mapping and backoff.
+//! - [`dynamo`]: the multi-request calls (write all, get all, transact) and scatter-gather.
+//! - [`table`], [`metrics`], [`retry`]: the metered client (operations, attempts and consumed
+//!   capacity, recorded by one interceptor), error mapping and the one retry policy.
 //! - [`api`]: HTTP plumbing shared by the API functions.
 
 pub mod api;

@@ -14,9 +14,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::time::{Duration, Instant};
 
-use aws_sdk_dynamodb::types::{
-    AttributeValue, DeleteRequest, KeysAndAttributes, ReturnConsumedCapacity, WriteRequest,
-};
+use aws_sdk_dynamodb::types::{AttributeValue, DeleteRequest, KeysAndAttributes, WriteRequest};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
@@ -26,7 +24,7 @@ use crate::cursor::{exclusive_start_key, start_key, StartKey};
 use crate::dynamo::{get_all, throttled, write_all, BATCH_GET_SIZE, BATCH_WRITE_SIZE};
 use crate::error::{FleetError, ValidationError};
 use crate::keys::{analytics_pk, is_day, registration_pk, segment_sk, REGISTRATION_SK};
-use crate::metrics::{record_read, record_write, RequestMeter};
+use crate::metrics::RequestMeter;
 use crate::retry::Retry;
 use crate::schema::{ENTITY_TYPE, PK, SK};
 use crate::table::{sdk_error, FleetTable};
@@ -333,17 +331,15 @@ async fn load_checkpoints(
 
 async fn forget_checkpoints(table: &FleetTable, day: &str) -> Result<(), FleetError> {
     for segment in load_checkpoints(table, day).await?.keys() {
-        let out = table
+        table
             .client
             .delete_item()
             .table_name(table.name())
             .key(PK, s(analytics_pk(day)))
             .key(SK, s(segment_sk(*segment)))
-            .return_consumed_capacity(ReturnConsumedCapacity::Total)
             .send()
             .await
             .map_err(sdk_error)?;
-        record_write(out.consumed_capacity());
     }
     Ok(())
 }
@@ -470,11 +466,9 @@ async fn scan_page(
         .expression_attribute_names("#ttl", "ttl")
         .set_limit(plan.page_limit)
         .set_exclusive_start_key(checkpoint.last_key.as_ref().map(exclusive_start_key))
-        .return_consumed_capacity(ReturnConsumedCapacity::Total)
         .send()
         .await
         .map_err(sdk_error)?;
-    record_read(out.consumed_capacity());
     let items = out.items.unwrap_or_default();
     let next = out.last_evaluated_key.as_ref().and_then(start_key);
 

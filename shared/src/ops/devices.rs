@@ -14,8 +14,8 @@ use std::collections::{BTreeMap, HashMap};
 
 use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
 use aws_sdk_dynamodb::types::{
-    AttributeValue, Delete, Put, ReturnConsumedCapacity, ReturnValue,
-    ReturnValuesOnConditionCheckFailure, TransactWriteItem, Update,
+    AttributeValue, Delete, Put, ReturnValue, ReturnValuesOnConditionCheckFailure,
+    TransactWriteItem, Update,
 };
 use serde::Serialize;
 
@@ -32,7 +32,6 @@ use crate::items::{
 use crate::keys::{
     device_sk, registration_pk, status_gsi1pk, tag_link_sk, user_pk, REGISTRATION_SK,
 };
-use crate::metrics::{record_read, record_write};
 use crate::retry::Retry;
 use crate::schema::{PK, SK};
 use crate::shard::shard_of;
@@ -301,11 +300,9 @@ pub async fn get_device(
         .get_item()
         .table_name(table.name())
         .set_key(Some(device_key(user, device)))
-        .return_consumed_capacity(ReturnConsumedCapacity::Total)
         .send()
         .await
         .map_err(sdk_error)?;
-    record_read(out.consumed_capacity());
     let Some(attributes) = out.item else {
         return Ok(None);
     };
@@ -392,12 +389,10 @@ pub async fn update_device(
         .update_expression(format!("SET {}", sets.join(", ")))
         .return_values(ReturnValue::AllNew)
         .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
-        .return_consumed_capacity(ReturnConsumedCapacity::Total)
         .send()
         .await;
     let item: DeviceItem = match result {
         Ok(out) => {
-            record_write(out.consumed_capacity());
             let attributes = out
                 .attributes
                 .ok_or_else(|| FleetError::internal("UpdateItem returned no attributes"))?;
@@ -553,7 +548,6 @@ pub async fn delete_device(
         .condition_expression("attribute_exists(PK) AND createdAt <= :now")
         .expression_attribute_values(":now", s(Timestamp::now().to_string()))
         .return_values(ReturnValue::AllNew)
-        .return_consumed_capacity(ReturnConsumedCapacity::Total)
         .send()
         .await;
     let out = match result {
@@ -567,7 +561,6 @@ pub async fn delete_device(
             return Err(sdk_error(err));
         }
     };
-    record_write(out.consumed_capacity());
     let attributes = out
         .attributes
         .ok_or_else(|| FleetError::internal("UpdateItem returned no attributes"))?;

@@ -11,9 +11,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
-use aws_sdk_dynamodb::types::{
-    PutRequest, ReturnConsumedCapacity, ReturnValuesOnConditionCheckFailure, WriteRequest,
-};
+use aws_sdk_dynamodb::types::{PutRequest, ReturnValuesOnConditionCheckFailure, WriteRequest};
 use serde::{Deserialize, Serialize};
 
 use super::{n, s};
@@ -28,7 +26,6 @@ use crate::keys::{
     device_sk, event_index_sk, event_pk, event_sk, owner_gsi2pk, registration_pk, seen_gsi1sk,
     type_gsi1pk, user_pk, REGISTRATION_SK,
 };
-use crate::metrics::{record_read, record_write};
 use crate::retry::Retry;
 use crate::schema::{PK, SK};
 use crate::shard::shard_of;
@@ -384,11 +381,9 @@ impl Ingestor {
             .key(SK, s(REGISTRATION_SK))
             // A device may send its first batch right after registration.
             .consistent_read(true)
-            .return_consumed_capacity(ReturnConsumedCapacity::Total)
             .send()
             .await
             .map_err(sdk_error)?;
-        record_read(out.consumed_capacity());
         out.item
             .map(serde_dynamo::from_item)
             .transpose()
@@ -612,12 +607,10 @@ impl Ingestor {
                 .return_values_on_condition_check_failure(
                     ReturnValuesOnConditionCheckFailure::AllOld,
                 )
-                .return_consumed_capacity(ReturnConsumedCapacity::Total)
                 .send()
                 .await;
             match result {
-                Ok(out) => {
-                    record_write(out.consumed_capacity());
+                Ok(_) => {
                     let mut stored = next;
                     stored.ingest_seq = Some(next_seq);
                     if seen_key.is_some() {
