@@ -73,6 +73,33 @@ pub fn exclusive_start_key(key: &StartKey) -> HashMap<String, AttributeValue> {
         .collect()
 }
 
+/// Where a single-partition listing resumes: `None` without a cursor; otherwise the one key
+/// the cursor of `pattern` carries, checked with [`check_key`], as an `ExclusiveStartKey`.
+pub fn resume(
+    pattern: PatternId,
+    cursor: Option<&str>,
+    fixed: &[(&str, &str)],
+    prefixed: &[(&str, &str)],
+) -> Result<Option<HashMap<String, AttributeValue>>, ValidationError> {
+    let Some(text) = cursor else {
+        return Ok(None);
+    };
+    let key = decode(pattern, text, 1)?
+        .into_iter()
+        .next()
+        .flatten()
+        .ok_or_else(invalid)?;
+    check_key(&key, fixed, prefixed)?;
+    Ok(Some(exclusive_start_key(&key)))
+}
+
+/// The cursor of a single-partition listing after a page ending at `last` (its
+/// `LastEvaluatedKey`); `None` on the last page.
+pub fn after(pattern: PatternId, last: Option<&HashMap<String, AttributeValue>>) -> Option<String> {
+    last.and_then(start_key)
+        .map(|k| encode(pattern, vec![Some(k)]))
+}
+
 /// Checks that `key` has exactly the attributes `expected` lists, that `fixed` attributes have
 /// the given values (the caller's partition), and that `prefixed` attributes start with the
 /// given prefixes.

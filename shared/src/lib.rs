@@ -6,7 +6,9 @@
 //! - [`schema`]: attribute and index names (checked against `template.yaml` by a test).
 //! - [`catalog`]: the access patterns with their request and capacity budgets.
 //! - [`ops`]: the table operations implementing the patterns.
-//! - [`table`], [`metrics`], [`retry`]: the metered client, error mapping and backoff.
+//! - [`dynamo`]: the multi-request calls (write all, get all, transact) and scatter-gather.
+//! - [`table`], [`metrics`], [`retry`]: the metered client (operations, attempts and consumed
+//!   capacity, recorded by one interceptor), error mapping and the one retry policy.
 //! - [`api`]: HTTP plumbing shared by the API functions.
 //! - [`config`], [`deadline`]: a function's settings from the environment, and when an
 //!   invocation must stop (one rule for every function, emulators included).
@@ -16,6 +18,7 @@ pub mod catalog;
 pub mod config;
 pub mod cursor;
 pub mod deadline;
+pub mod dynamo;
 pub mod error;
 pub mod ids;
 pub mod items;

@@ -3,17 +3,20 @@
 //!
 //! A [`RequestMeter`] is installed for the duration of one request with [`RequestMeter::scope`];
 //! an SDK interceptor ([`MeteringInterceptor`], added to every client built by
-//! [`crate::table::dynamodb_client`]) records into the meter of the task it runs in. Concurrent
+//! [`crate::table::dynamodb_client`]) records into the meter of the task it runs in. The
+//! interceptor also asks every table operation for `ReturnConsumedCapacity=TOTAL` and reads
+//! the capacity from its output, so no call site sets or records capacity itself. Concurrent
 //! calls joined inside that task are counted; work moved to another task with `tokio::spawn`
 //! must be wrapped in the same meter (`meter.clone().scope(...)`).
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
-use aws_sdk_dynamodb::types::ConsumedCapacity;
+use aws_sdk_dynamodb::types::{ConsumedCapacity, ReturnConsumedCapacity};
 use aws_smithy_runtime_api::box_error::BoxError;
 use aws_smithy_runtime_api::client::interceptors::context::{
-    BeforeTransmitInterceptorContextRef, FinalizerInterceptorContextRef,
+    BeforeSerializationInterceptorContextMut, BeforeTransmitInterceptorContextRef,
+    FinalizerInterceptorContextRef, Input, Output,
 };
 use aws_smithy_runtime_api::client::interceptors::Intercept;
 use aws_smithy_runtime_api::client::orchestrator::Metadata;
@@ -92,26 +95,67 @@ fn total_units<'a>(capacity: impl IntoIterator<Item = &'a ConsumedCapacity>) -> 
         .sum()
 }
 
-/// Adds the read capacity an operation reported (`ReturnConsumedCapacity::Total`, which every
-/// table operation in this crate asks for) to the current meter.
-pub fn record_read<'a>(capacity: impl IntoIterator<Item = &'a ConsumedCapacity>) {
-    let units = total_units(capacity);
-    RequestMeter::with(|m| m.read_units += units);
+/// Whether an operation's capacity counts as read or write capacity.
+#[derive(Clone, Copy)]
+enum Units {
+    Read,
+    Write,
 }
 
-/// Adds the write capacity an operation reported to the current meter.
-pub fn record_write<'a>(capacity: impl IntoIterator<Item = &'a ConsumedCapacity>) {
-    let units = total_units(capacity);
-    RequestMeter::with(|m| m.write_units += units);
+/// For every table operation the crate issues: its input and output types and whether its
+/// capacity is read or write capacity. Asks for the total consumed capacity on the input
+/// (unless the caller asked for something) and records it from the output.
+macro_rules! table_operations {
+    ($($module:ident :: $input:ident, $output:ident => $units:ident),+ $(,)?) => {
+        fn ask_for_capacity(input: &mut Input) {
+            $(if let Some(input) = input.downcast_mut::<aws_sdk_dynamodb::operation::$module::$input>() {
+                // A caller asking for more (`INDEXES`, the per-index figures) keeps it: the
+                // total is in both.
+                input.return_consumed_capacity.get_or_insert(ReturnConsumedCapacity::Total);
+                return;
+            })+
+        }
+
+        fn consumed_capacity(output: &Output) -> Option<(Units, f64)> {
+            $(if let Some(output) = output.downcast_ref::<aws_sdk_dynamodb::operation::$module::$output>() {
+                return Some((Units::$units, total_units(output.consumed_capacity())));
+            })+
+            None
+        }
+    };
 }
 
-/// SDK interceptor counting operations and attempts into the current [`RequestMeter`].
+table_operations! {
+    get_item::GetItemInput, GetItemOutput => Read,
+    query::QueryInput, QueryOutput => Read,
+    scan::ScanInput, ScanOutput => Read,
+    batch_get_item::BatchGetItemInput, BatchGetItemOutput => Read,
+    transact_get_items::TransactGetItemsInput, TransactGetItemsOutput => Read,
+    put_item::PutItemInput, PutItemOutput => Write,
+    update_item::UpdateItemInput, UpdateItemOutput => Write,
+    delete_item::DeleteItemInput, DeleteItemOutput => Write,
+    batch_write_item::BatchWriteItemInput, BatchWriteItemOutput => Write,
+    transact_write_items::TransactWriteItemsInput, TransactWriteItemsOutput => Write,
+}
+
+/// SDK interceptor counting operations, attempts and consumed capacity into the current
+/// [`RequestMeter`].
 #[derive(Debug, Default)]
 pub struct MeteringInterceptor;
 
 impl Intercept for MeteringInterceptor {
     fn name(&self) -> &'static str {
         "DeviceFleetMetering"
+    }
+
+    fn modify_before_serialization(
+        &self,
+        context: &mut BeforeSerializationInterceptorContextMut<'_>,
+        _runtime_components: &RuntimeComponents,
+        _cfg: &mut ConfigBag,
+    ) -> Result<(), BoxError> {
+        ask_for_capacity(context.input_mut());
+        Ok(())
     }
 
     fn read_before_transmit(
@@ -126,7 +170,7 @@ impl Intercept for MeteringInterceptor {
 
     fn read_after_execution(
         &self,
-        _context: &FinalizerInterceptorContextRef<'_>,
+        context: &FinalizerInterceptorContextRef<'_>,
         _runtime_components: &RuntimeComponents,
         cfg: &mut ConfigBag,
     ) -> Result<(), BoxError> {
@@ -134,7 +178,20 @@ impl Intercept for MeteringInterceptor {
             .load::<Metadata>()
             .map(|m| m.name().to_string())
             .unwrap_or_else(|| "unknown".to_string());
-        RequestMeter::with(|m| *m.operations.entry(name).or_default() += 1);
+        // Only a successful output carries capacity (a failed condition or a cancelled
+        // transaction is not charged here, as DynamoDB's error responses carry none).
+        let consumed = context
+            .output_or_error()
+            .and_then(Result::ok)
+            .and_then(consumed_capacity);
+        RequestMeter::with(|m| {
+            *m.operations.entry(name).or_default() += 1;
+            match consumed {
+                Some((Units::Read, units)) => m.read_units += units,
+                Some((Units::Write, units)) => m.write_units += units,
+                None => {}
+            }
+        });
         Ok(())
     }
 }

@@ -8,7 +8,7 @@ use super::{query, s, Page, RawItem};
 use crate::catalog::{
     implemented_by, AccessPattern, Frequency, Operation, PatternId, RequestBudget,
 };
-use crate::cursor::{self, check_key};
+use crate::cursor;
 use crate::error::FleetError;
 use crate::ids::{Tag, UserId};
 use crate::items::{DeviceItem, EntityType, ProfileItem, TagLinkItem};
@@ -47,21 +47,16 @@ fn start(
     user: &UserId,
     sk_prefix: &str,
 ) -> Result<Option<RawItem>, FleetError> {
-    let Some(text) = cursor else {
-        return Ok(None);
-    };
-    let keys = cursor::decode(pattern, text, 1)?;
-    let key = keys.into_iter().next().flatten().ok_or_else(|| {
-        crate::error::ValidationError::new("cursor", "is not a cursor this request issued")
-    })?;
-    check_key(&key, &[(PK, &user_pk(user))], &[(SK, sk_prefix)])?;
-    Ok(Some(cursor::exclusive_start_key(&key)))
+    Ok(cursor::resume(
+        pattern,
+        cursor,
+        &[(PK, &user_pk(user))],
+        &[(SK, sk_prefix)],
+    )?)
 }
 
 fn next_cursor(pattern: PatternId, last: Option<RawItem>) -> Option<String> {
-    last.as_ref()
-        .and_then(cursor::start_key)
-        .map(|k| cursor::encode(pattern, vec![Some(k)]))
+    cursor::after(pattern, last.as_ref())
 }
 
 /// One page of the user partition's items whose sort key starts with `prefix`.

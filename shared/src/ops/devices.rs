@@ -12,17 +12,19 @@
 
 use std::collections::{BTreeMap, HashMap};
 
+use aws_sdk_dynamodb::operation::update_item::builders::UpdateItemFluentBuilder;
 use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
 use aws_sdk_dynamodb::types::{
-    AttributeValue, CancellationReason, Delete, Put, ReturnConsumedCapacity, ReturnValue,
-    ReturnValuesOnConditionCheckFailure, TransactWriteItem, Update,
+    AttributeValue, Delete, Put, ReturnValue, ReturnValuesOnConditionCheckFailure,
+    TransactWriteItem, Update,
 };
 use serde::Serialize;
 
-use super::{n, s};
+use super::{n, s, RawItem};
 use crate::catalog::{
     implemented_by, AccessPattern, Frequency, Operation, PatternId, RequestBudget,
 };
+use crate::dynamo::{transact, Transaction};
 use crate::error::{FleetError, ValidationError};
 use crate::ids::{DeviceId, DeviceType, Tag, UserId};
 use crate::items::{
@@ -31,12 +33,12 @@ use crate::items::{
 use crate::keys::{
     device_sk, registration_pk, status_gsi1pk, tag_link_sk, user_pk, REGISTRATION_SK,
 };
-use crate::metrics::{record_read, record_write};
+use crate::retry::Retry;
 use crate::schema::{PK, SK};
 use crate::shard::shard_of;
-use crate::table::{cancelled_transiently, condition_failed_at, sdk_error, FleetTable};
+use crate::table::{condition_failed_at, sdk_error, FleetTable, MAX_ATTEMPTS};
 use crate::timestamp::Timestamp;
-use crate::token::{random_id, DeviceToken};
+use crate::token::DeviceToken;
 
 /// Longest device name, in characters.
 pub const MAX_DEVICE_NAME: usize = 100;
@@ -177,63 +179,38 @@ fn delete(table: &FleetTable, key: Item) -> Result<TransactWriteItem, FleetError
     Ok(TransactWriteItem::builder().delete(delete).build())
 }
 
-/// Result of a write transaction that DynamoDB accepted or cancelled.
-enum Transaction {
-    Committed,
-    Cancelled(Vec<CancellationReason>),
-}
-
-/// Sends one TransactWriteItems. A cancellation caused by a conflicting transaction or
-/// throttling is retried (bounded, with jitter); one caused by a failed condition is returned
-/// for the caller to interpret. The same idempotency token is sent on every attempt so a
-/// commit whose response was lost is not applied twice.
-async fn transact(
+/// The device item of a new registration: active, version 1, its tags linked.
+fn new_device(
     table: &FleetTable,
-    actions: Vec<TransactWriteItem>,
-) -> Result<Transaction, FleetError> {
-    let token = random_id()?;
-    let mut attempt = 0;
-    loop {
-        attempt += 1;
-        let result = table
-            .client
-            .transact_write_items()
-            .set_transact_items(Some(actions.clone()))
-            .client_request_token(&token)
-            .return_consumed_capacity(ReturnConsumedCapacity::Total)
-            .send()
-            .await;
-        match result {
-            Ok(out) => {
-                record_write(out.consumed_capacity());
-                return Ok(Transaction::Committed);
-            }
-            Err(err) => {
-                let reasons = err
-                    .as_service_error()
-                    .and_then(|e| match e {
-                        aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError::TransactionCanceledException(c) => {
-                            Some(c.cancellation_reasons().to_vec())
-                        }
-                        _ => None,
-                    });
-                match reasons {
-                    Some(reasons)
-                        if cancelled_transiently(&reasons)
-                            && attempt < crate::table::MAX_ATTEMPTS =>
-                    {
-                        crate::retry::backoff(attempt).await;
-                    }
-                    Some(reasons) if cancelled_transiently(&reasons) => {
-                        return Err(FleetError::Throttled {
-                            retry_after_seconds: crate::table::RETRY_AFTER_SECONDS,
-                        })
-                    }
-                    Some(reasons) => return Ok(Transaction::Cancelled(reasons)),
-                    None => return Err(sdk_error(err)),
-                }
-            }
-        }
+    user: &UserId,
+    registration: &DeviceRegistration,
+    now: Timestamp,
+) -> DeviceItem {
+    let status = DeviceStatus::Active;
+    DeviceItem {
+        pk: user_pk(user),
+        sk: device_sk(&registration.device_id),
+        gsi1pk: status_gsi1pk(
+            status,
+            shard_of(registration.device_id.as_str(), table.config.shards.status),
+        ),
+        gsi1sk: None,
+        entity_type: EntityType::Device,
+        user_id: user.clone(),
+        device_id: registration.device_id.clone(),
+        name: registration.name.clone(),
+        device_type: registration.device_type.clone(),
+        status,
+        tags: registration.tags.clone(),
+        version: 1,
+        sync_version: 1,
+        linked_tags: registration.tags.clone(),
+        created_at: now,
+        updated_at: now,
+        last_seen: None,
+        latest: BTreeMap::new(),
+        recent: Vec::new(),
+        deleting_at: None,
     }
 }
 
@@ -262,32 +239,7 @@ pub async fn register_device(
 ) -> Result<RegisteredDevice, FleetError> {
     let token = DeviceToken::generate()?;
     let now = Timestamp::now();
-    let status = DeviceStatus::Active;
-    let device = DeviceItem {
-        pk: user_pk(user),
-        sk: device_sk(&registration.device_id),
-        gsi1pk: status_gsi1pk(
-            status,
-            shard_of(registration.device_id.as_str(), table.config.shards.status),
-        ),
-        gsi1sk: None,
-        entity_type: EntityType::Device,
-        user_id: user.clone(),
-        device_id: registration.device_id.clone(),
-        name: registration.name.clone(),
-        device_type: registration.device_type.clone(),
-        status,
-        tags: registration.tags.clone(),
-        version: 1,
-        sync_version: 1,
-        linked_tags: registration.tags.clone(),
-        created_at: now,
-        updated_at: now,
-        last_seen: None,
-        latest: BTreeMap::new(),
-        recent: Vec::new(),
-        deleting_at: None,
-    };
+    let device = new_device(table, user, &registration, now);
     let registration_item = RegistrationItem {
         pk: registration_pk(&registration.device_id),
         sk: REGISTRATION_SK.to_string(),
@@ -315,7 +267,7 @@ pub async fn register_device(
             None,
         )?);
     }
-    match transact(table, actions).await? {
+    match transact(table, actions, Retry::attempts(MAX_ATTEMPTS)).await? {
         Transaction::Committed => Ok(RegisteredDevice {
             device: device.into(),
             token,
@@ -359,11 +311,9 @@ pub async fn get_device(
         .get_item()
         .table_name(table.name())
         .set_key(Some(device_key(user, device)))
-        .return_consumed_capacity(ReturnConsumedCapacity::Total)
         .send()
         .await
         .map_err(sdk_error)?;
-    record_read(out.consumed_capacity());
     let Some(attributes) = out.item else {
         return Ok(None);
     };
@@ -402,6 +352,42 @@ pub async fn update_device(
         );
     }
     let now = Timestamp::now();
+    let result = patch_request(table, user, device, expected_version, &patch, &now)?
+        .send()
+        .await;
+    let item: DeviceItem = match result {
+        Ok(out) => {
+            let attributes = out
+                .attributes
+                .ok_or_else(|| FleetError::internal("UpdateItem returned no attributes"))?;
+            serde_dynamo::from_item(attributes)?
+        }
+        Err(err) => match err.as_service_error() {
+            Some(UpdateItemError::ConditionalCheckFailedException(failed)) => {
+                patch_refused(failed.item(), expected_version, &now, &patch)?
+            }
+            _ => return Err(sdk_error(err)),
+        },
+    };
+    if patch.changes_copies() {
+        // The update itself is committed: report it even if the copies lag, and say so in
+        // the log. The next name/tag change brings them in step again.
+        if let Err(err) = sync_copies(table, &item).await {
+            tracing::warn!(device = %item.device_id, error = %err, "tag links and registration copy out of step");
+        }
+    }
+    Ok(item.into())
+}
+
+/// The conditional UpdateItem applying `patch` at `expected_version`, stamped `now`.
+fn patch_request(
+    table: &FleetTable,
+    user: &UserId,
+    device: &DeviceId,
+    expected_version: u64,
+    patch: &DevicePatch,
+    now: &Timestamp,
+) -> Result<UpdateItemFluentBuilder, FleetError> {
     let mut sets = vec![
         "version = :next".to_string(),
         "updatedAt = :now".to_string(),
@@ -446,54 +432,33 @@ pub async fn update_device(
         sets.push("syncVersion = syncVersion + :one".into());
         request = request.expression_attribute_values(":one", n(1));
     }
-    let result = request
+    Ok(request
         .update_expression(format!("SET {}", sets.join(", ")))
         .return_values(ReturnValue::AllNew)
-        .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
-        .return_consumed_capacity(ReturnConsumedCapacity::Total)
-        .send()
-        .await;
-    let item: DeviceItem = match result {
-        Ok(out) => {
-            record_write(out.consumed_capacity());
-            let attributes = out
-                .attributes
-                .ok_or_else(|| FleetError::internal("UpdateItem returned no attributes"))?;
-            serde_dynamo::from_item(attributes)?
-        }
-        Err(err) => {
-            if let Some(UpdateItemError::ConditionalCheckFailedException(failed)) =
-                err.as_service_error()
-            {
-                let current = failed
-                    .item()
-                    .filter(|old| !old.contains_key("deletingAt"))
-                    .map(|old| serde_dynamo::from_item::<_, DeviceItem>(old.clone()))
-                    .transpose()?;
-                match current {
-                    // An earlier attempt of this very request was applied and its answer lost
-                    // (the SDK retried): the update is done, not stale.
-                    Some(device) if applied_by(&device, expected_version, &now, &patch) => device,
-                    Some(_) => {
-                        return Err(FleetError::StaleVersion {
-                            expected: expected_version,
-                        })
-                    }
-                    None => return Err(FleetError::NotFound("device")),
-                }
-            } else {
-                return Err(sdk_error(err));
-            }
-        }
-    };
-    if patch.changes_copies() {
-        // The update itself is committed: report it even if the copies lag, and say so in
-        // the log. The next name/tag change brings them in step again.
-        if let Err(err) = sync_copies(table, &item).await {
-            tracing::warn!(device = %item.device_id, error = %err, "tag links and registration copy out of step");
-        }
+        .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld))
+}
+
+/// A patch whose condition failed, given the item as it is now (`current`): the device when
+/// an earlier attempt of this very request was applied and its answer lost (the SDK retried),
+/// else [`FleetError::StaleVersion`], or [`FleetError::NotFound`] for a device that does not
+/// exist for this user or is being deleted.
+fn patch_refused(
+    current: Option<&RawItem>,
+    expected_version: u64,
+    now: &Timestamp,
+    patch: &DevicePatch,
+) -> Result<DeviceItem, FleetError> {
+    let current = current
+        .filter(|old| !old.contains_key("deletingAt"))
+        .map(|old| serde_dynamo::from_item::<_, DeviceItem>(old.clone()))
+        .transpose()?;
+    match current {
+        Some(device) if applied_by(&device, expected_version, now, patch) => Ok(device),
+        Some(_) => Err(FleetError::StaleVersion {
+            expected: expected_version,
+        }),
+        None => Err(FleetError::NotFound("device")),
     }
-    Ok(item.into())
 }
 
 /// Whether `device` is the result of applying `patch` at `expected_version` with `updatedAt`
@@ -562,7 +527,7 @@ async fn sync_copies(table: &FleetTable, device: &DeviceItem) -> Result<(), Flee
             None,
         )?);
     }
-    match transact(table, actions).await? {
+    match transact(table, actions, Retry::attempts(MAX_ATTEMPTS)).await? {
         Transaction::Committed => Ok(()),
         // A newer name/tag change (or a deletion) got there first: its own sync applies.
         Transaction::Cancelled(reasons) if condition_failed_at(&reasons, 0) => Ok(()),
@@ -572,33 +537,13 @@ async fn sync_copies(table: &FleetTable, device: &DeviceItem) -> Result<(), Flee
     }
 }
 
-/// AP-08, implemented by [`delete_device`].
-pub const DELETE_DEVICE: AccessPattern = AccessPattern {
-    id: PatternId::Ap08,
-    description: "delete a device and free its id (events purged by the next daily run)",
-    frequency: Frequency::Important,
-    operations: &[Operation::UpdateItem, Operation::TransactWriteItems],
-    index: None,
-    key_condition:
-        "PK = USER#{userId}, SK = DEVICE#{deviceId}; PK = DEVICE#{deviceId}, SK = REGISTRATION",
-    budget: RequestBudget::Fixed(2),
-    max_read_units: None,
-    route: Some("DELETE /me/devices/{deviceId}"),
-    implemented_by: implemented_by!(delete_device),
-};
-
-/// AP-08: deletes `user`'s device, its tag links and its registration, which frees the id.
-/// Its events are purged by the next daily analytics run.
-///
-/// Two requests: an UpdateItem marks the device as being deleted and returns which tag links
-/// it has (a write that has not read the item cannot know them), then one transaction deletes
-/// device, registration and links together. A device marked but not yet deleted is gone for
-/// every reader, and a retried DELETE completes it.
-pub async fn delete_device(
+/// Marks `user`'s device as being deleted (keeping an earlier mark) and returns it as it is
+/// now; [`FleetError::NotFound`] if there is no such device.
+async fn mark_deleting(
     table: &FleetTable,
     user: &UserId,
     device: &DeviceId,
-) -> Result<(), FleetError> {
+) -> Result<DeviceItem, FleetError> {
     let result = table
         .client
         .update_item()
@@ -611,7 +556,6 @@ pub async fn delete_device(
         .condition_expression("attribute_exists(PK) AND createdAt <= :now")
         .expression_attribute_values(":now", s(Timestamp::now().to_string()))
         .return_values(ReturnValue::AllNew)
-        .return_consumed_capacity(ReturnConsumedCapacity::Total)
         .send()
         .await;
     let out = match result {
@@ -625,12 +569,19 @@ pub async fn delete_device(
             return Err(sdk_error(err));
         }
     };
-    record_write(out.consumed_capacity());
     let attributes = out
         .attributes
         .ok_or_else(|| FleetError::internal("UpdateItem returned no attributes"))?;
-    let item: DeviceItem = serde_dynamo::from_item(attributes)?;
+    Ok(serde_dynamo::from_item(attributes)?)
+}
 
+/// The transaction deleting the marked device `item`, its registration and its tag links.
+fn deletion(
+    table: &FleetTable,
+    user: &UserId,
+    device: &DeviceId,
+    item: &DeviceItem,
+) -> Result<Vec<TransactWriteItem>, FleetError> {
     let device_delete = Delete::builder()
         .table_name(table.name())
         .set_key(Some(device_key(user, device)))
@@ -660,7 +611,39 @@ pub async fn delete_device(
     {
         actions.push(delete(table, key(user_pk(user), tag_link_sk(tag, device)))?);
     }
-    match transact(table, actions).await? {
+    Ok(actions)
+}
+
+/// AP-08, implemented by [`delete_device`].
+pub const DELETE_DEVICE: AccessPattern = AccessPattern {
+    id: PatternId::Ap08,
+    description: "delete a device and free its id (events purged by the next daily run)",
+    frequency: Frequency::Important,
+    operations: &[Operation::UpdateItem, Operation::TransactWriteItems],
+    index: None,
+    key_condition:
+        "PK = USER#{userId}, SK = DEVICE#{deviceId}; PK = DEVICE#{deviceId}, SK = REGISTRATION",
+    budget: RequestBudget::Fixed(2),
+    max_read_units: None,
+    route: Some("DELETE /me/devices/{deviceId}"),
+    implemented_by: implemented_by!(delete_device),
+};
+
+/// AP-08: deletes `user`'s device, its tag links and its registration, which frees the id.
+/// Its events are purged by the next daily analytics run.
+///
+/// Two requests: an UpdateItem marks the device as being deleted and returns which tag links
+/// it has (a write that has not read the item cannot know them), then one transaction deletes
+/// device, registration and links together. A device marked but not yet deleted is gone for
+/// every reader, and a retried DELETE completes it.
+pub async fn delete_device(
+    table: &FleetTable,
+    user: &UserId,
+    device: &DeviceId,
+) -> Result<(), FleetError> {
+    let item = mark_deleting(table, user, device).await?;
+    let actions = deletion(table, user, device, &item)?;
+    match transact(table, actions, Retry::attempts(MAX_ATTEMPTS)).await? {
         Transaction::Committed => Ok(()),
         // A concurrent DELETE of the same device completed first.
         Transaction::Cancelled(reasons) if condition_failed_at(&reasons, 0) => Ok(()),

@@ -10,6 +10,7 @@ use crate::catalog::{
     implemented_by, AccessPattern, Frequency, Operation, PatternId, RequestBudget,
 };
 use crate::cursor::{self, check_key, StartKey};
+use crate::dynamo::{newest_first, scatter_gather};
 use crate::error::{FleetError, ValidationError};
 use crate::ids::{DeviceId, EventType, UserId};
 use crate::items::{EventItem, EventValue};
@@ -178,20 +179,12 @@ pub async fn device_events(
     cursor: Option<&str>,
 ) -> Result<Page<EventView>, FleetError> {
     let pk = event_pk(user, device);
-    let start_key = match cursor {
-        None => None,
-        Some(text) => {
-            let key = cursor::decode(DEVICE_EVENTS.id, text, 1)?
-                .into_iter()
-                .next()
-                .flatten()
-                .ok_or_else(|| {
-                    ValidationError::new("cursor", "is not a cursor this request issued")
-                })?;
-            check_key(&key, &[(PK, &pk)], &[(SK, EVENT_PREFIX)])?;
-            Some(cursor::exclusive_start_key(&key))
-        }
-    };
+    let start_key = cursor::resume(
+        DEVICE_EVENTS.id,
+        cursor,
+        &[(PK, &pk)],
+        &[(SK, EVENT_PREFIX)],
+    )?;
     let (items, last) = query(
         table
             .client
@@ -235,10 +228,7 @@ pub async fn device_events(
         .collect::<Result<Vec<_>, FleetError>>()?;
     Ok(Page {
         items: events,
-        cursor: last
-            .as_ref()
-            .and_then(cursor::start_key)
-            .map(|k| cursor::encode(DEVICE_EVENTS.id, vec![Some(k)])),
+        cursor: cursor::after(DEVICE_EVENTS.id, last.as_ref()),
     })
 }
 
@@ -303,7 +293,7 @@ pub async fn user_events(
             .await?;
             Ok((items, last.is_some()))
         });
-    let results = futures::future::join_all(queries).await;
+    let results = scatter_gather(queries).await?;
     merge_shards(results, GSI2SK, limit, USER_EVENTS.id, starts)
 }
 
@@ -311,7 +301,7 @@ pub async fn user_events(
 /// the key of the last item returned from it, its old start when none was returned, or `None`
 /// once everything it holds has been returned.
 fn merge_shards(
-    results: Vec<Result<(Vec<RawItem>, bool), FleetError>>,
+    results: Vec<(Vec<RawItem>, bool)>,
     sort_key: &str,
     limit: u32,
     pattern: PatternId,
@@ -320,8 +310,7 @@ fn merge_shards(
     let mut merged = Vec::new();
     let mut read = vec![0usize; starts.len()];
     let mut more = vec![false; starts.len()];
-    for (shard, result) in results.into_iter().enumerate() {
-        let (items, has_more) = result?;
+    for (shard, (items, has_more)) in results.into_iter().enumerate() {
         more[shard] = has_more;
         read[shard] = items.len();
         for item in items {
@@ -330,8 +319,7 @@ fn merge_shards(
             merged.push((sort, shard, keys, view));
         }
     }
-    merged.sort_by(|a, b| b.0.cmp(&a.0));
-    merged.truncate(limit as usize);
+    let merged = newest_first(merged, |m| &m.0, limit);
     let mut next = starts;
     let mut returned = vec![0usize; next.len()];
     for (_, shard, keys, _) in &merged {
@@ -407,14 +395,12 @@ pub async fn events_by_type(
         .iter()
         .map(|partition| query(index_range(table, GSI1, partition, range, limit)));
     let mut events = Vec::new();
-    for result in futures::future::join_all(queries).await {
-        let (items, _) = result?;
+    for (items, _) in scatter_gather(queries).await? {
         for item in items {
             events.push(indexed_event(item, GSI1SK)?);
         }
     }
-    events.sort_by(|a, b| b.0.cmp(&a.0));
-    events.truncate(limit as usize);
+    let events = newest_first(events, |e| &e.0, limit);
     Ok(events.into_iter().map(|(_, v)| v).collect())
 }
 

@@ -7,6 +7,7 @@ use super::{query, s};
 use crate::catalog::{
     implemented_by, AccessPattern, Frequency, Operation, PatternId, RequestBudget,
 };
+use crate::dynamo::{newest_first, scatter_gather};
 use crate::error::FleetError;
 use crate::ids::{DeviceId, DeviceType, UserId};
 use crate::items::DeviceStatus;
@@ -86,8 +87,7 @@ pub async fn devices_by_status(
         )
     });
     let mut devices = Vec::new();
-    for result in futures::future::join_all(queries).await {
-        let (items, _) = result?;
+    for (items, _) in scatter_gather(queries).await? {
         for item in items {
             let d: IndexedDevice = serde_dynamo::from_item(item)?;
             // `SEEN#{bucket}#{deviceId}`.
@@ -110,7 +110,6 @@ pub async fn devices_by_status(
             ));
         }
     }
-    devices.sort_by(|a, b| b.0.cmp(&a.0));
-    devices.truncate(limit as usize);
+    let devices = newest_first(devices, |d| &d.0, limit);
     Ok(devices.into_iter().map(|(_, d)| d).collect())
 }

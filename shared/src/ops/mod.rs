@@ -25,11 +25,9 @@ pub mod reports;
 use std::collections::HashMap;
 
 use aws_sdk_dynamodb::operation::query::builders::QueryFluentBuilder;
-use aws_sdk_dynamodb::types::ReturnConsumedCapacity;
 use serde::Serialize;
 
 use crate::error::FleetError;
-use crate::metrics::record_read;
 use crate::table::sdk_error;
 use aws_sdk_dynamodb::error::ProvideErrorMetadata;
 
@@ -77,15 +75,10 @@ pub(crate) async fn query(
     request: QueryFluentBuilder,
 ) -> Result<(Vec<RawItem>, Option<RawItem>), FleetError> {
     let resumes = request.get_exclusive_start_key().is_some();
-    let out = match request
-        .return_consumed_capacity(ReturnConsumedCapacity::Total)
-        .send()
-        .await
-    {
+    let out = match request.send().await {
         Ok(out) => out,
         Err(err) => return Err(query_error(err, resumes)),
     };
-    record_read(out.consumed_capacity());
     Ok((out.items.unwrap_or_default(), out.last_evaluated_key))
 }
 
@@ -100,15 +93,13 @@ pub(crate) async fn put_item<T: Serialize>(
     table: &crate::table::FleetTable,
     item: &T,
 ) -> Result<(), FleetError> {
-    let out = table
+    table
         .client
         .put_item()
         .table_name(table.name())
         .set_item(Some(serde_dynamo::to_item(item)?))
-        .return_consumed_capacity(ReturnConsumedCapacity::Total)
         .send()
         .await
         .map_err(sdk_error)?;
-    crate::metrics::record_write(out.consumed_capacity());
     Ok(())
 }

@@ -1,6 +1,6 @@
 //! Profile upsert (`PUT /me`, AP-16) and the profile read model.
 
-use aws_sdk_dynamodb::types::{ReturnConsumedCapacity, ReturnValue};
+use aws_sdk_dynamodb::types::ReturnValue;
 use serde::Serialize;
 
 use super::s;
@@ -11,7 +11,6 @@ use crate::error::FleetError;
 use crate::ids::UserId;
 use crate::items::{EntityType, ProfileItem};
 use crate::keys::{user_pk, PROFILE_SK};
-use crate::metrics::record_write;
 use crate::schema::{ENTITY_TYPE, PK, SK};
 use crate::table::{sdk_error, FleetTable};
 use crate::timestamp::Timestamp;
@@ -101,11 +100,9 @@ pub async fn upsert_profile(
     let out = request
         .update_expression(expression)
         .return_values(ReturnValue::AllNew)
-        .return_consumed_capacity(ReturnConsumedCapacity::Total)
         .send()
         .await
         .map_err(sdk_error)?;
-    record_write(out.consumed_capacity());
     let attributes = out
         .attributes
         .ok_or_else(|| FleetError::internal("UpdateItem returned no attributes"))?;
@@ -137,11 +134,9 @@ pub async fn get_profile(table: &FleetTable, user: &UserId) -> Result<Option<Pro
         .table_name(table.name())
         .key(PK, s(user_pk(user)))
         .key(SK, s(PROFILE_SK))
-        .return_consumed_capacity(ReturnConsumedCapacity::Total)
         .send()
         .await
         .map_err(sdk_error)?;
-    crate::metrics::record_read(out.consumed_capacity());
     out.item
         .map(|item| serde_dynamo::from_item::<_, ProfileItem>(item).map(Profile::from))
         .transpose()

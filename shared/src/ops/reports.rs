@@ -1,6 +1,5 @@
 //! Daily reports: `REPORT#{day}` / `REPORT` (AP-15 reads one; the daily analytics run writes it).
 
-use aws_sdk_dynamodb::types::ReturnConsumedCapacity;
 use serde::{Deserialize, Serialize};
 
 use super::s;
@@ -10,7 +9,6 @@ use crate::catalog::{
 use crate::error::{FleetError, ValidationError};
 use crate::items::EntityType;
 use crate::keys::{is_day, report_pk, REPORT_SK};
-use crate::metrics::record_read;
 use crate::schema::{PK, SK};
 use crate::table::{sdk_error, FleetTable};
 
@@ -86,11 +84,9 @@ pub async fn get_report(
         .table_name(table.name())
         .key(PK, s(report_pk(day)))
         .key(SK, s(REPORT_SK))
-        .return_consumed_capacity(ReturnConsumedCapacity::Total)
         .send()
         .await
         .map_err(sdk_error)?;
-    record_read(out.consumed_capacity());
     out.item
         .map(|item| -> Result<serde_json::Value, FleetError> {
             let r: ReportItem = serde_dynamo::from_item(item)?;

@@ -1,0 +1,266 @@
+//! The daily analytics run (DESIGN §5): a parallel Scan, checkpointed per segment, that writes
+//! `REPORT#{day}` and purges the events of deleted devices.
+//!
+//! Every segment keeps a [`SegmentTally`]; after each page the tally and the page's
+//! `LastEvaluatedKey` are written to the segment's checkpoint (`ANALYTICS#{day}` /
+//! `SEGMENT#{n}`), so a run cut off by the Lambda timeout resumes where it stopped. When every
+//! segment is done the tallies are merged into the report; running the day again reuses the
+//! finished checkpoints and writes the same report.
+//!
+//! Counting relies on DynamoDB returning all items of one partition key together, in one
+//! segment (a Scan segment is a range of partition-key hashes): a device's events and a user's
+//! devices are therefore counted exactly, carrying only the partition in progress.
+
+mod purge;
+mod report;
+mod scan;
+mod tally;
+
+pub use report::build_report;
+pub use tally::{PartitionCount, SegmentTally};
+
+use std::collections::BTreeMap;
+use std::time::Instant;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::{query, s};
+use crate::catalog::{implemented_by, AccessPattern, Frequency, PatternId, RequestBudget};
+use crate::cursor::StartKey;
+use crate::error::{FleetError, ValidationError};
+use crate::keys::{analytics_pk, is_day, segment_sk};
+use crate::schema::{PK, SK};
+use crate::table::{sdk_error, FleetTable};
+use crate::timestamp::Timestamp;
+use scan::scan_segment;
+
+/// Devices listed in `topDevices`.
+pub const TOP_DEVICES: usize = 10;
+/// Partition keys listed in `partitionHeat`.
+pub const HEAT_KEYS: usize = 10;
+/// Share of the day's writes above which a key is flagged hot (seed 003's distribution target).
+pub const HOT_SHARE: f64 = 0.10;
+/// Checkpoints are removed by TTL this long after the run.
+const CHECKPOINT_TTL_SECONDS: i64 = 14 * 86_400;
+
+/// How one invocation runs.
+#[derive(Clone, Debug)]
+pub struct RunPlan {
+    /// The report day, `YYYY-MM-DD`.
+    pub day: String,
+    /// Total scan segments (`SCAN_SEGMENTS`, default 4); fixed for a day once started.
+    pub segments: u32,
+    /// The segments this invocation works on (all when `None`): several invocations can share
+    /// a day when one 15-minute Lambda cannot scan the table.
+    pub only: Option<Vec<u32>>,
+    /// Scan page size (`None`: DynamoDB's 1 MB pages).
+    pub page_limit: Option<i32>,
+    /// Stop scanning (after checkpointing) at this instant.
+    pub deadline: Instant,
+    /// Forget earlier checkpoints of the day and scan again.
+    pub fresh: bool,
+    /// Pages per segment in this invocation at most (`None`: until done or the deadline); a
+    /// bound on one invocation's work, like the deadline.
+    pub max_pages: Option<u32>,
+}
+
+impl RunPlan {
+    /// A plan for `day` with every segment and no page limit.
+    pub fn new(day: &str, segments: u32, deadline: Instant) -> Result<Self, ValidationError> {
+        if !is_day(day) {
+            return Err(ValidationError::new(
+                "date",
+                "must be a date such as 2024-04-10",
+            ));
+        }
+        if !(1..=1000).contains(&segments) {
+            return Err(ValidationError::new("segments", "must be 1..1000"));
+        }
+        Ok(Self {
+            day: day.to_string(),
+            segments,
+            only: None,
+            page_limit: None,
+            deadline,
+            fresh: false,
+            max_pages: None,
+        })
+    }
+}
+
+/// The UTC day before `at` (the scheduled run at 00:15 reports the day that just ended).
+pub fn previous_day(at: &Timestamp) -> String {
+    at.plus_seconds(-86_400).day()
+}
+
+/// A segment's checkpoint.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Checkpoint {
+    #[serde(rename = "PK")]
+    pk: String,
+    #[serde(rename = "SK")]
+    sk: String,
+    entity_type: crate::items::EntityType,
+    day: String,
+    segment: u32,
+    segments: u32,
+    done: bool,
+    #[serde(default)]
+    last_key: Option<StartKey>,
+    tally: SegmentTally,
+    ttl: i64,
+}
+
+/// The outcome of one invocation.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RunOutcome {
+    /// Every segment is done and the report is written.
+    pub complete: bool,
+    /// Segments done so far.
+    pub segments_done: u32,
+    /// Every segment this invocation was asked to scan is done (the report may still wait for
+    /// segments other invocations scan).
+    pub requested_done: bool,
+    /// The report, when complete.
+    pub report: Option<Value>,
+}
+
+/// A figure [`run_daily_report`] computes into the daily report: no request of its own at read
+/// time (it is read with AP-15).
+const fn daily_report_figure(id: PatternId, description: &'static str) -> AccessPattern {
+    AccessPattern {
+        id,
+        description,
+        frequency: Frequency::Analytics,
+        operations: &[],
+        index: None,
+        key_condition: "daily report",
+        budget: RequestBudget::ZeroAtReadTime,
+        max_read_units: None,
+        route: None,
+        implemented_by: implemented_by!(run_daily_report),
+    }
+}
+
+/// AP-10, the report's `devices.byStatus`.
+pub const DEVICE_COUNT_BY_STATUS: AccessPattern =
+    daily_report_figure(PatternId::Ap10, "device count by status");
+
+/// AP-11, the report's `users.active30d`.
+pub const ACTIVE_USERS: AccessPattern =
+    daily_report_figure(PatternId::Ap11, "active users in the last 30 days");
+
+/// Runs (or resumes) the daily analytics for `plan.day`.
+pub async fn run_daily_report(
+    table: &FleetTable,
+    plan: &RunPlan,
+) -> Result<RunOutcome, FleetError> {
+    if plan.fresh {
+        forget_checkpoints(table, &plan.day).await?;
+    }
+    let mut checkpoints = load_checkpoints(table, &plan.day).await?;
+    if let Some(other) = checkpoints.values().find(|c| c.segments != plan.segments) {
+        return Err(ValidationError::new(
+            "segments",
+            format!(
+                "the run for {} started with {} segments",
+                plan.day, other.segments
+            ),
+        )
+        .into());
+    }
+    let wanted: Vec<u32> = plan
+        .only
+        .clone()
+        .unwrap_or_else(|| (0..plan.segments).collect());
+    let work = wanted
+        .into_iter()
+        .filter(|s| *s < plan.segments)
+        .filter(|s| !checkpoints.get(s).is_some_and(|c| c.done))
+        .map(|segment| {
+            let resume = checkpoints.get(&segment).cloned();
+            // Boxed: the scan's future is deep, and boxing keeps every caller's type small.
+            Box::pin(scan_segment(table, plan, segment, resume))
+        });
+    for result in futures::future::join_all(work).await {
+        let checkpoint = result?;
+        checkpoints.insert(checkpoint.segment, checkpoint);
+    }
+    let done = checkpoints.values().filter(|c| c.done).count() as u32;
+    let requested_done = plan
+        .only
+        .clone()
+        .unwrap_or_else(|| (0..plan.segments).collect())
+        .iter()
+        .all(|s| checkpoints.get(s).is_some_and(|c| c.done));
+    if done < plan.segments {
+        return Ok(RunOutcome {
+            complete: false,
+            segments_done: done,
+            requested_done,
+            report: None,
+        });
+    }
+    let tallies: Vec<&SegmentTally> = checkpoints.values().map(|c| &c.tally).collect();
+    let report = build_report(&plan.day, &tallies, plan.segments);
+    super::reports::put_report(table, &plan.day, report.clone()).await?;
+    Ok(RunOutcome {
+        complete: true,
+        segments_done: done,
+        requested_done,
+        report: Some(report),
+    })
+}
+
+async fn load_checkpoints(
+    table: &FleetTable,
+    day: &str,
+) -> Result<BTreeMap<u32, Checkpoint>, FleetError> {
+    let (items, _) = query(
+        table
+            .client
+            .query()
+            .table_name(table.name())
+            .key_condition_expression("PK = :pk")
+            .expression_attribute_values(":pk", s(analytics_pk(day)))
+            .consistent_read(true),
+    )
+    .await?;
+    items
+        .into_iter()
+        .map(|item| {
+            let c: Checkpoint = serde_dynamo::from_item(item)?;
+            Ok((c.segment, c))
+        })
+        .collect()
+}
+
+async fn forget_checkpoints(table: &FleetTable, day: &str) -> Result<(), FleetError> {
+    for segment in load_checkpoints(table, day).await?.keys() {
+        table
+            .client
+            .delete_item()
+            .table_name(table.name())
+            .key(PK, s(analytics_pk(day)))
+            .key(SK, s(segment_sk(*segment)))
+            .send()
+            .await
+            .map_err(sdk_error)?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_scheduled_run_reports_the_day_before() {
+        let at = Timestamp::parse_field("time", "2024-04-11T00:15:00Z").unwrap();
+        assert_eq!(previous_day(&at), "2024-04-10");
+        assert!(RunPlan::new("2024-02-30", 4, Instant::now()).is_err());
+        assert!(RunPlan::new("2024-02-29", 0, Instant::now()).is_err());
+    }
+}

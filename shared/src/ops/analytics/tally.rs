@@ -1,0 +1,252 @@
+//! What a scan segment counts: users, devices, the day's events and the busiest partitions.
+
+use std::collections::{BTreeMap, HashMap};
+
+use serde::{Deserialize, Serialize};
+
+use super::{HEAT_KEYS, TOP_DEVICES};
+use crate::error::FleetError;
+use crate::ops::RawItem;
+use crate::schema::{ENTITY_TYPE, PK};
+use crate::timestamp::Timestamp;
+
+/// One partition's count of the day's events.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PartitionCount {
+    /// Partition key (`USER#u#DEVICE#d`).
+    pub key: String,
+    /// Events of the day in it.
+    pub writes: u64,
+}
+
+/// What one scan segment has counted so far.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SegmentTally {
+    /// Profiles.
+    pub users: u64,
+    /// Users with a device seen in the 30 days before the day's end.
+    pub active_users: u64,
+    /// Live devices.
+    pub devices: u64,
+    /// Devices per status.
+    pub devices_by_status: BTreeMap<String, u64>,
+    /// Devices per type.
+    pub devices_by_type: BTreeMap<String, u64>,
+    /// Devices seen in the 24 hours before the day's end (or later).
+    pub online_24h: u64,
+    /// The day's events (excluding purged ones).
+    pub events: u64,
+    /// The day's events per type.
+    pub events_by_type: BTreeMap<String, u64>,
+    /// The day's events per GSI1 partition (`TYPE#{type}#{day}#{shard}`): the index's heat.
+    pub index_writes: BTreeMap<String, u64>,
+    /// The busiest device partitions (closed ones), most writes first.
+    pub top_partitions: Vec<PartitionCount>,
+    /// The device partition being counted when the page ended.
+    pub open_partition: Option<PartitionCount>,
+    /// The user partition last counted as active.
+    pub last_active_user: Option<String>,
+    /// Events of deleted devices removed.
+    pub purged: u64,
+    /// Fleet items scanned. The run's own checkpoints and reports are not counted: whether a
+    /// segment meets them depends on how far the other segments have got, and a run's
+    /// figures must not depend on timing.
+    pub scanned: u64,
+    /// Scan pages read (each followed by one checkpoint write).
+    #[serde(default)]
+    pub pages: u64,
+    /// Read capacity this segment consumed.
+    pub read_units: f64,
+    /// Write capacity of the purge (checkpoint writes are counted in `pages`).
+    pub write_units: f64,
+    /// DynamoDB requests issued.
+    pub requests: u64,
+    /// Time spent, milliseconds.
+    pub duration_ms: u64,
+}
+
+impl SegmentTally {
+    /// Adds `other`'s counts to this one (the run's duration is the longest segment's, as
+    /// segments run in parallel). Partitions are ranked by the caller.
+    pub(super) fn add(&mut self, other: &SegmentTally) {
+        self.users += other.users;
+        self.active_users += other.active_users;
+        self.devices += other.devices;
+        self.online_24h += other.online_24h;
+        self.events += other.events;
+        self.purged += other.purged;
+        self.scanned += other.scanned;
+        self.pages += other.pages;
+        self.read_units += other.read_units;
+        self.write_units += other.write_units;
+        self.requests += other.requests;
+        self.duration_ms = self.duration_ms.max(other.duration_ms);
+        for (mine, theirs) in [
+            (&mut self.devices_by_status, &other.devices_by_status),
+            (&mut self.devices_by_type, &other.devices_by_type),
+            (&mut self.events_by_type, &other.events_by_type),
+            (&mut self.index_writes, &other.index_writes),
+        ] {
+            for (k, v) in theirs {
+                *mine.entry(k.clone()).or_default() += v;
+            }
+        }
+    }
+
+    pub(super) fn close_partition(&mut self) {
+        if let Some(done) = self.open_partition.take() {
+            if done.writes > 0 {
+                self.top_partitions.push(done);
+                self.top_partitions
+                    .sort_by(|a, b| b.writes.cmp(&a.writes).then(a.key.cmp(&b.key)));
+                self.top_partitions.truncate(TOP_DEVICES.max(HEAT_KEYS));
+            }
+        }
+    }
+
+    /// Counts one scanned item (not an orphaned event) into the tally.
+    pub(super) fn count_item(&mut self, item: &RawItem, bounds: &PageBounds) {
+        let entity = text(item, ENTITY_TYPE);
+        if !matches!(entity, Some("checkpoint" | "report")) {
+            self.scanned += 1;
+        }
+        let pk = text(item, PK).unwrap_or_default();
+        match entity {
+            Some("profile") => self.users += 1,
+            Some("device") if !item.contains_key("deletingAt") => {
+                self.count_device(item, pk, bounds)
+            }
+            Some("event") => self.count_day_event(item, pk, bounds),
+            _ => {}
+        }
+    }
+
+    fn count_device(&mut self, item: &RawItem, pk: &str, bounds: &PageBounds) {
+        self.devices += 1;
+        let status = text(item, "status").unwrap_or("unknown").to_string();
+        *self.devices_by_status.entry(status).or_default() += 1;
+        let kind = text(item, "type").unwrap_or("unknown").to_string();
+        *self.devices_by_type.entry(kind).or_default() += 1;
+        let seen = text(item, "lastSeen").unwrap_or("");
+        if !seen.is_empty() && seen >= bounds.online_since.as_str() {
+            self.online_24h += 1;
+        }
+        // A user's devices are scanned together: one active device makes the user active.
+        if !seen.is_empty()
+            && seen >= bounds.active_since.as_str()
+            && self.last_active_user.as_deref() != Some(pk)
+        {
+            self.active_users += 1;
+            self.last_active_user = Some(pk.to_string());
+        }
+    }
+
+    /// Counts an event if it is of the report day and not expired.
+    fn count_day_event(&mut self, item: &RawItem, pk: &str, bounds: &PageBounds) {
+        let expired = number(item, "ttl").is_some_and(|t| t <= bounds.now);
+        let at = text(item, "at").unwrap_or("");
+        if !expired && at >= bounds.from.as_str() && at < bounds.to.as_str() {
+            let event_type = text(item, "type").unwrap_or("unknown");
+            self.count_event(pk, event_type, text(item, "GSI1PK"));
+        }
+    }
+
+    pub(super) fn count_event(
+        &mut self,
+        partition: &str,
+        event_type: &str,
+        index_key: Option<&str>,
+    ) {
+        if self.open_partition.as_ref().map(|p| p.key.as_str()) != Some(partition) {
+            self.close_partition();
+            self.open_partition = Some(PartitionCount {
+                key: partition.to_string(),
+                writes: 0,
+            });
+        }
+        if let Some(open) = self.open_partition.as_mut() {
+            open.writes += 1;
+        }
+        self.events += 1;
+        *self
+            .events_by_type
+            .entry(event_type.to_string())
+            .or_default() += 1;
+        if let Some(key) = index_key {
+            *self.index_writes.entry(key.to_string()).or_default() += 1;
+        }
+    }
+}
+
+/// The time bounds a report day's scan counts against (RFC 3339 texts, compared as stored).
+pub(super) struct PageBounds {
+    /// Start of the day (inclusive).
+    pub(super) from: String,
+    /// End of the day (exclusive).
+    pub(super) to: String,
+    /// A device seen since this is online.
+    pub(super) online_since: String,
+    /// A user with a device seen since this is active.
+    pub(super) active_since: String,
+    /// Events whose `ttl` is not after this have expired.
+    pub(super) now: i64,
+}
+
+impl PageBounds {
+    /// The bounds of `day` (`YYYY-MM-DD`), with expiry judged at `now`.
+    pub(super) fn for_day(day: &str, now: &Timestamp) -> Result<Self, FleetError> {
+        let day_start = Timestamp::parse_field("date", &format!("{day}T00:00:00Z"))?;
+        let day_end = day_start.plus_seconds(86_400);
+        Ok(Self {
+            from: day_start.to_string(),
+            to: day_end.to_string(),
+            online_since: day_end.plus_seconds(-86_400).to_string(),
+            active_since: day_end.plus_seconds(-30 * 86_400).to_string(),
+            now: now.epoch_seconds(),
+        })
+    }
+}
+
+/// Whether `item` is an event of a partition whose device is no longer registered to its
+/// owner (`live`: partition -> still registered): purged, not counted.
+pub(super) fn is_orphaned_event(item: &RawItem, live: &HashMap<String, bool>) -> bool {
+    text(item, ENTITY_TYPE) == Some("event")
+        && live.get(text(item, PK).unwrap_or_default()) == Some(&false)
+}
+
+pub(super) fn text<'a>(item: &'a RawItem, name: &str) -> Option<&'a str> {
+    item.get(name)
+        .and_then(|v| v.as_s().ok())
+        .map(String::as_str)
+}
+
+fn number(item: &RawItem, name: &str) -> Option<i64> {
+    item.get(name)
+        .and_then(|v| v.as_n().ok())
+        .and_then(|n| n.parse().ok())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn partitions_are_counted_whole_and_ranked() {
+        let mut t = SegmentTally::default();
+        for (pk, n) in [("A", 3), ("B", 5), ("C", 1)] {
+            for _ in 0..n {
+                t.count_event(pk, "temp", Some("TYPE#temp#d#0"));
+            }
+        }
+        t.close_partition();
+        let keys: Vec<(&str, u64)> = t
+            .top_partitions
+            .iter()
+            .map(|p| (p.key.as_str(), p.writes))
+            .collect();
+        assert_eq!(keys, [("B", 5), ("A", 3), ("C", 1)]);
+        assert_eq!(t.events, 9);
+        assert_eq!(t.index_writes["TYPE#temp#d#0"], 9);
+    }
+}
