@@ -12,6 +12,8 @@ use fleet_testkit::stack::{create_table, local_table};
 use fleet_testkit::template::{default_template_path, Template};
 use lambda_http::{Body, Request, Response};
 use serde_json::{json, Value};
+use shared::items::EntityType;
+use shared::keys::ItemKey;
 use shared::metrics::{MeterSnapshot, RequestMeter};
 use shared::FleetTable;
 
@@ -105,6 +107,65 @@ pub async fn table_contents(table: &FleetTable) -> Vec<StoredItem> {
     items
 }
 
+/// The key a stored item sits at (it must be one of the table's key shapes).
+pub fn key_of(item: &StoredItem) -> ItemKey {
+    let attributes = item.clone().into_iter().collect();
+    ItemKey::of(&attributes).expect("a Device Fleet key")
+}
+
+/// The keys of stored items by the names tests use for them: every key is built by
+/// `shared::keys`, never spelled in a test.
+pub mod key {
+    use shared::ids::{DeviceId, Tag, UserId};
+    use shared::keys::ItemKey;
+
+    /// A user id that must be valid.
+    pub fn user(id: &str) -> UserId {
+        UserId::parse(id).expect("a valid user id")
+    }
+
+    /// A device id that must be valid.
+    pub fn device_id(id: &str) -> DeviceId {
+        DeviceId::parse(id).expect("a valid device id")
+    }
+
+    /// `user`'s profile.
+    pub fn profile(user_id: &str) -> ItemKey {
+        ItemKey::Profile {
+            user: user(user_id),
+        }
+    }
+
+    /// `device` in `user_id`'s partition.
+    pub fn device(user_id: &str, device: &str) -> ItemKey {
+        ItemKey::Device {
+            user: user(user_id),
+            device: device_id(device),
+        }
+    }
+
+    /// The table-wide registration of `device`.
+    pub fn registration(device: &str) -> ItemKey {
+        ItemKey::Registration {
+            device: device_id(device),
+        }
+    }
+
+    /// The link of `device` to `tag` in `user_id`'s partition.
+    pub fn tag_link(user_id: &str, tag: &str, device: &str) -> ItemKey {
+        ItemKey::TagLink {
+            user: user(user_id),
+            tag: Tag::parse(tag).expect("a valid tag"),
+            device: device_id(device),
+        }
+    }
+
+    /// The partition key of `user_id`'s events of `device`.
+    pub fn event_partition(user_id: &str, device: &str) -> String {
+        shared::keys::event_pk(&user(user_id), &device_id(device))
+    }
+}
+
 fn key_text(item: &StoredItem, name: &str) -> String {
     item.get(name)
         .and_then(|v| v.as_s().ok())
@@ -112,14 +173,13 @@ fn key_text(item: &StoredItem, name: &str) -> String {
         .unwrap_or_default()
 }
 
-/// The item at (pk, sk), if any (consistent read, not metered).
-pub async fn item(table: &FleetTable, pk: &str, sk: &str) -> Option<StoredItem> {
+/// The item `key` addresses, if any (consistent read, not metered).
+pub async fn item(table: &FleetTable, key: &ItemKey) -> Option<StoredItem> {
     table
         .client
         .get_item()
         .table_name(table.name())
-        .key("PK", AttributeValue::S(pk.into()))
-        .key("SK", AttributeValue::S(sk.into()))
+        .set_key(Some(key.attributes()))
         .consistent_read(true)
         .send()
         .await
@@ -143,10 +203,9 @@ pub fn ago(seconds: i64) -> String {
 }
 
 /// An item's `entityType`.
-pub fn entity_type(item: &StoredItem) -> Option<&str> {
-    item.get("entityType")
-        .and_then(|v| v.as_s().ok())
-        .map(String::as_str)
+pub fn entity_type(item: &StoredItem) -> Option<EntityType> {
+    let attributes = item.clone().into_iter().collect();
+    EntityType::of(&attributes)
 }
 
 /// JWT claims as API Gateway passes them for a Cognito ID token.

@@ -128,6 +128,10 @@ pub fn check_key(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ids::{DeviceId, EventId, UserId};
+    use crate::keys::{event_pk, ItemKey, EVENT_PREFIX, PROFILE_SK};
+    use crate::schema::{GSI1PK, PK, SK};
+    use crate::timestamp::Timestamp;
 
     fn key(pairs: &[(&str, &str)]) -> StartKey {
         pairs
@@ -136,9 +140,29 @@ mod tests {
             .collect()
     }
 
+    fn user(id: &str) -> UserId {
+        UserId::parse(id).unwrap()
+    }
+
+    fn device() -> DeviceId {
+        DeviceId::parse("d").unwrap()
+    }
+
+    /// The start key of one of `owner`'s events of device `d`.
+    fn event_key(owner: &str) -> StartKey {
+        let k = ItemKey::Event {
+            user: user(owner),
+            device: device(),
+            at: Timestamp::parse_field("at", "2024-04-10T10:00:00Z").unwrap(),
+            event: EventId::parse("e").unwrap(),
+        }
+        .primary_key();
+        key(&[(PK, &k.pk), (SK, &k.sk)])
+    }
+
     #[test]
     fn round_trips_and_rejects_other_patterns_and_garbage() {
-        let k = key(&[("PK", "USER#u#DEVICE#d"), ("SK", "EVENT#x#e")]);
+        let k = event_key("u");
         let c = encode(PatternId::Ap04, vec![Some(k.clone())]);
         assert_eq!(decode(PatternId::Ap04, &c, 1).unwrap(), vec![Some(k)]);
         assert!(decode(PatternId::Ap05, &c, 1).is_err());
@@ -151,32 +175,38 @@ mod tests {
     #[test]
     fn the_wire_format_names_the_pattern_by_its_text_id() {
         // Cursors issued before PatternId existed carry {"p":"AP-04","k":[...]}: still valid.
-        let k = key(&[("PK", "USER#u#DEVICE#d"), ("SK", "EVENT#x#e")]);
-        let c = encode(PatternId::Ap04, vec![Some(k.clone())]);
+        // The text below is a cursor as clients hold it, so it is spelled out on purpose.
+        let c = encode(PatternId::Ap04, vec![Some(event_key("u"))]);
         let json: serde_json::Value =
             serde_json::from_slice(&URL_SAFE_NO_PAD.decode(&c).unwrap()).unwrap();
         assert_eq!(json["p"], "AP-04");
         let legacy =
             URL_SAFE_NO_PAD.encode(r#"{"p":"AP-DASH","k":[{"PK":"USER#u","SK":"DEVICE#d"}]}"#);
+        let dashboard_key = ItemKey::Device {
+            user: user("u"),
+            device: device(),
+        }
+        .primary_key();
         assert_eq!(
             decode(PatternId::ApDash, &legacy, 1).unwrap(),
-            vec![Some(key(&[("PK", "USER#u"), ("SK", "DEVICE#d")]))]
+            vec![Some(key(&[
+                (PK, &dashboard_key.pk),
+                (SK, &dashboard_key.sk)
+            ]))]
         );
     }
 
     #[test]
     fn keys_must_stay_in_the_callers_partition() {
-        let mine = key(&[("PK", "USER#u#DEVICE#d"), ("SK", "EVENT#x#e")]);
-        assert!(check_key(&mine, &[("PK", "USER#u#DEVICE#d")], &[("SK", "EVENT#")]).is_ok());
-        let theirs = key(&[("PK", "USER#v#DEVICE#d"), ("SK", "EVENT#x#e")]);
-        assert!(check_key(&theirs, &[("PK", "USER#u#DEVICE#d")], &[("SK", "EVENT#")]).is_err());
-        let extra = key(&[
-            ("PK", "USER#u#DEVICE#d"),
-            ("SK", "EVENT#x"),
-            ("GSI1PK", "x"),
-        ]);
-        assert!(check_key(&extra, &[("PK", "USER#u#DEVICE#d")], &[("SK", "EVENT#")]).is_err());
-        let profile = key(&[("PK", "USER#u#DEVICE#d"), ("SK", "PROFILE")]);
-        assert!(check_key(&profile, &[("PK", "USER#u#DEVICE#d")], &[("SK", "EVENT#")]).is_err());
+        let partition = event_pk(&user("u"), &device());
+        let fixed = [(PK, partition.as_str())];
+        let prefixed = [(SK, EVENT_PREFIX)];
+        assert!(check_key(&event_key("u"), &fixed, &prefixed).is_ok());
+        assert!(check_key(&event_key("v"), &fixed, &prefixed).is_err());
+        let mut extra = event_key("u");
+        extra.insert(GSI1PK.to_string(), "x".to_string());
+        assert!(check_key(&extra, &fixed, &prefixed).is_err());
+        let profile = key(&[(PK, &partition), (SK, PROFILE_SK)]);
+        assert!(check_key(&profile, &fixed, &prefixed).is_err());
     }
 }

@@ -1,12 +1,18 @@
 //! The items stored in the table, one struct per `entityType`, (de)serialized with
-//! serde_dynamo. Key attributes are carried explicitly so an item read back can be checked.
+//! serde_dynamo. Each is an [`Entity`]: its keys and `entityType` are derived from its fields
+//! when it is stored, never carried as fields.
 
 use std::collections::BTreeMap;
 
+use aws_sdk_dynamodb::types::AttributeValue;
 use serde::{Deserialize, Serialize};
 
+use crate::config::ShardCounts;
+use crate::entity::Entity;
 use crate::error::ValidationError;
 use crate::ids::{DeviceId, DeviceType, EventId, EventType, Tag, UserId};
+use crate::keys::{Attributes, IndexKeys, ItemKey};
+use crate::schema::ENTITY_TYPE;
 use crate::timestamp::Timestamp;
 
 /// The `entityType` attribute on every item.
@@ -27,6 +33,39 @@ pub enum EntityType {
     Report,
     /// Progress of one scan segment of a daily analytics run.
     Checkpoint,
+}
+
+impl EntityType {
+    /// Every entity type.
+    pub const ALL: [EntityType; 7] = [
+        EntityType::Profile,
+        EntityType::Device,
+        EntityType::TagLink,
+        EntityType::Registration,
+        EntityType::Event,
+        EntityType::Report,
+        EntityType::Checkpoint,
+    ];
+
+    /// The stored spelling of `entityType`.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            EntityType::Profile => "profile",
+            EntityType::Device => "device",
+            EntityType::TagLink => "tagLink",
+            EntityType::Registration => "registration",
+            EntityType::Event => "event",
+            EntityType::Report => "report",
+            EntityType::Checkpoint => "checkpoint",
+        }
+    }
+
+    /// The type of a stored item, from its `entityType` attribute (`None` if it has none
+    /// or an unknown one).
+    pub fn of(item: &Attributes) -> Option<EntityType> {
+        let stored = item.get(ENTITY_TYPE)?.as_s().ok()?;
+        Self::ALL.into_iter().find(|t| t.as_str() == stored)
+    }
 }
 
 /// Device status; `STATUS#{status}#{shard}` on GSI1.
@@ -89,14 +128,6 @@ pub enum EventValue {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ProfileItem {
-    /// `USER#{userId}`.
-    #[serde(rename = "PK")]
-    pub pk: String,
-    /// `PROFILE`.
-    #[serde(rename = "SK")]
-    pub sk: String,
-    /// Always [`EntityType::Profile`].
-    pub entity_type: EntityType,
     /// The owner (JWT `sub`).
     pub user_id: UserId,
     /// Display name.
@@ -139,21 +170,6 @@ pub struct RecentEvent {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct DeviceItem {
-    /// `USER#{userId}`.
-    #[serde(rename = "PK")]
-    pub pk: String,
-    /// `DEVICE#{deviceId}`.
-    #[serde(rename = "SK")]
-    pub sk: String,
-    /// `STATUS#{status}#{shard}`.
-    #[serde(rename = "GSI1PK")]
-    pub gsi1pk: String,
-    /// `SEEN#{lastSeen}#{deviceId}`; absent until the device first sends events, which keeps
-    /// never-seen devices out of "seen since" queries (a sparse index).
-    #[serde(rename = "GSI1SK", default, skip_serializing_if = "Option::is_none")]
-    pub gsi1sk: Option<String>,
-    /// Always [`EntityType::Device`].
-    pub entity_type: EntityType,
     /// Owner.
     pub user_id: UserId,
     /// Device id.
@@ -196,14 +212,10 @@ pub struct DeviceItem {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct TagLinkItem {
-    /// `USER#{userId}`.
-    #[serde(rename = "PK")]
-    pub pk: String,
-    /// `TAG#{tag}#{deviceId}`.
-    #[serde(rename = "SK")]
-    pub sk: String,
-    /// Always [`EntityType::TagLink`].
-    pub entity_type: EntityType,
+    /// Owner of the device. Not stored: the link's partition key already names the owner,
+    /// and [`TagLinkItem::from_item`] reads it back from there.
+    #[serde(skip_serializing)]
+    pub user_id: UserId,
     /// The tag.
     pub tag: Tag,
     /// The tagged device.
@@ -220,14 +232,6 @@ pub struct TagLinkItem {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct RegistrationItem {
-    /// `DEVICE#{deviceId}`.
-    #[serde(rename = "PK")]
-    pub pk: String,
-    /// `REGISTRATION`.
-    #[serde(rename = "SK")]
-    pub sk: String,
-    /// Always [`EntityType::Registration`].
-    pub entity_type: EntityType,
     /// Device id.
     pub device_id: DeviceId,
     /// Owner.
@@ -247,26 +251,6 @@ pub struct RegistrationItem {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct EventItem {
-    /// `USER#{userId}#DEVICE#{deviceId}`.
-    #[serde(rename = "PK")]
-    pub pk: String,
-    /// `EVENT#{at}#{eventId}`.
-    #[serde(rename = "SK")]
-    pub sk: String,
-    /// `TYPE#{type}#{day}#{shard}`.
-    #[serde(rename = "GSI1PK")]
-    pub gsi1pk: String,
-    /// `{at}#{deviceId}#{eventId}`.
-    #[serde(rename = "GSI1SK")]
-    pub gsi1sk: String,
-    /// `OWNER#{userId}#{shard}`.
-    #[serde(rename = "GSI2PK")]
-    pub gsi2pk: String,
-    /// `{at}#{deviceId}#{eventId}`.
-    #[serde(rename = "GSI2SK")]
-    pub gsi2sk: String,
-    /// Always [`EntityType::Event`].
-    pub entity_type: EntityType,
     /// Owner at ingest time.
     pub user_id: UserId,
     /// Device id.
@@ -288,21 +272,95 @@ pub struct EventItem {
     pub ttl: i64,
 }
 
+impl Entity for ProfileItem {
+    const ENTITY_TYPE: EntityType = EntityType::Profile;
+    fn item_key(&self) -> ItemKey {
+        ItemKey::Profile {
+            user: self.user_id.clone(),
+        }
+    }
+}
+
+impl Entity for DeviceItem {
+    const ENTITY_TYPE: EntityType = EntityType::Device;
+    fn item_key(&self) -> ItemKey {
+        ItemKey::Device {
+            user: self.user_id.clone(),
+            device: self.device_id.clone(),
+        }
+    }
+    /// On GSI1 by status shard; sparse in the `SEEN#` sort key until the device first sends
+    /// events, which keeps never-seen devices out of "seen since" queries.
+    fn index_keys(&self, shards: &ShardCounts) -> IndexKeys {
+        IndexKeys::device(
+            self.status,
+            &self.device_id,
+            self.last_seen.as_ref(),
+            shards,
+        )
+    }
+}
+
+impl Entity for TagLinkItem {
+    const ENTITY_TYPE: EntityType = EntityType::TagLink;
+    fn item_key(&self) -> ItemKey {
+        ItemKey::TagLink {
+            user: self.user_id.clone(),
+            tag: self.tag.clone(),
+            device: self.device_id.clone(),
+        }
+    }
+    /// The owner comes from the link's key (it is not stored as an attribute of its own).
+    fn from_item(mut item: Attributes) -> Result<Self, crate::error::FleetError> {
+        if !item.contains_key("userId") {
+            if let Ok(ItemKey::TagLink { user, .. }) = ItemKey::of(&item) {
+                item.insert("userId".into(), AttributeValue::S(user.to_string()));
+            }
+        }
+        crate::entity::checked_item(item)
+    }
+}
+
+impl Entity for RegistrationItem {
+    const ENTITY_TYPE: EntityType = EntityType::Registration;
+    fn item_key(&self) -> ItemKey {
+        ItemKey::Registration {
+            device: self.device_id.clone(),
+        }
+    }
+}
+
+impl Entity for EventItem {
+    const ENTITY_TYPE: EntityType = EntityType::Event;
+    fn item_key(&self) -> ItemKey {
+        ItemKey::Event {
+            user: self.user_id.clone(),
+            device: self.device_id.clone(),
+            at: self.at,
+            event: self.id.clone(),
+        }
+    }
+    fn index_keys(&self, shards: &ShardCounts) -> IndexKeys {
+        IndexKeys::event(
+            &self.user_id,
+            &self.device_id,
+            &self.event_type,
+            &self.at,
+            &self.id,
+            shards,
+        )
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use aws_sdk_dynamodb::types::AttributeValue;
-    use std::collections::HashMap;
 
     #[test]
     fn device_item_round_trips_through_dynamodb_attributes() {
         let at = Timestamp::parse_field("at", "2024-04-10T10:00:00Z").unwrap();
         let item = DeviceItem {
-            pk: "USER#u".into(),
-            sk: "DEVICE#d".into(),
-            gsi1pk: "STATUS#active#0".into(),
-            gsi1sk: None,
-            entity_type: EntityType::Device,
             user_id: UserId::parse("u").unwrap(),
             device_id: DeviceId::parse("d").unwrap(),
             name: "Kitchen".into(),
@@ -330,13 +388,53 @@ mod tests {
             }],
             deleting_at: None,
         };
-        let attrs: HashMap<String, AttributeValue> = serde_dynamo::to_item(&item).unwrap();
+        let shards = ShardCounts::default();
+        let attrs = item.to_item(&shards).unwrap();
         assert_eq!(attrs["entityType"], AttributeValue::S("device".into()));
         assert_eq!(attrs["type"], AttributeValue::S("thermostat".into()));
         assert_eq!(attrs["version"], AttributeValue::N("1".into()));
-        assert!(!attrs.contains_key("GSI1SK"), "sparse until seen");
-        let back: DeviceItem = serde_dynamo::from_item(attrs).unwrap();
+        let key = ItemKey::of(&attrs).unwrap();
+        assert_eq!(key, item.item_key(), "the stored key is the derived one");
+        let index = item.index_keys(&shards);
+        assert_eq!(
+            attrs["GSI1PK"].as_s().unwrap(),
+            index.gsi1pk.as_deref().unwrap()
+        );
+        assert_eq!(
+            attrs["GSI1SK"].as_s().unwrap(),
+            index.gsi1sk.as_deref().unwrap()
+        );
+        let back = DeviceItem::from_item(attrs.clone()).unwrap();
         assert_eq!(back, item);
+        // Another type's item is refused, not misread.
+        assert!(ProfileItem::from_item(attrs).is_err());
+
+        let never_seen = DeviceItem {
+            last_seen: None,
+            ..item
+        }
+        .to_item(&shards)
+        .unwrap();
+        assert!(never_seen.contains_key("GSI1PK"));
+        assert!(!never_seen.contains_key("GSI1SK"), "sparse until seen");
+    }
+
+    #[test]
+    fn a_tag_link_reads_its_owner_back_from_its_key() {
+        let link = TagLinkItem {
+            user_id: UserId::parse("u").unwrap(),
+            tag: Tag::parse("home").unwrap(),
+            device_id: DeviceId::parse("d").unwrap(),
+            name: "Kitchen".into(),
+            device_type: DeviceType::parse("thermostat").unwrap(),
+        };
+        let attrs = link.to_item(&ShardCounts::default()).unwrap();
+        assert!(
+            !attrs.contains_key("userId"),
+            "the owner is stored once, in PK"
+        );
+        assert_eq!(ItemKey::of(&attrs).unwrap(), link.item_key());
+        assert_eq!(TagLinkItem::from_item(attrs).unwrap(), link);
     }
 
     #[test]

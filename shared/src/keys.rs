@@ -1,4 +1,6 @@
-//! Builders and parsers for every key of the table and its indexes (DESIGN §3).
+//! Builders and parsers for every key of the table and its indexes (DESIGN §3): the one
+//! place a key is spelled, built or taken apart. Items get their keys from
+//! [`crate::entity::Entity`], which calls these.
 //!
 //! | item | PK | SK |
 //! |---|---|---|
@@ -8,12 +10,20 @@
 //! | registration | `DEVICE#{deviceId}` | `REGISTRATION` |
 //! | event | `USER#{userId}#DEVICE#{deviceId}` | `EVENT#{at}#{eventId}` |
 //! | daily report | `REPORT#{day}` | `REPORT` |
+//! | checkpoint | `ANALYTICS#{day}` | `SEGMENT#{segment}` |
 //!
 //! Every part is a validated type that cannot contain `#`, so parsing is unambiguous.
 
+use std::collections::HashMap;
+
+use aws_sdk_dynamodb::types::AttributeValue;
+
+use crate::config::ShardCounts;
 use crate::error::ValidationError;
 use crate::ids::{DeviceId, EventId, EventType, Tag, UserId};
-use crate::timestamp::Timestamp;
+use crate::schema::{GSI1PK, GSI1SK, GSI2PK, GSI2SK, PK, SK};
+use crate::shard::shard_of;
+use crate::timestamp::{Day, Timestamp};
 
 /// Sort key of the profile item.
 pub const PROFILE_SK: &str = "PROFILE";
@@ -27,6 +37,11 @@ pub const DEVICE_PREFIX: &str = "DEVICE#";
 pub const TAG_PREFIX: &str = "TAG#";
 /// Sort-key prefix of events in a device-event partition.
 pub const EVENT_PREFIX: &str = "EVENT#";
+/// Sort-key prefix of a device's GSI1 entry.
+const SEEN_PREFIX: &str = "SEEN#";
+/// Granularity of the `SEEN#` index key: a device's index entry moves at most once per
+/// bucket, however often it reports.
+pub const SEEN_GRANULARITY_SECONDS: i64 = 15 * 60;
 
 /// A primary key (PK, SK).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -35,6 +50,28 @@ pub struct PrimaryKey {
     pub pk: String,
     /// Sort key value.
     pub sk: String,
+}
+
+/// A DynamoDB item (or key) as the SDK holds it.
+pub type Attributes = HashMap<String, AttributeValue>;
+
+impl PrimaryKey {
+    /// The key as request attributes (`PK`, `SK`).
+    pub fn attributes(&self) -> Attributes {
+        HashMap::from([
+            (PK.to_string(), AttributeValue::S(self.pk.clone())),
+            (SK.to_string(), AttributeValue::S(self.sk.clone())),
+        ])
+    }
+
+    /// The primary key of a stored item (or key), if it has one.
+    pub fn of(item: &Attributes) -> Option<PrimaryKey> {
+        let text = |name: &str| item.get(name).and_then(|v| v.as_s().ok()).cloned();
+        Some(PrimaryKey {
+            pk: text(PK)?,
+            sk: text(SK)?,
+        })
+    }
 }
 
 /// The item a primary key addresses, with its parts.
@@ -59,8 +96,10 @@ pub enum ItemKey {
         at: Timestamp,
         event: EventId,
     },
-    /// The daily analytics report for `day` (`YYYY-MM-DD`).
-    Report { day: String },
+    /// The daily analytics report for `day`.
+    Report { day: Day },
+    /// One scan segment's checkpoint of the daily run for `day`.
+    Checkpoint { day: Day, segment: u32 },
 }
 
 /// `USER#{userId}`: the user partition (profile, devices, tag links).
@@ -88,9 +127,25 @@ pub fn registration_pk(device: &DeviceId) -> String {
     format!("DEVICE#{device}")
 }
 
+/// `USER#{userId}#DEVICE#`: the common start of every event partition of `user`.
+pub fn event_pk_prefix(user: &UserId) -> String {
+    format!("USER#{user}#{DEVICE_PREFIX}")
+}
+
 /// `USER#{userId}#DEVICE#{deviceId}`: one owner's events of one device.
 pub fn event_pk(user: &UserId, device: &DeviceId) -> String {
-    format!("USER#{user}#DEVICE#{device}")
+    format!("{}{device}", event_pk_prefix(user))
+}
+
+/// The owner and device of an event partition key `USER#{userId}#DEVICE#{deviceId}`.
+pub fn parse_event_pk(pk: &str) -> Result<(UserId, DeviceId), ValidationError> {
+    match pk.split('#').collect::<Vec<_>>().as_slice() {
+        ["USER", user, "DEVICE", device] => Ok((UserId::parse(*user)?, DeviceId::parse(*device)?)),
+        _ => Err(ValidationError::new(
+            "key",
+            format!("not an event partition: {pk}"),
+        )),
+    }
 }
 
 /// `EVENT#{at}#{eventId}`.
@@ -99,12 +154,12 @@ pub fn event_sk(at: &Timestamp, event: &EventId) -> String {
 }
 
 /// `REPORT#{day}`.
-pub fn report_pk(day: &str) -> String {
+pub fn report_pk(day: &Day) -> String {
     format!("REPORT#{day}")
 }
 
 /// `ANALYTICS#{day}`: the checkpoints of the daily run for `day`.
-pub fn analytics_pk(day: &str) -> String {
+pub fn analytics_pk(day: &Day) -> String {
     format!("ANALYTICS#{day}")
 }
 
@@ -121,13 +176,43 @@ pub fn status_gsi1pk(status: DeviceStatus, shard: u16) -> String {
     format!("STATUS#{}#{shard}", status.as_str())
 }
 
+/// The status shard of `device` (stable: a device never moves between status shards).
+pub fn status_shard(device: &DeviceId, shards: &ShardCounts) -> u16 {
+    shard_of(device.as_str(), shards.status)
+}
+
 /// GSI1 sort key of a device: `SEEN#{lastSeen}#{deviceId}`.
 pub fn seen_gsi1sk(last_seen: &Timestamp, device: &DeviceId) -> String {
-    format!("SEEN#{last_seen}#{device}")
+    format!("{SEEN_PREFIX}{last_seen}#{device}")
+}
+
+/// `lastSeen` rounded down to [`SEEN_GRANULARITY_SECONDS`]: what the `SEEN#` index key holds.
+pub fn seen_bucket(last_seen: &Timestamp) -> Timestamp {
+    let secs = last_seen.epoch_seconds();
+    let floored = secs - secs.rem_euclid(SEEN_GRANULARITY_SECONDS);
+    Timestamp::from_epoch_millis(floored * 1000).unwrap_or(*last_seen)
+}
+
+/// A device's GSI1 sort key for `last_seen`: its `SEEN#` bucket and id.
+pub fn device_seen_key(last_seen: &Timestamp, device: &DeviceId) -> String {
+    seen_gsi1sk(&seen_bucket(last_seen), device)
+}
+
+/// `SEEN#{bucket}`: the lowest GSI1 sort key of devices seen at or after `since`'s bucket.
+pub fn seen_since(since: &Timestamp) -> String {
+    format!("{SEEN_PREFIX}{}", seen_bucket(since))
+}
+
+/// The seen bucket of a device's GSI1 sort key `SEEN#{bucket}#{deviceId}`.
+pub fn parse_seen_gsi1sk(sk: &str) -> Result<Timestamp, ValidationError> {
+    let bad = || ValidationError::new("key", format!("not a SEEN key: {sk}"));
+    let rest = sk.strip_prefix(SEEN_PREFIX).ok_or_else(bad)?;
+    let (at, _device) = rest.split_once('#').ok_or_else(bad)?;
+    Timestamp::parse_field("key", at)
 }
 
 /// GSI1 partition key of an event: `TYPE#{type}#{day}#{shard}`.
-pub fn type_gsi1pk(event_type: &EventType, day: &str, shard: u16) -> String {
+pub fn type_gsi1pk(event_type: &EventType, day: &Day, shard: u16) -> String {
     format!("TYPE#{event_type}#{day}#{shard}")
 }
 
@@ -139,6 +224,85 @@ pub fn owner_gsi2pk(user: &UserId, shard: u16) -> String {
 /// GSI1 and GSI2 sort key of an event: `{at}#{deviceId}#{eventId}` (time order across devices).
 pub fn event_index_sk(at: &Timestamp, device: &DeviceId, event: &EventId) -> String {
     format!("{at}#{device}#{event}")
+}
+
+/// The event id at the end of an index sort key `{at}#{deviceId}#{eventId}`.
+pub fn parse_event_index_sk(sk: &str) -> Result<EventId, ValidationError> {
+    let id = sk
+        .rsplit_once('#')
+        .map(|(_, id)| id)
+        .ok_or_else(|| ValidationError::new("key", format!("not an event index key: {sk}")))?;
+    EventId::parse(id)
+}
+
+/// The index key attributes an item carries. A pair left out keeps the item out of that
+/// index (sparse indexes).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct IndexKeys {
+    /// `GSI1PK`.
+    pub gsi1pk: Option<String>,
+    /// `GSI1SK`.
+    pub gsi1sk: Option<String>,
+    /// `GSI2PK`.
+    pub gsi2pk: Option<String>,
+    /// `GSI2SK`.
+    pub gsi2sk: Option<String>,
+}
+
+impl IndexKeys {
+    /// A device on GSI1: by status shard, and once seen by its `SEEN#` bucket.
+    pub fn device(
+        status: DeviceStatus,
+        device: &DeviceId,
+        last_seen: Option<&Timestamp>,
+        shards: &ShardCounts,
+    ) -> Self {
+        IndexKeys {
+            gsi1pk: Some(status_gsi1pk(status, status_shard(device, shards))),
+            gsi1sk: last_seen.map(|t| device_seen_key(t, device)),
+            ..IndexKeys::default()
+        }
+    }
+
+    /// An event on GSI1 (by type, day and shard) and GSI2 (by owner shard), both in time
+    /// order. The shard spreads each device's events, so one busy device cannot heat a shard.
+    pub fn event(
+        user: &UserId,
+        device: &DeviceId,
+        event_type: &EventType,
+        at: &Timestamp,
+        event: &EventId,
+        shards: &ShardCounts,
+    ) -> Self {
+        let spread = format!("{device}#{event}");
+        let sort = event_index_sk(at, device, event);
+        IndexKeys {
+            gsi1pk: Some(type_gsi1pk(
+                event_type,
+                &at.day(),
+                shard_of(&spread, shards.event_type),
+            )),
+            gsi1sk: Some(sort.clone()),
+            gsi2pk: Some(owner_gsi2pk(user, shard_of(&spread, shards.owner))),
+            gsi2sk: Some(sort),
+        }
+    }
+
+    /// The attributes to store.
+    pub fn attributes(&self) -> impl Iterator<Item = (String, AttributeValue)> + '_ {
+        [
+            (GSI1PK, &self.gsi1pk),
+            (GSI1SK, &self.gsi1sk),
+            (GSI2PK, &self.gsi2pk),
+            (GSI2SK, &self.gsi2sk),
+        ]
+        .into_iter()
+        .filter_map(|(name, value)| {
+            value
+                .as_ref()
+                .map(|v| (name.to_string(), AttributeValue::S(v.clone())))
+        })
+    }
 }
 
 impl ItemKey {
@@ -158,8 +322,14 @@ impl ItemKey {
                 event,
             } => (event_pk(user, device), event_sk(at, event)),
             ItemKey::Report { day } => (report_pk(day), REPORT_SK.to_string()),
+            ItemKey::Checkpoint { day, segment } => (analytics_pk(day), segment_sk(*segment)),
         };
         PrimaryKey { pk, sk }
+    }
+
+    /// The key as request attributes (`PK`, `SK`).
+    pub fn attributes(&self) -> Attributes {
+        self.primary_key().attributes()
     }
 
     /// Parses a primary key back into the item it addresses. Rejects anything that is not
@@ -190,19 +360,27 @@ impl ItemKey {
                 at: Timestamp::parse_field("at", at)?,
                 event: EventId::parse(*event)?,
             }),
-            (["REPORT", day], ["REPORT"]) if is_day(day) => Ok(ItemKey::Report {
-                day: (*day).to_string(),
+            (["REPORT", day], ["REPORT"]) => Ok(ItemKey::Report {
+                day: Day::parse_field("day", day)?,
             }),
+            (["ANALYTICS", day], ["SEGMENT", segment])
+                if segment.len() == 4 && segment.bytes().all(|b| b.is_ascii_digit()) =>
+            {
+                Ok(ItemKey::Checkpoint {
+                    day: Day::parse_field("day", day)?,
+                    segment: segment.parse().map_err(|_| bad())?,
+                })
+            }
             _ => Err(bad()),
         }
     }
-}
 
-/// Whether `day` is a `YYYY-MM-DD` calendar date.
-pub fn is_day(day: &str) -> bool {
-    Timestamp::parse_field("day", &format!("{day}T00:00:00Z"))
-        .map(|t| t.day() == day)
-        .unwrap_or(false)
+    /// The item a stored item's (or key's) `PK`/`SK` address.
+    pub fn of(item: &Attributes) -> Result<Self, ValidationError> {
+        let key = PrimaryKey::of(item)
+            .ok_or_else(|| ValidationError::new("key", "an item without PK and SK"))?;
+        Self::parse(&key.pk, &key.sk)
+    }
 }
 
 #[cfg(test)]
@@ -217,6 +395,9 @@ mod tests {
     }
     fn at() -> Timestamp {
         Timestamp::parse_field("at", "2024-04-10T10:00:00Z").unwrap()
+    }
+    fn day() -> Day {
+        Day::parse_field("day", "2024-04-10").unwrap()
     }
 
     #[test]
@@ -239,8 +420,10 @@ mod tests {
                 at: at(),
                 event: EventId::parse("e-1").unwrap(),
             },
-            ItemKey::Report {
-                day: "2024-04-10".into(),
+            ItemKey::Report { day: day() },
+            ItemKey::Checkpoint {
+                day: day(),
+                segment: 7,
             },
         ];
         for key in keys {
@@ -262,10 +445,7 @@ mod tests {
         assert_eq!(registration_pk(&device()), "DEVICE#thermo-1");
         assert_eq!(event_pk(&user(), &device()), "USER#u-1#DEVICE#thermo-1");
         assert_eq!(event_sk(&at(), &e), "EVENT#2024-04-10T10:00:00.000Z#e-1");
-        assert_eq!(
-            type_gsi1pk(&t, "2024-04-10", 3),
-            "TYPE#temperature#2024-04-10#3"
-        );
+        assert_eq!(type_gsi1pk(&t, &day(), 3), "TYPE#temperature#2024-04-10#3");
         assert_eq!(owner_gsi2pk(&user(), 1), "OWNER#u-1#1");
         assert_eq!(
             event_index_sk(&at(), &device(), &e),
@@ -279,7 +459,77 @@ mod tests {
             seen_gsi1sk(&at(), &device()),
             "SEEN#2024-04-10T10:00:00.000Z#thermo-1"
         );
-        assert_eq!(report_pk("2024-04-10"), "REPORT#2024-04-10");
+        assert_eq!(report_pk(&day()), "REPORT#2024-04-10");
+    }
+
+    #[test]
+    fn seen_bucket_rounds_down_to_the_granularity() {
+        let t = Timestamp::parse_field("at", "2024-04-10T10:29:59.999Z").unwrap();
+        assert_eq!(seen_bucket(&t).to_string(), "2024-04-10T10:15:00.000Z");
+        let t = Timestamp::parse_field("at", "2024-04-10T10:30:00Z").unwrap();
+        assert_eq!(seen_bucket(&t).to_string(), "2024-04-10T10:30:00.000Z");
+        assert_eq!(
+            device_seen_key(&t, &device()),
+            "SEEN#2024-04-10T10:30:00.000Z#thermo-1"
+        );
+        assert_eq!(seen_since(&t), "SEEN#2024-04-10T10:30:00.000Z");
+    }
+
+    #[test]
+    fn index_and_partition_keys_parse_back() {
+        let e = EventId::parse("e-1").unwrap();
+        assert_eq!(
+            parse_event_pk(&event_pk(&user(), &device())).unwrap(),
+            (user(), device())
+        );
+        assert!(event_pk(&user(), &device()).starts_with(&event_pk_prefix(&user())));
+        assert_eq!(
+            parse_seen_gsi1sk(&device_seen_key(&at(), &device())).unwrap(),
+            seen_bucket(&at())
+        );
+        assert_eq!(
+            parse_event_index_sk(&event_index_sk(&at(), &device(), &e)).unwrap(),
+            e
+        );
+        for bad in [
+            "USER#u",
+            "USER#u#DEVICE#",
+            "DEVICE#d#USER#u",
+            "USER#u#DEVICE#d#x",
+        ] {
+            assert!(parse_event_pk(bad).is_err(), "{bad}");
+        }
+        for bad in ["SEEN#", "SEEN#notatime#d", "2024-04-10T10:00:00.000Z#d"] {
+            assert!(parse_seen_gsi1sk(bad).is_err(), "{bad}");
+        }
+        assert!(parse_event_index_sk("no-separator").is_err());
+    }
+
+    #[test]
+    fn index_keys_place_items_by_their_own_fields() {
+        let shards = ShardCounts {
+            status: 4,
+            event_type: 8,
+            owner: 2,
+        };
+        let t = EventType::parse("temperature").unwrap();
+        let e = EventId::parse("e-1").unwrap();
+        let keys = IndexKeys::event(&user(), &device(), &t, &at(), &e, &shards);
+        let gsi1pk = keys.gsi1pk.clone().unwrap();
+        assert!(
+            gsi1pk.starts_with("TYPE#temperature#2024-04-10#"),
+            "{gsi1pk}"
+        );
+        assert!(keys.gsi2pk.clone().unwrap().starts_with("OWNER#u-1#"));
+        assert_eq!(keys.gsi1sk, keys.gsi2sk);
+        assert_eq!(keys.attributes().count(), 4);
+        let never_seen = IndexKeys::device(DeviceStatus::Active, &device(), None, &shards);
+        let names: Vec<String> = never_seen.attributes().map(|(n, _)| n).collect();
+        assert_eq!(
+            names,
+            ["GSI1PK"],
+            "a device is on GSI1's SEEN range only once seen"
+        );
     }
 
     #[test]
@@ -308,6 +558,8 @@ mod tests {
             ("DEVICE#d", "PROFILE"),
             ("USER#u#DEVICE#d", "EVENT#notatime#e"),
             ("REPORT#2024-02-30", "REPORT"),
+            ("ANALYTICS#2024-02-01", "SEGMENT#7"),
+            ("ANALYTICS#2024-02-01", "SEGMENT#+007"),
             ("OTHER#x", "Y"),
         ] {
             assert!(ItemKey::parse(pk, sk).is_err(), "{pk} / {sk}");
@@ -406,6 +658,7 @@ mod template_tests {
         let at = Timestamp::parse_field("at", "2024-04-10T10:00:00Z").unwrap();
         let event = EventId::parse("e").unwrap();
         let kind = EventType::parse("temp").unwrap();
+        let day = Day::parse_field("day", "2024-04-10").unwrap();
         let v = [
             ("userId", "u"),
             ("deviceId", "d"),
@@ -425,8 +678,8 @@ mod template_tests {
             (user_pk(&user), tag_link_sk(&tag, &device)),
             (registration_pk(&device), REGISTRATION_SK.to_string()),
             (event_pk(&user, &device), event_sk(&at, &event)),
-            (report_pk("2024-04-10"), REPORT_SK.to_string()),
-            (analytics_pk("2024-04-10"), segment_sk(7)),
+            (report_pk(&day), REPORT_SK.to_string()),
+            (analytics_pk(&day), segment_sk(7)),
         ];
         for (t, (pk, sk)) in KEY_TEMPLATES.iter().zip(built) {
             assert_eq!(fill(t.pk, &v), pk, "{}", t.entity_type);
@@ -438,7 +691,7 @@ mod template_tests {
         assert_eq!(fill(g1sk, &v), seen_gsi1sk(&at, &device));
         let event_t = &KEY_TEMPLATES[4];
         let (g1pk, g1sk) = event_t.gsi1.unwrap();
-        assert_eq!(fill(g1pk, &v), type_gsi1pk(&kind, "2024-04-10", 3));
+        assert_eq!(fill(g1pk, &v), type_gsi1pk(&kind, &day, 3));
         assert_eq!(fill(g1sk, &v), event_index_sk(&at, &device, &event));
         let (g2pk, _) = event_t.gsi2.unwrap();
         assert_eq!(fill(g2pk, &v), owner_gsi2pk(&user, 3));

@@ -19,6 +19,7 @@ pub mod config;
 pub mod cursor;
 pub mod deadline;
 pub mod dynamo;
+pub mod entity;
 pub mod error;
 pub mod ids;
 pub mod items;

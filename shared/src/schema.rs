@@ -17,6 +17,8 @@ pub const GSI2SK: &str = "GSI2SK";
 pub const TTL: &str = "ttl";
 /// Attribute naming the kind of every item.
 pub const ENTITY_TYPE: &str = "entityType";
+/// Attribute set on a device while its deletion is in progress (readers treat it as gone).
+pub const DELETING_AT: &str = "deletingAt";
 
 /// GSI1: overloaded, sparse; event type by day and shard, and device status by shard.
 pub const GSI1: &str = "GSI1";

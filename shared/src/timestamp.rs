@@ -70,15 +70,9 @@ impl Timestamp {
             .and_then(Self::from_datetime)
     }
 
-    /// The UTC day, `YYYY-MM-DD`.
-    pub fn day(&self) -> String {
-        Self::day_of(self.0.date())
-    }
-
-    /// `date` as `YYYY-MM-DD`.
-    pub fn day_of(date: Date) -> String {
-        date.format(DAY_FORMAT)
-            .expect("a valid date always formats")
+    /// The UTC day.
+    pub fn day(&self) -> Day {
+        Day(self.0.date())
     }
 
     /// This instant moved by `seconds` (negative moves back), saturating at [`Timestamp::min`]
@@ -102,6 +96,65 @@ impl Timestamp {
     /// `later` is earlier).
     pub fn days_until(&self, later: &Timestamp) -> i64 {
         (later.date() - self.date()).whole_days()
+    }
+}
+
+/// A UTC calendar day, `YYYY-MM-DD`: a report's date and the day in event-type index keys.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Day(Date);
+
+impl Day {
+    /// Parses `YYYY-MM-DD` (a real calendar day); anything else is a 400 on `field`.
+    pub fn parse_field(field: &str, value: &str) -> Result<Self, ValidationError> {
+        Date::parse(value, DAY_FORMAT)
+            .ok()
+            .filter(|d| (0..=9999).contains(&d.year()))
+            .map(Day)
+            .ok_or_else(|| ValidationError::new(field, "must be a date such as 2024-04-10"))
+    }
+
+    /// The first instant of the day.
+    pub fn start(&self) -> Timestamp {
+        Timestamp(self.0.midnight().assume_utc())
+    }
+
+    /// The day before (saturating at the first representable day).
+    pub fn previous(&self) -> Day {
+        Day(self.0.previous_day().unwrap_or(self.0))
+    }
+
+    /// The day after, if representable.
+    pub fn next(&self) -> Option<Day> {
+        self.0.next_day().map(Day)
+    }
+}
+
+impl fmt::Display for Day {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let text = self
+            .0
+            .format(DAY_FORMAT)
+            .expect("a valid date always formats");
+        f.write_str(&text)
+    }
+}
+
+impl PartialEq<&str> for Day {
+    fn eq(&self, other: &&str) -> bool {
+        Day::parse_field("day", other).is_ok_and(|day| day == *self)
+    }
+}
+
+impl Serialize for Day {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for Day {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let raw = String::deserialize(d)?;
+        Self::parse_field("day", &raw).map_err(serde::de::Error::custom)
     }
 }
 

@@ -13,6 +13,7 @@ use fleet_testkit::runtime_api::Outcome;
 use fleet_tests::*;
 use serde_json::Value;
 use shared::catalog::PatternId;
+use shared::keys::ItemKey;
 use shared::timestamp::Timestamp;
 
 fn logs() -> std::path::PathBuf {
@@ -60,27 +61,38 @@ async fn every_benchmarked_request_answers_as_expected_and_does_its_work() {
     }
 
     // The writes were real: 3 rounds of each (1 warm-up + 2 measured).
-    let alice = "USER#ref-alice";
-    let profile = item(&table, alice, "PROFILE").await.unwrap();
+    let alice = fleet_testkit::reference::ALICE;
+    let profile = item(&table, &key::profile(alice)).await.unwrap();
     assert_eq!(profile["name"].as_s().unwrap(), "Alice 2");
-    let status_device = item(&table, alice, "DEVICE#ref-alice-dev-9").await.unwrap();
+    let status_device = item(&table, &key::device(alice, "ref-alice-dev-9"))
+        .await
+        .unwrap();
     assert_eq!(status_device["version"].as_n().unwrap(), "4");
     assert_eq!(status_device["status"].as_s().unwrap(), "maintenance");
-    let tag_device = item(&table, alice, "DEVICE#ref-alice-dev-7").await.unwrap();
+    let tag_device = item(&table, &key::device(alice, "ref-alice-dev-7"))
+        .await
+        .unwrap();
     assert_eq!(tag_device["version"].as_n().unwrap(), "4");
     for i in 0..3 {
         // Registered, then deleted, by the AP-07 and AP-08 calls of the same round.
-        let registration = item(&table, &format!("DEVICE#bench-{i}"), "REGISTRATION").await;
+        let bench_device = format!("bench-{i}");
+        let registration = item(&table, &key::registration(&bench_device)).await;
         assert!(registration.is_none(), "bench-{i} is still registered");
-        let device = item(&table, alice, &format!("DEVICE#bench-{i}")).await;
+        let device = item(&table, &key::device(alice, &bench_device)).await;
         assert!(device.is_none(), "bench-{i} is still Alice's");
     }
     let events = table_contents(&table)
         .await
         .into_iter()
-        .filter(|i| {
-            i["PK"].as_s().unwrap() == "USER#ref-alice#DEVICE#ref-alice-dev-1"
-                && i["SK"].as_s().unwrap().starts_with("EVENT#2026-11-21")
+        .filter(|i| match key_of(i) {
+            ItemKey::Event {
+                user, device, at, ..
+            } => {
+                user == key::user(alice)
+                    && device == key::device_id("ref-alice-dev-1")
+                    && at.day() == "2026-11-21"
+            }
+            _ => false,
         })
         .count();
     assert_eq!(events, 300, "3 ingest batches of 100 new events");

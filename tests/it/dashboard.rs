@@ -7,6 +7,11 @@ use base64::Engine as _;
 use fleet_testkit::reference::{ALICE, BOB};
 use fleet_tests::*;
 use serde_json::{json, Value};
+use shared::entity::Entity;
+use shared::ids::EventId;
+use shared::items::EventItem;
+use shared::keys::{owner_gsi2pk, ItemKey};
+use shared::timestamp::Timestamp;
 use shared::FleetTable;
 
 const FROM: &str = "2026-11-20T00:00:00Z";
@@ -254,38 +259,27 @@ async fn a_users_events_across_devices_page_through_every_shard_exactly_once() {
 async fn expired_events_are_never_returned() {
     let table = reference().await;
     // An event whose ttl has passed but which DynamoDB has not deleted yet.
-    let mut expired = item(
+    let at = |t: &str| Timestamp::parse_field("at", t).unwrap();
+    let reference_event = item(
         &table,
-        &format!("USER#{ALICE}#DEVICE#{DEV0}"),
-        "EVENT#2026-11-20T11:00:00.000Z#e-00",
+        &ItemKey::Event {
+            user: key::user(ALICE),
+            device: key::device_id(DEV0),
+            at: at("2026-11-20T11:00:00Z"),
+            event: EventId::parse("e-00").unwrap(),
+        },
     )
     .await
     .expect("reference event");
-    expired.insert(
-        "SK".into(),
-        aws_sdk_dynamodb::types::AttributeValue::S("EVENT#2026-11-20T11:30:00.000Z#expired".into()),
-    );
-    expired.insert(
-        "GSI2SK".into(),
-        aws_sdk_dynamodb::types::AttributeValue::S(format!(
-            "2026-11-20T11:30:00.000Z#{DEV0}#expired"
-        )),
-    );
-    expired.insert(
-        "GSI1SK".into(),
-        aws_sdk_dynamodb::types::AttributeValue::S(format!(
-            "2026-11-20T11:30:00.000Z#{DEV0}#expired"
-        )),
-    );
-    expired.insert(
-        "ttl".into(),
-        aws_sdk_dynamodb::types::AttributeValue::N("1000".into()),
-    );
+    let mut expired = EventItem::from_item(reference_event.into_iter().collect()).unwrap();
+    expired.id = EventId::parse("expired").unwrap();
+    expired.at = at("2026-11-20T11:30:00Z");
+    expired.ttl = 1000;
     table
         .client
         .put_item()
         .table_name(table.name())
-        .set_item(Some(expired.into_iter().collect()))
+        .set_item(Some(expired.to_item(&table.config.shards).unwrap()))
         .send()
         .await
         .unwrap();
@@ -316,10 +310,21 @@ async fn expired_events_are_never_returned() {
 }
 
 fn tamper(cursor: &str, from: &str, to: &str) -> String {
+    tamper_each(cursor, &[(from.to_string(), to.to_string())])
+}
+
+/// `cursor` with every `from` in it replaced by its `to` (at least one must be there).
+fn tamper_each(cursor: &str, replacements: &[(String, String)]) -> String {
     let engine = base64::engine::general_purpose::URL_SAFE_NO_PAD;
-    let text = String::from_utf8(engine.decode(cursor).unwrap()).unwrap();
-    assert!(text.contains(from), "{text}");
-    engine.encode(text.replace(from, to))
+    let mut text = String::from_utf8(engine.decode(cursor).unwrap()).unwrap();
+    assert!(
+        replacements.iter().any(|(from, _)| text.contains(from)),
+        "{text}"
+    );
+    for (from, to) in replacements {
+        text = text.replace(from, to);
+    }
+    engine.encode(text)
 }
 
 #[tokio::test]
@@ -334,8 +339,8 @@ async fn cursors_cannot_be_edited_or_reused_to_reach_other_data() {
     // Aimed at Bob's device partition.
     let forged = tamper(
         &cursor,
-        &format!("USER#{ALICE}#DEVICE#{DEV0}"),
-        &format!("USER#{BOB}#DEVICE#ref-bob-dev-0"),
+        &key::event_partition(ALICE, DEV0),
+        &key::event_partition(BOB, "ref-bob-dev-0"),
     );
     let a = dashboard(
         &table,
@@ -389,11 +394,15 @@ async fn cursors_cannot_be_edited_or_reused_to_reach_other_data() {
     )
     .await;
     let events_cursor = events.body["cursor"].as_str().unwrap();
-    let forged = tamper(
-        events_cursor,
-        &format!("OWNER#{ALICE}#"),
-        &format!("OWNER#{BOB}#"),
-    );
+    let owner_shards: Vec<(String, String)> = (0..table.config.shards.owner)
+        .map(|shard| {
+            (
+                owner_gsi2pk(&key::user(ALICE), shard),
+                owner_gsi2pk(&key::user(BOB), shard),
+            )
+        })
+        .collect();
+    let forged = tamper_each(events_cursor, &owner_shards);
     let a = dashboard(
         &table,
         ApiRequest::get("/me/events")

@@ -3,6 +3,8 @@
 
 use fleet_tests::*;
 use serde_json::{json, Value};
+use shared::items::DeviceStatus;
+use shared::keys::{user_pk, IndexKeys, ItemKey};
 use shared::token::sha256_hex;
 
 const ALICE: &str = "user-alice";
@@ -39,12 +41,20 @@ fn s(item: &StoredItem, name: &str) -> String {
         .unwrap_or_else(|| panic!("no string {name} in {item:?}"))
 }
 
-fn tag_links(items: &[StoredItem], user: &str) -> Vec<String> {
+/// The keys of `user`'s tag links among `items`, in key order.
+fn tag_links(items: &[StoredItem], user: &str) -> Vec<ItemKey> {
     items
         .iter()
-        .filter(|i| s(i, "PK") == format!("USER#{user}") && s(i, "SK").starts_with("TAG#"))
-        .map(|i| s(i, "SK"))
+        .map(key_of)
+        .filter(|k| matches!(k, ItemKey::TagLink { user: owner, .. } if *owner == key::user(user)))
         .collect()
+}
+
+/// The GSI1 partition key a device with `status` must have.
+fn status_index_key(table: &shared::FleetTable, device: &str, status: DeviceStatus) -> String {
+    IndexKeys::device(status, &key::device_id(device), None, &table.config.shards)
+        .gsi1pk
+        .expect("devices are on GSI1")
 }
 
 #[tokio::test]
@@ -74,9 +84,7 @@ async fn put_me_creates_then_updates_the_profile_keeping_created_at() {
     assert_eq!(second.status, 200);
     assert_eq!(second.body["profile"]["name"], "Ada Lovelace");
     assert_eq!(second.body["profile"]["createdAt"], created.as_str());
-    let stored = item(&table, &format!("USER#{ALICE}"), "PROFILE")
-        .await
-        .unwrap();
+    let stored = item(&table, &key::profile(ALICE)).await.unwrap();
     assert_eq!(s(&stored, "entityType"), "profile");
     assert_eq!(s(&stored, "name"), "Ada Lovelace");
     assert_eq!(second.used.requests(), 1);
@@ -97,9 +105,7 @@ async fn register_returns_the_token_once_and_stores_only_its_digest() {
     assert!(token.starts_with("dft_"));
 
     let items = table_contents(&table).await;
-    let registration = item(&table, "DEVICE#thermo-1", "REGISTRATION")
-        .await
-        .unwrap();
+    let registration = item(&table, &key::registration("thermo-1")).await.unwrap();
     assert_eq!(s(&registration, "userId"), ALICE);
     assert_eq!(s(&registration, "tokenSha256"), sha256_hex(token));
     assert_eq!(s(&registration, "entityType"), "registration");
@@ -109,18 +115,22 @@ async fn register_returns_the_token_once_and_stores_only_its_digest() {
         "the token itself is never stored"
     );
 
-    let stored = item(&table, &format!("USER#{ALICE}"), "DEVICE#thermo-1")
-        .await
-        .unwrap();
+    let stored = item(&table, &key::device(ALICE, "thermo-1")).await.unwrap();
     assert_eq!(s(&stored, "entityType"), "device");
-    assert!(s(&stored, "GSI1PK").starts_with("STATUS#active#"));
+    assert_eq!(
+        s(&stored, "GSI1PK"),
+        status_index_key(&table, "thermo-1", DeviceStatus::Active)
+    );
     assert!(
         !stored.contains_key("GSI1SK"),
         "not in 'seen since' until it sends events"
     );
     assert_eq!(
         tag_links(&items, ALICE),
-        ["TAG#home#thermo-1", "TAG#kitchen#thermo-1"]
+        [
+            key::tag_link(ALICE, "home", "thermo-1"),
+            key::tag_link(ALICE, "kitchen", "thermo-1")
+        ]
     );
     // Registration, device and two tag links: nothing else.
     assert_eq!(items.len(), 4);
@@ -156,10 +166,11 @@ async fn patch_updates_status_in_one_conditional_write() {
     assert_eq!(a.headers["etag"], "\"2\"");
     assert_eq!(a.used.operations.len(), 1, "{:?}", a.used);
     assert_eq!(a.used.count("UpdateItem"), 1, "no read first");
-    let stored = item(&table, &format!("USER#{ALICE}"), "DEVICE#thermo-1")
-        .await
-        .unwrap();
-    assert!(s(&stored, "GSI1PK").starts_with("STATUS#maintenance#"));
+    let stored = item(&table, &key::device(ALICE, "thermo-1")).await.unwrap();
+    assert_eq!(
+        s(&stored, "GSI1PK"),
+        status_index_key(&table, "thermo-1", DeviceStatus::Maintenance)
+    );
     // Quoted and weak ETags are accepted too.
     let a = device_updates(
         &table,
@@ -236,14 +247,18 @@ async fn tag_and_name_changes_keep_links_and_registration_in_step() {
     let items = table_contents(&table).await;
     assert_eq!(
         tag_links(&items, ALICE),
-        ["TAG#home#thermo-1", "TAG#upstairs#thermo-1"]
+        [
+            key::tag_link(ALICE, "home", "thermo-1"),
+            key::tag_link(ALICE, "upstairs", "thermo-1")
+        ]
     );
-    for link in items.iter().filter(|i| s(i, "SK").starts_with("TAG#")) {
+    for link in items
+        .iter()
+        .filter(|i| matches!(key_of(i), ItemKey::TagLink { .. }))
+    {
         assert_eq!(s(link, "name"), "Upstairs");
     }
-    let registration = item(&table, "DEVICE#thermo-1", "REGISTRATION")
-        .await
-        .unwrap();
+    let registration = item(&table, &key::registration("thermo-1")).await.unwrap();
     assert_eq!(s(&registration, "deviceName"), "Upstairs");
     // A status-only change after that leaves the links alone, and an empty tag list removes
     // every link.
@@ -287,7 +302,10 @@ async fn delete_removes_device_links_and_registration_and_frees_the_id() {
         !format!("{items:?}").contains("thermo-1"),
         "nothing of thermo-1 is left: {items:?}"
     );
-    assert_eq!(tag_links(&items, ALICE), ["TAG#home#thermo-2"]);
+    assert_eq!(
+        tag_links(&items, ALICE),
+        [key::tag_link(ALICE, "home", "thermo-2")]
+    );
     let again = device_updates(&table, delete("thermo-1").caller(ALICE)).await;
     assert_eq!(again.status, 404);
     // The id is free for anyone now.
@@ -303,14 +321,7 @@ async fn a_half_done_delete_hides_the_device_and_a_retry_completes_it() {
         .client
         .update_item()
         .table_name(table.name())
-        .key(
-            "PK",
-            aws_sdk_dynamodb::types::AttributeValue::S(format!("USER#{ALICE}")),
-        )
-        .key(
-            "SK",
-            aws_sdk_dynamodb::types::AttributeValue::S("DEVICE#thermo-1".into()),
-        )
+        .set_key(Some(key::device(ALICE, "thermo-1").attributes()))
         .update_expression("SET deletingAt = :now")
         .expression_attribute_values(
             ":now",
@@ -408,7 +419,7 @@ async fn bad_input_is_a_4xx_naming_the_field_and_changes_nothing() {
         ),
         (
             "key injection",
-            register(thermo("USER#user-bob", &[])),
+            register(thermo(&user_pk(&key::user("user-bob")), &[])),
             400,
             "deviceId",
         ),

@@ -12,6 +12,8 @@ use fleet_testkit::fault_proxy::{
     through_proxy, ClientTimeouts, Fault, FaultProxy, FaultRates, ProxyConfig,
 };
 use fleet_tests::*;
+use shared::items::EntityType;
+use shared::keys::ItemKey;
 use shared::ops::ingest::IngestConfig;
 use shared::FleetTable;
 
@@ -87,7 +89,7 @@ async fn ingest_under_faults(config: ProxyConfig, retry_window: Duration) -> Ing
             ids.iter().map(|(id, at)| (&at[0], id)).collect();
         by_time.sort();
         by_time.reverse();
-        let summary = item(&table, "USER#fault-owner", &format!("DEVICE#{device}"))
+        let summary = item(&table, &key::device("fault-owner", device))
             .await
             .expect("device item");
         assert_eq!(
@@ -343,13 +345,9 @@ async fn patches_under_faults(seed: u64, rate: f64) {
         "two 200s for the same version: one acknowledged change was lost"
     );
     let unacked: BTreeSet<&String> = results.iter().flat_map(|(_, u)| u).collect();
-    let device = item(
-        &table,
-        &format!("USER#{OWNER}"),
-        &format!("DEVICE#{DEVICE}"),
-    )
-    .await
-    .expect("device item");
+    let device = item(&table, &key::device(OWNER, DEVICE))
+        .await
+        .expect("device item");
     let final_version: u64 = device["version"].as_n().unwrap().parse().unwrap();
     let final_name = device["name"].as_s().unwrap().clone();
     let mut final_tags: Vec<String> = device["tags"]
@@ -377,9 +375,10 @@ async fn patches_under_faults(seed: u64, rate: f64) {
     let contents = table_contents(&table).await;
     let mut links: Vec<String> = contents
         .iter()
-        .filter_map(|i| i["SK"].as_s().ok())
-        .filter(|sk| sk.starts_with("TAG#"))
-        .map(|sk| sk.split('#').nth(1).unwrap().to_string())
+        .filter_map(|i| match key_of(i) {
+            ItemKey::TagLink { tag, .. } => Some(tag.to_string()),
+            _ => None,
+        })
         .collect();
     links.sort();
     assert_eq!(
@@ -388,11 +387,11 @@ async fn patches_under_faults(seed: u64, rate: f64) {
     );
     for link in contents
         .iter()
-        .filter(|i| i["SK"].as_s().is_ok_and(|sk| sk.starts_with("TAG#")))
+        .filter(|i| matches!(key_of(i), ItemKey::TagLink { .. }))
     {
         assert_eq!(link["name"].as_s().unwrap(), &final_name, "tag link name");
     }
-    let registration = item(&table, &format!("DEVICE#{DEVICE}"), "REGISTRATION")
+    let registration = item(&table, &key::registration(DEVICE))
         .await
         .expect("registration");
     assert_eq!(registration["deviceName"].as_s().unwrap(), &final_name);
@@ -475,7 +474,7 @@ async fn registration_races_under_faults(config: ProxyConfig, rounds: usize) {
             .filter(|(_, x)| x.status == 201)
             .collect();
         assert!(winners.len() <= 1, "round {round}: two 201s for one id");
-        let registration = item(&table, &format!("DEVICE#{RACED}"), "REGISTRATION").await;
+        let registration = item(&table, &key::registration(RACED)).await;
         let Some((w, won)) = winners.first().copied() else {
             // Nobody got a token. Only acceptable if nothing is registered (both 409 would
             // mean a leftover from an earlier round), or the owner's request saw a 503 first
@@ -536,8 +535,8 @@ async fn registration_races_under_faults(config: ProxyConfig, rounds: usize) {
     let left: Vec<String> = table_contents(&table)
         .await
         .iter()
-        .filter(|i| entity_type(i) != Some("event"))
-        .map(|i| format!("{} {}", i["PK"].as_s().unwrap(), i["SK"].as_s().unwrap()))
+        .filter(|i| entity_type(i) != Some(EntityType::Event))
+        .map(|i| format!("{:?}", key_of(i)))
         .collect();
     assert!(
         left.is_empty(),

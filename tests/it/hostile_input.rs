@@ -22,7 +22,10 @@ use proptest::prelude::*;
 use proptest::test_runner::{Config, RngAlgorithm, TestCaseError, TestRng, TestRunner};
 use serde_json::{json, Value};
 use shared::catalog::PatternId;
-use shared::timestamp::Timestamp;
+use shared::ids::Tag;
+use shared::items::DeviceStatus;
+use shared::keys;
+use shared::timestamp::{Day, Timestamp};
 
 const SEED: &[u8; 32] = b"device-fleet-hostile-input-seed!";
 
@@ -65,21 +68,39 @@ const KNOWN: &[&str] = &[
     "demo-3",
 ];
 
-/// Key-shaped and delimiter-carrying values.
-const INJECTIONS: &[&str] = &[
+/// Key-shaped and delimiter-carrying values: the keys of the demo data's own items (built by
+/// `shared::keys`, so they follow the key design), then other hostile text.
+fn injections() -> Vec<String> {
+    let (alice, bob) = (key::user("demo-alice"), key::user("demo-bob"));
+    let (kitchen, office) = (
+        key::device_id("thermo-kitchen"),
+        key::device_id("thermo-office"),
+    );
+    let day = Day::parse_field("day", "2026-11-21").unwrap();
+    let office_tag = Tag::parse("office").unwrap();
+    let key_shaped = [
+        keys::user_pk(&bob),
+        keys::event_pk(&alice, &kitchen),
+        keys::registration_pk(&office),
+        keys::EVENT_PREFIX.to_string(),
+        keys::PROFILE_SK.to_string(),
+        keys::REGISTRATION_SK.to_string(),
+        keys::report_pk(&day),
+        keys::tag_link_sk(&office_tag, &office),
+        keys::status_gsi1pk(DeviceStatus::Active, 0),
+        keys::owner_gsi2pk(&bob, 1),
+    ];
+    key_shaped
+        .into_iter()
+        .chain(OTHER_INJECTIONS.iter().map(|s| s.to_string()))
+        .collect()
+}
+
+/// Delimiter-carrying and other hostile values that are not keys of ours.
+const OTHER_INJECTIONS: &[&str] = &[
     "#",
     "%23",
     "%2523",
-    "USER#demo-bob",
-    "USER#demo-alice#DEVICE#thermo-kitchen",
-    "DEVICE#thermo-office",
-    "EVENT#",
-    "PROFILE",
-    "REGISTRATION",
-    "REPORT#2026-11-21",
-    "TAG#office#thermo-office",
-    "STATUS#active#0",
-    "OWNER#demo-bob#1",
     "thermo-office#x",
     "..",
     ".",
@@ -225,8 +246,8 @@ fn hostile_string() -> BoxedStrategy<String> {
     prop_oneof![
         3 => "[A-Za-z0-9_.:@+-]{1,70}",
         3 => prop::sample::select(KNOWN).prop_map(String::from),
-        3 => prop::sample::select(INJECTIONS).prop_map(String::from),
-        2 => ("[a-z0-9-]{0,8}", prop::sample::select(INJECTIONS), "[a-z0-9-]{0,8}")
+        3 => prop::sample::select(injections()),
+        2 => ("[a-z0-9-]{0,8}", prop::sample::select(injections()), "[a-z0-9-]{0,8}")
             .prop_map(|(a, i, b)| format!("{a}{i}{b}")),
         2 => ".{0,40}",
         1 => "[\\x00-\\x1f\\x7f\\u{80}-\\u{9f}\\u{2028}\\u{202e}]{1,4}",
@@ -537,7 +558,7 @@ fn route_strategy(route: usize, route_key: &str, cursors: &[String]) -> BoxedStr
     let path_value = |name: &str| -> BoxedStrategy<String> {
         match name {
             "date" => prop_oneof![
-                2 => (-3i64..3).prop_map(|d| Timestamp::now().plus_seconds(d * 86_400).day()),
+                2 => (-3i64..3).prop_map(|d| Timestamp::now().plus_seconds(d * 86_400).day().to_string()),
                 1 => "[0-9]{4}-[0-9]{2}-[0-9]{2}",
                 2 => hostile_string(),
             ]

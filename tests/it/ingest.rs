@@ -12,6 +12,9 @@ use fleet_testkit::fault_proxy::{
 use fleet_tests::*;
 use serde_json::{json, Value};
 use shared::catalog::{BudgetScale, PatternId};
+use shared::ids::{EventId, EventType};
+use shared::items::EntityType;
+use shared::keys::{device_seen_key, user_pk, IndexKeys, ItemKey};
 use shared::ops::ingest::{IngestConfig, Ingestor};
 use shared::timestamp::Timestamp;
 use shared::FleetTable;
@@ -52,7 +55,7 @@ async fn send(ingestor: &Ingestor, request: ApiRequest) -> Answer {
 fn events_of(items: &[StoredItem]) -> Vec<&StoredItem> {
     items
         .iter()
-        .filter(|i| entity_type(i) == Some("event"))
+        .filter(|i| entity_type(i) == Some(EntityType::Event))
         .collect()
 }
 
@@ -64,7 +67,7 @@ fn text(item: &StoredItem, name: &str) -> String {
 }
 
 async fn device_item(table: &FleetTable, owner: &str, device: &str) -> StoredItem {
-    item(table, &format!("USER#{owner}"), &format!("DEVICE#{device}"))
+    item(table, &key::device(owner, device))
         .await
         .expect("device item")
 }
@@ -101,15 +104,36 @@ async fn stores_events_with_their_keys_ttl_and_copies_and_updates_the_summary() 
     let events = events_of(&items);
     assert_eq!(events.len(), 3);
     let first = events.iter().find(|e| text(e, "id") == "e-1").unwrap();
-    assert_eq!(text(first, "PK"), format!("USER#{OWNER}#DEVICE#thermo-1"));
-    assert_eq!(text(first, "SK"), format!("EVENT#{t1}#e-1"));
-    let day = &t1[..10];
-    assert!(text(first, "GSI1PK").starts_with(&format!("TYPE#temperature#{day}#")));
-    assert_eq!(text(first, "GSI1SK"), format!("{t1}#thermo-1#e-1"));
-    assert!(text(first, "GSI2PK").starts_with(&format!("OWNER#{OWNER}#")));
+    let at = Timestamp::parse_field("at", &t1).unwrap();
+    let event_id = EventId::parse("e-1").unwrap();
+    assert_eq!(
+        key_of(first),
+        ItemKey::Event {
+            user: key::user(OWNER),
+            device: key::device_id("thermo-1"),
+            at,
+            event: event_id.clone(),
+        }
+    );
+    // On both event indexes, at the keys the key design gives it (shapes: shared::keys tests).
+    let index = IndexKeys::event(
+        &key::user(OWNER),
+        &key::device_id("thermo-1"),
+        &EventType::parse("temperature").unwrap(),
+        &at,
+        &event_id,
+        &table.config.shards,
+    );
+    for (name, expected) in [
+        ("GSI1PK", &index.gsi1pk),
+        ("GSI1SK", &index.gsi1sk),
+        ("GSI2PK", &index.gsi2pk),
+        ("GSI2SK", &index.gsi2sk),
+    ] {
+        assert_eq!(Some(text(first, name)), expected.clone(), "{name}");
+    }
     assert_eq!(text(first, "deviceName"), "Boiler room");
     assert_eq!(text(first, "deviceType"), "thermostat");
-    let at = Timestamp::parse_field("at", &t1).unwrap();
     let ttl = first["ttl"].as_n().unwrap().parse::<i64>().unwrap();
     assert_eq!(ttl, at.epoch_seconds() + 90 * 86_400);
 
@@ -125,9 +149,13 @@ async fn stores_events_with_their_keys_ttl_and_copies_and_updates_the_summary() 
         .map(|r| r["id"].as_str().unwrap())
         .collect();
     assert_eq!(recent, [derived.as_str(), "e-2", "e-1"], "newest first");
-    assert!(
-        text(&device, "GSI1SK").starts_with("SEEN#"),
-        "seen devices enter GSI1"
+    assert_eq!(
+        text(&device, "GSI1SK"),
+        device_seen_key(
+            &Timestamp::parse_field("at", &t3).unwrap(),
+            &key::device_id("thermo-1")
+        ),
+        "seen devices enter GSI1 at their SEEN bucket"
     );
     assert_eq!(
         device["version"].as_n().unwrap(),
@@ -286,7 +314,8 @@ async fn rejected_batches_answer_4xx_and_change_nothing() {
         ),
         (
             "bad device id",
-            ingest_request("USER#x", &token, good()).param("deviceId", "USER#x"),
+            ingest_request(&user_pk(&key::user("x")), &token, good())
+                .param("deviceId", &user_pk(&key::user("x"))),
             400,
             "deviceId",
         ),

@@ -9,6 +9,7 @@ use fleet_tests::gateway::{check_answer, Gateway};
 use fleet_tests::*;
 use serde_json::{json, Value};
 use shared::catalog::PatternId;
+use shared::keys;
 use shared::timestamp::Timestamp;
 use shared::FleetTable;
 
@@ -190,9 +191,10 @@ async fn world() -> World {
     let dash = shared::cursor::encode(
         PatternId::ApDash,
         vec![Some(
-            [("PK", "USER#user-a"), ("SK", "DEVICE#a-thermo-1")]
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
+            key::device("user-a", "a-thermo-1")
+                .attributes()
+                .into_iter()
+                .map(|(name, value)| (name, value.as_s().unwrap().clone()))
                 .collect(),
         )],
     );
@@ -509,13 +511,16 @@ async fn user_b_reaches_nothing_of_user_a() {
     }
 
     // Callers whose sub is key-shaped are not callers at all.
-    for sub in [
-        "USER#user-a",
-        "user-a#DEVICE#a-thermo-1",
-        "user-b#",
-        "",
-        "a b",
-    ] {
+    let a = key::user("user-a");
+    let key_shaped_subs = [
+        keys::user_pk(&a),
+        keys::event_pk(&a, &key::device_id("a-thermo-1")),
+    ];
+    for sub in key_shaped_subs
+        .iter()
+        .map(String::as_str)
+        .chain(["user-b#", "", "a b"])
+    {
         attempt(&w, "GET /me", ApiRequest::get("/me").caller(sub), &[401]).await;
         attempt(
             &w,
@@ -532,16 +537,28 @@ async fn user_b_reaches_nothing_of_user_a() {
     );
 }
 
-/// Key-shaped, delimiter-carrying and lookalike values.
-const INJECTIONS: &[&str] = &[
+/// Key-shaped (built by `shared::keys` from user A's ids), delimiter-carrying and lookalike
+/// values.
+fn injections() -> Vec<String> {
+    let (a, device) = (key::user("user-a"), key::device_id("a-thermo-1"));
+    let key_shaped = [
+        keys::user_pk(&key::user("x")),
+        keys::user_pk(&a),
+        keys::registration_pk(&device),
+        format!("{device}#{}", keys::EVENT_PREFIX),
+        keys::event_pk(&a, &device),
+    ];
+    key_shaped
+        .into_iter()
+        .chain(OTHER_INJECTIONS.iter().map(|s| s.to_string()))
+        .collect()
+}
+
+/// Delimiter-carrying and lookalike values that are not keys of ours.
+const OTHER_INJECTIONS: &[&str] = &[
     "#",
     "%23",
     "a%23b",
-    "USER#x",
-    "USER#user-a",
-    "DEVICE#a-thermo-1",
-    "a-thermo-1#EVENT#",
-    "USER#user-a#DEVICE#a-thermo-1",
     "..",
     ".",
     "../a-thermo-1",
@@ -560,7 +577,8 @@ async fn key_injection_in_every_id_field_is_a_400_naming_the_field() {
     let today = Timestamp::now().day();
     let before = table_contents(&w.table).await;
     let mut tried = 0;
-    for bad in INJECTIONS {
+    let injections = injections();
+    for bad in &injections {
         let event =
             |id: &str, kind: &str| json!([{"id": id, "type": kind, "value": 1, "at": ago(60)}]);
         // (route, request, field): one id field carrying `bad`, everything else valid.
@@ -691,6 +709,6 @@ async fn key_injection_in_every_id_field_is_a_400_naming_the_field() {
     assert_eq!(table_contents(&w.table).await, before);
     println!(
         "isolation: {tried} key-injection requests ({} values x every id field), all 400s naming the field",
-        INJECTIONS.len()
+        injections.len()
     );
 }

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use fleet_perf::load::{run, Kind, LoadConfig};
 use fleet_tests::*;
+use shared::keys::ItemKey;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_short_load_run_has_no_errors_and_stores_every_acknowledged_event() {
@@ -39,12 +40,9 @@ async fn a_short_load_run_has_no_errors_and_stores_every_acknowledged_event() {
     let stored = table_contents(&table)
         .await
         .iter()
-        .filter(|i| {
-            entity_type(i) == Some("event")
-                && i["PK"]
-                    .as_s()
-                    .is_ok_and(|pk| pk.starts_with("USER#load-user#"))
-        })
+        .filter(
+            |i| matches!(key_of(i), ItemKey::Event { user, .. } if user == key::user("load-user")),
+        )
         .count();
     assert!(report.events_acknowledged > 0);
     assert_eq!(stored, report.events_acknowledged);

@@ -152,7 +152,7 @@ fn the_id_schemas_accept_exactly_what_the_code_accepts() {
         ".".into(),
         "..".into(),
         "a#b".into(),
-        "USER#x".into(),
+        shared::keys::user_pk(&shared::ids::UserId::parse("x").unwrap()),
         "%23".into(),
         "a b".into(),
         "a/b".into(),

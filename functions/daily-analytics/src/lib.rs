@@ -15,7 +15,7 @@ use shared::config::{number, optional_number};
 use shared::deadline::Deadline;
 use shared::metrics::RequestMeter;
 use shared::ops::analytics::{previous_day, run_daily_report, RunPlan};
-use shared::timestamp::Timestamp;
+use shared::timestamp::{Day, Timestamp};
 use shared::{FleetError, FleetTable, ValidationError};
 
 /// The function's `Timeout` in `template.yaml`: the time an invocation gets when the runtime
@@ -132,7 +132,7 @@ async fn run(
     let invocation: Invocation =
         serde_json::from_value(event).map_err(|e| ValidationError::new("event", e.to_string()))?;
     let day = match (invocation.date, invocation.time) {
-        (Some(date), _) => date,
+        (Some(date), _) => Day::parse_field("date", &date)?,
         (None, Some(time)) => previous_day(&Timestamp::parse_field("time", &time)?),
         (None, None) => {
             return Err(
@@ -141,7 +141,7 @@ async fn run(
         }
     };
     let mut plan = RunPlan::new(
-        &day,
+        day,
         config.segments,
         deadline.checked_sub(MARGIN).unwrap_or(deadline),
     )?;

@@ -10,7 +10,7 @@ use shared::ids::{DeviceId, EventType, Tag, UserId};
 use shared::items::DeviceStatus;
 use shared::ops::events::TimeRange;
 use shared::ops::{dashboard, devices, events, fleet, profile, reports, DEFAULT_LIMIT, MAX_LIMIT};
-use shared::timestamp::Timestamp;
+use shared::timestamp::{Day, Timestamp};
 use shared::{FleetError, FleetTable, ValidationError};
 
 /// Default time range of event listings, when `from` is not given.
@@ -152,12 +152,11 @@ async fn operator_read(table: &FleetTable, route: &str, req: &Request) -> Result
             json!({ "devices": list })
         }
         "GET /admin/reports/{date}" => {
-            let day = path_param(req, "date", |v| reports::parse_day("date", v))?;
-            let mut report = reports::get_report(table, &day)
+            let day = path_param(req, "date", |v| Day::parse_field("date", v))?;
+            let report = reports::get_report(table, &day)
                 .await?
                 .ok_or(ApiError::not_found("report"))?;
-            report["date"] = json!(day);
-            report
+            json!(report)
         }
         other => return Err(ApiError::no_route(other)),
     })

@@ -270,7 +270,7 @@ async fn scan_throughput(devices: usize, batches: usize) -> Result<(), Error> {
         .plus_seconds(-86_400)
         .day();
     let plan = shared::ops::analytics::RunPlan::new(
-        &day,
+        day,
         4,
         std::time::Instant::now() + std::time::Duration::from_secs(900),
     )?;
@@ -278,16 +278,17 @@ async fn scan_throughput(devices: usize, batches: usize) -> Result<(), Error> {
     let outcome = shared::ops::analytics::run_daily_report(&table, &plan).await?;
     let elapsed = started.elapsed();
     let report = outcome.report.ok_or("the run did not complete")?;
-    let items = report["run"]["itemsScanned"].as_f64().unwrap_or(0.0);
+    let run = &report.run;
+    let items = run.items_scanned as f64;
     println!(
         "daily analytics on DynamoDB Local ({} build, 4 segments): {} items scanned in {:.2} s: {:.0} items/s; {} RCU, {} WCU, {} requests",
         if cfg!(debug_assertions) { "debug" } else { "release" },
         items,
         elapsed.as_secs_f64(),
         items / elapsed.as_secs_f64(),
-        report["run"]["rcu"],
-        report["run"]["wcu"],
-        report["run"]["requests"],
+        run.rcu,
+        run.wcu,
+        run.requests,
     );
     Ok(())
 }

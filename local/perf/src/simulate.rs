@@ -24,19 +24,20 @@ use rand_distr::{Distribution, LogNormal, Zipf};
 use serde::Deserialize;
 use shared::catalog::PatternId;
 use shared::config::ShardCounts;
+use shared::entity::Entity;
 use shared::ids::{DeviceId, DeviceType, EventId, EventType, Tag, UserId};
 use shared::items::{
-    DeviceItem, DeviceStatus, EntityType, EventItem, EventValue, ProfileItem, Reading, RecentEvent,
+    DeviceItem, DeviceStatus, EventItem, EventValue, ProfileItem, Reading, RecentEvent,
     RegistrationItem, TagLinkItem,
 };
 use shared::keys::{
-    device_sk, event_index_sk, event_pk, event_sk, owner_gsi2pk, registration_pk, seen_gsi1sk,
-    status_gsi1pk, tag_link_sk, type_gsi1pk, user_pk, PROFILE_SK, REGISTRATION_SK,
+    event_pk, owner_gsi2pk, registration_pk, status_gsi1pk, type_gsi1pk, user_pk,
+    SEEN_GRANULARITY_SECONDS,
 };
-use shared::ops::ingest::{derive_event_id, seen_bucket, RECENT_EVENTS, SEEN_GRANULARITY_SECONDS};
+use shared::ops::ingest::{derive_event_id, RECENT_EVENTS};
 use shared::schema::INDEXES;
 use shared::shard::{shard_of, shards_for_peak_wcu};
-use shared::timestamp::Timestamp;
+use shared::timestamp::Day;
 
 use crate::capacity::{
     index_entry, item_size, query_read_units, strong_read_units, write_units, Item,
@@ -317,48 +318,38 @@ pub struct ItemSizes {
     pub tag_link: u64,
 }
 
-fn to_item<T: serde::Serialize>(value: &T) -> Item {
-    serde_dynamo::to_item(value).expect("items serialize")
+fn to_item(entity: &impl Entity, shards: &ShardCounts) -> Item {
+    entity.to_item(shards).expect("items serialize")
 }
 
 impl ItemSizes {
     /// Builds one of each item the way the operations store them, for a typical user and
     /// device of the profile, with numeric readings of `21.5`.
-    pub fn of(profile: &Profile, shards: ShardCounts, day: &str) -> Self {
+    pub fn of(profile: &Profile, shards: ShardCounts, day: &Day) -> Self {
         let user = user_id(0);
         let device = device_id(0, 0);
-        let at = Timestamp::parse_field("at", &format!("{day}T12:00:00.000Z")).expect("day");
+        let at = day.start().plus_seconds(12 * 3600);
         let value = EventValue::Number(21.5);
         let ttl = at.epoch_seconds() + 90 * 86_400;
         let name = "Kitchen thermostat".to_string();
         let kind = DeviceType::parse("thermostat").expect("valid");
-        let event_item = |t: &EventType, id: &EventId| {
-            let spread = format!("{device}#{id}");
-            EventItem {
-                pk: event_pk(&user, &device),
-                sk: event_sk(&at, id),
-                gsi1pk: type_gsi1pk(t, day, shard_of(&spread, shards.event_type)),
-                gsi1sk: event_index_sk(&at, &device, id),
-                gsi2pk: owner_gsi2pk(&user, shard_of(&spread, shards.owner)),
-                gsi2sk: event_index_sk(&at, &device, id),
-                entity_type: EntityType::Event,
-                user_id: user.clone(),
-                device_id: device.clone(),
-                id: id.clone(),
-                event_type: t.clone(),
-                value: value.clone(),
-                at,
-                device_name: name.clone(),
-                device_type: kind.clone(),
-                ttl,
-            }
+        let event_item = |t: &EventType, id: &EventId| EventItem {
+            user_id: user.clone(),
+            device_id: device.clone(),
+            id: id.clone(),
+            event_type: t.clone(),
+            value: value.clone(),
+            at,
+            device_name: name.clone(),
+            device_type: kind.clone(),
+            ttl,
         };
         let types = profile.type_shares();
         let events = types
             .iter()
             .map(|(t, _)| {
                 let id = derive_event_id(t, &value, &at);
-                let item = to_item(&event_item(t, &id));
+                let item = to_item(&event_item(t, &id), &shards);
                 let gsi = |i: usize| index_entry(&item, &INDEXES[i]).map_or(0, |e| item_size(&e));
                 (t.clone(), item_size(&item), gsi(0), gsi(1))
             })
@@ -391,14 +382,6 @@ impl ItemSizes {
             .collect();
         let tag = Tag::parse("home").expect("valid");
         let device_item = DeviceItem {
-            pk: user_pk(&user),
-            sk: device_sk(&device),
-            gsi1pk: status_gsi1pk(
-                DeviceStatus::Active,
-                shard_of(device.as_str(), shards.status),
-            ),
-            gsi1sk: Some(seen_gsi1sk(&seen_bucket(&at), &device)),
-            entity_type: EntityType::Device,
             user_id: user.clone(),
             device_id: device.clone(),
             name: name.clone(),
@@ -415,7 +398,7 @@ impl ItemSizes {
             recent,
             deleting_at: None,
         };
-        let mut device_attrs = to_item(&device_item);
+        let mut device_attrs = to_item(&device_item, &shards);
         // Written by ingestion's conditional update, not part of the struct.
         device_attrs.insert(
             "ingestSeq".into(),
@@ -423,9 +406,6 @@ impl ItemSizes {
         );
         let device_gsi1 = index_entry(&device_attrs, &INDEXES[0]).map_or(0, |e| item_size(&e));
         let profile_item = ProfileItem {
-            pk: user_pk(&user),
-            sk: PROFILE_SK.into(),
-            entity_type: EntityType::Profile,
             user_id: user.clone(),
             name: Some("Ada Lovelace".into()),
             email: Some("ada.lovelace@example.com".into()),
@@ -433,9 +413,6 @@ impl ItemSizes {
             updated_at: at,
         };
         let registration = RegistrationItem {
-            pk: registration_pk(&device),
-            sk: REGISTRATION_SK.into(),
-            entity_type: EntityType::Registration,
             device_id: device.clone(),
             user_id: user.clone(),
             token_sha256: "0".repeat(64),
@@ -444,9 +421,7 @@ impl ItemSizes {
             created_at: at,
         };
         let tag_link = TagLinkItem {
-            pk: user_pk(&user),
-            sk: tag_link_sk(&tag, &device),
-            entity_type: EntityType::TagLink,
+            user_id: user.clone(),
             tag,
             device_id: device,
             name,
@@ -456,9 +431,9 @@ impl ItemSizes {
             events,
             device: item_size(&device_attrs),
             device_gsi1,
-            profile: item_size(&to_item(&profile_item)),
-            registration: item_size(&to_item(&registration)),
-            tag_link: item_size(&to_item(&tag_link)),
+            profile: item_size(&to_item(&profile_item, &shards)),
+            registration: item_size(&to_item(&registration, &shards)),
+            tag_link: item_size(&to_item(&tag_link, &shards)),
         }
     }
 }
@@ -783,8 +758,8 @@ fn draw_fleet(size: &FleetSize, rng: &mut StdRng) -> Result<u32, Error> {
 pub fn simulate(profile: Profile, source: &str) -> Result<Simulation, Error> {
     profile.check()?;
     let shards = profile.shard_counts();
-    let day = DEFAULT_DAY;
-    let sizes = ItemSizes::of(&profile, shards, day);
+    let day = Day::parse_field("day", DEFAULT_DAY).expect("a valid default day");
+    let sizes = ItemSizes::of(&profile, shards, &day);
     let types = profile.type_shares();
     let retention_days = f64::from(profile.retention_days.unwrap_or(DEFAULT_RETENTION_DAYS));
     let mut rng = StdRng::seed_from_u64(profile.seed);
@@ -947,7 +922,7 @@ pub fn simulate(profile: Profile, source: &str) -> Result<Simulation, Error> {
             type_reads_per_type * query_read_units((page * gsi1_bytes as f64) as u64);
         for s in 0..shards.event_type {
             gsi1.add(per_shard_wcu, per_shard_rcu, || KeyLoad {
-                key: type_gsi1pk(t, day, s),
+                key: type_gsi1pk(t, &day, s),
                 kind: KeyKind::EventType,
                 wcu: per_shard_wcu,
                 rcu: per_shard_rcu,

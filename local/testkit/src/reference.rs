@@ -112,7 +112,7 @@ pub async fn seed(table: &FleetTable) -> Result<Tokens, FleetError> {
             tokens.insert(device_id, token);
         }
     }
-    let plan = RunPlan::new(&now().day(), 4, Instant::now() + Duration::from_secs(60))?;
+    let plan = RunPlan::new(now().day(), 4, Instant::now() + Duration::from_secs(60))?;
     let outcome = run_daily_report(table, &plan).await?;
     if !outcome.complete {
         return Err(FleetError::internal("reference report incomplete"));

@@ -9,12 +9,13 @@ use crate::catalog::{
     implemented_by, AccessPattern, Frequency, Operation, PatternId, RequestBudget,
 };
 use crate::cursor;
+use crate::entity::Entity;
 use crate::error::FleetError;
 use crate::ids::{Tag, UserId};
 use crate::items::{DeviceItem, EntityType, ProfileItem, TagLinkItem};
 use crate::keys::{tag_link_prefix, user_pk, DEVICE_PREFIX, PROFILE_SK};
 use crate::ops::devices::Device;
-use crate::schema::{ENTITY_TYPE, PK, SK};
+use crate::schema::{PK, SK};
 use crate::table::FleetTable;
 
 /// The dashboard: the profile and every device with its latest readings and recent events.
@@ -78,12 +79,6 @@ fn prefix_page(
         .set_exclusive_start_key(start_key)
 }
 
-fn entity(item: &RawItem) -> Option<&str> {
-    item.get(ENTITY_TYPE)
-        .and_then(|v| v.as_s().ok())
-        .map(String::as_str)
-}
-
 /// AP-DASH, implemented by [`dashboard`].
 pub const DASHBOARD: AccessPattern = AccessPattern {
     id: PatternId::ApDash,
@@ -126,13 +121,12 @@ pub async fn dashboard(
         cursor: next_cursor(DASHBOARD.id, last),
     };
     for item in items {
-        match entity(&item) {
-            Some("profile") => {
-                let p: ProfileItem = serde_dynamo::from_item(item)?;
-                dashboard.profile = Some(p.into());
+        match EntityType::of(&item) {
+            Some(EntityType::Profile) => {
+                dashboard.profile = Some(ProfileItem::from_item(item)?.into());
             }
-            Some("device") => {
-                let d: DeviceItem = serde_dynamo::from_item(item)?;
+            Some(EntityType::Device) => {
+                let d = DeviceItem::from_item(item)?;
                 if d.deleting_at.is_none() {
                     dashboard.devices.push(d.into());
                 }
@@ -172,8 +166,7 @@ pub async fn list_devices(
     let (items, last) = query(prefix_page(table, user, DEVICE_PREFIX, limit, start_key)).await?;
     let mut devices = Vec::with_capacity(items.len());
     for item in items {
-        let d: DeviceItem = serde_dynamo::from_item(item)?;
-        debug_assert_eq!(d.entity_type, EntityType::Device);
+        let d = DeviceItem::from_item(item)?;
         if d.deleting_at.is_none() {
             devices.push(d.into());
         }
@@ -212,7 +205,7 @@ pub async fn devices_with_tag(
     let devices = items
         .into_iter()
         .map(|item| {
-            let link: TagLinkItem = serde_dynamo::from_item(item)?;
+            let link = TagLinkItem::from_item(item)?;
             Ok(TaggedDevice {
                 device_id: link.device_id.to_string(),
                 name: link.name,

@@ -25,17 +25,13 @@ use crate::catalog::{
     implemented_by, AccessPattern, Frequency, Operation, PatternId, RequestBudget,
 };
 use crate::dynamo::{transact, Transaction};
+use crate::entity::Entity;
 use crate::error::{FleetError, ValidationError};
 use crate::ids::{DeviceId, DeviceType, Tag, UserId};
-use crate::items::{
-    DeviceItem, DeviceStatus, EntityType, Reading, RecentEvent, RegistrationItem, TagLinkItem,
-};
-use crate::keys::{
-    device_sk, registration_pk, status_gsi1pk, tag_link_sk, user_pk, REGISTRATION_SK,
-};
+use crate::items::{DeviceItem, DeviceStatus, Reading, RecentEvent, RegistrationItem, TagLinkItem};
+use crate::keys::{status_gsi1pk, status_shard, ItemKey};
 use crate::retry::Retry;
-use crate::schema::{PK, SK};
-use crate::shard::shard_of;
+use crate::schema::DELETING_AT;
 use crate::table::{condition_failed_at, sdk_error, FleetTable, MAX_ATTEMPTS};
 use crate::timestamp::Timestamp;
 use crate::token::DeviceToken;
@@ -132,23 +128,33 @@ pub struct RegisteredDevice {
 
 type Item = HashMap<String, AttributeValue>;
 
-fn key(pk: String, sk: String) -> Item {
-    HashMap::from([(PK.to_string(), s(pk)), (SK.to_string(), s(sk))])
-}
-
 fn device_key(user: &UserId, device: &DeviceId) -> Item {
-    key(user_pk(user), device_sk(device))
+    ItemKey::Device {
+        user: user.clone(),
+        device: device.clone(),
+    }
+    .attributes()
 }
 
 fn registration_key(device: &DeviceId) -> Item {
-    key(registration_pk(device), REGISTRATION_SK.to_string())
+    ItemKey::Registration {
+        device: device.clone(),
+    }
+    .attributes()
+}
+
+fn tag_link_key(user: &UserId, tag: &Tag, device: &DeviceId) -> Item {
+    ItemKey::TagLink {
+        user: user.clone(),
+        tag: tag.clone(),
+        device: device.clone(),
+    }
+    .attributes()
 }
 
 fn tag_link(device: &DeviceItem, tag: &Tag) -> TagLinkItem {
     TagLinkItem {
-        pk: user_pk(&device.user_id),
-        sk: tag_link_sk(tag, &device.device_id),
-        entity_type: EntityType::TagLink,
+        user_id: device.user_id.clone(),
         tag: tag.clone(),
         device_id: device.device_id.clone(),
         name: device.name.clone(),
@@ -158,12 +164,12 @@ fn tag_link(device: &DeviceItem, tag: &Tag) -> TagLinkItem {
 
 fn put(
     table: &FleetTable,
-    item: Item,
+    item: &impl Entity,
     condition: Option<&str>,
 ) -> Result<TransactWriteItem, FleetError> {
     let put = Put::builder()
         .table_name(table.name())
-        .set_item(Some(item))
+        .set_item(Some(item.to_item(&table.config.shards)?))
         .set_condition_expression(condition.map(str::to_string))
         .build()
         .map_err(FleetError::internal)?;
@@ -180,27 +186,13 @@ fn delete(table: &FleetTable, key: Item) -> Result<TransactWriteItem, FleetError
 }
 
 /// The device item of a new registration: active, version 1, its tags linked.
-fn new_device(
-    table: &FleetTable,
-    user: &UserId,
-    registration: &DeviceRegistration,
-    now: Timestamp,
-) -> DeviceItem {
-    let status = DeviceStatus::Active;
+fn new_device(user: &UserId, registration: &DeviceRegistration, now: Timestamp) -> DeviceItem {
     DeviceItem {
-        pk: user_pk(user),
-        sk: device_sk(&registration.device_id),
-        gsi1pk: status_gsi1pk(
-            status,
-            shard_of(registration.device_id.as_str(), table.config.shards.status),
-        ),
-        gsi1sk: None,
-        entity_type: EntityType::Device,
         user_id: user.clone(),
         device_id: registration.device_id.clone(),
         name: registration.name.clone(),
         device_type: registration.device_type.clone(),
-        status,
+        status: DeviceStatus::Active,
         tags: registration.tags.clone(),
         version: 1,
         sync_version: 1,
@@ -239,11 +231,8 @@ pub async fn register_device(
 ) -> Result<RegisteredDevice, FleetError> {
     let token = DeviceToken::generate()?;
     let now = Timestamp::now();
-    let device = new_device(table, user, &registration, now);
+    let device = new_device(user, &registration, now);
     let registration_item = RegistrationItem {
-        pk: registration_pk(&registration.device_id),
-        sk: REGISTRATION_SK.to_string(),
-        entity_type: EntityType::Registration,
         device_id: registration.device_id.clone(),
         user_id: user.clone(),
         token_sha256: token.sha256_hex(),
@@ -253,19 +242,11 @@ pub async fn register_device(
     };
     let not_exists = Some("attribute_not_exists(PK)");
     let mut actions = vec![
-        put(
-            table,
-            serde_dynamo::to_item(&registration_item)?,
-            not_exists,
-        )?,
-        put(table, serde_dynamo::to_item(&device)?, not_exists)?,
+        put(table, &registration_item, not_exists)?,
+        put(table, &device, not_exists)?,
     ];
     for tag in &device.tags {
-        actions.push(put(
-            table,
-            serde_dynamo::to_item(tag_link(&device, tag))?,
-            None,
-        )?);
+        actions.push(put(table, &tag_link(&device, tag), None)?);
     }
     match transact(table, actions, Retry::attempts(MAX_ATTEMPTS)).await? {
         Transaction::Committed => Ok(RegisteredDevice {
@@ -317,7 +298,7 @@ pub async fn get_device(
     let Some(attributes) = out.item else {
         return Ok(None);
     };
-    let item: DeviceItem = serde_dynamo::from_item(attributes)?;
+    let item = DeviceItem::from_item(attributes)?;
     Ok(item.deleting_at.is_none().then(|| item.into()))
 }
 
@@ -360,7 +341,7 @@ pub async fn update_device(
             let attributes = out
                 .attributes
                 .ok_or_else(|| FleetError::internal("UpdateItem returned no attributes"))?;
-            serde_dynamo::from_item(attributes)?
+            DeviceItem::from_item(attributes)?
         }
         Err(err) => match err.as_service_error() {
             Some(UpdateItemError::ConditionalCheckFailedException(failed)) => {
@@ -413,7 +394,7 @@ fn patch_request(
                 ":statusKey",
                 s(status_gsi1pk(
                     status,
-                    shard_of(device.as_str(), table.config.shards.status),
+                    status_shard(device, &table.config.shards),
                 )),
             );
     }
@@ -449,8 +430,8 @@ fn patch_refused(
     patch: &DevicePatch,
 ) -> Result<DeviceItem, FleetError> {
     let current = current
-        .filter(|old| !old.contains_key("deletingAt"))
-        .map(|old| serde_dynamo::from_item::<_, DeviceItem>(old.clone()))
+        .filter(|old| !old.contains_key(DELETING_AT))
+        .map(|old| DeviceItem::from_item(old.clone()))
         .transpose()?;
     match current {
         Some(device) if applied_by(&device, expected_version, now, patch) => Ok(device),
@@ -514,18 +495,11 @@ async fn sync_copies(table: &FleetTable, device: &DeviceItem) -> Result<(), Flee
     {
         actions.push(delete(
             table,
-            key(
-                user_pk(&device.user_id),
-                tag_link_sk(stale, &device.device_id),
-            ),
+            tag_link_key(&device.user_id, stale, &device.device_id),
         )?);
     }
     for tag in &device.tags {
-        actions.push(put(
-            table,
-            serde_dynamo::to_item(tag_link(device, tag))?,
-            None,
-        )?);
+        actions.push(put(table, &tag_link(device, tag), None)?);
     }
     match transact(table, actions, Retry::attempts(MAX_ATTEMPTS)).await? {
         Transaction::Committed => Ok(()),
@@ -572,7 +546,7 @@ async fn mark_deleting(
     let attributes = out
         .attributes
         .ok_or_else(|| FleetError::internal("UpdateItem returned no attributes"))?;
-    Ok(serde_dynamo::from_item(attributes)?)
+    DeviceItem::from_item(attributes)
 }
 
 /// The transaction deleting the marked device `item`, its registration and its tag links.
@@ -609,7 +583,7 @@ fn deletion(
         .chain(item.tags.iter())
         .collect::<std::collections::BTreeSet<_>>()
     {
-        actions.push(delete(table, key(user_pk(user), tag_link_sk(tag, device)))?);
+        actions.push(delete(table, tag_link_key(user, tag, device))?);
     }
     Ok(actions)
 }

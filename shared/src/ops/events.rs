@@ -11,13 +11,16 @@ use crate::catalog::{
 };
 use crate::cursor::{self, check_key, StartKey};
 use crate::dynamo::{newest_first, scatter_gather};
+use crate::entity::Entity;
 use crate::error::{FleetError, ValidationError};
 use crate::ids::{DeviceId, EventType, UserId};
 use crate::items::{EventItem, EventValue};
-use crate::keys::{event_pk, owner_gsi2pk, type_gsi1pk, EVENT_PREFIX};
+use crate::keys::{
+    event_pk, event_pk_prefix, owner_gsi2pk, parse_event_index_sk, type_gsi1pk, EVENT_PREFIX,
+};
 use crate::schema::{GSI1, GSI1PK, GSI1SK, GSI2, GSI2PK, GSI2SK, PK, SK};
 use crate::table::FleetTable;
-use crate::timestamp::Timestamp;
+use crate::timestamp::{Day, Timestamp};
 
 /// Longest range of AP-09, in days (one Query per day and shard).
 pub const MAX_TYPE_RANGE_DAYS: i64 = 7;
@@ -47,11 +50,10 @@ impl TimeRange {
 
     /// Every UTC day the range touches (`YYYY-MM-DD`). Callers bound [`TimeRange::day_count`]
     /// first: a range may span ten thousand years.
-    pub fn days(&self) -> Vec<String> {
-        let last = self.to.date();
-        std::iter::successors(Some(self.from.date()), |d| d.next_day())
+    pub fn days(&self) -> Vec<Day> {
+        let last = self.to.day();
+        std::iter::successors(Some(self.from.day()), Day::next)
             .take_while(|d| *d <= last)
-            .map(Timestamp::day_of)
             .collect()
     }
 }
@@ -100,8 +102,7 @@ fn indexed_event(item: RawItem, sort_key: &str) -> Result<(String, EventView), F
         .and_then(|v| v.as_s().ok())
         .cloned()
         .ok_or_else(|| FleetError::internal("index item without its sort key"))?;
-    // `{at}#{deviceId}#{eventId}`.
-    let id = key.rsplit('#').next().unwrap_or_default().to_string();
+    let id = parse_event_index_sk(&key)?.to_string();
     let e: IndexedEvent = serde_dynamo::from_item(item)?;
     Ok((
         key,
@@ -214,7 +215,7 @@ pub async fn device_events(
     let events = items
         .into_iter()
         .map(|item| {
-            let e: EventItem = serde_dynamo::from_item(item)?;
+            let e = EventItem::from_item(item)?;
             Ok(EventView {
                 id: e.id.to_string(),
                 event_type: e.event_type.to_string(),
@@ -267,7 +268,7 @@ pub async fn user_events(
                         key,
                         &[(GSI2PK, partition)],
                         &[
-                            (PK, &format!("USER#{user}#DEVICE#")),
+                            (PK, &event_pk_prefix(user)),
                             (SK, EVENT_PREFIX),
                             (GSI2SK, ""),
                         ],

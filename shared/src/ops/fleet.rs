@@ -11,8 +11,7 @@ use crate::dynamo::{newest_first, scatter_gather};
 use crate::error::FleetError;
 use crate::ids::{DeviceId, DeviceType, UserId};
 use crate::items::DeviceStatus;
-use crate::keys::status_gsi1pk;
-use crate::ops::ingest::seen_bucket;
+use crate::keys::{parse_seen_gsi1sk, seen_since, status_gsi1pk};
 use crate::schema::GSI1;
 use crate::table::FleetTable;
 use crate::timestamp::Timestamp;
@@ -71,7 +70,7 @@ pub async fn devices_by_status(
     since: Timestamp,
     limit: u32,
 ) -> Result<Vec<FleetDevice>, FleetError> {
-    let from = format!("SEEN#{}", seen_bucket(&since));
+    let from = seen_since(&since);
     let queries = (0..table.config.shards.status).map(|shard| {
         query(
             table
@@ -90,13 +89,7 @@ pub async fn devices_by_status(
     for (items, _) in scatter_gather(queries).await? {
         for item in items {
             let d: IndexedDevice = serde_dynamo::from_item(item)?;
-            // `SEEN#{bucket}#{deviceId}`.
-            let seen = d
-                .seen_key
-                .strip_prefix("SEEN#")
-                .and_then(|rest| rest.split('#').next())
-                .unwrap_or_default()
-                .to_string();
+            let seen = parse_seen_gsi1sk(&d.seen_key)?.to_string();
             devices.push((
                 d.seen_key.clone(),
                 FleetDevice {

@@ -89,15 +89,15 @@ pub(crate) fn ttl_now() -> AttributeValue {
 }
 
 /// Writes `item` with one metered PutItem (replacing any item with its key).
-pub(crate) async fn put_item<T: Serialize>(
+pub(crate) async fn put_item(
     table: &crate::table::FleetTable,
-    item: &T,
+    item: &impl crate::entity::Entity,
 ) -> Result<(), FleetError> {
     table
         .client
         .put_item()
         .table_name(table.name())
-        .set_item(Some(serde_dynamo::to_item(item)?))
+        .set_item(Some(item.to_item(&table.config.shards)?))
         .send()
         .await
         .map_err(sdk_error)?;

@@ -7,11 +7,12 @@ use super::s;
 use crate::catalog::{
     implemented_by, AccessPattern, Frequency, Operation, PatternId, RequestBudget,
 };
+use crate::entity::Entity;
 use crate::error::FleetError;
 use crate::ids::UserId;
-use crate::items::{EntityType, ProfileItem};
-use crate::keys::{user_pk, PROFILE_SK};
-use crate::schema::{ENTITY_TYPE, PK, SK};
+use crate::items::ProfileItem;
+use crate::keys::{Attributes, ItemKey};
+use crate::schema::ENTITY_TYPE;
 use crate::table::{sdk_error, FleetTable};
 use crate::timestamp::Timestamp;
 
@@ -85,11 +86,10 @@ pub async fn upsert_profile(
         .client
         .update_item()
         .table_name(table.name())
-        .key(PK, s(user_pk(user)))
-        .key(SK, s(PROFILE_SK))
+        .set_key(Some(profile_key(user)))
         .expression_attribute_names("#entityType", ENTITY_TYPE)
         .expression_attribute_names("#name", "name")
-        .expression_attribute_values(":entityType", s("profile"))
+        .expression_attribute_values(":entityType", s(ProfileItem::ENTITY_TYPE.as_str()))
         .expression_attribute_values(":userId", s(user.as_str()))
         .expression_attribute_values(":name", s(update.name))
         .expression_attribute_values(":now", s(now));
@@ -106,9 +106,7 @@ pub async fn upsert_profile(
     let attributes = out
         .attributes
         .ok_or_else(|| FleetError::internal("UpdateItem returned no attributes"))?;
-    let item: ProfileItem = serde_dynamo::from_item(attributes)?;
-    debug_assert_eq!(item.entity_type, EntityType::Profile);
-    Ok(item.into())
+    Ok(ProfileItem::from_item(attributes)?.into())
 }
 
 /// AP-01, implemented by [`get_profile`].
@@ -132,13 +130,15 @@ pub async fn get_profile(table: &FleetTable, user: &UserId) -> Result<Option<Pro
         .client
         .get_item()
         .table_name(table.name())
-        .key(PK, s(user_pk(user)))
-        .key(SK, s(PROFILE_SK))
+        .set_key(Some(profile_key(user)))
         .send()
         .await
         .map_err(sdk_error)?;
     out.item
-        .map(|item| serde_dynamo::from_item::<_, ProfileItem>(item).map(Profile::from))
+        .map(|item| ProfileItem::from_item(item).map(Profile::from))
         .transpose()
-        .map_err(Into::into)
+}
+
+fn profile_key(user: &UserId) -> Attributes {
+    ItemKey::Profile { user: user.clone() }.attributes()
 }

@@ -2,59 +2,41 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::s;
+use super::analytics::DailyReport;
 use crate::catalog::{
     implemented_by, AccessPattern, Frequency, Operation, PatternId, RequestBudget,
 };
-use crate::error::{FleetError, ValidationError};
+use crate::entity::Entity;
+use crate::error::FleetError;
 use crate::items::EntityType;
-use crate::keys::{is_day, report_pk, REPORT_SK};
-use crate::schema::{PK, SK};
+use crate::keys::ItemKey;
 use crate::table::{sdk_error, FleetTable};
+use crate::timestamp::Day;
 
 /// The stored report.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ReportItem {
-    /// `REPORT#{day}`.
-    #[serde(rename = "PK")]
-    pub pk: String,
-    /// `REPORT`.
-    #[serde(rename = "SK")]
-    pub sk: String,
-    /// Always [`EntityType::Report`].
-    pub entity_type: EntityType,
-    /// `YYYY-MM-DD`.
-    pub day: String,
+    /// The report's day.
+    pub day: Day,
     /// The report as the API returns it, as JSON text: opaque to DynamoDB, and read back
     /// exactly as written (a DynamoDB number would turn `7.0` into `7`).
     pub report_json: String,
 }
 
-/// Validates a report date (`YYYY-MM-DD`, a real calendar day).
-pub fn parse_day(field: &str, value: &str) -> Result<String, ValidationError> {
-    if is_day(value) {
-        Ok(value.to_string())
-    } else {
-        Err(ValidationError::new(
-            field,
-            "must be a date such as 2024-04-10",
-        ))
+impl Entity for ReportItem {
+    const ENTITY_TYPE: EntityType = EntityType::Report;
+    fn item_key(&self) -> ItemKey {
+        ItemKey::Report { day: self.day }
     }
 }
 
-/// Stores the report for `day` (replacing an earlier run's: reports are idempotent per day).
-pub async fn put_report(
-    table: &FleetTable,
-    day: &str,
-    report: serde_json::Value,
-) -> Result<(), FleetError> {
+/// Stores the report (replacing an earlier run's for the same day: reports are idempotent
+/// per day).
+pub async fn put_report(table: &FleetTable, report: &DailyReport) -> Result<(), FleetError> {
     let item = ReportItem {
-        pk: report_pk(day),
-        sk: REPORT_SK.to_string(),
-        entity_type: EntityType::Report,
-        day: day.to_string(),
-        report_json: report.to_string(),
+        day: report.date,
+        report_json: serde_json::to_string(report).map_err(FleetError::internal)?,
     };
     super::put_item(table, &item).await
 }
@@ -74,23 +56,19 @@ pub const GET_REPORT: AccessPattern = AccessPattern {
 };
 
 /// AP-15: the report for `day`, or `None` until the daily run has written it. One GetItem.
-pub async fn get_report(
-    table: &FleetTable,
-    day: &str,
-) -> Result<Option<serde_json::Value>, FleetError> {
+pub async fn get_report(table: &FleetTable, day: &Day) -> Result<Option<DailyReport>, FleetError> {
     let out = table
         .client
         .get_item()
         .table_name(table.name())
-        .key(PK, s(report_pk(day)))
-        .key(SK, s(REPORT_SK))
+        .set_key(Some(ItemKey::Report { day: *day }.attributes()))
         .send()
         .await
         .map_err(sdk_error)?;
     out.item
-        .map(|item| -> Result<serde_json::Value, FleetError> {
-            let r: ReportItem = serde_dynamo::from_item(item)?;
-            serde_json::from_str(&r.report_json).map_err(FleetError::internal)
+        .map(|item| -> Result<DailyReport, FleetError> {
+            let stored = ReportItem::from_item(item)?;
+            serde_json::from_str(&stored.report_json).map_err(FleetError::internal)
         })
         .transpose()
 }

@@ -16,23 +16,26 @@ mod report;
 mod scan;
 mod tally;
 
-pub use report::build_report;
+pub use report::{
+    build_report, DailyReport, DeviceFigures, EventFigures, KeyHeat, RunFigures, TopDevice,
+    UserFigures,
+};
 pub use tally::{PartitionCount, SegmentTally};
 
 use std::collections::BTreeMap;
 use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
 
 use super::{query, s};
 use crate::catalog::{implemented_by, AccessPattern, Frequency, PatternId, RequestBudget};
 use crate::cursor::StartKey;
+use crate::entity::Entity;
 use crate::error::{FleetError, ValidationError};
-use crate::keys::{analytics_pk, is_day, segment_sk};
-use crate::schema::{PK, SK};
+use crate::items::EntityType;
+use crate::keys::{analytics_pk, ItemKey};
 use crate::table::{sdk_error, FleetTable};
-use crate::timestamp::Timestamp;
+use crate::timestamp::{Day, Timestamp};
 use scan::scan_segment;
 
 /// Devices listed in `topDevices`.
@@ -47,8 +50,8 @@ const CHECKPOINT_TTL_SECONDS: i64 = 14 * 86_400;
 /// How one invocation runs.
 #[derive(Clone, Debug)]
 pub struct RunPlan {
-    /// The report day, `YYYY-MM-DD`.
-    pub day: String,
+    /// The report day.
+    pub day: Day,
     /// Total scan segments (`SCAN_SEGMENTS`, default 4); fixed for a day once started.
     pub segments: u32,
     /// The segments this invocation works on (all when `None`): several invocations can share
@@ -67,18 +70,12 @@ pub struct RunPlan {
 
 impl RunPlan {
     /// A plan for `day` with every segment and no page limit.
-    pub fn new(day: &str, segments: u32, deadline: Instant) -> Result<Self, ValidationError> {
-        if !is_day(day) {
-            return Err(ValidationError::new(
-                "date",
-                "must be a date such as 2024-04-10",
-            ));
-        }
+    pub fn new(day: Day, segments: u32, deadline: Instant) -> Result<Self, ValidationError> {
         if !(1..=1000).contains(&segments) {
             return Err(ValidationError::new("segments", "must be 1..1000"));
         }
         Ok(Self {
-            day: day.to_string(),
+            day,
             segments,
             only: None,
             page_limit: None,
@@ -90,20 +87,15 @@ impl RunPlan {
 }
 
 /// The UTC day before `at` (the scheduled run at 00:15 reports the day that just ended).
-pub fn previous_day(at: &Timestamp) -> String {
-    at.plus_seconds(-86_400).day()
+pub fn previous_day(at: &Timestamp) -> Day {
+    at.day().previous()
 }
 
 /// A segment's checkpoint.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct Checkpoint {
-    #[serde(rename = "PK")]
-    pk: String,
-    #[serde(rename = "SK")]
-    sk: String,
-    entity_type: crate::items::EntityType,
-    day: String,
+    day: Day,
     segment: u32,
     segments: u32,
     done: bool,
@@ -124,7 +116,17 @@ pub struct RunOutcome {
     /// segments other invocations scan).
     pub requested_done: bool,
     /// The report, when complete.
-    pub report: Option<Value>,
+    pub report: Option<DailyReport>,
+}
+
+impl Entity for Checkpoint {
+    const ENTITY_TYPE: EntityType = EntityType::Checkpoint;
+    fn item_key(&self) -> ItemKey {
+        ItemKey::Checkpoint {
+            day: self.day,
+            segment: self.segment,
+        }
+    }
 }
 
 /// A figure [`run_daily_report`] computes into the daily report: no request of its own at read
@@ -204,8 +206,8 @@ pub async fn run_daily_report(
         });
     }
     let tallies: Vec<&SegmentTally> = checkpoints.values().map(|c| &c.tally).collect();
-    let report = build_report(&plan.day, &tallies, plan.segments);
-    super::reports::put_report(table, &plan.day, report.clone()).await?;
+    let report = build_report(plan.day, &tallies, plan.segments);
+    super::reports::put_report(table, &report).await?;
     Ok(RunOutcome {
         complete: true,
         segments_done: done,
@@ -216,7 +218,7 @@ pub async fn run_daily_report(
 
 async fn load_checkpoints(
     table: &FleetTable,
-    day: &str,
+    day: &Day,
 ) -> Result<BTreeMap<u32, Checkpoint>, FleetError> {
     let (items, _) = query(
         table
@@ -231,20 +233,21 @@ async fn load_checkpoints(
     items
         .into_iter()
         .map(|item| {
-            let c: Checkpoint = serde_dynamo::from_item(item)?;
+            let c = Checkpoint::from_item(item)?;
             Ok((c.segment, c))
         })
         .collect()
 }
 
-async fn forget_checkpoints(table: &FleetTable, day: &str) -> Result<(), FleetError> {
-    for segment in load_checkpoints(table, day).await?.keys() {
+async fn forget_checkpoints(table: &FleetTable, day: &Day) -> Result<(), FleetError> {
+    for segment in load_checkpoints(table, day).await?.into_keys() {
         table
             .client
             .delete_item()
             .table_name(table.name())
-            .key(PK, s(analytics_pk(day)))
-            .key(SK, s(segment_sk(*segment)))
+            .set_key(Some(
+                ItemKey::Checkpoint { day: *day, segment }.attributes(),
+            ))
             .send()
             .await
             .map_err(sdk_error)?;
@@ -260,7 +263,9 @@ mod tests {
     fn the_scheduled_run_reports_the_day_before() {
         let at = Timestamp::parse_field("time", "2024-04-11T00:15:00Z").unwrap();
         assert_eq!(previous_day(&at), "2024-04-10");
-        assert!(RunPlan::new("2024-02-30", 4, Instant::now()).is_err());
-        assert!(RunPlan::new("2024-02-29", 0, Instant::now()).is_err());
+        assert!(Day::parse_field("date", "2024-02-30").is_err());
+        let leap = Day::parse_field("date", "2024-02-29").unwrap();
+        assert!(RunPlan::new(leap, 0, Instant::now()).is_err());
+        assert!(RunPlan::new(leap, 4, Instant::now()).is_ok());
     }
 }

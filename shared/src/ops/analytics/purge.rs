@@ -4,15 +4,15 @@
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use aws_sdk_dynamodb::types::{AttributeValue, DeleteRequest, KeysAndAttributes, WriteRequest};
+use aws_sdk_dynamodb::types::{DeleteRequest, KeysAndAttributes, WriteRequest};
 
 use super::tally::text;
 use crate::dynamo::{get_all, throttled, write_all, BATCH_GET_SIZE, BATCH_WRITE_SIZE};
 use crate::error::FleetError;
-use crate::keys::{registration_pk, REGISTRATION_SK};
-use crate::ops::{s, RawItem};
+use crate::keys::{parse_event_pk, ItemKey, PrimaryKey};
+use crate::ops::RawItem;
 use crate::retry::Retry;
-use crate::schema::{PK, SK};
+use crate::schema::PK;
 use crate::table::FleetTable;
 
 /// How long past the run's deadline the purge of a page already read may keep retrying: the
@@ -30,18 +30,13 @@ pub(super) async fn check_registrations(
         let mut wanted: HashMap<String, (String, String)> = HashMap::new();
         let mut keys = Vec::new();
         for pk in chunk {
-            // `USER#{u}#DEVICE#{d}`.
-            let parts: Vec<&str> = pk.split('#').collect();
-            let [_, user, _, device] = parts.as_slice() else {
+            let Ok((user, device)) = parse_event_pk(pk) else {
                 results.push((pk.clone(), true));
                 continue;
             };
-            let registration = registration_pk(&crate::ids::DeviceId::parse(*device)?);
-            wanted.insert(registration.clone(), (pk.clone(), user.to_string()));
-            keys.push(HashMap::from([
-                (PK.to_string(), s(registration)),
-                (SK.to_string(), s(REGISTRATION_SK)),
-            ]));
+            let key = ItemKey::Registration { device };
+            wanted.insert(key.primary_key().pk, (pk.clone(), user.to_string()));
+            keys.push(key.attributes());
         }
         let request = KeysAndAttributes::builder()
             .set_keys(Some(keys))
@@ -73,12 +68,8 @@ pub(super) async fn delete_items(
         let requests: Vec<WriteRequest> = chunk
             .iter()
             .map(|item| {
-                let key: HashMap<String, AttributeValue> = [PK, SK]
-                    .iter()
-                    .filter_map(|k| item.get(*k).map(|v| (k.to_string(), v.clone())))
-                    .collect();
                 DeleteRequest::builder()
-                    .set_key(Some(key))
+                    .set_key(PrimaryKey::of(item).map(|key| key.attributes()))
                     .build()
                     .map(|d| WriteRequest::builder().delete_request(d).build())
                     .map_err(FleetError::internal)

@@ -5,13 +5,14 @@ use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use super::purge::{check_registrations, delete_items};
-use super::tally::{is_orphaned_event, text, PageBounds};
+use super::tally::{is_orphaned_event, PageBounds};
 use super::{Checkpoint, RunPlan, SegmentTally, CHECKPOINT_TTL_SECONDS};
 use crate::cursor::{exclusive_start_key, start_key, StartKey};
 use crate::error::FleetError;
-use crate::keys::{analytics_pk, segment_sk};
+use crate::items::EntityType;
+use crate::keys::PrimaryKey;
 use crate::metrics::{MeterSnapshot, RequestMeter};
-use crate::schema::{ENTITY_TYPE, PK};
+use crate::schema::ENTITY_TYPE;
 use crate::table::{sdk_error, FleetTable};
 use crate::timestamp::Timestamp;
 
@@ -28,7 +29,7 @@ pub(super) async fn scan_segment(
     resume: Option<Checkpoint>,
 ) -> Result<Checkpoint, FleetError> {
     let now = Timestamp::now();
-    let bounds = PageBounds::for_day(&plan.day, &now)?;
+    let bounds = PageBounds::for_day(&plan.day, &now);
     let mut checkpoint = resume.unwrap_or_else(|| first_checkpoint(plan, segment, &now));
     // Registration checks made in this invocation: partition -> owner still registered.
     let mut live: HashMap<String, bool> = HashMap::new();
@@ -62,10 +63,7 @@ pub(super) async fn scan_segment(
 /// The checkpoint of a segment not started yet.
 fn first_checkpoint(plan: &RunPlan, segment: u32, now: &Timestamp) -> Checkpoint {
     Checkpoint {
-        pk: analytics_pk(&plan.day),
-        sk: segment_sk(segment),
-        entity_type: crate::items::EntityType::Checkpoint,
-        day: plan.day.clone(),
+        day: plan.day,
         segment,
         segments: plan.segments,
         done: false,
@@ -131,10 +129,9 @@ async fn scan_page(
     // Which event partitions of this page belong to devices still registered to their owner.
     let unknown: Vec<String> = items
         .iter()
-        .filter(|i| text(i, ENTITY_TYPE) == Some("event"))
-        .filter_map(|i| text(i, PK))
-        .filter(|pk| !live.contains_key(*pk))
-        .map(str::to_string)
+        .filter(|i| EntityType::of(i) == Some(EntityType::Event))
+        .filter_map(|i| PrimaryKey::of(i).map(|key| key.pk))
+        .filter(|pk| !live.contains_key(pk))
         .collect::<std::collections::BTreeSet<_>>()
         .into_iter()
         .collect();

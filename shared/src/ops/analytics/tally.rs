@@ -5,10 +5,10 @@ use std::collections::{BTreeMap, HashMap};
 use serde::{Deserialize, Serialize};
 
 use super::{HEAT_KEYS, TOP_DEVICES};
-use crate::error::FleetError;
+use crate::items::EntityType;
 use crate::ops::RawItem;
-use crate::schema::{ENTITY_TYPE, PK};
-use crate::timestamp::Timestamp;
+use crate::schema::{DELETING_AT, PK};
+use crate::timestamp::{Day, Timestamp};
 
 /// One partition's count of the day's events.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -107,17 +107,17 @@ impl SegmentTally {
 
     /// Counts one scanned item (not an orphaned event) into the tally.
     pub(super) fn count_item(&mut self, item: &RawItem, bounds: &PageBounds) {
-        let entity = text(item, ENTITY_TYPE);
-        if !matches!(entity, Some("checkpoint" | "report")) {
+        let entity = EntityType::of(item);
+        if !matches!(entity, Some(EntityType::Checkpoint | EntityType::Report)) {
             self.scanned += 1;
         }
         let pk = text(item, PK).unwrap_or_default();
         match entity {
-            Some("profile") => self.users += 1,
-            Some("device") if !item.contains_key("deletingAt") => {
+            Some(EntityType::Profile) => self.users += 1,
+            Some(EntityType::Device) if !item.contains_key(DELETING_AT) => {
                 self.count_device(item, pk, bounds)
             }
-            Some("event") => self.count_day_event(item, pk, bounds),
+            Some(EntityType::Event) => self.count_day_event(item, pk, bounds),
             _ => {}
         }
     }
@@ -194,24 +194,24 @@ pub(super) struct PageBounds {
 }
 
 impl PageBounds {
-    /// The bounds of `day` (`YYYY-MM-DD`), with expiry judged at `now`.
-    pub(super) fn for_day(day: &str, now: &Timestamp) -> Result<Self, FleetError> {
-        let day_start = Timestamp::parse_field("date", &format!("{day}T00:00:00Z"))?;
+    /// The bounds of `day`, with expiry judged at `now`.
+    pub(super) fn for_day(day: &Day, now: &Timestamp) -> Self {
+        let day_start = day.start();
         let day_end = day_start.plus_seconds(86_400);
-        Ok(Self {
+        Self {
             from: day_start.to_string(),
             to: day_end.to_string(),
             online_since: day_end.plus_seconds(-86_400).to_string(),
             active_since: day_end.plus_seconds(-30 * 86_400).to_string(),
             now: now.epoch_seconds(),
-        })
+        }
     }
 }
 
 /// Whether `item` is an event of a partition whose device is no longer registered to its
 /// owner (`live`: partition -> still registered): purged, not counted.
 pub(super) fn is_orphaned_event(item: &RawItem, live: &HashMap<String, bool>) -> bool {
-    text(item, ENTITY_TYPE) == Some("event")
+    EntityType::of(item) == Some(EntityType::Event)
         && live.get(text(item, PK).unwrap_or_default()) == Some(&false)
 }
 
@@ -233,10 +233,13 @@ mod tests {
 
     #[test]
     fn partitions_are_counted_whole_and_ranked() {
+        let day = crate::timestamp::Day::parse_field("day", "2024-04-10").unwrap();
+        let temp = crate::ids::EventType::parse("temp").unwrap();
+        let index_key = crate::keys::type_gsi1pk(&temp, &day, 0);
         let mut t = SegmentTally::default();
         for (pk, n) in [("A", 3), ("B", 5), ("C", 1)] {
             for _ in 0..n {
-                t.count_event(pk, "temp", Some("TYPE#temp#d#0"));
+                t.count_event(pk, "temp", Some(&index_key));
             }
         }
         t.close_partition();
@@ -247,6 +250,6 @@ mod tests {
             .collect();
         assert_eq!(keys, [("B", 5), ("A", 3), ("C", 1)]);
         assert_eq!(t.events, 9);
-        assert_eq!(t.index_writes["TYPE#temp#d#0"], 9);
+        assert_eq!(t.index_writes[&index_key], 9);
     }
 }

@@ -10,22 +10,21 @@ mod store;
 mod summary;
 mod validate;
 
-pub use summary::{seen_bucket, DeviceSummary};
+pub use summary::DeviceSummary;
 pub use validate::{derive_event_id, validate_batch, NewEvent, SubmittedEvent};
 
 use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use super::s;
 use crate::catalog::{
     implemented_by, AccessPattern, Frequency, Operation, PatternId, RequestBudget,
 };
+use crate::entity::Entity;
 use crate::error::FleetError;
 use crate::ids::{DeviceId, EventId};
 use crate::items::RegistrationItem;
-use crate::keys::{registration_pk, REGISTRATION_SK};
-use crate::schema::{PK, SK};
+use crate::keys::ItemKey;
 use crate::table::{sdk_error, FleetTable};
 use crate::token::token_matches;
 
@@ -37,9 +36,7 @@ pub use crate::dynamo::BATCH_WRITE_SIZE;
 pub const MAX_TEXT_VALUE: usize = 256;
 /// Events kept in a device's `recent` list (the dashboard shows the last 10).
 pub const RECENT_EVENTS: usize = 10;
-/// Granularity of the `SEEN#` index key: the device's GSI1 entry is rewritten at most once per
-/// this many seconds of device time, not on every batch.
-pub const SEEN_GRANULARITY_SECONDS: i64 = 15 * 60;
+pub use crate::keys::SEEN_GRANULARITY_SECONDS;
 
 /// Ingestion settings, from the environment.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -192,17 +189,18 @@ impl Ingestor {
             .client
             .get_item()
             .table_name(self.table.name())
-            .key(PK, s(registration_pk(device)))
-            .key(SK, s(REGISTRATION_SK))
+            .set_key(Some(
+                ItemKey::Registration {
+                    device: device.clone(),
+                }
+                .attributes(),
+            ))
             // A device may send its first batch right after registration.
             .consistent_read(true)
             .send()
             .await
             .map_err(sdk_error)?;
-        out.item
-            .map(serde_dynamo::from_item)
-            .transpose()
-            .map_err(Into::into)
+        out.item.map(RegistrationItem::from_item).transpose()
     }
 
     fn forget(&self, device: &DeviceId) {

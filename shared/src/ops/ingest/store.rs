@@ -8,13 +8,12 @@ use aws_sdk_dynamodb::types::{PutRequest, WriteRequest};
 
 use super::{Ingestor, NewEvent};
 use crate::dynamo::{scatter_gather, write_all, BATCH_WRITE_SIZE};
+use crate::entity::Entity;
 use crate::error::FleetError;
 use crate::ids::EventId;
-use crate::items::{EntityType, EventItem, RegistrationItem};
-use crate::keys::{event_index_sk, event_pk, event_sk, owner_gsi2pk, type_gsi1pk};
+use crate::items::{EventItem, RegistrationItem};
+use crate::keys::PrimaryKey;
 use crate::retry::Retry;
-use crate::schema::{PK, SK};
-use crate::shard::shard_of;
 use crate::timestamp::Timestamp;
 
 impl Ingestor {
@@ -30,22 +29,7 @@ impl Ingestor {
         let ttl_seconds = i64::from(self.table.config.retention_days) * 86_400;
         let mut items = Vec::with_capacity(events.len());
         for e in events {
-            let spread = format!("{}#{}", registration.device_id, e.id);
             let item = EventItem {
-                pk: event_pk(&registration.user_id, &registration.device_id),
-                sk: event_sk(&e.at, &e.id),
-                gsi1pk: type_gsi1pk(
-                    &e.event_type,
-                    &e.at.day(),
-                    shard_of(&spread, self.table.config.shards.event_type),
-                ),
-                gsi1sk: event_index_sk(&e.at, &registration.device_id, &e.id),
-                gsi2pk: owner_gsi2pk(
-                    &registration.user_id,
-                    shard_of(&spread, self.table.config.shards.owner),
-                ),
-                gsi2sk: event_index_sk(&e.at, &registration.device_id, &e.id),
-                entity_type: EntityType::Event,
                 user_id: registration.user_id.clone(),
                 device_id: registration.device_id.clone(),
                 id: e.id.clone(),
@@ -57,7 +41,7 @@ impl Ingestor {
                 ttl: e.at.epoch_seconds() + ttl_seconds,
             };
             let put = PutRequest::builder()
-                .set_item(Some(serde_dynamo::to_item(item)?))
+                .set_item(Some(item.to_item(&self.table.config.shards)?))
                 .build()
                 .map_err(FleetError::internal)?;
             items.push((
@@ -86,7 +70,7 @@ impl Ingestor {
             request
                 .put_request
                 .as_ref()
-                .map(|p| (p.item[PK].clone(), p.item[SK].clone()))
+                .and_then(|p| PrimaryKey::of(&p.item))
         };
         let unprocessed: Vec<_> = unprocessed.iter().filter_map(key).collect();
         Ok(chunk

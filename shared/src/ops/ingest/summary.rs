@@ -9,14 +9,14 @@ use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
 use aws_sdk_dynamodb::types::ReturnValuesOnConditionCheckFailure;
 use serde::{Deserialize, Serialize};
 
-use super::{Ingestor, NewEvent, CACHE_CAPACITY, RECENT_EVENTS, SEEN_GRANULARITY_SECONDS};
+use super::{Ingestor, NewEvent, CACHE_CAPACITY, RECENT_EVENTS};
 use crate::error::FleetError;
 use crate::ids::DeviceId;
 use crate::items::{Reading, RecentEvent, RegistrationItem};
-use crate::keys::{device_sk, seen_gsi1sk, user_pk};
+use crate::keys::{device_seen_key, ItemKey};
 use crate::ops::{n, s, RawItem};
 use crate::retry::Retry;
-use crate::schema::{PK, SK};
+use crate::schema::DELETING_AT;
 use crate::table::{is_transient, sdk_error};
 use crate::timestamp::Timestamp;
 
@@ -82,13 +82,6 @@ impl DeviceSummary {
         next.recent.truncate(RECENT_EVENTS);
         next
     }
-}
-
-/// `lastSeen` rounded down to [`SEEN_GRANULARITY_SECONDS`]: what the `SEEN#` index key holds.
-pub fn seen_bucket(last_seen: &Timestamp) -> Timestamp {
-    let secs = last_seen.epoch_seconds();
-    let floored = secs - secs.rem_euclid(SEEN_GRANULARITY_SECONDS);
-    Timestamp::from_epoch_millis(floored * 1000).unwrap_or(*last_seen)
 }
 
 /// The summary condition when the item has been updated before (`:seq` is the count read).
@@ -162,9 +155,7 @@ impl Ingestor {
     ) -> Result<(UpdateItemFluentBuilder, DeviceSummary), FleetError> {
         let device = &registration.device_id;
         let next_seq = base.ingest_seq.unwrap_or(0) + 1;
-        let seen_key = next
-            .last_seen
-            .map(|t| seen_gsi1sk(&seen_bucket(&t), device));
+        let seen_key = next.last_seen.map(|t| device_seen_key(&t, device));
         let mut sets = vec![
             "lastSeen = :lastSeen",
             "latest = :latest",
@@ -176,8 +167,13 @@ impl Ingestor {
             .client
             .update_item()
             .table_name(self.table.name())
-            .key(PK, s(user_pk(&registration.user_id)))
-            .key(SK, s(device_sk(device)))
+            .set_key(Some(
+                ItemKey::Device {
+                    user: registration.user_id.clone(),
+                    device: device.clone(),
+                }
+                .attributes(),
+            ))
             .expression_attribute_values(
                 ":lastSeen",
                 serde_dynamo::to_attribute_value(next.last_seen)?,
@@ -217,7 +213,7 @@ impl Ingestor {
         current: Option<&RawItem>,
         events: &[NewEvent],
     ) -> Result<Option<DeviceSummary>, FleetError> {
-        let Some(current) = current.filter(|item| !item.contains_key("deletingAt")) else {
+        let Some(current) = current.filter(|item| !item.contains_key(DELETING_AT)) else {
             self.forget(device);
             return Err(FleetError::Unauthorized);
         };
@@ -279,13 +275,5 @@ mod tests {
         let s3 = s1.merged(&[event("h", "humidity", 40.0, "2024-04-10T09:00:00Z")]);
         assert_eq!(s3.latest["humidity"].value, EventValue::Number(40.0));
         assert_eq!(s3.last_seen, s1.last_seen);
-    }
-
-    #[test]
-    fn seen_bucket_rounds_down_to_the_granularity() {
-        let t = Timestamp::parse_field("at", "2024-04-10T10:29:59.999Z").unwrap();
-        assert_eq!(seen_bucket(&t).to_string(), "2024-04-10T10:15:00.000Z");
-        let t = Timestamp::parse_field("at", "2024-04-10T10:30:00Z").unwrap();
-        assert_eq!(seen_bucket(&t).to_string(), "2024-04-10T10:30:00.000Z");
     }
 }

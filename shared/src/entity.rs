@@ -1,0 +1,59 @@
+//! Entities: every stored item type derives its primary key, its index keys and its
+//! `entityType` from its own fields (modyne's `Entity::primary_key` / `full_key`, in a few
+//! lines), so no caller ever sets a key attribute by hand and an item read back can be told
+//! apart by type, not by key shape.
+
+use aws_sdk_dynamodb::types::AttributeValue;
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+
+use crate::config::ShardCounts;
+use crate::error::FleetError;
+use crate::items::EntityType;
+use crate::keys::{Attributes, IndexKeys, ItemKey};
+use crate::schema::ENTITY_TYPE;
+
+/// A stored item type: its fields are the item's non-key attributes; the keys follow from them.
+pub trait Entity: Serialize + DeserializeOwned {
+    /// The `entityType` every item of this type carries.
+    const ENTITY_TYPE: EntityType;
+
+    /// The primary key, from the item's own fields.
+    fn item_key(&self) -> ItemKey;
+
+    /// The index keys, from the item's own fields and the table's shard counts (none by
+    /// default: most entities are on no index).
+    fn index_keys(&self, _shards: &ShardCounts) -> IndexKeys {
+        IndexKeys::default()
+    }
+
+    /// The whole item to store: attributes, primary key, index keys and `entityType`.
+    fn to_item(&self, shards: &ShardCounts) -> Result<Attributes, FleetError> {
+        let mut item: Attributes = serde_dynamo::to_item(self)?;
+        item.extend(self.item_key().attributes());
+        item.extend(self.index_keys(shards).attributes());
+        item.insert(
+            ENTITY_TYPE.to_string(),
+            AttributeValue::S(Self::ENTITY_TYPE.as_str().to_string()),
+        );
+        Ok(item)
+    }
+
+    /// An item read back, checked to be of this type (key attributes are ignored; a
+    /// projection without them reads as well).
+    fn from_item(item: Attributes) -> Result<Self, FleetError> {
+        checked_item(item)
+    }
+}
+
+/// `item` as an `E`, if its `entityType` says it is one.
+pub fn checked_item<E: Entity>(item: Attributes) -> Result<E, FleetError> {
+    match EntityType::of(&item) {
+        Some(found) if found == E::ENTITY_TYPE => Ok(serde_dynamo::from_item(item)?),
+        found => Err(FleetError::internal(format!(
+            "expected a {} item, found {:?}",
+            E::ENTITY_TYPE.as_str(),
+            found.map(|t| t.as_str())
+        ))),
+    }
+}
