@@ -5,9 +5,8 @@
 
 use libfuzzer_sys::arbitrary::{self, Arbitrary};
 use libfuzzer_sys::fuzz_target;
-use shared::keys::is_day;
 use shared::ops::events::{TimeRange, MAX_TYPE_RANGE_DAYS};
-use shared::timestamp::Timestamp;
+use shared::timestamp::{Day, Timestamp};
 
 #[derive(Arbitrary, Debug)]
 struct Input<'a> {
@@ -24,7 +23,9 @@ fuzz_target!(|input: Input<'_>| {
         assert_eq!(text.len(), "2024-04-10T10:00:00.000Z".len(), "{text}");
         assert!(text.ends_with('Z'));
         assert_eq!(Timestamp::parse_field("at", &text), Ok(at));
-        assert!(is_day(&at.day()), "{}", at.day());
+        let day = at.day();
+        assert_eq!(Day::parse_field("day", &day.to_string()), Ok(day), "{day}");
+        assert!(day.start() <= at && at < day.start().plus_seconds(86_400));
         let moved = at.plus_seconds(input.seconds);
         assert!(Timestamp::min() <= moved && moved <= Timestamp::max());
         assert_eq!(moved.to_string().len(), text.len());
@@ -48,5 +49,7 @@ fuzz_target!(|input: Input<'_>| {
     if let Some(at) = Timestamp::from_epoch_millis(input.millis) {
         assert_eq!(Timestamp::parse_field("at", &at.to_string()), Ok(at));
     }
-    let _ = is_day(input.text);
+    if let Ok(day) = Day::parse_field("day", input.text) {
+        assert_eq!(day.to_string(), input.text, "a day has one spelling");
+    }
 });

@@ -106,10 +106,11 @@ pub struct Day(Date);
 impl Day {
     /// Parses `YYYY-MM-DD` (a real calendar day); anything else is a 400 on `field`.
     pub fn parse_field(field: &str, value: &str) -> Result<Self, ValidationError> {
+        // Only the one spelling a key holds (the parser also takes e.g. a `+` sign).
         Date::parse(value, DAY_FORMAT)
             .ok()
-            .filter(|d| (0..=9999).contains(&d.year()))
             .map(Day)
+            .filter(|day| day.to_string() == value)
             .ok_or_else(|| ValidationError::new(field, "must be a date such as 2024-04-10"))
     }
 
@@ -184,6 +185,27 @@ impl<'de> Deserialize<'de> for Timestamp {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_day_has_exactly_one_spelling() {
+        let day = Day::parse_field("date", "2024-02-29").unwrap();
+        assert_eq!(day.to_string(), "2024-02-29");
+        assert_eq!(day.start().to_string(), "2024-02-29T00:00:00.000Z");
+        assert_eq!(day.previous(), "2024-02-28");
+        assert_eq!(day.next().unwrap(), "2024-03-01");
+        for bad in [
+            "2023-02-29",
+            "2024-2-29",
+            "+2024-02-29",
+            "02024-02-29",
+            "2024-02-29T00:00:00Z",
+            " 2024-02-29",
+            "",
+        ] {
+            let err = Day::parse_field("date", bad).unwrap_err();
+            assert_eq!(err.field, "date", "{bad}");
+        }
+    }
 
     #[test]
     fn normalizes_offsets_and_precision_to_utc_millis() {
