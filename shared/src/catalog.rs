@@ -52,11 +52,15 @@ pub enum PatternId {
     Ap15,
     /// AP-16: create or update the caller's profile.
     Ap16,
+    /// AP-17: rotate a device's token.
+    Ap17,
+    /// AP-18: revoke a device's tokens.
+    Ap18,
 }
 
 impl PatternId {
     /// Every pattern, in catalog order.
-    pub const ALL: [PatternId; 17] = [
+    pub const ALL: [PatternId; 19] = [
         PatternId::Ap01,
         PatternId::Ap02,
         PatternId::Ap03,
@@ -74,6 +78,8 @@ impl PatternId {
         PatternId::Ap14,
         PatternId::Ap15,
         PatternId::Ap16,
+        PatternId::Ap17,
+        PatternId::Ap18,
     ];
 
     /// The stable text id (`AP-04`), as docs, logs and cursors spell it.
@@ -96,6 +102,8 @@ impl PatternId {
             PatternId::Ap14 => "AP-14",
             PatternId::Ap15 => "AP-15",
             PatternId::Ap16 => "AP-16",
+            PatternId::Ap17 => "AP-17",
+            PatternId::Ap18 => "AP-18",
         }
     }
 }
@@ -374,6 +382,8 @@ pub const CATALOG: &[AccessPattern] = &[
     ops::ingest::Ingestor::INGEST_BATCH,
     ops::reports::GET_REPORT,
     ops::profile::UPSERT_PROFILE,
+    ops::credentials::ROTATE_TOKEN,
+    ops::credentials::REVOKE_TOKEN,
 ];
 
 impl PatternId {

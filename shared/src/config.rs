@@ -38,7 +38,13 @@ pub struct FleetConfig {
     pub retention_days: u32,
     /// `STATUS_SHARDS`, `EVENT_TYPE_SHARDS`, `OWNER_SHARDS`.
     pub shards: ShardCounts,
+    /// `TOKEN_OVERLAP_SECONDS`: how long a device's replaced token keeps working after a
+    /// rotation (default one hour, at most seven days; 0 stops it at once).
+    pub token_overlap_seconds: u32,
 }
+
+/// Default of `TOKEN_OVERLAP_SECONDS`.
+pub const DEFAULT_TOKEN_OVERLAP_SECONDS: u32 = 3600;
 
 impl FleetConfig {
     /// A configuration for `table_name` with every other setting at its default.
@@ -47,6 +53,7 @@ impl FleetConfig {
             table_name: table_name.into(),
             retention_days: 90,
             shards: ShardCounts::default(),
+            token_overlap_seconds: DEFAULT_TOKEN_OVERLAP_SECONDS,
         }
     }
 
@@ -69,6 +76,12 @@ impl FleetConfig {
                 event_type: number(&lookup, "EVENT_TYPE_SHARDS", defaults.event_type, 1..=1000)?,
                 owner: number(&lookup, "OWNER_SHARDS", defaults.owner, 1..=1000)?,
             },
+            token_overlap_seconds: number(
+                &lookup,
+                "TOKEN_OVERLAP_SECONDS",
+                DEFAULT_TOKEN_OVERLAP_SECONDS,
+                0..=7 * 86_400,
+            )?,
         })
     }
 }
@@ -130,10 +143,15 @@ mod tests {
             ("TABLE_NAME", "t"),
             ("RETENTION_DAYS", "30"),
             ("EVENT_TYPE_SHARDS", "20"),
+            ("TOKEN_OVERLAP_SECONDS", "0"),
         ]))
         .unwrap();
         assert_eq!(c.retention_days, 30);
         assert_eq!(c.shards.event_type, 20);
+        assert_eq!(c.token_overlap_seconds, 0);
+        let week_and_a_second = [("TABLE_NAME", "t"), ("TOKEN_OVERLAP_SECONDS", "604801")];
+        let err = FleetConfig::from_lookup(lookup(&week_and_a_second)).unwrap_err();
+        assert!(err.to_string().contains("TOKEN_OVERLAP_SECONDS"), "{err}");
     }
 
     #[test]

@@ -14,6 +14,7 @@ use crate::ids::{DeviceId, DeviceType, EventId, EventType, Tag, UserId};
 use crate::keys::{Attributes, IndexKeys, ItemKey};
 use crate::schema::ENTITY_TYPE;
 use crate::timestamp::Timestamp;
+use crate::token::token_matches;
 
 /// The `entityType` attribute on every item.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -238,6 +239,15 @@ pub struct RegistrationItem {
     pub user_id: UserId,
     /// Hex SHA-256 of the device token; the token itself is never stored.
     pub token_sha256: String,
+    /// The digest a rotation replaced, accepted until `previous_token_until`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub previous_token_sha256: Option<String>,
+    /// End of the replaced token's overlap.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub previous_token_until: Option<Timestamp>,
+    /// Set when the owner revoked the device's tokens: none is accepted until a rotation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revoked_at: Option<Timestamp>,
     /// Copy of the device's name (copied onto events at ingest).
     pub device_name: String,
     /// Copy of the device's type (copied onto events at ingest).
@@ -318,6 +328,20 @@ impl Entity for TagLinkItem {
             }
         }
         crate::entity::checked_item(item)
+    }
+}
+
+impl RegistrationItem {
+    /// Whether `token` authenticates the device at `now`: its current token, or the one a
+    /// rotation replaced while its overlap lasts; never after a revocation. Both digests are
+    /// always compared, in constant time, so timing tells nothing about which matched.
+    pub fn accepts(&self, token: &str, now: Timestamp) -> bool {
+        let current = token_matches(token, &self.token_sha256);
+        let previous = match (&self.previous_token_sha256, self.previous_token_until) {
+            (Some(digest), Some(until)) => token_matches(token, digest) & (now < until),
+            _ => false,
+        };
+        (current | previous) & self.revoked_at.is_none()
     }
 }
 

@@ -106,11 +106,16 @@ pub struct Day(Date);
 impl Day {
     /// Parses `YYYY-MM-DD` (a real calendar day); anything else is a 400 on `field`.
     pub fn parse_field(field: &str, value: &str) -> Result<Self, ValidationError> {
-        // Only the one spelling a key holds (the parser also takes e.g. a `+` sign).
+        // Only the one spelling a key holds: `time`'s parser also takes e.g. a `+` sign.
+        let canonical = value.len() == 10
+            && value.bytes().enumerate().all(|(i, b)| match i {
+                4 | 7 => b == b'-',
+                _ => b.is_ascii_digit(),
+            });
         Date::parse(value, DAY_FORMAT)
             .ok()
+            .filter(|_| canonical)
             .map(Day)
-            .filter(|day| day.to_string() == value)
             .ok_or_else(|| ValidationError::new(field, "must be a date such as 2024-04-10"))
     }
 

@@ -361,6 +361,19 @@ async fn user_b_reaches_nothing_of_user_a() {
             &[404],
         )
         .await;
+        // A's device tokens: B can neither get a new one nor cut A's devices off.
+        for route in [
+            "POST /me/devices/{deviceId}/token",
+            "DELETE /me/devices/{deviceId}/token",
+        ] {
+            attempt(
+                &w,
+                route,
+                as_b(route, &format!("{path}/token")).param("deviceId", device),
+                &[404],
+            )
+            .await;
+        }
         // Registering A's id: taken (ids are unique table-wide), without saying by whom.
         attempt(
             &w,

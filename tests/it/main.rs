@@ -3,6 +3,7 @@
 
 mod bench_harness;
 mod budgets;
+mod credentials;
 mod daily_analytics;
 mod dashboard;
 mod dev_server;

@@ -1,4 +1,5 @@
-//! device-updates: `PUT /me` and `POST|PATCH|DELETE /me/devices...`.
+//! device-updates: `PUT /me`, `POST|PATCH|DELETE /me/devices...` and a device's token
+//! (`POST|DELETE /me/devices/{deviceId}/token`).
 //!
 //! A thin adapter: each route validates its input into the `shared` types, calls one
 //! access-pattern operation, and maps the result to a response.
@@ -11,6 +12,7 @@ use serde_json::json;
 use shared::api::{self, json_body, json_response, path_param, ApiError, Caller, MAX_BODY_BYTES};
 use shared::ids::{parse_display_name, parse_tags, DeviceId, DeviceType};
 use shared::items::DeviceStatus;
+use shared::ops::credentials;
 use shared::ops::devices::{self, DevicePatch, DeviceRegistration, MAX_DEVICE_NAME};
 use shared::ops::profile::{self, ProfileUpdate, MAX_PROFILE_NAME};
 use shared::{FleetError, FleetTable};
@@ -48,6 +50,8 @@ async fn route(table: &FleetTable, req: Request) -> Result<Response<Body>, ApiEr
         "POST /me/devices" => register_device(table, &caller, &req).await,
         "PATCH /me/devices/{deviceId}" => update_device(table, &caller, &req).await,
         "DELETE /me/devices/{deviceId}" => delete_device(table, &caller, &req).await,
+        "POST /me/devices/{deviceId}/token" => rotate_token(table, &caller, &req).await,
+        "DELETE /me/devices/{deviceId}/token" => revoke_token(table, &caller, &req).await,
         other => Err(ApiError::no_route(other)),
     }
 }
@@ -153,6 +157,26 @@ async fn delete_device(
 ) -> Result<Response<Body>, ApiError> {
     let device_id = path_param(req, "deviceId", |v| DeviceId::parse(v))?;
     devices::delete_device(table, &caller.user_id, &device_id).await?;
+    Ok(api::empty_response(StatusCode::NO_CONTENT))
+}
+
+async fn rotate_token(
+    table: &FleetTable,
+    caller: &Caller,
+    req: &Request,
+) -> Result<Response<Body>, ApiError> {
+    let device_id = path_param(req, "deviceId", |v| DeviceId::parse(v))?;
+    let rotated = credentials::rotate_token(table, &caller.user_id, &device_id).await?;
+    Ok(json_response(StatusCode::OK, &rotated))
+}
+
+async fn revoke_token(
+    table: &FleetTable,
+    caller: &Caller,
+    req: &Request,
+) -> Result<Response<Body>, ApiError> {
+    let device_id = path_param(req, "deviceId", |v| DeviceId::parse(v))?;
+    credentials::revoke_token(table, &caller.user_id, &device_id).await?;
     Ok(api::empty_response(StatusCode::NO_CONTENT))
 }
 

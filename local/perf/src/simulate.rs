@@ -419,6 +419,9 @@ impl ItemSizes {
             device_name: name.clone(),
             device_type: kind.clone(),
             created_at: at,
+            previous_token_sha256: None,
+            previous_token_until: None,
+            revoked_at: None,
         };
         let tag_link = TagLinkItem {
             user_id: user.clone(),

@@ -239,6 +239,9 @@ pub async fn register_device(
         device_name: registration.name,
         device_type: registration.device_type,
         created_at: now,
+        previous_token_sha256: None,
+        previous_token_until: None,
+        revoked_at: None,
     };
     let not_exists = Some("attribute_not_exists(PK)");
     let mut actions = vec![

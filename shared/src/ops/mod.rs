@@ -17,6 +17,7 @@ pub(crate) fn n(value: impl ToString) -> AttributeValue {
 }
 
 pub mod analytics;
+pub mod credentials;
 pub mod dashboard;
 pub mod events;
 pub mod fleet;

@@ -18,6 +18,7 @@ use shared::ids::{DeviceId, DeviceType, EventType, Tag, UserId};
 use shared::items::DeviceStatus;
 use shared::metrics::{MeterSnapshot, RequestMeter};
 use shared::ops::analytics::DailyReport;
+use shared::ops::credentials::{revoke_token, rotate_token};
 use shared::ops::devices::{
     delete_device, get_device, register_device, update_device, DevicePatch, DeviceRegistration,
 };
@@ -547,6 +548,51 @@ pub static CASES: &[PatternCase] = &[
             })
         }),
     },
+    // Token rotation and revocation work on Alice's device 8, which no other case ingests for.
+    PatternCase {
+        id: PatternId::Ap17,
+        workload: "rotate a device's token",
+        scale: one,
+        run: |table, _| {
+            Box::pin(async move {
+                rotate_token(table, &alice()?, &alice_device(TOKEN_DEVICE)?).await?;
+                Ok(())
+            })
+        },
+        call: write("POST /me/devices/{deviceId}/token", 200, |_, _| {
+            let device = device_id(TOKEN_DEVICE);
+            every_call(
+                ApiEvent::new(
+                    route(PatternId::Ap17),
+                    format!("/me/devices/{device}/token"),
+                )
+                .caller(ALICE)
+                .param("deviceId", &device),
+            )
+        }),
+    },
+    PatternCase {
+        id: PatternId::Ap18,
+        workload: "revoke a device's tokens",
+        scale: one,
+        run: |table, _| {
+            Box::pin(async move {
+                revoke_token(table, &alice()?, &alice_device(TOKEN_DEVICE)?).await?;
+                Ok(())
+            })
+        },
+        call: write("DELETE /me/devices/{deviceId}/token", 204, |_, _| {
+            let device = device_id(TOKEN_DEVICE);
+            every_call(
+                ApiEvent::new(
+                    route(PatternId::Ap18),
+                    format!("/me/devices/{device}/token"),
+                )
+                .caller(ALICE)
+                .param("deviceId", &device),
+            )
+        }),
+    },
     PatternCase {
         id: PatternId::Ap14,
         workload: "100 events, cold Lambda (registration read)",
@@ -567,6 +613,9 @@ pub static CASES: &[PatternCase] = &[
         }),
     },
 ];
+
+/// Alice's device whose token AP-17 rotates and AP-18 revokes.
+const TOKEN_DEVICE: u32 = 8;
 
 /// The device the AP-07 run registers and the AP-08 run deletes.
 const NEW_DEVICE: &str = "ref-new";

@@ -26,7 +26,7 @@ use crate::ids::{DeviceId, EventId};
 use crate::items::RegistrationItem;
 use crate::keys::ItemKey;
 use crate::table::{sdk_error, FleetTable};
-use crate::token::token_matches;
+use crate::timestamp::Timestamp;
 
 /// Most events in one request.
 pub const MAX_EVENTS_PER_BATCH: usize = 100;
@@ -152,14 +152,14 @@ impl Ingestor {
             .filter(|c| c.fetched.elapsed() < self.config.registration_cache)
             .cloned();
         if let Some(cached) = &cached {
-            if token_matches(token, &cached.registration.token_sha256) {
+            if cached.registration.accepts(token, Timestamp::now()) {
                 return Ok(cached.registration.clone());
             }
         }
         // Not cached, expired, or the token changed (re-registration): read it.
         let registration = self.read_registration(device).await?;
         match registration {
-            Some(r) if token_matches(token, &r.token_sha256) => {
+            Some(r) if r.accepts(token, Timestamp::now()) => {
                 let mut cache = self.registrations.lock().expect("cache lock");
                 if cache.len() >= CACHE_CAPACITY {
                     cache.clear();

@@ -1,0 +1,159 @@
+//! A device's credential lifecycle (AP-17, AP-18): the owner rotates a device's token (the old
+//! one keeps working for an overlap, so devices can be re-provisioned without a gap) or revokes
+//! it outright (a leaked token stops working). The device item and its events stay: only the
+//! registration (`DEVICE#{deviceId}` / `REGISTRATION`), which ingestion authenticates
+//! against, changes, in one conditional UpdateItem that also proves the caller owns it.
+//!
+//! Ingestion caches registrations for `REGISTRATION_CACHE_SECONDS` (30 s by default): a
+//! revoked token, and an old token past its overlap, are refused within that window.
+
+use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
+use aws_sdk_dynamodb::types::ReturnValue;
+use serde::Serialize;
+
+use super::s;
+use crate::catalog::{
+    implemented_by, AccessPattern, Frequency, Operation, PatternId, RequestBudget,
+};
+use crate::entity::Entity;
+use crate::error::FleetError;
+use crate::ids::{DeviceId, UserId};
+use crate::items::RegistrationItem;
+use crate::keys::ItemKey;
+use crate::table::{sdk_error, FleetTable};
+use crate::timestamp::Timestamp;
+use crate::token::DeviceToken;
+
+/// What a revoked registration stores as its token digest: not a SHA-256 hex digest, so no
+/// token can ever match it.
+pub const REVOKED_DIGEST: &str = "revoked";
+
+/// The answer to a rotation: the new token, shown once.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RotatedToken {
+    /// The device.
+    pub device_id: String,
+    /// The new token (only its digest is stored).
+    pub token: String,
+    /// Until when the replaced token is still accepted (`None` when there was none to keep:
+    /// the device's tokens had been revoked, or the overlap is 0).
+    pub previous_token_valid_until: Option<String>,
+}
+
+/// AP-17, implemented by [`rotate_token`].
+pub const ROTATE_TOKEN: AccessPattern = AccessPattern {
+    id: PatternId::Ap17,
+    description: "rotate a device's token (the old one works for an overlap)",
+    frequency: Frequency::Important,
+    operations: &[Operation::UpdateItem],
+    index: None,
+    key_condition: "PK = DEVICE#{deviceId}, SK = REGISTRATION, userId = {caller}",
+    budget: RequestBudget::Fixed(1),
+    max_read_units: None,
+    route: Some("POST /me/devices/{deviceId}/token"),
+    implemented_by: implemented_by!(rotate_token),
+};
+
+/// AP-17: gives `device` a new token; the current one is accepted until `now` plus the
+/// configured overlap (`TOKEN_OVERLAP_SECONDS`).
+/// Another user's device, and an unknown one, are [`FleetError::NotFound`] (ids cannot be
+/// probed). One conditional UpdateItem.
+pub async fn rotate_token(
+    table: &FleetTable,
+    user: &UserId,
+    device: &DeviceId,
+) -> Result<RotatedToken, FleetError> {
+    let token = DeviceToken::generate()?;
+    let overlap = i64::from(table.config.token_overlap_seconds);
+    let until = Timestamp::now().plus_seconds(overlap);
+    let out = owned_registration_update(table, user, device)
+        // The replaced digest moves aside; after a revocation it is the revoked marker, which
+        // matches no token, so nothing revoked comes back.
+        .update_expression(
+            "SET previousTokenSha256 = tokenSha256, previousTokenUntil = :until, \
+             tokenSha256 = :digest REMOVE revokedAt",
+        )
+        .expression_attribute_values(":until", s(until.to_string()))
+        .expression_attribute_values(":digest", s(token.sha256_hex()))
+        .return_values(ReturnValue::AllOld)
+        .send()
+        .await
+        .map_err(not_found_if_not_owned)?;
+    let before = out
+        .attributes
+        .map(RegistrationItem::from_item)
+        .transpose()?;
+    let kept = before.is_some_and(|r| r.revoked_at.is_none()) && overlap > 0;
+    Ok(RotatedToken {
+        device_id: device.to_string(),
+        token: token.reveal().to_string(),
+        previous_token_valid_until: kept.then(|| until.to_string()),
+    })
+}
+
+/// AP-18, implemented by [`revoke_token`].
+pub const REVOKE_TOKEN: AccessPattern = AccessPattern {
+    id: PatternId::Ap18,
+    description: "revoke a device's tokens (the device and its history stay)",
+    frequency: Frequency::Important,
+    operations: &[Operation::UpdateItem],
+    index: None,
+    key_condition: "PK = DEVICE#{deviceId}, SK = REGISTRATION, userId = {caller}",
+    budget: RequestBudget::Fixed(1),
+    max_read_units: None,
+    route: Some("DELETE /me/devices/{deviceId}/token"),
+    implemented_by: implemented_by!(revoke_token),
+};
+
+/// AP-18: no token of `device` is accepted any more, the one in an overlap included, until the
+/// owner rotates again. Idempotent. One conditional UpdateItem.
+pub async fn revoke_token(
+    table: &FleetTable,
+    user: &UserId,
+    device: &DeviceId,
+) -> Result<(), FleetError> {
+    owned_registration_update(table, user, device)
+        .update_expression(
+            "SET revokedAt = if_not_exists(revokedAt, :now), tokenSha256 = :revoked \
+             REMOVE previousTokenSha256, previousTokenUntil",
+        )
+        .expression_attribute_values(":now", s(Timestamp::now().to_string()))
+        .expression_attribute_values(":revoked", s(REVOKED_DIGEST))
+        .send()
+        .await
+        .map_err(not_found_if_not_owned)?;
+    Ok(())
+}
+
+/// An UpdateItem of `device`'s registration that only applies if `user` owns it.
+fn owned_registration_update(
+    table: &FleetTable,
+    user: &UserId,
+    device: &DeviceId,
+) -> aws_sdk_dynamodb::operation::update_item::builders::UpdateItemFluentBuilder {
+    table
+        .client
+        .update_item()
+        .table_name(table.name())
+        .set_key(Some(
+            ItemKey::Registration {
+                device: device.clone(),
+            }
+            .attributes(),
+        ))
+        .condition_expression("attribute_exists(PK) AND userId = :user")
+        .expression_attribute_values(":user", s(user.as_str()))
+}
+
+fn not_found_if_not_owned(
+    err: aws_sdk_dynamodb::error::SdkError<
+        UpdateItemError,
+        aws_sdk_dynamodb::config::http::HttpResponse,
+    >,
+) -> FleetError {
+    match err.as_service_error() {
+        Some(UpdateItemError::ConditionalCheckFailedException(_)) => FleetError::NotFound("device"),
+        _ => sdk_error(err),
+    }
+}
