@@ -49,7 +49,7 @@ async fn every_benchmarked_request_answers_as_expected_and_does_its_work() {
             "{expected} is benchmarked exactly when it has a route"
         );
     }
-    assert_eq!(ids.len(), 16, "AP-06 twice: a status and a tag change");
+    assert_eq!(ids.len(), 18, "AP-06 twice: a status and a tag change");
     for r in &results {
         assert_eq!(
             (r.invocation_ms.n, r.handler_ms.n),
@@ -73,6 +73,11 @@ async fn every_benchmarked_request_answers_as_expected_and_does_its_work() {
         .await
         .unwrap();
     assert_eq!(tag_device["version"].as_n().unwrap(), "4");
+    // Each round rotated device 8's token (AP-17), then revoked it (AP-18).
+    let token_device = item(&table, &key::registration("ref-alice-dev-8"))
+        .await
+        .unwrap();
+    assert!(token_device.contains_key("revokedAt"), "{token_device:?}");
     for i in 0..3 {
         // Registered, then deleted, by the AP-07 and AP-08 calls of the same round.
         let bench_device = format!("bench-{i}");
