@@ -11,7 +11,7 @@ use serde::Serialize;
 use shared::FleetTable;
 
 use fleet_testkit::bootstrap::{
-    function_environment, host_bootstrap, retention_override, BootstrapError, Launch,
+    function_environment, host_bootstrap, retention_override, BootstrapError, CpuLimit, Launch,
     RunningBootstrap,
 };
 use fleet_testkit::samples::{first_success, sample_events, SAMPLE_RETENTION_DAYS};
@@ -72,16 +72,39 @@ pub async fn measure(
     table: &FleetTable,
     runs: usize,
 ) -> Result<Vec<ColdStart>, ColdStartError> {
+    measure_with(
+        template,
+        endpoint,
+        table,
+        runs,
+        &BTreeMap::new(),
+        "target/cold-start",
+    )
+    .await
+}
+
+/// [`measure`] with `extra_env` on top of each function's environment (e.g. a TLS endpoint
+/// and the CA to trust, [`fleet_testkit::tls_endpoint::TlsEndpoint::client_environment`]),
+/// logging under `logs` (relative to the repository root).
+pub async fn measure_with(
+    template: &Template,
+    endpoint: &str,
+    table: &FleetTable,
+    runs: usize,
+    extra_env: &BTreeMap<String, String>,
+    logs: &str,
+) -> Result<Vec<ColdStart>, ColdStartError> {
     let samples = sample_events();
     let overrides = retention_override(SAMPLE_RETENTION_DAYS);
-    let logs = fleet_testkit::repo_root().join("target/cold-start");
+    let logs = fleet_testkit::repo_root().join(logs);
     let mut results = Vec::new();
     for (function, definition) in &template.function_definitions {
         let Some(sample) = first_success(&samples, function) else {
             continue;
         };
         let path = host_bootstrap(&definition.binary);
-        let env = function_environment(template, function, endpoint, table.name(), &overrides)?;
+        let mut env = function_environment(template, function, endpoint, table.name(), &overrides)?;
+        env.extend(extra_env.clone());
         let timeout = Duration::from_secs(u64::from(definition.timeout_seconds).max(30));
         let measured = measure_runs(
             &Launch::bootstrap(&path),
@@ -92,6 +115,7 @@ pub async fn measure(
             runs,
             timeout,
             &logs,
+            None,
         )
         .await
         .map_err(|e| match e {
@@ -130,7 +154,8 @@ pub struct RunFigures {
 /// Starts `launch` under a fresh runtime API `runs` times; each time sends it one event, then
 /// [`WARM_INVOCATIONS`] more. `event(i)` gives the `i`-th event of the whole measurement (so
 /// a caller can send fresh data each time) and every answer must have status `expected`.
-/// Logs go to `logs/{function}-{run}.log`.
+/// Logs go to `logs/{function}-{run}.log`. With `cpu`, each process runs under that limit
+/// after its Init phase.
 #[allow(clippy::too_many_arguments)]
 pub async fn measure_runs(
     launch: &Launch,
@@ -141,13 +166,14 @@ pub async fn measure_runs(
     runs: usize,
     timeout: Duration,
     logs: &Path,
+    cpu: Option<&CpuLimit>,
 ) -> Result<RunFigures, ColdStartError> {
     let fail = |e| ColdStartError::Bootstrap(function.to_string(), e);
     let mut figures = RunFigures::default();
     let mut sent = 0;
     for run in 0..runs {
         let log = logs.join(format!("{function}-{run}.log"));
-        let mut process = RunningBootstrap::launch(launch, function, env, &log)
+        let mut process = RunningBootstrap::launch_limited(launch, function, env, &log, cpu)
             .await
             .map_err(fail)?;
         for i in 0..=WARM_INVOCATIONS {

@@ -39,25 +39,106 @@ pub const SECONDS_PER_MONTH: f64 = 730.0 * 3600.0;
 pub const DAYS_PER_MONTH: f64 = 730.0 / 24.0;
 /// Bytes in a billed GB.
 pub const GB: f64 = 1024.0 * 1024.0 * 1024.0;
-/// The API functions' memory (`template.yaml` Globals: 128 MB).
-pub const API_MEMORY_GB: f64 = 128.0 / 1024.0;
 /// The daily analytics function's memory (`template.yaml`: 512 MB).
 pub const ANALYTICS_MEMORY_GB: f64 = 512.0 / 1024.0;
-/// Billed duration of a read request (dashboard and other GETs): an assumption, see
+/// Billed duration of a read request when nothing was measured: an assumption, see
 /// [`DURATION_SOURCE`].
 pub const READ_BILLED_MS: f64 = 10.0;
-/// Billed duration of an ingest request: an assumption, see [`DURATION_SOURCE`].
+/// Billed duration of an ingest request when nothing was measured: an assumption.
 pub const INGEST_BILLED_MS: f64 = 30.0;
+/// The measured figures the Lambda line uses.
+pub const BENCHMARKS_PATH: &str = "docs/benchmarks.json";
 /// Items per second the daily analytics scan covers (measured with `make scan-throughput`,
 /// debug build on DynamoDB Local, docs/design.md §5); it sets the analytics Lambda's duration.
 pub const ANALYTICS_ITEMS_PER_SECOND: f64 = 17_600.0;
-/// Where the durations come from.
-pub const DURATION_SOURCE: &str = "Assumed, not measured on AWS (there is no AWS account here): a \
-    read is one Query, which DynamoDB serves in single-digit milliseconds, plus well under 1 ms of \
-    Rust handler work, billed as 10 ms; an ingest request is a registration GetItem (when the \
-    cache is cold), up to 4 concurrent BatchWriteItems and one UpdateItem, billed as 30 ms. \
-    Lambda bills per started millisecond. The lead's `make bench` (docs/benchmarks.md) measures \
-    handler latency on DynamoDB Local; the sensitivity line shows the cost at 10x these durations.";
+/// Where the durations come from when `make bench` has not measured them.
+pub const DURATION_SOURCE: &str = "Assumed, not measured: a read is one Query, which DynamoDB \
+    serves in single-digit milliseconds, plus well under 1 ms of Rust handler work, billed as 10 \
+    ms; an ingest request is a registration GetItem (when the cache is cold), up to 4 concurrent \
+    BatchWriteItems and one UpdateItem, billed as 30 ms.";
+
+/// What the API functions' Lambda time costs per request: billed duration and memory size of
+/// reads (the dashboard function) and of ingest requests.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LambdaBilling {
+    /// Billed milliseconds of a read request.
+    pub read_ms: f64,
+    /// The dashboard function's memory, MB.
+    pub read_memory_mb: u32,
+    /// Billed milliseconds of an ingest request.
+    pub ingest_ms: f64,
+    /// The ingest function's memory, MB.
+    pub ingest_memory_mb: u32,
+    /// Whether the durations were measured (else assumed).
+    pub measured: bool,
+    /// Where the figures come from, for the report.
+    pub source: String,
+}
+
+impl LambdaBilling {
+    /// The assumed durations at 128 MB.
+    pub fn assumed() -> Self {
+        Self {
+            read_ms: READ_BILLED_MS,
+            read_memory_mb: 128,
+            ingest_ms: INGEST_BILLED_MS,
+            ingest_memory_mb: 128,
+            measured: false,
+            source: DURATION_SOURCE.to_string(),
+        }
+    }
+
+    /// The template's memory sizes of the dashboard and ingest functions, and the warm p50 of
+    /// the Rust dashboard and ingest paths at those sizes in the power-tuning table of
+    /// `benchmarks` (docs/benchmarks.json, `make bench`), billed in whole milliseconds. The
+    /// assumed durations where the table has no such size.
+    pub fn measured(read_memory_mb: u32, ingest_memory_mb: u32, benchmarks: &Value) -> Self {
+        let warm_p50 = |memory_mb: u32, path: &str| {
+            benchmarks["power"]["points"]
+                .as_array()?
+                .iter()
+                .find(|p| p["memory_mb"].as_u64() == Some(u64::from(memory_mb)))?["paths"]
+                .as_array()?
+                .iter()
+                .find(|c| c["path"] == path)?["rust"]["warm_ms"]["p50"]
+                .as_f64()
+        };
+        match (
+            warm_p50(read_memory_mb, "dashboard"),
+            warm_p50(ingest_memory_mb, "ingest"),
+        ) {
+            (Some(read), Some(ingest)) => Self {
+                read_ms: read.ceil(),
+                read_memory_mb,
+                ingest_ms: ingest.ceil(),
+                ingest_memory_mb,
+                measured: true,
+                source: format!(
+                    "Measured by `make bench` ({BENCHMARKS_PATH}, section 5): the warm p50 of the \
+                     Rust dashboard path ({read:.2} ms) and of the ingest path with 100-event \
+                     batches ({ingest:.2} ms) at the template's memory sizes, each release \
+                     bootstrap under the CPU Lambda gives that size, against DynamoDB Local on \
+                     this machine, billed in whole milliseconds. DynamoDB Local is slower than \
+                     DynamoDB, so these durations are on the high side; smaller batches take less."
+                ),
+            },
+            _ => Self {
+                read_memory_mb,
+                ingest_memory_mb,
+                ..Self::assumed()
+            },
+        }
+    }
+
+    /// These durations times `factor` (the sensitivity line).
+    pub fn scaled(&self, factor: f64) -> Self {
+        Self {
+            read_ms: self.read_ms * factor,
+            ingest_ms: self.ingest_ms * factor,
+            ..self.clone()
+        }
+    }
+}
 
 /// Seed 000's monthly figures for 100K users x 10 devices.
 pub mod seed {
@@ -95,8 +176,8 @@ pub struct MonthlyCost {
 }
 
 impl MonthlyCost {
-    /// The month of `sim`'s workload, with the durations given.
-    pub fn of(sim: &Simulation, read_ms: f64, ingest_ms: f64) -> Self {
+    /// The month of `sim`'s workload, with the Lambda billing given.
+    pub fn of(sim: &Simulation, billing: &LambdaBilling) -> Self {
         let w = &sim.workload;
         let [base, gsi1, gsi2] = &sim.tables;
         let scan_pages_per_day = (w.scanned_bytes / PAGE_BYTES as f64).ceil();
@@ -114,9 +195,12 @@ impl MonthlyCost {
             ],
             lambda_requests: (api_reads + w.ingest_requests_per_second) * SECONDS_PER_MONTH
                 + DAYS_PER_MONTH,
-            lambda_gb_seconds: (api_reads * read_ms + w.ingest_requests_per_second * ingest_ms)
-                / 1000.0
-                * API_MEMORY_GB
+            lambda_gb_seconds: (api_reads * billing.read_ms / 1000.0
+                * f64::from(billing.read_memory_mb)
+                / 1024.0
+                + w.ingest_requests_per_second * billing.ingest_ms / 1000.0
+                    * f64::from(billing.ingest_memory_mb)
+                    / 1024.0)
                 * SECONDS_PER_MONTH
                 + scan_seconds * ANALYTICS_MEMORY_GB * DAYS_PER_MONTH,
         }
@@ -214,7 +298,12 @@ pub fn measured_patterns(model: &Value) -> Vec<(String, String, u64, f64, f64)> 
 
 /// The whole `docs/cost-model.md`: every profile's month, the seed comparison (from the
 /// profile named `seed_profile`), and the measured figures of `model` (docs/model.json).
-pub fn render_report(sims: &[Simulation], seed_profile: &str, model: &Value) -> String {
+pub fn render_report(
+    sims: &[Simulation],
+    seed_profile: &str,
+    model: &Value,
+    billing: &LambdaBilling,
+) -> String {
     let mut out = String::from(
         "# Cost model: a month of DynamoDB on-demand and Lambda\n\n\
          Generated by `make cost` (`cargo run -p fleet-perf -- cost`) from the profiles in \
@@ -250,17 +339,22 @@ pub fn render_report(sims: &[Simulation], seed_profile: &str, model: &Value) -> 
          - Reads count the API's reads, ingestion's registration reads (one consistent read per \
          device per 30 s cache window at most), and the daily analytics parallel Scan of the whole \
          table (eventually consistent, 0.5 units per 4 KB).\n\
-         - Lambda: the API functions at 128 MB, billed {READ_BILLED_MS} ms per read and \
-         {INGEST_BILLED_MS} ms per ingest request. {DURATION_SOURCE} The daily analytics \
-         function (512 MB) runs for the table's items / {} items/s (`make scan-throughput`, \
-         docs/design.md).\n",
+         - Lambda ({}): reads billed {} ms at {} MB (the dashboard function), ingest requests \
+         {} ms at {} MB. {} The daily analytics function (512 MB) runs for the table's items / \
+         {} items/s (`make scan-throughput`, docs/design.md).\n",
+        if billing.measured { "measured" } else { "assumed" },
+        billing.read_ms,
+        billing.read_memory_mb,
+        billing.ingest_ms,
+        billing.ingest_memory_mb,
+        billing.source,
         group(ANALYTICS_ITEMS_PER_SECOND as u64),
     );
 
     out.push_str("## Per profile\n\n| profile | write units | read units (API + scan) | storage (table + GSIs) | DynamoDB writes | DynamoDB reads | storage | Lambda requests | Lambda GB-s | Lambda | **total / month** | Lambda at 10x durations |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n");
     for sim in sims {
-        let m = MonthlyCost::of(sim, READ_BILLED_MS, INGEST_BILLED_MS);
-        let slow = MonthlyCost::of(sim, READ_BILLED_MS * 10.0, INGEST_BILLED_MS * 10.0);
+        let m = MonthlyCost::of(sim, billing);
+        let slow = MonthlyCost::of(sim, &billing.scaled(10.0));
         let _ = writeln!(
             out,
             "| {} | {} | {} + {} | {} + {} GB | {} | {} | {} | {} | {} | {} | **{}** | {} |",
@@ -292,7 +386,7 @@ pub fn render_report(sims: &[Simulation], seed_profile: &str, model: &Value) -> 
     );
 
     if let Some(sim) = sims.iter().find(|s| s.profile.name == seed_profile) {
-        render_seed_comparison(&mut out, sim);
+        render_seed_comparison(&mut out, sim, billing);
     }
 
     out.push_str("## Measured per-pattern capacity (docs/model.json)\n\n\
@@ -316,8 +410,8 @@ pub fn render_report(sims: &[Simulation], seed_profile: &str, model: &Value) -> 
     out
 }
 
-fn render_seed_comparison(out: &mut String, sim: &Simulation) {
-    let m = MonthlyCost::of(sim, READ_BILLED_MS, INGEST_BILLED_MS);
+fn render_seed_comparison(out: &mut String, sim: &Simulation, billing: &LambdaBilling) {
+    let m = MonthlyCost::of(sim, billing);
     let ef_then = seed_month(
         seed::ENTITY_FIRST_RCU,
         seed::ENTITY_FIRST_GSI_GB,
@@ -437,8 +531,25 @@ pub fn command(
                 model_path.display()
             )
         })?)?;
+    let template =
+        fleet_testkit::template::Template::load(&fleet_testkit::template::default_template_path())?;
+    let memory_of = |function: &str| {
+        template
+            .function_definitions
+            .get(function)
+            .map_or(128, |d| d.memory_mb)
+    };
+    let benchmarks: Value = std::fs::read_to_string(root.join(BENCHMARKS_PATH))
+        .ok()
+        .and_then(|text| serde_json::from_str(&text).ok())
+        .unwrap_or_default();
+    let billing = LambdaBilling::measured(
+        memory_of("DashboardFunction"),
+        memory_of("IngestFunction"),
+        &benchmarks,
+    );
     crate::simulate::write_or_print(profiles, check, REPORT_PATH, |sims| {
-        render_report(sims, SEED_PROFILE, &model)
+        render_report(sims, SEED_PROFILE, &model, &billing)
     })
 }
 
@@ -482,6 +593,30 @@ mod tests {
     }
 
     #[test]
+    fn measured_durations_come_from_the_power_table_at_the_template_sizes() {
+        let bench: Value = serde_json::json!({"power": {"points": [
+            {"memory_mb": 256, "paths": [
+                {"path": "dashboard", "rust": {"warm_ms": {"p50": 4.2}}},
+                {"path": "ingest", "rust": {"warm_ms": {"p50": 41.5}}}]},
+            {"memory_mb": 1024, "paths": [
+                {"path": "dashboard", "rust": {"warm_ms": {"p50": 3.1}}},
+                {"path": "ingest", "rust": {"warm_ms": {"p50": 40.2}}}]}
+        ]}});
+        let billing = LambdaBilling::measured(1024, 256, &bench);
+        assert!(billing.measured);
+        assert_eq!((billing.read_ms, billing.read_memory_mb), (4.0, 1024));
+        assert_eq!((billing.ingest_ms, billing.ingest_memory_mb), (42.0, 256));
+        // A size the table does not have: the assumption, said so.
+        let assumed = LambdaBilling::measured(2048, 256, &bench);
+        assert!(!assumed.measured);
+        assert_eq!(
+            (assumed.read_ms, assumed.read_memory_mb),
+            (READ_BILLED_MS, 2048)
+        );
+        assert!(!LambdaBilling::measured(128, 128, &Value::Null).measured);
+    }
+
+    #[test]
     fn a_hand_computed_month() {
         // 60 devices, one event a minute each in batches of 1, no reads, one event type.
         let profile: Profile = yaml_serde::from_str(
@@ -495,7 +630,7 @@ events: {per_device_per_minute: 1, batch_size: 1, types: {temperature: 1}}
         )
         .unwrap();
         let sim = simulate(profile, "test").unwrap();
-        let m = MonthlyCost::of(&sim, 10.0, 30.0);
+        let m = MonthlyCost::of(&sim, &LambdaBilling::assumed());
         // 1 event/s in all. Per event: event item 1 WCU + GSI1 1 + GSI2 1 + summary update
         // (device item over 1 KB: 2) = 5; the SEEN# entry moves at most every 900 s per device:
         // 60 devices x 2 WCU / 900 s. Plus one checkpoint write per scanned MB and day.

@@ -5,10 +5,12 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use tokio::process::{Child, Command};
 
+use crate::cpu_quota::{CgroupError, Controller, CpuShare, QuotaGroup};
 use crate::runtime_api::{Outcome, RuntimeApi, RuntimeApiError};
 
 /// Where `make smoke-build` puts the host-architecture release bootstraps
@@ -41,6 +43,19 @@ pub enum BootstrapError {
     /// The process exited while an invocation was pending.
     #[error("the bootstrap exited ({0}); its output is in {1}")]
     Exited(String, PathBuf),
+    /// The CPU limit could not be applied (the figures would be unthrottled ones).
+    #[error(transparent)]
+    Cgroup(#[from] CgroupError),
+}
+
+/// The CPU a function of some memory size gets on Lambda, for a local process: unthrottled
+/// until its first `/next` poll (Lambda's Init phase), then limited to `share`.
+#[derive(Clone, Debug)]
+pub struct CpuLimit {
+    /// The cgroup CPU controller to use.
+    pub controller: Controller,
+    /// The share after Init.
+    pub share: CpuShare,
 }
 
 /// A running bootstrap and its runtime API.
@@ -49,6 +64,11 @@ pub struct RunningBootstrap {
     child: Child,
     started: Instant,
     log: PathBuf,
+    /// Declared after `child`: on drop the process is killed first, then the group emptied
+    /// and removed.
+    cpu_group: Option<Arc<QuotaGroup>>,
+    /// Why moving the process into its group failed, if it did.
+    cpu_error: Arc<Mutex<Option<CgroupError>>>,
 }
 
 /// One invocation's answer and how long it took, as the runtime API saw it.
@@ -104,11 +124,40 @@ impl RunningBootstrap {
         env: &BTreeMap<String, String>,
         log: &Path,
     ) -> Result<Self, BootstrapError> {
+        Self::launch_limited(launch, function_name, env, log, None).await
+    }
+
+    /// Like [`launch`](Self::launch); with `cpu`, the process runs under that CPU limit from
+    /// its first `/next` poll on (its group is removed when it stops).
+    pub async fn launch_limited(
+        launch: &Launch,
+        function_name: &str,
+        env: &BTreeMap<String, String>,
+        log: &Path,
+        cpu: Option<&CpuLimit>,
+    ) -> Result<Self, BootstrapError> {
         let path = launch.program.as_path();
         if !path.is_file() {
             return Err(BootstrapError::Missing(path.to_path_buf()));
         }
         let api = RuntimeApi::start(function_name).await?;
+        let cpu_group = cpu
+            .map(|limit| QuotaGroup::create(&limit.controller, limit.share))
+            .transpose()?
+            .map(Arc::new);
+        let cpu_error = Arc::new(Mutex::new(None));
+        // The hook is in place before the process exists, so its first poll cannot be missed;
+        // it learns the pid as soon as the spawn returns.
+        let pid = Arc::new(OnceLock::new());
+        if let Some(group) = &cpu_group {
+            let (group, pid, error) = (group.clone(), pid.clone(), cpu_error.clone());
+            api.before_first_event(move || {
+                let pid = *pid.wait();
+                if let Err(err) = group.add(pid) {
+                    *error.lock().expect("cpu error lock") = Some(err);
+                }
+            });
+        }
         if let Some(dir) = log.parent() {
             std::fs::create_dir_all(dir).map_err(|source| spawn_error(path, source))?;
         }
@@ -133,11 +182,14 @@ impl RunningBootstrap {
         let child = command
             .spawn()
             .map_err(|source| spawn_error(path, source))?;
+        let _ = pid.set(child.id().unwrap_or_default());
         Ok(Self {
             api,
             child,
             started,
             log: log.to_path_buf(),
+            cpu_group,
+            cpu_error,
         })
     }
 
@@ -155,10 +207,18 @@ impl RunningBootstrap {
                 return Err(BootstrapError::Exited(status, self.log.clone()));
             }
         };
+        if let Some(err) = self.cpu_error.lock().expect("cpu error lock").take() {
+            return Err(err.into());
+        }
         Ok(Invocation {
             outcome: answer,
             latency: queued.elapsed(),
         })
+    }
+
+    /// The process id (until it has been waited for).
+    pub fn pid(&self) -> Option<u32> {
+        self.child.id()
     }
 
     /// Time since the process was spawned.
@@ -186,7 +246,12 @@ impl RunningBootstrap {
         &self.log
     }
 
-    /// Stops the process.
+    /// The CPU group the process runs in, if it has a limit.
+    pub fn cpu_group(&self) -> Option<&QuotaGroup> {
+        self.cpu_group.as_deref()
+    }
+
+    /// Stops the process (and removes its CPU group).
     pub async fn stop(mut self) {
         let _ = self.child.kill().await;
     }
@@ -301,4 +366,72 @@ pub async fn invoke_once(
         eprint!("{text}");
     }
     Ok(invocation?.outcome)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cpu_quota::Controller;
+
+    /// A runtime that polls `/next` once, answers with the cgroup it finds itself in, and exits.
+    fn one_shot_runtime() -> Launch {
+        let script = r#"
+api="http://$AWS_LAMBDA_RUNTIME_API/2018-06-01/runtime/invocation"
+id=$(curl -s -D - -o /dev/null "$api/next" | tr -d '\r' | awk -F': ' 'tolower($1)=="lambda-runtime-aws-request-id" {print $2}')
+group=$(awk -F: '$2 ~ /(^|,)cpu(,|$)/ {print $3}' /proc/self/cgroup | head -n 1)
+curl -s -X POST -d "{\"group\":\"$group\"}" "$api/$id/response" >/dev/null
+sleep 5
+"#;
+        Launch {
+            program: PathBuf::from("/bin/sh"),
+            args: vec!["-c".to_string(), script.to_string()],
+            cwd: None,
+        }
+    }
+
+    #[tokio::test]
+    async fn a_cpu_limit_applies_from_the_first_poll_and_its_group_is_gone_after_stop() {
+        let Ok(controller) = Controller::detect() else {
+            eprintln!("skipped: no writable cgroup CPU controller here");
+            return;
+        };
+        let limit = CpuLimit {
+            controller,
+            share: CpuShare {
+                memory_mb: 256,
+                period: Duration::from_millis(100),
+            },
+        };
+        let env = BTreeMap::from([("PATH".to_string(), std::env::var("PATH").unwrap())]);
+        let log = std::env::temp_dir().join(format!("cpu-limit-{}.log", std::process::id()));
+        let mut process = RunningBootstrap::launch_limited(
+            &one_shot_runtime(),
+            "CpuLimitTest",
+            &env,
+            &log,
+            Some(&limit),
+        )
+        .await
+        .unwrap();
+        let group = process.cpu_group().unwrap().path().to_path_buf();
+        let answer = process
+            .invoke(b"{}", Duration::from_secs(10))
+            .await
+            .unwrap();
+        // The process answered from inside its group: it was moved before the event reached it.
+        let Outcome::Response(body) = answer.outcome else {
+            panic!("{:?}", answer.outcome)
+        };
+        let name = group.file_name().unwrap().to_string_lossy().to_string();
+        assert!(
+            body["group"].as_str().unwrap().ends_with(&name),
+            "{body} in {name}"
+        );
+        // The process, and what it started since (they inherit its group): nothing else.
+        let members = process.cpu_group().unwrap().processes();
+        assert!(members.contains(&process.pid().unwrap()), "{members:?}");
+        process.stop().await;
+        assert!(!group.exists(), "the group is removed with the process");
+        let _ = std::fs::remove_file(&log);
+    }
 }

@@ -6,6 +6,7 @@
 
 pub mod api_event;
 pub mod bootstrap;
+pub mod cpu_quota;
 pub mod demo;
 pub mod dynamodb_local;
 pub mod fault_proxy;
@@ -17,6 +18,7 @@ pub mod runtime_api;
 pub mod samples;
 pub mod stack;
 pub mod template;
+pub mod tls_endpoint;
 
 use std::path::{Path, PathBuf};
 

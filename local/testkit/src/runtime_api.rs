@@ -81,7 +81,11 @@ struct State {
     answers: Mutex<HashMap<String, oneshot::Sender<Outcome>>>,
     init_error: Mutex<Option<String>>,
     function_arn: String,
+    /// Run once, when the bootstrap first asks for an event (see [`RuntimeApi::before_first_event`]).
+    first_poll: Mutex<Option<FirstPollHook>>,
 }
+
+type FirstPollHook = Box<dyn FnOnce() + Send>;
 
 /// One runtime API on a free loopback port, serving one function's invocations in order.
 pub struct RuntimeApi {
@@ -101,6 +105,7 @@ impl RuntimeApi {
             answers: Mutex::new(HashMap::new()),
             init_error: Mutex::new(None),
             function_arn: format!("arn:aws:lambda:us-east-1:000000000000:function:{function_name}"),
+            first_poll: Mutex::new(None),
         });
         let served = state.clone();
         let (listener, addr) = http_server::bind_loopback().await?;
@@ -163,6 +168,13 @@ impl RuntimeApi {
                 RuntimeApiError::InitError,
             )),
         }
+    }
+
+    /// Runs `hook` when the bootstrap first polls `/next`: there Lambda's Init phase ends and
+    /// the first invocation begins. The poll is answered only after `hook` returned, so the
+    /// invocation already runs under whatever it set (a CPU quota, in the benchmarks).
+    pub fn before_first_event(&self, hook: impl FnOnce() + Send + 'static) {
+        *self.state.first_poll.lock().expect("hook lock") = Some(Box::new(hook));
     }
 
     /// The initialization error the bootstrap reported, if any.
@@ -234,6 +246,10 @@ async fn route(state: Arc<State>, req: Request<Incoming>) -> Result<Answer, Infa
 }
 
 async fn next_invocation(state: &State) -> Answer {
+    let hook = state.first_poll.lock().expect("hook lock").take();
+    if let Some(hook) = hook {
+        hook();
+    }
     let pending = state.queue.lock().await.recv().await;
     let Some(pending) = pending else {
         return answer(

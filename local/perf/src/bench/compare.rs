@@ -72,6 +72,7 @@ pub async fn compare(before: &Path, after: &Path, runs: usize) -> Result<String,
                     1,
                     Duration::from_secs(30),
                     &logs,
+                    None,
                 )
                 .await?;
                 build.figures.cold_ms.extend(measured.cold_ms);

@@ -7,7 +7,10 @@
 //! 2. ingest throughput of the handler against the raw BatchWriteItem ceiling of the same
 //!    DynamoDB Local;
 //! 3. cold start and memory of each release bootstrap;
-//! 4. the Python + boto3 peer on the dashboard and ingest paths, cold and warm, as ratios.
+//! 4. the Python + boto3 peer on the dashboard and ingest paths, cold and warm, as ratios;
+//! 5. the power-tuning table: both paths of both implementations under the CPU each Lambda
+//!    memory size gets (a cgroup CPU quota from the first `/next` poll on);
+//! 6. cold starts with DynamoDB Local behind TLS, as on AWS, beside the plain ones.
 //!
 //! Every function runs as its release bootstrap (`make smoke-build`) under the local Lambda
 //! Runtime API, never in this process: the figures are the shipped binary's, and the Python
@@ -17,7 +20,9 @@ pub mod compare;
 pub mod ingest;
 pub mod patterns;
 pub mod peer;
+pub mod power;
 pub mod report;
+pub mod tls;
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -127,6 +132,8 @@ pub struct Settings {
     pub warmup: usize,
     /// Cold starts per bootstrap (and per peer path).
     pub cold_runs: usize,
+    /// Cold starts per path, side and memory size of the power-tuning table.
+    pub power_runs: usize,
     /// Warm invocations after each cold start.
     pub warm_invocations: usize,
     /// Devices sending at once in the throughput run.
@@ -143,6 +150,7 @@ impl Default for Settings {
             calls: 300,
             warmup: 20,
             cold_runs: 15,
+            power_runs: 5,
             warm_invocations: crate::cold_start::WARM_INVOCATIONS,
             devices: 8,
             batches: 25,
@@ -330,6 +338,10 @@ pub struct BenchReport {
     pub bootstraps: Vec<ColdStart>,
     /// Rust against the Python peer.
     pub peer: Vec<peer::PeerComparison>,
+    /// Both at each Lambda memory size's CPU.
+    pub power: power::PowerTuning,
+    /// Cold starts with and without TLS to DynamoDB.
+    pub tls: tls::TlsFigures,
 }
 
 fn join_patterns(
@@ -542,6 +554,47 @@ pub async fn run(settings: Settings) -> Result<BenchReport, BenchError> {
         &logs,
     )
     .await?;
+
+    eprintln!(
+        "bench: power tuning ({} runs per memory size, path and side)",
+        settings.power_runs
+    );
+    let power_devices = ingest::register_named(&reference, &["powr-rs", "powr-py"]).await?;
+    let power = power::measure(
+        &reference_env,
+        &binaries,
+        fleet_testkit::reference::ALICE,
+        [
+            (power_devices[0].0.as_str(), power_devices[0].1.as_str()),
+            (power_devices[1].0.as_str(), power_devices[1].1.as_str()),
+        ],
+        ingest_from,
+        settings.power_runs,
+        &logs.join("power"),
+    )
+    .await?;
+
+    eprintln!(
+        "bench: TLS on the first call ({} cold starts each, plain and TLS)",
+        settings.power_runs
+    );
+    let tls_devices = ingest::register_named(&reference, &["tls-rs", "tls-py"]).await?;
+    let tls = tls::measure(
+        &template,
+        &endpoint,
+        &demo,
+        &reference_env,
+        &binaries,
+        fleet_testkit::reference::ALICE,
+        [
+            (tls_devices[0].0.as_str(), tls_devices[0].1.as_str()),
+            (tls_devices[1].0.as_str(), tls_devices[1].1.as_str()),
+        ],
+        ingest_from,
+        settings.power_runs,
+        &logs,
+    )
+    .await?;
     machine.load_after = load_average();
     drop(dynamodb);
     Ok(BenchReport {
@@ -551,6 +604,8 @@ pub async fn run(settings: Settings) -> Result<BenchReport, BenchError> {
         ingest,
         bootstraps,
         peer,
+        power,
+        tls,
     })
 }
 

@@ -14,7 +14,7 @@ use super::{BenchError, Latency};
 use crate::cold_start::{measure_runs, RunFigures};
 use crate::stats::quantile;
 use fleet_testkit::api_event::ApiEvent;
-use fleet_testkit::bootstrap::{host_bootstrap, Launch};
+use fleet_testkit::bootstrap::{host_bootstrap, CpuLimit, Launch};
 use fleet_testkit::reference::cases::ingest_event;
 
 /// The Python peer's interpreter (`make python-peer` builds the virtualenv).
@@ -93,6 +93,34 @@ pub async fn measure(
     runs: usize,
     logs: &Path,
 ) -> Result<Vec<PeerComparison>, BenchError> {
+    measure_limited(
+        environments,
+        binaries,
+        dashboard_user,
+        ingest_devices,
+        ingest_from,
+        runs,
+        logs,
+        None,
+        "c",
+    )
+    .await
+}
+
+/// [`measure`] with every process under `cpu` after its Init phase; ingest event ids start
+/// with `id_prefix` (each measurement must store new events).
+#[allow(clippy::too_many_arguments)]
+pub async fn measure_limited(
+    environments: &BTreeMap<String, BTreeMap<String, String>>,
+    binaries: &BTreeMap<String, String>,
+    dashboard_user: &str,
+    ingest_devices: [(&str, &str); 2],
+    ingest_from: Timestamp,
+    runs: usize,
+    logs: &Path,
+    cpu: Option<&CpuLimit>,
+    id_prefix: &str,
+) -> Result<Vec<PeerComparison>, BenchError> {
     let timeout = Duration::from_secs(30);
     let dashboard = ApiEvent::new("GET /me/dashboard", "/me/dashboard").caller(dashboard_user);
     let mut out = Vec::new();
@@ -120,7 +148,7 @@ pub async fn measure(
         ] {
             let mut event = |i: usize| match path {
                 "dashboard" => dashboard.to_bytes(),
-                _ => ingest_event(device, token, &format!("c{i}"), ingest_from, i),
+                _ => ingest_event(device, token, &format!("{id_prefix}{i}"), ingest_from, i),
             };
             let figures = measure_runs(
                 launch,
@@ -131,6 +159,7 @@ pub async fn measure(
                 runs,
                 timeout,
                 &logs.join("peer"),
+                cpu,
             )
             .await?;
             sides.push(Side::of(figures));

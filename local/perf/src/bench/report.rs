@@ -46,6 +46,39 @@ pub fn headline(report: &BenchReport) -> String {
             py.peak_rss_mib,
         ));
     }
+    for point in report.power.points.iter().filter(|p| p.memory_mb == 128) {
+        for c in &point.paths {
+            out.push_str(&format!(
+                "- **{} at {} MB of Lambda CPU** ({:.1} ms per 100 ms, section 5): Rust cold start **{:.1}x faster** than Python ({:.0} vs {:.0} ms), warm p50 **{:.1}x** ({:.2} vs {:.2} ms), warm p99 **{:.1}x** ({:.2} vs {:.2} ms).\n",
+                c.path,
+                point.memory_mb,
+                point.quota_ms,
+                ratio(c.python.cold_ms.p50, c.rust.cold_ms.p50),
+                c.rust.cold_ms.p50,
+                c.python.cold_ms.p50,
+                ratio(c.python.warm_ms.p50, c.rust.warm_ms.p50),
+                c.rust.warm_ms.p50,
+                c.python.warm_ms.p50,
+                ratio(c.python.warm_ms.p99, c.rust.warm_ms.p99),
+                c.rust.warm_ms.p99,
+                c.python.warm_ms.p99,
+            ));
+        }
+    }
+    let tls = &report.tls;
+    for plain in &tls.peer_plain {
+        if let Some(with_tls) = tls.peer_tls.iter().find(|t| t.path == plain.path) {
+            out.push_str(&format!(
+                "- **{} cold start with TLS to DynamoDB** (section 6): Rust {:.0} ms ({:+.0} ms for the handshake), Python {:.0} ms ({:+.0} ms): Rust **{:.1}x faster**.\n",
+                plain.path,
+                with_tls.rust.cold_ms.p50,
+                with_tls.rust.cold_ms.p50 - plain.rust.cold_ms.p50,
+                with_tls.python.cold_ms.p50,
+                with_tls.python.cold_ms.p50 - plain.python.cold_ms.p50,
+                ratio(with_tls.python.cold_ms.p50, with_tls.rust.cold_ms.p50),
+            ));
+        }
+    }
     let i = &report.ingest;
     out.push_str(&format!(
         "- **ingest throughput**: the Rust handler runs at **{:.0}% of the raw BatchWriteItem ceiling** of this DynamoDB Local ({:.0} vs {:.0} events/s); the Python peer at {:.0}% ({:.0} events/s): Rust **{:.2}x** Python, using **{:.1}x less CPU** per event ({:.2} vs {:.2} CPU ms per 100-event batch).\n",
@@ -222,10 +255,27 @@ Settings: {} measured calls per pattern after {} unmeasured; {} cold starts per 
         .flat_map(|b| b.peak_rss_kib.iter().map(|k| *k as f64 / 1024.0))
         .collect();
     out.push_str(&format!(
-        "\nThe Rust bootstraps' peak RSS ranges {:.1}-{:.1} MiB across all four functions (section 3); the functions are configured with 128 MB (daily-analytics 512 MB).\n\n",
+        "\nThe Rust bootstraps' peak RSS ranges {:.1}-{:.1} MiB across all four functions (section 3).\n\n",
         quantile(&rss, 0.0),
         quantile(&rss, 1.0)
     ));
+
+    out.push_str("## 5. Power tuning: Lambda-sized CPU\n\n");
+    out.push_str(&format!(
+        "Sections 3 and 4 let each process use this machine's cores. Lambda gives a function CPU in proportion to its memory (one vCPU at 1,769 MB) and runs its Init phase with more. So here each process (Rust bootstrap and Python peer alike) starts unthrottled and, from its first `/next` poll of the Runtime API, runs in a cgroup of its own whose CFS quota is memory / 1,769 MB of one CPU per {} ms period (`fleet_testkit::cpu_quota`; only the processes the benchmark starts are moved, and their groups are removed afterwards). {} cold starts per size, path and implementation, each followed by {} warm invocations, on the reference dataset as in section 4. Cost per million requests: Lambda's arm64 price ($0.20 per million requests and $0.0000133334 per GB-second), billed in whole milliseconds of the warm p50.\n\n",
+        super::power::PERIOD.as_millis(),
+        s.power_runs,
+        s.warm_invocations
+    ));
+    out.push_str(&super::power::markdown(&report.power));
+
+    out.push_str("\n## 6. TLS on the first call\n\n");
+    out.push_str(&format!(
+        "DynamoDB Local speaks plain HTTP; on AWS a function's first DynamoDB request pays a TLS handshake. Here the same cold starts run twice, back to back: against DynamoDB Local directly, and through a local TLS endpoint in front of it (`fleet_testkit::tls_endpoint`: a throwaway CA and a certificate for 127.0.0.1/localhost; the processes trust it only through standard configuration, `SSL_CERT_FILE` for the Rust SDK's `rustls-native-certs` and `AWS_CA_BUNDLE` for botocore). {} cold starts each, unthrottled (section 5 gives the CPU of each memory size).\n\n",
+        s.power_runs
+    ));
+    out.push_str(&super::tls::markdown(&report.tls));
+    out.push('\n');
     out.push_str(KEPT_MARKER);
     out.push('\n');
     match previous.split_once(KEPT_MARKER) {
@@ -264,6 +314,17 @@ mod tests {
             },
             bootstraps: Vec::new(),
             peer: Vec::new(),
+            power: super::super::power::PowerTuning {
+                points: Vec::new(),
+                short_period: Vec::new(),
+                skipped: Some("not measured in this test".into()),
+            },
+            tls: super::super::tls::TlsFigures {
+                plain: Vec::new(),
+                tls: Vec::new(),
+                peer_plain: Vec::new(),
+                peer_tls: Vec::new(),
+            },
         }
     }
 
