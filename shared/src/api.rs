@@ -4,7 +4,7 @@
 use std::future::Future;
 use std::time::Instant;
 
-use lambda_http::http::{header, HeaderValue, StatusCode};
+use lambda_http::http::{header, HeaderMap, HeaderValue, StatusCode};
 use lambda_http::request::RequestContext;
 use lambda_http::{Body, Request, RequestExt, Response};
 use serde::de::DeserializeOwned;
@@ -239,8 +239,12 @@ pub const ADMIN_GROUP: &str = "admin";
 impl Caller {
     /// The caller of `req`, or 401 when the request carries no usable `sub` claim.
     pub fn from_request(req: &Request) -> Result<Self, ApiError> {
-        let claims = req
-            .request_context_ref()
+        Self::from_context(req.request_context_ref())
+    }
+
+    /// The caller named by an API Gateway request context, or 401.
+    pub fn from_context(context: Option<&RequestContext>) -> Result<Self, ApiError> {
+        let claims = context
             .and_then(RequestContext::authorizer)
             .and_then(|a| a.jwt.as_ref())
             .map(|jwt| &jwt.claims)
@@ -320,12 +324,20 @@ pub fn is_json_media_type(value: &str) -> bool {
 /// naming the field for malformed or unexpected content (including JSON nested deeper than
 /// serde_json's recursion limit of 128).
 pub fn json_body<T: DeserializeOwned>(req: &Request, max_bytes: usize) -> Result<T, ApiError> {
-    if let Some(declared) = req.headers().get(header::CONTENT_TYPE) {
+    json_bytes(req.headers(), req.body().as_ref(), max_bytes)
+}
+
+/// [`json_body`] from a request's headers and body bytes (what a Router's handler extracts).
+pub fn json_bytes<T: DeserializeOwned>(
+    headers: &HeaderMap,
+    bytes: &[u8],
+    max_bytes: usize,
+) -> Result<T, ApiError> {
+    if let Some(declared) = headers.get(header::CONTENT_TYPE) {
         if !declared.to_str().is_ok_and(is_json_media_type) {
             return Err(ApiError::unsupported_media_type());
         }
     }
-    let bytes: &[u8] = req.body().as_ref();
     if bytes.len() > max_bytes {
         return Err(ApiError::too_large(max_bytes));
     }
