@@ -284,26 +284,13 @@ fn parse_groups(raw: &str) -> Vec<String> {
 
 /// The API Gateway route key (`PATCH /me/devices/{deviceId}`), or method and path when the
 /// event carries none.
-pub fn route_key(req: &Request) -> String {
+pub fn route_key<B>(req: &lambda_http::http::Request<B>) -> String {
     if let Some(RequestContext::ApiGatewayV2(ctx)) = req.request_context_ref() {
         if let Some(route) = &ctx.route_key {
             return route.clone();
         }
     }
     format!("{} {}", req.method(), req.uri().path())
-}
-
-/// A path parameter, validated by `parse`.
-pub fn path_param<T>(
-    req: &Request,
-    name: &str,
-    parse: impl FnOnce(&str) -> Result<T, ValidationError>,
-) -> Result<T, ApiError> {
-    let params = req.path_parameters();
-    let raw = params
-        .first(name)
-        .ok_or_else(|| ApiError::invalid(name, "missing path parameter"))?;
-    Ok(parse(raw)?)
 }
 
 /// Whether a `Content-Type` value declares JSON (`application/json`, `application/x+json`,
@@ -320,14 +307,9 @@ pub fn is_json_media_type(value: &str) -> bool {
         || (essence.starts_with("application/") && essence.ends_with("+json"))
 }
 
-/// The JSON body as `T`: 415 when declared as another media type, 413 over `max_bytes`, 400
-/// naming the field for malformed or unexpected content (including JSON nested deeper than
-/// serde_json's recursion limit of 128).
-pub fn json_body<T: DeserializeOwned>(req: &Request, max_bytes: usize) -> Result<T, ApiError> {
-    json_bytes(req.headers(), req.body().as_ref(), max_bytes)
-}
-
-/// [`json_body`] from a request's headers and body bytes (what a Router's handler extracts).
+/// The JSON body as `T`, from a request's headers and body bytes: 415 when declared as
+/// another media type, 413 over `max_bytes`, 400 naming the field for malformed or unexpected
+/// content (including JSON nested deeper than serde_json's recursion limit of 128).
 pub fn json_bytes<T: DeserializeOwned>(
     headers: &HeaderMap,
     bytes: &[u8],

@@ -94,21 +94,7 @@ impl Service<Request> for Gateway {
 }
 
 async fn no_route(req: axum::extract::Request) -> ApiError {
-    ApiError::no_route(&route_key_of(req.extensions(), req.method(), req.uri()))
-}
-
-/// The route key API Gateway matched, or method and path without one.
-fn route_key_of(
-    extensions: &axum::http::Extensions,
-    method: &axum::http::Method,
-    uri: &Uri,
-) -> String {
-    match extensions.get::<RequestContext>() {
-        Some(RequestContext::ApiGatewayV2(ctx)) if ctx.route_key.is_some() => {
-            ctx.route_key.clone().unwrap_or_default()
-        }
-        _ => format!("{method} {}", uri.path()),
-    }
+    ApiError::no_route(&api::route_key(&req))
 }
 
 /// `req` with the path API Gateway matched: the route key's template with each `{name}` the
