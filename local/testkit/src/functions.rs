@@ -5,6 +5,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 
+use axum::Router;
 use lambda_http::{Body, Request, Response};
 use serde_json::{json, Value};
 use shared::gateway::{ApiState, Gateway};
@@ -17,14 +18,13 @@ use crate::template::Template;
 pub type Handler =
     Arc<dyn Fn(Request) -> Pin<Box<dyn Future<Output = Response<Body>> + Send>> + Send + Sync>;
 
-/// The handler for the function whose `CodeUri` is `code_uri`, or `None` for a function
-/// that has no HTTP handler yet: the function's Router, built once and served through the same
-/// [`Gateway`] as its Lambda bootstrap. The one place a new function crate is wired in.
-pub fn handler_for(code_uri: &str, table: &FleetTable) -> Option<Handler> {
+/// The Router of the function whose `CodeUri` is `code_uri`, on `table`, or `None` for a
+/// function that has no HTTP handler yet. The one place a new function crate is wired in.
+pub fn router_for(code_uri: &str, table: &FleetTable) -> Option<Router> {
     let state = ApiState {
         table: table.clone(),
     };
-    let router = match code_uri {
+    Some(match code_uri {
         "functions/device-updates" => device_updates::router(state),
         "functions/dashboard" => dashboard::router(state),
         // Settings from the environment, like the Lambda (defaults when unset).
@@ -33,8 +33,14 @@ pub fn handler_for(code_uri: &str, table: &FleetTable) -> Option<Handler> {
             IngestConfig::from_env().unwrap_or_default(),
         ))),
         _ => return None,
-    };
-    let gateway = Gateway::new(router);
+    })
+}
+
+/// The handler for the function whose `CodeUri` is `code_uri`: its Router (see
+/// [`router_for`]), built once and served through the same [`Gateway`] as its Lambda
+/// bootstrap.
+pub fn handler_for(code_uri: &str, table: &FleetTable) -> Option<Handler> {
+    let gateway = Gateway::new(router_for(code_uri, table)?);
     Some(Arc::new(move |req| {
         let gateway = gateway.clone();
         Box::pin(async move { gateway.handle(req).await })
