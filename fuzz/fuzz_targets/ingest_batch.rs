@@ -17,7 +17,7 @@ fuzz_target!(|body: &[u8]| {
         .expect("request");
     let now = Timestamp::parse_field("now", "2026-11-21T12:00:00Z").expect("now");
     let skew = Duration::from_secs(300);
-    match ingest::parse_batch(&request, now, 90, skew) {
+    match ingest::parse_batch(request.headers(), request.body().as_ref(), now, 90, skew) {
         Ok(events) => {
             assert!((1..=MAX_EVENTS_PER_BATCH).contains(&events.len()));
             let mut seen = HashSet::new();

@@ -4,7 +4,7 @@
 use std::future::Future;
 use std::time::Instant;
 
-use lambda_http::http::{header, HeaderValue, StatusCode};
+use lambda_http::http::{header, HeaderMap, HeaderValue, StatusCode};
 use lambda_http::request::RequestContext;
 use lambda_http::{Body, Request, RequestExt, Response};
 use serde::de::DeserializeOwned;
@@ -239,8 +239,12 @@ pub const ADMIN_GROUP: &str = "admin";
 impl Caller {
     /// The caller of `req`, or 401 when the request carries no usable `sub` claim.
     pub fn from_request(req: &Request) -> Result<Self, ApiError> {
-        let claims = req
-            .request_context_ref()
+        Self::from_context(req.request_context_ref())
+    }
+
+    /// The caller named by an API Gateway request context, or 401.
+    pub fn from_context(context: Option<&RequestContext>) -> Result<Self, ApiError> {
+        let claims = context
             .and_then(RequestContext::authorizer)
             .and_then(|a| a.jwt.as_ref())
             .map(|jwt| &jwt.claims)
@@ -280,26 +284,13 @@ fn parse_groups(raw: &str) -> Vec<String> {
 
 /// The API Gateway route key (`PATCH /me/devices/{deviceId}`), or method and path when the
 /// event carries none.
-pub fn route_key(req: &Request) -> String {
+pub fn route_key<B>(req: &lambda_http::http::Request<B>) -> String {
     if let Some(RequestContext::ApiGatewayV2(ctx)) = req.request_context_ref() {
         if let Some(route) = &ctx.route_key {
             return route.clone();
         }
     }
     format!("{} {}", req.method(), req.uri().path())
-}
-
-/// A path parameter, validated by `parse`.
-pub fn path_param<T>(
-    req: &Request,
-    name: &str,
-    parse: impl FnOnce(&str) -> Result<T, ValidationError>,
-) -> Result<T, ApiError> {
-    let params = req.path_parameters();
-    let raw = params
-        .first(name)
-        .ok_or_else(|| ApiError::invalid(name, "missing path parameter"))?;
-    Ok(parse(raw)?)
 }
 
 /// Whether a `Content-Type` value declares JSON (`application/json`, `application/x+json`,
@@ -316,16 +307,19 @@ pub fn is_json_media_type(value: &str) -> bool {
         || (essence.starts_with("application/") && essence.ends_with("+json"))
 }
 
-/// The JSON body as `T`: 415 when declared as another media type, 413 over `max_bytes`, 400
-/// naming the field for malformed or unexpected content (including JSON nested deeper than
-/// serde_json's recursion limit of 128).
-pub fn json_body<T: DeserializeOwned>(req: &Request, max_bytes: usize) -> Result<T, ApiError> {
-    if let Some(declared) = req.headers().get(header::CONTENT_TYPE) {
+/// The JSON body as `T`, from a request's headers and body bytes: 415 when declared as
+/// another media type, 413 over `max_bytes`, 400 naming the field for malformed or unexpected
+/// content (including JSON nested deeper than serde_json's recursion limit of 128).
+pub fn json_bytes<T: DeserializeOwned>(
+    headers: &HeaderMap,
+    bytes: &[u8],
+    max_bytes: usize,
+) -> Result<T, ApiError> {
+    if let Some(declared) = headers.get(header::CONTENT_TYPE) {
         if !declared.to_str().is_ok_and(is_json_media_type) {
             return Err(ApiError::unsupported_media_type());
         }
     }
-    let bytes: &[u8] = req.body().as_ref();
     if bytes.len() > max_bytes {
         return Err(ApiError::too_large(max_bytes));
     }

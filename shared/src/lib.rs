@@ -21,6 +21,7 @@ pub mod deadline;
 pub mod dynamo;
 pub mod entity;
 pub mod error;
+pub mod gateway;
 pub mod ids;
 pub mod items;
 pub mod keys;

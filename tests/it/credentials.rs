@@ -3,6 +3,7 @@
 //! (within the ingest registration cache window), the device and its history stay, and
 //! nobody else can rotate or revoke.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use fleet_tests::*;
@@ -15,17 +16,17 @@ const OWNER: &str = "token-owner";
 const DEVICE: &str = "thermo-1";
 
 /// A fresh Lambda's ingestion (empty caches): each call authenticates against the table.
-fn cold_ingestor(table: &FleetTable) -> Ingestor {
-    Ingestor::new(
+fn cold_ingestor(table: &FleetTable) -> Arc<Ingestor> {
+    Arc::new(Ingestor::new(
         table.clone(),
         IngestConfig {
             registration_cache: Duration::ZERO,
             ..IngestConfig::default()
         },
-    )
+    ))
 }
 
-async fn send(ingestor: &Ingestor, token: &str, id: &str) -> Answer {
+async fn send(ingestor: &Arc<Ingestor>, token: &str, id: &str) -> Answer {
     let events = json!([{"id": id, "type": "temperature", "value": 21.5, "at": ago(30)}]);
     let request = ingest_request(DEVICE, token, events);
     let (response, used) = metered(ingest::handle(ingestor, request.build())).await;
@@ -154,13 +155,13 @@ async fn a_revoked_device_keeps_its_history_and_takes_no_token_until_rotated_aga
 async fn a_warm_ingest_container_refuses_a_revoked_token_once_its_cache_window_ends() {
     let (table, token) = with_device(3600).await;
     let window = Duration::from_millis(1500);
-    let warm = Ingestor::new(
+    let warm = Arc::new(Ingestor::new(
         table.clone(),
         IngestConfig {
             registration_cache: window,
             ..IngestConfig::default()
         },
-    );
+    ));
     assert_eq!(send(&warm, &token, "e-1").await.status, 200);
     assert_eq!(revoke(&table, OWNER).await.status, 204);
     tokio::time::sleep(window + Duration::from_millis(100)).await;

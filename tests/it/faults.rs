@@ -499,13 +499,13 @@ async fn registration_races_under_faults(config: ProxyConfig, rounds: usize) {
         assert_eq!(read.status, 200, "round {round}: GET {}", read.body);
         assert_eq!(read.body["device"]["name"], owner);
         // ... its token works ...
-        let ingestor = shared::ops::ingest::Ingestor::new(
+        let ingestor = std::sync::Arc::new(shared::ops::ingest::Ingestor::new(
             faulty.clone(),
             IngestConfig {
                 retry_window: RETRY_WINDOW,
                 ..IngestConfig::default()
             },
-        );
+        ));
         let at = shared::timestamp::Timestamp::now().to_string();
         let event =
             serde_json::json!({"id": format!("r{round}"), "type": "t", "value": 1, "at": at});

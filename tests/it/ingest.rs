@@ -3,6 +3,7 @@
 //! driven by faults injected by the fault proxy in front of DynamoDB Local, and the 503
 //! contract.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use fleet_testkit::fault_proxy::{
@@ -47,7 +48,7 @@ async fn register(table: &FleetTable, owner: &str, device: &str) -> String {
     a.body["token"].as_str().unwrap().to_string()
 }
 
-async fn send(ingestor: &Ingestor, request: ApiRequest) -> Answer {
+async fn send(ingestor: &Arc<Ingestor>, request: ApiRequest) -> Answer {
     let (response, used) = metered(ingest::handle(ingestor, request.build())).await;
     answer(response, used)
 }
@@ -80,7 +81,7 @@ fn summary(device: &StoredItem) -> Value {
 #[tokio::test]
 async fn stores_events_with_their_keys_ttl_and_copies_and_updates_the_summary() {
     let (table, token) = with_device("thermo-1").await;
-    let ingestor = Ingestor::new(table.clone(), config());
+    let ingestor = Arc::new(Ingestor::new(table.clone(), config()));
     let (t1, t2, t3) = (ago(300), ago(200), ago(100));
     let a = send(
         &ingestor,
@@ -176,7 +177,7 @@ async fn stores_events_with_their_keys_ttl_and_copies_and_updates_the_summary() 
 #[tokio::test]
 async fn a_replayed_batch_stores_nothing_twice() {
     let (table, token) = with_device("thermo-1").await;
-    let ingestor = Ingestor::new(table.clone(), config());
+    let ingestor = Arc::new(Ingestor::new(table.clone(), config()));
     let body = json!([
         {"id": "e-1", "type": "temperature", "value": 20, "at": ago(60)},
         {"type": "humidity", "value": 40, "at": ago(50)},
@@ -186,7 +187,7 @@ async fn a_replayed_batch_stores_nothing_twice() {
         assert_eq!(a.status, 200, "{:?}", a.body);
     }
     // A fresh Lambda (empty caches) replaying it too.
-    let cold = Ingestor::new(table.clone(), config());
+    let cold = Arc::new(Ingestor::new(table.clone(), config()));
     assert_eq!(
         send(&cold, ingest_request("thermo-1", &token, body))
             .await
@@ -202,7 +203,7 @@ async fn a_replayed_batch_stores_nothing_twice() {
 #[tokio::test]
 async fn late_events_never_move_last_seen_back_or_replace_newer_readings() {
     let (table, token) = with_device("thermo-1").await;
-    let ingestor = Ingestor::new(table.clone(), config());
+    let ingestor = Arc::new(Ingestor::new(table.clone(), config()));
     let newest = ago(10);
     send(
         &ingestor,
@@ -249,8 +250,8 @@ async fn concurrent_batches_for_one_device_lose_no_update() {
         ..config()
     };
     let lambdas = [
-        Ingestor::new(table.clone(), patient()),
-        Ingestor::new(table.clone(), patient()),
+        Arc::new(Ingestor::new(table.clone(), patient())),
+        Arc::new(Ingestor::new(table.clone(), patient())),
     ];
     let mut calls = Vec::new();
     for i in 0..10 {
@@ -274,7 +275,7 @@ async fn concurrent_batches_for_one_device_lose_no_update() {
 async fn rejected_batches_answer_4xx_and_change_nothing() {
     let (table, token) = with_device("thermo-1").await;
     let other_token = register(&table, "user-other", "thermo-2").await;
-    let ingestor = Ingestor::new(table.clone(), config());
+    let ingestor = Arc::new(Ingestor::new(table.clone(), config()));
     let before = table_contents(&table).await;
     let good = || json!([{"type": "temperature", "value": 1, "at": ago(10)}]);
     let many: Vec<Value> = (0..101)
@@ -432,7 +433,7 @@ async fn rejected_batches_answer_4xx_and_change_nothing() {
 #[tokio::test]
 async fn a_warm_lambda_skips_the_registration_read_and_stops_a_deleted_device() {
     let (table, token) = with_device("thermo-1").await;
-    let ingestor = Ingestor::new(table.clone(), config());
+    let ingestor = Arc::new(Ingestor::new(table.clone(), config()));
     let first = send(
         &ingestor,
         ingest_request(
@@ -550,13 +551,13 @@ async fn unprocessed_items_and_throttling_are_retried_until_everything_is_stored
         ],
     )
     .await;
-    let ingestor = Ingestor::new(
+    let ingestor = Arc::new(Ingestor::new(
         faulty,
         IngestConfig {
             retry_window: Duration::from_secs(5),
             ..config()
         },
-    );
+    ));
     let events: Vec<Value> = (0..60)
         .map(|i| json!({"id": format!("e-{i}"), "type": "t", "value": i, "at": ago(100 - i)}))
         .collect();
@@ -592,7 +593,7 @@ async fn events_that_cannot_be_stored_get_a_503_naming_exactly_them() {
         vec![Aimed::hold_back(id_starts_with("lost-"), u32::MAX)],
     )
     .await;
-    let ingestor = Ingestor::new(faulty, config());
+    let ingestor = Arc::new(Ingestor::new(faulty, config()));
     let a = send(
         &ingestor,
         ingest_request(
@@ -632,13 +633,13 @@ async fn a_summary_that_cannot_be_updated_acknowledges_nothing_and_a_resend_reco
         vec![Aimed::throttle_after_applying("UpdateItem", u32::MAX)],
     )
     .await;
-    let broken = Ingestor::new(faulty, config());
+    let broken = Arc::new(Ingestor::new(faulty, config()));
     let body = json!([{"id": "e-1", "type": "t", "value": 1, "at": ago(10)}]);
     let a = send(&broken, ingest_request("thermo-1", &token, body.clone())).await;
     assert_eq!(a.status, 503, "{:?}", a.body);
     assert_eq!(a.body["accepted"], json!([]));
     assert_eq!(a.body["failed"], json!(["e-1"]));
-    let healthy = Ingestor::new(table.clone(), config());
+    let healthy = Arc::new(Ingestor::new(table.clone(), config()));
     let a = send(&healthy, ingest_request("thermo-1", &token, body)).await;
     assert_eq!(a.status, 200);
     assert_eq!(events_of(&table_contents(&table).await).len(), 1);

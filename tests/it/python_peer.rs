@@ -87,7 +87,7 @@ async fn rust_dashboard(table: &FleetTable, event: &Value) -> Answer {
 }
 
 async fn rust_ingest(table: &FleetTable, event: &Value) -> Answer {
-    let ingestor = Ingestor::new(table.clone(), IngestConfig::default());
+    let ingestor = std::sync::Arc::new(Ingestor::new(table.clone(), IngestConfig::default()));
     let (response, used) = metered(ingest::handle(&ingestor, request(event))).await;
     answer(response, used)
 }

@@ -1,179 +1,221 @@
 //! dashboard: every read route. A thin adapter: validate path and query parameters into the
 //! `shared` types, call one access-pattern operation, shape the JSON.
 
+use axum::extract::State;
+use axum::routing::get;
+use axum::Router;
 use lambda_http::http::StatusCode;
-use lambda_http::{Body, Request, RequestExt, Response};
+use lambda_http::{Body, Request, Response};
+use serde::Deserialize;
 use serde_json::{json, Value};
 
-use shared::api::{self, json_response, path_param, ApiError, Caller};
-use shared::ids::{DeviceId, EventType, Tag, UserId};
+use shared::api::{json_response, ApiError, Caller};
+use shared::gateway::{ApiState, Gateway, Operator, PathParams, QueryParams};
+use shared::ids::{DeviceId, EventType, Tag};
 use shared::items::DeviceStatus;
 use shared::ops::events::TimeRange;
 use shared::ops::{dashboard, devices, events, fleet, profile, reports, DEFAULT_LIMIT, MAX_LIMIT};
 use shared::timestamp::{Day, Timestamp};
-use shared::{FleetError, FleetTable, ValidationError};
+use shared::{FleetTable, ValidationError};
 
 /// Default time range of event listings, when `from` is not given.
 const DEFAULT_RANGE_SECONDS: i64 = 24 * 3600;
 
-/// What every request of this execution environment shares: the table client, built once by
-/// [`State::from_env`].
-pub struct State {
-    /// The table.
-    pub table: FleetTable,
+/// The function's routes: the caller's own data (`GET /me...`) and operator reads across
+/// users (`GET /admin/...`, admin group only).
+pub fn router(state: ApiState) -> Router {
+    Router::new()
+        .route("/me", get(get_profile))
+        .route("/me/dashboard", get(get_dashboard))
+        .route("/me/devices", get(device_listing))
+        .route("/me/devices/{deviceId}", get(get_device))
+        .route("/me/devices/{deviceId}/events", get(device_events))
+        .route("/me/events", get(user_events))
+        .route("/admin/events", get(events_by_type))
+        .route("/admin/devices", get(devices_by_status))
+        .route("/admin/reports/{date}", get(get_report))
+        .with_state(state.table)
 }
 
-impl State {
-    /// The table from the environment.
-    pub async fn from_env() -> Result<Self, FleetError> {
-        Ok(Self {
-            table: FleetTable::from_env().await?,
-        })
-    }
-
-    /// One API Gateway request (the Lambda bootstrap calls this).
-    pub async fn handle(&self, req: Request) -> Response<Body> {
-        handle(&self.table, req).await
-    }
-}
-
-/// Serves one API Gateway request (the Lambda handler and the local dev server both call this).
+/// Serves one API Gateway request (the local tools and the tests call this; the Lambda
+/// bootstrap serves the same [`Gateway`]).
 pub async fn handle(table: &FleetTable, req: Request) -> Response<Body> {
-    api::serve(req, |req| route(table, req)).await
+    Gateway::new(router(ApiState {
+        table: table.clone(),
+    }))
+    .handle(req)
+    .await
 }
 
-async fn route(table: &FleetTable, req: Request) -> Result<Response<Body>, ApiError> {
-    let caller = Caller::from_request(&req)?;
-    let route = api::route_key(&req);
-    let body = if route.starts_with("GET /admin/") {
-        if !caller.is_admin() {
-            return Err(ApiError::forbidden("operator routes need the admin group"));
-        }
-        operator_read(table, &route, &req).await?
-    } else {
-        user_read(table, &caller.user_id, &route, &req).await?
-    };
+type Answer = Result<Response<Body>, ApiError>;
+
+fn ok(body: Value) -> Answer {
     Ok(json_response(StatusCode::OK, &body))
 }
 
-/// The caller's own data: `GET /me...`.
-async fn user_read(
-    table: &FleetTable,
-    user: &UserId,
-    route: &str,
-    req: &Request,
-) -> Result<Value, ApiError> {
-    Ok(match route {
-        "GET /me" => {
-            let profile = profile::get_profile(table, user)
-                .await?
-                .ok_or(ApiError::not_found("profile"))?;
-            json!({ "profile": profile })
-        }
-        "GET /me/dashboard" => {
-            let d = dashboard::dashboard(table, user, param(req, "cursor").as_deref()).await?;
-            json!({ "profile": d.profile, "devices": d.devices, "cursor": d.cursor })
-        }
-        "GET /me/devices" => device_listing(table, user, req).await?,
-        "GET /me/devices/{deviceId}" => {
-            let id = path_param(req, "deviceId", |v| DeviceId::parse(v))?;
-            let device = devices::get_device(table, user, &id)
-                .await?
-                .ok_or(ApiError::not_found("device"))?;
-            json!({ "device": device })
-        }
-        "GET /me/devices/{deviceId}/events" => {
-            let id = path_param(req, "deviceId", |v| DeviceId::parse(v))?;
-            let page = events::device_events(
-                table,
-                user,
-                &id,
-                time_range(req)?,
-                limit(req)?,
-                param(req, "cursor").as_deref(),
-            )
-            .await?;
-            json!({ "events": page.items, "cursor": page.cursor })
-        }
-        "GET /me/events" => {
-            let page = events::user_events(
-                table,
-                user,
-                time_range(req)?,
-                limit(req)?,
-                param(req, "cursor").as_deref(),
-            )
-            .await?;
-            json!({ "events": page.items, "cursor": page.cursor })
-        }
-        other => return Err(ApiError::no_route(other)),
-    })
+/// The query parameters of the read routes, each validated by the route that uses it.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ReadQuery {
+    cursor: Option<String>,
+    limit: Option<String>,
+    from: Option<String>,
+    to: Option<String>,
+    tag: Option<String>,
+    #[serde(rename = "type")]
+    event_type: Option<String>,
+    status: Option<String>,
+    seen_since: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct DevicePath {
+    #[serde(rename = "deviceId")]
+    device_id: String,
+}
+
+/// `GET /me`.
+async fn get_profile(caller: Caller, State(table): State<FleetTable>) -> Answer {
+    let profile = profile::get_profile(&table, &caller.user_id)
+        .await?
+        .ok_or(ApiError::not_found("profile"))?;
+    ok(json!({ "profile": profile }))
+}
+
+/// `GET /me/dashboard`.
+async fn get_dashboard(
+    caller: Caller,
+    State(table): State<FleetTable>,
+    QueryParams(q): QueryParams<ReadQuery>,
+) -> Answer {
+    let d = dashboard::dashboard(&table, &caller.user_id, q.cursor.as_deref()).await?;
+    ok(json!({ "profile": d.profile, "devices": d.devices, "cursor": d.cursor }))
 }
 
 /// `GET /me/devices`: all the caller's devices (AP-02), or those with `tag` (AP-12).
 async fn device_listing(
-    table: &FleetTable,
-    user: &UserId,
-    req: &Request,
-) -> Result<Value, ApiError> {
-    let limit = limit(req)?;
-    let cursor = param(req, "cursor");
-    let page = match param(req, "tag") {
+    caller: Caller,
+    State(table): State<FleetTable>,
+    QueryParams(q): QueryParams<ReadQuery>,
+) -> Answer {
+    let limit = limit(&q)?;
+    let cursor = q.cursor.as_deref();
+    match q.tag {
         Some(tag) => {
             let tag = Tag::parse_field("tag", tag)?;
             let page =
-                dashboard::devices_with_tag(table, user, &tag, limit, cursor.as_deref()).await?;
-            json!({ "devices": page.items, "cursor": page.cursor })
+                dashboard::devices_with_tag(&table, &caller.user_id, &tag, limit, cursor).await?;
+            ok(json!({ "devices": page.items, "cursor": page.cursor }))
         }
         None => {
-            let page = dashboard::list_devices(table, user, limit, cursor.as_deref()).await?;
-            json!({ "devices": page.items, "cursor": page.cursor })
+            let page = dashboard::list_devices(&table, &caller.user_id, limit, cursor).await?;
+            ok(json!({ "devices": page.items, "cursor": page.cursor }))
         }
+    }
+}
+
+/// `GET /me/devices/{deviceId}`.
+async fn get_device(
+    caller: Caller,
+    State(table): State<FleetTable>,
+    PathParams(path): PathParams<DevicePath>,
+) -> Answer {
+    let id = DeviceId::parse(path.device_id)?;
+    let device = devices::get_device(&table, &caller.user_id, &id)
+        .await?
+        .ok_or(ApiError::not_found("device"))?;
+    ok(json!({ "device": device }))
+}
+
+/// `GET /me/devices/{deviceId}/events`.
+async fn device_events(
+    caller: Caller,
+    State(table): State<FleetTable>,
+    PathParams(path): PathParams<DevicePath>,
+    QueryParams(q): QueryParams<ReadQuery>,
+) -> Answer {
+    let id = DeviceId::parse(path.device_id)?;
+    let range = time_range(&q)?;
+    let page = events::device_events(
+        &table,
+        &caller.user_id,
+        &id,
+        range,
+        limit(&q)?,
+        q.cursor.as_deref(),
+    )
+    .await?;
+    ok(json!({ "events": page.items, "cursor": page.cursor }))
+}
+
+/// `GET /me/events`.
+async fn user_events(
+    caller: Caller,
+    State(table): State<FleetTable>,
+    QueryParams(q): QueryParams<ReadQuery>,
+) -> Answer {
+    let range = time_range(&q)?;
+    let page = events::user_events(
+        &table,
+        &caller.user_id,
+        range,
+        limit(&q)?,
+        q.cursor.as_deref(),
+    )
+    .await?;
+    ok(json!({ "events": page.items, "cursor": page.cursor }))
+}
+
+/// `GET /admin/events?type=`.
+async fn events_by_type(
+    _: Operator,
+    State(table): State<FleetTable>,
+    QueryParams(q): QueryParams<ReadQuery>,
+) -> Answer {
+    let event_type = EventType::parse_field("type", required("type", q.event_type.clone())?)?;
+    let list = events::events_by_type(&table, &event_type, time_range(&q)?, limit(&q)?).await?;
+    ok(json!({ "events": list }))
+}
+
+/// `GET /admin/devices?status=`.
+async fn devices_by_status(
+    _: Operator,
+    State(table): State<FleetTable>,
+    QueryParams(q): QueryParams<ReadQuery>,
+) -> Answer {
+    let status = DeviceStatus::parse_field("status", &required("status", q.status.clone())?)?;
+    let since = match &q.seen_since {
+        Some(t) => Timestamp::parse_field("seenSince", t)?,
+        None => Timestamp::now().plus_seconds(-DEFAULT_RANGE_SECONDS),
     };
-    Ok(page)
+    let list = fleet::devices_by_status(&table, status, since, limit(&q)?).await?;
+    ok(json!({ "devices": list }))
 }
 
-/// Operator reads across users: `GET /admin/...` (the caller is in the admin group).
-async fn operator_read(table: &FleetTable, route: &str, req: &Request) -> Result<Value, ApiError> {
-    Ok(match route {
-        "GET /admin/events" => {
-            let event_type = EventType::parse_field("type", required(req, "type")?)?;
-            let list =
-                events::events_by_type(table, &event_type, time_range(req)?, limit(req)?).await?;
-            json!({ "events": list })
-        }
-        "GET /admin/devices" => {
-            let status = DeviceStatus::parse_field("status", &required(req, "status")?)?;
-            let since = match param(req, "seenSince") {
-                Some(t) => Timestamp::parse_field("seenSince", &t)?,
-                None => Timestamp::now().plus_seconds(-DEFAULT_RANGE_SECONDS),
-            };
-            let list = fleet::devices_by_status(table, status, since, limit(req)?).await?;
-            json!({ "devices": list })
-        }
-        "GET /admin/reports/{date}" => {
-            let day = path_param(req, "date", |v| Day::parse_field("date", v))?;
-            let report = reports::get_report(table, &day)
-                .await?
-                .ok_or(ApiError::not_found("report"))?;
-            json!(report)
-        }
-        other => return Err(ApiError::no_route(other)),
-    })
+#[derive(Deserialize)]
+struct ReportPath {
+    date: String,
 }
 
-fn param(req: &Request, name: &str) -> Option<String> {
-    req.query_string_parameters_ref()
-        .and_then(|q| q.first(name))
-        .map(str::to_string)
+/// `GET /admin/reports/{date}`.
+async fn get_report(
+    _: Operator,
+    State(table): State<FleetTable>,
+    PathParams(path): PathParams<ReportPath>,
+) -> Answer {
+    let day = Day::parse_field("date", &path.date)?;
+    let report = reports::get_report(&table, &day)
+        .await?
+        .ok_or(ApiError::not_found("report"))?;
+    ok(json!(report))
 }
 
-fn required(req: &Request, name: &str) -> Result<String, ValidationError> {
-    param(req, name).ok_or_else(|| ValidationError::new(name, "is required"))
+fn required(name: &str, value: Option<String>) -> Result<String, ValidationError> {
+    value.ok_or_else(|| ValidationError::new(name, "is required"))
 }
 
-fn limit(req: &Request) -> Result<u32, ValidationError> {
-    match param(req, "limit") {
+fn limit(q: &ReadQuery) -> Result<u32, ValidationError> {
+    match &q.limit {
         None => Ok(DEFAULT_LIMIT),
         Some(raw) => raw
             .parse::<u32>()
@@ -184,13 +226,13 @@ fn limit(req: &Request) -> Result<u32, ValidationError> {
 }
 
 /// `from`/`to` (RFC 3339); `to` defaults to now and `from` to a day before `to`.
-fn time_range(req: &Request) -> Result<TimeRange, ValidationError> {
-    let to = match param(req, "to") {
-        Some(t) => Timestamp::parse_field("to", &t)?,
+fn time_range(q: &ReadQuery) -> Result<TimeRange, ValidationError> {
+    let to = match &q.to {
+        Some(t) => Timestamp::parse_field("to", t)?,
         None => Timestamp::now(),
     };
-    let from = match param(req, "from") {
-        Some(f) => Timestamp::parse_field("from", &f)?,
+    let from = match &q.from {
+        Some(f) => Timestamp::parse_field("from", f)?,
         None => to.plus_seconds(-DEFAULT_RANGE_SECONDS),
     };
     TimeRange::new(from, to)

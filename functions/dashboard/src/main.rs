@@ -1,15 +1,11 @@
-//! The `dashboard` Lambda bootstrap: logging, the state built once, the runtime loop.
+//! The `dashboard` Lambda bootstrap: logging, the Router built once, the runtime loop.
 
-use std::convert::Infallible;
-
-use lambda_http::{service_fn, Error, Request};
+use lambda_http::Error;
+use shared::gateway::{ApiState, Gateway};
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
     shared::telemetry::init_json_logs();
-    let state = &dashboard::State::from_env().await?;
-    lambda_http::run(service_fn(move |req: Request| async move {
-        Ok::<_, Infallible>(state.handle(req).await)
-    }))
-    .await
+    let router = dashboard::router(ApiState::from_env().await?);
+    lambda_http::run(Gateway::new(router)).await
 }

@@ -4,56 +4,56 @@
 //! A thin adapter: each route validates its input into the `shared` types, calls one
 //! access-pattern operation, and maps the result to a response.
 
-use lambda_http::http::{header, HeaderValue, StatusCode};
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::routing::{patch, post, put};
+use axum::Router;
+use lambda_http::http::{header, HeaderMap, HeaderValue, StatusCode};
 use lambda_http::{Body, Request, Response};
 use serde::Deserialize;
 use serde_json::json;
 
-use shared::api::{self, json_body, json_response, path_param, ApiError, Caller, MAX_BODY_BYTES};
+use shared::api::{self, json_bytes, json_response, ApiError, Caller, MAX_BODY_BYTES};
+use shared::gateway::{ApiState, Gateway, PathParams};
 use shared::ids::{parse_display_name, parse_tags, DeviceId, DeviceType};
 use shared::items::DeviceStatus;
 use shared::ops::credentials;
 use shared::ops::devices::{self, DevicePatch, DeviceRegistration, MAX_DEVICE_NAME};
 use shared::ops::profile::{self, ProfileUpdate, MAX_PROFILE_NAME};
-use shared::{FleetError, FleetTable};
+use shared::FleetTable;
 
-/// What every request of this execution environment shares: the table client, built once by
-/// [`State::from_env`].
-pub struct State {
-    /// The table.
-    pub table: FleetTable,
+/// The function's routes: the caller's profile and devices.
+pub fn router(state: ApiState) -> Router {
+    Router::new()
+        .route("/me", put(put_profile))
+        .route("/me/devices", post(register_device))
+        .route(
+            "/me/devices/{deviceId}",
+            patch(update_device).delete(delete_device),
+        )
+        .route(
+            "/me/devices/{deviceId}/token",
+            post(rotate_token).delete(revoke_token),
+        )
+        .with_state(state.table)
 }
 
-impl State {
-    /// The table from the environment.
-    pub async fn from_env() -> Result<Self, FleetError> {
-        Ok(Self {
-            table: FleetTable::from_env().await?,
-        })
-    }
-
-    /// One API Gateway request (the Lambda bootstrap calls this).
-    pub async fn handle(&self, req: Request) -> Response<Body> {
-        handle(&self.table, req).await
-    }
-}
-
-/// Serves one API Gateway request (the Lambda handler and the local dev server both call this).
+/// Serves one API Gateway request (the local tools and the tests call this; the Lambda
+/// bootstrap serves the same [`Gateway`]).
 pub async fn handle(table: &FleetTable, req: Request) -> Response<Body> {
-    api::serve(req, |req| route(table, req)).await
+    Gateway::new(router(ApiState {
+        table: table.clone(),
+    }))
+    .handle(req)
+    .await
 }
 
-async fn route(table: &FleetTable, req: Request) -> Result<Response<Body>, ApiError> {
-    let caller = Caller::from_request(&req)?;
-    match api::route_key(&req).as_str() {
-        "PUT /me" => put_profile(table, &caller, &req).await,
-        "POST /me/devices" => register_device(table, &caller, &req).await,
-        "PATCH /me/devices/{deviceId}" => update_device(table, &caller, &req).await,
-        "DELETE /me/devices/{deviceId}" => delete_device(table, &caller, &req).await,
-        "POST /me/devices/{deviceId}/token" => rotate_token(table, &caller, &req).await,
-        "DELETE /me/devices/{deviceId}/token" => revoke_token(table, &caller, &req).await,
-        other => Err(ApiError::no_route(other)),
-    }
+type Answer = Result<Response<Body>, ApiError>;
+
+#[derive(Deserialize)]
+struct DevicePath {
+    #[serde(rename = "deviceId")]
+    device_id: String,
 }
 
 #[derive(Deserialize)]
@@ -62,17 +62,19 @@ struct ProfileBody {
     name: String,
 }
 
+/// `PUT /me`.
 async fn put_profile(
-    table: &FleetTable,
-    caller: &Caller,
-    req: &Request,
-) -> Result<Response<Body>, ApiError> {
-    let body: ProfileBody = json_body(req, MAX_BODY_BYTES)?;
+    caller: Caller,
+    State(table): State<FleetTable>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Answer {
+    let body: ProfileBody = json_bytes(&headers, &body, MAX_BODY_BYTES)?;
     let update = ProfileUpdate {
         name: parse_display_name("name", &body.name, MAX_PROFILE_NAME)?,
         email: caller.email.clone(),
     };
-    let profile = profile::upsert_profile(table, &caller.user_id, update).await?;
+    let profile = profile::upsert_profile(&table, &caller.user_id, update).await?;
     Ok(json_response(
         StatusCode::OK,
         &json!({ "profile": profile }),
@@ -90,19 +92,21 @@ struct RegisterDeviceBody {
     tags: Vec<String>,
 }
 
+/// `POST /me/devices`.
 async fn register_device(
-    table: &FleetTable,
-    caller: &Caller,
-    req: &Request,
-) -> Result<Response<Body>, ApiError> {
-    let body: RegisterDeviceBody = json_body(req, MAX_BODY_BYTES)?;
+    caller: Caller,
+    State(table): State<FleetTable>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Answer {
+    let body: RegisterDeviceBody = json_bytes(&headers, &body, MAX_BODY_BYTES)?;
     let registration = DeviceRegistration {
         device_id: DeviceId::parse(body.device_id)?,
         name: parse_display_name("name", &body.name, MAX_DEVICE_NAME)?,
         device_type: DeviceType::parse(body.device_type)?,
         tags: parse_tags(body.tags)?,
     };
-    let registered = devices::register_device(table, &caller.user_id, registration).await?;
+    let registered = devices::register_device(&table, &caller.user_id, registration).await?;
     let location = format!("/me/devices/{}", registered.device.device_id);
     let mut response = json_response(
         StatusCode::CREATED,
@@ -123,14 +127,17 @@ struct PatchDeviceBody {
     tags: Option<Vec<String>>,
 }
 
+/// `PATCH /me/devices/{deviceId}`.
 async fn update_device(
-    table: &FleetTable,
-    caller: &Caller,
-    req: &Request,
-) -> Result<Response<Body>, ApiError> {
-    let device_id = path_param(req, "deviceId", |v| DeviceId::parse(v))?;
-    let expected_version = if_match_version(req)?;
-    let body: PatchDeviceBody = json_body(req, MAX_BODY_BYTES)?;
+    caller: Caller,
+    State(table): State<FleetTable>,
+    PathParams(path): PathParams<DevicePath>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Answer {
+    let device_id = DeviceId::parse(path.device_id)?;
+    let expected_version = if_match_version(&headers)?;
+    let body: PatchDeviceBody = json_bytes(&headers, &body, MAX_BODY_BYTES)?;
     let patch = DevicePatch {
         status: body
             .status
@@ -143,47 +150,50 @@ async fn update_device(
         tags: body.tags.map(parse_tags).transpose()?,
     };
     let device =
-        devices::update_device(table, &caller.user_id, &device_id, expected_version, patch).await?;
+        devices::update_device(&table, &caller.user_id, &device_id, expected_version, patch)
+            .await?;
     let version = device.version;
     let mut response = json_response(StatusCode::OK, &json!({ "device": device }));
     insert_etag(&mut response, version);
     Ok(response)
 }
 
+/// `DELETE /me/devices/{deviceId}`.
 async fn delete_device(
-    table: &FleetTable,
-    caller: &Caller,
-    req: &Request,
-) -> Result<Response<Body>, ApiError> {
-    let device_id = path_param(req, "deviceId", |v| DeviceId::parse(v))?;
-    devices::delete_device(table, &caller.user_id, &device_id).await?;
+    caller: Caller,
+    State(table): State<FleetTable>,
+    PathParams(path): PathParams<DevicePath>,
+) -> Answer {
+    let device_id = DeviceId::parse(path.device_id)?;
+    devices::delete_device(&table, &caller.user_id, &device_id).await?;
     Ok(api::empty_response(StatusCode::NO_CONTENT))
 }
 
+/// `POST /me/devices/{deviceId}/token`.
 async fn rotate_token(
-    table: &FleetTable,
-    caller: &Caller,
-    req: &Request,
-) -> Result<Response<Body>, ApiError> {
-    let device_id = path_param(req, "deviceId", |v| DeviceId::parse(v))?;
-    let rotated = credentials::rotate_token(table, &caller.user_id, &device_id).await?;
+    caller: Caller,
+    State(table): State<FleetTable>,
+    PathParams(path): PathParams<DevicePath>,
+) -> Answer {
+    let device_id = DeviceId::parse(path.device_id)?;
+    let rotated = credentials::rotate_token(&table, &caller.user_id, &device_id).await?;
     Ok(json_response(StatusCode::OK, &rotated))
 }
 
+/// `DELETE /me/devices/{deviceId}/token`.
 async fn revoke_token(
-    table: &FleetTable,
-    caller: &Caller,
-    req: &Request,
-) -> Result<Response<Body>, ApiError> {
-    let device_id = path_param(req, "deviceId", |v| DeviceId::parse(v))?;
-    credentials::revoke_token(table, &caller.user_id, &device_id).await?;
+    caller: Caller,
+    State(table): State<FleetTable>,
+    PathParams(path): PathParams<DevicePath>,
+) -> Answer {
+    let device_id = DeviceId::parse(path.device_id)?;
+    credentials::revoke_token(&table, &caller.user_id, &device_id).await?;
     Ok(api::empty_response(StatusCode::NO_CONTENT))
 }
 
 /// The version in `If-Match`: `2`, `"2"` or `W/"2"`. Missing is a 428, anything else a 400.
-fn if_match_version(req: &Request) -> Result<u64, ApiError> {
-    let raw = req
-        .headers()
+fn if_match_version(headers: &HeaderMap) -> Result<u64, ApiError> {
+    let raw = headers
         .get(header::IF_MATCH)
         .ok_or_else(ApiError::precondition_required)?;
     // Exactly `N`, `"N"` or `W/"N"` (docs/openapi.yaml's pattern), nothing looser.

@@ -4,15 +4,21 @@
 //! `shared::ops::ingest`, and answer 200 only when every event is stored; otherwise 503 with
 //! exactly which ids to resend.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use lambda_http::http::{header, StatusCode};
-use lambda_http::{Body, Request, RequestExt, Response};
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::routing::post;
+use axum::{Extension, Router};
+use lambda_http::http::{header, HeaderMap, StatusCode};
+use lambda_http::{Body, Context, Request, Response};
 use serde::Deserialize;
 use serde_json::json;
 
-use shared::api::{self, json_body, json_response, path_param, ApiError};
+use shared::api::{json_bytes, json_response, ApiError};
 use shared::deadline::Deadline;
+use shared::gateway::{Gateway, PathParams};
 use shared::ids::DeviceId;
 use shared::ops::ingest::{validate_batch, IngestConfig, Ingestor, NewEvent, SubmittedEvent};
 use shared::table::RETRY_AFTER_SECONDS;
@@ -30,37 +36,23 @@ const ANSWER_MARGIN: Duration = Duration::from_millis(500);
 pub const TIMEOUT: Duration = Duration::from_secs(10);
 
 /// What every request of this execution environment shares: the table client and the warm
-/// registration and device summary caches, built once by [`State::from_env`].
-pub struct State {
-    /// The ingestor with its caches.
-    pub ingestor: Ingestor,
+/// registration and device summary caches, built once.
+pub async fn ingestor_from_env() -> Result<Arc<Ingestor>, FleetError> {
+    let table = FleetTable::from_env().await?;
+    Ok(Arc::new(Ingestor::new(table, IngestConfig::from_env()?)))
 }
 
-impl State {
-    /// The table and the ingest settings from the environment.
-    pub async fn from_env() -> Result<Self, FleetError> {
-        let table = FleetTable::from_env().await?;
-        Ok(Self {
-            ingestor: Ingestor::new(table, IngestConfig::from_env()?),
-        })
-    }
-
-    /// One API Gateway request (the Lambda bootstrap calls this).
-    pub async fn handle(&self, req: Request) -> Response<Body> {
-        handle(&self.ingestor, req).await
-    }
+/// The function's one route.
+pub fn router(ingestor: Arc<Ingestor>) -> Router {
+    Router::new()
+        .route("/devices/{deviceId}/events", post(ingest_events))
+        .with_state(ingestor)
 }
 
-/// Serves one API Gateway request (the Lambda handler and the local dev server both call this).
-pub async fn handle(ingestor: &Ingestor, req: Request) -> Response<Body> {
-    api::serve(req, |req| route(ingestor, req)).await
-}
-
-async fn route(ingestor: &Ingestor, req: Request) -> Result<Response<Body>, ApiError> {
-    match api::route_key(&req).as_str() {
-        "POST /devices/{deviceId}/events" => ingest_events(ingestor, &req).await,
-        other => Err(ApiError::no_route(other)),
-    }
+/// Serves one API Gateway request (the local tools and the tests call this; the Lambda
+/// bootstrap serves the same [`Gateway`]).
+pub async fn handle(ingestor: &Arc<Ingestor>, req: Request) -> Response<Body> {
+    Gateway::new(router(ingestor.clone())).handle(req).await
 }
 
 #[derive(Deserialize)]
@@ -69,18 +61,36 @@ struct IngestBody {
     events: Vec<SubmittedEvent>,
 }
 
-async fn ingest_events(ingestor: &Ingestor, req: &Request) -> Result<Response<Body>, ApiError> {
-    let device = path_param(req, "deviceId", |v| DeviceId::parse(v))?;
-    let token = bearer_token(req).ok_or(FleetError::Unauthorized)?;
+#[derive(Deserialize)]
+struct DevicePath {
+    #[serde(rename = "deviceId")]
+    device_id: String,
+}
+
+/// `POST /devices/{deviceId}/events` (AP-14).
+async fn ingest_events(
+    State(ingestor): State<Arc<Ingestor>>,
+    PathParams(path): PathParams<DevicePath>,
+    lambda: Option<Extension<Context>>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Response<Body>, ApiError> {
+    let device = DeviceId::parse(path.device_id)?;
+    let token = bearer_token(&headers).ok_or(FleetError::Unauthorized)?;
     let registration = ingestor.authenticate(&device, token).await?;
     let events = parse_batch(
-        req,
+        &headers,
+        &body,
         Timestamp::now(),
         ingestor.table().config.retention_days,
         ingestor.config().max_clock_skew,
     )?;
     let outcome = ingestor
-        .ingest(&registration, events, deadline(req))
+        .ingest(
+            &registration,
+            events,
+            deadline(lambda.map(|Extension(ctx)| ctx)),
+        )
         .await?;
     if outcome.failed.is_empty() {
         return Ok(json_response(
@@ -105,17 +115,18 @@ async fn ingest_events(ingestor: &Ingestor, req: &Request) -> Result<Response<Bo
     Ok(response)
 }
 
-/// The request's batch, validated: a JSON body of at most [`MAX_INGEST_BODY_BYTES`] holding
+/// The request's batch, validated: a JSON body (with its headers) of at most [`MAX_INGEST_BODY_BYTES`] holding
 /// 1 to 100 events, each checked against `now`, the retention window and the allowed clock
 /// skew. Everything wrong is a 4xx naming the field. (Also the entry point of the
 /// `ingest_batch` fuzz target in `fuzz/`.)
 pub fn parse_batch(
-    req: &Request,
+    headers: &HeaderMap,
+    body: &[u8],
     now: Timestamp,
     retention_days: u32,
     max_clock_skew: Duration,
 ) -> Result<Vec<NewEvent>, ApiError> {
-    let body: IngestBody = json_body(req, MAX_INGEST_BODY_BYTES)?;
+    let body: IngestBody = json_bytes(headers, body, MAX_INGEST_BODY_BYTES)?;
     Ok(validate_batch(
         body.events,
         now,
@@ -124,8 +135,8 @@ pub fn parse_batch(
     )?)
 }
 
-fn bearer_token(req: &Request) -> Option<&str> {
-    let value = req.headers().get(header::AUTHORIZATION)?.to_str().ok()?;
+fn bearer_token(headers: &HeaderMap) -> Option<&str> {
+    let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
     let (scheme, token) = value.split_once(' ')?;
     let token = token.trim();
     (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then_some(token)
@@ -134,8 +145,8 @@ fn bearer_token(req: &Request) -> Option<&str> {
 /// When retrying must stop: the Lambda's deadline (one rule for every function,
 /// [`Deadline::from_lambda`]) less a margin to answer; outside Lambda (no context), the
 /// ingestor's own retry window applies.
-fn deadline(req: &Request) -> Instant {
-    req.lambda_context_ref()
+fn deadline(lambda: Option<Context>) -> Instant {
+    lambda
         .map(|ctx| Deadline::from_lambda(ctx.deadline(), TIMEOUT).less(ANSWER_MARGIN))
         .unwrap_or_else(|| Instant::now() + Duration::from_secs(3600))
 }

@@ -1,15 +1,11 @@
-//! The `ingest` Lambda bootstrap: logging, the state built once, the runtime loop.
+//! The `ingest` Lambda bootstrap: logging, the Router built once, the runtime loop.
 
-use std::convert::Infallible;
-
-use lambda_http::{service_fn, Error, Request};
+use lambda_http::Error;
+use shared::gateway::Gateway;
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
     shared::telemetry::init_json_logs();
-    let state = &ingest::State::from_env().await?;
-    lambda_http::run(service_fn(move |req: Request| async move {
-        Ok::<_, Infallible>(state.handle(req).await)
-    }))
-    .await
+    let router = ingest::router(ingest::ingestor_from_env().await?);
+    lambda_http::run(Gateway::new(router)).await
 }

@@ -1,26 +1,29 @@
-//! The local HTTP API: routes read from `template.yaml`, each request turned into the API
-//! Gateway HTTP API (payload 2.0) event the function would receive, and handled by the same
-//! handler code. A stand-in for the JWT authorizer admits tokens it issued itself; it lives in
+//! The local HTTP API, one axum server: API Gateway's part as two layers (the routes of
+//! `template.yaml` with their limits and route keys, then a stand-in for the JWT authorizer),
+//! and behind them the functions' own Routers merged, served through the same [`Gateway`] as
+//! the Lambdas. Each request reaches them as the API Gateway HTTP API (payload 2.0) event the
+//! function would receive. The stand-in authorizer admits tokens it issued itself; it lives in
 //! this crate, which no Lambda depends on, so it can never ship.
 
-use std::collections::HashMap;
-use std::convert::Infallible;
+use std::collections::{BTreeSet, HashMap};
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 
+use axum::body::{Body, Bytes};
+use axum::extract::{ConnectInfo, Request, State};
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::middleware::{self, Next};
+use axum::response::Response;
+use axum::Router;
 use base64::Engine as _;
-use http_body_util::{BodyExt, Full, Limited};
-use hyper::body::{Bytes, Incoming};
-use hyper::service::service_fn;
-use hyper::{Request, Response, StatusCode};
-use hyper_util::rt::TokioIo;
 use serde_json::{json, Value};
+use shared::gateway::Gateway;
 use shared::FleetTable;
 use tokio::net::TcpListener;
 
-use fleet_testkit::functions::{handler_for, Handler};
+use fleet_testkit::functions::router_for;
 use fleet_testkit::template::{HttpRoute, Template};
 
 /// API Gateway's payload limit.
@@ -83,24 +86,43 @@ fn time_now_seconds() -> i64 {
         .unwrap_or(0)
 }
 
-/// The dev server's routing table and authorizer.
+/// The dev server: the template's routes, the stand-in authorizer and the functions' Routers.
 pub struct DevServer {
-    routes: Vec<(HttpRoute, Option<Handler>)>,
+    routes: Vec<HttpRoute>,
+    /// The `CodeUri`s that have a Router; a template route of another function is a 501.
+    served: BTreeSet<String>,
+    functions: Gateway,
     /// The stand-in JWT authorizer.
     pub authorizer: LocalAuthorizer,
     request_counter: AtomicU64,
 }
 
+/// The template route a request matched, with its decoded path parameters (what API Gateway
+/// knows after routing).
+#[derive(Clone)]
+struct MatchedRoute {
+    route: HttpRoute,
+    params: Claims,
+}
+
 impl DevServer {
-    /// Routes every HttpApi route of `template` to its function's handler on `table`.
+    /// Serves every HttpApi route of `template` with its function's Router on `table`.
     pub fn new(template: &Template, table: &FleetTable) -> Self {
-        let routes = template
-            .routes
-            .iter()
-            .map(|r| (r.clone(), handler_for(&r.code_uri, table)))
-            .collect();
+        let mut served = BTreeSet::new();
+        let mut functions = Router::new();
+        for route in &template.routes {
+            if served.contains(&route.code_uri) {
+                continue;
+            }
+            if let Some(router) = router_for(&route.code_uri, table) {
+                functions = functions.merge(router);
+                served.insert(route.code_uri.clone());
+            }
+        }
         Self {
-            routes,
+            routes: template.routes.clone(),
+            served,
+            functions: Gateway::new(functions),
             authorizer: LocalAuthorizer::default(),
             request_counter: AtomicU64::new(0),
         }
@@ -108,82 +130,135 @@ impl DevServer {
 
     /// The routes served, for the start-up banner.
     pub fn routes(&self) -> impl Iterator<Item = &HttpRoute> {
-        self.routes.iter().map(|(r, _)| r)
+        self.routes.iter()
     }
 
-    fn find(&self, method: &str, path: &str) -> Option<(&HttpRoute, &Option<Handler>, Claims)> {
+    fn find(&self, method: &str, path: &str) -> Option<MatchedRoute> {
         // Exact paths win over templated ones, as in API Gateway.
-        let mut best: Option<(usize, &HttpRoute, &Option<Handler>, Claims)> = None;
-        for (route, handler) in &self.routes {
+        let mut best: Option<(usize, MatchedRoute)> = None;
+        for route in &self.routes {
             if route.method != method && route.method != "ANY" {
                 continue;
             }
             if let Some(params) = match_path(&route.path, path) {
                 let score = params.len();
-                if best.as_ref().is_none_or(|(s, ..)| score < *s) {
-                    best = Some((score, route, handler, params));
+                if best.as_ref().is_none_or(|(s, _)| score < *s) {
+                    let route = route.clone();
+                    best = Some((score, MatchedRoute { route, params }));
                 }
             }
         }
-        best.map(|(_, r, h, p)| (r, h, p))
+        best.map(|(_, matched)| matched)
     }
 
-    async fn handle(&self, req: Request<Incoming>, peer: SocketAddr) -> Response<Full<Bytes>> {
-        let method = req.method().as_str().to_string();
-        let path = req.uri().path().to_string();
-        let head_size = req.uri().to_string().len()
-            + req
-                .headers()
-                .iter()
-                .map(|(k, v)| k.as_str().len() + v.len())
-                .sum::<usize>();
-        if head_size > MAX_REQUEST_LINE_AND_HEADERS {
-            return gateway_message(
-                StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
-                "Request Header Fields Too Large",
-            );
-        }
-        let Some((route, handler, path_params)) = self.find(&method, &path) else {
-            return gateway_message(StatusCode::NOT_FOUND, "Not Found");
-        };
-        let claims = if route.authorized {
-            let header = req
-                .headers()
-                .get(hyper::header::AUTHORIZATION)
-                .and_then(|v| v.to_str().ok());
-            match self.authorizer.verify(header) {
-                Some(claims) => Some(claims),
-                None => return gateway_message(StatusCode::UNAUTHORIZED, "Unauthorized"),
-            }
-        } else {
-            None
-        };
-        let Some(handler) = handler else {
-            return gateway_message(
-                StatusCode::NOT_IMPLEMENTED,
-                &format!("{} has no local handler yet", route.function),
-            );
-        };
-        let (parts, body) = req.into_parts();
-        let body = match Limited::new(body, MAX_PAYLOAD_BYTES).collect().await {
-            Ok(collected) => collected.to_bytes(),
-            Err(_) => {
-                return gateway_message(StatusCode::PAYLOAD_TOO_LARGE, "Request Entity Too Large")
-            }
-        };
-        let n = self.request_counter.fetch_add(1, Ordering::Relaxed);
-        let event = api_gateway_event(route, &parts, &body, path_params, claims, peer, n);
-        let request = match lambda_http::request::from_str(&event.to_string()) {
-            Ok(r) => r,
-            Err(e) => {
-                return gateway_message(
-                    StatusCode::INTERNAL_SERVER_ERROR,
-                    &format!("event conversion failed: {e}"),
-                )
-            }
-        };
-        into_hyper(handler(request).await)
+    /// The server: API Gateway's routing, then the authorizer, then the functions.
+    pub fn app(self: Arc<Self>) -> Router {
+        Router::new()
+            .fallback(to_function)
+            .layer(middleware::from_fn_with_state(self.clone(), authorize))
+            .layer(middleware::from_fn_with_state(
+                self.clone(),
+                route_in_template,
+            ))
+            .with_state(self)
     }
+}
+
+/// API Gateway's routing: the request line and headers within limits, a route of the
+/// template, a function that has code for it.
+async fn route_in_template(
+    State(server): State<Arc<DevServer>>,
+    mut req: Request,
+    next: Next,
+) -> Response {
+    let head_size = req.uri().to_string().len()
+        + req
+            .headers()
+            .iter()
+            .map(|(k, v)| k.as_str().len() + v.len())
+            .sum::<usize>();
+    if head_size > MAX_REQUEST_LINE_AND_HEADERS {
+        return gateway_message(
+            StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+            "Request Header Fields Too Large",
+        );
+    }
+    let Some(matched) = server.find(req.method().as_str(), req.uri().path()) else {
+        return gateway_message(StatusCode::NOT_FOUND, "Not Found");
+    };
+    if !server.served.contains(&matched.route.code_uri) {
+        return gateway_message(
+            StatusCode::NOT_IMPLEMENTED,
+            &format!("{} has no local handler yet", matched.route.function),
+        );
+    }
+    req.extensions_mut().insert(matched);
+    next.run(req).await
+}
+
+/// The stand-in JWT authorizer: on a route that needs one, a token it issued, whose claims go
+/// on to the function; anything else is API Gateway's 401.
+async fn authorize(State(server): State<Arc<DevServer>>, mut req: Request, next: Next) -> Response {
+    let Some(matched) = req.extensions().get::<MatchedRoute>() else {
+        return next.run(req).await;
+    };
+    if matched.route.authorized {
+        let header = req
+            .headers()
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok());
+        match server.authorizer.verify(header) {
+            Some(claims) => {
+                req.extensions_mut().insert(VerifiedClaims(claims));
+            }
+            None => return gateway_message(StatusCode::UNAUTHORIZED, "Unauthorized"),
+        }
+    }
+    next.run(req).await
+}
+
+/// Claims the stand-in authorizer verified for this request.
+#[derive(Clone)]
+struct VerifiedClaims(Claims);
+
+/// The request as the payload 2.0 event API Gateway sends, through the functions' Routers.
+async fn to_function(
+    State(server): State<Arc<DevServer>>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    req: Request,
+) -> Response {
+    let (parts, body) = req.into_parts();
+    let Some(matched) = parts.extensions.get::<MatchedRoute>().cloned() else {
+        return gateway_message(StatusCode::NOT_FOUND, "Not Found");
+    };
+    let claims = parts
+        .extensions
+        .get::<VerifiedClaims>()
+        .map(|c| c.0.clone());
+    let Ok(body) = axum::body::to_bytes(body, MAX_PAYLOAD_BYTES).await else {
+        return gateway_message(StatusCode::PAYLOAD_TOO_LARGE, "Request Entity Too Large");
+    };
+    let n = server.request_counter.fetch_add(1, Ordering::Relaxed);
+    let event = api_gateway_event(
+        &matched.route,
+        &parts,
+        &body,
+        matched.params,
+        claims,
+        peer,
+        n,
+    );
+    let request = match lambda_http::request::from_str(&event.to_string()) {
+        Ok(r) => r,
+        Err(e) => {
+            return gateway_message(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                &format!("event conversion failed: {e}"),
+            )
+        }
+    };
+    let (parts, body) = server.functions.handle(request).await.into_parts();
+    Response::from_parts(parts, Body::from(body.to_vec()))
 }
 
 /// Matches a template path (`/me/devices/{deviceId}`, `{proxy+}`) against a request path;
@@ -223,7 +298,7 @@ fn decode(segment: &str) -> String {
 /// The API Gateway HTTP API payload 2.0 event for a request.
 fn api_gateway_event(
     route: &HttpRoute,
-    parts: &hyper::http::request::Parts,
+    parts: &axum::http::request::Parts,
     body: &Bytes,
     path_params: Claims,
     claims: Option<Claims>,
@@ -271,7 +346,7 @@ fn api_gateway_event(
             "path": parts.uri.path(),
             "protocol": "HTTP/1.1",
             "sourceIp": peer.ip().to_string(),
-            "userAgent": parts.headers.get(hyper::header::USER_AGENT).and_then(|v| v.to_str().ok()).unwrap_or(""),
+            "userAgent": parts.headers.get(header::USER_AGENT).and_then(|v| v.to_str().ok()).unwrap_or(""),
         },
         "requestId": format!("local-{now}-{n}"),
         "routeKey": route.route_key(),
@@ -303,49 +378,29 @@ fn api_gateway_event(
     event
 }
 
-fn gateway_message(status: StatusCode, message: &str) -> Response<Full<Bytes>> {
-    let mut response = Response::new(Full::new(Bytes::from(
-        json!({ "message": message }).to_string(),
-    )));
+fn gateway_message(status: StatusCode, message: &str) -> Response {
+    let mut response = Response::new(Body::from(json!({ "message": message }).to_string()));
     *response.status_mut() = status;
     response.headers_mut().insert(
-        hyper::header::CONTENT_TYPE,
-        hyper::header::HeaderValue::from_static("application/json"),
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
     );
     response
-}
-
-fn into_hyper(response: lambda_http::Response<lambda_http::Body>) -> Response<Full<Bytes>> {
-    let (parts, body) = response.into_parts();
-    let bytes = Bytes::copy_from_slice(body.as_ref());
-    Response::from_parts(parts, Full::new(bytes))
 }
 
 /// Serves `server` on `listener` until `shutdown` completes.
 pub async fn serve(
     listener: TcpListener,
     server: Arc<DevServer>,
-    shutdown: impl Future<Output = ()>,
+    shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    tokio::pin!(shutdown);
-    loop {
-        tokio::select! {
-            _ = &mut shutdown => return Ok(()),
-            accepted = listener.accept() => {
-                let (stream, peer) = accepted?;
-                let server = server.clone();
-                tokio::spawn(async move {
-                    let service = service_fn(move |req| {
-                        let server = server.clone();
-                        async move { Ok::<_, Infallible>(server.handle(req, peer).await) }
-                    });
-                    let _ = hyper::server::conn::http1::Builder::new()
-                        .serve_connection(TokioIo::new(stream), service)
-                        .await;
-                });
-            }
-        }
-    }
+    let app = server.app();
+    axum::serve(
+        listener,
+        app.into_make_service_with_connect_info::<SocketAddr>(),
+    )
+    .with_graceful_shutdown(shutdown)
+    .await
 }
 
 #[cfg(test)]

@@ -165,6 +165,8 @@ async fn send_batches(
     load: IngestLoad,
     now: Timestamp,
 ) -> SenderResult {
+    // The function's Router holds its ingestor by `Arc`.
+    let ingestor = std::sync::Arc::new(ingestor);
     let mut sent = BTreeSet::new();
     let mut acked = BTreeSet::new();
     let mut answers = BTreeMap::new();

@@ -58,7 +58,7 @@ pub async fn measure(
         .await?;
         tokens.push(registered.token.reveal().to_string());
     }
-    let ingestor = Ingestor::new(table.clone(), IngestConfig::default());
+    let ingestor = std::sync::Arc::new(Ingestor::new(table.clone(), IngestConfig::default()));
     let start = Instant::now();
     let now = Timestamp::now();
     let per_device = tokens.iter().enumerate().map(|(d, token)| {

@@ -5,8 +5,10 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 
+use axum::Router;
 use lambda_http::{Body, Request, Response};
 use serde_json::{json, Value};
+use shared::gateway::{ApiState, Gateway};
 use shared::ops::ingest::{IngestConfig, Ingestor};
 use shared::FleetTable;
 
@@ -16,30 +18,33 @@ use crate::template::Template;
 pub type Handler =
     Arc<dyn Fn(Request) -> Pin<Box<dyn Future<Output = Response<Body>> + Send>> + Send + Sync>;
 
-/// The handler for the function whose `CodeUri` is `code_uri`, or `None` for a function
-/// that has no HTTP handler yet. The one place a new function crate is wired in.
+/// The Router of the function whose `CodeUri` is `code_uri`, on `table`, or `None` for a
+/// function that has no HTTP handler yet. The one place a new function crate is wired in.
+pub fn router_for(code_uri: &str, table: &FleetTable) -> Option<Router> {
+    let state = ApiState {
+        table: table.clone(),
+    };
+    Some(match code_uri {
+        "functions/device-updates" => device_updates::router(state),
+        "functions/dashboard" => dashboard::router(state),
+        // Settings from the environment, like the Lambda (defaults when unset).
+        "functions/ingest" => ingest::router(Arc::new(Ingestor::new(
+            state.table,
+            IngestConfig::from_env().unwrap_or_default(),
+        ))),
+        _ => return None,
+    })
+}
+
+/// The handler for the function whose `CodeUri` is `code_uri`: its Router (see
+/// [`router_for`]), built once and served through the same [`Gateway`] as its Lambda
+/// bootstrap.
 pub fn handler_for(code_uri: &str, table: &FleetTable) -> Option<Handler> {
-    let table = table.clone();
-    match code_uri {
-        "functions/device-updates" => Some(Arc::new(move |req| {
-            let table = table.clone();
-            Box::pin(async move { device_updates::handle(&table, req).await })
-        })),
-        "functions/dashboard" => Some(Arc::new(move |req| {
-            let table = table.clone();
-            Box::pin(async move { dashboard::handle(&table, req).await })
-        })),
-        "functions/ingest" => {
-            // Settings from the environment, like the Lambda (defaults when unset).
-            let config = IngestConfig::from_env().unwrap_or_default();
-            let ingestor = Arc::new(Ingestor::new(table, config));
-            Some(Arc::new(move |req| {
-                let ingestor = ingestor.clone();
-                Box::pin(async move { ingest::handle(&ingestor, req).await })
-            }))
-        }
-        _ => None,
-    }
+    let gateway = Gateway::new(router_for(code_uri, table)?);
+    Some(Arc::new(move |req| {
+        let gateway = gateway.clone();
+        Box::pin(async move { gateway.handle(req).await })
+    }))
 }
 
 /// Why an event could not be invoked.

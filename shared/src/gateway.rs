@@ -1,0 +1,216 @@
+//! One function shape for the HTTP functions: an axum [`Router`] with typed extractors, served
+//! as API Gateway would serve it ([`Gateway`]): the Lambda bootstrap, the dev server and the
+//! tests all call the same Router through it.
+//!
+//! API Gateway has already routed the request: its route key and decoded path parameters are
+//! what the function must act on. The URI lambda_http builds can differ (a stage prefix such
+//! as `/prod/me`, `.`/`..` segments normalised away), so [`Gateway`] routes on the path API
+//! Gateway matched, rebuilt from the route key and the path parameters; outside API Gateway
+//! (no route key) the URI is routed as it is.
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use axum::extract::{DefaultBodyLimit, FromRequestParts, Path};
+use axum::http::request::Parts;
+use axum::Router;
+use lambda_http::http::Uri;
+use lambda_http::request::RequestContext;
+use lambda_http::{Body, Request, RequestExt, Response};
+use percent_encoding::{utf8_percent_encode, NON_ALPHANUMERIC};
+use serde::de::DeserializeOwned;
+use tower::{Service, ServiceExt};
+
+use crate::api::{self, ApiError, Caller};
+use crate::{FleetError, FleetTable};
+
+/// What every request of an API function's execution environment shares when the table is
+/// all it needs (dashboard, device-updates): built once by [`ApiState::from_env`].
+#[derive(Clone, Debug)]
+pub struct ApiState {
+    /// The table.
+    pub table: FleetTable,
+}
+
+impl ApiState {
+    /// The table from the environment.
+    pub async fn from_env() -> Result<Self, FleetError> {
+        Ok(Self {
+            table: FleetTable::from_env().await?,
+        })
+    }
+}
+
+/// A function's Router served as API Gateway serves it: routed on the route key, metered,
+/// errors in the project's contract (a route or method the function does not serve is the
+/// `no_route` 404), one JSON log line per request. `lambda_http::run` takes it as the
+/// Lambda's service.
+#[derive(Clone, Debug)]
+pub struct Gateway {
+    router: Router,
+}
+
+impl Gateway {
+    /// Serves `router` (its routes with their state already given).
+    pub fn new(router: Router) -> Self {
+        let router = router
+            .fallback(no_route)
+            .method_not_allowed_fallback(no_route)
+            // Body limits are each route's own (413 in the error contract); API Gateway
+            // caps payloads before the function.
+            .layer(DefaultBodyLimit::disable());
+        Self { router }
+    }
+
+    /// One API Gateway request.
+    pub async fn handle(&self, req: Request) -> Response<Body> {
+        let router = self.router.clone();
+        api::serve(req, |req| async move {
+            let response = router
+                .oneshot(as_routed(req))
+                .await
+                .unwrap_or_else(|never| match never {});
+            Ok(into_lambda_response(response).await)
+        })
+        .await
+    }
+}
+
+impl Service<Request> for Gateway {
+    type Response = Response<Body>;
+    type Error = Infallible;
+    type Future = Pin<Box<dyn Future<Output = Result<Response<Body>, Infallible>> + Send>>;
+
+    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, req: Request) -> Self::Future {
+        let gateway = self.clone();
+        Box::pin(async move { Ok(gateway.handle(req).await) })
+    }
+}
+
+async fn no_route(req: axum::extract::Request) -> ApiError {
+    ApiError::no_route(&api::route_key(&req))
+}
+
+/// `req` with the path API Gateway matched: the route key's template with each `{name}` the
+/// percent-encoded path parameter (a parameter API Gateway did not send stays as written).
+fn as_routed(mut req: Request) -> Request {
+    let Some(RequestContext::ApiGatewayV2(ctx)) = req.request_context_ref() else {
+        return req;
+    };
+    let Some((_, template)) = ctx.route_key.as_deref().and_then(|k| k.split_once(' ')) else {
+        return req;
+    };
+    let params = req.path_parameters();
+    let path: Vec<String> = template
+        .split('/')
+        .map(|segment| {
+            let name = segment.strip_prefix('{').and_then(|s| s.strip_suffix('}'));
+            match name.and_then(|n| params.first(n.trim_end_matches('+'))) {
+                Some(value) => utf8_percent_encode(value, NON_ALPHANUMERIC).to_string(),
+                None => segment.to_string(),
+            }
+        })
+        .collect();
+    let mut path_and_query = path.join("/");
+    if let Some(query) = req.uri().query() {
+        path_and_query.push('?');
+        path_and_query.push_str(query);
+    }
+    if let Ok(uri) = path_and_query.parse::<Uri>() {
+        *req.uri_mut() = uri;
+    }
+    req
+}
+
+/// The Router's answer as the Lambda returns it: JSON and other text as text, nothing as an
+/// empty body.
+async fn into_lambda_response(response: axum::response::Response) -> Response<Body> {
+    let (parts, body) = response.into_parts();
+    let bytes = axum::body::to_bytes(body, usize::MAX)
+        .await
+        .unwrap_or_default();
+    let body = if bytes.is_empty() {
+        Body::Empty
+    } else {
+        match String::from_utf8(bytes.to_vec()) {
+            Ok(text) => Body::Text(text),
+            Err(_) => Body::Binary(bytes.to_vec()),
+        }
+    };
+    Response::from_parts(parts, body)
+}
+
+impl axum::response::IntoResponse for ApiError {
+    fn into_response(self) -> axum::response::Response {
+        let (parts, body) = ApiError::into_response(self).into_parts();
+        axum::response::Response::from_parts(parts, axum::body::Body::from(body.to_vec()))
+    }
+}
+
+impl<S: Send + Sync> FromRequestParts<S> for Caller {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, ApiError> {
+        Caller::from_context(parts.extensions.get::<RequestContext>())
+    }
+}
+
+/// A caller in the admin group: 401 without a caller, 403 outside the group.
+#[derive(Clone, Debug)]
+pub struct Operator(pub Caller);
+
+impl<S: Send + Sync> FromRequestParts<S> for Operator {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        let caller = Caller::from_request_parts(parts, state).await?;
+        if !caller.is_admin() {
+            return Err(ApiError::forbidden("operator routes need the admin group"));
+        }
+        Ok(Self(caller))
+    }
+}
+
+/// The path parameters as `T` (axum's `Path`); a path that does not fit is the project's 400,
+/// never axum's plain-text rejection.
+#[derive(Clone, Debug)]
+pub struct PathParams<T>(pub T);
+
+impl<S: Send + Sync, T: DeserializeOwned + Send> FromRequestParts<S> for PathParams<T> {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        Path::<T>::from_request_parts(parts, state)
+            .await
+            .map(|Path(value)| Self(value))
+            .map_err(|rejection| ApiError::invalid("path", rejection.body_text()))
+    }
+}
+
+/// The query string as `T`, first value of a repeated name winning (as lambda_http's
+/// `QueryMap::first`); names `T` does not know are ignored. A query that does not fit is the
+/// project's 400.
+#[derive(Clone, Debug)]
+pub struct QueryParams<T>(pub T);
+
+impl<S: Send + Sync, T: DeserializeOwned + Send> FromRequestParts<S> for QueryParams<T> {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, ApiError> {
+        let mut first = serde_json::Map::new();
+        for (name, value) in form_urlencoded::parse(parts.uri.query().unwrap_or("").as_bytes()) {
+            first
+                .entry(name.into_owned())
+                .or_insert_with(|| value.into_owned().into());
+        }
+        serde_json::from_value(first.into())
+            .map(Self)
+            .map_err(|err| ApiError::invalid("query", err.to_string()))
+    }
+}
