@@ -349,8 +349,9 @@ pub fn json_body<T: DeserializeOwned>(req: &Request, max_bytes: usize) -> Result
 }
 
 /// Runs `handler` for one request: meters its DynamoDB work, turns errors into the error
-/// contract, and logs one JSON line (route, status, latency, DynamoDB requests, attempts and
-/// consumed capacity). Nothing from headers or bodies is logged, so tokens never are.
+/// contract, writes its metrics document ([`crate::emf`]) and logs one JSON line (route,
+/// status, latency, DynamoDB requests, attempts and consumed capacity). Nothing from headers
+/// or bodies is logged, so tokens never are.
 pub async fn serve<F, Fut>(req: Request, handler: F) -> Response<Body>
 where
     F: FnOnce(Request) -> Fut,
@@ -362,14 +363,30 @@ where
         Some(RequestContext::ApiGatewayV2(ctx)) => ctx.request_id.clone(),
         _ => None,
     };
+    // An id, so a property of the metrics document, never a dimension.
+    let device_id = req
+        .path_parameters_ref()
+        .and_then(|p| p.first("deviceId").map(String::from));
     let meter = RequestMeter::current().unwrap_or_default();
     let result = meter.clone().scope(handler(req)).await;
     let response = result.unwrap_or_else(ApiError::into_response);
     let used = meter.snapshot();
+    let latency_ms = started.elapsed().as_secs_f64() * 1000.0;
+    crate::emf::emit(&crate::emf::request_document(
+        &crate::emf::RequestFigures {
+            route: &route,
+            status: response.status().as_u16(),
+            latency_ms,
+            used: &used,
+            request_id: request_id.as_deref(),
+            device_id: device_id.as_deref(),
+        },
+        crate::emf::take_cold_start(),
+    ));
     tracing::info!(
         route = %route,
         status = response.status().as_u16(),
-        latency_ms = started.elapsed().as_secs_f64() * 1000.0,
+        latency_ms,
         ddb_requests = used.requests(),
         ddb_attempts = used.attempts,
         rcu = used.read_units,

@@ -10,6 +10,7 @@
 //! - [`table`], [`metrics`], [`retry`]: the metered client (operations, attempts and consumed
 //!   capacity, recorded by one interceptor), error mapping and the one retry policy.
 //! - [`api`]: HTTP plumbing shared by the API functions.
+//! - [`emf`]: CloudWatch Embedded Metric Format documents (one per request and per daily run).
 //! - [`config`], [`deadline`]: a function's settings from the environment, and when an
 //!   invocation must stop (one rule for every function, emulators included).
 
@@ -19,6 +20,7 @@ pub mod config;
 pub mod cursor;
 pub mod deadline;
 pub mod dynamo;
+pub mod emf;
 pub mod entity;
 pub mod error;
 pub mod ids;

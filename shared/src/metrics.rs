@@ -39,6 +39,9 @@ pub struct MeterSnapshot {
     pub read_units: f64,
     /// Write capacity units consumed (table and indexes).
     pub write_units: f64,
+    /// Figures the handler reported for its metrics (`EventsAccepted`, ...; see
+    /// [`crate::emf::FIGURE_METRICS`]).
+    pub figures: BTreeMap<&'static str, f64>,
 }
 
 impl MeterSnapshot {
@@ -80,6 +83,27 @@ impl RequestMeter {
     /// The figures so far.
     pub fn snapshot(&self) -> MeterSnapshot {
         self.inner.lock().expect("meter lock").clone()
+    }
+
+    /// Adds `value` to the figure `name` of the current task's meter (nothing outside a scope).
+    pub fn add_figure(name: &'static str, value: f64) {
+        Self::with(|snapshot| *snapshot.figures.entry(name).or_insert(0.0) += value);
+    }
+
+    /// Adds the figures of a nested meter (one scoped inside this task's, e.g. per scanned
+    /// page) to the current task's meter, so the outer figures stay the whole invocation's.
+    pub fn add_to_current(nested: &MeterSnapshot) {
+        Self::with(|outer| {
+            for (name, count) in &nested.operations {
+                *outer.operations.entry(name.clone()).or_insert(0) += count;
+            }
+            outer.attempts += nested.attempts;
+            outer.read_units += nested.read_units;
+            outer.write_units += nested.write_units;
+            for (name, value) in &nested.figures {
+                *outer.figures.entry(name).or_insert(0.0) += value;
+            }
+        });
     }
 
     fn with(f: impl FnOnce(&mut MeterSnapshot)) {

@@ -16,6 +16,7 @@ mod ingest;
 mod isolation;
 mod least_privilege;
 mod load_smoke;
+mod metrics_emf;
 mod openapi_contract;
 mod python_peer;
 mod replay;

@@ -82,6 +82,8 @@ async fn ingest_events(ingestor: &Ingestor, req: &Request) -> Result<Response<Bo
     let outcome = ingestor
         .ingest(&registration, events, deadline(req))
         .await?;
+    shared::metrics::RequestMeter::add_figure("EventsAccepted", outcome.accepted.len() as f64);
+    shared::metrics::RequestMeter::add_figure("EventsFailed", outcome.failed.len() as f64);
     if outcome.failed.is_empty() {
         return Ok(json_response(
             StatusCode::OK,
