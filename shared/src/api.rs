@@ -197,6 +197,17 @@ impl From<FleetError> for ApiError {
                 e.retry_after = Some(retry_after_seconds);
                 e
             }
+            FleetError::RateLimited {
+                retry_after_seconds,
+            } => {
+                let mut e = Self::new(
+                    StatusCode::TOO_MANY_REQUESTS,
+                    "rate_limited",
+                    "too many requests, retry later",
+                );
+                e.retry_after = Some(retry_after_seconds);
+                e
+            }
             FleetError::Internal(detail) => Self::internal(&detail),
         }
     }

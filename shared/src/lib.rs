@@ -10,6 +10,7 @@
 //! - [`table`], [`metrics`], [`retry`]: the metered client (operations, attempts and consumed
 //!   capacity, recorded by one interceptor), error mapping and the one retry policy.
 //! - [`api`]: HTTP plumbing shared by the API functions.
+//! - [`limits`]: per-key token buckets of one execution environment (ingest rate, ...).
 //! - [`emf`]: CloudWatch Embedded Metric Format documents (one per request and per daily run).
 //! - [`config`], [`deadline`]: a function's settings from the environment, and when an
 //!   invocation must stop (one rule for every function, emulators included).
@@ -26,6 +27,7 @@ pub mod error;
 pub mod ids;
 pub mod items;
 pub mod keys;
+pub mod limits;
 pub mod metrics;
 pub mod ops;
 pub mod retry;

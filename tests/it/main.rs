@@ -13,6 +13,7 @@ mod faults;
 mod generated_docs;
 mod hostile_input;
 mod ingest;
+mod ingest_limits;
 mod isolation;
 mod least_privilege;
 mod load_smoke;
