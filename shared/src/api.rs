@@ -369,7 +369,12 @@ where
     Fut: Future<Output = Result<Response<Body>, ApiError>>,
 {
     let started = Instant::now();
+    let started_at = std::time::SystemTime::now();
     let route = route_key(&req);
+    let trace = req
+        .lambda_context_ref()
+        .and_then(|c| c.xray_trace_id.as_deref())
+        .and_then(crate::trace::TraceHeader::parse);
     let request_id = match req.request_context_ref() {
         Some(RequestContext::ApiGatewayV2(ctx)) => ctx.request_id.clone(),
         _ => None,
@@ -383,6 +388,18 @@ where
     let response = result.unwrap_or_else(ApiError::into_response);
     let used = meter.snapshot();
     let latency_ms = started.elapsed().as_secs_f64() * 1000.0;
+    if let Some(trace) = &trace {
+        crate::trace::send(crate::trace::request_documents(
+            trace,
+            &crate::trace::HandledRequest {
+                route: &route,
+                status: response.status().as_u16(),
+                start: started_at,
+                end: std::time::SystemTime::now(),
+                calls: &used.calls,
+            },
+        ));
+    }
     crate::emf::emit(&crate::emf::request_document(
         &crate::emf::RequestFigures {
             route: &route,
@@ -391,6 +408,7 @@ where
             used: &used,
             request_id: request_id.as_deref(),
             device_id: device_id.as_deref(),
+            trace_id: trace.as_ref().map(|t| t.root.as_str()),
         },
         crate::emf::take_cold_start(),
     ));

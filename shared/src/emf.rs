@@ -73,6 +73,8 @@ pub struct RequestFigures<'a> {
     pub request_id: Option<&'a str>,
     /// The `deviceId` path parameter, if the route has one.
     pub device_id: Option<&'a str>,
+    /// The invocation's X-Ray trace id (`Root`), so a metric's log line leads to its trace.
+    pub trace_id: Option<&'a str>,
 }
 
 /// The EMF document of one API request.
@@ -110,6 +112,7 @@ pub fn request_document(figures: &RequestFigures<'_>, cold_start: bool) -> Value
     properties.insert("StatusClass".into(), format!("{class}xx").into());
     insert_some(properties, "requestId", figures.request_id);
     insert_some(properties, "deviceId", figures.device_id);
+    insert_some(properties, "traceId", figures.trace_id);
     doc
 }
 
@@ -187,9 +190,7 @@ fn insert_some(properties: &mut Map<String, Value>, name: &str, value: Option<&s
 
 /// An EMF document: `_aws` metadata naming `metrics` under `dimension_sets` in [`NAMESPACE`],
 /// and every dimension and metric value as a top-level member (the specification's rule:
-/// a name under `_aws` without a member of that name is not published). The Lambda's trace
-/// id (`_X_AMZN_TRACE_ID`) goes in as the `traceId` property, so a metric's log line leads to
-/// its trace.
+/// a name under `_aws` without a member of that name is not published).
 fn document(
     dimension_sets: &[&[&str]],
     dimensions: &[(&str, &str)],
@@ -220,9 +221,6 @@ fn document(
     }
     for (name, _, value) in metrics {
         doc.insert((*name).into(), json!(value));
-    }
-    if let Ok(trace) = std::env::var("_X_AMZN_TRACE_ID") {
-        doc.insert("traceId".into(), trace.into());
     }
     Value::Object(doc)
 }

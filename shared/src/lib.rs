@@ -11,6 +11,7 @@
 //!   capacity, recorded by one interceptor), error mapping and the one retry policy.
 //! - [`api`]: HTTP plumbing shared by the API functions.
 //! - [`limits`]: per-key token buckets of one execution environment (ingest rate, ...).
+//! - [`trace`]: X-Ray subsegments per request and DynamoDB call, sent to the daemon.
 //! - [`emf`]: CloudWatch Embedded Metric Format documents (one per request and per daily run).
 //! - [`config`], [`deadline`]: a function's settings from the environment, and when an
 //!   invocation must stop (one rule for every function, emulators included).
@@ -37,6 +38,7 @@ pub mod table;
 pub mod telemetry;
 pub mod timestamp;
 pub mod token;
+pub mod trace;
 
 pub use config::FleetConfig;
 pub use error::{FleetError, ValidationError};

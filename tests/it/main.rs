@@ -25,3 +25,4 @@ mod request_log;
 mod simulator;
 mod smoke;
 mod template_contract;
+mod traces;

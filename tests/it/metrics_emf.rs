@@ -126,6 +126,7 @@ fn the_validator_refuses_what_cloudwatch_would_drop() {
         used: &used,
         request_id: None,
         device_id: None,
+        trace_id: None,
     };
     let good = emf::request_document(&figures, true);
     assert!(validate_emf(&good).is_ok());
