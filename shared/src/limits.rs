@@ -113,6 +113,34 @@ impl<K: Eq + Hash + Clone> KeyedLimiter<K> {
     }
 }
 
+/// `REGISTRATIONS_PER_USER_PER_HOUR` (unset or 0: no limit; the template sets it): device
+/// registrations one user may make through one execution environment per hour, all of them
+/// at once at most. Read once per process.
+pub fn registration_rate() -> Rate {
+    let per_hour = std::env::var("REGISTRATIONS_PER_USER_PER_HOUR")
+        .ok()
+        .and_then(|v| v.trim().parse::<f64>().ok())
+        .filter(|v| v.is_finite() && *v > 0.0);
+    match per_hour {
+        Some(n) => Rate {
+            per_second: n / 3600.0,
+            burst: n,
+        },
+        None => Rate::UNLIMITED,
+    }
+}
+
+/// Takes one registration from `user`'s allowance in this execution environment, or refuses
+/// with a 429 ([`registration_rate`]). No DynamoDB request.
+pub fn take_registration(user: &crate::ids::UserId) -> Result<(), FleetError> {
+    static REGISTRATIONS: std::sync::OnceLock<KeyedLimiter<crate::ids::UserId>> =
+        std::sync::OnceLock::new();
+    REGISTRATIONS
+        .get_or_init(|| KeyedLimiter::new(registration_rate(), 10_000))
+        .take(user, Instant::now())
+        .map_err(rate_limited)
+}
+
 /// The error for a refused request: 429 with `Retry-After` in whole seconds (at least 1).
 pub fn rate_limited(wait: Duration) -> FleetError {
     FleetError::RateLimited {
