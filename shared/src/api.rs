@@ -33,6 +33,12 @@ pub struct ApiError {
 }
 
 impl ApiError {
+    /// The same error, telling the client to retry after `seconds` (429, 503).
+    fn retry_after(mut self, seconds: u32) -> Self {
+        self.retry_after = Some(seconds);
+        self
+    }
+
     fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
         Self {
             status,
@@ -188,26 +194,20 @@ impl From<FleetError> for ApiError {
             ),
             FleetError::Throttled {
                 retry_after_seconds,
-            } => {
-                let mut e = Self::new(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    "unavailable",
-                    "the service is busy, retry later",
-                );
-                e.retry_after = Some(retry_after_seconds);
-                e
-            }
+            } => Self::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "unavailable",
+                "the service is busy, retry later",
+            )
+            .retry_after(retry_after_seconds),
             FleetError::RateLimited {
                 retry_after_seconds,
-            } => {
-                let mut e = Self::new(
-                    StatusCode::TOO_MANY_REQUESTS,
-                    "rate_limited",
-                    "too many requests, retry later",
-                );
-                e.retry_after = Some(retry_after_seconds);
-                e
-            }
+            } => Self::new(
+                StatusCode::TOO_MANY_REQUESTS,
+                "rate_limited",
+                "too many requests, retry later",
+            )
+            .retry_after(retry_after_seconds),
             FleetError::Internal(detail) => Self::internal(&detail),
         }
     }

@@ -138,13 +138,7 @@ pub fn run_document(duration_ms: f64, failed: bool, used: &MeterSnapshot) -> Val
 /// else to stdout inside Lambda (or when `FLEET_EMF=stdout`), else nowhere (tests and local
 /// tools would only print noise).
 pub fn emit(doc: &Value) {
-    let captured = CAPTURE.with(|c| match c.borrow_mut().as_mut() {
-        Some(docs) => {
-            docs.push(doc.clone());
-            true
-        }
-        None => false,
-    });
+    let captured = crate::telemetry::captured(&CAPTURE, std::slice::from_ref(doc));
     if !captured && to_stdout() {
         use std::io::Write;
         let line = format!("{doc}\n");
@@ -162,10 +156,7 @@ pub fn take_cold_start() -> bool {
 /// For tests on a current-thread runtime (`#[tokio::test]`'s default), where the handler runs
 /// on the test's own thread.
 pub async fn capture<F: std::future::Future>(fut: F) -> (F::Output, Vec<Value>) {
-    let previous = CAPTURE.with(|c| c.borrow_mut().replace(Vec::new()));
-    let out = fut.await;
-    let docs = CAPTURE.with(|c| std::mem::replace(&mut *c.borrow_mut(), previous));
-    (out, docs.unwrap_or_default())
+    crate::telemetry::capture_documents(&CAPTURE, fut).await
 }
 
 thread_local! {

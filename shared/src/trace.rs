@@ -116,16 +116,9 @@ pub fn send(docs: Vec<Value>) {
     if docs.is_empty() {
         return;
     }
-    let docs = match CAPTURE.with(|c| match c.borrow_mut().as_mut() {
-        Some(captured) => {
-            captured.extend(docs.iter().cloned());
-            None
-        }
-        None => Some(docs),
-    }) {
-        Some(docs) => docs,
-        None => return,
-    };
+    if crate::telemetry::captured(&CAPTURE, &docs) {
+        return;
+    }
     let Some((socket, daemon)) = daemon() else {
         return;
     };
@@ -138,10 +131,7 @@ pub fn send(docs: Vec<Value>) {
 /// Runs `fut` with the documents [`send`] would send on this thread collected instead.
 /// For tests on a current-thread runtime.
 pub async fn capture<F: std::future::Future>(fut: F) -> (F::Output, Vec<Value>) {
-    let previous = CAPTURE.with(|c| c.borrow_mut().replace(Vec::new()));
-    let out = fut.await;
-    let docs = CAPTURE.with(|c| std::mem::replace(&mut *c.borrow_mut(), previous));
-    (out, docs.unwrap_or_default())
+    crate::telemetry::capture_documents(&CAPTURE, fut).await
 }
 
 thread_local! {

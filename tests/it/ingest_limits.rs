@@ -8,24 +8,6 @@ use fleet_tests::*;
 use serde_json::{json, Value};
 use shared::limits::Rate;
 use shared::ops::ingest::{IngestConfig, Ingestor};
-use shared::FleetTable;
-
-async fn registered(table: &FleetTable, owner: &str, device: &str) -> String {
-    let a = device_updates(
-        table,
-        ApiRequest::post("/me/devices")
-            .caller(owner)
-            .json(json!({"deviceId": device, "name": "Boiler", "type": "thermostat"})),
-    )
-    .await;
-    assert_eq!(a.status, 201, "{:?}", a.body);
-    a.body["token"].as_str().unwrap().to_string()
-}
-
-async fn send(ingestor: &Ingestor, request: ApiRequest) -> Answer {
-    let (response, used) = metered(ingest::handle(ingestor, request.build())).await;
-    answer(response, used)
-}
 
 fn batch(id: &str) -> Value {
     json!([{"id": id, "type": "temperature", "value": 20.5, "at": ago(5)}])
@@ -34,8 +16,8 @@ fn batch(id: &str) -> Value {
 #[tokio::test]
 async fn a_device_over_its_rate_gets_429_with_retry_after_and_nothing_is_stored() {
     let table = fresh_table().await;
-    let token = registered(&table, "user-rate", "rate-1").await;
-    let other = registered(&table, "user-rate", "rate-2").await;
+    let token = register_device(&table, "user-rate", "rate-1").await;
+    let other = register_device(&table, "user-rate", "rate-2").await;
     let limited = Ingestor::new(
         table.clone(),
         IngestConfig {
@@ -50,20 +32,20 @@ async fn a_device_over_its_rate_gets_429_with_retry_after_and_nothing_is_stored(
     // The same two batches through an ingestor without a limit: the request count to match.
     let mut baseline = Vec::new();
     for id in ["b-1", "b-2"] {
-        let a = send(&unlimited, ingest_request("rate-2", &other, batch(id))).await;
+        let a = ingest(&unlimited, ingest_request("rate-2", &other, batch(id))).await;
         assert_eq!(a.status, 200, "{:?}", a.body);
         baseline.push(a.used.requests());
     }
     let mut used = Vec::new();
     for id in ["e-1", "e-2"] {
-        let a = send(&limited, ingest_request("rate-1", &token, batch(id))).await;
+        let a = ingest(&limited, ingest_request("rate-1", &token, batch(id))).await;
         assert_eq!(a.status, 200, "{:?}", a.body);
         used.push(a.used.requests());
     }
     assert_eq!(used, baseline, "the limit costs no DynamoDB request");
 
     let before = table_contents(&table).await;
-    let a = send(&limited, ingest_request("rate-1", &token, batch("e-3"))).await;
+    let a = ingest(&limited, ingest_request("rate-1", &token, batch("e-3"))).await;
     assert_eq!(a.status, 429, "{:?}", a.body);
     assert_eq!(a.error_code(), "rate_limited");
     let retry_after: u64 = a.headers["retry-after"].to_str().unwrap().parse().unwrap();
@@ -74,14 +56,14 @@ async fn a_device_over_its_rate_gets_429_with_retry_after_and_nothing_is_stored(
         .check_response("POST /devices/{deviceId}/events", 429, &a.body)
         .unwrap();
     // Another device has its own allowance.
-    let a = send(&limited, ingest_request("rate-2", &other, batch("b-3"))).await;
+    let a = ingest(&limited, ingest_request("rate-2", &other, batch("b-3"))).await;
     assert_eq!(a.status, 200, "{:?}", a.body);
 }
 
 #[tokio::test]
 async fn unknown_devices_and_wrong_tokens_cost_one_read_per_window_not_per_attempt() {
     let table = fresh_table().await;
-    let token = registered(&table, "user-guess", "guess-1").await;
+    let token = register_device(&table, "user-guess", "guess-1").await;
     let ingestor = Ingestor::new(
         table.clone(),
         IngestConfig {
@@ -93,8 +75,8 @@ async fn unknown_devices_and_wrong_tokens_cost_one_read_per_window_not_per_attem
     let reads = |a: &Answer| a.used.count("GetItem");
 
     // An unknown device: one read, then none while the window lasts.
-    let first = send(&ingestor, ingest_request("guess-9", &token, batch("x-1"))).await;
-    let again = send(
+    let first = ingest(&ingestor, ingest_request("guess-9", &token, batch("x-1"))).await;
+    let again = ingest(
         &ingestor,
         ingest_request("guess-9", "dft_other", batch("x-2")),
     )
@@ -110,7 +92,7 @@ async fn unknown_devices_and_wrong_tokens_cost_one_read_per_window_not_per_attem
     let guesses: Vec<Answer> = {
         let mut out = Vec::new();
         for guess in ["dft_guess-a", "dft_guess-b", "dft_guess-c"] {
-            out.push(send(&ingestor, ingest_request("guess-1", guess, batch("x-3"))).await);
+            out.push(ingest(&ingestor, ingest_request("guess-1", guess, batch("x-3"))).await);
         }
         out
     };
@@ -133,19 +115,19 @@ async fn unknown_devices_and_wrong_tokens_cost_one_read_per_window_not_per_attem
     );
 
     // The right token still works without a read (the registration is cached).
-    let ok = send(&ingestor, ingest_request("guess-1", &token, batch("e-1"))).await;
+    let ok = ingest(&ingestor, ingest_request("guess-1", &token, batch("e-1"))).await;
     assert_eq!(ok.status, 200, "{:?}", ok.body);
     assert_eq!(reads(&ok), 0);
 
     // After the window, a guess is checked against the table again.
     tokio::time::sleep(Duration::from_millis(450)).await;
-    let late = send(
+    let late = ingest(
         &ingestor,
         ingest_request("guess-1", "dft_guess-d", batch("x-4")),
     )
     .await;
     assert_eq!(late.status, 401);
     assert_eq!(reads(&late), 1);
-    let late_unknown = send(&ingestor, ingest_request("guess-9", &token, batch("x-5"))).await;
+    let late_unknown = ingest(&ingestor, ingest_request("guess-9", &token, batch("x-5"))).await;
     assert_eq!(reads(&late_unknown), 1);
 }

@@ -148,15 +148,7 @@ fn the_validator_refuses_what_cloudwatch_would_drop() {
 #[tokio::test]
 async fn an_ingest_request_writes_one_document_with_its_real_figures() {
     let table = fresh_table().await;
-    let registered = device_updates(
-        &table,
-        ApiRequest::post("/me/devices")
-            .caller("user-emf")
-            .json(json!({"deviceId": "emf-1", "name": "Boiler", "type": "thermostat"})),
-    )
-    .await;
-    assert_eq!(registered.status, 201);
-    let token = registered.body["token"].as_str().unwrap().to_string();
+    let token = register_device(&table, "user-emf", "emf-1").await;
     let ingestor = Ingestor::new(table.clone(), IngestConfig::default());
     let events = json!([
         {"id": "e-1", "type": "temperature", "at": ago(5), "value": 21.5},
@@ -220,14 +212,7 @@ async fn a_refused_request_counts_as_4xx_without_dynamodb_work() {
 async fn the_daily_run_writes_its_duration_and_read_units() {
     let table = fresh_table().await;
     // Something for the scan to read.
-    let registered = device_updates(
-        &table,
-        ApiRequest::post("/me/devices")
-            .caller("user-emf")
-            .json(json!({"deviceId": "emf-2", "name": "Boiler", "type": "thermostat"})),
-    )
-    .await;
-    assert_eq!(registered.status, 201);
+    register_device(&table, "user-emf", "emf-2").await;
     let config = daily_analytics::AnalyticsConfig {
         segments: 2,
         page_limit: None,
