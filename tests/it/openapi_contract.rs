@@ -351,3 +351,21 @@ fn an_unmatched_route_is_documented_as_the_gateway_404() {
         .check_unmatched_route(400, &json!({"message": "Not Found"}))
         .is_err());
 }
+
+/// API Gateway's route throttling (template `DefaultRouteSettings`) answers 429 on every route,
+/// so every operation documents it, with both bodies it can carry.
+#[test]
+fn every_route_documents_the_429_of_throttling() {
+    let doc = api_doc();
+    for op in doc.operations() {
+        let route = op.route_key();
+        doc.check_response(&route, 429, &json!({"message": "Too Many Requests"}))
+            .unwrap_or_else(|e| panic!("{route}: {e}"));
+        doc.check_response(
+            &route,
+            429,
+            &json!({"error": {"code": "rate_limited", "message": "m"}}),
+        )
+        .unwrap_or_else(|e| panic!("{route}: {e}"));
+    }
+}
