@@ -437,7 +437,7 @@ mod tests {
         }
         assert_eq!(PatternId::ApDash.to_string(), "AP-DASH");
         assert_eq!(PatternId::Ap04.to_string(), "AP-04");
-        assert!("AP-17".parse::<PatternId>().is_err());
+        assert!("AP-99".parse::<PatternId>().is_err());
         assert!("ap-04".parse::<PatternId>().is_err());
     }
 
