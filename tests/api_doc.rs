@@ -187,7 +187,28 @@ impl ApiDoc {
         let op = self
             .operation(route_key)
             .ok_or_else(|| format!("{route_key} is not in docs/openapi.yaml"))?;
-        let response = op.spec["responses"]
+        self.check_answer(&op.spec["responses"], route_key, status, body)
+    }
+
+    /// Checks an answer to a method and path that match no route against the document's
+    /// `x-unmatched-route` responses (API Gateway's own 404).
+    pub fn check_unmatched_route(&self, status: u16, body: &Value) -> Result<(), String> {
+        self.check_answer(
+            &self.doc["x-unmatched-route"],
+            "unmatched route",
+            status,
+            body,
+        )
+    }
+
+    fn check_answer(
+        &self,
+        responses: &Value,
+        route_key: &str,
+        status: u16,
+        body: &Value,
+    ) -> Result<(), String> {
+        let response = responses
             .get(status.to_string())
             .map(|r| self.resolve(r))
             .ok_or_else(|| format!("{route_key}: status {status} is not documented"))?;

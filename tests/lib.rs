@@ -487,6 +487,28 @@ pub async fn dashboard(table: &FleetTable, request: ApiRequest) -> Answer {
     answer(response, used)
 }
 
+/// Registers `device` (a thermostat) for `owner` through the handler; returns its token.
+pub async fn register_device(table: &FleetTable, owner: &str, device: &str) -> String {
+    let a = device_updates(
+        table,
+        ApiRequest::post("/me/devices")
+            .caller(owner)
+            .json(json!({"deviceId": device, "name": "Boiler room", "type": "thermostat"})),
+    )
+    .await;
+    assert_eq!(a.status, 201, "{:?}", a.body);
+    a.body["token"].as_str().unwrap().to_string()
+}
+
+/// Sends `request` through the ingest handler of `ingestor`.
+pub async fn ingest(
+    ingestor: &std::sync::Arc<shared::ops::ingest::Ingestor>,
+    request: ApiRequest,
+) -> Answer {
+    let (response, used) = metered(Box::pin(ingest::handle(ingestor, request.build()))).await;
+    answer(response, used)
+}
+
 /// Sends `request` through the device-updates handler.
 pub async fn device_updates(table: &FleetTable, request: ApiRequest) -> Answer {
     let (response, used) = metered(Box::pin(device_updates::handle(table, request.build()))).await;

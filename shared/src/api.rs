@@ -33,6 +33,12 @@ pub struct ApiError {
 }
 
 impl ApiError {
+    /// The same error, telling the client to retry after `seconds` (429, 503).
+    fn retry_after(mut self, seconds: u32) -> Self {
+        self.retry_after = Some(seconds);
+        self
+    }
+
     fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
         Self {
             status,
@@ -188,15 +194,20 @@ impl From<FleetError> for ApiError {
             ),
             FleetError::Throttled {
                 retry_after_seconds,
-            } => {
-                let mut e = Self::new(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    "unavailable",
-                    "the service is busy, retry later",
-                );
-                e.retry_after = Some(retry_after_seconds);
-                e
-            }
+            } => Self::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "unavailable",
+                "the service is busy, retry later",
+            )
+            .retry_after(retry_after_seconds),
+            FleetError::RateLimited {
+                retry_after_seconds,
+            } => Self::new(
+                StatusCode::TOO_MANY_REQUESTS,
+                "rate_limited",
+                "too many requests, retry later",
+            )
+            .retry_after(retry_after_seconds),
             FleetError::Internal(detail) => Self::internal(&detail),
         }
     }
@@ -343,27 +354,62 @@ pub fn json_bytes<T: DeserializeOwned>(
 }
 
 /// Runs `handler` for one request: meters its DynamoDB work, turns errors into the error
-/// contract, and logs one JSON line (route, status, latency, DynamoDB requests, attempts and
-/// consumed capacity). Nothing from headers or bodies is logged, so tokens never are.
+/// contract, writes its metrics document ([`crate::emf`]) and logs one JSON line (route,
+/// status, latency, DynamoDB requests, attempts and consumed capacity). Nothing from headers
+/// or bodies is logged, so tokens never are.
 pub async fn serve<F, Fut>(req: Request, handler: F) -> Response<Body>
 where
     F: FnOnce(Request) -> Fut,
     Fut: Future<Output = Result<Response<Body>, ApiError>>,
 {
     let started = Instant::now();
+    let started_at = std::time::SystemTime::now();
     let route = route_key(&req);
+    let trace = req
+        .lambda_context_ref()
+        .and_then(|c| c.xray_trace_id.as_deref())
+        .and_then(crate::trace::TraceHeader::parse);
     let request_id = match req.request_context_ref() {
         Some(RequestContext::ApiGatewayV2(ctx)) => ctx.request_id.clone(),
         _ => None,
     };
+    // An id, so a property of the metrics document, never a dimension.
+    let device_id = req
+        .path_parameters_ref()
+        .and_then(|p| p.first("deviceId").map(String::from));
     let meter = RequestMeter::current().unwrap_or_default();
     let result = meter.clone().scope(handler(req)).await;
     let response = result.unwrap_or_else(ApiError::into_response);
     let used = meter.snapshot();
+    let latency_ms = started.elapsed().as_secs_f64() * 1000.0;
+    if let Some(trace) = &trace {
+        crate::trace::send(crate::trace::request_documents(
+            trace,
+            &crate::trace::HandledRequest {
+                route: &route,
+                status: response.status().as_u16(),
+                start: started_at,
+                end: std::time::SystemTime::now(),
+                calls: &used.calls,
+            },
+        ));
+    }
+    crate::emf::emit(&crate::emf::request_document(
+        &crate::emf::RequestFigures {
+            route: &route,
+            status: response.status().as_u16(),
+            latency_ms,
+            used: &used,
+            request_id: request_id.as_deref(),
+            device_id: device_id.as_deref(),
+            trace_id: trace.as_ref().map(|t| t.root.as_str()),
+        },
+        crate::emf::take_cold_start(),
+    ));
     tracing::info!(
         route = %route,
         status = response.status().as_u16(),
-        latency_ms = started.elapsed().as_secs_f64() * 1000.0,
+        latency_ms,
         ddb_requests = used.requests(),
         ddb_attempts = used.attempts,
         rcu = used.read_units,

@@ -410,6 +410,7 @@ mod tests {
             attempts: 0,
             read_units: rcu,
             write_units: 0.0,
+            ..MeterSnapshot::default()
         }
     }
 

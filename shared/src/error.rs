@@ -51,6 +51,12 @@ pub enum FleetError {
         /// Seconds the client should wait.
         retry_after_seconds: u32,
     },
+    /// The caller sent more than its limit (429 with Retry-After); see [`crate::limits`].
+    #[error("too many requests: retry after {retry_after_seconds}s")]
+    RateLimited {
+        /// Seconds the client should wait.
+        retry_after_seconds: u32,
+    },
     /// Anything else (500); the detail is logged, never returned.
     #[error("internal error: {0}")]
     Internal(String),

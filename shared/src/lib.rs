@@ -10,6 +10,9 @@
 //! - [`table`], [`metrics`], [`retry`]: the metered client (operations, attempts and consumed
 //!   capacity, recorded by one interceptor), error mapping and the one retry policy.
 //! - [`api`]: HTTP plumbing shared by the API functions.
+//! - [`limits`]: per-key token buckets of one execution environment (ingest rate, ...).
+//! - [`trace`]: X-Ray subsegments per request and DynamoDB call, sent to the daemon.
+//! - [`emf`]: CloudWatch Embedded Metric Format documents (one per request and per daily run).
 //! - [`config`], [`deadline`]: a function's settings from the environment, and when an
 //!   invocation must stop (one rule for every function, emulators included).
 
@@ -19,12 +22,14 @@ pub mod config;
 pub mod cursor;
 pub mod deadline;
 pub mod dynamo;
+pub mod emf;
 pub mod entity;
 pub mod error;
 pub mod gateway;
 pub mod ids;
 pub mod items;
 pub mod keys;
+pub mod limits;
 pub mod metrics;
 pub mod ops;
 pub mod retry;
@@ -34,6 +39,7 @@ pub mod table;
 pub mod telemetry;
 pub mod timestamp;
 pub mod token;
+pub mod trace;
 
 pub use config::FleetConfig;
 pub use error::{FleetError, ValidationError};

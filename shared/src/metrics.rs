@@ -11,6 +11,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
+use std::time::SystemTime;
 
 use aws_sdk_dynamodb::types::{ConsumedCapacity, ReturnConsumedCapacity};
 use aws_smithy_runtime_api::box_error::BoxError;
@@ -21,7 +22,7 @@ use aws_smithy_runtime_api::client::interceptors::context::{
 use aws_smithy_runtime_api::client::interceptors::Intercept;
 use aws_smithy_runtime_api::client::orchestrator::Metadata;
 use aws_smithy_runtime_api::client::runtime_components::RuntimeComponents;
-use aws_smithy_types::config_bag::ConfigBag;
+use aws_smithy_types::config_bag::{ConfigBag, Storable, StoreReplace};
 
 tokio::task_local! {
     static CURRENT: RequestMeter;
@@ -39,6 +40,38 @@ pub struct MeterSnapshot {
     pub read_units: f64,
     /// Write capacity units consumed (table and indexes).
     pub write_units: f64,
+    /// Figures the handler reported for its metrics (`EventsAccepted`, ...; see
+    /// [`crate::emf::FIGURE_METRICS`]).
+    pub figures: BTreeMap<&'static str, f64>,
+    /// Every operation, timed (for the request's trace, [`crate::trace`]).
+    pub calls: Vec<DynamoCall>,
+}
+
+/// One DynamoDB operation as its trace shows it (retries included in one call).
+#[derive(Clone, Debug, PartialEq)]
+pub struct DynamoCall {
+    /// `GetItem`, `Query`, ...
+    pub operation: String,
+    /// When the SDK started it.
+    pub start: SystemTime,
+    /// When it finished (with its last attempt).
+    pub end: SystemTime,
+    /// HTTP attempts it took.
+    pub attempts: u32,
+    /// Whether it returned an output (not an error).
+    pub ok: bool,
+}
+
+/// When an operation started and the attempts counted before it, kept in the operation's
+/// config bag from its first interceptor hook to its last.
+#[derive(Clone, Debug)]
+struct CallStarted {
+    at: SystemTime,
+    attempts_before: u32,
+}
+
+impl Storable for CallStarted {
+    type Storer = StoreReplace<Self>;
 }
 
 impl MeterSnapshot {
@@ -80,6 +113,28 @@ impl RequestMeter {
     /// The figures so far.
     pub fn snapshot(&self) -> MeterSnapshot {
         self.inner.lock().expect("meter lock").clone()
+    }
+
+    /// Adds `value` to the figure `name` of the current task's meter (nothing outside a scope).
+    pub fn add_figure(name: &'static str, value: f64) {
+        Self::with(|snapshot| *snapshot.figures.entry(name).or_insert(0.0) += value);
+    }
+
+    /// Adds the figures of a nested meter (one scoped inside this task's, e.g. per scanned
+    /// page) to the current task's meter, so the outer figures stay the whole invocation's.
+    pub fn add_to_current(nested: &MeterSnapshot) {
+        Self::with(|outer| {
+            for (name, count) in &nested.operations {
+                *outer.operations.entry(name.clone()).or_insert(0) += count;
+            }
+            outer.attempts += nested.attempts;
+            outer.read_units += nested.read_units;
+            outer.write_units += nested.write_units;
+            for (name, value) in &nested.figures {
+                *outer.figures.entry(name).or_insert(0.0) += value;
+            }
+            outer.calls.extend(nested.calls.iter().cloned());
+        });
     }
 
     fn with(f: impl FnOnce(&mut MeterSnapshot)) {
@@ -152,9 +207,16 @@ impl Intercept for MeteringInterceptor {
         &self,
         context: &mut BeforeSerializationInterceptorContextMut<'_>,
         _runtime_components: &RuntimeComponents,
-        _cfg: &mut ConfigBag,
+        cfg: &mut ConfigBag,
     ) -> Result<(), BoxError> {
         ask_for_capacity(context.input_mut());
+        let attempts_before = CURRENT
+            .try_with(|m| m.inner.lock().expect("meter lock").attempts)
+            .unwrap_or(0);
+        cfg.interceptor_state().store_put(CallStarted {
+            at: SystemTime::now(),
+            attempts_before,
+        });
         Ok(())
     }
 
@@ -180,11 +242,19 @@ impl Intercept for MeteringInterceptor {
             .unwrap_or_else(|| "unknown".to_string());
         // Only a successful output carries capacity (a failed condition or a cancelled
         // transaction is not charged here, as DynamoDB's error responses carry none).
-        let consumed = context
-            .output_or_error()
-            .and_then(Result::ok)
-            .and_then(consumed_capacity);
+        let output = context.output_or_error().and_then(Result::ok);
+        let consumed = output.and_then(consumed_capacity);
+        let started = cfg.load::<CallStarted>().cloned();
         RequestMeter::with(|m| {
+            if let Some(started) = started {
+                m.calls.push(DynamoCall {
+                    operation: name.clone(),
+                    start: started.at,
+                    end: SystemTime::now(),
+                    attempts: m.attempts.saturating_sub(started.attempts_before),
+                    ok: output.is_some(),
+                });
+            }
             *m.operations.entry(name).or_default() += 1;
             match consumed {
                 Some((Units::Read, units)) => m.read_units += units,

@@ -80,6 +80,9 @@ async fn serves_template_routes_behind_the_stand_in_authorizer() {
     assert_eq!(body["error"]["field"], "deviceId");
 
     let (status, body) = send(http.get(format!("{url}/nowhere")).bearer_auth(&token)).await;
+    fleet_tests::api_doc::api_doc()
+        .check_unmatched_route(status, &body)
+        .unwrap();
     assert_eq!((status, body), (404, json!({"message": "Not Found"})));
 }
 

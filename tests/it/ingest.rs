@@ -37,15 +37,7 @@ async fn with_device(device: &str) -> (FleetTable, String) {
 }
 
 async fn register(table: &FleetTable, owner: &str, device: &str) -> String {
-    let a = device_updates(
-        table,
-        ApiRequest::post("/me/devices")
-            .caller(owner)
-            .json(json!({"deviceId": device, "name": "Boiler room", "type": "thermostat"})),
-    )
-    .await;
-    assert_eq!(a.status, 201, "{:?}", a.body);
-    a.body["token"].as_str().unwrap().to_string()
+    register_device(table, owner, device).await
 }
 
 async fn send(ingestor: &Arc<Ingestor>, request: ApiRequest) -> Answer {

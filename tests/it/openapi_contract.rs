@@ -266,3 +266,106 @@ async fn sample_events_and_their_answers_match_the_document() {
     }
     assert!(checked >= 30, "only {checked} samples checked");
 }
+
+/// The documented `If-Match` pattern admits exactly the values the handler takes as a version:
+/// each sample is sent to a device at version 1, so a value the handler reads is a 412 (or 200
+/// for "1"), and one it refuses is a 400 on `If-Match`.
+#[tokio::test]
+async fn the_if_match_pattern_accepts_exactly_what_the_handler_accepts() {
+    let doc = api_doc();
+    let route = "PATCH /me/devices/{deviceId}";
+    let op = doc.operation(route).unwrap();
+    let schema = &doc.parameter(&op, "header", "If-Match").unwrap()["schema"];
+    let table = fresh_table().await;
+    let registered = device_updates(
+        &table,
+        ApiRequest::post("/me/devices")
+            .caller("user-alice")
+            .json(json!({"deviceId": "thermo-1", "name": "Kitchen", "type": "thermostat"})),
+    )
+    .await;
+    assert_eq!(registered.status, 201, "{:?}", registered.body);
+    let samples = [
+        "0",
+        "\"0\"",
+        "W/\"0\"",
+        "00",
+        "2",
+        "\"2\"",
+        "W/\"2\"",
+        " 2 ",
+        "02",
+        "007",
+        "9999999999999999999",
+        "99999999999999999999",
+        "-1",
+        "+2",
+        "2.0",
+        "1e3",
+        "W/2",
+        "\"2",
+        "W/\"\"",
+        "\"\"",
+        "",
+        "abc",
+        "0x2",
+    ];
+    for sample in samples {
+        let a = device_updates(
+            &table,
+            ApiRequest::patch("/me/devices/thermo-1")
+                .caller("user-alice")
+                .header("If-Match", sample)
+                .json(json!({"name": "Hall"})),
+        )
+        .await;
+        let refused = a.status == 400;
+        if refused {
+            assert_eq!(a.error_field(), "If-Match", "{sample:?}: {:?}", a.body);
+        } else {
+            assert_eq!(a.status, 412, "{sample:?}: {:?}", a.body);
+        }
+        assert_eq!(
+            doc.validate(schema, &json!(sample)).is_ok(),
+            !refused,
+            "If-Match {sample:?}: the document and the handler disagree"
+        );
+        doc.check_response(route, a.status, &a.body)
+            .unwrap_or_else(|e| panic!("{sample:?}: {e}"));
+    }
+}
+
+#[test]
+fn an_unmatched_route_is_documented_as_the_gateway_404() {
+    let doc = api_doc();
+    doc.check_unmatched_route(404, &json!({"message": "Not Found"}))
+        .unwrap();
+    // Our own error contract is not what API Gateway sends for an unmatched route.
+    assert!(doc
+        .check_unmatched_route(
+            404,
+            &json!({"error": {"code": "not_found", "message": "m"}})
+        )
+        .is_err());
+    assert!(doc
+        .check_unmatched_route(400, &json!({"message": "Not Found"}))
+        .is_err());
+}
+
+/// API Gateway's route throttling (template `DefaultRouteSettings`) answers 429 on every route,
+/// so every operation documents it, with both bodies it can carry.
+#[test]
+fn every_route_documents_the_429_of_throttling() {
+    let doc = api_doc();
+    for op in doc.operations() {
+        let route = op.route_key();
+        doc.check_response(&route, 429, &json!({"message": "Too Many Requests"}))
+            .unwrap_or_else(|e| panic!("{route}: {e}"));
+        doc.check_response(
+            &route,
+            429,
+            &json!({"error": {"code": "rate_limited", "message": "m"}}),
+        )
+        .unwrap_or_else(|e| panic!("{route}: {e}"));
+    }
+}

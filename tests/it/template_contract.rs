@@ -6,6 +6,8 @@ use std::collections::BTreeSet;
 
 use fleet_testkit::functions::handler_for;
 use fleet_tests::*;
+use serde_json::Value;
+use shared::emf;
 use shared::schema::{self, INDEXES, KEY_ATTRIBUTES};
 
 #[test]
@@ -123,7 +125,11 @@ fn alarms() -> Vec<Alarm> {
     let resources = doc["Resources"].as_mapping().unwrap();
     resources
         .values()
-        .filter(|r| r["Type"].as_str() == Some("AWS::CloudWatch::Alarm"))
+        // Single-metric alarms; the metric-math ones are checked by our_metrics_*.
+        .filter(|r| {
+            r["Type"].as_str() == Some("AWS::CloudWatch::Alarm")
+                && r["Properties"]["Metrics"].is_null()
+        })
         .map(|r| {
             let p = &r["Properties"];
             let dims = p["Dimensions"]
@@ -199,5 +205,237 @@ fn every_function_alarms_on_errors_and_p99_duration_and_keeps_bounded_logs() {
             !log_group["Properties"]["RetentionInDays"].is_null(),
             "{function}: log retention"
         );
+    }
+}
+
+/// The text of a scalar or of a one-argument intrinsic (`!Ref X`, `!GetAtt X.Arn`, `!Sub s`).
+fn text(value: &yaml_serde::Value) -> String {
+    match value {
+        yaml_serde::Value::Tagged(t) => t.value.as_str().unwrap_or("").to_string(),
+        other => other.as_str().unwrap_or("").to_string(),
+    }
+}
+
+/// The one resource of `kind`.
+fn only(doc: &yaml_serde::Value, kind: &str) -> (String, yaml_serde::Value) {
+    let found: Vec<_> = doc["Resources"]
+        .as_mapping()
+        .unwrap()
+        .iter()
+        .filter(|(_, r)| r["Type"].as_str() == Some(kind))
+        .map(|(name, r)| (name.as_str().unwrap().to_string(), r.clone()))
+        .collect();
+    assert_eq!(found.len(), 1, "exactly one {kind}");
+    found.into_iter().next().unwrap()
+}
+
+/// Every metric the functions write (shared::emf), by name.
+fn emitted_metrics() -> BTreeSet<&'static str> {
+    emf::REQUEST_METRICS
+        .iter()
+        .chain(&emf::RUN_METRICS)
+        .chain(&emf::FIGURE_METRICS)
+        .map(|(name, _)| *name)
+        .collect()
+}
+
+/// A metric of our namespace as a chart or alarm names it: its name and dimension names.
+type OurMetric = (String, Vec<String>);
+
+/// The dashboard's body as JSON (placeholders `${X}` kept as text) and our metrics in it:
+/// explicit `["DeviceFleet", name, dim, value, ...]` rows and `SEARCH` expressions.
+fn dashboard() -> (Value, Vec<OurMetric>) {
+    let (_, board) = only(&raw_template(), "AWS::CloudWatch::Dashboard");
+    let body: Value = serde_json::from_str(&text(&board["Properties"]["DashboardBody"]))
+        .expect("DashboardBody is JSON");
+    let mut ours = Vec::new();
+    for widget in body["widgets"].as_array().unwrap() {
+        for row in widget["properties"]["metrics"].as_array().unwrap() {
+            let row = row.as_array().unwrap();
+            if row[0] == "DeviceFleet" {
+                let dims = row[2..]
+                    .iter()
+                    .filter_map(Value::as_str)
+                    .step_by(2)
+                    .map(String::from)
+                    .collect();
+                ours.push((row[1].as_str().unwrap().to_string(), dims));
+            }
+            if let Some(expr) = row[0]["expression"]
+                .as_str()
+                .filter(|e| e.contains("SEARCH"))
+            {
+                let schema = &expr[expr.find('{').unwrap() + 1..expr.find('}').unwrap()];
+                let mut parts = schema.split(',');
+                assert_eq!(parts.next(), Some(emf::NAMESPACE), "{expr}");
+                let name = expr
+                    .split("MetricName=\"")
+                    .nth(1)
+                    .unwrap()
+                    .split('"')
+                    .next()
+                    .unwrap();
+                ours.push((name.to_string(), parts.map(String::from).collect()));
+            }
+        }
+    }
+    (body, ours)
+}
+
+/// Our namespace's metrics every alarm watches (single-metric and metric-math alarms).
+fn our_alarmed_metrics() -> Vec<(String, OurMetric)> {
+    let doc = raw_template();
+    let mut found = Vec::new();
+    for (name, r) in doc["Resources"].as_mapping().unwrap() {
+        if r["Type"].as_str() != Some("AWS::CloudWatch::Alarm") {
+            continue;
+        }
+        let p = &r["Properties"];
+        let mut stats: Vec<&yaml_serde::Value> = vec![p];
+        if let Some(metrics) = p["Metrics"].as_sequence() {
+            stats.extend(metrics.iter().map(|m| &m["MetricStat"]["Metric"]));
+        }
+        for m in stats {
+            if m["Namespace"].as_str() == Some(emf::NAMESPACE) {
+                let dims = m["Dimensions"]
+                    .as_sequence()
+                    .unwrap()
+                    .iter()
+                    .map(|d| (d["Name"].as_str().unwrap().to_string(), text(&d["Value"])))
+                    .collect::<Vec<_>>();
+                found.push((
+                    name.as_str().unwrap().to_string(),
+                    (
+                        m["MetricName"].as_str().unwrap().to_string(),
+                        dims.iter().map(|(n, _)| n.clone()).collect(),
+                    ),
+                ));
+                // Alarms pin the function; a metric without it would mix stacks.
+                assert!(
+                    dims.iter().any(|(n, v)| n == emf::DIM_FUNCTION
+                        && template().function_definitions.contains_key(v)),
+                    "{}: {dims:?}",
+                    name.as_str().unwrap()
+                );
+            }
+        }
+    }
+    found
+}
+
+/// A renamed metric or dimension in shared::emf would leave a chart or an alarm empty
+/// without any error: every one they name must be one the code writes, with a dimension set
+/// the code writes.
+#[test]
+fn our_metrics_in_the_dashboard_and_alarms_are_ones_the_code_writes() {
+    let emitted = emitted_metrics();
+    let sets: [Vec<String>; 2] = [
+        vec![emf::DIM_FUNCTION.into(), emf::DIM_ROUTE.into()],
+        vec![emf::DIM_FUNCTION.into()],
+    ];
+    let (_, charted) = dashboard();
+    let alarmed = our_alarmed_metrics();
+    for (metric, dims) in charted.iter().chain(alarmed.iter().map(|(_, m)| m)) {
+        assert!(
+            emitted.contains(metric.as_str()),
+            "{metric} is never written"
+        );
+        assert!(
+            sets.contains(dims),
+            "{metric}: dimensions {dims:?} are never written"
+        );
+    }
+    let charted: BTreeSet<&str> = charted.iter().map(|(m, _)| m.as_str()).collect();
+    for needed in [
+        "Requests",
+        "Status5xx",
+        "Latency",
+        "ReadUnits",
+        "WriteUnits",
+        "EventsAccepted",
+        "EventsFailed",
+        "RunDuration",
+        "ColdStart",
+    ] {
+        assert!(
+            charted.contains(needed),
+            "the dashboard has no {needed} chart"
+        );
+    }
+    let alarm_on = |metric: &str| alarmed.iter().filter(|(_, (m, _))| m == metric).count();
+    assert_eq!(alarm_on("EventsFailed"), 1, "partial ingest failures alarm");
+    assert_eq!(alarm_on("RunFailures"), 1, "daily run failure alarm");
+    // The 5xx share: errors and requests of each of the three API functions.
+    assert_eq!(
+        alarm_on("Status5xx"),
+        3,
+        "5xx share alarm over every API function"
+    );
+    assert_eq!(
+        alarm_on("Requests"),
+        3,
+        "5xx share alarm over every API function"
+    );
+}
+
+#[test]
+fn the_dashboard_charts_throttling_and_latency_quantiles_per_index_and_route() {
+    let (body, _) = dashboard();
+    let text = body.to_string();
+    for index in INDEXES {
+        for metric in ["ReadThrottleEvents", "WriteThrottleEvents"] {
+            let charted = body["widgets"].as_array().unwrap().iter().any(|w| {
+                w["properties"]["metrics"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .any(|row| {
+                        row[0] == "AWS/DynamoDB"
+                            && row[1] == metric
+                            && row.as_array().unwrap().contains(&Value::from(index.name))
+                    })
+            });
+            assert!(charted, "no {metric} chart for {}", index.name);
+        }
+    }
+    for quantile in ["'p50'", "'p99'"] {
+        assert!(text.contains(quantile), "no latency {quantile}");
+    }
+}
+
+/// checkov CKV_AWS_95: requests API Gateway itself rejects (no or bad JWT, throttled) reach no
+/// function log; the access log is their only record. Default route throttling bounds what
+/// one client can send before a function runs.
+#[test]
+fn the_http_api_logs_every_request_with_bounded_retention_and_throttles_every_route() {
+    let doc = raw_template();
+    let (_, api) = only(&doc, "AWS::Serverless::HttpApi");
+    let p = &api["Properties"];
+    let destination = text(&p["AccessLogSettings"]["DestinationArn"]);
+    let group = destination
+        .strip_suffix(".Arn")
+        .expect("GetAtt <LogGroup>.Arn");
+    let group = &doc["Resources"][group];
+    assert_eq!(group["Type"].as_str(), Some("AWS::Logs::LogGroup"));
+    assert!(
+        !group["Properties"]["RetentionInDays"].is_null(),
+        "access logs kept forever"
+    );
+    let format: Value = serde_json::from_str(p["AccessLogSettings"]["Format"].as_str().unwrap())
+        .expect("the access log format is one JSON object per line");
+    for field in ["requestId", "routeKey", "status", "authorizerError", "ip"] {
+        assert!(format.get(field).is_some(), "access log without {field}");
+    }
+    let format_text = format.to_string();
+    assert!(
+        !format_text.contains("header") && !format_text.contains("$context.authorizer.claims"),
+        "the access log must not carry headers or claims (tokens)"
+    );
+    for setting in ["ThrottlingBurstLimit", "ThrottlingRateLimit"] {
+        let parameter = text(&p["DefaultRouteSettings"][setting]);
+        let default = doc["Parameters"][parameter.as_str()]["Default"]
+            .as_f64()
+            .unwrap_or_else(|| panic!("{setting} is not a parameter with a default"));
+        assert!(default >= 1.0, "{setting} default {default}");
     }
 }

@@ -111,6 +111,11 @@ pub async fn handle(
         .scope(Box::pin(run(table, config, event, deadline)))
         .await;
     let used = meter.snapshot();
+    shared::emf::emit(&shared::emf::run_document(
+        started.elapsed().as_secs_f64() * 1000.0,
+        result.is_err(),
+        &used,
+    ));
     tracing::info!(
         function = "daily-analytics",
         ok = result.is_ok(),

@@ -106,6 +106,7 @@ async fn register_device(
         device_type: DeviceType::parse(body.device_type)?,
         tags: parse_tags(body.tags)?,
     };
+    shared::limits::take_registration(&caller.user_id)?;
     let registered = devices::register_device(&table, &caller.user_id, registration).await?;
     let location = format!("/me/devices/{}", registered.device.device_id);
     let mut response = json_response(

@@ -92,6 +92,8 @@ async fn ingest_events(
             deadline(lambda.map(|Extension(ctx)| ctx)),
         )
         .await?;
+    shared::metrics::RequestMeter::add_figure("EventsAccepted", outcome.accepted.len() as f64);
+    shared::metrics::RequestMeter::add_figure("EventsFailed", outcome.failed.len() as f64);
     if outcome.failed.is_empty() {
         return Ok(json_response(
             StatusCode::OK,

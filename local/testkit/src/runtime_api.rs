@@ -275,15 +275,21 @@ async fn next_invocation(state: &State) -> Answer {
         "lambda-runtime-invoked-function-arn",
         state.function_arn.clone(),
     );
-    set(
-        "lambda-runtime-trace-id",
-        format!(
-            "Root=1-00000000-{:0>24};Parent=0000000000000000;Sampled=0",
-            pending.request_id.replace('-', "")[..24].to_string()
-        ),
-    );
+    set("lambda-runtime-trace-id", trace_header(&pending.request_id));
     set("content-type", "application/json".to_string());
     response
+}
+
+/// The `Lambda-Runtime-Trace-Id` of an invocation: sampled (a bootstrap given an
+/// `AWS_XRAY_DAEMON_ADDRESS` sends its subsegments there), with a root and a parent (Lambda's
+/// function segment) derived from the request id, so a test can tell which trace is whose.
+pub fn trace_header(request_id: &str) -> String {
+    let hex = request_id.replace('-', "");
+    format!(
+        "Root=1-00000000-{};Parent={};Sampled=1",
+        &hex[hex.len() - 24..],
+        &hex[hex.len() - 16..]
+    )
 }
 
 fn deliver(state: &State, request_id: &str, outcome: Outcome) -> Answer {

@@ -370,15 +370,22 @@ fn join_patterns(
         .collect()
 }
 
+/// The template parameters of the per-device and per-user request limits (0 switches them off).
+pub const REQUEST_LIMITS: [&str; 2] = ["IngestDeviceRatePerSecond", "RegistrationsPerUserPerHour"];
+
 /// The environment of every function of `template` (by logical id) as Lambda would set it,
 /// for the table `table` at `endpoint`, with the retention the reference data needs (its
-/// timestamps are fixed).
+/// timestamps are fixed) and the per-device and per-user request limits off: a benchmark
+/// sends one device's batches back to back to measure the code, not the limits.
 pub fn function_environments(
     template: &Template,
     endpoint: &str,
     table: &str,
 ) -> Result<BTreeMap<String, BTreeMap<String, String>>, BenchError> {
-    let overrides = retention_override(REFERENCE_RETENTION_DAYS);
+    let mut overrides = retention_override(REFERENCE_RETENTION_DAYS);
+    for limit in REQUEST_LIMITS {
+        overrides.insert(limit.to_string(), "0".to_string());
+    }
     template
         .function_definitions
         .keys()

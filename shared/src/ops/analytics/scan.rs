@@ -52,7 +52,10 @@ pub(super) async fn scan_segment(
                 &bounds,
             ))
             .await;
-        page_done(&mut checkpoint, page?, &meter.snapshot(), started.elapsed());
+        let page_used = meter.snapshot();
+        // The page's own meter hides its reads from the invocation's: hand them up.
+        RequestMeter::add_to_current(&page_used);
+        page_done(&mut checkpoint, page?, &page_used, started.elapsed());
         crate::ops::put_item(table, &checkpoint).await?;
         if checkpoint.done {
             return Ok(checkpoint);

@@ -25,6 +25,7 @@ use crate::error::FleetError;
 use crate::ids::{DeviceId, EventId};
 use crate::items::RegistrationItem;
 use crate::keys::ItemKey;
+use crate::limits::{KeyedLimiter, Rate};
 use crate::table::{sdk_error, FleetTable};
 use crate::timestamp::Timestamp;
 
@@ -39,7 +40,7 @@ pub const RECENT_EVENTS: usize = 10;
 pub use crate::keys::SEEN_GRANULARITY_SECONDS;
 
 /// Ingestion settings, from the environment.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct IngestConfig {
     /// `REGISTRATION_CACHE_SECONDS` (default 30): how long a warm Lambda trusts a registration
     /// it read. A deleted or re-registered device stops working within this window.
@@ -49,6 +50,16 @@ pub struct IngestConfig {
     /// `INGEST_RETRY_MS` (default 5000): how long to keep retrying unprocessed or throttled
     /// writes, further bounded by the Lambda's remaining time.
     pub retry_window: Duration,
+    /// `NEGATIVE_CACHE_SECONDS` (default 10): how long an unknown device, or a device whose
+    /// registration a read showed not to match a presented token, is answered 401 without
+    /// another read. A device registered (or re-registered) within this window after such an
+    /// attempt is refused until it passes.
+    pub negative_cache: Duration,
+    /// `INGEST_DEVICE_RATE_PER_SECOND` and `INGEST_DEVICE_BURST` (unset: no limit; the
+    /// template sets both): batches one device may send to one execution environment, answered
+    /// 429 with `Retry-After` above it. See [`crate::limits`] for what a per-container limit
+    /// does when API Gateway spreads requests.
+    pub device_rate: Rate,
 }
 
 impl Default for IngestConfig {
@@ -57,6 +68,8 @@ impl Default for IngestConfig {
             registration_cache: Duration::from_secs(30),
             max_clock_skew: Duration::from_secs(300),
             retry_window: Duration::from_secs(5),
+            negative_cache: Duration::from_secs(10),
+            device_rate: Rate::UNLIMITED,
         }
     }
 }
@@ -65,6 +78,17 @@ impl IngestConfig {
     /// Reads the settings from the process environment (defaults for what is unset).
     pub fn from_env() -> Result<Self, FleetError> {
         let d = Self::default();
+        let number = |name: &str, default: f64| -> Result<f64, FleetError> {
+            match std::env::var(name) {
+                Err(_) => Ok(default),
+                Ok(raw) => raw
+                    .trim()
+                    .parse::<f64>()
+                    .ok()
+                    .filter(|v| v.is_finite() && *v >= 0.0)
+                    .ok_or_else(|| FleetError::Internal(format!("{name}={raw:?} is not a number"))),
+            }
+        };
         let secs = |name: &str, default: Duration, unit_ms: bool| -> Result<Duration, FleetError> {
             match std::env::var(name) {
                 Err(_) => Ok(default),
@@ -85,6 +109,11 @@ impl IngestConfig {
             registration_cache: secs("REGISTRATION_CACHE_SECONDS", d.registration_cache, false)?,
             max_clock_skew: secs("MAX_CLOCK_SKEW_SECONDS", d.max_clock_skew, false)?,
             retry_window: secs("INGEST_RETRY_MS", d.retry_window, true)?,
+            negative_cache: secs("NEGATIVE_CACHE_SECONDS", d.negative_cache, false)?,
+            device_rate: Rate {
+                per_second: number("INGEST_DEVICE_RATE_PER_SECOND", d.device_rate.per_second)?,
+                burst: number("INGEST_DEVICE_BURST", d.device_rate.burst)?,
+            },
         })
     }
 }
@@ -100,8 +129,11 @@ pub struct IngestOutcome {
 
 #[derive(Clone)]
 struct CachedRegistration {
-    registration: RegistrationItem,
+    /// `None`: the read found no such device.
+    registration: Option<RegistrationItem>,
     fetched: Instant,
+    /// When a read last showed a presented token not to be this registration's.
+    refused: Option<Instant>,
 }
 
 /// Ingestion with the warm-Lambda caches: registrations (authentication) and device
@@ -111,6 +143,8 @@ pub struct Ingestor {
     config: IngestConfig,
     registrations: Mutex<HashMap<DeviceId, CachedRegistration>>,
     summaries: Mutex<HashMap<DeviceId, DeviceSummary>>,
+    /// Per-device batch rate (authenticated devices only, so guessed ids take no bucket).
+    device_limiter: KeyedLimiter<DeviceId>,
 }
 
 /// Bound on cached entries, so a Lambda serving many devices keeps a small footprint.
@@ -121,9 +155,10 @@ impl Ingestor {
     pub fn new(table: FleetTable, config: IngestConfig) -> Self {
         Self {
             table,
-            config,
             registrations: Mutex::new(HashMap::new()),
             summaries: Mutex::new(HashMap::new()),
+            device_limiter: KeyedLimiter::new(config.device_rate, CACHE_CAPACITY),
+            config,
         }
     }
 
@@ -138,46 +173,88 @@ impl Ingestor {
     }
 
     /// The registration of `device` if `token` is its token; otherwise
-    /// [`FleetError::Unauthorized`], the same for an unknown device and a wrong token.
+    /// [`FleetError::Unauthorized`], the same for an unknown device and a wrong token. A device
+    /// over its batch rate is [`FleetError::RateLimited`].
+    ///
+    /// A registration read stays cached for `registration_cache`; an unknown device, and a
+    /// registration a read showed not to match a presented token, are answered without a read
+    /// for `negative_cache`, so a flood of guesses costs one read per device and window, not
+    /// one per attempt. The token is always compared in constant time with the stored hash.
     pub async fn authenticate(
         &self,
         device: &DeviceId,
         token: &str,
     ) -> Result<RegistrationItem, FleetError> {
-        let cached = self
-            .registrations
-            .lock()
-            .expect("cache lock")
-            .get(device)
-            .filter(|c| c.fetched.elapsed() < self.config.registration_cache)
-            .cloned();
-        if let Some(cached) = &cached {
-            if cached.registration.accepts(token, Timestamp::now()) {
-                return Ok(cached.registration.clone());
+        let now = Instant::now();
+        if let Some(cached) = self.cached_registration(device, now) {
+            match &cached.registration {
+                Some(r) if r.accepts(token, Timestamp::now()) => {
+                    return self.admit(device, r, now);
+                }
+                None => return Err(FleetError::Unauthorized),
+                Some(_)
+                    if cached
+                        .refused
+                        .is_some_and(|t| now - t < self.config.negative_cache) =>
+                {
+                    return Err(FleetError::Unauthorized);
+                }
+                // The token may be new (re-registration): read again.
+                Some(_) => {}
             }
         }
-        // Not cached, expired, or the token changed (re-registration): read it.
         let registration = self.read_registration(device).await?;
+        let matched = registration
+            .as_ref()
+            .is_some_and(|r| r.accepts(token, Timestamp::now()));
+        self.remember(
+            device,
+            CachedRegistration {
+                registration: registration.clone(),
+                fetched: now,
+                refused: (!matched).then_some(now),
+            },
+        );
         match registration {
-            Some(r) if r.accepts(token, Timestamp::now()) => {
-                let mut cache = self.registrations.lock().expect("cache lock");
-                if cache.len() >= CACHE_CAPACITY {
-                    cache.clear();
-                }
-                cache.insert(
-                    device.clone(),
-                    CachedRegistration {
-                        registration: r.clone(),
-                        fetched: Instant::now(),
-                    },
-                );
-                Ok(r)
-            }
+            Some(r) if matched => self.admit(device, &r, now),
             _ => {
-                self.forget(device);
+                self.summaries.lock().expect("cache lock").remove(device);
                 Err(FleetError::Unauthorized)
             }
         }
+    }
+
+    /// The cached read of `device` while it is fresh: a registration for `registration_cache`,
+    /// an absent device for `negative_cache`.
+    fn cached_registration(&self, device: &DeviceId, now: Instant) -> Option<CachedRegistration> {
+        let cache = self.registrations.lock().expect("cache lock");
+        let cached = cache.get(device)?;
+        let ttl = match cached.registration {
+            Some(_) => self.config.registration_cache,
+            None => self.config.negative_cache,
+        };
+        (now - cached.fetched < ttl).then(|| cached.clone())
+    }
+
+    fn remember(&self, device: &DeviceId, entry: CachedRegistration) {
+        let mut cache = self.registrations.lock().expect("cache lock");
+        if cache.len() >= CACHE_CAPACITY && !cache.contains_key(device) {
+            cache.clear();
+        }
+        cache.insert(device.clone(), entry);
+    }
+
+    /// An authenticated device's batch, within its rate or refused with a 429.
+    fn admit(
+        &self,
+        device: &DeviceId,
+        registration: &RegistrationItem,
+        now: Instant,
+    ) -> Result<RegistrationItem, FleetError> {
+        self.device_limiter
+            .take(device, now)
+            .map_err(crate::limits::rate_limited)?;
+        Ok(registration.clone())
     }
 
     async fn read_registration(

@@ -1,0 +1,217 @@
+//! CloudWatch Embedded Metric Format (EMF): one document per API request and per daily run,
+//! written as its own stdout line. CloudWatch Logs turns the members named under
+//! `_aws.CloudWatchMetrics` into metrics (no metric filter, no PutMetricData call); everything
+//! else in the document (request id, trace id, device id) stays a searchable property.
+//!
+//! Why a small module and not `metrics_cloudwatch_embedded`: that crate is a recorder for the
+//! global `metrics` facade whose Lambda integration wraps the runtime's `run` and follows
+//! `lambda_http`'s releases (0.5.x required `lambda_http` 0.13, we are on 1.x); every figure we
+//! publish is already collected per request by [`crate::metrics::RequestMeter`], so what is
+//! left is one JSON document, written here (docs/operations.md, "Metrics").
+//!
+//! Dimensions stay low-cardinality: the function and the route key (a template route such as
+//! `POST /devices/{deviceId}/events`, never a concrete path). Ids are properties.
+
+use std::cell::RefCell;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use serde_json::{json, Map, Value};
+
+use crate::metrics::MeterSnapshot;
+
+/// The CloudWatch namespace every Device Fleet metric is published in.
+pub const NAMESPACE: &str = "DeviceFleet";
+
+/// Dimension: the Lambda function's name (`AWS_LAMBDA_FUNCTION_NAME`, `local` elsewhere).
+pub const DIM_FUNCTION: &str = "Function";
+/// Dimension: the API Gateway route key.
+pub const DIM_ROUTE: &str = "Route";
+
+/// Metrics of every API request, with their CloudWatch units.
+pub const REQUEST_METRICS: [(&str, &str); 9] = [
+    ("Requests", "Count"),
+    ("Latency", "Milliseconds"),
+    ("DynamoDBRequests", "Count"),
+    ("DynamoDBAttempts", "Count"),
+    ("ReadUnits", "Count"),
+    ("WriteUnits", "Count"),
+    ("Status4xx", "Count"),
+    ("Status5xx", "Count"),
+    ("ColdStart", "Count"),
+];
+
+/// Metrics of a daily analytics invocation.
+pub const RUN_METRICS: [(&str, &str); 5] = [
+    ("RunDuration", "Milliseconds"),
+    ("RunFailures", "Count"),
+    ("DynamoDBRequests", "Count"),
+    ("ReadUnits", "Count"),
+    ("WriteUnits", "Count"),
+];
+
+/// Figures a handler adds to its request's document (through
+/// [`crate::metrics::RequestMeter::add_figure`]); each is published as a metric with this unit.
+pub const FIGURE_METRICS: [(&str, &str); 2] =
+    [("EventsAccepted", "Count"), ("EventsFailed", "Count")];
+
+/// True until the first document of this execution environment is written.
+static COLD: AtomicBool = AtomicBool::new(true);
+
+/// One finished API request, as the metrics see it.
+#[derive(Debug)]
+pub struct RequestFigures<'a> {
+    /// The route key (`POST /me/devices`).
+    pub route: &'a str,
+    /// The answer's status.
+    pub status: u16,
+    /// Time from the request to the answer.
+    pub latency_ms: f64,
+    /// The DynamoDB work it did.
+    pub used: &'a MeterSnapshot,
+    /// API Gateway's request id.
+    pub request_id: Option<&'a str>,
+    /// The `deviceId` path parameter, if the route has one.
+    pub device_id: Option<&'a str>,
+    /// The invocation's X-Ray trace id (`Root`), so a metric's log line leads to its trace.
+    pub trace_id: Option<&'a str>,
+}
+
+/// The EMF document of one API request.
+pub fn request_document(figures: &RequestFigures<'_>, cold_start: bool) -> Value {
+    let class = figures.status / 100;
+    // In REQUEST_METRICS' order.
+    let values = [
+        1.0,
+        figures.latency_ms,
+        f64::from(figures.used.requests()),
+        f64::from(figures.used.attempts),
+        figures.used.read_units,
+        figures.used.write_units,
+        f64::from(u8::from(class == 4)),
+        f64::from(u8::from(class == 5)),
+        f64::from(u8::from(cold_start)),
+    ];
+    let mut metrics: Vec<(&str, &str, f64)> = REQUEST_METRICS
+        .iter()
+        .zip(values)
+        .map(|((name, unit), value)| (*name, *unit, value))
+        .collect();
+    for (name, unit) in FIGURE_METRICS {
+        if let Some(value) = figures.used.figures.get(name) {
+            metrics.push((name, unit, *value));
+        }
+    }
+    let mut doc = document(
+        &[&[DIM_FUNCTION, DIM_ROUTE], &[DIM_FUNCTION]],
+        &[(DIM_ROUTE, figures.route)],
+        &metrics,
+    );
+    let properties = doc.as_object_mut().expect("an object");
+    properties.insert("status".into(), figures.status.into());
+    properties.insert("StatusClass".into(), format!("{class}xx").into());
+    insert_some(properties, "requestId", figures.request_id);
+    insert_some(properties, "deviceId", figures.device_id);
+    insert_some(properties, "traceId", figures.trace_id);
+    doc
+}
+
+/// The EMF document of one daily analytics invocation.
+pub fn run_document(duration_ms: f64, failed: bool, used: &MeterSnapshot) -> Value {
+    // In RUN_METRICS' order.
+    let values = [
+        duration_ms,
+        f64::from(u8::from(failed)),
+        f64::from(used.requests()),
+        used.read_units,
+        used.write_units,
+    ];
+    let metrics: Vec<(&str, &str, f64)> = RUN_METRICS
+        .iter()
+        .zip(values)
+        .map(|((name, unit), value)| (*name, *unit, value))
+        .collect();
+    document(&[&[DIM_FUNCTION]], &[], &metrics)
+}
+
+/// Writes `doc` as one line: to the capture of [`capture`] if one is active on this thread,
+/// else to stdout inside Lambda (or when `FLEET_EMF=stdout`), else nowhere (tests and local
+/// tools would only print noise).
+pub fn emit(doc: &Value) {
+    let captured = crate::telemetry::captured(&CAPTURE, std::slice::from_ref(doc));
+    if !captured && to_stdout() {
+        use std::io::Write;
+        let line = format!("{doc}\n");
+        // One write per line: CloudWatch keeps one log event per line.
+        let _ = std::io::stdout().lock().write_all(line.as_bytes());
+    }
+}
+
+/// Whether this is the first document of the execution environment (then never again).
+pub fn take_cold_start() -> bool {
+    COLD.swap(false, Ordering::Relaxed)
+}
+
+/// Runs `fut` with the documents [`emit`] writes on this thread collected instead of printed.
+/// For tests on a current-thread runtime (`#[tokio::test]`'s default), where the handler runs
+/// on the test's own thread.
+pub async fn capture<F: std::future::Future>(fut: F) -> (F::Output, Vec<Value>) {
+    crate::telemetry::capture_documents(&CAPTURE, fut).await
+}
+
+thread_local! {
+    static CAPTURE: RefCell<Option<Vec<Value>>> = const { RefCell::new(None) };
+}
+
+fn to_stdout() -> bool {
+    std::env::var_os("AWS_LAMBDA_FUNCTION_NAME").is_some()
+        || std::env::var("FLEET_EMF").is_ok_and(|v| v == "stdout")
+}
+
+/// The function dimension's value.
+pub fn function_name() -> String {
+    std::env::var("AWS_LAMBDA_FUNCTION_NAME").unwrap_or_else(|_| "local".into())
+}
+
+fn insert_some(properties: &mut Map<String, Value>, name: &str, value: Option<&str>) {
+    if let Some(value) = value {
+        properties.insert(name.into(), value.into());
+    }
+}
+
+/// An EMF document: `_aws` metadata naming `metrics` under `dimension_sets` in [`NAMESPACE`],
+/// and every dimension and metric value as a top-level member (the specification's rule:
+/// a name under `_aws` without a member of that name is not published).
+fn document(
+    dimension_sets: &[&[&str]],
+    dimensions: &[(&str, &str)],
+    metrics: &[(&str, &str, f64)],
+) -> Value {
+    let timestamp = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0);
+    let mut doc = Map::new();
+    doc.insert(
+        "_aws".into(),
+        json!({
+            "Timestamp": timestamp,
+            "CloudWatchMetrics": [{
+                "Namespace": NAMESPACE,
+                "Dimensions": dimension_sets,
+                "Metrics": metrics
+                    .iter()
+                    .map(|(name, unit, _)| json!({"Name": name, "Unit": unit}))
+                    .collect::<Vec<_>>(),
+            }],
+        }),
+    );
+    doc.insert(DIM_FUNCTION.into(), function_name().into());
+    for (name, value) in dimensions {
+        doc.insert((*name).into(), (*value).into());
+    }
+    for (name, _, value) in metrics {
+        doc.insert((*name).into(), json!(value));
+    }
+    Value::Object(doc)
+}
