@@ -51,7 +51,7 @@ impl TlsEndpoint {
         if let Some(dir) = ca_file.parent() {
             std::fs::create_dir_all(dir)?;
         }
-        std::fs::write(ca_file, ca_pem)?;
+        std::fs::write(ca_file, trust_bundle(&ca_pem))?;
         let provider = Arc::new(tokio_rustls::rustls::crypto::aws_lc_rs::default_provider());
         let config = ServerConfig::builder_with_provider(provider)
             .with_safe_default_protocol_versions()?
@@ -81,7 +81,7 @@ impl TlsEndpoint {
         format!("https://{}", self.addr)
     }
 
-    /// The CA certificate (PEM) a client must trust.
+    /// The trust file (PEM): the throwaway CA, then the platform's roots.
     pub fn ca_file(&self) -> &Path {
         &self.ca_file
     }
@@ -103,6 +103,23 @@ impl Drop for TlsEndpoint {
     fn drop(&mut self) {
         self.server.abort();
     }
+}
+
+/// The platform's CA bundles, where Debian and Amazon Linux keep them.
+const PLATFORM_BUNDLES: [&str; 2] = [
+    "/etc/ssl/certs/ca-certificates.crt",
+    "/etc/pki/tls/certs/ca-bundle.crt",
+];
+
+/// `ca_pem` followed by the platform's roots: `SSL_CERT_FILE` replaces the trust store, so a
+/// file with the throwaway CA alone would make a TLS cold start parse one root where a Lambda
+/// parses the whole bundle (about 150), and the figure would come out too low.
+fn trust_bundle(ca_pem: &str) -> String {
+    let platform = PLATFORM_BUNDLES
+        .iter()
+        .find_map(|path| std::fs::read_to_string(path).ok())
+        .unwrap_or_default();
+    format!("{ca_pem}\n{platform}")
 }
 
 async fn forward(
@@ -182,9 +199,12 @@ mod tests {
         // A client that trusts only that CA file.
         let mut roots = tokio_rustls::rustls::RootCertStore::empty();
         let pem = std::fs::read(endpoint.ca_file()).unwrap();
-        for cert in rustls_pemfile_certs(&pem) {
-            roots.add(cert).unwrap();
+        let certs = rustls_pemfile_certs(&pem);
+        if PLATFORM_BUNDLES.iter().any(|p| Path::new(p).is_file()) {
+            assert!(certs.len() > 1, "the platform's roots follow the CA");
         }
+        let (added, _) = roots.add_parsable_certificates(certs);
+        assert!(added >= 1);
         let provider = Arc::new(tokio_rustls::rustls::crypto::aws_lc_rs::default_provider());
         let config = tokio_rustls::rustls::ClientConfig::builder_with_provider(provider)
             .with_safe_default_protocol_versions()

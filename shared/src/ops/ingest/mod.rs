@@ -316,27 +316,24 @@ impl Ingestor {
         deadline: Instant,
     ) -> Result<IngestOutcome, FleetError> {
         let deadline = deadline.min(Instant::now() + self.config.retry_window);
-        // The event writes and the summary update go out together: waiting for one before the
-        // other cost a whole round trip per batch (the summary was sent only after the last
-        // BatchWriteItem answered). An event is acknowledged only when both its write and the
-        // summary succeeded; a failed one is named in `failed`, and the device's resend (a
-        // replay: identical items, a summary that already holds it) completes it.
-        let (unstored, summary) = tokio::join!(
-            self.store_events(registration, &events, deadline),
-            self.update_summary(registration, &events, deadline),
-        );
-        let unstored = unstored?;
+        let unstored = self.store_events(registration, &events, deadline).await?;
         let (stored, failed): (Vec<NewEvent>, Vec<NewEvent>) = events
             .into_iter()
             .partition(|e| !unstored.contains(&(e.at, e.id.clone())));
-        match summary {
+        if stored.is_empty() {
+            return Ok(IngestOutcome {
+                accepted: Vec::new(),
+                failed: failed.into_iter().map(|e| e.id).collect(),
+            });
+        }
+        match self.update_summary(registration, &stored, deadline).await {
             Ok(()) => Ok(IngestOutcome {
                 accepted: stored.into_iter().map(|e| e.id).collect(),
                 failed: failed.into_iter().map(|e| e.id).collect(),
             }),
             Err(FleetError::Unauthorized) => Err(FleetError::Unauthorized),
-            // Not on the dashboard yet: acknowledge nothing, so the device resends the whole
-            // batch (idempotent) and the summary catches up.
+            // Stored but not on the dashboard yet: acknowledge nothing, so the device resends
+            // the whole batch (idempotent) and the summary catches up.
             Err(err) => {
                 tracing::warn!(device = %registration.device_id, error = %err, "device summary not updated");
                 Ok(IngestOutcome {
