@@ -20,6 +20,7 @@ use std::time::{Duration, Instant};
 use crate::catalog::{
     implemented_by, AccessPattern, Frequency, Operation, PatternId, RequestBudget,
 };
+use crate::config::number;
 use crate::entity::Entity;
 use crate::error::FleetError;
 use crate::ids::{DeviceId, EventId};
@@ -77,42 +78,37 @@ impl Default for IngestConfig {
 impl IngestConfig {
     /// Reads the settings from the process environment (defaults for what is unset).
     pub fn from_env() -> Result<Self, FleetError> {
+        Self::from_lookup(|name| std::env::var(name).ok())
+    }
+
+    /// Reads the settings through `lookup` (the environment, or a map in tests), each with
+    /// [`number`] as every function setting is: the default when unset or blank, an error
+    /// naming the variable when it is not a number in range.
+    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Self, FleetError> {
         let d = Self::default();
-        let number = |name: &str, default: f64| -> Result<f64, FleetError> {
-            match std::env::var(name) {
-                Err(_) => Ok(default),
-                Ok(raw) => raw
-                    .trim()
-                    .parse::<f64>()
-                    .ok()
-                    .filter(|v| v.is_finite() && *v >= 0.0)
-                    .ok_or_else(|| FleetError::Internal(format!("{name}={raw:?} is not a number"))),
-            }
+        let seconds = |name: &str, default: Duration| {
+            number(&lookup, name, default.as_secs(), 0..=86_400).map(Duration::from_secs)
         };
-        let secs = |name: &str, default: Duration, unit_ms: bool| -> Result<Duration, FleetError> {
-            match std::env::var(name) {
-                Err(_) => Ok(default),
-                Ok(raw) => raw
-                    .trim()
-                    .parse::<u64>()
-                    .map(|v| {
-                        if unit_ms {
-                            Duration::from_millis(v)
-                        } else {
-                            Duration::from_secs(v)
-                        }
-                    })
-                    .map_err(|_| FleetError::Internal(format!("{name}={raw:?} is not a number"))),
-            }
-        };
+        let retry_ms = d.retry_window.as_millis() as u64;
         Ok(Self {
-            registration_cache: secs("REGISTRATION_CACHE_SECONDS", d.registration_cache, false)?,
-            max_clock_skew: secs("MAX_CLOCK_SKEW_SECONDS", d.max_clock_skew, false)?,
-            retry_window: secs("INGEST_RETRY_MS", d.retry_window, true)?,
-            negative_cache: secs("NEGATIVE_CACHE_SECONDS", d.negative_cache, false)?,
+            registration_cache: seconds("REGISTRATION_CACHE_SECONDS", d.registration_cache)?,
+            max_clock_skew: seconds("MAX_CLOCK_SKEW_SECONDS", d.max_clock_skew)?,
+            retry_window: number(&lookup, "INGEST_RETRY_MS", retry_ms, 0..=900_000)
+                .map(Duration::from_millis)?,
+            negative_cache: seconds("NEGATIVE_CACHE_SECONDS", d.negative_cache)?,
             device_rate: Rate {
-                per_second: number("INGEST_DEVICE_RATE_PER_SECOND", d.device_rate.per_second)?,
-                burst: number("INGEST_DEVICE_BURST", d.device_rate.burst)?,
+                per_second: number(
+                    &lookup,
+                    "INGEST_DEVICE_RATE_PER_SECOND",
+                    d.device_rate.per_second,
+                    0.0..=1e6,
+                )?,
+                burst: number(
+                    &lookup,
+                    "INGEST_DEVICE_BURST",
+                    d.device_rate.burst,
+                    0.0..=1e6,
+                )?,
             },
         })
     }
@@ -341,6 +337,49 @@ impl Ingestor {
                     failed: stored.into_iter().chain(failed).map(|e| e.id).collect(),
                 })
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    fn config(pairs: &[(&str, &str)]) -> Result<IngestConfig, FleetError> {
+        let map: HashMap<String, String> = pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        IngestConfig::from_lookup(move |name| map.get(name).cloned())
+    }
+
+    #[test]
+    fn settings_read_like_every_function_setting() {
+        assert_eq!(config(&[]).unwrap(), IngestConfig::default());
+        assert_eq!(
+            config(&[("REGISTRATION_CACHE_SECONDS", " ")]).unwrap(),
+            IngestConfig::default(),
+            "blank is unset"
+        );
+        let c = config(&[
+            ("REGISTRATION_CACHE_SECONDS", "5"),
+            ("INGEST_RETRY_MS", "400"),
+            ("INGEST_DEVICE_RATE_PER_SECOND", "2.5"),
+            ("INGEST_DEVICE_BURST", "10"),
+        ])
+        .unwrap();
+        assert_eq!(c.registration_cache, Duration::from_secs(5));
+        assert_eq!(c.retry_window, Duration::from_millis(400));
+        assert_eq!((c.device_rate.per_second, c.device_rate.burst), (2.5, 10.0));
+        for (name, bad) in [
+            ("INGEST_RETRY_MS", "soon"),
+            ("NEGATIVE_CACHE_SECONDS", "-1"),
+            ("INGEST_DEVICE_BURST", "NaN"),
+            ("MAX_CLOCK_SKEW_SECONDS", "86401"),
+        ] {
+            let err = config(&[(name, bad)]).unwrap_err().to_string();
+            assert!(err.contains(name), "{name}={bad}: {err}");
         }
     }
 }
