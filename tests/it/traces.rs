@@ -106,3 +106,53 @@ async fn an_unsampled_or_untraced_request_sends_nothing_and_errors_are_marked() 
         (Some(true), Some(false))
     );
 }
+
+#[tokio::test]
+async fn a_sampled_daily_run_is_traced_with_each_dynamodb_call() {
+    let table = fresh_table().await;
+    let config = daily_analytics::AnalyticsConfig::default();
+    let header = format!("Root={ROOT};Parent={PARENT};Sampled=1");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let (result, docs) = trace::capture(daily_analytics::handle_traced(
+        &table,
+        &config,
+        json!({"date": "2026-11-20"}),
+        deadline,
+        Some(&header),
+    ))
+    .await;
+    let answer = result.unwrap();
+    let run = &docs[0];
+    assert_eq!(run["name"], daily_analytics::RUN_SEGMENT);
+    assert_eq!(
+        (&run["trace_id"], &run["parent_id"]),
+        (&json!(ROOT), &json!(PARENT))
+    );
+    // Every DynamoDB call of the run is a child of it: the scan's requests (the report's
+    // `run.requests`) plus its checkpoint and report writes.
+    let operations: Vec<&str> = docs[1..]
+        .iter()
+        .map(|call| {
+            assert_eq!(call["parent_id"], run["id"]);
+            assert_eq!(call["name"], "DynamoDB");
+            call["aws"]["operation"].as_str().unwrap()
+        })
+        .collect();
+    let scans = answer["report"]["run"]["requests"].as_u64().unwrap();
+    assert!(scans > 0);
+    assert!(operations.len() as u64 >= scans, "{operations:?}");
+    for expected in ["Scan", "PutItem"] {
+        assert!(operations.contains(&expected), "{operations:?}");
+    }
+    // Not sampled: nothing.
+    let unsampled = format!("Root={ROOT};Parent={PARENT};Sampled=0");
+    let (_, docs) = trace::capture(daily_analytics::handle_traced(
+        &table,
+        &config,
+        json!({"date": "2026-11-21"}),
+        deadline,
+        Some(&unsampled),
+    ))
+    .await;
+    assert!(docs.is_empty(), "{docs:#?}");
+}

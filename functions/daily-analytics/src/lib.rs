@@ -16,6 +16,7 @@ use shared::deadline::Deadline;
 use shared::metrics::RequestMeter;
 use shared::ops::analytics::{previous_day, run_daily_report, RunPlan};
 use shared::timestamp::{Day, Timestamp};
+use shared::trace::{HandledRequest, TraceHeader};
 use shared::{FleetError, FleetTable, ValidationError};
 
 /// The function's `Timeout` in `template.yaml`: the time an invocation gets when the runtime
@@ -78,7 +79,15 @@ impl State {
     /// usable).
     pub async fn handle(&self, event: LambdaEvent<Value>) -> Result<Value, FleetError> {
         let deadline = Deadline::from_lambda(event.context.deadline(), TIMEOUT);
-        handle(&self.table, &self.config, event.payload, deadline.instant()).await
+        let trace = event.context.xray_trace_id.clone();
+        handle_traced(
+            &self.table,
+            &self.config,
+            event.payload,
+            deadline.instant(),
+            trace.as_deref(),
+        )
+        .await
     }
 }
 
@@ -93,6 +102,9 @@ struct Invocation {
     segments: Option<Vec<u32>>,
 }
 
+/// The name of a run's subsegment in its trace.
+pub const RUN_SEGMENT: &str = "daily analytics run";
+
 /// Time kept in reserve before the Lambda's deadline to save the last checkpoint and answer.
 const MARGIN: Duration = Duration::from_secs(20);
 
@@ -104,13 +116,39 @@ pub async fn handle(
     event: Value,
     deadline: Instant,
 ) -> Result<Value, FleetError> {
+    handle_traced(table, config, event, deadline, None).await
+}
+
+/// [`handle`] in the X-Ray trace of `trace_header` (the invocation's `Lambda-Runtime-Trace-Id`):
+/// when it is sampled, one subsegment for the run and one per DynamoDB call under it, as the
+/// API functions send for each request.
+pub async fn handle_traced(
+    table: &FleetTable,
+    config: &AnalyticsConfig,
+    event: Value,
+    deadline: Instant,
+    trace_header: Option<&str>,
+) -> Result<Value, FleetError> {
     let started = Instant::now();
+    let started_at = std::time::SystemTime::now();
     let meter = RequestMeter::new();
     let result = meter
         .clone()
         .scope(Box::pin(run(table, config, event, deadline)))
         .await;
     let used = meter.snapshot();
+    if let Some(header) = trace_header.and_then(TraceHeader::parse) {
+        shared::trace::send(shared::trace::request_documents(
+            &header,
+            &HandledRequest {
+                route: RUN_SEGMENT,
+                status: if result.is_ok() { 200 } else { 500 },
+                start: started_at,
+                end: std::time::SystemTime::now(),
+                calls: &used.calls,
+            },
+        ));
+    }
     shared::emf::emit(&shared::emf::run_document(
         started.elapsed().as_secs_f64() * 1000.0,
         result.is_err(),
