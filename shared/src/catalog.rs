@@ -154,6 +154,8 @@ pub enum Operation {
     DeleteItem,
     /// BatchWriteItem.
     BatchWriteItem,
+    /// BatchGetItem.
+    BatchGetItem,
     /// TransactWriteItems.
     TransactWriteItems,
 }
@@ -169,6 +171,7 @@ impl Operation {
             Operation::UpdateItem => "UpdateItem",
             Operation::DeleteItem => "DeleteItem",
             Operation::BatchWriteItem => "BatchWriteItem",
+            Operation::BatchGetItem => "BatchGetItem",
             Operation::TransactWriteItems => "TransactWriteItems",
         }
     }
@@ -200,6 +203,12 @@ pub enum RequestBudget {
     PerPagePlusEmptyCheck(u32),
     /// One per shard per page.
     PerShardPage,
+    /// This many per page, plus one BatchGetItem per page that holds devices whose live state
+    /// is placed on another of their owner's partitions (large fleets only).
+    PerPagePlusPlacedStates(u32),
+    /// Per page: one Query listing a group of the owner's devices, plus one Query per device
+    /// of the group (`shards` in the scale counts the devices).
+    PerDeviceGroupPage,
     /// One per (day, shard).
     PerDayShard,
     /// ceil(n/25) BatchWriteItem calls plus this many (registration read, device update, ...).
@@ -322,6 +331,10 @@ impl AccessPattern {
                 n * scale.pages.max(1) + u32::from(scale.follow_up)
             }
             RequestBudget::PerShardPage => scale.shards.max(1) * scale.pages.max(1),
+            RequestBudget::PerPagePlusPlacedStates(n) => {
+                (n + u32::from(scale.follow_up)) * scale.pages.max(1)
+            }
+            RequestBudget::PerDeviceGroupPage => (1 + scale.shards) * scale.pages.max(1),
             RequestBudget::PerDayShard => scale.days.max(1) * scale.shards.max(1),
             RequestBudget::BatchOf25Plus(extra) => scale.batch_items.div_ceil(25) + extra,
             RequestBudget::ZeroAtReadTime => 0,

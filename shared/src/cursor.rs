@@ -59,6 +59,24 @@ pub fn decode(
     Ok(envelope.k)
 }
 
+/// Decodes a cursor of `pattern` with at most `max` entries (listings whose cursor length
+/// varies, like a device group's).
+pub fn decode_up_to(
+    pattern: PatternId,
+    cursor: &str,
+    max: usize,
+) -> Result<Vec<Option<StartKey>>, ValidationError> {
+    if cursor.len() > MAX_CURSOR {
+        return Err(invalid());
+    }
+    let bytes = URL_SAFE_NO_PAD.decode(cursor).map_err(|_| invalid())?;
+    let envelope: Envelope = serde_json::from_slice(&bytes).map_err(|_| invalid())?;
+    if envelope.p != pattern.as_str() || envelope.k.is_empty() || envelope.k.len() > max {
+        return Err(invalid());
+    }
+    Ok(envelope.k)
+}
+
 /// A `LastEvaluatedKey` as a [`StartKey`]; `None` if any attribute is not a string.
 pub fn start_key(key: &HashMap<String, AttributeValue>) -> Option<StartKey> {
     key.iter()

@@ -11,7 +11,7 @@ use crate::config::ShardCounts;
 use crate::entity::Entity;
 use crate::error::ValidationError;
 use crate::ids::{DeviceId, DeviceType, EventId, EventType, Tag, UserId};
-use crate::keys::{Attributes, IndexKeys, ItemKey};
+use crate::keys::{Attributes, DirectoryEntry, IndexKeys, ItemKey};
 use crate::schema::ENTITY_TYPE;
 use crate::timestamp::Timestamp;
 use crate::token::token_matches;
@@ -24,6 +24,10 @@ pub enum EntityType {
     Profile,
     /// A device in its owner's partition.
     Device,
+    /// An owner's fleet (device count, live-state partitions).
+    Fleet,
+    /// A device's live state (what ingestion keeps for the dashboard).
+    DeviceState,
     /// A tag link (device carries tag).
     TagLink,
     /// A device id's table-wide registration.
@@ -38,9 +42,11 @@ pub enum EntityType {
 
 impl EntityType {
     /// Every entity type.
-    pub const ALL: [EntityType; 7] = [
+    pub const ALL: [EntityType; 9] = [
         EntityType::Profile,
         EntityType::Device,
+        EntityType::Fleet,
+        EntityType::DeviceState,
         EntityType::TagLink,
         EntityType::Registration,
         EntityType::Event,
@@ -53,6 +59,8 @@ impl EntityType {
         match self {
             EntityType::Profile => "profile",
             EntityType::Device => "device",
+            EntityType::Fleet => "fleet",
+            EntityType::DeviceState => "deviceState",
             EntityType::TagLink => "tagLink",
             EntityType::Registration => "registration",
             EntityType::Event => "event",
@@ -69,7 +77,7 @@ impl EntityType {
     }
 }
 
-/// Device status; `STATUS#{status}#{shard}` on GSI1.
+/// Device status; `STATUS#{status}#{shard}` on GSI1 (on the device's live state).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum DeviceStatus {
@@ -152,7 +160,7 @@ pub struct Reading {
     pub value: EventValue,
 }
 
-/// One of a device's most recent events, denormalized onto the device item.
+/// One of a device's most recent events (dashboard).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct RecentEvent {
     /// Event id.
@@ -166,8 +174,9 @@ pub struct RecentEvent {
     pub at: Timestamp,
 }
 
-/// A device: `USER#{userId}` / `DEVICE#{deviceId}`, and on GSI1
-/// `STATUS#{status}#{shard}` / `SEEN#{lastSeen}#{deviceId}` once it has been seen.
+/// A device: `USER#{userId}` / `DEVICE#{deviceId}`. What its owner set (name, type, status,
+/// tags) and where its live state is placed; written only by its owner, so it never heats
+/// the owner's partition. The readings are on its [`DeviceStateItem`].
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct DeviceItem {
@@ -186,27 +195,115 @@ pub struct DeviceItem {
     pub tags: Vec<Tag>,
     /// Optimistic-locking version; 1 at registration, +1 on every update.
     pub version: u64,
-    /// +1 whenever name, type or tags change: the copies on tag links and the registration
-    /// are brought in step under this number (see `ops::devices`).
+    /// +1 whenever name, type or tags change: the copies on tag links, the registration and
+    /// the live state are brought in step under this number (see `ops::devices`).
     pub sync_version: u64,
     /// The tags that have a tag-link item right now.
     pub linked_tags: Vec<Tag>,
+    /// The owner's live-state partition this device was placed on at registration (0: the
+    /// user partition). Never changes.
+    #[serde(default)]
+    pub shard: u32,
     /// Registration time.
     pub created_at: Timestamp,
     /// Last update by the owner.
     pub updated_at: Timestamp,
-    /// Newest event time seen.
+    /// Set while a deletion is in progress; such a device is gone for every reader.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deleting_at: Option<Timestamp>,
+}
+
+/// An owner's fleet: `USER#{userId}` / `FLEET`, and in the directory (GSI2). Registration
+/// and deletion keep `devices`; `shards` is how many live-state partitions the owner's
+/// devices are placed on, and only ever grows (see `ops::devices::register_device`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FleetItem {
+    /// Owner (read back from the key).
+    #[serde(skip_serializing)]
+    pub user_id: UserId,
+    /// Live-state partitions (1, 2, 4, ...).
+    pub shards: u32,
+    /// Registered devices.
+    pub devices: u64,
+}
+
+/// The latest reading of one type as the live state stores it: `[at (epoch ms), value]`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct StoredReading(pub i64, pub EventValue);
+
+/// A recent event as the live state stores it: `[at (epoch ms), id, type, value]`. A list
+/// without attribute names keeps the state item under 1 KB for a typical device.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct StoredEvent(pub i64, pub EventId, pub EventType, pub EventValue);
+
+/// A device's live state: `{state partition}` / `DEVICE#{deviceId}#STATE`, kept by ingestion.
+/// It sits in the owner's partition placed at registration ([`crate::keys::state_pk`]): an
+/// ordinary owner's states share the user partition (the dashboard stays one Query), a large
+/// owner's spread over `USER#{userId}#SHARD#{k}`. On GSI1 as the status index (AP-13), with the
+/// copies that index returns. Bounded: see `ops::ingest` for the caps and the largest size.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DeviceStateItem {
+    /// Owner (read back from the key).
+    #[serde(skip_serializing)]
+    pub user_id: UserId,
+    /// Device (read back from the key).
+    #[serde(skip_serializing)]
+    pub device_id: DeviceId,
+    /// The owner's partition it is placed on (read back from the key).
+    #[serde(skip_serializing, default)]
+    pub shard: u32,
+    /// Copy of the device's status (its GSI1 partition).
+    pub status: DeviceStatus,
+    /// Copy of the device's name (AP-13 returns it).
+    pub name: String,
+    /// Copy of the device's type (AP-13 returns it).
+    #[serde(rename = "type")]
+    pub device_type: DeviceType,
+    /// Newest event time.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_seen: Option<Timestamp>,
     /// Latest reading per event type.
     #[serde(default)]
-    pub latest: BTreeMap<String, Reading>,
+    pub latest: BTreeMap<String, StoredReading>,
     /// The newest events, newest first.
     #[serde(default)]
-    pub recent: Vec<RecentEvent>,
-    /// Set while a deletion is in progress; such a device is gone for every reader.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub deleting_at: Option<Timestamp>,
+    pub recent: Vec<StoredEvent>,
+    /// Optimistic-concurrency counter of ingestion's updates (0: never updated).
+    #[serde(default)]
+    pub ingest_seq: u64,
+    /// The device `version` whose status and name were last copied here (an older PATCH's
+    /// copy landing late is refused).
+    #[serde(default)]
+    pub device_version: u64,
+}
+
+impl StoredReading {
+    /// The reading as the API shows it.
+    pub fn reading(&self) -> Reading {
+        Reading {
+            at: Timestamp::from_epoch_millis(self.0).unwrap_or_else(Timestamp::min),
+            value: self.1.clone(),
+        }
+    }
+}
+
+impl StoredEvent {
+    /// When it happened.
+    pub fn at(&self) -> Timestamp {
+        Timestamp::from_epoch_millis(self.0).unwrap_or_else(Timestamp::min)
+    }
+
+    /// The event as the API shows it.
+    pub fn recent_event(&self) -> RecentEvent {
+        RecentEvent {
+            id: self.1.clone(),
+            event_type: self.2.clone(),
+            value: self.3.clone(),
+            at: self.at(),
+        }
+    }
 }
 
 /// A tag link: `USER#{userId}` / `TAG#{tag}#{deviceId}`, carrying what a tag listing shows.
@@ -252,12 +349,15 @@ pub struct RegistrationItem {
     pub device_name: String,
     /// Copy of the device's type (copied onto events at ingest).
     pub device_type: DeviceType,
+    /// The owner's live-state partition the device is placed on (ingestion reads it here).
+    #[serde(default)]
+    pub shard: u32,
     /// Registration time.
     pub created_at: Timestamp,
 }
 
-/// One device event: `USER#{userId}#DEVICE#{deviceId}` / `EVENT#{at}#{eventId}`, on GSI1 by
-/// type/day/shard and on GSI2 by owner shard.
+/// One device event: `USER#{userId}#DEVICE#{deviceId}` / `EVENT#{at}#{eventId}`; on GSI1 by
+/// type/day/shard only when its type is searchable (`SEARCHABLE_EVENT_TYPES`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct EventItem {
@@ -289,6 +389,9 @@ impl Entity for ProfileItem {
             user: self.user_id.clone(),
         }
     }
+    fn index_keys(&self, _shards: &ShardCounts) -> IndexKeys {
+        IndexKeys::directory(&self.user_id, DirectoryEntry::Profile)
+    }
 }
 
 impl Entity for DeviceItem {
@@ -299,15 +402,58 @@ impl Entity for DeviceItem {
             device: self.device_id.clone(),
         }
     }
+}
+
+impl Entity for FleetItem {
+    const ENTITY_TYPE: EntityType = EntityType::Fleet;
+    fn item_key(&self) -> ItemKey {
+        ItemKey::Fleet {
+            user: self.user_id.clone(),
+        }
+    }
+    fn index_keys(&self, _shards: &ShardCounts) -> IndexKeys {
+        IndexKeys::directory(&self.user_id, DirectoryEntry::Fleet)
+    }
+    fn from_item(mut item: Attributes) -> Result<Self, crate::error::FleetError> {
+        if let Ok(ItemKey::Fleet { user }) = ItemKey::of(&item) {
+            item.insert("userId".into(), AttributeValue::S(user.to_string()));
+        }
+        crate::entity::checked_item(item)
+    }
+}
+
+impl Entity for DeviceStateItem {
+    const ENTITY_TYPE: EntityType = EntityType::DeviceState;
+    fn item_key(&self) -> ItemKey {
+        ItemKey::DeviceState {
+            user: self.user_id.clone(),
+            shard: self.shard,
+            device: self.device_id.clone(),
+        }
+    }
     /// On GSI1 by status shard; sparse in the `SEEN#` sort key until the device first sends
     /// events, which keeps never-seen devices out of "seen since" queries.
     fn index_keys(&self, shards: &ShardCounts) -> IndexKeys {
-        IndexKeys::device(
+        IndexKeys::device_state(
             self.status,
             &self.device_id,
             self.last_seen.as_ref(),
             shards,
         )
+    }
+    /// Owner, device and shard come from the key (GSI1 projects the table's key as well).
+    fn from_item(mut item: Attributes) -> Result<Self, crate::error::FleetError> {
+        if let Ok(ItemKey::DeviceState {
+            user,
+            shard,
+            device,
+        }) = ItemKey::of(&item)
+        {
+            item.insert("userId".into(), AttributeValue::S(user.to_string()));
+            item.insert("deviceId".into(), AttributeValue::S(device.to_string()));
+            item.insert("shard".into(), AttributeValue::N(shard.to_string()));
+        }
+        crate::entity::checked_item(item)
     }
 }
 
@@ -366,7 +512,6 @@ impl Entity for EventItem {
     }
     fn index_keys(&self, shards: &ShardCounts) -> IndexKeys {
         IndexKeys::event(
-            &self.user_id,
             &self.device_id,
             &self.event_type,
             &self.at,
@@ -394,22 +539,9 @@ mod tests {
             version: 1,
             sync_version: 1,
             linked_tags: vec![Tag::parse("home").unwrap()],
+            shard: 3,
             created_at: at,
             updated_at: at,
-            last_seen: Some(at),
-            latest: BTreeMap::from([(
-                "temperature".to_string(),
-                Reading {
-                    at,
-                    value: EventValue::Number(21.5),
-                },
-            )]),
-            recent: vec![RecentEvent {
-                id: EventId::parse("e").unwrap(),
-                event_type: EventType::parse("door").unwrap(),
-                value: EventValue::Flag(true),
-                at,
-            }],
             deleting_at: None,
         };
         let shards = ShardCounts::default();
@@ -417,25 +549,54 @@ mod tests {
         assert_eq!(attrs["entityType"], AttributeValue::S("device".into()));
         assert_eq!(attrs["type"], AttributeValue::S("thermostat".into()));
         assert_eq!(attrs["version"], AttributeValue::N("1".into()));
+        assert!(!attrs.contains_key("GSI1PK"), "the status index is on the live state");
         let key = ItemKey::of(&attrs).unwrap();
         assert_eq!(key, item.item_key(), "the stored key is the derived one");
-        let index = item.index_keys(&shards);
-        assert_eq!(
-            attrs["GSI1PK"].as_s().unwrap(),
-            index.gsi1pk.as_deref().unwrap()
-        );
-        assert_eq!(
-            attrs["GSI1SK"].as_s().unwrap(),
-            index.gsi1sk.as_deref().unwrap()
-        );
         let back = DeviceItem::from_item(attrs.clone()).unwrap();
         assert_eq!(back, item);
         // Another type's item is refused, not misread.
         assert!(ProfileItem::from_item(attrs).is_err());
+    }
 
-        let never_seen = DeviceItem {
+    #[test]
+    fn device_state_reads_its_owner_device_and_shard_back_from_its_key() {
+        let at = Timestamp::parse_field("at", "2024-04-10T10:00:00Z").unwrap();
+        let state = DeviceStateItem {
+            user_id: UserId::parse("u").unwrap(),
+            device_id: DeviceId::parse("d").unwrap(),
+            shard: 5,
+            status: DeviceStatus::Active,
+            name: "Kitchen".into(),
+            device_type: DeviceType::parse("thermostat").unwrap(),
+            last_seen: Some(at),
+            latest: BTreeMap::from([(
+                "temperature".to_string(),
+                StoredReading(at.epoch_millis(), EventValue::Number(21.5)),
+            )]),
+            recent: vec![StoredEvent(
+                at.epoch_millis(),
+                EventId::parse("e").unwrap(),
+                EventType::parse("door").unwrap(),
+                EventValue::Flag(true),
+            )],
+            ingest_seq: 4,
+            device_version: 2,
+        };
+        let shards = ShardCounts::default();
+        let attrs = state.to_item(&shards).unwrap();
+        for stored_once in ["userId", "deviceId", "shard"] {
+            assert!(!attrs.contains_key(stored_once), "{stored_once} is in the key");
+        }
+        assert_eq!(attrs["PK"], AttributeValue::S("USER#u#SHARD#5".into()));
+        let index = state.index_keys(&shards);
+        assert_eq!(attrs["GSI1PK"].as_s().unwrap(), index.gsi1pk.as_deref().unwrap());
+        assert_eq!(attrs["GSI1SK"].as_s().unwrap(), index.gsi1sk.as_deref().unwrap());
+        assert_eq!(DeviceStateItem::from_item(attrs).unwrap(), state);
+        assert_eq!(state.recent[0].recent_event().at, at);
+        assert_eq!(state.latest["temperature"].reading().at, at);
+        let never_seen = DeviceStateItem {
             last_seen: None,
-            ..item
+            ..state
         }
         .to_item(&shards)
         .unwrap();

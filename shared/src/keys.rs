@@ -5,7 +5,9 @@
 //! | item | PK | SK |
 //! |---|---|---|
 //! | profile | `USER#{userId}` | `PROFILE` |
+//! | fleet | `USER#{userId}` | `FLEET` |
 //! | device | `USER#{userId}` | `DEVICE#{deviceId}` |
+//! | device state | `USER#{userId}` (shard 0) or `USER#{userId}#SHARD#{k}` | `DEVICE#{deviceId}#STATE` |
 //! | tag link | `USER#{userId}` | `TAG#{tag}#{deviceId}` |
 //! | registration | `DEVICE#{deviceId}` | `REGISTRATION` |
 //! | event | `USER#{userId}#DEVICE#{deviceId}` | `EVENT#{at}#{eventId}` |
@@ -29,6 +31,12 @@ use crate::timestamp::{Day, Timestamp};
 pub const PROFILE_SK: &str = "PROFILE";
 /// Sort key of the registration item.
 pub const REGISTRATION_SK: &str = "REGISTRATION";
+/// Sort key of an owner's fleet item.
+pub const FLEET_SK: &str = "FLEET";
+/// Sort-key suffix of a device's live state item (after its `DEVICE#{deviceId}`).
+const STATE_SUFFIX: &str = "#STATE";
+/// Shards of the directory index (GSI2): profiles and fleet items, which the daily run scans.
+pub const DIRECTORY_SHARDS: u16 = 16;
 /// Sort key of a daily report item.
 pub const REPORT_SK: &str = "REPORT";
 /// Sort-key prefix of device items in the user partition.
@@ -81,6 +89,14 @@ pub enum ItemKey {
     Profile { user: UserId },
     /// A device in its owner's partition.
     Device { user: UserId, device: DeviceId },
+    /// An owner's fleet: how many devices and over how many partitions their live state spreads.
+    Fleet { user: UserId },
+    /// A device's live state, in its owner's partition `shard` (0 is the user partition).
+    DeviceState {
+        user: UserId,
+        shard: u32,
+        device: DeviceId,
+    },
     /// A tag link: `device` carries `tag`.
     TagLink {
         user: UserId,
@@ -105,6 +121,21 @@ pub enum ItemKey {
 /// `USER#{userId}`: the user partition (profile, devices, tag links).
 pub fn user_pk(user: &UserId) -> String {
     format!("USER#{user}")
+}
+
+/// The partition holding the live state of `user`'s devices placed on `shard`: the user
+/// partition for shard 0 (so an ordinary owner's dashboard stays one Query),
+/// `USER#{userId}#SHARD#{shard}` for the others.
+pub fn state_pk(user: &UserId, shard: u32) -> String {
+    match shard {
+        0 => user_pk(user),
+        k => format!("USER#{user}#SHARD#{k}"),
+    }
+}
+
+/// `DEVICE#{deviceId}#STATE`: a device's live state item (sorts right after its device item).
+pub fn state_sk(device: &DeviceId) -> String {
+    format!("{}{STATE_SUFFIX}", device_sk(device))
 }
 
 /// `DEVICE#{deviceId}`: the device's sort key in its owner's partition.
@@ -171,36 +202,62 @@ pub fn segment_sk(segment: u32) -> String {
 /// Device status as stored and as the API spells it.
 pub use crate::items::DeviceStatus;
 
-/// GSI1 partition key of a device: `STATUS#{status}#{shard}`.
+/// GSI1 partition key of a device state: `STATUS#{status}#{shard}`.
 pub fn status_gsi1pk(status: DeviceStatus, shard: u16) -> String {
     format!("STATUS#{}#{shard}", status.as_str())
 }
 
-/// The status shard of `device` (stable: a device never moves between status shards).
-pub fn status_shard(device: &DeviceId, shards: &ShardCounts) -> u16 {
-    shard_of(device.as_str(), shards.status)
+/// The shard of `device` under `status` (stable for a given status count: a device's entry
+/// moves between shards only when its status changes).
+pub fn status_shard(device: &DeviceId, status: DeviceStatus, shards: &ShardCounts) -> u16 {
+    shard_of(device.as_str(), shards.status_shards(status))
 }
 
-/// GSI1 sort key of a device: `SEEN#{lastSeen}#{deviceId}`.
+/// Where `device` is placed among an owner's `owner_shards` live-state partitions when it
+/// registers. Placement is stored and never recomputed, so a device never moves. A fleet
+/// starts on shard 0; each time it doubles its shards, new devices fill the newest half only,
+/// so every shard ends up with about `DEVICES_PER_SHARD` devices.
+pub fn placement(device: &DeviceId, owner_shards: u32) -> u32 {
+    if owner_shards <= 1 {
+        return 0;
+    }
+    let half = owner_shards / 2;
+    half + (xxhash_rust::xxh3::xxh3_64(device.as_str().as_bytes()) % u64::from(half)) as u32
+}
+
+/// GSI1 sort key of a device state: `SEEN#{bucket start}#{deviceId}`.
 pub fn seen_gsi1sk(last_seen: &Timestamp, device: &DeviceId) -> String {
     format!("{SEEN_PREFIX}{last_seen}#{device}")
 }
 
-/// `lastSeen` rounded down to [`SEEN_GRANULARITY_SECONDS`]: what the `SEEN#` index key holds.
-pub fn seen_bucket(last_seen: &Timestamp) -> Timestamp {
-    let secs = last_seen.epoch_seconds();
-    let floored = secs - secs.rem_euclid(SEEN_GRANULARITY_SECONDS);
-    Timestamp::from_epoch_millis(floored * 1000).unwrap_or(*last_seen)
+/// The start of `device`'s [`SEEN_GRANULARITY_SECONDS`] bucket holding `last_seen`: what its
+/// `SEEN#` index key holds. Each device's buckets are offset by a stable hash of its id, so
+/// devices cross their bucket boundaries spread over the whole interval, never all at the
+/// same instant (a shared boundary would move every busy device's index entry at once).
+pub fn seen_bucket(last_seen: &Timestamp, device: &DeviceId) -> Timestamp {
+    let offset = (xxhash_rust::xxh3::xxh3_64(device.as_str().as_bytes())
+        % SEEN_GRANULARITY_SECONDS as u64) as i64;
+    let secs = last_seen.epoch_seconds() + offset;
+    let start = secs - secs.rem_euclid(SEEN_GRANULARITY_SECONDS) - offset;
+    Timestamp::from_epoch_millis(start * 1000)
+        .unwrap_or(*last_seen)
+        .min(*last_seen)
 }
 
 /// A device's GSI1 sort key for `last_seen`: its `SEEN#` bucket and id.
 pub fn device_seen_key(last_seen: &Timestamp, device: &DeviceId) -> String {
-    seen_gsi1sk(&seen_bucket(last_seen), device)
+    seen_gsi1sk(&seen_bucket(last_seen, device), device)
 }
 
-/// `SEEN#{bucket}`: the lowest GSI1 sort key of devices seen at or after `since`'s bucket.
+/// The lowest GSI1 sort key of a device seen at or after `since`: a device's bucket starts
+/// less than [`SEEN_GRANULARITY_SECONDS`] before its `lastSeen`, so devices from
+/// `since` - granularity on hold every one seen since `since` (exact to the granularity).
 pub fn seen_since(since: &Timestamp) -> String {
-    format!("{SEEN_PREFIX}{}", seen_bucket(since))
+    let earlier = Timestamp::from_epoch_millis(
+        (since.epoch_seconds() - SEEN_GRANULARITY_SECONDS + 1) * 1000,
+    )
+    .unwrap_or(*since);
+    format!("{SEEN_PREFIX}{earlier}")
 }
 
 /// The seen bucket of a device's GSI1 sort key `SEEN#{bucket}#{deviceId}`.
@@ -216,12 +273,17 @@ pub fn type_gsi1pk(event_type: &EventType, day: &Day, shard: u16) -> String {
     format!("TYPE#{event_type}#{day}#{shard}")
 }
 
-/// GSI2 partition key of an event: `OWNER#{userId}#{shard}`.
-pub fn owner_gsi2pk(user: &UserId, shard: u16) -> String {
-    format!("OWNER#{user}#{shard}")
+/// GSI2 (directory) partition key of a user's profile and fleet items: `DIRECTORY#{shard}`.
+pub fn directory_gsi2pk(user: &UserId) -> String {
+    format!("DIRECTORY#{}", shard_of(user.as_str(), DIRECTORY_SHARDS))
 }
 
-/// GSI1 and GSI2 sort key of an event: `{at}#{deviceId}#{eventId}` (time order across devices).
+/// Every directory partition (the daily run lists them all).
+pub fn directory_partitions() -> impl Iterator<Item = String> {
+    (0..DIRECTORY_SHARDS).map(|shard| format!("DIRECTORY#{shard}"))
+}
+
+/// GSI1 sort key of an event: `{at}#{deviceId}#{eventId}` (time order across devices).
 pub fn event_index_sk(at: &Timestamp, device: &DeviceId, event: &EventId) -> String {
     format!("{at}#{device}#{event}")
 }
@@ -233,6 +295,24 @@ pub fn parse_event_index_sk(sk: &str) -> Result<EventId, ValidationError> {
         .map(|(_, id)| id)
         .ok_or_else(|| ValidationError::new("key", format!("not an event index key: {sk}")))?;
     EventId::parse(id)
+}
+
+/// What a directory (GSI2) entry stands for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DirectoryEntry {
+    /// A user's profile.
+    Profile,
+    /// An owner's fleet item.
+    Fleet,
+}
+
+impl DirectoryEntry {
+    fn as_str(self) -> &'static str {
+        match self {
+            DirectoryEntry::Profile => "PROFILE",
+            DirectoryEntry::Fleet => "FLEET",
+        }
+    }
 }
 
 /// The index key attributes an item carries. A pair left out keeps the item out of that
@@ -250,41 +330,52 @@ pub struct IndexKeys {
 }
 
 impl IndexKeys {
-    /// A device on GSI1: by status shard, and once seen by its `SEEN#` bucket.
-    pub fn device(
+    /// A device's live state on GSI1: by status shard, and once seen by its `SEEN#` bucket.
+    pub fn device_state(
         status: DeviceStatus,
         device: &DeviceId,
         last_seen: Option<&Timestamp>,
         shards: &ShardCounts,
     ) -> Self {
         IndexKeys {
-            gsi1pk: Some(status_gsi1pk(status, status_shard(device, shards))),
+            gsi1pk: Some(status_gsi1pk(status, status_shard(device, status, shards))),
             gsi1sk: last_seen.map(|t| device_seen_key(t, device)),
             ..IndexKeys::default()
         }
     }
 
-    /// An event on GSI1 (by type, day and shard) and GSI2 (by owner shard), both in time
-    /// order. The shard spreads each device's events, so one busy device cannot heat a shard.
+    /// An event of a searchable type on GSI1 (by type, day and shard, in time order); no index
+    /// entry for any other type. The shard spreads each device's events, so one busy device
+    /// cannot heat a shard.
     pub fn event(
-        user: &UserId,
         device: &DeviceId,
         event_type: &EventType,
         at: &Timestamp,
         event: &EventId,
         shards: &ShardCounts,
     ) -> Self {
+        let Some(type_shards) = shards.type_shards(event_type) else {
+            return IndexKeys::default();
+        };
         let spread = format!("{device}#{event}");
-        let sort = event_index_sk(at, device, event);
         IndexKeys {
             gsi1pk: Some(type_gsi1pk(
                 event_type,
                 &at.day(),
-                shard_of(&spread, shards.event_type),
+                shard_of(&spread, type_shards),
             )),
-            gsi1sk: Some(sort.clone()),
-            gsi2pk: Some(owner_gsi2pk(user, shard_of(&spread, shards.owner))),
-            gsi2sk: Some(sort),
+            gsi1sk: Some(event_index_sk(at, device, event)),
+            ..IndexKeys::default()
+        }
+    }
+
+    /// A profile or fleet item in the directory (GSI2), which the daily run scans instead of
+    /// the table: it holds one entry per user and per fleet, never an event.
+    pub fn directory(user: &UserId, entry: DirectoryEntry) -> Self {
+        IndexKeys {
+            gsi2pk: Some(directory_gsi2pk(user)),
+            gsi2sk: Some(format!("{}#{user}", entry.as_str())),
+            ..IndexKeys::default()
         }
     }
 
@@ -311,6 +402,12 @@ impl ItemKey {
         let (pk, sk) = match self {
             ItemKey::Profile { user } => (user_pk(user), PROFILE_SK.to_string()),
             ItemKey::Device { user, device } => (user_pk(user), device_sk(device)),
+            ItemKey::Fleet { user } => (user_pk(user), FLEET_SK.to_string()),
+            ItemKey::DeviceState {
+                user,
+                shard,
+                device,
+            } => (state_pk(user, *shard), state_sk(device)),
             ItemKey::TagLink { user, tag, device } => (user_pk(user), tag_link_sk(tag, device)),
             ItemKey::Registration { device } => {
                 (registration_pk(device), REGISTRATION_SK.to_string())
@@ -346,6 +443,27 @@ impl ItemKey {
                 user: UserId::parse(*user)?,
                 device: DeviceId::parse(*device)?,
             }),
+            (["USER", user], ["FLEET"]) => Ok(ItemKey::Fleet {
+                user: UserId::parse(*user)?,
+            }),
+            (["USER", user], ["DEVICE", device, "STATE"]) => Ok(ItemKey::DeviceState {
+                user: UserId::parse(*user)?,
+                shard: 0,
+                device: DeviceId::parse(*device)?,
+            }),
+            (["USER", user, "SHARD", shard], ["DEVICE", device, "STATE"]) => {
+                // One spelling per shard: `1`, never `01` or `+1`; shard 0 is the user partition.
+                let shard: u32 = shard
+                    .parse()
+                    .ok()
+                    .filter(|k: &u32| *k > 0 && k.to_string() == *shard)
+                    .ok_or_else(bad)?;
+                Ok(ItemKey::DeviceState {
+                    user: UserId::parse(*user)?,
+                    shard,
+                    device: DeviceId::parse(*device)?,
+                })
+            }
             (["USER", user], ["TAG", tag, device]) => Ok(ItemKey::TagLink {
                 user: UserId::parse(*user)?,
                 tag: Tag::parse(*tag)?,
@@ -414,6 +532,17 @@ mod tests {
                 device: device(),
             },
             ItemKey::Registration { device: device() },
+            ItemKey::Fleet { user: user() },
+            ItemKey::DeviceState {
+                user: user(),
+                shard: 0,
+                device: device(),
+            },
+            ItemKey::DeviceState {
+                user: user(),
+                shard: 12,
+                device: device(),
+            },
             ItemKey::Event {
                 user: user(),
                 device: device(),
@@ -446,7 +575,10 @@ mod tests {
         assert_eq!(event_pk(&user(), &device()), "USER#u-1#DEVICE#thermo-1");
         assert_eq!(event_sk(&at(), &e), "EVENT#2024-04-10T10:00:00.000Z#e-1");
         assert_eq!(type_gsi1pk(&t, &day(), 3), "TYPE#temperature#2024-04-10#3");
-        assert_eq!(owner_gsi2pk(&user(), 1), "OWNER#u-1#1");
+        assert_eq!(state_pk(&user(), 0), "USER#u-1");
+        assert_eq!(state_pk(&user(), 3), "USER#u-1#SHARD#3");
+        assert_eq!(state_sk(&device()), "DEVICE#thermo-1#STATE");
+        assert!(directory_gsi2pk(&user()).starts_with("DIRECTORY#"));
         assert_eq!(
             event_index_sk(&at(), &device(), &e),
             "2024-04-10T10:00:00.000Z#thermo-1#e-1"
@@ -463,16 +595,36 @@ mod tests {
     }
 
     #[test]
-    fn seen_bucket_rounds_down_to_the_granularity() {
+    fn seen_buckets_hold_last_seen_and_are_offset_per_device() {
+        let g = SEEN_GRANULARITY_SECONDS;
         let t = Timestamp::parse_field("at", "2024-04-10T10:29:59.999Z").unwrap();
-        assert_eq!(seen_bucket(&t).to_string(), "2024-04-10T10:15:00.000Z");
-        let t = Timestamp::parse_field("at", "2024-04-10T10:30:00Z").unwrap();
-        assert_eq!(seen_bucket(&t).to_string(), "2024-04-10T10:30:00.000Z");
+        let mut starts = std::collections::BTreeSet::new();
+        for i in 0..200 {
+            let d = DeviceId::parse(&format!("meter-{i}")).unwrap();
+            let start = seen_bucket(&t, &d);
+            assert!(start <= t, "a bucket starts at or before lastSeen");
+            assert!(t.epoch_seconds() - start.epoch_seconds() < g, "{start}");
+            // Every time in the bucket maps to the same start: the entry moves once per bucket.
+            let end = Timestamp::from_epoch_millis((start.epoch_seconds() + g) * 1000 - 1).unwrap();
+            assert_eq!(seen_bucket(&end, &d), start);
+            assert_eq!(seen_bucket(&start, &d), start);
+            starts.insert(start.epoch_seconds().rem_euclid(g));
+        }
+        assert!(
+            starts.len() > 150,
+            "boundaries spread over the interval, not one shared instant: {}",
+            starts.len()
+        );
+        let start = seen_bucket(&t, &device());
         assert_eq!(
             device_seen_key(&t, &device()),
-            "SEEN#2024-04-10T10:30:00.000Z#thermo-1"
+            format!("SEEN#{start}#thermo-1")
         );
-        assert_eq!(seen_since(&t), "SEEN#2024-04-10T10:30:00.000Z");
+        // `seen_since` admits every device seen since `t` and none seen a whole bucket earlier.
+        let since = seen_since(&t);
+        assert!(device_seen_key(&t, &device()) >= since);
+        let early = Timestamp::from_epoch_millis((t.epoch_seconds() - g) * 1000).unwrap();
+        assert!(seen_gsi1sk(&early, &device()) < since);
     }
 
     #[test]
@@ -485,7 +637,7 @@ mod tests {
         assert!(event_pk(&user(), &device()).starts_with(&event_pk_prefix(&user())));
         assert_eq!(
             parse_seen_gsi1sk(&device_seen_key(&at(), &device())).unwrap(),
-            seen_bucket(&at())
+            seen_bucket(&at(), &device())
         );
         assert_eq!(
             parse_event_index_sk(&event_index_sk(&at(), &device(), &e)).unwrap(),
@@ -508,28 +660,50 @@ mod tests {
     #[test]
     fn index_keys_place_items_by_their_own_fields() {
         let shards = ShardCounts {
-            status: 4,
-            event_type: 8,
-            owner: 2,
+            searchable: crate::config::parse_searchable("alarm:5", 8).unwrap(),
+            ..ShardCounts::default()
         };
-        let t = EventType::parse("temperature").unwrap();
+        let alarm = EventType::parse("alarm").unwrap();
         let e = EventId::parse("e-1").unwrap();
-        let keys = IndexKeys::event(&user(), &device(), &t, &at(), &e, &shards);
+        let keys = IndexKeys::event(&device(), &alarm, &at(), &e, &shards);
         let gsi1pk = keys.gsi1pk.clone().unwrap();
-        assert!(
-            gsi1pk.starts_with("TYPE#temperature#2024-04-10#"),
-            "{gsi1pk}"
+        assert!(gsi1pk.starts_with("TYPE#alarm#2024-04-10#"), "{gsi1pk}");
+        let shard: u16 = gsi1pk.rsplit('#').next().unwrap().parse().unwrap();
+        assert!(shard < 5, "the type's own shard count");
+        assert_eq!(keys.attributes().count(), 2, "GSI1 only, never GSI2");
+        let temperature = EventType::parse("temperature").unwrap();
+        let telemetry = IndexKeys::event(&device(), &temperature, &at(), &e, &shards);
+        assert_eq!(
+            telemetry.attributes().count(),
+            0,
+            "a type operators do not search is in no index"
         );
-        assert!(keys.gsi2pk.clone().unwrap().starts_with("OWNER#u-1#"));
-        assert_eq!(keys.gsi1sk, keys.gsi2sk);
-        assert_eq!(keys.attributes().count(), 4);
-        let never_seen = IndexKeys::device(DeviceStatus::Active, &device(), None, &shards);
+        let never_seen =
+            IndexKeys::device_state(DeviceStatus::Active, &device(), None, &shards);
         let names: Vec<String> = never_seen.attributes().map(|(n, _)| n).collect();
         assert_eq!(
             names,
             ["GSI1PK"],
             "a device is on GSI1's SEEN range only once seen"
         );
+        // Active devices spread over their own (larger) count, other statuses over theirs.
+        let active: std::collections::BTreeSet<_> = (0..2000)
+            .map(|i| status_shard(&DeviceId::parse(&format!("m-{i}")).unwrap(), DeviceStatus::Active, &shards))
+            .collect();
+        assert_eq!(active.len(), usize::from(shards.active_status));
+        assert!(status_shard(&device(), DeviceStatus::Inactive, &shards) < shards.status);
+    }
+
+    #[test]
+    fn placement_fills_the_newest_half_and_never_moves() {
+        assert_eq!(placement(&device(), 1), 0);
+        for i in 0..500 {
+            let d = DeviceId::parse(&format!("meter-{i}")).unwrap();
+            let p = placement(&d, 8);
+            assert!((4..8).contains(&p), "{p}");
+            assert_eq!(placement(&d, 8), p, "stable");
+        }
+        assert_eq!(placement(&device(), 2), 1);
     }
 
     #[test]
@@ -540,6 +714,8 @@ mod tests {
         let hi = PROFILE_SK;
         for sk in [
             device_sk(&device()),
+            state_sk(&device()),
+            FLEET_SK.to_string(),
             device_sk(&DeviceId::parse("zzz").unwrap()),
         ] {
             assert!(lo <= sk.as_str() && sk.as_str() <= hi, "{sk}");
@@ -557,6 +733,10 @@ mod tests {
             ("USER#u", "DEVICE#a#b"),
             ("DEVICE#d", "PROFILE"),
             ("USER#u#DEVICE#d", "EVENT#notatime#e"),
+            ("USER#u#SHARD#0", "DEVICE#d#STATE"),
+            ("USER#u#SHARD#01", "DEVICE#d#STATE"),
+            ("USER#u#SHARD#x", "DEVICE#d#STATE"),
+            ("USER#u", "DEVICE#d#STATUS"),
             ("REPORT#2024-02-30", "REPORT"),
             ("ANALYTICS#2024-02-01", "SEGMENT#7"),
             ("ANALYTICS#2024-02-01", "SEGMENT#+007"),
@@ -583,19 +763,36 @@ pub struct KeyTemplate {
 }
 
 /// Every entity's keys, as templates (a unit test checks them against the builders above).
-pub const KEY_TEMPLATES: [KeyTemplate; 7] = [
+pub const KEY_TEMPLATES: [KeyTemplate; 9] = [
     KeyTemplate {
         entity_type: "profile",
         pk: "USER#${userId}",
         sk: "PROFILE",
         gsi1: None,
-        gsi2: None,
+        gsi2: Some(("DIRECTORY#${directoryShard}", "PROFILE#${userId}")),
+    },
+    KeyTemplate {
+        entity_type: "fleet",
+        pk: "USER#${userId}",
+        sk: "FLEET",
+        gsi1: None,
+        gsi2: Some(("DIRECTORY#${directoryShard}", "FLEET#${userId}")),
     },
     KeyTemplate {
         entity_type: "device",
         pk: "USER#${userId}",
         sk: "DEVICE#${deviceId}",
-        gsi1: Some(("STATUS#${status}#${shard}", "SEEN#${lastSeen}#${deviceId}")),
+        gsi1: None,
+        gsi2: None,
+    },
+    KeyTemplate {
+        entity_type: "deviceState",
+        pk: "USER#${userId}#SHARD#${ownerShard} (USER#${userId} for shard 0)",
+        sk: "DEVICE#${deviceId}#STATE",
+        gsi1: Some((
+            "STATUS#${status}#${shard}",
+            "SEEN#${seenBucket}#${deviceId}",
+        )),
         gsi2: None,
     },
     KeyTemplate {
@@ -617,10 +814,10 @@ pub const KEY_TEMPLATES: [KeyTemplate; 7] = [
         pk: "USER#${userId}#DEVICE#${deviceId}",
         sk: "EVENT#${at}#${eventId}",
         gsi1: Some((
-            "TYPE#${type}#${day}#${shard}",
+            "TYPE#${type}#${day}#${shard} (searchable types only)",
             "${at}#${deviceId}#${eventId}",
         )),
-        gsi2: Some(("OWNER#${userId}#${shard}", "${at}#${deviceId}#${eventId}")),
+        gsi2: None,
     },
     KeyTemplate {
         entity_type: "report",
@@ -659,6 +856,8 @@ mod template_tests {
         let event = EventId::parse("e").unwrap();
         let kind = EventType::parse("temp").unwrap();
         let day = Day::parse_field("day", "2024-04-10").unwrap();
+        let directory = directory_gsi2pk(&user);
+        let directory_shard = directory.trim_start_matches("DIRECTORY#");
         let v = [
             ("userId", "u"),
             ("deviceId", "d"),
@@ -668,13 +867,19 @@ mod template_tests {
             ("type", "temp"),
             ("day", "2024-04-10"),
             ("shard", "3"),
+            ("ownerShard", "2"),
+            ("directoryShard", directory_shard),
             ("status", "active"),
-            ("lastSeen", "2024-04-10T10:00:00.000Z"),
+            ("seenBucket", "2024-04-10T10:00:00.000Z"),
             ("segment", "0007"),
         ];
+        // The part of a template before a parenthesised note.
+        let main = |t: &'static str| t.split(" (").next().unwrap();
         let built = [
             (user_pk(&user), PROFILE_SK.to_string()),
+            (user_pk(&user), FLEET_SK.to_string()),
             (user_pk(&user), device_sk(&device)),
+            (state_pk(&user, 2), state_sk(&device)),
             (user_pk(&user), tag_link_sk(&tag, &device)),
             (registration_pk(&device), REGISTRATION_SK.to_string()),
             (event_pk(&user, &device), event_sk(&at, &event)),
@@ -682,18 +887,21 @@ mod template_tests {
             (analytics_pk(&day), segment_sk(7)),
         ];
         for (t, (pk, sk)) in KEY_TEMPLATES.iter().zip(built) {
-            assert_eq!(fill(t.pk, &v), pk, "{}", t.entity_type);
+            assert_eq!(fill(main(t.pk), &v), pk, "{}", t.entity_type);
             assert_eq!(fill(t.sk, &v), sk, "{}", t.entity_type);
         }
-        let device_t = &KEY_TEMPLATES[1];
-        let (g1pk, g1sk) = device_t.gsi1.unwrap();
+        let (g2pk, g2sk) = KEY_TEMPLATES[0].gsi2.unwrap();
+        let profile = IndexKeys::directory(&user, DirectoryEntry::Profile);
+        assert_eq!(Some(fill(g2pk, &v)), profile.gsi2pk);
+        assert_eq!(Some(fill(g2sk, &v)), profile.gsi2sk);
+        let (_, g2sk) = KEY_TEMPLATES[1].gsi2.unwrap();
+        let fleet = IndexKeys::directory(&user, DirectoryEntry::Fleet);
+        assert_eq!(Some(fill(g2sk, &v)), fleet.gsi2sk);
+        let (g1pk, g1sk) = KEY_TEMPLATES[3].gsi1.unwrap();
         assert_eq!(fill(g1pk, &v), status_gsi1pk(DeviceStatus::Active, 3));
         assert_eq!(fill(g1sk, &v), seen_gsi1sk(&at, &device));
-        let event_t = &KEY_TEMPLATES[4];
-        let (g1pk, g1sk) = event_t.gsi1.unwrap();
-        assert_eq!(fill(g1pk, &v), type_gsi1pk(&kind, &day, 3));
+        let (g1pk, g1sk) = KEY_TEMPLATES[6].gsi1.unwrap();
+        assert_eq!(fill(main(g1pk), &v), type_gsi1pk(&kind, &day, 3));
         assert_eq!(fill(g1sk, &v), event_index_sk(&at, &device, &event));
-        let (g2pk, _) = event_t.gsi2.unwrap();
-        assert_eq!(fill(g2pk, &v), owner_gsi2pk(&user, 3));
     }
 }

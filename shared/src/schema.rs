@@ -9,7 +9,7 @@ pub const SK: &str = "SK";
 pub const GSI1PK: &str = "GSI1PK";
 /// Sort key attribute of GSI1.
 pub const GSI1SK: &str = "GSI1SK";
-/// Partition key attribute of GSI2 (a user's events across devices).
+/// Partition key attribute of GSI2 (the directory: profiles and fleets).
 pub const GSI2PK: &str = "GSI2PK";
 /// Sort key attribute of GSI2.
 pub const GSI2SK: &str = "GSI2SK";
@@ -20,9 +20,11 @@ pub const ENTITY_TYPE: &str = "entityType";
 /// Attribute set on a device while its deletion is in progress (readers treat it as gone).
 pub const DELETING_AT: &str = "deletingAt";
 
-/// GSI1: overloaded, sparse; event type by day and shard, and device status by shard.
+/// GSI1: overloaded, sparse; searchable event types by day and shard, and devices' live
+/// states by status shard.
 pub const GSI1: &str = "GSI1";
-/// GSI2: events only, by owner shard.
+/// GSI2: the directory, sparse; one entry per profile and per fleet (what the daily run
+/// scans instead of the table).
 pub const GSI2: &str = "GSI2";
 
 /// A global secondary index as the key design needs it.
@@ -62,16 +64,7 @@ pub const INDEXES: [IndexSpec; 2] = [
         name: GSI2,
         partition_key: GSI2PK,
         sort_key: GSI2SK,
-        projected: &[
-            ENTITY_TYPE,
-            "deviceId",
-            "type",
-            "value",
-            "at",
-            "deviceName",
-            "deviceType",
-            TTL,
-        ],
+        projected: &[ENTITY_TYPE, "userId", "shards", "devices"],
     },
 ];
 

@@ -63,6 +63,11 @@ impl Timestamp {
         self.0.unix_timestamp()
     }
 
+    /// Milliseconds since the Unix epoch (the compact form the live state stores).
+    pub fn epoch_millis(&self) -> i64 {
+        (self.0.unix_timestamp_nanos() / 1_000_000) as i64
+    }
+
     /// Builds a timestamp from Unix epoch milliseconds (`None` outside 0000..=9999).
     pub fn from_epoch_millis(millis: i64) -> Option<Self> {
         OffsetDateTime::from_unix_timestamp_nanos(i128::from(millis) * 1_000_000)

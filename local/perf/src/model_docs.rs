@@ -37,6 +37,12 @@ fn budget(b: RequestBudget) -> String {
             format!("{n} per page, +1 GetItem when the first page is empty")
         }
         RequestBudget::PerShardPage => "1 per shard per page".into(),
+        RequestBudget::PerPagePlusPlacedStates(n) => format!(
+            "{n} per page, +1 BatchGetItem per page holding devices placed on another partition"
+        ),
+        RequestBudget::PerDeviceGroupPage => {
+            "per page: 1 (the device group) + 1 per device of the group".into()
+        }
         RequestBudget::PerDayShard => "1 per (day, shard)".into(),
         RequestBudget::BatchOf25Plus(n) => format!("ceil(n/25) + {n}"),
         RequestBudget::ZeroAtReadTime => "0 at read time (daily report)".into(),

@@ -27,11 +27,11 @@ use shared::config::ShardCounts;
 use shared::entity::Entity;
 use shared::ids::{DeviceId, DeviceType, EventId, EventType, Tag, UserId};
 use shared::items::{
-    DeviceItem, DeviceStatus, EventItem, EventValue, ProfileItem, Reading, RecentEvent,
-    RegistrationItem, TagLinkItem,
+    DeviceItem, DeviceStateItem, DeviceStatus, EventItem, EventValue, ProfileItem,
+    RegistrationItem, StoredEvent, StoredReading, TagLinkItem,
 };
 use shared::keys::{
-    event_pk, owner_gsi2pk, registration_pk, status_gsi1pk, type_gsi1pk, user_pk,
+    event_pk, placement, registration_pk, state_pk, status_gsi1pk, type_gsi1pk,
     SEEN_GRANULARITY_SECONDS,
 };
 use shared::ops::ingest::{derive_event_id, RECENT_EVENTS};
@@ -187,15 +187,19 @@ pub struct ReadMix {
 }
 
 /// Shard counts a profile may override.
-#[derive(Clone, Copy, Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ShardSettings {
     /// `STATUS_SHARDS`.
     pub status: Option<u16>,
+    /// `ACTIVE_STATUS_SHARDS`.
+    pub active_status: Option<u16>,
     /// `EVENT_TYPE_SHARDS`.
     pub event_type: Option<u16>,
-    /// `OWNER_SHARDS`.
-    pub owner: Option<u16>,
+    /// `SEARCHABLE_EVENT_TYPES`.
+    pub searchable: Option<String>,
+    /// `DEVICES_PER_SHARD`.
+    pub devices_per_shard: Option<u32>,
 }
 
 impl Profile {
@@ -223,18 +227,38 @@ impl Profile {
         if e.per_device_per_minute.is_nan() || e.per_device_per_minute < 0.0 {
             return Err("events.per_device_per_minute must be >= 0".into());
         }
+        if let Some(text) = self.shards.as_ref().and_then(|s| s.searchable.as_deref()) {
+            shared::config::parse_searchable(text, 8)
+                .map_err(|err| format!("shards.searchable: {err}"))?;
+        }
         Ok(())
     }
 
     /// The shard counts this profile runs with.
     pub fn shard_counts(&self) -> ShardCounts {
         let d = ShardCounts::default();
-        let s = self.shards;
+        let s = self.shards.as_ref();
+        let event_type = s.and_then(|s| s.event_type).unwrap_or(d.event_type);
         ShardCounts {
             status: s.and_then(|s| s.status).unwrap_or(d.status),
-            event_type: s.and_then(|s| s.event_type).unwrap_or(d.event_type),
-            owner: s.and_then(|s| s.owner).unwrap_or(d.owner),
+            active_status: s.and_then(|s| s.active_status).unwrap_or(d.active_status),
+            event_type,
+            searchable: s
+                .and_then(|s| s.searchable.as_deref())
+                .map(|text| {
+                    shared::config::parse_searchable(text, event_type)
+                        .expect("checked on load")
+                })
+                .unwrap_or(d.searchable),
         }
+    }
+
+    /// `DEVICES_PER_SHARD` this profile runs with.
+    pub fn devices_per_shard(&self) -> u32 {
+        self.shards
+            .as_ref()
+            .and_then(|s| s.devices_per_shard)
+            .unwrap_or(shared::config::DEFAULT_DEVICES_PER_SHARD)
     }
 
     /// Event types with their shares, normalized to sum to 1.
@@ -310,6 +334,8 @@ pub struct ItemSizes {
     pub device: u64,
     /// The device's GSI1 entry (`STATUS#`/`SEEN#`).
     pub device_gsi1: u64,
+    /// The device item (what its owner set), bytes.
+    pub device_item: u64,
     /// A profile.
     pub profile: u64,
     /// A registration.
@@ -354,17 +380,14 @@ impl ItemSizes {
                 (t.clone(), item_size(&item), gsi(0), gsi(1))
             })
             .collect();
-        // The summary ingestion keeps: the latest reading of every type and the 10 newest
+        // The live state ingestion keeps: the latest reading of every type and the 10 newest
         // events (types in turn, derived ids as devices that send no id get).
         let latest = types
             .iter()
             .map(|(t, _)| {
                 (
                     t.to_string(),
-                    Reading {
-                        at,
-                        value: value.clone(),
-                    },
+                    StoredReading(at.epoch_millis(), value.clone()),
                 )
             })
             .collect();
@@ -372,12 +395,12 @@ impl ItemSizes {
             .map(|i| {
                 let t = types[i % types.len()].0.clone();
                 let at = at.plus_seconds(-(i as i64) * 60);
-                RecentEvent {
-                    id: derive_event_id(&t, &value, &at),
-                    event_type: t,
-                    value: value.clone(),
-                    at,
-                }
+                StoredEvent(
+                    at.epoch_millis(),
+                    derive_event_id(&t, &value, &at),
+                    t,
+                    value.clone(),
+                )
             })
             .collect();
         let tag = Tag::parse("home").expect("valid");
@@ -391,20 +414,26 @@ impl ItemSizes {
             version: 3,
             sync_version: 1,
             linked_tags: vec![tag.clone()],
+            shard: 0,
             created_at: at,
             updated_at: at,
+            deleting_at: None,
+        };
+        let state = DeviceStateItem {
+            user_id: user.clone(),
+            device_id: device.clone(),
+            shard: 0,
+            status: DeviceStatus::Active,
+            name: name.clone(),
+            device_type: kind.clone(),
             last_seen: Some(at),
             latest,
             recent,
-            deleting_at: None,
+            ingest_seq: 48_213,
+            device_version: 3,
         };
-        let mut device_attrs = to_item(&device_item, &shards);
-        // Written by ingestion's conditional update, not part of the struct.
-        device_attrs.insert(
-            "ingestSeq".into(),
-            aws_sdk_dynamodb::types::AttributeValue::N("48213".into()),
-        );
-        let device_gsi1 = index_entry(&device_attrs, &INDEXES[0]).map_or(0, |e| item_size(&e));
+        let state_attrs = to_item(&state, &shards);
+        let device_gsi1 = index_entry(&state_attrs, &INDEXES[0]).map_or(0, |e| item_size(&e));
         let profile_item = ProfileItem {
             user_id: user.clone(),
             name: Some("Ada Lovelace".into()),
@@ -418,6 +447,7 @@ impl ItemSizes {
             token_sha256: "0".repeat(64),
             device_name: name.clone(),
             device_type: kind.clone(),
+            shard: 0,
             created_at: at,
             previous_token_sha256: None,
             previous_token_until: None,
@@ -432,7 +462,8 @@ impl ItemSizes {
         };
         Self {
             events,
-            device: item_size(&device_attrs),
+            device: item_size(&state_attrs),
+            device_item: item_size(&to_item(&device_item, &shards)),
             device_gsi1,
             profile: item_size(&to_item(&profile_item, &shards)),
             registration: item_size(&to_item(&registration, &shards)),
@@ -762,7 +793,7 @@ pub fn simulate(profile: Profile, source: &str) -> Result<Simulation, Error> {
     profile.check()?;
     let shards = profile.shard_counts();
     let day = Day::parse_field("day", DEFAULT_DAY).expect("a valid default day");
-    let sizes = ItemSizes::of(&profile, shards, &day);
+    let sizes = ItemSizes::of(&profile, shards.clone(), &day);
     let types = profile.type_shares();
     let retention_days = f64::from(profile.retention_days.unwrap_or(DEFAULT_RETENTION_DAYS));
     let mut rng = StdRng::seed_from_u64(profile.seed);
@@ -801,9 +832,7 @@ pub fn simulate(profile: Profile, source: &str) -> Result<Simulation, Error> {
             .sum()
     };
     let event_wcu = weighted(&|e| write_units(e.1) as f64);
-    let event_gsi2_wcu = weighted(&|e| write_units(e.3) as f64);
     let event_bytes = weighted(&|e| e.1 as f64);
-    let gsi2_entry_bytes = weighted(&|e| e.3 as f64);
     let device_update_wcu = write_units(sizes.device) as f64;
     let status_rewrite_wcu = 2.0 * write_units(sizes.device_gsi1) as f64;
     let registration_rcu = strong_read_units(sizes.registration);
@@ -819,8 +848,10 @@ pub fn simulate(profile: Profile, source: &str) -> Result<Simulation, Error> {
         TableLoad::new("GSI2"),
     ];
     let mut type_rates = vec![0.0_f64; types.len()];
-    let mut status_wcu = vec![0.0_f64; usize::from(shards.status)];
-    let mut status_devices = vec![0u64; usize::from(shards.status)];
+    let active_shards = shards.status_shards(DeviceStatus::Active);
+    let mut status_wcu = vec![0.0_f64; usize::from(active_shards)];
+    let mut status_devices = vec![0u64; usize::from(active_shards)];
+    let devices_per_shard = profile.devices_per_shard();
     let mut w = Workload {
         users,
         devices,
@@ -832,7 +863,10 @@ pub fn simulate(profile: Profile, source: &str) -> Result<Simulation, Error> {
         let i = i as u64;
         let user = user_id(i);
         let mut user_events = 0.0;
-        let mut user_batches = 0.0;
+        // The owner's live-state partitions (registration doubles them as the fleet grows)
+        // and the batches each receives.
+        let mut state_partitions: Vec<f64> = Vec::new();
+        let mut placed_shards = 1u32;
         for j in 0..u64::from(*fleet) {
             let per_minute = if hot.contains(&global) {
                 profile
@@ -847,8 +881,17 @@ pub fn simulate(profile: Profile, source: &str) -> Result<Simulation, Error> {
             let rate = per_minute / 60.0;
             let batches = rate / f64::from(profile.events.batch_size);
             user_events += rate;
-            user_batches += batches;
             let device = device_id(i, j);
+            // Placement as registration does it: the fleet doubles its partitions when the
+            // next device would exceed DEVICES_PER_SHARD on each.
+            if j + 1 > u64::from(placed_shards) * u64::from(devices_per_shard) {
+                placed_shards = placed_shards.saturating_mul(2);
+            }
+            let placed = placement(&device, placed_shards) as usize;
+            if state_partitions.len() <= placed {
+                state_partitions.resize(placed + 1, 0.0);
+            }
+            state_partitions[placed] += batches;
             // The device's events partition: writes, and AP-04 reads of a page of the day.
             let page = (rate * 86_400.0).min(EVENT_PAGE);
             let event_read_rcu =
@@ -871,7 +914,7 @@ pub fn simulate(profile: Profile, source: &str) -> Result<Simulation, Error> {
                 family: None,
             });
             // The device's GSI1 entry moves (delete + put) when its 15-minute SEEN bucket does.
-            let shard = usize::from(shard_of(device.as_str(), shards.status));
+            let shard = usize::from(shard_of(device.as_str(), active_shards));
             let rewrites = batches.min(1.0 / SEEN_GRANULARITY_SECONDS as f64);
             status_wcu[shard] += rewrites * status_rewrite_wcu;
             status_devices[shard] += 1;
@@ -879,59 +922,55 @@ pub fn simulate(profile: Profile, source: &str) -> Result<Simulation, Error> {
                 type_rates[k] += rate * share;
             }
         }
-        // The user partition: one summary update per batch of each device, and dashboards.
-        let dashboard_bytes = sizes.profile + u64::from(*fleet) * sizes.device;
-        let user_wcu = user_batches * device_update_wcu;
-        let user_rcu = per_user_dashboards * query_read_units(dashboard_bytes);
-        base.add(user_wcu, user_rcu, || KeyLoad {
-            key: user_pk(&user),
-            kind: KeyKind::UserPartition,
-            wcu: user_wcu,
-            rcu: user_rcu,
-            family: None,
-        });
-        // GSI2: the user's events spread over the owner shards; AP-05 reads one page of each.
-        let owner_shards = f64::from(shards.owner);
-        let owner_wcu = user_events * event_gsi2_wcu / owner_shards;
-        let page = (user_events * 86_400.0 / owner_shards).min(EVENT_PAGE);
-        let owner_rcu = per_user_event_reads * query_read_units((page * gsi2_entry_bytes) as u64);
-        for s in 0..shards.owner {
-            gsi2.add(owner_wcu, owner_rcu, || KeyLoad {
-                key: owner_gsi2pk(&user, s),
-                kind: KeyKind::Owner,
-                wcu: owner_wcu,
-                rcu: owner_rcu,
-                family: Some(ShardFamily {
-                    setting: "OWNER_SHARDS",
-                    shards: shards.owner,
-                    wcu: owner_wcu * owner_shards,
-                    rcu: owner_rcu * owner_shards,
-                }),
+        // The owner's partitions: one live-state update per batch of each device placed there;
+        // dashboards read the user partition (device items, shard 0's states, the profile) and
+        // the states placed elsewhere by key. AP-05 reads the devices' own partitions.
+        let _ = per_user_event_reads;
+        for (k, batches) in state_partitions.iter().enumerate() {
+            let wcu = batches * device_update_wcu;
+            let rcu = if k == 0 {
+                let dashboard_bytes = sizes.profile
+                    + u64::from(*fleet) * sizes.device_item
+                    + (u64::from(*fleet) / u64::from(placed_shards).max(1)) * sizes.device;
+                per_user_dashboards * query_read_units(dashboard_bytes)
+            } else {
+                0.0
+            };
+            base.add(wcu, rcu, || KeyLoad {
+                key: state_pk(&user, k as u32),
+                kind: KeyKind::UserPartition,
+                wcu,
+                rcu,
+                family: None,
             });
         }
         w.events_per_second += user_events;
-        w.ingest_requests_per_second += user_batches;
+        w.ingest_requests_per_second += state_partitions.iter().sum::<f64>();
     }
 
     // GSI1, events by type and day: a device's events spread evenly over the shards (the
     // shard hashes device and event id, and event ids are unique).
     let type_reads_per_type = reads.admin_event_type_reads_per_minute / 60.0 / types.len() as f64;
-    let type_shards = f64::from(shards.event_type);
     for (k, (t, _)) in types.iter().enumerate() {
+        // Only searchable types are on GSI1.
+        let Some(count) = shards.type_shards(t) else {
+            continue;
+        };
+        let type_shards = f64::from(count);
         let (_, _, gsi1_bytes, _) = sizes.events[k];
         let per_shard_wcu = type_rates[k] * write_units(gsi1_bytes) as f64 / type_shards;
         let page = (type_rates[k] * 86_400.0 / type_shards).min(EVENT_PAGE);
         let per_shard_rcu =
             type_reads_per_type * query_read_units((page * gsi1_bytes as f64) as u64);
-        for s in 0..shards.event_type {
+        for s in 0..count {
             gsi1.add(per_shard_wcu, per_shard_rcu, || KeyLoad {
                 key: type_gsi1pk(t, &day, s),
                 kind: KeyKind::EventType,
                 wcu: per_shard_wcu,
                 rcu: per_shard_rcu,
                 family: Some(ShardFamily {
-                    setting: "EVENT_TYPE_SHARDS",
-                    shards: shards.event_type,
+                    setting: "SEARCHABLE_EVENT_TYPES",
+                    shards: count,
                     wcu: per_shard_wcu * type_shards,
                     rcu: per_shard_rcu * type_shards,
                 }),
@@ -948,12 +987,12 @@ pub fn simulate(profile: Profile, source: &str) -> Result<Simulation, Error> {
         })
         .collect();
     let family = ShardFamily {
-        setting: "STATUS_SHARDS",
-        shards: shards.status,
+        setting: "ACTIVE_STATUS_SHARDS",
+        shards: active_shards,
         wcu: status_wcu.iter().sum(),
         rcu: status_rcu.iter().sum(),
     };
-    for s in 0..shards.status {
+    for s in 0..active_shards {
         let (wcu, rcu) = (status_wcu[usize::from(s)], status_rcu[usize::from(s)]);
         gsi1.add(wcu, rcu, || KeyLoad {
             key: status_gsi1pk(DeviceStatus::Active, s),
@@ -1082,13 +1121,19 @@ pub fn render(sim: &Simulation) -> String {
         });
     let _ = writeln!(
         out,
-        "Events: {} per device per minute, batches of {}, hot devices: {hot}; types: {}. Shards: `STATUS_SHARDS` {}, `EVENT_TYPE_SHARDS` {}, `OWNER_SHARDS` {}. Seed {}.\n",
+        "Events: {} per device per minute, batches of {}, hot devices: {hot}; types: {}. Shards: `ACTIVE_STATUS_SHARDS` {}, `STATUS_SHARDS` {}, `SEARCHABLE_EVENT_TYPES` {}, `DEVICES_PER_SHARD` {}. Seed {}.\n",
         p.events.per_device_per_minute,
         p.events.batch_size,
         types.join(", "),
+        sim.shards.active_status,
         sim.shards.status,
-        sim.shards.event_type,
-        sim.shards.owner,
+        sim.shards
+            .searchable
+            .iter()
+            .map(|(t, n)| format!("{t}:{n}"))
+            .collect::<Vec<_>>()
+            .join(","),
+        p.devices_per_shard(),
         p.seed,
     );
     let events: Vec<String> = s

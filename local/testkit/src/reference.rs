@@ -100,7 +100,13 @@ pub async fn seed(table: &FleetTable) -> Result<Tokens, FleetError> {
             let submitted = (0..events)
                 .map(|i| SubmittedEvent {
                     id: Some(format!("e-{i:02}")),
-                    event_type: ["temperature", "humidity"][i % 2].into(),
+                    // The last event of each of Alice's devices is an alarm: a type operators
+                    // search (AP-09), so it is the one kind of event copied into GSI1.
+                    event_type: if i == 9 {
+                        "alarm".into()
+                    } else {
+                        ["temperature", "humidity"][i % 2].into()
+                    },
                     value: json!(20.0 + i as f64 / 2.0),
                     at: now().plus_seconds(-3600 + (d * 60 + i) as i64).to_string(),
                 })

@@ -1,9 +1,16 @@
 //! The user partition reads: the dashboard (AP-DASH), a user's devices (AP-02) and devices
-//! with a tag (AP-12). Each page is one Query.
+//! with a tag (AP-12). Each page is one Query. A device's live state sits right after its
+//! device item when it is placed on the user partition (every device of an ordinary owner);
+//! the states of a large owner's devices placed on other partitions are read with one
+//! BatchGetItem per page.
 
 use serde::Serialize;
 
 use super::profile::Profile;
+use std::collections::HashMap;
+
+use aws_sdk_dynamodb::types::KeysAndAttributes;
+
 use super::{query, s, Page, RawItem};
 use crate::catalog::{
     implemented_by, AccessPattern, Frequency, Operation, PatternId, RequestBudget,
@@ -12,9 +19,13 @@ use crate::cursor;
 use crate::entity::Entity;
 use crate::error::FleetError;
 use crate::ids::{Tag, UserId};
-use crate::items::{DeviceItem, EntityType, ProfileItem, TagLinkItem};
-use crate::keys::{tag_link_prefix, user_pk, DEVICE_PREFIX, PROFILE_SK};
-use crate::ops::devices::Device;
+use crate::dynamo::get_all;
+use crate::ids::DeviceId;
+use crate::items::{DeviceItem, DeviceStateItem, EntityType, ProfileItem, TagLinkItem};
+use crate::keys::{tag_link_prefix, user_pk, PrimaryKey, DEVICE_PREFIX, PROFILE_SK};
+use crate::ops::devices::{state_key, Device};
+use crate::retry::Retry;
+use crate::table::MAX_ATTEMPTS;
 use crate::schema::{PK, SK};
 use crate::table::FleetTable;
 
@@ -25,7 +36,7 @@ pub struct Dashboard {
     pub profile: Option<Profile>,
     /// Devices, by id.
     pub devices: Vec<Device>,
-    /// Cursor for the rest, when a user's devices exceed one 1 MB page.
+    /// Cursor for the rest, when a user's devices exceed one page ([`DASHBOARD_PAGE_ITEMS`]).
     pub cursor: Option<String>,
 }
 
@@ -79,24 +90,92 @@ fn prefix_page(
         .set_exclusive_start_key(start_key)
 }
 
+/// Items one dashboard page reads: an ordinary fleet (devices, their states, the fleet item
+/// and the profile) fits in one page, and a page never holds more devices than one
+/// BatchGetItem can fetch states for.
+pub const DASHBOARD_PAGE_ITEMS: u32 = 100;
+
+/// The devices among `items` (a page of the user partition) with their live states: the ones
+/// beside them in the page, the others (placed on another partition, or cut off by the page
+/// end) read with one BatchGetItem. A state whose device is on the previous page is skipped.
+/// Also returns the profile if the page holds it.
+async fn devices_with_states(
+    table: &FleetTable,
+    items: Vec<RawItem>,
+) -> Result<(Vec<Device>, Option<ProfileItem>), FleetError> {
+    let mut devices: Vec<(DeviceItem, Option<DeviceStateItem>)> = Vec::new();
+    let mut profile = None;
+    for item in items {
+        match EntityType::of(&item) {
+            Some(EntityType::Profile) => profile = Some(ProfileItem::from_item(item)?),
+            Some(EntityType::Device) => {
+                let d = DeviceItem::from_item(item)?;
+                if d.deleting_at.is_none() {
+                    devices.push((d, None));
+                }
+            }
+            Some(EntityType::DeviceState) => {
+                let state = DeviceStateItem::from_item(item)?;
+                if let Some((_, slot)) = devices
+                    .last_mut()
+                    .filter(|(d, _)| d.device_id == state.device_id)
+                {
+                    *slot = Some(state);
+                }
+            }
+            Some(EntityType::Fleet) => {}
+            other => {
+                return Err(FleetError::internal(format!(
+                    "unexpected {other:?} item in the user partition's device range"
+                )))
+            }
+        }
+    }
+    let missing: Vec<_> = devices
+        .iter()
+        .filter(|(_, state)| state.is_none())
+        .map(|(d, _)| state_key(d))
+        .collect();
+    let mut placed: HashMap<DeviceId, DeviceStateItem> = HashMap::new();
+    if !missing.is_empty() {
+        let request = KeysAndAttributes::builder()
+            .set_keys(Some(missing))
+            .build()
+            .map_err(FleetError::internal)?;
+        for item in get_all(table, request, &mut Retry::attempts(MAX_ATTEMPTS)).await? {
+            let state = DeviceStateItem::from_item(item)?;
+            placed.insert(state.device_id.clone(), state);
+        }
+    }
+    let devices = devices
+        .into_iter()
+        .map(|(d, state)| {
+            let state = state.or_else(|| placed.remove(&d.device_id));
+            Device::with_state(d, state.as_ref())
+        })
+        .collect();
+    Ok((devices, profile))
+}
+
 /// AP-DASH, implemented by [`dashboard`].
 pub const DASHBOARD: AccessPattern = AccessPattern {
     id: PatternId::ApDash,
     description:
         "dashboard: profile and every device with its latest reading per type and last 10 events",
     frequency: Frequency::Critical,
-    operations: &[Operation::Query],
+    operations: &[Operation::Query, Operation::BatchGetItem],
     index: None,
-    key_condition: "PK = USER#{userId} AND SK BETWEEN DEVICE# AND PROFILE",
-    budget: RequestBudget::Fixed(1),
+    key_condition: "PK = USER#{userId} AND SK BETWEEN DEVICE# AND PROFILE (+ the states placed on the owner's other partitions)",
+    budget: RequestBudget::PerPagePlusPlacedStates(1),
     max_read_units: Some(2.5),
     route: Some("GET /me/dashboard"),
     implemented_by: implemented_by!(dashboard),
 };
 
-/// AP-DASH: one Query, `PK = USER#u AND SK BETWEEN 'DEVICE#' AND 'PROFILE'`, which holds every
-/// device (with `latest` and `recent`, kept by ingestion) and the profile, and never a tag
-/// link or an event.
+/// AP-DASH: one Query per page, `PK = USER#u AND SK BETWEEN 'DEVICE#' AND 'PROFILE'`, which
+/// holds every device, the live states placed on the user partition (all of an ordinary
+/// owner's), the fleet item and the profile, and never a tag link or an event; plus one
+/// BatchGetItem per page for the states of a large owner's devices placed elsewhere.
 pub async fn dashboard(
     table: &FleetTable,
     user: &UserId,
@@ -112,33 +191,16 @@ pub async fn dashboard(
             .expression_attribute_values(":pk", s(user_pk(user)))
             .expression_attribute_values(":first", s(DEVICE_PREFIX))
             .expression_attribute_values(":last", s(PROFILE_SK))
+            .limit(DASHBOARD_PAGE_ITEMS as i32)
             .set_exclusive_start_key(start_key),
     )
     .await?;
-    let mut dashboard = Dashboard {
-        profile: None,
-        devices: Vec::new(),
+    let (devices, profile) = devices_with_states(table, items).await?;
+    Ok(Dashboard {
+        profile: profile.map(Into::into),
+        devices,
         cursor: next_cursor(DASHBOARD.id, last),
-    };
-    for item in items {
-        match EntityType::of(&item) {
-            Some(EntityType::Profile) => {
-                dashboard.profile = Some(ProfileItem::from_item(item)?.into());
-            }
-            Some(EntityType::Device) => {
-                let d = DeviceItem::from_item(item)?;
-                if d.deleting_at.is_none() {
-                    dashboard.devices.push(d.into());
-                }
-            }
-            other => {
-                return Err(FleetError::internal(format!(
-                    "unexpected {other:?} item in the dashboard range"
-                )))
-            }
-        }
-    }
-    Ok(dashboard)
+    })
 }
 
 /// AP-02, implemented by [`list_devices`].
@@ -146,16 +208,18 @@ pub const LIST_DEVICES: AccessPattern = AccessPattern {
     id: PatternId::Ap02,
     description: "a user's devices, paged",
     frequency: Frequency::Critical,
-    operations: &[Operation::Query],
+    operations: &[Operation::Query, Operation::BatchGetItem],
     index: None,
-    key_condition: "PK = USER#{userId} AND begins_with(SK, DEVICE#)",
-    budget: RequestBudget::PerPage(1),
+    key_condition: "PK = USER#{userId} AND begins_with(SK, DEVICE#) (+ the states placed on the owner's other partitions)",
+    budget: RequestBudget::PerPagePlusPlacedStates(1),
     max_read_units: None,
     route: Some("GET /me/devices"),
     implemented_by: implemented_by!(list_devices),
 };
 
-/// AP-02: a page of the user's devices, by id. One Query per page.
+/// AP-02: a page of at most `limit` of the user's devices, by id, with their live states. One
+/// Query per page (reading a device and the state beside it), plus one BatchGetItem for states
+/// placed on the owner's other partitions.
 pub async fn list_devices(
     table: &FleetTable,
     user: &UserId,
@@ -163,14 +227,31 @@ pub async fn list_devices(
     cursor: Option<&str>,
 ) -> Result<Page<Device>, FleetError> {
     let start_key = start(LIST_DEVICES.id, cursor, user, DEVICE_PREFIX)?;
-    let (items, last) = query(prefix_page(table, user, DEVICE_PREFIX, limit, start_key)).await?;
-    let mut devices = Vec::with_capacity(items.len());
-    for item in items {
-        let d = DeviceItem::from_item(item)?;
-        if d.deleting_at.is_none() {
-            devices.push(d.into());
+    let (mut items, mut last) = query(prefix_page(
+        table,
+        user,
+        DEVICE_PREFIX,
+        limit.saturating_mul(2),
+        start_key,
+    ))
+    .await?;
+    // Two items per device at most; with states placed elsewhere a page may hold more
+    // devices than asked for: keep `limit` and resume after the last kept one's items.
+    let mut kept = 0;
+    let cut = items.iter().position(|item| {
+        if EntityType::of(item) == Some(EntityType::Device) {
+            kept += 1;
         }
+        kept > limit
+    });
+    if let Some(cut) = cut {
+        items.truncate(cut);
+        last = items
+            .last()
+            .and_then(PrimaryKey::of)
+            .map(|k| k.attributes());
     }
+    let (devices, _) = devices_with_states(table, items).await?;
     Ok(Page {
         items: devices,
         cursor: next_cursor(LIST_DEVICES.id, last),

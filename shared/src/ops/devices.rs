@@ -28,8 +28,14 @@ use crate::dynamo::{transact, Transaction};
 use crate::entity::Entity;
 use crate::error::{FleetError, ValidationError};
 use crate::ids::{DeviceId, DeviceType, Tag, UserId};
-use crate::items::{DeviceItem, DeviceStatus, Reading, RecentEvent, RegistrationItem, TagLinkItem};
-use crate::keys::{status_gsi1pk, status_shard, ItemKey};
+use crate::items::{
+    DeviceItem, DeviceStateItem, DeviceStatus, EntityType, FleetItem, Reading, RecentEvent,
+    RegistrationItem, TagLinkItem,
+};
+use crate::keys::{
+    placement, state_sk, status_gsi1pk, status_shard, DirectoryEntry, IndexKeys, ItemKey,
+};
+use crate::schema::{ENTITY_TYPE, GSI1PK};
 use crate::retry::Retry;
 use crate::schema::DELETING_AT;
 use crate::table::{condition_failed_at, sdk_error, FleetTable, MAX_ATTEMPTS};
@@ -99,6 +105,28 @@ pub struct Device {
     pub recent: Vec<RecentEvent>,
 }
 
+impl Device {
+    /// The device as the API shows it: what its owner set, with the readings of its live
+    /// state (none before its first batch, or while a reader has not found the state).
+    pub fn with_state(item: DeviceItem, state: Option<&DeviceStateItem>) -> Self {
+        Self {
+            last_seen: state.and_then(|s| s.last_seen).map(|t| t.to_string()),
+            latest: state
+                .map(|s| {
+                    s.latest
+                        .iter()
+                        .map(|(t, r)| (t.clone(), r.reading()))
+                        .collect()
+                })
+                .unwrap_or_default(),
+            recent: state
+                .map(|s| s.recent.iter().map(|e| e.recent_event()).collect())
+                .unwrap_or_default(),
+            ..Device::from(item)
+        }
+    }
+}
+
 impl From<DeviceItem> for Device {
     fn from(item: DeviceItem) -> Self {
         Self {
@@ -110,9 +138,9 @@ impl From<DeviceItem> for Device {
             version: item.version,
             created_at: item.created_at.to_string(),
             updated_at: item.updated_at.to_string(),
-            last_seen: item.last_seen.map(|t| t.to_string()),
-            latest: item.latest,
-            recent: item.recent,
+            last_seen: None,
+            latest: BTreeMap::new(),
+            recent: Vec::new(),
         }
     }
 }
@@ -185,8 +213,14 @@ fn delete(table: &FleetTable, key: Item) -> Result<TransactWriteItem, FleetError
     Ok(TransactWriteItem::builder().delete(delete).build())
 }
 
-/// The device item of a new registration: active, version 1, its tags linked.
-fn new_device(user: &UserId, registration: &DeviceRegistration, now: Timestamp) -> DeviceItem {
+/// The device item of a new registration: active, version 1, its tags linked, its live state
+/// placed on `shard`.
+fn new_device(
+    user: &UserId,
+    registration: &DeviceRegistration,
+    shard: u32,
+    now: Timestamp,
+) -> DeviceItem {
     DeviceItem {
         user_id: user.clone(),
         device_id: registration.device_id.clone(),
@@ -197,33 +231,163 @@ fn new_device(user: &UserId, registration: &DeviceRegistration, now: Timestamp) 
         version: 1,
         sync_version: 1,
         linked_tags: registration.tags.clone(),
+        shard,
         created_at: now,
         updated_at: now,
-        last_seen: None,
-        latest: BTreeMap::new(),
-        recent: Vec::new(),
         deleting_at: None,
     }
 }
+
+/// The live state of a device that has not reported yet.
+fn new_state(device: &DeviceItem) -> DeviceStateItem {
+    DeviceStateItem {
+        user_id: device.user_id.clone(),
+        device_id: device.device_id.clone(),
+        shard: device.shard,
+        status: device.status,
+        name: device.name.clone(),
+        device_type: device.device_type.clone(),
+        last_seen: None,
+        latest: BTreeMap::new(),
+        recent: Vec::new(),
+        ingest_seq: 0,
+        device_version: device.version,
+    }
+}
+
+/// The key of `device`'s live state.
+pub(crate) fn state_key(device: &DeviceItem) -> Item {
+    ItemKey::DeviceState {
+        user: device.user_id.clone(),
+        shard: device.shard,
+        device: device.device_id.clone(),
+    }
+    .attributes()
+}
+
+fn fleet_key(user: &UserId) -> Item {
+    ItemKey::Fleet { user: user.clone() }.attributes()
+}
+
+/// An owner's fleet as registration reads it: live-state partitions and devices.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FleetSize {
+    /// Live-state partitions (`None`: the owner has no fleet item yet).
+    pub shards: Option<u32>,
+    /// Registered devices.
+    pub devices: u64,
+}
+
+impl FleetSize {
+    /// The partitions after one more registration: doubled once the devices would exceed
+    /// `devices_per_shard` on each. Never fewer than now.
+    pub fn shards_after_one_more(&self, devices_per_shard: u32) -> u32 {
+        let shards = self.shards.unwrap_or(1).max(1);
+        if self.devices + 1 > u64::from(shards) * u64::from(devices_per_shard) {
+            shards.saturating_mul(2)
+        } else {
+            shards
+        }
+    }
+}
+
+/// Reads `user`'s fleet item (consistently: a registration places by it).
+async fn read_fleet(table: &FleetTable, user: &UserId) -> Result<FleetSize, FleetError> {
+    let out = table
+        .client
+        .get_item()
+        .table_name(table.name())
+        .set_key(Some(fleet_key(user)))
+        .consistent_read(true)
+        .send()
+        .await
+        .map_err(sdk_error)?;
+    Ok(match out.item {
+        Some(item) => {
+            let fleet = FleetItem::from_item(item)?;
+            FleetSize {
+                shards: Some(fleet.shards),
+                devices: fleet.devices,
+            }
+        }
+        None => FleetSize {
+            shards: None,
+            devices: 0,
+        },
+    })
+}
+
+/// The transaction action counting one more device on the fleet item (creating it), setting
+/// its partitions to `shards`, on the condition that nobody changed them since `read`.
+fn count_registration(
+    table: &FleetTable,
+    user: &UserId,
+    read: FleetSize,
+    shards: u32,
+) -> Result<TransactWriteItem, FleetError> {
+    let directory = IndexKeys::directory(user, DirectoryEntry::Fleet);
+    let mut update = Update::builder()
+        .table_name(table.name())
+        .set_key(Some(fleet_key(user)))
+        .update_expression(
+            "SET shards = :shards, #entityType = :fleet, GSI2PK = :dir, GSI2SK = :dirSk \
+             ADD devices :one",
+        )
+        .expression_attribute_names("#entityType", ENTITY_TYPE)
+        .expression_attribute_values(":shards", n(shards))
+        .expression_attribute_values(":fleet", s(EntityType::Fleet.as_str()))
+        .expression_attribute_values(":dir", s(directory.gsi2pk.unwrap_or_default()))
+        .expression_attribute_values(":dirSk", s(directory.gsi2sk.unwrap_or_default()))
+        .expression_attribute_values(":one", n(1));
+    update = match read.shards {
+        Some(current) => update
+            .condition_expression("shards = :current")
+            .expression_attribute_values(":current", n(current)),
+        None => update.condition_expression("attribute_not_exists(shards)"),
+    };
+    Ok(TransactWriteItem::builder()
+        .update(update.build().map_err(FleetError::internal)?)
+        .build())
+}
+
+/// The transaction action counting one device less on the fleet item.
+fn count_deletion(table: &FleetTable, user: &UserId) -> Result<TransactWriteItem, FleetError> {
+    let update = Update::builder()
+        .table_name(table.name())
+        .set_key(Some(fleet_key(user)))
+        .update_expression("ADD devices :minusOne")
+        .condition_expression("attribute_exists(shards)")
+        .expression_attribute_values(":minusOne", n(-1))
+        .build()
+        .map_err(FleetError::internal)?;
+    Ok(TransactWriteItem::builder().update(update).build())
+}
+
+/// Fleet-item conflicts a registration retries (each means another registration of the same
+/// owner doubled its partitions in between).
+const PLACEMENT_ATTEMPTS: u32 = 5;
 
 /// AP-07, implemented by [`register_device`].
 pub const REGISTER_DEVICE: AccessPattern = AccessPattern {
     id: PatternId::Ap07,
     description: "register a device (device id unique across the table)",
     frequency: Frequency::Important,
-    operations: &[Operation::TransactWriteItems],
+    operations: &[Operation::GetItem, Operation::TransactWriteItems],
     index: None,
     key_condition:
-        "PK = DEVICE#{deviceId}, SK = REGISTRATION (attribute_not_exists) + device + tag links",
-    budget: RequestBudget::Fixed(1),
-    max_read_units: None,
+        "PK = USER#{userId}, SK = FLEET; PK = DEVICE#{deviceId}, SK = REGISTRATION (attribute_not_exists) + device + state + tag links + fleet",
+    budget: RequestBudget::Fixed(2),
+    max_read_units: Some(1.0),
     route: Some("POST /me/devices"),
     implemented_by: implemented_by!(register_device),
 };
 
-/// AP-07: registers a device for `user` in one TransactWriteItems (registration item, device
-/// item, tag links). The registration's `attribute_not_exists` condition makes the id unique
-/// across the whole table: a taken id, by anyone, is [`FleetError::DeviceIdTaken`].
+/// AP-07: registers a device for `user`: one consistent GetItem of the owner's fleet item (to
+/// place the device's live state), then one TransactWriteItems (registration, device item,
+/// live state, tag links, and the fleet item counting it). The registration's
+/// `attribute_not_exists` condition makes the id unique across the whole table: a taken id,
+/// by anyone, is [`FleetError::DeviceIdTaken`]. The fleet item's condition catches another
+/// registration that grew the fleet in between: then the placement is read again.
 pub async fn register_device(
     table: &FleetTable,
     user: &UserId,
@@ -231,78 +395,130 @@ pub async fn register_device(
 ) -> Result<RegisteredDevice, FleetError> {
     let token = DeviceToken::generate()?;
     let now = Timestamp::now();
-    let device = new_device(user, &registration, now);
-    let registration_item = RegistrationItem {
-        device_id: registration.device_id.clone(),
-        user_id: user.clone(),
-        token_sha256: token.sha256_hex(),
-        device_name: registration.name,
-        device_type: registration.device_type,
-        created_at: now,
-        previous_token_sha256: None,
-        previous_token_until: None,
-        revoked_at: None,
-    };
-    let not_exists = Some("attribute_not_exists(PK)");
-    let mut actions = vec![
-        put(table, &registration_item, not_exists)?,
-        put(table, &device, not_exists)?,
-    ];
-    for tag in &device.tags {
-        actions.push(put(table, &tag_link(&device, tag), None)?);
-    }
-    match transact(table, actions, Retry::attempts(MAX_ATTEMPTS)).await? {
-        Transaction::Committed => Ok(RegisteredDevice {
-            device: device.into(),
-            token,
-        }),
-        Transaction::Cancelled(reasons)
-            if condition_failed_at(&reasons, 0) || condition_failed_at(&reasons, 1) =>
-        {
-            Err(FleetError::DeviceIdTaken(
-                registration.device_id.to_string(),
-            ))
+    for _ in 0..PLACEMENT_ATTEMPTS {
+        let fleet = read_fleet(table, user).await?;
+        let shards = fleet.shards_after_one_more(table.config.devices_per_shard);
+        let device = new_device(
+            user,
+            &registration,
+            placement(&registration.device_id, shards),
+            now,
+        );
+        let registration_item = RegistrationItem {
+            device_id: registration.device_id.clone(),
+            user_id: user.clone(),
+            token_sha256: token.sha256_hex(),
+            device_name: registration.name.clone(),
+            device_type: registration.device_type.clone(),
+            shard: device.shard,
+            created_at: now,
+            previous_token_sha256: None,
+            previous_token_until: None,
+            revoked_at: None,
+        };
+        let not_exists = Some("attribute_not_exists(PK)");
+        let mut actions = vec![
+            put(table, &registration_item, not_exists)?,
+            put(table, &device, not_exists)?,
+            put(table, &new_state(&device), None)?,
+            count_registration(table, user, fleet, shards)?,
+        ];
+        for tag in &device.tags {
+            actions.push(put(table, &tag_link(&device, tag), None)?);
         }
-        Transaction::Cancelled(reasons) => Err(FleetError::internal(format!(
-            "registration cancelled: {reasons:?}"
-        ))),
+        match transact(table, actions, Retry::attempts(MAX_ATTEMPTS)).await? {
+            Transaction::Committed => {
+                return Ok(RegisteredDevice {
+                    device: device.into(),
+                    token,
+                })
+            }
+            Transaction::Cancelled(reasons)
+                if condition_failed_at(&reasons, 0) || condition_failed_at(&reasons, 1) =>
+            {
+                return Err(FleetError::DeviceIdTaken(
+                    registration.device_id.to_string(),
+                ))
+            }
+            // The fleet grew in between: place again.
+            Transaction::Cancelled(reasons) if condition_failed_at(&reasons, 3) => continue,
+            Transaction::Cancelled(reasons) => {
+                return Err(FleetError::internal(format!(
+                    "registration cancelled: {reasons:?}"
+                )))
+            }
+        }
     }
+    Err(crate::dynamo::throttled())
 }
 
 /// AP-03, implemented by [`get_device`].
 pub const GET_DEVICE: AccessPattern = AccessPattern {
     id: PatternId::Ap03,
-    description: "one device",
+    description: "one device, with its live state",
     frequency: Frequency::Critical,
-    operations: &[Operation::GetItem],
+    operations: &[Operation::Query, Operation::GetItem],
     index: None,
-    key_condition: "PK = USER#{userId}, SK = DEVICE#{deviceId}",
-    budget: RequestBudget::Fixed(1),
+    key_condition: "PK = USER#{userId} AND SK BETWEEN DEVICE#{deviceId} AND DEVICE#{deviceId}#STATE",
+    budget: RequestBudget::FixedPlusSync(1),
     max_read_units: Some(1.0),
     route: Some("GET /me/devices/{deviceId}"),
     implemented_by: implemented_by!(get_device),
 };
 
-/// AP-03: one device of `user`, or `None` (also for another user's device or one being
-/// deleted). One eventually consistent GetItem.
+/// AP-03: one device of `user` with its live state, or `None` (also for another user's device
+/// or one being deleted). One eventually consistent Query of the device item and the state
+/// beside it; a device of a large fleet whose state is placed on another partition takes one
+/// GetItem more.
 pub async fn get_device(
     table: &FleetTable,
     user: &UserId,
     device: &DeviceId,
 ) -> Result<Option<Device>, FleetError> {
-    let out = table
-        .client
-        .get_item()
-        .table_name(table.name())
-        .set_key(Some(device_key(user, device)))
-        .send()
-        .await
-        .map_err(sdk_error)?;
-    let Some(attributes) = out.item else {
+    let key = ItemKey::Device {
+        user: user.clone(),
+        device: device.clone(),
+    }
+    .primary_key();
+    let (items, _) = super::query(
+        table
+            .client
+            .query()
+            .table_name(table.name())
+            .key_condition_expression("PK = :pk AND SK BETWEEN :device AND :state")
+            .expression_attribute_values(":pk", s(key.pk))
+            .expression_attribute_values(":device", s(key.sk))
+            .expression_attribute_values(":state", s(state_sk(device))),
+    )
+    .await?;
+    let mut found = None;
+    let mut state = None;
+    for item in items {
+        match EntityType::of(&item) {
+            Some(EntityType::Device) => found = Some(DeviceItem::from_item(item)?),
+            Some(EntityType::DeviceState) => state = Some(DeviceStateItem::from_item(item)?),
+            other => {
+                return Err(FleetError::internal(format!(
+                    "unexpected {other:?} item in a device's range"
+                )))
+            }
+        }
+    }
+    let Some(item) = found.filter(|d| d.deleting_at.is_none()) else {
         return Ok(None);
     };
-    let item = DeviceItem::from_item(attributes)?;
-    Ok(item.deleting_at.is_none().then(|| item.into()))
+    if state.is_none() && item.shard > 0 {
+        let out = table
+            .client
+            .get_item()
+            .table_name(table.name())
+            .set_key(Some(state_key(&item)))
+            .send()
+            .await
+            .map_err(sdk_error)?;
+        state = out.item.map(DeviceStateItem::from_item).transpose()?;
+    }
+    Ok(Some(Device::with_state(item, state.as_ref())))
 }
 
 /// AP-06, implemented by [`update_device`].
@@ -312,8 +528,8 @@ pub const UPDATE_DEVICE: AccessPattern = AccessPattern {
     frequency: Frequency::Critical,
     operations: &[Operation::UpdateItem, Operation::TransactWriteItems],
     index: None,
-    key_condition: "PK = USER#{userId}, SK = DEVICE#{deviceId}, version = {If-Match}",
-    budget: RequestBudget::FixedPlusSync(1),
+    key_condition: "PK = USER#{userId}, SK = DEVICE#{deviceId}, version = {If-Match}; the live state's status/name copy",
+    budget: RequestBudget::FixedPlusSync(2),
     max_read_units: None,
     route: Some("PATCH /me/devices/{deviceId}"),
     implemented_by: implemented_by!(update_device),
@@ -353,14 +569,55 @@ pub async fn update_device(
             _ => return Err(sdk_error(err)),
         },
     };
+    // The update itself is committed: report it even if a copy lags, and say so in the log.
+    // The next change of the same field brings it in step again.
+    if patch.status.is_some() || patch.name.is_some() {
+        if let Err(err) = copy_to_state(table, &item).await {
+            tracing::warn!(device = %item.device_id, error = %err, "live state's status/name copy out of step");
+        }
+    }
     if patch.changes_copies() {
-        // The update itself is committed: report it even if the copies lag, and say so in
-        // the log. The next name/tag change brings them in step again.
         if let Err(err) = sync_copies(table, &item).await {
             tracing::warn!(device = %item.device_id, error = %err, "tag links and registration copy out of step");
         }
     }
     Ok(item.into())
+}
+
+/// Copies `device`'s status (its GSI1 partition) and name onto its live state, unless a newer
+/// version of the device already did (concurrent PATCHes may land in any order).
+async fn copy_to_state(table: &FleetTable, device: &DeviceItem) -> Result<(), FleetError> {
+    let status_key = status_gsi1pk(
+        device.status,
+        status_shard(&device.device_id, device.status, &table.config.shards),
+    );
+    let result = table
+        .client
+        .update_item()
+        .table_name(table.name())
+        .set_key(Some(state_key(device)))
+        .update_expression(format!(
+            "SET #status = :status, #name = :name, {GSI1PK} = :statusKey, deviceVersion = :version"
+        ))
+        .condition_expression(
+            "attribute_exists(PK) AND (attribute_not_exists(deviceVersion) OR deviceVersion < :version)",
+        )
+        .expression_attribute_names("#status", "status")
+        .expression_attribute_names("#name", "name")
+        .expression_attribute_values(":status", s(device.status.as_str()))
+        .expression_attribute_values(":name", s(device.name.clone()))
+        .expression_attribute_values(":statusKey", s(status_key))
+        .expression_attribute_values(":version", n(device.version))
+        .send()
+        .await;
+    match result {
+        Ok(_) => Ok(()),
+        Err(err) => match err.as_service_error() {
+            // A newer version's copy is there already (or the device is being deleted).
+            Some(UpdateItemError::ConditionalCheckFailedException(_)) => Ok(()),
+            _ => Err(sdk_error(err)),
+        },
+    }
 }
 
 /// The conditional UpdateItem applying `patch` at `expected_version`, stamped `now`.
@@ -389,17 +646,9 @@ fn patch_request(
         .expression_attribute_values(":now", s(now.to_string()));
     if let Some(status) = patch.status {
         sets.push("#status = :status".into());
-        sets.push("GSI1PK = :statusKey".into());
         request = request
             .expression_attribute_names("#status", "status")
-            .expression_attribute_values(":status", s(status.as_str()))
-            .expression_attribute_values(
-                ":statusKey",
-                s(status_gsi1pk(
-                    status,
-                    status_shard(device, &table.config.shards),
-                )),
-            );
+            .expression_attribute_values(":status", s(status.as_str()));
     }
     if let Some(name) = &patch.name {
         sets.push("#name = :name".into());
@@ -579,6 +828,8 @@ fn deletion(
         TransactWriteItem::builder()
             .delete(registration_delete)
             .build(),
+        delete(table, state_key(item))?,
+        count_deletion(table, user)?,
     ];
     for tag in item
         .linked_tags

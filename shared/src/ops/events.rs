@@ -15,15 +15,19 @@ use crate::entity::Entity;
 use crate::error::{FleetError, ValidationError};
 use crate::ids::{DeviceId, EventType, UserId};
 use crate::items::{EventItem, EventValue};
+use crate::items::EntityType;
 use crate::keys::{
-    event_pk, event_pk_prefix, owner_gsi2pk, parse_event_index_sk, type_gsi1pk, EVENT_PREFIX,
+    event_pk, event_pk_prefix, parse_event_index_sk, parse_event_pk, type_gsi1pk, user_pk,
+    DEVICE_PREFIX, EVENT_PREFIX,
 };
-use crate::schema::{GSI1, GSI1PK, GSI1SK, GSI2, GSI2PK, GSI2SK, PK, SK};
+use crate::schema::{GSI1, GSI1PK, GSI1SK, PK, SK};
 use crate::table::FleetTable;
 use crate::timestamp::{Day, Timestamp};
 
 /// Longest range of AP-09, in days (one Query per day and shard).
 pub const MAX_TYPE_RANGE_DAYS: i64 = 7;
+/// Devices whose events one page of AP-05 merges (one Query each).
+pub const DEVICE_GROUP: usize = 10;
 
 /// An inclusive time range, `from <= to`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -96,9 +100,9 @@ struct IndexedEvent {
     user_id: Option<UserId>,
 }
 
-fn indexed_event(item: RawItem, sort_key: &str) -> Result<(String, EventView), FleetError> {
+fn indexed_event(item: RawItem) -> Result<(String, EventView), FleetError> {
     let key = item
-        .get(sort_key)
+        .get(GSI1SK)
         .and_then(|v| v.as_s().ok())
         .cloned()
         .ok_or_else(|| FleetError::internal("index item without its sort key"))?;
@@ -123,31 +127,43 @@ fn through(prefix: &str, to: &Timestamp) -> String {
     format!("{prefix}{to}#~")
 }
 
-/// A newest-first Query of one index partition of events over `range`, expired events
-/// filtered out (both event indexes use `{at}#{deviceId}#{eventId}` sort keys).
+/// A newest-first Query of one GSI1 partition of events over `range`, expired events
+/// filtered out (sort keys `{at}#{deviceId}#{eventId}`).
 fn index_range(
     table: &FleetTable,
-    index: &str,
     partition: &str,
     range: TimeRange,
     limit: u32,
 ) -> QueryFluentBuilder {
-    let (pk, sk) = if index == GSI1 {
-        (GSI1PK, GSI1SK)
-    } else {
-        (GSI2PK, GSI2SK)
-    };
     table
         .client
         .query()
         .table_name(table.name())
-        .index_name(index)
-        .key_condition_expression(format!("{pk} = :pk AND {sk} BETWEEN :from AND :to"))
+        .index_name(GSI1)
+        .key_condition_expression(format!("{GSI1PK} = :pk AND {GSI1SK} BETWEEN :from AND :to"))
         .filter_expression("#ttl > :now")
         .expression_attribute_names("#ttl", "ttl")
         .expression_attribute_values(":pk", s(partition))
         .expression_attribute_values(":from", s(range.from.to_string()))
         .expression_attribute_values(":to", s(through("", &range.to)))
+        .expression_attribute_values(":now", ttl_now())
+        .scan_index_forward(false)
+        .limit(limit as i32)
+}
+
+/// A newest-first Query of one device's event partition over `range`, expired events
+/// filtered out.
+fn device_range(table: &FleetTable, pk: &str, range: TimeRange, limit: u32) -> QueryFluentBuilder {
+    table
+        .client
+        .query()
+        .table_name(table.name())
+        .key_condition_expression("PK = :pk AND SK BETWEEN :from AND :to")
+        .filter_expression("#ttl > :now")
+        .expression_attribute_names("#ttl", "ttl")
+        .expression_attribute_values(":pk", s(pk))
+        .expression_attribute_values(":from", s(format!("{EVENT_PREFIX}{}", range.from)))
+        .expression_attribute_values(":to", s(through(EVENT_PREFIX, &range.to)))
         .expression_attribute_values(":now", ttl_now())
         .scan_index_forward(false)
         .limit(limit as i32)
@@ -186,23 +202,9 @@ pub async fn device_events(
         &[(PK, &pk)],
         &[(SK, EVENT_PREFIX)],
     )?;
-    let (items, last) = query(
-        table
-            .client
-            .query()
-            .table_name(table.name())
-            .key_condition_expression("PK = :pk AND SK BETWEEN :from AND :to")
-            .filter_expression("#ttl > :now")
-            .expression_attribute_names("#ttl", "ttl")
-            .expression_attribute_values(":pk", s(pk))
-            .expression_attribute_values(":from", s(format!("{EVENT_PREFIX}{}", range.from)))
-            .expression_attribute_values(":to", s(through(EVENT_PREFIX, &range.to)))
-            .expression_attribute_values(":now", ttl_now())
-            .scan_index_forward(false)
-            .limit(limit as i32)
-            .set_exclusive_start_key(start_key.clone()),
-    )
-    .await?;
+    let (items, last) =
+        query(device_range(table, &pk, range, limit).set_exclusive_start_key(start_key.clone()))
+            .await?;
     if items.is_empty()
         && start_key.is_none()
         && last.is_none()
@@ -236,19 +238,25 @@ pub async fn device_events(
 /// AP-05, implemented by [`user_events`].
 pub const USER_EVENTS: AccessPattern = AccessPattern {
     id: PatternId::Ap05,
-    description: "a user's events across all devices in a time range",
+    description: "a user's events across devices in a time range, newest first within each group of 10 devices",
     frequency: Frequency::Important,
     operations: &[Operation::Query],
-    index: Some(GSI2),
-    key_condition: "GSI2PK = OWNER#{userId}#{shard} AND GSI2SK BETWEEN {from} AND {to}~",
-    budget: RequestBudget::PerShardPage,
+    index: None,
+    key_condition: "PK = USER#{userId} AND begins_with(SK, DEVICE#) (the group); PK = USER#{userId}#DEVICE#{deviceId} AND SK BETWEEN EVENT#{from} AND EVENT#{to}~ (each device)",
+    budget: RequestBudget::PerDeviceGroupPage,
     max_read_units: None,
     route: Some("GET /me/events"),
     implemented_by: implemented_by!(user_events),
 };
 
-/// AP-05: a page of the user's events across all devices, newest first: one Query per owner
-/// shard (concurrently), merged. The cursor remembers, per shard, the last event returned.
+/// AP-05: a page of the user's events across devices, newest first, from the devices' own
+/// event partitions: no owner index copies every event (that copy would double the write
+/// units of every event for a read that is rare). The devices are taken in groups of
+/// [`DEVICE_GROUP`] by id: one Query lists a group, one Query per device of it (concurrently)
+/// reads its events, merged newest first. An owner of up to [`DEVICE_GROUP`] devices gets
+/// exact newest-first order across all of them; a larger fleet gets it group after group.
+/// The cursor holds the next group's position and, per device of the group, the last event
+/// returned from it.
 pub async fn user_events(
     table: &FleetTable,
     user: &UserId,
@@ -256,102 +264,180 @@ pub async fn user_events(
     limit: u32,
     cursor: Option<&str>,
 ) -> Result<Page<EventView>, FleetError> {
-    let shards = table.config.shards.owner;
-    let partitions: Vec<String> = (0..shards).map(|i| owner_gsi2pk(user, i)).collect();
-    let starts: Vec<Option<StartKey>> = match cursor {
-        None => vec![Some(StartKey::new()); partitions.len()],
+    let (next_group, starts) = match cursor {
+        None => first_group(table, user, None).await?,
         Some(text) => {
-            let keys = cursor::decode(USER_EVENTS.id, text, partitions.len())?;
-            for (key, partition) in keys.iter().zip(&partitions) {
-                if let Some(key) = key.as_ref().filter(|k| !k.is_empty()) {
-                    check_key(
-                        key,
-                        &[(GSI2PK, partition)],
-                        &[
-                            (PK, &event_pk_prefix(user)),
-                            (SK, EVENT_PREFIX),
-                            (GSI2SK, ""),
-                        ],
-                    )?;
-                }
+            let (next_group, starts) = resume_group(user, text)?;
+            if starts.iter().all(Option::is_none) {
+                // The previous page finished its group: list the next one.
+                first_group(table, user, next_group).await?
+            } else {
+                (next_group, starts)
             }
-            keys
         }
     };
-    let queries = partitions
-        .iter()
-        .zip(&starts)
-        .map(|(partition, start)| async move {
-            // `None`: this shard was exhausted on an earlier page.
-            let Some(start) = start else {
-                return Ok::<_, FleetError>((Vec::new(), false));
-            };
-            let (items, last) = query(
-                index_range(table, GSI2, partition, range, limit).set_exclusive_start_key(
-                    (!start.is_empty()).then(|| cursor::exclusive_start_key(start)),
-                ),
-            )
-            .await?;
-            Ok((items, last.is_some()))
-        });
+    let queries = starts.iter().map(|start| async move {
+        // `None`: this device was exhausted on an earlier page.
+        let Some(start) = start else {
+            return Ok::<_, FleetError>((Vec::new(), false));
+        };
+        let pk = start.get(PK).cloned().unwrap_or_default();
+        let (items, last) = query(
+            device_range(table, &pk, range, limit).set_exclusive_start_key(
+                start
+                    .contains_key(SK)
+                    .then(|| cursor::exclusive_start_key(start)),
+            ),
+        )
+        .await?;
+        Ok((items, last.is_some()))
+    });
     let results = scatter_gather(queries).await?;
-    merge_shards(results, GSI2SK, limit, USER_EVENTS.id, starts)
+    merge_devices(results, limit, next_group, starts)
 }
 
-/// Merges per-shard pages newest first, keeps `limit`, and builds the cursor: for each shard
-/// the key of the last item returned from it, its old start when none was returned, or `None`
-/// once everything it holds has been returned.
-fn merge_shards(
+/// Lists the group of devices after `after` (a device sort key; the first group when `None`):
+/// the next group's position (`None` when this is the last) and a fresh start per device.
+async fn first_group(
+    table: &FleetTable,
+    user: &UserId,
+    after: Option<StartKey>,
+) -> Result<(Option<StartKey>, Vec<Option<StartKey>>), FleetError> {
+    let mut devices = Vec::new();
+    let mut start = after.map(|k| {
+        let mut key = k;
+        key.insert(PK.to_string(), user_pk(user));
+        cursor::exclusive_start_key(&key)
+    });
+    // Each device may have its live state beside it: read up to twice the group in items.
+    loop {
+        let (items, last) = query(
+            table
+                .client
+                .query()
+                .table_name(table.name())
+                .key_condition_expression("PK = :pk AND begins_with(SK, :devices)")
+                .expression_attribute_values(":pk", s(user_pk(user)))
+                .expression_attribute_values(":devices", s(DEVICE_PREFIX))
+                .projection_expression("PK, SK, entityType, deletingAt")
+                .limit((2 * DEVICE_GROUP) as i32)
+                .set_exclusive_start_key(start.take()),
+        )
+        .await?;
+        for item in &items {
+            if EntityType::of(item) == Some(EntityType::Device) && !item.contains_key("deletingAt") {
+                let sk = item.get(SK).and_then(|v| v.as_s().ok()).cloned().unwrap_or_default();
+                devices.push(sk);
+            }
+        }
+        if devices.len() >= DEVICE_GROUP || last.is_none() {
+            let more = devices.len() > DEVICE_GROUP || last.is_some();
+            devices.truncate(DEVICE_GROUP);
+            let next = more
+                .then(|| devices.last().map(|sk| StartKey::from([(SK.to_string(), sk.clone())])))
+                .flatten();
+            let starts = devices
+                .iter()
+                .filter_map(|sk| sk.strip_prefix(DEVICE_PREFIX))
+                .filter_map(|id| DeviceId::parse(id).ok())
+                .map(|d| Some(StartKey::from([(PK.to_string(), event_pk(user, &d))])))
+                .collect();
+            return Ok((next, starts));
+        }
+        start = last;
+    }
+}
+
+/// The next group's position and the per-device starts of a cursor, every key checked to be
+/// the caller's own (a device sort key of their partition; their device's event partition).
+fn resume_group(
+    user: &UserId,
+    text: &str,
+) -> Result<(Option<StartKey>, Vec<Option<StartKey>>), FleetError> {
+    let mut keys = cursor::decode_up_to(USER_EVENTS.id, text, DEVICE_GROUP + 1)?;
+    let devices = keys.split_off(1);
+    let next_group = keys.pop().flatten();
+    if let Some(key) = &next_group {
+        check_key(key, &[], &[(SK, DEVICE_PREFIX)])?;
+    }
+    let own = event_pk_prefix(user);
+    for key in devices.iter().flatten() {
+        let partition = key.get(PK).ok_or_else(cursor::invalid)?;
+        match parse_event_pk(partition) {
+            Ok((owner, _)) if owner == *user && partition.starts_with(&own) => {}
+            _ => return Err(cursor::invalid().into()),
+        }
+        if key.len() == 2 {
+            check_key(key, &[(PK, partition)], &[(SK, EVENT_PREFIX)])?;
+        } else {
+            check_key(key, &[(PK, partition)], &[])?;
+        }
+    }
+    Ok((next_group, devices))
+}
+
+/// Merges per-device pages newest first, keeps `limit`, and builds the cursor: for each
+/// device the key of the last event returned from it, its old start when none was returned,
+/// or `None` once everything it holds has been returned.
+fn merge_devices(
     results: Vec<(Vec<RawItem>, bool)>,
-    sort_key: &str,
     limit: u32,
-    pattern: PatternId,
+    next_group: Option<StartKey>,
     starts: Vec<Option<StartKey>>,
 ) -> Result<Page<EventView>, FleetError> {
     let mut merged = Vec::new();
     let mut read = vec![0usize; starts.len()];
     let mut more = vec![false; starts.len()];
-    for (shard, (items, has_more)) in results.into_iter().enumerate() {
-        more[shard] = has_more;
-        read[shard] = items.len();
+    for (device, (items, has_more)) in results.into_iter().enumerate() {
+        more[device] = has_more;
+        read[device] = items.len();
         for item in items {
-            let keys = key_of(&item, sort_key);
-            let (sort, view) = indexed_event(item, sort_key)?;
-            merged.push((sort, shard, keys, view));
+            let key: StartKey = [PK, SK]
+                .iter()
+                .filter_map(|name| {
+                    item.get(*name)
+                        .and_then(|v| v.as_s().ok())
+                        .map(|v| (name.to_string(), v.clone()))
+                })
+                .collect();
+            let e = EventItem::from_item(item)?;
+            let sort = format!("{}#{}#{}", e.at, e.device_id, e.id);
+            let view = EventView {
+                id: e.id.to_string(),
+                event_type: e.event_type.to_string(),
+                value: e.value,
+                at: e.at.to_string(),
+                device_id: Some(e.device_id.to_string()),
+                device_name: Some(e.device_name),
+                user_id: None,
+            };
+            merged.push((sort, device, key, view));
         }
     }
     let merged = newest_first(merged, |m| &m.0, limit);
     let mut next = starts;
     let mut returned = vec![0usize; next.len()];
-    for (_, shard, keys, _) in &merged {
-        returned[*shard] += 1;
-        next[*shard] = Some(keys.clone());
+    for (_, device, key, _) in &merged {
+        returned[*device] += 1;
+        next[*device] = Some(key.clone());
     }
-    for (shard, start) in next.iter_mut().enumerate() {
-        if !more[shard] && returned[shard] == read[shard] {
+    for (device, start) in next.iter_mut().enumerate() {
+        if !more[device] && returned[device] == read[device] {
             *start = None;
         }
     }
-    let cursor = next
-        .iter()
-        .any(Option::is_some)
-        .then(|| cursor::encode(pattern, next));
+    let group_left = next.iter().any(Option::is_some);
+    let cursor = (group_left || next_group.is_some()).then(|| {
+        let mut keys = vec![next_group];
+        if group_left {
+            keys.extend(next);
+        }
+        cursor::encode(USER_EVENTS.id, keys)
+    });
     Ok(Page {
         items: merged.into_iter().map(|(_, _, _, v)| v).collect(),
         cursor,
     })
-}
-
-fn key_of(item: &RawItem, sort_key: &str) -> StartKey {
-    let index_pk = if sort_key == GSI1SK { GSI1PK } else { GSI2PK };
-    [PK, SK, index_pk, sort_key]
-        .iter()
-        .filter_map(|name| {
-            item.get(*name)
-                .and_then(|v| v.as_s().ok())
-                .map(|v| (name.to_string(), v.clone()))
-        })
-        .collect()
 }
 
 /// AP-09, implemented by [`events_by_type`].
@@ -361,7 +447,7 @@ pub const EVENTS_BY_TYPE: AccessPattern = AccessPattern {
     frequency: Frequency::Analytics,
     operations: &[Operation::Query],
     index: Some(GSI1),
-    key_condition: "GSI1PK = TYPE#{type}#{day}#{shard} AND GSI1SK BETWEEN {from} AND {to}~",
+    key_condition: "GSI1PK = TYPE#{type}#{day}#{shard} AND GSI1SK BETWEEN {from} AND {to}~ (searchable types)",
     budget: RequestBudget::PerDayShard,
     max_read_units: None,
     route: Some("GET /admin/events"),
@@ -384,21 +470,35 @@ pub async fn events_by_type(
         )
         .into());
     }
+    let Some(shards) = table.config.shards.type_shards(event_type) else {
+        let searchable: Vec<String> = table
+            .config
+            .shards
+            .searchable
+            .iter()
+            .map(|(t, _)| t.to_string())
+            .collect();
+        return Err(ValidationError::new(
+            "type",
+            format!(
+                "events of this type are not indexed; searchable types: {} (SEARCHABLE_EVENT_TYPES)",
+                searchable.join(", ")
+            ),
+        )
+        .into());
+    };
     let days = range.days();
     let partitions: Vec<String> = days
         .iter()
-        .flat_map(|day| {
-            (0..table.config.shards.event_type)
-                .map(move |shard| type_gsi1pk(event_type, day, shard))
-        })
+        .flat_map(|day| (0..shards).map(move |shard| type_gsi1pk(event_type, day, shard)))
         .collect();
     let queries = partitions
         .iter()
-        .map(|partition| query(index_range(table, GSI1, partition, range, limit)));
+        .map(|partition| query(index_range(table, partition, range, limit)));
     let mut events = Vec::new();
     for (items, _) in scatter_gather(queries).await? {
         for item in items {
-            events.push(indexed_event(item, GSI1SK)?);
+            events.push(indexed_event(item)?);
         }
     }
     let events = newest_first(events, |e| &e.0, limit);

@@ -1,5 +1,5 @@
 //! AP-13 (operators): devices with a status seen since a time, across all users: one Query per
-//! status shard on GSI1, concurrently, merged newest first.
+//! status shard on GSI1 (the devices' live state items), concurrently, merged newest first.
 
 use serde::Serialize;
 
@@ -9,10 +9,10 @@ use crate::catalog::{
 };
 use crate::dynamo::{newest_first, scatter_gather};
 use crate::error::FleetError;
-use crate::ids::{DeviceId, DeviceType, UserId};
-use crate::items::DeviceStatus;
+use crate::entity::Entity;
+use crate::items::{DeviceStateItem, DeviceStatus};
 use crate::keys::{parse_seen_gsi1sk, seen_since, status_gsi1pk};
-use crate::schema::GSI1;
+use crate::schema::{GSI1, GSI1SK};
 use crate::table::FleetTable;
 use crate::timestamp::Timestamp;
 
@@ -33,19 +33,6 @@ pub struct FleetDevice {
     pub status: DeviceStatus,
     /// Last seen, to the 15 minutes of the `SEEN#` key.
     pub seen: String,
-}
-
-#[derive(serde::Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct IndexedDevice {
-    device_id: DeviceId,
-    user_id: UserId,
-    name: String,
-    #[serde(rename = "type")]
-    device_type: DeviceType,
-    status: DeviceStatus,
-    #[serde(rename = "GSI1SK")]
-    seen_key: String,
 }
 
 /// AP-13, implemented by [`devices_by_status`].
@@ -71,7 +58,7 @@ pub async fn devices_by_status(
     limit: u32,
 ) -> Result<Vec<FleetDevice>, FleetError> {
     let from = seen_since(&since);
-    let queries = (0..table.config.shards.status).map(|shard| {
+    let queries = (0..table.config.shards.status_shards(status)).map(|shard| {
         query(
             table
                 .client
@@ -88,10 +75,16 @@ pub async fn devices_by_status(
     let mut devices = Vec::new();
     for (items, _) in scatter_gather(queries).await? {
         for item in items {
-            let d: IndexedDevice = serde_dynamo::from_item(item)?;
-            let seen = parse_seen_gsi1sk(&d.seen_key)?.to_string();
+            let seen_key = item
+                .get(GSI1SK)
+                .and_then(|v| v.as_s().ok())
+                .cloned()
+                .ok_or_else(|| FleetError::internal("index item without its sort key"))?;
+            let seen = parse_seen_gsi1sk(&seen_key)?.to_string();
+            // GSI1 projects the state's key (owner, device) and its status/name/type copies.
+            let d = DeviceStateItem::from_item(item)?;
             devices.push((
-                d.seen_key.clone(),
+                seen_key,
                 FleetDevice {
                     device_id: d.device_id.to_string(),
                     user_id: d.user_id.to_string(),

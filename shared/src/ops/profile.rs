@@ -11,7 +11,7 @@ use crate::entity::Entity;
 use crate::error::FleetError;
 use crate::ids::UserId;
 use crate::items::ProfileItem;
-use crate::keys::{Attributes, ItemKey};
+use crate::keys::{Attributes, DirectoryEntry, IndexKeys, ItemKey};
 use crate::schema::ENTITY_TYPE;
 use crate::table::{sdk_error, FleetTable};
 use crate::timestamp::Timestamp;
@@ -78,9 +78,12 @@ pub async fn upsert_profile(
     update: ProfileUpdate,
 ) -> Result<Profile, FleetError> {
     let now = Timestamp::now().to_string();
+    // The profile is in the directory (GSI2) the daily run scans; its keys come from the entity.
+    let directory = IndexKeys::directory(user, DirectoryEntry::Profile);
     let mut expression = String::from(
         "SET #entityType = :entityType, userId = :userId, #name = :name, \
-         createdAt = if_not_exists(createdAt, :now), updatedAt = :now",
+         createdAt = if_not_exists(createdAt, :now), updatedAt = :now, \
+         GSI2PK = :directory, GSI2SK = :directoryEntry",
     );
     let mut request = table
         .client
@@ -92,7 +95,12 @@ pub async fn upsert_profile(
         .expression_attribute_values(":entityType", s(ProfileItem::ENTITY_TYPE.as_str()))
         .expression_attribute_values(":userId", s(user.as_str()))
         .expression_attribute_values(":name", s(update.name))
-        .expression_attribute_values(":now", s(now));
+        .expression_attribute_values(":now", s(now))
+        .expression_attribute_values(":directory", s(directory.gsi2pk.unwrap_or_default()))
+        .expression_attribute_values(
+            ":directoryEntry",
+            s(directory.gsi2sk.unwrap_or_default()),
+        );
     if let Some(email) = update.email {
         expression.push_str(", email = :email");
         request = request.expression_attribute_values(":email", s(email));

@@ -278,8 +278,9 @@ pub static CASES: &[PatternCase] = &[
     PatternCase {
         id: PatternId::Ap05,
         workload: "Alice's newest 50 of 100 events across devices",
-        scale: |shards| BudgetScale {
-            shards: u32::from(shards.owner),
+        // Alice's 10 devices are one group: the device list plus one Query per device.
+        scale: |_| BudgetScale {
+            shards: shared::ops::events::DEVICE_GROUP as u32,
             ..BudgetScale::one()
         },
         run: |table, _| {
@@ -316,26 +317,31 @@ pub static CASES: &[PatternCase] = &[
     },
     PatternCase {
         id: PatternId::Ap09,
-        workload: "newest 50 temperature events of a day, all users",
+        workload: "a day's alarm events (a searchable type; 10 of the day's 110), all users",
         scale: |shards| BudgetScale {
             days: 1,
-            shards: u32::from(shards.event_type),
+            shards: u32::from(
+                EventType::parse("alarm")
+                    .ok()
+                    .and_then(|alarm| shards.type_shards(&alarm))
+                    .unwrap_or(1),
+            ),
             ..BudgetScale::one()
         },
         run: |table, _| {
             Box::pin(async move {
-                let temperature = EventType::parse("temperature")?;
-                let list = events::events_by_type(table, &temperature, day()?, 50).await?;
-                found(list.len() == 50, PatternId::Ap09)
+                let alarm = EventType::parse("alarm")?;
+                let list = events::events_by_type(table, &alarm, day()?, 50).await?;
+                found(list.len() == 10, PatternId::Ap09)
             })
         },
         call: read(
-            "GET /admin/events?type=temperature&limit=50 (a day)",
+            "GET /admin/events?type=alarm&limit=50 (a day)",
             |_, _| {
                 every_call(
                     ApiEvent::new(route(PatternId::Ap09), "/admin/events")
                         .operator(OPERATOR)
-                        .query("type", "temperature")
+                        .query("type", "alarm")
                         .over_the_day()
                         .query("limit", "50"),
                 )
@@ -366,7 +372,7 @@ pub static CASES: &[PatternCase] = &[
         id: PatternId::Ap13,
         workload: "active devices seen since the day began",
         scale: |shards| BudgetScale {
-            shards: u32::from(shards.status),
+            shards: u32::from(shards.status_shards(DeviceStatus::Active)),
             ..BudgetScale::one()
         },
         run: |table, _| {

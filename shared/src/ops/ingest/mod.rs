@@ -1,16 +1,23 @@
 //! AP-14: device-authenticated, idempotent batch ingestion.
 //!
-//! A batch costs at most ceil(n/25) + 3 requests: the registration GetItem (skipped while the
-//! warm Lambda's cache holds it), one BatchWriteItem per 25 events (sent concurrently), and
-//! one conditional UpdateItem of the device summary (a second one only when another batch for
-//! the same device got in between). Events are keyed by their id and time, so a replayed batch
-//! overwrites identical items and stores nothing twice.
+//! A batch costs at most ceil(n/25) + 3 requests: the registration GetItem and the live
+//! state's GetItem (each skipped while the warm Lambda's cache holds it), one BatchWriteItem
+//! per 25 events (sent concurrently), and one conditional UpdateItem of the device's live
+//! state (none for a replay; a second one only when another batch for the same device got in
+//! between). Events are keyed by their id and time, so a replayed batch overwrites identical
+//! items and stores nothing twice.
+//!
+//! Write units (DynamoDB's rules): an event of a type operators do not search is one item of
+//! under 1 KB and nothing else, one unit; a searchable type adds its GSI1 entry. The live
+//! state adds one unit per batch for a typical device (two more when its `SEEN#` bucket
+//! moves). So a 100-event batch of telemetry costs about 1.01 units per event and a
+//! single-event request about 2.
 
+mod state;
 mod store;
-mod summary;
 mod validate;
 
-pub use summary::DeviceSummary;
+pub use state::{check_type_cap, merged, MAX_STATE_BYTES, MAX_STATE_TYPES};
 pub use validate::{derive_event_id, validate_batch, NewEvent, SubmittedEvent};
 
 use std::collections::HashMap;
@@ -24,7 +31,7 @@ use crate::config::number;
 use crate::entity::Entity;
 use crate::error::FleetError;
 use crate::ids::{DeviceId, EventId};
-use crate::items::RegistrationItem;
+use crate::items::{DeviceStateItem, RegistrationItem};
 use crate::keys::ItemKey;
 use crate::limits::{KeyedLimiter, Rate};
 use crate::table::{sdk_error, FleetTable};
@@ -34,8 +41,9 @@ use crate::timestamp::Timestamp;
 pub const MAX_EVENTS_PER_BATCH: usize = 100;
 /// Events per BatchWriteItem (DynamoDB's limit).
 pub use crate::dynamo::BATCH_WRITE_SIZE;
-/// Longest text value of an event, in characters.
-pub const MAX_TEXT_VALUE: usize = 256;
+/// Longest text value of an event, in characters (it is also kept on the device's live
+/// state, whose size it bounds).
+pub const MAX_TEXT_VALUE: usize = 64;
 /// Events kept in a device's `recent` list (the dashboard shows the last 10).
 pub const RECENT_EVENTS: usize = 10;
 pub use crate::keys::SEEN_GRANULARITY_SECONDS;
@@ -132,13 +140,13 @@ struct CachedRegistration {
     refused: Option<Instant>,
 }
 
-/// Ingestion with the warm-Lambda caches: registrations (authentication) and device
-/// summaries (so a busy device's summary update needs no read).
+/// Ingestion with the warm-Lambda caches: registrations (authentication) and live states (so
+/// a device whose batches reach the same container needs no read before its update).
 pub struct Ingestor {
     table: FleetTable,
     config: IngestConfig,
     registrations: Mutex<HashMap<DeviceId, CachedRegistration>>,
-    summaries: Mutex<HashMap<DeviceId, DeviceSummary>>,
+    states: Mutex<HashMap<DeviceId, DeviceStateItem>>,
     /// Per-device batch rate (authenticated devices only, so guessed ids take no bucket).
     device_limiter: KeyedLimiter<DeviceId>,
 }
@@ -152,7 +160,7 @@ impl Ingestor {
         Self {
             table,
             registrations: Mutex::new(HashMap::new()),
-            summaries: Mutex::new(HashMap::new()),
+            states: Mutex::new(HashMap::new()),
             device_limiter: KeyedLimiter::new(config.device_rate, CACHE_CAPACITY),
             config,
         }
@@ -214,7 +222,7 @@ impl Ingestor {
         match registration {
             Some(r) if matched => self.admit(device, &r, now),
             _ => {
-                self.summaries.lock().expect("cache lock").remove(device);
+                self.states.lock().expect("cache lock").remove(device);
                 Err(FleetError::Unauthorized)
             }
         }
@@ -281,7 +289,7 @@ impl Ingestor {
             .lock()
             .expect("cache lock")
             .remove(device);
-        self.summaries.lock().expect("cache lock").remove(device);
+        self.states.lock().expect("cache lock").remove(device);
     }
 
     /// AP-14, implemented by [`Ingestor::ingest`].
@@ -295,16 +303,17 @@ impl Ingestor {
             Operation::UpdateItem,
         ],
         index: None,
-        key_condition: "PK = DEVICE#{deviceId}, SK = REGISTRATION; events; device item",
+        key_condition: "PK = DEVICE#{deviceId}, SK = REGISTRATION; the device's live state; events",
         budget: RequestBudget::BatchOf25Plus(3),
         max_read_units: None,
         route: Some("POST /devices/{deviceId}/events"),
         implemented_by: implemented_by!(Ingestor::ingest),
     };
 
-    /// Stores `events` for the device of `registration` and folds them into its summary, with
-    /// retries until `deadline`. Returns what was stored and what the device must resend; a
-    /// device deleted since it authenticated is [`FleetError::Unauthorized`].
+    /// Stores `events` for the device of `registration` and folds them into its live state,
+    /// with retries until `deadline`. Returns what was stored and what the device must resend;
+    /// a device deleted since it authenticated is [`FleetError::Unauthorized`]; a batch that
+    /// would take the device over [`MAX_STATE_TYPES`] event types is a 400, before any write.
     pub async fn ingest(
         &self,
         registration: &RegistrationItem,
@@ -312,6 +321,8 @@ impl Ingestor {
         deadline: Instant,
     ) -> Result<IngestOutcome, FleetError> {
         let deadline = deadline.min(Instant::now() + self.config.retry_window);
+        let state = self.live_state(registration).await?;
+        check_type_cap(&state, &events)?;
         let unstored = self.store_events(registration, &events, deadline).await?;
         let (stored, failed): (Vec<NewEvent>, Vec<NewEvent>) = events
             .into_iter()
@@ -322,16 +333,19 @@ impl Ingestor {
                 failed: failed.into_iter().map(|e| e.id).collect(),
             });
         }
-        match self.update_summary(registration, &stored, deadline).await {
+        match self
+            .update_state(registration, state, &stored, deadline)
+            .await
+        {
             Ok(()) => Ok(IngestOutcome {
                 accepted: stored.into_iter().map(|e| e.id).collect(),
                 failed: failed.into_iter().map(|e| e.id).collect(),
             }),
             Err(FleetError::Unauthorized) => Err(FleetError::Unauthorized),
             // Stored but not on the dashboard yet: acknowledge nothing, so the device resends
-            // the whole batch (idempotent) and the summary catches up.
+            // the whole batch (idempotent) and the live state catches up.
             Err(err) => {
-                tracing::warn!(device = %registration.device_id, error = %err, "device summary not updated");
+                tracing::warn!(device = %registration.device_id, error = %err, "live state not updated");
                 Ok(IngestOutcome {
                     accepted: Vec::new(),
                     failed: stored.into_iter().chain(failed).map(|e| e.id).collect(),

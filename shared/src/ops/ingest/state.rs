@@ -1,0 +1,408 @@
+//! A device's live state (`lastSeen`, `latest`, `recent`, the `SEEN#` index key), kept on its
+//! own compact item placed in one of its owner's partitions, and its conditional update.
+//!
+//! The state item is the only item ingestion rewrites per batch, so it is kept small: the
+//! newest [`RECENT_EVENTS`] and the latest reading of at most [`MAX_STATE_TYPES`] types, in
+//! lists without attribute names. A typical device's state is under 1 KB (one write unit per
+//! batch); [`MAX_STATE_BYTES`] bounds any state (every id, type, name and text value at its
+//! longest), which a unit test checks.
+
+use std::collections::BTreeSet;
+use std::time::Instant;
+
+use aws_sdk_dynamodb::operation::update_item::builders::UpdateItemFluentBuilder;
+use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
+use aws_sdk_dynamodb::types::ReturnValuesOnConditionCheckFailure;
+
+use super::{Ingestor, NewEvent, CACHE_CAPACITY, RECENT_EVENTS};
+use crate::entity::Entity;
+use crate::error::{FleetError, ValidationError};
+use crate::ids::DeviceId;
+use crate::items::{DeviceStateItem, RegistrationItem, StoredEvent, StoredReading};
+use crate::keys::{device_seen_key, ItemKey};
+use crate::ops::{n, s, RawItem};
+use crate::retry::Retry;
+use crate::schema::GSI1SK;
+use crate::table::{is_transient, sdk_error};
+
+/// Most event types whose latest reading a device's live state keeps. A batch that would
+/// add more is a 400 naming the first event of a type over the cap.
+pub const MAX_STATE_TYPES: usize = 8;
+/// Largest size a live state item can reach, in bytes (DynamoDB's item size rules), with every
+/// field at its longest. A typical device's is under 1 KB.
+pub const MAX_STATE_BYTES: usize = 4096;
+
+/// Conditional-update attempts on the live state before giving up (each conflict means
+/// another batch for the same device committed, so N concurrent batches need up to N).
+const STATE_ATTEMPTS: u32 = 16;
+
+/// `state` with `events` merged in: `lastSeen` never moves backwards, a late event never
+/// replaces a newer reading, `recent` keeps the newest [`RECENT_EVENTS`] without duplicates,
+/// and `latest` at most [`MAX_STATE_TYPES`] types (the oldest reading goes, should concurrent
+/// batches of two containers get past the cap together).
+pub fn merged(state: &DeviceStateItem, events: &[NewEvent]) -> DeviceStateItem {
+    let mut next = state.clone();
+    for e in events {
+        if next.last_seen.is_none_or(|seen| e.at > seen) {
+            next.last_seen = Some(e.at);
+        }
+        let at = e.at.epoch_millis();
+        let newer = next
+            .latest
+            .get(e.event_type.as_str())
+            .is_none_or(|r| at > r.0);
+        if newer {
+            next.latest.insert(
+                e.event_type.to_string(),
+                StoredReading(at, e.value.clone()),
+            );
+        }
+        if !next.recent.iter().any(|r| r.0 == at && r.1 == e.id) {
+            next.recent.push(StoredEvent(
+                at,
+                e.id.clone(),
+                e.event_type.clone(),
+                e.value.clone(),
+            ));
+        }
+    }
+    while next.latest.len() > MAX_STATE_TYPES {
+        let oldest = next
+            .latest
+            .iter()
+            .min_by_key(|(_, r)| r.0)
+            .map(|(t, _)| t.clone())
+            .expect("not empty");
+        next.latest.remove(&oldest);
+    }
+    next.recent
+        .sort_by(|a, b| (b.0, b.1.as_str()).cmp(&(a.0, a.1.as_str())));
+    next.recent.truncate(RECENT_EVENTS);
+    next
+}
+
+/// Refuses a batch that would make `state` keep more than [`MAX_STATE_TYPES`] types: a 400
+/// naming `events[i].type` of the first event of a type over the cap.
+pub fn check_type_cap(state: &DeviceStateItem, events: &[NewEvent]) -> Result<(), ValidationError> {
+    let mut types: BTreeSet<&str> = state.latest.keys().map(String::as_str).collect();
+    for (i, e) in events.iter().enumerate() {
+        types.insert(e.event_type.as_str());
+        if types.len() > MAX_STATE_TYPES {
+            return Err(ValidationError::new(
+                format!("events[{i}].type"),
+                format!(
+                    "a device reports at most {MAX_STATE_TYPES} event types; this one already has {}",
+                    state.latest.keys().cloned().collect::<Vec<_>>().join(", ")
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The condition of every live-state update: the item still exists (a deleted device's
+/// state is gone) and nobody updated it since `:seq` was read.
+const UNCHANGED_SINCE_READ: &str = "attribute_exists(PK) AND ingestSeq = :seq";
+
+impl Ingestor {
+    /// The live state of the device of `registration`: this warm Lambda's copy, or one
+    /// consistent GetItem (a read costs half of a failed conditional write of the item, and
+    /// API Gateway spreads a device's batches over containers, so most batches miss the
+    /// cache). A device without a state item is gone: [`FleetError::Unauthorized`].
+    pub(super) async fn live_state(
+        &self,
+        registration: &RegistrationItem,
+    ) -> Result<DeviceStateItem, FleetError> {
+        if let Some(cached) = self.cached_state(&registration.device_id) {
+            return Ok(cached);
+        }
+        let out = self
+            .table
+            .client
+            .get_item()
+            .table_name(self.table.name())
+            .set_key(Some(state_key(registration).attributes()))
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(sdk_error)?;
+        match out.item {
+            Some(item) => {
+                let state = DeviceStateItem::from_item(item)?;
+                self.remember_state(state.clone());
+                Ok(state)
+            }
+            None => {
+                self.forget(&registration.device_id);
+                Err(FleetError::Unauthorized)
+            }
+        }
+    }
+
+    /// Folds `events` into the live state `base` with one conditional UpdateItem, skipped when
+    /// it would change nothing (a replay). On a conflict the failed write returns the current
+    /// item, which is merged again (no separate read).
+    pub(super) async fn update_state(
+        &self,
+        registration: &RegistrationItem,
+        mut base: DeviceStateItem,
+        events: &[NewEvent],
+        deadline: Instant,
+    ) -> Result<(), FleetError> {
+        let device = &registration.device_id;
+        let mut retry = Retry::until(deadline).at_most(STATE_ATTEMPTS);
+        while retry.next_attempt().await {
+            let next = merged(&base, events);
+            if next == base {
+                return Ok(());
+            }
+            let (request, stored) = self.state_update(registration, &base, next)?;
+            let err = match request.send().await {
+                Ok(_) => {
+                    self.remember_state(stored);
+                    return Ok(());
+                }
+                Err(err) => err,
+            };
+            match err.as_service_error() {
+                Some(UpdateItemError::ConditionalCheckFailedException(failed)) => {
+                    base = self.after_conflict(device, failed.item())?;
+                }
+                _ if is_transient(&err) => {}
+                _ => return Err(sdk_error(err)),
+            }
+        }
+        Err(crate::dynamo::throttled())
+    }
+
+    fn cached_state(&self, device: &DeviceId) -> Option<DeviceStateItem> {
+        self.states.lock().expect("cache lock").get(device).cloned()
+    }
+
+    fn remember_state(&self, state: DeviceStateItem) {
+        let mut cache = self.states.lock().expect("cache lock");
+        if cache.len() >= CACHE_CAPACITY && !cache.contains_key(&state.device_id) {
+            cache.clear();
+        }
+        cache.insert(state.device_id.clone(), state);
+    }
+
+    /// The conditional UpdateItem that turns `base` (what this Lambda believes is stored) into
+    /// `next`, and the state stored once it succeeds. Only what ingestion owns is written, so
+    /// an owner's concurrent status or name change is never overwritten.
+    fn state_update(
+        &self,
+        registration: &RegistrationItem,
+        base: &DeviceStateItem,
+        mut next: DeviceStateItem,
+    ) -> Result<(UpdateItemFluentBuilder, DeviceStateItem), FleetError> {
+        let device = &registration.device_id;
+        next.ingest_seq = base.ingest_seq + 1;
+        let mut sets = vec![
+            "lastSeen = :lastSeen".to_string(),
+            "latest = :latest".to_string(),
+            "recent = :recent".to_string(),
+            "ingestSeq = :nextSeq".to_string(),
+        ];
+        let mut request = self
+            .table
+            .client
+            .update_item()
+            .table_name(self.table.name())
+            .set_key(Some(state_key(registration).attributes()))
+            .expression_attribute_values(
+                ":lastSeen",
+                serde_dynamo::to_attribute_value(next.last_seen)?,
+            )
+            .expression_attribute_values(":latest", serde_dynamo::to_attribute_value(&next.latest)?)
+            .expression_attribute_values(":recent", serde_dynamo::to_attribute_value(&next.recent)?)
+            .expression_attribute_values(":nextSeq", n(next.ingest_seq))
+            .expression_attribute_values(":seq", n(base.ingest_seq));
+        // The index entry moves (a delete and a put on GSI1) only when the device's own
+        // offset SEEN bucket does: at most once per bucket, never for all devices at once.
+        let seen_key = |state: &DeviceStateItem| state.last_seen.map(|t| device_seen_key(&t, device));
+        if let Some(key) = seen_key(&next).filter(|k| Some(k) != seen_key(base).as_ref()) {
+            sets.push(format!("{GSI1SK} = :seenKey"));
+            request = request.expression_attribute_values(":seenKey", s(key));
+        }
+        let request = request
+            .update_expression(format!("SET {}", sets.join(", ")))
+            .condition_expression(UNCHANGED_SINCE_READ)
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld);
+        Ok((request, next))
+    }
+
+    /// After a failed condition, with the item as it is now: the state to merge into next, or
+    /// [`FleetError::Unauthorized`] when the device is gone.
+    fn after_conflict(
+        &self,
+        device: &DeviceId,
+        current: Option<&RawItem>,
+    ) -> Result<DeviceStateItem, FleetError> {
+        let Some(current) = current else {
+            self.forget(device);
+            return Err(FleetError::Unauthorized);
+        };
+        let current = DeviceStateItem::from_item(current.clone())?;
+        self.remember_state(current.clone());
+        Ok(current)
+    }
+}
+
+/// The key of the live state of the device of `registration` (its placement is on the
+/// registration, which ingestion reads anyway).
+fn state_key(registration: &RegistrationItem) -> ItemKey {
+    ItemKey::DeviceState {
+        user: registration.user_id.clone(),
+        shard: registration.shard,
+        device: registration.device_id.clone(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+    use crate::config::ShardCounts;
+    use crate::ids::{DeviceType, EventId, EventType, UserId};
+    use crate::items::{DeviceStatus, EventValue};
+    use crate::timestamp::Timestamp;
+
+    fn event(id: &str, t: &str, v: EventValue, at: &str) -> NewEvent {
+        NewEvent {
+            id: EventId::parse(id).unwrap(),
+            event_type: EventType::parse(t).unwrap(),
+            value: v,
+            at: Timestamp::parse_field("at", at).unwrap(),
+        }
+    }
+
+    fn empty(user: &str, device: &str, name: &str) -> DeviceStateItem {
+        DeviceStateItem {
+            user_id: UserId::parse(user).unwrap(),
+            device_id: DeviceId::parse(device).unwrap(),
+            shard: 0,
+            status: DeviceStatus::Active,
+            name: name.into(),
+            device_type: DeviceType::parse("thermostat").unwrap(),
+            last_seen: None,
+            latest: BTreeMap::new(),
+            recent: Vec::new(),
+            ingest_seq: 0,
+            device_version: 1,
+        }
+    }
+
+    #[test]
+    fn merging_keeps_newest_readings_and_ten_recent_without_duplicates() {
+        let first: Vec<NewEvent> = (0..12)
+            .map(|i| {
+                event(
+                    &format!("e{i:02}"),
+                    "temp",
+                    EventValue::Number(f64::from(i)),
+                    &format!("2024-04-10T10:{i:02}:00Z"),
+                )
+            })
+            .collect();
+        let s1 = merged(&empty("u", "d", "n"), &first);
+        assert_eq!(s1.recent.len(), RECENT_EVENTS);
+        assert_eq!(s1.recent[0].1.as_str(), "e11", "newest first");
+        assert_eq!(s1.last_seen.unwrap().to_string(), "2024-04-10T10:11:00.000Z");
+        assert_eq!(s1.latest["temp"].1, EventValue::Number(11.0));
+        // A late event changes neither lastSeen nor the newer reading, and falls off recent.
+        let late = [event("late", "temp", EventValue::Number(-1.0), "2024-04-10T09:00:00Z")];
+        assert_eq!(merged(&s1, &late), s1);
+        // A replay changes nothing (so no write is sent).
+        assert_eq!(merged(&s1, &first), s1);
+        // A late reading of a new type is still that type's latest.
+        let s3 = merged(&s1, &[event("h", "humidity", EventValue::Number(40.0), "2024-04-10T09:00:00Z")]);
+        assert_eq!(s3.latest["humidity"].1, EventValue::Number(40.0));
+        assert_eq!(s3.last_seen, s1.last_seen);
+    }
+
+    #[test]
+    fn the_type_cap_names_the_first_event_over_it() {
+        let mut state = empty("u", "d", "n");
+        let types: Vec<NewEvent> = (0..MAX_STATE_TYPES)
+            .map(|i| event(&format!("e{i}"), &format!("t{i}"), EventValue::Flag(true), "2024-04-10T10:00:00Z"))
+            .collect();
+        check_type_cap(&state, &types).unwrap();
+        state = merged(&state, &types);
+        // Known types pass; a new one is refused by index.
+        let batch = [
+            event("a", "t0", EventValue::Flag(false), "2024-04-10T10:01:00Z"),
+            event("b", "t9", EventValue::Flag(false), "2024-04-10T10:01:00Z"),
+        ];
+        let err = check_type_cap(&state, &batch).unwrap_err();
+        assert_eq!(err.field, "events[1].type");
+        assert!(err.reason.contains("at most 8 event types"), "{}", err.reason);
+        // Even past the check (two containers racing), merging never keeps more than the cap.
+        let over = merged(&state, &batch);
+        assert_eq!(over.latest.len(), MAX_STATE_TYPES);
+        assert!(over.latest.contains_key("t9"), "the newest reading stays");
+    }
+
+    /// DynamoDB's item size: attribute names plus values (numbers ~1 byte per 2 digits + 1,
+    /// lists and maps 3 bytes + 1 per element).
+    fn dynamodb_size(item: &crate::keys::Attributes) -> usize {
+        use aws_sdk_dynamodb::types::AttributeValue as A;
+        fn value(v: &A) -> usize {
+            match v {
+                A::S(s) => s.len(),
+                A::N(n) => n.trim_start_matches('-').replace('.', "").len().div_ceil(2) + 1,
+                A::Bool(_) | A::Null(_) => 1,
+                A::L(l) => 3 + l.iter().map(|v| 1 + value(v)).sum::<usize>(),
+                A::M(m) => 3 + m.iter().map(|(k, v)| 1 + k.len() + value(v)).sum::<usize>(),
+                _ => 0,
+            }
+        }
+        item.iter().map(|(k, v)| k.len() + value(v)).sum()
+    }
+
+    #[test]
+    fn a_state_stays_under_its_documented_bounds() {
+        let shards = ShardCounts::default();
+        // Typical: short ids, three numeric types, ten recent readings with derived ids.
+        let mut typical = empty("us-east-1_abc:7f3a2c", "thermo-0042", "Kitchen thermostat");
+        let batch: Vec<NewEvent> = (0..10)
+            .map(|i| {
+                let kind = ["temperature", "humidity", "battery"][i % 3];
+                let at = format!("2024-04-10T10:{i:02}:00Z");
+                NewEvent {
+                    id: super::super::derive_event_id(
+                        &EventType::parse(kind).unwrap(),
+                        &EventValue::Number(21.5),
+                        &Timestamp::parse_field("at", &at).unwrap(),
+                    ),
+                    ..event("x", kind, EventValue::Number(21.5 + i as f64), &at)
+                }
+            })
+            .collect();
+        typical = merged(&typical, &batch);
+        typical.ingest_seq = 123_456;
+        let size = dynamodb_size(&typical.to_item(&shards).unwrap());
+        assert!(size < 1024, "a typical state is one write unit: {size} bytes");
+
+        // Largest: every id, type, name and text at its longest.
+        let long = |c: char, n: usize| c.to_string().repeat(n);
+        let mut largest = empty(&long('u', 128), &long('d', 64), &long('n', 100));
+        largest.shard = 1_000_000;
+        let text = EventValue::Text(long('v', super::super::MAX_TEXT_VALUE));
+        let batch: Vec<NewEvent> = (0..RECENT_EVENTS + MAX_STATE_TYPES)
+            .map(|i| {
+                let mut id = format!("{i:02}");
+                id.push_str(&long('e', 62));
+                let mut kind = format!("{:02}", i % MAX_STATE_TYPES);
+                kind.push_str(&long('t', 30));
+                event(&id, &kind, text.clone(), &format!("2024-04-10T10:{i:02}:00Z"))
+            })
+            .collect();
+        largest = merged(&largest, &batch);
+        largest.ingest_seq = u64::MAX;
+        largest.device_version = u64::MAX;
+        let size = dynamodb_size(&largest.to_item(&shards).unwrap());
+        assert!(size <= MAX_STATE_BYTES, "largest state {size} bytes");
+        assert!(size > MAX_STATE_BYTES / 2, "the bound is tight enough to mean something: {size}");
+    }
+}
