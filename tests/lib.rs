@@ -144,6 +144,22 @@ pub mod key {
         }
     }
 
+    /// The live state of `user_id`'s `device`, placed on the owner's partition `shard`.
+    pub fn state(user_id: &str, shard: u32, device: &str) -> ItemKey {
+        ItemKey::DeviceState {
+            user: user(user_id),
+            shard,
+            device: device_id(device),
+        }
+    }
+
+    /// The fleet item of `user_id`.
+    pub fn fleet(user_id: &str) -> ItemKey {
+        ItemKey::Fleet {
+            user: user(user_id),
+        }
+    }
+
     /// The table-wide registration of `device`.
     pub fn registration(device: &str) -> ItemKey {
         ItemKey::Registration {

@@ -10,7 +10,7 @@ use serde_json::{json, Value};
 use shared::entity::Entity;
 use shared::ids::EventId;
 use shared::items::EventItem;
-use shared::keys::{owner_gsi2pk, ItemKey};
+use shared::keys::ItemKey;
 use shared::timestamp::Timestamp;
 use shared::FleetTable;
 
@@ -214,7 +214,7 @@ async fn another_users_device_is_404_and_shows_nothing() {
 }
 
 #[tokio::test]
-async fn a_users_events_across_devices_page_through_every_shard_exactly_once() {
+async fn a_users_events_across_devices_page_through_every_device_exactly_once() {
     let table = reference().await;
     let (events, pages) = all_pages(
         &table,
@@ -248,10 +248,17 @@ async fn a_users_events_across_devices_page_through_every_shard_exactly_once() {
         times.windows(2).all(|w| w[0] >= w[1]),
         "newest first across pages"
     );
-    let shards = u32::from(table.config.shards.owner);
+    // Alice's 10 devices are one group: the group is listed once, then each page reads at
+    // most one Query per device.
+    let group = shared::ops::events::DEVICE_GROUP as u32;
     assert!(
-        pages.iter().all(|p| p.used.requests() <= shards),
-        "one Query per shard per page"
+        pages.iter().all(|p| p.used.requests() <= group + 1),
+        "the device list plus one Query per device, per page: {:?}",
+        pages.iter().map(|p| p.used.requests()).collect::<Vec<_>>()
+    );
+    assert!(
+        pages[1..].iter().all(|p| p.used.requests() <= group),
+        "later pages resume the group without listing it again"
     );
 }
 
@@ -274,6 +281,8 @@ async fn expired_events_are_never_returned() {
     let mut expired = EventItem::from_item(reference_event.into_iter().collect()).unwrap();
     expired.id = EventId::parse("expired").unwrap();
     expired.at = at("2026-11-20T11:30:00Z");
+    // A searchable type, so it is on GSI1 too (AP-09 must filter it as well).
+    expired.event_type = shared::ids::EventType::parse("alarm").unwrap();
     expired.ttl = 1000;
     table
         .client
@@ -300,12 +309,13 @@ async fn expired_events_are_never_returned() {
         &table,
         ApiRequest::get("/admin/events")
             .admin("ops")
-            .query("type", "temperature")
+            .query("type", "alarm")
             .query("from", FROM)
             .query("to", TO)
             .query("limit", "100"),
     )
     .await;
+    assert_eq!(a.status, 200, "{:?}", a.body);
     assert!(!a.body.to_string().contains("expired"));
 }
 
@@ -394,15 +404,16 @@ async fn cursors_cannot_be_edited_or_reused_to_reach_other_data() {
     )
     .await;
     let events_cursor = events.body["cursor"].as_str().unwrap();
-    let owner_shards: Vec<(String, String)> = (0..table.config.shards.owner)
-        .map(|shard| {
+    // Each device partition in the cursor aimed at Bob's.
+    let device_partitions: Vec<(String, String)> = (0..10)
+        .map(|d| {
             (
-                owner_gsi2pk(&key::user(ALICE), shard),
-                owner_gsi2pk(&key::user(BOB), shard),
+                key::event_partition(ALICE, &format!("{ALICE}-dev-{d}")),
+                key::event_partition(BOB, &format!("{ALICE}-dev-{d}")),
             )
         })
         .collect();
-    let forged = tamper_each(events_cursor, &owner_shards);
+    let forged = tamper_each(events_cursor, &device_partitions);
     let a = dashboard(
         &table,
         ApiRequest::get("/me/events")
@@ -520,7 +531,7 @@ async fn operator_routes_need_the_admin_group() {
         &table,
         ApiRequest::get("/admin/events")
             .admin("ops")
-            .query("type", "temperature")
+            .query("type", "alarm")
             .query("from", FROM)
             .query("to", TO)
             .query("limit", "100"),
@@ -530,10 +541,10 @@ async fn operator_routes_need_the_admin_group() {
     let events = a.body["events"].as_array().unwrap();
     assert_eq!(
         events.len(),
-        56,
-        "50 of Alice's and 6 of Bob's temperature events"
+        12,
+        "one alarm on each of Alice's 10 devices and Bob's 2"
     );
-    assert!(events.iter().all(|e| e["type"] == "temperature"));
+    assert!(events.iter().all(|e| e["type"] == "alarm"));
     let users: BTreeSet<&str> = events
         .iter()
         .map(|e| e["userId"].as_str().unwrap())
@@ -542,11 +553,33 @@ async fn operator_routes_need_the_admin_group() {
     assert!(events
         .windows(2)
         .all(|w| w[0]["at"].as_str() >= w[1]["at"].as_str()));
+    let alarm = shared::ids::EventType::parse("alarm").unwrap();
     assert_eq!(
         a.used.requests(),
-        u32::from(table.config.shards.event_type),
+        u32::from(table.config.shards.type_shards(&alarm).unwrap()),
         "one Query per (day, shard)"
     );
+    // Telemetry types are in no index (one write unit per event): asking for one is a 400
+    // naming the searchable types, before any read.
+    let a = dashboard(
+        &table,
+        ApiRequest::get("/admin/events")
+            .admin("ops")
+            .query("type", "temperature")
+            .query("from", FROM)
+            .query("to", TO),
+    )
+    .await;
+    assert_eq!((a.status, a.error_field()), (400, "type"), "{:?}", a.body);
+    assert!(
+        a.body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("alarm"),
+        "{:?}",
+        a.body
+    );
+    assert_eq!(a.used.requests(), 0);
 
     let a = dashboard(
         &table,

@@ -50,9 +50,9 @@ fn tag_links(items: &[StoredItem], user: &str) -> Vec<ItemKey> {
         .collect()
 }
 
-/// The GSI1 partition key a device with `status` must have.
+/// The GSI1 partition key a device with `status` must have (on its live state).
 fn status_index_key(table: &shared::FleetTable, device: &str, status: DeviceStatus) -> String {
-    IndexKeys::device(status, &key::device_id(device), None, &table.config.shards)
+    IndexKeys::device_state(status, &key::device_id(device), None, &table.config.shards)
         .gsi1pk
         .expect("devices are on GSI1")
 }
@@ -117,13 +117,22 @@ async fn register_returns_the_token_once_and_stores_only_its_digest() {
 
     let stored = item(&table, &key::device(ALICE, "thermo-1")).await.unwrap();
     assert_eq!(s(&stored, "entityType"), "device");
+    assert!(!stored.contains_key("GSI1PK"), "the status index is on the live state");
+    let state = item(&table, &key::state(ALICE, 0, "thermo-1")).await.unwrap();
+    assert_eq!(s(&state, "entityType"), "deviceState");
     assert_eq!(
-        s(&stored, "GSI1PK"),
+        s(&state, "GSI1PK"),
         status_index_key(&table, "thermo-1", DeviceStatus::Active)
     );
     assert!(
-        !stored.contains_key("GSI1SK"),
+        !state.contains_key("GSI1SK"),
         "not in 'seen since' until it sends events"
+    );
+    let fleet = item(&table, &key::fleet(ALICE)).await.unwrap();
+    assert_eq!(
+        (fleet["shards"].as_n().unwrap().as_str(), fleet["devices"].as_n().unwrap().as_str()),
+        ("1", "1"),
+        "an ordinary owner's fleet: one partition"
     );
     assert_eq!(
         tag_links(&items, ALICE),
@@ -132,9 +141,10 @@ async fn register_returns_the_token_once_and_stores_only_its_digest() {
             key::tag_link(ALICE, "kitchen", "thermo-1")
         ]
     );
-    // Registration, device and two tag links: nothing else.
-    assert_eq!(items.len(), 4);
-    assert_eq!(a.used.requests(), 1);
+    // Registration, device, its live state, the fleet item and two tag links: nothing else.
+    assert_eq!(items.len(), 6);
+    assert_eq!(a.used.requests(), 2);
+    assert_eq!(a.used.count("GetItem"), 1, "the fleet item, to place the device");
     assert_eq!(a.used.count("TransactWriteItems"), 1);
 }
 
@@ -152,7 +162,7 @@ async fn a_device_id_taken_by_anyone_is_409_and_changes_nothing() {
 }
 
 #[tokio::test]
-async fn patch_updates_status_in_one_conditional_write() {
+async fn patch_updates_status_with_no_read_first() {
     let table = fresh_table().await;
     registered(&table, ALICE, "thermo-1", &["home"]).await;
     let a = device_updates(
@@ -164,9 +174,13 @@ async fn patch_updates_status_in_one_conditional_write() {
     assert_eq!(a.body["device"]["status"], "maintenance");
     assert_eq!(a.body["device"]["version"], 2);
     assert_eq!(a.headers["etag"], "\"2\"");
-    assert_eq!(a.used.operations.len(), 1, "{:?}", a.used);
-    assert_eq!(a.used.count("UpdateItem"), 1, "no read first");
-    let stored = item(&table, &key::device(ALICE, "thermo-1")).await.unwrap();
+    assert_eq!(a.used.operations.len(), 2, "{:?}", a.used);
+    assert_eq!(
+        a.used.count("UpdateItem"),
+        2,
+        "no read first: the device, then its live state's status copy"
+    );
+    let stored = item(&table, &key::state(ALICE, 0, "thermo-1")).await.unwrap();
     assert_eq!(
         s(&stored, "GSI1PK"),
         status_index_key(&table, "thermo-1", DeviceStatus::Maintenance)

@@ -88,7 +88,9 @@ fn injections() -> Vec<String> {
         keys::report_pk(&day),
         keys::tag_link_sk(&office_tag, &office),
         keys::status_gsi1pk(DeviceStatus::Active, 0),
-        keys::owner_gsi2pk(&bob, 1),
+        keys::state_pk(&bob, 1),
+        keys::state_sk(&office),
+        keys::directory_gsi2pk(&bob),
     ];
     key_shaped
         .into_iter()

@@ -14,7 +14,8 @@ use fleet_tests::*;
 use serde_json::{json, Value};
 use shared::catalog::{BudgetScale, PatternId};
 use shared::ids::{EventId, EventType};
-use shared::items::EntityType;
+use shared::entity::Entity;
+use shared::items::{DeviceStateItem, EntityType};
 use shared::keys::{device_seen_key, user_pk, IndexKeys, ItemKey};
 use shared::ops::ingest::{IngestConfig, Ingestor};
 use shared::timestamp::Timestamp;
@@ -65,9 +66,27 @@ async fn device_item(table: &FleetTable, owner: &str, device: &str) -> StoredIte
         .expect("device item")
 }
 
-fn summary(device: &StoredItem) -> Value {
-    let attrs: std::collections::HashMap<_, _> = device.clone().into_iter().collect();
-    serde_dynamo::from_item(attrs).unwrap()
+/// The live state item of `owner`'s `device` (on the user partition: these fleets are small).
+async fn state_item(table: &FleetTable, owner: &str, device: &str) -> StoredItem {
+    item(table, &key::state(owner, 0, device))
+        .await
+        .expect("live state item")
+}
+
+/// The live state as the dashboard shows it: `lastSeen`, `latest` by type, `recent`.
+fn summary(state: &StoredItem) -> Value {
+    let attrs: std::collections::HashMap<_, _> = state.clone().into_iter().collect();
+    let state = DeviceStateItem::from_item(attrs).unwrap();
+    let latest: serde_json::Map<String, Value> = state
+        .latest
+        .iter()
+        .map(|(t, r)| (t.clone(), serde_json::to_value(r.reading()).unwrap()))
+        .collect();
+    json!({
+        "lastSeen": state.last_seen.map(|t| t.to_string()),
+        "latest": latest,
+        "recent": state.recent.iter().map(|e| e.recent_event()).collect::<Vec<_>>(),
+    })
 }
 
 #[tokio::test]
@@ -83,19 +102,20 @@ async fn stores_events_with_their_keys_ttl_and_copies_and_updates_the_summary() 
             json!([
                 {"id": "e-1", "type": "temperature", "value": 21.5, "at": t1},
                 {"id": "e-2", "type": "door", "value": true, "at": t2},
+                {"id": "e-alarm", "type": "alarm", "value": "overheat", "at": t2},
                 {"type": "temperature", "value": 22.0, "at": t3},
             ]),
         ),
     )
     .await;
     assert_eq!(a.status, 200, "{:?}", a.body);
-    assert_eq!(a.body["accepted"], 3);
-    let derived = a.body["eventIds"][2].as_str().unwrap().to_string();
+    assert_eq!(a.body["accepted"], 4);
+    let derived = a.body["eventIds"][3].as_str().unwrap().to_string();
     assert!(derived.starts_with("d-"));
 
     let items = table_contents(&table).await;
     let events = events_of(&items);
-    assert_eq!(events.len(), 3);
+    assert_eq!(events.len(), 4);
     let first = events.iter().find(|e| text(e, "id") == "e-1").unwrap();
     let at = Timestamp::parse_field("at", &t1).unwrap();
     let event_id = EventId::parse("e-1").unwrap();
@@ -108,30 +128,36 @@ async fn stores_events_with_their_keys_ttl_and_copies_and_updates_the_summary() 
             event: event_id.clone(),
         }
     );
-    // On both event indexes, at the keys the key design gives it (shapes: shared::keys tests).
+    // Telemetry is in no index: one item, one write unit.
+    for name in ["GSI1PK", "GSI1SK", "GSI2PK", "GSI2SK"] {
+        assert!(!first.contains_key(name), "{name} on a temperature event");
+    }
+    // An alarm (a searchable type) is on GSI1 at the keys the key design gives it (shapes:
+    // shared::keys tests), and on no other index.
+    let alarm = events.iter().find(|e| text(e, "id") == "e-alarm").unwrap();
     let index = IndexKeys::event(
-        &key::user(OWNER),
         &key::device_id("thermo-1"),
-        &EventType::parse("temperature").unwrap(),
-        &at,
-        &event_id,
+        &EventType::parse("alarm").unwrap(),
+        &Timestamp::parse_field("at", &t2).unwrap(),
+        &EventId::parse("e-alarm").unwrap(),
         &table.config.shards,
     );
+    assert!(index.gsi1pk.is_some());
     for (name, expected) in [
         ("GSI1PK", &index.gsi1pk),
         ("GSI1SK", &index.gsi1sk),
         ("GSI2PK", &index.gsi2pk),
         ("GSI2SK", &index.gsi2sk),
     ] {
-        assert_eq!(Some(text(first, name)), expected.clone(), "{name}");
+        assert_eq!(alarm.get(name).and_then(|v| v.as_s().ok()), expected.as_ref(), "{name}");
     }
     assert_eq!(text(first, "deviceName"), "Boiler room");
     assert_eq!(text(first, "deviceType"), "thermostat");
     let ttl = first["ttl"].as_n().unwrap().parse::<i64>().unwrap();
     assert_eq!(ttl, at.epoch_seconds() + 90 * 86_400);
 
-    let device = device_item(&table, OWNER, "thermo-1").await;
-    let s = summary(&device);
+    let state = state_item(&table, OWNER, "thermo-1").await;
+    let s = summary(&state);
     assert_eq!(s["lastSeen"], t3.as_str());
     assert_eq!(s["latest"]["temperature"]["value"], 22.0);
     assert_eq!(s["latest"]["door"]["value"], true);
@@ -141,15 +167,17 @@ async fn stores_events_with_their_keys_ttl_and_copies_and_updates_the_summary() 
         .iter()
         .map(|r| r["id"].as_str().unwrap())
         .collect();
-    assert_eq!(recent, [derived.as_str(), "e-2", "e-1"], "newest first");
+    assert_eq!(recent, [derived.as_str(), "e-2", "e-alarm", "e-1"], "newest first");
     assert_eq!(
-        text(&device, "GSI1SK"),
+        text(&state, "GSI1SK"),
         device_seen_key(
             &Timestamp::parse_field("at", &t3).unwrap(),
             &key::device_id("thermo-1")
         ),
         "seen devices enter GSI1 at their SEEN bucket"
     );
+    let device = device_item(&table, OWNER, "thermo-1").await;
+    assert!(!device.contains_key("latest"), "readings are on the live state only");
     assert_eq!(
         device["version"].as_n().unwrap(),
         "1",
@@ -188,7 +216,7 @@ async fn a_replayed_batch_stores_nothing_twice() {
     );
     let items = table_contents(&table).await;
     assert_eq!(events_of(&items).len(), 2);
-    let s = summary(&device_item(&table, OWNER, "thermo-1").await);
+    let s = summary(&state_item(&table, OWNER, "thermo-1").await);
     assert_eq!(s["recent"].as_array().unwrap().len(), 2);
 }
 
@@ -216,7 +244,7 @@ async fn late_events_never_move_last_seen_back_or_replace_newer_readings() {
     )
     .await;
     assert_eq!(a.status, 200);
-    let s = summary(&device_item(&table, OWNER, "thermo-1").await);
+    let s = summary(&state_item(&table, OWNER, "thermo-1").await);
     assert_eq!(s["lastSeen"], newest.as_str());
     assert_eq!(s["latest"]["temperature"]["value"], 25.0);
     let recent: Vec<&str> = s["recent"]
@@ -248,19 +276,27 @@ async fn concurrent_batches_for_one_device_lose_no_update() {
     let mut calls = Vec::new();
     for i in 0..10 {
         let ingestor = &lambdas[i % 2];
-        let events = json!([{"id": format!("e-{i}"), "type": format!("type-{i}"), "value": i, "at": ago(100 - i as i64)}]);
+        let events = json!([{"id": format!("e-{i}"), "type": format!("type-{}", i % 5), "value": i, "at": ago(100 - i as i64)}]);
         calls.push(send(ingestor, ingest_request("thermo-1", &token, events)));
     }
     let answers = futures::future::join_all(calls).await;
     assert!(answers.iter().all(|a| a.status == 200), "{answers:?}");
-    let s = summary(&device_item(&table, OWNER, "thermo-1").await);
-    assert_eq!(
-        s["latest"].as_object().unwrap().len(),
-        10,
-        "every batch's reading survived: {s}"
-    );
-    assert_eq!(s["recent"].as_array().unwrap().len(), 10);
-    assert_eq!(s["recent"][0]["id"], "e-9");
+    let s = summary(&state_item(&table, OWNER, "thermo-1").await);
+    for k in 0..5 {
+        assert_eq!(
+            s["latest"][format!("type-{k}")]["value"],
+            f64::from(k + 5),
+            "every type's newest reading survived: {s}"
+        );
+    }
+    let recent: Vec<&str> = s["recent"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["id"].as_str().unwrap())
+        .collect();
+    let expected: Vec<String> = (0..10).rev().map(|i| format!("e-{i}")).collect();
+    assert_eq!(recent, expected, "every batch's event survived");
 }
 
 #[tokio::test]
@@ -500,7 +536,7 @@ async fn a_warm_lambda_skips_the_registration_read_and_stops_a_deleted_device() 
     )
     .await;
     assert_eq!(a.status, 200, "{:?}", a.body);
-    let s = summary(&device_item(&table, "user-new", "thermo-1").await);
+    let s = summary(&state_item(&table, "user-new", "thermo-1").await);
     assert_eq!(s["recent"][0]["id"], "mine");
     assert_eq!(
         s["recent"].as_array().unwrap().len(),
@@ -610,7 +646,7 @@ async fn events_that_cannot_be_stored_get_a_503_naming_exactly_them() {
         ["kept-1", "kept-2"],
         "only acknowledged events are stored"
     );
-    let s = summary(&device_item(&table, OWNER, "thermo-1").await);
+    let s = summary(&state_item(&table, OWNER, "thermo-1").await);
     assert!(
         !s.to_string().contains("lost-1"),
         "the summary shows only stored events"
@@ -635,6 +671,6 @@ async fn a_summary_that_cannot_be_updated_acknowledges_nothing_and_a_resend_reco
     let a = send(&healthy, ingest_request("thermo-1", &token, body)).await;
     assert_eq!(a.status, 200);
     assert_eq!(events_of(&table_contents(&table).await).len(), 1);
-    let s = summary(&device_item(&table, OWNER, "thermo-1").await);
+    let s = summary(&state_item(&table, OWNER, "thermo-1").await);
     assert_eq!(s["recent"][0]["id"], "e-1");
 }

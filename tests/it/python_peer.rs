@@ -27,7 +27,7 @@ fn python() -> PathBuf {
 /// Runs `handler` of the peer on `event` against `table`; returns its status and JSON body.
 async fn peer(table: &FleetTable, handler: &str, event: &Value) -> (u16, Value) {
     let root = fleet_testkit::repo_root();
-    let shards = table.config.shards;
+    let shards = &table.config.shards;
     let mut child = tokio::process::Command::new(python())
         .arg(root.join("bench/python-peer/invoke.py"))
         .arg(handler)
@@ -40,8 +40,18 @@ async fn peer(table: &FleetTable, handler: &str, event: &Value) -> (u16, Value) 
         .env("AWS_SECRET_ACCESS_KEY", "local")
         .env("RETENTION_DAYS", table.config.retention_days.to_string())
         .env("STATUS_SHARDS", shards.status.to_string())
+        .env("ACTIVE_STATUS_SHARDS", shards.active_status.to_string())
         .env("EVENT_TYPE_SHARDS", shards.event_type.to_string())
-        .env("OWNER_SHARDS", shards.owner.to_string())
+        .env(
+            "SEARCHABLE_EVENT_TYPES",
+            shards
+                .searchable
+                .iter()
+                .map(|(t, n)| format!("{t}:{n}"))
+                .collect::<Vec<_>>()
+                .join(","),
+        )
+        .env("DEVICES_PER_SHARD", table.config.devices_per_shard.to_string())
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())

@@ -100,9 +100,9 @@ pub async fn seed(table: &FleetTable) -> Result<Tokens, FleetError> {
             let submitted = (0..events)
                 .map(|i| SubmittedEvent {
                     id: Some(format!("e-{i:02}")),
-                    // The last event of each of Alice's devices is an alarm: a type operators
-                    // search (AP-09), so it is the one kind of event copied into GSI1.
-                    event_type: if i == 9 {
+                    // The last event of each device is an alarm: a type operators search
+                    // (AP-09), so it is the one kind of event copied into GSI1.
+                    event_type: if i + 1 == events {
                         "alarm".into()
                     } else {
                         ["temperature", "humidity"][i % 2].into()
