@@ -497,12 +497,28 @@ mod tests {
         };
         assert_eq!(by_type.max_requests(&s), 24);
         let update = PatternId::Ap06.definition();
-        assert_eq!(update.max_requests(&BudgetScale::one()), 1);
+        assert_eq!(update.max_requests(&BudgetScale::one()), 2);
         let sync = BudgetScale {
             follow_up: true,
             ..BudgetScale::one()
         };
-        assert_eq!(update.max_requests(&sync), 2);
+        assert_eq!(update.max_requests(&sync), 3);
+        // The dashboard: one Query per page, plus one BatchGetItem on pages holding devices
+        // placed on another of their owner's partitions.
+        let dash = PatternId::ApDash.definition();
+        assert_eq!(dash.max_requests(&BudgetScale::one()), 1);
+        let placed = BudgetScale {
+            pages: 3,
+            follow_up: true,
+            ..BudgetScale::one()
+        };
+        assert_eq!(dash.max_requests(&placed), 6);
+        // A user's events: the device group and one Query per device of it, per page.
+        let group = BudgetScale {
+            shards: 10,
+            ..BudgetScale::one()
+        };
+        assert_eq!(PatternId::Ap05.definition().max_requests(&group), 11);
     }
 
     #[test]

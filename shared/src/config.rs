@@ -231,6 +231,7 @@ mod tests {
         .unwrap();
         assert_eq!(c.retention_days, 30);
         assert_eq!(c.shards.event_type, 20);
+        assert_eq!(c.token_overlap_seconds, 0);
         let alarm = EventType::parse("alarm").unwrap();
         assert_eq!(c.shards.type_shards(&alarm), Some(20), "listed without a count");
         assert_eq!(c.shards.type_shards(&EventType::parse("temperature").unwrap()), None);
@@ -245,7 +246,6 @@ mod tests {
         );
         assert_eq!(c.shards.type_shards(&EventType::parse("door").unwrap()), Some(8));
         assert_eq!(c.shards.type_shards(&alarm), None);
-        assert_eq!(c.token_overlap_seconds, 0);
         let week_and_a_second = [("TABLE_NAME", "t"), ("TOKEN_OVERLAP_SECONDS", "604801")];
         let err = FleetConfig::from_lookup(lookup(&week_and_a_second)).unwrap_err();
         assert!(err.to_string().contains("TOKEN_OVERLAP_SECONDS"), "{err}");
