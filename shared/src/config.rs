@@ -65,7 +65,10 @@ impl ShardCounts {
 }
 
 /// Parses `SEARCHABLE_EVENT_TYPES`: comma-separated types, each optionally `:shards`.
-pub fn parse_searchable(text: &str, default_shards: u16) -> Result<Vec<(EventType, u16)>, FleetError> {
+pub fn parse_searchable(
+    text: &str,
+    default_shards: u16,
+) -> Result<Vec<(EventType, u16)>, FleetError> {
     let bad = |why: String| FleetError::Internal(format!("SEARCHABLE_EVENT_TYPES={text:?}: {why}"));
     let mut types: Vec<(EventType, u16)> = Vec::new();
     for entry in text.split(',').map(str::trim).filter(|e| !e.is_empty()) {
@@ -233,18 +236,30 @@ mod tests {
         assert_eq!(c.shards.event_type, 20);
         assert_eq!(c.token_overlap_seconds, 0);
         let alarm = EventType::parse("alarm").unwrap();
-        assert_eq!(c.shards.type_shards(&alarm), Some(20), "listed without a count");
-        assert_eq!(c.shards.type_shards(&EventType::parse("temperature").unwrap()), None);
+        assert_eq!(
+            c.shards.type_shards(&alarm),
+            Some(20),
+            "listed without a count"
+        );
+        assert_eq!(
+            c.shards
+                .type_shards(&EventType::parse("temperature").unwrap()),
+            None
+        );
         let c = FleetConfig::from_lookup(lookup(&[
             ("TABLE_NAME", "t"),
             ("SEARCHABLE_EVENT_TYPES", " temperature:120 , door "),
         ]))
         .unwrap();
         assert_eq!(
-            c.shards.type_shards(&EventType::parse("temperature").unwrap()),
+            c.shards
+                .type_shards(&EventType::parse("temperature").unwrap()),
             Some(120)
         );
-        assert_eq!(c.shards.type_shards(&EventType::parse("door").unwrap()), Some(8));
+        assert_eq!(
+            c.shards.type_shards(&EventType::parse("door").unwrap()),
+            Some(8)
+        );
         assert_eq!(c.shards.type_shards(&alarm), None);
         let week_and_a_second = [("TABLE_NAME", "t"), ("TOKEN_OVERLAP_SECONDS", "604801")];
         let err = FleetConfig::from_lookup(lookup(&week_and_a_second)).unwrap_err();
@@ -258,9 +273,11 @@ mod tests {
         let err = FleetConfig::from_lookup(lookup(&[("TABLE_NAME", "t"), ("RETENTION_DAYS", "0")]))
             .unwrap_err();
         assert!(err.to_string().contains("RETENTION_DAYS"));
-        let err =
-            FleetConfig::from_lookup(lookup(&[("TABLE_NAME", "t"), ("ACTIVE_STATUS_SHARDS", "many")]))
-                .unwrap_err();
+        let err = FleetConfig::from_lookup(lookup(&[
+            ("TABLE_NAME", "t"),
+            ("ACTIVE_STATUS_SHARDS", "many"),
+        ]))
+        .unwrap_err();
         assert!(err.to_string().contains("ACTIVE_STATUS_SHARDS"));
         for bad in ["alarm:0", "a#b", "alarm,alarm", "alarm:x"] {
             let err = FleetConfig::from_lookup(lookup(&[
@@ -268,7 +285,10 @@ mod tests {
                 ("SEARCHABLE_EVENT_TYPES", bad),
             ]))
             .unwrap_err();
-            assert!(err.to_string().contains("SEARCHABLE_EVENT_TYPES"), "{bad}: {err}");
+            assert!(
+                err.to_string().contains("SEARCHABLE_EVENT_TYPES"),
+                "{bad}: {err}"
+            );
         }
     }
 }

@@ -549,7 +549,10 @@ mod tests {
         assert_eq!(attrs["entityType"], AttributeValue::S("device".into()));
         assert_eq!(attrs["type"], AttributeValue::S("thermostat".into()));
         assert_eq!(attrs["version"], AttributeValue::N("1".into()));
-        assert!(!attrs.contains_key("GSI1PK"), "the status index is on the live state");
+        assert!(
+            !attrs.contains_key("GSI1PK"),
+            "the status index is on the live state"
+        );
         let key = ItemKey::of(&attrs).unwrap();
         assert_eq!(key, item.item_key(), "the stored key is the derived one");
         let back = DeviceItem::from_item(attrs.clone()).unwrap();
@@ -585,12 +588,21 @@ mod tests {
         let shards = ShardCounts::default();
         let attrs = state.to_item(&shards).unwrap();
         for stored_once in ["userId", "deviceId", "shard"] {
-            assert!(!attrs.contains_key(stored_once), "{stored_once} is in the key");
+            assert!(
+                !attrs.contains_key(stored_once),
+                "{stored_once} is in the key"
+            );
         }
         assert_eq!(attrs["PK"], AttributeValue::S("USER#u#SHARD#5".into()));
         let index = state.index_keys(&shards);
-        assert_eq!(attrs["GSI1PK"].as_s().unwrap(), index.gsi1pk.as_deref().unwrap());
-        assert_eq!(attrs["GSI1SK"].as_s().unwrap(), index.gsi1sk.as_deref().unwrap());
+        assert_eq!(
+            attrs["GSI1PK"].as_s().unwrap(),
+            index.gsi1pk.as_deref().unwrap()
+        );
+        assert_eq!(
+            attrs["GSI1SK"].as_s().unwrap(),
+            index.gsi1sk.as_deref().unwrap()
+        );
         assert_eq!(DeviceStateItem::from_item(attrs).unwrap(), state);
         assert_eq!(state.recent[0].recent_event().at, at);
         assert_eq!(state.latest["temperature"].reading().at, at);

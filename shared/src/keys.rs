@@ -253,10 +253,9 @@ pub fn device_seen_key(last_seen: &Timestamp, device: &DeviceId) -> String {
 /// less than [`SEEN_GRANULARITY_SECONDS`] before its `lastSeen`, so devices from
 /// `since` - granularity on hold every one seen since `since` (exact to the granularity).
 pub fn seen_since(since: &Timestamp) -> String {
-    let earlier = Timestamp::from_epoch_millis(
-        (since.epoch_seconds() - SEEN_GRANULARITY_SECONDS + 1) * 1000,
-    )
-    .unwrap_or(*since);
+    let earlier =
+        Timestamp::from_epoch_millis((since.epoch_seconds() - SEEN_GRANULARITY_SECONDS + 1) * 1000)
+            .unwrap_or(*since);
     format!("{SEEN_PREFIX}{earlier}")
 }
 
@@ -678,8 +677,7 @@ mod tests {
             0,
             "a type operators do not search is in no index"
         );
-        let never_seen =
-            IndexKeys::device_state(DeviceStatus::Active, &device(), None, &shards);
+        let never_seen = IndexKeys::device_state(DeviceStatus::Active, &device(), None, &shards);
         let names: Vec<String> = never_seen.attributes().map(|(n, _)| n).collect();
         assert_eq!(
             names,
@@ -688,7 +686,13 @@ mod tests {
         );
         // Active devices spread over their own (larger) count, other statuses over theirs.
         let active: std::collections::BTreeSet<_> = (0..2000)
-            .map(|i| status_shard(&DeviceId::parse(&format!("m-{i}")).unwrap(), DeviceStatus::Active, &shards))
+            .map(|i| {
+                status_shard(
+                    &DeviceId::parse(&format!("m-{i}")).unwrap(),
+                    DeviceStatus::Active,
+                    &shards,
+                )
+            })
             .collect();
         assert_eq!(active.len(), usize::from(shards.active_status));
         assert!(status_shard(&device(), DeviceStatus::Inactive, &shards) < shards.status);

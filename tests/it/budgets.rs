@@ -56,8 +56,8 @@ async fn every_pattern_stays_within_its_budget_on_the_reference_dataset() {
         .unwrap();
     assert_eq!(
         status.used.requests(),
-        1,
-        "a status change is one write, no read"
+        2,
+        "a status change is two writes (the device, its live state's copy), no read"
     );
 }
 

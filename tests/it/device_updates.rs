@@ -117,8 +117,13 @@ async fn register_returns_the_token_once_and_stores_only_its_digest() {
 
     let stored = item(&table, &key::device(ALICE, "thermo-1")).await.unwrap();
     assert_eq!(s(&stored, "entityType"), "device");
-    assert!(!stored.contains_key("GSI1PK"), "the status index is on the live state");
-    let state = item(&table, &key::state(ALICE, 0, "thermo-1")).await.unwrap();
+    assert!(
+        !stored.contains_key("GSI1PK"),
+        "the status index is on the live state"
+    );
+    let state = item(&table, &key::state(ALICE, 0, "thermo-1"))
+        .await
+        .unwrap();
     assert_eq!(s(&state, "entityType"), "deviceState");
     assert_eq!(
         s(&state, "GSI1PK"),
@@ -130,7 +135,10 @@ async fn register_returns_the_token_once_and_stores_only_its_digest() {
     );
     let fleet = item(&table, &key::fleet(ALICE)).await.unwrap();
     assert_eq!(
-        (fleet["shards"].as_n().unwrap().as_str(), fleet["devices"].as_n().unwrap().as_str()),
+        (
+            fleet["shards"].as_n().unwrap().as_str(),
+            fleet["devices"].as_n().unwrap().as_str()
+        ),
         ("1", "1"),
         "an ordinary owner's fleet: one partition"
     );
@@ -144,7 +152,11 @@ async fn register_returns_the_token_once_and_stores_only_its_digest() {
     // Registration, device, its live state, the fleet item and two tag links: nothing else.
     assert_eq!(items.len(), 6);
     assert_eq!(a.used.requests(), 2);
-    assert_eq!(a.used.count("GetItem"), 1, "the fleet item, to place the device");
+    assert_eq!(
+        a.used.count("GetItem"),
+        1,
+        "the fleet item, to place the device"
+    );
     assert_eq!(a.used.count("TransactWriteItems"), 1);
 }
 
@@ -174,13 +186,15 @@ async fn patch_updates_status_with_no_read_first() {
     assert_eq!(a.body["device"]["status"], "maintenance");
     assert_eq!(a.body["device"]["version"], 2);
     assert_eq!(a.headers["etag"], "\"2\"");
-    assert_eq!(a.used.operations.len(), 2, "{:?}", a.used);
+    assert_eq!(a.used.requests(), 2, "{:?}", a.used);
     assert_eq!(
         a.used.count("UpdateItem"),
         2,
         "no read first: the device, then its live state's status copy"
     );
-    let stored = item(&table, &key::state(ALICE, 0, "thermo-1")).await.unwrap();
+    let stored = item(&table, &key::state(ALICE, 0, "thermo-1"))
+        .await
+        .unwrap();
     assert_eq!(
         s(&stored, "GSI1PK"),
         status_index_key(&table, "thermo-1", DeviceStatus::Maintenance)
@@ -256,8 +270,16 @@ async fn tag_and_name_changes_keep_links_and_registration_in_step() {
     .await;
     assert_eq!(a.status, 200, "{:?}", a.body);
     assert_eq!(a.body["device"]["tags"], json!(["home", "upstairs"]));
-    assert_eq!(a.used.count("UpdateItem"), 1);
+    assert_eq!(
+        a.used.count("UpdateItem"),
+        2,
+        "the device, then its live state's name copy"
+    );
     assert_eq!(a.used.count("TransactWriteItems"), 1);
+    let state = item(&table, &key::state(ALICE, 0, "thermo-1"))
+        .await
+        .unwrap();
+    assert_eq!(s(&state, "name"), "Upstairs", "AP-13 shows the new name");
     let items = table_contents(&table).await;
     assert_eq!(
         tag_links(&items, ALICE),
@@ -358,7 +380,14 @@ async fn a_half_done_delete_hides_the_device_and_a_retry_completes_it() {
     assert_eq!(a.status, 404, "a device being deleted cannot be updated");
     let a = device_updates(&table, delete("thermo-1").caller(ALICE)).await;
     assert_eq!(a.status, 204);
-    assert!(table_contents(&table).await.is_empty());
+    let left: Vec<ItemKey> = table_contents(&table).await.iter().map(key_of).collect();
+    assert_eq!(
+        left,
+        [key::fleet(ALICE)],
+        "only the owner's fleet item is left"
+    );
+    let fleet = item(&table, &key::fleet(ALICE)).await.unwrap();
+    assert_eq!(fleet["devices"].as_n().unwrap(), "0");
 }
 
 #[tokio::test]

@@ -89,9 +89,9 @@ async fn ingest_under_faults(config: ProxyConfig, retry_window: Duration) -> Ing
             ids.iter().map(|(id, at)| (&at[0], id)).collect();
         by_time.sort();
         by_time.reverse();
-        let summary = item(&table, &key::device("fault-owner", device))
+        let summary = item(&table, &key::state("fault-owner", 0, device))
             .await
-            .expect("device item");
+            .expect("live state item");
         assert_eq!(
             summary["lastSeen"].as_s().unwrap(),
             by_time[0].0,
@@ -101,7 +101,8 @@ async fn ingest_under_faults(config: ProxyConfig, retry_window: Duration) -> Ing
             .as_l()
             .unwrap()
             .iter()
-            .map(|r| r.as_m().unwrap()["id"].as_s().unwrap().clone())
+            // A stored recent event is [at (epoch ms), id, type, value].
+            .map(|r| r.as_l().unwrap()[1].as_s().unwrap().clone())
             .collect();
         let newest: Vec<String> = by_time
             .iter()
@@ -532,10 +533,17 @@ async fn registration_races_under_faults(config: ProxyConfig, rounds: usize) {
         );
     }
     settle(&proxy, &config).await;
-    let left: Vec<String> = table_contents(&table)
-        .await
+    let contents = table_contents(&table).await;
+    // The owners' fleet items stay, counting no device.
+    for fleet in contents
         .iter()
-        .filter(|i| entity_type(i) != Some(EntityType::Event))
+        .filter(|i| entity_type(i) == Some(EntityType::Fleet))
+    {
+        assert_eq!(fleet["devices"].as_n().unwrap(), "0", "{:?}", key_of(fleet));
+    }
+    let left: Vec<String> = contents
+        .iter()
+        .filter(|i| !matches!(entity_type(i), Some(EntityType::Event | EntityType::Fleet)))
         .map(|i| format!("{:?}", key_of(i)))
         .collect();
     assert!(

@@ -51,7 +51,10 @@ async fn peer(table: &FleetTable, handler: &str, event: &Value) -> (u16, Value) 
                 .collect::<Vec<_>>()
                 .join(","),
         )
-        .env("DEVICES_PER_SHARD", table.config.devices_per_shard.to_string())
+        .env(
+            "DEVICES_PER_SHARD",
+            table.config.devices_per_shard.to_string(),
+        )
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())

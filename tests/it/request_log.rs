@@ -72,7 +72,10 @@ async fn one_json_line_per_request_without_secrets() {
     let first = &lines[0];
     assert_eq!(first["route"], "POST /me/devices");
     assert_eq!(first["status"], 201);
-    assert_eq!(first["ddb_requests"], 1);
+    assert_eq!(
+        first["ddb_requests"], 2,
+        "the fleet item, then the transaction"
+    );
     assert!(first["wcu"].as_f64().unwrap() > 0.0, "{first}");
     assert!(first["latency_ms"].as_f64().unwrap() >= 0.0);
     assert_eq!(lines[1]["route"], "PUT /me");

@@ -71,7 +71,7 @@ async fn a_sampled_request_is_traced_under_the_invocations_segment() {
             call["aws"]["operation"].as_str().unwrap()
         })
         .collect();
-    assert_eq!(operations, ["TransactWriteItems"]);
+    assert_eq!(operations, ["GetItem", "TransactWriteItems"]);
     for doc in &docs {
         assert!(!doc.to_string().contains("dft_"), "no token in a trace");
     }

@@ -246,8 +246,7 @@ impl Profile {
             searchable: s
                 .and_then(|s| s.searchable.as_deref())
                 .map(|text| {
-                    shared::config::parse_searchable(text, event_type)
-                        .expect("checked on load")
+                    shared::config::parse_searchable(text, event_type).expect("checked on load")
                 })
                 .unwrap_or(d.searchable),
         }

@@ -38,7 +38,7 @@ pub struct DemoDevice {
 }
 
 /// The demo users.
-pub const USERS: [DemoUser; 3] = [
+pub const USERS: [DemoUser; 4] = [
     DemoUser {
         sub: "demo-alice",
         email: "alice@example.com",
@@ -52,6 +52,12 @@ pub const USERS: [DemoUser; 3] = [
         admin: false,
     },
     DemoUser {
+        sub: UTILITY,
+        email: "grid@example.com",
+        name: "Utility",
+        admin: false,
+    },
+    DemoUser {
         sub: "demo-operator",
         email: "ops@example.com",
         name: "Olga Operator",
@@ -59,8 +65,27 @@ pub const USERS: [DemoUser; 3] = [
     },
 ];
 
+/// The demo utility: an owner whose meters spread over two of its partitions.
+pub const UTILITY: &str = "demo-utility";
+/// `DEVICES_PER_SHARD` the utility's meters are registered with.
+const UTILITY_DEVICES_PER_SHARD: u32 = 1;
+
 /// `(owner, deviceId, name, type, tags)` of the demo devices.
-pub const DEVICES: [(&str, &str, &str, &str, &[&str]); 4] = [
+pub const DEVICES: [(&str, &str, &str, &str, &[&str]); 6] = [
+    (
+        UTILITY,
+        "utility-meter-1",
+        "Meter 1",
+        "power-meter",
+        &["feeder-7"],
+    ),
+    (
+        UTILITY,
+        "utility-meter-2",
+        "Meter 2",
+        "power-meter",
+        &["feeder-7"],
+    ),
     (
         "demo-alice",
         "thermo-kitchen",
@@ -109,9 +134,20 @@ pub async fn seed(table: &FleetTable) -> Result<Vec<DemoDevice>, FleetError> {
         .await?;
     }
     let mut devices = Vec::new();
+    // The utility's meters are registered as by an owner past DEVICES_PER_SHARD (here 1), so
+    // its second meter's live state sits on the owner's second partition: the large-fleet
+    // paths (placement, the dashboard's BatchGetItem) run in every local stack.
+    let utility = FleetTable {
+        client: table.client.clone(),
+        config: shared::config::FleetConfig {
+            devices_per_shard: UTILITY_DEVICES_PER_SHARD,
+            ..table.config.clone()
+        },
+    };
     for (owner, id, name, kind, tags) in DEVICES {
+        let registrar = if owner == UTILITY { &utility } else { table };
         let registered = register_device(
-            table,
+            registrar,
             &UserId::parse(owner)?,
             DeviceRegistration {
                 device_id: DeviceId::parse(id)?,

@@ -16,18 +16,18 @@ use crate::catalog::{
     implemented_by, AccessPattern, Frequency, Operation, PatternId, RequestBudget,
 };
 use crate::cursor;
+use crate::dynamo::get_all;
 use crate::entity::Entity;
 use crate::error::FleetError;
-use crate::ids::{Tag, UserId};
-use crate::dynamo::get_all;
 use crate::ids::DeviceId;
+use crate::ids::{Tag, UserId};
 use crate::items::{DeviceItem, DeviceStateItem, EntityType, ProfileItem, TagLinkItem};
 use crate::keys::{tag_link_prefix, user_pk, PrimaryKey, DEVICE_PREFIX, PROFILE_SK};
 use crate::ops::devices::{state_key, Device};
 use crate::retry::Retry;
-use crate::table::MAX_ATTEMPTS;
 use crate::schema::{PK, SK};
 use crate::table::FleetTable;
+use crate::table::MAX_ATTEMPTS;
 
 /// The dashboard: the profile and every device with its latest readings and recent events.
 #[derive(Clone, Debug, PartialEq, Serialize)]

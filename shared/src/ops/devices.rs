@@ -35,9 +35,9 @@ use crate::items::{
 use crate::keys::{
     placement, state_sk, status_gsi1pk, status_shard, DirectoryEntry, IndexKeys, ItemKey,
 };
-use crate::schema::{ENTITY_TYPE, GSI1PK};
 use crate::retry::Retry;
 use crate::schema::DELETING_AT;
+use crate::schema::{ENTITY_TYPE, GSI1PK};
 use crate::table::{condition_failed_at, sdk_error, FleetTable, MAX_ATTEMPTS};
 use crate::timestamp::Timestamp;
 use crate::token::DeviceToken;
@@ -459,7 +459,8 @@ pub const GET_DEVICE: AccessPattern = AccessPattern {
     frequency: Frequency::Critical,
     operations: &[Operation::Query, Operation::GetItem],
     index: None,
-    key_condition: "PK = USER#{userId} AND SK BETWEEN DEVICE#{deviceId} AND DEVICE#{deviceId}#STATE",
+    key_condition:
+        "PK = USER#{userId} AND SK BETWEEN DEVICE#{deviceId} AND DEVICE#{deviceId}#STATE",
     budget: RequestBudget::FixedPlusSync(1),
     max_read_units: Some(1.0),
     route: Some("GET /me/devices/{deviceId}"),

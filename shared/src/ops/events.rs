@@ -14,8 +14,8 @@ use crate::dynamo::{newest_first, scatter_gather};
 use crate::entity::Entity;
 use crate::error::{FleetError, ValidationError};
 use crate::ids::{DeviceId, EventType, UserId};
-use crate::items::{EventItem, EventValue};
 use crate::items::EntityType;
+use crate::items::{EventItem, EventValue};
 use crate::keys::{
     event_pk, event_pk_prefix, parse_event_index_sk, parse_event_pk, type_gsi1pk, user_pk,
     DEVICE_PREFIX, EVENT_PREFIX,
@@ -325,8 +325,13 @@ async fn first_group(
         )
         .await?;
         for item in &items {
-            if EntityType::of(item) == Some(EntityType::Device) && !item.contains_key("deletingAt") {
-                let sk = item.get(SK).and_then(|v| v.as_s().ok()).cloned().unwrap_or_default();
+            if EntityType::of(item) == Some(EntityType::Device) && !item.contains_key("deletingAt")
+            {
+                let sk = item
+                    .get(SK)
+                    .and_then(|v| v.as_s().ok())
+                    .cloned()
+                    .unwrap_or_default();
                 devices.push(sk);
             }
         }
@@ -334,7 +339,11 @@ async fn first_group(
             let more = devices.len() > DEVICE_GROUP || last.is_some();
             devices.truncate(DEVICE_GROUP);
             let next = more
-                .then(|| devices.last().map(|sk| StartKey::from([(SK.to_string(), sk.clone())])))
+                .then(|| {
+                    devices
+                        .last()
+                        .map(|sk| StartKey::from([(SK.to_string(), sk.clone())]))
+                })
                 .flatten();
             let starts = devices
                 .iter()
@@ -447,7 +456,8 @@ pub const EVENTS_BY_TYPE: AccessPattern = AccessPattern {
     frequency: Frequency::Analytics,
     operations: &[Operation::Query],
     index: Some(GSI1),
-    key_condition: "GSI1PK = TYPE#{type}#{day}#{shard} AND GSI1SK BETWEEN {from} AND {to}~ (searchable types)",
+    key_condition:
+        "GSI1PK = TYPE#{type}#{day}#{shard} AND GSI1SK BETWEEN {from} AND {to}~ (searchable types)",
     budget: RequestBudget::PerDayShard,
     max_read_units: None,
     route: Some("GET /admin/events"),

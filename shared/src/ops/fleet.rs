@@ -8,8 +8,8 @@ use crate::catalog::{
     implemented_by, AccessPattern, Frequency, Operation, PatternId, RequestBudget,
 };
 use crate::dynamo::{newest_first, scatter_gather};
-use crate::error::FleetError;
 use crate::entity::Entity;
+use crate::error::FleetError;
 use crate::items::{DeviceStateItem, DeviceStatus};
 use crate::keys::{parse_seen_gsi1sk, seen_since, status_gsi1pk};
 use crate::schema::{GSI1, GSI1SK};

@@ -97,10 +97,7 @@ pub async fn upsert_profile(
         .expression_attribute_values(":name", s(update.name))
         .expression_attribute_values(":now", s(now))
         .expression_attribute_values(":directory", s(directory.gsi2pk.unwrap_or_default()))
-        .expression_attribute_values(
-            ":directoryEntry",
-            s(directory.gsi2sk.unwrap_or_default()),
-        );
+        .expression_attribute_values(":directoryEntry", s(directory.gsi2sk.unwrap_or_default()));
     if let Some(email) = update.email {
         expression.push_str(", email = :email");
         request = request.expression_attribute_values(":email", s(email));

@@ -335,18 +335,15 @@ pub static CASES: &[PatternCase] = &[
                 found(list.len() == 12, PatternId::Ap09)
             })
         },
-        call: read(
-            "GET /admin/events?type=alarm&limit=50 (a day)",
-            |_, _| {
-                every_call(
-                    ApiEvent::new(route(PatternId::Ap09), "/admin/events")
-                        .operator(OPERATOR)
-                        .query("type", "alarm")
-                        .over_the_day()
-                        .query("limit", "50"),
-                )
-            },
-        ),
+        call: read("GET /admin/events?type=alarm&limit=50 (a day)", |_, _| {
+            every_call(
+                ApiEvent::new(route(PatternId::Ap09), "/admin/events")
+                    .operator(OPERATOR)
+                    .query("type", "alarm")
+                    .over_the_day()
+                    .query("limit", "50"),
+            )
+        }),
     },
     PatternCase {
         id: PatternId::Ap12,

@@ -114,31 +114,39 @@ impl SegmentTally {
         let pk = text(item, PK).unwrap_or_default();
         match entity {
             Some(EntityType::Profile) => self.users += 1,
-            Some(EntityType::Device) if !item.contains_key(DELETING_AT) => {
-                self.count_device(item, pk, bounds)
-            }
+            Some(EntityType::Device) if !item.contains_key(DELETING_AT) => self.count_device(item),
+            Some(EntityType::DeviceState) => self.count_seen(item, bounds),
             Some(EntityType::Event) => self.count_day_event(item, pk, bounds),
             _ => {}
         }
     }
 
-    fn count_device(&mut self, item: &RawItem, pk: &str, bounds: &PageBounds) {
+    fn count_device(&mut self, item: &RawItem) {
         self.devices += 1;
         let status = text(item, "status").unwrap_or("unknown").to_string();
         *self.devices_by_status.entry(status).or_default() += 1;
         let kind = text(item, "type").unwrap_or("unknown").to_string();
         *self.devices_by_type.entry(kind).or_default() += 1;
+    }
+
+    /// A device's live state: when it was last seen.
+    fn count_seen(&mut self, item: &RawItem, bounds: &PageBounds) {
         let seen = text(item, "lastSeen").unwrap_or("");
         if !seen.is_empty() && seen >= bounds.online_since.as_str() {
             self.online_24h += 1;
         }
-        // A user's devices are scanned together: one active device makes the user active.
+        // A user's states are scanned together (an ordinary owner's share the user
+        // partition): one active device makes the user active.
+        let owner = match crate::keys::ItemKey::of(item) {
+            Ok(crate::keys::ItemKey::DeviceState { user, .. }) => user.to_string(),
+            _ => return,
+        };
         if !seen.is_empty()
             && seen >= bounds.active_since.as_str()
-            && self.last_active_user.as_deref() != Some(pk)
+            && self.last_active_user.as_deref() != Some(owner.as_str())
         {
             self.active_users += 1;
-            self.last_active_user = Some(pk.to_string());
+            self.last_active_user = Some(owner);
         }
     }
 

@@ -52,10 +52,8 @@ pub fn merged(state: &DeviceStateItem, events: &[NewEvent]) -> DeviceStateItem {
             .get(e.event_type.as_str())
             .is_none_or(|r| at > r.0);
         if newer {
-            next.latest.insert(
-                e.event_type.to_string(),
-                StoredReading(at, e.value.clone()),
-            );
+            next.latest
+                .insert(e.event_type.to_string(), StoredReading(at, e.value.clone()));
         }
         if !next.recent.iter().any(|r| r.0 == at && r.1 == e.id) {
             next.recent.push(StoredEvent(
@@ -220,7 +218,8 @@ impl Ingestor {
             .expression_attribute_values(":seq", n(base.ingest_seq));
         // The index entry moves (a delete and a put on GSI1) only when the device's own
         // offset SEEN bucket does: at most once per bucket, never for all devices at once.
-        let seen_key = |state: &DeviceStateItem| state.last_seen.map(|t| device_seen_key(&t, device));
+        let seen_key =
+            |state: &DeviceStateItem| state.last_seen.map(|t| device_seen_key(&t, device));
         if let Some(key) = seen_key(&next).filter(|k| Some(k) != seen_key(base).as_ref()) {
             sets.push(format!("{GSI1SK} = :seenKey"));
             request = request.expression_attribute_values(":seenKey", s(key));
@@ -262,11 +261,11 @@ fn state_key(registration: &RegistrationItem) -> ItemKey {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::collections::BTreeMap;
     use crate::config::ShardCounts;
     use crate::ids::{DeviceType, EventId, EventType, UserId};
     use crate::items::{DeviceStatus, EventValue};
     use crate::timestamp::Timestamp;
+    use std::collections::BTreeMap;
 
     fn event(id: &str, t: &str, v: EventValue, at: &str) -> NewEvent {
         NewEvent {
@@ -308,15 +307,31 @@ mod tests {
         let s1 = merged(&empty("u", "d", "n"), &first);
         assert_eq!(s1.recent.len(), RECENT_EVENTS);
         assert_eq!(s1.recent[0].1.as_str(), "e11", "newest first");
-        assert_eq!(s1.last_seen.unwrap().to_string(), "2024-04-10T10:11:00.000Z");
+        assert_eq!(
+            s1.last_seen.unwrap().to_string(),
+            "2024-04-10T10:11:00.000Z"
+        );
         assert_eq!(s1.latest["temp"].1, EventValue::Number(11.0));
         // A late event changes neither lastSeen nor the newer reading, and falls off recent.
-        let late = [event("late", "temp", EventValue::Number(-1.0), "2024-04-10T09:00:00Z")];
+        let late = [event(
+            "late",
+            "temp",
+            EventValue::Number(-1.0),
+            "2024-04-10T09:00:00Z",
+        )];
         assert_eq!(merged(&s1, &late), s1);
         // A replay changes nothing (so no write is sent).
         assert_eq!(merged(&s1, &first), s1);
         // A late reading of a new type is still that type's latest.
-        let s3 = merged(&s1, &[event("h", "humidity", EventValue::Number(40.0), "2024-04-10T09:00:00Z")]);
+        let s3 = merged(
+            &s1,
+            &[event(
+                "h",
+                "humidity",
+                EventValue::Number(40.0),
+                "2024-04-10T09:00:00Z",
+            )],
+        );
         assert_eq!(s3.latest["humidity"].1, EventValue::Number(40.0));
         assert_eq!(s3.last_seen, s1.last_seen);
     }
@@ -325,7 +340,14 @@ mod tests {
     fn the_type_cap_names_the_first_event_over_it() {
         let mut state = empty("u", "d", "n");
         let types: Vec<NewEvent> = (0..MAX_STATE_TYPES)
-            .map(|i| event(&format!("e{i}"), &format!("t{i}"), EventValue::Flag(true), "2024-04-10T10:00:00Z"))
+            .map(|i| {
+                event(
+                    &format!("e{i}"),
+                    &format!("t{i}"),
+                    EventValue::Flag(true),
+                    "2024-04-10T10:00:00Z",
+                )
+            })
             .collect();
         check_type_cap(&state, &types).unwrap();
         state = merged(&state, &types);
@@ -336,7 +358,11 @@ mod tests {
         ];
         let err = check_type_cap(&state, &batch).unwrap_err();
         assert_eq!(err.field, "events[1].type");
-        assert!(err.reason.contains("at most 8 event types"), "{}", err.reason);
+        assert!(
+            err.reason.contains("at most 8 event types"),
+            "{}",
+            err.reason
+        );
         // Even past the check (two containers racing), merging never keeps more than the cap.
         let over = merged(&state, &batch);
         assert_eq!(over.latest.len(), MAX_STATE_TYPES);
@@ -382,7 +408,10 @@ mod tests {
         typical = merged(&typical, &batch);
         typical.ingest_seq = 123_456;
         let size = dynamodb_size(&typical.to_item(&shards).unwrap());
-        assert!(size < 1024, "a typical state is one write unit: {size} bytes");
+        assert!(
+            size < 1024,
+            "a typical state is one write unit: {size} bytes"
+        );
 
         // Largest: every id, type, name and text at its longest.
         let long = |c: char, n: usize| c.to_string().repeat(n);
@@ -395,7 +424,12 @@ mod tests {
                 id.push_str(&long('e', 62));
                 let mut kind = format!("{:02}", i % MAX_STATE_TYPES);
                 kind.push_str(&long('t', 30));
-                event(&id, &kind, text.clone(), &format!("2024-04-10T10:{i:02}:00Z"))
+                event(
+                    &id,
+                    &kind,
+                    text.clone(),
+                    &format!("2024-04-10T10:{i:02}:00Z"),
+                )
             })
             .collect();
         largest = merged(&largest, &batch);
@@ -403,6 +437,9 @@ mod tests {
         largest.device_version = u64::MAX;
         let size = dynamodb_size(&largest.to_item(&shards).unwrap());
         assert!(size <= MAX_STATE_BYTES, "largest state {size} bytes");
-        assert!(size > MAX_STATE_BYTES / 2, "the bound is tight enough to mean something: {size}");
+        assert!(
+            size > MAX_STATE_BYTES / 2,
+            "the bound is tight enough to mean something: {size}"
+        );
     }
 }
