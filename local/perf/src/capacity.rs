@@ -90,6 +90,44 @@ pub fn index_entry(item: &Item, index: &IndexSpec) -> Option<Item> {
     )
 }
 
+/// Write units DynamoDB bills for changing one item from `before` to `after` (`None`: absent),
+/// by its rules, not DynamoDB Local's: the table write bills the larger of the two images,
+/// each rounded up to 1 KB; every index whose entry changes bills on its own: a put of the
+/// new entry, a delete of the old one, both when the entry's key moves (a move is a delete
+/// and a put). An entry whose keys and projected attributes are unchanged costs nothing.
+/// Transactions bill twice this per item (see [`TRANSACTION_FACTOR`]).
+pub fn write_units_of_change(before: Option<&Item>, after: Option<&Item>) -> u64 {
+    let size = |item: Option<&Item>| item.map_or(0, item_size);
+    let table = match (before, after) {
+        (None, None) => 0,
+        _ => write_units(size(before).max(size(after))),
+    };
+    let indexes: u64 = shared::schema::INDEXES
+        .iter()
+        .map(|index| {
+            let old = before.and_then(|i| index_entry(i, index));
+            let new = after.and_then(|i| index_entry(i, index));
+            let key = |e: &Item| (e.get(index.partition_key).cloned(), e.get(index.sort_key).cloned());
+            match (old, new) {
+                (None, None) => 0,
+                (Some(old), None) => write_units(item_size(&old)),
+                (None, Some(new)) => write_units(item_size(&new)),
+                (Some(old), Some(new)) if key(&old) != key(&new) => {
+                    write_units(item_size(&old)) + write_units(item_size(&new))
+                }
+                (Some(old), Some(new)) if old != new => write_units(item_size(&new)),
+                _ => 0,
+            }
+        })
+        .sum();
+    table + indexes
+}
+
+/// A TransactWriteItems bills every item's write twice (DynamoDB's two-phase commit); the
+/// index entries it changes are billed once. DynamoDB Local reports 2.0 for any transaction,
+/// whatever it holds, so its figure is never used for one.
+pub const TRANSACTION_FACTOR: u64 = 2;
+
 /// Write units of writing `bytes` (at least 1).
 pub fn write_units(bytes: u64) -> u64 {
     bytes.div_ceil(WRITE_UNIT_BYTES).max(1)

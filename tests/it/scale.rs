@@ -1,0 +1,284 @@
+//! Key design at scale (issue 13) on DynamoDB Local: what an event costs in write units by
+//! DynamoDB's rules (from the real items, every index entry counted), and an owner's fleet
+//! growing past its partitions while its devices ingest and its reader pages.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
+use std::time::Duration;
+
+use fleet_perf::capacity::write_units_of_change;
+use fleet_tests::*;
+use serde_json::{json, Value};
+use shared::entity::Entity;
+use shared::items::{DeviceStateItem, EntityType, FleetItem, RegistrationItem};
+use shared::keys::{ItemKey, PrimaryKey};
+use shared::ops::ingest::{IngestConfig, Ingestor};
+use shared::FleetTable;
+
+type Snapshot = HashMap<PrimaryKey, HashMap<String, aws_sdk_dynamodb::types::AttributeValue>>;
+
+async fn snapshot(table: &FleetTable) -> Snapshot {
+    table_contents(table)
+        .await
+        .into_iter()
+        .map(|item| {
+            let item: HashMap<_, _> = item.into_iter().collect();
+            (PrimaryKey::of(&item).expect("a key"), item)
+        })
+        .collect()
+}
+
+/// Write units DynamoDB bills for turning `before` into `after`, item by item.
+fn billed(before: &Snapshot, after: &Snapshot) -> u64 {
+    let keys: BTreeSet<_> = before
+        .keys()
+        .chain(after.keys())
+        .map(|k| (k.pk.clone(), k.sk.clone()))
+        .collect();
+    keys.into_iter()
+        .map(|(pk, sk)| {
+            let key = PrimaryKey { pk, sk };
+            let (old, new) = (before.get(&key), after.get(&key));
+            if old == new {
+                0
+            } else {
+                write_units_of_change(old, new)
+            }
+        })
+        .sum()
+}
+
+fn telemetry(n: usize, minutes_ago: i64) -> Value {
+    let kinds = ["temperature", "humidity", "battery"];
+    Value::Array(
+        (0..n)
+            .map(|i| {
+                json!({
+                    "type": kinds[i % kinds.len()],
+                    "value": 20.0 + i as f64 / 10.0,
+                    "at": ago(minutes_ago * 60 - i as i64),
+                })
+            })
+            .collect(),
+    )
+}
+
+#[tokio::test]
+async fn a_telemetry_event_costs_about_one_write_unit_by_dynamodbs_rules() {
+    let table = fresh_table().await;
+    let token = register_device(&table, "scale-owner", "meter-1").await;
+    // Containers whose caches miss, as API Gateway spreads a device's batches: each batch
+    // reads the live state instead of failing a conditional write.
+    let cold = || Arc::new(Ingestor::new(table.clone(), IngestConfig::default()));
+
+    // 100-event batches.
+    let mut units = 0;
+    let mut events = 0;
+    for batch in 0..3 {
+        let before = snapshot(&table).await;
+        let a = ingest(&cold(), ingest_request("meter-1", &token, telemetry(100, 200 - 30 * batch))).await;
+        assert_eq!(a.status, 200, "{:?}", a.body);
+        assert_eq!(a.used.count("GetItem"), 2, "a cold container reads, never fails a write");
+        units += billed(&before, &snapshot(&table).await);
+        events += 100;
+    }
+    let per_event = units as f64 / events as f64;
+    eprintln!("100-event batches: {units} write units for {events} events = {per_event:.3}");
+    assert!(per_event <= 1.5, "{per_event} write units per event");
+    assert!(per_event >= 1.0, "every event is at least its own item: {per_event}");
+
+    // Single-event requests, one a minute of device time (a meter's pace).
+    let (mut units, mut requests) = (0, 0);
+    let mut worst = 0;
+    for minute in 0..30 {
+        let before = snapshot(&table).await;
+        let a = ingest(&cold(), ingest_request("meter-1", &token, telemetry(1, 90 - minute))).await;
+        assert_eq!(a.status, 200, "{:?}", a.body);
+        let these = billed(&before, &snapshot(&table).await);
+        worst = worst.max(these);
+        units += these;
+        requests += 1;
+    }
+    let per_event = units as f64 / f64::from(requests);
+    eprintln!("single-event requests: {units} write units for {requests} = {per_event:.3}, worst {worst}");
+    assert!(per_event <= 3.0, "{per_event} write units per single-event request");
+    assert!(
+        worst <= 4,
+        "at worst the event, the state and the SEEN# entry's move: {worst}"
+    );
+
+    // A replayed single event changes nothing and writes nothing but the identical event.
+    let body = json!([{"id": "again", "type": "temperature", "value": 1, "at": ago(30)}]);
+    ingest(&cold(), ingest_request("meter-1", &token, body.clone())).await;
+    let before = snapshot(&table).await;
+    let a = ingest(&cold(), ingest_request("meter-1", &token, body)).await;
+    assert_eq!(a.status, 200);
+    assert_eq!(a.used.count("UpdateItem"), 0, "a no-op state update is skipped");
+    assert_eq!(billed(&before, &snapshot(&table).await), 0, "nothing changed");
+}
+
+#[tokio::test]
+async fn a_searchable_event_adds_exactly_its_index_entry() {
+    let table = fresh_table().await;
+    let token = register_device(&table, "scale-owner", "meter-1").await;
+    let ingestor = Arc::new(Ingestor::new(table.clone(), IngestConfig::default()));
+    let warm = json!([{"id": "w", "type": "temperature", "value": 1, "at": ago(120)}]);
+    ingest(&ingestor, ingest_request("meter-1", &token, warm)).await;
+    let measure = |kind: &'static str, id: &'static str| {
+        let (table, token, ingestor) = (table.clone(), token.clone(), ingestor.clone());
+        async move {
+            let before = snapshot(&table).await;
+            let body = json!([{"id": id, "type": kind, "value": 2, "at": ago(119)}]);
+            let a = ingest(&ingestor, ingest_request("meter-1", &token, body)).await;
+            assert_eq!(a.status, 200, "{:?}", a.body);
+            billed(&before, &snapshot(&table).await)
+        }
+    };
+    let telemetry = measure("temperature", "t").await;
+    let alarm = measure("alarm", "a").await;
+    assert_eq!(alarm, telemetry + 1, "an alarm is on GSI1: one entry more");
+}
+
+#[tokio::test]
+async fn a_fleet_growing_past_its_partitions_while_ingesting_and_paging_loses_nothing() {
+    let mut table = fresh_table().await;
+    // A low threshold: the fourth device doubles the owner's partitions, and so on.
+    table.config.devices_per_shard = 2;
+    const OWNER: &str = "scale-utility";
+    let mut tokens = BTreeMap::new();
+    for i in 0..4 {
+        let id = format!("meter-{i:02}");
+        tokens.insert(id.clone(), register_device(&table, OWNER, &id).await);
+    }
+    let before_growth: BTreeSet<String> = tokens.keys().cloned().collect();
+
+    // While 12 more meters register, the first four ingest and the owner pages its devices.
+    let registrar = {
+        let table = table.clone();
+        tokio::spawn(async move {
+            let mut more = BTreeMap::new();
+            for i in 4..16 {
+                let id = format!("meter-{i:02}");
+                more.insert(id.clone(), register_device(&table, OWNER, &id).await);
+            }
+            more
+        })
+    };
+    let senders: Vec<_> = tokens
+        .iter()
+        .map(|(id, token)| {
+            let (table, id, token) = (table.clone(), id.clone(), token.clone());
+            tokio::spawn(async move {
+                let ingestor = Arc::new(Ingestor::new(table, IngestConfig::default()));
+                let mut acked = Vec::new();
+                for n in 0..5 {
+                    let event_id = format!("{id}-e{n}");
+                    let body = json!([{"id": event_id, "type": "power", "value": n, "at": ago(60 - n)}]);
+                    let a = ingest(&ingestor, ingest_request(&id, &token, body)).await;
+                    assert_eq!(a.status, 200, "{:?}", a.body);
+                    acked.push(event_id);
+                }
+                (id, acked)
+            })
+        })
+        .collect();
+    let mut listed = Vec::new();
+    let mut cursor: Option<String> = None;
+    loop {
+        let mut request = ApiRequest::get("/me/devices").caller(OWNER).query("limit", "2");
+        if let Some(c) = &cursor {
+            request = request.query("cursor", c);
+        }
+        let page = dashboard(&table, request).await;
+        assert_eq!(page.status, 200, "{:?}", page.body);
+        for d in page.body["devices"].as_array().unwrap() {
+            listed.push(d["deviceId"].as_str().unwrap().to_string());
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        match page.body["cursor"].as_str() {
+            Some(c) => cursor = Some(c.to_string()),
+            None => break,
+        }
+    }
+    tokens.extend(registrar.await.unwrap());
+    let mut acked = BTreeMap::new();
+    for sender in senders {
+        let (id, ids) = sender.await.unwrap();
+        acked.insert(id, ids);
+    }
+
+    // Paging returned nothing twice and every device that existed when it began.
+    let unique: BTreeSet<&String> = listed.iter().collect();
+    assert_eq!(unique.len(), listed.len(), "a device listed twice: {listed:?}");
+    assert!(
+        before_growth.iter().all(|d| unique.contains(d)),
+        "a device that existed before the growth was skipped: {listed:?}"
+    );
+
+    // The fleet grew (never shrinks), each device stayed where it was placed, and the states
+    // spread over the owner's partitions.
+    let contents = table_contents(&table).await;
+    let fleet = FleetItem::from_item(item(&table, &key::fleet(OWNER)).await.unwrap().into_iter().collect()).unwrap();
+    assert_eq!(fleet.devices, 16);
+    assert_eq!(fleet.shards, 8, "16 devices at 2 per partition");
+    let mut placements = BTreeMap::new();
+    for stored in &contents {
+        let attrs: HashMap<_, _> = stored.clone().into_iter().collect();
+        match entity_type(stored) {
+            Some(EntityType::Registration) => {
+                let r = RegistrationItem::from_item(attrs).unwrap();
+                placements.insert(r.device_id.to_string(), r.shard);
+            }
+            Some(EntityType::DeviceState) => {
+                let s = DeviceStateItem::from_item(attrs).unwrap();
+                let ItemKey::DeviceState { shard, .. } = key_of(stored) else {
+                    unreachable!()
+                };
+                assert_eq!(s.shard, shard);
+            }
+            _ => {}
+        }
+    }
+    assert_eq!(placements.len(), 16);
+    for (device, shard) in &placements {
+        let state = item(&table, &key::state(OWNER, *shard, device)).await;
+        assert!(state.is_some(), "{device}: its state is where its registration says");
+        let d = item(&table, &key::device(OWNER, device)).await.unwrap();
+        assert_eq!(d["shard"].as_n().unwrap(), &shard.to_string(), "{device}");
+    }
+    let used: BTreeSet<u32> = placements.values().copied().collect();
+    assert!(used.len() >= 4, "states spread over the partitions: {placements:?}");
+    assert!(placements.values().any(|s| *s > 0));
+
+    // Every acknowledged event is stored and on its device's live state, and the dashboard
+    // shows every device with it: one Query and one BatchGetItem for the placed states.
+    let a = dashboard(&table, ApiRequest::get("/me/dashboard").caller(OWNER)).await;
+    assert_eq!(a.status, 200, "{:?}", a.body);
+    assert_eq!(a.used.count("Query"), 1);
+    assert_eq!(a.used.count("BatchGetItem"), 1, "{:?}", a.used);
+    let shown: BTreeMap<String, &Value> = a.body["devices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| (d["deviceId"].as_str().unwrap().to_string(), d))
+        .collect();
+    assert_eq!(shown.len(), 16);
+    let events: BTreeSet<String> = contents
+        .iter()
+        .filter(|i| entity_type(i) == Some(EntityType::Event))
+        .map(|i| i["id"].as_s().unwrap().clone())
+        .collect();
+    for (device, ids) in &acked {
+        for id in ids {
+            assert!(events.contains(id), "{id} acknowledged but not stored");
+        }
+        let recent: Vec<&str> = shown[device]["recent"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["id"].as_str().unwrap())
+            .collect();
+        let newest_first: Vec<&str> = ids.iter().rev().map(String::as_str).collect();
+        assert_eq!(recent, newest_first, "{device}");
+    }
+}
