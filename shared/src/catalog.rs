@@ -206,6 +206,9 @@ pub enum RequestBudget {
     /// This many per page, plus one BatchGetItem per page that holds devices whose live state
     /// is placed on another of their owner's partitions (large fleets only).
     PerPagePlusPlacedStates(u32),
+    /// This many, plus one GetItem when the device's live state is placed on another of its
+    /// owner's partitions (large fleets only).
+    FixedPlusPlacedState(u32),
     /// Per page: one Query listing a group of the owner's devices, plus one Query per device
     /// of the group (`shards` in the scale counts the devices).
     PerDeviceGroupPage,
@@ -334,6 +337,7 @@ impl AccessPattern {
             RequestBudget::PerPagePlusPlacedStates(n) => {
                 (n + u32::from(scale.follow_up)) * scale.pages.max(1)
             }
+            RequestBudget::FixedPlusPlacedState(n) => n + u32::from(scale.follow_up),
             RequestBudget::PerDeviceGroupPage => (1 + scale.shards) * scale.pages.max(1),
             RequestBudget::PerDayShard => scale.days.max(1) * scale.shards.max(1),
             RequestBudget::BatchOf25Plus(extra) => scale.batch_items.div_ceil(25) + extra,

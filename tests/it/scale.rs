@@ -76,23 +76,38 @@ async fn a_telemetry_event_costs_about_one_write_unit_by_dynamodbs_rules() {
     let mut events = 0;
     for batch in 0..3 {
         let before = snapshot(&table).await;
-        let a = ingest(&cold(), ingest_request("meter-1", &token, telemetry(100, 200 - 30 * batch))).await;
+        let a = ingest(
+            &cold(),
+            ingest_request("meter-1", &token, telemetry(100, 200 - 30 * batch)),
+        )
+        .await;
         assert_eq!(a.status, 200, "{:?}", a.body);
-        assert_eq!(a.used.count("GetItem"), 2, "a cold container reads, never fails a write");
+        assert_eq!(
+            a.used.count("GetItem"),
+            2,
+            "a cold container reads, never fails a write"
+        );
         units += billed(&before, &snapshot(&table).await);
         events += 100;
     }
     let per_event = units as f64 / events as f64;
     eprintln!("100-event batches: {units} write units for {events} events = {per_event:.3}");
     assert!(per_event <= 1.5, "{per_event} write units per event");
-    assert!(per_event >= 1.0, "every event is at least its own item: {per_event}");
+    assert!(
+        per_event >= 1.0,
+        "every event is at least its own item: {per_event}"
+    );
 
     // Single-event requests, one a minute of device time (a meter's pace).
     let (mut units, mut requests) = (0, 0);
     let mut worst = 0;
     for minute in 0..30 {
         let before = snapshot(&table).await;
-        let a = ingest(&cold(), ingest_request("meter-1", &token, telemetry(1, 90 - minute))).await;
+        let a = ingest(
+            &cold(),
+            ingest_request("meter-1", &token, telemetry(1, 90 - minute)),
+        )
+        .await;
         assert_eq!(a.status, 200, "{:?}", a.body);
         let these = billed(&before, &snapshot(&table).await);
         worst = worst.max(these);
@@ -100,8 +115,13 @@ async fn a_telemetry_event_costs_about_one_write_unit_by_dynamodbs_rules() {
         requests += 1;
     }
     let per_event = units as f64 / f64::from(requests);
-    eprintln!("single-event requests: {units} write units for {requests} = {per_event:.3}, worst {worst}");
-    assert!(per_event <= 3.0, "{per_event} write units per single-event request");
+    eprintln!(
+        "single-event requests: {units} write units for {requests} = {per_event:.3}, worst {worst}"
+    );
+    assert!(
+        per_event <= 3.0,
+        "{per_event} write units per single-event request"
+    );
     assert!(
         worst <= 4,
         "at worst the event, the state and the SEEN# entry's move: {worst}"
@@ -113,8 +133,16 @@ async fn a_telemetry_event_costs_about_one_write_unit_by_dynamodbs_rules() {
     let before = snapshot(&table).await;
     let a = ingest(&cold(), ingest_request("meter-1", &token, body)).await;
     assert_eq!(a.status, 200);
-    assert_eq!(a.used.count("UpdateItem"), 0, "a no-op state update is skipped");
-    assert_eq!(billed(&before, &snapshot(&table).await), 0, "nothing changed");
+    assert_eq!(
+        a.used.count("UpdateItem"),
+        0,
+        "a no-op state update is skipped"
+    );
+    assert_eq!(
+        billed(&before, &snapshot(&table).await),
+        0,
+        "nothing changed"
+    );
 }
 
 #[tokio::test]
@@ -173,7 +201,8 @@ async fn a_fleet_growing_past_its_partitions_while_ingesting_and_paging_loses_no
                 let mut acked = Vec::new();
                 for n in 0..5 {
                     let event_id = format!("{id}-e{n}");
-                    let body = json!([{"id": event_id, "type": "power", "value": n, "at": ago(60 - n)}]);
+                    let body =
+                        json!([{"id": event_id, "type": "power", "value": n, "at": ago(60 - n)}]);
                     let a = ingest(&ingestor, ingest_request(&id, &token, body)).await;
                     assert_eq!(a.status, 200, "{:?}", a.body);
                     acked.push(event_id);
@@ -185,7 +214,9 @@ async fn a_fleet_growing_past_its_partitions_while_ingesting_and_paging_loses_no
     let mut listed = Vec::new();
     let mut cursor: Option<String> = None;
     loop {
-        let mut request = ApiRequest::get("/me/devices").caller(OWNER).query("limit", "2");
+        let mut request = ApiRequest::get("/me/devices")
+            .caller(OWNER)
+            .query("limit", "2");
         if let Some(c) = &cursor {
             request = request.query("cursor", c);
         }
@@ -209,7 +240,11 @@ async fn a_fleet_growing_past_its_partitions_while_ingesting_and_paging_loses_no
 
     // Paging returned nothing twice and every device that existed when it began.
     let unique: BTreeSet<&String> = listed.iter().collect();
-    assert_eq!(unique.len(), listed.len(), "a device listed twice: {listed:?}");
+    assert_eq!(
+        unique.len(),
+        listed.len(),
+        "a device listed twice: {listed:?}"
+    );
     assert!(
         before_growth.iter().all(|d| unique.contains(d)),
         "a device that existed before the growth was skipped: {listed:?}"
@@ -218,7 +253,14 @@ async fn a_fleet_growing_past_its_partitions_while_ingesting_and_paging_loses_no
     // The fleet grew (never shrinks), each device stayed where it was placed, and the states
     // spread over the owner's partitions.
     let contents = table_contents(&table).await;
-    let fleet = FleetItem::from_item(item(&table, &key::fleet(OWNER)).await.unwrap().into_iter().collect()).unwrap();
+    let fleet = FleetItem::from_item(
+        item(&table, &key::fleet(OWNER))
+            .await
+            .unwrap()
+            .into_iter()
+            .collect(),
+    )
+    .unwrap();
     assert_eq!(fleet.devices, 16);
     assert_eq!(fleet.shards, 8, "16 devices at 2 per partition");
     let mut placements = BTreeMap::new();
@@ -242,12 +284,18 @@ async fn a_fleet_growing_past_its_partitions_while_ingesting_and_paging_loses_no
     assert_eq!(placements.len(), 16);
     for (device, shard) in &placements {
         let state = item(&table, &key::state(OWNER, *shard, device)).await;
-        assert!(state.is_some(), "{device}: its state is where its registration says");
+        assert!(
+            state.is_some(),
+            "{device}: its state is where its registration says"
+        );
         let d = item(&table, &key::device(OWNER, device)).await.unwrap();
         assert_eq!(d["shard"].as_n().unwrap(), &shard.to_string(), "{device}");
     }
     let used: BTreeSet<u32> = placements.values().copied().collect();
-    assert!(used.len() >= 4, "states spread over the partitions: {placements:?}");
+    assert!(
+        used.len() >= 4,
+        "states spread over the partitions: {placements:?}"
+    );
     assert!(placements.values().any(|s| *s > 0));
 
     // Every acknowledged event is stored and on its device's live state, and the dashboard

@@ -107,7 +107,12 @@ pub fn write_units_of_change(before: Option<&Item>, after: Option<&Item>) -> u64
         .map(|index| {
             let old = before.and_then(|i| index_entry(i, index));
             let new = after.and_then(|i| index_entry(i, index));
-            let key = |e: &Item| (e.get(index.partition_key).cloned(), e.get(index.sort_key).cloned());
+            let key = |e: &Item| {
+                (
+                    e.get(index.partition_key).cloned(),
+                    e.get(index.sort_key).cloned(),
+                )
+            };
             match (old, new) {
                 (None, None) => 0,
                 (Some(old), None) => write_units(item_size(&old)),

@@ -40,6 +40,9 @@ fn budget(b: RequestBudget) -> String {
         RequestBudget::PerPagePlusPlacedStates(n) => format!(
             "{n} per page, +1 BatchGetItem per page holding devices placed on another partition"
         ),
+        RequestBudget::FixedPlusPlacedState(n) => {
+            format!("{n}, +1 GetItem when the device's state is placed on another partition")
+        }
         RequestBudget::PerDeviceGroupPage => {
             "per page: 1 (the device group) + 1 per device of the group".into()
         }

@@ -461,7 +461,7 @@ pub const GET_DEVICE: AccessPattern = AccessPattern {
     index: None,
     key_condition:
         "PK = USER#{userId} AND SK BETWEEN DEVICE#{deviceId} AND DEVICE#{deviceId}#STATE",
-    budget: RequestBudget::FixedPlusSync(1),
+    budget: RequestBudget::FixedPlusPlacedState(1),
     max_read_units: Some(1.0),
     route: Some("GET /me/devices/{deviceId}"),
     implemented_by: implemented_by!(get_device),
