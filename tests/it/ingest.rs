@@ -690,3 +690,73 @@ async fn a_summary_that_cannot_be_updated_acknowledges_nothing_and_a_resend_reco
     let s = summary(&state_item(&table, OWNER, "thermo-1").await);
     assert_eq!(s["recent"][0]["id"], "e-1");
 }
+
+#[tokio::test]
+async fn a_ninth_event_type_or_a_long_text_is_a_400_naming_the_field_and_changes_nothing() {
+    let (table, token) = with_device("thermo-1").await;
+    let ingestor = Arc::new(Ingestor::new(table.clone(), config()));
+    let eight: Vec<Value> = (0..8)
+        .map(|i| json!({"id": format!("e-{i}"), "type": format!("type-{i}"), "value": i, "at": ago(100)}))
+        .collect();
+    let a = send(&ingestor, ingest_request("thermo-1", &token, json!(eight))).await;
+    assert_eq!(a.status, 200, "{:?}", a.body);
+    let before = table_contents(&table).await;
+    // Known types are fine; the first event of a ninth type is named. A fresh container (which
+    // must read the state to know) refuses it the same way.
+    let fresh = Arc::new(Ingestor::new(table.clone(), config()));
+    for lambda in [&ingestor, &fresh] {
+        let a = send(
+            lambda,
+            ingest_request(
+                "thermo-1",
+                &token,
+                json!([
+                    {"type": "type-3", "value": 1, "at": ago(50)},
+                    {"type": "type-9", "value": 1, "at": ago(50)},
+                ]),
+            ),
+        )
+        .await;
+        assert_eq!(a.status, 400, "{:?}", a.body);
+        assert_eq!(a.error_field(), "events[1].type");
+        assert!(
+            a.body["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("at most 8 event types"),
+            "{:?}",
+            a.body
+        );
+        assert_eq!(
+            a.used.count("BatchWriteItem") + a.used.count("UpdateItem"),
+            0
+        );
+    }
+    let a = send(
+        &ingestor,
+        ingest_request(
+            "thermo-1",
+            &token,
+            json!([{"type": "type-1", "value": "x".repeat(65), "at": ago(40)}]),
+        ),
+    )
+    .await;
+    assert_eq!(
+        (a.status, a.error_field()),
+        (400, "events[0].value"),
+        "{:?}",
+        a.body
+    );
+    assert_eq!(table_contents(&table).await, before, "nothing changed");
+    // Exactly 64 characters is fine.
+    let a = send(
+        &ingestor,
+        ingest_request(
+            "thermo-1",
+            &token,
+            json!([{"type": "type-1", "value": "x".repeat(64), "at": ago(40)}]),
+        ),
+    )
+    .await;
+    assert_eq!(a.status, 200, "{:?}", a.body);
+}
