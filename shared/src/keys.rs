@@ -599,7 +599,7 @@ mod tests {
         let t = Timestamp::parse_field("at", "2024-04-10T10:29:59.999Z").unwrap();
         let mut starts = std::collections::BTreeSet::new();
         for i in 0..200 {
-            let d = DeviceId::parse(&format!("meter-{i}")).unwrap();
+            let d = DeviceId::parse(format!("meter-{i}")).unwrap();
             let start = seen_bucket(&t, &d);
             assert!(start <= t, "a bucket starts at or before lastSeen");
             assert!(t.epoch_seconds() - start.epoch_seconds() < g, "{start}");
@@ -688,7 +688,7 @@ mod tests {
         let active: std::collections::BTreeSet<_> = (0..2000)
             .map(|i| {
                 status_shard(
-                    &DeviceId::parse(&format!("m-{i}")).unwrap(),
+                    &DeviceId::parse(format!("m-{i}")).unwrap(),
                     DeviceStatus::Active,
                     &shards,
                 )
@@ -702,7 +702,7 @@ mod tests {
     fn placement_fills_the_newest_half_and_never_moves() {
         assert_eq!(placement(&device(), 1), 0);
         for i in 0..500 {
-            let d = DeviceId::parse(&format!("meter-{i}")).unwrap();
+            let d = DeviceId::parse(format!("meter-{i}")).unwrap();
             let p = placement(&d, 8);
             assert!((4..8).contains(&p), "{p}");
             assert_eq!(placement(&d, 8), p, "stable");
