@@ -208,10 +208,10 @@ mod tests {
         .map(|(k, v)| (k.to_string(), s(v)))
         .collect();
         let entry = index_entry(&item, gsi2).unwrap();
-        assert!(entry.contains_key("deviceName"));
+        assert!(entry.contains_key("userId"));
         assert!(
-            !entry.contains_key("userId"),
-            "GSI2 does not project userId"
+            !entry.contains_key("deviceName"),
+            "the directory does not project deviceName"
         );
         let mut sparse = item.clone();
         sparse.remove("GSI2SK");

@@ -1474,6 +1474,7 @@ description: 1,000 devices at 3,600 events a minute
 users: 100
 devices_per_user: {distribution: fixed, devices: 10}
 events: {per_device_per_minute: 3600, batch_size: 100, types: {temperature: 1}}
+shards: {searchable: temperature}
 ";
         let sim = simulate(profile(yaml), "test").unwrap();
         let gsi1 = &sim.tables[1];
@@ -1485,7 +1486,7 @@ events: {per_device_per_minute: 3600, batch_size: 100, types: {temperature: 1}}
         assert!((flag.load.wcu - 7500.0).abs() < 1e-6);
         assert_eq!(flag.suggested_shards, Some(120));
         assert!(
-            flag.fix.contains("EVENT_TYPE_SHARDS from 8 to 120"),
+            flag.fix.contains("SEARCHABLE_EVENT_TYPES from 8 to 120"),
             "{}",
             flag.fix
         );
