@@ -40,6 +40,19 @@ enum Command {
         #[arg(default_value_t = 300)]
         calls: usize,
     },
+    /// Only the bench's ingest comparison (Rust, raw BatchWriteItem ceiling, Python peer),
+    /// printed: for working on ingest without the whole bench.
+    BenchIngest {
+        /// Devices sending at once.
+        #[arg(long, default_value_t = 8)]
+        devices: usize,
+        /// Timed batches of 100 events per device.
+        #[arg(long, default_value_t = 25)]
+        batches: usize,
+        /// Rounds (each contender once per round; the median round is reported).
+        #[arg(long, default_value_t = 3)]
+        rounds: usize,
+    },
     /// Two builds of the release bootstraps, run by run in turns.
     BenchCompare {
         /// The "before" bootstraps (a directory like target/lambda-host).
@@ -148,6 +161,19 @@ async fn main() {
     let result = match Cli::parse().command {
         Command::ColdStart { runs } => cold_start(runs).await,
         Command::Bench { calls } => fleet_perf::bench::command(calls).await,
+        Command::BenchIngest {
+            devices,
+            batches,
+            rounds,
+        } => {
+            fleet_perf::bench::ingest_command(fleet_perf::bench::Settings {
+                devices,
+                batches,
+                rounds,
+                ..Default::default()
+            })
+            .await
+        }
         Command::BenchCompare {
             before,
             after,

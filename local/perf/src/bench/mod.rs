@@ -469,71 +469,7 @@ pub async fn run(settings: Settings) -> Result<BenchReport, BenchError> {
     .await?;
     let patterns = join_patterns(measured, latencies);
 
-    eprintln!(
-        "bench: ingest throughput ({} devices x {} batches x 100 events)",
-        settings.devices, settings.batches
-    );
-    // Rounds on fresh tables, each contender once in every position of the order, so
-    // DynamoDB Local's warm-up (JIT, heap) favours none; the median round of each is reported.
-    let rust_launch = Launch::bootstrap(&fleet_testkit::bootstrap::host_bootstrap(
-        &binaries["IngestFunction"],
-    ));
-    let python_launch = peer::peer_launch("ingest_handler");
-    let bare = aws_sdk_dynamodb::Client::new(&local_sdk_config(&endpoint).await);
-    // An untimed Rust run first: the items it stores are what the raw client writes in every
-    // round, and it warms DynamoDB Local's JVM for all contenders alike.
-    let source = new_table("bench-ingest-source".to_string()).await?;
-    let source_devices = ingest::register(&source, settings.devices).await?;
-    ingest::through_processes(
-        &rust_launch,
-        "IngestFunction",
-        &environments(source.name())?["IngestFunction"],
-        &source_devices,
-        settings.batches,
-        ingest_from,
-        &logs.join("source"),
-    )
-    .await?;
-    let mut rounds: Vec<ingest::Round> = Vec::new();
-    for round in 0..settings.rounds {
-        let mut figures = ingest::Round::default();
-        for turn in 0..3 {
-            let contender = ["rust", "raw", "python"][(turn + 3 - round % 3) % 3];
-            let table = new_table(format!("bench-ingest-{round}-{contender}")).await?;
-            let measured = match contender {
-                "raw" => ingest::raw_ceiling(&bare, source.name(), table.name()).await?,
-                side => {
-                    let devices = ingest::register(&table, settings.devices).await?;
-                    let launch = if side == "rust" {
-                        &rust_launch
-                    } else {
-                        &python_launch
-                    };
-                    ingest::through_processes(
-                        launch,
-                        "IngestFunction",
-                        &environments(table.name())?["IngestFunction"],
-                        &devices,
-                        settings.batches,
-                        ingest_from,
-                        &logs.join(format!("{side}-{round}")),
-                    )
-                    .await?
-                }
-            };
-            eprintln!(
-                "bench:   round {round} {contender}: {:.0} events/s",
-                measured.events_per_second
-            );
-            match contender {
-                "rust" => figures.rust = Some(measured),
-                "raw" => figures.raw = Some(measured),
-                _ => figures.python = Some(measured),
-            }
-        }
-        rounds.push(figures);
-    }
-    let ingest = IngestFigures::of(settings.devices, settings.batches, rounds)?;
+    let ingest = ingest_section(&settings, &binaries, &endpoint, &new_table, &logs).await?;
 
     eprintln!(
         "bench: cold start and memory of each release bootstrap ({} runs)",
@@ -614,6 +550,140 @@ pub async fn run(settings: Settings) -> Result<BenchReport, BenchError> {
         power,
         tls,
     })
+}
+
+/// The ingest comparison (section 2 of the bench): an untimed Rust run whose items the raw
+/// client writes, then `settings.rounds` rounds of the Rust bootstraps, the raw ceiling and the
+/// Python peer on fresh tables, each contender once in every position of the order.
+async fn ingest_section<F, Fut>(
+    settings: &Settings,
+    binaries: &BTreeMap<String, String>,
+    endpoint: &str,
+    new_table: &F,
+    logs: &Path,
+) -> Result<IngestFigures, BenchError>
+where
+    F: Fn(String) -> Fut,
+    Fut: std::future::Future<Output = Result<shared::FleetTable, BenchError>>,
+{
+    let template = Template::load(&default_template_path()).map_err(BenchError::setup)?;
+    let ingest_from =
+        Timestamp::parse_field("ingest_from", INGEST_FROM).map_err(BenchError::setup)?;
+    eprintln!(
+        "bench: ingest throughput ({} devices x {} batches x 100 events)",
+        settings.devices, settings.batches
+    );
+    // Rounds on fresh tables, each contender once in every position of the order, so
+    // DynamoDB Local's warm-up (JIT, heap) favours none; the median round of each is reported.
+    let rust_launch = Launch::bootstrap(&fleet_testkit::bootstrap::host_bootstrap(
+        &binaries["IngestFunction"],
+    ));
+    let python_launch = peer::peer_launch("ingest_handler");
+    let bare = aws_sdk_dynamodb::Client::new(&local_sdk_config(endpoint).await);
+    // An untimed Rust run first: the items it stores are what the raw client writes in every
+    // round, and it warms DynamoDB Local's JVM for all contenders alike.
+    let source = new_table("bench-ingest-source".to_string()).await?;
+    let source_devices = ingest::register(&source, settings.devices).await?;
+    ingest::through_processes(
+        &rust_launch,
+        "IngestFunction",
+        &function_environments(&template, endpoint, source.name())?["IngestFunction"],
+        &source_devices,
+        settings.batches,
+        ingest_from,
+        &logs.join("source"),
+    )
+    .await?;
+    let mut rounds: Vec<ingest::Round> = Vec::new();
+    for round in 0..settings.rounds {
+        let mut figures = ingest::Round::default();
+        for turn in 0..3 {
+            let contender = ["rust", "raw", "python"][(turn + 3 - round % 3) % 3];
+            let table = new_table(format!("bench-ingest-{round}-{contender}")).await?;
+            let measured = match contender {
+                "raw" => ingest::raw_ceiling(&bare, source.name(), table.name()).await?,
+                side => {
+                    let devices = ingest::register(&table, settings.devices).await?;
+                    let launch = if side == "rust" {
+                        &rust_launch
+                    } else {
+                        &python_launch
+                    };
+                    ingest::through_processes(
+                        launch,
+                        "IngestFunction",
+                        &function_environments(&template, endpoint, table.name())?
+                            ["IngestFunction"],
+                        &devices,
+                        settings.batches,
+                        ingest_from,
+                        &logs.join(format!("{side}-{round}")),
+                    )
+                    .await?
+                }
+            };
+            eprintln!(
+                "bench:   round {round} {contender}: {:.0} events/s",
+                measured.events_per_second
+            );
+            match contender {
+                "rust" => figures.rust = Some(measured),
+                "raw" => figures.raw = Some(measured),
+                _ => figures.python = Some(measured),
+            }
+        }
+        rounds.push(figures);
+    }
+    IngestFigures::of(settings.devices, settings.batches, rounds)
+}
+
+/// `fleet-perf bench-ingest`: only the ingest comparison, printed (nothing written): the Rust
+/// bootstraps, the raw BatchWriteItem ceiling and the Python peer, side by side in one run.
+pub async fn ingest_command(
+    settings: Settings,
+) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+    let root = fleet_testkit::repo_root();
+    let logs = root.join("target/bench");
+    std::fs::create_dir_all(&logs)?;
+    let template = Template::load(&default_template_path())?;
+    let binaries = function_binaries(&template);
+    let dynamodb = DynamoDbLocal::start(&default_install_dir())?;
+    let endpoint = dynamodb.endpoint().to_string();
+    let new_table = |name: String| {
+        let (template, endpoint) = (&template, &endpoint);
+        async move {
+            let mut table = local_table(endpoint, &name).await;
+            table.config.retention_days = REFERENCE_RETENTION_DAYS;
+            create_table(&table.client, &template.table, &name)
+                .await
+                .map_err(BenchError::setup)?;
+            Ok::<_, BenchError>(table)
+        }
+    };
+    let figures = ingest_section(&settings, &binaries, &endpoint, &new_table, &logs).await?;
+    for (name, t) in [
+        ("rust", &figures.rust),
+        ("raw", &figures.raw),
+        ("python", &figures.python),
+    ] {
+        println!(
+            "{name:>6}: {:>8.0} events/s, batch p50 {:.1} ms p99 {:.1} ms, CPU s: functions {}, driver {:.2}",
+            t.events_per_second,
+            t.batch_ms.p50,
+            t.batch_ms.p99,
+            t.function_cpu_seconds
+                .map_or("-".to_string(), |c| format!("{c:.2}")),
+            t.driver_cpu_seconds
+        );
+    }
+    println!(
+        "rust / raw ceiling: {:.2}; python / raw: {:.2}; rust p99 / python p99: {:.2}",
+        figures.rust.events_per_second / figures.raw.events_per_second,
+        figures.python.events_per_second / figures.raw.events_per_second,
+        figures.rust.batch_ms.p99 / figures.python.batch_ms.p99
+    );
+    drop(dynamodb);
+    Ok(())
 }
 
 /// `fleet-perf bench [CALLS]`: runs the benchmark and writes the two documents.

@@ -17,7 +17,7 @@ mod state;
 mod store;
 mod validate;
 
-pub use state::{check_type_cap, merged, MAX_STATE_BYTES, MAX_STATE_TYPES};
+pub use state::{check_type_cap, merged, without, MAX_STATE_BYTES, MAX_STATE_TYPES};
 pub use validate::{derive_event_id, validate_batch, NewEvent, SubmittedEvent};
 
 use std::collections::HashMap;
@@ -323,24 +323,37 @@ impl Ingestor {
         let deadline = deadline.min(Instant::now() + self.config.retry_window);
         let state = self.live_state(registration).await?;
         check_type_cap(&state, &events)?;
-        let unstored = self.store_events(registration, &events, deadline).await?;
+        // The live state's update goes out with the event writes, not after them: it is the
+        // one request a batch would otherwise wait for on its own. Should an event not be
+        // stored, the state is repaired before the answer (below).
+        let (unstored, folded) = tokio::join!(
+            self.store_events(registration, &events, deadline),
+            self.update_state(registration, state, &events, deadline),
+        );
+        let unstored = match unstored {
+            Ok(unstored) => unstored,
+            Err(err) => {
+                if let Ok(Some((before, written))) = folded {
+                    self.repair_or_warn(registration, &before, written, &[], &events, deadline)
+                        .await;
+                }
+                return Err(err);
+            }
+        };
         let (stored, failed): (Vec<NewEvent>, Vec<NewEvent>) = events
             .into_iter()
             .partition(|e| !unstored.contains(&(e.at, e.id.clone())));
-        if stored.is_empty() {
-            return Ok(IngestOutcome {
-                accepted: Vec::new(),
-                failed: failed.into_iter().map(|e| e.id).collect(),
-            });
-        }
-        match self
-            .update_state(registration, state, &stored, deadline)
-            .await
-        {
-            Ok(()) => Ok(IngestOutcome {
-                accepted: stored.into_iter().map(|e| e.id).collect(),
-                failed: failed.into_iter().map(|e| e.id).collect(),
-            }),
+        match folded {
+            Ok(written) => {
+                if let (Some((before, written)), false) = (written, failed.is_empty()) {
+                    self.repair_or_warn(registration, &before, written, &stored, &failed, deadline)
+                        .await;
+                }
+                Ok(IngestOutcome {
+                    accepted: stored.into_iter().map(|e| e.id).collect(),
+                    failed: failed.into_iter().map(|e| e.id).collect(),
+                })
+            }
             Err(FleetError::Unauthorized) => Err(FleetError::Unauthorized),
             // Stored but not on the dashboard yet: acknowledge nothing, so the device resends
             // the whole batch (idempotent) and the live state catches up.
@@ -351,6 +364,25 @@ impl Ingestor {
                     failed: stored.into_iter().chain(failed).map(|e| e.id).collect(),
                 })
             }
+        }
+    }
+
+    /// Takes `unstored` events back out of the live state; a repair that cannot be made
+    /// within the deadline is logged (the device resends them, which makes the state right).
+    async fn repair_or_warn(
+        &self,
+        registration: &RegistrationItem,
+        before: &DeviceStateItem,
+        written: DeviceStateItem,
+        stored: &[NewEvent],
+        unstored: &[NewEvent],
+        deadline: Instant,
+    ) {
+        if let Err(err) = self
+            .repair_state(registration, before, written, stored, unstored, deadline)
+            .await
+        {
+            tracing::warn!(device = %registration.device_id, error = %err, "live state shows events that were not stored until they are resent");
         }
     }
 }

@@ -79,6 +79,60 @@ pub fn merged(state: &DeviceStateItem, events: &[NewEvent]) -> DeviceStateItem {
     next
 }
 
+/// `state` without the `unstored` events, which an update folded in on top of `before`
+/// together with the `stored` ones: their recent entries go (and `before`'s come back in their
+/// place), a latest reading that is one of them falls back to `before`'s or a stored event's,
+/// and `lastSeen` is the newest of what is left.
+pub fn without(
+    state: &DeviceStateItem,
+    before: &DeviceStateItem,
+    stored: &[NewEvent],
+    unstored: &[NewEvent],
+) -> DeviceStateItem {
+    let gone = |at: i64, id: &crate::ids::EventId| {
+        unstored
+            .iter()
+            .any(|e| e.at.epoch_millis() == at && e.id == *id)
+    };
+    let mut next = state.clone();
+    next.recent.retain(|e| !gone(e.0, &e.1));
+    for e in &before.recent {
+        if !next.recent.iter().any(|r| r.0 == e.0 && r.1 == e.1) {
+            next.recent.push(e.clone());
+        }
+    }
+    next.recent
+        .sort_by(|a, b| (b.0, b.1.as_str()).cmp(&(a.0, a.1.as_str())));
+    next.recent.truncate(RECENT_EVENTS);
+    let replaced: Vec<String> = next
+        .latest
+        .iter()
+        .filter(|(kind, reading)| {
+            unstored.iter().any(|e| {
+                e.event_type.as_str() == kind.as_str()
+                    && e.at.epoch_millis() == reading.0
+                    && e.value == reading.1
+            })
+        })
+        .map(|(kind, _)| kind.clone())
+        .collect();
+    for kind in replaced {
+        match before.latest.get(&kind) {
+            Some(reading) => next.latest.insert(kind, reading.clone()),
+            None => next.latest.remove(&kind),
+        };
+    }
+    let newest = next
+        .latest
+        .values()
+        .map(|r| r.0)
+        .chain(next.recent.iter().map(|e| e.0))
+        .max()
+        .and_then(crate::timestamp::Timestamp::from_epoch_millis);
+    next.last_seen = before.last_seen.max(newest);
+    merged(&next, stored)
+}
+
 /// Refuses a batch that would make `state` keep more than [`MAX_STATE_TYPES`] types: a 400
 /// naming `events[i].type` of the first event of a type over the cap.
 pub fn check_type_cap(state: &DeviceStateItem, events: &[NewEvent]) -> Result<(), ValidationError> {
@@ -139,22 +193,64 @@ impl Ingestor {
 
     /// Folds `events` into the live state `base` with one conditional UpdateItem, skipped when
     /// it would change nothing (a replay). On a conflict the failed write returns the current
-    /// item, which is merged again (no separate read).
+    /// item, which is merged again (no separate read). Returns the state the write merged onto
+    /// and the state it stored (`None` when skipped), which a repair needs.
     pub(super) async fn update_state(
         &self,
         registration: &RegistrationItem,
         mut base: DeviceStateItem,
         events: &[NewEvent],
         deadline: Instant,
-    ) -> Result<(), FleetError> {
+    ) -> Result<Option<(DeviceStateItem, DeviceStateItem)>, FleetError> {
         let device = &registration.device_id;
         let mut retry = Retry::until(deadline).at_most(STATE_ATTEMPTS);
         while retry.next_attempt().await {
             let next = merged(&base, events);
             if next == base {
-                return Ok(());
+                return Ok(None);
             }
             let (request, stored) = self.state_update(registration, &base, next)?;
+            let err = match request.send().await {
+                Ok(_) => {
+                    self.remember_state(stored.clone());
+                    return Ok(Some((base, stored)));
+                }
+                Err(err) => err,
+            };
+            match err.as_service_error() {
+                Some(UpdateItemError::ConditionalCheckFailedException(failed)) => {
+                    base = self.after_conflict(device, failed.item())?;
+                }
+                _ if is_transient(&err) => {}
+                _ => return Err(sdk_error(err)),
+            }
+        }
+        Err(crate::dynamo::throttled())
+    }
+
+    /// Takes `unstored` events back out of the live state after an update that folded them in
+    /// (`written`, merged onto `before`) while their writes failed: the state shows only stored
+    /// events again. Conditioned like every update; on a conflict the current state is repaired
+    /// instead. Best effort within `deadline`: the device is told to resend these events, and
+    /// a resend that stores them makes the state right either way.
+    pub(super) async fn repair_state(
+        &self,
+        registration: &RegistrationItem,
+        before: &DeviceStateItem,
+        written: DeviceStateItem,
+        stored: &[NewEvent],
+        unstored: &[NewEvent],
+        deadline: Instant,
+    ) -> Result<(), FleetError> {
+        let device = &registration.device_id;
+        let mut current = written;
+        let mut retry = Retry::until(deadline).at_most(STATE_ATTEMPTS);
+        while retry.next_attempt().await {
+            let repaired = without(&current, before, stored, unstored);
+            if repaired == current {
+                return Ok(());
+            }
+            let (request, stored) = self.state_update(registration, &current, repaired)?;
             let err = match request.send().await {
                 Ok(_) => {
                     self.remember_state(stored);
@@ -164,7 +260,12 @@ impl Ingestor {
             };
             match err.as_service_error() {
                 Some(UpdateItemError::ConditionalCheckFailedException(failed)) => {
-                    base = self.after_conflict(device, failed.item())?;
+                    match self.after_conflict(device, failed.item()) {
+                        Ok(now) => current = now,
+                        // The device is gone: nothing left to repair.
+                        Err(FleetError::Unauthorized) => return Ok(()),
+                        Err(other) => return Err(other),
+                    }
                 }
                 _ if is_transient(&err) => {}
                 _ => return Err(sdk_error(err)),
@@ -367,6 +468,58 @@ mod tests {
         let over = merged(&state, &batch);
         assert_eq!(over.latest.len(), MAX_STATE_TYPES);
         assert!(over.latest.contains_key("t9"), "the newest reading stays");
+    }
+
+    #[test]
+    fn taking_unstored_events_out_restores_what_only_stored_ones_give() {
+        let before = merged(
+            &empty("u", "d", "n"),
+            &(0..10)
+                .map(|i| {
+                    event(
+                        &format!("old-{i}"),
+                        ["temp", "hum"][i % 2],
+                        EventValue::Number(i as f64),
+                        &format!("2024-04-10T09:{i:02}:00Z"),
+                    )
+                })
+                .collect::<Vec<_>>(),
+        );
+        let batch = [
+            event(
+                "kept",
+                "temp",
+                EventValue::Number(1.0),
+                "2024-04-10T10:00:00Z",
+            ),
+            event(
+                "lost-1",
+                "temp",
+                EventValue::Number(2.0),
+                "2024-04-10T10:05:00Z",
+            ),
+            event(
+                "lost-2",
+                "door",
+                EventValue::Flag(true),
+                "2024-04-10T10:06:00Z",
+            ),
+        ];
+        let written = merged(&before, &batch);
+        assert_eq!(written.latest["temp"].1, EventValue::Number(2.0));
+        let repaired = without(&written, &before, &batch[..1], &batch[1..]);
+        assert_eq!(
+            repaired,
+            merged(&before, &batch[..1]),
+            "as if only `kept` came"
+        );
+        assert_eq!(
+            repaired.recent.len(),
+            RECENT_EVENTS,
+            "older events come back"
+        );
+        // Nothing unstored: nothing changes.
+        assert_eq!(without(&written, &before, &batch, &[]), written);
     }
 
     /// DynamoDB's item size: attribute names plus values (numbers ~1 byte per 2 digits + 1,
