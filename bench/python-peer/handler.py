@@ -8,14 +8,14 @@ compares Rust with a fair alternative, not a straw man:
   BatchWriteItem chunks of one request concurrently (as the Rust handler does);
 - BatchWriteItem with UnprocessedItems retried under full-jitter backoff, so a partial
   failure names exactly the events to resend;
-- a warm-Lambda cache of registrations (30 s) and of device summaries, like the Rust one.
+- a warm-Lambda cache of registrations (30 s) and of devices' live states, like the Rust one.
 
 Same table, same keys, same item attributes, same statuses and response bodies as
 `functions/dashboard` (GET /me/dashboard, AP-DASH) and `functions/ingest`
 (POST /devices/{deviceId}/events, AP-14); `tests/python_peer.rs` checks that. Configuration
 comes from the same environment: TABLE_NAME, RETENTION_DAYS, EVENT_TYPE_SHARDS,
-OWNER_SHARDS, REGISTRATION_CACHE_SECONDS, MAX_CLOCK_SKEW_SECONDS, INGEST_RETRY_MS, and the
-standard AWS variables (AWS_REGION, AWS_ENDPOINT_URL_DYNAMODB).
+SEARCHABLE_EVENT_TYPES, REGISTRATION_CACHE_SECONDS, MAX_CLOCK_SKEW_SECONDS, INGEST_RETRY_MS,
+and the standard AWS variables (AWS_REGION, AWS_ENDPOINT_URL_DYNAMODB).
 """
 
 import base64
@@ -56,17 +56,34 @@ def _number(name, default, low, high):
 TABLE_NAME = os.environ.get("TABLE_NAME", "").strip()
 RETENTION_DAYS = _number("RETENTION_DAYS", 90, 1, 3650)
 EVENT_TYPE_SHARDS = _number("EVENT_TYPE_SHARDS", 8, 1, 1000)
-OWNER_SHARDS = _number("OWNER_SHARDS", 2, 1, 1000)
+
+
+def _searchable(text):
+    """SEARCHABLE_EVENT_TYPES: `alarm,error:16` -> {type: shards} (shared::config::parse_searchable)."""
+    types = {}
+    for entry in (e.strip() for e in text.split(",")):
+        if not entry:
+            continue
+        name, _, count = entry.partition(":")
+        shards = int(count) if count.strip() else EVENT_TYPE_SHARDS
+        if not 1 <= shards <= 1000 or name.strip() in types:
+            raise RuntimeError(f"SEARCHABLE_EVENT_TYPES={text!r} is not valid")
+        types[name.strip()] = shards
+    return types
+
+
+SEARCHABLE_EVENT_TYPES = _searchable(os.environ.get("SEARCHABLE_EVENT_TYPES", "alarm,error,fault"))
 REGISTRATION_CACHE_SECONDS = _number("REGISTRATION_CACHE_SECONDS", 30, 0, 10**9)
 MAX_CLOCK_SKEW_SECONDS = _number("MAX_CLOCK_SKEW_SECONDS", 300, 0, 10**9)
 INGEST_RETRY_MS = _number("INGEST_RETRY_MS", 5000, 0, 10**9)
 
 MAX_EVENTS_PER_BATCH = 100
 BATCH_WRITE_SIZE = 25
-MAX_TEXT_VALUE = 256
+MAX_TEXT_VALUE = 64
+MAX_STATE_TYPES = 8
 RECENT_EVENTS = 10
 SEEN_GRANULARITY_SECONDS = 15 * 60
-SUMMARY_ATTEMPTS = 16
+STATE_ATTEMPTS = 16
 MAX_INGEST_BODY_BYTES = 64 * 1024
 CACHE_CAPACITY = 10_000
 RETRY_AFTER_SECONDS = 1
@@ -438,19 +455,25 @@ def profile_json(item):
     }
 
 
-def device_json(item):
+def _ts(millis):
+    return str(Timestamp(int(millis)))
+
+
+def device_json(item, state):
+    """A device as the API shows it: the device item with its live state's readings."""
+    state = state or {}
     latest = {
-        t: {"at": r["M"]["at"]["S"], "value": value_to_json(value_from_attr(r["M"]["value"]))}
-        for t, r in sorted(item.get("latest", {}).get("M", {}).items())
+        t: {"at": _ts(r["L"][0]["N"]), "value": value_to_json(value_from_attr(r["L"][1]))}
+        for t, r in sorted(state.get("latest", {}).get("M", {}).items())
     }
     recent = [
         {
-            "id": r["M"]["id"]["S"],
-            "type": r["M"]["type"]["S"],
-            "value": value_to_json(value_from_attr(r["M"]["value"])),
-            "at": r["M"]["at"]["S"],
+            "id": r["L"][1]["S"],
+            "type": r["L"][2]["S"],
+            "value": value_to_json(value_from_attr(r["L"][3])),
+            "at": _ts(r["L"][0]["N"]),
         }
-        for r in item.get("recent", {}).get("L", [])
+        for r in state.get("recent", {}).get("L", [])
     ]
     return {
         "deviceId": _s(item, "deviceId"),
@@ -461,10 +484,16 @@ def device_json(item):
         "version": int(item["version"]["N"]),
         "createdAt": _s(item, "createdAt"),
         "updatedAt": _s(item, "updatedAt"),
-        "lastSeen": _s(item, "lastSeen"),
+        "lastSeen": _s(state, "lastSeen"),
         "latest": latest,
         "recent": recent,
     }
+
+
+def state_key(user, shard, device):
+    """The live state's key (shared::keys::state_pk / state_sk)."""
+    pk = f"USER#{user}" if shard == 0 else f"USER#{user}#SHARD#{shard}"
+    return {"PK": {"S": pk}, "SK": {"S": f"DEVICE#{device}#STATE"}}
 
 
 def cursor_error():
@@ -519,6 +548,7 @@ def _dashboard(event, _context):
         "ExpressionAttributeValues": {
             ":pk": {"S": pk}, ":first": {"S": "DEVICE#"}, ":last": {"S": "PROFILE"},
         },
+        "Limit": 100,
         "ReturnConsumedCapacity": "TOTAL",
     }
     cursor = (event.get("queryStringParameters") or {}).get("cursor")
@@ -528,17 +558,35 @@ def _dashboard(event, _context):
         out = DYNAMODB.query(**request)
     except (ClientError, BotoConnectionError, ReadTimeoutError) as err:
         raise sdk_error(err) from None
-    profile, devices = None, []
+    profile, devices = None, []  # devices: [device item, its state or None]
     for item in out.get("Items", []):
         kind = _s(item, "entityType")
         if kind == "profile":
             profile = profile_json(item)
         elif kind == "device":
             if "deletingAt" not in item:
-                devices.append(device_json(item))
-        else:
+                devices.append([item, None])
+        elif kind == "deviceState":
+            if devices and item["SK"]["S"] == f"DEVICE#{_s(devices[-1][0], 'deviceId')}#STATE":
+                devices[-1][1] = item
+        elif kind != "fleet":
             raise RuntimeError(f"unexpected {kind!r} item in the dashboard range")
-    body = {"profile": profile, "devices": devices,
+    # States placed on the owner's other partitions (a large fleet): one BatchGetItem.
+    missing = [state_key(user, int(d["shard"]["N"]) if "shard" in d else 0, _s(d, "deviceId"))
+               for d, st in devices if st is None]
+    placed = {}
+    while missing:
+        try:
+            got = DYNAMODB.batch_get_item(
+                RequestItems={TABLE_NAME: {"Keys": missing}}, ReturnConsumedCapacity="TOTAL")
+        except (ClientError, BotoConnectionError, ReadTimeoutError) as err:
+            raise sdk_error(err) from None
+        for item in got.get("Responses", {}).get(TABLE_NAME, []):
+            placed[item["SK"]["S"]] = item
+        missing = got.get("UnprocessedKeys", {}).get(TABLE_NAME, {}).get("Keys", [])
+    body = {"profile": profile,
+            "devices": [device_json(d, st or placed.get(f"DEVICE#{_s(d, 'deviceId')}#STATE"))
+                        for d, st in devices],
             "cursor": encode_cursor(out.get("LastEvaluatedKey"))}
     return json_response(200, body)
 
@@ -553,13 +601,13 @@ def dashboard_handler(event, context):
 
 _lock = threading.Lock()
 _registrations = {}  # deviceId -> (registration, fetched monotonic seconds)
-_summaries = {}  # deviceId -> summary dict
+_states = {}  # deviceId -> live state dict
 
 
 def _forget(device):
     with _lock:
         _registrations.pop(device, None)
-        _summaries.pop(device, None)
+        _states.pop(device, None)
 
 
 def token_matches(presented, stored_sha256_hex):
@@ -586,6 +634,7 @@ def authenticate(device, token):
     if item and token_matches(token, item["tokenSha256"]["S"]):
         registration = {k: item[k]["S"] for k in
                         ("deviceId", "userId", "tokenSha256", "deviceName", "deviceType")}
+        registration["shard"] = int(item["shard"]["N"]) if "shard" in item else 0
         with _lock:
             if len(_registrations) >= CACHE_CAPACITY:
                 _registrations.clear()
@@ -655,16 +704,10 @@ def validate_batch(body, now):
 
 def event_item(registration, e):
     user, device = registration["userId"], registration["deviceId"]
-    spread = f"{device}#{e['id']}"
     at = str(e["at"])
-    index_sk = f"{at}#{device}#{e['id']}"
-    return {
+    item = {
         "PK": {"S": f"USER#{user}#DEVICE#{device}"},
         "SK": {"S": f"EVENT#{at}#{e['id']}"},
-        "GSI1PK": {"S": f"TYPE#{e['type']}#{e['at'].day()}#{shard_of(spread, EVENT_TYPE_SHARDS)}"},
-        "GSI1SK": {"S": index_sk},
-        "GSI2PK": {"S": f"OWNER#{user}#{shard_of(spread, OWNER_SHARDS)}"},
-        "GSI2SK": {"S": index_sk},
         "entityType": {"S": "event"},
         "userId": {"S": user},
         "deviceId": {"S": device},
@@ -676,6 +719,13 @@ def event_item(registration, e):
         "deviceType": {"S": registration["deviceType"]},
         "ttl": {"N": str(e["at"].epoch_seconds() + RETENTION_DAYS * 86_400)},
     }
+    # Only the types operators search are on GSI1; every other event is one item.
+    shards = SEARCHABLE_EVENT_TYPES.get(e["type"])
+    if shards is not None:
+        spread = f"{device}#{e['id']}"
+        item["GSI1PK"] = {"S": f"TYPE#{e['type']}#{e['at'].day()}#{shard_of(spread, shards)}"}
+        item["GSI1SK"] = {"S": f"{at}#{device}#{e['id']}"}
+    return item
 
 
 def _retryable(err):
@@ -715,99 +765,124 @@ def write_chunk(chunk, deadline):
     return [key for key, _ in pending]
 
 
-def merged(summary, events):
-    """The summary with `events` folded in (shared::ops::ingest::DeviceSummary::merged)."""
-    last_seen = summary["lastSeen"]
-    latest = dict(summary["latest"])
-    recent = list(summary["recent"])
+def merged(state, events):
+    """The live state with `events` folded in (shared::ops::ingest::merged)."""
+    last_seen = state["lastSeen"]
+    latest = dict(state["latest"])  # type -> (at millis, value)
+    recent = list(state["recent"])  # (at millis, id, type, value), newest first
     for e in events:
         if last_seen is None or last_seen < e["at"]:
             last_seen = e["at"]
         current = latest.get(e["type"])
-        if current is None or current["at"] < e["at"]:
-            latest[e["type"]] = {"at": e["at"], "value": e["value"]}
-        if not any(r["at"] == e["at"] and r["id"] == e["id"] for r in recent):
-            recent.append({"id": e["id"], "type": e["type"], "value": e["value"], "at": e["at"]})
-    recent.sort(key=lambda r: (r["at"].millis, r["id"]), reverse=True)
-    return {**summary, "lastSeen": last_seen, "latest": latest, "recent": recent[:RECENT_EVENTS]}
+        if current is None or current[0] < e["at"].millis:
+            latest[e["type"]] = (e["at"].millis, e["value"])
+        if not any(r[0] == e["at"].millis and r[1] == e["id"] for r in recent):
+            recent.append((e["at"].millis, e["id"], e["type"], e["value"]))
+    while len(latest) > MAX_STATE_TYPES:
+        oldest = min(sorted(latest.items()), key=lambda kv: kv[1][0])[0]
+        del latest[oldest]
+    recent.sort(key=lambda r: (r[0], r[1]), reverse=True)
+    return {**state, "lastSeen": last_seen, "latest": latest, "recent": recent[:RECENT_EVENTS]}
 
 
-def same_summary(a, b):
+def same_state(a, b):
     return (a["lastSeen"] == b["lastSeen"] and a["latest"] == b["latest"]
-            and a["recent"] == b["recent"] and a["ingestSeq"] == b["ingestSeq"]
-            and a["seenKey"] == b["seenKey"])
+            and a["recent"] == b["recent"])
 
 
-def empty_summary():
-    return {"ingestSeq": None, "lastSeen": None, "latest": {}, "recent": [], "seenKey": None}
-
-
-def summary_from_item(item):
-    def ts(attr):
-        return Timestamp.parse("timestamp", attr["S"])
-
+def state_from_item(item):
     return {
-        "ingestSeq": int(item["ingestSeq"]["N"]) if "ingestSeq" in item else None,
-        "lastSeen": ts(item["lastSeen"]) if "lastSeen" in item else None,
-        "latest": {
-            t: {"at": ts(r["M"]["at"]), "value": value_from_attr(r["M"]["value"])}
-            for t, r in item.get("latest", {}).get("M", {}).items()
-        },
-        "recent": [
-            {"id": r["M"]["id"]["S"], "type": r["M"]["type"]["S"],
-             "value": value_from_attr(r["M"]["value"]), "at": ts(r["M"]["at"])}
-            for r in item.get("recent", {}).get("L", [])
-        ],
-        "seenKey": item["GSI1SK"]["S"] if "GSI1SK" in item else None,
+        "ingestSeq": int(item["ingestSeq"]["N"]) if "ingestSeq" in item else 0,
+        "lastSeen": Timestamp.parse("lastSeen", item["lastSeen"]["S"]) if "lastSeen" in item else None,
+        "latest": {t: (int(r["L"][0]["N"]), value_from_attr(r["L"][1]))
+                   for t, r in item.get("latest", {}).get("M", {}).items()},
+        "recent": [(int(r["L"][0]["N"]), r["L"][1]["S"], r["L"][2]["S"], value_from_attr(r["L"][3]))
+                   for r in item.get("recent", {}).get("L", [])],
     }
 
 
-def seen_bucket(at):
-    secs = at.epoch_seconds()
-    return Timestamp((secs - secs % SEEN_GRANULARITY_SECONDS) * 1000)
+def seen_key(at, device):
+    """SEEN#{bucket start}#{device}: 15-minute buckets offset per device (shared::keys::seen_bucket)."""
+    offset = xxhash.xxh3_64_intdigest(device.encode()) % SEEN_GRANULARITY_SECONDS
+    secs = at.epoch_seconds() + offset
+    start = Timestamp((secs - secs % SEEN_GRANULARITY_SECONDS - offset) * 1000)
+    return f"SEEN#{min(start, at, key=lambda t: t.millis)}#{device}"
 
 
-def update_summary(registration, events, deadline):
+def live_state(registration):
+    """The device's live state: the cached one, or a consistent read (a miss reads, it never
+    fails a conditional write). A device without one is gone: 401."""
     device = registration["deviceId"]
     with _lock:
-        base = _summaries.get(device) or empty_summary()
-    for attempt in range(1, SUMMARY_ATTEMPTS + 1):
+        cached = _states.get(device)
+    if cached is not None:
+        return cached
+    try:
+        out = DYNAMODB.get_item(
+            TableName=TABLE_NAME,
+            Key=state_key(registration["userId"], registration["shard"], device),
+            ConsistentRead=True, ReturnConsumedCapacity="TOTAL")
+    except (ClientError, BotoConnectionError, ReadTimeoutError) as err:
+        raise sdk_error(err) from None
+    if "Item" not in out:
+        _forget(device)
+        raise device_unauthorized()
+    state = state_from_item(out["Item"])
+    _remember(device, state)
+    return state
+
+
+def _remember(device, state):
+    with _lock:
+        if len(_states) >= CACHE_CAPACITY:
+            _states.clear()
+        _states[device] = state
+
+
+def check_type_cap(state, events):
+    types = set(state["latest"])
+    for i, e in enumerate(events):
+        types.add(e["type"])
+        if len(types) > MAX_STATE_TYPES:
+            raise invalid(f"events[{i}].type",
+                          f"a device reports at most {MAX_STATE_TYPES} event types; this one "
+                          f"already has {', '.join(sorted(state['latest']))}")
+
+
+def update_state(registration, base, events, deadline):
+    device = registration["deviceId"]
+    for attempt in range(1, STATE_ATTEMPTS + 1):
         if attempt > 1:
             if time.monotonic() >= deadline:
                 break
             backoff(attempt - 1)
         nxt = merged(base, events)
-        next_seq = (base["ingestSeq"] or 0) + 1
-        seen_key = (f"SEEN#{seen_bucket(nxt['lastSeen'])}#{device}"
-                    if nxt["lastSeen"] is not None else None)
+        if same_state(nxt, base):
+            return  # a replay: nothing to write
+        next_seq = base["ingestSeq"] + 1
         sets = ["lastSeen = :lastSeen", "latest = :latest", "recent = :recent",
                 "ingestSeq = :nextSeq"]
         values = {
             ":lastSeen": {"S": str(nxt["lastSeen"])},
-            ":latest": {"M": {t: {"M": {"at": {"S": str(r["at"])}, "value": value_to_attr(r["value"])}}
+            ":latest": {"M": {t: {"L": [{"N": str(r[0])}, value_to_attr(r[1])]}
                               for t, r in sorted(nxt["latest"].items())}},
-            ":recent": {"L": [{"M": {"id": {"S": r["id"]}, "type": {"S": r["type"]},
-                                     "value": value_to_attr(r["value"]), "at": {"S": str(r["at"])}}}
+            ":recent": {"L": [{"L": [{"N": str(r[0])}, {"S": r[1]}, {"S": r[2]},
+                                     value_to_attr(r[3])]}
                               for r in nxt["recent"]]},
             ":nextSeq": {"N": str(next_seq)},
+            ":seq": {"N": str(base["ingestSeq"])},
         }
-        # The index entry moves only when the coarse SEEN bucket does.
-        if seen_key != base["seenKey"] and seen_key is not None:
+        # The index entry moves only when the device's own SEEN bucket does.
+        new_key = seen_key(nxt["lastSeen"], device)
+        if base["lastSeen"] is None or new_key != seen_key(base["lastSeen"], device):
             sets.append("GSI1SK = :seenKey")
-            values[":seenKey"] = {"S": seen_key}
-        if base["ingestSeq"] is not None:
-            values[":seq"] = {"N": str(base["ingestSeq"])}
-            condition = ("attribute_exists(PK) AND attribute_not_exists(deletingAt) "
-                         "AND ingestSeq = :seq")
-        else:
-            condition = ("attribute_exists(PK) AND attribute_not_exists(deletingAt) "
-                         "AND attribute_not_exists(ingestSeq)")
+            values[":seenKey"] = {"S": new_key}
         try:
             DYNAMODB.update_item(
                 TableName=TABLE_NAME,
-                Key={"PK": {"S": f"USER#{registration['userId']}"}, "SK": {"S": f"DEVICE#{device}"}},
+                Key=state_key(registration["userId"], registration["shard"], device),
                 UpdateExpression="SET " + ", ".join(sets),
-                ConditionExpression=condition,
+                ConditionExpression="attribute_exists(PK) AND ingestSeq = :seq",
                 ExpressionAttributeValues=values,
                 ReturnValuesOnConditionCheckFailure="ALL_OLD",
                 ReturnConsumedCapacity="TOTAL",
@@ -815,33 +890,26 @@ def update_summary(registration, events, deadline):
         except ClientError as err:
             if err.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException":
                 current = err.response.get("Item")
-                if current is None or "deletingAt" in current:
+                if current is None:
                     _forget(device)
                     raise device_unauthorized() from None
-                base = summary_from_item(current)
-                if same_summary(merged(base, events), base):
-                    with _lock:
-                        _summaries[device] = base  # another batch already folded these in
-                    return
+                base = state_from_item(current)
+                _remember(device, base)
                 continue
             if not _retryable(err):
                 raise sdk_error(err) from None
             continue
         except (BotoConnectionError, ReadTimeoutError):
             continue
-        stored = {**nxt, "ingestSeq": next_seq}
-        if seen_key is not None:
-            stored["seenKey"] = seen_key
-        with _lock:
-            if len(_summaries) >= CACHE_CAPACITY:
-                _summaries.clear()
-            _summaries[device] = stored
+        _remember(device, {**nxt, "ingestSeq": next_seq})
         return
     raise busy()
 
 
 def ingest(registration, events, deadline):
     deadline = min(deadline, time.monotonic() + INGEST_RETRY_MS / 1000.0)
+    state = live_state(registration)
+    check_type_cap(state, events)
     items = [((e["at"], e["id"]), event_item(registration, e)) for e in events]
     chunks = [items[i:i + BATCH_WRITE_SIZE] for i in range(0, len(items), BATCH_WRITE_SIZE)]
     unstored = set()
@@ -852,7 +920,7 @@ def ingest(registration, events, deadline):
     if not stored:
         return [], [e["id"] for e in failed]
     try:
-        update_summary(registration, stored, deadline)
+        update_state(registration, state, stored, deadline)
     except ApiError as err:
         if err.status == 401:
             raise
