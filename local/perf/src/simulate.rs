@@ -60,8 +60,6 @@ pub const MAX_SHARDS: u16 = 1000;
 pub const TOP_KEYS: usize = 10;
 /// Events an event-list read returns (the API's default page).
 pub const EVENT_PAGE: f64 = 50.0;
-/// How long a warm ingest Lambda trusts a registration it read (`REGISTRATION_CACHE_SECONDS`).
-pub const REGISTRATION_CACHE_SECONDS: f64 = 30.0;
 /// The default day events are written on (the GSI1 `TYPE#` keys carry the day).
 pub const DEFAULT_DAY: &str = "2026-11-20";
 /// Events retained (`RETENTION_DAYS` default), for storage.
@@ -491,7 +489,7 @@ pub enum KeyKind {
 impl KeyKind {
     fn describe(self) -> &'static str {
         match self {
-            KeyKind::UserPartition => "user partition (device summaries, dashboard)",
+            KeyKind::UserPartition => "owner partition (live states, dashboard)",
             KeyKind::DeviceEvents => "one device's events",
             KeyKind::Registration => "registration (ingest auth)",
             KeyKind::EventType => "events of a type and day, one shard",
@@ -719,7 +717,7 @@ fn fix_for(load: &KeyLoad, shards: Option<u16>) -> String {
             "{} = {} already spreads it; the share is the index's low cardinality, under the per-partition limits",
             f.setting, f.shards
         ),
-        (KeyKind::UserPartition, _, _) => "not sharded: every device summary update of this user's fleet lands in the user partition. Larger ingest batches (fewer summary updates), or keeping a very large fleet's summaries in per-device partitions, would fix it".into(),
+        (KeyKind::UserPartition, _, _) => "an owner partition holds the live states of up to `DEVICES_PER_SHARD` devices: lower it (new devices then spread over more partitions) or cap the busiest devices' batch rate".into(),
         (KeyKind::DeviceEvents, _, _) => "not sharded: one device's events. Over 1,000 WCU/s it throttles; a device this busy needs its events time-sharded (seed 003 technique 3) or its rate capped at ingest".into(),
         (KeyKind::Registration, _, _) => "not sharded: one registration, read by ingestion at most once per cache window per warm Lambda".into(),
         _ => "not sharded".into(),
@@ -902,8 +900,9 @@ pub fn simulate(profile: Profile, source: &str) -> Result<Simulation, Error> {
                 rcu: event_read_rcu,
                 family: None,
             });
-            // The registration: one consistent read per batch, at most one per cache window.
-            let auth_reads = batches.min(1.0 / REGISTRATION_CACHE_SECONDS) * registration_rcu;
+            // The registration: one consistent read per batch. API Gateway spreads a device's
+            // batches over containers, so the per-container cache is assumed to miss.
+            let auth_reads = batches * registration_rcu;
             registration_reads += auth_reads / registration_rcu;
             base.add(0.0, auth_reads, || KeyLoad {
                 key: registration_pk(&device),
@@ -927,14 +926,17 @@ pub fn simulate(profile: Profile, source: &str) -> Result<Simulation, Error> {
         let _ = per_user_event_reads;
         for (k, batches) in state_partitions.iter().enumerate() {
             let wcu = batches * device_update_wcu;
-            let rcu = if k == 0 {
-                let dashboard_bytes = sizes.profile
-                    + u64::from(*fleet) * sizes.device_item
-                    + (u64::from(*fleet) / u64::from(placed_shards).max(1)) * sizes.device;
-                per_user_dashboards * query_read_units(dashboard_bytes)
-            } else {
-                0.0
-            };
+            // Each batch reads the live state first (a cache miss, as for the registration).
+            let state_reads = batches * strong_read_units(sizes.device);
+            let rcu = state_reads
+                + if k == 0 {
+                    let dashboard_bytes = sizes.profile
+                        + u64::from(*fleet) * sizes.device_item
+                        + (u64::from(*fleet) / u64::from(placed_shards).max(1)) * sizes.device;
+                    per_user_dashboards * query_read_units(dashboard_bytes)
+                } else {
+                    0.0
+                };
             base.add(wcu, rcu, || KeyLoad {
                 key: state_pk(&user, k as u32),
                 kind: KeyKind::UserPartition,
@@ -1147,7 +1149,7 @@ pub fn render(sim: &Simulation) -> String {
         .collect();
     let _ = writeln!(
         out,
-        "Item sizes (real items, DynamoDB's size rules): event {}; device with summary {} B ({} WCU per summary update), its GSI1 entry {} B; profile {} B; registration {} B.\n",
+        "Item sizes (real items, DynamoDB's size rules): event {}; device live state {} B ({} WCU per update), its GSI1 entry {} B; profile {} B; registration {} B.\n",
         events.join("; "),
         s.device,
         write_units(s.device),
@@ -1288,9 +1290,10 @@ pub fn render_report(sims: &[Simulation]) -> String {
          3,000 RCU/s (DynamoDB's per-partition limits) or over 10% of its table's or index's traffic \
          (seed 003's target); for a write-sharded key it gives the shard count that fixes it \
          (`shard::shards_for_peak_wcu`: 2x headroom, and at most 10% per shard).\n\n\
-         Assumptions: rates are steady averages (no diurnal peak); every device is `active`; a \
-         device's batches reach one warm ingest Lambda, so its registration is read at most once \
-         per 30 s cache window; event values are numbers; the dashboard, AP-04 and AP-05 reads \
+         Assumptions: rates are steady averages (no diurnal peak); every device is `active`; \
+         API Gateway spreads a device's batches over containers, so every ingest request reads \
+         the registration and the device's live state (consistent reads; a per-container cache \
+         is assumed to miss); event values are numbers; the dashboard, AP-04 and AP-05 reads \
          are spread evenly over users or devices; each read returns one page (at most 50 events).\n\n",
     );
     out.push_str("| profile | devices | events/s | base table peak WCU/s | GSI1 peak WCU/s | GSI2 peak WCU/s | verdict |\n|---|---|---|---|---|---|---|\n");
