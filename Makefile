@@ -140,10 +140,15 @@ $(PEER_STAMP): bench/python-peer/requirements.txt
 
 # The benchmark (local/perf/src/bench/): every function as its release bootstrap under the local
 # Runtime API, against the Python peer, on one DynamoDB Local.
-.PHONY: bench bench-compare
+# The driver (the local Runtime API, the raw client) is built in release: a debug build of it
+# took a tenth of every ingest batch's time, which the contenders paid and the raw client did not.
+.PHONY: bench bench-ingest bench-compare
 bench: dynamodb-local smoke-build python-peer ## Measure patterns, ingest vs raw BatchWriteItem, cold starts, the Python peer: docs/benchmarks.md + .json (CALLS=300)
-	$(CARGO) run --quiet -p fleet-perf -- bench $${CALLS:-300}
+	$(CARGO) run --release --quiet -p fleet-perf -- bench $${CALLS:-300}
+
+bench-ingest: dynamodb-local smoke-build python-peer ## Only the ingest comparison (Rust, raw ceiling, Python peer), printed: make bench-ingest [ROUNDS=3]
+	$(CARGO) run --release --quiet -p fleet-perf -- bench-ingest --rounds $${ROUNDS:-3}
 
 bench-compare: dynamodb-local smoke-build ## Two builds of the bootstraps in turns: make bench-compare BEFORE=target/lambda-host-before [RUNS=20]
 	@test -n "$(BEFORE)" || { echo "usage: make bench-compare BEFORE=<dir like target/lambda-host>"; exit 2; }
-	$(CARGO) run --quiet -p fleet-perf -- bench-compare $(BEFORE) target/lambda-host $${RUNS:-20}
+	$(CARGO) run --release --quiet -p fleet-perf -- bench-compare $(BEFORE) target/lambda-host $${RUNS:-20}
