@@ -38,11 +38,13 @@ pub enum EntityType {
     Report,
     /// Progress of one scan segment of a daily analytics run.
     Checkpoint,
+    /// A deleted device whose events the daily run still has to purge.
+    PurgeMarker,
 }
 
 impl EntityType {
     /// Every entity type.
-    pub const ALL: [EntityType; 9] = [
+    pub const ALL: [EntityType; 10] = [
         EntityType::Profile,
         EntityType::Device,
         EntityType::Fleet,
@@ -52,6 +54,7 @@ impl EntityType {
         EntityType::Event,
         EntityType::Report,
         EntityType::Checkpoint,
+        EntityType::PurgeMarker,
     ];
 
     /// The stored spelling of `entityType`.
@@ -66,6 +69,7 @@ impl EntityType {
             EntityType::Event => "event",
             EntityType::Report => "report",
             EntityType::Checkpoint => "checkpoint",
+            EntityType::PurgeMarker => "purgeMarker",
         }
     }
 
@@ -380,6 +384,46 @@ pub struct EventItem {
     pub device_type: DeviceType,
     /// Expiry, epoch seconds (`at` + retention).
     pub ttl: i64,
+}
+
+/// A deleted device whose events the daily run still has to purge: `PURGE#{userId}#{deviceId}`
+/// / `PURGE`, and in the directory (GSI2), which the daily run scans. Written by the deletion's
+/// transaction; removed by the run once the device's events from before `deletedAt` are gone.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PurgeMarkerItem {
+    /// Owner of the deleted device (read back from the key).
+    #[serde(skip_serializing)]
+    pub user_id: UserId,
+    /// The deleted device (read back from the key).
+    #[serde(skip_serializing)]
+    pub device_id: DeviceId,
+    /// When it was deleted: its events up to then are purged.
+    pub deleted_at: Timestamp,
+}
+
+impl Entity for PurgeMarkerItem {
+    const ENTITY_TYPE: EntityType = EntityType::PurgeMarker;
+    fn item_key(&self) -> ItemKey {
+        ItemKey::PurgeMarker {
+            user: self.user_id.clone(),
+            device: self.device_id.clone(),
+        }
+    }
+    fn index_keys(&self, _shards: &ShardCounts) -> IndexKeys {
+        IndexKeys::directory_entry(
+            &self.user_id,
+            DirectoryEntry::Purge,
+            Some(self.device_id.as_str()),
+        )
+    }
+    fn from_item(mut item: Attributes) -> Result<Self, crate::error::FleetError> {
+        if let Ok(ItemKey::PurgeMarker { user, device }) = ItemKey::of(&item) {
+            item.insert("userId".into(), AttributeValue::S(user.to_string()));
+            item.insert("deviceId".into(), AttributeValue::S(device.to_string()));
+        }
+        crate::entity::checked_item(item)
+    }
 }
 
 impl Entity for ProfileItem {

@@ -12,7 +12,8 @@
 //! | registration | `DEVICE#{deviceId}` | `REGISTRATION` |
 //! | event | `USER#{userId}#DEVICE#{deviceId}` | `EVENT#{at}#{eventId}` |
 //! | daily report | `REPORT#{day}` | `REPORT` |
-//! | checkpoint | `ANALYTICS#{day}` | `SEGMENT#{segment}` |
+//! | checkpoint | `ANALYTICS#{day}#{segment}` | `CHECKPOINT` |
+//! | purge marker | `PURGE#{userId}#{deviceId}` | `PURGE` |
 //!
 //! Every part is a validated type that cannot contain `#`, so parsing is unambiguous.
 
@@ -114,8 +115,10 @@ pub enum ItemKey {
     },
     /// The daily analytics report for `day`.
     Report { day: Day },
-    /// One scan segment's checkpoint of the daily run for `day`.
+    /// One scan segment's checkpoint of the daily run for `day` (a key of its own per segment).
     Checkpoint { day: Day, segment: u32 },
+    /// A deleted device whose events the daily run still has to purge.
+    PurgeMarker { user: UserId, device: DeviceId },
 }
 
 /// `USER#{userId}`: the user partition (profile, devices, tag links).
@@ -189,15 +192,22 @@ pub fn report_pk(day: &Day) -> String {
     format!("REPORT#{day}")
 }
 
-/// `ANALYTICS#{day}`: the checkpoints of the daily run for `day`.
-pub fn analytics_pk(day: &Day) -> String {
-    format!("ANALYTICS#{day}")
+/// `ANALYTICS#{day}#{segment}`: one scan segment's checkpoint of the daily run for `day`. Each
+/// segment writes its own key after every page, so segments never share a partition.
+pub fn checkpoint_pk(day: &Day, segment: u32) -> String {
+    format!("ANALYTICS#{day}#{segment:04}")
 }
 
-/// `SEGMENT#{segment}`: one scan segment's checkpoint.
-pub fn segment_sk(segment: u32) -> String {
-    format!("SEGMENT#{segment:04}")
+/// Sort key of a checkpoint item.
+pub const CHECKPOINT_SK: &str = "CHECKPOINT";
+
+/// `PURGE#{userId}#{deviceId}`: a deleted device's purge marker.
+pub fn purge_pk(user: &UserId, device: &DeviceId) -> String {
+    format!("PURGE#{user}#{device}")
 }
+
+/// Sort key of a purge marker.
+pub const PURGE_SK: &str = "PURGE";
 
 /// Device status as stored and as the API spells it.
 pub use crate::items::DeviceStatus;
@@ -303,6 +313,8 @@ pub enum DirectoryEntry {
     Profile,
     /// An owner's fleet item.
     Fleet,
+    /// A deleted device's purge marker.
+    Purge,
 }
 
 impl DirectoryEntry {
@@ -310,6 +322,7 @@ impl DirectoryEntry {
         match self {
             DirectoryEntry::Profile => "PROFILE",
             DirectoryEntry::Fleet => "FLEET",
+            DirectoryEntry::Purge => "PURGE",
         }
     }
 }
@@ -368,12 +381,22 @@ impl IndexKeys {
         }
     }
 
-    /// A profile or fleet item in the directory (GSI2), which the daily run scans instead of
-    /// the table: it holds one entry per user and per fleet, never an event.
+    /// A profile, fleet or purge marker in the directory (GSI2), which the daily run scans
+    /// instead of the table: one entry per user, per fleet and per deleted device being purged,
+    /// never an event. `detail` tells apart several entries of one user (a marker's device).
     pub fn directory(user: &UserId, entry: DirectoryEntry) -> Self {
+        Self::directory_entry(user, entry, None)
+    }
+
+    /// [`IndexKeys::directory`] with a detail after the user (a purge marker's device).
+    pub fn directory_entry(user: &UserId, entry: DirectoryEntry, detail: Option<&str>) -> Self {
+        let sort = match detail {
+            Some(detail) => format!("{}#{user}#{detail}", entry.as_str()),
+            None => format!("{}#{user}", entry.as_str()),
+        };
         IndexKeys {
             gsi2pk: Some(directory_gsi2pk(user)),
-            gsi2sk: Some(format!("{}#{user}", entry.as_str())),
+            gsi2sk: Some(sort),
             ..IndexKeys::default()
         }
     }
@@ -418,7 +441,10 @@ impl ItemKey {
                 event,
             } => (event_pk(user, device), event_sk(at, event)),
             ItemKey::Report { day } => (report_pk(day), REPORT_SK.to_string()),
-            ItemKey::Checkpoint { day, segment } => (analytics_pk(day), segment_sk(*segment)),
+            ItemKey::Checkpoint { day, segment } => {
+                (checkpoint_pk(day, *segment), CHECKPOINT_SK.to_string())
+            }
+            ItemKey::PurgeMarker { user, device } => (purge_pk(user, device), PURGE_SK.to_string()),
         };
         PrimaryKey { pk, sk }
     }
@@ -480,7 +506,7 @@ impl ItemKey {
             (["REPORT", day], ["REPORT"]) => Ok(ItemKey::Report {
                 day: Day::parse_field("day", day)?,
             }),
-            (["ANALYTICS", day], ["SEGMENT", segment])
+            (["ANALYTICS", day, segment], ["CHECKPOINT"])
                 if segment.len() == 4 && segment.bytes().all(|b| b.is_ascii_digit()) =>
             {
                 Ok(ItemKey::Checkpoint {
@@ -488,6 +514,10 @@ impl ItemKey {
                     segment: segment.parse().map_err(|_| bad())?,
                 })
             }
+            (["PURGE", user, device], ["PURGE"]) => Ok(ItemKey::PurgeMarker {
+                user: UserId::parse(*user)?,
+                device: DeviceId::parse(*device)?,
+            }),
             _ => Err(bad()),
         }
     }
@@ -552,6 +582,10 @@ mod tests {
             ItemKey::Checkpoint {
                 day: day(),
                 segment: 7,
+            },
+            ItemKey::PurgeMarker {
+                user: user(),
+                device: device(),
             },
         ];
         for key in keys {
@@ -743,7 +777,9 @@ mod tests {
             ("USER#u", "DEVICE#d#STATUS"),
             ("REPORT#2024-02-30", "REPORT"),
             ("ANALYTICS#2024-02-01", "SEGMENT#7"),
-            ("ANALYTICS#2024-02-01", "SEGMENT#+007"),
+            ("ANALYTICS#2024-02-01#7", "CHECKPOINT"),
+            ("ANALYTICS#2024-02-01#+007", "CHECKPOINT"),
+            ("PURGE#u", "PURGE"),
             ("OTHER#x", "Y"),
         ] {
             assert!(ItemKey::parse(pk, sk).is_err(), "{pk} / {sk}");
@@ -767,7 +803,7 @@ pub struct KeyTemplate {
 }
 
 /// Every entity's keys, as templates (a unit test checks them against the builders above).
-pub const KEY_TEMPLATES: [KeyTemplate; 9] = [
+pub const KEY_TEMPLATES: [KeyTemplate; 10] = [
     KeyTemplate {
         entity_type: "profile",
         pk: "USER#${userId}",
@@ -832,10 +868,17 @@ pub const KEY_TEMPLATES: [KeyTemplate; 9] = [
     },
     KeyTemplate {
         entity_type: "checkpoint",
-        pk: "ANALYTICS#${day}",
-        sk: "SEGMENT#${segment}",
+        pk: "ANALYTICS#${day}#${segment}",
+        sk: "CHECKPOINT",
         gsi1: None,
         gsi2: None,
+    },
+    KeyTemplate {
+        entity_type: "purgeMarker",
+        pk: "PURGE#${userId}#${deviceId}",
+        sk: "PURGE",
+        gsi1: None,
+        gsi2: Some(("DIRECTORY#${directoryShard}", "PURGE#${userId}#${deviceId}")),
     },
 ];
 
@@ -888,7 +931,8 @@ mod template_tests {
             (registration_pk(&device), REGISTRATION_SK.to_string()),
             (event_pk(&user, &device), event_sk(&at, &event)),
             (report_pk(&day), REPORT_SK.to_string()),
-            (analytics_pk(&day), segment_sk(7)),
+            (checkpoint_pk(&day, 7), CHECKPOINT_SK.to_string()),
+            (purge_pk(&user, &device), PURGE_SK.to_string()),
         ];
         for (t, (pk, sk)) in KEY_TEMPLATES.iter().zip(built) {
             assert_eq!(fill(main(t.pk), &v), pk, "{}", t.entity_type);

@@ -64,7 +64,7 @@ pub const INDEXES: [IndexSpec; 2] = [
         name: GSI2,
         partition_key: GSI2PK,
         sort_key: GSI2SK,
-        projected: &[ENTITY_TYPE, "userId", "shards", "devices"],
+        projected: &[ENTITY_TYPE, "userId", "shards", "devices", "deletedAt"],
     },
 ];
 

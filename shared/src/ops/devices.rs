@@ -29,8 +29,8 @@ use crate::entity::Entity;
 use crate::error::{FleetError, ValidationError};
 use crate::ids::{DeviceId, DeviceType, Tag, UserId};
 use crate::items::{
-    DeviceItem, DeviceStateItem, DeviceStatus, EntityType, FleetItem, Reading, RecentEvent,
-    RegistrationItem, TagLinkItem,
+    DeviceItem, DeviceStateItem, DeviceStatus, EntityType, FleetItem, PurgeMarkerItem, Reading,
+    RecentEvent, RegistrationItem, TagLinkItem,
 };
 use crate::keys::{
     placement, state_sk, status_gsi1pk, status_shard, DirectoryEntry, IndexKeys, ItemKey,
@@ -831,6 +831,16 @@ fn deletion(
             .build(),
         delete(table, state_key(item))?,
         count_deletion(table, user)?,
+        // The daily run finds the device's events from this marker, not by reading history.
+        put(
+            table,
+            &PurgeMarkerItem {
+                user_id: user.clone(),
+                device_id: device.clone(),
+                deleted_at: item.deleting_at.unwrap_or_else(Timestamp::now),
+            },
+            None,
+        )?,
     ];
     for tag in item
         .linked_tags
@@ -846,7 +856,8 @@ fn deletion(
 /// AP-08, implemented by [`delete_device`].
 pub const DELETE_DEVICE: AccessPattern = AccessPattern {
     id: PatternId::Ap08,
-    description: "delete a device and free its id (events purged by the next daily run)",
+    description:
+        "delete a device and free its id (a purge marker: the next daily runs purge its events)",
     frequency: Frequency::Important,
     operations: &[Operation::UpdateItem, Operation::TransactWriteItems],
     index: None,

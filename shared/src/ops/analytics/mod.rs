@@ -1,15 +1,15 @@
-//! The daily analytics run (DESIGN §5): a parallel Scan, checkpointed per segment, that writes
-//! `REPORT#{day}` and purges the events of deleted devices.
+//! The daily analytics run (DESIGN §5): a parallel Scan of the directory (GSI2: one entry per
+//! profile, fleet and purge marker), checkpointed per segment, that writes `REPORT#{day}` and
+//! purges the events of deleted devices. It reads what scales with the day, never the history:
+//! the directory, each owner's device and live-state items, and each device's events of the
+//! day only (a device last seen before the day has none, so it is not read at all).
 //!
-//! Every segment keeps a [`SegmentTally`]; after each page the tally and the page's
-//! `LastEvaluatedKey` are written to the segment's checkpoint (`ANALYTICS#{day}` /
-//! `SEGMENT#{n}`), so a run cut off by the Lambda timeout resumes where it stopped. When every
-//! segment is done the tallies are merged into the report; running the day again reuses the
-//! finished checkpoints and writes the same report.
-//!
-//! Counting relies on DynamoDB returning all items of one partition key together, in one
-//! segment (a Scan segment is a range of partition-key hashes): a device's events and a user's
-//! devices are therefore counted exactly, carrying only the partition in progress.
+//! Every segment keeps a [`SegmentTally`]; after each unit of work (a directory page, one of an
+//! owner's partitions, a purge) the tally and the segment's position are written to the
+//! segment's own checkpoint key (`ANALYTICS#{day}#{n}`), so a run cut off by the Lambda timeout
+//! resumes where it stopped, even inside a large fleet. When every segment is done the tallies
+//! are merged into the report; running the day again reuses the finished checkpoints and writes
+//! the same report.
 
 mod purge;
 mod report;
@@ -27,16 +27,17 @@ use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 
-use super::{query, s};
+use aws_sdk_dynamodb::types::KeysAndAttributes;
+
 use crate::catalog::{implemented_by, AccessPattern, Frequency, PatternId, RequestBudget};
 use crate::cursor::StartKey;
 use crate::entity::Entity;
 use crate::error::{FleetError, ValidationError};
 use crate::items::EntityType;
-use crate::keys::{analytics_pk, ItemKey};
-use crate::table::{sdk_error, FleetTable};
+use crate::keys::ItemKey;
+use crate::table::{sdk_error, FleetTable, MAX_ATTEMPTS};
 use crate::timestamp::{Day, Timestamp};
-use scan::scan_segment;
+use scan::{scan_segment, Unit};
 
 /// Devices listed in `topDevices`.
 pub const TOP_DEVICES: usize = 10;
@@ -57,14 +58,14 @@ pub struct RunPlan {
     /// The segments this invocation works on (all when `None`): several invocations can share
     /// a day when one 15-minute Lambda cannot scan the table.
     pub only: Option<Vec<u32>>,
-    /// Scan page size (`None`: DynamoDB's 1 MB pages).
+    /// Directory page size (`None`: DynamoDB's 1 MB pages).
     pub page_limit: Option<i32>,
     /// Stop scanning (after checkpointing) at this instant.
     pub deadline: Instant,
     /// Forget earlier checkpoints of the day and scan again.
     pub fresh: bool,
-    /// Pages per segment in this invocation at most (`None`: until done or the deadline); a
-    /// bound on one invocation's work, like the deadline.
+    /// Units of work per segment in this invocation at most (`None`: until done or the
+    /// deadline); a bound on one invocation's work, like the deadline.
     pub max_pages: Option<u32>,
 }
 
@@ -99,8 +100,15 @@ struct Checkpoint {
     segment: u32,
     segments: u32,
     done: bool,
+    /// Where the segment's next directory page starts.
     #[serde(default)]
     last_key: Option<StartKey>,
+    /// The segment's directory range is read (what is left is `pending`).
+    #[serde(default)]
+    directory_done: bool,
+    /// Work left from the directory pages read.
+    #[serde(default)]
+    pending: Vec<Unit>,
     tally: SegmentTally,
     ttl: i64,
 }
@@ -160,9 +168,9 @@ pub async fn run_daily_report(
     plan: &RunPlan,
 ) -> Result<RunOutcome, FleetError> {
     if plan.fresh {
-        forget_checkpoints(table, &plan.day).await?;
+        forget_checkpoints(table, &plan.day, plan.segments).await?;
     }
-    let mut checkpoints = load_checkpoints(table, &plan.day).await?;
+    let mut checkpoints = load_checkpoints(table, &plan.day, plan.segments).await?;
     if let Some(other) = checkpoints.values().find(|c| c.segments != plan.segments) {
         return Err(ValidationError::new(
             "segments",
@@ -216,31 +224,42 @@ pub async fn run_daily_report(
     })
 }
 
+/// The day's checkpoints: one key per segment, read together (consistently).
 async fn load_checkpoints(
     table: &FleetTable,
     day: &Day,
+    segments: u32,
 ) -> Result<BTreeMap<u32, Checkpoint>, FleetError> {
-    let (items, _) = query(
-        table
-            .client
-            .query()
-            .table_name(table.name())
-            .key_condition_expression("PK = :pk")
-            .expression_attribute_values(":pk", s(analytics_pk(day)))
-            .consistent_read(true),
-    )
-    .await?;
-    items
-        .into_iter()
-        .map(|item| {
+    let mut found = BTreeMap::new();
+    let keys: Vec<_> = (0..segments)
+        .map(|segment| ItemKey::Checkpoint { day: *day, segment }.attributes())
+        .collect();
+    for chunk in keys.chunks(crate::dynamo::BATCH_GET_SIZE) {
+        let request = KeysAndAttributes::builder()
+            .set_keys(Some(chunk.to_vec()))
+            .consistent_read(true)
+            .build()
+            .map_err(FleetError::internal)?;
+        let items = crate::dynamo::get_all(
+            table,
+            request,
+            &mut crate::retry::Retry::attempts(MAX_ATTEMPTS),
+        )
+        .await?;
+        for item in items {
             let c = Checkpoint::from_item(item)?;
-            Ok((c.segment, c))
-        })
-        .collect()
+            found.insert(c.segment, c);
+        }
+    }
+    Ok(found)
 }
 
-async fn forget_checkpoints(table: &FleetTable, day: &Day) -> Result<(), FleetError> {
-    for segment in load_checkpoints(table, day).await?.into_keys() {
+async fn forget_checkpoints(
+    table: &FleetTable,
+    day: &Day,
+    segments: u32,
+) -> Result<(), FleetError> {
+    for segment in load_checkpoints(table, day, segments).await?.into_keys() {
         table
             .client
             .delete_item()

@@ -1,69 +1,53 @@
-//! The purge of events whose device was deleted (or re-registered to another user): which
-//! partitions are orphaned, and the batched deletes.
+//! The purge of a deleted device's events, found from its purge marker (written by the
+//! deletion's transaction), never by reading live devices' history. Bounded work per run: at
+//! most [`PURGE_PER_RUN`] events per marker; the marker stays until its device's events from
+//! before the deletion are gone.
 
-use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use aws_sdk_dynamodb::types::{DeleteRequest, KeysAndAttributes, WriteRequest};
+use aws_sdk_dynamodb::types::{DeleteRequest, WriteRequest};
 
-use super::tally::text;
-use crate::dynamo::{get_all, throttled, write_all, BATCH_GET_SIZE, BATCH_WRITE_SIZE};
+use crate::dynamo::{throttled, write_all, BATCH_WRITE_SIZE};
+use crate::entity::Entity;
 use crate::error::FleetError;
-use crate::keys::{parse_event_pk, ItemKey, PrimaryKey};
-use crate::ops::RawItem;
+use crate::items::PurgeMarkerItem;
+use crate::keys::{event_pk, PrimaryKey, EVENT_PREFIX};
+use crate::ops::{query, s};
 use crate::retry::Retry;
-use crate::schema::PK;
-use crate::table::FleetTable;
+use crate::table::{sdk_error, FleetTable};
 
-/// How long past the run's deadline the purge of a page already read may keep retrying: the
-/// page is checkpointed only once its purge is done.
+/// Most events one run deletes for one deleted device (a unit of work between checkpoints).
+pub const PURGE_PER_RUN: i32 = 1_000;
+
+/// How long past the run's deadline a purge already started may keep retrying: its unit is
+/// checkpointed only once it is done.
 const PURGE_GRACE: Duration = Duration::from_secs(30);
 
-/// For each event partition `USER#u#DEVICE#d`: whether `DEVICE#d` is still registered to `u`.
-pub(super) async fn check_registrations(
+/// Deletes up to [`PURGE_PER_RUN`] of the marker's device's events from before its deletion,
+/// and the marker once none is left. Returns how many events it deleted.
+pub(super) async fn purge_device(
     table: &FleetTable,
-    partitions: &[String],
+    marker: &PurgeMarkerItem,
     deadline: Instant,
-) -> Result<Vec<(String, bool)>, FleetError> {
-    let mut results = Vec::new();
-    for chunk in partitions.chunks(BATCH_GET_SIZE) {
-        let mut wanted: HashMap<String, (String, String)> = HashMap::new();
-        let mut keys = Vec::new();
-        for pk in chunk {
-            let Ok((user, device)) = parse_event_pk(pk) else {
-                results.push((pk.clone(), true));
-                continue;
-            };
-            let key = ItemKey::Registration { device };
-            wanted.insert(key.primary_key().pk, (pk.clone(), user.to_string()));
-            keys.push(key.attributes());
-        }
-        let request = KeysAndAttributes::builder()
-            .set_keys(Some(keys))
-            .projection_expression("PK, userId")
-            .consistent_read(true)
-            .build()
-            .map_err(FleetError::internal)?;
-        let mut found: HashMap<String, String> = HashMap::new();
-        for item in get_all(table, request, &mut Retry::until(deadline + PURGE_GRACE)).await? {
-            if let (Some(pk), Some(user)) = (text(&item, PK), text(&item, "userId")) {
-                found.insert(pk.to_string(), user.to_string());
-            }
-        }
-        for (registration, (partition, user)) in wanted {
-            let registered = found.get(&registration) == Some(&user);
-            results.push((partition, registered));
-        }
-    }
-    Ok(results)
-}
-
-/// Deletes `items` (by key) in BatchWriteItem calls of 25, retrying unprocessed ones.
-pub(super) async fn delete_items(
-    table: &FleetTable,
-    items: Vec<RawItem>,
-    deadline: Instant,
-) -> Result<(), FleetError> {
+) -> Result<u64, FleetError> {
+    let (items, more) = query(
+        table
+            .client
+            .query()
+            .table_name(table.name())
+            .key_condition_expression("PK = :pk AND SK BETWEEN :first AND :last")
+            .expression_attribute_values(":pk", s(event_pk(&marker.user_id, &marker.device_id)))
+            .expression_attribute_values(":first", s(EVENT_PREFIX))
+            // Through the deletion instant: ids use only characters below `~`.
+            .expression_attribute_values(
+                ":last",
+                s(format!("{EVENT_PREFIX}{}#~", marker.deleted_at)),
+            )
+            .projection_expression("PK, SK")
+            .limit(PURGE_PER_RUN),
+    )
+    .await?;
+    let purged = items.len() as u64;
     for chunk in items.chunks(BATCH_WRITE_SIZE) {
         let requests: Vec<WriteRequest> = chunk
             .iter()
@@ -81,5 +65,15 @@ pub(super) async fn delete_items(
             return Err(throttled());
         }
     }
-    Ok(())
+    if more.is_none() {
+        table
+            .client
+            .delete_item()
+            .table_name(table.name())
+            .set_key(Some(marker.item_key().attributes()))
+            .send()
+            .await
+            .map_err(sdk_error)?;
+    }
+    Ok(purged)
 }

@@ -1,27 +1,46 @@
-//! The parallel Scan: one segment page by page from its checkpoint, counting each page into
-//! the segment's tally and purging the events of deleted devices.
+//! One segment of the run: the directory (GSI2) page by page, and for each entry its unit of
+//! work: a profile is a user; a fleet is its owner's partitions, one per unit (the device
+//! items and the live states, then each device's events of the day only); a purge marker is a
+//! bounded purge. A checkpoint follows every unit, so a run cut off anywhere resumes there,
+//! even inside a million-device fleet.
 
-use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use super::purge::{check_registrations, delete_items};
-use super::tally::{is_orphaned_event, PageBounds};
-use super::{Checkpoint, RunPlan, SegmentTally, CHECKPOINT_TTL_SECONDS};
+use serde::{Deserialize, Serialize};
+
+use super::purge::purge_device;
+use super::tally::{text, PageBounds};
+use super::{Checkpoint, RunPlan, CHECKPOINT_TTL_SECONDS};
 use crate::cursor::{exclusive_start_key, start_key, StartKey};
+use crate::entity::Entity;
 use crate::error::FleetError;
-use crate::items::EntityType;
-use crate::keys::PrimaryKey;
+use crate::ids::{DeviceId, UserId};
+use crate::items::{EntityType, FleetItem, PurgeMarkerItem};
+use crate::keys::{event_pk, state_pk, ItemKey, DEVICE_PREFIX, EVENT_PREFIX, PROFILE_SK};
 use crate::metrics::{MeterSnapshot, RequestMeter};
-use crate::schema::ENTITY_TYPE;
+use crate::ops::{query, s, RawItem};
+use crate::schema::{ENTITY_TYPE, GSI2};
 use crate::table::{sdk_error, FleetTable};
 use crate::timestamp::Timestamp;
 
-/// The fields the scan projects (everything the report and the purge need, nothing more).
-const PROJECTION: &str =
-    "PK, SK, #entityType, userId, deviceId, #status, #type, lastSeen, #at, #ttl, deletingAt, GSI1PK";
+/// Work left on the current directory page, in order.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", tag = "kind")]
+pub(super) enum Unit {
+    /// An owner's partitions still to count, from `next_shard` on.
+    Owner {
+        user: UserId,
+        shards: u32,
+        next_shard: u32,
+        /// Whether a device of this owner already showed activity in the 30 days.
+        active: bool,
+    },
+    /// A deleted device's events to purge.
+    Purge(PurgeMarkerItem),
+}
 
-/// Scans one segment from its checkpoint until it is done or the deadline comes, saving a
-/// checkpoint after every page.
+/// Runs one segment from its checkpoint until it is done, the deadline comes or the unit limit
+/// is reached, writing the checkpoint after every unit.
 pub(super) async fn scan_segment(
     table: &FleetTable,
     plan: &RunPlan,
@@ -31,36 +50,26 @@ pub(super) async fn scan_segment(
     let now = Timestamp::now();
     let bounds = PageBounds::for_day(&plan.day, &now);
     let mut checkpoint = resume.unwrap_or_else(|| first_checkpoint(plan, segment, &now));
-    // Registration checks made in this invocation: partition -> owner still registered.
-    let mut live: HashMap<String, bool> = HashMap::new();
-    let mut pages = 0;
-    loop {
-        if Instant::now() >= plan.deadline || plan.max_pages.is_some_and(|max| pages >= max) {
+    let mut units = 0;
+    while !checkpoint.done {
+        if Instant::now() >= plan.deadline || plan.max_pages.is_some_and(|max| units >= max) {
             return Ok(checkpoint);
         }
-        pages += 1;
+        units += 1;
         let started = Instant::now();
         let meter = RequestMeter::new();
-        let page = meter
+        let step = meter
             .clone()
-            .scope(scan_page(
-                table,
-                plan,
-                segment,
-                &mut checkpoint,
-                &mut live,
-                &bounds,
-            ))
+            .scope(next_unit(table, plan, segment, &mut checkpoint, &bounds))
             .await;
-        let page_used = meter.snapshot();
-        // The page's own meter hides its reads from the invocation's: hand them up.
-        RequestMeter::add_to_current(&page_used);
-        page_done(&mut checkpoint, page?, &page_used, started.elapsed());
+        let used = meter.snapshot();
+        // The unit's own meter hides its reads from the invocation's: hand them up.
+        RequestMeter::add_to_current(&used);
+        step?;
+        unit_done(&mut checkpoint, &used, started.elapsed());
         crate::ops::put_item(table, &checkpoint).await?;
-        if checkpoint.done {
-            return Ok(checkpoint);
-        }
     }
+    Ok(checkpoint)
 }
 
 /// The checkpoint of a segment not started yet.
@@ -71,86 +80,275 @@ fn first_checkpoint(plan: &RunPlan, segment: u32, now: &Timestamp) -> Checkpoint
         segments: plan.segments,
         done: false,
         last_key: None,
-        tally: SegmentTally::default(),
+        directory_done: false,
+        pending: Vec::new(),
+        tally: Default::default(),
         ttl: now.epoch_seconds() + CHECKPOINT_TTL_SECONDS,
     }
 }
 
-/// Adds a scanned page's cost to the tally and moves the checkpoint past it (`last_key`:
-/// the page's `LastEvaluatedKey`, `None` on the segment's last page).
-fn page_done(
-    checkpoint: &mut Checkpoint,
-    last_key: Option<StartKey>,
-    used: &MeterSnapshot,
-    elapsed: Duration,
-) {
+/// Adds a unit's cost to the tally; the segment is done when its directory range is read and
+/// nothing is pending.
+fn unit_done(checkpoint: &mut Checkpoint, used: &MeterSnapshot, elapsed: Duration) {
     let tally = &mut checkpoint.tally;
     tally.read_units += used.read_units;
     tally.write_units += used.write_units;
     tally.requests += u64::from(used.requests());
     tally.duration_ms += elapsed.as_millis() as u64;
-    if last_key.is_none() {
-        tally.close_partition();
-        checkpoint.done = true;
-    }
-    checkpoint.last_key = last_key;
-    // One checkpoint write per page, counted as `pages` rather than in `write_units`
-    // (its cost is only known after it is written into itself).
-    checkpoint.tally.pages += 1;
+    // One checkpoint write per unit, counted as `pages` rather than in `write_units` (its
+    // cost is only known after it is written into itself).
+    tally.pages += 1;
+    checkpoint.done = checkpoint.directory_done && checkpoint.pending.is_empty();
 }
 
-/// Reads one page of the segment into the tally and purges the page's events of deleted
-/// devices; returns the page's `LastEvaluatedKey`.
-async fn scan_page(
+/// Does the next unit of work: the first pending one, or else the next directory page.
+async fn next_unit(
     table: &FleetTable,
     plan: &RunPlan,
     segment: u32,
     checkpoint: &mut Checkpoint,
-    live: &mut HashMap<String, bool>,
     bounds: &PageBounds,
-) -> Result<Option<StartKey>, FleetError> {
+) -> Result<(), FleetError> {
+    let Some(unit) = checkpoint.pending.first().cloned() else {
+        return directory_page(table, plan, segment, checkpoint).await;
+    };
+    match unit {
+        Unit::Owner {
+            user,
+            shards,
+            next_shard,
+            active,
+        } => {
+            let seen_active = count_partition(table, &user, next_shard, checkpoint, bounds).await?;
+            let active = active || seen_active;
+            if next_shard + 1 < shards {
+                checkpoint.pending[0] = Unit::Owner {
+                    user,
+                    shards,
+                    next_shard: next_shard + 1,
+                    active,
+                };
+            } else {
+                checkpoint.pending.remove(0);
+                checkpoint.tally.active_users += u64::from(active);
+            }
+        }
+        Unit::Purge(marker) => {
+            let purged = purge_device(table, &marker, plan.deadline).await?;
+            checkpoint.tally.purged += purged;
+            checkpoint.pending.remove(0);
+        }
+    }
+    Ok(())
+}
+
+/// Reads the segment's next directory page: counts its users and queues its fleets and purge
+/// markers.
+async fn directory_page(
+    table: &FleetTable,
+    plan: &RunPlan,
+    segment: u32,
+    checkpoint: &mut Checkpoint,
+) -> Result<(), FleetError> {
     let out = table
         .client
         .scan()
         .table_name(table.name())
+        .index_name(GSI2)
         .segment(segment as i32)
         .total_segments(plan.segments as i32)
-        .projection_expression(PROJECTION)
-        .expression_attribute_names("#entityType", ENTITY_TYPE)
-        .expression_attribute_names("#status", "status")
-        .expression_attribute_names("#type", "type")
-        .expression_attribute_names("#at", "at")
-        .expression_attribute_names("#ttl", "ttl")
         .set_limit(plan.page_limit)
         .set_exclusive_start_key(checkpoint.last_key.as_ref().map(exclusive_start_key))
         .send()
         .await
         .map_err(sdk_error)?;
-    let items = out.items.unwrap_or_default();
     let next = out.last_evaluated_key.as_ref().and_then(start_key);
-
-    // Which event partitions of this page belong to devices still registered to their owner.
-    let unknown: Vec<String> = items
-        .iter()
-        .filter(|i| EntityType::of(i) == Some(EntityType::Event))
-        .filter_map(|i| PrimaryKey::of(i).map(|key| key.pk))
-        .filter(|pk| !live.contains_key(pk))
-        .collect::<std::collections::BTreeSet<_>>()
-        .into_iter()
-        .collect();
-    for (pk, registered) in check_registrations(table, &unknown, plan.deadline).await? {
-        live.insert(pk, registered);
+    for item in out.items.unwrap_or_default() {
+        checkpoint.tally.scanned += 1;
+        match EntityType::of(&item) {
+            Some(EntityType::Profile) => checkpoint.tally.users += 1,
+            Some(EntityType::Fleet) => {
+                let fleet = FleetItem::from_item(item)?;
+                checkpoint.pending.push(Unit::Owner {
+                    user: fleet.user_id,
+                    shards: fleet.shards.max(1),
+                    next_shard: 0,
+                    active: false,
+                });
+            }
+            Some(EntityType::PurgeMarker) => {
+                checkpoint
+                    .pending
+                    .push(Unit::Purge(PurgeMarkerItem::from_item(item)?));
+            }
+            _ => {}
+        }
     }
+    checkpoint.directory_done = next.is_none();
+    checkpoint.last_key = next;
+    Ok(())
+}
 
+/// Every item of a Query, page after page.
+async fn query_all(
+    request: aws_sdk_dynamodb::operation::query::builders::QueryFluentBuilder,
+) -> Result<Vec<RawItem>, FleetError> {
+    let mut items = Vec::new();
+    let mut start: Option<StartKey> = None;
+    loop {
+        let (page, last) = query(
+            request
+                .clone()
+                .set_exclusive_start_key(start.as_ref().map(exclusive_start_key)),
+        )
+        .await?;
+        items.extend(page);
+        match last.as_ref().and_then(start_key) {
+            Some(key) => start = Some(key),
+            None => return Ok(items),
+        }
+    }
+}
+
+/// Counts one of `user`'s partitions: on the user partition (shard 0) the device items (by
+/// status and type) and the live states there; on another, its live states. For each device
+/// seen since the day began, its events of the day (one Query of that range only). Returns
+/// whether a device showed activity in the 30 days before the day's end.
+async fn count_partition(
+    table: &FleetTable,
+    user: &UserId,
+    shard: u32,
+    checkpoint: &mut Checkpoint,
+    bounds: &PageBounds,
+) -> Result<bool, FleetError> {
+    let pk = state_pk(user, shard);
+    let request = table
+        .client
+        .query()
+        .table_name(table.name())
+        .key_condition_expression("PK = :pk AND SK BETWEEN :first AND :last")
+        .expression_attribute_values(":pk", s(pk))
+        .expression_attribute_values(":first", s(DEVICE_PREFIX))
+        .expression_attribute_values(":last", s(PROFILE_SK))
+        .projection_expression("PK, SK, #entityType, #status, #type, lastSeen, deletingAt")
+        .expression_attribute_names("#entityType", ENTITY_TYPE)
+        .expression_attribute_names("#status", "status")
+        .expression_attribute_names("#type", "type");
+    let items = query_all(request).await?;
     let tally = &mut checkpoint.tally;
-    let (purge, count): (Vec<_>, Vec<_>) = items
-        .into_iter()
-        .partition(|item| is_orphaned_event(item, live));
-    for item in &count {
-        tally.count_item(item, bounds);
+    let mut seen: Vec<(DeviceId, Timestamp)> = Vec::new();
+    for item in &items {
+        tally.scanned += 1;
+        match EntityType::of(item) {
+            Some(EntityType::Device) if !item.contains_key("deletingAt") => {
+                tally.count_device(item)
+            }
+            Some(EntityType::DeviceState) => {
+                let last_seen =
+                    text(item, "lastSeen").and_then(|t| Timestamp::parse_field("lastSeen", t).ok());
+                if let (Ok(ItemKey::DeviceState { device, .. }), Some(at)) =
+                    (ItemKey::of(item), last_seen)
+                {
+                    seen.push((device, at));
+                }
+            }
+            _ => {}
+        }
     }
-    tally.scanned += purge.len() as u64;
-    tally.purged += purge.len() as u64;
-    delete_items(table, purge, plan.deadline).await?;
-    Ok(next)
+    let mut active = false;
+    for (device, last_seen) in seen {
+        // A device last seen before the window never had an event in it: nothing to read.
+        if last_seen < bounds.active_since {
+            continue;
+        }
+        let day_events = if last_seen >= bounds.from {
+            count_day(table, user, &device, checkpoint, bounds).await?
+        } else {
+            0
+        };
+        // Seen within the window (before the day's end), or during the day: active. Seen only
+        // after the day: an event before the day within the window decides it.
+        if !active {
+            active = day_events > 0
+                || last_seen < bounds.to
+                || active_before_the_day(table, user, &device, bounds).await?;
+        }
+    }
+    Ok(active)
+}
+
+/// Counts `device`'s events of the day (not expired) into the tally; returns how many.
+async fn count_day(
+    table: &FleetTable,
+    user: &UserId,
+    device: &DeviceId,
+    checkpoint: &mut Checkpoint,
+    bounds: &PageBounds,
+) -> Result<u64, FleetError> {
+    let partition = event_pk(user, device);
+    let request = table
+        .client
+        .query()
+        .table_name(table.name())
+        .key_condition_expression("PK = :pk AND SK BETWEEN :from AND :to")
+        .expression_attribute_values(":pk", s(partition.clone()))
+        .expression_attribute_values(":from", s(format!("{EVENT_PREFIX}{}", bounds.from)))
+        // The day's end is exclusive: every event key of the day sorts below its first instant.
+        .expression_attribute_values(":to", s(format!("{EVENT_PREFIX}{}", bounds.to)))
+        .projection_expression("#type, #ttl, GSI1PK")
+        .expression_attribute_names("#type", "type")
+        .expression_attribute_names("#ttl", "ttl");
+    let items = query_all(request).await?;
+    let tally = &mut checkpoint.tally;
+    let mut counted = 0;
+    for item in &items {
+        tally.scanned += 1;
+        let expired = item
+            .get("ttl")
+            .and_then(|v| v.as_n().ok())
+            .and_then(|n| n.parse::<i64>().ok())
+            .is_some_and(|ttl| ttl <= bounds.now);
+        if expired {
+            continue;
+        }
+        tally.count_event(
+            &partition,
+            text(item, "type").unwrap_or("unknown"),
+            text(item, "GSI1PK"),
+        );
+        counted += 1;
+    }
+    tally.close_partition();
+    if counted > 0 {
+        tally.online_24h += 1;
+    }
+    Ok(counted)
+}
+
+/// Whether `device`, seen again after the day, had an event in the 30 days before the day
+/// began (one Query, newest first, at most one item).
+async fn active_before_the_day(
+    table: &FleetTable,
+    user: &UserId,
+    device: &DeviceId,
+    bounds: &PageBounds,
+) -> Result<bool, FleetError> {
+    let (items, _) = query(
+        table
+            .client
+            .query()
+            .table_name(table.name())
+            .key_condition_expression("PK = :pk AND SK BETWEEN :from AND :to")
+            .expression_attribute_values(":pk", s(event_pk(user, device)))
+            .expression_attribute_values(
+                ":from",
+                s(format!("{EVENT_PREFIX}{}", bounds.active_since)),
+            )
+            .expression_attribute_values(":to", s(format!("{EVENT_PREFIX}{}", bounds.from)))
+            .projection_expression("PK")
+            .scan_index_forward(false)
+            .limit(1),
+    )
+    .await?;
+    Ok(!items.is_empty())
 }

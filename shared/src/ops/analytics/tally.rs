@@ -1,13 +1,11 @@
 //! What a scan segment counts: users, devices, the day's events and the busiest partitions.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
 use super::{HEAT_KEYS, TOP_DEVICES};
-use crate::items::EntityType;
 use crate::ops::RawItem;
-use crate::schema::{DELETING_AT, PK};
 use crate::timestamp::{Day, Timestamp};
 
 /// One partition's count of the day's events.
@@ -25,7 +23,7 @@ pub struct PartitionCount {
 pub struct SegmentTally {
     /// Profiles.
     pub users: u64,
-    /// Users with a device seen in the 30 days before the day's end.
+    /// Users with a device that had an event in the 30 days before the day's end.
     pub active_users: u64,
     /// Live devices.
     pub devices: u64,
@@ -33,7 +31,7 @@ pub struct SegmentTally {
     pub devices_by_status: BTreeMap<String, u64>,
     /// Devices per type.
     pub devices_by_type: BTreeMap<String, u64>,
-    /// Devices seen in the 24 hours before the day's end (or later).
+    /// Devices with an event during the day (never counting what came after it).
     pub online_24h: u64,
     /// The day's events (excluding purged ones).
     pub events: u64,
@@ -45,15 +43,17 @@ pub struct SegmentTally {
     pub top_partitions: Vec<PartitionCount>,
     /// The device partition being counted when the page ended.
     pub open_partition: Option<PartitionCount>,
-    /// The user partition last counted as active.
+    /// Unused since the run counts an owner's activity over its units (kept so checkpoints
+    /// of an earlier build still read).
+    #[serde(default, skip_serializing)]
     pub last_active_user: Option<String>,
     /// Events of deleted devices removed.
     pub purged: u64,
-    /// Fleet items scanned. The run's own checkpoints and reports are not counted: whether a
-    /// segment meets them depends on how far the other segments have got, and a run's
-    /// figures must not depend on timing.
+    /// Items read: directory entries, the owners' device and state items, and the day's events
+    /// (never the rest of the history).
     pub scanned: u64,
-    /// Scan pages read (each followed by one checkpoint write).
+    /// Units of work done (a directory page, an owner's partition, a purge), each followed by
+    /// one checkpoint write.
     #[serde(default)]
     pub pages: u64,
     /// Read capacity this segment consumed.
@@ -105,59 +105,13 @@ impl SegmentTally {
         }
     }
 
-    /// Counts one scanned item (not an orphaned event) into the tally.
-    pub(super) fn count_item(&mut self, item: &RawItem, bounds: &PageBounds) {
-        let entity = EntityType::of(item);
-        if !matches!(entity, Some(EntityType::Checkpoint | EntityType::Report)) {
-            self.scanned += 1;
-        }
-        let pk = text(item, PK).unwrap_or_default();
-        match entity {
-            Some(EntityType::Profile) => self.users += 1,
-            Some(EntityType::Device) if !item.contains_key(DELETING_AT) => self.count_device(item),
-            Some(EntityType::DeviceState) => self.count_seen(item, bounds),
-            Some(EntityType::Event) => self.count_day_event(item, pk, bounds),
-            _ => {}
-        }
-    }
-
-    fn count_device(&mut self, item: &RawItem) {
+    /// Counts a live device item: by status and type.
+    pub(super) fn count_device(&mut self, item: &RawItem) {
         self.devices += 1;
         let status = text(item, "status").unwrap_or("unknown").to_string();
         *self.devices_by_status.entry(status).or_default() += 1;
         let kind = text(item, "type").unwrap_or("unknown").to_string();
         *self.devices_by_type.entry(kind).or_default() += 1;
-    }
-
-    /// A device's live state: when it was last seen.
-    fn count_seen(&mut self, item: &RawItem, bounds: &PageBounds) {
-        let seen = text(item, "lastSeen").unwrap_or("");
-        if !seen.is_empty() && seen >= bounds.online_since.as_str() {
-            self.online_24h += 1;
-        }
-        // A user's states are scanned together (an ordinary owner's share the user
-        // partition): one active device makes the user active.
-        let owner = match crate::keys::ItemKey::of(item) {
-            Ok(crate::keys::ItemKey::DeviceState { user, .. }) => user.to_string(),
-            _ => return,
-        };
-        if !seen.is_empty()
-            && seen >= bounds.active_since.as_str()
-            && self.last_active_user.as_deref() != Some(owner.as_str())
-        {
-            self.active_users += 1;
-            self.last_active_user = Some(owner);
-        }
-    }
-
-    /// Counts an event if it is of the report day and not expired.
-    fn count_day_event(&mut self, item: &RawItem, pk: &str, bounds: &PageBounds) {
-        let expired = number(item, "ttl").is_some_and(|t| t <= bounds.now);
-        let at = text(item, "at").unwrap_or("");
-        if !expired && at >= bounds.from.as_str() && at < bounds.to.as_str() {
-            let event_type = text(item, "type").unwrap_or("unknown");
-            self.count_event(pk, event_type, text(item, "GSI1PK"));
-        }
     }
 
     pub(super) fn count_event(
@@ -187,16 +141,14 @@ impl SegmentTally {
     }
 }
 
-/// The time bounds a report day's scan counts against (RFC 3339 texts, compared as stored).
+/// The time bounds of a report day: what was true of the day, whenever the run happens.
 pub(super) struct PageBounds {
     /// Start of the day (inclusive).
-    pub(super) from: String,
-    /// End of the day (exclusive).
-    pub(super) to: String,
-    /// A device seen since this is online.
-    pub(super) online_since: String,
-    /// A user with a device seen since this is active.
-    pub(super) active_since: String,
+    pub(super) from: Timestamp,
+    /// End of the day (exclusive): nothing after it is counted.
+    pub(super) to: Timestamp,
+    /// A user with a device that had an event in [`active_since`, `to`) is active.
+    pub(super) active_since: Timestamp,
     /// Events whose `ttl` is not after this have expired.
     pub(super) now: i64,
 }
@@ -204,35 +156,21 @@ pub(super) struct PageBounds {
 impl PageBounds {
     /// The bounds of `day`, with expiry judged at `now`.
     pub(super) fn for_day(day: &Day, now: &Timestamp) -> Self {
-        let day_start = day.start();
-        let day_end = day_start.plus_seconds(86_400);
+        let from = day.start();
+        let to = from.plus_seconds(86_400);
         Self {
-            from: day_start.to_string(),
-            to: day_end.to_string(),
-            online_since: day_end.plus_seconds(-86_400).to_string(),
-            active_since: day_end.plus_seconds(-30 * 86_400).to_string(),
+            from,
+            to,
+            active_since: to.plus_seconds(-30 * 86_400),
             now: now.epoch_seconds(),
         }
     }
-}
-
-/// Whether `item` is an event of a partition whose device is no longer registered to its
-/// owner (`live`: partition -> still registered): purged, not counted.
-pub(super) fn is_orphaned_event(item: &RawItem, live: &HashMap<String, bool>) -> bool {
-    EntityType::of(item) == Some(EntityType::Event)
-        && live.get(text(item, PK).unwrap_or_default()) == Some(&false)
 }
 
 pub(super) fn text<'a>(item: &'a RawItem, name: &str) -> Option<&'a str> {
     item.get(name)
         .and_then(|v| v.as_s().ok())
         .map(String::as_str)
-}
-
-fn number(item: &RawItem, name: &str) -> Option<i64> {
-    item.get(name)
-        .and_then(|v| v.as_n().ok())
-        .and_then(|n| n.parse().ok())
 }
 
 #[cfg(test)]
