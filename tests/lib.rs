@@ -153,6 +153,14 @@ pub mod key {
         }
     }
 
+    /// The purge marker of `user_id`'s deleted `device`.
+    pub fn purge_marker(user_id: &str, device: &str) -> ItemKey {
+        ItemKey::PurgeMarker {
+            user: user(user_id),
+            device: device_id(device),
+        }
+    }
+
     /// The fleet item of `user_id`.
     pub fn fleet(user_id: &str) -> ItemKey {
         ItemKey::Fleet {

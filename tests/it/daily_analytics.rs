@@ -449,3 +449,232 @@ async fn segments_can_fan_out_over_invocations_and_the_last_one_writes_the_repor
     assert_eq!(last["complete"], true);
     assert_eq!(counts(&read_report(&table).await.body), expected());
 }
+
+/// Sends `events` (type, at) for a freshly registered `device` of `user`.
+async fn device_with_events(
+    table: &FleetTable,
+    user: &str,
+    device: &str,
+    events: &[(String, Timestamp)],
+) {
+    let user_id = UserId::parse(user).unwrap();
+    let registered = register_device(
+        table,
+        &user_id,
+        DeviceRegistration {
+            device_id: DeviceId::parse(device).unwrap(),
+            name: device.into(),
+            device_type: DeviceType::parse("meter").unwrap(),
+            tags: vec![],
+        },
+    )
+    .await
+    .unwrap();
+    let ingestor = Ingestor::new(table.clone(), IngestConfig::default());
+    let registration = ingestor
+        .authenticate(&DeviceId::parse(device).unwrap(), registered.token.reveal())
+        .await
+        .unwrap();
+    for chunk in events.chunks(100) {
+        let submitted = chunk
+            .iter()
+            .map(|(kind, at)| SubmittedEvent {
+                id: None,
+                event_type: kind.clone(),
+                value: json!(at.epoch_seconds() % 97),
+                at: at.to_string(),
+            })
+            .collect();
+        let batch = validate_batch(
+            submitted,
+            t("2026-11-21T00:10:00Z"),
+            3650,
+            Duration::from_secs(300),
+        )
+        .unwrap();
+        let outcome = ingestor
+            .ingest(
+                &registration,
+                batch,
+                Instant::now() + Duration::from_secs(30),
+            )
+            .await
+            .unwrap();
+        assert!(outcome.failed.is_empty());
+    }
+}
+
+/// The same live fleet (6 users, 12 devices, 24 events each on the report day) with `days`
+/// days of history; returns the run's read units and a full Scan's.
+async fn read_units_with_history(days: i64) -> (f64, f64) {
+    let mut table = fresh_table().await;
+    table.config.retention_days = 3650;
+    for u in 0..6 {
+        let user = format!("hist-u{u}");
+        profile(&table, &user).await;
+        for d in 0..2 {
+            let events: Vec<(String, Timestamp)> = (0..days)
+                .flat_map(|back| {
+                    (0..24).map(move |h| {
+                        let at = t("2026-11-20T00:30:00Z").plus_seconds(h * 3600 - back * 86_400);
+                        (["power", "temperature"][(h % 2) as usize].to_string(), at)
+                    })
+                })
+                .collect();
+            device_with_events(&table, &user, &format!("hist-{u}-{d}"), &events).await;
+        }
+    }
+    let (outcome, _) = metered(run_daily_report(&table, &plan(4))).await;
+    let report = outcome.unwrap().report.unwrap();
+    assert_eq!(report.events.total, 12 * 24, "{days} days of history");
+    assert_eq!(report.devices.online_24h, 12);
+    let (_, full_scan) = metered(async {
+        let mut start = None;
+        loop {
+            let out = table
+                .client
+                .scan()
+                .table_name(table.name())
+                .set_exclusive_start_key(start)
+                .send()
+                .await
+                .unwrap();
+            start = out.last_evaluated_key;
+            if start.is_none() {
+                break;
+            }
+        }
+    })
+    .await;
+    (report.run.rcu, full_scan.read_units)
+}
+
+#[tokio::test]
+async fn the_runs_reads_follow_the_day_not_the_history() {
+    let (one_day, scan_one_day) = read_units_with_history(1).await;
+    let (thirty_days, scan_thirty_days) = read_units_with_history(30).await;
+    eprintln!(
+        "daily run read units: 1 day of history {one_day}, 30 days {thirty_days} ({:.2}x); \
+         a full Scan: {scan_one_day} and {scan_thirty_days} ({:.1}x)",
+        thirty_days / one_day,
+        scan_thirty_days / scan_one_day
+    );
+    assert!(
+        (thirty_days / one_day - 1.0).abs() <= 0.05,
+        "the run's reads stay flat: {one_day} vs {thirty_days}"
+    );
+    assert!(
+        scan_thirty_days / scan_one_day > 15.0,
+        "while a full Scan's grow with the history: {scan_one_day} vs {scan_thirty_days}"
+    );
+}
+
+#[tokio::test]
+async fn a_rebuilt_day_says_what_was_true_of_that_day() {
+    let table = dataset().await;
+    run_daily_report(&table, &plan(4)).await.unwrap();
+    let first = counts(&read_report(&table).await.body);
+    // Later traffic: d5 (never seen) and d6 (last seen 2026-10-31) report on 2026-11-22.
+    for (device, user) in [("d5", "an-u5"), ("d6", "an-u6")] {
+        let registration = shared::ops::credentials::rotate_token(
+            &table,
+            &UserId::parse(user).unwrap(),
+            &DeviceId::parse(device).unwrap(),
+        )
+        .await
+        .unwrap();
+        let ingestor = Ingestor::new(table.clone(), IngestConfig::default());
+        let auth = ingestor
+            .authenticate(&DeviceId::parse(device).unwrap(), &registration.token)
+            .await
+            .unwrap();
+        let batch = validate_batch(
+            vec![SubmittedEvent {
+                id: Some("later".into()),
+                event_type: "temperature".into(),
+                value: json!(1),
+                at: "2026-11-22T08:00:00Z".into(),
+            }],
+            t("2026-11-22T09:00:00Z"),
+            3650,
+            Duration::from_secs(300),
+        )
+        .unwrap();
+        ingestor
+            .ingest(&auth, batch, Instant::now() + Duration::from_secs(30))
+            .await
+            .unwrap();
+    }
+    let mut fresh = plan(4);
+    fresh.fresh = true;
+    run_daily_report(&table, &fresh).await.unwrap();
+    let rebuilt = counts(&read_report(&table).await.body);
+    let mut expected = first.clone();
+    // d4's events were purged by the first run; the marker is gone, nothing is left to purge.
+    expected["purgedEvents"] = json!(0);
+    assert_eq!(
+        rebuilt, expected,
+        "devices seen after the day are neither online nor active on it"
+    );
+}
+
+#[tokio::test]
+async fn a_deleted_devices_events_are_purged_in_bounded_runs_and_its_marker_goes() {
+    let mut table = fresh_table().await;
+    table.config.retention_days = 3650;
+    let events: Vec<(String, Timestamp)> = (0..1_250)
+        .map(|i| {
+            (
+                "power".to_string(),
+                t("2026-11-10T00:00:00Z").plus_seconds(i * 60),
+            )
+        })
+        .collect();
+    device_with_events(&table, "purge-u", "purge-d", &events).await;
+    delete_device(
+        &table,
+        &UserId::parse("purge-u").unwrap(),
+        &DeviceId::parse("purge-d").unwrap(),
+    )
+    .await
+    .unwrap();
+    let marker = key::purge_marker("purge-u", "purge-d");
+    assert!(
+        item(&table, &marker).await.is_some(),
+        "the deletion left a marker"
+    );
+    let purge_per_run = shared::ops::analytics::PURGE_PER_RUN as u64;
+    let left = |items: &[StoredItem]| {
+        items
+            .iter()
+            .filter(|i| entity_type(i) == Some(shared::items::EntityType::Event))
+            .count()
+    };
+    let report = run_daily_report(&table, &plan(2))
+        .await
+        .unwrap()
+        .report
+        .unwrap();
+    assert_eq!(report.purged_events, purge_per_run, "bounded work per run");
+    assert_eq!(
+        left(&table_contents(&table).await),
+        1_250 - purge_per_run as usize
+    );
+    assert!(
+        item(&table, &marker).await.is_some(),
+        "more to purge: the marker stays"
+    );
+    let next_day = Day::parse_field("date", "2026-11-21").unwrap();
+    let plan = RunPlan::new(next_day, 2, Instant::now() + Duration::from_secs(60)).unwrap();
+    let report = run_daily_report(&table, &plan)
+        .await
+        .unwrap()
+        .report
+        .unwrap();
+    assert_eq!(report.purged_events, 1_250 - purge_per_run);
+    assert_eq!(left(&table_contents(&table).await), 0);
+    assert!(
+        item(&table, &marker).await.is_none(),
+        "done: the marker is gone"
+    );
+}

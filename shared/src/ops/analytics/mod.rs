@@ -16,6 +16,7 @@ mod report;
 mod scan;
 mod tally;
 
+pub use purge::PURGE_PER_RUN;
 pub use report::{
     build_report, DailyReport, DeviceFigures, EventFigures, KeyHeat, RunFigures, TopDevice,
     UserFigures,
