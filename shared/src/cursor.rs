@@ -48,15 +48,11 @@ pub fn decode(
     cursor: &str,
     shards: usize,
 ) -> Result<Vec<Option<StartKey>>, ValidationError> {
-    if cursor.len() > MAX_CURSOR {
+    let keys = decode_up_to(pattern, cursor, shards)?;
+    if keys.len() != shards {
         return Err(invalid());
     }
-    let bytes = URL_SAFE_NO_PAD.decode(cursor).map_err(|_| invalid())?;
-    let envelope: Envelope = serde_json::from_slice(&bytes).map_err(|_| invalid())?;
-    if envelope.p != pattern.as_str() || envelope.k.len() != shards {
-        return Err(invalid());
-    }
-    Ok(envelope.k)
+    Ok(keys)
 }
 
 /// Decodes a cursor of `pattern` with at most `max` entries (listings whose cursor length

@@ -49,11 +49,6 @@ async fn add_device(
     if events.is_empty() {
         return;
     }
-    let ingestor = Ingestor::new(table.clone(), IngestConfig::default());
-    let registration = ingestor
-        .authenticate(&DeviceId::parse(device).unwrap(), registered.token.reveal())
-        .await
-        .unwrap();
     let mut submitted = Vec::new();
     for (kind, count, first) in events {
         for i in 0..*count {
@@ -65,22 +60,40 @@ async fn add_device(
             });
         }
     }
-    let batch = validate_batch(
-        submitted,
-        t("2026-11-21T00:10:00Z"),
-        3650,
-        Duration::from_secs(300),
-    )
-    .unwrap();
-    let outcome = ingestor
-        .ingest(
-            &registration,
-            batch,
-            Instant::now() + Duration::from_secs(30),
-        )
+    send_events(table, device, registered.token.reveal(), submitted).await;
+}
+
+/// Ingests `submitted` for `device` (authenticated with `token`), 100 at a time, as of
+/// 2026-11-21T00:10Z with a 10-year retention; every event must be stored.
+async fn send_events(
+    table: &FleetTable,
+    device: &str,
+    token: &str,
+    submitted: Vec<SubmittedEvent>,
+) {
+    let ingestor = Ingestor::new(table.clone(), IngestConfig::default());
+    let registration = ingestor
+        .authenticate(&DeviceId::parse(device).unwrap(), token)
         .await
         .unwrap();
-    assert!(outcome.failed.is_empty());
+    for chunk in submitted.chunks(100) {
+        let batch = validate_batch(
+            chunk.to_vec(),
+            t("2026-11-21T00:10:00Z"),
+            3650,
+            Duration::from_secs(300),
+        )
+        .unwrap();
+        let outcome = ingestor
+            .ingest(
+                &registration,
+                batch,
+                Instant::now() + Duration::from_secs(30),
+            )
+            .await
+            .unwrap();
+        assert!(outcome.failed.is_empty());
+    }
 }
 
 async fn profile(table: &FleetTable, user: &str) {
@@ -470,38 +483,16 @@ async fn device_with_events(
     )
     .await
     .unwrap();
-    let ingestor = Ingestor::new(table.clone(), IngestConfig::default());
-    let registration = ingestor
-        .authenticate(&DeviceId::parse(device).unwrap(), registered.token.reveal())
-        .await
-        .unwrap();
-    for chunk in events.chunks(100) {
-        let submitted = chunk
-            .iter()
-            .map(|(kind, at)| SubmittedEvent {
-                id: None,
-                event_type: kind.clone(),
-                value: json!(at.epoch_seconds() % 97),
-                at: at.to_string(),
-            })
-            .collect();
-        let batch = validate_batch(
-            submitted,
-            t("2026-11-21T00:10:00Z"),
-            3650,
-            Duration::from_secs(300),
-        )
-        .unwrap();
-        let outcome = ingestor
-            .ingest(
-                &registration,
-                batch,
-                Instant::now() + Duration::from_secs(30),
-            )
-            .await
-            .unwrap();
-        assert!(outcome.failed.is_empty());
-    }
+    let submitted = events
+        .iter()
+        .map(|(kind, at)| SubmittedEvent {
+            id: None,
+            event_type: kind.clone(),
+            value: json!(at.epoch_seconds() % 97),
+            at: at.to_string(),
+        })
+        .collect();
+    send_events(table, device, registered.token.reveal(), submitted).await;
 }
 
 /// The same live fleet (6 users, 12 devices, 24 events each on the report day) with `days`

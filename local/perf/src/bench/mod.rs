@@ -428,18 +428,7 @@ pub async fn run(settings: Settings) -> Result<BenchReport, BenchError> {
     }
     let dynamodb = DynamoDbLocal::start(&default_install_dir()).map_err(BenchError::setup)?;
     let endpoint = dynamodb.endpoint().to_string();
-    let new_table = |name: String| {
-        let template = &template;
-        let endpoint = &endpoint;
-        async move {
-            let mut table = local_table(endpoint, &name).await;
-            table.config.retention_days = REFERENCE_RETENTION_DAYS;
-            create_table(&table.client, &template.table, &name)
-                .await
-                .map_err(BenchError::setup)?;
-            Ok::<_, BenchError>(table)
-        }
-    };
+    let new_table = |name: String| bench_table(&template, &endpoint, name);
     let environments = |table: &str| function_environments(&template, &endpoint, table);
     // Events the benchmark ingests are stamped from the day after the reference day on (in the
     // past, never inside the day the read patterns ask for), one second apart.
@@ -649,17 +638,7 @@ pub async fn ingest_command(
     let binaries = function_binaries(&template);
     let dynamodb = DynamoDbLocal::start(&default_install_dir())?;
     let endpoint = dynamodb.endpoint().to_string();
-    let new_table = |name: String| {
-        let (template, endpoint) = (&template, &endpoint);
-        async move {
-            let mut table = local_table(endpoint, &name).await;
-            table.config.retention_days = REFERENCE_RETENTION_DAYS;
-            create_table(&table.client, &template.table, &name)
-                .await
-                .map_err(BenchError::setup)?;
-            Ok::<_, BenchError>(table)
-        }
-    };
+    let new_table = |name: String| bench_table(&template, &endpoint, name);
     let figures = ingest_section(&settings, &binaries, &endpoint, &new_table, &logs).await?;
     for (name, t) in [
         ("rust", &figures.rust),
@@ -684,6 +663,20 @@ pub async fn ingest_command(
     );
     drop(dynamodb);
     Ok(())
+}
+
+/// A fresh table `name` on the bench's DynamoDB Local, with the reference retention.
+async fn bench_table(
+    template: &Template,
+    endpoint: &str,
+    name: String,
+) -> Result<shared::FleetTable, BenchError> {
+    let mut table = local_table(endpoint, &name).await;
+    table.config.retention_days = REFERENCE_RETENTION_DAYS;
+    create_table(&table.client, &template.table, &name)
+        .await
+        .map_err(BenchError::setup)?;
+    Ok(table)
 }
 
 /// `fleet-perf bench [CALLS]`: runs the benchmark and writes the two documents.

@@ -334,7 +334,7 @@ impl Ingestor {
             Ok(unstored) => unstored,
             Err(err) => {
                 if let Ok(Some((before, written))) = folded {
-                    self.repair_or_warn(registration, &before, written, &[], &events, deadline)
+                    self.repair_state(registration, &before, written, &[], &events, deadline)
                         .await;
                 }
                 return Err(err);
@@ -346,7 +346,7 @@ impl Ingestor {
         match folded {
             Ok(written) => {
                 if let (Some((before, written)), false) = (written, failed.is_empty()) {
-                    self.repair_or_warn(registration, &before, written, &stored, &failed, deadline)
+                    self.repair_state(registration, &before, written, &stored, &failed, deadline)
                         .await;
                 }
                 Ok(IngestOutcome {
@@ -364,25 +364,6 @@ impl Ingestor {
                     failed: stored.into_iter().chain(failed).map(|e| e.id).collect(),
                 })
             }
-        }
-    }
-
-    /// Takes `unstored` events back out of the live state; a repair that cannot be made
-    /// within the deadline is logged (the device resends them, which makes the state right).
-    async fn repair_or_warn(
-        &self,
-        registration: &RegistrationItem,
-        before: &DeviceStateItem,
-        written: DeviceStateItem,
-        stored: &[NewEvent],
-        unstored: &[NewEvent],
-        deadline: Instant,
-    ) {
-        if let Err(err) = self
-            .repair_state(registration, before, written, stored, unstored, deadline)
-            .await
-        {
-            tracing::warn!(device = %registration.device_id, error = %err, "live state shows events that were not stored until they are resent");
         }
     }
 }

@@ -231,9 +231,26 @@ impl Ingestor {
     /// Takes `unstored` events back out of the live state after an update that folded them in
     /// (`written`, merged onto `before`) while their writes failed: the state shows only stored
     /// events again. Conditioned like every update; on a conflict the current state is repaired
-    /// instead. Best effort within `deadline`: the device is told to resend these events, and
-    /// a resend that stores them makes the state right either way.
+    /// instead. Best effort within `deadline`, logged when it cannot be made: the device is told
+    /// to resend these events, and a resend that stores them makes the state right either way.
     pub(super) async fn repair_state(
+        &self,
+        registration: &RegistrationItem,
+        before: &DeviceStateItem,
+        written: DeviceStateItem,
+        stored: &[NewEvent],
+        unstored: &[NewEvent],
+        deadline: Instant,
+    ) {
+        if let Err(err) = self
+            .take_back(registration, before, written, stored, unstored, deadline)
+            .await
+        {
+            tracing::warn!(device = %registration.device_id, error = %err, "live state shows events that were not stored until they are resent");
+        }
+    }
+
+    async fn take_back(
         &self,
         registration: &RegistrationItem,
         before: &DeviceStateItem,
