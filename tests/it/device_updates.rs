@@ -3,7 +3,7 @@
 
 use fleet_tests::*;
 use serde_json::{json, Value};
-use shared::items::DeviceStatus;
+use shared::items::{DeviceStatus, EntityType};
 use shared::keys::{user_pk, IndexKeys, ItemKey};
 use shared::token::sha256_hex;
 
@@ -334,9 +334,18 @@ async fn delete_removes_device_links_and_registration_and_frees_the_id() {
     assert_eq!(a.body, Value::Null);
     assert_eq!(a.used.requests(), 2);
     let items = table_contents(&table).await;
+    // Only its purge marker: the daily run finds the device's events from it.
+    let (markers, rest): (Vec<_>, Vec<_>) = items
+        .iter()
+        .partition(|i| entity_type(i) == Some(EntityType::PurgeMarker));
+    assert_eq!(
+        markers.iter().map(|m| key_of(m)).collect::<Vec<_>>(),
+        [key::purge_marker(ALICE, "thermo-1")]
+    );
+    assert!(markers[0].contains_key("deletedAt"));
     assert!(
-        !format!("{items:?}").contains("thermo-1"),
-        "nothing of thermo-1 is left: {items:?}"
+        !format!("{rest:?}").contains("thermo-1"),
+        "nothing else of thermo-1 is left: {rest:?}"
     );
     assert_eq!(
         tag_links(&items, ALICE),
@@ -380,11 +389,12 @@ async fn a_half_done_delete_hides_the_device_and_a_retry_completes_it() {
     assert_eq!(a.status, 404, "a device being deleted cannot be updated");
     let a = device_updates(&table, delete("thermo-1").caller(ALICE)).await;
     assert_eq!(a.status, 204);
-    let left: Vec<ItemKey> = table_contents(&table).await.iter().map(key_of).collect();
+    let mut left: Vec<ItemKey> = table_contents(&table).await.iter().map(key_of).collect();
+    left.sort_by_key(|k| format!("{k:?}"));
     assert_eq!(
         left,
-        [key::fleet(ALICE)],
-        "only the owner's fleet item is left"
+        [key::fleet(ALICE), key::purge_marker(ALICE, "thermo-1")],
+        "only the owner's fleet item and the device's purge marker are left"
     );
     let fleet = item(&table, &key::fleet(ALICE)).await.unwrap();
     assert_eq!(fleet["devices"].as_n().unwrap(), "0");

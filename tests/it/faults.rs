@@ -564,9 +564,25 @@ async fn registration_races_under_faults(config: ProxyConfig, rounds: usize) {
     {
         assert_eq!(fleet["devices"].as_n().unwrap(), "0", "{:?}", key_of(fleet));
     }
+    // And the raced device's purge markers, for the daily run.
+    for marker in contents
+        .iter()
+        .filter(|i| entity_type(i) == Some(EntityType::PurgeMarker))
+    {
+        assert!(
+            matches!(key_of(marker), ItemKey::PurgeMarker { device, .. } if device.as_str() == RACED),
+            "{:?}",
+            key_of(marker)
+        );
+    }
     let left: Vec<String> = contents
         .iter()
-        .filter(|i| !matches!(entity_type(i), Some(EntityType::Event | EntityType::Fleet)))
+        .filter(|i| {
+            !matches!(
+                entity_type(i),
+                Some(EntityType::Event | EntityType::Fleet | EntityType::PurgeMarker)
+            )
+        })
         .map(|i| format!("{:?}", key_of(i)))
         .collect();
     assert!(
