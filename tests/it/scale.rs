@@ -340,8 +340,8 @@ async fn registering_and_deleting_a_device_bill_by_dynamodbs_rules_not_dynamodb_
         );
     }
     assert_eq!(a.used.count("TransactWriteItems"), 1);
-    // DynamoDB Local reports 1 unit per item of the transaction: neither the transaction's
-    // doubling nor the index entry.
+    // DynamoDB Local reports 1 unit per item here: neither the transaction's doubling nor the
+    // index entry.
     assert_eq!(a.used.write_units, 6.0, "DynamoDB Local's report");
     // Registration, device, live state, two tag links (new) and the fleet item (updated),
     // each under 1 KB: 2 units each in a transaction = 12; plus the index entries they write,
@@ -365,7 +365,7 @@ async fn registering_and_deleting_a_device_bill_by_dynamodbs_rules_not_dynamodb_
     assert_eq!(a.used.count("TransactWriteItems"), 1);
     assert_eq!(
         a.used.write_units, 7.0,
-        "DynamoDB Local's report: 1 for the mark + 1 per item of the transaction"
+        "DynamoDB Local's report for the mark and a 7-item transaction"
     );
     let device_key = key_of_text(&key::device("tx-owner", "meter-1"));
     let device = registered[&device_key].clone();
@@ -392,13 +392,14 @@ async fn registering_and_deleting_a_device_bill_by_dynamodbs_rules_not_dynamodb_
             c.write_units(WriteKind::Transaction)
         );
     }
-    assert_eq!(removal.len(), 6, "{removal:?}");
+    assert_eq!(removal.len(), 7, "{removal:?}");
     let priced = mark.write_units(WriteKind::Single)
         + pricing::write_units(&removal, WriteKind::Transaction);
     // The mark: 1 (the device is on no index). The transaction: device, registration, live
-    // state and two links deleted and the fleet updated, 2 each = 12, plus the fleet's
-    // directory entry rewritten = 1 (the state was never seen, so it had no status entry).
-    assert_eq!(priced, 14, "what DynamoDB bills");
+    // state and two links deleted, the fleet updated and a purge marker put, 2 each = 14,
+    // plus the fleet's directory entry rewritten and the marker's directory entry, 1 each
+    // (the state was never seen, so it had no status entry).
+    assert_eq!(priced, 17, "what DynamoDB bills");
     assert_ne!(priced as f64, a.used.write_units);
 }
 
