@@ -2,7 +2,7 @@
 //! table per test created from `template.yaml`, and requests shaped exactly like API Gateway's
 //! HTTP API payload 2.0 events.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::OnceLock;
 
@@ -81,30 +81,12 @@ pub type StoredItem = BTreeMap<String, AttributeValue>;
 
 /// Every item in the table, sorted by key (a test-only Scan).
 pub async fn table_contents(table: &FleetTable) -> Vec<StoredItem> {
-    let mut items = Vec::new();
-    let mut start: Option<HashMap<String, AttributeValue>> = None;
-    loop {
-        let out = table
-            .client
-            .scan()
-            .table_name(table.name())
-            .consistent_read(true)
-            .set_exclusive_start_key(start.take())
-            .send()
-            .await
-            .expect("scan");
-        items.extend(
-            out.items()
-                .iter()
-                .map(|i| i.clone().into_iter().collect::<StoredItem>()),
-        );
-        match out.last_evaluated_key {
-            Some(key) => start = Some(key),
-            None => break,
-        }
-    }
-    items.sort_by_key(|i| (key_text(i, "PK"), key_text(i, "SK")));
-    items
+    fleet_perf::pricing::snapshot(table)
+        .await
+        .expect("scan")
+        .into_values()
+        .map(|item| item.into_iter().collect())
+        .collect()
 }
 
 /// The key a stored item sits at (it must be one of the table's key shapes).
@@ -188,13 +170,6 @@ pub mod key {
     pub fn event_partition(user_id: &str, device: &str) -> String {
         shared::keys::event_pk(&user(user_id), &device_id(device))
     }
-}
-
-fn key_text(item: &StoredItem, name: &str) -> String {
-    item.get(name)
-        .and_then(|v| v.as_s().ok())
-        .cloned()
-        .unwrap_or_default()
 }
 
 /// The item `key` addresses, if any (consistent read, not metered).

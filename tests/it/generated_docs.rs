@@ -3,15 +3,13 @@
 //! (`make docs` regenerates them).
 
 use fleet_perf::model_docs::{render, MARKDOWN_PATH, MODEL_PATH};
-use fleet_testkit::reference::measure_patterns;
+use fleet_perf::pricing::measure_priced;
 use fleet_tests::*;
 
 #[tokio::test]
 async fn generated_docs_are_current() {
     let (table, tokens) = reference_table().await;
-    let measurements = measure_patterns(&table, &tokens)
-        .await
-        .expect("patterns run");
+    let measurements = measure_priced(&table, &tokens).await.expect("patterns run");
     let (markdown, model) = render(&measurements);
     let root = fleet_testkit::repo_root();
     for (path, generated) in [(MARKDOWN_PATH, markdown), (MODEL_PATH, model)] {

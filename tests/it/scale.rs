@@ -6,46 +6,23 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
-use fleet_perf::capacity::write_units_of_change;
+use fleet_perf::pricing::{self, WriteKind};
 use fleet_tests::*;
 use serde_json::{json, Value};
 use shared::entity::Entity;
 use shared::items::{DeviceStateItem, EntityType, FleetItem, RegistrationItem};
-use shared::keys::{ItemKey, PrimaryKey};
+use shared::keys::ItemKey;
 use shared::ops::ingest::{IngestConfig, Ingestor};
 use shared::FleetTable;
 
-type Snapshot = HashMap<PrimaryKey, HashMap<String, aws_sdk_dynamodb::types::AttributeValue>>;
-
-async fn snapshot(table: &FleetTable) -> Snapshot {
-    table_contents(table)
-        .await
-        .into_iter()
-        .map(|item| {
-            let item: HashMap<_, _> = item.into_iter().collect();
-            (PrimaryKey::of(&item).expect("a key"), item)
-        })
-        .collect()
+/// Every item of the table, by key.
+async fn snapshot(table: &FleetTable) -> pricing::Snapshot {
+    pricing::snapshot(table).await.expect("snapshot")
 }
 
-/// Write units DynamoDB bills for turning `before` into `after`, item by item.
-fn billed(before: &Snapshot, after: &Snapshot) -> u64 {
-    let keys: BTreeSet<_> = before
-        .keys()
-        .chain(after.keys())
-        .map(|k| (k.pk.clone(), k.sk.clone()))
-        .collect();
-    keys.into_iter()
-        .map(|(pk, sk)| {
-            let key = PrimaryKey { pk, sk };
-            let (old, new) = (before.get(&key), after.get(&key));
-            if old == new {
-                0
-            } else {
-                write_units_of_change(old, new)
-            }
-        })
-        .sum()
+/// Write units DynamoDB bills for turning `before` into `after` with single-item writes.
+fn billed(before: &pricing::Snapshot, after: &pricing::Snapshot) -> u64 {
+    pricing::write_units(&pricing::changes(before, after), WriteKind::Single)
 }
 
 fn telemetry(n: usize, minutes_ago: i64) -> Value {
@@ -329,4 +306,104 @@ async fn a_fleet_growing_past_its_partitions_while_ingesting_and_paging_loses_no
         let newest_first: Vec<&str> = ids.iter().rev().map(String::as_str).collect();
         assert_eq!(recent, newest_first, "{device}");
     }
+}
+
+/// Write units of the registration and deletion by DynamoDB's rules, which DynamoDB Local
+/// does not follow: it reports 2.0 for any TransactWriteItems, whatever it holds.
+#[tokio::test]
+async fn registering_and_deleting_a_device_bill_by_dynamodbs_rules_not_dynamodb_locals() {
+    let table = fresh_table().await;
+    // A first device, so the registration under test updates an existing fleet item.
+    register_device(&table, "tx-owner", "meter-0").await;
+
+    // AP-07 with two tags: one GetItem (the fleet), one transaction.
+    let before = snapshot(&table).await;
+    let a = device_updates(
+        &table,
+        ApiRequest::post("/me/devices")
+            .caller("tx-owner")
+            .json(json!({
+                "deviceId": "meter-1", "name": "Boiler room", "type": "thermostat",
+                "tags": ["basement", "heating"],
+            })),
+    )
+    .await;
+    assert_eq!(a.status, 201, "{:?}", a.body);
+    let registered = snapshot(&table).await;
+    let changed = pricing::changes(&before, &registered);
+    for c in &changed {
+        eprintln!(
+            "AP-07 {:?}: {} bytes, {} units in a transaction",
+            c.key,
+            c.after.as_ref().map_or(0, fleet_perf::capacity::item_size),
+            c.write_units(WriteKind::Transaction)
+        );
+    }
+    assert_eq!(a.used.count("TransactWriteItems"), 1);
+    // DynamoDB Local reports 1 unit per item here: neither the transaction's doubling nor the
+    // index entry.
+    assert_eq!(a.used.write_units, 6.0, "DynamoDB Local's report");
+    // Registration, device, live state, two tag links (new) and the fleet item (updated),
+    // each under 1 KB: 2 units each in a transaction = 12; plus the index entries they write,
+    // 1 each, not doubled: the fleet's directory entry (its device count is projected; the
+    // state has no status entry until the device is first seen).
+    assert_eq!(changed.len(), 6, "{changed:?}");
+    let priced = pricing::write_units(&changed, WriteKind::Transaction);
+    assert_eq!(priced, 13, "what DynamoDB bills");
+    assert_ne!(priced as f64, a.used.write_units);
+
+    // AP-08: an UpdateItem marks the device (a single write), then one transaction deletes
+    // device, registration and links and updates the fleet.
+    let a = device_updates(
+        &table,
+        ApiRequest::delete("/me/devices/meter-1").caller("tx-owner"),
+    )
+    .await;
+    assert_eq!(a.status, 204, "{:?}", a.body);
+    let deleted = snapshot(&table).await;
+    assert_eq!(a.used.count("UpdateItem"), 1);
+    assert_eq!(a.used.count("TransactWriteItems"), 1);
+    assert_eq!(
+        a.used.write_units, 7.0,
+        "DynamoDB Local's report for the mark and a 7-item transaction"
+    );
+    let device_key = key_of_text(&key::device("tx-owner", "meter-1"));
+    let device = registered[&device_key].clone();
+    let mut marked = device.clone();
+    marked.insert(
+        "deletingAt".into(),
+        aws_sdk_dynamodb::types::AttributeValue::S(shared::timestamp::Timestamp::now().to_string()),
+    );
+    let mark = pricing::ItemChange {
+        key: device_key.clone(),
+        before: Some(device),
+        after: Some(marked.clone()),
+    };
+    let mut removal = pricing::changes(&registered, &deleted);
+    for c in &mut removal {
+        if c.key == device_key {
+            c.before = Some(marked.clone()); // the transaction deletes the marked item
+        }
+    }
+    for c in &removal {
+        eprintln!(
+            "AP-08 {:?}: {} units in a transaction",
+            c.key,
+            c.write_units(WriteKind::Transaction)
+        );
+    }
+    assert_eq!(removal.len(), 7, "{removal:?}");
+    let priced = mark.write_units(WriteKind::Single)
+        + pricing::write_units(&removal, WriteKind::Transaction);
+    // The mark: 1 (the device is on no index). The transaction: device, registration, live
+    // state and two links deleted, the fleet updated and a purge marker put, 2 each = 14,
+    // plus the fleet's directory entry rewritten and the marker's directory entry, 1 each
+    // (the state was never seen, so it had no status entry).
+    assert_eq!(priced, 17, "what DynamoDB bills");
+    assert_ne!(priced as f64, a.used.write_units);
+}
+
+fn key_of_text(key: &ItemKey) -> (String, String) {
+    let key = key.primary_key();
+    (key.pk, key.sk)
 }

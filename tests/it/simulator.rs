@@ -121,4 +121,19 @@ fn the_generated_reports_are_current() {
     fleet_perf::simulate::command(&[], true)
         .unwrap_or_else(|e| panic!("{e} (docs/key-distribution.md)"));
     fleet_perf::cost::command(&[], true).unwrap_or_else(|e| panic!("{e} (docs/cost-model.md)"));
+    // The report is current, so what it says holds for every checked-in profile (including
+    // utility-10m-devices: about 1M events/s over 10M devices): no key over a per-partition limit.
+    let report =
+        std::fs::read_to_string(fleet_testkit::repo_root().join(fleet_perf::simulate::REPORT_PATH))
+            .unwrap();
+    assert!(
+        report.contains("utility-10m-devices"),
+        "the 1M events/s profile is simulated"
+    );
+    assert!(
+        !report.contains("over DynamoDB's per-partition limits")
+            && !report.contains("keys over the per-partition limits"),
+        "a checked-in profile has a key over 1,000 WCU/s or 3,000 RCU/s: see {}",
+        fleet_perf::simulate::REPORT_PATH
+    );
 }

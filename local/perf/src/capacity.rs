@@ -91,18 +91,29 @@ pub fn index_entry(item: &Item, index: &IndexSpec) -> Option<Item> {
 }
 
 /// Write units DynamoDB bills for changing one item from `before` to `after` (`None`: absent),
-/// by its rules, not DynamoDB Local's: the table write bills the larger of the two images,
-/// each rounded up to 1 KB; every index whose entry changes bills on its own: a put of the
-/// new entry, a delete of the old one, both when the entry's key moves (a move is a delete
-/// and a put). An entry whose keys and projected attributes are unchanged costs nothing.
-/// Transactions bill twice this per item (see [`TRANSACTION_FACTOR`]).
+/// by its rules, not DynamoDB Local's: the table write plus every index entry it changes
+/// ([`table_write_units_of_change`] + [`index_write_units_of_change`]). Transactions bill the
+/// table part twice ([`transaction_write_units_of_change`]).
 pub fn write_units_of_change(before: Option<&Item>, after: Option<&Item>) -> u64 {
+    table_write_units_of_change(before, after) + index_write_units_of_change(before, after)
+}
+
+/// The table part of a change: the larger of the two images, rounded up to 1 KB (an
+/// UpdateItem bills the larger of the item before and after; a delete bills the deleted item).
+pub fn table_write_units_of_change(before: Option<&Item>, after: Option<&Item>) -> u64 {
     let size = |item: Option<&Item>| item.map_or(0, item_size);
-    let table = match (before, after) {
+    match (before, after) {
         (None, None) => 0,
         _ => write_units(size(before).max(size(after))),
-    };
-    let indexes: u64 = shared::schema::INDEXES
+    }
+}
+
+/// The index part of a change: every index whose entry changes bills on its own, each entry
+/// rounded up to 1 KB: a put of the new entry, a delete of the old one, both when the entry's
+/// key moves (a move is a delete and a put). An entry whose keys and projected attributes are
+/// unchanged costs nothing.
+pub fn index_write_units_of_change(before: Option<&Item>, after: Option<&Item>) -> u64 {
+    shared::schema::INDEXES
         .iter()
         .map(|index| {
             let old = before.and_then(|i| index_entry(i, index));
@@ -124,8 +135,20 @@ pub fn write_units_of_change(before: Option<&Item>, after: Option<&Item>) -> u64
                 _ => 0,
             }
         })
-        .sum();
-    table + indexes
+        .sum()
+}
+
+/// Write units of one item's change made inside a TransactWriteItems: the table write
+/// [`TRANSACTION_FACTOR`] times, the index entries once.
+pub fn transaction_write_units_of_change(before: Option<&Item>, after: Option<&Item>) -> u64 {
+    TRANSACTION_FACTOR * table_write_units_of_change(before, after)
+        + index_write_units_of_change(before, after)
+}
+
+/// Write units of a conditional write whose condition failed: DynamoDB bills it like a write
+/// of the item as stored (at least 1 unit when the item is absent); no index entry changes.
+pub fn failed_conditional_write_units(stored: Option<&Item>) -> u64 {
+    write_units(stored.map_or(0, item_size))
 }
 
 /// A TransactWriteItems bills every item's write twice (DynamoDB's two-phase commit); the

@@ -15,6 +15,8 @@ use shared::catalog::PatternId;
 use crate::capacity::{query_read_units, PAGE_BYTES};
 use crate::simulate::{group, Simulation};
 
+pub mod stack;
+
 /// Where and when the prices below were taken.
 pub const PRICES_AS_OF: &str = "us-east-1, on-demand prices in force since 1 November 2024 \
     (DynamoDB on-demand throughput was halved then), Lambda arm64 first pricing tier; read 2026";
@@ -387,6 +389,8 @@ pub fn render_report(
          seed's own figure of 2,800 WCU/s consumed points to a rate hundreds of times lower.\n\n",
     );
 
+    render_whole_stack(&mut out, sims, model, billing);
+
     if let Some(sim) = sims.iter().find(|s| s.profile.name == seed_profile) {
         render_seed_comparison(&mut out, sim, billing);
     }
@@ -409,6 +413,120 @@ pub fn render_report(
          event types), not from a different rule.\n",
     );
     out
+}
+
+/// Monthly figures before this model covered the whole stack, as issue 14's brief quotes them
+/// for main (DynamoDB; DynamoDB and Lambda): (profile, DynamoDB, whole as then modelled). The
+/// report also gives what the model computed before it covered the whole stack (DynamoDB and
+/// Lambda, the first two lines of each profile's table), which main's `make cost` printed.
+pub const BEFORE: [(&str, &str, &str); 2] = [
+    ("seed-000-100k-users", "$91.15", "$118"),
+    ("large-fleets", "$160,312", "not given"),
+];
+
+/// One profile's whole-stack month: DynamoDB (API, ingest, analytics scan, storage), Lambda,
+/// then every line of [`stack::lines`].
+pub fn whole_stack(
+    sim: &Simulation,
+    model: &Value,
+    billing: &LambdaBilling,
+) -> (MonthlyCost, Vec<stack::Line>) {
+    let m = MonthlyCost::of(sim, billing);
+    let mut lines = vec![
+        stack::Line {
+            item: "DynamoDB: ingest, reads, analytics scan, storage",
+            quantity: format!(
+                "{} WRU, {} RRU, {} GB",
+                millions(m.write_units),
+                millions(m.read_units + m.scan_read_units),
+                gigabytes(m.storage_gb[0] + m.storage_gb[1])
+            ),
+            usd: m.writes_usd(WRU_USD) + m.reads_usd(RRU_USD) + m.storage_usd(),
+            basis:
+                "simulated from the profile with the real items' sizes (docs/key-distribution.md)"
+                    .into(),
+        },
+        stack::Line {
+            item: "Lambda",
+            quantity: format!(
+                "{} requests, {} GB-s",
+                millions(m.lambda_requests),
+                millions(m.lambda_gb_seconds)
+            ),
+            usd: m.lambda_usd(),
+            basis: if billing.measured {
+                format!("durations measured ({BENCHMARKS_PATH}, `make bench`)")
+            } else {
+                "durations assumed (no docs/benchmarks.json power table)".into()
+            },
+        },
+    ];
+    lines.extend(stack::lines(sim, &m, model));
+    (m, lines)
+}
+
+fn render_whole_stack(
+    out: &mut String,
+    sims: &[Simulation],
+    model: &Value,
+    billing: &LambdaBilling,
+) {
+    out.push_str(
+        "## The whole stack
+
+",
+    );
+    out.push_str(&stack::prices_paragraph());
+    out.push('\n');
+    let mut totals = Vec::new();
+    for sim in sims {
+        let (_, lines) = whole_stack(sim, model, billing);
+        let _ = writeln!(
+            out,
+            "### {}\n\n| line | quantity a month | USD a month | measured or assumed |\n|---|---|---|---|",
+            sim.profile.name
+        );
+        for line in &lines {
+            let _ = writeln!(
+                out,
+                "| {} | {} | {} | {} |",
+                line.item,
+                line.quantity,
+                usd(line.usd),
+                line.basis
+            );
+        }
+        let total: f64 = lines.iter().map(|l| l.usd).sum();
+        let dynamo: f64 = lines
+            .iter()
+            .filter(|l| l.item.starts_with("DynamoDB"))
+            .map(|l| l.usd)
+            .sum();
+        let _ = writeln!(out, "| **total** | | **{}** | |\n", usd(total));
+        let modelled_before: f64 = lines.iter().take(2).map(|l| l.usd).sum();
+        totals.push((sim.profile.name.clone(), modelled_before, dynamo, total));
+    }
+    out.push_str(
+        "### Before and after\n\nBefore: the figures issue 14's brief quotes for main (DynamoDB; \
+         DynamoDB and Lambda), and what this model computed before it covered the whole stack \
+         (DynamoDB and Lambda: the first two lines of each table above, which main's `make cost` \
+         printed as its total).\n\n\
+         | profile | DynamoDB before (brief) | whole before (brief) | DynamoDB + Lambda (model before) | DynamoDB after (with device changes, PITR) | whole stack after |\n\
+         |---|---|---|---|---|---|\n",
+    );
+    for (name, modelled_before, dynamo, total) in totals {
+        let before = BEFORE.iter().find(|b| b.0 == name);
+        let _ = writeln!(
+            out,
+            "| {name} | {} | {} | {} | {} | {} |",
+            before.map_or("not given", |b| b.1),
+            before.map_or("not given", |b| b.2),
+            usd(modelled_before),
+            usd(dynamo),
+            usd(total)
+        );
+    }
+    out.push('\n');
 }
 
 fn render_seed_comparison(out: &mut String, sim: &Simulation, billing: &LambdaBilling) {

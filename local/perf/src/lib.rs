@@ -11,6 +11,7 @@ pub mod cost;
 pub mod fault_run;
 pub mod load;
 pub mod model_docs;
+pub mod pricing;
 pub mod simulate;
 pub mod stats;
 pub mod throughput;

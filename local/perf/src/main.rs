@@ -232,12 +232,13 @@ fn machine_summary() -> String {
 /// Writes (or with `--check`, verifies) docs/access-patterns.md and docs/model.json.
 async fn docs(check: bool) -> Result<(), Error> {
     use fleet_perf::model_docs::{render, MARKDOWN_PATH, MODEL_PATH};
-    use fleet_testkit::reference::{measure_patterns, seed, REFERENCE_RETENTION_DAYS};
+    use fleet_perf::pricing::measure_priced;
+    use fleet_testkit::reference::{seed, REFERENCE_RETENTION_DAYS};
     let stack = LocalStack::start()?;
     let mut table = stack.table("device-fleet-docs").await?;
     table.config.retention_days = REFERENCE_RETENTION_DAYS;
     let tokens = seed(&table).await?;
-    let measurements = measure_patterns(&table, &tokens).await?;
+    let measurements = measure_priced(&table, &tokens).await?;
     let (markdown, model) = render(&measurements);
     let root = fleet_testkit::repo_root();
     for (path, text) in [(MARKDOWN_PATH, markdown), (MODEL_PATH, model)] {

@@ -96,6 +96,33 @@ pub struct Profile {
     /// Events retained, days (default 90).
     #[serde(default)]
     pub retention_days: Option<u32>,
+    /// Device registrations, renames and deletions (default: [`DeviceChanges::default`]).
+    #[serde(default)]
+    pub device_changes: DeviceChanges,
+}
+
+/// Device lifecycle traffic, as shares of the fleet per month.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct DeviceChanges {
+    /// Devices registered a month, as a share of the fleet (AP-07).
+    pub registered_per_month: f64,
+    /// Devices renamed or retagged a month, as a share of the fleet (AP-06 with link sync).
+    pub renamed_per_month: f64,
+    /// Devices deleted a month, as a share of the fleet (AP-08).
+    pub deleted_per_month: f64,
+}
+
+impl Default for DeviceChanges {
+    /// An assumption, not a measurement: a fleet replaces about 2% of its devices a month
+    /// (registered and deleted) and renames or retags 5%.
+    fn default() -> Self {
+        Self {
+            registered_per_month: 0.02,
+            renamed_per_month: 0.05,
+            deleted_per_month: 0.02,
+        }
+    }
 }
 
 /// Devices per user.

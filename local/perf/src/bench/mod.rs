@@ -31,10 +31,11 @@ use serde::Serialize;
 use shared::timestamp::Timestamp;
 
 use crate::cold_start::{ColdStart, ColdStartError};
+use crate::pricing::measure_priced;
 use crate::stats::quantile;
 use fleet_testkit::bootstrap::{function_environment, retention_override, BootstrapError, Launch};
 use fleet_testkit::dynamodb_local::{default_install_dir, DynamoDbLocal};
-use fleet_testkit::reference::{measure_patterns, seed, Measurement, REFERENCE_RETENTION_DAYS};
+use fleet_testkit::reference::{seed, Measurement, REFERENCE_RETENTION_DAYS};
 use fleet_testkit::stack::{create_table, local_sdk_config, local_table};
 use fleet_testkit::template::{default_template_path, Template};
 
@@ -438,7 +439,7 @@ pub async fn run(settings: Settings) -> Result<BenchReport, BenchError> {
     eprintln!("bench: reference dataset and per-pattern requests and capacity");
     let reference = new_table("bench-reference".to_string()).await?;
     let tokens = seed(&reference).await.map_err(BenchError::setup)?;
-    let measured = measure_patterns(&reference, &tokens)
+    let measured = measure_priced(&reference, &tokens)
         .await
         .map_err(BenchError::setup)?;
     let reference_env = environments(reference.name())?;

@@ -130,7 +130,7 @@ Settings: {} measured calls per pattern after {} unmeasured; {} cold starts per 
     ));
 
     out.push_str("## 1. Access patterns\n\n");
-    out.push_str("Requests and consumed capacity from the reference measurement of `make docs` (`fleet_testkit::reference::measure_patterns`: seed 000's user with 10 devices x 10 events); latency from the calls of each pattern's route through its warm release bootstrap on the same dataset, taken in rounds of one call of every pattern (so other load on the machine spreads over all patterns alike). Latencies in ms, p50 / p99.\n\n");
+    out.push_str("Requests and capacity from the reference measurement of `make docs` (`fleet_perf::pricing::measure_priced`; RCU as DynamoDB Local reports them, WCU as DynamoDB bills them, priced from the items each case changed; seed 000's user with 10 devices x 10 events); latency from the calls of each pattern's route through its warm release bootstrap on the same dataset, taken in rounds of one call of every pattern (so other load on the machine spreads over all patterns alike). Latencies in ms, p50 / p99.\n\n");
     out.push_str("| id | reference workload | requests | RCU | WCU | request timed | function | invocation p50 / p99 | handler p50 / p99 |\n|---|---|---:|---:|---:|---|---|---:|---:|\n");
     for row in &report.patterns {
         let (request, function, invocation, handler) = match &row.latency {
