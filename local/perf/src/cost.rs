@@ -12,7 +12,7 @@ use std::fmt::Write as _;
 use serde_json::Value;
 use shared::catalog::PatternId;
 
-use crate::capacity::{query_read_units, PAGE_BYTES};
+use crate::capacity::query_read_units;
 use crate::simulate::{group, Simulation};
 
 pub mod stack;
@@ -182,15 +182,16 @@ impl MonthlyCost {
     pub fn of(sim: &Simulation, billing: &LambdaBilling) -> Self {
         let w = &sim.workload;
         let [base, gsi1, gsi2] = &sim.tables;
-        let scan_pages_per_day = (w.scanned_bytes / PAGE_BYTES as f64).ceil();
         let api_reads = w.dashboard_per_second + w.other_reads_per_second;
-        let scan_seconds = w.items / ANALYTICS_ITEMS_PER_SECOND;
+        let scan_seconds = w.analytics_items_per_day / ANALYTICS_ITEMS_PER_SECOND;
         Self {
-            // One checkpoint write (under 1 KB) per scanned page.
+            // One checkpoint write (under 1 KB) per unit of the daily run's work.
             write_units: (base.wcu + gsi1.wcu + gsi2.wcu) * SECONDS_PER_MONTH
-                + scan_pages_per_day * DAYS_PER_MONTH,
+                + w.analytics_units_per_day * DAYS_PER_MONTH,
             read_units: (base.rcu + gsi1.rcu + gsi2.rcu) * SECONDS_PER_MONTH,
-            scan_read_units: query_read_units(w.scanned_bytes as u64) * DAYS_PER_MONTH,
+            // The daily run reads the directory, the owners' partitions and the day's events
+            // (docs/design.md section 5), not the whole table.
+            scan_read_units: w.analytics_read_units_per_day * DAYS_PER_MONTH,
             storage_gb: [
                 w.storage_bytes[0] / GB,
                 (w.storage_bytes[1] + w.storage_bytes[2]) / GB,
@@ -338,13 +339,17 @@ pub fn render_report(
          - Writes count the base table and the index entries the real items have (an index \
          write is billed like a table write; telemetry events are on no index, searchable types on \
          GSI1), the live state's update of every ingest request, the state's GSI1 entry moving with \
-         its 15-minute `SEEN#` bucket, and one analytics checkpoint per scanned MB.\n\
+         its 15-minute `SEEN#` bucket, and one daily-run checkpoint per unit of work (a directory \
+         page, an owner's partition).\n\
          - Reads count the API's reads, ingestion's registration and live-state reads (one \
          consistent read of each per request: API Gateway spreads a device's requests over \
-         containers, so the per-container caches are assumed to miss), and the daily analytics \
-         parallel Scan of the whole table (eventually consistent, 0.5 units per 4 KB).\n\
+         containers, so the per-container caches are assumed to miss), and the daily run: a Scan \
+         of the directory (one ~100-byte entry per profile and fleet), one Query per owner \
+         partition (device items and live states) and one per device that sent events that day \
+         (that day's events only); eventually consistent, 0.5 units per 4 KB, at least 0.5 per \
+         Query.\n\
          - Lambda ({}): reads billed {} ms at {} MB (the dashboard function), ingest requests \
-         {} ms at {} MB. {} The daily analytics function (512 MB) runs for the table's items / \
+         {} ms at {} MB. {} The daily analytics function (512 MB) runs for the items it reads / \
          {} items/s (`make scan-throughput`, docs/design.md).\n",
         if billing.measured { "measured" } else { "assumed" },
         billing.read_ms,
@@ -381,13 +386,33 @@ pub fn render_report(
     out.push_str(
         "\nWhat drives these: writes are about 1 unit per telemetry event (one item under 1 KB, \
          on no index; a searchable type adds its GSI1 entry) plus a 1-unit live-state update per \
-         ingest request, so larger batches cost less. Storage grows with events/s x 90 days. The daily analytics \
-         job scans the whole table every day, which at the large profiles' volumes costs more \
-         than all API reads together (and would need many fanned-out invocations a day); an \
-         incremental report fed by DynamoDB Streams would remove that line. \
+         ingest request, so larger batches cost less. Storage grows with events/s x 90 days. The \
+         daily run reads the day, not the history (table below). \
          `seed-003-10k-devices` takes seed 003's words literally (1,000,000 events/s): the \
          seed's own figure of 2,800 WCU/s consumed points to a rate hundreds of times lower.\n\n",
     );
+
+    out.push_str(
+        "### The daily run: what it reads against a full Scan\n\n\
+         Before issue 14 the daily run was a parallel Scan of the whole table, 90 days of events \
+         included; it now reads the directory, the owners' partitions and the day's events \
+         (`daily_analytics::the_runs_reads_follow_the_day_not_the_history` measures it on \
+         DynamoDB Local: flat with 1 or 30 days of history).\n\n\
+         | profile | the run's read units a month | a full Scan's a month (the run before) | share |\n|---|---|---|---|\n",
+    );
+    for sim in sims {
+        let m = MonthlyCost::of(sim, billing);
+        let full = query_read_units(sim.workload.scanned_bytes as u64) * DAYS_PER_MONTH;
+        let _ = writeln!(
+            out,
+            "| {} | {} | {} | {:.2}% |",
+            sim.profile.name,
+            millions(m.scan_read_units),
+            millions(full),
+            100.0 * m.scan_read_units / full.max(f64::MIN_POSITIVE)
+        );
+    }
+    out.push('\n');
 
     render_whole_stack(&mut out, sims, model, billing);
 
@@ -415,13 +440,12 @@ pub fn render_report(
     out
 }
 
-/// Monthly figures before this model covered the whole stack, as issue 14's brief quotes them
-/// for main (DynamoDB; DynamoDB and Lambda): (profile, DynamoDB, whole as then modelled). The
-/// report also gives what the model computed before it covered the whole stack (DynamoDB and
-/// Lambda, the first two lines of each profile's table), which main's `make cost` printed.
-pub const BEFORE: [(&str, &str, &str); 2] = [
-    ("seed-000-100k-users", "$91.15", "$118"),
-    ("large-fleets", "$160,312", "not given"),
+/// Monthly figures of this model on main before issues 13 and 14 (commit `b14f490`, `make cost`;
+/// issue 14's brief quotes the first two): (profile, DynamoDB in USD, DynamoDB and Lambda).
+pub const BEFORE: [(&str, f64, &str); 3] = [
+    ("seed-000-100k-users", 91.15, "$118"),
+    ("large-fleets", 160_312.0, "$163,173"),
+    ("seed-003-10k-devices", 10_138_879.0, "$10,237,851"),
 ];
 
 /// One profile's whole-stack month: DynamoDB (API, ingest, analytics scan, storage), Lambda,
@@ -503,25 +527,33 @@ fn render_whole_stack(
             .map(|l| l.usd)
             .sum();
         let _ = writeln!(out, "| **total** | | **{}** | |\n", usd(total));
-        let modelled_before: f64 = lines.iter().take(2).map(|l| l.usd).sum();
-        totals.push((sim.profile.name.clone(), modelled_before, dynamo, total));
+        // The lines the model had before (DynamoDB for the API, ingest, the daily run and
+        // storage): the same basis as the "before" figures.
+        let same_lines = lines.first().map_or(0.0, |l| l.usd);
+        totals.push((sim.profile.name.clone(), same_lines, dynamo, total));
     }
     out.push_str(
-        "### Before and after\n\nBefore: the figures issue 14's brief quotes for main (DynamoDB; \
-         DynamoDB and Lambda), and what this model computed before it covered the whole stack \
-         (DynamoDB and Lambda: the first two lines of each table above, which main's `make cost` \
-         printed as its total).\n\n\
-         | profile | DynamoDB before (brief) | whole before (brief) | DynamoDB + Lambda (model before) | DynamoDB after (with device changes, PITR) | whole stack after |\n\
-         |---|---|---|---|---|---|\n",
+        "### Before and after\n\nBefore: this model on main before issues 13 and 14 (commit \
+         `b14f490`, `make cost`): its DynamoDB figure (API, ingest, the daily full Scan, storage; \
+         for seed-000 and large-fleets also the figures issue 14's brief quotes) and its total \
+         (DynamoDB and Lambda). After: the same DynamoDB lines at the same prices, the share of \
+         before, then DynamoDB with the lines this model did not have (device changes, PITR) \
+         and the whole stack. `utility-10m-devices` is new.\n\n\
+         | profile | DynamoDB before | DynamoDB + Lambda before | DynamoDB after, same lines | after / before | DynamoDB after, all lines | whole stack after |\n\
+         |---|---|---|---|---|---|---|\n",
     );
-    for (name, modelled_before, dynamo, total) in totals {
+    for (name, same_lines, dynamo, total) in totals {
         let before = BEFORE.iter().find(|b| b.0 == name);
         let _ = writeln!(
             out,
-            "| {name} | {} | {} | {} | {} | {} |",
-            before.map_or("not given", |b| b.1),
-            before.map_or("not given", |b| b.2),
-            usd(modelled_before),
+            "| {name} | {} | {} | {} | {} | {} | {} |",
+            before.map_or("new profile".to_string(), |b| usd(b.1)),
+            before.map_or("new profile", |b| b.2),
+            usd(same_lines),
+            before.map_or("-".to_string(), |b| format!(
+                "{:.0}%",
+                100.0 * same_lines / b.1
+            )),
             usd(dynamo),
             usd(total)
         );
@@ -751,11 +783,12 @@ events: {per_device_per_minute: 1, batch_size: 1, types: {temperature: 1}}
         let m = MonthlyCost::of(&sim, &LambdaBilling::assumed());
         // 1 event/s in all. Per event: event item 1 WCU (telemetry is in no index) + the live
         // state's update (under 1 KB: 1) = 2; the SEEN# entry moves at most every 900 s per
-        // device: 60 devices x 2 WCU / 900 s. Plus one checkpoint write per scanned MB and day.
+        // device: 60 devices x 2 WCU / 900 s. Plus the daily run's checkpoints: one directory
+        // page (12 entries) and one partition per owner (10 devices each, under
+        // DEVICES_PER_SHARD) = 7 a day.
         assert_eq!(crate::capacity::write_units(sim.sizes.device), 1);
         let per_second = 2.0 + 60.0 * 2.0 / 900.0;
-        let pages = (sim.workload.scanned_bytes / PAGE_BYTES as f64).ceil();
-        let expected = per_second * SECONDS_PER_MONTH + pages * DAYS_PER_MONTH;
+        let expected = per_second * SECONDS_PER_MONTH + 7.0 * DAYS_PER_MONTH;
         assert!(
             (m.write_units - expected).abs() < 1e-3,
             "{} vs {expected}",
@@ -771,7 +804,10 @@ events: {per_device_per_minute: 1, batch_size: 1, types: {temperature: 1}}
         // Lambda: 1 ingest request/s of 30 ms at 0.125 GB, plus 30.4 daily runs.
         let requests = SECONDS_PER_MONTH + DAYS_PER_MONTH;
         assert!((m.lambda_requests - requests).abs() < 1e-6);
-        let items = sim.workload.items;
+        // The daily run reads 12 directory entries, 60 device and 60 state items and the day's
+        // 86,400 events, not the 90 days stored.
+        let items = 12.0 + 120.0 + 86_400.0;
+        assert!((sim.workload.analytics_items_per_day - items).abs() < 1e-6);
         let gbs = 0.030 * 0.125 * SECONDS_PER_MONTH
             + items / ANALYTICS_ITEMS_PER_SECOND * 0.5 * DAYS_PER_MONTH;
         assert!((m.lambda_gb_seconds - gbs).abs() < 1e-6);

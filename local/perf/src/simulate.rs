@@ -58,6 +58,9 @@ pub const SHARE_LIMIT: f64 = 0.10;
 pub const MAX_SHARDS: u16 = 1000;
 /// Keys kept per top list.
 pub const TOP_KEYS: usize = 10;
+/// Bytes of a directory (GSI2) entry: keys, entity type, user id, shards and device count.
+const DIRECTORY_ENTRY_BYTES: f64 = 100.0;
+
 /// Events an event-list read returns (the API's default page).
 pub const EVENT_PAGE: f64 = 50.0;
 /// The default day events are written on (the GSI1 `TYPE#` keys carry the day).
@@ -776,8 +779,17 @@ pub struct Workload {
     pub other_reads_per_second: f64,
     /// Stored bytes with DynamoDB's per-item overhead: base table, GSI1, GSI2.
     pub storage_bytes: [f64; 3],
-    /// Bytes of the base table's items without overhead (what a Scan reads).
+    /// Bytes of the base table's items without overhead (what a full Scan reads: the daily
+    /// run before it read the directory instead, shown for comparison).
     pub scanned_bytes: f64,
+    /// Read units of one daily run: the directory Scan, each owner's partitions, and each
+    /// device's events of the day (docs/design.md section 5).
+    pub analytics_read_units_per_day: f64,
+    /// Units of work of one daily run (one checkpoint write each): directory pages and owner
+    /// partitions.
+    pub analytics_units_per_day: f64,
+    /// Items one daily run reads.
+    pub analytics_items_per_day: f64,
     /// Items in the base table.
     pub items: f64,
 }
@@ -916,6 +928,14 @@ pub fn simulate(profile: Profile, source: &str) -> Result<Simulation, Error> {
                 state_partitions.resize(placed + 1, 0.0);
             }
             state_partitions[placed] += batches;
+            // The daily run reads a device's events of the day only, one Query, when it sent
+            // any that day.
+            let day_events = rate * 86_400.0;
+            if day_events > 0.0 {
+                w.analytics_read_units_per_day +=
+                    query_read_units((day_events * event_bytes) as u64);
+                w.analytics_items_per_day += day_events;
+            }
             // The device's events partition: writes, and AP-04 reads of a page of the day.
             let page = (rate * 86_400.0).min(EVENT_PAGE);
             let event_read_rcu =
@@ -951,6 +971,18 @@ pub fn simulate(profile: Profile, source: &str) -> Result<Simulation, Error> {
         // dashboards read the user partition (device items, shard 0's states, the profile) and
         // the states placed elsewhere by key. AP-05 reads the devices' own partitions.
         let _ = per_user_event_reads;
+        // The daily run reads each of the owner's partitions once (one unit, one checkpoint):
+        // the user partition with every device item, and each partition's live states.
+        let partitions = state_partitions.len().max(1) as f64;
+        let states_per_partition = f64::from(*fleet) / partitions;
+        let user_partition = sizes.profile as f64
+            + f64::from(*fleet) * sizes.device_item as f64
+            + states_per_partition * sizes.device as f64;
+        w.analytics_read_units_per_day += query_read_units(user_partition as u64)
+            + (partitions - 1.0)
+                * query_read_units((states_per_partition * sizes.device as f64) as u64);
+        w.analytics_units_per_day += partitions;
+        w.analytics_items_per_day += 2.0 * f64::from(*fleet);
         for (k, batches) in state_partitions.iter().enumerate() {
             let wcu = batches * device_update_wcu;
             // Each batch reads the live state first (a cache miss, as for the registration).
@@ -1042,6 +1074,11 @@ pub fn simulate(profile: Profile, source: &str) -> Result<Simulation, Error> {
         + users as f64 * sizes.profile as f64;
     w.items = stored_events + 3.0 * d + users as f64;
     w.scanned_bytes = base_items_bytes;
+    // The directory: one entry per profile and per fleet (about 100 bytes each), Scanned.
+    let directory_bytes = 2.0 * users as f64 * DIRECTORY_ENTRY_BYTES;
+    w.analytics_read_units_per_day += query_read_units(directory_bytes as u64);
+    w.analytics_units_per_day += (directory_bytes / crate::capacity::PAGE_BYTES as f64).ceil();
+    w.analytics_items_per_day += 2.0 * users as f64;
     w.storage_bytes = [
         base_items_bytes + w.items * o,
         stored_events * per_event(&|e| e.2) + d * (sizes.device_gsi1 as f64 + o),
