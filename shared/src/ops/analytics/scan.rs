@@ -19,9 +19,13 @@ use crate::items::{EntityType, FleetItem, PurgeMarkerItem};
 use crate::keys::{event_pk, state_pk, ItemKey, DEVICE_PREFIX, EVENT_PREFIX, PROFILE_SK};
 use crate::metrics::{MeterSnapshot, RequestMeter};
 use crate::ops::{query, s, RawItem};
+use crate::retry::Retry;
 use crate::schema::{ENTITY_TYPE, GSI2};
 use crate::table::{sdk_error, FleetTable};
 use crate::timestamp::Timestamp;
+
+/// Attempts at one unit of work in one invocation (each after the SDK's own retries).
+const UNIT_ATTEMPTS: u32 = 6;
 
 /// Work left on the current directory page, in order.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -58,10 +62,22 @@ pub(super) async fn scan_segment(
         units += 1;
         let started = Instant::now();
         let meter = RequestMeter::new();
-        let step = meter
-            .clone()
-            .scope(next_unit(table, plan, segment, &mut checkpoint, &bounds))
-            .await;
+        // A unit that fails past the SDK's retries (throttling, faults) is done again from the
+        // segment's state before it, a few times within the deadline, before the invocation
+        // gives up and Lambda's retry resumes from the last checkpoint.
+        let mut retry = Retry::until(plan.deadline).at_most(UNIT_ATTEMPTS);
+        let before = checkpoint.clone();
+        let mut step = Ok(());
+        while retry.next_attempt().await {
+            checkpoint = before.clone();
+            step = meter
+                .clone()
+                .scope(next_unit(table, plan, segment, &mut checkpoint, &bounds))
+                .await;
+            if !matches!(step, Err(FleetError::Throttled { .. })) {
+                break;
+            }
+        }
         let used = meter.snapshot();
         // The unit's own meter hides its reads from the invocation's: hand them up.
         RequestMeter::add_to_current(&used);
