@@ -928,12 +928,14 @@ pub fn simulate(profile: Profile, source: &str) -> Result<Simulation, Error> {
                 state_partitions.resize(placed + 1, 0.0);
             }
             state_partitions[placed] += batches;
-            // The daily run reads a device's events of the day only, one Query, when it sent
-            // any that day.
+            // The daily run reads a device's events of the day only, one Query, on the days it
+            // sent any: a device sending less than once a day is read on that share of days.
             let day_events = rate * 86_400.0;
             if day_events > 0.0 {
+                let days_with_events = day_events.min(1.0);
+                let per_query = (day_events / days_with_events) * event_bytes;
                 w.analytics_read_units_per_day +=
-                    query_read_units((day_events * event_bytes) as u64);
+                    days_with_events * query_read_units(per_query as u64);
                 w.analytics_items_per_day += day_events;
             }
             // The device's events partition: writes, and AP-04 reads of a page of the day.
