@@ -597,8 +597,10 @@ fn render_seed_comparison(out: &mut String, sim: &Simulation, billing: &LambdaBi
     };
     let then = ours(SEED_WRU_USD, SEED_RRU_USD);
     let now = ours(WRU_USD, RRU_USD);
+    // The dashboard's Query: the profile, and each device's item and live state.
     let dashboard_rcu = query_read_units(
-        sim.sizes.profile + u64::from(sim.workload.fleet_median) * sim.sizes.device,
+        sim.sizes.profile
+            + u64::from(sim.workload.fleet_median) * (sim.sizes.device + sim.sizes.device_item),
     );
     let writes_per_event =
         m.write_units / (sim.workload.events_per_second * SECONDS_PER_MONTH).max(1.0);
