@@ -83,9 +83,27 @@ pub(super) async fn scan_segment(
         RequestMeter::add_to_current(&used);
         step?;
         unit_done(&mut checkpoint, &used, started.elapsed());
-        crate::ops::put_item(table, &checkpoint).await?;
+        save(table, &checkpoint, plan).await?;
     }
     Ok(checkpoint)
+}
+
+/// Writes `checkpoint`, again after a failure past the SDK's retries (the same item: safe to
+/// repeat) while the deadline allows: a unit's work is lost if its checkpoint is not written.
+async fn save(
+    table: &FleetTable,
+    checkpoint: &Checkpoint,
+    plan: &RunPlan,
+) -> Result<(), FleetError> {
+    let mut retry = Retry::until(plan.deadline).at_most(UNIT_ATTEMPTS);
+    let mut saved = Ok(());
+    while retry.next_attempt().await {
+        saved = crate::ops::put_item(table, checkpoint).await;
+        if !matches!(saved, Err(FleetError::Throttled { .. })) {
+            break;
+        }
+    }
+    saved
 }
 
 /// The checkpoint of a segment not started yet.
