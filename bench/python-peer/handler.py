@@ -631,7 +631,9 @@ def authenticate(device, token):
     except (ClientError, BotoConnectionError, ReadTimeoutError) as err:
         raise sdk_error(err) from None
     item = out.get("Item")
-    if item and token_matches(token, item["tokenSha256"]["S"]):
+    # A released registration (the device was deleted) authenticates nothing.
+    if item and item["entityType"]["S"] == "registration" \
+            and token_matches(token, item["tokenSha256"]["S"]):
         registration = {k: item[k]["S"] for k in
                         ("deviceId", "userId", "tokenSha256", "deviceName", "deviceType")}
         registration["shard"] = int(item["shard"]["N"]) if "shard" in item else 0

@@ -40,11 +40,13 @@ pub enum EntityType {
     Checkpoint,
     /// A deleted device whose events the daily run still has to purge.
     PurgeMarker,
+    /// A deleted device's registration, kept for a while as a fence (the id is free).
+    ReleasedRegistration,
 }
 
 impl EntityType {
     /// Every entity type.
-    pub const ALL: [EntityType; 10] = [
+    pub const ALL: [EntityType; 11] = [
         EntityType::Profile,
         EntityType::Device,
         EntityType::Fleet,
@@ -55,6 +57,7 @@ impl EntityType {
         EntityType::Report,
         EntityType::Checkpoint,
         EntityType::PurgeMarker,
+        EntityType::ReleasedRegistration,
     ];
 
     /// The stored spelling of `entityType`.
@@ -70,6 +73,7 @@ impl EntityType {
             EntityType::Report => "report",
             EntityType::Checkpoint => "checkpoint",
             EntityType::PurgeMarker => "purgeMarker",
+            EntityType::ReleasedRegistration => "releasedRegistration",
         }
     }
 
@@ -358,6 +362,53 @@ pub struct RegistrationItem {
     pub shard: u32,
     /// Registration time.
     pub created_at: Timestamp,
+}
+
+/// A deleted device's registration: `DEVICE#{deviceId}` / `REGISTRATION`, the id free to
+/// register again. It fences off requests that are older than the deletion: a registration
+/// attempt delayed in the network past its client's retries (whose request was answered
+/// meanwhile) must not land after the device was deleted and bring it back. Registration
+/// replaces it only when the request began after `releasedAt`; TTL removes it a day later.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ReleasedRegistrationItem {
+    /// The device id (read back from the key).
+    #[serde(skip_serializing)]
+    pub device_id: DeviceId,
+    /// When the device was deleted.
+    pub released_at: Timestamp,
+    /// Expiry, epoch seconds (`released_at` + [`ReleasedRegistrationItem::KEPT_SECONDS`]).
+    pub ttl: i64,
+}
+
+impl ReleasedRegistrationItem {
+    /// How long the fence is kept: far longer than any request can be delayed (DynamoDB
+    /// refuses requests signed more than 15 minutes ago).
+    pub const KEPT_SECONDS: i64 = 86_400;
+
+    /// The fence left by deleting `device` at `now`.
+    pub fn new(device: DeviceId, now: Timestamp) -> Self {
+        Self {
+            device_id: device,
+            released_at: now,
+            ttl: now.epoch_seconds() + Self::KEPT_SECONDS,
+        }
+    }
+}
+
+impl Entity for ReleasedRegistrationItem {
+    const ENTITY_TYPE: EntityType = EntityType::ReleasedRegistration;
+    fn item_key(&self) -> ItemKey {
+        ItemKey::Registration {
+            device: self.device_id.clone(),
+        }
+    }
+    fn from_item(mut item: Attributes) -> Result<Self, crate::error::FleetError> {
+        if let Ok(ItemKey::Registration { device }) = ItemKey::of(&item) {
+            item.insert("deviceId".into(), AttributeValue::S(device.to_string()));
+        }
+        crate::entity::checked_item(item)
+    }
 }
 
 /// One device event: `USER#{userId}#DEVICE#{deviceId}` / `EVENT#{at}#{eventId}`; on GSI1 by

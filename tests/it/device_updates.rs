@@ -324,6 +324,59 @@ async fn another_users_device_is_404_for_every_write_and_changes_nothing() {
     assert_eq!(table_contents(&table).await, before);
 }
 
+/// A registration attempt that lost the race for an id and was delayed in the network past
+/// its client's retries (the request was answered 409 meanwhile) lands after the winner
+/// deleted the device: it must not take the id for its sender, who was told it is taken.
+/// A registration that begins after the deletion gets the id.
+#[tokio::test]
+async fn a_registration_attempt_older_than_the_deletion_cannot_land_after_it() {
+    use shared::ids::{DeviceId, DeviceType, UserId};
+    use shared::ops::devices::{DeviceRegistration, FleetSize, RegistrationAttempt};
+    let table = fresh_table().await;
+    registered(&table, ALICE, "thermo-1", &[]).await;
+    let late = RegistrationAttempt::new(
+        &table,
+        &UserId::parse(BOB).unwrap(),
+        &DeviceRegistration {
+            device_id: DeviceId::parse("thermo-1").unwrap(),
+            name: "Hall".into(),
+            device_type: DeviceType::parse("thermostat").unwrap(),
+            tags: Vec::new(),
+        },
+        &shared::token::DeviceToken::generate().unwrap(),
+        FleetSize {
+            shards: None,
+            devices: 0,
+        },
+    )
+    .unwrap();
+    tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    let deleted = device_updates(&table, delete("thermo-1").caller(ALICE)).await;
+    assert_eq!(deleted.status, 204, "{:?}", deleted.body);
+    let before = table_contents(&table).await;
+    let landed = table
+        .client
+        .transact_write_items()
+        .set_transact_items(Some(late.actions))
+        .send()
+        .await;
+    let err = landed.expect_err("the late attempt is refused");
+    let reasons = match err.as_service_error() {
+        Some(aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError::TransactionCanceledException(c)) => c.cancellation_reasons().to_vec(),
+        other => panic!("not a cancellation: {other:?}"),
+    };
+    assert_eq!(
+        reasons[0].code(),
+        Some("ConditionalCheckFailed"),
+        "{reasons:?}"
+    );
+    assert_eq!(table_contents(&table).await, before, "nothing changed");
+    let bob = device_updates(&table, register(thermo("thermo-1", &[])).caller(BOB)).await;
+    assert_eq!(bob.status, 201, "{:?}", bob.body);
+    let registration = item(&table, &key::registration("thermo-1")).await.unwrap();
+    assert_eq!(s(&registration, "userId"), BOB);
+}
+
 #[tokio::test]
 async fn delete_removes_device_links_and_registration_and_frees_the_id() {
     let table = fresh_table().await;
@@ -334,7 +387,8 @@ async fn delete_removes_device_links_and_registration_and_frees_the_id() {
     assert_eq!(a.body, Value::Null);
     assert_eq!(a.used.requests(), 2);
     let items = table_contents(&table).await;
-    // Only its purge marker: the daily run finds the device's events from it.
+    // Only its purge marker (the daily run finds the device's events from it) and the
+    // released registration (a fence against late requests, with a TTL).
     let (markers, rest): (Vec<_>, Vec<_>) = items
         .iter()
         .partition(|i| entity_type(i) == Some(EntityType::PurgeMarker));
@@ -343,6 +397,20 @@ async fn delete_removes_device_links_and_registration_and_frees_the_id() {
         [key::purge_marker(ALICE, "thermo-1")]
     );
     assert!(markers[0].contains_key("deletedAt"));
+    let (released, rest): (Vec<_>, Vec<_>) = rest
+        .into_iter()
+        .partition(|i| entity_type(i) == Some(EntityType::ReleasedRegistration));
+    assert_eq!(
+        released.iter().map(|r| key_of(r)).collect::<Vec<_>>(),
+        [key::registration("thermo-1")]
+    );
+    let expires = released[0]["ttl"].as_n().unwrap().parse::<i64>().unwrap();
+    let now = shared::timestamp::Timestamp::now().epoch_seconds();
+    assert!(
+        (now..=now + 86_400).contains(&expires) && !released[0].contains_key("userId"),
+        "the fence names no owner or token and expires within a day: {:?}",
+        released[0]
+    );
     assert!(
         !format!("{rest:?}").contains("thermo-1"),
         "nothing else of thermo-1 is left: {rest:?}"
@@ -393,8 +461,17 @@ async fn a_half_done_delete_hides_the_device_and_a_retry_completes_it() {
     left.sort_by_key(|k| format!("{k:?}"));
     assert_eq!(
         left,
-        [key::fleet(ALICE), key::purge_marker(ALICE, "thermo-1")],
-        "only the owner's fleet item and the device's purge marker are left"
+        [
+            key::fleet(ALICE),
+            key::purge_marker(ALICE, "thermo-1"),
+            key::registration("thermo-1")
+        ],
+        "only the released registration, the owner's fleet item and the device's purge marker are left"
+    );
+    let released = item(&table, &key::registration("thermo-1")).await.unwrap();
+    assert_eq!(
+        entity_type(&released),
+        Some(EntityType::ReleasedRegistration)
     );
     let fleet = item(&table, &key::fleet(ALICE)).await.unwrap();
     assert_eq!(fleet["devices"].as_n().unwrap(), "0");

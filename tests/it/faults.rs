@@ -475,7 +475,9 @@ async fn registration_races_under_faults(config: ProxyConfig, rounds: usize) {
             .filter(|(_, x)| x.status == 201)
             .collect();
         assert!(winners.len() <= 1, "round {round}: two 201s for one id");
-        let registration = item(&table, &key::registration(RACED)).await;
+        let registration = item(&table, &key::registration(RACED))
+            .await
+            .filter(|r| entity_type(r) == Some(EntityType::Registration));
         let Some((w, won)) = winners.first().copied() else {
             // Nobody got a token. Acceptable only when the registered owner's own request saw a
             // 503 first: applied, its answer lost past the retries, and the resend then found
@@ -580,7 +582,12 @@ async fn registration_races_under_faults(config: ProxyConfig, rounds: usize) {
         .filter(|i| {
             !matches!(
                 entity_type(i),
-                Some(EntityType::Event | EntityType::Fleet | EntityType::PurgeMarker)
+                Some(
+                    EntityType::Event
+                        | EntityType::Fleet
+                        | EntityType::PurgeMarker
+                        | EntityType::ReleasedRegistration
+                )
             )
         })
         .map(|i| format!("{:?}", key_of(i)))

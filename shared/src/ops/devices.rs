@@ -15,8 +15,8 @@ use std::collections::{BTreeMap, HashMap};
 use aws_sdk_dynamodb::operation::update_item::builders::UpdateItemFluentBuilder;
 use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
 use aws_sdk_dynamodb::types::{
-    AttributeValue, Delete, Put, ReturnValue, ReturnValuesOnConditionCheckFailure,
-    TransactWriteItem, Update,
+    AttributeValue, CancellationReason, Delete, Put, ReturnValue,
+    ReturnValuesOnConditionCheckFailure, TransactWriteItem, Update,
 };
 use serde::Serialize;
 
@@ -30,7 +30,7 @@ use crate::error::{FleetError, ValidationError};
 use crate::ids::{DeviceId, DeviceType, Tag, UserId};
 use crate::items::{
     DeviceItem, DeviceStateItem, DeviceStatus, EntityType, FleetItem, PurgeMarkerItem, Reading,
-    RecentEvent, RegistrationItem, TagLinkItem,
+    RecentEvent, RegistrationItem, ReleasedRegistrationItem, TagLinkItem,
 };
 use crate::keys::{
     placement, state_sk, status_gsi1pk, status_shard, DirectoryEntry, IndexKeys, ItemKey,
@@ -394,45 +394,21 @@ pub async fn register_device(
     registration: DeviceRegistration,
 ) -> Result<RegisteredDevice, FleetError> {
     let token = DeviceToken::generate()?;
-    let now = Timestamp::now();
     for _ in 0..PLACEMENT_ATTEMPTS {
         let fleet = read_fleet(table, user).await?;
-        let shards = fleet.shards_after_one_more(table.config.devices_per_shard);
-        let device = new_device(
-            user,
-            &registration,
-            placement(&registration.device_id, shards),
-            now,
-        );
-        let registration_item = RegistrationItem {
-            device_id: registration.device_id.clone(),
-            user_id: user.clone(),
-            token_sha256: token.sha256_hex(),
-            device_name: registration.name.clone(),
-            device_type: registration.device_type.clone(),
-            shard: device.shard,
-            created_at: now,
-            previous_token_sha256: None,
-            previous_token_until: None,
-            revoked_at: None,
-        };
-        let not_exists = Some("attribute_not_exists(PK)");
-        let mut actions = vec![
-            put(table, &registration_item, not_exists)?,
-            put(table, &device, not_exists)?,
-            put(table, &new_state(&device), None)?,
-            count_registration(table, user, fleet, shards)?,
-        ];
-        for tag in &device.tags {
-            actions.push(put(table, &tag_link(&device, tag), None)?);
-        }
-        match transact(table, actions, Retry::attempts(MAX_ATTEMPTS)).await? {
+        // Taken per attempt: a deletion's released registration admits only attempts that
+        // began after it.
+        let attempt = RegistrationAttempt::new(table, user, &registration, &token, fleet)?;
+        match transact(table, attempt.actions, Retry::attempts(MAX_ATTEMPTS)).await? {
             Transaction::Committed => {
                 return Ok(RegisteredDevice {
-                    device: device.into(),
+                    device: attempt.device.into(),
                     token,
                 })
             }
+            // Released after this attempt began (by a deletion racing it): a live request,
+            // so it tries again with a later time.
+            Transaction::Cancelled(reasons) if failed_on_release(&reasons, 0) => continue,
             Transaction::Cancelled(reasons)
                 if condition_failed_at(&reasons, 0) || condition_failed_at(&reasons, 1) =>
             {
@@ -450,6 +426,91 @@ pub async fn register_device(
         }
     }
     Err(crate::dynamo::throttled())
+}
+
+/// One attempt of AP-07: the transaction registering a device, built at one moment (its
+/// `createdAt`) from the owner's fleet as read just before.
+pub struct RegistrationAttempt {
+    /// The device item it creates.
+    pub device: DeviceItem,
+    /// Registration (action 0), device item (1), live state (2), fleet count (3), tag links.
+    pub actions: Vec<TransactWriteItem>,
+}
+
+impl RegistrationAttempt {
+    /// The attempt to register `registration` for `user` with `token`, now, placed by
+    /// `fleet`.
+    pub fn new(
+        table: &FleetTable,
+        user: &UserId,
+        registration: &DeviceRegistration,
+        token: &DeviceToken,
+        fleet: FleetSize,
+    ) -> Result<Self, FleetError> {
+        let now = Timestamp::now();
+        let shards = fleet.shards_after_one_more(table.config.devices_per_shard);
+        let device = new_device(
+            user,
+            registration,
+            placement(&registration.device_id, shards),
+            now,
+        );
+        let registration_item = RegistrationItem {
+            device_id: registration.device_id.clone(),
+            user_id: user.clone(),
+            token_sha256: token.sha256_hex(),
+            device_name: registration.name.clone(),
+            device_type: registration.device_type.clone(),
+            shard: device.shard,
+            created_at: now,
+            previous_token_sha256: None,
+            previous_token_until: None,
+            revoked_at: None,
+        };
+        let mut actions = vec![
+            claim_registration(table, &registration_item)?,
+            put(table, &device, Some("attribute_not_exists(PK)"))?,
+            put(table, &new_state(&device), None)?,
+            count_registration(table, user, fleet, shards)?,
+        ];
+        for tag in &device.tags {
+            actions.push(put(table, &tag_link(&device, tag), None)?);
+        }
+        Ok(Self { device, actions })
+    }
+}
+
+/// The transaction action claiming the device id: it puts `registration` where no
+/// registration is, or where a deletion released one before this attempt began
+/// (`createdAt`). An attempt that lands later than the deletion of the device it was
+/// cancelled by (delayed in the network past its client's retries) fails, so it cannot bring
+/// the deleted device back.
+fn claim_registration(
+    table: &FleetTable,
+    registration: &RegistrationItem,
+) -> Result<TransactWriteItem, FleetError> {
+    let put = Put::builder()
+        .table_name(table.name())
+        .set_item(Some(registration.to_item(&table.config.shards)?))
+        .condition_expression(
+            "attribute_not_exists(PK) OR (#entityType = :released AND releasedAt < :began)",
+        )
+        .expression_attribute_names("#entityType", ENTITY_TYPE)
+        .expression_attribute_values(":released", s(EntityType::ReleasedRegistration.as_str()))
+        .expression_attribute_values(":began", s(registration.created_at.to_string()))
+        .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+        .build()
+        .map_err(FleetError::internal)?;
+    Ok(TransactWriteItem::builder().put(put).build())
+}
+
+/// Whether the action at `index` failed on a released registration (released after the
+/// attempt began).
+fn failed_on_release(reasons: &[CancellationReason], index: usize) -> bool {
+    reasons
+        .get(index)
+        .and_then(CancellationReason::item)
+        .is_some_and(|item| EntityType::of(item) == Some(EntityType::ReleasedRegistration))
 }
 
 /// AP-03, implemented by [`get_device`].
@@ -815,19 +876,25 @@ fn deletion(
         .condition_expression("attribute_exists(deletingAt)")
         .build()
         .map_err(FleetError::internal)?;
-    // A registration that is already gone must not block the clean-up; one that belongs to
-    // someone else must never be deleted.
-    let registration_delete = Delete::builder()
+    // The registration is replaced by its released fence. One that is already gone (or
+    // already released) must not block the clean-up; one that belongs to someone else must
+    // never be touched.
+    let released = ReleasedRegistrationItem::new(device.clone(), Timestamp::now());
+    let registration_release = Put::builder()
         .table_name(table.name())
-        .set_key(Some(registration_key(device)))
-        .condition_expression("attribute_not_exists(PK) OR userId = :user")
+        .set_item(Some(released.to_item(&table.config.shards)?))
+        .condition_expression(
+            "attribute_not_exists(PK) OR userId = :user OR #entityType = :released",
+        )
+        .expression_attribute_names("#entityType", ENTITY_TYPE)
         .expression_attribute_values(":user", s(user.as_str()))
+        .expression_attribute_values(":released", s(EntityType::ReleasedRegistration.as_str()))
         .build()
         .map_err(FleetError::internal)?;
     let mut actions = vec![
         TransactWriteItem::builder().delete(device_delete).build(),
         TransactWriteItem::builder()
-            .delete(registration_delete)
+            .put(registration_release)
             .build(),
         delete(table, state_key(item))?,
         count_deletion(table, user)?,

@@ -31,7 +31,7 @@ use crate::config::number;
 use crate::entity::Entity;
 use crate::error::FleetError;
 use crate::ids::{DeviceId, EventId};
-use crate::items::{DeviceStateItem, RegistrationItem};
+use crate::items::{DeviceStateItem, EntityType, RegistrationItem};
 use crate::keys::ItemKey;
 use crate::limits::{KeyedLimiter, Rate};
 use crate::table::{sdk_error, FleetTable};
@@ -281,7 +281,11 @@ impl Ingestor {
             .send()
             .await
             .map_err(sdk_error)?;
-        out.item.map(RegistrationItem::from_item).transpose()
+        // A released registration (the device was deleted) authenticates nothing.
+        out.item
+            .filter(|item| EntityType::of(item) == Some(EntityType::Registration))
+            .map(RegistrationItem::from_item)
+            .transpose()
     }
 
     fn forget(&self, device: &DeviceId) {
