@@ -669,3 +669,47 @@ async fn a_deleted_devices_events_are_purged_in_bounded_runs_and_its_marker_goes
         "done: the marker is gone"
     );
 }
+
+/// A checkpoint is a position, not the work a directory page lists: with DynamoDB's 1 MB
+/// pages (thousands of fleets at scale) it stays one write unit, and it is written once per
+/// `UNITS_PER_CHECKPOINT` units rather than after each, so checkpoints cost less than the
+/// reads they protect. An invocation stopped after any unit still resumes exactly.
+#[tokio::test]
+async fn checkpoints_stay_small_and_few_however_long_the_directory_page() {
+    use shared::ops::analytics::UNITS_PER_CHECKPOINT;
+    const OWNERS: u32 = 150;
+    let table = fresh_table().await;
+    for i in 0..OWNERS {
+        let user = format!("owner-{i:03}");
+        profile(&table, &user).await;
+        add_device(&table, &user, &format!("meter-{i:03}"), "meter", &[]).await;
+    }
+    // One segment, whole pages: the first page lists every owner.
+    let mut stopped = plan(1);
+    stopped.max_pages = Some(OWNERS / 2);
+    let first = run_daily_report(&table, &stopped).await.unwrap();
+    assert!(!first.complete);
+    let checkpoint = table_contents(&table)
+        .await
+        .into_iter()
+        .find(|i| matches!(key_of(i), ItemKey::Checkpoint { .. }))
+        .expect("the stopped invocation's checkpoint");
+    let size = fleet_perf::capacity::item_size(&checkpoint.clone().into_iter().collect());
+    assert!(
+        fleet_perf::capacity::write_units(size) == 1,
+        "a checkpoint {OWNERS} owners into a page is {size} bytes: {checkpoint:?}"
+    );
+    let rest = run_daily_report(&table, &plan(1)).await.unwrap();
+    assert!(rest.complete);
+    let report = read_report(&table).await.body;
+    assert_eq!(report["users"]["total"], OWNERS, "{report}");
+    assert_eq!(report["devices"]["total"], OWNERS, "{report}");
+    // Units: a page read and an owner each (150), and the end of the directory; saves: one
+    // per UNITS_PER_CHECKPOINT units (or 10 s) and when each invocation stops.
+    let writes = report["run"]["checkpointWrites"].as_u64().unwrap();
+    let units = u64::from(OWNERS) + 2;
+    assert!(
+        writes <= units.div_ceil(u64::from(UNITS_PER_CHECKPOINT)) + 2,
+        "{writes} checkpoint writes for {units} units"
+    );
+}

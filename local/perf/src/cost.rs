@@ -160,6 +160,19 @@ pub mod seed {
     pub const PATTERN_FIRST_GSI_GB: f64 = 5.0;
 }
 
+/// The daily run's checkpoint writes (under 1 KB each: a position, not a work list) for
+/// `units` of work taking `seconds`: one per `UNITS_PER_CHECKPOINT` units or
+/// `CHECKPOINT_INTERVAL`, whichever comes first (at most both), and each segment's last.
+pub fn checkpoint_writes_per_day(units: f64, seconds: f64) -> f64 {
+    use shared::ops::analytics::{CHECKPOINT_INTERVAL, UNITS_PER_CHECKPOINT};
+    (units / f64::from(UNITS_PER_CHECKPOINT)).ceil()
+        + (seconds / CHECKPOINT_INTERVAL.as_secs_f64()).ceil()
+        + f64::from(ANALYTICS_SEGMENTS)
+}
+
+/// The daily run's scan segments (`SCAN_SEGMENTS`, the template's default).
+pub const ANALYTICS_SEGMENTS: u32 = 4;
+
 /// One month's bill, itemized.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct MonthlyCost {
@@ -185,9 +198,9 @@ impl MonthlyCost {
         let api_reads = w.dashboard_per_second + w.other_reads_per_second;
         let scan_seconds = w.analytics_items_per_day / ANALYTICS_ITEMS_PER_SECOND;
         Self {
-            // One checkpoint write (under 1 KB) per unit of the daily run's work.
             write_units: (base.wcu + gsi1.wcu + gsi2.wcu) * SECONDS_PER_MONTH
-                + w.analytics_units_per_day * DAYS_PER_MONTH,
+                + checkpoint_writes_per_day(w.analytics_units_per_day, scan_seconds)
+                    * DAYS_PER_MONTH,
             read_units: (base.rcu + gsi1.rcu + gsi2.rcu) * SECONDS_PER_MONTH,
             // The daily run reads the directory, the owners' partitions and the day's events
             // (docs/design.md section 5), not the whole table.
@@ -339,8 +352,8 @@ pub fn render_report(
          - Writes count the base table and the index entries the real items have (an index \
          write is billed like a table write; telemetry events are on no index, searchable types on \
          GSI1), the live state's update of every ingest request, the state's GSI1 entry moving with \
-         its 15-minute `SEEN#` bucket, and one daily-run checkpoint per unit of work (a directory \
-         page, an owner's partition).\n\
+         its 15-minute `SEEN#` bucket, and the daily run's checkpoints (one per 100 units of work \
+         (a directory page, an owner's partition) or 10 seconds, and each segment's last).\n\
          - Reads count the API's reads, ingestion's registration and live-state reads (one \
          consistent read of each per request: API Gateway spreads a device's requests over \
          containers, so the per-container caches are assumed to miss), and the daily run: a Scan \
@@ -785,12 +798,14 @@ events: {per_device_per_minute: 1, batch_size: 1, types: {temperature: 1}}
         let m = MonthlyCost::of(&sim, &LambdaBilling::assumed());
         // 1 event/s in all. Per event: event item 1 WCU (telemetry is in no index) + the live
         // state's update (under 1 KB: 1) = 2; the SEEN# entry moves at most every 900 s per
-        // device: 60 devices x 2 WCU / 900 s. Plus the daily run's checkpoints: one directory
-        // page (12 entries) and one partition per owner (10 devices each, under
-        // DEVICES_PER_SHARD) = 7 a day.
+        // device: 60 devices x 2 WCU / 900 s. Plus the daily run's checkpoints: its 7 units
+        // (one directory page of 12 entries, one partition per owner: 10 devices each, under
+        // DEVICES_PER_SHARD) take one write (under 100 units), its 4.9 s one more (under
+        // 10 s), and each of the 4 segments writes its last = 6 a day.
         assert_eq!(crate::capacity::write_units(sim.sizes.device), 1);
+        assert_eq!(sim.workload.analytics_units_per_day, 7.0);
         let per_second = 2.0 + 60.0 * 2.0 / 900.0;
-        let expected = per_second * SECONDS_PER_MONTH + 7.0 * DAYS_PER_MONTH;
+        let expected = per_second * SECONDS_PER_MONTH + 6.0 * DAYS_PER_MONTH;
         assert!(
             (m.write_units - expected).abs() < 1e-3,
             "{} vs {expected}",

@@ -785,8 +785,8 @@ pub struct Workload {
     /// Read units of one daily run: the directory Scan, each owner's partitions, and each
     /// device's events of the day (docs/design.md section 5).
     pub analytics_read_units_per_day: f64,
-    /// Units of work of one daily run (one checkpoint write each): directory pages and owner
-    /// partitions.
+    /// Units of work of one daily run: directory pages and owner partitions (checkpoints:
+    /// `cost::checkpoint_writes_per_day`).
     pub analytics_units_per_day: f64,
     /// Items one daily run reads.
     pub analytics_items_per_day: f64,

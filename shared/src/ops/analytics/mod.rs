@@ -21,6 +21,7 @@ pub use report::{
     build_report, DailyReport, DeviceFigures, EventFigures, KeyHeat, RunFigures, TopDevice,
     UserFigures,
 };
+pub use scan::{CHECKPOINT_INTERVAL, UNITS_PER_CHECKPOINT};
 pub use tally::{PartitionCount, SegmentTally};
 
 use std::collections::BTreeMap;
@@ -38,7 +39,7 @@ use crate::items::EntityType;
 use crate::keys::ItemKey;
 use crate::table::{sdk_error, FleetTable, MAX_ATTEMPTS};
 use crate::timestamp::{Day, Timestamp};
-use scan::{scan_segment, Unit};
+use scan::{scan_segment, OwnerProgress};
 
 /// Devices listed in `topDevices`.
 pub const TOP_DEVICES: usize = 10;
@@ -101,15 +102,12 @@ struct Checkpoint {
     segment: u32,
     segments: u32,
     done: bool,
-    /// Where the segment's next directory page starts.
+    /// The directory key of the last entry finished (the scan resumes after it).
     #[serde(default)]
     last_key: Option<StartKey>,
-    /// The segment's directory range is read (what is left is `pending`).
+    /// The owner whose partitions are being counted (its entry follows `last_key`).
     #[serde(default)]
-    directory_done: bool,
-    /// Work left from the directory pages read.
-    #[serde(default)]
-    pending: Vec<Unit>,
+    current: Option<OwnerProgress>,
     tally: SegmentTally,
     ttl: i64,
 }

@@ -104,8 +104,10 @@ pub struct RunFigures {
     pub segments: u32,
     /// Items scanned.
     pub items_scanned: u64,
-    /// Scan pages read.
-    pub pages: u64,
+    /// Checkpoint writes (the segments' progress saved). Reports stored before this name
+    /// spelled it `pages` (one write per unit then).
+    #[serde(alias = "pages")]
+    pub checkpoint_writes: u64,
     /// DynamoDB requests issued.
     pub requests: u64,
     /// Read capacity consumed.
@@ -172,7 +174,7 @@ pub fn build_report(day: Day, tallies: &[&SegmentTally], segments: u32) -> Daily
         run: RunFigures {
             segments,
             items_scanned: total.scanned,
-            pages: total.pages,
+            checkpoint_writes: total.checkpoint_writes,
             requests: total.requests,
             rcu: total.read_units,
             wcu: total.write_units,

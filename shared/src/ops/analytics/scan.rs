@@ -1,8 +1,12 @@
-//! One segment of the run: the directory (GSI2) page by page, and for each entry its unit of
+//! One segment of the run: the directory (GSI2) in order, and for each entry its unit of
 //! work: a profile is a user; a fleet is its owner's partitions, one per unit (the device
 //! items and the live states, then each device's events of the day only); a purge marker is a
-//! bounded purge. A checkpoint follows every unit, so a run cut off anywhere resumes there,
-//! even inside a million-device fleet.
+//! bounded purge. The checkpoint is a position, not a work list: the directory key of the last
+//! entry finished and the owner in progress, so its size does not grow with a directory page
+//! (a 1 MB page lists thousands of fleets). It is written every [`UNITS_PER_CHECKPOINT`]
+//! units or [`CHECKPOINT_INTERVAL`], after every purge and before the invocation stops, so a
+//! run cut off anywhere resumes there (at most that much work is done again), even inside a
+//! million-device fleet, and checkpoints cost a small share of the reads they protect.
 
 use std::time::{Duration, Instant};
 
@@ -20,31 +24,55 @@ use crate::keys::{event_pk, state_pk, ItemKey, DEVICE_PREFIX, EVENT_PREFIX, PROF
 use crate::metrics::{MeterSnapshot, RequestMeter};
 use crate::ops::{query, s, RawItem};
 use crate::retry::Retry;
-use crate::schema::{ENTITY_TYPE, GSI2};
+use crate::schema::{ENTITY_TYPE, GSI2, GSI2PK, GSI2SK, PK, SK};
 use crate::table::{sdk_error, FleetTable};
 use crate::timestamp::Timestamp;
 
 /// Attempts at one unit of work in one invocation (each after the SDK's own retries).
 const UNIT_ATTEMPTS: u32 = 6;
 
-/// Work left on the current directory page, in order.
+/// Units of work between checkpoint writes at most. A unit reads at least 0.5 units (one
+/// Query); a checkpoint write costs 1: one per unit cost more than the reads it protected.
+pub const UNITS_PER_CHECKPOINT: u32 = 100;
+
+/// Time between checkpoint writes at most (a resumed run redoes at most this much work).
+pub const CHECKPOINT_INTERVAL: Duration = Duration::from_secs(10);
+
+/// An owner whose partitions are being counted.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", tag = "kind")]
-pub(super) enum Unit {
-    /// An owner's partitions still to count, from `next_shard` on.
-    Owner {
-        user: UserId,
-        shards: u32,
-        next_shard: u32,
-        /// Whether a device of this owner already showed activity in the 30 days.
-        active: bool,
-    },
-    /// A deleted device's events to purge.
-    Purge(PurgeMarkerItem),
+#[serde(rename_all = "camelCase")]
+pub(super) struct OwnerProgress {
+    user: UserId,
+    shards: u32,
+    next_shard: u32,
+    /// Whether a device of this owner already showed activity in the 30 days.
+    active: bool,
+    /// The owner's directory entry (the segment's position once the owner is done).
+    entry: StartKey,
+}
+
+/// The directory page being worked through (not checkpointed: a resumed run reads it again
+/// from the checkpoint's position).
+#[derive(Default)]
+struct DirectoryPage {
+    entries: Vec<RawItem>,
+    next: usize,
+    /// No page follows this one.
+    last: bool,
+    /// A page was read in this invocation.
+    read: bool,
+}
+
+/// What a unit of work was.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum UnitKind {
+    Directory,
+    Owner,
+    Purge,
 }
 
 /// Runs one segment from its checkpoint until it is done, the deadline comes or the unit limit
-/// is reached, writing the checkpoint after every unit.
+/// is reached; returns the checkpoint as last written.
 pub(super) async fn scan_segment(
     table: &FleetTable,
     plan: &RunPlan,
@@ -54,10 +82,13 @@ pub(super) async fn scan_segment(
     let now = Timestamp::now();
     let bounds = PageBounds::for_day(&plan.day, &now);
     let mut checkpoint = resume.unwrap_or_else(|| first_checkpoint(plan, segment, &now));
+    let mut page = DirectoryPage::default();
     let mut units = 0;
+    let mut unsaved = 0;
+    let mut saved_at = Instant::now();
     while !checkpoint.done {
         if Instant::now() >= plan.deadline || plan.max_pages.is_some_and(|max| units >= max) {
-            return Ok(checkpoint);
+            break;
         }
         units += 1;
         let started = Instant::now();
@@ -66,13 +97,20 @@ pub(super) async fn scan_segment(
         // segment's state before it, a few times within the deadline, before the invocation
         // gives up and Lambda's retry resumes from the last checkpoint.
         let mut retry = Retry::until(plan.deadline).at_most(UNIT_ATTEMPTS);
-        let before = checkpoint.clone();
-        let mut step = Ok(());
+        let before = (checkpoint.clone(), page.next);
+        let mut step = Ok(UnitKind::Directory);
         while retry.next_attempt().await {
-            checkpoint = before.clone();
+            (checkpoint, page.next) = (before.0.clone(), before.1);
             step = meter
                 .clone()
-                .scope(next_unit(table, plan, segment, &mut checkpoint, &bounds))
+                .scope(next_unit(
+                    table,
+                    plan,
+                    segment,
+                    &mut checkpoint,
+                    &mut page,
+                    &bounds,
+                ))
                 .await;
             if !matches!(step, Err(FleetError::Throttled { .. })) {
                 break;
@@ -81,24 +119,38 @@ pub(super) async fn scan_segment(
         let used = meter.snapshot();
         // The unit's own meter hides its reads from the invocation's: hand them up.
         RequestMeter::add_to_current(&used);
-        step?;
+        let kind = step?;
         unit_done(&mut checkpoint, &used, started.elapsed());
-        save(table, &checkpoint, plan).await?;
+        unsaved += 1;
+        // A purge deletes: its count must not be lost or counted twice.
+        if checkpoint.done
+            || kind == UnitKind::Purge
+            || unsaved >= UNITS_PER_CHECKPOINT
+            || saved_at.elapsed() >= CHECKPOINT_INTERVAL
+        {
+            save(table, &mut checkpoint, plan).await?;
+            (unsaved, saved_at) = (0, Instant::now());
+        }
+    }
+    if unsaved > 0 {
+        save(table, &mut checkpoint, plan).await?;
     }
     Ok(checkpoint)
 }
 
-/// Writes `checkpoint`, again after a failure past the SDK's retries (the same item: safe to
-/// repeat) while the deadline allows: a unit's work is lost if its checkpoint is not written.
+/// Writes `checkpoint` (counting the write), again after a failure past the SDK's retries
+/// (the same item: safe to repeat) while the deadline allows: the work since the last one is
+/// done again if it is not written.
 async fn save(
     table: &FleetTable,
-    checkpoint: &Checkpoint,
+    checkpoint: &mut Checkpoint,
     plan: &RunPlan,
 ) -> Result<(), FleetError> {
+    checkpoint.tally.checkpoint_writes += 1;
     let mut retry = Retry::until(plan.deadline).at_most(UNIT_ATTEMPTS);
     let mut saved = Ok(());
     while retry.next_attempt().await {
-        saved = crate::ops::put_item(table, checkpoint).await;
+        saved = crate::ops::put_item(table, &*checkpoint).await;
         if !matches!(saved, Err(FleetError::Throttled { .. })) {
             break;
         }
@@ -114,75 +166,100 @@ fn first_checkpoint(plan: &RunPlan, segment: u32, now: &Timestamp) -> Checkpoint
         segments: plan.segments,
         done: false,
         last_key: None,
-        directory_done: false,
-        pending: Vec::new(),
+        current: None,
         tally: Default::default(),
         ttl: now.epoch_seconds() + CHECKPOINT_TTL_SECONDS,
     }
 }
 
-/// Adds a unit's cost to the tally; the segment is done when its directory range is read and
-/// nothing is pending.
+/// Adds a unit's cost to the tally.
 fn unit_done(checkpoint: &mut Checkpoint, used: &MeterSnapshot, elapsed: Duration) {
     let tally = &mut checkpoint.tally;
     tally.read_units += used.read_units;
     tally.write_units += used.write_units;
     tally.requests += u64::from(used.requests());
     tally.duration_ms += elapsed.as_millis() as u64;
-    // One checkpoint write per unit, counted as `pages` rather than in `write_units` (its
-    // cost is only known after it is written into itself).
-    tally.pages += 1;
-    checkpoint.done = checkpoint.directory_done && checkpoint.pending.is_empty();
 }
 
-/// Does the next unit of work: the first pending one, or else the next directory page.
+/// The key a directory scan resumes after `entry`: its table and index keys.
+fn entry_key(entry: &RawItem) -> StartKey {
+    [PK, SK, GSI2PK, GSI2SK]
+        .into_iter()
+        .filter_map(|name| Some((name.to_string(), entry.get(name)?.as_s().ok()?.clone())))
+        .collect()
+}
+
+/// Does the next unit of work: the next partition of the owner in progress, else the next
+/// fleet or purge marker of the directory (profiles before it are counted on the way), else
+/// the next directory page.
 async fn next_unit(
     table: &FleetTable,
     plan: &RunPlan,
     segment: u32,
     checkpoint: &mut Checkpoint,
+    page: &mut DirectoryPage,
     bounds: &PageBounds,
-) -> Result<(), FleetError> {
-    let Some(unit) = checkpoint.pending.first().cloned() else {
-        return directory_page(table, plan, segment, checkpoint).await;
-    };
-    match unit {
-        Unit::Owner {
-            user,
-            shards,
-            next_shard,
-            active,
-        } => {
-            let seen_active = count_partition(table, &user, next_shard, checkpoint, bounds).await?;
-            let active = active || seen_active;
-            if next_shard + 1 < shards {
-                checkpoint.pending[0] = Unit::Owner {
-                    user,
-                    shards,
-                    next_shard: next_shard + 1,
-                    active,
-                };
-            } else {
-                checkpoint.pending.remove(0);
-                checkpoint.tally.active_users += u64::from(active);
-            }
+) -> Result<UnitKind, FleetError> {
+    if let Some(owner) = checkpoint.current.take() {
+        let seen_active =
+            count_partition(table, &owner.user, owner.next_shard, checkpoint, bounds).await?;
+        let active = owner.active || seen_active;
+        if owner.next_shard + 1 < owner.shards {
+            checkpoint.current = Some(OwnerProgress {
+                next_shard: owner.next_shard + 1,
+                active,
+                ..owner
+            });
+        } else {
+            checkpoint.tally.active_users += u64::from(active);
+            checkpoint.last_key = Some(owner.entry);
         }
-        Unit::Purge(marker) => {
-            let purged = purge_device(table, &marker, plan.deadline).await?;
-            checkpoint.tally.purged += purged;
-            checkpoint.pending.remove(0);
-        }
+        return Ok(UnitKind::Owner);
     }
-    Ok(())
+    loop {
+        let Some(entry) = page.entries.get(page.next) else {
+            if page.read && page.last {
+                checkpoint.done = true;
+            } else {
+                read_directory_page(table, plan, segment, checkpoint, page).await?;
+            }
+            return Ok(UnitKind::Directory);
+        };
+        page.next += 1;
+        checkpoint.tally.scanned += 1;
+        let key = entry_key(entry);
+        match EntityType::of(entry) {
+            Some(EntityType::Fleet) => {
+                let fleet = FleetItem::from_item(entry.clone())?;
+                checkpoint.current = Some(OwnerProgress {
+                    user: fleet.user_id,
+                    shards: fleet.shards.max(1),
+                    next_shard: 0,
+                    active: false,
+                    entry: key,
+                });
+                return Box::pin(next_unit(table, plan, segment, checkpoint, page, bounds)).await;
+            }
+            Some(EntityType::PurgeMarker) => {
+                let marker = PurgeMarkerItem::from_item(entry.clone())?;
+                checkpoint.tally.purged += purge_device(table, &marker, plan.deadline).await?;
+                checkpoint.last_key = Some(key);
+                return Ok(UnitKind::Purge);
+            }
+            Some(EntityType::Profile) => checkpoint.tally.users += 1,
+            _ => {}
+        }
+        checkpoint.last_key = Some(key);
+    }
 }
 
-/// Reads the segment's next directory page: counts its users and queues its fleets and purge
-/// markers.
-async fn directory_page(
+/// Reads the segment's directory page after the checkpoint's position.
+async fn read_directory_page(
     table: &FleetTable,
     plan: &RunPlan,
     segment: u32,
-    checkpoint: &mut Checkpoint,
+    checkpoint: &Checkpoint,
+    page: &mut DirectoryPage,
 ) -> Result<(), FleetError> {
     let out = table
         .client
@@ -196,30 +273,12 @@ async fn directory_page(
         .send()
         .await
         .map_err(sdk_error)?;
-    let next = out.last_evaluated_key.as_ref().and_then(start_key);
-    for item in out.items.unwrap_or_default() {
-        checkpoint.tally.scanned += 1;
-        match EntityType::of(&item) {
-            Some(EntityType::Profile) => checkpoint.tally.users += 1,
-            Some(EntityType::Fleet) => {
-                let fleet = FleetItem::from_item(item)?;
-                checkpoint.pending.push(Unit::Owner {
-                    user: fleet.user_id,
-                    shards: fleet.shards.max(1),
-                    next_shard: 0,
-                    active: false,
-                });
-            }
-            Some(EntityType::PurgeMarker) => {
-                checkpoint
-                    .pending
-                    .push(Unit::Purge(PurgeMarkerItem::from_item(item)?));
-            }
-            _ => {}
-        }
-    }
-    checkpoint.directory_done = next.is_none();
-    checkpoint.last_key = next;
+    *page = DirectoryPage {
+        last: out.last_evaluated_key.is_none(),
+        entries: out.items.unwrap_or_default(),
+        next: 0,
+        read: true,
+    };
     Ok(())
 }
 

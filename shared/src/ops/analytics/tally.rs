@@ -52,13 +52,13 @@ pub struct SegmentTally {
     /// Items read: directory entries, the owners' device and state items, and the day's events
     /// (never the rest of the history).
     pub scanned: u64,
-    /// Units of work done (a directory page, an owner's partition, a purge), each followed by
-    /// one checkpoint write.
-    #[serde(default)]
-    pub pages: u64,
+    /// Checkpoint writes (one per `scan::UNITS_PER_CHECKPOINT` units of work at most, after
+    /// every purge, and when an invocation stops).
+    #[serde(default, alias = "pages")]
+    pub checkpoint_writes: u64,
     /// Read capacity this segment consumed.
     pub read_units: f64,
-    /// Write capacity of the purge (checkpoint writes are counted in `pages`).
+    /// Write capacity of the purge (checkpoint writes are counted in `checkpoint_writes`).
     pub write_units: f64,
     /// DynamoDB requests issued.
     pub requests: u64,
@@ -77,7 +77,7 @@ impl SegmentTally {
         self.events += other.events;
         self.purged += other.purged;
         self.scanned += other.scanned;
-        self.pages += other.pages;
+        self.checkpoint_writes += other.checkpoint_writes;
         self.read_units += other.read_units;
         self.write_units += other.write_units;
         self.requests += other.requests;
