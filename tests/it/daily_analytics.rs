@@ -33,19 +33,7 @@ async fn add_device(
     kind: &str,
     events: &[(&str, usize, &str)],
 ) {
-    let user_id = UserId::parse(user).unwrap();
-    let registered = register_device(
-        table,
-        &user_id,
-        DeviceRegistration {
-            device_id: DeviceId::parse(device).unwrap(),
-            name: device.into(),
-            device_type: DeviceType::parse(kind).unwrap(),
-            tags: vec![],
-        },
-    )
-    .await
-    .unwrap();
+    let token = register(table, user, device, kind).await;
     if events.is_empty() {
         return;
     }
@@ -60,7 +48,26 @@ async fn add_device(
             });
         }
     }
-    send_events(table, device, registered.token.reveal(), submitted).await;
+    send_events(table, device, &token, submitted).await;
+}
+
+/// Registers `device` (named after itself, of type `kind`) for `user`; returns its token.
+async fn register(table: &FleetTable, user: &str, device: &str, kind: &str) -> String {
+    register_device(
+        table,
+        &UserId::parse(user).unwrap(),
+        DeviceRegistration {
+            device_id: DeviceId::parse(device).unwrap(),
+            name: device.into(),
+            device_type: DeviceType::parse(kind).unwrap(),
+            tags: vec![],
+        },
+    )
+    .await
+    .unwrap()
+    .token
+    .reveal()
+    .to_string()
 }
 
 /// Ingests `submitted` for `device` (authenticated with `token`), 100 at a time, as of
@@ -470,19 +477,7 @@ async fn device_with_events(
     device: &str,
     events: &[(String, Timestamp)],
 ) {
-    let user_id = UserId::parse(user).unwrap();
-    let registered = register_device(
-        table,
-        &user_id,
-        DeviceRegistration {
-            device_id: DeviceId::parse(device).unwrap(),
-            name: device.into(),
-            device_type: DeviceType::parse("meter").unwrap(),
-            tags: vec![],
-        },
-    )
-    .await
-    .unwrap();
+    let token = register(table, user, device, "meter").await;
     let submitted = events
         .iter()
         .map(|(kind, at)| SubmittedEvent {
@@ -492,7 +487,7 @@ async fn device_with_events(
             at: at.to_string(),
         })
         .collect();
-    send_events(table, device, registered.token.reveal(), submitted).await;
+    send_events(table, device, &token, submitted).await;
 }
 
 /// The same live fleet (6 users, 12 devices, 24 events each on the report day) with `days`

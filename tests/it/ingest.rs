@@ -732,15 +732,15 @@ async fn a_ninth_event_type_or_a_long_text_is_a_400_naming_the_field_and_changes
             0
         );
     }
-    let a = send(
-        &ingestor,
+    // One event whose text value has `chars` characters.
+    let text_of = |chars: usize| {
         ingest_request(
             "thermo-1",
             &token,
-            json!([{"type": "type-1", "value": "x".repeat(65), "at": ago(40)}]),
-        ),
-    )
-    .await;
+            json!([{"type": "type-1", "value": "x".repeat(chars), "at": ago(40)}]),
+        )
+    };
+    let a = send(&ingestor, text_of(65)).await;
     assert_eq!(
         (a.status, a.error_field()),
         (400, "events[0].value"),
@@ -749,14 +749,6 @@ async fn a_ninth_event_type_or_a_long_text_is_a_400_naming_the_field_and_changes
     );
     assert_eq!(table_contents(&table).await, before, "nothing changed");
     // Exactly 64 characters is fine.
-    let a = send(
-        &ingestor,
-        ingest_request(
-            "thermo-1",
-            &token,
-            json!([{"type": "type-1", "value": "x".repeat(64), "at": ago(40)}]),
-        ),
-    )
-    .await;
+    let a = send(&ingestor, text_of(64)).await;
     assert_eq!(a.status, 200, "{:?}", a.body);
 }

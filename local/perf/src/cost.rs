@@ -613,7 +613,7 @@ fn render_seed_comparison(out: &mut String, sim: &Simulation, billing: &LambdaBi
     // The dashboard's Query: the profile, and each device's item and live state.
     let dashboard_rcu = query_read_units(
         sim.sizes.profile
-            + u64::from(sim.workload.fleet_median) * (sim.sizes.device + sim.sizes.device_item),
+            + u64::from(sim.workload.fleet_median) * (sim.sizes.state + sim.sizes.device_item),
     );
     let writes_per_event =
         m.write_units / (sim.workload.events_per_second * SECONDS_PER_MONTH).max(1.0);
@@ -802,7 +802,7 @@ events: {per_device_per_minute: 1, batch_size: 1, types: {temperature: 1}}
         // (one directory page of 12 entries, one partition per owner: 10 devices each, under
         // DEVICES_PER_SHARD) take one write (under 100 units), its 4.9 s one more (under
         // 10 s), and each of the 4 segments writes its last = 6 a day.
-        assert_eq!(crate::capacity::write_units(sim.sizes.device), 1);
+        assert_eq!(crate::capacity::write_units(sim.sizes.state), 1);
         assert_eq!(sim.workload.analytics_units_per_day, 7.0);
         let per_second = 2.0 + 60.0 * 2.0 / 900.0;
         let expected = per_second * SECONDS_PER_MONTH + 6.0 * DAYS_PER_MONTH;

@@ -3,15 +3,15 @@
 //! `fleet-perf fault-run` (`make fault-run`), which records the figures in
 //! `docs/reliability.md`.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
-use aws_sdk_dynamodb::types::AttributeValue;
 use lambda_http::Request;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde_json::{json, Value};
 use shared::ids::{DeviceId, DeviceType, UserId};
+use shared::items::EntityType;
 use shared::ops::devices::{register_device, DeviceRegistration};
 use shared::ops::ingest::{IngestConfig, Ingestor};
 use shared::timestamp::Timestamp;
@@ -255,36 +255,23 @@ pub async fn stored_events(
     table: &FleetTable,
 ) -> Result<BTreeMap<String, BTreeMap<String, Vec<String>>>, Error> {
     let mut stored: BTreeMap<String, BTreeMap<String, Vec<String>>> = BTreeMap::new();
-    let mut start: Option<HashMap<String, AttributeValue>> = None;
-    loop {
-        let out = table
-            .client
-            .scan()
-            .table_name(table.name())
-            .consistent_read(true)
-            .filter_expression("entityType = :event")
-            .expression_attribute_values(":event", AttributeValue::S("event".into()))
-            .set_exclusive_start_key(start.take())
-            .send()
-            .await?;
-        for item in out.items() {
-            let text = |name: &str| {
-                item.get(name)
-                    .and_then(|v| v.as_s().ok())
-                    .cloned()
-                    .unwrap_or_default()
-            };
-            stored
-                .entry(text("deviceId"))
-                .or_default()
-                .entry(text("id"))
-                .or_default()
-                .push(text("at"));
-        }
-        match out.last_evaluated_key {
-            Some(key) => start = Some(key),
-            None => break,
-        }
+    let items = crate::pricing::snapshot(table).await?;
+    for item in items
+        .values()
+        .filter(|i| EntityType::of(i) == Some(EntityType::Event))
+    {
+        let text = |name: &str| {
+            item.get(name)
+                .and_then(|v| v.as_s().ok())
+                .cloned()
+                .unwrap_or_default()
+        };
+        stored
+            .entry(text("deviceId"))
+            .or_default()
+            .entry(text("id"))
+            .or_default()
+            .push(text("at"));
     }
     Ok(stored)
 }

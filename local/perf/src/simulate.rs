@@ -357,10 +357,10 @@ pub type EventSize = (EventType, u64, u64, u64);
 pub struct ItemSizes {
     /// Per event type: (type, base item, GSI1 entry, GSI2 entry).
     pub events: Vec<EventSize>,
-    /// A device item with its `latest` and `recent` summary.
-    pub device: u64,
-    /// The device's GSI1 entry (`STATUS#`/`SEEN#`).
-    pub device_gsi1: u64,
+    /// A device's live state (`latest`, `recent`, `lastSeen`), bytes.
+    pub state: u64,
+    /// The live state's GSI1 entry (`STATUS#`/`SEEN#`).
+    pub state_gsi1: u64,
     /// The device item (what its owner set), bytes.
     pub device_item: u64,
     /// A profile.
@@ -460,7 +460,7 @@ impl ItemSizes {
             device_version: 3,
         };
         let state_attrs = to_item(&state, &shards);
-        let device_gsi1 = index_entry(&state_attrs, &INDEXES[0]).map_or(0, |e| item_size(&e));
+        let state_gsi1 = index_entry(&state_attrs, &INDEXES[0]).map_or(0, |e| item_size(&e));
         let profile_item = ProfileItem {
             user_id: user.clone(),
             name: Some("Ada Lovelace".into()),
@@ -489,9 +489,9 @@ impl ItemSizes {
         };
         Self {
             events,
-            device: item_size(&state_attrs),
+            state: item_size(&state_attrs),
             device_item: item_size(&to_item(&device_item, &shards)),
-            device_gsi1,
+            state_gsi1,
             profile: item_size(&to_item(&profile_item, &shards)),
             registration: item_size(&to_item(&registration, &shards)),
             tag_link: item_size(&to_item(&tag_link, &shards)),
@@ -869,8 +869,8 @@ pub fn simulate(profile: Profile, source: &str) -> Result<Simulation, Error> {
     };
     let event_wcu = weighted(&|e| write_units(e.1) as f64);
     let event_bytes = weighted(&|e| e.1 as f64);
-    let device_update_wcu = write_units(sizes.device) as f64;
-    let status_rewrite_wcu = 2.0 * write_units(sizes.device_gsi1) as f64;
+    let state_update_wcu = write_units(sizes.state) as f64;
+    let status_rewrite_wcu = 2.0 * write_units(sizes.state_gsi1) as f64;
     let registration_rcu = strong_read_units(sizes.registration);
 
     let reads = &profile.reads;
@@ -979,21 +979,21 @@ pub fn simulate(profile: Profile, source: &str) -> Result<Simulation, Error> {
         let states_per_partition = f64::from(*fleet) / partitions;
         let user_partition = sizes.profile as f64
             + f64::from(*fleet) * sizes.device_item as f64
-            + states_per_partition * sizes.device as f64;
+            + states_per_partition * sizes.state as f64;
         w.analytics_read_units_per_day += query_read_units(user_partition as u64)
             + (partitions - 1.0)
-                * query_read_units((states_per_partition * sizes.device as f64) as u64);
+                * query_read_units((states_per_partition * sizes.state as f64) as u64);
         w.analytics_units_per_day += partitions;
         w.analytics_items_per_day += 2.0 * f64::from(*fleet);
         for (k, batches) in state_partitions.iter().enumerate() {
-            let wcu = batches * device_update_wcu;
+            let wcu = batches * state_update_wcu;
             // Each batch reads the live state first (a cache miss, as for the registration).
-            let state_reads = batches * strong_read_units(sizes.device);
+            let state_reads = batches * strong_read_units(sizes.state);
             let rcu = state_reads
                 + if k == 0 {
                     let dashboard_bytes = sizes.profile
                         + u64::from(*fleet) * sizes.device_item
-                        + (u64::from(*fleet) / u64::from(placed_shards).max(1)) * sizes.device;
+                        + (u64::from(*fleet) / u64::from(placed_shards).max(1)) * sizes.state;
                     per_user_dashboards * query_read_units(dashboard_bytes)
                 } else {
                     0.0
@@ -1045,7 +1045,7 @@ pub fn simulate(profile: Profile, source: &str) -> Result<Simulation, Error> {
         .iter()
         .map(|n| {
             status_reads
-                * query_read_units(((*n as f64).min(EVENT_PAGE) * sizes.device_gsi1 as f64) as u64)
+                * query_read_units(((*n as f64).min(EVENT_PAGE) * sizes.state_gsi1 as f64) as u64)
         })
         .collect();
     let family = ShardFamily {
@@ -1072,7 +1072,7 @@ pub fn simulate(profile: Profile, source: &str) -> Result<Simulation, Error> {
     let per_event = |f: &dyn Fn(&EventSize) -> u64| weighted(&|e| f(e) as f64 + o);
     let d = devices as f64;
     let base_items_bytes = stored_events * event_bytes
-        + d * (sizes.device + sizes.registration + sizes.tag_link) as f64
+        + d * (sizes.state + sizes.registration + sizes.tag_link) as f64
         + users as f64 * sizes.profile as f64;
     w.items = stored_events + 3.0 * d + users as f64;
     w.scanned_bytes = base_items_bytes;
@@ -1083,7 +1083,7 @@ pub fn simulate(profile: Profile, source: &str) -> Result<Simulation, Error> {
     w.analytics_items_per_day += 2.0 * users as f64;
     w.storage_bytes = [
         base_items_bytes + w.items * o,
-        stored_events * per_event(&|e| e.2) + d * (sizes.device_gsi1 as f64 + o),
+        stored_events * per_event(&|e| e.2) + d * (sizes.state_gsi1 as f64 + o),
         stored_events * per_event(&|e| e.3),
     ];
     w.registration_reads_per_second = registration_reads;
@@ -1217,9 +1217,9 @@ pub fn render(sim: &Simulation) -> String {
         out,
         "Item sizes (real items, DynamoDB's size rules): event {}; device live state {} B ({} WCU per update), its GSI1 entry {} B; profile {} B; registration {} B.\n",
         events.join("; "),
-        s.device,
-        write_units(s.device),
-        s.device_gsi1,
+        s.state,
+        write_units(s.state),
+        s.state_gsi1,
         s.profile,
         s.registration,
     );

@@ -337,8 +337,8 @@ impl Ingestor {
         let unstored = match unstored {
             Ok(unstored) => unstored,
             Err(err) => {
-                if let Ok(Some((before, written))) = folded {
-                    self.repair_state(registration, &before, written, &[], &events, deadline)
+                if let Ok(Some(folded)) = folded {
+                    self.repair_state(registration, folded, &[], &events, deadline)
                         .await;
                 }
                 return Err(err);
@@ -349,8 +349,8 @@ impl Ingestor {
             .partition(|e| !unstored.contains(&(e.at, e.id.clone())));
         match folded {
             Ok(written) => {
-                if let (Some((before, written)), false) = (written, failed.is_empty()) {
-                    self.repair_state(registration, &before, written, &stored, &failed, deadline)
+                if let (Some(folded), false) = (written, failed.is_empty()) {
+                    self.repair_state(registration, folded, &stored, &failed, deadline)
                         .await;
                 }
                 Ok(IngestOutcome {

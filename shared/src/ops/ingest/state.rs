@@ -156,6 +156,13 @@ pub fn check_type_cap(state: &DeviceStateItem, events: &[NewEvent]) -> Result<()
 /// state is gone) and nobody updated it since `:seq` was read.
 const UNCHANGED_SINCE_READ: &str = "attribute_exists(PK) AND ingestSeq = :seq";
 
+/// A live-state update that folded a batch in: the state it merged onto and the state it
+/// stored (what a repair works from).
+pub(super) struct FoldedState {
+    before: DeviceStateItem,
+    written: DeviceStateItem,
+}
+
 impl Ingestor {
     /// The live state of the device of `registration`: this warm Lambda's copy, or one
     /// consistent GetItem (a read costs half of a failed conditional write of the item, and
@@ -193,15 +200,15 @@ impl Ingestor {
 
     /// Folds `events` into the live state `base` with one conditional UpdateItem, skipped when
     /// it would change nothing (a replay). On a conflict the failed write returns the current
-    /// item, which is merged again (no separate read). Returns the state the write merged onto
-    /// and the state it stored (`None` when skipped), which a repair needs.
+    /// item, which is merged again (no separate read). Returns what the write folded in
+    /// ([`FoldedState`], `None` when skipped), which a repair needs.
     pub(super) async fn update_state(
         &self,
         registration: &RegistrationItem,
         mut base: DeviceStateItem,
         events: &[NewEvent],
         deadline: Instant,
-    ) -> Result<Option<(DeviceStateItem, DeviceStateItem)>, FleetError> {
+    ) -> Result<Option<FoldedState>, FleetError> {
         let device = &registration.device_id;
         let mut retry = Retry::until(deadline).at_most(STATE_ATTEMPTS);
         while retry.next_attempt().await {
@@ -213,7 +220,10 @@ impl Ingestor {
             let err = match request.send().await {
                 Ok(_) => {
                     self.remember_state(stored.clone());
-                    return Ok(Some((base, stored)));
+                    return Ok(Some(FoldedState {
+                        before: base,
+                        written: stored,
+                    }));
                 }
                 Err(err) => err,
             };
@@ -229,66 +239,54 @@ impl Ingestor {
     }
 
     /// Takes `unstored` events back out of the live state after an update that folded them in
-    /// (`written`, merged onto `before`) while their writes failed: the state shows only stored
-    /// events again. Conditioned like every update; on a conflict the current state is repaired
-    /// instead. Best effort within `deadline`, logged when it cannot be made: the device is told
-    /// to resend these events, and a resend that stores them makes the state right either way.
+    /// (`folded`) while their writes failed: the state shows only stored events again.
+    /// Conditioned like every update; on a conflict the current state is repaired instead.
+    /// Best effort within `deadline`, logged when it cannot be made: the device is told to
+    /// resend these events, and a resend that stores them makes the state right either way.
     pub(super) async fn repair_state(
         &self,
         registration: &RegistrationItem,
-        before: &DeviceStateItem,
-        written: DeviceStateItem,
+        folded: FoldedState,
         stored: &[NewEvent],
         unstored: &[NewEvent],
         deadline: Instant,
     ) {
-        if let Err(err) = self
-            .take_back(registration, before, written, stored, unstored, deadline)
-            .await
-        {
-            tracing::warn!(device = %registration.device_id, error = %err, "live state shows events that were not stored until they are resent");
-        }
-    }
-
-    async fn take_back(
-        &self,
-        registration: &RegistrationItem,
-        before: &DeviceStateItem,
-        written: DeviceStateItem,
-        stored: &[NewEvent],
-        unstored: &[NewEvent],
-        deadline: Instant,
-    ) -> Result<(), FleetError> {
-        let device = &registration.device_id;
-        let mut current = written;
-        let mut retry = Retry::until(deadline).at_most(STATE_ATTEMPTS);
-        while retry.next_attempt().await {
-            let repaired = without(&current, before, stored, unstored);
-            if repaired == current {
-                return Ok(());
-            }
-            let (request, stored) = self.state_update(registration, &current, repaired)?;
-            let err = match request.send().await {
-                Ok(_) => {
-                    self.remember_state(stored);
+        let repaired = async {
+            let device = &registration.device_id;
+            let mut current = folded.written;
+            let mut retry = Retry::until(deadline).at_most(STATE_ATTEMPTS);
+            while retry.next_attempt().await {
+                let repaired = without(&current, &folded.before, stored, unstored);
+                if repaired == current {
                     return Ok(());
                 }
-                Err(err) => err,
-            };
-            match err.as_service_error() {
-                Some(UpdateItemError::ConditionalCheckFailedException(failed)) => {
-                    match self.after_conflict(device, failed.item()) {
-                        Ok(now) => current = now,
-                        // The device is gone: nothing left to repair.
-                        Err(FleetError::Unauthorized) => return Ok(()),
-                        Err(other) => return Err(other),
+                let (request, stored) = self.state_update(registration, &current, repaired)?;
+                let err = match request.send().await {
+                    Ok(_) => {
+                        self.remember_state(stored);
+                        return Ok(());
                     }
+                    Err(err) => err,
+                };
+                match err.as_service_error() {
+                    Some(UpdateItemError::ConditionalCheckFailedException(failed)) => {
+                        match self.after_conflict(device, failed.item()) {
+                            Ok(now) => current = now,
+                            // The device is gone: nothing left to repair.
+                            Err(FleetError::Unauthorized) => return Ok(()),
+                            Err(other) => return Err(other),
+                        }
+                    }
+                    _ if is_transient(&err) => {}
+                    _ => return Err(sdk_error(err)),
                 }
-                _ if is_transient(&err) => {}
-                _ => return Err(sdk_error(err)),
             }
+            Err(crate::dynamo::throttled())
+        };
+        let result: Result<(), FleetError> = repaired.await;
+        if let Err(err) = result {
+            tracing::warn!(device = %registration.device_id, error = %err, "live state shows events that were not stored until they are resent");
         }
-        Err(crate::dynamo::throttled())
     }
 
     fn cached_state(&self, device: &DeviceId) -> Option<DeviceStateItem> {
