@@ -615,25 +615,37 @@ def token_matches(presented, stored_sha256_hex):
     return hmac.compare_digest(digest.encode(), stored_sha256_hex.encode())
 
 
+def _registration_item(device, consistent):
+    try:
+        out = DYNAMODB.get_item(
+            TableName=TABLE_NAME,
+            Key={"PK": {"S": f"DEVICE#{device}"}, "SK": {"S": "REGISTRATION"}},
+            ConsistentRead=consistent,
+            ReturnConsumedCapacity="TOTAL",
+        )
+    except (ClientError, BotoConnectionError, ReadTimeoutError) as err:
+        raise sdk_error(err) from None
+    return out.get("Item")
+
+
+def _accepts(item, token):
+    # A released registration (the device was deleted) authenticates nothing.
+    return bool(item) and item["entityType"]["S"] == "registration" \
+        and token_matches(token, item["tokenSha256"]["S"])
+
+
 def authenticate(device, token):
     with _lock:
         cached = _registrations.get(device)
     if cached and time.monotonic() - cached[1] < REGISTRATION_CACHE_SECONDS:
         if token_matches(token, cached[0]["tokenSha256"]):
             return cached[0]
-    try:
-        out = DYNAMODB.get_item(
-            TableName=TABLE_NAME,
-            Key={"PK": {"S": f"DEVICE#{device}"}, "SK": {"S": "REGISTRATION"}},
-            ConsistentRead=True,  # a device may send its first batch right after registration
-            ReturnConsumedCapacity="TOTAL",
-        )
-    except (ClientError, BotoConnectionError, ReadTimeoutError) as err:
-        raise sdk_error(err) from None
-    item = out.get("Item")
-    # A released registration (the device was deleted) authenticates nothing.
-    if item and item["entityType"]["S"] == "registration" \
-            and token_matches(token, item["tokenSha256"]["S"]):
+    # Eventually consistent first (half the units); a miss or a mismatch may be a registration
+    # or rotation of the last second, so it is read consistently before refusing.
+    item = _registration_item(device, consistent=False)
+    if not _accepts(item, token):
+        item = _registration_item(device, consistent=True)
+    if _accepts(item, token):
         registration = {k: item[k]["S"] for k in
                         ("deviceId", "userId", "tokenSha256", "deviceName", "deviceType")}
         registration["shard"] = int(item["shard"]["N"]) if "shard" in item else 0

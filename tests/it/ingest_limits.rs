@@ -61,7 +61,7 @@ async fn a_device_over_its_rate_gets_429_with_retry_after_and_nothing_is_stored(
 }
 
 #[tokio::test]
-async fn unknown_devices_and_wrong_tokens_cost_one_read_per_window_not_per_attempt() {
+async fn unknown_devices_and_wrong_tokens_cost_two_reads_per_window_not_per_attempt() {
     let table = fresh_table().await;
     let token = register_device(&table, "user-guess", "guess-1").await;
     let ingestor = std::sync::Arc::new(Ingestor::new(
@@ -74,7 +74,8 @@ async fn unknown_devices_and_wrong_tokens_cost_one_read_per_window_not_per_attem
     let before = table_contents(&table).await;
     let reads = |a: &Answer| a.used.count("GetItem");
 
-    // An unknown device: one read, then none while the window lasts.
+    // An unknown device: two reads (eventually consistent, then consistent before refusing),
+    // then none while the window lasts.
     let first = ingest(&ingestor, ingest_request("guess-9", &token, batch("x-1"))).await;
     let again = ingest(
         &ingestor,
@@ -86,9 +87,9 @@ async fn unknown_devices_and_wrong_tokens_cost_one_read_per_window_not_per_attem
         first.body, again.body,
         "an answer from the cache looks the same"
     );
-    assert_eq!((reads(&first), again.used.requests()), (1, 0));
+    assert_eq!((reads(&first), again.used.requests()), (2, 0));
 
-    // Wrong tokens for a real device: one read shows the mismatch, later guesses read nothing.
+    // Wrong tokens for a real device: two reads show the mismatch, later guesses read nothing.
     let guesses: Vec<Answer> = {
         let mut out = Vec::new();
         for guess in ["dft_guess-a", "dft_guess-b", "dft_guess-c"] {
@@ -102,7 +103,7 @@ async fn unknown_devices_and_wrong_tokens_cost_one_read_per_window_not_per_attem
             .iter()
             .map(|a| a.used.requests())
             .collect::<Vec<_>>(),
-        [1, 0, 0]
+        [2, 0, 0]
     );
     assert_eq!(
         guesses[0].body, first.body,
@@ -130,7 +131,7 @@ async fn unknown_devices_and_wrong_tokens_cost_one_read_per_window_not_per_attem
     )
     .await;
     assert_eq!(late.status, 401);
-    assert_eq!(reads(&late), 1);
+    assert_eq!(reads(&late), 2);
     let late_unknown = ingest(&ingestor, ingest_request("guess-9", &token, batch("x-5"))).await;
-    assert_eq!(reads(&late_unknown), 1);
+    assert_eq!(reads(&late_unknown), 2);
 }

@@ -166,6 +166,11 @@ pub fn strong_read_units(bytes: u64) -> f64 {
     bytes.div_ceil(READ_UNIT_BYTES).max(1) as f64
 }
 
+/// Read units of an eventually consistent GetItem of `bytes`: half a strong read's.
+pub fn eventual_read_units(bytes: u64) -> f64 {
+    strong_read_units(bytes) * 0.5
+}
+
 /// Read units of an eventually consistent Query or Scan that reads `bytes` in total: each
 /// 1 MB page rounds up to 4 KB on its own, and an empty read still costs half a unit.
 pub fn query_read_units(bytes: u64) -> f64 {

@@ -40,8 +40,8 @@ use shared::shard::{shard_of, shards_for_peak_wcu};
 use shared::timestamp::Day;
 
 use crate::capacity::{
-    index_entry, item_size, query_read_units, strong_read_units, write_units, Item,
-    STORAGE_OVERHEAD_BYTES,
+    eventual_read_units, index_entry, item_size, query_read_units, strong_read_units, write_units,
+    Item, STORAGE_OVERHEAD_BYTES,
 };
 
 /// Where the documented profiles live.
@@ -871,7 +871,7 @@ pub fn simulate(profile: Profile, source: &str) -> Result<Simulation, Error> {
     let event_bytes = weighted(&|e| e.1 as f64);
     let state_update_wcu = write_units(sizes.state) as f64;
     let status_rewrite_wcu = 2.0 * write_units(sizes.state_gsi1) as f64;
-    let registration_rcu = strong_read_units(sizes.registration);
+    let registration_rcu = eventual_read_units(sizes.registration);
 
     let reads = &profile.reads;
     let per_user_dashboards = reads.dashboard_opens_per_minute / 60.0 / users.max(1) as f64;
@@ -949,8 +949,9 @@ pub fn simulate(profile: Profile, source: &str) -> Result<Simulation, Error> {
                 rcu: event_read_rcu,
                 family: None,
             });
-            // The registration: one consistent read per batch. API Gateway spreads a device's
-            // batches over containers, so the per-container cache is assumed to miss.
+            // The registration: one eventually consistent read per batch (a consistent one
+            // only for a registration or rotation of the last second). API Gateway spreads a
+            // device's batches over containers, so the per-container cache is assumed to miss.
             let auth_reads = batches * registration_rcu;
             registration_reads += auth_reads / registration_rcu;
             base.add(0.0, auth_reads, || KeyLoad {

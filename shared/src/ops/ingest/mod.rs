@@ -182,8 +182,8 @@ impl Ingestor {
     ///
     /// A registration read stays cached for `registration_cache`; an unknown device, and a
     /// registration a read showed not to match a presented token, are answered without a read
-    /// for `negative_cache`, so a flood of guesses costs one read per device and window, not
-    /// one per attempt. The token is always compared in constant time with the stored hash.
+    /// for `negative_cache`, so a flood of guesses costs two reads (eventually consistent,
+    /// then consistent) per device and window, not per attempt. The token is always compared in constant time with the stored hash.
     pub async fn authenticate(
         &self,
         device: &DeviceId,
@@ -207,10 +207,18 @@ impl Ingestor {
                 Some(_) => {}
             }
         }
-        let registration = self.read_registration(device).await?;
-        let matched = registration
-            .as_ref()
-            .is_some_and(|r| r.accepts(token, Timestamp::now()));
+        let accepted = |r: &Option<RegistrationItem>| {
+            r.as_ref()
+                .is_some_and(|r| r.accepts(token, Timestamp::now()))
+        };
+        // An eventually consistent read (half the units) is right for a device registered more
+        // than a moment ago, which is nearly every read. A miss or a mismatch may be a
+        // registration or rotation of the last second: read consistently before refusing.
+        let mut registration = self.read_registration(device, false).await?;
+        if !accepted(&registration) {
+            registration = self.read_registration(device, true).await?;
+        }
+        let matched = accepted(&registration);
         self.remember(
             device,
             CachedRegistration {
@@ -264,6 +272,7 @@ impl Ingestor {
     async fn read_registration(
         &self,
         device: &DeviceId,
+        consistent: bool,
     ) -> Result<Option<RegistrationItem>, FleetError> {
         let out = self
             .table
@@ -276,8 +285,7 @@ impl Ingestor {
                 }
                 .attributes(),
             ))
-            // A device may send its first batch right after registration.
-            .consistent_read(true)
+            .consistent_read(consistent)
             .send()
             .await
             .map_err(sdk_error)?;
