@@ -489,19 +489,31 @@ fn claim_registration(
     table: &FleetTable,
     registration: &RegistrationItem,
 ) -> Result<TransactWriteItem, FleetError> {
-    let put = Put::builder()
-        .table_name(table.name())
-        .set_item(Some(registration.to_item(&table.config.shards)?))
-        .condition_expression(
-            "attribute_not_exists(PK) OR (#entityType = :released AND releasedAt < :began)",
-        )
-        .expression_attribute_names("#entityType", ENTITY_TYPE)
-        .expression_attribute_values(":released", s(EntityType::ReleasedRegistration.as_str()))
-        .expression_attribute_values(":began", s(registration.created_at.to_string()))
-        .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
-        .build()
-        .map_err(FleetError::internal)?;
+    let put = registration_key_put(
+        table,
+        registration,
+        "attribute_not_exists(PK) OR (#entityType = :released AND releasedAt < :began)",
+    )?
+    .expression_attribute_values(":began", s(registration.created_at.to_string()))
+    .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+    .build()
+    .map_err(FleetError::internal)?;
     Ok(TransactWriteItem::builder().put(put).build())
+}
+
+/// A put of `item` at a device id's registration key under `condition`, which may name a
+/// released registration as `#entityType = :released`.
+fn registration_key_put(
+    table: &FleetTable,
+    item: &impl Entity,
+    condition: &str,
+) -> Result<aws_sdk_dynamodb::types::builders::PutBuilder, FleetError> {
+    Ok(Put::builder()
+        .table_name(table.name())
+        .set_item(Some(item.to_item(&table.config.shards)?))
+        .condition_expression(condition)
+        .expression_attribute_names("#entityType", ENTITY_TYPE)
+        .expression_attribute_values(":released", s(EntityType::ReleasedRegistration.as_str())))
 }
 
 /// Whether the action at `index` failed on a released registration (released after the
@@ -880,17 +892,14 @@ fn deletion(
     // already released) must not block the clean-up; one that belongs to someone else must
     // never be touched.
     let released = ReleasedRegistrationItem::new(device.clone(), Timestamp::now());
-    let registration_release = Put::builder()
-        .table_name(table.name())
-        .set_item(Some(released.to_item(&table.config.shards)?))
-        .condition_expression(
-            "attribute_not_exists(PK) OR userId = :user OR #entityType = :released",
-        )
-        .expression_attribute_names("#entityType", ENTITY_TYPE)
-        .expression_attribute_values(":user", s(user.as_str()))
-        .expression_attribute_values(":released", s(EntityType::ReleasedRegistration.as_str()))
-        .build()
-        .map_err(FleetError::internal)?;
+    let registration_release = registration_key_put(
+        table,
+        &released,
+        "attribute_not_exists(PK) OR userId = :user OR #entityType = :released",
+    )?
+    .expression_attribute_values(":user", s(user.as_str()))
+    .build()
+    .map_err(FleetError::internal)?;
     let mut actions = vec![
         TransactWriteItem::builder().delete(device_delete).build(),
         TransactWriteItem::builder()
