@@ -119,7 +119,17 @@ pub(super) async fn scan_segment(
         let used = meter.snapshot();
         // The unit's own meter hides its reads from the invocation's: hand them up.
         RequestMeter::add_to_current(&used);
-        let kind = step?;
+        let kind = match step {
+            Ok(kind) => kind,
+            Err(err) => {
+                // Keep the units done before this one: the next invocation resumes after them.
+                if unsaved > 0 {
+                    checkpoint = before.0;
+                    let _ = save(table, &mut checkpoint, plan).await;
+                }
+                return Err(err);
+            }
+        };
         unit_done(&mut checkpoint, &used, started.elapsed());
         unsaved += 1;
         // A purge deletes: its count must not be lost or counted twice.
