@@ -83,11 +83,20 @@ impl Timestamp {
     /// This instant moved by `seconds` (negative moves back), saturating at [`Timestamp::min`]
     /// and [`Timestamp::max`] so that arithmetic on client-given times can never overflow.
     pub fn plus_seconds(&self, seconds: i64) -> Self {
-        match self.0.checked_add(Duration::seconds(seconds)) {
+        self.plus(Duration::seconds(seconds))
+    }
+
+    /// This time plus `millis` milliseconds (clamped like [`Timestamp::plus_seconds`]).
+    pub fn plus_millis(&self, millis: i64) -> Self {
+        self.plus(Duration::milliseconds(millis))
+    }
+
+    fn plus(&self, span: Duration) -> Self {
+        match self.0.checked_add(span) {
             Some(at) if at > Self::max().0 => Self::max(),
             Some(at) if at < Self::min().0 => Self::min(),
             Some(at) => Self(at),
-            None if seconds < 0 => Self::min(),
+            None if span.is_negative() => Self::min(),
             None => Self::max(),
         }
     }

@@ -348,6 +348,7 @@ async fn a_registration_attempt_older_than_the_deletion_cannot_land_after_it() {
             shards: None,
             devices: 0,
         },
+        shared::timestamp::Timestamp::now(),
     )
     .unwrap();
     tokio::time::sleep(std::time::Duration::from_millis(5)).await;
@@ -375,6 +376,38 @@ async fn a_registration_attempt_older_than_the_deletion_cannot_land_after_it() {
     assert_eq!(bob.status, 201, "{:?}", bob.body);
     let registration = item(&table, &key::registration("thermo-1")).await.unwrap();
     assert_eq!(s(&registration, "userId"), BOB);
+}
+
+/// A deletion by a Lambda whose clock runs ahead leaves a release "in the future": a
+/// registration right after it is still a live request and gets the id (timed after the
+/// release), not a 409 or a 503.
+#[tokio::test]
+async fn a_registration_right_after_a_release_timed_ahead_gets_the_id() {
+    use shared::entity::Entity;
+    use shared::items::ReleasedRegistrationItem;
+    use shared::timestamp::Timestamp;
+    let table = fresh_table().await;
+    let released_at = Timestamp::now().plus_seconds(2);
+    let released = ReleasedRegistrationItem::new(
+        shared::ids::DeviceId::parse("thermo-1").unwrap(),
+        released_at,
+    );
+    table
+        .client
+        .put_item()
+        .table_name(table.name())
+        .set_item(Some(released.to_item(&table.config.shards).unwrap()))
+        .send()
+        .await
+        .unwrap();
+    let a = device_updates(&table, register(thermo("thermo-1", &[])).caller(BOB)).await;
+    assert_eq!(a.status, 201, "{:?}", a.body);
+    let registration = item(&table, &key::registration("thermo-1")).await.unwrap();
+    assert_eq!(s(&registration, "userId"), BOB);
+    assert!(
+        s(&registration, "createdAt") > released_at.to_string(),
+        "timed after the release: {registration:?}"
+    );
 }
 
 #[tokio::test]

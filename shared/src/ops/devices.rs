@@ -394,11 +394,18 @@ pub async fn register_device(
     registration: DeviceRegistration,
 ) -> Result<RegisteredDevice, FleetError> {
     let token = DeviceToken::generate()?;
+    // A release this request saw: its attempts from then on are made after it.
+    let mut seen_release: Option<Timestamp> = None;
     for _ in 0..PLACEMENT_ATTEMPTS {
         let fleet = read_fleet(table, user).await?;
-        // Taken per attempt: a deletion's released registration admits only attempts that
-        // began after it.
-        let attempt = RegistrationAttempt::new(table, user, &registration, &token, fleet)?;
+        // Timed per attempt: a deletion's released registration admits only attempts made
+        // after it. A live request that met a release newer than itself (another Lambda's
+        // clock a little ahead) times its next attempt after that release.
+        let at = match seen_release {
+            Some(released) => Timestamp::now().max(released.plus_millis(1)),
+            None => Timestamp::now(),
+        };
+        let attempt = RegistrationAttempt::new(table, user, &registration, &token, fleet, at)?;
         match transact(table, attempt.actions, Retry::attempts(MAX_ATTEMPTS)).await? {
             Transaction::Committed => {
                 return Ok(RegisteredDevice {
@@ -406,9 +413,12 @@ pub async fn register_device(
                     token,
                 })
             }
-            // Released after this attempt began (by a deletion racing it): a live request,
+            // Released after this attempt's time (by a deletion racing it): a live request,
             // so it tries again with a later time.
-            Transaction::Cancelled(reasons) if failed_on_release(&reasons, 0) => continue,
+            Transaction::Cancelled(reasons) if released_at(&reasons, 0).is_some() => {
+                seen_release = released_at(&reasons, 0);
+                continue;
+            }
             Transaction::Cancelled(reasons)
                 if condition_failed_at(&reasons, 0) || condition_failed_at(&reasons, 1) =>
             {
@@ -438,7 +448,7 @@ pub struct RegistrationAttempt {
 }
 
 impl RegistrationAttempt {
-    /// The attempt to register `registration` for `user` with `token`, now, placed by
+    /// The attempt to register `registration` for `user` with `token` at `now`, placed by
     /// `fleet`.
     pub fn new(
         table: &FleetTable,
@@ -446,8 +456,8 @@ impl RegistrationAttempt {
         registration: &DeviceRegistration,
         token: &DeviceToken,
         fleet: FleetSize,
+        now: Timestamp,
     ) -> Result<Self, FleetError> {
-        let now = Timestamp::now();
         let shards = fleet.shards_after_one_more(table.config.devices_per_shard);
         let device = new_device(
             user,
@@ -516,13 +526,16 @@ fn registration_key_put(
         .expression_attribute_values(":released", s(EntityType::ReleasedRegistration.as_str())))
 }
 
-/// Whether the action at `index` failed on a released registration (released after the
-/// attempt began).
-fn failed_on_release(reasons: &[CancellationReason], index: usize) -> bool {
-    reasons
-        .get(index)
-        .and_then(CancellationReason::item)
-        .is_some_and(|item| EntityType::of(item) == Some(EntityType::ReleasedRegistration))
+/// When the action at `index` failed on a released registration (released after the
+/// attempt's time): the release time.
+fn released_at(reasons: &[CancellationReason], index: usize) -> Option<Timestamp> {
+    let item = reasons.get(index)?.item()?;
+    if EntityType::of(item) != Some(EntityType::ReleasedRegistration) {
+        return None;
+    }
+    ReleasedRegistrationItem::from_item(item.clone())
+        .ok()
+        .map(|released| released.released_at)
 }
 
 /// AP-03, implemented by [`get_device`].
