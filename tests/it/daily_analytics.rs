@@ -379,6 +379,34 @@ async fn an_interrupted_run_resumes_from_its_checkpoints() {
     assert!((ITEMS_READ as usize) < items);
 }
 
+/// Stopped after every single unit of work (a directory page, an owner's partition, a purge),
+/// with pages of two entries, the run resumes from its position each time and counts
+/// everything exactly once.
+#[tokio::test]
+async fn a_run_stopped_after_every_unit_counts_everything_once() {
+    let table = dataset().await;
+    let mut invocations = 0;
+    loop {
+        let mut one_unit = plan(2);
+        one_unit.page_limit = Some(2);
+        one_unit.max_pages = Some(1);
+        invocations += 1;
+        assert!(invocations < 100, "the run does not advance");
+        if run_daily_report(&table, &one_unit).await.unwrap().complete {
+            break;
+        }
+    }
+    // 5 fleets and a purge marker over 2 segments, one unit each per invocation.
+    assert!(invocations >= 4, "{invocations} invocations: it did stop");
+    let report = read_report(&table).await.body;
+    assert_eq!(
+        counts(&report),
+        expected(),
+        "nothing counted twice or missed"
+    );
+    assert_eq!(report["run"]["itemsScanned"].as_u64().unwrap(), ITEMS_READ);
+}
+
 #[tokio::test]
 async fn running_a_day_again_writes_the_same_report() {
     let table = dataset().await;

@@ -353,7 +353,7 @@ pub fn render_report(
          write is billed like a table write; telemetry events are on no index, searchable types on \
          GSI1), the live state's update of every ingest request, the state's GSI1 entry moving with \
          its 15-minute `SEEN#` bucket, and the daily run's checkpoints (one per 100 units of work \
-         (a directory page, an owner's partition) or 10 seconds, and each segment's last).\n\
+         (an owner's partition, a purge) or 10 seconds, and each segment's last).\n\
          - Reads count the API's reads, ingestion's registration and live-state reads (one \
          read of each per request, eventually consistent for the registration, consistent for the \
          live state: API Gateway spreads a device's requests over \
@@ -799,12 +799,12 @@ events: {per_device_per_minute: 1, batch_size: 1, types: {temperature: 1}}
         let m = MonthlyCost::of(&sim, &LambdaBilling::assumed());
         // 1 event/s in all. Per event: event item 1 WCU (telemetry is in no index) + the live
         // state's update (under 1 KB: 1) = 2; the SEEN# entry moves at most every 900 s per
-        // device: 60 devices x 2 WCU / 900 s. Plus the daily run's checkpoints: its 7 units
-        // (one directory page of 12 entries, one partition per owner: 10 devices each, under
-        // DEVICES_PER_SHARD) take one write (under 100 units), its 4.9 s one more (under
-        // 10 s), and each of the 4 segments writes its last = 6 a day.
+        // device: 60 devices x 2 WCU / 900 s. Plus the daily run's checkpoints: its 6 units
+        // (one partition per owner: 10 devices each, under DEVICES_PER_SHARD) take one write
+        // (under 100 units), its 4.9 s one more (under 10 s), and each of the 4 segments
+        // writes its last = 6 a day.
         assert_eq!(crate::capacity::write_units(sim.sizes.state), 1);
-        assert_eq!(sim.workload.analytics_units_per_day, 7.0);
+        assert_eq!(sim.workload.analytics_units_per_day, 6.0);
         let per_second = 2.0 + 60.0 * 2.0 / 900.0;
         let expected = per_second * SECONDS_PER_MONTH + 6.0 * DAYS_PER_MONTH;
         assert!(

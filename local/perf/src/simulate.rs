@@ -785,7 +785,7 @@ pub struct Workload {
     /// Read units of one daily run: the directory Scan, each owner's partitions, and each
     /// device's events of the day (docs/design.md section 5).
     pub analytics_read_units_per_day: f64,
-    /// Units of work of one daily run: directory pages and owner partitions (checkpoints:
+    /// Units of work of one daily run: owner partitions (checkpoints:
     /// `cost::checkpoint_writes_per_day`).
     pub analytics_units_per_day: f64,
     /// Items one daily run reads.
@@ -1080,7 +1080,6 @@ pub fn simulate(profile: Profile, source: &str) -> Result<Simulation, Error> {
     // The directory: one entry per profile and per fleet (about 100 bytes each), Scanned.
     let directory_bytes = 2.0 * users as f64 * DIRECTORY_ENTRY_BYTES;
     w.analytics_read_units_per_day += query_read_units(directory_bytes as u64);
-    w.analytics_units_per_day += (directory_bytes / crate::capacity::PAGE_BYTES as f64).ceil();
     w.analytics_items_per_day += 2.0 * users as f64;
     w.storage_bytes = [
         base_items_bytes + w.items * o,

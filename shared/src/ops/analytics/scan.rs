@@ -51,22 +51,24 @@ pub(super) struct OwnerProgress {
     entry: StartKey,
 }
 
-/// The directory page being worked through (not checkpointed: a resumed run reads it again
-/// from the checkpoint's position).
+/// The directory page being worked through: the entries after the checkpoint's position
+/// (not checkpointed: a resumed run reads them again from there). Read only while no owner is
+/// in progress, so it never holds the entry of the owner in progress.
 #[derive(Default)]
 struct DirectoryPage {
     entries: Vec<RawItem>,
     next: usize,
     /// No page follows this one.
     last: bool,
-    /// A page was read in this invocation.
+    /// A page was read since the position was last restored.
     read: bool,
 }
 
 /// What a unit of work was.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum UnitKind {
-    Directory,
+    /// The segment's directory is done.
+    DirectoryEnd,
     Owner,
     Purge,
 }
@@ -97,10 +99,14 @@ pub(super) async fn scan_segment(
         // segment's state before it, a few times within the deadline, before the invocation
         // gives up and Lambda's retry resumes from the last checkpoint.
         let mut retry = Retry::until(plan.deadline).at_most(UNIT_ATTEMPTS);
-        let before = (checkpoint.clone(), page.next);
-        let mut step = Ok(UnitKind::Directory);
+        let before = checkpoint.clone();
+        let mut step = Ok(UnitKind::DirectoryEnd);
         while retry.next_attempt().await {
-            (checkpoint, page.next) = (before.0.clone(), before.1);
+            if retry.attempt() > 1 {
+                // From the position before the unit: the page is read again from there.
+                checkpoint = before.clone();
+                page = DirectoryPage::default();
+            }
             step = meter
                 .clone()
                 .scope(next_unit(
@@ -124,7 +130,7 @@ pub(super) async fn scan_segment(
             Err(err) => {
                 // Keep the units done before this one: the next invocation resumes after them.
                 if unsaved > 0 {
-                    checkpoint = before.0;
+                    checkpoint = before;
                     let _ = save(table, &mut checkpoint, plan).await;
                 }
                 return Err(err);
@@ -200,8 +206,8 @@ fn entry_key(entry: &RawItem) -> StartKey {
 }
 
 /// Does the next unit of work: the next partition of the owner in progress, else the next
-/// fleet or purge marker of the directory (profiles before it are counted on the way), else
-/// the next directory page.
+/// fleet or purge marker of the directory (reading directory pages and counting profiles on
+/// the way), or finds the directory done.
 async fn next_unit(
     table: &FleetTable,
     plan: &RunPlan,
@@ -230,10 +236,10 @@ async fn next_unit(
         let Some(entry) = page.entries.get(page.next) else {
             if page.read && page.last {
                 checkpoint.done = true;
-            } else {
-                read_directory_page(table, plan, segment, checkpoint, page).await?;
+                return Ok(UnitKind::DirectoryEnd);
             }
-            return Ok(UnitKind::Directory);
+            read_directory_page(table, plan, segment, checkpoint, page).await?;
+            continue;
         };
         page.next += 1;
         checkpoint.tally.scanned += 1;
@@ -263,12 +269,13 @@ async fn next_unit(
     }
 }
 
-/// Reads the segment's directory page after the checkpoint's position.
+/// Reads the segment's directory page after the checkpoint's position (an empty page moves
+/// the position to where the next one starts).
 async fn read_directory_page(
     table: &FleetTable,
     plan: &RunPlan,
     segment: u32,
-    checkpoint: &Checkpoint,
+    checkpoint: &mut Checkpoint,
     page: &mut DirectoryPage,
 ) -> Result<(), FleetError> {
     let out = table
@@ -283,9 +290,15 @@ async fn read_directory_page(
         .send()
         .await
         .map_err(sdk_error)?;
+    let entries = out.items.unwrap_or_default();
+    if entries.is_empty() {
+        if let Some(next) = out.last_evaluated_key.as_ref().map(entry_key) {
+            checkpoint.last_key = Some(next);
+        }
+    }
     *page = DirectoryPage {
         last: out.last_evaluated_key.is_none(),
-        entries: out.items.unwrap_or_default(),
+        entries,
         next: 0,
         read: true,
     };
