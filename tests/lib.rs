@@ -187,6 +187,18 @@ pub async fn item(table: &FleetTable, key: &ItemKey) -> Option<StoredItem> {
         .map(|i| i.into_iter().collect())
 }
 
+/// Stores `entity` as it is, bypassing the API (for states a test sets up directly).
+pub async fn put_entity(table: &FleetTable, entity: &impl shared::entity::Entity) {
+    table
+        .client
+        .put_item()
+        .table_name(table.name())
+        .set_item(Some(entity.to_item(&table.config.shards).unwrap()))
+        .send()
+        .await
+        .unwrap();
+}
+
 /// An ingest request for `device` with its bearer `token` and `events` (a JSON array).
 pub fn ingest_request(device: &str, token: &str, events: Value) -> ApiRequest {
     ApiRequest::post(&format!("/devices/{device}/events"))

@@ -284,14 +284,7 @@ async fn expired_events_are_never_returned() {
     // A searchable type, so it is on GSI1 too (AP-09 must filter it as well).
     expired.event_type = shared::ids::EventType::parse("alarm").unwrap();
     expired.ttl = 1000;
-    table
-        .client
-        .put_item()
-        .table_name(table.name())
-        .set_item(Some(expired.to_item(&table.config.shards).unwrap()))
-        .send()
-        .await
-        .unwrap();
+    put_entity(&table, &expired).await;
     let a = dashboard(&table, device_events(DEV0).caller(ALICE)).await;
     assert_eq!(a.body["events"].as_array().unwrap().len(), 10);
     assert!(!a.body.to_string().contains("expired"));

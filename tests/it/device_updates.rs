@@ -383,7 +383,6 @@ async fn a_registration_attempt_older_than_the_deletion_cannot_land_after_it() {
 /// release), not a 409 or a 503.
 #[tokio::test]
 async fn a_registration_right_after_a_release_timed_ahead_gets_the_id() {
-    use shared::entity::Entity;
     use shared::items::ReleasedRegistrationItem;
     use shared::timestamp::Timestamp;
     let table = fresh_table().await;
@@ -392,14 +391,7 @@ async fn a_registration_right_after_a_release_timed_ahead_gets_the_id() {
         shared::ids::DeviceId::parse("thermo-1").unwrap(),
         released_at,
     );
-    table
-        .client
-        .put_item()
-        .table_name(table.name())
-        .set_item(Some(released.to_item(&table.config.shards).unwrap()))
-        .send()
-        .await
-        .unwrap();
+    put_entity(&table, &released).await;
     let a = device_updates(&table, register(thermo("thermo-1", &[])).caller(BOB)).await;
     assert_eq!(a.status, 201, "{:?}", a.body);
     let registration = item(&table, &key::registration("thermo-1")).await.unwrap();
