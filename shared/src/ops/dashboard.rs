@@ -11,7 +11,7 @@ use std::collections::HashMap;
 
 use aws_sdk_dynamodb::types::KeysAndAttributes;
 
-use super::{query, s, Page, RawItem};
+use super::{key_range, query, s, Page, RawItem};
 use crate::catalog::{
     implemented_by, AccessPattern, Frequency, Operation, PatternId, RequestBudget,
 };
@@ -183,14 +183,7 @@ pub async fn dashboard(
 ) -> Result<Dashboard, FleetError> {
     let start_key = start(DASHBOARD.id, cursor, user, "")?;
     let (items, last) = query(
-        table
-            .client
-            .query()
-            .table_name(table.name())
-            .key_condition_expression("PK = :pk AND SK BETWEEN :first AND :last")
-            .expression_attribute_values(":pk", s(user_pk(user)))
-            .expression_attribute_values(":first", s(DEVICE_PREFIX))
-            .expression_attribute_values(":last", s(PROFILE_SK))
+        key_range(table, user_pk(user), DEVICE_PREFIX, PROFILE_SK)
             .limit(DASHBOARD_PAGE_ITEMS as i32)
             .set_exclusive_start_key(start_key),
     )

@@ -567,17 +567,8 @@ pub async fn get_device(
         device: device.clone(),
     }
     .primary_key();
-    let (items, _) = super::query(
-        table
-            .client
-            .query()
-            .table_name(table.name())
-            .key_condition_expression("PK = :pk AND SK BETWEEN :device AND :state")
-            .expression_attribute_values(":pk", s(key.pk))
-            .expression_attribute_values(":device", s(key.sk))
-            .expression_attribute_values(":state", s(state_sk(device))),
-    )
-    .await?;
+    let (items, _) =
+        super::query(super::key_range(table, key.pk, key.sk, state_sk(device))).await?;
     let mut found = None;
     let mut state = None;
     for item in items {

@@ -5,7 +5,7 @@
 use aws_sdk_dynamodb::operation::query::builders::QueryFluentBuilder;
 use serde::Serialize;
 
-use super::{query, s, ttl_now, Page, RawItem};
+use super::{key_range, query, s, ttl_now, Page, RawItem};
 use crate::catalog::{
     implemented_by, AccessPattern, Frequency, Operation, PatternId, RequestBudget,
 };
@@ -154,19 +154,17 @@ fn index_range(
 /// A newest-first Query of one device's event partition over `range`, expired events
 /// filtered out.
 fn device_range(table: &FleetTable, pk: &str, range: TimeRange, limit: u32) -> QueryFluentBuilder {
-    table
-        .client
-        .query()
-        .table_name(table.name())
-        .key_condition_expression("PK = :pk AND SK BETWEEN :from AND :to")
-        .filter_expression("#ttl > :now")
-        .expression_attribute_names("#ttl", "ttl")
-        .expression_attribute_values(":pk", s(pk))
-        .expression_attribute_values(":from", s(format!("{EVENT_PREFIX}{}", range.from)))
-        .expression_attribute_values(":to", s(through(EVENT_PREFIX, &range.to)))
-        .expression_attribute_values(":now", ttl_now())
-        .scan_index_forward(false)
-        .limit(limit as i32)
+    key_range(
+        table,
+        pk,
+        format!("{EVENT_PREFIX}{}", range.from),
+        through(EVENT_PREFIX, &range.to),
+    )
+    .filter_expression("#ttl > :now")
+    .expression_attribute_names("#ttl", "ttl")
+    .expression_attribute_values(":now", ttl_now())
+    .scan_index_forward(false)
+    .limit(limit as i32)
 }
 
 /// AP-04, implemented by [`device_events`].

@@ -83,6 +83,24 @@ pub(crate) async fn query(
     Ok((out.items.unwrap_or_default(), out.last_evaluated_key))
 }
 
+/// A Query of partition `pk` over the sort keys `first..=last` (`PK = :pk AND SK BETWEEN
+/// :first AND :last`), for the caller to add projection, filter, order and limit.
+pub(crate) fn key_range(
+    table: &crate::FleetTable,
+    pk: impl Into<String>,
+    first: impl Into<String>,
+    last: impl Into<String>,
+) -> QueryFluentBuilder {
+    table
+        .client
+        .query()
+        .table_name(table.name())
+        .key_condition_expression("PK = :pk AND SK BETWEEN :first AND :last")
+        .expression_attribute_values(":pk", s(pk))
+        .expression_attribute_values(":first", s(first))
+        .expression_attribute_values(":last", s(last))
+}
+
 /// The current time as a TTL value: items whose `ttl` is not after it have expired (DynamoDB
 /// deletes them up to days late, so readers filter them out).
 pub(crate) fn ttl_now() -> AttributeValue {

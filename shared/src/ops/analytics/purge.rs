@@ -12,7 +12,7 @@ use crate::entity::Entity;
 use crate::error::FleetError;
 use crate::items::PurgeMarkerItem;
 use crate::keys::{event_pk, PrimaryKey, EVENT_PREFIX};
-use crate::ops::{query, s};
+use crate::ops::{key_range, query};
 use crate::retry::Retry;
 use crate::table::{sdk_error, FleetTable};
 
@@ -31,20 +31,15 @@ pub(super) async fn purge_device(
     deadline: Instant,
 ) -> Result<u64, FleetError> {
     let (items, more) = query(
-        table
-            .client
-            .query()
-            .table_name(table.name())
-            .key_condition_expression("PK = :pk AND SK BETWEEN :first AND :last")
-            .expression_attribute_values(":pk", s(event_pk(&marker.user_id, &marker.device_id)))
-            .expression_attribute_values(":first", s(EVENT_PREFIX))
+        key_range(
+            table,
+            event_pk(&marker.user_id, &marker.device_id),
+            EVENT_PREFIX,
             // Through the deletion instant: ids use only characters below `~`.
-            .expression_attribute_values(
-                ":last",
-                s(format!("{EVENT_PREFIX}{}#~", marker.deleted_at)),
-            )
-            .projection_expression("PK, SK")
-            .limit(PURGE_PER_RUN),
+            format!("{EVENT_PREFIX}{}#~", marker.deleted_at),
+        )
+        .projection_expression("PK, SK")
+        .limit(PURGE_PER_RUN),
     )
     .await?;
     let purged = items.len() as u64;

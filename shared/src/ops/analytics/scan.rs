@@ -22,7 +22,7 @@ use crate::ids::{DeviceId, UserId};
 use crate::items::{EntityType, FleetItem, PurgeMarkerItem};
 use crate::keys::{event_pk, state_pk, ItemKey, DEVICE_PREFIX, EVENT_PREFIX, PROFILE_SK};
 use crate::metrics::{MeterSnapshot, RequestMeter};
-use crate::ops::{query, s, RawItem};
+use crate::ops::{key_range, query, RawItem};
 use crate::retry::Retry;
 use crate::schema::{ENTITY_TYPE, GSI2, GSI2PK, GSI2SK, PK, SK};
 use crate::table::{sdk_error, FleetTable};
@@ -337,15 +337,7 @@ async fn count_partition(
     checkpoint: &mut Checkpoint,
     bounds: &PageBounds,
 ) -> Result<bool, FleetError> {
-    let pk = state_pk(user, shard);
-    let request = table
-        .client
-        .query()
-        .table_name(table.name())
-        .key_condition_expression("PK = :pk AND SK BETWEEN :first AND :last")
-        .expression_attribute_values(":pk", s(pk))
-        .expression_attribute_values(":first", s(DEVICE_PREFIX))
-        .expression_attribute_values(":last", s(PROFILE_SK))
+    let request = key_range(table, state_pk(user, shard), DEVICE_PREFIX, PROFILE_SK)
         .projection_expression("PK, SK, #entityType, #status, #type, lastSeen, deletingAt")
         .expression_attribute_names("#entityType", ENTITY_TYPE)
         .expression_attribute_names("#status", "status")
@@ -402,18 +394,16 @@ async fn count_day(
     bounds: &PageBounds,
 ) -> Result<u64, FleetError> {
     let partition = event_pk(user, device);
-    let request = table
-        .client
-        .query()
-        .table_name(table.name())
-        .key_condition_expression("PK = :pk AND SK BETWEEN :from AND :to")
-        .expression_attribute_values(":pk", s(partition.clone()))
-        .expression_attribute_values(":from", s(format!("{EVENT_PREFIX}{}", bounds.from)))
+    let request = key_range(
+        table,
+        partition.clone(),
+        format!("{EVENT_PREFIX}{}", bounds.from),
         // The day's end is exclusive: every event key of the day sorts below its first instant.
-        .expression_attribute_values(":to", s(format!("{EVENT_PREFIX}{}", bounds.to)))
-        .projection_expression("#type, #ttl, GSI1PK")
-        .expression_attribute_names("#type", "type")
-        .expression_attribute_names("#ttl", "ttl");
+        format!("{EVENT_PREFIX}{}", bounds.to),
+    )
+    .projection_expression("#type, #ttl, GSI1PK")
+    .expression_attribute_names("#type", "type")
+    .expression_attribute_names("#ttl", "ttl");
     let items = query_all(request).await?;
     let tally = &mut checkpoint.tally;
     let mut counted = 0;
@@ -450,20 +440,15 @@ async fn active_before_the_day(
     bounds: &PageBounds,
 ) -> Result<bool, FleetError> {
     let (items, _) = query(
-        table
-            .client
-            .query()
-            .table_name(table.name())
-            .key_condition_expression("PK = :pk AND SK BETWEEN :from AND :to")
-            .expression_attribute_values(":pk", s(event_pk(user, device)))
-            .expression_attribute_values(
-                ":from",
-                s(format!("{EVENT_PREFIX}{}", bounds.active_since)),
-            )
-            .expression_attribute_values(":to", s(format!("{EVENT_PREFIX}{}", bounds.from)))
-            .projection_expression("PK")
-            .scan_index_forward(false)
-            .limit(1),
+        key_range(
+            table,
+            event_pk(user, device),
+            format!("{EVENT_PREFIX}{}", bounds.active_since),
+            format!("{EVENT_PREFIX}{}", bounds.from),
+        )
+        .projection_expression("PK")
+        .scan_index_forward(false)
+        .limit(1),
     )
     .await?;
     Ok(!items.is_empty())
