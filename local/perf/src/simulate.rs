@@ -1358,7 +1358,7 @@ pub fn render_report(sims: &[Simulation]) -> String {
          (`shard::shards_for_peak_wcu`: 2x headroom, and at most 10% per shard).\n\n\
          Assumptions: rates are steady averages (no diurnal peak); every device is `active`; \
          API Gateway spreads a device's batches over containers, so every ingest request reads \
-         the registration and the device's live state (consistent reads; a per-container cache \
+         the registration (eventually consistent) and the device's live state (consistent; a per-container cache \
          is assumed to miss); event values are numbers; the dashboard, AP-04 and AP-05 reads \
          are spread evenly over users or devices; each read returns one page (at most 50 events).\n\n",
     );
