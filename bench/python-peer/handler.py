@@ -23,9 +23,11 @@ import datetime as dt
 import hashlib
 import hmac
 import json
+import math
 import os
 import random
 import re
+import struct
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -459,24 +461,25 @@ def _ts(millis):
     return str(Timestamp(int(millis)))
 
 
+def device_id_of(item):
+    """A device item's id, from its key (DEVICE#{deviceId}): it is stored there only."""
+    return item["SK"]["S"][len("DEVICE#"):]
+
+
 def device_json(item, state):
     """A device as the API shows it: the device item with its live state's readings."""
     state = state or {}
+    readings = state_from_item(state)
     latest = {
-        t: {"at": _ts(r["L"][0]["N"]), "value": value_to_json(value_from_attr(r["L"][1]))}
-        for t, r in sorted(state.get("latest", {}).get("M", {}).items())
+        t: {"at": _ts(r[0]), "value": value_to_json(r[1])}
+        for t, r in sorted(readings["latest"].items())
     }
     recent = [
-        {
-            "id": r["L"][1]["S"],
-            "type": r["L"][2]["S"],
-            "value": value_to_json(value_from_attr(r["L"][3])),
-            "at": _ts(r["L"][0]["N"]),
-        }
-        for r in state.get("recent", {}).get("L", [])
+        {"id": r[1], "type": r[2], "value": value_to_json(r[3]), "at": _ts(r[0])}
+        for r in readings["recent"]
     ]
     return {
-        "deviceId": _s(item, "deviceId"),
+        "deviceId": device_id_of(item),
         "name": _s(item, "name"),
         "type": _s(item, "type"),
         "status": _s(item, "status"),
@@ -567,12 +570,12 @@ def _dashboard(event, _context):
             if "deletingAt" not in item:
                 devices.append([item, None])
         elif kind == "deviceState":
-            if devices and item["SK"]["S"] == f"DEVICE#{_s(devices[-1][0], 'deviceId')}#STATE":
+            if devices and item["SK"]["S"] == f"DEVICE#{device_id_of(devices[-1][0])}#STATE":
                 devices[-1][1] = item
         elif kind != "fleet":
             raise RuntimeError(f"unexpected {kind!r} item in the dashboard range")
     # States placed on the owner's other partitions (a large fleet): one BatchGetItem.
-    missing = [state_key(user, int(d["shard"]["N"]) if "shard" in d else 0, _s(d, "deviceId"))
+    missing = [state_key(user, int(d["shard"]["N"]) if "shard" in d else 0, device_id_of(d))
                for d, st in devices if st is None]
     placed = {}
     while missing:
@@ -585,7 +588,7 @@ def _dashboard(event, _context):
             placed[item["SK"]["S"]] = item
         missing = got.get("UnprocessedKeys", {}).get(TABLE_NAME, {}).get("Keys", [])
     body = {"profile": profile,
-            "devices": [device_json(d, st or placed.get(f"DEVICE#{_s(d, 'deviceId')}#STATE"))
+            "devices": [device_json(d, st or placed.get(f"DEVICE#{device_id_of(d)}#STATE"))
                         for d, st in devices],
             "cursor": encode_cursor(out.get("LastEvaluatedKey"))}
     return json_response(200, body)
@@ -805,14 +808,179 @@ def same_state(a, b):
 
 
 def state_from_item(item):
+    """A live state item's fields; its readings from the compact `readings` attribute, or from
+    the lists of a state written before it (shared::items::DeviceStateItem::from_item)."""
+    if "readings" in item:
+        latest, recent = decode_readings(item["readings"]["B"])
+    else:
+        latest = {t: (int(r["L"][0]["N"]), value_from_attr(r["L"][1]))
+                  for t, r in item.get("latest", {}).get("M", {}).items()}
+        recent = [(int(r["L"][0]["N"]), r["L"][1]["S"], r["L"][2]["S"],
+                   value_from_attr(r["L"][3]))
+                  for r in item.get("recent", {}).get("L", [])]
     return {
         "ingestSeq": int(item["ingestSeq"]["N"]) if "ingestSeq" in item else 0,
         "lastSeen": Timestamp.parse("lastSeen", item["lastSeen"]["S"]) if "lastSeen" in item else None,
-        "latest": {t: (int(r["L"][0]["N"]), value_from_attr(r["L"][1]))
-                   for t, r in item.get("latest", {}).get("M", {}).items()},
-        "recent": [(int(r["L"][0]["N"]), r["L"][1]["S"], r["L"][2]["S"], value_from_attr(r["L"][3]))
-                   for r in item.get("recent", {}).get("L", [])],
+        "latest": latest,
+        "recent": recent,
     }
+
+
+# The live state's readings in their stored form (shared::readings): postcard's encoding of
+# enum StoredForm { V1 { newest: i64, types: Vec<String>,
+#   latest: Vec<(u32, i64, CompactValue)>, recent: Vec<(u32, i64, CompactValue, Option<String>)> } }
+# with times as `newest - at`, and enum CompactValue { Flag(bool), Whole(i64), Single(f32),
+# Double(f64), Text(String) }: varints (LEB128), i64 zigzag, floats little-endian.
+
+_EXACT_WHOLE = 2.0 ** 53
+
+
+def _varint(n, out):
+    while True:
+        byte = n & 0x7F
+        n >>= 7
+        if n:
+            out.append(byte | 0x80)
+        else:
+            out.append(byte)
+            return
+
+
+def _zigzag(n, out):
+    _varint(n * 2 if n >= 0 else -n * 2 - 1, out)
+
+
+def _text(t, out):
+    raw = t.encode()
+    _varint(len(raw), out)
+    out.extend(raw)
+
+
+def _compact_value(value, out):
+    kind, v = value
+    if kind == "b":
+        out.append(0)
+        out.append(1 if v else 0)
+    elif kind == "s":
+        out.append(4)
+        _text(v, out)
+    elif v.is_integer() and abs(v) < _EXACT_WHOLE and not (v == 0 and math.copysign(1, v) < 0):
+        out.append(1)
+        _zigzag(int(v), out)
+    else:
+        try:
+            single = struct.pack("<f", v)
+        except OverflowError:
+            single = None
+        if single is not None and struct.pack("<d", struct.unpack("<f", single)[0]) == struct.pack("<d", v):
+            out.append(2)
+            out.extend(single)
+        else:
+            out.append(3)
+            out.extend(struct.pack("<d", v))
+
+
+def encode_readings(latest, recent):
+    """`latest` (type -> (at millis, value)) and `recent` ((at millis, id, type, value), newest
+    first) as the bytes of the `readings` attribute; a derived event id is left out."""
+    newest = max([r[0] for r in latest.values()] + [r[0] for r in recent], default=0)
+    types = []
+
+    def position(t):
+        if t not in types:
+            types.append(t)
+        return types.index(t)
+
+    rows_latest = [(position(t), newest - r[0], r[1]) for t, r in sorted(latest.items())]
+    rows_recent = [(position(r[2]), newest - r[0], r[3],
+                    None if derive_event_id(r[2], r[3], Timestamp(r[0])) == r[1] else r[1])
+                   for r in recent]
+    out = bytearray([0])  # StoredForm::V1
+    _zigzag(newest, out)
+    _varint(len(types), out)
+    for t in types:
+        _text(t, out)
+    _varint(len(rows_latest), out)
+    for position_, delta, value in rows_latest:
+        _varint(position_, out)
+        _zigzag(delta, out)
+        _compact_value(value, out)
+    _varint(len(rows_recent), out)
+    for position_, delta, value, event_id in rows_recent:
+        _varint(position_, out)
+        _zigzag(delta, out)
+        _compact_value(value, out)
+        if event_id is None:
+            out.append(0)
+        else:
+            out.append(1)
+            _text(event_id, out)
+    return bytes(out)
+
+
+def decode_readings(raw):
+    """The (latest, recent) the bytes of a `readings` attribute hold."""
+    pos = 0
+
+    def byte():
+        nonlocal pos
+        if pos >= len(raw):
+            raise ValueError("live readings end early")
+        pos += 1
+        return raw[pos - 1]
+
+    def varint():
+        n, shift = 0, 0
+        while True:
+            b = byte()
+            n |= (b & 0x7F) << shift
+            shift += 7
+            if not b & 0x80:
+                return n
+
+    def zigzag():
+        n = varint()
+        return (n >> 1) ^ -(n & 1)
+
+    def text():
+        nonlocal pos
+        length = varint()
+        if pos + length > len(raw):
+            raise ValueError("live readings end early")
+        pos += length
+        return raw[pos - length:pos].decode()
+
+    def compact_value():
+        nonlocal pos
+        kind = varint()
+        if kind == 0:
+            return ("b", byte() == 1)
+        if kind == 1:
+            return ("n", float(zigzag()))
+        if kind in (2, 3):
+            size, fmt = (4, "<f") if kind == 2 else (8, "<d")
+            if pos + size > len(raw):
+                raise ValueError("live readings end early")
+            pos += size
+            return ("n", struct.unpack(fmt, raw[pos - size:pos])[0])
+        if kind == 4:
+            return ("s", text())
+        raise ValueError(f"unknown value kind {kind}")
+
+    if varint() != 0:
+        raise ValueError("unknown live readings form")
+    newest = zigzag()
+    types = [text() for _ in range(varint())]
+    latest = {}
+    for _ in range(varint()):
+        t, at, value = types[varint()], newest - zigzag(), compact_value()
+        latest[t] = (at, value)
+    recent = []
+    for _ in range(varint()):
+        t, at, value = types[varint()], newest - zigzag(), compact_value()
+        event_id = text() if byte() == 1 else derive_event_id(t, value, Timestamp(at))
+        recent.append((at, event_id, t, value))
+    return latest, recent
 
 
 def seen_key(at, device):
@@ -874,15 +1042,10 @@ def update_state(registration, base, events, deadline):
         if same_state(nxt, base):
             return  # a replay: nothing to write
         next_seq = base["ingestSeq"] + 1
-        sets = ["lastSeen = :lastSeen", "latest = :latest", "recent = :recent",
-                "ingestSeq = :nextSeq"]
+        sets = ["lastSeen = :lastSeen", "readings = :readings", "ingestSeq = :nextSeq"]
         values = {
             ":lastSeen": {"S": str(nxt["lastSeen"])},
-            ":latest": {"M": {t: {"L": [{"N": str(r[0])}, value_to_attr(r[1])]}
-                              for t, r in sorted(nxt["latest"].items())}},
-            ":recent": {"L": [{"L": [{"N": str(r[0])}, {"S": r[1]}, {"S": r[2]},
-                                     value_to_attr(r[3])]}
-                              for r in nxt["recent"]]},
+            ":readings": {"B": encode_readings(nxt["latest"], nxt["recent"])},
             ":nextSeq": {"N": str(next_seq)},
             ":seq": {"N": str(base["ingestSeq"])},
         }
@@ -895,7 +1058,8 @@ def update_state(registration, base, events, deadline):
             DYNAMODB.update_item(
                 TableName=TABLE_NAME,
                 Key=state_key(registration["userId"], registration["shard"], device),
-                UpdateExpression="SET " + ", ".join(sets),
+                # The lists of a state written before `readings` go as it is rewritten.
+                UpdateExpression="SET " + ", ".join(sets) + " REMOVE latest, recent",
                 ConditionExpression="attribute_exists(PK) AND ingestSeq = :seq",
                 ExpressionAttributeValues=values,
                 ReturnValuesOnConditionCheckFailure="ALL_OLD",

@@ -29,14 +29,7 @@ pub trait Entity: Serialize + DeserializeOwned {
 
     /// The whole item to store: attributes, primary key, index keys and `entityType`.
     fn to_item(&self, shards: &ShardCounts) -> Result<Attributes, FleetError> {
-        let mut item: Attributes = serde_dynamo::to_item(self)?;
-        item.extend(self.item_key().attributes());
-        item.extend(self.index_keys(shards).attributes());
-        item.insert(
-            ENTITY_TYPE.to_string(),
-            AttributeValue::S(Self::ENTITY_TYPE.as_str().to_string()),
-        );
-        Ok(item)
+        entity_item(self, shards)
     }
 
     /// An item read back, checked to be of this type (key attributes are ignored; a
@@ -44,6 +37,19 @@ pub trait Entity: Serialize + DeserializeOwned {
     fn from_item(item: Attributes) -> Result<Self, FleetError> {
         checked_item(item)
     }
+}
+
+/// `entity`'s serialized fields with its primary key, index keys and `entityType` (what
+/// [`Entity::to_item`] stores unless an entity adds attributes of its own).
+pub fn entity_item<E: Entity>(entity: &E, shards: &ShardCounts) -> Result<Attributes, FleetError> {
+    let mut item: Attributes = serde_dynamo::to_item(entity)?;
+    item.extend(entity.item_key().attributes());
+    item.extend(entity.index_keys(shards).attributes());
+    item.insert(
+        ENTITY_TYPE.to_string(),
+        AttributeValue::S(E::ENTITY_TYPE.as_str().to_string()),
+    );
+    Ok(item)
 }
 
 /// `item` as an `E`, if its `entityType` says it is one.

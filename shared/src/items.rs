@@ -12,6 +12,7 @@ use crate::entity::Entity;
 use crate::error::ValidationError;
 use crate::ids::{DeviceId, DeviceType, EventId, EventType, Tag, UserId};
 use crate::keys::{Attributes, DirectoryEntry, IndexKeys, ItemKey};
+use crate::readings::{LiveReadings, READINGS_ATTRIBUTE};
 use crate::schema::ENTITY_TYPE;
 use crate::timestamp::Timestamp;
 use crate::token::token_matches;
@@ -188,9 +189,11 @@ pub struct RecentEvent {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct DeviceItem {
-    /// Owner.
+    /// Owner (stored once, in the key; read back from there).
+    #[serde(skip_serializing)]
     pub user_id: UserId,
-    /// Device id.
+    /// Device id (stored once, in the key; read back from there).
+    #[serde(skip_serializing)]
     pub device_id: DeviceId,
     /// Display name.
     pub name: String,
@@ -272,11 +275,12 @@ pub struct DeviceStateItem {
     /// Newest event time.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_seen: Option<Timestamp>,
-    /// Latest reading per event type.
-    #[serde(default)]
+    /// Latest reading per event type. Stored with `recent` in the compact `readings`
+    /// attribute ([`crate::readings`]); read from a list form too (states written before it).
+    #[serde(default, skip_serializing)]
     pub latest: BTreeMap<String, StoredReading>,
-    /// The newest events, newest first.
-    #[serde(default)]
+    /// The newest events, newest first (stored in `readings`, like `latest`).
+    #[serde(default, skip_serializing)]
     pub recent: Vec<StoredEvent>,
     /// Optimistic-concurrency counter of ingestion's updates (0: never updated).
     #[serde(default)]
@@ -497,6 +501,15 @@ impl Entity for DeviceItem {
             device: self.device_id.clone(),
         }
     }
+    /// Owner and device come from the key (every dashboard reads device items: 66 bytes
+    /// fewer each); items written with them as attributes read the same.
+    fn from_item(mut item: Attributes) -> Result<Self, crate::error::FleetError> {
+        if let Ok(ItemKey::Device { user, device }) = ItemKey::of(&item) {
+            item.insert("userId".into(), AttributeValue::S(user.to_string()));
+            item.insert("deviceId".into(), AttributeValue::S(device.to_string()));
+        }
+        crate::entity::checked_item(item)
+    }
 }
 
 impl Entity for FleetItem {
@@ -536,7 +549,14 @@ impl Entity for DeviceStateItem {
             shards,
         )
     }
-    /// Owner, device and shard come from the key (GSI1 projects the table's key as well).
+    /// The readings go into one compact attribute ([`crate::readings`]).
+    fn to_item(&self, shards: &ShardCounts) -> Result<Attributes, crate::error::FleetError> {
+        let mut item = crate::entity::entity_item(self, shards)?;
+        item.insert(READINGS_ATTRIBUTE.into(), self.readings_attribute());
+        Ok(item)
+    }
+    /// Owner, device and shard come from the key (GSI1 projects the table's key as well);
+    /// the readings from their compact attribute, or from the lists of an older state.
     fn from_item(mut item: Attributes) -> Result<Self, crate::error::FleetError> {
         if let Ok(ItemKey::DeviceState {
             user,
@@ -548,7 +568,34 @@ impl Entity for DeviceStateItem {
             item.insert("deviceId".into(), AttributeValue::S(device.to_string()));
             item.insert("shard".into(), AttributeValue::N(shard.to_string()));
         }
-        crate::entity::checked_item(item)
+        let readings = match item.remove(READINGS_ATTRIBUTE) {
+            Some(AttributeValue::B(bytes)) => Some(LiveReadings::decode(bytes.as_ref())?),
+            Some(_) => {
+                return Err(crate::error::FleetError::internal(
+                    "live state readings are not binary",
+                ))
+            }
+            None => None,
+        };
+        let mut state: Self = crate::entity::checked_item(item)?;
+        if let Some(readings) = readings {
+            state.latest = readings.latest;
+            state.recent = readings.recent;
+        }
+        Ok(state)
+    }
+}
+
+impl DeviceStateItem {
+    /// `latest` and `recent` as the state item stores them (attribute [`READINGS_ATTRIBUTE`]).
+    pub fn readings_attribute(&self) -> AttributeValue {
+        AttributeValue::B(aws_sdk_dynamodb::primitives::Blob::new(
+            LiveReadings {
+                latest: self.latest.clone(),
+                recent: self.recent.clone(),
+            }
+            .encode(),
+        ))
     }
 }
 

@@ -32,6 +32,7 @@ pub mod keys;
 pub mod limits;
 pub mod metrics;
 pub mod ops;
+pub mod readings;
 pub mod retry;
 pub mod schema;
 pub mod shard;

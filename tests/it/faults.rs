@@ -12,7 +12,8 @@ use fleet_testkit::fault_proxy::{
     through_proxy, ClientTimeouts, Fault, FaultProxy, FaultRates, ProxyConfig,
 };
 use fleet_tests::*;
-use shared::items::EntityType;
+use shared::entity::Entity;
+use shared::items::{DeviceStateItem, EntityType};
 use shared::keys::ItemKey;
 use shared::ops::ingest::IngestConfig;
 use shared::FleetTable;
@@ -97,12 +98,11 @@ async fn ingest_under_faults(config: ProxyConfig, retry_window: Duration) -> Ing
             by_time[0].0,
             "{device}: lastSeen is the newest acknowledged event"
         );
-        let recent: Vec<String> = summary["recent"]
-            .as_l()
-            .unwrap()
+        let recent: Vec<String> = DeviceStateItem::from_item(summary.into_iter().collect())
+            .expect("a readable live state")
+            .recent
             .iter()
-            // A stored recent event is [at (epoch ms), id, type, value].
-            .map(|r| r.as_l().unwrap()[1].as_s().unwrap().clone())
+            .map(|e| e.1.to_string())
             .collect();
         let newest: Vec<String> = by_time
             .iter()

@@ -206,6 +206,92 @@ async fn stores_events_with_their_keys_ttl_and_copies_and_updates_the_summary() 
         .unwrap_or_else(|v| panic!("{v}"));
 }
 
+/// States written before the compact `readings` attribute held `latest` and `recent` as
+/// lists. Such a state shows the same on the dashboard, and the next batch rewrites it in the
+/// compact form with nothing lost.
+#[tokio::test]
+async fn a_state_stored_as_lists_shows_the_same_and_the_next_batch_rewrites_it_compactly() {
+    let (table, token) = with_device("thermo-old").await;
+    let ingestor = Arc::new(Ingestor::new(table.clone(), config()));
+    let (t1, t2, t3) = (ago(300), ago(200), ago(100));
+    let first = send(
+        &ingestor,
+        ingest_request(
+            "thermo-old",
+            &token,
+            json!([
+                {"id": "e-1", "type": "temperature", "value": 21.5, "at": t1},
+                {"type": "door", "value": "ajar", "at": t2},
+            ]),
+        ),
+    )
+    .await;
+    assert_eq!(first.status, 200, "{:?}", first.body);
+    let compact = state_item(&table, OWNER, "thermo-old").await;
+    assert!(compact.contains_key("readings"));
+    assert!(!compact.contains_key("latest") && !compact.contains_key("recent"));
+    let shown = dashboard(&table, ApiRequest::get("/me/dashboard").caller(OWNER)).await;
+    assert_eq!(shown.status, 200);
+
+    // The same state as the list form stored it.
+    let state = DeviceStateItem::from_item(compact.clone().into_iter().collect()).unwrap();
+    let mut lists = compact.clone();
+    lists.remove("readings");
+    lists.insert(
+        "latest".into(),
+        serde_dynamo::to_attribute_value(&state.latest).unwrap(),
+    );
+    lists.insert(
+        "recent".into(),
+        serde_dynamo::to_attribute_value(&state.recent).unwrap(),
+    );
+    table
+        .client
+        .put_item()
+        .table_name(table.name())
+        .set_item(Some(lists.into_iter().collect()))
+        .send()
+        .await
+        .unwrap();
+    let from_lists = dashboard(&table, ApiRequest::get("/me/dashboard").caller(OWNER)).await;
+    assert_eq!(from_lists.body, shown.body, "the list form reads the same");
+
+    // A new ingestor (no cached state) reads the list form and folds the next batch into it.
+    let ingestor = Arc::new(Ingestor::new(table.clone(), config()));
+    let next = send(
+        &ingestor,
+        ingest_request(
+            "thermo-old",
+            &token,
+            json!([{"id": "e-3", "type": "temperature", "value": 23.0, "at": t3}]),
+        ),
+    )
+    .await;
+    assert_eq!(next.status, 200, "{:?}", next.body);
+    let rewritten = state_item(&table, OWNER, "thermo-old").await;
+    assert!(rewritten.contains_key("readings"), "rewritten compactly");
+    assert!(
+        !rewritten.contains_key("latest") && !rewritten.contains_key("recent"),
+        "the lists are gone"
+    );
+    let s = summary(&rewritten);
+    assert_eq!(s["lastSeen"], t3.as_str());
+    assert_eq!(s["latest"]["temperature"]["value"], 23.0);
+    assert_eq!(s["latest"]["door"]["value"], "ajar");
+    let ids: Vec<&str> = s["recent"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids.len(), 3);
+    assert_eq!((ids[0], ids[2]), ("e-3", "e-1"), "nothing lost: {ids:?}");
+    assert!(
+        ids[1].starts_with("d-"),
+        "the derived id comes back: {ids:?}"
+    );
+}
+
 #[tokio::test]
 async fn a_replayed_batch_stores_nothing_twice() {
     let (table, token) = with_device("thermo-1").await;

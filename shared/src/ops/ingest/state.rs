@@ -3,7 +3,7 @@
 //!
 //! The state item is the only item ingestion rewrites per batch, so it is kept small: the
 //! newest [`RECENT_EVENTS`] and the latest reading of at most [`MAX_STATE_TYPES`] types, in
-//! lists without attribute names. A typical device's state is under 1 KB (one write unit per
+//! one compact binary attribute ([`crate::readings`]). A typical device's state is under 1 KB (one write unit per
 //! batch); [`MAX_STATE_BYTES`] bounds any state (every id, type, name and text value at its
 //! longest), which a unit test checks.
 
@@ -21,6 +21,7 @@ use crate::ids::DeviceId;
 use crate::items::{DeviceStateItem, RegistrationItem, StoredEvent, StoredReading};
 use crate::keys::{device_seen_key, ItemKey};
 use crate::ops::{n, s, RawItem};
+use crate::readings::READINGS_ATTRIBUTE;
 use crate::retry::Retry;
 use crate::schema::GSI1SK;
 use crate::table::{is_transient, sdk_error};
@@ -314,8 +315,7 @@ impl Ingestor {
         next.ingest_seq = base.ingest_seq + 1;
         let mut sets = vec![
             "lastSeen = :lastSeen".to_string(),
-            "latest = :latest".to_string(),
-            "recent = :recent".to_string(),
+            format!("{READINGS_ATTRIBUTE} = :readings"),
             "ingestSeq = :nextSeq".to_string(),
         ];
         let mut request = self
@@ -328,8 +328,7 @@ impl Ingestor {
                 ":lastSeen",
                 serde_dynamo::to_attribute_value(next.last_seen)?,
             )
-            .expression_attribute_values(":latest", serde_dynamo::to_attribute_value(&next.latest)?)
-            .expression_attribute_values(":recent", serde_dynamo::to_attribute_value(&next.recent)?)
+            .expression_attribute_values(":readings", next.readings_attribute())
             .expression_attribute_values(":nextSeq", n(next.ingest_seq))
             .expression_attribute_values(":seq", n(base.ingest_seq));
         // The index entry moves (a delete and a put on GSI1) only when the device's own
@@ -341,7 +340,8 @@ impl Ingestor {
             request = request.expression_attribute_values(":seenKey", s(key));
         }
         let request = request
-            .update_expression(format!("SET {}", sets.join(", ")))
+            // The list form of states written before `readings` goes as they are rewritten.
+            .update_expression(format!("SET {} REMOVE latest, recent", sets.join(", ")))
             .condition_expression(UNCHANGED_SINCE_READ)
             .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld);
         Ok((request, next))
@@ -544,6 +544,7 @@ mod tests {
         fn value(v: &A) -> usize {
             match v {
                 A::S(s) => s.len(),
+                A::B(b) => b.as_ref().len(),
                 A::N(n) => n.trim_start_matches('-').replace('.', "").len().div_ceil(2) + 1,
                 A::Bool(_) | A::Null(_) => 1,
                 A::L(l) => 3 + l.iter().map(|v| 1 + value(v)).sum::<usize>(),
