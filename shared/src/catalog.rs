@@ -529,18 +529,18 @@ mod tests {
     fn check_rejects_extra_requests_wrong_operations_and_excess_capacity() {
         let dash = PatternId::ApDash.definition();
         assert!(dash
-            .check(&used(&[("Query", 1)], 2.0), &BudgetScale::one())
+            .check(&used(&[("Query", 1)], 1.0), &BudgetScale::one())
             .is_ok());
         let err = dash
-            .check(&used(&[("Query", 2)], 2.0), &BudgetScale::one())
+            .check(&used(&[("Query", 2)], 1.0), &BudgetScale::one())
             .unwrap_err();
         assert!(err.reason.contains("budget 1"), "{err}");
         let err = dash
-            .check(&used(&[("Scan", 1)], 2.0), &BudgetScale::one())
+            .check(&used(&[("Scan", 1)], 1.0), &BudgetScale::one())
             .unwrap_err();
         assert!(err.reason.contains("Scan"), "{err}");
         let err = dash
-            .check(&used(&[("Query", 1)], 15.0), &BudgetScale::one())
+            .check(&used(&[("Query", 1)], 1.5), &BudgetScale::one())
             .unwrap_err();
         assert!(err.reason.contains("RCU"), "{err}");
     }

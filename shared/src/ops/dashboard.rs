@@ -167,7 +167,9 @@ pub const DASHBOARD: AccessPattern = AccessPattern {
     index: None,
     key_condition: "PK = USER#{userId} AND SK BETWEEN DEVICE# AND PROFILE (+ the states placed on the owner's other partitions)",
     budget: RequestBudget::PerPagePlusPlacedStates(1),
-    max_read_units: Some(2.5),
+    // Ten devices with ten recent events each and the profile come to under 8 KB (the live
+    // state's readings are compact, `crate::readings`): one eventually consistent read unit.
+    max_read_units: Some(1.0),
     route: Some("GET /me/dashboard"),
     implemented_by: implemented_by!(dashboard),
 };
