@@ -588,7 +588,7 @@ fn render_whole_stack(
             before.map_or("new profile", |b| b.2),
             usd(same_lines),
             before.map_or("-".to_string(), |b| format!(
-                "{:.0}%",
+                "{:.1}%",
                 100.0 * same_lines / b.1
             )),
             usd(dynamo),
