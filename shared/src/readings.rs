@@ -98,16 +98,22 @@ impl CompactValue {
     }
 }
 
+/// The newest time (epoch ms) among `latest` readings and `recent` events, if any.
+pub fn newest_millis(
+    latest: &BTreeMap<String, StoredReading>,
+    recent: &[StoredEvent],
+) -> Option<i64> {
+    latest
+        .values()
+        .map(|r| r.0)
+        .chain(recent.iter().map(|e| e.0))
+        .max()
+}
+
 impl LiveReadings {
     /// The bytes the state item stores in [`READINGS_ATTRIBUTE`].
     pub fn encode(&self) -> Vec<u8> {
-        let newest = self
-            .latest
-            .values()
-            .map(|r| r.0)
-            .chain(self.recent.iter().map(|e| e.0))
-            .max()
-            .unwrap_or(0);
+        let newest = newest_millis(&self.latest, &self.recent).unwrap_or(0);
         let mut types: Vec<String> = Vec::new();
         let mut position = |t: &str| -> u32 {
             let i = types

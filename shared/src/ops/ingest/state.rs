@@ -21,7 +21,7 @@ use crate::ids::DeviceId;
 use crate::items::{DeviceStateItem, RegistrationItem, StoredEvent, StoredReading};
 use crate::keys::{device_seen_key, ItemKey};
 use crate::ops::{n, s, RawItem};
-use crate::readings::READINGS_ATTRIBUTE;
+use crate::readings::{newest_millis, READINGS_ATTRIBUTE};
 use crate::retry::Retry;
 use crate::schema::GSI1SK;
 use crate::table::{is_transient, sdk_error};
@@ -123,12 +123,7 @@ pub fn without(
             None => next.latest.remove(&kind),
         };
     }
-    let newest = next
-        .latest
-        .values()
-        .map(|r| r.0)
-        .chain(next.recent.iter().map(|e| e.0))
-        .max()
+    let newest = newest_millis(&next.latest, &next.recent)
         .and_then(crate::timestamp::Timestamp::from_epoch_millis);
     next.last_seen = before.last_seen.max(newest);
     merged(&next, stored)
