@@ -413,25 +413,25 @@ pub async fn register_device(
                     token,
                 })
             }
-            // Released after this attempt's time (by a deletion racing it): a live request,
-            // so it tries again with a later time.
-            Transaction::Cancelled(reasons) if released_at(&reasons, 0).is_some() => {
-                seen_release = released_at(&reasons, 0);
-                continue;
-            }
-            Transaction::Cancelled(reasons)
-                if condition_failed_at(&reasons, 0) || condition_failed_at(&reasons, 1) =>
-            {
-                return Err(FleetError::DeviceIdTaken(
-                    registration.device_id.to_string(),
-                ))
-            }
-            // The fleet grew in between: place again.
-            Transaction::Cancelled(reasons) if condition_failed_at(&reasons, 3) => continue,
             Transaction::Cancelled(reasons) => {
+                // Released after this attempt's time (by a deletion racing it): a live
+                // request, so it tries again with a later time.
+                if let Some(released) = released_at(&reasons, 0) {
+                    seen_release = Some(released);
+                    continue;
+                }
+                if condition_failed_at(&reasons, 0) || condition_failed_at(&reasons, 1) {
+                    return Err(FleetError::DeviceIdTaken(
+                        registration.device_id.to_string(),
+                    ));
+                }
+                // The fleet grew in between: place again.
+                if condition_failed_at(&reasons, 3) {
+                    continue;
+                }
                 return Err(FleetError::internal(format!(
                     "registration cancelled: {reasons:?}"
-                )))
+                )));
             }
         }
     }
