@@ -99,7 +99,7 @@ clean: ## Remove build output and installed tools
 
 # ---------------------------------------------------------------- hostile input, fuzzing, load
 .PHONY: hostile fuzz fuzz-tools load
-FUZZ_TARGETS := keys ids timestamp ingest_batch
+FUZZ_TARGETS := keys ids timestamp ingest_batch readings
 FUZZ_SECONDS ?= 60
 
 hostile: dynamodb-local ## The hostile-input fuzz and the isolation suite, printing how many requests they tried
@@ -109,7 +109,7 @@ fuzz-tools: ## Install what cargo fuzz needs: a nightly toolchain and cargo-fuzz
 	@rustup toolchain list | grep -q '^nightly' || rustup toolchain install nightly --profile minimal
 	@command -v cargo-fuzz >/dev/null || $(CARGO) install cargo-fuzz --locked
 
-fuzz: fuzz-tools ## Run each cargo-fuzz target for FUZZ_SECONDS (default 60): key parsers, ids, timestamps, event batches
+fuzz: fuzz-tools ## Run each cargo-fuzz target for FUZZ_SECONDS (default 60): key parsers, ids, timestamps, event batches, stored live readings
 	cd fuzz && for t in $(FUZZ_TARGETS); do \
 	  mkdir -p corpus/$$t; seeds=""; dict=""; \
 	  [ -d seeds/$$t ] && seeds=seeds/$$t; [ -f dicts/$$t.dict ] && dict=-dict=dicts/$$t.dict; \
