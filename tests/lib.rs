@@ -189,11 +189,20 @@ pub async fn item(table: &FleetTable, key: &ItemKey) -> Option<StoredItem> {
 
 /// Stores `entity` as it is, bypassing the API (for states a test sets up directly).
 pub async fn put_entity(table: &FleetTable, entity: &impl shared::entity::Entity) {
+    put_item(table, entity.to_item(&table.config.shards).unwrap()).await;
+}
+
+/// Stores `item`, attribute by attribute as given, bypassing the API (for items in a form
+/// the code no longer writes).
+pub async fn put_item(
+    table: &FleetTable,
+    item: std::collections::HashMap<String, aws_sdk_dynamodb::types::AttributeValue>,
+) {
     table
         .client
         .put_item()
         .table_name(table.name())
-        .set_item(Some(entity.to_item(&table.config.shards).unwrap()))
+        .set_item(Some(item))
         .send()
         .await
         .unwrap();

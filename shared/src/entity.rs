@@ -27,6 +27,12 @@ pub trait Entity: Serialize + DeserializeOwned {
         IndexKeys::default()
     }
 
+    /// Whether the owner, device and placement this entity's key names are stored only in the
+    /// key (its fields skip serializing): reading an item back restores them from there
+    /// ([`ItemKey::entity_fields`]). Off by default, so reads of other entities (events, by
+    /// the page) parse no key.
+    const FIELDS_IN_KEY: bool = false;
+
     /// The whole item to store: attributes, primary key, index keys and `entityType`.
     fn to_item(&self, shards: &ShardCounts) -> Result<Attributes, FleetError> {
         entity_item(self, shards)
@@ -53,9 +59,18 @@ pub fn entity_item<E: Entity>(entity: &E, shards: &ShardCounts) -> Result<Attrib
 }
 
 /// `item` as an `E`, if its `entityType` says it is one.
-pub fn checked_item<E: Entity>(item: Attributes) -> Result<E, FleetError> {
+pub fn checked_item<E: Entity>(mut item: Attributes) -> Result<E, FleetError> {
     match EntityType::of(&item) {
-        Some(found) if found == E::ENTITY_TYPE => Ok(serde_dynamo::from_item(item)?),
+        Some(found) if found == E::ENTITY_TYPE => {
+            if E::FIELDS_IN_KEY {
+                if let Ok(key) = ItemKey::of(&item) {
+                    for (name, value) in key.entity_fields() {
+                        item.entry(name.to_string()).or_insert(value);
+                    }
+                }
+            }
+            Ok(serde_dynamo::from_item(item)?)
+        }
         found => Err(FleetError::internal(format!(
             "expected a {} item, found {:?}",
             E::ENTITY_TYPE.as_str(),

@@ -407,12 +407,7 @@ impl Entity for ReleasedRegistrationItem {
             device: self.device_id.clone(),
         }
     }
-    fn from_item(mut item: Attributes) -> Result<Self, crate::error::FleetError> {
-        if let Ok(ItemKey::Registration { device }) = ItemKey::of(&item) {
-            item.insert("deviceId".into(), AttributeValue::S(device.to_string()));
-        }
-        crate::entity::checked_item(item)
-    }
+    const FIELDS_IN_KEY: bool = true;
 }
 
 /// One device event: `USER#{userId}#DEVICE#{deviceId}` / `EVENT#{at}#{eventId}`; on GSI1 by
@@ -472,13 +467,7 @@ impl Entity for PurgeMarkerItem {
             Some(self.device_id.as_str()),
         )
     }
-    fn from_item(mut item: Attributes) -> Result<Self, crate::error::FleetError> {
-        if let Ok(ItemKey::PurgeMarker { user, device }) = ItemKey::of(&item) {
-            item.insert("userId".into(), AttributeValue::S(user.to_string()));
-            item.insert("deviceId".into(), AttributeValue::S(device.to_string()));
-        }
-        crate::entity::checked_item(item)
-    }
+    const FIELDS_IN_KEY: bool = true;
 }
 
 impl Entity for ProfileItem {
@@ -503,13 +492,7 @@ impl Entity for DeviceItem {
     }
     /// Owner and device come from the key (every dashboard reads device items: 66 bytes
     /// fewer each); items written with them as attributes read the same.
-    fn from_item(mut item: Attributes) -> Result<Self, crate::error::FleetError> {
-        if let Ok(ItemKey::Device { user, device }) = ItemKey::of(&item) {
-            item.insert("userId".into(), AttributeValue::S(user.to_string()));
-            item.insert("deviceId".into(), AttributeValue::S(device.to_string()));
-        }
-        crate::entity::checked_item(item)
-    }
+    const FIELDS_IN_KEY: bool = true;
 }
 
 impl Entity for FleetItem {
@@ -522,12 +505,7 @@ impl Entity for FleetItem {
     fn index_keys(&self, _shards: &ShardCounts) -> IndexKeys {
         IndexKeys::directory(&self.user_id, DirectoryEntry::Fleet)
     }
-    fn from_item(mut item: Attributes) -> Result<Self, crate::error::FleetError> {
-        if let Ok(ItemKey::Fleet { user }) = ItemKey::of(&item) {
-            item.insert("userId".into(), AttributeValue::S(user.to_string()));
-        }
-        crate::entity::checked_item(item)
-    }
+    const FIELDS_IN_KEY: bool = true;
 }
 
 impl Entity for DeviceStateItem {
@@ -555,19 +533,10 @@ impl Entity for DeviceStateItem {
         item.insert(READINGS_ATTRIBUTE.into(), self.readings_attribute());
         Ok(item)
     }
-    /// Owner, device and shard come from the key (GSI1 projects the table's key as well);
-    /// the readings from their compact attribute, or from the lists of an older state.
+    /// Owner, device and shard come from the key (GSI1 projects the table's key as well).
+    const FIELDS_IN_KEY: bool = true;
+    /// The readings come from their compact attribute, or from the lists of an older state.
     fn from_item(mut item: Attributes) -> Result<Self, crate::error::FleetError> {
-        if let Ok(ItemKey::DeviceState {
-            user,
-            shard,
-            device,
-        }) = ItemKey::of(&item)
-        {
-            item.insert("userId".into(), AttributeValue::S(user.to_string()));
-            item.insert("deviceId".into(), AttributeValue::S(device.to_string()));
-            item.insert("shard".into(), AttributeValue::N(shard.to_string()));
-        }
         let readings = match item.remove(READINGS_ATTRIBUTE) {
             Some(AttributeValue::B(bytes)) => Some(LiveReadings::decode(bytes.as_ref())?),
             Some(_) => {
@@ -590,11 +559,7 @@ impl DeviceStateItem {
     /// `latest` and `recent` as the state item stores them (attribute [`READINGS_ATTRIBUTE`]).
     pub fn readings_attribute(&self) -> AttributeValue {
         AttributeValue::B(aws_sdk_dynamodb::primitives::Blob::new(
-            LiveReadings {
-                latest: self.latest.clone(),
-                recent: self.recent.clone(),
-            }
-            .encode(),
+            crate::readings::encode(&self.latest, &self.recent),
         ))
     }
 }
@@ -609,14 +574,7 @@ impl Entity for TagLinkItem {
         }
     }
     /// The owner comes from the link's key (it is not stored as an attribute of its own).
-    fn from_item(mut item: Attributes) -> Result<Self, crate::error::FleetError> {
-        if !item.contains_key("userId") {
-            if let Ok(ItemKey::TagLink { user, .. }) = ItemKey::of(&item) {
-                item.insert("userId".into(), AttributeValue::S(user.to_string()));
-            }
-        }
-        crate::entity::checked_item(item)
-    }
+    const FIELDS_IN_KEY: bool = true;
 }
 
 impl RegistrationItem {

@@ -528,6 +528,36 @@ impl ItemKey {
             .ok_or_else(|| ValidationError::new("key", "an item without PK and SK"))?;
         Self::parse(&key.pk, &key.sk)
     }
+
+    /// The entity fields this key names, as attributes: the owner (`userId`), the device
+    /// (`deviceId`) and a live state's placement (`shard`). An entity that stores them only in
+    /// its key ([`crate::entity::Entity::FIELDS_IN_KEY`]) reads them back from here.
+    pub fn entity_fields(&self) -> Vec<(&'static str, AttributeValue)> {
+        let owner = |u: &UserId| ("userId", AttributeValue::S(u.to_string()));
+        let device = |d: &DeviceId| ("deviceId", AttributeValue::S(d.to_string()));
+        match self {
+            Self::Profile { user } | Self::Fleet { user } => vec![owner(user)],
+            Self::Device { user, device: d }
+            | Self::PurgeMarker { user, device: d }
+            | Self::TagLink {
+                user, device: d, ..
+            }
+            | Self::Event {
+                user, device: d, ..
+            } => vec![owner(user), device(d)],
+            Self::DeviceState {
+                user,
+                shard,
+                device: d,
+            } => vec![
+                owner(user),
+                device(d),
+                ("shard", AttributeValue::N(shard.to_string())),
+            ],
+            Self::Registration { device: d } => vec![device(d)],
+            Self::Report { .. } | Self::Checkpoint { .. } => Vec::new(),
+        }
+    }
 }
 
 #[cfg(test)]

@@ -110,47 +110,50 @@ pub fn newest_millis(
         .max()
 }
 
+/// The bytes the state item stores in [`READINGS_ATTRIBUTE`] for `latest` and `recent`.
+pub fn encode(latest: &BTreeMap<String, StoredReading>, recent: &[StoredEvent]) -> Vec<u8> {
+    let newest = newest_millis(latest, recent).unwrap_or(0);
+    let mut types: Vec<String> = Vec::new();
+    let mut position = |t: &str| -> u32 {
+        let i = types
+            .iter()
+            .position(|known| known == t)
+            .unwrap_or_else(|| {
+                types.push(t.to_string());
+                types.len() - 1
+            });
+        i as u32
+    };
+    let latest = latest
+        .iter()
+        .map(|(t, r)| (position(t), newest - r.0, CompactValue::of(&r.1)))
+        .collect();
+    let recent = recent
+        .iter()
+        .map(|e| {
+            let derived = Timestamp::from_epoch_millis(e.0)
+                .is_some_and(|at| derive_event_id(&e.2, &e.3, &at) == e.1);
+            (
+                position(e.2.as_str()),
+                newest - e.0,
+                CompactValue::of(&e.3),
+                (!derived).then(|| e.1.to_string()),
+            )
+        })
+        .collect();
+    let form = StoredForm::V1(FormV1 {
+        newest,
+        types,
+        latest,
+        recent,
+    });
+    postcard::to_allocvec(&form).expect("readings encode into memory")
+}
+
 impl LiveReadings {
-    /// The bytes the state item stores in [`READINGS_ATTRIBUTE`].
+    /// The bytes the state item stores for these readings ([`encode`]).
     pub fn encode(&self) -> Vec<u8> {
-        let newest = newest_millis(&self.latest, &self.recent).unwrap_or(0);
-        let mut types: Vec<String> = Vec::new();
-        let mut position = |t: &str| -> u32 {
-            let i = types
-                .iter()
-                .position(|known| known == t)
-                .unwrap_or_else(|| {
-                    types.push(t.to_string());
-                    types.len() - 1
-                });
-            i as u32
-        };
-        let latest = self
-            .latest
-            .iter()
-            .map(|(t, r)| (position(t), newest - r.0, CompactValue::of(&r.1)))
-            .collect();
-        let recent = self
-            .recent
-            .iter()
-            .map(|e| {
-                let derived = Timestamp::from_epoch_millis(e.0)
-                    .is_some_and(|at| derive_event_id(&e.2, &e.3, &at) == e.1);
-                (
-                    position(e.2.as_str()),
-                    newest - e.0,
-                    CompactValue::of(&e.3),
-                    (!derived).then(|| e.1.to_string()),
-                )
-            })
-            .collect();
-        let form = StoredForm::V1(FormV1 {
-            newest,
-            types,
-            latest,
-            recent,
-        });
-        postcard::to_allocvec(&form).expect("readings encode into memory")
+        encode(&self.latest, &self.recent)
     }
 
     /// The readings `bytes` hold, checked (types and ids valid, times in range).

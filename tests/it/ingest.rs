@@ -245,14 +245,7 @@ async fn a_state_stored_as_lists_shows_the_same_and_the_next_batch_rewrites_it_c
         "recent".into(),
         serde_dynamo::to_attribute_value(&state.recent).unwrap(),
     );
-    table
-        .client
-        .put_item()
-        .table_name(table.name())
-        .set_item(Some(lists.into_iter().collect()))
-        .send()
-        .await
-        .unwrap();
+    put_item(&table, lists.into_iter().collect()).await;
     let from_lists = dashboard(&table, ApiRequest::get("/me/dashboard").caller(OWNER)).await;
     assert_eq!(from_lists.body, shown.body, "the list form reads the same");
 

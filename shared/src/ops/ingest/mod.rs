@@ -183,7 +183,8 @@ impl Ingestor {
     /// A registration read stays cached for `registration_cache`; an unknown device, and a
     /// registration a read showed not to match a presented token, are answered without a read
     /// for `negative_cache`, so a flood of guesses costs two reads (eventually consistent,
-    /// then consistent) per device and window, not per attempt. The token is always compared in constant time with the stored hash.
+    /// then consistent) per device and window, not per attempt. The token is always compared
+    /// in constant time with the stored hash.
     pub async fn authenticate(
         &self,
         device: &DeviceId,

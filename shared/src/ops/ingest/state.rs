@@ -3,9 +3,9 @@
 //!
 //! The state item is the only item ingestion rewrites per batch, so it is kept small: the
 //! newest [`RECENT_EVENTS`] and the latest reading of at most [`MAX_STATE_TYPES`] types, in
-//! one compact binary attribute ([`crate::readings`]). A typical device's state is under 1 KB (one write unit per
-//! batch); [`MAX_STATE_BYTES`] bounds any state (every id, type, name and text value at its
-//! longest), which a unit test checks.
+//! one compact binary attribute ([`crate::readings`]). A typical device's state is under
+//! 1 KB (one write unit per batch); [`MAX_STATE_BYTES`] bounds any state (every id, type,
+//! name and text value at its longest), which a unit test checks.
 
 use std::collections::BTreeSet;
 use std::time::Instant;
