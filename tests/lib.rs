@@ -12,9 +12,9 @@ use fleet_testkit::stack::{create_table, local_table};
 use fleet_testkit::template::{default_template_path, Template};
 use lambda_http::{Body, Request, Response};
 use serde_json::{json, Value};
-use shared::items::EntityType;
-use shared::keys::ItemKey;
-use shared::metrics::{MeterSnapshot, RequestMeter};
+use shared::model::entity::EntityType;
+use shared::model::keys::ItemKey;
+use shared::store::metrics::{MeterSnapshot, RequestMeter};
 use shared::FleetTable;
 
 pub mod api_doc;
@@ -96,10 +96,10 @@ pub fn key_of(item: &StoredItem) -> ItemKey {
 }
 
 /// The keys of stored items by the names tests use for them: every key is built by
-/// `shared::keys`, never spelled in a test.
+/// `shared::model::keys`, never spelled in a test.
 pub mod key {
-    use shared::ids::{DeviceId, Tag, UserId};
-    use shared::keys::ItemKey;
+    use shared::model::ids::{DeviceId, Tag, UserId};
+    use shared::model::keys::ItemKey;
 
     /// A user id that must be valid.
     pub fn user(id: &str) -> UserId {
@@ -168,7 +168,7 @@ pub mod key {
 
     /// The partition key of `user_id`'s events of `device`.
     pub fn event_partition(user_id: &str, device: &str) -> String {
-        shared::keys::event_pk(&user(user_id), &device_id(device))
+        shared::model::keys::event_pk(&user(user_id), &device_id(device))
     }
 }
 
@@ -188,7 +188,7 @@ pub async fn item(table: &FleetTable, key: &ItemKey) -> Option<StoredItem> {
 }
 
 /// Stores `entity` as it is, bypassing the API (for states a test sets up directly).
-pub async fn put_entity(table: &FleetTable, entity: &impl shared::entity::Entity) {
+pub async fn put_entity(table: &FleetTable, entity: &impl shared::model::entity::Entity) {
     put_item(table, entity.to_item(&table.config.shards).unwrap()).await;
 }
 
@@ -217,7 +217,7 @@ pub fn ingest_request(device: &str, token: &str, events: Value) -> ApiRequest {
 
 /// The timestamp `seconds` before now, as events carry it.
 pub fn ago(seconds: i64) -> String {
-    shared::timestamp::Timestamp::now()
+    shared::model::timestamp::Timestamp::now()
         .plus_seconds(-seconds)
         .to_string()
 }

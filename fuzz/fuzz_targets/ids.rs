@@ -1,11 +1,11 @@
-//! Id validation (`shared::ids`): never panics; an accepted value is exactly the input, short
+//! Id validation (`shared::model::ids`): never panics; an accepted value is exactly the input, short
 //! enough, free of the key delimiter, control and non-ASCII characters, not a URL dot-segment;
 //! deserializing validates the same way; tag lists are bounded, sorted and unique.
 #![no_main]
 
 use libfuzzer_sys::arbitrary::{self, Arbitrary};
 use libfuzzer_sys::fuzz_target;
-use shared::ids::{
+use shared::model::ids::{
     parse_display_name, parse_tags, DeviceId, DeviceType, EventId, EventType, Tag, UserId,
     MAX_TAGS_PER_DEVICE,
 };

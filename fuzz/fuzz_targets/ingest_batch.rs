@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use libfuzzer_sys::fuzz_target;
 use shared::ops::ingest::MAX_EVENTS_PER_BATCH;
-use shared::timestamp::Timestamp;
+use shared::model::timestamp::Timestamp;
 
 fuzz_target!(|body: &[u8]| {
     let request = lambda_http::http::Request::builder()

@@ -1,11 +1,11 @@
-//! Key parsing (`shared::keys::ItemKey::parse`): never panics, and whatever it accepts is a
+//! Key parsing (`shared::model::keys::ItemKey::parse`): never panics, and whatever it accepts is a
 //! key the builders produce: building it again and parsing that gives the same item, and for
 //! keys without a timestamp, the very same strings.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use shared::keys::ItemKey;
-use shared::timestamp::Day;
+use shared::model::keys::ItemKey;
+use shared::model::timestamp::Day;
 
 #[derive(Debug)]
 struct Input<'a> {

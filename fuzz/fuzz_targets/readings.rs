@@ -1,11 +1,11 @@
-//! The live state's stored readings (`shared::readings`): decoding any bytes never panics,
+//! The live state's stored readings (`shared::model::readings`): decoding any bytes never panics,
 //! and whatever decodes encodes back to readings that decode the same (NaN aside, which no
 //! event carries: JSON has none).
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use shared::items::EventValue;
-use shared::readings::LiveReadings;
+use shared::model::readings::EventValue;
+use shared::model::readings::LiveReadings;
 
 fn has_nan(readings: &LiveReadings) -> bool {
     let nan = |v: &EventValue| matches!(v, EventValue::Number(n) if n.is_nan());

@@ -1,4 +1,4 @@
-//! Timestamp normalization (`shared::timestamp`): never panics, whatever the offset, precision
+//! Timestamp normalization (`shared::model::timestamp`): never panics, whatever the offset, precision
 //! or year; an accepted time renders as fixed-width UTC milliseconds that parse back to itself;
 //! arithmetic saturates at the years a key can hold; day ranges are bounded before listing.
 #![no_main]
@@ -6,7 +6,7 @@
 use libfuzzer_sys::arbitrary::{self, Arbitrary};
 use libfuzzer_sys::fuzz_target;
 use shared::ops::events::{TimeRange, MAX_TYPE_RANGE_DAYS};
-use shared::timestamp::{Day, Timestamp};
+use shared::model::timestamp::{Day, Timestamp};
 
 #[derive(Arbitrary, Debug)]
 struct Input<'a> {

@@ -1,47 +1,27 @@
-//! Device Fleet's key-design crate: everything that knows about DynamoDB.
+//! Device Fleet's key-design crate: everything that knows about DynamoDB, in layers. Each
+//! folder may use the ones listed before it, never one after it (a unit test,
+//! `layers::no_module_imports_upward_and_none_in_a_circle`, checks every `crate::` path):
 //!
-//! - [`ids`], [`timestamp`]: validated key parts; bad input is a typed error, never a key.
-//! - [`keys`]: builders and parsers for every key of the table and its indexes.
-//! - [`items`]: the stored items, one type per `entityType`.
-//! - [`schema`]: attribute and index names (checked against `template.yaml` by a test).
-//! - [`catalog`]: the access patterns with their request and capacity budgets.
-//! - [`ops`]: the table operations implementing the patterns.
-//! - [`dynamo`]: the multi-request calls (write all, get all, transact) and scatter-gather.
-//! - [`table`], [`metrics`], [`retry`]: the metered client (operations, attempts and consumed
-//!   capacity, recorded by one interceptor), error mapping and the one retry policy.
-//! - [`api`]: HTTP plumbing shared by the API functions.
-//! - [`limits`]: per-key token buckets of one execution environment (ingest rate, ...).
-//! - [`trace`]: X-Ray subsegments per request and DynamoDB call, sent to the daemon.
-//! - [`emf`]: CloudWatch Embedded Metric Format documents (one per request and per daily run).
-//! - [`config`], [`deadline`]: a function's settings from the environment, and when an
-//!   invocation must stop (one rule for every function, emulators included).
+//! 1. [`model`]: what is stored and how it is keyed: validated ids and values, timestamps,
+//!    key builders and parsers, the entities and their items, the compact live readings,
+//!    cursors, pattern ids, settings. No I/O.
+//! 2. [`store`]: the metered DynamoDB client and its plumbing: error mapping, the one retry
+//!    policy, deadlines, multi-request calls, per-request accounting.
+//! 3. [`observe`]: what a request or run reports: the JSON log, EMF documents, X-Ray segments.
+//! 4. [`ops`]: the access patterns: one operation per pattern beside its definition and
+//!    budget; [`ops::catalog`] collects them.
+//! 5. [`http`]: the API functions' HTTP shape: caller, bodies, the error contract, the
+//!    API Gateway front.
 
-pub mod api;
-pub mod catalog;
-pub mod config;
-pub mod cursor;
-pub mod deadline;
-pub mod dynamo;
-pub mod emf;
-pub mod entity;
-pub mod error;
-pub mod gateway;
-pub mod ids;
-pub mod items;
-pub mod keys;
-pub mod limits;
-pub mod metrics;
+pub mod http;
+pub mod model;
+pub mod observe;
 pub mod ops;
-pub mod readings;
-pub mod retry;
-pub mod schema;
-pub mod shard;
-pub mod table;
-pub mod telemetry;
-pub mod timestamp;
-pub mod token;
-pub mod trace;
+pub mod store;
 
-pub use config::FleetConfig;
-pub use error::{FleetError, ValidationError};
-pub use table::FleetTable;
+pub use model::error::{FleetError, ValidationError};
+pub use model::settings::FleetConfig;
+pub use store::table::FleetTable;
+
+#[cfg(test)]
+mod layers;

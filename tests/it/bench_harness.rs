@@ -12,10 +12,10 @@ use fleet_testkit::bootstrap::{host_bootstrap, Launch, RunningBootstrap};
 use fleet_testkit::runtime_api::Outcome;
 use fleet_tests::*;
 use serde_json::Value;
-use shared::catalog::PatternId;
-use shared::items::EntityType;
-use shared::keys::ItemKey;
-use shared::timestamp::Timestamp;
+use shared::model::entity::EntityType;
+use shared::model::keys::ItemKey;
+use shared::model::pattern_id::PatternId;
+use shared::model::timestamp::Timestamp;
 
 fn logs() -> std::path::PathBuf {
     fleet_testkit::repo_root().join("target/bench-harness")

@@ -8,8 +8,9 @@ use std::collections::BTreeSet;
 
 use fleet_testkit::reference::measure_patterns;
 use fleet_tests::*;
-use shared::catalog::{BudgetScale, PatternId, RequestBudget};
-use shared::metrics::MeterSnapshot;
+use shared::model::pattern_id::PatternId;
+use shared::ops::pattern::{BudgetScale, RequestBudget};
+use shared::store::metrics::MeterSnapshot;
 
 #[tokio::test]
 async fn every_pattern_stays_within_its_budget_on_the_reference_dataset() {

@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use fleet_tests::*;
 use serde_json::{json, Value};
+use shared::model::timestamp::Timestamp;
 use shared::ops::ingest::{IngestConfig, Ingestor};
-use shared::timestamp::Timestamp;
 use shared::FleetTable;
 
 const OWNER: &str = "token-owner";

@@ -7,16 +7,16 @@ use std::time::{Duration, Instant};
 
 use fleet_tests::*;
 use serde_json::{json, Value};
-use shared::ids::{DeviceId, DeviceType, UserId};
-use shared::items::DeviceStatus;
-use shared::keys::ItemKey;
+use shared::model::ids::{DeviceId, DeviceType, UserId};
+use shared::model::keys::ItemKey;
+use shared::model::status::DeviceStatus;
+use shared::model::timestamp::{Day, Timestamp};
 use shared::ops::analytics::{run_daily_report, RunPlan};
 use shared::ops::devices::{
     delete_device, register_device, update_device, DevicePatch, DeviceRegistration,
 };
 use shared::ops::ingest::{validate_batch, IngestConfig, Ingestor, SubmittedEvent};
 use shared::ops::profile::{upsert_profile, ProfileUpdate};
-use shared::timestamp::{Day, Timestamp};
 use shared::FleetTable;
 
 const DAY: &str = "2026-11-20";
@@ -139,7 +139,7 @@ async fn dataset() -> FleetTable {
     // Every type of this dataset is searchable, so its events are on GSI1 and the report's
     // index heat has something to rank.
     table.config.shards.searchable =
-        shared::config::parse_searchable("temperature,humidity,door", 8).unwrap();
+        shared::model::shard::parse_searchable("temperature,humidity,door", 8).unwrap();
     for u in ["an-u1", "an-u2", "an-u3", "an-u4", "an-u5", "an-u6"] {
         profile(&table, u).await;
     }
@@ -661,7 +661,7 @@ async fn a_deleted_devices_events_are_purged_in_bounded_runs_and_its_marker_goes
     let left = |items: &[StoredItem]| {
         items
             .iter()
-            .filter(|i| entity_type(i) == Some(shared::items::EntityType::Event))
+            .filter(|i| entity_type(i) == Some(shared::model::entity::EntityType::Event))
             .count()
     };
     let report = run_daily_report(&table, &plan(2))

@@ -7,11 +7,11 @@ use base64::Engine as _;
 use fleet_testkit::reference::{ALICE, BOB};
 use fleet_tests::*;
 use serde_json::{json, Value};
-use shared::entity::Entity;
-use shared::ids::EventId;
-use shared::items::EventItem;
-use shared::keys::ItemKey;
-use shared::timestamp::Timestamp;
+use shared::model::entity::Entity;
+use shared::model::ids::EventId;
+use shared::model::items::EventItem;
+use shared::model::keys::ItemKey;
+use shared::model::timestamp::Timestamp;
 use shared::FleetTable;
 
 const FROM: &str = "2026-11-20T00:00:00Z";
@@ -282,7 +282,7 @@ async fn expired_events_are_never_returned() {
     expired.id = EventId::parse("expired").unwrap();
     expired.at = at("2026-11-20T11:30:00Z");
     // A searchable type, so it is on GSI1 too (AP-09 must filter it as well).
-    expired.event_type = shared::ids::EventType::parse("alarm").unwrap();
+    expired.event_type = shared::model::ids::EventType::parse("alarm").unwrap();
     expired.ttl = 1000;
     put_entity(&table, &expired).await;
     let a = dashboard(&table, device_events(DEV0).caller(ALICE)).await;
@@ -546,7 +546,7 @@ async fn operator_routes_need_the_admin_group() {
     assert!(events
         .windows(2)
         .all(|w| w[0]["at"].as_str() >= w[1]["at"].as_str()));
-    let alarm = shared::ids::EventType::parse("alarm").unwrap();
+    let alarm = shared::model::ids::EventType::parse("alarm").unwrap();
     assert_eq!(
         a.used.requests(),
         u32::from(table.config.shards.type_shards(&alarm).unwrap()),

@@ -3,9 +3,10 @@
 
 use fleet_tests::*;
 use serde_json::{json, Value};
-use shared::items::{DeviceStatus, EntityType};
-use shared::keys::{user_pk, IndexKeys, ItemKey};
-use shared::token::sha256_hex;
+use shared::model::entity::EntityType;
+use shared::model::keys::{user_pk, IndexKeys, ItemKey};
+use shared::model::status::DeviceStatus;
+use shared::model::token::sha256_hex;
 
 const ALICE: &str = "user-alice";
 const BOB: &str = "user-bob";
@@ -330,7 +331,7 @@ async fn another_users_device_is_404_for_every_write_and_changes_nothing() {
 /// A registration that begins after the deletion gets the id.
 #[tokio::test]
 async fn a_registration_attempt_older_than_the_deletion_cannot_land_after_it() {
-    use shared::ids::{DeviceId, DeviceType, UserId};
+    use shared::model::ids::{DeviceId, DeviceType, UserId};
     use shared::ops::devices::{DeviceRegistration, FleetSize, RegistrationAttempt};
     let table = fresh_table().await;
     registered(&table, ALICE, "thermo-1", &[]).await;
@@ -343,12 +344,12 @@ async fn a_registration_attempt_older_than_the_deletion_cannot_land_after_it() {
             device_type: DeviceType::parse("thermostat").unwrap(),
             tags: Vec::new(),
         },
-        &shared::token::DeviceToken::generate().unwrap(),
+        &shared::model::token::DeviceToken::generate().unwrap(),
         FleetSize {
             shards: None,
             devices: 0,
         },
-        shared::timestamp::Timestamp::now(),
+        shared::model::timestamp::Timestamp::now(),
     )
     .unwrap();
     tokio::time::sleep(std::time::Duration::from_millis(5)).await;
@@ -383,12 +384,12 @@ async fn a_registration_attempt_older_than_the_deletion_cannot_land_after_it() {
 /// release), not a 409 or a 503.
 #[tokio::test]
 async fn a_registration_right_after_a_release_timed_ahead_gets_the_id() {
-    use shared::items::ReleasedRegistrationItem;
-    use shared::timestamp::Timestamp;
+    use shared::model::items::ReleasedRegistrationItem;
+    use shared::model::timestamp::Timestamp;
     let table = fresh_table().await;
     let released_at = Timestamp::now().plus_seconds(2);
     let released = ReleasedRegistrationItem::new(
-        shared::ids::DeviceId::parse("thermo-1").unwrap(),
+        shared::model::ids::DeviceId::parse("thermo-1").unwrap(),
         released_at,
     );
     put_entity(&table, &released).await;
@@ -430,7 +431,7 @@ async fn delete_removes_device_links_and_registration_and_frees_the_id() {
         [key::registration("thermo-1")]
     );
     let expires = released[0]["ttl"].as_n().unwrap().parse::<i64>().unwrap();
-    let now = shared::timestamp::Timestamp::now().epoch_seconds();
+    let now = shared::model::timestamp::Timestamp::now().epoch_seconds();
     assert!(
         (now..=now + 86_400).contains(&expires) && !released[0].contains_key("userId"),
         "the fence names no owner or token and expires within a day: {:?}",
@@ -468,8 +469,8 @@ async fn a_half_done_delete_hides_the_device_and_a_retry_completes_it() {
         .send()
         .await
         .unwrap();
-    let user = shared::ids::UserId::parse(ALICE).unwrap();
-    let id = shared::ids::DeviceId::parse("thermo-1").unwrap();
+    let user = shared::model::ids::UserId::parse(ALICE).unwrap();
+    let id = shared::model::ids::DeviceId::parse("thermo-1").unwrap();
     let seen = shared::ops::devices::get_device(&table, &user, &id)
         .await
         .unwrap();

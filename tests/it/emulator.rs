@@ -4,7 +4,7 @@
 //! --data-file events/<sample>.json`, against DynamoDB Local with the demo data, answering the
 //! status `events/manifest.json` gives. Next to `smoke.rs` (the project's own Runtime API and
 //! the release bootstraps): cargo-lambda's emulator sends what a real Lambda would not (a fixed
-//! `Lambda-Runtime-Deadline-Ms` in 1970), so this is where `shared::deadline` is proven.
+//! `Lambda-Runtime-Deadline-Ms` in 1970), so this is where `shared::store::deadline` is proven.
 //! `make emulator-replay` runs this module alone.
 
 use std::collections::BTreeMap;
@@ -159,7 +159,7 @@ async fn every_sample_event_gets_its_expected_status_through_cargo_lambda_watch(
     );
 }
 
-/// The fallback of `shared::deadline` is each function's configured timeout: the constants
+/// The fallback of `shared::store::deadline` is each function's configured timeout: the constants
 /// are the template's `Timeout`s.
 #[test]
 fn the_deadline_fallbacks_are_the_template_timeouts() {

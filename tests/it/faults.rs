@@ -12,9 +12,10 @@ use fleet_testkit::fault_proxy::{
     through_proxy, ClientTimeouts, Fault, FaultProxy, FaultRates, ProxyConfig,
 };
 use fleet_tests::*;
-use shared::entity::Entity;
-use shared::items::{DeviceStateItem, EntityType};
-use shared::keys::ItemKey;
+use shared::model::entity::Entity;
+use shared::model::entity::EntityType;
+use shared::model::items::DeviceStateItem;
+use shared::model::keys::ItemKey;
 use shared::ops::ingest::IngestConfig;
 use shared::FleetTable;
 
@@ -532,7 +533,7 @@ async fn registration_races_under_faults(config: ProxyConfig, rounds: usize) {
                 ..IngestConfig::default()
             },
         ));
-        let at = shared::timestamp::Timestamp::now().to_string();
+        let at = shared::model::timestamp::Timestamp::now().to_string();
         let event =
             serde_json::json!({"id": format!("r{round}"), "type": "t", "value": 1, "at": at});
         let (sent, _) = until_final(|| async {
@@ -828,7 +829,7 @@ async fn a_fault_that_outlasts_the_retries_is_a_503_with_retry_after() {
         }
         assert_eq!(
             proxy.stats().faults[fault.name()],
-            2 * u64::from(shared::table::MAX_ATTEMPTS),
+            2 * u64::from(shared::store::table::MAX_ATTEMPTS),
             "every attempt of both requests failed"
         );
     }

@@ -21,11 +21,11 @@ use percent_encoding::{utf8_percent_encode, NON_ALPHANUMERIC};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, RngAlgorithm, TestCaseError, TestRng, TestRunner};
 use serde_json::{json, Value};
-use shared::catalog::PatternId;
-use shared::ids::Tag;
-use shared::items::DeviceStatus;
-use shared::keys;
-use shared::timestamp::{Day, Timestamp};
+use shared::model::ids::Tag;
+use shared::model::keys;
+use shared::model::pattern_id::PatternId;
+use shared::model::status::DeviceStatus;
+use shared::model::timestamp::{Day, Timestamp};
 
 const SEED: &[u8; 32] = b"device-fleet-hostile-input-seed!";
 
@@ -69,7 +69,7 @@ const KNOWN: &[&str] = &[
 ];
 
 /// Key-shaped and delimiter-carrying values: the keys of the demo data's own items (built by
-/// `shared::keys`, so they follow the key design), then other hostile text.
+/// `shared::model::keys`, so they follow the key design), then other hostile text.
 fn injections() -> Vec<String> {
     let (alice, bob) = (key::user("demo-alice"), key::user("demo-bob"));
     let (kitchen, office) = (
@@ -817,7 +817,7 @@ impl Hostile {
         }
         if let Some(schema) = doc.request_schema(&route_key) {
             if let Some(ct) = &self.content_type {
-                if !shared::api::is_json_media_type(ct) {
+                if !shared::http::api::is_json_media_type(ct) {
                     return Some("not JSON".into());
                 }
             }

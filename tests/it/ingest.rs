@@ -12,13 +12,15 @@ use fleet_testkit::fault_proxy::{
 };
 use fleet_tests::*;
 use serde_json::{json, Value};
-use shared::catalog::{BudgetScale, PatternId};
-use shared::entity::Entity;
-use shared::ids::{EventId, EventType};
-use shared::items::{DeviceStateItem, EntityType};
-use shared::keys::{device_seen_key, user_pk, IndexKeys, ItemKey};
+use shared::model::entity::Entity;
+use shared::model::entity::EntityType;
+use shared::model::ids::{EventId, EventType};
+use shared::model::items::DeviceStateItem;
+use shared::model::keys::{device_seen_key, user_pk, IndexKeys, ItemKey};
+use shared::model::pattern_id::PatternId;
+use shared::model::timestamp::Timestamp;
 use shared::ops::ingest::{IngestConfig, Ingestor};
-use shared::timestamp::Timestamp;
+use shared::ops::pattern::BudgetScale;
 use shared::FleetTable;
 
 const OWNER: &str = "user-owner";
@@ -133,7 +135,7 @@ async fn stores_events_with_their_keys_ttl_and_copies_and_updates_the_summary() 
         assert!(!first.contains_key(name), "{name} on a temperature event");
     }
     // An alarm (a searchable type) is on GSI1 at the keys the key design gives it (shapes:
-    // shared::keys tests), and on no other index.
+    // shared::model::keys tests), and on no other index.
     let alarm = events.iter().find(|e| text(e, "id") == "e-alarm").unwrap();
     let index = IndexKeys::event(
         &key::device_id("thermo-1"),

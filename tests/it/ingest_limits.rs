@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use fleet_tests::*;
 use serde_json::{json, Value};
-use shared::limits::Rate;
 use shared::ops::ingest::{IngestConfig, Ingestor};
+use shared::ops::limits::Rate;
 
 fn batch(id: &str) -> Value {
     json!([{"id": id, "type": "temperature", "value": 20.5, "at": ago(5)}])

@@ -8,9 +8,9 @@
 use fleet_tests::gateway::{check_answer, Gateway};
 use fleet_tests::*;
 use serde_json::{json, Value};
-use shared::catalog::PatternId;
-use shared::keys;
-use shared::timestamp::Timestamp;
+use shared::model::keys;
+use shared::model::pattern_id::PatternId;
+use shared::model::timestamp::Timestamp;
 use shared::FleetTable;
 
 const A: &str = "user-a";
@@ -188,7 +188,7 @@ async fn world() -> World {
         a_cursors.push((pattern, cursor.to_string()));
     }
     // A dashboard cursor appears only past 1 MB of devices: build the one A would get.
-    let dash = shared::cursor::encode(
+    let dash = shared::model::cursor::encode(
         PatternId::ApDash,
         vec![Some(
             key::device("user-a", "a-thermo-1")
@@ -550,7 +550,7 @@ async fn user_b_reaches_nothing_of_user_a() {
     );
 }
 
-/// Key-shaped (built by `shared::keys` from user A's ids), delimiter-carrying and lookalike
+/// Key-shaped (built by `shared::model::keys` from user A's ids), delimiter-carrying and lookalike
 /// values.
 fn injections() -> Vec<String> {
     let (a, device) = (key::user("user-a"), key::device_id("a-thermo-1"));

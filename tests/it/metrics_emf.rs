@@ -6,7 +6,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use fleet_tests::*;
 use serde_json::{json, Value};
-use shared::emf;
+use shared::observe::emf;
 use shared::ops::ingest::{IngestConfig, Ingestor};
 
 /// The units the EMF specification allows (CloudWatch's StandardUnit values).
@@ -118,7 +118,7 @@ fn validate_emf(doc: &Value) -> Result<(Vec<Vec<String>>, BTreeSet<String>), Str
 
 #[test]
 fn the_validator_refuses_what_cloudwatch_would_drop() {
-    let used = shared::metrics::MeterSnapshot::default();
+    let used = shared::store::metrics::MeterSnapshot::default();
     let figures = emf::RequestFigures {
         route: "PUT /me",
         status: 200,

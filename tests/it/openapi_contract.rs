@@ -8,7 +8,7 @@ use fleet_testkit::functions::invoke;
 use fleet_tests::api_doc::api_doc;
 use fleet_tests::*;
 use serde_json::{json, Value};
-use shared::ids::{DeviceId, DeviceType, EventId, EventType, Tag, UserId};
+use shared::model::ids::{DeviceId, DeviceType, EventId, EventType, Tag, UserId};
 
 #[test]
 fn documents_exactly_the_template_routes() {
@@ -95,7 +95,7 @@ fn documented_limits_are_the_codes_limits() {
     );
     assert_eq!(
         doc.schema("TagList")["maxItems"].as_u64().unwrap() as usize,
-        shared::ids::MAX_TAGS_PER_DEVICE
+        shared::model::ids::MAX_TAGS_PER_DEVICE
     );
     assert_eq!(
         doc.schema("EventValue")["oneOf"][2]["maxLength"]
@@ -107,7 +107,7 @@ fn documented_limits_are_the_codes_limits() {
     assert_eq!(limit["maximum"], shared::ops::MAX_LIMIT);
     assert_eq!(limit["default"], shared::ops::DEFAULT_LIMIT);
     let cursor = &doc.doc["components"]["parameters"]["Cursor"]["schema"];
-    assert_eq!(cursor["maxLength"], shared::cursor::MAX_CURSOR);
+    assert_eq!(cursor["maxLength"], shared::model::cursor::MAX_CURSOR);
 
     let ingest = "POST /devices/{deviceId}/events";
     assert_eq!(
@@ -125,7 +125,7 @@ fn documented_limits_are_the_codes_limits() {
     ] {
         assert_eq!(
             doc.max_body_bytes(route),
-            Some(shared::api::MAX_BODY_BYTES),
+            Some(shared::http::api::MAX_BODY_BYTES),
             "{route}"
         );
     }
@@ -152,7 +152,7 @@ fn the_id_schemas_accept_exactly_what_the_code_accepts() {
         ".".into(),
         "..".into(),
         "a#b".into(),
-        shared::keys::user_pk(&shared::ids::UserId::parse("x").unwrap()),
+        shared::model::keys::user_pk(&shared::model::ids::UserId::parse("x").unwrap()),
         "%23".into(),
         "a b".into(),
         "a/b".into(),

@@ -9,8 +9,8 @@ use std::path::PathBuf;
 use fleet_testkit::demo::DEMO_KITCHEN_TOKEN;
 use fleet_tests::*;
 use serde_json::{json, Value};
+use shared::model::timestamp::Timestamp;
 use shared::ops::ingest::{IngestConfig, Ingestor};
-use shared::timestamp::Timestamp;
 use shared::FleetTable;
 use tokio::io::AsyncWriteExt;
 

@@ -44,9 +44,10 @@ async fn one_json_line_per_request_without_secrets() {
     let _second_dispatch = tracing::Dispatch::new(tracing::subscriber::NoSubscriber::default());
     let captured = Captured::default();
     let writer = captured.clone();
-    let _guard = tracing::subscriber::set_default(shared::telemetry::json_subscriber(move || {
-        writer.clone()
-    }));
+    let _guard =
+        tracing::subscriber::set_default(shared::observe::telemetry::json_subscriber(move || {
+            writer.clone()
+        }));
 
     let a = device_updates(
         &table,

@@ -9,9 +9,10 @@ use std::time::Duration;
 use fleet_perf::pricing::{self, WriteKind};
 use fleet_tests::*;
 use serde_json::{json, Value};
-use shared::entity::Entity;
-use shared::items::{DeviceStateItem, EntityType, FleetItem, RegistrationItem};
-use shared::keys::ItemKey;
+use shared::model::entity::Entity;
+use shared::model::entity::EntityType;
+use shared::model::items::{DeviceStateItem, FleetItem, RegistrationItem};
+use shared::model::keys::ItemKey;
 use shared::ops::ingest::{IngestConfig, Ingestor};
 use shared::FleetTable;
 
@@ -372,7 +373,9 @@ async fn registering_and_deleting_a_device_bill_by_dynamodbs_rules_not_dynamodb_
     let mut marked = device.clone();
     marked.insert(
         "deletingAt".into(),
-        aws_sdk_dynamodb::types::AttributeValue::S(shared::timestamp::Timestamp::now().to_string()),
+        aws_sdk_dynamodb::types::AttributeValue::S(
+            shared::model::timestamp::Timestamp::now().to_string(),
+        ),
     );
     let mark = pricing::ItemChange {
         key: device_key.clone(),

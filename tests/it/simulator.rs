@@ -6,10 +6,10 @@ use std::collections::HashMap;
 use aws_sdk_dynamodb::types::{AttributeValue, ReturnConsumedCapacity};
 use fleet_perf::capacity::{index_entry, item_size, query_read_units, write_units};
 use fleet_tests::*;
-use shared::ids::UserId;
-use shared::keys::{user_pk, DEVICE_PREFIX, PROFILE_SK};
+use shared::model::ids::UserId;
+use shared::model::keys::{user_pk, DEVICE_PREFIX, PROFILE_SK};
+use shared::model::schema::INDEXES;
 use shared::ops::dashboard;
-use shared::schema::INDEXES;
 
 #[tokio::test]
 async fn the_size_rules_give_the_dashboards_measured_read_units() {

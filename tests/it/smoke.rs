@@ -122,7 +122,7 @@ async fn the_release_bootstrap_sends_its_spans_in_the_invocations_trace() {
     assert_eq!(invocation.outcome.status(), 200);
     // The first invocation of a fresh runtime API.
     let header = fleet_testkit::runtime_api::trace_header("00000000-0000-4000-8000-000000000001");
-    let expected = shared::trace::TraceHeader::parse(&header).unwrap();
+    let expected = shared::observe::trace::TraceHeader::parse(&header).unwrap();
 
     let mut docs = Vec::new();
     let mut buf = vec![0u8; 65536];

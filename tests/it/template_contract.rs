@@ -7,8 +7,8 @@ use std::collections::BTreeSet;
 use fleet_testkit::functions::handler_for;
 use fleet_tests::*;
 use serde_json::Value;
-use shared::emf;
-use shared::schema::{self, INDEXES, KEY_ATTRIBUTES};
+use shared::model::schema::{self, INDEXES, KEY_ATTRIBUTES};
+use shared::observe::emf;
 
 #[test]
 fn table_keys_attributes_and_ttl_match_the_key_design() {
@@ -229,7 +229,7 @@ fn only(doc: &yaml_serde::Value, kind: &str) -> (String, yaml_serde::Value) {
     found.into_iter().next().unwrap()
 }
 
-/// Every metric the functions write (shared::emf), by name.
+/// Every metric the functions write (shared::observe::emf), by name.
 fn emitted_metrics() -> BTreeSet<&'static str> {
     emf::REQUEST_METRICS
         .iter()
@@ -323,7 +323,7 @@ fn our_alarmed_metrics() -> Vec<(String, OurMetric)> {
     found
 }
 
-/// A renamed metric or dimension in shared::emf would leave a chart or an alarm empty
+/// A renamed metric or dimension in shared::observe::emf would leave a chart or an alarm empty
 /// without any error: every one they name must be one the code writes, with a dimension set
 /// the code writes.
 #[test]

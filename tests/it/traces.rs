@@ -5,7 +5,7 @@
 use fleet_tests::*;
 use lambda_http::{Context, RequestExt};
 use serde_json::{json, Value};
-use shared::trace;
+use shared::observe::trace;
 
 const ROOT: &str = "1-6741a2b3-0123456789abcdef01234567";
 const PARENT: &str = "53995c3f42cd8ad8";

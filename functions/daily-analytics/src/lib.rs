@@ -11,16 +11,16 @@ use std::time::{Duration, Instant};
 use lambda_runtime::LambdaEvent;
 use serde::Deserialize;
 use serde_json::{json, Value};
-use shared::config::{number, optional_number};
-use shared::deadline::Deadline;
-use shared::metrics::RequestMeter;
+use shared::model::settings::{number, optional_number};
+use shared::model::timestamp::{Day, Timestamp};
+use shared::observe::trace::{HandledRequest, TraceHeader};
 use shared::ops::analytics::{previous_day, run_daily_report, RunPlan};
-use shared::timestamp::{Day, Timestamp};
-use shared::trace::{HandledRequest, TraceHeader};
+use shared::store::deadline::Deadline;
+use shared::store::metrics::RequestMeter;
 use shared::{FleetError, FleetTable, ValidationError};
 
 /// The function's `Timeout` in `template.yaml`: the time an invocation gets when the runtime
-/// sends no usable deadline (see [`shared::deadline`]).
+/// sends no usable deadline (see [`shared::store::deadline`]).
 pub const TIMEOUT: Duration = Duration::from_secs(900);
 
 /// Scan segments (`SCAN_SEGMENTS`, default 4) and page size (`SCAN_PAGE_LIMIT`, default
@@ -138,7 +138,7 @@ pub async fn handle_traced(
         .await;
     let used = meter.snapshot();
     if let Some(header) = trace_header.and_then(TraceHeader::parse) {
-        shared::trace::send(shared::trace::request_documents(
+        shared::observe::trace::send(shared::observe::trace::request_documents(
             &header,
             &HandledRequest {
                 route: RUN_SEGMENT,
@@ -149,7 +149,7 @@ pub async fn handle_traced(
             },
         ));
     }
-    shared::emf::emit(&shared::emf::run_document(
+    shared::observe::emf::emit(&shared::observe::emf::run_document(
         started.elapsed().as_secs_f64() * 1000.0,
         result.is_err(),
         &used,

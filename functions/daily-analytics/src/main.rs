@@ -5,7 +5,7 @@ use serde_json::Value;
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
-    shared::telemetry::init_json_logs();
+    shared::observe::telemetry::init_json_logs();
     let state = &daily_analytics::State::from_env().await?;
     lambda_runtime::run(service_fn(move |event: LambdaEvent<Value>| async move {
         state.handle(event).await.map_err(Error::from)

@@ -9,13 +9,15 @@ use lambda_http::{Body, Request, Response};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use shared::api::{json_response, ApiError, Caller};
-use shared::gateway::{ApiState, Gateway, Operator, PathParams, QueryParams};
-use shared::ids::{DeviceId, EventType, Tag};
-use shared::items::DeviceStatus;
+use shared::http::api::{json_response, ApiError, Caller};
+use shared::http::gateway::{ApiState, Gateway, Operator, PathParams, QueryParams};
+use shared::model::ids::{DeviceId, EventType, Tag};
+use shared::model::status::DeviceStatus;
+use shared::model::timestamp::{Day, Timestamp};
 use shared::ops::events::TimeRange;
-use shared::ops::{dashboard, devices, events, fleet, profile, reports, DEFAULT_LIMIT, MAX_LIMIT};
-use shared::timestamp::{Day, Timestamp};
+use shared::ops::{
+    dashboard, devices, devices_by_status, events, profile, reports, DEFAULT_LIMIT, MAX_LIMIT,
+};
 use shared::{FleetTable, ValidationError};
 
 /// Default time range of event listings, when `from` is not given.
@@ -188,7 +190,7 @@ async fn devices_by_status(
         Some(t) => Timestamp::parse_field("seenSince", t)?,
         None => Timestamp::now().plus_seconds(-DEFAULT_RANGE_SECONDS),
     };
-    let list = fleet::devices_by_status(&table, status, since, limit(&q)?).await?;
+    let list = devices_by_status::devices_by_status(&table, status, since, limit(&q)?).await?;
     ok(json!({ "devices": list }))
 }
 

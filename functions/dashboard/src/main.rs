@@ -1,11 +1,11 @@
 //! The `dashboard` Lambda bootstrap: logging, the Router built once, the runtime loop.
 
 use lambda_http::Error;
-use shared::gateway::{ApiState, Gateway};
+use shared::http::gateway::{ApiState, Gateway};
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
-    shared::telemetry::init_json_logs();
+    shared::observe::telemetry::init_json_logs();
     let router = dashboard::router(ApiState::from_env().await?);
     lambda_http::run(Gateway::new(router)).await
 }

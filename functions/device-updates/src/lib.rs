@@ -13,10 +13,10 @@ use lambda_http::{Body, Request, Response};
 use serde::Deserialize;
 use serde_json::json;
 
-use shared::api::{self, json_bytes, json_response, ApiError, Caller, MAX_BODY_BYTES};
-use shared::gateway::{ApiState, Gateway, PathParams};
-use shared::ids::{parse_display_name, parse_tags, DeviceId, DeviceType};
-use shared::items::DeviceStatus;
+use shared::http::api::{self, json_bytes, json_response, ApiError, Caller, MAX_BODY_BYTES};
+use shared::http::gateway::{ApiState, Gateway, PathParams};
+use shared::model::ids::{parse_display_name, parse_tags, DeviceId, DeviceType};
+use shared::model::status::DeviceStatus;
 use shared::ops::credentials;
 use shared::ops::devices::{self, DevicePatch, DeviceRegistration, MAX_DEVICE_NAME};
 use shared::ops::profile::{self, ProfileUpdate, MAX_PROFILE_NAME};
@@ -106,7 +106,7 @@ async fn register_device(
         device_type: DeviceType::parse(body.device_type)?,
         tags: parse_tags(body.tags)?,
     };
-    shared::limits::take_registration(&caller.user_id)?;
+    shared::ops::limits::take_registration(&caller.user_id)?;
     let registered = devices::register_device(&table, &caller.user_id, registration).await?;
     let location = format!("/me/devices/{}", registered.device.device_id);
     let mut response = json_response(

@@ -16,13 +16,13 @@ use lambda_http::{Body, Context, Request, Response};
 use serde::Deserialize;
 use serde_json::json;
 
-use shared::api::{json_bytes, json_response, ApiError};
-use shared::deadline::Deadline;
-use shared::gateway::{Gateway, PathParams};
-use shared::ids::DeviceId;
+use shared::http::api::{json_bytes, json_response, ApiError};
+use shared::http::gateway::{Gateway, PathParams};
+use shared::model::ids::DeviceId;
+use shared::model::timestamp::Timestamp;
 use shared::ops::ingest::{validate_batch, IngestConfig, Ingestor, NewEvent, SubmittedEvent};
-use shared::table::RETRY_AFTER_SECONDS;
-use shared::timestamp::Timestamp;
+use shared::store::deadline::Deadline;
+use shared::store::table::RETRY_AFTER_SECONDS;
 use shared::{FleetError, FleetTable};
 
 /// Largest request body: 100 events with ids, types and long text values fit well within it.
@@ -32,7 +32,7 @@ pub const MAX_INGEST_BODY_BYTES: usize = 64 * 1024;
 const ANSWER_MARGIN: Duration = Duration::from_millis(500);
 
 /// The function's `Timeout` in `template.yaml` (`Globals`): the time an invocation gets when
-/// the runtime sends no usable deadline (see [`shared::deadline`]).
+/// the runtime sends no usable deadline (see [`shared::store::deadline`]).
 pub const TIMEOUT: Duration = Duration::from_secs(10);
 
 /// What every request of this execution environment shares: the table client and the warm
@@ -92,8 +92,11 @@ async fn ingest_events(
             deadline(lambda.map(|Extension(ctx)| ctx)),
         )
         .await?;
-    shared::metrics::RequestMeter::add_figure("EventsAccepted", outcome.accepted.len() as f64);
-    shared::metrics::RequestMeter::add_figure("EventsFailed", outcome.failed.len() as f64);
+    shared::store::metrics::RequestMeter::add_figure(
+        "EventsAccepted",
+        outcome.accepted.len() as f64,
+    );
+    shared::store::metrics::RequestMeter::add_figure("EventsFailed", outcome.failed.len() as f64);
     if outcome.failed.is_empty() {
         return Ok(json_response(
             StatusCode::OK,

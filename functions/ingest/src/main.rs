@@ -1,11 +1,11 @@
 //! The `ingest` Lambda bootstrap: logging, the Router built once, the runtime loop.
 
 use lambda_http::Error;
-use shared::gateway::Gateway;
+use shared::http::gateway::Gateway;
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
-    shared::telemetry::init_json_logs();
+    shared::observe::telemetry::init_json_logs();
     let router = ingest::router(ingest::ingestor_from_env().await?);
     lambda_http::run(Gateway::new(router)).await
 }

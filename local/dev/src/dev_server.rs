@@ -19,7 +19,7 @@ use axum::response::Response;
 use axum::Router;
 use base64::Engine as _;
 use serde_json::{json, Value};
-use shared::gateway::Gateway;
+use shared::http::gateway::Gateway;
 use shared::FleetTable;
 use tokio::net::TcpListener;
 
@@ -50,7 +50,7 @@ impl LocalAuthorizer {
     pub fn issue(&self, sub: &str, email: &str, admin: bool) -> String {
         let token = format!(
             "local-{sub}-{}",
-            shared::token::random_id().unwrap_or_else(|_| "fallback".into())
+            shared::model::token::random_id().unwrap_or_else(|_| "fallback".into())
         );
         let now = time_now_seconds();
         let mut claims = Claims::from([

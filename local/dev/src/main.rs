@@ -68,7 +68,7 @@ async fn main() {
 /// DynamoDB Local, the table, demo data and today's daily report, then the HTTP API until
 /// Ctrl-C or SIGTERM.
 async fn serve() -> Result<(), Error> {
-    shared::telemetry::init_json_logs();
+    shared::observe::telemetry::init_json_logs();
     let port: u16 = std::env::var("PORT")
         .ok()
         .map(|p| p.parse())
@@ -84,7 +84,7 @@ async fn serve() -> Result<(), Error> {
     let table = stack.table(table_name).await?;
     let devices = demo::seed(&table).await?;
     // The daily report for today's demo data, through the daily-analytics handler.
-    let today = shared::timestamp::Timestamp::now().day();
+    let today = shared::model::timestamp::Timestamp::now().day();
     daily_analytics::handle(
         &table,
         &daily_analytics::AnalyticsConfig::default(),
@@ -168,7 +168,7 @@ fn print_banner(
     println!("  curl -s '{url}/me/devices?tag=home' -H 'Authorization: Bearer {alice}'");
     println!("  curl -s '{url}/me/devices/thermo-kitchen/events?limit=5' -H 'Authorization: Bearer {alice}'");
     println!("  curl -s '{url}/admin/devices?status=active' -H 'Authorization: Bearer {operator}'");
-    let today = shared::timestamp::Timestamp::now().day();
+    let today = shared::model::timestamp::Timestamp::now().day();
     println!("  curl -s {url}/admin/reports/{today} -H 'Authorization: Bearer {operator}'   # the daily report, run at start-up");
     println!("  curl -i -X PUT {url}/me -H 'Authorization: Bearer {alice}' -H 'Content-Type: application/json' -d '{{\"name\":\"Alice Liddell\"}}'");
     println!("  curl -i -X POST {url}/me/devices -H 'Authorization: Bearer {alice}' -H 'Content-Type: application/json' -d '{{\"deviceId\":\"thermo-attic\",\"name\":\"Attic\",\"type\":\"thermostat\",\"tags\":[\"home\"]}}'");

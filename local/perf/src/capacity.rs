@@ -18,7 +18,7 @@
 use std::collections::HashMap;
 
 use aws_sdk_dynamodb::types::AttributeValue;
-use shared::schema::{IndexSpec, PK, SK};
+use shared::model::schema::{IndexSpec, PK, SK};
 
 /// An item as the SDK holds it.
 pub type Item = HashMap<String, AttributeValue>;
@@ -113,7 +113,7 @@ pub fn table_write_units_of_change(before: Option<&Item>, after: Option<&Item>) 
 /// key moves (a move is a delete and a put). An entry whose keys and projected attributes are
 /// unchanged costs nothing.
 pub fn index_write_units_of_change(before: Option<&Item>, after: Option<&Item>) -> u64 {
-    shared::schema::INDEXES
+    shared::model::schema::INDEXES
         .iter()
         .map(|index| {
             let old = before.and_then(|i| index_entry(i, index));
@@ -184,7 +184,7 @@ pub fn query_read_units(bytes: u64) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use shared::schema::INDEXES;
+    use shared::model::schema::INDEXES;
 
     fn s(v: &str) -> AttributeValue {
         AttributeValue::S(v.into())

@@ -10,7 +10,7 @@
 use std::fmt::Write as _;
 
 use serde_json::Value;
-use shared::catalog::PatternId;
+use shared::model::pattern_id::PatternId;
 
 use crate::capacity::query_read_units;
 use crate::simulate::{group, Simulation};

@@ -10,11 +10,11 @@ use lambda_http::Request;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde_json::{json, Value};
-use shared::ids::{DeviceId, DeviceType, UserId};
-use shared::items::EntityType;
+use shared::model::entity::EntityType;
+use shared::model::ids::{DeviceId, DeviceType, UserId};
+use shared::model::timestamp::Timestamp;
 use shared::ops::devices::{register_device, DeviceRegistration};
 use shared::ops::ingest::{IngestConfig, Ingestor};
-use shared::timestamp::Timestamp;
 use shared::FleetTable;
 
 use fleet_testkit::api_event::ApiEvent;

@@ -11,9 +11,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::json;
-use shared::ids::{DeviceId, DeviceType, Tag, UserId};
+use shared::model::ids::{DeviceId, DeviceType, Tag, UserId};
+use shared::model::timestamp::Timestamp;
 use shared::ops::devices::{register_device, DeviceRegistration};
-use shared::timestamp::Timestamp;
 use shared::FleetTable;
 
 use fleet_dev::dev_server::{serve, DevServer};

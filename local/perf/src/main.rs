@@ -293,7 +293,7 @@ async fn scan_throughput(devices: usize, batches: usize) -> Result<(), Error> {
     let stack = LocalStack::start()?;
     let table = stack.table("device-fleet-scan").await?;
     fleet_perf::throughput::measure(&table, devices, batches).await?;
-    let day = shared::timestamp::Timestamp::now()
+    let day = shared::model::timestamp::Timestamp::now()
         .plus_seconds(-86_400)
         .day();
     let plan = shared::ops::analytics::RunPlan::new(

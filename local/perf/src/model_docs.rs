@@ -8,9 +8,11 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use serde_json::{json, Value};
-use shared::catalog::{AccessPattern, Frequency, PatternId, RequestBudget, CATALOG};
-use shared::keys::KEY_TEMPLATES;
-use shared::schema::INDEXES;
+use shared::model::keys::KEY_TEMPLATES;
+use shared::model::pattern_id::PatternId;
+use shared::model::schema::INDEXES;
+use shared::ops::catalog::CATALOG;
+use shared::ops::pattern::{AccessPattern, Frequency, RequestBudget};
 
 use fleet_testkit::reference::cases::CASES_SOURCE;
 use fleet_testkit::reference::Measurement;

@@ -11,7 +11,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use fleet_testkit::reference::cases::CASES;
 use fleet_testkit::reference::{Measurement, Tokens};
-use shared::metrics::RequestMeter;
+use shared::store::metrics::RequestMeter;
 use shared::{FleetError, FleetTable};
 
 use crate::capacity::{
@@ -83,8 +83,8 @@ pub async fn snapshot(table: &FleetTable) -> Result<Snapshot, FleetError> {
             .map_err(|e| FleetError::internal(format!("snapshot scan: {e}")))?;
         for item in out.items() {
             let key = (
-                key_text(item, shared::schema::PK),
-                key_text(item, shared::schema::SK),
+                key_text(item, shared::model::schema::PK),
+                key_text(item, shared::model::schema::SK),
             );
             items.insert(key, item.clone());
         }
@@ -127,7 +127,10 @@ const SINGLE_WRITES: [&str; 3] = ["PutItem", "UpdateItem", "DeleteItem"];
 /// Known limit: an item a write rewrote with identical contents (a re-put tag link, a
 /// registration whose name did not change, a replayed event) does not show in the snapshots
 /// and is not priced, though DynamoDB bills it; the figure is a floor for such cases.
-pub fn case_write_units(used: &shared::metrics::MeterSnapshot, changed: &[ItemChange]) -> u64 {
+pub fn case_write_units(
+    used: &shared::store::metrics::MeterSnapshot,
+    changed: &[ItemChange],
+) -> u64 {
     if used.count("TransactWriteItems") == 0 {
         return write_units(changed, WriteKind::Single);
     }

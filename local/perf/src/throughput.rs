@@ -5,10 +5,10 @@ use fleet_testkit::api_event::ApiEvent;
 use std::time::{Duration, Instant};
 
 use serde_json::json;
-use shared::ids::{DeviceId, DeviceType, UserId};
+use shared::model::ids::{DeviceId, DeviceType, UserId};
+use shared::model::timestamp::Timestamp;
 use shared::ops::devices::{register_device, DeviceRegistration};
 use shared::ops::ingest::{IngestConfig, Ingestor};
-use shared::timestamp::Timestamp;
 use shared::FleetTable;
 
 const EVENT_TYPES: [&str; 3] = ["temperature", "humidity", "door"];

@@ -2,14 +2,14 @@
 //! API uses.
 
 use aws_sdk_dynamodb::types::AttributeValue;
-use shared::ids::{DeviceId, DeviceType, Tag, UserId};
-use shared::keys::{registration_pk, REGISTRATION_SK};
+use shared::model::ids::{DeviceId, DeviceType, Tag, UserId};
+use shared::model::keys::{registration_pk, REGISTRATION_SK};
+use shared::model::schema::{PK, SK};
+use shared::model::timestamp::Timestamp;
+use shared::model::token::sha256_hex;
 use shared::ops::devices::{register_device, DeviceRegistration};
 use shared::ops::ingest::{validate_batch, IngestConfig, Ingestor, SubmittedEvent};
 use shared::ops::profile::{upsert_profile, ProfileUpdate};
-use shared::schema::{PK, SK};
-use shared::timestamp::Timestamp;
-use shared::token::sha256_hex;
 use shared::{FleetError, FleetTable};
 use std::time::{Duration, Instant};
 
@@ -139,7 +139,7 @@ pub async fn seed(table: &FleetTable) -> Result<Vec<DemoDevice>, FleetError> {
     // paths (placement, the dashboard's BatchGetItem) run in every local stack.
     let utility = FleetTable {
         client: table.client.clone(),
-        config: shared::config::FleetConfig {
+        config: shared::model::settings::FleetConfig {
             devices_per_shard: UTILITY_DEVICES_PER_SHARD,
             ..table.config.clone()
         },
@@ -187,7 +187,7 @@ async fn publish_demo_token(table: &FleetTable, device: &str) -> Result<(), Flee
         .expression_attribute_values(":digest", AttributeValue::S(sha256_hex(DEMO_KITCHEN_TOKEN)))
         .send()
         .await
-        .map_err(shared::table::sdk_error)?;
+        .map_err(shared::store::table::sdk_error)?;
     Ok(())
 }
 

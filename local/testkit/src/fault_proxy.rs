@@ -787,7 +787,7 @@ impl Default for ClientTimeouts {
 }
 
 /// `table` as the functions would see it through the proxy at `endpoint`: the same metered
-/// client with bounded retries (`shared::table::dynamodb_client`), with `timeouts`.
+/// client with bounded retries (`shared::store::table::dynamodb_client`), with `timeouts`.
 pub async fn through_proxy(
     table: &FleetTable,
     endpoint: &str,

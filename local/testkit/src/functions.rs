@@ -8,7 +8,7 @@ use std::sync::Arc;
 use axum::Router;
 use lambda_http::{Body, Request, Response};
 use serde_json::{json, Value};
-use shared::gateway::{ApiState, Gateway};
+use shared::http::gateway::{ApiState, Gateway};
 use shared::ops::ingest::{IngestConfig, Ingestor};
 use shared::FleetTable;
 

@@ -12,13 +12,13 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use serde_json::json;
-use shared::ids::{DeviceId, DeviceType, Tag, UserId};
-use shared::items::RegistrationItem;
+use shared::model::ids::{DeviceId, DeviceType, Tag, UserId};
+use shared::model::items::RegistrationItem;
+use shared::model::timestamp::Timestamp;
 use shared::ops::analytics::{run_daily_report, RunPlan};
 use shared::ops::devices::{register_device, DeviceRegistration};
 use shared::ops::ingest::{validate_batch, IngestConfig, IngestOutcome, Ingestor, SubmittedEvent};
 use shared::ops::profile::{upsert_profile, ProfileUpdate};
-use shared::timestamp::Timestamp;
 use shared::{FleetError, FleetTable};
 
 /// The reference time: every event of the dataset is on this day, before it.

@@ -27,7 +27,7 @@ pub async fn local_sdk_config(endpoint: &str) -> aws_config::SdkConfig {
 
 /// A metered client (as the Lambdas build it) for a DynamoDB Local endpoint.
 pub async fn local_client(endpoint: &str) -> Client {
-    shared::table::dynamodb_client(&local_sdk_config(endpoint).await)
+    shared::store::table::dynamodb_client(&local_sdk_config(endpoint).await)
 }
 
 fn key_schema(keys: &[KeyElement]) -> Result<Vec<KeySchemaElement>, StackError> {

@@ -11,18 +11,17 @@ use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
 use aws_sdk_dynamodb::types::ReturnValue;
 use serde::Serialize;
 
-use super::s;
-use crate::catalog::{
-    implemented_by, AccessPattern, Frequency, Operation, PatternId, RequestBudget,
-};
-use crate::entity::Entity;
-use crate::error::FleetError;
-use crate::ids::{DeviceId, UserId};
-use crate::items::RegistrationItem;
-use crate::keys::ItemKey;
-use crate::table::{sdk_error, FleetTable};
-use crate::timestamp::Timestamp;
-use crate::token::DeviceToken;
+use crate::model::entity::Entity;
+use crate::model::error::FleetError;
+use crate::model::ids::{DeviceId, UserId};
+use crate::model::items::RegistrationItem;
+use crate::model::keys::ItemKey;
+use crate::model::pattern_id::PatternId;
+use crate::model::timestamp::Timestamp;
+use crate::model::token::DeviceToken;
+use crate::ops::pattern::{implemented_by, AccessPattern, Frequency, Operation, RequestBudget};
+use crate::store::dynamo::s;
+use crate::store::table::{sdk_error, FleetTable};
 
 /// What a revoked registration stores as its token digest: not a SHA-256 hex digest, so no
 /// token can ever match it.

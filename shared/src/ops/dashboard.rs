@@ -11,23 +11,25 @@ use std::collections::HashMap;
 
 use aws_sdk_dynamodb::types::KeysAndAttributes;
 
-use super::{key_range, query, s, Page, RawItem};
-use crate::catalog::{
-    implemented_by, AccessPattern, Frequency, Operation, PatternId, RequestBudget,
-};
-use crate::cursor;
-use crate::dynamo::get_all;
-use crate::entity::Entity;
-use crate::error::FleetError;
-use crate::ids::DeviceId;
-use crate::ids::{Tag, UserId};
-use crate::items::{DeviceItem, DeviceStateItem, EntityType, ProfileItem, TagLinkItem};
-use crate::keys::{tag_link_prefix, user_pk, PrimaryKey, DEVICE_PREFIX, PROFILE_SK};
+use crate::model::cursor;
+use crate::model::cursor::Page;
+use crate::model::entity::Entity;
+use crate::model::entity::EntityType;
+use crate::model::error::FleetError;
+use crate::model::ids::DeviceId;
+use crate::model::ids::{Tag, UserId};
+use crate::model::items::{DeviceItem, DeviceStateItem, ProfileItem, TagLinkItem};
+use crate::model::keys::{tag_link_prefix, user_pk, PrimaryKey, DEVICE_PREFIX, PROFILE_SK};
+use crate::model::pattern_id::PatternId;
+use crate::model::schema::Item;
+use crate::model::schema::{PK, SK};
 use crate::ops::devices::{state_key, Device};
-use crate::retry::Retry;
-use crate::schema::{PK, SK};
-use crate::table::FleetTable;
-use crate::table::MAX_ATTEMPTS;
+use crate::ops::pattern::{implemented_by, AccessPattern, Frequency, Operation, RequestBudget};
+use crate::store::dynamo::get_all;
+use crate::store::dynamo::{key_range, query, s};
+use crate::store::retry::Retry;
+use crate::store::table::FleetTable;
+use crate::store::table::MAX_ATTEMPTS;
 
 /// The dashboard: the profile and every device with its latest readings and recent events.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -58,7 +60,7 @@ fn start(
     cursor: Option<&str>,
     user: &UserId,
     sk_prefix: &str,
-) -> Result<Option<RawItem>, FleetError> {
+) -> Result<Option<Item>, FleetError> {
     Ok(cursor::resume(
         pattern,
         cursor,
@@ -67,7 +69,7 @@ fn start(
     )?)
 }
 
-fn next_cursor(pattern: PatternId, last: Option<RawItem>) -> Option<String> {
+fn next_cursor(pattern: PatternId, last: Option<Item>) -> Option<String> {
     cursor::after(pattern, last.as_ref())
 }
 
@@ -77,7 +79,7 @@ fn prefix_page(
     user: &UserId,
     prefix: &str,
     limit: u32,
-    start_key: Option<RawItem>,
+    start_key: Option<Item>,
 ) -> aws_sdk_dynamodb::operation::query::builders::QueryFluentBuilder {
     table
         .client
@@ -101,7 +103,7 @@ pub const DASHBOARD_PAGE_ITEMS: u32 = 100;
 /// Also returns the profile if the page holds it.
 async fn devices_with_states(
     table: &FleetTable,
-    items: Vec<RawItem>,
+    items: Vec<Item>,
 ) -> Result<(Vec<Device>, Option<ProfileItem>), FleetError> {
     let mut devices: Vec<(DeviceItem, Option<DeviceStateItem>)> = Vec::new();
     let mut profile = None;
@@ -168,7 +170,7 @@ pub const DASHBOARD: AccessPattern = AccessPattern {
     key_condition: "PK = USER#{userId} AND SK BETWEEN DEVICE# AND PROFILE (+ the states placed on the owner's other partitions)",
     budget: RequestBudget::PerPagePlusPlacedStates(1),
     // Ten devices with ten recent events each and the profile come to under 8 KB (the live
-    // state's readings are compact, `crate::readings`): one eventually consistent read unit.
+    // state's readings are compact, `crate::model::readings`): one eventually consistent read unit.
     max_read_units: Some(1.0),
     route: Some("GET /me/dashboard"),
     implemented_by: implemented_by!(dashboard),

@@ -10,37 +10,40 @@
 //! only the sync of the newest name/tags can commit, and it deletes exactly the links that
 //! exist.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
 use aws_sdk_dynamodb::operation::update_item::builders::UpdateItemFluentBuilder;
 use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
 use aws_sdk_dynamodb::types::{
-    AttributeValue, CancellationReason, Delete, Put, ReturnValue,
-    ReturnValuesOnConditionCheckFailure, TransactWriteItem, Update,
+    CancellationReason, Delete, Put, ReturnValue, ReturnValuesOnConditionCheckFailure,
+    TransactWriteItem, Update,
 };
 use serde::Serialize;
 
-use super::{n, s, RawItem};
-use crate::catalog::{
-    implemented_by, AccessPattern, Frequency, Operation, PatternId, RequestBudget,
+use crate::model::entity::Entity;
+use crate::model::entity::EntityType;
+use crate::model::error::{FleetError, ValidationError};
+use crate::model::ids::{DeviceId, DeviceType, Tag, UserId};
+use crate::model::items::{
+    DeviceItem, DeviceStateItem, FleetItem, PurgeMarkerItem, RegistrationItem,
+    ReleasedRegistrationItem, TagLinkItem,
 };
-use crate::dynamo::{transact, Transaction};
-use crate::entity::Entity;
-use crate::error::{FleetError, ValidationError};
-use crate::ids::{DeviceId, DeviceType, Tag, UserId};
-use crate::items::{
-    DeviceItem, DeviceStateItem, DeviceStatus, EntityType, FleetItem, PurgeMarkerItem, Reading,
-    RecentEvent, RegistrationItem, ReleasedRegistrationItem, TagLinkItem,
-};
-use crate::keys::{
+use crate::model::keys::{
     placement, state_sk, status_gsi1pk, status_shard, DirectoryEntry, IndexKeys, ItemKey,
 };
-use crate::retry::Retry;
-use crate::schema::DELETING_AT;
-use crate::schema::{ENTITY_TYPE, GSI1PK};
-use crate::table::{condition_failed_at, sdk_error, FleetTable, MAX_ATTEMPTS};
-use crate::timestamp::Timestamp;
-use crate::token::DeviceToken;
+use crate::model::pattern_id::PatternId;
+use crate::model::readings::{Reading, RecentEvent};
+use crate::model::schema::Item;
+use crate::model::schema::DELETING_AT;
+use crate::model::schema::{ENTITY_TYPE, GSI1PK};
+use crate::model::status::DeviceStatus;
+use crate::model::timestamp::Timestamp;
+use crate::model::token::DeviceToken;
+use crate::ops::pattern::{implemented_by, AccessPattern, Frequency, Operation, RequestBudget};
+use crate::store::dynamo::{n, s};
+use crate::store::dynamo::{transact, Transaction};
+use crate::store::retry::Retry;
+use crate::store::table::{condition_failed_at, sdk_error, FleetTable, MAX_ATTEMPTS};
 
 /// Longest device name, in characters.
 pub const MAX_DEVICE_NAME: usize = 100;
@@ -153,8 +156,6 @@ pub struct RegisteredDevice {
     /// The bearer token the device authenticates with; only its digest is stored.
     pub token: DeviceToken,
 }
-
-type Item = HashMap<String, AttributeValue>;
 
 fn device_key(user: &UserId, device: &DeviceId) -> Item {
     ItemKey::Device {
@@ -435,7 +436,7 @@ pub async fn register_device(
             }
         }
     }
-    Err(crate::dynamo::throttled())
+    Err(crate::store::dynamo::throttled())
 }
 
 /// One attempt of AP-07: the transaction registering a device, built at one moment (its
@@ -567,8 +568,13 @@ pub async fn get_device(
         device: device.clone(),
     }
     .primary_key();
-    let (items, _) =
-        super::query(super::key_range(table, key.pk, key.sk, state_sk(device))).await?;
+    let (items, _) = crate::store::dynamo::query(crate::store::dynamo::key_range(
+        table,
+        key.pk,
+        key.sk,
+        state_sk(device),
+    ))
+    .await?;
     let mut found = None;
     let mut state = None;
     for item in items {
@@ -754,7 +760,7 @@ fn patch_request(
 /// else [`FleetError::StaleVersion`], or [`FleetError::NotFound`] for a device that does not
 /// exist for this user or is being deleted.
 fn patch_refused(
-    current: Option<&RawItem>,
+    current: Option<&Item>,
     expected_version: u64,
     now: &Timestamp,
     patch: &DevicePatch,

@@ -5,24 +5,26 @@
 use aws_sdk_dynamodb::operation::query::builders::QueryFluentBuilder;
 use serde::Serialize;
 
-use super::{key_range, query, s, ttl_now, Page, RawItem};
-use crate::catalog::{
-    implemented_by, AccessPattern, Frequency, Operation, PatternId, RequestBudget,
-};
-use crate::cursor::{self, check_key, StartKey};
-use crate::dynamo::{newest_first, scatter_gather};
-use crate::entity::Entity;
-use crate::error::{FleetError, ValidationError};
-use crate::ids::{DeviceId, EventType, UserId};
-use crate::items::EntityType;
-use crate::items::{EventItem, EventValue};
-use crate::keys::{
+use crate::model::cursor::Page;
+use crate::model::cursor::{self, check_key, StartKey};
+use crate::model::entity::Entity;
+use crate::model::entity::EntityType;
+use crate::model::error::{FleetError, ValidationError};
+use crate::model::ids::{DeviceId, EventType, UserId};
+use crate::model::items::EventItem;
+use crate::model::keys::{
     event_pk, event_pk_prefix, parse_event_index_sk, parse_event_pk, type_gsi1pk, user_pk,
     DEVICE_PREFIX, EVENT_PREFIX,
 };
-use crate::schema::{GSI1, GSI1PK, GSI1SK, PK, SK};
-use crate::table::FleetTable;
-use crate::timestamp::{Day, Timestamp};
+use crate::model::pattern_id::PatternId;
+use crate::model::readings::EventValue;
+use crate::model::schema::Item;
+use crate::model::schema::{GSI1, GSI1PK, GSI1SK, PK, SK};
+use crate::model::timestamp::{Day, Timestamp};
+use crate::ops::pattern::{implemented_by, AccessPattern, Frequency, Operation, RequestBudget};
+use crate::store::dynamo::{key_range, query, s, ttl_now};
+use crate::store::dynamo::{newest_first, scatter_gather};
+use crate::store::table::FleetTable;
 
 /// Longest range of AP-09, in days (one Query per day and shard).
 pub const MAX_TYPE_RANGE_DAYS: i64 = 7;
@@ -100,7 +102,7 @@ struct IndexedEvent {
     user_id: Option<UserId>,
 }
 
-fn indexed_event(item: RawItem) -> Result<(String, EventView), FleetError> {
+fn indexed_event(item: Item) -> Result<(String, EventView), FleetError> {
     let key = item
         .get(GSI1SK)
         .and_then(|v| v.as_s().ok())
@@ -387,7 +389,7 @@ fn resume_group(
 /// device the key of the last event returned from it, its old start when none was returned,
 /// or `None` once everything it holds has been returned.
 fn merge_devices(
-    results: Vec<(Vec<RawItem>, bool)>,
+    results: Vec<(Vec<Item>, bool)>,
     limit: u32,
     next_group: Option<StartKey>,
     starts: Vec<Option<StartKey>>,

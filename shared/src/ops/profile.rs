@@ -3,18 +3,18 @@
 use aws_sdk_dynamodb::types::ReturnValue;
 use serde::Serialize;
 
-use super::s;
-use crate::catalog::{
-    implemented_by, AccessPattern, Frequency, Operation, PatternId, RequestBudget,
-};
-use crate::entity::Entity;
-use crate::error::FleetError;
-use crate::ids::UserId;
-use crate::items::ProfileItem;
-use crate::keys::{Attributes, DirectoryEntry, IndexKeys, ItemKey};
-use crate::schema::ENTITY_TYPE;
-use crate::table::{sdk_error, FleetTable};
-use crate::timestamp::Timestamp;
+use crate::model::entity::Entity;
+use crate::model::error::FleetError;
+use crate::model::ids::UserId;
+use crate::model::items::ProfileItem;
+use crate::model::keys::{DirectoryEntry, IndexKeys, ItemKey};
+use crate::model::pattern_id::PatternId;
+use crate::model::schema::Item;
+use crate::model::schema::ENTITY_TYPE;
+use crate::model::timestamp::Timestamp;
+use crate::ops::pattern::{implemented_by, AccessPattern, Frequency, Operation, RequestBudget};
+use crate::store::dynamo::s;
+use crate::store::table::{sdk_error, FleetTable};
 
 /// Longest profile name, in characters.
 pub const MAX_PROFILE_NAME: usize = 100;
@@ -22,7 +22,7 @@ pub const MAX_PROFILE_NAME: usize = 100;
 /// What `PUT /me` sets.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ProfileUpdate {
-    /// Display name (validated with [`crate::ids::parse_display_name`]).
+    /// Display name (validated with [`crate::model::ids::parse_display_name`]).
     pub name: String,
     /// E-mail from the caller's identity token, if it carries one.
     pub email: Option<String>,
@@ -144,6 +144,6 @@ pub async fn get_profile(table: &FleetTable, user: &UserId) -> Result<Option<Pro
         .transpose()
 }
 
-fn profile_key(user: &UserId) -> Attributes {
+fn profile_key(user: &UserId) -> Item {
     ItemKey::Profile { user: user.clone() }.attributes()
 }

@@ -3,15 +3,14 @@
 use serde::{Deserialize, Serialize};
 
 use super::analytics::DailyReport;
-use crate::catalog::{
-    implemented_by, AccessPattern, Frequency, Operation, PatternId, RequestBudget,
-};
-use crate::entity::Entity;
-use crate::error::FleetError;
-use crate::items::EntityType;
-use crate::keys::ItemKey;
-use crate::table::{sdk_error, FleetTable};
-use crate::timestamp::Day;
+use crate::model::entity::Entity;
+use crate::model::entity::EntityType;
+use crate::model::error::FleetError;
+use crate::model::keys::ItemKey;
+use crate::model::pattern_id::PatternId;
+use crate::model::timestamp::Day;
+use crate::ops::pattern::{implemented_by, AccessPattern, Frequency, Operation, RequestBudget};
+use crate::store::table::{sdk_error, FleetTable};
 
 /// The stored report.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -38,7 +37,7 @@ pub async fn put_report(table: &FleetTable, report: &DailyReport) -> Result<(), 
         day: report.date,
         report_json: serde_json::to_string(report).map_err(FleetError::internal)?,
     };
-    super::put_item(table, &item).await
+    crate::store::dynamo::put_item(table, &item).await
 }
 
 /// AP-15, implemented by [`get_report`].

@@ -13,9 +13,9 @@ use std::time::{Duration, Instant};
 
 use aws_sdk_dynamodb::types::{AttributeValue, PutRequest, ReturnConsumedCapacity, WriteRequest};
 use serde::Serialize;
-use shared::ids::{DeviceId, DeviceType, UserId};
+use shared::model::ids::{DeviceId, DeviceType, UserId};
+use shared::model::timestamp::Timestamp;
 use shared::ops::devices::{register_device, DeviceRegistration};
-use shared::timestamp::Timestamp;
 use shared::FleetTable;
 
 use super::{process_cpu_seconds, BenchError, Latency};

@@ -28,7 +28,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use serde::Serialize;
-use shared::timestamp::Timestamp;
+use shared::model::timestamp::Timestamp;
 
 use crate::cold_start::{ColdStart, ColdStartError};
 use crate::pricing::measure_priced;
@@ -272,7 +272,7 @@ fn load_average() -> String {
 #[derive(Clone, Debug, Serialize)]
 pub struct PatternRow {
     /// Pattern id.
-    pub id: shared::catalog::PatternId,
+    pub id: shared::model::pattern_id::PatternId,
     /// The catalog's description.
     pub pattern: &'static str,
     /// What the reference measurement ran.

@@ -9,8 +9,8 @@ use std::path::Path;
 use std::time::Duration;
 
 use serde::Serialize;
-use shared::catalog::PatternId;
-use shared::timestamp::Timestamp;
+use shared::model::pattern_id::PatternId;
+use shared::model::timestamp::Timestamp;
 
 use super::{request_latencies, BenchError, Latency};
 use fleet_testkit::bootstrap::{host_bootstrap, RunningBootstrap};

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde::Serialize;
-use shared::timestamp::Timestamp;
+use shared::model::timestamp::Timestamp;
 
 use super::{BenchError, Latency};
 use crate::cold_start::{measure_runs, RunFigures};

@@ -12,7 +12,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use serde::Serialize;
-use shared::timestamp::Timestamp;
+use shared::model::timestamp::Timestamp;
 
 use super::peer::{self, PeerComparison};
 use super::BenchError;

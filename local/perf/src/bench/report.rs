@@ -2,7 +2,7 @@
 //! section per measurement. Everything below [`KEPT_MARKER`] in the existing file is kept as
 //! it is (the hand-written record of changes and their before/after figures).
 
-use shared::catalog::PatternId;
+use shared::model::pattern_id::PatternId;
 
 use super::{BenchReport, Latency};
 use crate::stats::quantile;

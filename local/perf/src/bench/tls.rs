@@ -9,7 +9,7 @@ use std::net::SocketAddr;
 use std::path::Path;
 
 use serde::Serialize;
-use shared::timestamp::Timestamp;
+use shared::model::timestamp::Timestamp;
 use shared::FleetTable;
 
 use super::peer::{self, PeerComparison};

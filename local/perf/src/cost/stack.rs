@@ -4,7 +4,7 @@
 use std::fmt::Write as _;
 
 use serde_json::Value;
-use shared::metrics::MeterSnapshot;
+use shared::store::metrics::MeterSnapshot;
 
 use super::{MonthlyCost, DAYS_PER_MONTH, GB, RRU_USD, SECONDS_PER_MONTH, WRU_USD};
 use crate::simulate::{group, Simulation};
@@ -50,9 +50,9 @@ pub const API_FUNCTIONS: f64 = 3.0;
 pub const PLATFORM_LOG_BYTES: f64 = 330.0;
 
 /// Bytes of one API request's log lines written by our code, measured by rendering the
-/// EMF document `shared::emf::request_document` writes for a dashboard request (the
+/// EMF document `shared::observe::emf::request_document` writes for a dashboard request (the
 /// route, status, a 36-character request id, a trace id and the meter of a 1-Query
-/// request), plus the tracing line of `shared::api` with the same fields (its fields as
+/// request), plus the tracing line of `shared::http::api` with the same fields (its fields as
 /// `tracing_subscriber`'s JSON format writes them: timestamp, level, target, fields).
 pub fn request_log_bytes() -> f64 {
     let mut used = MeterSnapshot::default();
@@ -61,8 +61,8 @@ pub fn request_log_bytes() -> f64 {
     used.read_units = 1.5;
     let request_id = "4f0c2a3e-8a0b-4a0e-9f5e-0c1d2e3f4a5b";
     let trace_id = "1-6741a2b3-0123456789abcdef01234567";
-    let emf = shared::emf::request_document(
-        &shared::emf::RequestFigures {
+    let emf = shared::observe::emf::request_document(
+        &shared::observe::emf::RequestFigures {
             route: "GET /me/dashboard",
             status: 200,
             latency_ms: 4.09,
@@ -81,17 +81,19 @@ pub fn request_log_bytes() -> f64 {
             "latency_ms": 4.09, "ddb_requests": 1, "ddb_attempts": 1, "rcu": 1.5,
             "wcu": 0.0, "request_id": request_id,
         },
-        "target": "shared::api",
+        "target": "shared::http::api",
     });
     (emf.to_string().len() + 1 + tracing.to_string().len() + 1) as f64
 }
 
-/// Custom metrics we publish (`shared::emf`): per route and per API function the 9
+/// Custom metrics we publish (`shared::observe::emf`): per route and per API function the 9
 /// request metrics (11 on ingest, with its 2 figures), and the daily run's 5.
 pub fn published_metrics() -> f64 {
-    let request = shared::emf::REQUEST_METRICS.len() as f64;
-    let figures = shared::emf::FIGURE_METRICS.len() as f64;
-    (API_ROUTES + API_FUNCTIONS) * request + 2.0 * figures + shared::emf::RUN_METRICS.len() as f64
+    let request = shared::observe::emf::REQUEST_METRICS.len() as f64;
+    let figures = shared::observe::emf::FIGURE_METRICS.len() as f64;
+    (API_ROUTES + API_FUNCTIONS) * request
+        + 2.0 * figures
+        + shared::observe::emf::RUN_METRICS.len() as f64
 }
 
 /// One line of the whole-stack bill.
@@ -235,9 +237,10 @@ pub fn lines(sim: &Simulation, dynamo: &MonthlyCost, model: &Value) -> Vec<Line>
         item: "CloudWatch custom metrics (EMF)",
         quantity: format!("{metrics:.0} metrics"),
         usd: metrics * METRIC_MONTH_USD,
-        basis: "counted from shared::emf (routes x request metrics, per function, the daily \
+        basis:
+            "counted from shared::observe::emf (routes x request metrics, per function, the daily \
                 run's)"
-            .into(),
+                .into(),
     });
     out
 }

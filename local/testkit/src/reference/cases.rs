@@ -12,11 +12,11 @@ use std::future::Future;
 use std::pin::Pin;
 
 use serde_json::json;
-use shared::catalog::{BudgetScale, PatternId};
-use shared::config::ShardCounts;
-use shared::ids::{DeviceId, DeviceType, EventType, Tag, UserId};
-use shared::items::DeviceStatus;
-use shared::metrics::{MeterSnapshot, RequestMeter};
+use shared::model::ids::{DeviceId, DeviceType, EventType, Tag, UserId};
+use shared::model::pattern_id::PatternId;
+use shared::model::shard::ShardCounts;
+use shared::model::status::DeviceStatus;
+use shared::model::timestamp::Timestamp;
 use shared::ops::analytics::DailyReport;
 use shared::ops::credentials::{revoke_token, rotate_token};
 use shared::ops::devices::{
@@ -24,9 +24,10 @@ use shared::ops::devices::{
 };
 use shared::ops::events::TimeRange;
 use shared::ops::ingest::{IngestConfig, Ingestor, SubmittedEvent};
+use shared::ops::pattern::BudgetScale;
 use shared::ops::profile::{get_profile, upsert_profile, ProfileUpdate};
-use shared::ops::{dashboard, events, fleet, reports};
-use shared::timestamp::Timestamp;
+use shared::ops::{dashboard, devices_by_status, events, reports};
+use shared::store::metrics::{MeterSnapshot, RequestMeter};
 use shared::{FleetError, FleetTable};
 
 use super::{ingest_at_reference_time, now, Tokens, ALICE};
@@ -374,8 +375,13 @@ pub static CASES: &[PatternCase] = &[
         },
         run: |table, _| {
             Box::pin(async move {
-                let list =
-                    fleet::devices_by_status(table, DeviceStatus::Active, day()?.from, 50).await?;
+                let list = devices_by_status::devices_by_status(
+                    table,
+                    DeviceStatus::Active,
+                    day()?.from,
+                    50,
+                )
+                .await?;
                 found(list.len() == 12, PatternId::Ap13)
             })
         },

@@ -31,14 +31,15 @@ use serde::{Deserialize, Serialize};
 
 use aws_sdk_dynamodb::types::KeysAndAttributes;
 
-use crate::catalog::{implemented_by, AccessPattern, Frequency, PatternId, RequestBudget};
-use crate::cursor::StartKey;
-use crate::entity::Entity;
-use crate::error::{FleetError, ValidationError};
-use crate::items::EntityType;
-use crate::keys::ItemKey;
-use crate::table::{sdk_error, FleetTable, MAX_ATTEMPTS};
-use crate::timestamp::{Day, Timestamp};
+use crate::model::cursor::StartKey;
+use crate::model::entity::Entity;
+use crate::model::entity::EntityType;
+use crate::model::error::{FleetError, ValidationError};
+use crate::model::keys::ItemKey;
+use crate::model::pattern_id::PatternId;
+use crate::model::timestamp::{Day, Timestamp};
+use crate::ops::pattern::{implemented_by, AccessPattern, Frequency, RequestBudget};
+use crate::store::table::{sdk_error, FleetTable, MAX_ATTEMPTS};
 use scan::{scan_segment, OwnerProgress};
 
 /// Devices listed in `topDevices`.
@@ -233,16 +234,16 @@ async fn load_checkpoints(
     let keys: Vec<_> = (0..segments)
         .map(|segment| ItemKey::Checkpoint { day: *day, segment }.attributes())
         .collect();
-    for chunk in keys.chunks(crate::dynamo::BATCH_GET_SIZE) {
+    for chunk in keys.chunks(crate::store::dynamo::BATCH_GET_SIZE) {
         let request = KeysAndAttributes::builder()
             .set_keys(Some(chunk.to_vec()))
             .consistent_read(true)
             .build()
             .map_err(FleetError::internal)?;
-        let items = crate::dynamo::get_all(
+        let items = crate::store::dynamo::get_all(
             table,
             request,
-            &mut crate::retry::Retry::attempts(MAX_ATTEMPTS),
+            &mut crate::store::retry::Retry::attempts(MAX_ATTEMPTS),
         )
         .await?;
         for item in items {

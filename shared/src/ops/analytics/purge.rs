@@ -7,14 +7,14 @@ use std::time::{Duration, Instant};
 
 use aws_sdk_dynamodb::types::{DeleteRequest, WriteRequest};
 
-use crate::dynamo::{throttled, write_all, BATCH_WRITE_SIZE};
-use crate::entity::Entity;
-use crate::error::FleetError;
-use crate::items::PurgeMarkerItem;
-use crate::keys::{event_pk, PrimaryKey, EVENT_PREFIX};
-use crate::ops::{key_range, query};
-use crate::retry::Retry;
-use crate::table::{sdk_error, FleetTable};
+use crate::model::entity::Entity;
+use crate::model::error::FleetError;
+use crate::model::items::PurgeMarkerItem;
+use crate::model::keys::{event_pk, PrimaryKey, EVENT_PREFIX};
+use crate::store::dynamo::{key_range, query};
+use crate::store::dynamo::{throttled, write_all, BATCH_WRITE_SIZE};
+use crate::store::retry::Retry;
+use crate::store::table::{sdk_error, FleetTable};
 
 /// Most events one run deletes for one deleted device (a unit of work between checkpoints).
 pub const PURGE_PER_RUN: i32 = 1_000;

@@ -5,9 +5,9 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::{SegmentTally, HEAT_KEYS, HOT_SHARE, TOP_DEVICES};
-use crate::ids::{DeviceId, UserId};
-use crate::keys::parse_event_pk;
-use crate::timestamp::Day;
+use crate::model::ids::{DeviceId, UserId};
+use crate::model::keys::parse_event_pk;
+use crate::model::timestamp::Day;
 
 /// The daily report as stored and as `GET /admin/reports/{date}` returns it (DESIGN §4, plus
 /// the run's own figures).
@@ -206,7 +206,7 @@ fn heat<'a>(keys: impl Iterator<Item = (&'a str, u64)>, events: u64) -> Vec<KeyH
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::keys::event_pk;
+    use crate::model::keys::event_pk;
 
     #[test]
     fn report_merges_segments_and_flags_hot_keys() {

@@ -15,18 +15,20 @@ use serde::{Deserialize, Serialize};
 use super::purge::purge_device;
 use super::tally::{text, PageBounds};
 use super::{Checkpoint, RunPlan, CHECKPOINT_TTL_SECONDS};
-use crate::cursor::{exclusive_start_key, start_key, StartKey};
-use crate::entity::Entity;
-use crate::error::FleetError;
-use crate::ids::{DeviceId, UserId};
-use crate::items::{EntityType, FleetItem, PurgeMarkerItem};
-use crate::keys::{event_pk, state_pk, ItemKey, DEVICE_PREFIX, EVENT_PREFIX, PROFILE_SK};
-use crate::metrics::{MeterSnapshot, RequestMeter};
-use crate::ops::{key_range, query, RawItem};
-use crate::retry::Retry;
-use crate::schema::{ENTITY_TYPE, GSI2, GSI2PK, GSI2SK, PK, SK};
-use crate::table::{sdk_error, FleetTable};
-use crate::timestamp::Timestamp;
+use crate::model::cursor::{exclusive_start_key, start_key, StartKey};
+use crate::model::entity::Entity;
+use crate::model::entity::EntityType;
+use crate::model::error::FleetError;
+use crate::model::ids::{DeviceId, UserId};
+use crate::model::items::{FleetItem, PurgeMarkerItem};
+use crate::model::keys::{event_pk, state_pk, ItemKey, DEVICE_PREFIX, EVENT_PREFIX, PROFILE_SK};
+use crate::model::schema::Item;
+use crate::model::schema::{ENTITY_TYPE, GSI2, GSI2PK, GSI2SK, PK, SK};
+use crate::model::timestamp::Timestamp;
+use crate::store::dynamo::{key_range, query};
+use crate::store::metrics::{MeterSnapshot, RequestMeter};
+use crate::store::retry::Retry;
+use crate::store::table::{sdk_error, FleetTable};
 
 /// Attempts at one unit of work in one invocation (each after the SDK's own retries).
 const UNIT_ATTEMPTS: u32 = 6;
@@ -56,7 +58,7 @@ pub(super) struct OwnerProgress {
 /// in progress, so it never holds the entry of the owner in progress.
 #[derive(Default)]
 struct DirectoryPage {
-    entries: Vec<RawItem>,
+    entries: Vec<Item>,
     next: usize,
     /// No page follows this one.
     last: bool,
@@ -166,7 +168,7 @@ async fn save(
     let mut retry = Retry::until(plan.deadline).at_most(UNIT_ATTEMPTS);
     let mut saved = Ok(());
     while retry.next_attempt().await {
-        saved = crate::ops::put_item(table, &*checkpoint).await;
+        saved = crate::store::dynamo::put_item(table, &*checkpoint).await;
         if !matches!(saved, Err(FleetError::Throttled { .. })) {
             break;
         }
@@ -198,7 +200,7 @@ fn unit_done(checkpoint: &mut Checkpoint, used: &MeterSnapshot, elapsed: Duratio
 }
 
 /// The key a directory scan resumes after `entry`: its table and index keys.
-fn entry_key(entry: &RawItem) -> StartKey {
+fn entry_key(entry: &Item) -> StartKey {
     [PK, SK, GSI2PK, GSI2SK]
         .into_iter()
         .filter_map(|name| Some((name.to_string(), entry.get(name)?.as_s().ok()?.clone())))
@@ -308,7 +310,7 @@ async fn read_directory_page(
 /// Every item of a Query, page after page.
 async fn query_all(
     request: aws_sdk_dynamodb::operation::query::builders::QueryFluentBuilder,
-) -> Result<Vec<RawItem>, FleetError> {
+) -> Result<Vec<Item>, FleetError> {
     let mut items = Vec::new();
     let mut start: Option<StartKey> = None;
     loop {

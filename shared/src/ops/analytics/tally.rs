@@ -5,8 +5,8 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::{HEAT_KEYS, TOP_DEVICES};
-use crate::ops::RawItem;
-use crate::timestamp::{Day, Timestamp};
+use crate::model::schema::Item;
+use crate::model::timestamp::{Day, Timestamp};
 
 /// One partition's count of the day's events.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -106,7 +106,7 @@ impl SegmentTally {
     }
 
     /// Counts a live device item: by status and type.
-    pub(super) fn count_device(&mut self, item: &RawItem) {
+    pub(super) fn count_device(&mut self, item: &Item) {
         self.devices += 1;
         let status = text(item, "status").unwrap_or("unknown").to_string();
         *self.devices_by_status.entry(status).or_default() += 1;
@@ -167,7 +167,7 @@ impl PageBounds {
     }
 }
 
-pub(super) fn text<'a>(item: &'a RawItem, name: &str) -> Option<&'a str> {
+pub(super) fn text<'a>(item: &'a Item, name: &str) -> Option<&'a str> {
     item.get(name)
         .and_then(|v| v.as_s().ok())
         .map(String::as_str)
@@ -179,9 +179,9 @@ mod tests {
 
     #[test]
     fn partitions_are_counted_whole_and_ranked() {
-        let day = crate::timestamp::Day::parse_field("day", "2024-04-10").unwrap();
-        let temp = crate::ids::EventType::parse("temp").unwrap();
-        let index_key = crate::keys::type_gsi1pk(&temp, &day, 0);
+        let day = crate::model::timestamp::Day::parse_field("day", "2024-04-10").unwrap();
+        let temp = crate::model::ids::EventType::parse("temp").unwrap();
+        let index_key = crate::model::keys::type_gsi1pk(&temp, &day, 0);
         let mut t = SegmentTally::default();
         for (pk, n) in [("A", 3), ("B", 5), ("C", 1)] {
             for _ in 0..n {

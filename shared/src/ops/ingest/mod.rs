@@ -18,35 +18,35 @@ mod store;
 mod validate;
 
 pub use state::{check_type_cap, merged, without, MAX_STATE_BYTES, MAX_STATE_TYPES};
-pub use validate::{derive_event_id, validate_batch, NewEvent, SubmittedEvent};
+pub use validate::{validate_batch, NewEvent, SubmittedEvent};
 
 use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use crate::catalog::{
-    implemented_by, AccessPattern, Frequency, Operation, PatternId, RequestBudget,
-};
-use crate::config::number;
-use crate::entity::Entity;
-use crate::error::FleetError;
-use crate::ids::{DeviceId, EventId};
-use crate::items::{DeviceStateItem, EntityType, RegistrationItem};
-use crate::keys::ItemKey;
-use crate::limits::{KeyedLimiter, Rate};
-use crate::table::{sdk_error, FleetTable};
-use crate::timestamp::Timestamp;
+use crate::model::entity::Entity;
+use crate::model::entity::EntityType;
+use crate::model::error::FleetError;
+use crate::model::ids::{DeviceId, EventId};
+use crate::model::items::{DeviceStateItem, RegistrationItem};
+use crate::model::keys::ItemKey;
+use crate::model::pattern_id::PatternId;
+use crate::model::settings::number;
+use crate::model::timestamp::Timestamp;
+use crate::ops::limits::{KeyedLimiter, Rate};
+use crate::ops::pattern::{implemented_by, AccessPattern, Frequency, Operation, RequestBudget};
+use crate::store::table::{sdk_error, FleetTable};
 
 /// Most events in one request.
 pub const MAX_EVENTS_PER_BATCH: usize = 100;
 /// Events per BatchWriteItem (DynamoDB's limit).
-pub use crate::dynamo::BATCH_WRITE_SIZE;
+pub use crate::store::dynamo::BATCH_WRITE_SIZE;
 /// Longest text value of an event, in characters (it is also kept on the device's live
 /// state, whose size it bounds).
 pub const MAX_TEXT_VALUE: usize = 64;
 /// Events kept in a device's `recent` list (the dashboard shows the last 10).
 pub const RECENT_EVENTS: usize = 10;
-pub use crate::keys::SEEN_GRANULARITY_SECONDS;
+pub use crate::model::keys::SEEN_GRANULARITY_SECONDS;
 
 /// Ingestion settings, from the environment.
 #[derive(Clone, Debug, PartialEq)]
@@ -66,7 +66,7 @@ pub struct IngestConfig {
     pub negative_cache: Duration,
     /// `INGEST_DEVICE_RATE_PER_SECOND` and `INGEST_DEVICE_BURST` (unset: no limit; the
     /// template sets both): batches one device may send to one execution environment, answered
-    /// 429 with `Retry-After` above it. See [`crate::limits`] for what a per-container limit
+    /// 429 with `Retry-After` above it. See [`crate::ops::limits`] for what a per-container limit
     /// does when API Gateway spreads requests.
     pub device_rate: Rate,
 }
@@ -266,7 +266,7 @@ impl Ingestor {
     ) -> Result<RegistrationItem, FleetError> {
         self.device_limiter
             .take(device, now)
-            .map_err(crate::limits::rate_limited)?;
+            .map_err(crate::ops::limits::rate_limited)?;
         Ok(registration.clone())
     }
 

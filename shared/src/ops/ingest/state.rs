@@ -3,7 +3,7 @@
 //!
 //! The state item is the only item ingestion rewrites per batch, so it is kept small: the
 //! newest [`RECENT_EVENTS`] and the latest reading of at most [`MAX_STATE_TYPES`] types, in
-//! one compact binary attribute ([`crate::readings`]). A typical device's state is under
+//! one compact binary attribute ([`crate::model::readings`]). A typical device's state is under
 //! 1 KB (one write unit per batch); [`MAX_STATE_BYTES`] bounds any state (every id, type,
 //! name and text value at its longest), which a unit test checks.
 
@@ -15,16 +15,18 @@ use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
 use aws_sdk_dynamodb::types::ReturnValuesOnConditionCheckFailure;
 
 use super::{Ingestor, NewEvent, CACHE_CAPACITY, RECENT_EVENTS};
-use crate::entity::Entity;
-use crate::error::{FleetError, ValidationError};
-use crate::ids::DeviceId;
-use crate::items::{DeviceStateItem, RegistrationItem, StoredEvent, StoredReading};
-use crate::keys::{device_seen_key, ItemKey};
-use crate::ops::{n, s, RawItem};
-use crate::readings::{newest_millis, READINGS_ATTRIBUTE};
-use crate::retry::Retry;
-use crate::schema::GSI1SK;
-use crate::table::{is_transient, sdk_error};
+use crate::model::entity::Entity;
+use crate::model::error::{FleetError, ValidationError};
+use crate::model::ids::DeviceId;
+use crate::model::items::{DeviceStateItem, RegistrationItem};
+use crate::model::keys::{device_seen_key, ItemKey};
+use crate::model::readings::{newest_millis, READINGS_ATTRIBUTE};
+use crate::model::readings::{StoredEvent, StoredReading};
+use crate::model::schema::Item;
+use crate::model::schema::GSI1SK;
+use crate::store::dynamo::{n, s};
+use crate::store::retry::Retry;
+use crate::store::table::{is_transient, sdk_error};
 
 /// Most event types whose latest reading a device's live state keeps. A batch that would
 /// add more is a 400 naming the first event of a type over the cap.
@@ -90,7 +92,7 @@ pub fn without(
     stored: &[NewEvent],
     unstored: &[NewEvent],
 ) -> DeviceStateItem {
-    let gone = |at: i64, id: &crate::ids::EventId| {
+    let gone = |at: i64, id: &crate::model::ids::EventId| {
         unstored
             .iter()
             .any(|e| e.at.epoch_millis() == at && e.id == *id)
@@ -124,7 +126,7 @@ pub fn without(
         };
     }
     let newest = newest_millis(&next.latest, &next.recent)
-        .and_then(crate::timestamp::Timestamp::from_epoch_millis);
+        .and_then(crate::model::timestamp::Timestamp::from_epoch_millis);
     next.last_seen = before.last_seen.max(newest);
     merged(&next, stored)
 }
@@ -231,7 +233,7 @@ impl Ingestor {
                 _ => return Err(sdk_error(err)),
             }
         }
-        Err(crate::dynamo::throttled())
+        Err(crate::store::dynamo::throttled())
     }
 
     /// Takes `unstored` events back out of the live state after an update that folded them in
@@ -277,7 +279,7 @@ impl Ingestor {
                     _ => return Err(sdk_error(err)),
                 }
             }
-            Err(crate::dynamo::throttled())
+            Err(crate::store::dynamo::throttled())
         };
         let result: Result<(), FleetError> = repaired.await;
         if let Err(err) = result {
@@ -347,7 +349,7 @@ impl Ingestor {
     fn after_conflict(
         &self,
         device: &DeviceId,
-        current: Option<&RawItem>,
+        current: Option<&Item>,
     ) -> Result<DeviceStateItem, FleetError> {
         let Some(current) = current else {
             self.forget(device);
@@ -372,10 +374,11 @@ fn state_key(registration: &RegistrationItem) -> ItemKey {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::ShardCounts;
-    use crate::ids::{DeviceType, EventId, EventType, UserId};
-    use crate::items::{DeviceStatus, EventValue};
-    use crate::timestamp::Timestamp;
+    use crate::model::ids::{DeviceType, EventId, EventType, UserId};
+    use crate::model::readings::EventValue;
+    use crate::model::shard::ShardCounts;
+    use crate::model::status::DeviceStatus;
+    use crate::model::timestamp::Timestamp;
     use std::collections::BTreeMap;
 
     fn event(id: &str, t: &str, v: EventValue, at: &str) -> NewEvent {
@@ -534,7 +537,7 @@ mod tests {
 
     /// DynamoDB's item size: attribute names plus values (numbers ~1 byte per 2 digits + 1,
     /// lists and maps 3 bytes + 1 per element).
-    fn dynamodb_size(item: &crate::keys::Attributes) -> usize {
+    fn dynamodb_size(item: &crate::model::schema::Item) -> usize {
         use aws_sdk_dynamodb::types::AttributeValue as A;
         fn value(v: &A) -> usize {
             match v {
@@ -560,7 +563,7 @@ mod tests {
                 let kind = ["temperature", "humidity", "battery"][i % 3];
                 let at = format!("2024-04-10T10:{i:02}:00Z");
                 NewEvent {
-                    id: super::super::derive_event_id(
+                    id: crate::model::readings::derive_event_id(
                         &EventType::parse(kind).unwrap(),
                         &EventValue::Number(21.5),
                         &Timestamp::parse_field("at", &at).unwrap(),

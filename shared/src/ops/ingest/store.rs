@@ -7,14 +7,14 @@ use std::time::Instant;
 use aws_sdk_dynamodb::types::{PutRequest, WriteRequest};
 
 use super::{Ingestor, NewEvent};
-use crate::dynamo::{scatter_gather, write_all, BATCH_WRITE_SIZE};
-use crate::entity::Entity;
-use crate::error::FleetError;
-use crate::ids::EventId;
-use crate::items::{EventItem, RegistrationItem};
-use crate::keys::PrimaryKey;
-use crate::retry::Retry;
-use crate::timestamp::Timestamp;
+use crate::model::entity::Entity;
+use crate::model::error::FleetError;
+use crate::model::ids::EventId;
+use crate::model::items::{EventItem, RegistrationItem};
+use crate::model::keys::PrimaryKey;
+use crate::model::timestamp::Timestamp;
+use crate::store::dynamo::{scatter_gather, write_all, BATCH_WRITE_SIZE};
+use crate::store::retry::Retry;
 
 impl Ingestor {
     /// Writes the events in concurrent BatchWriteItem calls of 25, retrying unprocessed items

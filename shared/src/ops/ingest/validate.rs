@@ -7,10 +7,10 @@ use serde::Deserialize;
 use std::time::Duration;
 
 use super::{MAX_EVENTS_PER_BATCH, MAX_TEXT_VALUE};
-use crate::error::ValidationError;
-use crate::ids::{EventId, EventType};
-use crate::items::EventValue;
-use crate::timestamp::Timestamp;
+use crate::model::error::ValidationError;
+use crate::model::ids::{EventId, EventType};
+use crate::model::readings::{derive_event_id, EventValue};
+use crate::model::timestamp::Timestamp;
 
 /// One event as a device sends it.
 #[derive(Clone, Debug, Deserialize)]
@@ -113,14 +113,6 @@ fn event_value(field: &str, value: serde_json::Value) -> Result<EventValue, Vali
             "must be a JSON number, string or boolean",
         )),
     }
-}
-
-/// The id of an event sent without one: a digest of its type, time and value, so a retried
-/// batch derives the same ids and overwrites instead of duplicating.
-pub fn derive_event_id(event_type: &EventType, value: &EventValue, at: &Timestamp) -> EventId {
-    let canonical = serde_json::to_string(value).unwrap_or_default();
-    let digest = crate::token::sha256_hex(&format!("{event_type}\n{at}\n{canonical}"));
-    EventId::parse(format!("d-{}", &digest[..24])).expect("hex digits form a valid id")
 }
 
 #[cfg(test)]

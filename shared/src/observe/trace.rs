@@ -9,8 +9,8 @@
 //! line and a segment document per datagram) is the one the X-Ray SDKs use, is stable, and
 //! costs one UDP socket here. docs/operations.md, "Traces".
 //!
-//! The DynamoDB calls are timed by [`crate::metrics::MeteringInterceptor`] into the request's
-//! [`crate::metrics::MeterSnapshot::calls`].
+//! The DynamoDB calls are timed by [`crate::store::metrics::MeteringInterceptor`] into the request's
+//! [`crate::store::metrics::MeterSnapshot::calls`].
 
 use std::cell::RefCell;
 use std::net::UdpSocket;
@@ -19,7 +19,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde_json::{json, Value};
 
-use crate::metrics::DynamoCall;
+use crate::store::metrics::DynamoCall;
 
 /// The X-Ray daemon's datagram header.
 const DAEMON_HEADER: &str = "{\"format\": \"json\", \"version\": 1}\n";
@@ -116,7 +116,7 @@ pub fn send(docs: Vec<Value>) {
     if docs.is_empty() {
         return;
     }
-    if crate::telemetry::captured(&CAPTURE, &docs) {
+    if crate::observe::telemetry::captured(&CAPTURE, &docs) {
         return;
     }
     let Some((socket, daemon)) = daemon() else {
@@ -131,7 +131,7 @@ pub fn send(docs: Vec<Value>) {
 /// Runs `fut` with the documents [`send`] would send on this thread collected instead.
 /// For tests on a current-thread runtime.
 pub async fn capture<F: std::future::Future>(fut: F) -> (F::Output, Vec<Value>) {
-    crate::telemetry::capture_documents(&CAPTURE, fut).await
+    crate::observe::telemetry::capture_documents(&CAPTURE, fut).await
 }
 
 thread_local! {

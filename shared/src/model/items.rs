@@ -7,140 +7,19 @@ use std::collections::BTreeMap;
 use aws_sdk_dynamodb::types::AttributeValue;
 use serde::{Deserialize, Serialize};
 
-use crate::config::ShardCounts;
-use crate::entity::Entity;
-use crate::error::ValidationError;
-use crate::ids::{DeviceId, DeviceType, EventId, EventType, Tag, UserId};
-use crate::keys::{Attributes, DirectoryEntry, IndexKeys, ItemKey};
-use crate::readings::{LiveReadings, READINGS_ATTRIBUTE};
-use crate::schema::ENTITY_TYPE;
-use crate::timestamp::Timestamp;
-use crate::token::token_matches;
+use crate::model::entity::{Entity, EntityType};
+use crate::model::shard::ShardCounts;
+use crate::model::status::DeviceStatus;
 
-/// The `entityType` attribute on every item.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub enum EntityType {
-    /// A user's profile.
-    Profile,
-    /// A device in its owner's partition.
-    Device,
-    /// An owner's fleet (device count, live-state partitions).
-    Fleet,
-    /// A device's live state (what ingestion keeps for the dashboard).
-    DeviceState,
-    /// A tag link (device carries tag).
-    TagLink,
-    /// A device id's table-wide registration.
-    Registration,
-    /// A device event.
-    Event,
-    /// A daily analytics report.
-    Report,
-    /// Progress of one scan segment of a daily analytics run.
-    Checkpoint,
-    /// A deleted device whose events the daily run still has to purge.
-    PurgeMarker,
-    /// A deleted device's registration, kept for a while as a fence (the id is free).
-    ReleasedRegistration,
-}
+use crate::model::ids::{DeviceId, DeviceType, EventId, EventType, Tag, UserId};
+use crate::model::keys::{DirectoryEntry, IndexKeys, ItemKey};
+use crate::model::readings::{
+    EventValue, LiveReadings, StoredEvent, StoredReading, READINGS_ATTRIBUTE,
+};
+use crate::model::schema::Item;
 
-impl EntityType {
-    /// Every entity type.
-    pub const ALL: [EntityType; 11] = [
-        EntityType::Profile,
-        EntityType::Device,
-        EntityType::Fleet,
-        EntityType::DeviceState,
-        EntityType::TagLink,
-        EntityType::Registration,
-        EntityType::Event,
-        EntityType::Report,
-        EntityType::Checkpoint,
-        EntityType::PurgeMarker,
-        EntityType::ReleasedRegistration,
-    ];
-
-    /// The stored spelling of `entityType`.
-    pub fn as_str(&self) -> &'static str {
-        match self {
-            EntityType::Profile => "profile",
-            EntityType::Device => "device",
-            EntityType::Fleet => "fleet",
-            EntityType::DeviceState => "deviceState",
-            EntityType::TagLink => "tagLink",
-            EntityType::Registration => "registration",
-            EntityType::Event => "event",
-            EntityType::Report => "report",
-            EntityType::Checkpoint => "checkpoint",
-            EntityType::PurgeMarker => "purgeMarker",
-            EntityType::ReleasedRegistration => "releasedRegistration",
-        }
-    }
-
-    /// The type of a stored item, from its `entityType` attribute (`None` if it has none
-    /// or an unknown one).
-    pub fn of(item: &Attributes) -> Option<EntityType> {
-        let stored = item.get(ENTITY_TYPE)?.as_s().ok()?;
-        Self::ALL.into_iter().find(|t| t.as_str() == stored)
-    }
-}
-
-/// Device status; `STATUS#{status}#{shard}` on GSI1 (on the device's live state).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum DeviceStatus {
-    /// In service (the status of a new device).
-    Active,
-    /// Switched off or retired.
-    Inactive,
-    /// Being serviced.
-    Maintenance,
-    /// Reporting a fault.
-    Error,
-}
-
-impl DeviceStatus {
-    /// Every status, in a stable order.
-    pub const ALL: [DeviceStatus; 4] = [
-        DeviceStatus::Active,
-        DeviceStatus::Inactive,
-        DeviceStatus::Maintenance,
-        DeviceStatus::Error,
-    ];
-
-    /// The stored and API spelling.
-    pub fn as_str(&self) -> &'static str {
-        match self {
-            DeviceStatus::Active => "active",
-            DeviceStatus::Inactive => "inactive",
-            DeviceStatus::Maintenance => "maintenance",
-            DeviceStatus::Error => "error",
-        }
-    }
-
-    /// Parses the API spelling; anything else is a 400 on `field`.
-    pub fn parse_field(field: &str, value: &str) -> Result<Self, ValidationError> {
-        Self::ALL
-            .into_iter()
-            .find(|s| s.as_str() == value)
-            .ok_or_else(|| {
-                ValidationError::new(field, "must be one of active, inactive, maintenance, error")
-            })
-    }
-}
-
-/// The value of an event: a JSON number, string or boolean.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(untagged)]
-pub enum EventValue {
-    /// A boolean reading (`door open`).
-    Flag(bool),
-    /// A numeric reading.
-    Number(f64),
-    /// A text reading.
-    Text(String),
-}
+use crate::model::timestamp::Timestamp;
+use crate::model::token::token_matches;
 
 /// A user's profile: `USER#{userId}` / `PROFILE`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -158,29 +37,6 @@ pub struct ProfileItem {
     pub created_at: Timestamp,
     /// Last write.
     pub updated_at: Timestamp,
-}
-
-/// The latest reading of one event type on a device (dashboard).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct Reading {
-    /// When it was taken.
-    pub at: Timestamp,
-    /// What it was.
-    pub value: EventValue,
-}
-
-/// One of a device's most recent events (dashboard).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct RecentEvent {
-    /// Event id.
-    pub id: EventId,
-    /// Event type.
-    #[serde(rename = "type")]
-    pub event_type: EventType,
-    /// Value.
-    pub value: EventValue,
-    /// When it happened.
-    pub at: Timestamp,
 }
 
 /// A device: `USER#{userId}` / `DEVICE#{deviceId}`. What its owner set (name, type, status,
@@ -239,17 +95,8 @@ pub struct FleetItem {
     pub devices: u64,
 }
 
-/// The latest reading of one type as the live state stores it: `[at (epoch ms), value]`.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct StoredReading(pub i64, pub EventValue);
-
-/// A recent event as the live state stores it: `[at (epoch ms), id, type, value]`. A list
-/// without attribute names keeps the state item under 1 KB for a typical device.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct StoredEvent(pub i64, pub EventId, pub EventType, pub EventValue);
-
 /// A device's live state: `{state partition}` / `DEVICE#{deviceId}#STATE`, kept by ingestion.
-/// It sits in the owner's partition placed at registration ([`crate::keys::state_pk`]): an
+/// It sits in the owner's partition placed at registration ([`crate::model::keys::state_pk`]): an
 /// ordinary owner's states share the user partition (the dashboard stays one Query), a large
 /// owner's spread over `USER#{userId}#SHARD#{k}`. On GSI1 as the status index (AP-13), with the
 /// copies that index returns. Bounded: see `ops::ingest` for the caps and the largest size.
@@ -276,7 +123,7 @@ pub struct DeviceStateItem {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_seen: Option<Timestamp>,
     /// Latest reading per event type. Stored with `recent` in the compact `readings`
-    /// attribute ([`crate::readings`]); read from a list form too (states written before it).
+    /// attribute ([`crate::model::readings`]); read from a list form too (states written before it).
     #[serde(default, skip_serializing)]
     pub latest: BTreeMap<String, StoredReading>,
     /// The newest events, newest first (stored in `readings`, like `latest`).
@@ -289,33 +136,6 @@ pub struct DeviceStateItem {
     /// copy landing late is refused).
     #[serde(default)]
     pub device_version: u64,
-}
-
-impl StoredReading {
-    /// The reading as the API shows it.
-    pub fn reading(&self) -> Reading {
-        Reading {
-            at: Timestamp::from_epoch_millis(self.0).unwrap_or_else(Timestamp::min),
-            value: self.1.clone(),
-        }
-    }
-}
-
-impl StoredEvent {
-    /// When it happened.
-    pub fn at(&self) -> Timestamp {
-        Timestamp::from_epoch_millis(self.0).unwrap_or_else(Timestamp::min)
-    }
-
-    /// The event as the API shows it.
-    pub fn recent_event(&self) -> RecentEvent {
-        RecentEvent {
-            id: self.1.clone(),
-            event_type: self.2.clone(),
-            value: self.3.clone(),
-            at: self.at(),
-        }
-    }
 }
 
 /// A tag link: `USER#{userId}` / `TAG#{tag}#{deviceId}`, carrying what a tag listing shows.
@@ -527,26 +347,26 @@ impl Entity for DeviceStateItem {
             shards,
         )
     }
-    /// The readings go into one compact attribute ([`crate::readings`]).
-    fn to_item(&self, shards: &ShardCounts) -> Result<Attributes, crate::error::FleetError> {
-        let mut item = crate::entity::entity_item(self, shards)?;
+    /// The readings go into one compact attribute ([`crate::model::readings`]).
+    fn to_item(&self, shards: &ShardCounts) -> Result<Item, crate::model::error::FleetError> {
+        let mut item = crate::model::entity::entity_item(self, shards)?;
         item.insert(READINGS_ATTRIBUTE.into(), self.readings_attribute());
         Ok(item)
     }
     /// Owner, device and shard come from the key (GSI1 projects the table's key as well).
     const FIELDS_IN_KEY: bool = true;
     /// The readings come from their compact attribute, or from the lists of an older state.
-    fn from_item(mut item: Attributes) -> Result<Self, crate::error::FleetError> {
+    fn from_item(mut item: Item) -> Result<Self, crate::model::error::FleetError> {
         let readings = match item.remove(READINGS_ATTRIBUTE) {
             Some(AttributeValue::B(bytes)) => Some(LiveReadings::decode(bytes.as_ref())?),
             Some(_) => {
-                return Err(crate::error::FleetError::internal(
+                return Err(crate::model::error::FleetError::internal(
                     "live state readings are not binary",
                 ))
             }
             None => None,
         };
-        let mut state: Self = crate::entity::checked_item(item)?;
+        let mut state: Self = crate::model::entity::checked_item(item)?;
         if let Some(readings) = readings {
             state.latest = readings.latest;
             state.recent = readings.recent;
@@ -559,7 +379,7 @@ impl DeviceStateItem {
     /// `latest` and `recent` as the state item stores them (attribute [`READINGS_ATTRIBUTE`]).
     pub fn readings_attribute(&self) -> AttributeValue {
         AttributeValue::B(aws_sdk_dynamodb::primitives::Blob::new(
-            crate::readings::encode(&self.latest, &self.recent),
+            crate::model::readings::encode(&self.latest, &self.recent),
         ))
     }
 }

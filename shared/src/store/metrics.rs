@@ -3,7 +3,7 @@
 //!
 //! A [`RequestMeter`] is installed for the duration of one request with [`RequestMeter::scope`];
 //! an SDK interceptor ([`MeteringInterceptor`], added to every client built by
-//! [`crate::table::dynamodb_client`]) records into the meter of the task it runs in. The
+//! [`crate::store::table::dynamodb_client`]) records into the meter of the task it runs in. The
 //! interceptor also asks every table operation for `ReturnConsumedCapacity=TOTAL` and reads
 //! the capacity from its output, so no call site sets or records capacity itself. Concurrent
 //! calls joined inside that task are counted; work moved to another task with `tokio::spawn`
@@ -41,9 +41,9 @@ pub struct MeterSnapshot {
     /// Write capacity units consumed (table and indexes).
     pub write_units: f64,
     /// Figures the handler reported for its metrics (`EventsAccepted`, ...; see
-    /// [`crate::emf::FIGURE_METRICS`]).
+    /// [`crate::observe::emf::FIGURE_METRICS`]).
     pub figures: BTreeMap<&'static str, f64>,
-    /// Every operation, timed (for the request's trace, [`crate::trace`]).
+    /// Every operation, timed (for the request's trace, [`crate::observe::trace`]).
     pub calls: Vec<DynamoCall>,
 }
 

@@ -6,7 +6,7 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-use crate::error::ValidationError;
+use crate::model::error::ValidationError;
 
 /// Characters allowed in ids, tags and event types besides ASCII letters and digits.
 /// Deliberately excludes `#` (the key delimiter), `/` and whitespace, so an id is also

@@ -8,7 +8,7 @@ use base64::Engine as _;
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
-use crate::error::FleetError;
+use crate::model::error::FleetError;
 
 /// Prefix that makes a leaked token recognisable to secret scanners.
 pub const TOKEN_PREFIX: &str = "dft_";

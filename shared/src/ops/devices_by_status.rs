@@ -3,18 +3,18 @@
 
 use serde::Serialize;
 
-use super::{query, s};
-use crate::catalog::{
-    implemented_by, AccessPattern, Frequency, Operation, PatternId, RequestBudget,
-};
-use crate::dynamo::{newest_first, scatter_gather};
-use crate::entity::Entity;
-use crate::error::FleetError;
-use crate::items::{DeviceStateItem, DeviceStatus};
-use crate::keys::{parse_seen_gsi1sk, seen_since, status_gsi1pk};
-use crate::schema::{GSI1, GSI1SK};
-use crate::table::FleetTable;
-use crate::timestamp::Timestamp;
+use crate::model::entity::Entity;
+use crate::model::error::FleetError;
+use crate::model::items::DeviceStateItem;
+use crate::model::keys::{parse_seen_gsi1sk, seen_since, status_gsi1pk};
+use crate::model::pattern_id::PatternId;
+use crate::model::schema::{GSI1, GSI1SK};
+use crate::model::status::DeviceStatus;
+use crate::model::timestamp::Timestamp;
+use crate::ops::pattern::{implemented_by, AccessPattern, Frequency, Operation, RequestBudget};
+use crate::store::dynamo::{newest_first, scatter_gather};
+use crate::store::dynamo::{query, s};
+use crate::store::table::FleetTable;
 
 /// A device as the operator listing shows it (GSI1's projection).
 #[derive(Clone, Debug, PartialEq, Serialize)]

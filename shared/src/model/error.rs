@@ -51,7 +51,7 @@ pub enum FleetError {
         /// Seconds the client should wait.
         retry_after_seconds: u32,
     },
-    /// The caller sent more than its limit (429 with Retry-After); see [`crate::limits`].
+    /// The caller sent more than its limit (429 with Retry-After); see [`crate::ops::limits`].
     #[error("too many requests: retry after {retry_after_seconds}s")]
     RateLimited {
         /// Seconds the client should wait.

@@ -6,7 +6,7 @@
 //! Why a small module and not `metrics_cloudwatch_embedded`: that crate is a recorder for the
 //! global `metrics` facade whose Lambda integration wraps the runtime's `run` and follows
 //! `lambda_http`'s releases (0.5.x required `lambda_http` 0.13, we are on 1.x); every figure we
-//! publish is already collected per request by [`crate::metrics::RequestMeter`], so what is
+//! publish is already collected per request by [`crate::store::metrics::RequestMeter`], so what is
 //! left is one JSON document, written here (docs/operations.md, "Metrics").
 //!
 //! Dimensions stay low-cardinality: the function and the route key (a template route such as
@@ -18,7 +18,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde_json::{json, Map, Value};
 
-use crate::metrics::MeterSnapshot;
+use crate::store::metrics::MeterSnapshot;
 
 /// The CloudWatch namespace every Device Fleet metric is published in.
 pub const NAMESPACE: &str = "DeviceFleet";
@@ -51,7 +51,7 @@ pub const RUN_METRICS: [(&str, &str); 5] = [
 ];
 
 /// Figures a handler adds to its request's document (through
-/// [`crate::metrics::RequestMeter::add_figure`]); each is published as a metric with this unit.
+/// [`crate::store::metrics::RequestMeter::add_figure`]); each is published as a metric with this unit.
 pub const FIGURE_METRICS: [(&str, &str); 2] =
     [("EventsAccepted", "Count"), ("EventsFailed", "Count")];
 
@@ -138,7 +138,7 @@ pub fn run_document(duration_ms: f64, failed: bool, used: &MeterSnapshot) -> Val
 /// else to stdout inside Lambda (or when `FLEET_EMF=stdout`), else nowhere (tests and local
 /// tools would only print noise).
 pub fn emit(doc: &Value) {
-    let captured = crate::telemetry::captured(&CAPTURE, std::slice::from_ref(doc));
+    let captured = crate::observe::telemetry::captured(&CAPTURE, std::slice::from_ref(doc));
     if !captured && to_stdout() {
         use std::io::Write;
         let line = format!("{doc}\n");
@@ -156,7 +156,7 @@ pub fn take_cold_start() -> bool {
 /// For tests on a current-thread runtime (`#[tokio::test]`'s default), where the handler runs
 /// on the test's own thread.
 pub async fn capture<F: std::future::Future>(fut: F) -> (F::Output, Vec<Value>) {
-    crate::telemetry::capture_documents(&CAPTURE, fut).await
+    crate::observe::telemetry::capture_documents(&CAPTURE, fut).await
 }
 
 thread_local! {

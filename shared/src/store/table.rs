@@ -10,9 +10,9 @@ use aws_sdk_dynamodb::types::CancellationReason;
 use aws_sdk_dynamodb::Client;
 use aws_smithy_runtime_api::client::orchestrator::HttpResponse;
 
-use crate::config::FleetConfig;
-use crate::error::FleetError;
-use crate::metrics::MeteringInterceptor;
+use crate::model::error::FleetError;
+use crate::model::settings::FleetConfig;
+use crate::store::metrics::MeteringInterceptor;
 
 /// Attempts per operation, first one included. The SDK's standard mode backs off
 /// exponentially with full jitter between them and retries throttling and transient faults.

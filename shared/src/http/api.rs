@@ -10,9 +10,9 @@ use lambda_http::{Body, Request, RequestExt, Response};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
-use crate::error::{FleetError, ValidationError};
-use crate::ids::UserId;
-use crate::metrics::RequestMeter;
+use crate::model::error::{FleetError, ValidationError};
+use crate::model::ids::UserId;
+use crate::store::metrics::RequestMeter;
 
 /// Largest JSON body the owner routes accept.
 pub const MAX_BODY_BYTES: usize = 16 * 1024;
@@ -354,7 +354,7 @@ pub fn json_bytes<T: DeserializeOwned>(
 }
 
 /// Runs `handler` for one request: meters its DynamoDB work, turns errors into the error
-/// contract, writes its metrics document ([`crate::emf`]) and logs one JSON line (route,
+/// contract, writes its metrics document ([`crate::observe::emf`]) and logs one JSON line (route,
 /// status, latency, DynamoDB requests, attempts and consumed capacity). Nothing from headers
 /// or bodies is logged, so tokens never are.
 pub async fn serve<F, Fut>(req: Request, handler: F) -> Response<Body>
@@ -368,7 +368,7 @@ where
     let trace = req
         .lambda_context_ref()
         .and_then(|c| c.xray_trace_id.as_deref())
-        .and_then(crate::trace::TraceHeader::parse);
+        .and_then(crate::observe::trace::TraceHeader::parse);
     let request_id = match req.request_context_ref() {
         Some(RequestContext::ApiGatewayV2(ctx)) => ctx.request_id.clone(),
         _ => None,
@@ -383,9 +383,9 @@ where
     let used = meter.snapshot();
     let latency_ms = started.elapsed().as_secs_f64() * 1000.0;
     if let Some(trace) = &trace {
-        crate::trace::send(crate::trace::request_documents(
+        crate::observe::trace::send(crate::observe::trace::request_documents(
             trace,
-            &crate::trace::HandledRequest {
+            &crate::observe::trace::HandledRequest {
                 route: &route,
                 status: response.status().as_u16(),
                 start: started_at,
@@ -394,8 +394,8 @@ where
             },
         ));
     }
-    crate::emf::emit(&crate::emf::request_document(
-        &crate::emf::RequestFigures {
+    crate::observe::emf::emit(&crate::observe::emf::request_document(
+        &crate::observe::emf::RequestFigures {
             route: &route,
             status: response.status().as_u16(),
             latency_ms,
@@ -404,7 +404,7 @@ where
             device_id: device_id.as_deref(),
             trace_id: trace.as_ref().map(|t| t.root.as_str()),
         },
-        crate::emf::take_cold_start(),
+        crate::observe::emf::take_cold_start(),
     ));
     tracing::info!(
         route = %route,

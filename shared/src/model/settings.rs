@@ -4,89 +4,9 @@
 //! `from_lookup(lookup)` (a map in tests), each number read by [`number`] /
 //! [`optional_number`] so a bad value is an error naming the variable.
 
-use crate::error::FleetError;
-use crate::ids::EventType;
-use crate::items::DeviceStatus;
+use crate::model::error::FleetError;
 
-/// How the write-sharded index keys spread. Writers and readers must agree, so these are set
-/// once for the whole stack (template `Globals`), each sized with
-/// [`crate::shard::shards_for_peak_wcu`] for its own key: one global count would be too small
-/// for the busiest key and a needless fan-out for the others.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ShardCounts {
-    /// `STATUS_SHARDS`: shards of `STATUS#{status}#{shard}` (devices by status) for every
-    /// status but `active`.
-    pub status: u16,
-    /// `ACTIVE_STATUS_SHARDS`: shards of `STATUS#active#{shard}`, where nearly every device of
-    /// a fleet sits and where the `SEEN#` entries move.
-    pub active_status: u16,
-    /// `EVENT_TYPE_SHARDS`: shards of `TYPE#{type}#{day}#{shard}` for a searchable type listed
-    /// without its own count.
-    pub event_type: u16,
-    /// `SEARCHABLE_EVENT_TYPES` (`alarm,error:16`): the event types operators search (AP-09),
-    /// each with its shard count. Only events of these types are copied into GSI1; every
-    /// other event is one item and one write unit.
-    pub searchable: Vec<(EventType, u16)>,
-}
-
-/// Default of `SEARCHABLE_EVENT_TYPES`: the types an operator looks for across fleets.
-pub const DEFAULT_SEARCHABLE_EVENT_TYPES: &str = "alarm,error,fault";
-
-impl Default for ShardCounts {
-    fn default() -> Self {
-        let event_type = 8;
-        Self {
-            status: 4,
-            active_status: 64,
-            event_type,
-            searchable: parse_searchable(DEFAULT_SEARCHABLE_EVENT_TYPES, event_type)
-                .expect("the default parses"),
-        }
-    }
-}
-
-impl ShardCounts {
-    /// Shards of `STATUS#{status}#{shard}`.
-    pub fn status_shards(&self, status: DeviceStatus) -> u16 {
-        match status {
-            DeviceStatus::Active => self.active_status,
-            _ => self.status,
-        }
-    }
-
-    /// Shards of `TYPE#{type}#...` when `event_type` is searchable; `None` when its events are
-    /// not indexed.
-    pub fn type_shards(&self, event_type: &EventType) -> Option<u16> {
-        self.searchable
-            .iter()
-            .find(|(t, _)| t == event_type)
-            .map(|(_, n)| *n)
-    }
-}
-
-/// Parses `SEARCHABLE_EVENT_TYPES`: comma-separated types, each optionally `:shards`.
-pub fn parse_searchable(
-    text: &str,
-    default_shards: u16,
-) -> Result<Vec<(EventType, u16)>, FleetError> {
-    let bad = |why: String| FleetError::Internal(format!("SEARCHABLE_EVENT_TYPES={text:?}: {why}"));
-    let mut types: Vec<(EventType, u16)> = Vec::new();
-    for entry in text.split(',').map(str::trim).filter(|e| !e.is_empty()) {
-        let (name, shards) = match entry.split_once(':') {
-            Some((name, count)) => match count.trim().parse::<u16>() {
-                Ok(n) if (1..=1000).contains(&n) => (name.trim(), n),
-                _ => return Err(bad(format!("{count:?} is not a shard count in 1..=1000"))),
-            },
-            None => (entry, default_shards),
-        };
-        let event_type = EventType::parse(name).map_err(|e| bad(e.to_string()))?;
-        if types.iter().any(|(t, _)| *t == event_type) {
-            return Err(bad(format!("{name} is listed twice")));
-        }
-        types.push((event_type, shards));
-    }
-    Ok(types)
-}
+use crate::model::shard::{parse_searchable, ShardCounts, DEFAULT_SEARCHABLE_EVENT_TYPES};
 
 /// Everything a function reads from its environment.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -212,6 +132,8 @@ where
 mod tests {
     use super::*;
     use std::collections::HashMap;
+
+    use crate::model::ids::EventType;
 
     fn lookup(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
         let map: HashMap<String, String> = pairs

@@ -1,5 +1,5 @@
 //! DynamoDB plumbing shared by the operations: the multi-request calls (write all, get all,
-//! transact) with the one retry policy of [`crate::retry`], and scatter-gather over the shards
+//! transact) with the one retry policy of [`crate::store::retry`], and scatter-gather over the shards
 //! of a write-sharded index.
 //!
 //! Every call here is metered (operations, attempts and consumed capacity) like any other.
@@ -13,13 +13,17 @@ use aws_sdk_dynamodb::types::{
 };
 use aws_smithy_types::error::display::DisplayErrorContext;
 
-use crate::error::FleetError;
-use crate::ops::RawItem;
-use crate::retry::Retry;
-use crate::table::{
+use aws_sdk_dynamodb::error::ProvideErrorMetadata;
+use aws_sdk_dynamodb::operation::query::builders::QueryFluentBuilder;
+use aws_sdk_dynamodb::types::AttributeValue;
+
+use crate::model::error::FleetError;
+use crate::model::schema::Item;
+use crate::model::token::random_id;
+use crate::store::retry::Retry;
+use crate::store::table::{
     cancelled_transiently, is_transient, sdk_error, FleetTable, RETRY_AFTER_SECONDS,
 };
-use crate::token::random_id;
 
 /// Most write requests in one BatchWriteItem.
 pub const BATCH_WRITE_SIZE: usize = 25;
@@ -72,7 +76,7 @@ pub async fn get_all(
     table: &FleetTable,
     request: KeysAndAttributes,
     retry: &mut Retry,
-) -> Result<Vec<RawItem>, FleetError> {
+) -> Result<Vec<Item>, FleetError> {
     let mut found = Vec::new();
     let mut pending = Some(request);
     while let Some(request) = pending.take().filter(|r| !r.keys().is_empty()) {
@@ -160,6 +164,90 @@ pub fn newest_first<T, K: Ord>(
     rows.sort_by(|a, b| -> Ordering { sort_key(b).cmp(sort_key(a)) });
     rows.truncate(limit as usize);
     rows
+}
+
+/// A string attribute value.
+pub(crate) fn s(value: impl Into<String>) -> AttributeValue {
+    AttributeValue::S(value.into())
+}
+
+/// A number attribute value.
+pub(crate) fn n(value: impl ToString) -> AttributeValue {
+    AttributeValue::N(value.to_string())
+}
+
+/// A failed Query as the caller sees it: a start key DynamoDB refuses is the cursor's fault.
+fn query_error(
+    err: aws_sdk_dynamodb::error::SdkError<
+        aws_sdk_dynamodb::operation::query::QueryError,
+        aws_smithy_runtime_api::http::Response,
+    >,
+    resumes: bool,
+) -> FleetError {
+    let refused_start_key = err.code() == Some("ValidationException")
+        && err
+            .message()
+            .is_some_and(|m| m.to_ascii_lowercase().contains("start"));
+    if resumes && refused_start_key {
+        crate::model::cursor::invalid().into()
+    } else {
+        sdk_error(err)
+    }
+}
+
+/// Sends one Query (metered, with consumed capacity); returns its items and
+/// `LastEvaluatedKey`. A start key DynamoDB refuses (a cursor edited within the caller's own
+/// partition so that it no longer fits the query, e.g. a sort key outside the range) is a 400
+/// on `cursor`, not a 500: fuzzing found such cursors answered with 500s.
+pub(crate) async fn query(
+    request: QueryFluentBuilder,
+) -> Result<(Vec<Item>, Option<Item>), FleetError> {
+    let resumes = request.get_exclusive_start_key().is_some();
+    let out = match request.send().await {
+        Ok(out) => out,
+        Err(err) => return Err(query_error(err, resumes)),
+    };
+    Ok((out.items.unwrap_or_default(), out.last_evaluated_key))
+}
+
+/// A Query of partition `pk` over the sort keys `first..=last` (`PK = :pk AND SK BETWEEN
+/// :first AND :last`), for the caller to add projection, filter, order and limit.
+pub(crate) fn key_range(
+    table: &crate::store::table::FleetTable,
+    pk: impl Into<String>,
+    first: impl Into<String>,
+    last: impl Into<String>,
+) -> QueryFluentBuilder {
+    table
+        .client
+        .query()
+        .table_name(table.name())
+        .key_condition_expression("PK = :pk AND SK BETWEEN :first AND :last")
+        .expression_attribute_values(":pk", s(pk))
+        .expression_attribute_values(":first", s(first))
+        .expression_attribute_values(":last", s(last))
+}
+
+/// The current time as a TTL value: items whose `ttl` is not after it have expired (DynamoDB
+/// deletes them up to days late, so readers filter them out).
+pub(crate) fn ttl_now() -> AttributeValue {
+    n(crate::model::timestamp::Timestamp::now().epoch_seconds())
+}
+
+/// Writes `item` with one metered PutItem (replacing any item with its key).
+pub(crate) async fn put_item(
+    table: &crate::store::table::FleetTable,
+    item: &impl crate::model::entity::Entity,
+) -> Result<(), FleetError> {
+    table
+        .client
+        .put_item()
+        .table_name(table.name())
+        .set_item(Some(item.to_item(&table.config.shards)?))
+        .send()
+        .await
+        .map_err(sdk_error)?;
+    Ok(())
 }
 
 #[cfg(test)]

@@ -10,8 +10,8 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine as _;
 use serde::{Deserialize, Serialize};
 
-use crate::catalog::PatternId;
-use crate::error::ValidationError;
+use crate::model::error::ValidationError;
+use crate::model::pattern_id::PatternId;
 
 /// A DynamoDB key with string attributes only (all of this table's keys are strings).
 pub type StartKey = BTreeMap<String, String>;
@@ -139,13 +139,22 @@ pub fn check_key(
     Ok(())
 }
 
+/// One page of a listing.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Page<T> {
+    /// The items, in the pattern's order.
+    pub items: Vec<T>,
+    /// Opaque cursor for the next page; `None` on the last page.
+    pub cursor: Option<String>,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ids::{DeviceId, EventId, UserId};
-    use crate::keys::{event_pk, ItemKey, EVENT_PREFIX, PROFILE_SK};
-    use crate::schema::{GSI1PK, PK, SK};
-    use crate::timestamp::Timestamp;
+    use crate::model::ids::{DeviceId, EventId, UserId};
+    use crate::model::keys::{event_pk, ItemKey, EVENT_PREFIX, PROFILE_SK};
+    use crate::model::schema::{GSI1PK, PK, SK};
+    use crate::model::timestamp::Timestamp;
 
     fn key(pairs: &[(&str, &str)]) -> StartKey {
         pairs

@@ -1,6 +1,6 @@
 //! Builders and parsers for every key of the table and its indexes (DESIGN §3): the one
 //! place a key is spelled, built or taken apart. Items get their keys from
-//! [`crate::entity::Entity`], which calls these.
+//! [`crate::model::entity::Entity`], which calls these.
 //!
 //! | item | PK | SK |
 //! |---|---|---|
@@ -21,12 +21,13 @@ use std::collections::HashMap;
 
 use aws_sdk_dynamodb::types::AttributeValue;
 
-use crate::config::ShardCounts;
-use crate::error::ValidationError;
-use crate::ids::{DeviceId, EventId, EventType, Tag, UserId};
-use crate::schema::{GSI1PK, GSI1SK, GSI2PK, GSI2SK, PK, SK};
-use crate::shard::shard_of;
-use crate::timestamp::{Day, Timestamp};
+use crate::model::error::ValidationError;
+use crate::model::ids::{DeviceId, EventId, EventType, Tag, UserId};
+use crate::model::schema::{Item, GSI1PK, GSI1SK, GSI2PK, GSI2SK, PK, SK};
+use crate::model::shard::shard_of;
+use crate::model::shard::ShardCounts;
+use crate::model::status::DeviceStatus;
+use crate::model::timestamp::{Day, Timestamp};
 
 /// Sort key of the profile item.
 pub const PROFILE_SK: &str = "PROFILE";
@@ -61,12 +62,9 @@ pub struct PrimaryKey {
     pub sk: String,
 }
 
-/// A DynamoDB item (or key) as the SDK holds it.
-pub type Attributes = HashMap<String, AttributeValue>;
-
 impl PrimaryKey {
     /// The key as request attributes (`PK`, `SK`).
-    pub fn attributes(&self) -> Attributes {
+    pub fn attributes(&self) -> Item {
         HashMap::from([
             (PK.to_string(), AttributeValue::S(self.pk.clone())),
             (SK.to_string(), AttributeValue::S(self.sk.clone())),
@@ -74,7 +72,7 @@ impl PrimaryKey {
     }
 
     /// The primary key of a stored item (or key), if it has one.
-    pub fn of(item: &Attributes) -> Option<PrimaryKey> {
+    pub fn of(item: &Item) -> Option<PrimaryKey> {
         let text = |name: &str| item.get(name).and_then(|v| v.as_s().ok()).cloned();
         Some(PrimaryKey {
             pk: text(PK)?,
@@ -210,7 +208,6 @@ pub fn purge_pk(user: &UserId, device: &DeviceId) -> String {
 pub const PURGE_SK: &str = "PURGE";
 
 /// Device status as stored and as the API spells it.
-pub use crate::items::DeviceStatus;
 
 /// GSI1 partition key of a device state: `STATUS#{status}#{shard}`.
 pub fn status_gsi1pk(status: DeviceStatus, shard: u16) -> String {
@@ -450,7 +447,7 @@ impl ItemKey {
     }
 
     /// The key as request attributes (`PK`, `SK`).
-    pub fn attributes(&self) -> Attributes {
+    pub fn attributes(&self) -> Item {
         self.primary_key().attributes()
     }
 
@@ -523,7 +520,7 @@ impl ItemKey {
     }
 
     /// The item a stored item's (or key's) `PK`/`SK` address.
-    pub fn of(item: &Attributes) -> Result<Self, ValidationError> {
+    pub fn of(item: &Item) -> Result<Self, ValidationError> {
         let key = PrimaryKey::of(item)
             .ok_or_else(|| ValidationError::new("key", "an item without PK and SK"))?;
         Self::parse(&key.pk, &key.sk)
@@ -531,7 +528,7 @@ impl ItemKey {
 
     /// The entity fields this key names, as attributes: the owner (`userId`), the device
     /// (`deviceId`) and a live state's placement (`shard`). An entity that stores them only in
-    /// its key ([`crate::entity::Entity::FIELDS_IN_KEY`]) reads them back from here.
+    /// its key ([`crate::model::entity::Entity::FIELDS_IN_KEY`]) reads them back from here.
     pub fn entity_fields(&self) -> Vec<(&'static str, AttributeValue)> {
         let owner = |u: &UserId| ("userId", AttributeValue::S(u.to_string()));
         let device = |d: &DeviceId| ("deviceId", AttributeValue::S(d.to_string()));
@@ -723,7 +720,7 @@ mod tests {
     #[test]
     fn index_keys_place_items_by_their_own_fields() {
         let shards = ShardCounts {
-            searchable: crate::config::parse_searchable("alarm:5", 8).unwrap(),
+            searchable: crate::model::shard::parse_searchable("alarm:5", 8).unwrap(),
             ..ShardCounts::default()
         };
         let alarm = EventType::parse("alarm").unwrap();

@@ -8,7 +8,7 @@ use time::format_description::well_known::Rfc3339;
 use time::macros::format_description;
 use time::{Date, Duration, OffsetDateTime, UtcOffset};
 
-use crate::error::ValidationError;
+use crate::model::error::ValidationError;
 
 /// An instant with millisecond precision, always rendered in UTC.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]

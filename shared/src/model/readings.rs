@@ -16,11 +16,10 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::error::FleetError;
-use crate::ids::{EventId, EventType};
-use crate::items::{EventValue, StoredEvent, StoredReading};
-use crate::ops::ingest::derive_event_id;
-use crate::timestamp::Timestamp;
+use crate::model::error::FleetError;
+use crate::model::ids::{EventId, EventType};
+
+use crate::model::timestamp::Timestamp;
 
 /// The state item's attribute holding the encoded readings.
 pub const READINGS_ATTRIBUTE: &str = "readings";
@@ -199,6 +198,85 @@ impl LiveReadings {
         }
         Ok(Self { latest, recent })
     }
+}
+
+/// The value of an event: a JSON number, string or boolean.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum EventValue {
+    /// A boolean reading (`door open`).
+    Flag(bool),
+    /// A numeric reading.
+    Number(f64),
+    /// A text reading.
+    Text(String),
+}
+
+/// The latest reading of one event type on a device (dashboard).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Reading {
+    /// When it was taken.
+    pub at: Timestamp,
+    /// What it was.
+    pub value: EventValue,
+}
+
+/// One of a device's most recent events (dashboard).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RecentEvent {
+    /// Event id.
+    pub id: EventId,
+    /// Event type.
+    #[serde(rename = "type")]
+    pub event_type: EventType,
+    /// Value.
+    pub value: EventValue,
+    /// When it happened.
+    pub at: Timestamp,
+}
+
+/// The latest reading of one type as the live state stores it: `[at (epoch ms), value]`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct StoredReading(pub i64, pub EventValue);
+
+/// A recent event as the live state stores it: `[at (epoch ms), id, type, value]`. A list
+/// without attribute names keeps the state item under 1 KB for a typical device.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct StoredEvent(pub i64, pub EventId, pub EventType, pub EventValue);
+
+impl StoredReading {
+    /// The reading as the API shows it.
+    pub fn reading(&self) -> Reading {
+        Reading {
+            at: Timestamp::from_epoch_millis(self.0).unwrap_or_else(Timestamp::min),
+            value: self.1.clone(),
+        }
+    }
+}
+
+impl StoredEvent {
+    /// When it happened.
+    pub fn at(&self) -> Timestamp {
+        Timestamp::from_epoch_millis(self.0).unwrap_or_else(Timestamp::min)
+    }
+
+    /// The event as the API shows it.
+    pub fn recent_event(&self) -> RecentEvent {
+        RecentEvent {
+            id: self.1.clone(),
+            event_type: self.2.clone(),
+            value: self.3.clone(),
+            at: self.at(),
+        }
+    }
+}
+
+/// The id of an event sent without one: a digest of its type, time and value, so a retried
+/// batch derives the same ids and overwrites instead of duplicating.
+pub fn derive_event_id(event_type: &EventType, value: &EventValue, at: &Timestamp) -> EventId {
+    let canonical = serde_json::to_string(value).unwrap_or_default();
+    let digest = crate::model::token::sha256_hex(&format!("{event_type}\n{at}\n{canonical}"));
+    EventId::parse(format!("d-{}", &digest[..24])).expect("hex digits form a valid id")
 }
 
 #[cfg(test)]

@@ -13,7 +13,7 @@ use std::hash::Hash;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use crate::error::FleetError;
+use crate::model::error::FleetError;
 
 /// A rate: `per_second` tokens refill each second, up to `burst`.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -132,8 +132,8 @@ pub fn registration_rate() -> Rate {
 
 /// Takes one registration from `user`'s allowance in this execution environment, or refuses
 /// with a 429 ([`registration_rate`]). No DynamoDB request.
-pub fn take_registration(user: &crate::ids::UserId) -> Result<(), FleetError> {
-    static REGISTRATIONS: std::sync::OnceLock<KeyedLimiter<crate::ids::UserId>> =
+pub fn take_registration(user: &crate::model::ids::UserId) -> Result<(), FleetError> {
+    static REGISTRATIONS: std::sync::OnceLock<KeyedLimiter<crate::model::ids::UserId>> =
         std::sync::OnceLock::new();
     REGISTRATIONS
         .get_or_init(|| KeyedLimiter::new(registration_rate(), 10_000))

@@ -1,6 +1,13 @@
 //! Table and index names, attribute names and key templates: the one place they are spelled.
 //! `template.yaml` must agree with every name here (a test compares them).
 
+use std::collections::HashMap;
+
+use aws_sdk_dynamodb::types::AttributeValue;
+
+/// One stored item (or key) as the SDK holds it: the one item type of the crate.
+pub type Item = HashMap<String, AttributeValue>;
+
 /// Partition key attribute of the base table.
 pub const PK: &str = "PK";
 /// Sort key attribute of the base table.

@@ -23,7 +23,7 @@ use percent_encoding::{utf8_percent_encode, NON_ALPHANUMERIC};
 use serde::de::DeserializeOwned;
 use tower::{Service, ServiceExt};
 
-use crate::api::{self, ApiError, Caller};
+use crate::http::api::{self, ApiError, Caller};
 use crate::{FleetError, FleetTable};
 
 /// What every request of an API function's execution environment shares when the table is

@@ -1,0 +1,149 @@
+//! Entities: every stored item type derives its primary key, its index keys and its
+//! `entityType` from its own fields (modyne's `Entity::primary_key` / `full_key`, in a few
+//! lines), so no caller ever sets a key attribute by hand and an item read back can be told
+//! apart by type, not by key shape.
+
+use aws_sdk_dynamodb::types::AttributeValue;
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+
+use crate::model::error::FleetError;
+use crate::model::keys::{IndexKeys, ItemKey};
+use crate::model::schema::Item;
+use crate::model::schema::ENTITY_TYPE;
+use crate::model::shard::ShardCounts;
+
+/// A stored item type: its fields are the item's non-key attributes; the keys follow from them.
+pub trait Entity: Serialize + DeserializeOwned {
+    /// The `entityType` every item of this type carries.
+    const ENTITY_TYPE: EntityType;
+
+    /// The primary key, from the item's own fields.
+    fn item_key(&self) -> ItemKey;
+
+    /// The index keys, from the item's own fields and the table's shard counts (none by
+    /// default: most entities are on no index).
+    fn index_keys(&self, _shards: &ShardCounts) -> IndexKeys {
+        IndexKeys::default()
+    }
+
+    /// Whether the owner, device and placement this entity's key names are stored only in the
+    /// key (its fields skip serializing): reading an item back restores them from there
+    /// ([`ItemKey::entity_fields`]). Off by default, so reads of other entities (events, by
+    /// the page) parse no key.
+    const FIELDS_IN_KEY: bool = false;
+
+    /// The whole item to store: attributes, primary key, index keys and `entityType`.
+    fn to_item(&self, shards: &ShardCounts) -> Result<Item, FleetError> {
+        entity_item(self, shards)
+    }
+
+    /// An item read back, checked to be of this type (key attributes are ignored; a
+    /// projection without them reads as well).
+    fn from_item(item: Item) -> Result<Self, FleetError> {
+        checked_item(item)
+    }
+}
+
+/// `entity`'s serialized fields with its primary key, index keys and `entityType` (what
+/// [`Entity::to_item`] stores unless an entity adds attributes of its own).
+pub fn entity_item<E: Entity>(entity: &E, shards: &ShardCounts) -> Result<Item, FleetError> {
+    let mut item: Item = serde_dynamo::to_item(entity)?;
+    item.extend(entity.item_key().attributes());
+    item.extend(entity.index_keys(shards).attributes());
+    item.insert(
+        ENTITY_TYPE.to_string(),
+        AttributeValue::S(E::ENTITY_TYPE.as_str().to_string()),
+    );
+    Ok(item)
+}
+
+/// `item` as an `E`, if its `entityType` says it is one.
+pub fn checked_item<E: Entity>(mut item: Item) -> Result<E, FleetError> {
+    match EntityType::of(&item) {
+        Some(found) if found == E::ENTITY_TYPE => {
+            if E::FIELDS_IN_KEY {
+                if let Ok(key) = ItemKey::of(&item) {
+                    for (name, value) in key.entity_fields() {
+                        item.entry(name.to_string()).or_insert(value);
+                    }
+                }
+            }
+            Ok(serde_dynamo::from_item(item)?)
+        }
+        found => Err(FleetError::internal(format!(
+            "expected a {} item, found {:?}",
+            E::ENTITY_TYPE.as_str(),
+            found.map(|t| t.as_str())
+        ))),
+    }
+}
+
+/// The `entityType` attribute on every item.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum EntityType {
+    /// A user's profile.
+    Profile,
+    /// A device in its owner's partition.
+    Device,
+    /// An owner's fleet (device count, live-state partitions).
+    Fleet,
+    /// A device's live state (what ingestion keeps for the dashboard).
+    DeviceState,
+    /// A tag link (device carries tag).
+    TagLink,
+    /// A device id's table-wide registration.
+    Registration,
+    /// A device event.
+    Event,
+    /// A daily analytics report.
+    Report,
+    /// Progress of one scan segment of a daily analytics run.
+    Checkpoint,
+    /// A deleted device whose events the daily run still has to purge.
+    PurgeMarker,
+    /// A deleted device's registration, kept for a while as a fence (the id is free).
+    ReleasedRegistration,
+}
+
+impl EntityType {
+    /// Every entity type.
+    pub const ALL: [EntityType; 11] = [
+        EntityType::Profile,
+        EntityType::Device,
+        EntityType::Fleet,
+        EntityType::DeviceState,
+        EntityType::TagLink,
+        EntityType::Registration,
+        EntityType::Event,
+        EntityType::Report,
+        EntityType::Checkpoint,
+        EntityType::PurgeMarker,
+        EntityType::ReleasedRegistration,
+    ];
+
+    /// The stored spelling of `entityType`.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            EntityType::Profile => "profile",
+            EntityType::Device => "device",
+            EntityType::Fleet => "fleet",
+            EntityType::DeviceState => "deviceState",
+            EntityType::TagLink => "tagLink",
+            EntityType::Registration => "registration",
+            EntityType::Event => "event",
+            EntityType::Report => "report",
+            EntityType::Checkpoint => "checkpoint",
+            EntityType::PurgeMarker => "purgeMarker",
+            EntityType::ReleasedRegistration => "releasedRegistration",
+        }
+    }
+
+    /// The type of a stored item, from its `entityType` attribute (`None` if it has none
+    /// or an unknown one).
+    pub fn of(item: &Item) -> Option<EntityType> {
+        let stored = item.get(ENTITY_TYPE)?.as_s().ok()?;
+        Self::ALL.into_iter().find(|t| t.as_str() == stored)
+    }
+}

@@ -1,0 +1,16 @@
+//! What is stored and how it is keyed; no I/O. Bottom layer: uses nothing else of the crate.
+
+pub mod cursor;
+pub mod entity;
+pub mod error;
+pub mod ids;
+pub mod items;
+pub mod keys;
+pub mod pattern_id;
+pub mod readings;
+pub mod schema;
+pub mod settings;
+pub mod shard;
+pub mod status;
+pub mod timestamp;
+pub mod token;

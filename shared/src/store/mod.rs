@@ -1,0 +1,7 @@
+//! The metered DynamoDB client and the plumbing every operation shares. Uses [`crate::model`].
+
+pub mod deadline;
+pub mod dynamo;
+pub mod metrics;
+pub mod retry;
+pub mod table;
