@@ -89,3 +89,68 @@ async fn one_json_line_per_request_without_secrets() {
         "authorization header logged"
     );
 }
+
+/// DynamoDB unreachable (the fault proxy closes every connection before forwarding it) is its
+/// own answer, not throttling: 503 `dependency_unreachable` with Retry-After after the same
+/// retries, the `DependencyUnreachable` metric at 1 and `dependency_unreachable` on the log
+/// line. A throttled table through the same proxy stays 503 `unavailable`, metric 0, no field.
+#[tokio::test(flavor = "current_thread")]
+async fn an_unreachable_table_is_answered_logged_and_counted_apart_from_throttling() {
+    use fleet_testkit::fault_proxy::{
+        through_proxy, ClientTimeouts, FaultProxy, FaultRates, ProxyConfig,
+    };
+    use shared::observe::emf;
+
+    let table = fresh_table().await;
+    let _second_dispatch = tracing::Dispatch::new(tracing::subscriber::NoSubscriber::default());
+    let captured = Captured::default();
+    let writer = captured.clone();
+    let _guard =
+        tracing::subscriber::set_default(shared::observe::telemetry::json_subscriber(move || {
+            writer.clone()
+        }));
+    let closed = FaultRates {
+        drop_before_forward: 1.0,
+        ..FaultRates::none()
+    };
+    let throttled = FaultRates {
+        throttling: 1.0,
+        ..FaultRates::none()
+    };
+    for (rates, code, unreachable) in [
+        (closed, "dependency_unreachable", 1.0),
+        (throttled, "unavailable", 0.0),
+    ] {
+        let proxy = FaultProxy::start(endpoint(), ProxyConfig::new(7, rates))
+            .await
+            .expect("start the fault proxy");
+        let faulty = through_proxy(&table, proxy.endpoint(), ClientTimeouts::default()).await;
+        let (a, docs) = emf::capture(dashboard(
+            &faulty,
+            ApiRequest::get("/me/devices/anything").caller("someone"),
+        ))
+        .await;
+        assert_eq!(a.status, 503, "{}", a.body);
+        assert_eq!(a.error_code(), code);
+        assert_eq!(
+            a.headers.get("retry-after").and_then(|v| v.to_str().ok()),
+            Some("1")
+        );
+        // The retry policy is unchanged: every attempt went to the proxy and failed.
+        assert_eq!(
+            proxy.stats().total_faults(),
+            u64::from(shared::store::table::MAX_ATTEMPTS)
+        );
+        assert_eq!(docs.len(), 1, "{docs:#?}");
+        assert_eq!(docs[0]["DependencyUnreachable"], unreachable, "{}", docs[0]);
+        assert_eq!(docs[0]["Status5xx"], 1.0);
+        let lines = captured.lines();
+        let line = lines.last().expect("the request's log line");
+        assert_eq!(line["status"], 503);
+        if unreachable > 0.0 {
+            assert_eq!(line["dependency_unreachable"], true, "{line}");
+        } else {
+            assert!(line.get("dependency_unreachable").is_none(), "{line}");
+        }
+    }
+}

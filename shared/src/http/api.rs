@@ -12,7 +12,7 @@ use serde::Serialize;
 
 use crate::model::error::{FleetError, ValidationError};
 use crate::model::ids::UserId;
-use crate::store::metrics::RequestMeter;
+use crate::store::metrics::{RequestMeter, DEPENDENCY_UNREACHABLE};
 
 /// Largest JSON body the owner routes accept.
 pub const MAX_BODY_BYTES: usize = 16 * 1024;
@@ -200,6 +200,17 @@ impl From<FleetError> for ApiError {
                 "the service is busy, retry later",
             )
             .retry_after(retry_after_seconds),
+            FleetError::Unreachable {
+                retry_after_seconds,
+            } => {
+                RequestMeter::set_figure(DEPENDENCY_UNREACHABLE, 1.0);
+                Self::new(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "dependency_unreachable",
+                    "the database could not be reached, retry later",
+                )
+                .retry_after(retry_after_seconds)
+            }
             FleetError::RateLimited {
                 retry_after_seconds,
             } => Self::new(
@@ -415,6 +426,11 @@ where
         rcu = used.read_units,
         wcu = used.write_units,
         request_id = request_id.as_deref().unwrap_or(""),
+        // Only on a request that gave up because DynamoDB could not be reached.
+        dependency_unreachable = used
+            .figures
+            .contains_key(DEPENDENCY_UNREACHABLE)
+            .then_some(true),
         "request"
     );
     response

@@ -51,6 +51,14 @@ pub enum FleetError {
         /// Seconds the client should wait.
         retry_after_seconds: u32,
     },
+    /// DynamoDB could not be reached beyond our retries (503 with Retry-After): a connection
+    /// refused, reset or closed before the answer, a failed TLS handshake, or no answer within
+    /// the timeouts. Not throttling: the table's capacity is not the problem, the path to it is.
+    #[error("DynamoDB could not be reached: retry after {retry_after_seconds}s")]
+    Unreachable {
+        /// Seconds the client should wait.
+        retry_after_seconds: u32,
+    },
     /// The caller sent more than its limit (429 with Retry-After); see [`crate::ops::limits`].
     #[error("too many requests: retry after {retry_after_seconds}s")]
     RateLimited {
@@ -66,6 +74,12 @@ impl FleetError {
     /// Wraps an unexpected failure; the message is for logs only.
     pub fn internal(err: impl fmt::Display) -> Self {
         Self::Internal(err.to_string())
+    }
+
+    /// Whether the same request may succeed later unchanged: the table was busy
+    /// ([`FleetError::Throttled`]) or could not be reached ([`FleetError::Unreachable`]).
+    pub fn is_retryable(&self) -> bool {
+        matches!(self, Self::Throttled { .. } | Self::Unreachable { .. })
     }
 }
 

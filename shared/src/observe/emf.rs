@@ -18,7 +18,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde_json::{json, Map, Value};
 
-use crate::store::metrics::MeterSnapshot;
+use crate::store::metrics::{MeterSnapshot, DEPENDENCY_UNREACHABLE};
 
 /// The CloudWatch namespace every Device Fleet metric is published in.
 pub const NAMESPACE: &str = "DeviceFleet";
@@ -29,7 +29,7 @@ pub const DIM_FUNCTION: &str = "Function";
 pub const DIM_ROUTE: &str = "Route";
 
 /// Metrics of every API request, with their CloudWatch units.
-pub const REQUEST_METRICS: [(&str, &str); 9] = [
+pub const REQUEST_METRICS: [(&str, &str); 10] = [
     ("Requests", "Count"),
     ("Latency", "Milliseconds"),
     ("DynamoDBRequests", "Count"),
@@ -39,6 +39,7 @@ pub const REQUEST_METRICS: [(&str, &str); 9] = [
     ("Status4xx", "Count"),
     ("Status5xx", "Count"),
     ("ColdStart", "Count"),
+    (DEPENDENCY_UNREACHABLE, "Count"),
 ];
 
 /// Metrics of a daily analytics invocation.
@@ -91,6 +92,12 @@ pub fn request_document(figures: &RequestFigures<'_>, cold_start: bool) -> Value
         f64::from(u8::from(class == 4)),
         f64::from(u8::from(class == 5)),
         f64::from(u8::from(cold_start)),
+        figures
+            .used
+            .figures
+            .get(DEPENDENCY_UNREACHABLE)
+            .copied()
+            .unwrap_or(0.0),
     ];
     let mut metrics: Vec<(&str, &str, f64)> = REQUEST_METRICS
         .iter()

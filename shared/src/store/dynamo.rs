@@ -20,9 +20,11 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use crate::model::error::FleetError;
 use crate::model::schema::Item;
 use crate::model::token::random_id;
+use crate::store::metrics::{RequestMeter, DEPENDENCY_UNREACHABLE};
 use crate::store::retry::Retry;
 use crate::store::table::{
-    cancelled_transiently, is_transient, sdk_error, FleetTable, RETRY_AFTER_SECONDS,
+    cancelled_transiently, is_transient, sdk_error, transient, FleetTable, Transient,
+    RETRY_AFTER_SECONDS,
 };
 
 /// Most write requests in one BatchWriteItem.
@@ -47,6 +49,7 @@ pub async fn write_all(
     retry: &mut Retry,
 ) -> Result<Vec<WriteRequest>, FleetError> {
     let mut pending = requests;
+    let mut last_failure = None;
     while !pending.is_empty() && retry.next_attempt().await {
         let result = table
             .client
@@ -62,10 +65,16 @@ pub async fn write_all(
                     .unwrap_or_default();
             }
             Err(err) if is_transient(&err) => {
+                last_failure = transient(&err);
                 tracing::warn!(attempt = retry.attempt(), error = %DisplayErrorContext(&err), "batch write failed, retrying");
             }
             Err(err) => return Err(sdk_error(err)),
         }
+    }
+    // Items left because DynamoDB could not be reached: the request's answer says so in its
+    // metrics and log line, whatever its body (ingest names the ids to resend).
+    if !pending.is_empty() && last_failure == Some(Transient::Unreachable) {
+        RequestMeter::set_figure(DEPENDENCY_UNREACHABLE, 1.0);
     }
     Ok(pending)
 }

@@ -28,6 +28,12 @@ tokio::task_local! {
     static CURRENT: RequestMeter;
 }
 
+/// The figure of a request that gave up because DynamoDB could not be reached (connection
+/// refused, reset or closed, TLS, no answer in time), as opposed to a busy table: published as
+/// its own metric ([`crate::observe::emf::REQUEST_METRICS`]) and logged as
+/// `dependency_unreachable` on the request's line.
+pub const DEPENDENCY_UNREACHABLE: &str = "DependencyUnreachable";
+
 /// What one request (or one test step) cost in DynamoDB.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct MeterSnapshot {
@@ -118,6 +124,14 @@ impl RequestMeter {
     /// Adds `value` to the figure `name` of the current task's meter (nothing outside a scope).
     pub fn add_figure(name: &'static str, value: f64) {
         Self::with(|snapshot| *snapshot.figures.entry(name).or_insert(0.0) += value);
+    }
+
+    /// Sets a figure of the current task's request to `value`, however often it is set (a
+    /// condition of the request, such as [`DEPENDENCY_UNREACHABLE`], not a count of events).
+    pub fn set_figure(name: &'static str, value: f64) {
+        Self::with(|snapshot| {
+            snapshot.figures.insert(name, value);
+        });
     }
 
     /// Adds the figures of a nested meter (one scoped inside this task's, e.g. per scanned

@@ -81,16 +81,41 @@ const THROTTLING_CODES: [&str; 4] = [
     "ThrottlingError",
 ];
 
+/// Why a request that may succeed unchanged later failed: what a caller is told when the
+/// retries run out.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Transient {
+    /// DynamoDB answered and refused for now: throttling, or a 5xx of its own.
+    Busy,
+    /// DynamoDB did not answer: the connection was refused, reset or closed before the answer,
+    /// the TLS handshake failed, or no answer came within the timeouts.
+    Unreachable,
+}
+
+impl Transient {
+    /// The 503 a caller gets when the retries ran out on this failure:
+    /// [`FleetError::Throttled`] or [`FleetError::Unreachable`].
+    pub fn error(self) -> FleetError {
+        match self {
+            Transient::Busy => FleetError::Throttled {
+                retry_after_seconds: RETRY_AFTER_SECONDS,
+            },
+            Transient::Unreachable => FleetError::Unreachable {
+                retry_after_seconds: RETRY_AFTER_SECONDS,
+            },
+        }
+    }
+}
+
 /// Maps an SDK failure that no pattern-specific rule claimed: a transient failure that
-/// survived the retries ([`is_transient`]) becomes a 503 with Retry-After, the rest a 500.
+/// survived the retries ([`transient`]) becomes a 503 with Retry-After (busy or unreachable,
+/// as it was), the rest a 500.
 pub fn sdk_error<E>(err: SdkError<E, HttpResponse>) -> FleetError
 where
     E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
 {
-    if is_transient(&err) {
-        return FleetError::Throttled {
-            retry_after_seconds: RETRY_AFTER_SECONDS,
-        };
+    if let Some(kind) = transient(&err) {
+        return kind.error();
     }
     FleetError::internal(format!(
         "{}: {}",
@@ -105,14 +130,23 @@ where
 /// Whether the request was applied is unknown for the last three, so only idempotent or
 /// conditional writes may be retried on them (every write in this crate is one).
 pub fn is_transient<E: ProvideErrorMetadata>(err: &SdkError<E, HttpResponse>) -> bool {
+    transient(err).is_some()
+}
+
+/// What kind of transient failure `err` is ([`is_transient`]), if it is one. A DynamoDB answer
+/// (throttling, a 5xx) is [`Transient::Busy`]; no answer at all (a dispatch failure: refused,
+/// reset, TLS; a timeout; an answer cut off) is [`Transient::Unreachable`].
+pub fn transient<E: ProvideErrorMetadata>(err: &SdkError<E, HttpResponse>) -> Option<Transient> {
     match err {
-        SdkError::ServiceError(service) => {
-            is_throttling(service.err().code()) || service.raw().status().as_u16() >= 500
+        SdkError::ServiceError(service)
+            if is_throttling(service.err().code()) || service.raw().status().as_u16() >= 500 =>
+        {
+            Some(Transient::Busy)
         }
         SdkError::TimeoutError(_) | SdkError::DispatchFailure(_) | SdkError::ResponseError(_) => {
-            true
+            Some(Transient::Unreachable)
         }
-        _ => false,
+        _ => None,
     }
 }
 

@@ -120,7 +120,7 @@ pub(super) async fn scan_segment(
                     &bounds,
                 ))
                 .await;
-            if !matches!(step, Err(FleetError::Throttled { .. })) {
+            if !step.as_ref().is_err_and(FleetError::is_retryable) {
                 break;
             }
         }
@@ -169,7 +169,7 @@ async fn save(
     let mut saved = Ok(());
     while retry.next_attempt().await {
         saved = crate::store::dynamo::put_item(table, &*checkpoint).await;
-        if !matches!(saved, Err(FleetError::Throttled { .. })) {
+        if !saved.as_ref().is_err_and(FleetError::is_retryable) {
             break;
         }
     }

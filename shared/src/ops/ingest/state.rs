@@ -26,7 +26,7 @@ use crate::model::schema::Item;
 use crate::model::schema::GSI1SK;
 use crate::store::dynamo::{n, s};
 use crate::store::retry::Retry;
-use crate::store::table::{is_transient, sdk_error};
+use crate::store::table::{sdk_error, transient, Transient};
 
 /// Most event types whose latest reading a device's live state keeps. A batch that would
 /// add more is a 400 naming the first event of a type over the cap.
@@ -209,6 +209,8 @@ impl Ingestor {
     ) -> Result<Option<FoldedState>, FleetError> {
         let device = &registration.device_id;
         let mut retry = Retry::until(deadline).at_most(STATE_ATTEMPTS);
+        // What the caller is told if the attempts run out: conflicts and throttling are busy.
+        let mut gave_up = Transient::Busy;
         while retry.next_attempt().await {
             let next = merged(&base, events);
             if next == base {
@@ -229,11 +231,13 @@ impl Ingestor {
                 Some(UpdateItemError::ConditionalCheckFailedException(failed)) => {
                     base = self.after_conflict(device, failed.item())?;
                 }
-                _ if is_transient(&err) => {}
-                _ => return Err(sdk_error(err)),
+                _ => match transient(&err) {
+                    Some(kind) => gave_up = kind,
+                    None => return Err(sdk_error(err)),
+                },
             }
         }
-        Err(crate::store::dynamo::throttled())
+        Err(gave_up.error())
     }
 
     /// Takes `unstored` events back out of the live state after an update that folded them in
@@ -253,6 +257,7 @@ impl Ingestor {
             let device = &registration.device_id;
             let mut current = folded.written;
             let mut retry = Retry::until(deadline).at_most(STATE_ATTEMPTS);
+            let mut gave_up = Transient::Busy;
             while retry.next_attempt().await {
                 let repaired = without(&current, &folded.before, stored, unstored);
                 if repaired == current {
@@ -275,11 +280,13 @@ impl Ingestor {
                             Err(other) => return Err(other),
                         }
                     }
-                    _ if is_transient(&err) => {}
-                    _ => return Err(sdk_error(err)),
+                    _ => match transient(&err) {
+                        Some(kind) => gave_up = kind,
+                        None => return Err(sdk_error(err)),
+                    },
                 }
             }
-            Err(crate::store::dynamo::throttled())
+            Err(gave_up.error())
         };
         let result: Result<(), FleetError> = repaired.await;
         if let Err(err) = result {
