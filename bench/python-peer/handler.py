@@ -736,13 +736,35 @@ def event_item(registration, e):
         "deviceType": {"S": registration["deviceType"]},
         "ttl": {"N": str(e["at"].epoch_seconds() + RETENTION_DAYS * 86_400)},
     }
-    # Only the types operators search are on GSI1; every other event is one item.
-    shards = SEARCHABLE_EVENT_TYPES.get(e["type"])
-    if shards is not None:
-        spread = f"{device}#{e['id']}"
-        item["GSI1PK"] = {"S": f"TYPE#{e['type']}#{e['at'].day()}#{shard_of(spread, shards)}"}
+    # Only the types operators search are on GSI1, under the device and type; every other
+    # event is one item.
+    if e["type"] in SEARCHABLE_EVENT_TYPES:
+        item["GSI1PK"] = {"S": f"DEVICETYPE#{user}#{device}#{e['type']}"}
         item["GSI1SK"] = {"S": f"{at}#{device}#{e['id']}"}
     return item
+
+
+TYPE_WINDOW_SECONDS = 3600
+
+
+def type_mark_item(registration, event_type, window_seconds):
+    """The type mark of a searchable type and window (shared::model::items::TypeMarkItem)."""
+    user, device = registration["userId"], registration["deviceId"]
+    window = Timestamp(window_seconds * 1000)
+    shards = SEARCHABLE_EVENT_TYPES[event_type]
+    return {
+        "PK": {"S": f"USER#{user}#DEVICE#{device}"},
+        "SK": {"S": f"TYPEMARK#{event_type}#{window}"},
+        "entityType": {"S": "typeMark"},
+        "userId": {"S": user},
+        "deviceId": {"S": device},
+        "type": {"S": event_type},
+        "at": {"S": str(window)},
+        "deviceName": {"S": registration["deviceName"]},
+        "ttl": {"N": str(window_seconds + RETENTION_DAYS * 86_400)},
+        "GSI1PK": {"S": f"TYPE#{event_type}#{window.day()}#{shard_of(f'{user}#{device}', shards)}"},
+        "GSI1SK": {"S": f"{window}#{user}#{device}"},
+    }
 
 
 def _retryable(err):
@@ -754,8 +776,8 @@ def _retryable(err):
 
 
 def write_chunk(chunk, deadline):
-    """One BatchWriteItem of up to 25 events, retrying UnprocessedItems and throttling until
-    `deadline`. Returns the (at, id) of the events that could not be written."""
+    """One BatchWriteItem of up to 25 items, retrying UnprocessedItems and throttling until
+    `deadline`. Returns the keys (lists of event (at, id)) of the items not written."""
     pending = chunk
     attempt = 0
     while pending:
@@ -1088,11 +1110,20 @@ def ingest(registration, events, deadline):
     deadline = min(deadline, time.monotonic() + INGEST_RETRY_MS / 1000.0)
     state = live_state(registration)
     check_type_cap(state, events)
-    items = [((e["at"], e["id"]), event_item(registration, e)) for e in events]
+    items = [([(e["at"], e["id"])], event_item(registration, e)) for e in events]
+    # One type mark per searchable type and window; a mark not written fails its events.
+    marks = {}
+    for e in events:
+        if e["type"] in SEARCHABLE_EVENT_TYPES:
+            window = e["at"].epoch_seconds() - e["at"].epoch_seconds() % TYPE_WINDOW_SECONDS
+            marks.setdefault((e["type"], window), []).append((e["at"], e["id"]))
+    for (event_type, window), marked in sorted(marks.items()):
+        items.append((marked, type_mark_item(registration, event_type, window)))
     chunks = [items[i:i + BATCH_WRITE_SIZE] for i in range(0, len(items), BATCH_WRITE_SIZE)]
     unstored = set()
     for failed in WRITERS.map(lambda chunk: write_chunk(chunk, deadline), chunks):
-        unstored.update(failed)
+        for keys in failed:
+            unstored.update(keys)
     stored = [e for e in events if (e["at"], e["id"]) not in unstored]
     failed = [e for e in events if (e["at"], e["id"]) in unstored]
     if not stored:

@@ -546,11 +546,13 @@ async fn operator_routes_need_the_admin_group() {
     assert!(events
         .windows(2)
         .all(|w| w[0]["at"].as_str() >= w[1]["at"].as_str()));
+    assert_eq!(a.body["devices"], 12);
+    assert_eq!(a.body["complete"], true, "12 devices: every one is read");
     let alarm = shared::model::ids::EventType::parse("alarm").unwrap();
     assert_eq!(
         a.used.requests(),
-        u32::from(table.config.shards.type_shards(&alarm).unwrap()),
-        "one Query per (day, shard)"
+        u32::from(table.config.shards.type_shards(&alarm).unwrap()) + 12,
+        "one Query per (day, shard) of the type marks, then one per device with an alarm"
     );
     // Telemetry types are in no index (one write unit per event): asking for one is a 400
     // naming the searchable types, before any read.

@@ -138,6 +138,7 @@ async fn stores_events_with_their_keys_ttl_and_copies_and_updates_the_summary() 
     // shared::model::keys tests), and on no other index.
     let alarm = events.iter().find(|e| text(e, "id") == "e-alarm").unwrap();
     let index = IndexKeys::event(
+        &key::user(OWNER),
         &key::device_id("thermo-1"),
         &EventType::parse("alarm").unwrap(),
         &Timestamp::parse_field("at", &t2).unwrap(),
@@ -157,6 +158,23 @@ async fn stores_events_with_their_keys_ttl_and_copies_and_updates_the_summary() 
             "{name}"
         );
     }
+    // And the batch put one type mark for the alarm's type and hour: the entry of the type's
+    // shared index partitions, which AP-09 lists before reading the device's alarms.
+    let marks: Vec<_> = items
+        .iter()
+        .filter(|i| entity_type(i) == Some(EntityType::TypeMark))
+        .collect();
+    assert_eq!(marks.len(), 1, "{marks:?}");
+    let alarm_at = Timestamp::parse_field("at", &t2).unwrap();
+    assert_eq!(
+        key_of(marks[0]),
+        ItemKey::TypeMark {
+            user: key::user(OWNER),
+            device: key::device_id("thermo-1"),
+            event_type: EventType::parse("alarm").unwrap(),
+            window: shared::model::keys::type_window(&alarm_at),
+        }
+    );
     assert_eq!(text(first, "deviceName"), "Boiler room");
     assert_eq!(text(first, "deviceType"), "thermostat");
     let ttl = first["ttl"].as_n().unwrap().parse::<i64>().unwrap();

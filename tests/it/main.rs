@@ -27,3 +27,4 @@ mod simulator;
 mod smoke;
 mod template_contract;
 mod traces;
+mod type_index;

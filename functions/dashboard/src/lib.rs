@@ -175,8 +175,8 @@ async fn events_by_type(
     QueryParams(q): QueryParams<ReadQuery>,
 ) -> Answer {
     let event_type = EventType::parse_field("type", required("type", q.event_type.clone())?)?;
-    let list = events::events_by_type(&table, &event_type, time_range(&q)?, limit(&q)?).await?;
-    ok(json!({ "events": list }))
+    let found = events::events_by_type(&table, &event_type, time_range(&q)?, limit(&q)?).await?;
+    ok(json!(found))
 }
 
 /// `GET /admin/devices?status=`.

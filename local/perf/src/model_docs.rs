@@ -48,7 +48,9 @@ fn budget(b: RequestBudget) -> String {
         RequestBudget::PerDeviceGroupPage => {
             "per page: 1 (the device group) + 1 per device of the group".into()
         }
-        RequestBudget::PerDayShard => "1 per (day, shard)".into(),
+        RequestBudget::PerDayShardPlusDevices => {
+            "1 per (day, shard) + 1 per marked device read (at most 25)".into()
+        }
         RequestBudget::BatchOf25Plus(n) => format!("ceil(n/25) + {n}"),
         RequestBudget::ZeroAtReadTime => "0 at read time (daily report)".into(),
     }

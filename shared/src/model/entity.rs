@@ -105,11 +105,13 @@ pub enum EntityType {
     PurgeMarker,
     /// A deleted device's registration, kept for a while as a fence (the id is free).
     ReleasedRegistration,
+    /// That a device sent events of a searchable type in a window (the event-type index).
+    TypeMark,
 }
 
 impl EntityType {
     /// Every entity type.
-    pub const ALL: [EntityType; 11] = [
+    pub const ALL: [EntityType; 12] = [
         EntityType::Profile,
         EntityType::Device,
         EntityType::Fleet,
@@ -121,6 +123,7 @@ impl EntityType {
         EntityType::Checkpoint,
         EntityType::PurgeMarker,
         EntityType::ReleasedRegistration,
+        EntityType::TypeMark,
     ];
 
     /// The stored spelling of `entityType`.
@@ -137,6 +140,7 @@ impl EntityType {
             EntityType::Checkpoint => "checkpoint",
             EntityType::PurgeMarker => "purgeMarker",
             EntityType::ReleasedRegistration => "releasedRegistration",
+            EntityType::TypeMark => "typeMark",
         }
     }
 

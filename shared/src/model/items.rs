@@ -230,8 +230,8 @@ impl Entity for ReleasedRegistrationItem {
     const FIELDS_IN_KEY: bool = true;
 }
 
-/// One device event: `USER#{userId}#DEVICE#{deviceId}` / `EVENT#{at}#{eventId}`; on GSI1 by
-/// type/day/shard only when its type is searchable (`SEARCHABLE_EVENT_TYPES`).
+/// One device event: `USER#{userId}#DEVICE#{deviceId}` / `EVENT#{at}#{eventId}`; on GSI1 under
+/// its device and type only when its type is searchable (`SEARCHABLE_EVENT_TYPES`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct EventItem {
@@ -254,6 +254,54 @@ pub struct EventItem {
     pub device_type: DeviceType,
     /// Expiry, epoch seconds (`at` + retention).
     pub ttl: i64,
+}
+
+/// That a device sent events of a searchable type during a window of
+/// [`crate::model::keys::TYPE_WINDOW_SECONDS`]: `USER#{userId}#DEVICE#{deviceId}` /
+/// `TYPEMARK#{type}#{window}`, on GSI1 under `TYPE#{type}#{day}#{shard}`. Ingestion puts the
+/// same mark with every batch holding the type in that window: an identical put changes no
+/// index entry, so the type's index partitions take one write per device and window, however
+/// many events the devices send. AP-09 lists the marks, then reads each device's events of
+/// the type.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TypeMarkItem {
+    /// Owner (stored: GSI1 projects it, AP-09 reads it from the index).
+    pub user_id: UserId,
+    /// Device (stored, as the owner).
+    pub device_id: DeviceId,
+    /// The searchable type.
+    #[serde(rename = "type")]
+    pub event_type: EventType,
+    /// The window's start. Stored as `at`, an attribute GSI1 already projects (a projection
+    /// cannot change on a deployed index).
+    #[serde(rename = "at")]
+    pub window: Timestamp,
+    /// Device name at ingest time.
+    pub device_name: String,
+    /// Expiry, epoch seconds: the window's start + retention, as its events.
+    pub ttl: i64,
+}
+
+impl Entity for TypeMarkItem {
+    const ENTITY_TYPE: EntityType = EntityType::TypeMark;
+    fn item_key(&self) -> ItemKey {
+        ItemKey::TypeMark {
+            user: self.user_id.clone(),
+            device: self.device_id.clone(),
+            event_type: self.event_type.clone(),
+            window: self.window,
+        }
+    }
+    fn index_keys(&self, shards: &ShardCounts) -> IndexKeys {
+        IndexKeys::type_mark(
+            &self.user_id,
+            &self.device_id,
+            &self.event_type,
+            &self.window,
+            shards,
+        )
+    }
 }
 
 /// A deleted device whose events the daily run still has to purge: `PURGE#{userId}#{deviceId}`
@@ -432,6 +480,7 @@ impl Entity for EventItem {
     }
     fn index_keys(&self, shards: &ShardCounts) -> IndexKeys {
         IndexKeys::event(
+            &self.user_id,
             &self.device_id,
             &self.event_type,
             &self.at,

@@ -11,6 +11,7 @@
 //! | tag link | `USER#{userId}` | `TAG#{tag}#{deviceId}` |
 //! | registration | `DEVICE#{deviceId}` | `REGISTRATION` |
 //! | event | `USER#{userId}#DEVICE#{deviceId}` | `EVENT#{at}#{eventId}` |
+//! | type mark | `USER#{userId}#DEVICE#{deviceId}` | `TYPEMARK#{type}#{window start}` |
 //! | daily report | `REPORT#{day}` | `REPORT` |
 //! | checkpoint | `ANALYTICS#{day}#{segment}` | `CHECKPOINT` |
 //! | purge marker | `PURGE#{userId}#{deviceId}` | `PURGE` |
@@ -49,6 +50,13 @@ pub const TAG_PREFIX: &str = "TAG#";
 pub const EVENT_PREFIX: &str = "EVENT#";
 /// Sort-key prefix of a device's GSI1 entry.
 const SEEN_PREFIX: &str = "SEEN#";
+/// Sort-key prefix of a type mark in a device-event partition (sorts after every `EVENT#`,
+/// so no event range ever reads one).
+pub const TYPE_MARK_PREFIX: &str = "TYPEMARK#";
+/// The window of a type mark: a device has at most one mark per searchable type and window,
+/// so the marks' index partitions take at most one write per device, type and window however
+/// many events the device sends (docs/design.md, "The event-type index").
+pub const TYPE_WINDOW_SECONDS: i64 = 3600;
 /// Granularity of the `SEEN#` index key: a device's index entry moves at most once per
 /// bucket, however often it reports.
 pub const SEEN_GRANULARITY_SECONDS: i64 = 15 * 60;
@@ -110,6 +118,13 @@ pub enum ItemKey {
         device: DeviceId,
         at: Timestamp,
         event: EventId,
+    },
+    /// That a device sent events of a searchable type during the window starting at `window`.
+    TypeMark {
+        user: UserId,
+        device: DeviceId,
+        event_type: EventType,
+        window: Timestamp,
     },
     /// The daily analytics report for `day`.
     Report { day: Day },
@@ -207,8 +222,6 @@ pub fn purge_pk(user: &UserId, device: &DeviceId) -> String {
 /// Sort key of a purge marker.
 pub const PURGE_SK: &str = "PURGE";
 
-/// Device status as stored and as the API spells it.
-
 /// GSI1 partition key of a device state: `STATUS#{status}#{shard}`.
 pub fn status_gsi1pk(status: DeviceStatus, shard: u16) -> String {
     format!("STATUS#{}#{shard}", status.as_str())
@@ -274,9 +287,48 @@ pub fn parse_seen_gsi1sk(sk: &str) -> Result<Timestamp, ValidationError> {
     Timestamp::parse_field("key", at)
 }
 
-/// GSI1 partition key of an event: `TYPE#{type}#{day}#{shard}`.
+/// GSI1 partition key of the type marks of a searchable type and day, one shard of them:
+/// `TYPE#{type}#{day}#{shard}` (which devices sent the type, window by window).
 pub fn type_gsi1pk(event_type: &EventType, day: &Day, shard: u16) -> String {
     format!("TYPE#{event_type}#{day}#{shard}")
+}
+
+/// GSI1 partition key of one device's events of one searchable type:
+/// `DEVICETYPE#{userId}#{deviceId}#{type}`. Its write rate is that device's rate of that type,
+/// never more than the device's own event partition takes.
+pub fn device_type_gsi1pk(user: &UserId, device: &DeviceId, event_type: &EventType) -> String {
+    format!("DEVICETYPE#{user}#{device}#{event_type}")
+}
+
+/// `TYPEMARK#{type}#{window start}`: a device's type mark in its event partition.
+pub fn type_mark_sk(event_type: &EventType, window: &Timestamp) -> String {
+    format!("{TYPE_MARK_PREFIX}{event_type}#{window}")
+}
+
+/// The start of the [`TYPE_WINDOW_SECONDS`] window holding `at` (windows are aligned to the
+/// epoch, so a day holds whole windows).
+pub fn type_window(at: &Timestamp) -> Timestamp {
+    let secs = at.epoch_seconds();
+    Timestamp::from_epoch_millis((secs - secs.rem_euclid(TYPE_WINDOW_SECONDS)) * 1000)
+        .unwrap_or(*at)
+}
+
+/// GSI1 sort key of a type mark: `{window start}#{userId}#{deviceId}` (window order).
+pub fn type_mark_gsi1sk(window: &Timestamp, user: &UserId, device: &DeviceId) -> String {
+    format!("{window}#{user}#{device}")
+}
+
+/// The window, owner and device of a type mark's GSI1 sort key.
+pub fn parse_type_mark_gsi1sk(sk: &str) -> Result<(Timestamp, UserId, DeviceId), ValidationError> {
+    let bad = || ValidationError::new("key", format!("not a type mark index key: {sk}"));
+    match sk.split('#').collect::<Vec<_>>().as_slice() {
+        [window, user, device] => Ok((
+            Timestamp::parse_field("key", window).map_err(|_| bad())?,
+            UserId::parse(*user)?,
+            DeviceId::parse(*device)?,
+        )),
+        _ => Err(bad()),
+    }
 }
 
 /// GSI2 (directory) partition key of a user's profile and fleet items: `DIRECTORY#{shard}`.
@@ -353,27 +405,47 @@ impl IndexKeys {
         }
     }
 
-    /// An event of a searchable type on GSI1 (by type, day and shard, in time order); no index
-    /// entry for any other type. The shard spreads each device's events, so one busy device
-    /// cannot heat a shard.
+    /// An event of a searchable type on GSI1, under its device and type (in time order); no
+    /// index entry for any other type. A key per device: no storm of many devices can heat one
+    /// partition, and one device's key takes no more than its own event partition.
     pub fn event(
+        user: &UserId,
         device: &DeviceId,
         event_type: &EventType,
         at: &Timestamp,
         event: &EventId,
         shards: &ShardCounts,
     ) -> Self {
+        if shards.type_shards(event_type).is_none() {
+            return IndexKeys::default();
+        }
+        IndexKeys {
+            gsi1pk: Some(device_type_gsi1pk(user, device, event_type)),
+            gsi1sk: Some(event_index_sk(at, device, event)),
+            ..IndexKeys::default()
+        }
+    }
+
+    /// A type mark on GSI1: by type, day and shard (`SEARCHABLE_EVENT_TYPES`' count; the
+    /// shard hashes the device, whose marks come at most one per window), in window order.
+    pub fn type_mark(
+        user: &UserId,
+        device: &DeviceId,
+        event_type: &EventType,
+        window: &Timestamp,
+        shards: &ShardCounts,
+    ) -> Self {
         let Some(type_shards) = shards.type_shards(event_type) else {
             return IndexKeys::default();
         };
-        let spread = format!("{device}#{event}");
+        let spread = format!("{user}#{device}");
         IndexKeys {
             gsi1pk: Some(type_gsi1pk(
                 event_type,
-                &at.day(),
+                &window.day(),
                 shard_of(&spread, type_shards),
             )),
-            gsi1sk: Some(event_index_sk(at, device, event)),
+            gsi1sk: Some(type_mark_gsi1sk(window, user, device)),
             ..IndexKeys::default()
         }
     }
@@ -437,6 +509,12 @@ impl ItemKey {
                 at,
                 event,
             } => (event_pk(user, device), event_sk(at, event)),
+            ItemKey::TypeMark {
+                user,
+                device,
+                event_type,
+                window,
+            } => (event_pk(user, device), type_mark_sk(event_type, window)),
             ItemKey::Report { day } => (report_pk(day), REPORT_SK.to_string()),
             ItemKey::Checkpoint { day, segment } => {
                 (checkpoint_pk(day, *segment), CHECKPOINT_SK.to_string())
@@ -500,6 +578,14 @@ impl ItemKey {
                 at: Timestamp::parse_field("at", at)?,
                 event: EventId::parse(*event)?,
             }),
+            (["USER", user, "DEVICE", device], ["TYPEMARK", event_type, window]) => {
+                Ok(ItemKey::TypeMark {
+                    user: UserId::parse(*user)?,
+                    device: DeviceId::parse(*device)?,
+                    event_type: EventType::parse(*event_type)?,
+                    window: Timestamp::parse_field("at", window)?,
+                })
+            }
             (["REPORT", day], ["REPORT"]) => Ok(ItemKey::Report {
                 day: Day::parse_field("day", day)?,
             }),
@@ -540,6 +626,9 @@ impl ItemKey {
                 user, device: d, ..
             }
             | Self::Event {
+                user, device: d, ..
+            }
+            | Self::TypeMark {
                 user, device: d, ..
             } => vec![owner(user), device(d)],
             Self::DeviceState {
@@ -604,6 +693,12 @@ mod tests {
                 device: device(),
                 at: at(),
                 event: EventId::parse("e-1").unwrap(),
+            },
+            ItemKey::TypeMark {
+                user: user(),
+                device: device(),
+                event_type: EventType::parse("fault").unwrap(),
+                window: at(),
             },
             ItemKey::Report { day: day() },
             ItemKey::Checkpoint {
@@ -718,6 +813,20 @@ mod tests {
     }
 
     #[test]
+    fn type_windows_are_whole_hours_of_the_events_day() {
+        let t = |text| Timestamp::parse_field("at", text).unwrap();
+        assert_eq!(
+            type_window(&t("2024-04-10T10:59:59.999Z")),
+            t("2024-04-10T10:00:00Z")
+        );
+        assert_eq!(
+            type_window(&t("2024-04-10T00:00:00Z")),
+            t("2024-04-10T00:00:00Z")
+        );
+        assert_eq!(type_window(&t("2024-04-10T23:30:00Z")).day(), day());
+    }
+
+    #[test]
     fn index_keys_place_items_by_their_own_fields() {
         let shards = ShardCounts {
             searchable: crate::model::shard::parse_searchable("alarm:5", 8).unwrap(),
@@ -725,14 +834,26 @@ mod tests {
         };
         let alarm = EventType::parse("alarm").unwrap();
         let e = EventId::parse("e-1").unwrap();
-        let keys = IndexKeys::event(&device(), &alarm, &at(), &e, &shards);
-        let gsi1pk = keys.gsi1pk.clone().unwrap();
+        let keys = IndexKeys::event(&user(), &device(), &alarm, &at(), &e, &shards);
+        assert_eq!(
+            keys.gsi1pk.as_deref(),
+            Some("DEVICETYPE#u-1#thermo-1#alarm"),
+            "a searchable event is indexed under its own device and type"
+        );
+        assert_eq!(keys.attributes().count(), 2, "GSI1 only, never GSI2");
+        // Its window's mark is what lands on the type's shared partitions.
+        let window = type_window(&at());
+        let mark = IndexKeys::type_mark(&user(), &device(), &alarm, &window, &shards);
+        let gsi1pk = mark.gsi1pk.clone().unwrap();
         assert!(gsi1pk.starts_with("TYPE#alarm#2024-04-10#"), "{gsi1pk}");
         let shard: u16 = gsi1pk.rsplit('#').next().unwrap().parse().unwrap();
         assert!(shard < 5, "the type's own shard count");
-        assert_eq!(keys.attributes().count(), 2, "GSI1 only, never GSI2");
+        assert_eq!(
+            parse_type_mark_gsi1sk(mark.gsi1sk.as_deref().unwrap()).unwrap(),
+            (window, user(), device())
+        );
         let temperature = EventType::parse("temperature").unwrap();
-        let telemetry = IndexKeys::event(&device(), &temperature, &at(), &e, &shards);
+        let telemetry = IndexKeys::event(&user(), &device(), &temperature, &at(), &e, &shards);
         assert_eq!(
             telemetry.attributes().count(),
             0,
@@ -830,7 +951,7 @@ pub struct KeyTemplate {
 }
 
 /// Every entity's keys, as templates (a unit test checks them against the builders above).
-pub const KEY_TEMPLATES: [KeyTemplate; 10] = [
+pub const KEY_TEMPLATES: [KeyTemplate; 11] = [
     KeyTemplate {
         entity_type: "profile",
         pk: "USER#${userId}",
@@ -881,8 +1002,18 @@ pub const KEY_TEMPLATES: [KeyTemplate; 10] = [
         pk: "USER#${userId}#DEVICE#${deviceId}",
         sk: "EVENT#${at}#${eventId}",
         gsi1: Some((
-            "TYPE#${type}#${day}#${shard} (searchable types only)",
+            "DEVICETYPE#${userId}#${deviceId}#${type} (searchable types only)",
             "${at}#${deviceId}#${eventId}",
+        )),
+        gsi2: None,
+    },
+    KeyTemplate {
+        entity_type: "typeMark",
+        pk: "USER#${userId}#DEVICE#${deviceId}",
+        sk: "TYPEMARK#${type}#${window}",
+        gsi1: Some((
+            "TYPE#${type}#${day}#${shard}",
+            "${window}#${userId}#${deviceId}",
         )),
         gsi2: None,
     },
@@ -945,6 +1076,7 @@ mod template_tests {
             ("directoryShard", directory_shard),
             ("status", "active"),
             ("seenBucket", "2024-04-10T10:00:00.000Z"),
+            ("window", "2024-04-10T10:00:00.000Z"),
             ("segment", "0007"),
         ];
         // The part of a template before a parenthesised note.
@@ -957,6 +1089,7 @@ mod template_tests {
             (user_pk(&user), tag_link_sk(&tag, &device)),
             (registration_pk(&device), REGISTRATION_SK.to_string()),
             (event_pk(&user, &device), event_sk(&at, &event)),
+            (event_pk(&user, &device), type_mark_sk(&kind, &at)),
             (report_pk(&day), REPORT_SK.to_string()),
             (checkpoint_pk(&day, 7), CHECKPOINT_SK.to_string()),
             (purge_pk(&user, &device), PURGE_SK.to_string()),
@@ -976,7 +1109,13 @@ mod template_tests {
         assert_eq!(fill(g1pk, &v), status_gsi1pk(DeviceStatus::Active, 3));
         assert_eq!(fill(g1sk, &v), seen_gsi1sk(&at, &device));
         let (g1pk, g1sk) = KEY_TEMPLATES[6].gsi1.unwrap();
-        assert_eq!(fill(main(g1pk), &v), type_gsi1pk(&kind, &day, 3));
+        assert_eq!(
+            fill(main(g1pk), &v),
+            device_type_gsi1pk(&user, &device, &kind)
+        );
         assert_eq!(fill(g1sk, &v), event_index_sk(&at, &device, &event));
+        let (g1pk, g1sk) = KEY_TEMPLATES[7].gsi1.unwrap();
+        assert_eq!(fill(g1pk, &v), type_gsi1pk(&kind, &day, 3));
+        assert_eq!(fill(g1sk, &v), type_mark_gsi1sk(&at, &user, &device));
     }
 }

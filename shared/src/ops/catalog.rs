@@ -130,9 +130,10 @@ mod tests {
         let s = BudgetScale {
             days: 3,
             shards: 8,
+            devices: 5,
             ..BudgetScale::one()
         };
-        assert_eq!(by_type.max_requests(&s), 24);
+        assert_eq!(by_type.max_requests(&s), 29);
         let update = PatternId::Ap06.definition();
         assert_eq!(update.max_requests(&BudgetScale::one()), 2);
         let sync = BudgetScale {

@@ -1,5 +1,5 @@
 //! Event reads: a device's events (AP-04), a user's events across devices (AP-05) and events
-//! of a type across all users (AP-09). Newest first; expired events (`ttl` passed) are never
+//! of a searchable type across all users (AP-09, through the type marks). Newest first; expired events (`ttl` passed) are never
 //! returned, even before DynamoDB deletes them.
 
 use aws_sdk_dynamodb::operation::query::builders::QueryFluentBuilder;
@@ -13,8 +13,8 @@ use crate::model::error::{FleetError, ValidationError};
 use crate::model::ids::{DeviceId, EventType, UserId};
 use crate::model::items::EventItem;
 use crate::model::keys::{
-    event_pk, event_pk_prefix, parse_event_index_sk, parse_event_pk, type_gsi1pk, user_pk,
-    DEVICE_PREFIX, EVENT_PREFIX,
+    device_type_gsi1pk, event_pk, event_pk_prefix, parse_event_index_sk, parse_event_pk,
+    parse_type_mark_gsi1sk, type_gsi1pk, type_window, user_pk, DEVICE_PREFIX, EVENT_PREFIX,
 };
 use crate::model::pattern_id::PatternId;
 use crate::model::readings::EventValue;
@@ -129,14 +129,9 @@ fn through(prefix: &str, to: &Timestamp) -> String {
     format!("{prefix}{to}#~")
 }
 
-/// A newest-first Query of one GSI1 partition of events over `range`, expired events
-/// filtered out (sort keys `{at}#{deviceId}#{eventId}`).
-fn index_range(
-    table: &FleetTable,
-    partition: &str,
-    range: TimeRange,
-    limit: u32,
-) -> QueryFluentBuilder {
+/// A newest-first Query of one GSI1 partition between two sort keys, expired items filtered
+/// out (type marks and device-type event entries both carry `ttl`).
+fn index_query(table: &FleetTable, partition: &str, from: &str, to: &str) -> QueryFluentBuilder {
     table
         .client
         .query()
@@ -146,11 +141,10 @@ fn index_range(
         .filter_expression("#ttl > :now")
         .expression_attribute_names("#ttl", "ttl")
         .expression_attribute_values(":pk", s(partition))
-        .expression_attribute_values(":from", s(range.from.to_string()))
-        .expression_attribute_values(":to", s(through("", &range.to)))
+        .expression_attribute_values(":from", s(from))
+        .expression_attribute_values(":to", s(to))
         .expression_attribute_values(":now", ttl_now())
         .scan_index_forward(false)
-        .limit(limit as i32)
 }
 
 /// A newest-first Query of one device's event partition over `range`, expired events
@@ -452,26 +446,59 @@ fn merge_devices(
 /// AP-09, implemented by [`events_by_type`].
 pub const EVENTS_BY_TYPE: AccessPattern = AccessPattern {
     id: PatternId::Ap09,
-    description: "events of a type in a time range, all users (operators)",
+    description: "events of a searchable type in a time range, all users (operators)",
     frequency: Frequency::Analytics,
     operations: &[Operation::Query],
     index: Some(GSI1),
-    key_condition:
-        "GSI1PK = TYPE#{type}#{day}#{shard} AND GSI1SK BETWEEN {from} AND {to}~ (searchable types)",
-    budget: RequestBudget::PerDayShard,
+    key_condition: "GSI1PK = TYPE#{type}#{day}#{shard} AND GSI1SK BETWEEN {window of from} AND {to}~ (the type marks); then GSI1PK = DEVICETYPE#{userId}#{deviceId}#{type} AND GSI1SK BETWEEN {from} AND {to}~ (each marked device, at most 25)",
+    budget: RequestBudget::PerDayShardPlusDevices,
     max_read_units: None,
     route: Some("GET /admin/events"),
     implemented_by: implemented_by!(events_by_type),
 };
 
+/// Most devices one AP-09 request reads the events of (one Query each): what bounds its reads
+/// in a storm, whatever the number of devices sending the type.
+pub const MAX_TYPE_DEVICES: usize = 25;
+/// Type marks one Query of a (day, shard) partition returns at most (newest windows first).
+const MARKS_PER_QUERY: i32 = 4 * MAX_TYPE_DEVICES as i32;
+
+/// AP-09's answer: the events, and how far they are the whole answer.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TypeEvents {
+    /// Newest first, at most `limit`.
+    pub events: Vec<EventView>,
+    /// Devices that sent the type in the range, as the marks read show: exact when
+    /// `complete`, at least this many otherwise.
+    pub devices: usize,
+    /// Whether `events` are exactly the newest `limit` events of the type in the range. False
+    /// when more devices sent it than one request reads ([`MAX_TYPE_DEVICES`], or a page of
+    /// marks per partition): the events are then the newest of the devices of the newest
+    /// windows, an even share from each, a sample of the storm.
+    pub complete: bool,
+}
+
+/// A device with events of the type in the range, from its type marks.
+struct MarkedDevice {
+    user: UserId,
+    device: DeviceId,
+    /// Its newest window in the range.
+    newest: Timestamp,
+}
+
 /// AP-09 (operators): events of `event_type` in `range` across all users, newest first, at most
-/// `limit`: one Query per (day, shard), concurrently.
+/// `limit`. Two steps, so no storm heats an index partition: one Query per (day, shard) lists
+/// the type marks (which devices sent the type in which window: at most one mark per device
+/// and window, however many events), then one Query per marked device reads that device's
+/// events of the type, concurrently, at most [`MAX_TYPE_DEVICES`] devices. See [`TypeEvents`]
+/// for what the answer says when more devices sent the type than that.
 pub async fn events_by_type(
     table: &FleetTable,
     event_type: &EventType,
     range: TimeRange,
     limit: u32,
-) -> Result<Vec<EventView>, FleetError> {
+) -> Result<TypeEvents, FleetError> {
     // Checked before the days are listed: `from=0000-01-01` is 3.6 million of them.
     if range.day_count() > MAX_TYPE_RANGE_DAYS {
         return Err(ValidationError::new(
@@ -502,17 +529,62 @@ pub async fn events_by_type(
         .iter()
         .flat_map(|day| (0..shards).map(move |shard| type_gsi1pk(event_type, day, shard)))
         .collect();
-    let queries = partitions
-        .iter()
-        .map(|partition| query(index_range(table, partition, range, limit)));
+    let first_window = type_window(&range.from).to_string();
+    let last = through("", &range.to);
+    let mark_queries = partitions.iter().map(|partition| {
+        query(index_query(table, partition, &first_window, &last).limit(MARKS_PER_QUERY))
+    });
+    let mut marked: Vec<MarkedDevice> = Vec::new();
+    let mut every_mark_read = true;
+    for (items, more) in scatter_gather(mark_queries).await? {
+        every_mark_read &= more.is_none();
+        for item in items {
+            let sk = item
+                .get(GSI1SK)
+                .and_then(|v| v.as_s().ok())
+                .ok_or_else(|| FleetError::internal("type mark without its index sort key"))?;
+            let (window, user, device) = parse_type_mark_gsi1sk(sk)?;
+            match marked
+                .iter_mut()
+                .find(|m| m.user == user && m.device == device)
+            {
+                Some(seen) => seen.newest = seen.newest.max(window),
+                None => marked.push(MarkedDevice {
+                    user,
+                    device,
+                    newest: window,
+                }),
+            }
+        }
+    }
+    // Newest windows first; the same order every time for the same marks.
+    marked.sort_by(|a, b| (b.newest, &b.user, &b.device).cmp(&(a.newest, &a.user, &a.device)));
+    let devices = marked.len();
+    let complete = every_mark_read && devices <= MAX_TYPE_DEVICES;
+    marked.truncate(MAX_TYPE_DEVICES);
+    // Exact: every device's newest `limit`. A sample: an even share of `limit` from each.
+    let per_device = if complete || marked.is_empty() {
+        limit
+    } else {
+        limit.div_ceil(marked.len() as u32)
+    };
+    let from = range.from.to_string();
+    let event_queries = marked.iter().map(|m| {
+        let partition = device_type_gsi1pk(&m.user, &m.device, event_type);
+        query(index_query(table, &partition, &from, &last).limit(per_device as i32))
+    });
     let mut events = Vec::new();
-    for (items, _) in scatter_gather(queries).await? {
+    for (items, _) in scatter_gather(event_queries).await? {
         for item in items {
             events.push(indexed_event(item)?);
         }
     }
     let events = newest_first(events, |e| &e.0, limit);
-    Ok(events.into_iter().map(|(_, v)| v).collect())
+    Ok(TypeEvents {
+        events: events.into_iter().map(|(_, v)| v).collect(),
+        devices,
+        complete,
+    })
 }
 
 #[cfg(test)]

@@ -82,8 +82,8 @@ pub enum RequestBudget {
     /// Per page: one Query listing a group of the owner's devices, plus one Query per device
     /// of the group (`shards` in the scale counts the devices).
     PerDeviceGroupPage,
-    /// One per (day, shard).
-    PerDayShard,
+    /// One per (day, shard), plus one per device read (`devices` in the scale).
+    PerDayShardPlusDevices,
     /// ceil(n/25) BatchWriteItem calls plus this many (registration read, device update, ...).
     BatchOf25Plus(u32),
     /// Served from the daily report: nothing at read time.
@@ -101,6 +101,8 @@ pub struct BudgetScale {
     pub days: u32,
     /// Items in a batch write.
     pub batch_items: u32,
+    /// Devices whose own partitions the run read (AP-09: the marked devices, at most 25).
+    pub devices: u32,
     /// Whether the pattern's documented extra request applies: name, type or tags changed
     /// (FixedPlusSync), or the first page was empty (PerPagePlusEmptyCheck).
     pub follow_up: bool,
@@ -114,6 +116,7 @@ impl BudgetScale {
             shards: 1,
             days: 1,
             batch_items: 0,
+            devices: 0,
             follow_up: false,
         }
     }
@@ -209,7 +212,9 @@ impl AccessPattern {
             }
             RequestBudget::FixedPlusPlacedState(n) => n + u32::from(scale.follow_up),
             RequestBudget::PerDeviceGroupPage => (1 + scale.shards) * scale.pages.max(1),
-            RequestBudget::PerDayShard => scale.days.max(1) * scale.shards.max(1),
+            RequestBudget::PerDayShardPlusDevices => {
+                scale.days.max(1) * scale.shards.max(1) + scale.devices
+            }
             RequestBudget::BatchOf25Plus(extra) => scale.batch_items.div_ceil(25) + extra,
             RequestBudget::ZeroAtReadTime => 0,
         }

@@ -318,7 +318,7 @@ pub static CASES: &[PatternCase] = &[
     },
     PatternCase {
         id: PatternId::Ap09,
-        workload: "a day's alarm events (a searchable type; 12 of the day's 110), all users",
+        workload: "a day's alarm events (a searchable type; 12 of the day's 110, one on each of 12 devices), all users",
         scale: |shards| BudgetScale {
             days: 1,
             shards: u32::from(
@@ -327,13 +327,20 @@ pub static CASES: &[PatternCase] = &[
                     .and_then(|alarm| shards.type_shards(&alarm))
                     .unwrap_or(1),
             ),
+            // The 12 devices with an alarm that day, each read once.
+            devices: 12,
             ..BudgetScale::one()
         },
         run: |table, _| {
             Box::pin(async move {
                 let alarm = EventType::parse("alarm")?;
-                let list = events::events_by_type(table, &alarm, day()?, 50).await?;
-                found(list.len() == 12, PatternId::Ap09)
+                let found_events = events::events_by_type(table, &alarm, day()?, 50).await?;
+                found(
+                    found_events.events.len() == 12
+                        && found_events.devices == 12
+                        && found_events.complete,
+                    PatternId::Ap09,
+                )
             })
         },
         call: read("GET /admin/events?type=alarm&limit=50 (a day)", |_, _| {

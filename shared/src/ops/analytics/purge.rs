@@ -10,8 +10,8 @@ use aws_sdk_dynamodb::types::{DeleteRequest, WriteRequest};
 use crate::model::entity::Entity;
 use crate::model::error::FleetError;
 use crate::model::items::PurgeMarkerItem;
-use crate::model::keys::{event_pk, PrimaryKey, EVENT_PREFIX};
-use crate::store::dynamo::{key_range, query};
+use crate::model::keys::{event_pk, PrimaryKey, EVENT_PREFIX, TYPE_MARK_PREFIX};
+use crate::store::dynamo::{key_range, query, s};
 use crate::store::dynamo::{throttled, write_all, BATCH_WRITE_SIZE};
 use crate::store::retry::Retry;
 use crate::store::table::{sdk_error, FleetTable};
@@ -24,7 +24,8 @@ pub const PURGE_PER_RUN: i32 = 1_000;
 const PURGE_GRACE: Duration = Duration::from_secs(30);
 
 /// Deletes up to [`PURGE_PER_RUN`] of the marker's device's events from before its deletion,
-/// and the marker once none is left. Returns how many events it deleted.
+/// then its type marks from before it, and the marker once none is left. Returns how many
+/// events it deleted.
 pub(super) async fn purge_device(
     table: &FleetTable,
     marker: &PurgeMarkerItem,
@@ -43,6 +44,47 @@ pub(super) async fn purge_device(
     )
     .await?;
     let purged = items.len() as u64;
+    delete_all(table, &items, deadline).await?;
+    if more.is_none() {
+        // Its type marks from before the deletion go too: they name the device, and AP-09
+        // would read a gone device's partition for each. A mark's window may reach past the
+        // deletion; a mark of a later window is a re-registered device's and stays.
+        let (marks, more_marks) = query(
+            key_range(
+                table,
+                event_pk(&marker.user_id, &marker.device_id),
+                TYPE_MARK_PREFIX,
+                format!("{TYPE_MARK_PREFIX}~"),
+            )
+            .filter_expression("#at <= :deleted")
+            .expression_attribute_names("#at", "at")
+            .expression_attribute_values(":deleted", s(marker.deleted_at.to_string()))
+            .projection_expression("PK, SK")
+            .limit(PURGE_PER_RUN),
+        )
+        .await?;
+        delete_all(table, &marks, deadline).await?;
+        if more_marks.is_none() {
+            table
+                .client
+                .delete_item()
+                .table_name(table.name())
+                .set_key(Some(marker.item_key().attributes()))
+                .send()
+                .await
+                .map_err(sdk_error)?;
+        }
+    }
+    Ok(purged)
+}
+
+/// Deletes `items` (keys) in BatchWriteItem calls of 25, retrying unprocessed ones while the
+/// deadline (and its grace) allows.
+async fn delete_all(
+    table: &FleetTable,
+    items: &[crate::model::schema::Item],
+    deadline: Instant,
+) -> Result<(), FleetError> {
     for chunk in items.chunks(BATCH_WRITE_SIZE) {
         let requests: Vec<WriteRequest> = chunk
             .iter()
@@ -60,15 +102,5 @@ pub(super) async fn purge_device(
             return Err(throttled());
         }
     }
-    if more.is_none() {
-        table
-            .client
-            .delete_item()
-            .table_name(table.name())
-            .set_key(Some(marker.item_key().attributes()))
-            .send()
-            .await
-            .map_err(sdk_error)?;
-    }
-    Ok(purged)
+    Ok(())
 }

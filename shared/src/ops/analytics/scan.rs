@@ -19,9 +19,11 @@ use crate::model::cursor::{exclusive_start_key, start_key, StartKey};
 use crate::model::entity::Entity;
 use crate::model::entity::EntityType;
 use crate::model::error::FleetError;
-use crate::model::ids::{DeviceId, UserId};
+use crate::model::ids::{DeviceId, EventType, UserId};
 use crate::model::items::{FleetItem, PurgeMarkerItem};
-use crate::model::keys::{event_pk, state_pk, ItemKey, DEVICE_PREFIX, EVENT_PREFIX, PROFILE_SK};
+use crate::model::keys::{
+    event_pk, state_pk, type_window, IndexKeys, ItemKey, DEVICE_PREFIX, EVENT_PREFIX, PROFILE_SK,
+};
 use crate::model::schema::Item;
 use crate::model::schema::{ENTITY_TYPE, GSI2, GSI2PK, GSI2SK, PK, SK};
 use crate::model::timestamp::Timestamp;
@@ -403,12 +405,16 @@ async fn count_day(
         // The day's end is exclusive: every event key of the day sorts below its first instant.
         format!("{EVENT_PREFIX}{}", bounds.to),
     )
-    .projection_expression("#type, #ttl, GSI1PK")
+    .projection_expression("#type, #ttl, #at")
     .expression_attribute_names("#type", "type")
-    .expression_attribute_names("#ttl", "ttl");
+    .expression_attribute_names("#ttl", "ttl")
+    .expression_attribute_names("#at", "at");
     let items = query_all(request).await?;
     let tally = &mut checkpoint.tally;
     let mut counted = 0;
+    // The shared index partitions take one type mark per device, searchable type and window
+    // (what ingestion writes there), not one entry per event: count those.
+    let mut marked = std::collections::HashSet::new();
     for item in &items {
         tally.scanned += 1;
         let expired = item
@@ -419,11 +425,16 @@ async fn count_day(
         if expired {
             continue;
         }
-        tally.count_event(
-            &partition,
-            text(item, "type").unwrap_or("unknown"),
-            text(item, "GSI1PK"),
-        );
+        let event_type = text(item, "type").unwrap_or("unknown");
+        let mark = EventType::parse(event_type)
+            .ok()
+            .zip(text(item, "at").and_then(|at| Timestamp::parse_field("at", at).ok()))
+            .filter(|(t, at)| marked.insert((t.clone(), type_window(at))))
+            .and_then(|(t, at)| {
+                IndexKeys::type_mark(user, device, &t, &type_window(&at), &table.config.shards)
+                    .gsi1pk
+            });
+        tally.count_event(&partition, event_type, mark.as_deref());
         counted += 1;
     }
     tally.close_partition();

@@ -37,7 +37,9 @@ pub struct SegmentTally {
     pub events: u64,
     /// The day's events per type.
     pub events_by_type: BTreeMap<String, u64>,
-    /// The day's events per GSI1 partition (`TYPE#{type}#{day}#{shard}`): the index's heat.
+    /// The day's type-mark writes per GSI1 partition (`TYPE#{type}#{day}#{shard}`), one per
+    /// device, searchable type and window: the index's heat where devices share partitions
+    /// (a searchable event's own entry is under its device, as hot as its event partition).
     pub index_writes: BTreeMap<String, u64>,
     /// The busiest device partitions (closed ones), most writes first.
     pub top_partitions: Vec<PartitionCount>,
