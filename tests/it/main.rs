@@ -22,6 +22,7 @@ mod openapi_contract;
 mod python_peer;
 mod replay;
 mod request_log;
+mod rie;
 mod scale;
 mod simulator;
 mod smoke;

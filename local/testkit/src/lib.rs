@@ -14,6 +14,7 @@ pub mod functions;
 pub mod http_server;
 pub mod iam;
 pub mod reference;
+pub mod rie;
 pub mod runtime_api;
 pub mod samples;
 pub mod stack;
