@@ -17,8 +17,7 @@ use serde::Deserialize;
 use serde_json::json;
 
 use shared::http::api::{json_bytes, json_response, ApiError};
-use shared::http::gateway::{Gateway, PathParams};
-use shared::model::ids::DeviceId;
+use shared::http::gateway::{DeviceIdPath, Gateway};
 use shared::model::timestamp::Timestamp;
 use shared::ops::ingest::{validate_batch, IngestConfig, Ingestor, NewEvent, SubmittedEvent};
 use shared::store::deadline::Deadline;
@@ -61,21 +60,14 @@ struct IngestBody {
     events: Vec<SubmittedEvent>,
 }
 
-#[derive(Deserialize)]
-struct DevicePath {
-    #[serde(rename = "deviceId")]
-    device_id: String,
-}
-
 /// `POST /devices/{deviceId}/events` (AP-14).
 async fn ingest_events(
     State(ingestor): State<Arc<Ingestor>>,
-    PathParams(path): PathParams<DevicePath>,
+    DeviceIdPath(device): DeviceIdPath,
     lambda: Option<Extension<Context>>,
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<Response<Body>, ApiError> {
-    let device = DeviceId::parse(path.device_id)?;
     let token = bearer_token(&headers).ok_or(FleetError::Unauthorized)?;
     let registration = ingestor.authenticate(&device, token).await?;
     let events = parse_batch(
