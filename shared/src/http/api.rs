@@ -2,7 +2,6 @@
 //! JSON bodies with limits, the error contract, and one log line per request.
 
 use std::future::Future;
-use std::time::Instant;
 
 use lambda_http::http::{header, HeaderMap, HeaderValue, StatusCode};
 use lambda_http::request::RequestContext;
@@ -12,6 +11,7 @@ use serde::Serialize;
 
 use crate::model::error::{FleetError, ValidationError};
 use crate::model::ids::UserId;
+use crate::observe::served::{serve_observed, Served};
 use crate::store::metrics::RequestMeter;
 
 /// Largest JSON body the owner routes accept.
@@ -362,8 +362,6 @@ where
     F: FnOnce(Request) -> Fut,
     Fut: Future<Output = Result<Response<Body>, ApiError>>,
 {
-    let started = Instant::now();
-    let started_at = std::time::SystemTime::now();
     let route = route_key(&req);
     let trace = req
         .lambda_context_ref()
@@ -378,22 +376,13 @@ where
         .path_parameters_ref()
         .and_then(|p| p.first("deviceId").map(String::from));
     let meter = RequestMeter::current().unwrap_or_default();
-    let result = meter.clone().scope(handler(req)).await;
-    let response = result.unwrap_or_else(ApiError::into_response);
-    let used = meter.snapshot();
-    let latency_ms = started.elapsed().as_secs_f64() * 1000.0;
-    if let Some(trace) = &trace {
-        crate::observe::trace::send(crate::observe::trace::request_documents(
-            trace,
-            &crate::observe::trace::HandledRequest {
-                route: &route,
-                status: response.status().as_u16(),
-                start: started_at,
-                end: std::time::SystemTime::now(),
-                calls: &used.calls,
-            },
-        ));
-    }
+    let work = async { handler(req).await.unwrap_or_else(ApiError::into_response) };
+    let Served {
+        outcome: response,
+        used,
+        latency_ms,
+        ..
+    } = serve_observed(meter, trace.as_ref(), &route, work, |r| r.status().as_u16()).await;
     crate::observe::emf::emit(&crate::observe::emf::request_document(
         &crate::observe::emf::RequestFigures {
             route: &route,
