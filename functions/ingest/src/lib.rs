@@ -35,7 +35,7 @@ const ANSWER_MARGIN: Duration = Duration::from_millis(500);
 pub const TIMEOUT: Duration = Duration::from_secs(10);
 
 /// What every request of this execution environment shares: the table client and the warm
-/// registration and device summary caches, built once.
+/// registration and live-state caches, built once.
 pub async fn ingestor_from_env() -> Result<Arc<Ingestor>, FleetError> {
     let table = FleetTable::from_env().await?;
     Ok(Arc::new(Ingestor::new(table, IngestConfig::from_env()?)))

@@ -248,11 +248,6 @@ pub struct Caller {
 pub const ADMIN_GROUP: &str = "admin";
 
 impl Caller {
-    /// The caller of `req`, or 401 when the request carries no usable `sub` claim.
-    pub fn from_request(req: &Request) -> Result<Self, ApiError> {
-        Self::from_context(req.request_context_ref())
-    }
-
     /// The caller named by an API Gateway request context, or 401.
     pub fn from_context(context: Option<&RequestContext>) -> Result<Self, ApiError> {
         let claims = context

@@ -1,4 +1,4 @@
-//! Builders and parsers for every key of the table and its indexes (DESIGN §3): the one
+//! Builders and parsers for every key of the table and its indexes (docs/design.md, "Key schema"): the one
 //! place a key is spelled, built or taken apart. Items get their keys from
 //! [`crate::model::entity::Entity`], which calls these.
 //!
@@ -208,8 +208,6 @@ pub fn purge_pk(user: &UserId, device: &DeviceId) -> String {
 /// Sort key of a purge marker.
 pub const PURGE_SK: &str = "PURGE";
 
-/// Device status as stored and as the API spells it.
-
 /// GSI1 partition key of a device state: `STATUS#{status}#{shard}`.
 pub fn status_gsi1pk(status: DeviceStatus, shard: u16) -> String {
     format!("STATUS#{}#{shard}", status.as_str())
@@ -283,11 +281,6 @@ pub fn type_gsi1pk(event_type: &EventType, day: &Day, shard: u16) -> String {
 /// GSI2 (directory) partition key of a user's profile and fleet items: `DIRECTORY#{shard}`.
 pub fn directory_gsi2pk(user: &UserId) -> String {
     format!("DIRECTORY#{}", shard_of(user.as_str(), DIRECTORY_SHARDS))
-}
-
-/// Every directory partition (the daily run lists them all).
-pub fn directory_partitions() -> impl Iterator<Item = String> {
-    (0..DIRECTORY_SHARDS).map(|shard| format!("DIRECTORY#{shard}"))
 }
 
 /// GSI1 sort key of an event: `{at}#{deviceId}#{eventId}` (time order across devices).
