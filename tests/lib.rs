@@ -130,7 +130,7 @@ pub mod key {
     pub fn state(user_id: &str, shard: u32, device: &str) -> ItemKey {
         ItemKey::DeviceState {
             user: user(user_id),
-            shard,
+            partition: shard,
             device: device_id(device),
         }
     }

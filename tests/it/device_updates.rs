@@ -346,7 +346,7 @@ async fn a_registration_attempt_older_than_the_deletion_cannot_land_after_it() {
         },
         &shared::model::token::DeviceToken::generate().unwrap(),
         FleetSize {
-            shards: None,
+            partitions: None,
             devices: 0,
         },
         shared::model::timestamp::Timestamp::now(),

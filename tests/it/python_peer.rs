@@ -53,7 +53,7 @@ async fn peer(table: &FleetTable, handler: &str, event: &Value) -> (u16, Value) 
         )
         .env(
             "DEVICES_PER_SHARD",
-            table.config.devices_per_shard.to_string(),
+            table.config.devices_per_partition.to_string(),
         )
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())

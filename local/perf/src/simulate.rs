@@ -288,7 +288,7 @@ impl Profile {
         self.shards
             .as_ref()
             .and_then(|s| s.devices_per_shard)
-            .unwrap_or(shared::model::settings::DEFAULT_DEVICES_PER_SHARD)
+            .unwrap_or(shared::model::settings::DEFAULT_DEVICES_PER_PARTITION)
     }
 
     /// Event types with their shares, normalized to sum to 1.
@@ -444,7 +444,7 @@ impl ItemSizes {
             version: 3,
             sync_version: 1,
             linked_tags: vec![tag.clone()],
-            shard: 0,
+            partition: 0,
             created_at: at,
             updated_at: at,
             deleting_at: None,
@@ -452,7 +452,7 @@ impl ItemSizes {
         let state = DeviceStateItem {
             user_id: user.clone(),
             device_id: device.clone(),
-            shard: 0,
+            partition: 0,
             status: DeviceStatus::Active,
             name: name.clone(),
             device_type: kind.clone(),
@@ -477,7 +477,7 @@ impl ItemSizes {
             token_sha256: "0".repeat(64),
             device_name: name.clone(),
             device_type: kind.clone(),
-            shard: 0,
+            partition: 0,
             created_at: at,
             previous_token_sha256: None,
             previous_token_until: None,

@@ -94,7 +94,7 @@ pub enum ItemKey {
     /// A device's live state, in its owner's partition `shard` (0 is the user partition).
     DeviceState {
         user: UserId,
-        shard: u32,
+        partition: u32,
         device: DeviceId,
     },
     /// A tag link: `device` carries `tag`.
@@ -125,11 +125,11 @@ pub fn user_pk(user: &UserId) -> String {
     format!("USER#{user}")
 }
 
-/// The partition holding the live state of `user`'s devices placed on `shard`: the user
-/// partition for shard 0 (so an ordinary owner's dashboard stays one Query),
-/// `USER#{userId}#SHARD#{shard}` for the others.
-pub fn state_pk(user: &UserId, shard: u32) -> String {
-    match shard {
+/// The owner partition holding the live state of `user`'s devices placed on `partition`: the
+/// user partition for partition 0 (so an ordinary owner's dashboard stays one Query),
+/// `USER#{userId}#SHARD#{partition}` for the others (the key keeps its first spelling).
+pub fn state_pk(user: &UserId, partition: u32) -> String {
+    match partition {
         0 => user_pk(user),
         k => format!("USER#{user}#SHARD#{k}"),
     }
@@ -219,15 +219,15 @@ pub fn status_shard(device: &DeviceId, status: DeviceStatus, shards: &ShardCount
     shard_of(device.as_str(), shards.status_shards(status))
 }
 
-/// Where `device` is placed among an owner's `owner_shards` live-state partitions when it
+/// Where `device` is placed among an owner's `owner_partitions` live-state partitions when it
 /// registers. Placement is stored and never recomputed, so a device never moves. A fleet
-/// starts on shard 0; each time it doubles its shards, new devices fill the newest half only,
-/// so every shard ends up with about `DEVICES_PER_SHARD` devices.
-pub fn placement(device: &DeviceId, owner_shards: u32) -> u32 {
-    if owner_shards <= 1 {
+/// starts on partition 0; each time it doubles its partitions, new devices fill the newest
+/// half only, so every partition ends up with about `DEVICES_PER_SHARD` devices.
+pub fn placement(device: &DeviceId, owner_partitions: u32) -> u32 {
+    if owner_partitions <= 1 {
         return 0;
     }
-    let half = owner_shards / 2;
+    let half = owner_partitions / 2;
     half + (xxhash_rust::xxh3::xxh3_64(device.as_str().as_bytes()) % u64::from(half)) as u32
 }
 
@@ -415,9 +415,9 @@ impl ItemKey {
             ItemKey::Fleet { user } => (user_pk(user), FLEET_SK.to_string()),
             ItemKey::DeviceState {
                 user,
-                shard,
+                partition,
                 device,
-            } => (state_pk(user, *shard), state_sk(device)),
+            } => (state_pk(user, *partition), state_sk(device)),
             ItemKey::TagLink { user, tag, device } => (user_pk(user), tag_link_sk(tag, device)),
             ItemKey::Registration { device } => {
                 (registration_pk(device), REGISTRATION_SK.to_string())
@@ -461,7 +461,7 @@ impl ItemKey {
             }),
             (["USER", user], ["DEVICE", device, "STATE"]) => Ok(ItemKey::DeviceState {
                 user: UserId::parse(*user)?,
-                shard: 0,
+                partition: 0,
                 device: DeviceId::parse(*device)?,
             }),
             (["USER", user, "SHARD", shard], ["DEVICE", device, "STATE"]) => {
@@ -473,7 +473,7 @@ impl ItemKey {
                     .ok_or_else(bad)?;
                 Ok(ItemKey::DeviceState {
                     user: UserId::parse(*user)?,
-                    shard,
+                    partition: shard,
                     device: DeviceId::parse(*device)?,
                 })
             }
@@ -535,7 +535,7 @@ impl ItemKey {
             } => vec![owner(user), device(d)],
             Self::DeviceState {
                 user,
-                shard,
+                partition: shard,
                 device: d,
             } => vec![
                 owner(user),
@@ -582,12 +582,12 @@ mod tests {
             ItemKey::Fleet { user: user() },
             ItemKey::DeviceState {
                 user: user(),
-                shard: 0,
+                partition: 0,
                 device: device(),
             },
             ItemKey::DeviceState {
                 user: user(),
-                shard: 12,
+                partition: 12,
                 device: device(),
             },
             ItemKey::Event {

@@ -90,7 +90,7 @@ pub struct EventView {
     pub user_id: Option<String>,
 }
 
-/// The fields an index projects for events (`shared::schema::INDEXES`).
+/// The fields an index projects for events (`shared::model::schema::INDEXES`).
 #[derive(serde::Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct IndexedEvent {
