@@ -45,7 +45,8 @@ pub async fn handle(table: &FleetTable, req: Request) -> Response<Body> {
     Gateway::new(router(table.clone())).handle(req).await
 }
 
-type Answer = Result<Response<Body>, ApiError>;
+/// What a route answers: its response, or an error in the contract.
+type Answer = Result<axum::response::Response, ApiError>;
 
 fn ok(body: Value) -> Answer {
     Ok(json_response(StatusCode::OK, &body))

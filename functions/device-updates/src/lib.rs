@@ -74,7 +74,8 @@ pub async fn handle(table: &FleetTable, req: Request) -> Response<Body> {
         .await
 }
 
-type Answer = Result<Response<Body>, ApiError>;
+/// What a route answers: its response, or an error in the contract.
+type Answer = Result<axum::response::Response, ApiError>;
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -232,7 +233,7 @@ fn if_match_version(headers: &HeaderMap) -> Result<u64, ApiError> {
         .ok_or_else(|| ApiError::invalid("If-Match", "must be the device version, e.g. 1"))
 }
 
-fn insert_etag(response: &mut Response<Body>, version: u64) {
+fn insert_etag(response: &mut axum::response::Response, version: u64) {
     if let Ok(value) = HeaderValue::from_str(&format!("\"{version}\"")) {
         response.headers_mut().insert(header::ETAG, value);
     }

@@ -67,7 +67,7 @@ async fn ingest_events(
     lambda: Option<Extension<Context>>,
     headers: HeaderMap,
     body: Bytes,
-) -> Result<Response<Body>, ApiError> {
+) -> Result<axum::response::Response, ApiError> {
     let token = bearer_token(&headers).ok_or(FleetError::Unauthorized)?;
     let registration = ingestor.authenticate(&device, token).await?;
     let events = parse_batch(

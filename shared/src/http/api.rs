@@ -134,8 +134,8 @@ impl ApiError {
         )
     }
 
-    /// The JSON response for this error.
-    pub fn into_response(self) -> Response<Body> {
+    /// The JSON response for this error (the contract of docs/openapi.yaml's `Error`).
+    fn json(self) -> axum::response::Response {
         #[derive(Serialize)]
         struct Envelope<'a> {
             error: Detail<'a>,
@@ -213,10 +213,16 @@ impl From<FleetError> for ApiError {
     }
 }
 
+impl axum::response::IntoResponse for ApiError {
+    fn into_response(self) -> axum::response::Response {
+        self.json()
+    }
+}
+
 /// A JSON response.
-pub fn json_response<T: Serialize>(status: StatusCode, body: &T) -> Response<Body> {
+pub fn json_response<T: Serialize>(status: StatusCode, body: &T) -> axum::response::Response {
     let text = serde_json::to_string(body).unwrap_or_else(|_| "{}".to_string());
-    let mut response = Response::new(Body::Text(text));
+    let mut response = axum::response::Response::new(axum::body::Body::from(text));
     *response.status_mut() = status;
     response.headers_mut().insert(
         header::CONTENT_TYPE,
@@ -226,8 +232,8 @@ pub fn json_response<T: Serialize>(status: StatusCode, body: &T) -> Response<Bod
 }
 
 /// An empty response (204).
-pub fn empty_response(status: StatusCode) -> Response<Body> {
-    let mut response = Response::new(Body::Empty);
+pub fn empty_response(status: StatusCode) -> axum::response::Response {
+    let mut response = axum::response::Response::new(axum::body::Body::empty());
     *response.status_mut() = status;
     response
 }
@@ -355,7 +361,7 @@ pub fn json_bytes<T: DeserializeOwned>(
 pub async fn serve<F, Fut>(req: Request, handler: F) -> Response<Body>
 where
     F: FnOnce(Request) -> Fut,
-    Fut: Future<Output = Result<Response<Body>, ApiError>>,
+    Fut: Future<Output = Response<Body>>,
 {
     let route = route_key(&req);
     let trace = req
@@ -371,7 +377,7 @@ where
         .path_parameters_ref()
         .and_then(|p| p.first("deviceId").map(String::from));
     let meter = RequestMeter::current().unwrap_or_default();
-    let work = async { handler(req).await.unwrap_or_else(ApiError::into_response) };
+    let work = handler(req);
     let Served {
         outcome: response,
         used,
@@ -436,8 +442,16 @@ mod tests {
         }
     }
 
-    #[test]
-    fn errors_render_the_contract() {
+    async fn body_of(response: axum::response::Response) -> Vec<u8> {
+        axum::body::to_bytes(response.into_body(), usize::MAX)
+            .await
+            .unwrap()
+            .to_vec()
+    }
+
+    #[tokio::test]
+    async fn errors_render_the_contract() {
+        use axum::response::IntoResponse;
         let response = ApiError::from(FleetError::Throttled {
             retry_after_seconds: 2,
         })
@@ -445,7 +459,7 @@ mod tests {
         assert_eq!(response.status(), 503);
         assert_eq!(response.headers()[header::RETRY_AFTER], "2");
         let response = ApiError::invalid("deviceId", "must not contain '#'").into_response();
-        let body: serde_json::Value = serde_json::from_slice(response.body().as_ref()).unwrap();
+        let body: serde_json::Value = serde_json::from_slice(&body_of(response).await).unwrap();
         assert_eq!(
             body,
             serde_json::json!({"error": {"code": "invalid_request",
@@ -453,6 +467,6 @@ mod tests {
         );
         let response = ApiError::from(FleetError::Internal("secret detail".into())).into_response();
         assert_eq!(response.status(), 500);
-        assert!(!String::from_utf8_lossy(response.body().as_ref()).contains("secret"));
+        assert!(!String::from_utf8_lossy(&body_of(response).await).contains("secret"));
     }
 }

@@ -55,7 +55,7 @@ impl Gateway {
                 .oneshot(as_routed(req))
                 .await
                 .unwrap_or_else(|never| match never {});
-            Ok(into_lambda_response(response).await)
+            into_lambda_response(response).await
         })
         .await
     }
@@ -127,13 +127,6 @@ async fn into_lambda_response(response: axum::response::Response) -> Response<Bo
         }
     };
     Response::from_parts(parts, body)
-}
-
-impl axum::response::IntoResponse for ApiError {
-    fn into_response(self) -> axum::response::Response {
-        let (parts, body) = ApiError::into_response(self).into_parts();
-        axum::response::Response::from_parts(parts, axum::body::Body::from(body.to_vec()))
-    }
 }
 
 impl<S: Send + Sync> FromRequestParts<S> for Caller {
