@@ -13,8 +13,10 @@ use fleet_testkit::stack::{create_table, local_table};
 use fleet_testkit::template::{default_template_path, Template};
 use lambda_http::{Body, Request, Response};
 use serde_json::{json, Value};
+use shared::http::gateway::Gateway;
 use shared::model::entity::EntityType;
 use shared::model::keys::ItemKey;
+use shared::ops::limits::RegistrationLimit;
 use shared::store::metrics::{MeterSnapshot, RequestMeter};
 use shared::FleetTable;
 
@@ -227,6 +229,11 @@ pub fn ago(seconds: i64) -> String {
 pub fn entity_type(item: &StoredItem) -> Option<EntityType> {
     let attributes = item.clone().into_iter().collect();
     EntityType::of(&attributes)
+}
+
+/// A function's Router served as its Lambda serves it (the test is its execution environment).
+pub fn gateway(router: axum::Router) -> Gateway {
+    Gateway::new(router)
 }
 
 /// A request to `route_key` (`PATCH /me/devices/{deviceId}`) at a concrete path, built on the
@@ -452,7 +459,10 @@ pub async fn metered<F: std::future::Future>(fut: F) -> (F::Output, MeterSnapsho
 pub async fn dashboard(table: &FleetTable, request: ApiRequest) -> Answer {
     // Boxed: a handler future is large in debug builds, and a test awaiting many of them
     // inline can overflow its thread's stack.
-    let (response, used) = metered(Box::pin(dashboard::handle(table, request.build()))).await;
+    let (response, used) = metered(Box::pin(
+        gateway(dashboard::router(FleetTable::clone(table))).handle(request.build()),
+    ))
+    .await;
     answer(response, used)
 }
 
@@ -474,13 +484,23 @@ pub async fn ingest(
     ingestor: &std::sync::Arc<shared::ops::ingest::Ingestor>,
     request: ApiRequest,
 ) -> Answer {
-    let (response, used) = metered(Box::pin(ingest::handle(ingestor, request.build()))).await;
+    let (response, used) = metered(Box::pin(
+        gateway(ingest::router(std::sync::Arc::clone(ingestor))).handle(request.build()),
+    ))
+    .await;
     answer(response, used)
 }
 
 /// Sends `request` through the device-updates handler.
 pub async fn device_updates(table: &FleetTable, request: ApiRequest) -> Answer {
-    let (response, used) = metered(Box::pin(device_updates::handle(table, request.build()))).await;
+    let (response, used) = metered(Box::pin(
+        gateway(device_updates::router(
+            FleetTable::clone(table),
+            RegistrationLimit::default(),
+        ))
+        .handle(request.build()),
+    ))
+    .await;
     answer(response, used)
 }
 

@@ -44,7 +44,9 @@ async fn register(table: &FleetTable, owner: &str, device: &str) -> String {
 }
 
 async fn send(ingestor: &Arc<Ingestor>, request: ApiRequest) -> Answer {
-    let (response, used) = metered(ingest::handle(ingestor, request.build())).await;
+    let (response, used) =
+        metered(gateway(ingest::router(std::sync::Arc::clone(ingestor))).handle(request.build()))
+            .await;
     answer(response, used)
 }
 

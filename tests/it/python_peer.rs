@@ -96,7 +96,8 @@ fn request(event: &Value) -> lambda_http::Request {
 }
 
 async fn rust_dashboard(table: &FleetTable, event: &Value) -> Answer {
-    let (response, used) = metered(dashboard::handle(table, request(event))).await;
+    let (response, used) =
+        metered(gateway(dashboard::router(FleetTable::clone(table))).handle(request(event))).await;
     answer(response, used)
 }
 
@@ -109,7 +110,9 @@ fn caller_claims(sub: &str) -> Value {
 
 async fn rust_ingest(table: &FleetTable, event: &Value) -> Answer {
     let ingestor = std::sync::Arc::new(Ingestor::new(table.clone(), IngestConfig::default()));
-    let (response, used) = metered(ingest::handle(&ingestor, request(event))).await;
+    let (response, used) =
+        metered(gateway(ingest::router(std::sync::Arc::clone(&ingestor))).handle(request(event)))
+            .await;
     answer(response, used)
 }
 

@@ -5,12 +5,11 @@ use axum::extract::State;
 use axum::routing::get;
 use axum::Router;
 use lambda_http::http::StatusCode;
-use lambda_http::{Body, Request, Response};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
 use shared::http::api::{json_response, ApiError, Caller};
-use shared::http::gateway::{DeviceIdPath, Gateway, Operator, PathParams, QueryParams};
+use shared::http::gateway::{DeviceIdPath, Operator, PathParams, QueryParams};
 use shared::model::ids::{EventType, Tag};
 use shared::model::status::DeviceStatus;
 use shared::model::timestamp::{Day, Timestamp};
@@ -37,12 +36,6 @@ pub fn router(table: FleetTable) -> Router {
         .route("/admin/devices", get(devices_by_status))
         .route("/admin/reports/{date}", get(get_report))
         .with_state(table)
-}
-
-/// Serves one API Gateway request (the local tools and the tests call this; the Lambda
-/// bootstrap serves the same [`Gateway`]).
-pub async fn handle(table: &FleetTable, req: Request) -> Response<Body> {
-    Gateway::new(router(table.clone())).handle(req).await
 }
 
 /// What a route answers: its response, or an error in the contract.

@@ -12,12 +12,11 @@ use axum::extract::{FromRef, State};
 use axum::routing::{patch, post, put};
 use axum::Router;
 use lambda_http::http::{header, HeaderMap, HeaderValue, StatusCode};
-use lambda_http::{Body, Request, Response};
 use serde::Deserialize;
 use serde_json::json;
 
 use shared::http::api::{self, json_bytes, json_response, ApiError, Caller, MAX_BODY_BYTES};
-use shared::http::gateway::{DeviceIdPath, Gateway};
+use shared::http::gateway::DeviceIdPath;
 use shared::model::ids::{parse_display_name, parse_tags, DeviceId, DeviceType, UserId};
 use shared::model::status::DeviceStatus;
 use shared::ops::credentials;
@@ -64,14 +63,6 @@ pub fn router(table: FleetTable, limit: RegistrationLimit) -> Router {
             table,
             registrations: Arc::new(limit.limiter()),
         })
-}
-
-/// Serves one API Gateway request (the local tools and the tests call this; the Lambda
-/// bootstrap serves the same [`Gateway`]).
-pub async fn handle(table: &FleetTable, req: Request) -> Response<Body> {
-    Gateway::new(router(table.clone(), RegistrationLimit::default()))
-        .handle(req)
-        .await
 }
 
 /// What a route answers: its response, or an error in the contract.

@@ -12,12 +12,12 @@ use axum::extract::State;
 use axum::routing::post;
 use axum::{Extension, Router};
 use lambda_http::http::{header, HeaderMap, StatusCode};
-use lambda_http::{Body, Context, Request, Response};
+use lambda_http::Context;
 use serde::Deserialize;
 use serde_json::json;
 
 use shared::http::api::{json_bytes, json_response, ApiError};
-use shared::http::gateway::{DeviceIdPath, Gateway};
+use shared::http::gateway::DeviceIdPath;
 use shared::model::timestamp::Timestamp;
 use shared::ops::ingest::{validate_batch, IngestConfig, Ingestor, NewEvent, SubmittedEvent};
 use shared::store::deadline::Deadline;
@@ -46,12 +46,6 @@ pub fn router(ingestor: Arc<Ingestor>) -> Router {
     Router::new()
         .route("/devices/{deviceId}/events", post(ingest_events))
         .with_state(ingestor)
-}
-
-/// Serves one API Gateway request (the local tools and the tests call this; the Lambda
-/// bootstrap serves the same [`Gateway`]).
-pub async fn handle(ingestor: &Arc<Ingestor>, req: Request) -> Response<Body> {
-    Gateway::new(router(ingestor.clone())).handle(req).await
 }
 
 #[derive(Deserialize)]
