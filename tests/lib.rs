@@ -2,11 +2,9 @@
 //! table per test created from `template.yaml`, and requests shaped exactly like API Gateway's
 //! HTTP API payload 2.0 events.
 
-use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::OnceLock;
 
-use aws_sdk_dynamodb::types::AttributeValue;
 use fleet_testkit::api_event::ApiEvent;
 use fleet_testkit::dynamodb_local::{default_install_dir, DynamoDbLocal};
 use fleet_testkit::stack::{create_table, local_table};
@@ -80,20 +78,19 @@ pub async fn reference_table() -> (FleetTable, fleet_testkit::reference::Tokens)
 }
 
 /// One stored item, attributes in name order, for comparing table contents.
-pub type StoredItem = BTreeMap<String, AttributeValue>;
+pub use shared::model::schema::Item;
 
 /// Every item in the table, sorted by key (a test-only Scan).
-pub async fn table_contents(table: &FleetTable) -> Vec<StoredItem> {
+pub async fn table_contents(table: &FleetTable) -> Vec<Item> {
     fleet_perf::pricing::snapshot(table)
         .await
         .expect("scan")
         .into_values()
-        .map(|item| item.into_iter().collect())
         .collect()
 }
 
 /// The key a stored item sits at (it must be one of the table's key shapes).
-pub fn key_of(item: &StoredItem) -> ItemKey {
+pub fn key_of(item: &Item) -> ItemKey {
     let attributes = item.clone().into_iter().collect();
     ItemKey::of(&attributes).expect("a Device Fleet key")
 }
@@ -176,7 +173,7 @@ pub mod key {
 }
 
 /// The item `key` addresses, if any (consistent read, not metered).
-pub async fn item(table: &FleetTable, key: &ItemKey) -> Option<StoredItem> {
+pub async fn item(table: &FleetTable, key: &ItemKey) -> Option<Item> {
     table
         .client
         .get_item()
@@ -226,9 +223,8 @@ pub fn ago(seconds: i64) -> String {
 }
 
 /// An item's `entityType`.
-pub fn entity_type(item: &StoredItem) -> Option<EntityType> {
-    let attributes = item.clone().into_iter().collect();
-    EntityType::of(&attributes)
+pub fn entity_type(item: &Item) -> Option<EntityType> {
+    EntityType::of(item)
 }
 
 /// A function's Router served as its Lambda serves it (the test is its execution environment).

@@ -181,7 +181,7 @@ fn kitchen_batch(now: Timestamp) -> ApiRequest {
     ingest_request("thermo-kitchen", DEMO_KITCHEN_TOKEN, events)
 }
 
-type Items = BTreeMap<(String, String), StoredItem>;
+type Items = BTreeMap<(String, String), Item>;
 
 async fn keyed(table: &FleetTable) -> Items {
     table_contents(table)

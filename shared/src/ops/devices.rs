@@ -240,10 +240,6 @@ pub(crate) fn state_key(device: &DeviceItem) -> ItemKey {
     }
 }
 
-fn fleet_key(user: &UserId) -> Item {
-    ItemKey::Fleet { user: user.clone() }.attributes()
-}
-
 /// An owner's fleet as registration reads it: live-state partitions and devices.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct FleetSize {
@@ -272,7 +268,7 @@ async fn read_fleet(table: &FleetTable, user: &UserId) -> Result<FleetSize, Flee
         .client
         .get_item()
         .table_name(table.name())
-        .set_key(Some(fleet_key(user)))
+        .set_key(Some(ItemKey::Fleet { user: user.clone() }.attributes()))
         .consistent_read(true)
         .send()
         .await
@@ -318,7 +314,7 @@ fn count_registration(
     };
     let update = Update::builder()
         .table_name(table.name())
-        .set_key(Some(fleet_key(user)))
+        .set_key(Some(ItemKey::Fleet { user: user.clone() }.attributes()))
         .expressions(Expressions::write(changes, Some(unchanged)));
     Ok(TransactWriteItem::builder()
         .update(update.build().map_err(FleetError::internal)?)
@@ -329,7 +325,7 @@ fn count_registration(
 fn count_deletion(table: &FleetTable, user: &UserId) -> Result<TransactWriteItem, FleetError> {
     let update = Update::builder()
         .table_name(table.name())
-        .set_key(Some(fleet_key(user)))
+        .set_key(Some(ItemKey::Fleet { user: user.clone() }.attributes()))
         .expressions(Expressions::write(
             UpdateExpression::new().add(FleetItem::DEVICES, n(-1)),
             Some(Condition::exists(FleetItem::PARTITIONS)),
