@@ -268,12 +268,12 @@ async fn read_report(table: &FleetTable) -> Answer {
     .await
 }
 
-fn events_of(items: &[StoredItem], device: &str) -> usize {
+fn events_of(items: &[Item], device: &str) -> usize {
     in_partition_of(items, device, EntityType::Event)
 }
 
 /// Items of `kind` in `device`'s event partition.
-fn in_partition_of(items: &[StoredItem], device: &str, kind: EntityType) -> usize {
+fn in_partition_of(items: &[Item], device: &str, kind: EntityType) -> usize {
     items
         .iter()
         .filter(|i| {
@@ -666,7 +666,7 @@ async fn a_deleted_devices_events_are_purged_in_bounded_runs_and_its_marker_goes
         "the deletion left a marker"
     );
     let purge_per_run = shared::ops::analytics::PURGE_PER_RUN as u64;
-    let left = |items: &[StoredItem]| {
+    let left = |items: &[Item]| {
         items
             .iter()
             .filter(|i| entity_type(i) == Some(shared::model::entity::EntityType::Event))

@@ -26,7 +26,7 @@ fn faults(prefix: &str, start: &Timestamp, n: i64) -> Value {
 }
 
 /// Items on the type's shared index partitions (`TYPE#fault#...`).
-fn shared_index_entries(items: &[StoredItem]) -> usize {
+fn shared_index_entries(items: &[Item]) -> usize {
     items
         .iter()
         .filter(|i| {

@@ -1,4 +1,4 @@
-//! Builders and parsers for every key of the table and its indexes (DESIGN §3): the one
+//! Builders and parsers for every key of the table and its indexes (docs/design.md, "Key schema"): the one
 //! place a key is spelled, built or taken apart. Items get their keys from
 //! [`crate::model::entity::Entity`], which calls these.
 //!
@@ -23,6 +23,7 @@ use std::collections::HashMap;
 use aws_sdk_dynamodb::types::AttributeValue;
 
 use crate::model::error::ValidationError;
+use crate::model::expression::Attribute;
 use crate::model::ids::{DeviceId, EventId, EventType, Tag, UserId};
 use crate::model::schema::{Item, GSI1PK, GSI1SK, GSI2PK, GSI2SK, PK, SK};
 use crate::model::shard::shard_of;
@@ -74,8 +75,8 @@ impl PrimaryKey {
     /// The key as request attributes (`PK`, `SK`).
     pub fn attributes(&self) -> Item {
         HashMap::from([
-            (PK.to_string(), AttributeValue::S(self.pk.clone())),
-            (SK.to_string(), AttributeValue::S(self.sk.clone())),
+            (PK.name().to_string(), AttributeValue::S(self.pk.clone())),
+            (SK.name().to_string(), AttributeValue::S(self.sk.clone())),
         ])
     }
 
@@ -83,8 +84,8 @@ impl PrimaryKey {
     pub fn of(item: &Item) -> Option<PrimaryKey> {
         let text = |name: &str| item.get(name).and_then(|v| v.as_s().ok()).cloned();
         Some(PrimaryKey {
-            pk: text(PK)?,
-            sk: text(SK)?,
+            pk: text(PK.name())?,
+            sk: text(SK.name())?,
         })
     }
 }
@@ -101,7 +102,7 @@ pub enum ItemKey {
     /// A device's live state, in its owner's partition `shard` (0 is the user partition).
     DeviceState {
         user: UserId,
-        shard: u32,
+        partition: u32,
         device: DeviceId,
     },
     /// A tag link: `device` carries `tag`.
@@ -139,11 +140,11 @@ pub fn user_pk(user: &UserId) -> String {
     format!("USER#{user}")
 }
 
-/// The partition holding the live state of `user`'s devices placed on `shard`: the user
-/// partition for shard 0 (so an ordinary owner's dashboard stays one Query),
-/// `USER#{userId}#SHARD#{shard}` for the others.
-pub fn state_pk(user: &UserId, shard: u32) -> String {
-    match shard {
+/// The owner partition holding the live state of `user`'s devices placed on `partition`: the
+/// user partition for partition 0 (so an ordinary owner's dashboard stays one Query),
+/// `USER#{userId}#SHARD#{partition}` for the others (the key keeps its first spelling).
+pub fn state_pk(user: &UserId, partition: u32) -> String {
+    match partition {
         0 => user_pk(user),
         k => format!("USER#{user}#SHARD#{k}"),
     }
@@ -233,15 +234,15 @@ pub fn status_shard(device: &DeviceId, status: DeviceStatus, shards: &ShardCount
     shard_of(device.as_str(), shards.status_shards(status))
 }
 
-/// Where `device` is placed among an owner's `owner_shards` live-state partitions when it
+/// Where `device` is placed among an owner's `owner_partitions` live-state partitions when it
 /// registers. Placement is stored and never recomputed, so a device never moves. A fleet
-/// starts on shard 0; each time it doubles its shards, new devices fill the newest half only,
-/// so every shard ends up with about `DEVICES_PER_SHARD` devices.
-pub fn placement(device: &DeviceId, owner_shards: u32) -> u32 {
-    if owner_shards <= 1 {
+/// starts on partition 0; each time it doubles its partitions, new devices fill the newest
+/// half only, so every partition ends up with about `DEVICES_PER_SHARD` devices.
+pub fn placement(device: &DeviceId, owner_partitions: u32) -> u32 {
+    if owner_partitions <= 1 {
         return 0;
     }
-    let half = owner_shards / 2;
+    let half = owner_partitions / 2;
     half + (xxhash_rust::xxh3::xxh3_64(device.as_str().as_bytes()) % u64::from(half)) as u32
 }
 
@@ -334,11 +335,6 @@ pub fn parse_type_mark_gsi1sk(sk: &str) -> Result<(Timestamp, UserId, DeviceId),
 /// GSI2 (directory) partition key of a user's profile and fleet items: `DIRECTORY#{shard}`.
 pub fn directory_gsi2pk(user: &UserId) -> String {
     format!("DIRECTORY#{}", shard_of(user.as_str(), DIRECTORY_SHARDS))
-}
-
-/// Every directory partition (the daily run lists them all).
-pub fn directory_partitions() -> impl Iterator<Item = String> {
-    (0..DIRECTORY_SHARDS).map(|shard| format!("DIRECTORY#{shard}"))
 }
 
 /// GSI1 sort key of an event: `{at}#{deviceId}#{eventId}` (time order across devices).
@@ -470,8 +466,9 @@ impl IndexKeys {
         }
     }
 
-    /// The attributes to store.
-    pub fn attributes(&self) -> impl Iterator<Item = (String, AttributeValue)> + '_ {
+    /// The attributes to store (or to set in an update: see
+    /// [`crate::model::expression::Update::set_all`]).
+    pub fn attributes(&self) -> impl Iterator<Item = (Attribute, AttributeValue)> + '_ {
         [
             (GSI1PK, &self.gsi1pk),
             (GSI1SK, &self.gsi1sk),
@@ -479,11 +476,7 @@ impl IndexKeys {
             (GSI2SK, &self.gsi2sk),
         ]
         .into_iter()
-        .filter_map(|(name, value)| {
-            value
-                .as_ref()
-                .map(|v| (name.to_string(), AttributeValue::S(v.clone())))
-        })
+        .filter_map(|(name, value)| value.as_ref().map(|v| (name, AttributeValue::S(v.clone()))))
     }
 }
 
@@ -496,9 +489,9 @@ impl ItemKey {
             ItemKey::Fleet { user } => (user_pk(user), FLEET_SK.to_string()),
             ItemKey::DeviceState {
                 user,
-                shard,
+                partition,
                 device,
-            } => (state_pk(user, *shard), state_sk(device)),
+            } => (state_pk(user, *partition), state_sk(device)),
             ItemKey::TagLink { user, tag, device } => (user_pk(user), tag_link_sk(tag, device)),
             ItemKey::Registration { device } => {
                 (registration_pk(device), REGISTRATION_SK.to_string())
@@ -548,7 +541,7 @@ impl ItemKey {
             }),
             (["USER", user], ["DEVICE", device, "STATE"]) => Ok(ItemKey::DeviceState {
                 user: UserId::parse(*user)?,
-                shard: 0,
+                partition: 0,
                 device: DeviceId::parse(*device)?,
             }),
             (["USER", user, "SHARD", shard], ["DEVICE", device, "STATE"]) => {
@@ -560,7 +553,7 @@ impl ItemKey {
                     .ok_or_else(bad)?;
                 Ok(ItemKey::DeviceState {
                     user: UserId::parse(*user)?,
-                    shard,
+                    partition: shard,
                     device: DeviceId::parse(*device)?,
                 })
             }
@@ -633,7 +626,7 @@ impl ItemKey {
             } => vec![owner(user), device(d)],
             Self::DeviceState {
                 user,
-                shard,
+                partition: shard,
                 device: d,
             } => vec![
                 owner(user),
@@ -680,12 +673,12 @@ mod tests {
             ItemKey::Fleet { user: user() },
             ItemKey::DeviceState {
                 user: user(),
-                shard: 0,
+                partition: 0,
                 device: device(),
             },
             ItemKey::DeviceState {
                 user: user(),
-                shard: 12,
+                partition: 12,
                 device: device(),
             },
             ItemKey::Event {
@@ -860,7 +853,7 @@ mod tests {
             "a type operators do not search is in no index"
         );
         let never_seen = IndexKeys::device_state(DeviceStatus::Active, &device(), None, &shards);
-        let names: Vec<String> = never_seen.attributes().map(|(n, _)| n).collect();
+        let names: Vec<&str> = never_seen.attributes().map(|(n, _)| n.name()).collect();
         assert_eq!(
             names,
             ["GSI1PK"],

@@ -1,4 +1,4 @@
-//! The daily analytics run (DESIGN §5): a parallel Scan of the directory (GSI2: one entry per
+//! The daily analytics run (docs/design.md, "Daily analytics"): a parallel Scan of the directory (GSI2: one entry per
 //! profile, fleet and purge marker), checkpointed per segment, that writes `REPORT#{day}` and
 //! purges the events of deleted devices. It reads what scales with the day, never the history:
 //! the directory, each owner's device and live-state items, and each device's events of the
@@ -35,6 +35,7 @@ use crate::model::cursor::StartKey;
 use crate::model::entity::Entity;
 use crate::model::entity::EntityType;
 use crate::model::error::{FleetError, ValidationError};
+use crate::model::items::ReportItem;
 use crate::model::keys::ItemKey;
 use crate::model::pattern_id::PatternId;
 use crate::model::timestamp::{Day, Timestamp};
@@ -46,7 +47,7 @@ use scan::{scan_segment, OwnerProgress};
 pub const TOP_DEVICES: usize = 10;
 /// Partition keys listed in `partitionHeat`.
 pub const HEAT_KEYS: usize = 10;
-/// Share of the day's writes above which a key is flagged hot (seed 003's distribution target).
+/// Share of the day's writes above which a key is flagged hot (the target of docs/key-distribution.md).
 pub const HOT_SHARE: f64 = 0.10;
 /// Checkpoints are removed by TTL this long after the run.
 const CHECKPOINT_TTL_SECONDS: i64 = 14 * 86_400;
@@ -156,11 +157,11 @@ const fn daily_report_figure(id: PatternId, description: &'static str) -> Access
 
 /// AP-10, the report's `devices.byStatus`.
 pub const DEVICE_COUNT_BY_STATUS: AccessPattern =
-    daily_report_figure(PatternId::Ap10, "device count by status");
+    daily_report_figure(PatternId::DeviceCountByStatus, "device count by status");
 
 /// AP-11, the report's `users.active30d`.
 pub const ACTIVE_USERS: AccessPattern =
-    daily_report_figure(PatternId::Ap11, "active users in the last 30 days");
+    daily_report_figure(PatternId::ActiveUsers, "active users in the last 30 days");
 
 /// Runs (or resumes) the daily analytics for `plan.day`.
 pub async fn run_daily_report(
@@ -215,7 +216,12 @@ pub async fn run_daily_report(
     }
     let tallies: Vec<&SegmentTally> = checkpoints.values().map(|c| &c.tally).collect();
     let report = build_report(plan.day, &tallies, plan.segments);
-    super::reports::put_report(table, &report).await?;
+    // Replaces an earlier run's report for the same day: reports are idempotent per day.
+    let item = ReportItem {
+        day: report.date,
+        report_json: serde_json::to_string(&report).map_err(FleetError::internal)?,
+    };
+    crate::store::dynamo::put_item(table, &item).await?;
     Ok(RunOutcome {
         complete: true,
         segments_done: done,

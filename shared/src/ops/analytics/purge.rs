@@ -9,8 +9,12 @@ use aws_sdk_dynamodb::types::{DeleteRequest, WriteRequest};
 
 use crate::model::entity::Entity;
 use crate::model::error::FleetError;
+use crate::model::expression::Condition;
+use crate::model::expression::Expressions;
 use crate::model::items::PurgeMarkerItem;
+use crate::model::items::TypeMarkItem;
 use crate::model::keys::{event_pk, PrimaryKey, EVENT_PREFIX, TYPE_MARK_PREFIX};
+use crate::model::schema::{PK, SK};
 use crate::store::dynamo::{key_range, query, s};
 use crate::store::dynamo::{throttled, write_all, BATCH_WRITE_SIZE};
 use crate::store::retry::Retry;
@@ -38,8 +42,8 @@ pub(super) async fn purge_device(
             EVENT_PREFIX,
             // Through the deletion instant: ids use only characters below `~`.
             format!("{EVENT_PREFIX}{}#~", marker.deleted_at),
+            Expressions::builder().projection(&[PK, SK]),
         )
-        .projection_expression("PK, SK")
         .limit(PURGE_PER_RUN),
     )
     .await?;
@@ -55,11 +59,13 @@ pub(super) async fn purge_device(
                 event_pk(&marker.user_id, &marker.device_id),
                 TYPE_MARK_PREFIX,
                 format!("{TYPE_MARK_PREFIX}~"),
+                Expressions::builder()
+                    .condition(Condition::at_most(
+                        TypeMarkItem::WINDOW,
+                        s(marker.deleted_at.to_string()),
+                    ))
+                    .projection(&[PK, SK]),
             )
-            .filter_expression("#at <= :deleted")
-            .expression_attribute_names("#at", "at")
-            .expression_attribute_values(":deleted", s(marker.deleted_at.to_string()))
-            .projection_expression("PK, SK")
             .limit(PURGE_PER_RUN),
         )
         .await?;

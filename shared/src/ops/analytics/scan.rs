@@ -19,8 +19,9 @@ use crate::model::cursor::{exclusive_start_key, start_key, StartKey};
 use crate::model::entity::Entity;
 use crate::model::entity::EntityType;
 use crate::model::error::FleetError;
+use crate::model::expression::Expressions;
 use crate::model::ids::{DeviceId, EventType, UserId};
-use crate::model::items::{FleetItem, PurgeMarkerItem};
+use crate::model::items::{DeviceItem, DeviceStateItem, EventItem, FleetItem, PurgeMarkerItem};
 use crate::model::keys::{
     event_pk, state_pk, type_window, IndexKeys, ItemKey, DEVICE_PREFIX, EVENT_PREFIX, PROFILE_SK,
 };
@@ -205,7 +206,12 @@ fn unit_done(checkpoint: &mut Checkpoint, used: &MeterSnapshot, elapsed: Duratio
 fn entry_key(entry: &Item) -> StartKey {
     [PK, SK, GSI2PK, GSI2SK]
         .into_iter()
-        .filter_map(|name| Some((name.to_string(), entry.get(name)?.as_s().ok()?.clone())))
+        .filter_map(|name| {
+            Some((
+                name.to_string(),
+                entry.get(name.name())?.as_s().ok()?.clone(),
+            ))
+        })
         .collect()
 }
 
@@ -253,7 +259,7 @@ async fn next_unit(
                 let fleet = FleetItem::from_item(entry.clone())?;
                 checkpoint.current = Some(OwnerProgress {
                     user: fleet.user_id,
-                    shards: fleet.shards.max(1),
+                    shards: fleet.partitions.max(1),
                     next_shard: 0,
                     active: false,
                     entry: key,
@@ -341,23 +347,34 @@ async fn count_partition(
     checkpoint: &mut Checkpoint,
     bounds: &PageBounds,
 ) -> Result<bool, FleetError> {
-    let request = key_range(table, state_pk(user, shard), DEVICE_PREFIX, PROFILE_SK)
-        .projection_expression("PK, SK, #entityType, #status, #type, lastSeen, deletingAt")
-        .expression_attribute_names("#entityType", ENTITY_TYPE)
-        .expression_attribute_names("#status", "status")
-        .expression_attribute_names("#type", "type");
+    // The device item's and the live state's status and type share their names.
+    let request = key_range(
+        table,
+        state_pk(user, shard),
+        DEVICE_PREFIX,
+        PROFILE_SK,
+        Expressions::builder().projection(&[
+            PK,
+            SK,
+            ENTITY_TYPE,
+            DeviceItem::STATUS,
+            DeviceItem::DEVICE_TYPE,
+            DeviceStateItem::LAST_SEEN,
+            DeviceItem::DELETING_AT,
+        ]),
+    );
     let items = query_all(request).await?;
     let tally = &mut checkpoint.tally;
     let mut seen: Vec<(DeviceId, Timestamp)> = Vec::new();
     for item in &items {
         tally.scanned += 1;
         match EntityType::of(item) {
-            Some(EntityType::Device) if !item.contains_key("deletingAt") => {
+            Some(EntityType::Device) if !item.contains_key(DeviceItem::DELETING_AT.name()) => {
                 tally.count_device(item)
             }
             Some(EntityType::DeviceState) => {
-                let last_seen =
-                    text(item, "lastSeen").and_then(|t| Timestamp::parse_field("lastSeen", t).ok());
+                let last_seen = text(item, DeviceStateItem::LAST_SEEN)
+                    .and_then(|t| Timestamp::parse_field("lastSeen", t).ok());
                 if let (Ok(ItemKey::DeviceState { device, .. }), Some(at)) =
                     (ItemKey::of(item), last_seen)
                 {
@@ -404,11 +421,8 @@ async fn count_day(
         format!("{EVENT_PREFIX}{}", bounds.from),
         // The day's end is exclusive: every event key of the day sorts below its first instant.
         format!("{EVENT_PREFIX}{}", bounds.to),
-    )
-    .projection_expression("#type, #ttl, #at")
-    .expression_attribute_names("#type", "type")
-    .expression_attribute_names("#ttl", "ttl")
-    .expression_attribute_names("#at", "at");
+        Expressions::builder().projection(&[EventItem::EVENT_TYPE, EventItem::TTL, EventItem::AT]),
+    );
     let items = query_all(request).await?;
     let tally = &mut checkpoint.tally;
     let mut counted = 0;
@@ -418,17 +432,17 @@ async fn count_day(
     for item in &items {
         tally.scanned += 1;
         let expired = item
-            .get("ttl")
+            .get(EventItem::TTL.name())
             .and_then(|v| v.as_n().ok())
             .and_then(|n| n.parse::<i64>().ok())
             .is_some_and(|ttl| ttl <= bounds.now);
         if expired {
             continue;
         }
-        let event_type = text(item, "type").unwrap_or("unknown");
+        let event_type = text(item, EventItem::EVENT_TYPE).unwrap_or("unknown");
         let mark = EventType::parse(event_type)
             .ok()
-            .zip(text(item, "at").and_then(|at| Timestamp::parse_field("at", at).ok()))
+            .zip(text(item, EventItem::AT).and_then(|at| Timestamp::parse_field("at", at).ok()))
             .filter(|(t, at)| marked.insert((t.clone(), type_window(at))))
             .and_then(|(t, at)| {
                 IndexKeys::type_mark(user, device, &t, &type_window(&at), &table.config.shards)
@@ -458,8 +472,8 @@ async fn active_before_the_day(
             event_pk(user, device),
             format!("{EVENT_PREFIX}{}", bounds.active_since),
             format!("{EVENT_PREFIX}{}", bounds.from),
+            Expressions::builder().projection(&[PK]),
         )
-        .projection_expression("PK")
         .scan_index_forward(false)
         .limit(1),
     )

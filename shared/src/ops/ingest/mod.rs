@@ -125,7 +125,7 @@ impl IngestConfig {
 /// The result of storing a batch.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct IngestOutcome {
-    /// Stored (and reflected in the device summary).
+    /// Stored (and reflected in the live state).
     pub accepted: Vec<EventId>,
     /// Not acknowledged: the device should resend these.
     pub failed: Vec<EventId>,
@@ -307,7 +307,7 @@ impl Ingestor {
 
     /// AP-14, implemented by [`Ingestor::ingest`].
     pub const INGEST_BATCH: AccessPattern = AccessPattern {
-        id: PatternId::Ap14,
+        id: PatternId::IngestEvents,
         description: "ingest a batch of up to 100 events for one device",
         frequency: Frequency::Critical,
         operations: &[
