@@ -14,7 +14,7 @@ PACKAGES  := $(foreach f,$(FUNCTIONS),-p $(f))
 # cargo-lambda, zig and the SAM CLI come from .venv (tools/requirements.txt).
 TOOLS_ENV := PATH="$(CURDIR)/$(VENV)/bin:$$PATH" SAM_CLI_TELEMETRY=0
 
-.PHONY: build deploy emulator-replay smoke-build cold-start arm64-target docs ingest-throughput scan-throughput fault-run help dev test lint unit-and-integration fmt dynamodb-local python-tools java-check invoke clean
+.PHONY: build deploy emulator-replay rie-replay sam-env sam-replay smoke-build cold-start arm64-target docs ingest-throughput scan-throughput fault-run help dev test lint unit-and-integration fmt dynamodb-local python-tools java-check invoke clean
 
 help: ## List the commands
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-16s %s\n", $$1, $$2}'
@@ -48,6 +48,20 @@ deploy: python-tools arm64-target ## sam build (rust-cargolambda) and sam deploy
 
 emulator-replay: dynamodb-local python-tools ## Every sample in events/ through cargo-lambda's emulator (cargo lambda watch + cargo lambda invoke), with its manifest status
 	$(CARGO) test -p fleet-tests --test it -- emulator::
+
+rie-replay: dynamodb-local python-tools smoke-build ## Every sample in events/ through its release bootstrap under aws-lambda-rie (sam local invoke's emulator, from the SAM CLI in .venv/, no Docker), one cold emulator each
+	$(CARGO) test -p fleet-tests --test it -- rie::
+
+# With Docker: sam local against make dev's DynamoDB Local (docs/release.md, "sam local with Docker").
+SAM_ENV := target/sam/env-vars.json
+sam-env: ## With Docker: the --env-vars file for sam local from template.yaml: make sam-env ENDPOINT=http://127.0.0.1:<port> TABLE=<name> (make dev prints both)
+	@test -n "$(ENDPOINT)" -a -n "$(TABLE)" || { echo "usage: make sam-env ENDPOINT=<make dev's DynamoDB Local URL> TABLE=<its table>"; exit 2; }
+	@mkdir -p $(dir $(SAM_ENV))
+	$(CARGO) run --quiet -p fleet-dev -- sam-env --endpoint $(ENDPOINT) --table $(TABLE) > $(SAM_ENV)
+	@echo "wrote $(SAM_ENV)"
+
+sam-replay: python-tools ## With Docker: sam build, then every sample through sam local invoke against make dev's table (after make sam-env), checked against events/manifest.json
+	$(TOOLS_ENV) tools/sam-local-replay.sh $(SAM_ENV)
 
 smoke-build: python-tools ## Release bootstraps for this machine's architecture (target/lambda-host/), for the smoke replay and benchmarks
 	$(TOOLS_ENV) $(CARGO) lambda build --release --locked --lambda-dir target/lambda-host $(PACKAGES)

@@ -79,3 +79,33 @@ async fn every_sample_event_gets_its_expected_status_under_aws_lambda_rie() {
     );
     assert!(failures.is_empty(), "{failures:#?}");
 }
+
+/// The `--env-vars` file `make sam-env` writes for `sam local` with Docker: for every function,
+/// the table and DynamoDB Local's endpoint, and nothing the template does not declare (SAM
+/// silently ignores such a name, so the endpoint override would be lost).
+#[test]
+fn the_sam_env_vars_file_points_every_function_at_the_local_table_with_declared_names_only() {
+    let endpoint = "http://127.0.0.1:8765";
+    let file = fleet_testkit::rie::sam_env_vars(template(), endpoint, "fleet-dev-table").unwrap();
+    let functions = file.as_object().unwrap();
+    assert_eq!(functions.len(), template().function_definitions.len());
+    for (function, env) in functions {
+        let declared = template()
+            .function_environment(function, "x", &std::collections::BTreeMap::new())
+            .unwrap();
+        let env = env.as_object().unwrap();
+        for name in env.keys() {
+            assert!(
+                declared.contains_key(name),
+                "{function}: {name} is not declared"
+            );
+        }
+        assert_eq!(env["TABLE_NAME"], "fleet-dev-table", "{function}");
+        assert_eq!(env["AWS_ENDPOINT_URL_DYNAMODB"], endpoint, "{function}");
+        assert_eq!(
+            env["RETENTION_DAYS"],
+            SAMPLE_RETENTION_DAYS.to_string(),
+            "{function}: the samples' fixed timestamps stay in retention"
+        );
+    }
+}

@@ -34,6 +34,20 @@ enum Command {
     Serve,
     /// One event through one function, like `sam local invoke -e`.
     Invoke(InvokeArgs),
+    /// The `--env-vars` file for `sam local invoke` / `start-api` (Docker) on a running
+    /// DynamoDB Local (the endpoint and table `make dev` prints), on stdout.
+    SamEnv(SamEnvArgs),
+}
+
+#[derive(Args)]
+struct SamEnvArgs {
+    /// The DynamoDB endpoint the functions' containers reach (with `--docker-network host`,
+    /// make dev's `http://127.0.0.1:<port>`).
+    #[arg(long)]
+    endpoint: String,
+    /// The table at `--endpoint`.
+    #[arg(long)]
+    table: String,
 }
 
 #[derive(Args)]
@@ -53,11 +67,21 @@ struct InvokeArgs {
     bootstrap: bool,
 }
 
+/// Prints the `--env-vars` file for `sam local` on `args`' endpoint and table.
+fn sam_env(args: SamEnvArgs) -> Result<(), Error> {
+    let template =
+        fleet_testkit::template::Template::load(&fleet_testkit::template::default_template_path())?;
+    let file = fleet_testkit::rie::sam_env_vars(&template, &args.endpoint, &args.table)?;
+    println!("{}", serde_json::to_string_pretty(&file)?);
+    Ok(())
+}
+
 #[tokio::main]
 async fn main() {
     let result = match Cli::parse().command {
         Command::Serve => serve().await,
         Command::Invoke(args) => invoke_command(args).await,
+        Command::SamEnv(args) => sam_env(args),
     };
     if let Err(err) = result {
         eprintln!("fleet-dev: {err}");

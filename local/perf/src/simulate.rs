@@ -26,10 +26,11 @@ use shared::model::entity::Entity;
 use shared::model::ids::{DeviceId, DeviceType, EventId, EventType, Tag, UserId};
 use shared::model::items::{
     DeviceItem, DeviceStateItem, EventItem, ProfileItem, RegistrationItem, TagLinkItem,
+    TypeMarkItem,
 };
 use shared::model::keys::{
-    event_pk, placement, registration_pk, state_pk, status_gsi1pk, type_gsi1pk,
-    SEEN_GRANULARITY_SECONDS,
+    device_type_gsi1pk, event_pk, placement, registration_pk, state_pk, status_gsi1pk, type_gsi1pk,
+    type_window, SEEN_GRANULARITY_SECONDS, TYPE_WINDOW_SECONDS,
 };
 use shared::model::pattern_id::PatternId;
 use shared::model::readings::derive_event_id;
@@ -39,6 +40,7 @@ use shared::model::shard::ShardCounts;
 use shared::model::shard::{shard_of, shards_for_peak_wcu};
 use shared::model::status::DeviceStatus;
 use shared::model::timestamp::Day;
+use shared::ops::events::MAX_TYPE_DEVICES;
 use shared::ops::ingest::RECENT_EVENTS;
 
 use crate::capacity::{
@@ -65,6 +67,8 @@ const DIRECTORY_ENTRY_BYTES: f64 = 100.0;
 
 /// Events an event-list read returns (the API's default page).
 pub const EVENT_PAGE: f64 = 50.0;
+/// Type marks one AP-09 Query of a (day, shard) returns at most.
+const MARKS_PER_PAGE: f64 = 4.0 * MAX_TYPE_DEVICES as f64;
 /// The default day events are written on (the GSI1 `TYPE#` keys carry the day).
 pub const DEFAULT_DAY: &str = "2026-11-20";
 /// Events retained (`RETENTION_DAYS` default), for storage.
@@ -372,6 +376,10 @@ pub struct ItemSizes {
     pub registration: u64,
     /// A tag link.
     pub tag_link: u64,
+    /// A type mark (one per device, searchable type and window), bytes.
+    pub type_mark: u64,
+    /// Its GSI1 entry (`TYPE#{type}#{day}#{shard}`).
+    pub type_mark_gsi1: u64,
 }
 
 fn to_item(entity: &impl Entity, shards: &ShardCounts) -> Item {
@@ -433,6 +441,19 @@ impl ItemSizes {
                 )
             })
             .collect();
+        let mark_type = EventType::parse("fault").expect("valid");
+        let type_mark = to_item(
+            &TypeMarkItem {
+                user_id: user.clone(),
+                device_id: device.clone(),
+                event_type: mark_type,
+                window: type_window(&at),
+                device_name: name.clone(),
+                ttl,
+            },
+            &shards,
+        );
+        let type_mark_gsi1 = index_entry(&type_mark, &INDEXES[0]).map_or(0, |e| item_size(&e));
         let tag = Tag::parse("home").expect("valid");
         let device_item = DeviceItem {
             user_id: user.clone(),
@@ -498,6 +519,8 @@ impl ItemSizes {
             profile: item_size(&to_item(&profile_item, &shards)),
             registration: item_size(&to_item(&registration, &shards)),
             tag_link: item_size(&to_item(&tag_link, &shards)),
+            type_mark: item_size(&type_mark),
+            type_mark_gsi1,
         }
     }
 }
@@ -511,8 +534,10 @@ pub enum KeyKind {
     DeviceEvents,
     /// `DEVICE#d`: a registration, read by ingestion.
     Registration,
-    /// `TYPE#t#day#shard` on GSI1.
+    /// `TYPE#t#day#shard` on GSI1: type marks.
     EventType,
+    /// `DEVICETYPE#u#d#t` on GSI1: one device's events of a searchable type.
+    DeviceType,
     /// `STATUS#s#shard` on GSI1.
     Status,
     /// `OWNER#u#shard` on GSI2.
@@ -525,7 +550,10 @@ impl KeyKind {
             KeyKind::UserPartition => "owner partition (live states, dashboard)",
             KeyKind::DeviceEvents => "one device's events",
             KeyKind::Registration => "registration (ingest auth)",
-            KeyKind::EventType => "events of a type and day, one shard",
+            KeyKind::EventType => {
+                "type marks of a type and day (one per device and hour), one shard"
+            }
+            KeyKind::DeviceType => "one device's events of a searchable type",
             KeyKind::Status => "devices of a status, one shard",
             KeyKind::Owner => "a user's events, one shard",
         }
@@ -753,6 +781,7 @@ fn fix_for(load: &KeyLoad, shards: Option<u16>) -> String {
         (KeyKind::UserPartition, _, _) => "an owner partition holds the live states of up to `DEVICES_PER_SHARD` devices: lower it (new devices then spread over more partitions) or cap the busiest devices' batch rate".into(),
         (KeyKind::DeviceEvents, _, _) => "not sharded: one device's events. Over 1,000 WCU/s it throttles; a device this busy needs its events time-sharded (time sharding) or its rate capped at ingest".into(),
         (KeyKind::Registration, _, _) => "not sharded: one registration, read by ingestion at most once per cache window per warm Lambda".into(),
+        (KeyKind::DeviceType, _, _) => "not sharded: one device's events of one type, never busier than the device's own event partition; a device this busy needs its rate capped at ingest".into(),
         _ => "not sharded".into(),
     }
 }
@@ -887,6 +916,46 @@ pub fn simulate(profile: Profile, source: &str) -> Result<Simulation, Error> {
         TableLoad::new("GSI2"),
     ];
     let mut type_rates = vec![0.0_f64; types.len()];
+    // A device's rate, in events per minute: hot, its large fleet's, or the profile's.
+    let per_minute_of = |global: u64, rate_override: Option<f64>| {
+        if hot.contains(&global) {
+            profile
+                .events
+                .hot_devices
+                .as_ref()
+                .map_or(0.0, |h| h.per_device_per_minute)
+        } else {
+            rate_override.unwrap_or(profile.events.per_device_per_minute)
+        }
+    };
+    // The event-type index (docs/design.md, "The event-type index"). Per searchable type: its
+    // shard count, and how many devices send it on a day (what AP-09 reads; a Poisson
+    // device sends at least one event of the type that day with 1 - e^(-rate x day)).
+    let searchable: Vec<Option<u16>> = types.iter().map(|(t, _)| shards.type_shards(t)).collect();
+    let window = TYPE_WINDOW_SECONDS as f64;
+    let mut devices_with_type = vec![0.0_f64; types.len()];
+    {
+        let mut global = 0u64;
+        for (fleet, rate_override) in &fleets {
+            for _ in 0..*fleet {
+                let rate = per_minute_of(global, *rate_override) / 60.0;
+                global += 1;
+                for (k, (_, share)) in types.iter().enumerate() {
+                    if searchable[k].is_some() {
+                        devices_with_type[k] += 1.0 - (-rate * share * 86_400.0).exp();
+                    }
+                }
+            }
+        }
+    }
+    let type_reads_per_type = reads.admin_event_type_reads_per_minute / 60.0 / types.len() as f64;
+    // Type marks: per type and shard, index writes (one per device and window with the type)
+    // and marks on the day.
+    let mut mark_wcu: Vec<Vec<f64>> = searchable
+        .iter()
+        .map(|n| vec![0.0; usize::from(n.unwrap_or(0))])
+        .collect();
+    let mut marks_per_day: Vec<Vec<f64>> = mark_wcu.clone();
     let active_shards = shards.status_shards(DeviceStatus::Active);
     let mut status_wcu = vec![0.0_f64; usize::from(active_shards)];
     let mut status_devices = vec![0u64; usize::from(active_shards)];
@@ -907,15 +976,7 @@ pub fn simulate(profile: Profile, source: &str) -> Result<Simulation, Error> {
         let mut state_partitions: Vec<f64> = Vec::new();
         let mut placed_shards = 1u32;
         for j in 0..u64::from(*fleet) {
-            let per_minute = if hot.contains(&global) {
-                profile
-                    .events
-                    .hot_devices
-                    .as_ref()
-                    .map_or(0.0, |h| h.per_device_per_minute)
-            } else {
-                rate_override.unwrap_or(profile.events.per_device_per_minute)
-            };
+            let per_minute = per_minute_of(global, *rate_override);
             global += 1;
             let rate = per_minute / 60.0;
             let batches = rate / f64::from(profile.events.batch_size);
@@ -945,10 +1006,46 @@ pub fn simulate(profile: Profile, source: &str) -> Result<Simulation, Error> {
             let page = (rate * 86_400.0).min(EVENT_PAGE);
             let event_read_rcu =
                 per_device_event_reads * query_read_units((page * event_bytes) as u64);
-            base.add(rate * event_wcu, event_read_rcu, || KeyLoad {
+            // Its searchable types: each event's own GSI1 entry under the device and type, and
+            // the type mark every batch holding the type puts again (an identical put bills the
+            // table write; its index entry is written once per window).
+            let mut mark_puts_wcu = 0.0;
+            for (k, (t, share)) in types.iter().enumerate() {
+                let Some(count) = searchable[k] else {
+                    continue;
+                };
+                let type_rate = rate * share;
+                if type_rate <= 0.0 {
+                    continue;
+                }
+                let batch = f64::from(profile.events.batch_size);
+                let batches_with_type = batches * (1.0 - (1.0 - share).powf(batch));
+                mark_puts_wcu += batches_with_type * write_units(sizes.type_mark) as f64;
+                let new_marks = (1.0 - (-type_rate * window).exp()) / window;
+                let shard = usize::from(shard_of(&format!("{user}#{device}"), count));
+                mark_wcu[k][shard] += new_marks * write_units(sizes.type_mark_gsi1) as f64;
+                marks_per_day[k][shard] += new_marks * 86_400.0;
+                // AP-09 reads up to MAX_TYPE_DEVICES of the devices that sent the type that day.
+                let (_, _, gsi1_bytes, _) = sizes.events[k];
+                let read_share = (MAX_TYPE_DEVICES as f64 / devices_with_type[k].max(1.0)).min(1.0);
+                let device_page = (type_rate * 86_400.0).min(EVENT_PAGE);
+                let wcu = type_rate * write_units(gsi1_bytes) as f64;
+                let rcu = type_reads_per_type
+                    * read_share
+                    * query_read_units((device_page * gsi1_bytes as f64) as u64);
+                gsi1.add(wcu, rcu, || KeyLoad {
+                    key: device_type_gsi1pk(&user, &device, t),
+                    kind: KeyKind::DeviceType,
+                    wcu,
+                    rcu,
+                    family: None,
+                });
+            }
+            let device_wcu = rate * event_wcu + mark_puts_wcu;
+            base.add(device_wcu, event_read_rcu, || KeyLoad {
                 key: event_pk(&user, &device),
                 kind: KeyKind::DeviceEvents,
-                wcu: rate * event_wcu,
+                wcu: device_wcu,
                 rcu: event_read_rcu,
                 family: None,
             });
@@ -1014,31 +1111,33 @@ pub fn simulate(profile: Profile, source: &str) -> Result<Simulation, Error> {
         w.ingest_requests_per_second += state_partitions.iter().sum::<f64>();
     }
 
-    // GSI1, events by type and day: a device's events spread evenly over the shards (the
-    // shard hashes device and event id, and event ids are unique).
-    let type_reads_per_type = reads.admin_event_type_reads_per_minute / 60.0 / types.len() as f64;
+    // GSI1, type marks by type and day: one entry per device, type and window (their shard
+    // hashes the device); AP-09 reads one page of marks per shard.
     for (k, (t, _)) in types.iter().enumerate() {
-        // Only searchable types are on GSI1.
-        let Some(count) = shards.type_shards(t) else {
+        let Some(count) = searchable[k] else {
             continue;
         };
-        let type_shards = f64::from(count);
-        let (_, _, gsi1_bytes, _) = sizes.events[k];
-        let per_shard_wcu = type_rates[k] * write_units(gsi1_bytes) as f64 / type_shards;
-        let page = (type_rates[k] * 86_400.0 / type_shards).min(EVENT_PAGE);
-        let per_shard_rcu =
-            type_reads_per_type * query_read_units((page * gsi1_bytes as f64) as u64);
+        let family_wcu: f64 = mark_wcu[k].iter().sum();
+        let rcu_of = |marks: f64| {
+            type_reads_per_type
+                * query_read_units((marks.min(MARKS_PER_PAGE) * sizes.type_mark_gsi1 as f64) as u64)
+        };
+        let family_rcu: f64 = marks_per_day[k].iter().map(|m| rcu_of(*m)).sum();
         for s in 0..count {
-            gsi1.add(per_shard_wcu, per_shard_rcu, || KeyLoad {
+            let (wcu, rcu) = (
+                mark_wcu[k][usize::from(s)],
+                rcu_of(marks_per_day[k][usize::from(s)]),
+            );
+            gsi1.add(wcu, rcu, || KeyLoad {
                 key: type_gsi1pk(t, &day, s),
                 kind: KeyKind::EventType,
-                wcu: per_shard_wcu,
-                rcu: per_shard_rcu,
+                wcu,
+                rcu,
                 family: Some(ShardFamily {
                     setting: "SEARCHABLE_EVENT_TYPES",
                     shards: count,
-                    wcu: per_shard_wcu * type_shards,
-                    rcu: per_shard_rcu * type_shards,
+                    wcu: family_wcu,
+                    rcu: family_rcu,
                 }),
             });
         }
@@ -1363,7 +1462,13 @@ pub fn render_report(sims: &[Simulation]) -> String {
          API Gateway spreads a device's batches over containers, so every ingest request reads \
          the registration (eventually consistent) and the device's live state (consistent; a per-container cache \
          is assumed to miss); event values are numbers; the dashboard, AP-04 and AP-05 reads \
-         are spread evenly over users or devices; each read returns one page (at most 50 events).\n\n",
+         are spread evenly over users or devices; each read returns one page (at most 50 events). \
+         Searchable types (docs/design.md, \"The event-type index\"): each event's own GSI1 entry is \
+         under its device and type; every batch holding a searchable type puts that hour's type mark \
+         again (a table write; an identical put changes no index entry), and the type's shared \
+         `TYPE#` partitions take one mark per device, type and hour a device sends the type in \
+         (Poisson events: 1 - e^(-rate x hour) of the hours); AP-09 reads one page of marks per \
+         shard and at most 25 devices' own keys.\n\n",
     );
     out.push_str("| profile | devices | events/s | base table peak WCU/s | GSI1 peak WCU/s | GSI2 peak WCU/s | verdict |\n|---|---|---|---|---|---|---|\n");
     for sim in sims {
@@ -1538,8 +1643,10 @@ events:
     }
 
     #[test]
-    fn a_hot_event_type_gets_the_shard_count_that_fixes_it() {
-        // 60,000 events/s of one type on 8 shards: 7,500 WCU/s each; 2 x 60,000 / 1,000 = 120.
+    fn a_type_that_is_every_event_holds_without_a_setting() {
+        // 60,000 events/s of one searchable type from 1,000 devices: each device's own key
+        // takes its 60 WCU/s, and the type's shared partitions one mark per device and hour
+        // (1,000 / 3,600 WCU/s over 8 shards), where per-event entries took 7,500 WCU/s each.
         let yaml = "
 name: busy-type
 description: 1,000 devices at 3,600 events a minute
@@ -1550,19 +1657,14 @@ shards: {searchable: temperature}
 ";
         let sim = simulate(profile(yaml), "test").unwrap();
         let gsi1 = &sim.tables[1];
-        let flag = gsi1
-            .flags
-            .iter()
-            .find(|f| f.load.kind == KeyKind::EventType)
-            .expect("flagged");
-        assert!((flag.load.wcu - 7500.0).abs() < 1e-6);
-        assert_eq!(flag.suggested_shards, Some(120));
-        assert!(
-            flag.fix.contains("SEARCHABLE_EVENT_TYPES from 8 to 120"),
-            "{}",
-            flag.fix
-        );
-        // The base table is fine: 60 WCU/s per device, 1,000 devices.
+        assert!(gsi1.flags.is_empty(), "{:?}", gsi1.flags);
+        // The rest: the marks (1,000 / 3,600) and the live states' SEEN# moves (2 x 1,000 / 900).
+        let rest = 1_000.0 / 3_600.0 + 2.0 * 1_000.0 / 900.0;
+        assert!((gsi1.wcu - (60_000.0 + rest)).abs() < 1e-3, "{}", gsi1.wcu);
+        let busiest = &gsi1.top_writes[0];
+        assert_eq!(busiest.kind, KeyKind::DeviceType);
+        assert!((busiest.wcu - 60.0).abs() < 1e-9);
+        // The base table is fine: 60 WCU/s per device (and a mark put per batch), 1,000 devices.
         assert!(sim.tables[0].flags.iter().all(|f| !f.over_limit));
     }
 

@@ -78,6 +78,31 @@ pub fn sam_environment(
     env
 }
 
+/// The `--env-vars` file of `sam local invoke` / `sam local start-api` (with Docker) for the
+/// table `table_name` at `endpoint` (e.g. `make dev`'s DynamoDB Local): per function, every
+/// variable the template declares for it, resolved as the local stack resolves them (the
+/// samples' `RetentionDays`, the table's name), and `AWS_ENDPOINT_URL_DYNAMODB` pointing at
+/// `endpoint`. Only declared variables: SAM ignores any other name in this file.
+pub fn sam_env_vars(
+    template: &crate::template::Template,
+    endpoint: &str,
+    table_name: &str,
+) -> Result<Value, crate::template::TemplateError> {
+    let overrides = crate::bootstrap::retention_override(crate::samples::SAMPLE_RETENTION_DAYS);
+    let mut file = serde_json::Map::new();
+    for function in template.function_definitions.keys() {
+        let mut env = template.function_environment(function, table_name, &overrides)?;
+        if let Some(url) = env.get_mut("AWS_ENDPOINT_URL_DYNAMODB") {
+            *url = endpoint.to_string();
+        }
+        file.insert(
+            function.clone(),
+            serde_json::to_value(env).unwrap_or_default(),
+        );
+    }
+    Ok(Value::Object(file))
+}
+
 fn free_address() -> Result<String, RieError> {
     Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.to_string())
 }

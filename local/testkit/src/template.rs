@@ -123,6 +123,9 @@ pub enum EnvValue {
     Parameter(String),
     /// `!Ref` of the table: its name.
     TableName,
+    /// `!Sub` of the pseudo parameters `AWS::Region` and `AWS::URLSuffix` only (resolved for
+    /// the local region, `us-east-1`).
+    Sub(String),
 }
 
 /// One IAM policy statement of a function, resources rendered as `FleetTable` (the table's
@@ -177,6 +180,9 @@ impl Template {
                 let value = match value {
                     EnvValue::Literal(v) => v.clone(),
                     EnvValue::TableName => table_name.to_string(),
+                    EnvValue::Sub(text) => text
+                        .replace("${AWS::Region}", LOCAL_REGION)
+                        .replace("${AWS::URLSuffix}", "amazonaws.com"),
                     EnvValue::Parameter(p) => overrides
                         .get(p)
                         .or_else(|| self.parameter_defaults.get(p))
@@ -190,6 +196,10 @@ impl Template {
             .collect()
     }
 }
+
+/// The region every local run uses (the SDK client of the local stack, the bootstraps'
+/// `AWS_REGION`): DynamoDB Local keeps tables apart by region and access key.
+pub const LOCAL_REGION: &str = "us-east-1";
 
 /// `template.yaml` at the repository root.
 pub fn default_template_path() -> PathBuf {
@@ -610,8 +620,19 @@ fn env_value(
         CfnValue::Literal(literal) => Ok(EnvValue::Literal(literal.clone())),
         CfnValue::Ref(target) if table_ids.contains(&target.as_str()) => Ok(EnvValue::TableName),
         CfnValue::Ref(target) => Ok(EnvValue::Parameter(target.clone())),
+        CfnValue::Sub(text)
+            if text
+                .replace("${AWS::Region}", "")
+                .replace("${AWS::URLSuffix}", "")
+                .contains("${") =>
+        {
+            Err(shape(format!(
+                "{id}: environment variable {name}: a !Sub may use only AWS::Region and AWS::URLSuffix"
+            )))
+        }
+        CfnValue::Sub(text) => Ok(EnvValue::Sub(text.clone())),
         _ => Err(shape(format!(
-            "{id}: environment variable {name} must be a literal or a !Ref"
+            "{id}: environment variable {name} must be a literal, a !Ref or a !Sub of the region"
         ))),
     }
 }
