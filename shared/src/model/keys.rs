@@ -481,6 +481,26 @@ impl IndexKeys {
 }
 
 impl ItemKey {
+    /// A device's key in its owner's partition.
+    pub fn device(user: &UserId, device: &DeviceId) -> Self {
+        ItemKey::Device {
+            user: user.clone(),
+            device: device.clone(),
+        }
+    }
+
+    /// A device id's table-wide registration key.
+    pub fn registration(device: &DeviceId) -> Self {
+        ItemKey::Registration {
+            device: device.clone(),
+        }
+    }
+
+    /// An owner's fleet item key.
+    pub fn fleet(user: &UserId) -> Self {
+        ItemKey::Fleet { user: user.clone() }
+    }
+
     /// The primary key of this item.
     pub fn primary_key(&self) -> PrimaryKey {
         let (pk, sk) = match self {

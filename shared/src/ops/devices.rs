@@ -268,7 +268,7 @@ async fn read_fleet(table: &FleetTable, user: &UserId) -> Result<FleetSize, Flee
         .client
         .get_item()
         .table_name(table.name())
-        .set_key(Some(ItemKey::Fleet { user: user.clone() }.attributes()))
+        .set_key(Some(ItemKey::fleet(user).attributes()))
         .consistent_read(true)
         .send()
         .await
@@ -314,7 +314,7 @@ fn count_registration(
     };
     let update = Update::builder()
         .table_name(table.name())
-        .set_key(Some(ItemKey::Fleet { user: user.clone() }.attributes()))
+        .set_key(Some(ItemKey::fleet(user).attributes()))
         .expressions(Expressions::write(changes, Some(unchanged)));
     Ok(TransactWriteItem::builder()
         .update(update.build().map_err(FleetError::internal)?)
@@ -325,7 +325,7 @@ fn count_registration(
 fn count_deletion(table: &FleetTable, user: &UserId) -> Result<TransactWriteItem, FleetError> {
     let update = Update::builder()
         .table_name(table.name())
-        .set_key(Some(ItemKey::Fleet { user: user.clone() }.attributes()))
+        .set_key(Some(ItemKey::fleet(user).attributes()))
         .expressions(Expressions::write(
             UpdateExpression::new().add(FleetItem::DEVICES, n(-1)),
             Some(Condition::exists(FleetItem::PARTITIONS)),
@@ -562,11 +562,7 @@ pub async fn get_device(
     user: &UserId,
     device: &DeviceId,
 ) -> Result<Option<Device>, FleetError> {
-    let key = ItemKey::Device {
-        user: user.clone(),
-        device: device.clone(),
-    }
-    .primary_key();
+    let key = ItemKey::device(user, device).primary_key();
     let (items, _) = crate::store::dynamo::query(crate::store::dynamo::key_range(
         table,
         key.pk,
@@ -733,13 +729,7 @@ fn patch_request(
         .client
         .update_item()
         .table_name(table.name())
-        .set_key(Some(
-            ItemKey::Device {
-                user: user.clone(),
-                device: device.clone(),
-            }
-            .attributes(),
-        ))
+        .set_key(Some(ItemKey::device(user, device).attributes()))
         .expressions(Expressions::write(changes, Some(at_version)))
         .return_values(ReturnValue::AllNew)
         .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld))
@@ -806,12 +796,7 @@ async fn sync_copies(table: &FleetTable, device: &DeviceItem) -> Result<(), Flee
         .map_err(FleetError::internal)?;
     let update_registration = Update::builder()
         .table_name(table.name())
-        .set_key(Some(
-            ItemKey::Registration {
-                device: device.device_id.clone(),
-            }
-            .attributes(),
-        ))
+        .set_key(Some(ItemKey::registration(&device.device_id).attributes()))
         .expressions(Expressions::write(
             UpdateExpression::new()
                 .set(RegistrationItem::DEVICE_NAME, s(device.name.clone()))
@@ -892,13 +877,7 @@ async fn mark_deleting(
         .client
         .update_item()
         .table_name(table.name())
-        .set_key(Some(
-            ItemKey::Device {
-                user: user.clone(),
-                device: device.clone(),
-            }
-            .attributes(),
-        ))
+        .set_key(Some(ItemKey::device(user, device).attributes()))
         // A device registered after this request was made is not the one it means to delete:
         // a request that lands late (after its own retry, a re-registration and all) must not
         // mark the new device.
@@ -935,13 +914,7 @@ fn deletion(
 ) -> Result<Vec<TransactWriteItem>, FleetError> {
     let device_delete = Delete::builder()
         .table_name(table.name())
-        .set_key(Some(
-            ItemKey::Device {
-                user: user.clone(),
-                device: device.clone(),
-            }
-            .attributes(),
-        ))
+        .set_key(Some(ItemKey::device(user, device).attributes()))
         .expressions(Expressions::condition(Condition::exists(
             DeviceItem::DELETING_AT,
         )))
