@@ -15,7 +15,7 @@ use crate::model::items::PurgeMarkerItem;
 use crate::model::items::TypeMarkItem;
 use crate::model::keys::{event_pk, PrimaryKey, EVENT_PREFIX, TYPE_MARK_PREFIX};
 use crate::model::schema::{PK, SK};
-use crate::store::dynamo::{key_range, query, s};
+use crate::store::dynamo::{key_prefix, key_range, query, s};
 use crate::store::dynamo::{throttled, write_all, BATCH_WRITE_SIZE};
 use crate::store::retry::Retry;
 use crate::store::table::{sdk_error, FleetTable};
@@ -54,11 +54,10 @@ pub(super) async fn purge_device(
         // would read a gone device's partition for each. A mark's window may reach past the
         // deletion; a mark of a later window is a re-registered device's and stays.
         let (marks, more_marks) = query(
-            key_range(
+            key_prefix(
                 table,
                 event_pk(&marker.user_id, &marker.device_id),
                 TYPE_MARK_PREFIX,
-                format!("{TYPE_MARK_PREFIX}~"),
                 Expressions::builder()
                     .condition(Condition::at_most(
                         TypeMarkItem::WINDOW,
