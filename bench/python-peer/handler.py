@@ -761,7 +761,7 @@ def type_mark_item(registration, event_type, window_seconds):
         "type": {"S": event_type},
         "at": {"S": str(window)},
         "deviceName": {"S": registration["deviceName"]},
-        "ttl": {"N": str(window_seconds + RETENTION_DAYS * 86_400)},
+        "ttl": {"N": str(window_seconds + TYPE_WINDOW_SECONDS + RETENTION_DAYS * 86_400)},
         "GSI1PK": {"S": f"TYPE#{event_type}#{window.day()}#{shard_of(f'{user}#{device}', shards)}"},
         "GSI1SK": {"S": f"{window}#{user}#{device}"},
     }

@@ -177,6 +177,10 @@ async fn stores_events_with_their_keys_ttl_and_copies_and_updates_the_summary() 
             window: shared::model::keys::type_window(&alarm_at),
         }
     );
+    // It expires with the last events of its hour, never before one it leads AP-09 to.
+    let window = shared::model::keys::type_window(&alarm_at);
+    let mark_ttl = marks[0]["ttl"].as_n().unwrap().parse::<i64>().unwrap();
+    assert_eq!(mark_ttl, window.epoch_seconds() + 3600 + 90 * 86_400);
     assert_eq!(text(first, "deviceName"), "Boiler room");
     assert_eq!(text(first, "deviceType"), "thermostat");
     let ttl = first["ttl"].as_n().unwrap().parse::<i64>().unwrap();

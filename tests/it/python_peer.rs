@@ -176,6 +176,8 @@ fn kitchen_batch(now: Timestamp) -> ApiRequest {
         {"id": "k-10", "type": "humidity", "value": "say \"hi\"", "at": at(8)},
         {"id": "k-11", "type": "temperature", "value": 22.25, "at": at(9)},
         {"id": "k-12", "type": "humidity", "value": false, "at": at(10)},
+        // A searchable type: its own GSI1 entry under the device, and the hour's type mark.
+        {"id": "k-13", "type": "alarm", "value": "overheat", "at": at(11)},
         {"id": "k-1", "type": "temperature", "value": 99, "at": at(0)},
     ]);
     ingest_request("thermo-kitchen", DEMO_KITCHEN_TOKEN, events)
@@ -221,12 +223,12 @@ async fn an_ingest_batch_stores_exactly_the_items_the_rust_handler_stores() {
     let (status, body) = peer(&peer_table, "ingest_handler", &batch.event()).await;
     assert_eq!(rust.status, 200, "{}", rust.body);
     assert_eq!((status, &body), (rust.status, &rust.body));
-    assert_eq!(body["accepted"], 12, "13 events, one duplicate");
+    assert_eq!(body["accepted"], 13, "14 events, one duplicate");
 
     let rust_changes = changes(&rust_before, &keyed(&rust_table).await);
     let peer_changes = changes(&peer_before, &keyed(&peer_table).await);
-    // 12 events and the device summary.
-    assert_eq!(rust_changes.len(), 13);
+    // 13 events, the alarm's type mark and the device summary.
+    assert_eq!(rust_changes.len(), 15);
     assert_eq!(
         rust_changes.keys().collect::<Vec<_>>(),
         peer_changes.keys().collect::<Vec<_>>()

@@ -281,7 +281,7 @@ pub struct TypeMarkItem {
     pub window: Timestamp,
     /// Device name at ingest time.
     pub device_name: String,
-    /// Expiry, epoch seconds: the window's start + retention, as its events.
+    /// Expiry, epoch seconds: the window's end + retention, when its last events expire.
     pub ttl: i64,
 }
 

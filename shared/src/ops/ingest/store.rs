@@ -11,7 +11,7 @@ use crate::model::entity::Entity;
 use crate::model::error::FleetError;
 use crate::model::ids::{EventId, EventType};
 use crate::model::items::{EventItem, RegistrationItem, TypeMarkItem};
-use crate::model::keys::{type_window, PrimaryKey};
+use crate::model::keys::{type_window, PrimaryKey, TYPE_WINDOW_SECONDS};
 use crate::model::shard::ShardCounts;
 use crate::model::timestamp::Timestamp;
 use crate::store::dynamo::{scatter_gather, write_all, BATCH_WRITE_SIZE};
@@ -62,7 +62,8 @@ impl Ingestor {
                 event_type,
                 window,
                 device_name: registration.device_name.clone(),
-                ttl: window.epoch_seconds() + ttl_seconds,
+                // Its last events' expiry: a mark must outlive every event it leads AP-09 to.
+                ttl: window.epoch_seconds() + TYPE_WINDOW_SECONDS + ttl_seconds,
             };
             items.push((marked, put(&mark, shards)?));
         }
