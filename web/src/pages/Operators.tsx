@@ -232,7 +232,7 @@ function DevicesByStatus() {
           <table>
             <caption class="sr-only">Devices with status {form.status}</caption>
             <thead>
-              <tr><th scope="col">Device</th><th scope="col">Owner</th><th scope="col">Name</th><th scope="col">Type</th><th scope="col">Seen (15-minute bucket)</th></tr>
+              <tr><th scope="col">Device</th><th scope="col">Owner</th><th scope="col">Name</th><th scope="col">Type</th><th scope="col">Last seen</th></tr>
             </thead>
             <tbody>
               {devices.map((d) => (
