@@ -47,13 +47,13 @@ async fn every_pattern_stays_within_its_budget_on_the_reference_dataset() {
 
     let dash = measurements
         .iter()
-        .find(|m| m.id == PatternId::ApDash)
+        .find(|m| m.id == PatternId::Dashboard)
         .unwrap();
     assert_eq!(dash.used.requests(), 1);
     assert!(dash.used.read_units <= 2.5, "{:?}", dash.used);
     let status = measurements
         .iter()
-        .find(|m| m.id == PatternId::Ap06)
+        .find(|m| m.id == PatternId::UpdateDevice)
         .unwrap();
     assert_eq!(
         status.used.requests(),
@@ -65,7 +65,7 @@ async fn every_pattern_stays_within_its_budget_on_the_reference_dataset() {
 #[test]
 fn a_budget_violation_is_reported() {
     // The check the contract relies on fails for a Scan and for an extra request.
-    let dash = PatternId::ApDash.definition();
+    let dash = PatternId::Dashboard.definition();
     let mut used = MeterSnapshot::default();
     used.operations.insert("Query".into(), 2);
     assert!(dash.check(&used, &BudgetScale::one()).is_err());

@@ -284,12 +284,12 @@ fn cursor(real: Vec<String>) -> BoxedStrategy<String> {
         2 => (
             prop::sample::select(
                 [
-                    PatternId::Ap02,
-                    PatternId::Ap04,
-                    PatternId::Ap05,
-                    PatternId::Ap12,
-                    PatternId::ApDash,
-                    PatternId::Ap09,
+                    PatternId::ListDevices,
+                    PatternId::DeviceEvents,
+                    PatternId::UserEvents,
+                    PatternId::DevicesByTag,
+                    PatternId::Dashboard,
+                    PatternId::EventsByType,
                 ]
                 .iter()
                 .map(PatternId::to_string)

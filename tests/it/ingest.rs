@@ -198,7 +198,7 @@ async fn stores_events_with_their_keys_ttl_and_copies_and_updates_the_summary() 
         "ingestion never bumps the owner's version"
     );
 
-    let budget = PatternId::Ap14.definition();
+    let budget = PatternId::IngestEvents.definition();
     let scale = BudgetScale {
         batch_items: 3,
         ..BudgetScale::one()

@@ -146,28 +146,28 @@ async fn world() -> World {
     let mut a_cursors = Vec::new();
     for (pattern, route, path, query, param) in [
         (
-            PatternId::Ap02,
+            PatternId::ListDevices,
             "GET /me/devices",
             "/me/devices",
             vec![("limit", "1")],
             None,
         ),
         (
-            PatternId::Ap12,
+            PatternId::DevicesByTag,
             "GET /me/devices",
             "/me/devices",
             vec![("limit", "1"), ("tag", "shared-tag")],
             None,
         ),
         (
-            PatternId::Ap04,
+            PatternId::DeviceEvents,
             "GET /me/devices/{deviceId}/events",
             "/me/devices/a-thermo-1/events",
             vec![("limit", "1")],
             Some("a-thermo-1"),
         ),
         (
-            PatternId::Ap05,
+            PatternId::UserEvents,
             "GET /me/events",
             "/me/events",
             vec![("limit", "1")],
@@ -189,7 +189,7 @@ async fn world() -> World {
     }
     // A dashboard cursor appears only past 1 MB of devices: build the one A would get.
     let dash = shared::model::cursor::encode(
-        PatternId::ApDash,
+        PatternId::Dashboard,
         vec![Some(
             key::device("user-a", "a-thermo-1")
                 .attributes()
@@ -198,7 +198,7 @@ async fn world() -> World {
                 .collect(),
         )],
     );
-    a_cursors.push((PatternId::ApDash, dash));
+    a_cursors.push((PatternId::Dashboard, dash));
     World {
         table,
         gateway,
@@ -432,7 +432,7 @@ async fn user_b_reaches_nothing_of_user_a() {
             ApiRequest::get("/me/devices")
                 .caller(A)
                 .query("limit", "1")
-                .query("cursor", &cursor(PatternId::Ap02)),
+                .query("cursor", &cursor(PatternId::ListDevices)),
         )
         .await;
     assert_eq!(mine.status, 200, "{}", mine.body);

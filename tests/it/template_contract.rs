@@ -14,7 +14,7 @@ use shared::observe::emf;
 fn table_keys_attributes_and_ttl_match_the_key_design() {
     let table = &template().table;
     let declared: BTreeSet<&str> = table.attributes.iter().map(|(n, _)| n.as_str()).collect();
-    let expected: BTreeSet<&str> = KEY_ATTRIBUTES.into_iter().collect();
+    let expected: BTreeSet<&str> = KEY_ATTRIBUTES.into_iter().map(|a| a.name()).collect();
     assert_eq!(declared, expected, "AttributeDefinitions");
     assert!(
         table.attributes.iter().all(|(_, t)| t == "S"),
@@ -25,8 +25,11 @@ fn table_keys_attributes_and_ttl_match_the_key_design() {
         .iter()
         .map(|k| (k.attribute.as_str(), k.key_type.as_str()))
         .collect();
-    assert_eq!(base, [(schema::PK, "HASH"), (schema::SK, "RANGE")]);
-    assert_eq!(table.ttl_attribute.as_deref(), Some(schema::TTL));
+    assert_eq!(
+        base,
+        [(schema::PK.name(), "HASH"), (schema::SK.name(), "RANGE")]
+    );
+    assert_eq!(table.ttl_attribute.as_deref(), Some(schema::TTL.name()));
     assert_eq!(table.billing_mode, "PAY_PER_REQUEST");
 }
 
@@ -47,7 +50,10 @@ fn indexes_match_the_key_design_including_projections() {
             .collect();
         assert_eq!(
             keys,
-            [(spec.partition_key, "HASH"), (spec.sort_key, "RANGE")],
+            [
+                (spec.partition_key.name(), "HASH"),
+                (spec.sort_key.name(), "RANGE")
+            ],
             "{}",
             spec.name
         );
@@ -57,7 +63,7 @@ fn indexes_match_the_key_design_including_projections() {
             .iter()
             .map(String::as_str)
             .collect();
-        let expected: BTreeSet<&str> = spec.projected.iter().copied().collect();
+        let expected: BTreeSet<&str> = spec.projected.iter().map(|a| a.name()).collect();
         assert_eq!(projected, expected, "{} projection", spec.name);
     }
 }
@@ -107,7 +113,7 @@ async fn the_table_created_from_the_template_has_the_declared_schema() {
         .await
         .unwrap();
     let ttl = ttl.time_to_live_description().unwrap();
-    assert_eq!(ttl.attribute_name(), Some(schema::TTL));
+    assert_eq!(ttl.attribute_name(), Some(schema::TTL.name()));
 }
 
 /// The template as plain YAML, for the operational resources the local stack ignores.

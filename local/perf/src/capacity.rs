@@ -18,6 +18,7 @@
 use std::collections::HashMap;
 
 use aws_sdk_dynamodb::types::AttributeValue;
+use shared::model::expression::Attribute;
 use shared::model::schema::{IndexSpec, PK, SK};
 
 /// An item as the SDK holds it.
@@ -76,15 +77,14 @@ pub fn item_size(item: &Item) -> u64 {
 /// The entry `index` holds for `item`, or `None` when the item lacks the index's key
 /// attributes (a sparse index skips it).
 pub fn index_entry(item: &Item, index: &IndexSpec) -> Option<Item> {
-    if !item.contains_key(index.partition_key) || !item.contains_key(index.sort_key) {
+    if !item.contains_key(index.partition_key.name()) || !item.contains_key(index.sort_key.name()) {
         return None;
     }
     let keep = [PK, SK, index.partition_key, index.sort_key];
+    let named = |names: &[Attribute], name: &str| names.iter().any(|a| a.name() == name);
     Some(
         item.iter()
-            .filter(|(name, _)| {
-                keep.contains(&name.as_str()) || index.projected.contains(&name.as_str())
-            })
+            .filter(|(name, _)| named(&keep, name) || named(index.projected, name))
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect(),
     )
@@ -120,8 +120,8 @@ pub fn index_write_units_of_change(before: Option<&Item>, after: Option<&Item>) 
             let new = after.and_then(|i| index_entry(i, index));
             let key = |e: &Item| {
                 (
-                    e.get(index.partition_key).cloned(),
-                    e.get(index.sort_key).cloned(),
+                    e.get(index.partition_key.name()).cloned(),
+                    e.get(index.sort_key.name()).cloned(),
                 )
             };
             match (old, new) {

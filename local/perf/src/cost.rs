@@ -291,12 +291,12 @@ pub fn measured_patterns(model: &Value) -> Vec<(String, String, u64, f64, f64)> 
         };
         if !matches!(
             pattern,
-            PatternId::ApDash
-                | PatternId::Ap04
-                | PatternId::Ap05
-                | PatternId::Ap09
-                | PatternId::Ap13
-                | PatternId::Ap14
+            PatternId::Dashboard
+                | PatternId::DeviceEvents
+                | PatternId::UserEvents
+                | PatternId::EventsByType
+                | PatternId::DevicesByStatus
+                | PatternId::IngestEvents
         ) {
             continue;
         }
@@ -451,7 +451,7 @@ pub fn render_report(
     );
     let measured_dashboard = measured_patterns(model)
         .into_iter()
-        .find(|m| m.0 == PatternId::ApDash.to_string())
+        .find(|m| m.0 == PatternId::Dashboard.to_string())
         .map(|m| m.3);
     let seed_dashboard = sims
         .iter()

@@ -149,7 +149,7 @@ pub fn markdown(measurements: &[Measurement]) -> String {
             frequency(p.frequency),
             p.route
                 .map(|r| format!("`{r}`"))
-                .unwrap_or_else(|| format!("none (a field of the {} report)", PatternId::Ap15)),
+                .unwrap_or_else(|| format!("none (a field of the {} report)", PatternId::DailyReport)),
             operations(p),
             p.index.unwrap_or("base table"),
             p.key_condition,

@@ -83,8 +83,8 @@ pub async fn snapshot(table: &FleetTable) -> Result<Snapshot, FleetError> {
             .map_err(|e| FleetError::internal(format!("snapshot scan: {e}")))?;
         for item in out.items() {
             let key = (
-                key_text(item, shared::model::schema::PK),
-                key_text(item, shared::model::schema::SK),
+                key_text(item, shared::model::schema::PK.name()),
+                key_text(item, shared::model::schema::SK.name()),
             );
             items.insert(key, item.clone());
         }

@@ -1323,7 +1323,7 @@ pub fn render(sim: &Simulation) -> String {
         for (setting, (now, needed)) in settings {
             if needed > now {
                 let beyond = if needed > MAX_SHARDS {
-                    format!(" That is beyond the {MAX_SHARDS} the configuration accepts, and every {} read would scatter over that many Queries: at this rate the key needs a finer time bucket than a day", PatternId::Ap09)
+                    format!(" That is beyond the {MAX_SHARDS} the configuration accepts, and every {} read would scatter over that many Queries: at this rate the key needs a finer time bucket than a day", PatternId::EventsByType)
                 } else {
                     String::new()
                 };

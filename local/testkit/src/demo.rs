@@ -2,14 +2,16 @@
 //! API uses.
 
 use aws_sdk_dynamodb::types::AttributeValue;
+use shared::model::expression::{Expressions, Update};
 use shared::model::ids::{DeviceId, DeviceType, Tag, UserId};
-use shared::model::keys::{registration_pk, REGISTRATION_SK};
-use shared::model::schema::{PK, SK};
+use shared::model::items::RegistrationItem;
+use shared::model::keys::ItemKey;
 use shared::model::timestamp::Timestamp;
 use shared::model::token::sha256_hex;
 use shared::ops::devices::{register_device, DeviceRegistration};
 use shared::ops::ingest::{validate_batch, IngestConfig, Ingestor, SubmittedEvent};
 use shared::ops::profile::{upsert_profile, ProfileUpdate};
+use shared::store::expression::WithExpressions;
 use shared::{FleetError, FleetTable};
 use std::time::{Duration, Instant};
 
@@ -181,10 +183,14 @@ async fn publish_demo_token(table: &FleetTable, device: &str) -> Result<(), Flee
         .client
         .update_item()
         .table_name(table.name())
-        .key(PK, AttributeValue::S(registration_pk(&device)))
-        .key(SK, AttributeValue::S(REGISTRATION_SK.into()))
-        .update_expression("SET tokenSha256 = :digest")
-        .expression_attribute_values(":digest", AttributeValue::S(sha256_hex(DEMO_KITCHEN_TOKEN)))
+        .set_key(Some(ItemKey::Registration { device }.attributes()))
+        .expressions(Expressions::write(
+            Update::new().set(
+                RegistrationItem::TOKEN_SHA256,
+                AttributeValue::S(sha256_hex(DEMO_KITCHEN_TOKEN)),
+            ),
+            None,
+        ))
         .send()
         .await
         .map_err(shared::store::table::sdk_error)?;

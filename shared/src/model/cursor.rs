@@ -11,6 +11,7 @@ use base64::Engine as _;
 use serde::{Deserialize, Serialize};
 
 use crate::model::error::ValidationError;
+use crate::model::expression::Attribute;
 use crate::model::pattern_id::PatternId;
 
 /// A DynamoDB key with string attributes only (all of this table's keys are strings).
@@ -92,8 +93,8 @@ pub fn exclusive_start_key(key: &StartKey) -> HashMap<String, AttributeValue> {
 pub fn resume(
     pattern: PatternId,
     cursor: Option<&str>,
-    fixed: &[(&str, &str)],
-    prefixed: &[(&str, &str)],
+    fixed: &[(Attribute, &str)],
+    prefixed: &[(Attribute, &str)],
 ) -> Result<Option<HashMap<String, AttributeValue>>, ValidationError> {
     let Some(text) = cursor else {
         return Ok(None);
@@ -119,20 +120,20 @@ pub fn after(pattern: PatternId, last: Option<&HashMap<String, AttributeValue>>)
 /// given prefixes.
 pub fn check_key(
     key: &StartKey,
-    fixed: &[(&str, &str)],
-    prefixed: &[(&str, &str)],
+    fixed: &[(Attribute, &str)],
+    prefixed: &[(Attribute, &str)],
 ) -> Result<(), ValidationError> {
     let expected = fixed.len() + prefixed.len();
     if key.len() != expected {
         return Err(invalid());
     }
     for (name, value) in fixed {
-        if key.get(*name).map(String::as_str) != Some(*value) {
+        if key.get(name.name()).map(String::as_str) != Some(*value) {
             return Err(invalid());
         }
     }
     for (name, prefix) in prefixed {
-        if !key.get(*name).is_some_and(|v| v.starts_with(prefix)) {
+        if !key.get(name.name()).is_some_and(|v| v.starts_with(prefix)) {
             return Err(invalid());
         }
     }
@@ -156,7 +157,7 @@ mod tests {
     use crate::model::schema::{GSI1PK, PK, SK};
     use crate::model::timestamp::Timestamp;
 
-    fn key(pairs: &[(&str, &str)]) -> StartKey {
+    fn key(pairs: &[(Attribute, &str)]) -> StartKey {
         pairs
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
@@ -186,20 +187,26 @@ mod tests {
     #[test]
     fn round_trips_and_rejects_other_patterns_and_garbage() {
         let k = event_key("u");
-        let c = encode(PatternId::Ap04, vec![Some(k.clone())]);
-        assert_eq!(decode(PatternId::Ap04, &c, 1).unwrap(), vec![Some(k)]);
-        assert!(decode(PatternId::Ap05, &c, 1).is_err());
-        assert!(decode(PatternId::Ap04, &c, 2).is_err());
-        assert!(decode(PatternId::Ap04, "not-base64!", 1).is_err());
-        assert!(decode(PatternId::Ap04, &URL_SAFE_NO_PAD.encode("{}"), 1).is_err());
-        assert_eq!(decode(PatternId::Ap04, "x", 1).unwrap_err().field, "cursor");
+        let c = encode(PatternId::DeviceEvents, vec![Some(k.clone())]);
+        assert_eq!(
+            decode(PatternId::DeviceEvents, &c, 1).unwrap(),
+            vec![Some(k)]
+        );
+        assert!(decode(PatternId::UserEvents, &c, 1).is_err());
+        assert!(decode(PatternId::DeviceEvents, &c, 2).is_err());
+        assert!(decode(PatternId::DeviceEvents, "not-base64!", 1).is_err());
+        assert!(decode(PatternId::DeviceEvents, &URL_SAFE_NO_PAD.encode("{}"), 1).is_err());
+        assert_eq!(
+            decode(PatternId::DeviceEvents, "x", 1).unwrap_err().field,
+            "cursor"
+        );
     }
 
     #[test]
     fn the_wire_format_names_the_pattern_by_its_text_id() {
         // Cursors issued before PatternId existed carry {"p":"AP-04","k":[...]}: still valid.
         // The text below is a cursor as clients hold it, so it is spelled out on purpose.
-        let c = encode(PatternId::Ap04, vec![Some(event_key("u"))]);
+        let c = encode(PatternId::DeviceEvents, vec![Some(event_key("u"))]);
         let json: serde_json::Value =
             serde_json::from_slice(&URL_SAFE_NO_PAD.decode(&c).unwrap()).unwrap();
         assert_eq!(json["p"], "AP-04");
@@ -211,7 +218,7 @@ mod tests {
         }
         .primary_key();
         assert_eq!(
-            decode(PatternId::ApDash, &legacy, 1).unwrap(),
+            decode(PatternId::Dashboard, &legacy, 1).unwrap(),
             vec![Some(key(&[
                 (PK, &dashboard_key.pk),
                 (SK, &dashboard_key.sk)

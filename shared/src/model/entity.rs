@@ -8,6 +8,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 use crate::model::error::FleetError;
+use crate::model::expression::Attribute;
 use crate::model::keys::{IndexKeys, ItemKey};
 use crate::model::schema::Item;
 use crate::model::schema::ENTITY_TYPE;
@@ -50,9 +51,14 @@ pub trait Entity: Serialize + DeserializeOwned {
 pub fn entity_item<E: Entity>(entity: &E, shards: &ShardCounts) -> Result<Item, FleetError> {
     let mut item: Item = serde_dynamo::to_item(entity)?;
     item.extend(entity.item_key().attributes());
-    item.extend(entity.index_keys(shards).attributes());
+    item.extend(
+        entity
+            .index_keys(shards)
+            .attributes()
+            .map(|(name, value)| (name.name().to_string(), value)),
+    );
     item.insert(
-        ENTITY_TYPE.to_string(),
+        ENTITY_TYPE.name().to_string(),
         AttributeValue::S(E::ENTITY_TYPE.as_str().to_string()),
     );
     Ok(item)
@@ -123,6 +129,11 @@ impl EntityType {
         EntityType::ReleasedRegistration,
     ];
 
+    /// `entityType = this type`, for an update that creates the item or a condition on it.
+    pub fn assignment(&self) -> (Attribute, AttributeValue) {
+        (ENTITY_TYPE, AttributeValue::S(self.as_str().to_string()))
+    }
+
     /// The stored spelling of `entityType`.
     pub fn as_str(&self) -> &'static str {
         match self {
@@ -143,7 +154,7 @@ impl EntityType {
     /// The type of a stored item, from its `entityType` attribute (`None` if it has none
     /// or an unknown one).
     pub fn of(item: &Item) -> Option<EntityType> {
-        let stored = item.get(ENTITY_TYPE)?.as_s().ok()?;
+        let stored = item.get(ENTITY_TYPE.name())?.as_s().ok()?;
         Self::ALL.into_iter().find(|t| t.as_str() == stored)
     }
 }

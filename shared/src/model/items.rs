@@ -8,17 +8,16 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use serde::{Deserialize, Serialize};
 
 use crate::model::entity::{Entity, EntityType};
+use crate::model::expression::Attribute;
 use crate::model::shard::ShardCounts;
 use crate::model::status::DeviceStatus;
 
 use crate::model::ids::{DeviceId, DeviceType, EventId, EventType, Tag, UserId};
 use crate::model::keys::{DirectoryEntry, IndexKeys, ItemKey};
-use crate::model::readings::{
-    EventValue, LiveReadings, StoredEvent, StoredReading, READINGS_ATTRIBUTE,
-};
+use crate::model::readings::{EventValue, LiveReadings, StoredEvent, StoredReading};
 use crate::model::schema::Item;
 
-use crate::model::timestamp::Timestamp;
+use crate::model::timestamp::{Day, Timestamp};
 use crate::model::token::token_matches;
 
 /// A user's profile: `USER#{userId}` / `PROFILE`.
@@ -272,6 +271,173 @@ pub struct PurgeMarkerItem {
     pub deleted_at: Timestamp,
 }
 
+/// A daily report: `REPORT#{day}` / `REPORT`, written by the daily run, read by AP-15.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ReportItem {
+    /// The report's day.
+    pub day: Day,
+    /// The report as the API returns it, as JSON text: opaque to DynamoDB, and read back
+    /// exactly as written (a DynamoDB number would turn `7.0` into `7`).
+    pub report_json: String,
+}
+
+impl Entity for ReportItem {
+    const ENTITY_TYPE: EntityType = EntityType::Report;
+    fn item_key(&self) -> ItemKey {
+        ItemKey::Report { day: self.day }
+    }
+}
+
+/// Declares an entity's stored attribute names as associated constants (the one spelling of
+/// each, used by every expression), and `ATTRIBUTES`, which a test checks against the names
+/// serde stores, so a renamed field cannot leave an expression behind.
+macro_rules! attributes {
+    ($entity:ty { $($(#[$doc:meta])* $name:ident = $stored:literal),* $(,)? }) => {
+        impl $entity {
+            $($(#[$doc])* pub const $name: Attribute = Attribute::named($stored);)*
+            /// Every attribute named above (what a stored item of this type may carry).
+            pub const ATTRIBUTES: &'static [Attribute] = &[$(Self::$name),*];
+        }
+    };
+}
+
+attributes!(ProfileItem {
+    /// `userId`.
+    USER_ID = "userId",
+    /// `name`.
+    NAME = "name",
+    /// `email`.
+    EMAIL = "email",
+    /// `createdAt`.
+    CREATED_AT = "createdAt",
+    /// `updatedAt`.
+    UPDATED_AT = "updatedAt",
+});
+
+attributes!(DeviceItem {
+    /// `name`.
+    NAME = "name",
+    /// `type`.
+    DEVICE_TYPE = "type",
+    /// `status`.
+    STATUS = "status",
+    /// `tags`.
+    TAGS = "tags",
+    /// `version`.
+    VERSION = "version",
+    /// `syncVersion`.
+    SYNC_VERSION = "syncVersion",
+    /// `linkedTags`.
+    LINKED_TAGS = "linkedTags",
+    /// `shard`.
+    SHARD = "shard",
+    /// `createdAt`.
+    CREATED_AT = "createdAt",
+    /// `updatedAt`.
+    UPDATED_AT = "updatedAt",
+    /// `deletingAt`: set while a deletion is in progress (readers treat the device as gone).
+    DELETING_AT = "deletingAt",
+});
+
+attributes!(FleetItem {
+    /// `shards`.
+    SHARDS = "shards",
+    /// `devices`.
+    DEVICES = "devices",
+});
+
+attributes!(DeviceStateItem {
+    /// `status`.
+    STATUS = "status",
+    /// `name`.
+    NAME = "name",
+    /// `type`.
+    DEVICE_TYPE = "type",
+    /// `lastSeen`.
+    LAST_SEEN = "lastSeen",
+    /// `ingestSeq`.
+    INGEST_SEQ = "ingestSeq",
+    /// `deviceVersion`.
+    DEVICE_VERSION = "deviceVersion",
+    /// `readings`: `latest` and `recent` in their compact form.
+    READINGS = "readings",
+});
+
+impl DeviceStateItem {
+    /// `latest` of a state written before the compact form (read, removed by the next write).
+    pub const LEGACY_LATEST: Attribute = Attribute::named("latest");
+    /// `recent` of a state written before the compact form (read, removed by the next write).
+    pub const LEGACY_RECENT: Attribute = Attribute::named("recent");
+}
+
+attributes!(TagLinkItem {
+    /// `tag`.
+    TAG = "tag",
+    /// `deviceId`.
+    DEVICE_ID = "deviceId",
+    /// `name`.
+    NAME = "name",
+    /// `type`.
+    DEVICE_TYPE = "type",
+});
+
+attributes!(RegistrationItem {
+    /// `deviceId`.
+    DEVICE_ID = "deviceId",
+    /// `userId`.
+    USER_ID = "userId",
+    /// `tokenSha256`.
+    TOKEN_SHA256 = "tokenSha256",
+    /// `previousTokenSha256`.
+    PREVIOUS_TOKEN_SHA256 = "previousTokenSha256",
+    /// `previousTokenUntil`.
+    PREVIOUS_TOKEN_UNTIL = "previousTokenUntil",
+    /// `revokedAt`.
+    REVOKED_AT = "revokedAt",
+    /// `deviceName`.
+    DEVICE_NAME = "deviceName",
+    /// `deviceType`.
+    DEVICE_TYPE = "deviceType",
+    /// `shard`.
+    SHARD = "shard",
+    /// `createdAt`.
+    CREATED_AT = "createdAt",
+});
+
+attributes!(ReleasedRegistrationItem {
+    /// `releasedAt`.
+    RELEASED_AT = "releasedAt",
+    /// `ttl`.
+    TTL = "ttl",
+});
+
+attributes!(EventItem {
+    /// `userId`.
+    USER_ID = "userId",
+    /// `deviceId`.
+    DEVICE_ID = "deviceId",
+    /// `id`.
+    ID = "id",
+    /// `type`.
+    EVENT_TYPE = "type",
+    /// `value`.
+    VALUE = "value",
+    /// `at`.
+    AT = "at",
+    /// `deviceName`.
+    DEVICE_NAME = "deviceName",
+    /// `deviceType`.
+    DEVICE_TYPE = "deviceType",
+    /// `ttl`.
+    TTL = "ttl",
+});
+
+attributes!(PurgeMarkerItem {
+    /// `deletedAt`.
+    DELETED_AT = "deletedAt",
+});
+
 impl Entity for PurgeMarkerItem {
     const ENTITY_TYPE: EntityType = EntityType::PurgeMarker;
     fn item_key(&self) -> ItemKey {
@@ -350,14 +516,17 @@ impl Entity for DeviceStateItem {
     /// The readings go into one compact attribute ([`crate::model::readings`]).
     fn to_item(&self, shards: &ShardCounts) -> Result<Item, crate::model::error::FleetError> {
         let mut item = crate::model::entity::entity_item(self, shards)?;
-        item.insert(READINGS_ATTRIBUTE.into(), self.readings_attribute());
+        item.insert(
+            DeviceStateItem::READINGS.name().into(),
+            self.readings_attribute(),
+        );
         Ok(item)
     }
     /// Owner, device and shard come from the key (GSI1 projects the table's key as well).
     const FIELDS_IN_KEY: bool = true;
     /// The readings come from their compact attribute, or from the lists of an older state.
     fn from_item(mut item: Item) -> Result<Self, crate::model::error::FleetError> {
-        let readings = match item.remove(READINGS_ATTRIBUTE) {
+        let readings = match item.remove(DeviceStateItem::READINGS.name()) {
             Some(AttributeValue::B(bytes)) => Some(LiveReadings::decode(bytes.as_ref())?),
             Some(_) => {
                 return Err(crate::model::error::FleetError::internal(
@@ -376,7 +545,7 @@ impl Entity for DeviceStateItem {
 }
 
 impl DeviceStateItem {
-    /// `latest` and `recent` as the state item stores them (attribute [`READINGS_ATTRIBUTE`]).
+    /// `latest` and `recent` as the state item stores them (attribute [`DeviceStateItem::READINGS`]).
     pub fn readings_attribute(&self) -> AttributeValue {
         AttributeValue::B(aws_sdk_dynamodb::primitives::Blob::new(
             crate::model::readings::encode(&self.latest, &self.recent),
@@ -444,7 +613,180 @@ impl Entity for EventItem {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::schema::ENTITY_TYPE;
     use aws_sdk_dynamodb::types::AttributeValue;
+    use std::collections::BTreeSet;
+
+    /// Every attribute an entity declares is one serde stores, and every one serde stores
+    /// (beside the keys and `entityType`) is declared: expressions name only real attributes.
+    #[test]
+    fn declared_attributes_are_exactly_the_stored_ones() {
+        let at = Timestamp::parse_field("at", "2024-04-10T10:00:00Z").unwrap();
+        let user = UserId::parse("u").unwrap();
+        let device = DeviceId::parse("d").unwrap();
+        let kind = DeviceType::parse("thermostat").unwrap();
+        let tag = Tag::parse("home").unwrap();
+        let shards = ShardCounts::default();
+        let stored = |item: Item| -> BTreeSet<String> {
+            let keys = crate::model::schema::KEY_ATTRIBUTES.map(|a| a.name());
+            item.into_keys()
+                .filter(|n| !keys.contains(&n.as_str()) && n != ENTITY_TYPE.name())
+                .collect()
+        };
+        let declared = |names: &[Attribute]| {
+            names
+                .iter()
+                .map(|a| a.name().to_string())
+                .collect::<BTreeSet<_>>()
+        };
+        let cases: Vec<(&str, Item, &[Attribute])> = vec![
+            (
+                "profile",
+                ProfileItem {
+                    user_id: user.clone(),
+                    name: Some("A".into()),
+                    email: Some("a@example.com".into()),
+                    created_at: at,
+                    updated_at: at,
+                }
+                .to_item(&shards)
+                .unwrap(),
+                ProfileItem::ATTRIBUTES,
+            ),
+            (
+                "device",
+                DeviceItem {
+                    user_id: user.clone(),
+                    device_id: device.clone(),
+                    name: "K".into(),
+                    device_type: kind.clone(),
+                    status: DeviceStatus::Active,
+                    tags: vec![tag.clone()],
+                    version: 1,
+                    sync_version: 1,
+                    linked_tags: vec![tag.clone()],
+                    shard: 0,
+                    created_at: at,
+                    updated_at: at,
+                    deleting_at: Some(at),
+                }
+                .to_item(&shards)
+                .unwrap(),
+                DeviceItem::ATTRIBUTES,
+            ),
+            (
+                "fleet",
+                FleetItem {
+                    user_id: user.clone(),
+                    shards: 1,
+                    devices: 1,
+                }
+                .to_item(&shards)
+                .unwrap(),
+                FleetItem::ATTRIBUTES,
+            ),
+            (
+                "state",
+                DeviceStateItem {
+                    user_id: user.clone(),
+                    device_id: device.clone(),
+                    shard: 0,
+                    status: DeviceStatus::Active,
+                    name: "K".into(),
+                    device_type: kind.clone(),
+                    last_seen: Some(at),
+                    latest: BTreeMap::new(),
+                    recent: Vec::new(),
+                    ingest_seq: 1,
+                    device_version: 1,
+                }
+                .to_item(&shards)
+                .unwrap(),
+                DeviceStateItem::ATTRIBUTES,
+            ),
+            (
+                "tag link",
+                TagLinkItem {
+                    user_id: user.clone(),
+                    tag: tag.clone(),
+                    device_id: device.clone(),
+                    name: "K".into(),
+                    device_type: kind.clone(),
+                }
+                .to_item(&shards)
+                .unwrap(),
+                TagLinkItem::ATTRIBUTES,
+            ),
+            (
+                "registration",
+                RegistrationItem {
+                    device_id: device.clone(),
+                    user_id: user.clone(),
+                    token_sha256: "x".into(),
+                    previous_token_sha256: Some("y".into()),
+                    previous_token_until: Some(at),
+                    revoked_at: Some(at),
+                    device_name: "K".into(),
+                    device_type: kind.clone(),
+                    shard: 0,
+                    created_at: at,
+                }
+                .to_item(&shards)
+                .unwrap(),
+                RegistrationItem::ATTRIBUTES,
+            ),
+            (
+                "released registration",
+                ReleasedRegistrationItem::new(device.clone(), at)
+                    .to_item(&shards)
+                    .unwrap(),
+                ReleasedRegistrationItem::ATTRIBUTES,
+            ),
+            (
+                "event",
+                EventItem {
+                    user_id: user.clone(),
+                    device_id: device.clone(),
+                    id: EventId::parse("e").unwrap(),
+                    event_type: EventType::parse("alarm").unwrap(),
+                    value: EventValue::Number(1.0),
+                    at,
+                    device_name: "K".into(),
+                    device_type: kind.clone(),
+                    ttl: 1,
+                }
+                .to_item(&shards)
+                .unwrap(),
+                EventItem::ATTRIBUTES,
+            ),
+            (
+                "purge marker",
+                PurgeMarkerItem {
+                    user_id: user.clone(),
+                    device_id: device.clone(),
+                    deleted_at: at,
+                }
+                .to_item(&shards)
+                .unwrap(),
+                PurgeMarkerItem::ATTRIBUTES,
+            ),
+        ];
+        let mut all_declared = BTreeSet::new();
+        for (entity, item, names) in cases {
+            assert_eq!(stored(item), declared(names), "{entity}");
+            all_declared.extend(declared(names));
+        }
+        // What the indexes project is what some entity stores.
+        for index in crate::model::schema::INDEXES {
+            for projected in index.projected {
+                assert!(
+                    *projected == ENTITY_TYPE || all_declared.contains(projected.name()),
+                    "{} projects {projected}, which no entity declares",
+                    index.name
+                );
+            }
+        }
+    }
 
     #[test]
     fn device_item_round_trips_through_dynamodb_attributes() {

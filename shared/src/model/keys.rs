@@ -22,6 +22,7 @@ use std::collections::HashMap;
 use aws_sdk_dynamodb::types::AttributeValue;
 
 use crate::model::error::ValidationError;
+use crate::model::expression::Attribute;
 use crate::model::ids::{DeviceId, EventId, EventType, Tag, UserId};
 use crate::model::schema::{Item, GSI1PK, GSI1SK, GSI2PK, GSI2SK, PK, SK};
 use crate::model::shard::shard_of;
@@ -66,8 +67,8 @@ impl PrimaryKey {
     /// The key as request attributes (`PK`, `SK`).
     pub fn attributes(&self) -> Item {
         HashMap::from([
-            (PK.to_string(), AttributeValue::S(self.pk.clone())),
-            (SK.to_string(), AttributeValue::S(self.sk.clone())),
+            (PK.name().to_string(), AttributeValue::S(self.pk.clone())),
+            (SK.name().to_string(), AttributeValue::S(self.sk.clone())),
         ])
     }
 
@@ -75,8 +76,8 @@ impl PrimaryKey {
     pub fn of(item: &Item) -> Option<PrimaryKey> {
         let text = |name: &str| item.get(name).and_then(|v| v.as_s().ok()).cloned();
         Some(PrimaryKey {
-            pk: text(PK)?,
-            sk: text(SK)?,
+            pk: text(PK.name())?,
+            sk: text(SK.name())?,
         })
     }
 }
@@ -398,8 +399,9 @@ impl IndexKeys {
         }
     }
 
-    /// The attributes to store.
-    pub fn attributes(&self) -> impl Iterator<Item = (String, AttributeValue)> + '_ {
+    /// The attributes to store (or to set in an update: see
+    /// [`crate::model::expression::Update::set_all`]).
+    pub fn attributes(&self) -> impl Iterator<Item = (Attribute, AttributeValue)> + '_ {
         [
             (GSI1PK, &self.gsi1pk),
             (GSI1SK, &self.gsi1sk),
@@ -407,11 +409,7 @@ impl IndexKeys {
             (GSI2SK, &self.gsi2sk),
         ]
         .into_iter()
-        .filter_map(|(name, value)| {
-            value
-                .as_ref()
-                .map(|v| (name.to_string(), AttributeValue::S(v.clone())))
-        })
+        .filter_map(|(name, value)| value.as_ref().map(|v| (name, AttributeValue::S(v.clone()))))
     }
 }
 
@@ -739,7 +737,7 @@ mod tests {
             "a type operators do not search is in no index"
         );
         let never_seen = IndexKeys::device_state(DeviceStatus::Active, &device(), None, &shards);
-        let names: Vec<String> = never_seen.attributes().map(|(n, _)| n).collect();
+        let names: Vec<&str> = never_seen.attributes().map(|(n, _)| n.name()).collect();
         assert_eq!(
             names,
             ["GSI1PK"],

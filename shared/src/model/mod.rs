@@ -3,6 +3,7 @@
 pub mod cursor;
 pub mod entity;
 pub mod error;
+pub mod expression;
 pub mod ids;
 pub mod items;
 pub mod keys;

@@ -12,91 +12,91 @@ use serde::{Serialize, Serializer};
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum PatternId {
     /// AP-01: user profile.
-    Ap01,
+    GetProfile,
     /// AP-02: a user's devices, paged.
-    Ap02,
+    ListDevices,
     /// AP-03: one device.
-    Ap03,
+    GetDevice,
     /// AP-04: a device's events in a time range.
-    Ap04,
+    DeviceEvents,
     /// AP-05: a user's events across all devices.
-    Ap05,
+    UserEvents,
     /// AP-DASH: the dashboard.
-    ApDash,
+    Dashboard,
     /// AP-06: update a device.
-    Ap06,
+    UpdateDevice,
     /// AP-07: register a device.
-    Ap07,
+    RegisterDevice,
     /// AP-08: delete a device.
-    Ap08,
+    DeleteDevice,
     /// AP-09: events of a type, all users.
-    Ap09,
+    EventsByType,
     /// AP-10: device count by status.
-    Ap10,
+    DeviceCountByStatus,
     /// AP-11: active users in the last 30 days.
-    Ap11,
+    ActiveUsers,
     /// AP-12: a user's devices with a tag.
-    Ap12,
+    DevicesByTag,
     /// AP-13: devices with a status seen since a time.
-    Ap13,
+    DevicesByStatus,
     /// AP-14: ingest a batch of events.
-    Ap14,
+    IngestEvents,
     /// AP-15: the daily report.
-    Ap15,
+    DailyReport,
     /// AP-16: create or update the caller's profile.
-    Ap16,
+    PutProfile,
     /// AP-17: rotate a device's token.
-    Ap17,
+    RotateToken,
     /// AP-18: revoke a device's tokens.
-    Ap18,
+    RevokeToken,
 }
 
 impl PatternId {
     /// Every pattern, in catalog order.
     pub const ALL: [PatternId; 19] = [
-        PatternId::Ap01,
-        PatternId::Ap02,
-        PatternId::Ap03,
-        PatternId::Ap04,
-        PatternId::Ap05,
-        PatternId::ApDash,
-        PatternId::Ap06,
-        PatternId::Ap07,
-        PatternId::Ap08,
-        PatternId::Ap09,
-        PatternId::Ap10,
-        PatternId::Ap11,
-        PatternId::Ap12,
-        PatternId::Ap13,
-        PatternId::Ap14,
-        PatternId::Ap15,
-        PatternId::Ap16,
-        PatternId::Ap17,
-        PatternId::Ap18,
+        PatternId::GetProfile,
+        PatternId::ListDevices,
+        PatternId::GetDevice,
+        PatternId::DeviceEvents,
+        PatternId::UserEvents,
+        PatternId::Dashboard,
+        PatternId::UpdateDevice,
+        PatternId::RegisterDevice,
+        PatternId::DeleteDevice,
+        PatternId::EventsByType,
+        PatternId::DeviceCountByStatus,
+        PatternId::ActiveUsers,
+        PatternId::DevicesByTag,
+        PatternId::DevicesByStatus,
+        PatternId::IngestEvents,
+        PatternId::DailyReport,
+        PatternId::PutProfile,
+        PatternId::RotateToken,
+        PatternId::RevokeToken,
     ];
 
     /// The stable text id (`AP-04`), as docs, logs and cursors spell it.
     pub const fn as_str(self) -> &'static str {
         match self {
-            PatternId::Ap01 => "AP-01",
-            PatternId::Ap02 => "AP-02",
-            PatternId::Ap03 => "AP-03",
-            PatternId::Ap04 => "AP-04",
-            PatternId::Ap05 => "AP-05",
-            PatternId::ApDash => "AP-DASH",
-            PatternId::Ap06 => "AP-06",
-            PatternId::Ap07 => "AP-07",
-            PatternId::Ap08 => "AP-08",
-            PatternId::Ap09 => "AP-09",
-            PatternId::Ap10 => "AP-10",
-            PatternId::Ap11 => "AP-11",
-            PatternId::Ap12 => "AP-12",
-            PatternId::Ap13 => "AP-13",
-            PatternId::Ap14 => "AP-14",
-            PatternId::Ap15 => "AP-15",
-            PatternId::Ap16 => "AP-16",
-            PatternId::Ap17 => "AP-17",
-            PatternId::Ap18 => "AP-18",
+            PatternId::GetProfile => "AP-01",
+            PatternId::ListDevices => "AP-02",
+            PatternId::GetDevice => "AP-03",
+            PatternId::DeviceEvents => "AP-04",
+            PatternId::UserEvents => "AP-05",
+            PatternId::Dashboard => "AP-DASH",
+            PatternId::UpdateDevice => "AP-06",
+            PatternId::RegisterDevice => "AP-07",
+            PatternId::DeleteDevice => "AP-08",
+            PatternId::EventsByType => "AP-09",
+            PatternId::DeviceCountByStatus => "AP-10",
+            PatternId::ActiveUsers => "AP-11",
+            PatternId::DevicesByTag => "AP-12",
+            PatternId::DevicesByStatus => "AP-13",
+            PatternId::IngestEvents => "AP-14",
+            PatternId::DailyReport => "AP-15",
+            PatternId::PutProfile => "AP-16",
+            PatternId::RotateToken => "AP-17",
+            PatternId::RevokeToken => "AP-18",
         }
     }
 }

@@ -21,9 +21,6 @@ use crate::model::ids::{EventId, EventType};
 
 use crate::model::timestamp::Timestamp;
 
-/// The state item's attribute holding the encoded readings.
-pub const READINGS_ATTRIBUTE: &str = "readings";
-
 /// A live state's readings, as ingestion keeps them.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct LiveReadings {
@@ -109,7 +106,7 @@ pub fn newest_millis(
         .max()
 }
 
-/// The bytes the state item stores in [`READINGS_ATTRIBUTE`] for `latest` and `recent`.
+/// The bytes the state item stores in its `readings` attribute for `latest` and `recent`.
 pub fn encode(latest: &BTreeMap<String, StoredReading>, recent: &[StoredEvent]) -> Vec<u8> {
     let newest = newest_millis(latest, recent).unwrap_or(0);
     let mut types: Vec<String> = Vec::new();

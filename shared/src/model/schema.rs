@@ -5,27 +5,27 @@ use std::collections::HashMap;
 
 use aws_sdk_dynamodb::types::AttributeValue;
 
+use crate::model::expression::Attribute;
+
 /// One stored item (or key) as the SDK holds it: the one item type of the crate.
 pub type Item = HashMap<String, AttributeValue>;
 
 /// Partition key attribute of the base table.
-pub const PK: &str = "PK";
+pub const PK: Attribute = Attribute::named("PK");
 /// Sort key attribute of the base table.
-pub const SK: &str = "SK";
+pub const SK: Attribute = Attribute::named("SK");
 /// Partition key attribute of GSI1 (events by type, devices by status).
-pub const GSI1PK: &str = "GSI1PK";
+pub const GSI1PK: Attribute = Attribute::named("GSI1PK");
 /// Sort key attribute of GSI1.
-pub const GSI1SK: &str = "GSI1SK";
+pub const GSI1SK: Attribute = Attribute::named("GSI1SK");
 /// Partition key attribute of GSI2 (the directory: profiles and fleets).
-pub const GSI2PK: &str = "GSI2PK";
+pub const GSI2PK: Attribute = Attribute::named("GSI2PK");
 /// Sort key attribute of GSI2.
-pub const GSI2SK: &str = "GSI2SK";
+pub const GSI2SK: Attribute = Attribute::named("GSI2SK");
 /// TTL attribute (epoch seconds).
-pub const TTL: &str = "ttl";
+pub const TTL: Attribute = Attribute::named("ttl");
 /// Attribute naming the kind of every item.
-pub const ENTITY_TYPE: &str = "entityType";
-/// Attribute set on a device while its deletion is in progress (readers treat it as gone).
-pub const DELETING_AT: &str = "deletingAt";
+pub const ENTITY_TYPE: Attribute = Attribute::named("entityType");
 
 /// GSI1: overloaded, sparse; searchable event types by day and shard, and devices' live
 /// states by status shard.
@@ -40,11 +40,12 @@ pub struct IndexSpec {
     /// Index name.
     pub name: &'static str,
     /// Partition key attribute.
-    pub partition_key: &'static str,
+    pub partition_key: Attribute,
     /// Sort key attribute.
-    pub sort_key: &'static str,
-    /// Non-key attributes projected (INCLUDE): exactly what the index's readers return.
-    pub projected: &'static [&'static str],
+    pub sort_key: Attribute,
+    /// Non-key attributes projected (INCLUDE): exactly what the index's readers return
+    /// (each one an entity declares: `items::tests` checks).
+    pub projected: &'static [Attribute],
 }
 
 /// Both global secondary indexes, as `template.yaml` must declare them.
@@ -55,15 +56,15 @@ pub const INDEXES: [IndexSpec; 2] = [
         sort_key: GSI1SK,
         projected: &[
             ENTITY_TYPE,
-            "deviceId",
-            "userId",
-            "type",
-            "value",
-            "at",
-            "status",
-            "name",
-            "deviceType",
-            "deviceName",
+            Attribute::named("deviceId"),
+            Attribute::named("userId"),
+            Attribute::named("type"),
+            Attribute::named("value"),
+            Attribute::named("at"),
+            Attribute::named("status"),
+            Attribute::named("name"),
+            Attribute::named("deviceType"),
+            Attribute::named("deviceName"),
             TTL,
         ],
     },
@@ -71,9 +72,15 @@ pub const INDEXES: [IndexSpec; 2] = [
         name: GSI2,
         partition_key: GSI2PK,
         sort_key: GSI2SK,
-        projected: &[ENTITY_TYPE, "userId", "shards", "devices", "deletedAt"],
+        projected: &[
+            ENTITY_TYPE,
+            Attribute::named("userId"),
+            Attribute::named("shards"),
+            Attribute::named("devices"),
+            Attribute::named("deletedAt"),
+        ],
     },
 ];
 
 /// Every attribute that is part of a key of the table or an index (all strings).
-pub const KEY_ATTRIBUTES: [&str; 6] = [PK, SK, GSI1PK, GSI1SK, GSI2PK, GSI2SK];
+pub const KEY_ATTRIBUTES: [Attribute; 6] = [PK, SK, GSI1PK, GSI1SK, GSI2PK, GSI2SK];

@@ -85,18 +85,18 @@ mod tests {
             assert_eq!(id.to_string().parse::<PatternId>(), Ok(id));
             assert_eq!(serde_json::to_value(id).unwrap(), id.to_string());
         }
-        assert_eq!(PatternId::ApDash.to_string(), "AP-DASH");
-        assert_eq!(PatternId::Ap04.to_string(), "AP-04");
+        assert_eq!(PatternId::Dashboard.to_string(), "AP-DASH");
+        assert_eq!(PatternId::DeviceEvents.to_string(), "AP-04");
         assert!("AP-99".parse::<PatternId>().is_err());
         assert!("ap-04".parse::<PatternId>().is_err());
     }
 
     #[test]
     fn each_definition_names_the_function_and_file_that_implement_it() {
-        let events = PatternId::Ap04.definition().implemented_by;
+        let events = PatternId::DeviceEvents.definition().implemented_by;
         assert_eq!(events.path(), "shared::ops::events::device_events");
         assert_eq!(events.file, "shared/src/ops/events.rs");
-        let ingest = PatternId::Ap14.definition().implemented_by;
+        let ingest = PatternId::IngestEvents.definition().implemented_by;
         assert_eq!(ingest.path(), "shared::ops::ingest::Ingestor::ingest");
         for p in CATALOG {
             let source = p.implemented_by;
@@ -117,7 +117,7 @@ mod tests {
 
     #[test]
     fn budgets_scale_as_documented() {
-        let ingest = PatternId::Ap14.definition();
+        let ingest = PatternId::IngestEvents.definition();
         let scale = |n| BudgetScale {
             batch_items: n,
             ..BudgetScale::one()
@@ -126,14 +126,14 @@ mod tests {
         assert_eq!(ingest.max_requests(&scale(25)), 4);
         assert_eq!(ingest.max_requests(&scale(26)), 5);
         assert_eq!(ingest.max_requests(&scale(100)), 7);
-        let by_type = PatternId::Ap09.definition();
+        let by_type = PatternId::EventsByType.definition();
         let s = BudgetScale {
             days: 3,
             shards: 8,
             ..BudgetScale::one()
         };
         assert_eq!(by_type.max_requests(&s), 24);
-        let update = PatternId::Ap06.definition();
+        let update = PatternId::UpdateDevice.definition();
         assert_eq!(update.max_requests(&BudgetScale::one()), 2);
         let sync = BudgetScale {
             follow_up: true,
@@ -142,7 +142,7 @@ mod tests {
         assert_eq!(update.max_requests(&sync), 3);
         // The dashboard: one Query per page, plus one BatchGetItem on pages holding devices
         // placed on another of their owner's partitions.
-        let dash = PatternId::ApDash.definition();
+        let dash = PatternId::Dashboard.definition();
         assert_eq!(dash.max_requests(&BudgetScale::one()), 1);
         let placed = BudgetScale {
             pages: 3,
@@ -155,12 +155,12 @@ mod tests {
             shards: 10,
             ..BudgetScale::one()
         };
-        assert_eq!(PatternId::Ap05.definition().max_requests(&group), 11);
+        assert_eq!(PatternId::UserEvents.definition().max_requests(&group), 11);
     }
 
     #[test]
     fn check_rejects_extra_requests_wrong_operations_and_excess_capacity() {
-        let dash = PatternId::ApDash.definition();
+        let dash = PatternId::Dashboard.definition();
         assert!(dash
             .check(&used(&[("Query", 1)], 1.0), &BudgetScale::one())
             .is_ok());

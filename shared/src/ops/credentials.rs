@@ -13,14 +13,17 @@ use serde::Serialize;
 
 use crate::model::entity::Entity;
 use crate::model::error::FleetError;
+use crate::model::expression::{Condition, Expressions, Update};
 use crate::model::ids::{DeviceId, UserId};
 use crate::model::items::RegistrationItem;
 use crate::model::keys::ItemKey;
 use crate::model::pattern_id::PatternId;
+use crate::model::schema::PK;
 use crate::model::timestamp::Timestamp;
 use crate::model::token::DeviceToken;
 use crate::ops::pattern::{implemented_by, AccessPattern, Frequency, Operation, RequestBudget};
 use crate::store::dynamo::s;
+use crate::store::expression::WithExpressions;
 use crate::store::table::{sdk_error, FleetTable};
 
 /// What a revoked registration stores as its token digest: not a SHA-256 hex digest, so no
@@ -42,7 +45,7 @@ pub struct RotatedToken {
 
 /// AP-17, implemented by [`rotate_token`].
 pub const ROTATE_TOKEN: AccessPattern = AccessPattern {
-    id: PatternId::Ap17,
+    id: PatternId::RotateToken,
     description: "rotate a device's token (the old one works for an overlap)",
     frequency: Frequency::Important,
     operations: &[Operation::UpdateItem],
@@ -66,15 +69,20 @@ pub async fn rotate_token(
     let token = DeviceToken::generate()?;
     let overlap = i64::from(table.config.token_overlap_seconds);
     let until = Timestamp::now().plus_seconds(overlap);
-    let out = owned_registration_update(table, user, device)
+    let out = registration_update(table, device)
         // The replaced digest moves aside; after a revocation it is the revoked marker, which
         // matches no token, so nothing revoked comes back.
-        .update_expression(
-            "SET previousTokenSha256 = tokenSha256, previousTokenUntil = :until, \
-             tokenSha256 = :digest REMOVE revokedAt",
-        )
-        .expression_attribute_values(":until", s(until.to_string()))
-        .expression_attribute_values(":digest", s(token.sha256_hex()))
+        .expressions(owned_registration_update(
+            user,
+            Update::new()
+                .copy(
+                    RegistrationItem::PREVIOUS_TOKEN_SHA256,
+                    RegistrationItem::TOKEN_SHA256,
+                )
+                .set(RegistrationItem::PREVIOUS_TOKEN_UNTIL, s(until.to_string()))
+                .set(RegistrationItem::TOKEN_SHA256, s(token.sha256_hex()))
+                .remove(RegistrationItem::REVOKED_AT),
+        ))
         .return_values(ReturnValue::AllOld)
         .send()
         .await
@@ -93,7 +101,7 @@ pub async fn rotate_token(
 
 /// AP-18, implemented by [`revoke_token`].
 pub const REVOKE_TOKEN: AccessPattern = AccessPattern {
-    id: PatternId::Ap18,
+    id: PatternId::RevokeToken,
     description: "revoke a device's tokens (the device and its history stay)",
     frequency: Frequency::Important,
     operations: &[Operation::UpdateItem],
@@ -112,23 +120,27 @@ pub async fn revoke_token(
     user: &UserId,
     device: &DeviceId,
 ) -> Result<(), FleetError> {
-    owned_registration_update(table, user, device)
-        .update_expression(
-            "SET revokedAt = if_not_exists(revokedAt, :now), tokenSha256 = :revoked \
-             REMOVE previousTokenSha256, previousTokenUntil",
-        )
-        .expression_attribute_values(":now", s(Timestamp::now().to_string()))
-        .expression_attribute_values(":revoked", s(REVOKED_DIGEST))
+    registration_update(table, device)
+        .expressions(owned_registration_update(
+            user,
+            Update::new()
+                .set_if_absent(
+                    RegistrationItem::REVOKED_AT,
+                    s(Timestamp::now().to_string()),
+                )
+                .set(RegistrationItem::TOKEN_SHA256, s(REVOKED_DIGEST))
+                .remove(RegistrationItem::PREVIOUS_TOKEN_SHA256)
+                .remove(RegistrationItem::PREVIOUS_TOKEN_UNTIL),
+        ))
         .send()
         .await
         .map_err(not_found_if_not_owned)?;
     Ok(())
 }
 
-/// An UpdateItem of `device`'s registration that only applies if `user` owns it.
-fn owned_registration_update(
+/// An UpdateItem of `device`'s registration, to be given its expressions.
+fn registration_update(
     table: &FleetTable,
-    user: &UserId,
     device: &DeviceId,
 ) -> aws_sdk_dynamodb::operation::update_item::builders::UpdateItemFluentBuilder {
     table
@@ -141,8 +153,15 @@ fn owned_registration_update(
             }
             .attributes(),
         ))
-        .condition_expression("attribute_exists(PK) AND userId = :user")
-        .expression_attribute_values(":user", s(user.as_str()))
+}
+
+/// `changes` to a registration, applied only if `user` owns it.
+fn owned_registration_update(user: &UserId, changes: Update) -> Expressions {
+    let owned = Condition::exists(PK).and(Condition::equals(
+        RegistrationItem::USER_ID,
+        s(user.as_str()),
+    ));
+    Expressions::write(changes, Some(owned))
 }
 
 fn not_found_if_not_owned(

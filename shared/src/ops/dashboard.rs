@@ -16,6 +16,7 @@ use crate::model::cursor::Page;
 use crate::model::entity::Entity;
 use crate::model::entity::EntityType;
 use crate::model::error::FleetError;
+use crate::model::expression::{Condition, Expressions};
 use crate::model::ids::DeviceId;
 use crate::model::ids::{Tag, UserId};
 use crate::model::items::{DeviceItem, DeviceStateItem, ProfileItem, TagLinkItem};
@@ -27,6 +28,7 @@ use crate::ops::devices::{state_key, Device};
 use crate::ops::pattern::{implemented_by, AccessPattern, Frequency, Operation, RequestBudget};
 use crate::store::dynamo::get_all;
 use crate::store::dynamo::{key_range, query, s};
+use crate::store::expression::WithExpressions;
 use crate::store::retry::Retry;
 use crate::store::table::FleetTable;
 use crate::store::table::MAX_ATTEMPTS;
@@ -85,9 +87,14 @@ fn prefix_page(
         .client
         .query()
         .table_name(table.name())
-        .key_condition_expression("PK = :pk AND begins_with(SK, :prefix)")
-        .expression_attribute_values(":pk", s(user_pk(user)))
-        .expression_attribute_values(":prefix", s(prefix))
+        .expressions(
+            Expressions::builder()
+                .key_condition(
+                    Condition::equals(PK, s(user_pk(user)))
+                        .and(Condition::begins_with(SK, s(prefix))),
+                )
+                .build(),
+        )
         .limit(limit as i32)
         .set_exclusive_start_key(start_key)
 }
@@ -136,7 +143,7 @@ async fn devices_with_states(
     let missing: Vec<_> = devices
         .iter()
         .filter(|(_, state)| state.is_none())
-        .map(|(d, _)| state_key(d))
+        .map(|(d, _)| state_key(d).attributes())
         .collect();
     let mut placed: HashMap<DeviceId, DeviceStateItem> = HashMap::new();
     if !missing.is_empty() {
@@ -161,7 +168,7 @@ async fn devices_with_states(
 
 /// AP-DASH, implemented by [`dashboard`].
 pub const DASHBOARD: AccessPattern = AccessPattern {
-    id: PatternId::ApDash,
+    id: PatternId::Dashboard,
     description:
         "dashboard: profile and every device with its latest reading per type and last 10 events",
     frequency: Frequency::Critical,
@@ -187,9 +194,15 @@ pub async fn dashboard(
 ) -> Result<Dashboard, FleetError> {
     let start_key = start(DASHBOARD.id, cursor, user, "")?;
     let (items, last) = query(
-        key_range(table, user_pk(user), DEVICE_PREFIX, PROFILE_SK)
-            .limit(DASHBOARD_PAGE_ITEMS as i32)
-            .set_exclusive_start_key(start_key),
+        key_range(
+            table,
+            user_pk(user),
+            DEVICE_PREFIX,
+            PROFILE_SK,
+            Expressions::builder(),
+        )
+        .limit(DASHBOARD_PAGE_ITEMS as i32)
+        .set_exclusive_start_key(start_key),
     )
     .await?;
     let (devices, profile) = devices_with_states(table, items).await?;
@@ -202,7 +215,7 @@ pub async fn dashboard(
 
 /// AP-02, implemented by [`list_devices`].
 pub const LIST_DEVICES: AccessPattern = AccessPattern {
-    id: PatternId::Ap02,
+    id: PatternId::ListDevices,
     description: "a user's devices, paged",
     frequency: Frequency::Critical,
     operations: &[Operation::Query, Operation::BatchGetItem],
@@ -257,7 +270,7 @@ pub async fn list_devices(
 
 /// AP-12, implemented by [`devices_with_tag`] (`GET /me/devices?tag=`).
 pub const DEVICES_WITH_TAG: AccessPattern = AccessPattern {
-    id: PatternId::Ap12,
+    id: PatternId::DevicesByTag,
     description: "a user's devices with a tag",
     frequency: Frequency::Important,
     operations: &[Operation::Query],

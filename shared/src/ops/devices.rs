@@ -23,27 +23,25 @@ use serde::Serialize;
 use crate::model::entity::Entity;
 use crate::model::entity::EntityType;
 use crate::model::error::{FleetError, ValidationError};
+use crate::model::expression::{Condition, Expressions, Update as UpdateExpression};
 use crate::model::ids::{DeviceId, DeviceType, Tag, UserId};
 use crate::model::items::{
     DeviceItem, DeviceStateItem, FleetItem, PurgeMarkerItem, RegistrationItem,
     ReleasedRegistrationItem, TagLinkItem,
 };
-use crate::model::keys::{
-    placement, state_sk, status_gsi1pk, status_shard, DirectoryEntry, IndexKeys, ItemKey,
-};
+use crate::model::keys::{placement, state_sk, IndexKeys, ItemKey};
 use crate::model::pattern_id::PatternId;
 use crate::model::readings::{Reading, RecentEvent};
-use crate::model::schema::Item;
-use crate::model::schema::DELETING_AT;
-use crate::model::schema::{ENTITY_TYPE, GSI1PK};
+use crate::model::schema::{Item, PK};
 use crate::model::status::DeviceStatus;
 use crate::model::timestamp::Timestamp;
 use crate::model::token::DeviceToken;
 use crate::ops::pattern::{implemented_by, AccessPattern, Frequency, Operation, RequestBudget};
 use crate::store::dynamo::{n, s};
 use crate::store::dynamo::{transact, Transaction};
+use crate::store::expression::WithExpressions;
 use crate::store::retry::Retry;
-use crate::store::table::{condition_failed_at, sdk_error, FleetTable, MAX_ATTEMPTS};
+use crate::store::table::{condition_failed, sdk_error, FleetTable, TransactionSlot, MAX_ATTEMPTS};
 
 /// Longest device name, in characters.
 pub const MAX_DEVICE_NAME: usize = 100;
@@ -157,30 +155,6 @@ pub struct RegisteredDevice {
     pub token: DeviceToken,
 }
 
-fn device_key(user: &UserId, device: &DeviceId) -> Item {
-    ItemKey::Device {
-        user: user.clone(),
-        device: device.clone(),
-    }
-    .attributes()
-}
-
-fn registration_key(device: &DeviceId) -> Item {
-    ItemKey::Registration {
-        device: device.clone(),
-    }
-    .attributes()
-}
-
-fn tag_link_key(user: &UserId, tag: &Tag, device: &DeviceId) -> Item {
-    ItemKey::TagLink {
-        user: user.clone(),
-        tag: tag.clone(),
-        device: device.clone(),
-    }
-    .attributes()
-}
-
 fn tag_link(device: &DeviceItem, tag: &Tag) -> TagLinkItem {
     TagLinkItem {
         user_id: device.user_id.clone(),
@@ -194,21 +168,22 @@ fn tag_link(device: &DeviceItem, tag: &Tag) -> TagLinkItem {
 fn put(
     table: &FleetTable,
     item: &impl Entity,
-    condition: Option<&str>,
+    condition: Option<Condition>,
 ) -> Result<TransactWriteItem, FleetError> {
-    let put = Put::builder()
+    let mut put = Put::builder()
         .table_name(table.name())
-        .set_item(Some(item.to_item(&table.config.shards)?))
-        .set_condition_expression(condition.map(str::to_string))
-        .build()
-        .map_err(FleetError::internal)?;
+        .set_item(Some(item.to_item(&table.config.shards)?));
+    if let Some(condition) = condition {
+        put = put.expressions(Expressions::condition(condition));
+    }
+    let put = put.build().map_err(FleetError::internal)?;
     Ok(TransactWriteItem::builder().put(put).build())
 }
 
-fn delete(table: &FleetTable, key: Item) -> Result<TransactWriteItem, FleetError> {
+fn delete(table: &FleetTable, key: ItemKey) -> Result<TransactWriteItem, FleetError> {
     let delete = Delete::builder()
         .table_name(table.name())
-        .set_key(Some(key))
+        .set_key(Some(key.attributes()))
         .build()
         .map_err(FleetError::internal)?;
     Ok(TransactWriteItem::builder().delete(delete).build())
@@ -256,14 +231,13 @@ fn new_state(device: &DeviceItem) -> DeviceStateItem {
     }
 }
 
-/// The key of `device`'s live state.
-pub(crate) fn state_key(device: &DeviceItem) -> Item {
+/// The key of `device`'s live state (on the partition it was placed on).
+pub(crate) fn state_key(device: &DeviceItem) -> ItemKey {
     ItemKey::DeviceState {
         user: device.user_id.clone(),
         shard: device.shard,
         device: device.device_id.clone(),
     }
-    .attributes()
 }
 
 fn fleet_key(user: &UserId) -> Item {
@@ -326,26 +300,26 @@ fn count_registration(
     read: FleetSize,
     shards: u32,
 ) -> Result<TransactWriteItem, FleetError> {
-    let directory = IndexKeys::directory(user, DirectoryEntry::Fleet);
-    let mut update = Update::builder()
+    // The fleet item is created by its first registration: its type and directory entry
+    // (GSI2) come from the entity.
+    let fleet = FleetItem {
+        user_id: user.clone(),
+        shards,
+        devices: read.devices + 1,
+    };
+    let changes = UpdateExpression::new()
+        .set(FleetItem::SHARDS, n(shards))
+        .set_all([FleetItem::ENTITY_TYPE.assignment()])
+        .set_all(fleet.index_keys(&table.config.shards).attributes())
+        .add(FleetItem::DEVICES, n(1));
+    let unchanged = match read.shards {
+        Some(current) => Condition::equals(FleetItem::SHARDS, n(current)),
+        None => Condition::absent(FleetItem::SHARDS),
+    };
+    let update = Update::builder()
         .table_name(table.name())
         .set_key(Some(fleet_key(user)))
-        .update_expression(
-            "SET shards = :shards, #entityType = :fleet, GSI2PK = :dir, GSI2SK = :dirSk \
-             ADD devices :one",
-        )
-        .expression_attribute_names("#entityType", ENTITY_TYPE)
-        .expression_attribute_values(":shards", n(shards))
-        .expression_attribute_values(":fleet", s(EntityType::Fleet.as_str()))
-        .expression_attribute_values(":dir", s(directory.gsi2pk.unwrap_or_default()))
-        .expression_attribute_values(":dirSk", s(directory.gsi2sk.unwrap_or_default()))
-        .expression_attribute_values(":one", n(1));
-    update = match read.shards {
-        Some(current) => update
-            .condition_expression("shards = :current")
-            .expression_attribute_values(":current", n(current)),
-        None => update.condition_expression("attribute_not_exists(shards)"),
-    };
+        .expressions(Expressions::write(changes, Some(unchanged)));
     Ok(TransactWriteItem::builder()
         .update(update.build().map_err(FleetError::internal)?)
         .build())
@@ -356,9 +330,10 @@ fn count_deletion(table: &FleetTable, user: &UserId) -> Result<TransactWriteItem
     let update = Update::builder()
         .table_name(table.name())
         .set_key(Some(fleet_key(user)))
-        .update_expression("ADD devices :minusOne")
-        .condition_expression("attribute_exists(shards)")
-        .expression_attribute_values(":minusOne", n(-1))
+        .expressions(Expressions::write(
+            UpdateExpression::new().add(FleetItem::DEVICES, n(-1)),
+            Some(Condition::exists(FleetItem::SHARDS)),
+        ))
         .build()
         .map_err(FleetError::internal)?;
     Ok(TransactWriteItem::builder().update(update).build())
@@ -370,7 +345,7 @@ const PLACEMENT_ATTEMPTS: u32 = 5;
 
 /// AP-07, implemented by [`register_device`].
 pub const REGISTER_DEVICE: AccessPattern = AccessPattern {
-    id: PatternId::Ap07,
+    id: PatternId::RegisterDevice,
     description: "register a device (device id unique across the table)",
     frequency: Frequency::Important,
     operations: &[Operation::GetItem, Operation::TransactWriteItems],
@@ -417,17 +392,19 @@ pub async fn register_device(
             Transaction::Cancelled(reasons) => {
                 // Released after this attempt's time (by a deletion racing it): a live
                 // request, so it tries again with a later time.
-                if let Some(released) = released_at(&reasons, 0) {
+                if let Some(released) = released_at(&reasons, RegistrationSlot::Registration) {
                     seen_release = Some(released);
                     continue;
                 }
-                if condition_failed_at(&reasons, 0) || condition_failed_at(&reasons, 1) {
+                if condition_failed(&reasons, RegistrationSlot::Registration)
+                    || condition_failed(&reasons, RegistrationSlot::Device)
+                {
                     return Err(FleetError::DeviceIdTaken(
                         registration.device_id.to_string(),
                     ));
                 }
                 // The fleet grew in between: place again.
-                if condition_failed_at(&reasons, 3) {
+                if condition_failed(&reasons, RegistrationSlot::FleetCount) {
                     continue;
                 }
                 return Err(FleetError::internal(format!(
@@ -444,8 +421,27 @@ pub async fn register_device(
 pub struct RegistrationAttempt {
     /// The device item it creates.
     pub device: DeviceItem,
-    /// Registration (action 0), device item (1), live state (2), fleet count (3), tag links.
+    /// The transaction's actions: those of [`RegistrationSlot`] in order, then tag links.
     pub actions: Vec<TransactWriteItem>,
+}
+
+/// The actions of a registration's transaction, named by their place in it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RegistrationSlot {
+    /// Claims the device id (fails on a taken id or a newer release).
+    Registration,
+    /// Puts the device item (fails if the owner has it already).
+    Device,
+    /// Puts the live state.
+    State,
+    /// Counts the device on the fleet item (fails if the placement changed since it was read).
+    FleetCount,
+}
+
+impl TransactionSlot for RegistrationSlot {
+    fn position(self) -> usize {
+        self as usize
+    }
 }
 
 impl RegistrationAttempt {
@@ -478,9 +474,10 @@ impl RegistrationAttempt {
             previous_token_until: None,
             revoked_at: None,
         };
+        // In the order of `RegistrationSlot`.
         let mut actions = vec![
             claim_registration(table, &registration_item)?,
-            put(table, &device, Some("attribute_not_exists(PK)"))?,
+            put(table, &device, Some(Condition::absent(PK)))?,
             put(table, &new_state(&device), None)?,
             count_registration(table, user, fleet, shards)?,
         ];
@@ -500,37 +497,43 @@ fn claim_registration(
     table: &FleetTable,
     registration: &RegistrationItem,
 ) -> Result<TransactWriteItem, FleetError> {
+    let released_before = released().and(Condition::below(
+        ReleasedRegistrationItem::RELEASED_AT,
+        s(registration.created_at.to_string()),
+    ));
     let put = registration_key_put(
         table,
         registration,
-        "attribute_not_exists(PK) OR (#entityType = :released AND releasedAt < :began)",
+        Condition::absent(PK).or(released_before),
     )?
-    .expression_attribute_values(":began", s(registration.created_at.to_string()))
     .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
     .build()
     .map_err(FleetError::internal)?;
     Ok(TransactWriteItem::builder().put(put).build())
 }
 
-/// A put of `item` at a device id's registration key under `condition`, which may name a
-/// released registration as `#entityType = :released`.
+/// A put of `item` at a device id's registration key under `condition`.
 fn registration_key_put(
     table: &FleetTable,
     item: &impl Entity,
-    condition: &str,
+    condition: Condition,
 ) -> Result<aws_sdk_dynamodb::types::builders::PutBuilder, FleetError> {
     Ok(Put::builder()
         .table_name(table.name())
         .set_item(Some(item.to_item(&table.config.shards)?))
-        .condition_expression(condition)
-        .expression_attribute_names("#entityType", ENTITY_TYPE)
-        .expression_attribute_values(":released", s(EntityType::ReleasedRegistration.as_str())))
+        .expressions(Expressions::condition(condition)))
 }
 
-/// When the action at `index` failed on a released registration (released after the
+/// The item at a registration key is a released registration.
+fn released() -> Condition {
+    let (attribute, value) = EntityType::ReleasedRegistration.assignment();
+    Condition::equals(attribute, value)
+}
+
+/// When the action at `slot` failed on a released registration (released after the
 /// attempt's time): the release time.
-fn released_at(reasons: &[CancellationReason], index: usize) -> Option<Timestamp> {
-    let item = reasons.get(index)?.item()?;
+fn released_at(reasons: &[CancellationReason], slot: RegistrationSlot) -> Option<Timestamp> {
+    let item = reasons.get(slot.position())?.item()?;
     if EntityType::of(item) != Some(EntityType::ReleasedRegistration) {
         return None;
     }
@@ -541,7 +544,7 @@ fn released_at(reasons: &[CancellationReason], index: usize) -> Option<Timestamp
 
 /// AP-03, implemented by [`get_device`].
 pub const GET_DEVICE: AccessPattern = AccessPattern {
-    id: PatternId::Ap03,
+    id: PatternId::GetDevice,
     description: "one device, with its live state",
     frequency: Frequency::Critical,
     operations: &[Operation::Query, Operation::GetItem],
@@ -573,6 +576,7 @@ pub async fn get_device(
         key.pk,
         key.sk,
         state_sk(device),
+        Expressions::builder(),
     ))
     .await?;
     let mut found = None;
@@ -596,7 +600,7 @@ pub async fn get_device(
             .client
             .get_item()
             .table_name(table.name())
-            .set_key(Some(state_key(&item)))
+            .set_key(Some(state_key(&item).attributes()))
             .send()
             .await
             .map_err(sdk_error)?;
@@ -607,7 +611,7 @@ pub async fn get_device(
 
 /// AP-06, implemented by [`update_device`].
 pub const UPDATE_DEVICE: AccessPattern = AccessPattern {
-    id: PatternId::Ap06,
+    id: PatternId::UpdateDevice,
     description: "update a device's status, name or tags (optimistic version, no read first)",
     frequency: Frequency::Critical,
     operations: &[Operation::UpdateItem, Operation::TransactWriteItems],
@@ -671,27 +675,25 @@ pub async fn update_device(
 /// Copies `device`'s status (its GSI1 partition) and name onto its live state, unless a newer
 /// version of the device already did (concurrent PATCHes may land in any order).
 async fn copy_to_state(table: &FleetTable, device: &DeviceItem) -> Result<(), FleetError> {
-    let status_key = status_gsi1pk(
-        device.status,
-        status_shard(&device.device_id, device.status, &table.config.shards),
-    );
+    // The status index partition follows the status: derived by the entity, as on a put
+    // (the sort key, which follows `lastSeen`, is ingestion's and stays as it is).
+    let status_partition =
+        IndexKeys::device_state(device.status, &device.device_id, None, &table.config.shards);
+    let changes = UpdateExpression::new()
+        .set(DeviceStateItem::STATUS, s(device.status.as_str()))
+        .set(DeviceStateItem::NAME, s(device.name.clone()))
+        .set_all(status_partition.attributes())
+        .set(DeviceStateItem::DEVICE_VERSION, n(device.version));
+    let not_newer =
+        Condition::exists(PK).and(Condition::absent(DeviceStateItem::DEVICE_VERSION).or(
+            Condition::below(DeviceStateItem::DEVICE_VERSION, n(device.version)),
+        ));
     let result = table
         .client
         .update_item()
         .table_name(table.name())
-        .set_key(Some(state_key(device)))
-        .update_expression(format!(
-            "SET #status = :status, #name = :name, {GSI1PK} = :statusKey, deviceVersion = :version"
-        ))
-        .condition_expression(
-            "attribute_exists(PK) AND (attribute_not_exists(deviceVersion) OR deviceVersion < :version)",
-        )
-        .expression_attribute_names("#status", "status")
-        .expression_attribute_names("#name", "name")
-        .expression_attribute_values(":status", s(device.status.as_str()))
-        .expression_attribute_values(":name", s(device.name.clone()))
-        .expression_attribute_values(":statusKey", s(status_key))
-        .expression_attribute_values(":version", n(device.version))
+        .set_key(Some(state_key(device).attributes()))
+        .expressions(Expressions::write(changes, Some(not_newer)))
         .send()
         .await;
     match result {
@@ -713,44 +715,36 @@ fn patch_request(
     patch: &DevicePatch,
     now: &Timestamp,
 ) -> Result<UpdateItemFluentBuilder, FleetError> {
-    let mut sets = vec![
-        "version = :next".to_string(),
-        "updatedAt = :now".to_string(),
-    ];
-    let mut request = table
+    let mut changes = UpdateExpression::new()
+        .set(DeviceItem::VERSION, n(expected_version + 1))
+        .set(DeviceItem::UPDATED_AT, s(now.to_string()));
+    if let Some(status) = patch.status {
+        changes = changes.set(DeviceItem::STATUS, s(status.as_str()));
+    }
+    if let Some(name) = &patch.name {
+        changes = changes.set(DeviceItem::NAME, s(name.clone()));
+    }
+    if let Some(tags) = &patch.tags {
+        changes = changes.set(DeviceItem::TAGS, serde_dynamo::to_attribute_value(tags)?);
+    }
+    if patch.changes_copies() {
+        changes = changes.increment(DeviceItem::SYNC_VERSION, n(1));
+    }
+    let at_version = Condition::exists(PK)
+        .and(Condition::equals(DeviceItem::VERSION, n(expected_version)))
+        .and(Condition::absent(DeviceItem::DELETING_AT));
+    Ok(table
         .client
         .update_item()
         .table_name(table.name())
-        .set_key(Some(device_key(user, device)))
-        .condition_expression(
-            "attribute_exists(PK) AND version = :expected AND attribute_not_exists(deletingAt)",
-        )
-        .expression_attribute_values(":expected", n(expected_version))
-        .expression_attribute_values(":next", n(expected_version + 1))
-        .expression_attribute_values(":now", s(now.to_string()));
-    if let Some(status) = patch.status {
-        sets.push("#status = :status".into());
-        request = request
-            .expression_attribute_names("#status", "status")
-            .expression_attribute_values(":status", s(status.as_str()));
-    }
-    if let Some(name) = &patch.name {
-        sets.push("#name = :name".into());
-        request = request
-            .expression_attribute_names("#name", "name")
-            .expression_attribute_values(":name", s(name.clone()));
-    }
-    if let Some(tags) = &patch.tags {
-        sets.push("tags = :tags".into());
-        request =
-            request.expression_attribute_values(":tags", serde_dynamo::to_attribute_value(tags)?);
-    }
-    if patch.changes_copies() {
-        sets.push("syncVersion = syncVersion + :one".into());
-        request = request.expression_attribute_values(":one", n(1));
-    }
-    Ok(request
-        .update_expression(format!("SET {}", sets.join(", ")))
+        .set_key(Some(
+            ItemKey::Device {
+                user: user.clone(),
+                device: device.clone(),
+            }
+            .attributes(),
+        ))
+        .expressions(Expressions::write(changes, Some(at_version)))
         .return_values(ReturnValue::AllNew)
         .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld))
 }
@@ -766,7 +760,7 @@ fn patch_refused(
     patch: &DevicePatch,
 ) -> Result<DeviceItem, FleetError> {
     let current = current
-        .filter(|old| !old.contains_key(DELETING_AT))
+        .filter(|old| !old.contains_key(DeviceItem::DELETING_AT.name()))
         .map(|old| DeviceItem::from_item(old.clone()))
         .transpose()?;
     match current {
@@ -801,21 +795,39 @@ fn applied_by(
 async fn sync_copies(table: &FleetTable, device: &DeviceItem) -> Result<(), FleetError> {
     let update_device = Update::builder()
         .table_name(table.name())
-        .set_key(Some(device_key(&device.user_id, &device.device_id)))
-        .update_expression("SET linkedTags = :tags")
-        .condition_expression("syncVersion = :sync AND attribute_not_exists(deletingAt)")
-        .expression_attribute_values(":tags", serde_dynamo::to_attribute_value(&device.tags)?)
-        .expression_attribute_values(":sync", n(device.sync_version))
+        .set_key(Some(device.item_key().attributes()))
+        .expressions(Expressions::write(
+            UpdateExpression::new().set(
+                DeviceItem::LINKED_TAGS,
+                serde_dynamo::to_attribute_value(&device.tags)?,
+            ),
+            Some(
+                Condition::equals(DeviceItem::SYNC_VERSION, n(device.sync_version))
+                    .and(Condition::absent(DeviceItem::DELETING_AT)),
+            ),
+        ))
         .build()
         .map_err(FleetError::internal)?;
     let update_registration = Update::builder()
         .table_name(table.name())
-        .set_key(Some(registration_key(&device.device_id)))
-        .update_expression("SET deviceName = :name, deviceType = :type")
-        .condition_expression("userId = :user")
-        .expression_attribute_values(":name", s(device.name.clone()))
-        .expression_attribute_values(":type", s(device.device_type.as_str()))
-        .expression_attribute_values(":user", s(device.user_id.as_str()))
+        .set_key(Some(
+            ItemKey::Registration {
+                device: device.device_id.clone(),
+            }
+            .attributes(),
+        ))
+        .expressions(Expressions::write(
+            UpdateExpression::new()
+                .set(RegistrationItem::DEVICE_NAME, s(device.name.clone()))
+                .set(
+                    RegistrationItem::DEVICE_TYPE,
+                    s(device.device_type.as_str()),
+                ),
+            Some(Condition::equals(
+                RegistrationItem::USER_ID,
+                s(device.user_id.as_str()),
+            )),
+        ))
         .build()
         .map_err(FleetError::internal)?;
     let mut actions = vec![
@@ -829,10 +841,7 @@ async fn sync_copies(table: &FleetTable, device: &DeviceItem) -> Result<(), Flee
         .iter()
         .filter(|t| !device.tags.contains(t))
     {
-        actions.push(delete(
-            table,
-            tag_link_key(&device.user_id, stale, &device.device_id),
-        )?);
+        actions.push(delete(table, tag_link(device, stale).item_key())?);
     }
     for tag in &device.tags {
         actions.push(put(table, &tag_link(device, tag), None)?);
@@ -840,10 +849,38 @@ async fn sync_copies(table: &FleetTable, device: &DeviceItem) -> Result<(), Flee
     match transact(table, actions, Retry::attempts(MAX_ATTEMPTS)).await? {
         Transaction::Committed => Ok(()),
         // A newer name/tag change (or a deletion) got there first: its own sync applies.
-        Transaction::Cancelled(reasons) if condition_failed_at(&reasons, 0) => Ok(()),
+        Transaction::Cancelled(reasons) if condition_failed(&reasons, SyncSlot::Device) => Ok(()),
         Transaction::Cancelled(reasons) => Err(FleetError::internal(format!(
             "copy sync cancelled: {reasons:?}"
         ))),
+    }
+}
+
+/// The first action of a copy sync's transaction (then the registration's copy and the tag
+/// links).
+#[derive(Clone, Copy, Debug)]
+enum SyncSlot {
+    /// Sets the device's `linkedTags`; fails when a newer change or a deletion came first.
+    Device,
+}
+
+impl TransactionSlot for SyncSlot {
+    fn position(self) -> usize {
+        self as usize
+    }
+}
+
+/// The first action of a deletion's transaction (then the registration's release, the live
+/// state, the fleet count, the purge marker and the tag links).
+#[derive(Clone, Copy, Debug)]
+enum DeletionSlot {
+    /// Deletes the marked device; fails when another request completed the deletion.
+    Device,
+}
+
+impl TransactionSlot for DeletionSlot {
+    fn position(self) -> usize {
+        self as usize
     }
 }
 
@@ -854,17 +891,25 @@ async fn mark_deleting(
     user: &UserId,
     device: &DeviceId,
 ) -> Result<DeviceItem, FleetError> {
+    let now = Timestamp::now().to_string();
     let result = table
         .client
         .update_item()
         .table_name(table.name())
-        .set_key(Some(device_key(user, device)))
-        .update_expression("SET deletingAt = if_not_exists(deletingAt, :now)")
+        .set_key(Some(
+            ItemKey::Device {
+                user: user.clone(),
+                device: device.clone(),
+            }
+            .attributes(),
+        ))
         // A device registered after this request was made is not the one it means to delete:
         // a request that lands late (after its own retry, a re-registration and all) must not
         // mark the new device.
-        .condition_expression("attribute_exists(PK) AND createdAt <= :now")
-        .expression_attribute_values(":now", s(Timestamp::now().to_string()))
+        .expressions(Expressions::write(
+            UpdateExpression::new().set_if_absent(DeviceItem::DELETING_AT, s(now.clone())),
+            Some(Condition::exists(PK).and(Condition::at_most(DeviceItem::CREATED_AT, s(now)))),
+        ))
         .return_values(ReturnValue::AllNew)
         .send()
         .await;
@@ -894,8 +939,16 @@ fn deletion(
 ) -> Result<Vec<TransactWriteItem>, FleetError> {
     let device_delete = Delete::builder()
         .table_name(table.name())
-        .set_key(Some(device_key(user, device)))
-        .condition_expression("attribute_exists(deletingAt)")
+        .set_key(Some(
+            ItemKey::Device {
+                user: user.clone(),
+                device: device.clone(),
+            }
+            .attributes(),
+        ))
+        .expressions(Expressions::condition(Condition::exists(
+            DeviceItem::DELETING_AT,
+        )))
         .build()
         .map_err(FleetError::internal)?;
     // The registration is replaced by its released fence. One that is already gone (or
@@ -905,9 +958,13 @@ fn deletion(
     let registration_release = registration_key_put(
         table,
         &released,
-        "attribute_not_exists(PK) OR userId = :user OR #entityType = :released",
+        Condition::absent(PK)
+            .or(Condition::equals(
+                RegistrationItem::USER_ID,
+                s(user.as_str()),
+            ))
+            .or(self::released()),
     )?
-    .expression_attribute_values(":user", s(user.as_str()))
     .build()
     .map_err(FleetError::internal)?;
     let mut actions = vec![
@@ -934,14 +991,21 @@ fn deletion(
         .chain(item.tags.iter())
         .collect::<std::collections::BTreeSet<_>>()
     {
-        actions.push(delete(table, tag_link_key(user, tag, device))?);
+        actions.push(delete(
+            table,
+            ItemKey::TagLink {
+                user: user.clone(),
+                tag: tag.clone(),
+                device: device.clone(),
+            },
+        )?);
     }
     Ok(actions)
 }
 
 /// AP-08, implemented by [`delete_device`].
 pub const DELETE_DEVICE: AccessPattern = AccessPattern {
-    id: PatternId::Ap08,
+    id: PatternId::DeleteDevice,
     description:
         "delete a device and free its id (a purge marker: the next daily runs purge its events)",
     frequency: Frequency::Important,
@@ -972,7 +1036,9 @@ pub async fn delete_device(
     match transact(table, actions, Retry::attempts(MAX_ATTEMPTS)).await? {
         Transaction::Committed => Ok(()),
         // A concurrent DELETE of the same device completed first.
-        Transaction::Cancelled(reasons) if condition_failed_at(&reasons, 0) => Ok(()),
+        Transaction::Cancelled(reasons) if condition_failed(&reasons, DeletionSlot::Device) => {
+            Ok(())
+        }
         Transaction::Cancelled(reasons) => Err(FleetError::internal(format!(
             "deletion cancelled: {reasons:?}"
         ))),

@@ -5,15 +5,17 @@ use serde::Serialize;
 
 use crate::model::entity::Entity;
 use crate::model::error::FleetError;
+use crate::model::expression::{Condition, Expressions};
 use crate::model::items::DeviceStateItem;
 use crate::model::keys::{parse_seen_gsi1sk, seen_since, status_gsi1pk};
 use crate::model::pattern_id::PatternId;
-use crate::model::schema::{GSI1, GSI1SK};
+use crate::model::schema::{GSI1, GSI1PK, GSI1SK};
 use crate::model::status::DeviceStatus;
 use crate::model::timestamp::Timestamp;
 use crate::ops::pattern::{implemented_by, AccessPattern, Frequency, Operation, RequestBudget};
 use crate::store::dynamo::{newest_first, scatter_gather};
 use crate::store::dynamo::{query, s};
+use crate::store::expression::WithExpressions;
 use crate::store::table::FleetTable;
 
 /// A device as the operator listing shows it (GSI1's projection).
@@ -37,7 +39,7 @@ pub struct FleetDevice {
 
 /// AP-13, implemented by [`devices_by_status`].
 pub const DEVICES_BY_STATUS: AccessPattern = AccessPattern {
-    id: PatternId::Ap13,
+    id: PatternId::DevicesByStatus,
     description: "devices with a status seen since a time (operators)",
     frequency: Frequency::Analytics,
     operations: &[Operation::Query],
@@ -65,9 +67,14 @@ pub async fn devices_by_status(
                 .query()
                 .table_name(table.name())
                 .index_name(GSI1)
-                .key_condition_expression("GSI1PK = :pk AND GSI1SK >= :from")
-                .expression_attribute_values(":pk", s(status_gsi1pk(status, shard)))
-                .expression_attribute_values(":from", s(from.clone()))
+                .expressions(
+                    Expressions::builder()
+                        .key_condition(
+                            Condition::equals(GSI1PK, s(status_gsi1pk(status, shard)))
+                                .and(Condition::at_least(GSI1SK, s(from.clone()))),
+                        )
+                        .build(),
+                )
                 .scan_index_forward(false)
                 .limit(limit as i32),
         )
@@ -76,7 +83,7 @@ pub async fn devices_by_status(
     for (items, _) in scatter_gather(queries).await? {
         for item in items {
             let seen_key = item
-                .get(GSI1SK)
+                .get(GSI1SK.name())
                 .and_then(|v| v.as_s().ok())
                 .cloned()
                 .ok_or_else(|| FleetError::internal("index item without its sort key"))?;

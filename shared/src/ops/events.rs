@@ -10,8 +10,9 @@ use crate::model::cursor::{self, check_key, StartKey};
 use crate::model::entity::Entity;
 use crate::model::entity::EntityType;
 use crate::model::error::{FleetError, ValidationError};
+use crate::model::expression::{Condition, Expressions, ExpressionsBuilder};
 use crate::model::ids::{DeviceId, EventType, UserId};
-use crate::model::items::EventItem;
+use crate::model::items::{DeviceItem, EventItem};
 use crate::model::keys::{
     event_pk, event_pk_prefix, parse_event_index_sk, parse_event_pk, type_gsi1pk, user_pk,
     DEVICE_PREFIX, EVENT_PREFIX,
@@ -19,11 +20,12 @@ use crate::model::keys::{
 use crate::model::pattern_id::PatternId;
 use crate::model::readings::EventValue;
 use crate::model::schema::Item;
-use crate::model::schema::{GSI1, GSI1PK, GSI1SK, PK, SK};
+use crate::model::schema::{ENTITY_TYPE, GSI1, GSI1PK, GSI1SK, PK, SK};
 use crate::model::timestamp::{Day, Timestamp};
 use crate::ops::pattern::{implemented_by, AccessPattern, Frequency, Operation, RequestBudget};
 use crate::store::dynamo::{key_range, query, s, ttl_now};
 use crate::store::dynamo::{newest_first, scatter_gather};
+use crate::store::expression::WithExpressions;
 use crate::store::table::FleetTable;
 
 /// Longest range of AP-09, in days (one Query per day and shard).
@@ -104,7 +106,7 @@ struct IndexedEvent {
 
 fn indexed_event(item: Item) -> Result<(String, EventView), FleetError> {
     let key = item
-        .get(GSI1SK)
+        .get(GSI1SK.name())
         .and_then(|v| v.as_s().ok())
         .cloned()
         .ok_or_else(|| FleetError::internal("index item without its sort key"))?;
@@ -129,6 +131,11 @@ fn through(prefix: &str, to: &Timestamp) -> String {
     format!("{prefix}{to}#~")
 }
 
+/// A read of events that leaves out the expired ones (DynamoDB deletes them up to days late).
+fn unexpired() -> ExpressionsBuilder {
+    Expressions::builder().condition(Condition::above(EventItem::TTL, ttl_now()))
+}
+
 /// A newest-first Query of one GSI1 partition of events over `range`, expired events
 /// filtered out (sort keys `{at}#{deviceId}#{eventId}`).
 fn index_range(
@@ -137,18 +144,17 @@ fn index_range(
     range: TimeRange,
     limit: u32,
 ) -> QueryFluentBuilder {
+    let key = Condition::equals(GSI1PK, s(partition)).and(Condition::between(
+        GSI1SK,
+        s(range.from.to_string()),
+        s(through("", &range.to)),
+    ));
     table
         .client
         .query()
         .table_name(table.name())
         .index_name(GSI1)
-        .key_condition_expression(format!("{GSI1PK} = :pk AND {GSI1SK} BETWEEN :from AND :to"))
-        .filter_expression("#ttl > :now")
-        .expression_attribute_names("#ttl", "ttl")
-        .expression_attribute_values(":pk", s(partition))
-        .expression_attribute_values(":from", s(range.from.to_string()))
-        .expression_attribute_values(":to", s(through("", &range.to)))
-        .expression_attribute_values(":now", ttl_now())
+        .expressions(unexpired().key_condition(key).build())
         .scan_index_forward(false)
         .limit(limit as i32)
 }
@@ -161,17 +167,15 @@ fn device_range(table: &FleetTable, pk: &str, range: TimeRange, limit: u32) -> Q
         pk,
         format!("{EVENT_PREFIX}{}", range.from),
         through(EVENT_PREFIX, &range.to),
+        unexpired(),
     )
-    .filter_expression("#ttl > :now")
-    .expression_attribute_names("#ttl", "ttl")
-    .expression_attribute_values(":now", ttl_now())
     .scan_index_forward(false)
     .limit(limit as i32)
 }
 
 /// AP-04, implemented by [`device_events`].
 pub const DEVICE_EVENTS: AccessPattern = AccessPattern {
-    id: PatternId::Ap04,
+    id: PatternId::DeviceEvents,
     description: "a device's events in a time range, newest first, paged",
     frequency: Frequency::Critical,
     operations: &[Operation::Query, Operation::GetItem],
@@ -237,7 +241,7 @@ pub async fn device_events(
 
 /// AP-05, implemented by [`user_events`].
 pub const USER_EVENTS: AccessPattern = AccessPattern {
-    id: PatternId::Ap05,
+    id: PatternId::UserEvents,
     description: "a user's events across devices in a time range, newest first within each group of 10 devices",
     frequency: Frequency::Important,
     operations: &[Operation::Query],
@@ -281,11 +285,11 @@ pub async fn user_events(
         let Some(start) = start else {
             return Ok::<_, FleetError>((Vec::new(), false));
         };
-        let pk = start.get(PK).cloned().unwrap_or_default();
+        let pk = start.get(PK.name()).cloned().unwrap_or_default();
         let (items, last) = query(
             device_range(table, &pk, range, limit).set_exclusive_start_key(
                 start
-                    .contains_key(SK)
+                    .contains_key(SK.name())
                     .then(|| cursor::exclusive_start_key(start)),
             ),
         )
@@ -316,19 +320,25 @@ async fn first_group(
                 .client
                 .query()
                 .table_name(table.name())
-                .key_condition_expression("PK = :pk AND begins_with(SK, :devices)")
-                .expression_attribute_values(":pk", s(user_pk(user)))
-                .expression_attribute_values(":devices", s(DEVICE_PREFIX))
-                .projection_expression("PK, SK, entityType, deletingAt")
+                .expressions(
+                    Expressions::builder()
+                        .key_condition(
+                            Condition::equals(PK, s(user_pk(user)))
+                                .and(Condition::begins_with(SK, s(DEVICE_PREFIX))),
+                        )
+                        .projection(&[PK, SK, ENTITY_TYPE, DeviceItem::DELETING_AT])
+                        .build(),
+                )
                 .limit((2 * DEVICE_GROUP) as i32)
                 .set_exclusive_start_key(start.take()),
         )
         .await?;
         for item in &items {
-            if EntityType::of(item) == Some(EntityType::Device) && !item.contains_key("deletingAt")
+            if EntityType::of(item) == Some(EntityType::Device)
+                && !item.contains_key(DeviceItem::DELETING_AT.name())
             {
                 let sk = item
-                    .get(SK)
+                    .get(SK.name())
                     .and_then(|v| v.as_s().ok())
                     .cloned()
                     .unwrap_or_default();
@@ -371,7 +381,7 @@ fn resume_group(
     }
     let own = event_pk_prefix(user);
     for key in devices.iter().flatten() {
-        let partition = key.get(PK).ok_or_else(cursor::invalid)?;
+        let partition = key.get(PK.name()).ok_or_else(cursor::invalid)?;
         match parse_event_pk(partition) {
             Ok((owner, _)) if owner == *user && partition.starts_with(&own) => {}
             _ => return Err(cursor::invalid().into()),
@@ -404,7 +414,7 @@ fn merge_devices(
             let key: StartKey = [PK, SK]
                 .iter()
                 .filter_map(|name| {
-                    item.get(*name)
+                    item.get(name.name())
                         .and_then(|v| v.as_s().ok())
                         .map(|v| (name.to_string(), v.clone()))
                 })
@@ -451,7 +461,7 @@ fn merge_devices(
 
 /// AP-09, implemented by [`events_by_type`].
 pub const EVENTS_BY_TYPE: AccessPattern = AccessPattern {
-    id: PatternId::Ap09,
+    id: PatternId::EventsByType,
     description: "events of a type in a time range, all users (operators)",
     frequency: Frequency::Analytics,
     operations: &[Operation::Query],

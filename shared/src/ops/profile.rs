@@ -5,15 +5,15 @@ use serde::Serialize;
 
 use crate::model::entity::Entity;
 use crate::model::error::FleetError;
+use crate::model::expression::{Expressions, Update};
 use crate::model::ids::UserId;
 use crate::model::items::ProfileItem;
 use crate::model::keys::{DirectoryEntry, IndexKeys, ItemKey};
 use crate::model::pattern_id::PatternId;
-use crate::model::schema::Item;
-use crate::model::schema::ENTITY_TYPE;
 use crate::model::timestamp::Timestamp;
 use crate::ops::pattern::{implemented_by, AccessPattern, Frequency, Operation, RequestBudget};
 use crate::store::dynamo::s;
+use crate::store::expression::WithExpressions;
 use crate::store::table::{sdk_error, FleetTable};
 
 /// Longest profile name, in characters.
@@ -58,7 +58,7 @@ impl From<ProfileItem> for Profile {
 
 /// AP-16, implemented by [`upsert_profile`].
 pub const UPSERT_PROFILE: AccessPattern = AccessPattern {
-    id: PatternId::Ap16,
+    id: PatternId::PutProfile,
     description: "create or update the caller's profile",
     frequency: Frequency::Important,
     operations: &[Operation::UpdateItem],
@@ -80,30 +80,22 @@ pub async fn upsert_profile(
     let now = Timestamp::now().to_string();
     // The profile is in the directory (GSI2) the daily run scans; its keys come from the entity.
     let directory = IndexKeys::directory(user, DirectoryEntry::Profile);
-    let mut expression = String::from(
-        "SET #entityType = :entityType, userId = :userId, #name = :name, \
-         createdAt = if_not_exists(createdAt, :now), updatedAt = :now, \
-         GSI2PK = :directory, GSI2SK = :directoryEntry",
-    );
-    let mut request = table
+    let mut changes = Update::new()
+        .set_all([ProfileItem::ENTITY_TYPE.assignment()])
+        .set(ProfileItem::USER_ID, s(user.as_str()))
+        .set(ProfileItem::NAME, s(update.name))
+        .set_if_absent(ProfileItem::CREATED_AT, s(now.clone()))
+        .set(ProfileItem::UPDATED_AT, s(now))
+        .set_all(directory.attributes());
+    if let Some(email) = update.email {
+        changes = changes.set(ProfileItem::EMAIL, s(email));
+    }
+    let out = table
         .client
         .update_item()
         .table_name(table.name())
-        .set_key(Some(profile_key(user)))
-        .expression_attribute_names("#entityType", ENTITY_TYPE)
-        .expression_attribute_names("#name", "name")
-        .expression_attribute_values(":entityType", s(ProfileItem::ENTITY_TYPE.as_str()))
-        .expression_attribute_values(":userId", s(user.as_str()))
-        .expression_attribute_values(":name", s(update.name))
-        .expression_attribute_values(":now", s(now))
-        .expression_attribute_values(":directory", s(directory.gsi2pk.unwrap_or_default()))
-        .expression_attribute_values(":directoryEntry", s(directory.gsi2sk.unwrap_or_default()));
-    if let Some(email) = update.email {
-        expression.push_str(", email = :email");
-        request = request.expression_attribute_values(":email", s(email));
-    }
-    let out = request
-        .update_expression(expression)
+        .set_key(Some(ItemKey::Profile { user: user.clone() }.attributes()))
+        .expressions(Expressions::write(changes, None))
         .return_values(ReturnValue::AllNew)
         .send()
         .await
@@ -116,7 +108,7 @@ pub async fn upsert_profile(
 
 /// AP-01, implemented by [`get_profile`].
 pub const GET_PROFILE: AccessPattern = AccessPattern {
-    id: PatternId::Ap01,
+    id: PatternId::GetProfile,
     description: "user profile",
     frequency: Frequency::Critical,
     operations: &[Operation::GetItem],
@@ -135,15 +127,11 @@ pub async fn get_profile(table: &FleetTable, user: &UserId) -> Result<Option<Pro
         .client
         .get_item()
         .table_name(table.name())
-        .set_key(Some(profile_key(user)))
+        .set_key(Some(ItemKey::Profile { user: user.clone() }.attributes()))
         .send()
         .await
         .map_err(sdk_error)?;
     out.item
         .map(|item| ProfileItem::from_item(item).map(Profile::from))
         .transpose()
-}
-
-fn profile_key(user: &UserId) -> Item {
-    ItemKey::Profile { user: user.clone() }.attributes()
 }

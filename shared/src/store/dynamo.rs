@@ -18,8 +18,10 @@ use aws_sdk_dynamodb::operation::query::builders::QueryFluentBuilder;
 use aws_sdk_dynamodb::types::AttributeValue;
 
 use crate::model::error::FleetError;
-use crate::model::schema::Item;
+use crate::model::expression::{Condition, ExpressionsBuilder};
+use crate::model::schema::{Item, PK, SK};
 use crate::model::token::random_id;
+use crate::store::expression::WithExpressions;
 use crate::store::retry::Retry;
 use crate::store::table::{
     cancelled_transiently, is_transient, sdk_error, FleetTable, RETRY_AFTER_SECONDS,
@@ -210,22 +212,21 @@ pub(crate) async fn query(
     Ok((out.items.unwrap_or_default(), out.last_evaluated_key))
 }
 
-/// A Query of partition `pk` over the sort keys `first..=last` (`PK = :pk AND SK BETWEEN
-/// :first AND :last`), for the caller to add projection, filter, order and limit.
+/// A Query of partition `pk` over the sort keys `first..=last` (`PK = pk AND SK BETWEEN first
+/// AND last`), with the filter and projection of `read`, for the caller to add order and limit.
 pub(crate) fn key_range(
     table: &crate::store::table::FleetTable,
     pk: impl Into<String>,
     first: impl Into<String>,
     last: impl Into<String>,
+    read: ExpressionsBuilder,
 ) -> QueryFluentBuilder {
+    let key = Condition::equals(PK, s(pk)).and(Condition::between(SK, s(first), s(last)));
     table
         .client
         .query()
         .table_name(table.name())
-        .key_condition_expression("PK = :pk AND SK BETWEEN :first AND :last")
-        .expression_attribute_values(":pk", s(pk))
-        .expression_attribute_values(":first", s(first))
-        .expression_attribute_values(":last", s(last))
+        .expressions(read.key_condition(key).build())
 }
 
 /// The current time as a TTL value: items whose `ttl` is not after it have expired (DynamoDB

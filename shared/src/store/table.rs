@@ -121,10 +121,17 @@ pub fn is_throttling(code: Option<&str>) -> bool {
     code.is_some_and(|c| THROTTLING_CODES.contains(&c))
 }
 
-/// Whether the transaction was cancelled because the condition of action `index` failed.
-pub fn condition_failed_at(reasons: &[CancellationReason], index: usize) -> bool {
+/// A named action of a transaction: an enum whose variants are the actions in the order they
+/// are sent, so a cancellation is read by name, not by position.
+pub trait TransactionSlot: Copy {
+    /// The action's place in the transaction.
+    fn position(self) -> usize;
+}
+
+/// Whether the transaction was cancelled because the condition of the action at `slot` failed.
+pub fn condition_failed(reasons: &[CancellationReason], slot: impl TransactionSlot) -> bool {
     reasons
-        .get(index)
+        .get(slot.position())
         .and_then(CancellationReason::code)
         .is_some_and(|c| c == "ConditionalCheckFailed")
 }

@@ -141,7 +141,10 @@ Settings: {} measured calls per pattern after {} unmeasured; {} cold starts per 
                 ms(&l.handler_ms),
             ),
             None => (
-                format!("no request (a field of the {} report)", PatternId::Ap15),
+                format!(
+                    "no request (a field of the {} report)",
+                    PatternId::DailyReport
+                ),
                 String::new(),
                 "-".into(),
                 "-".into(),
@@ -160,7 +163,7 @@ Settings: {} measured calls per pattern after {} unmeasured; {} cold starts per 
             handler
         ));
     }
-    out.push_str(&format!("\n{}'s reference workload is a cold Lambda (it reads the registration: 1 GetItem + 4 BatchWriteItem + 1 UpdateItem + the conditional summary retry); the timed calls run warm, with the registration and device summary cached (4 BatchWriteItem + 1 UpdateItem).\n\n", PatternId::Ap14));
+    out.push_str(&format!("\n{}'s reference workload is a cold Lambda (it reads the registration: 1 GetItem + 4 BatchWriteItem + 1 UpdateItem + the conditional summary retry); the timed calls run warm, with the registration and device summary cached (4 BatchWriteItem + 1 UpdateItem).\n\n", PatternId::IngestEvents));
 
     let i = &report.ingest;
     out.push_str("## 2. Ingest throughput\n\n");

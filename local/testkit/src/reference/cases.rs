@@ -166,12 +166,15 @@ fn patch_calls(
 ) -> Box<dyn FnMut(usize) -> Vec<u8> + Send> {
     let device = device_id(n);
     Box::new(move |i| {
-        ApiEvent::new(route(PatternId::Ap06), format!("/me/devices/{device}"))
-            .caller(ALICE)
-            .param("deviceId", &device)
-            .header("If-Match", &(i + 1).to_string())
-            .json(&body(i))
-            .to_bytes()
+        ApiEvent::new(
+            route(PatternId::UpdateDevice),
+            format!("/me/devices/{device}"),
+        )
+        .caller(ALICE)
+        .param("deviceId", &device)
+        .header("If-Match", &(i + 1).to_string())
+        .json(&body(i))
+        .to_bytes()
     })
 }
 
@@ -192,64 +195,67 @@ pub fn ingest_event(
                    "value": offset, "at": from.plus_seconds(offset).to_string()})
         })
         .collect();
-    ApiEvent::new(route(PatternId::Ap14), format!("/devices/{device}/events"))
-        .param("deviceId", device)
-        .header("Authorization", &format!("Bearer {token}"))
-        .json(&json!({ "events": events }))
-        .to_bytes()
+    ApiEvent::new(
+        route(PatternId::IngestEvents),
+        format!("/devices/{device}/events"),
+    )
+    .param("deviceId", device)
+    .header("Authorization", &format!("Bearer {token}"))
+    .json(&json!({ "events": events }))
+    .to_bytes()
 }
 
 /// Every case, in the order they run: reads, then writes that can follow one another.
 pub static CASES: &[PatternCase] = &[
     PatternCase {
-        id: PatternId::Ap01,
+        id: PatternId::GetProfile,
         workload: "Alice's profile",
         scale: one,
         run: |table, _| {
             Box::pin(async move {
                 let profile = get_profile(table, &alice()?).await?;
-                found(profile.is_some(), PatternId::Ap01)
+                found(profile.is_some(), PatternId::GetProfile)
             })
         },
         call: read("GET /me", |_, _| {
-            every_call(ApiEvent::new(route(PatternId::Ap01), "/me").caller(ALICE))
+            every_call(ApiEvent::new(route(PatternId::GetProfile), "/me").caller(ALICE))
         }),
     },
     PatternCase {
-        id: PatternId::Ap02,
+        id: PatternId::ListDevices,
         workload: "Alice's 10 devices, one page",
         scale: one,
         run: |table, _| {
             Box::pin(async move {
                 let page = dashboard::list_devices(table, &alice()?, 50, None).await?;
-                found(page.items.len() == 10, PatternId::Ap02)
+                found(page.items.len() == 10, PatternId::ListDevices)
             })
         },
         call: read("GET /me/devices (10 devices)", |_, _| {
-            every_call(ApiEvent::new(route(PatternId::Ap02), "/me/devices").caller(ALICE))
+            every_call(ApiEvent::new(route(PatternId::ListDevices), "/me/devices").caller(ALICE))
         }),
     },
     PatternCase {
-        id: PatternId::Ap03,
+        id: PatternId::GetDevice,
         workload: "one device with 10 recent events",
         scale: one,
         run: |table, _| {
             Box::pin(async move {
                 let device = get_device(table, &alice()?, &alice_device(0)?).await?;
-                found(device.is_some(), PatternId::Ap03)
+                found(device.is_some(), PatternId::GetDevice)
             })
         },
         call: read("GET /me/devices/{deviceId}", |_, _| {
             let device = device_id(0);
             every_call(
-                ApiEvent::new(route(PatternId::Ap03), format!("/me/devices/{device}"))
+                ApiEvent::new(route(PatternId::GetDevice), format!("/me/devices/{device}"))
                     .caller(ALICE)
                     .param("deviceId", &device),
             )
         }),
     },
     PatternCase {
-        id: PatternId::Ap04,
+        id: PatternId::DeviceEvents,
         workload: "a device's 10 events of the day",
         scale: one,
         run: |table, _| {
@@ -257,7 +263,7 @@ pub static CASES: &[PatternCase] = &[
                 let page =
                     events::device_events(table, &alice()?, &alice_device(0)?, day()?, 50, None)
                         .await?;
-                found(page.items.len() == 10, PatternId::Ap04)
+                found(page.items.len() == 10, PatternId::DeviceEvents)
             })
         },
         call: read(
@@ -266,7 +272,7 @@ pub static CASES: &[PatternCase] = &[
                 let device = device_id(0);
                 every_call(
                     ApiEvent::new(
-                        route(PatternId::Ap04),
+                        route(PatternId::DeviceEvents),
                         format!("/me/devices/{device}/events"),
                     )
                     .caller(ALICE)
@@ -277,7 +283,7 @@ pub static CASES: &[PatternCase] = &[
         ),
     },
     PatternCase {
-        id: PatternId::Ap05,
+        id: PatternId::UserEvents,
         workload: "Alice's newest 50 of 100 events across devices",
         // Alice's 10 devices are one group: the device list plus one Query per device.
         scale: |_| BudgetScale {
@@ -287,12 +293,12 @@ pub static CASES: &[PatternCase] = &[
         run: |table, _| {
             Box::pin(async move {
                 let page = events::user_events(table, &alice()?, day()?, 50, None).await?;
-                found(page.items.len() == 50, PatternId::Ap05)
+                found(page.items.len() == 50, PatternId::UserEvents)
             })
         },
         call: read("GET /me/events?limit=50 (a day: 100 events)", |_, _| {
             every_call(
-                ApiEvent::new(route(PatternId::Ap05), "/me/events")
+                ApiEvent::new(route(PatternId::UserEvents), "/me/events")
                     .caller(ALICE)
                     .over_the_day()
                     .query("limit", "50"),
@@ -300,7 +306,7 @@ pub static CASES: &[PatternCase] = &[
         }),
     },
     PatternCase {
-        id: PatternId::ApDash,
+        id: PatternId::Dashboard,
         workload: "profile + 10 devices x 10 recent events",
         scale: one,
         run: |table, _| {
@@ -308,16 +314,16 @@ pub static CASES: &[PatternCase] = &[
                 let dash = dashboard::dashboard(table, &alice()?, None).await?;
                 found(
                     dash.devices.len() == 10 && dash.profile.is_some(),
-                    PatternId::ApDash,
+                    PatternId::Dashboard,
                 )
             })
         },
         call: read("GET /me/dashboard (10 devices x 10 events)", |_, _| {
-            every_call(ApiEvent::new(route(PatternId::ApDash), "/me/dashboard").caller(ALICE))
+            every_call(ApiEvent::new(route(PatternId::Dashboard), "/me/dashboard").caller(ALICE))
         }),
     },
     PatternCase {
-        id: PatternId::Ap09,
+        id: PatternId::EventsByType,
         workload: "a day's alarm events (a searchable type; 12 of the day's 110), all users",
         scale: |shards| BudgetScale {
             days: 1,
@@ -333,12 +339,12 @@ pub static CASES: &[PatternCase] = &[
             Box::pin(async move {
                 let alarm = EventType::parse("alarm")?;
                 let list = events::events_by_type(table, &alarm, day()?, 50).await?;
-                found(list.len() == 12, PatternId::Ap09)
+                found(list.len() == 12, PatternId::EventsByType)
             })
         },
         call: read("GET /admin/events?type=alarm&limit=50 (a day)", |_, _| {
             every_call(
-                ApiEvent::new(route(PatternId::Ap09), "/admin/events")
+                ApiEvent::new(route(PatternId::EventsByType), "/admin/events")
                     .operator(OPERATOR)
                     .query("type", "alarm")
                     .over_the_day()
@@ -347,7 +353,7 @@ pub static CASES: &[PatternCase] = &[
         }),
     },
     PatternCase {
-        id: PatternId::Ap12,
+        id: PatternId::DevicesByTag,
         workload: "Alice's 5 devices tagged kitchen",
         scale: one,
         run: |table, _| {
@@ -355,19 +361,19 @@ pub static CASES: &[PatternCase] = &[
                 let kitchen = Tag::parse("kitchen")?;
                 let page =
                     dashboard::devices_with_tag(table, &alice()?, &kitchen, 50, None).await?;
-                found(page.items.len() == 5, PatternId::Ap12)
+                found(page.items.len() == 5, PatternId::DevicesByTag)
             })
         },
         call: read("GET /me/devices?tag=kitchen", |_, _| {
             every_call(
-                ApiEvent::new(route(PatternId::Ap12), "/me/devices")
+                ApiEvent::new(route(PatternId::DevicesByTag), "/me/devices")
                     .caller(ALICE)
                     .query("tag", "kitchen"),
             )
         }),
     },
     PatternCase {
-        id: PatternId::Ap13,
+        id: PatternId::DevicesByStatus,
         workload: "active devices seen since the day began",
         scale: |shards| BudgetScale {
             shards: u32::from(shards.status_shards(DeviceStatus::Active)),
@@ -382,14 +388,14 @@ pub static CASES: &[PatternCase] = &[
                     50,
                 )
                 .await?;
-                found(list.len() == 12, PatternId::Ap13)
+                found(list.len() == 12, PatternId::DevicesByStatus)
             })
         },
         call: read(
             "GET /admin/devices?status=active&seenSince=(the day)",
             |_, _| {
                 every_call(
-                    ApiEvent::new(route(PatternId::Ap13), "/admin/devices")
+                    ApiEvent::new(route(PatternId::DevicesByStatus), "/admin/devices")
                         .operator(OPERATOR)
                         .query("status", "active")
                         .query("seenSince", DAY.0),
@@ -398,48 +404,48 @@ pub static CASES: &[PatternCase] = &[
         ),
     },
     PatternCase {
-        id: PatternId::Ap15,
+        id: PatternId::DailyReport,
         workload: "the day's report",
         scale: one,
         run: |table, _| {
             Box::pin(async move {
                 let report = reports::get_report(table, &day()?.from.day()).await?;
                 let active = report.is_some_and(|r| r.devices.by_status.get("active") == Some(&12));
-                found(active, PatternId::Ap15)
+                found(active, PatternId::DailyReport)
             })
         },
         call: read("GET /admin/reports/{date}", |_, _| {
             every_call(
-                ApiEvent::new(route(PatternId::Ap15), "/admin/reports/2026-11-20")
+                ApiEvent::new(route(PatternId::DailyReport), "/admin/reports/2026-11-20")
                     .operator(OPERATOR)
                     .param("date", "2026-11-20"),
             )
         }),
     },
     PatternCase {
-        id: PatternId::Ap10,
+        id: PatternId::DeviceCountByStatus,
         workload: "devices.byStatus of the AP-15 report (computed by the daily run)",
         scale: one,
         run: |table, _| {
-            Box::pin(report_field(table, PatternId::Ap10, |r| {
+            Box::pin(report_field(table, PatternId::DeviceCountByStatus, |r| {
                 !r.devices.by_status.is_empty()
             }))
         },
         call: None,
     },
     PatternCase {
-        id: PatternId::Ap11,
+        id: PatternId::ActiveUsers,
         workload: "users.active30d of the AP-15 report (computed by the daily run)",
         scale: one,
         run: |table, _| {
-            Box::pin(report_field(table, PatternId::Ap11, |r| {
+            Box::pin(report_field(table, PatternId::ActiveUsers, |r| {
                 r.users.active_30d > 0
             }))
         },
         call: None,
     },
     PatternCase {
-        id: PatternId::Ap16,
+        id: PatternId::PutProfile,
         workload: "Alice renames herself",
         scale: one,
         run: |table, _| {
@@ -454,7 +460,7 @@ pub static CASES: &[PatternCase] = &[
         },
         call: write("PUT /me (rename)", 200, |_, _| {
             Box::new(|i| {
-                ApiEvent::new(route(PatternId::Ap16), "/me")
+                ApiEvent::new(route(PatternId::PutProfile), "/me")
                     .caller(ALICE)
                     .json(&json!({ "name": format!("Alice {i}") }))
                     .to_bytes()
@@ -465,7 +471,7 @@ pub static CASES: &[PatternCase] = &[
     // seed. Device 9 leaves `active` for good on the first call (AP-13 then always finds 11);
     // device 7 has only the tag `home` and never gets `kitchen` (AP-12 always finds 5).
     PatternCase {
-        id: PatternId::Ap06,
+        id: PatternId::UpdateDevice,
         workload: "status change",
         scale: one,
         run: |table, _| {
@@ -486,7 +492,7 @@ pub static CASES: &[PatternCase] = &[
         }),
     },
     PatternCase {
-        id: PatternId::Ap06,
+        id: PatternId::UpdateDevice,
         workload: "tag change (+ link sync)",
         scale: |_| BudgetScale {
             follow_up: true,
@@ -510,7 +516,7 @@ pub static CASES: &[PatternCase] = &[
         }),
     },
     PatternCase {
-        id: PatternId::Ap07,
+        id: PatternId::RegisterDevice,
         workload: "register a device with 2 tags",
         scale: one,
         run: |table, _| {
@@ -529,7 +535,7 @@ pub static CASES: &[PatternCase] = &[
             Box::new(|i| {
                 let body = json!({"deviceId": format!("bench-{i}"), "name": format!("Bench {i}"),
                                   "type": "thermostat", "tags": ["home", "new"]});
-                ApiEvent::new(route(PatternId::Ap07), "/me/devices")
+                ApiEvent::new(route(PatternId::RegisterDevice), "/me/devices")
                     .caller(ALICE)
                     .json(&body)
                     .to_bytes()
@@ -537,7 +543,7 @@ pub static CASES: &[PatternCase] = &[
         }),
     },
     PatternCase {
-        id: PatternId::Ap08,
+        id: PatternId::DeleteDevice,
         workload: "delete a device with 2 tags",
         scale: one,
         run: |table, _| {
@@ -550,16 +556,19 @@ pub static CASES: &[PatternCase] = &[
         call: write("DELETE /me/devices/{deviceId} (2 tags)", 204, |_, _| {
             Box::new(|i| {
                 let device = format!("bench-{i}");
-                ApiEvent::new(route(PatternId::Ap08), format!("/me/devices/{device}"))
-                    .caller(ALICE)
-                    .param("deviceId", &device)
-                    .to_bytes()
+                ApiEvent::new(
+                    route(PatternId::DeleteDevice),
+                    format!("/me/devices/{device}"),
+                )
+                .caller(ALICE)
+                .param("deviceId", &device)
+                .to_bytes()
             })
         }),
     },
     // Token rotation and revocation work on Alice's device 8, which no other case ingests for.
     PatternCase {
-        id: PatternId::Ap17,
+        id: PatternId::RotateToken,
         workload: "rotate a device's token",
         scale: one,
         run: |table, _| {
@@ -572,7 +581,7 @@ pub static CASES: &[PatternCase] = &[
             let device = device_id(TOKEN_DEVICE);
             every_call(
                 ApiEvent::new(
-                    route(PatternId::Ap17),
+                    route(PatternId::RotateToken),
                     format!("/me/devices/{device}/token"),
                 )
                 .caller(ALICE)
@@ -581,7 +590,7 @@ pub static CASES: &[PatternCase] = &[
         }),
     },
     PatternCase {
-        id: PatternId::Ap18,
+        id: PatternId::RevokeToken,
         workload: "revoke a device's tokens",
         scale: one,
         run: |table, _| {
@@ -594,7 +603,7 @@ pub static CASES: &[PatternCase] = &[
             let device = device_id(TOKEN_DEVICE);
             every_call(
                 ApiEvent::new(
-                    route(PatternId::Ap18),
+                    route(PatternId::RevokeToken),
                     format!("/me/devices/{device}/token"),
                 )
                 .caller(ALICE)
@@ -603,7 +612,7 @@ pub static CASES: &[PatternCase] = &[
         }),
     },
     PatternCase {
-        id: PatternId::Ap14,
+        id: PatternId::IngestEvents,
         workload: "100 events, cold Lambda (registration read)",
         scale: |_| BudgetScale {
             batch_items: 100,
@@ -661,7 +670,7 @@ async fn ingest_cold(table: &FleetTable, tokens: &Tokens) -> Result<(), FleetErr
         .collect();
     let registration = cold.authenticate(&device, token).await?;
     let outcome = ingest_at_reference_time(&cold, &registration, submitted).await?;
-    found(outcome.failed.is_empty(), PatternId::Ap14)
+    found(outcome.failed.is_empty(), PatternId::IngestEvents)
 }
 
 /// One case's run.

@@ -35,6 +35,7 @@ use crate::model::cursor::StartKey;
 use crate::model::entity::Entity;
 use crate::model::entity::EntityType;
 use crate::model::error::{FleetError, ValidationError};
+use crate::model::items::ReportItem;
 use crate::model::keys::ItemKey;
 use crate::model::pattern_id::PatternId;
 use crate::model::timestamp::{Day, Timestamp};
@@ -156,11 +157,11 @@ const fn daily_report_figure(id: PatternId, description: &'static str) -> Access
 
 /// AP-10, the report's `devices.byStatus`.
 pub const DEVICE_COUNT_BY_STATUS: AccessPattern =
-    daily_report_figure(PatternId::Ap10, "device count by status");
+    daily_report_figure(PatternId::DeviceCountByStatus, "device count by status");
 
 /// AP-11, the report's `users.active30d`.
 pub const ACTIVE_USERS: AccessPattern =
-    daily_report_figure(PatternId::Ap11, "active users in the last 30 days");
+    daily_report_figure(PatternId::ActiveUsers, "active users in the last 30 days");
 
 /// Runs (or resumes) the daily analytics for `plan.day`.
 pub async fn run_daily_report(
@@ -215,7 +216,12 @@ pub async fn run_daily_report(
     }
     let tallies: Vec<&SegmentTally> = checkpoints.values().map(|c| &c.tally).collect();
     let report = build_report(plan.day, &tallies, plan.segments);
-    super::reports::put_report(table, &report).await?;
+    // Replaces an earlier run's report for the same day: reports are idempotent per day.
+    let item = ReportItem {
+        day: report.date,
+        report_json: serde_json::to_string(&report).map_err(FleetError::internal)?,
+    };
+    crate::store::dynamo::put_item(table, &item).await?;
     Ok(RunOutcome {
         complete: true,
         segments_done: done,

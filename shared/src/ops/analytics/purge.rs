@@ -9,8 +9,10 @@ use aws_sdk_dynamodb::types::{DeleteRequest, WriteRequest};
 
 use crate::model::entity::Entity;
 use crate::model::error::FleetError;
+use crate::model::expression::Expressions;
 use crate::model::items::PurgeMarkerItem;
 use crate::model::keys::{event_pk, PrimaryKey, EVENT_PREFIX};
+use crate::model::schema::{PK, SK};
 use crate::store::dynamo::{key_range, query};
 use crate::store::dynamo::{throttled, write_all, BATCH_WRITE_SIZE};
 use crate::store::retry::Retry;
@@ -37,8 +39,8 @@ pub(super) async fn purge_device(
             EVENT_PREFIX,
             // Through the deletion instant: ids use only characters below `~`.
             format!("{EVENT_PREFIX}{}#~", marker.deleted_at),
+            Expressions::builder().projection(&[PK, SK]),
         )
-        .projection_expression("PK, SK")
         .limit(PURGE_PER_RUN),
     )
     .await?;

@@ -19,11 +19,12 @@ use crate::model::cursor::{exclusive_start_key, start_key, StartKey};
 use crate::model::entity::Entity;
 use crate::model::entity::EntityType;
 use crate::model::error::FleetError;
+use crate::model::expression::Expressions;
 use crate::model::ids::{DeviceId, UserId};
-use crate::model::items::{FleetItem, PurgeMarkerItem};
+use crate::model::items::{DeviceItem, DeviceStateItem, EventItem, FleetItem, PurgeMarkerItem};
 use crate::model::keys::{event_pk, state_pk, ItemKey, DEVICE_PREFIX, EVENT_PREFIX, PROFILE_SK};
 use crate::model::schema::Item;
-use crate::model::schema::{ENTITY_TYPE, GSI2, GSI2PK, GSI2SK, PK, SK};
+use crate::model::schema::{ENTITY_TYPE, GSI1PK, GSI2, GSI2PK, GSI2SK, PK, SK};
 use crate::model::timestamp::Timestamp;
 use crate::store::dynamo::{key_range, query};
 use crate::store::metrics::{MeterSnapshot, RequestMeter};
@@ -203,7 +204,12 @@ fn unit_done(checkpoint: &mut Checkpoint, used: &MeterSnapshot, elapsed: Duratio
 fn entry_key(entry: &Item) -> StartKey {
     [PK, SK, GSI2PK, GSI2SK]
         .into_iter()
-        .filter_map(|name| Some((name.to_string(), entry.get(name)?.as_s().ok()?.clone())))
+        .filter_map(|name| {
+            Some((
+                name.to_string(),
+                entry.get(name.name())?.as_s().ok()?.clone(),
+            ))
+        })
         .collect()
 }
 
@@ -339,23 +345,34 @@ async fn count_partition(
     checkpoint: &mut Checkpoint,
     bounds: &PageBounds,
 ) -> Result<bool, FleetError> {
-    let request = key_range(table, state_pk(user, shard), DEVICE_PREFIX, PROFILE_SK)
-        .projection_expression("PK, SK, #entityType, #status, #type, lastSeen, deletingAt")
-        .expression_attribute_names("#entityType", ENTITY_TYPE)
-        .expression_attribute_names("#status", "status")
-        .expression_attribute_names("#type", "type");
+    // The device item's and the live state's status and type share their names.
+    let request = key_range(
+        table,
+        state_pk(user, shard),
+        DEVICE_PREFIX,
+        PROFILE_SK,
+        Expressions::builder().projection(&[
+            PK,
+            SK,
+            ENTITY_TYPE,
+            DeviceItem::STATUS,
+            DeviceItem::DEVICE_TYPE,
+            DeviceStateItem::LAST_SEEN,
+            DeviceItem::DELETING_AT,
+        ]),
+    );
     let items = query_all(request).await?;
     let tally = &mut checkpoint.tally;
     let mut seen: Vec<(DeviceId, Timestamp)> = Vec::new();
     for item in &items {
         tally.scanned += 1;
         match EntityType::of(item) {
-            Some(EntityType::Device) if !item.contains_key("deletingAt") => {
+            Some(EntityType::Device) if !item.contains_key(DeviceItem::DELETING_AT.name()) => {
                 tally.count_device(item)
             }
             Some(EntityType::DeviceState) => {
-                let last_seen =
-                    text(item, "lastSeen").and_then(|t| Timestamp::parse_field("lastSeen", t).ok());
+                let last_seen = text(item, DeviceStateItem::LAST_SEEN)
+                    .and_then(|t| Timestamp::parse_field("lastSeen", t).ok());
                 if let (Ok(ItemKey::DeviceState { device, .. }), Some(at)) =
                     (ItemKey::of(item), last_seen)
                 {
@@ -402,17 +419,15 @@ async fn count_day(
         format!("{EVENT_PREFIX}{}", bounds.from),
         // The day's end is exclusive: every event key of the day sorts below its first instant.
         format!("{EVENT_PREFIX}{}", bounds.to),
-    )
-    .projection_expression("#type, #ttl, GSI1PK")
-    .expression_attribute_names("#type", "type")
-    .expression_attribute_names("#ttl", "ttl");
+        Expressions::builder().projection(&[EventItem::EVENT_TYPE, EventItem::TTL, GSI1PK]),
+    );
     let items = query_all(request).await?;
     let tally = &mut checkpoint.tally;
     let mut counted = 0;
     for item in &items {
         tally.scanned += 1;
         let expired = item
-            .get("ttl")
+            .get(EventItem::TTL.name())
             .and_then(|v| v.as_n().ok())
             .and_then(|n| n.parse::<i64>().ok())
             .is_some_and(|ttl| ttl <= bounds.now);
@@ -421,8 +436,8 @@ async fn count_day(
         }
         tally.count_event(
             &partition,
-            text(item, "type").unwrap_or("unknown"),
-            text(item, "GSI1PK"),
+            text(item, EventItem::EVENT_TYPE).unwrap_or("unknown"),
+            text(item, GSI1PK),
         );
         counted += 1;
     }
@@ -447,8 +462,8 @@ async fn active_before_the_day(
             event_pk(user, device),
             format!("{EVENT_PREFIX}{}", bounds.active_since),
             format!("{EVENT_PREFIX}{}", bounds.from),
+            Expressions::builder().projection(&[PK]),
         )
-        .projection_expression("PK")
         .scan_index_forward(false)
         .limit(1),
     )

@@ -1,5 +1,7 @@
 //! What a scan segment counts: users, devices, the day's events and the busiest partitions.
 
+use crate::model::expression::Attribute;
+use crate::model::items::DeviceItem;
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
@@ -108,9 +110,13 @@ impl SegmentTally {
     /// Counts a live device item: by status and type.
     pub(super) fn count_device(&mut self, item: &Item) {
         self.devices += 1;
-        let status = text(item, "status").unwrap_or("unknown").to_string();
+        let status = text(item, DeviceItem::STATUS)
+            .unwrap_or("unknown")
+            .to_string();
         *self.devices_by_status.entry(status).or_default() += 1;
-        let kind = text(item, "type").unwrap_or("unknown").to_string();
+        let kind = text(item, DeviceItem::DEVICE_TYPE)
+            .unwrap_or("unknown")
+            .to_string();
         *self.devices_by_type.entry(kind).or_default() += 1;
     }
 
@@ -167,8 +173,8 @@ impl PageBounds {
     }
 }
 
-pub(super) fn text<'a>(item: &'a Item, name: &str) -> Option<&'a str> {
-    item.get(name)
+pub(super) fn text(item: &Item, attribute: Attribute) -> Option<&str> {
+    item.get(attribute.name())
         .and_then(|v| v.as_s().ok())
         .map(String::as_str)
 }

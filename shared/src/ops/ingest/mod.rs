@@ -307,7 +307,7 @@ impl Ingestor {
 
     /// AP-14, implemented by [`Ingestor::ingest`].
     pub const INGEST_BATCH: AccessPattern = AccessPattern {
-        id: PatternId::Ap14,
+        id: PatternId::IngestEvents,
         description: "ingest a batch of up to 100 events for one device",
         frequency: Frequency::Critical,
         operations: &[

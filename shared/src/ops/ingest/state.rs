@@ -17,14 +17,16 @@ use aws_sdk_dynamodb::types::ReturnValuesOnConditionCheckFailure;
 use super::{Ingestor, NewEvent, CACHE_CAPACITY, RECENT_EVENTS};
 use crate::model::entity::Entity;
 use crate::model::error::{FleetError, ValidationError};
+use crate::model::expression::{Condition, Expressions, Update};
 use crate::model::ids::DeviceId;
 use crate::model::items::{DeviceStateItem, RegistrationItem};
-use crate::model::keys::{device_seen_key, ItemKey};
-use crate::model::readings::{newest_millis, READINGS_ATTRIBUTE};
+use crate::model::keys::{IndexKeys, ItemKey};
+use crate::model::readings::newest_millis;
 use crate::model::readings::{StoredEvent, StoredReading};
 use crate::model::schema::Item;
-use crate::model::schema::GSI1SK;
-use crate::store::dynamo::{n, s};
+use crate::model::schema::{GSI1SK, PK};
+use crate::store::dynamo::n;
+use crate::store::expression::WithExpressions;
 use crate::store::retry::Retry;
 use crate::store::table::{is_transient, sdk_error};
 
@@ -152,7 +154,12 @@ pub fn check_type_cap(state: &DeviceStateItem, events: &[NewEvent]) -> Result<()
 
 /// The condition of every live-state update: the item still exists (a deleted device's
 /// state is gone) and nobody updated it since `:seq` was read.
-const UNCHANGED_SINCE_READ: &str = "attribute_exists(PK) AND ingestSeq = :seq";
+fn unchanged_since_read(read: &DeviceStateItem) -> Condition {
+    Condition::exists(PK).and(Condition::equals(
+        DeviceStateItem::INGEST_SEQ,
+        n(read.ingest_seq),
+    ))
+}
 
 /// A live-state update that folded a batch in: the state it merged onto and the state it
 /// stored (what a repair works from).
@@ -310,36 +317,43 @@ impl Ingestor {
     ) -> Result<(UpdateItemFluentBuilder, DeviceStateItem), FleetError> {
         let device = &registration.device_id;
         next.ingest_seq = base.ingest_seq + 1;
-        let mut sets = vec![
-            "lastSeen = :lastSeen".to_string(),
-            format!("{READINGS_ATTRIBUTE} = :readings"),
-            "ingestSeq = :nextSeq".to_string(),
-        ];
-        let mut request = self
+        let mut changes = Update::new()
+            .set(
+                DeviceStateItem::LAST_SEEN,
+                serde_dynamo::to_attribute_value(next.last_seen)?,
+            )
+            .set(DeviceStateItem::READINGS, next.readings_attribute())
+            .set(DeviceStateItem::INGEST_SEQ, n(next.ingest_seq));
+        // The index entry moves (a delete and a put on GSI1) only when the device's own
+        // offset SEEN bucket does: at most once per bucket, never for all devices at once.
+        // Only the sort key is ingestion's: the partition follows the owner's status.
+        let seen_key = |state: &DeviceStateItem| {
+            IndexKeys::device_state(
+                state.status,
+                device,
+                state.last_seen.as_ref(),
+                &self.table.config.shards,
+            )
+            .attributes()
+            .find(|(name, _)| *name == GSI1SK)
+        };
+        if let Some(moved) = seen_key(&next).filter(|k| Some(k) != seen_key(base).as_ref()) {
+            changes = changes.set_all([moved]);
+        }
+        // The list form of states written before `readings` goes as they are rewritten.
+        let changes = changes
+            .remove(DeviceStateItem::LEGACY_LATEST)
+            .remove(DeviceStateItem::LEGACY_RECENT);
+        let request = self
             .table
             .client
             .update_item()
             .table_name(self.table.name())
             .set_key(Some(state_key(registration).attributes()))
-            .expression_attribute_values(
-                ":lastSeen",
-                serde_dynamo::to_attribute_value(next.last_seen)?,
-            )
-            .expression_attribute_values(":readings", next.readings_attribute())
-            .expression_attribute_values(":nextSeq", n(next.ingest_seq))
-            .expression_attribute_values(":seq", n(base.ingest_seq));
-        // The index entry moves (a delete and a put on GSI1) only when the device's own
-        // offset SEEN bucket does: at most once per bucket, never for all devices at once.
-        let seen_key =
-            |state: &DeviceStateItem| state.last_seen.map(|t| device_seen_key(&t, device));
-        if let Some(key) = seen_key(&next).filter(|k| Some(k) != seen_key(base).as_ref()) {
-            sets.push(format!("{GSI1SK} = :seenKey"));
-            request = request.expression_attribute_values(":seenKey", s(key));
-        }
-        let request = request
-            // The list form of states written before `readings` goes as they are rewritten.
-            .update_expression(format!("SET {} REMOVE latest, recent", sets.join(", ")))
-            .condition_expression(UNCHANGED_SINCE_READ)
+            .expressions(Expressions::write(
+                changes,
+                Some(unchanged_since_read(base)),
+            ))
             .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld);
         Ok((request, next))
     }
