@@ -208,8 +208,6 @@ pub fn purge_pk(user: &UserId, device: &DeviceId) -> String {
 /// Sort key of a purge marker.
 pub const PURGE_SK: &str = "PURGE";
 
-/// Device status as stored and as the API spells it.
-
 /// GSI1 partition key of a device state: `STATUS#{status}#{shard}`.
 pub fn status_gsi1pk(status: DeviceStatus, shard: u16) -> String {
     format!("STATUS#{}#{shard}", status.as_str())
