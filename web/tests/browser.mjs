@@ -111,7 +111,6 @@ const axeResults = {};
 async function axe(page, name) {
   await page.addScriptTag({ content: axeSource });
   const result = await page.evaluate(async () => {
-    // eslint-disable-next-line no-undef
     const r = await window.axe.run(document, { resultTypes: ['violations'] });
     return r.violations.map((v) => ({ id: v.id, impact: v.impact, nodes: v.nodes.length, help: v.help }));
   });
@@ -136,10 +135,18 @@ async function signIn(page, base, user) {
   await page.getByRole('heading', { level: 1, name: 'Your fleet' }).waitFor();
 }
 
-/** Presses Tab until the focused element's text or label matches `name` (at most 40 times). */
-async function tabTo(page, name) {
+/** The page moved focus to its heading (each page does on arrival). */
+async function focusOnHeading(page) {
+  await page.waitForFunction(() => document.activeElement?.tagName === 'H1');
+}
+
+/**
+ * Presses Tab (or Shift+Tab, `backwards`) until the focused element's text or label matches
+ * `name` (at most 40 times).
+ */
+async function tabTo(page, name, backwards = false) {
   for (let i = 0; i < 40; i++) {
-    await page.keyboard.press('Tab');
+    await page.keyboard.press(backwards ? 'Shift+Tab' : 'Tab');
     const focused = await page.evaluate(() => {
       const el = document.activeElement;
       return el ? `${el.textContent ?? ''} ${el.getAttribute('aria-label') ?? ''} ${el.id}`.trim() : '';
@@ -375,9 +382,12 @@ test('the main flow works with the keyboard alone', async ({ page, base }) => {
   await tabTo(page, 'demo-alice');
   await page.keyboard.press('Enter');
   await page.getByRole('heading', { level: 1, name: 'Your fleet' }).waitFor();
-  await tabTo(page, 'Register a device');
+  await focusOnHeading(page);
+  // The navigation is above the heading: back up to it.
+  await tabTo(page, 'Register a device', true);
   await page.keyboard.press('Enter');
   await page.getByRole('heading', { level: 1, name: 'Register a device' }).waitFor();
+  await focusOnHeading(page);
   const deviceId = `keys-${Date.now().toString(36)}`;
   await tabTo(page, 'reg-deviceId');
   await page.keyboard.type(deviceId);
@@ -387,9 +397,11 @@ test('the main flow works with the keyboard alone', async ({ page, base }) => {
   await page.keyboard.type('thermostat');
   await page.keyboard.press('Enter');
   await page.locator('#token-value').waitFor();
+  await focusOnHeading(page);
   await tabTo(page, 'Open Keyboard sensor');
   await page.keyboard.press('Enter');
   await page.getByRole('heading', { level: 1, name: 'Keyboard sensor' }).waitFor();
+  await focusOnHeading(page);
   await tabTo(page, 'Delete device…');
   await page.keyboard.press('Enter');
   // Focus moves to the confirming button.

@@ -1,4 +1,4 @@
-import { useState } from 'preact/hooks';
+import { useEffect, useState } from 'preact/hooks';
 import { api, ApiError, apiUrl, fieldOf, messageOf } from '../api';
 import { TokenPanel } from '../components/TokenPanel';
 import type { Device } from '../types';
@@ -23,6 +23,10 @@ export function Register() {
   const [errors, setErrors] = useState<Record<string, string>>({});
   const [created, setCreated] = useState<{ device: Device; token: string } | null>(null);
   const [busy, setBusy] = useState(false);
+  // The token view replaces the form: start keyboard and screen reader users at its heading.
+  useEffect(() => {
+    if (created) document.querySelector<HTMLElement>('main h1')?.focus();
+  }, [created]);
 
   const submit = async (e: Event) => {
     e.preventDefault();
