@@ -172,6 +172,7 @@ CHROMIUM  ?= /usr/bin/chromium
 web: web/dist/index.html ## Build the web console into web/dist (when its sources changed)
 $(WEB_STAMP): web/package.json web/package-lock.json
 	@command -v npm >/dev/null || { echo "npm (Node.js 20.19+) is needed for the web console"; exit 1; }
+	@node -e 'const [a, b] = process.versions.node.split(".").map(Number); if (a < 20 || (a === 20 && b < 19)) { console.error(`Vite 7 needs Node.js 20.19+, found $${process.version}`); process.exit(1); }'
 	cd web && npm ci --no-audit --no-fund --loglevel=error
 	touch $@
 web/dist/index.html: $(WEB_STAMP) $(WEB_SRC)
