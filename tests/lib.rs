@@ -2,18 +2,19 @@
 //! table per test created from `template.yaml`, and requests shaped exactly like API Gateway's
 //! HTTP API payload 2.0 events.
 
-use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::OnceLock;
 
-use aws_sdk_dynamodb::types::AttributeValue;
+use fleet_testkit::api_event::ApiEvent;
 use fleet_testkit::dynamodb_local::{default_install_dir, DynamoDbLocal};
 use fleet_testkit::stack::{create_table, local_table};
 use fleet_testkit::template::{default_template_path, Template};
 use lambda_http::{Body, Request, Response};
 use serde_json::{json, Value};
+use shared::http::gateway::Gateway;
 use shared::model::entity::EntityType;
 use shared::model::keys::ItemKey;
+use shared::ops::limits::RegistrationLimit;
 use shared::store::metrics::{MeterSnapshot, RequestMeter};
 use shared::FleetTable;
 
@@ -77,20 +78,19 @@ pub async fn reference_table() -> (FleetTable, fleet_testkit::reference::Tokens)
 }
 
 /// One stored item, attributes in name order, for comparing table contents.
-pub type StoredItem = BTreeMap<String, AttributeValue>;
+pub use shared::model::schema::Item;
 
 /// Every item in the table, sorted by key (a test-only Scan).
-pub async fn table_contents(table: &FleetTable) -> Vec<StoredItem> {
+pub async fn table_contents(table: &FleetTable) -> Vec<Item> {
     fleet_perf::pricing::snapshot(table)
         .await
         .expect("scan")
         .into_values()
-        .map(|item| item.into_iter().collect())
         .collect()
 }
 
 /// The key a stored item sits at (it must be one of the table's key shapes).
-pub fn key_of(item: &StoredItem) -> ItemKey {
+pub fn key_of(item: &Item) -> ItemKey {
     let attributes = item.clone().into_iter().collect();
     ItemKey::of(&attributes).expect("a Device Fleet key")
 }
@@ -130,7 +130,7 @@ pub mod key {
     pub fn state(user_id: &str, shard: u32, device: &str) -> ItemKey {
         ItemKey::DeviceState {
             user: user(user_id),
-            shard,
+            partition: shard,
             device: device_id(device),
         }
     }
@@ -173,7 +173,7 @@ pub mod key {
 }
 
 /// The item `key` addresses, if any (consistent read, not metered).
-pub async fn item(table: &FleetTable, key: &ItemKey) -> Option<StoredItem> {
+pub async fn item(table: &FleetTable, key: &ItemKey) -> Option<Item> {
     table
         .client
         .get_item()
@@ -223,56 +223,28 @@ pub fn ago(seconds: i64) -> String {
 }
 
 /// An item's `entityType`.
-pub fn entity_type(item: &StoredItem) -> Option<EntityType> {
-    let attributes = item.clone().into_iter().collect();
-    EntityType::of(&attributes)
+pub fn entity_type(item: &Item) -> Option<EntityType> {
+    EntityType::of(item)
 }
 
-/// JWT claims as API Gateway passes them for a Cognito ID token.
-pub fn claims(sub: &str) -> Value {
-    json!({
-        "sub": sub,
-        "email": format!("{sub}@example.com"),
-        "email_verified": "true",
-        "iss": "https://cognito-idp.us-east-1.amazonaws.com/us-east-1_Example",
-        "aud": "example-client",
-        "token_use": "id",
-        "iat": "1712743200",
-        "exp": "1712746800",
-    })
+/// A function's Router served as its Lambda serves it (the test is its execution environment).
+pub fn gateway(router: axum::Router) -> Gateway {
+    Gateway::new(router)
 }
 
-/// A request to `route_key` (`PATCH /me/devices/{deviceId}`): `path` is the concrete path,
-/// `claims` the authorizer's claims (None: no authorizer context).
+/// A request to `route_key` (`PATCH /me/devices/{deviceId}`) at a concrete path, built on the
+/// project's one event builder ([`ApiEvent`]) with the template's routing.
 #[derive(Clone)]
 pub struct ApiRequest {
-    event: Value,
+    event: ApiEvent,
 }
 
 impl ApiRequest {
     /// A request for `route_key` at `path`.
     pub fn new(route_key: &str, path: &str) -> Self {
-        let method = route_key.split(' ').next().unwrap_or("GET");
-        let event = json!({
-            "version": "2.0",
-            "routeKey": route_key,
-            "rawPath": path,
-            "rawQueryString": "",
-            "headers": {"content-type": "application/json"},
-            "requestContext": {
-                "accountId": "123456789012",
-                "apiId": "test",
-                "http": {"method": method, "path": path, "protocol": "HTTP/1.1",
-                         "sourceIp": "127.0.0.1", "userAgent": "tests"},
-                "requestId": "test-request",
-                "routeKey": route_key,
-                "stage": "$default",
-                "time": "",
-                "timeEpoch": 0
-            },
-            "isBase64Encoded": false
-        });
-        Self { event }
+        Self {
+            event: ApiEvent::new(route_key, path),
+        }
     }
 
     /// A `method` request to the concrete `path` (`/me/devices/d-1/events`, query string not
@@ -315,90 +287,70 @@ impl ApiRequest {
         Self::to("DELETE", path)
     }
 
+    fn with(self, change: impl FnOnce(ApiEvent) -> ApiEvent) -> Self {
+        Self {
+            event: change(self.event),
+        }
+    }
+
     /// Authenticated as `sub`.
-    pub fn caller(mut self, sub: &str) -> Self {
-        self.event["requestContext"]["authorizer"] =
-            json!({"jwt": {"claims": claims(sub), "scopes": null}});
-        self
+    pub fn caller(self, sub: &str) -> Self {
+        self.with(|e| e.caller(sub))
     }
 
     /// Authenticated as `sub`, a member of the `admin` group (as API Gateway flattens it).
-    pub fn admin(mut self, sub: &str) -> Self {
-        let mut c = claims(sub);
-        c["cognito:groups"] = json!("[admin]");
-        self.event["requestContext"]["authorizer"] = json!({"jwt": {"claims": c, "scopes": null}});
-        self
+    pub fn admin(self, sub: &str) -> Self {
+        self.with(|e| e.operator(sub))
     }
 
     /// One more JWT claim (e.g. `cognito:groups`), after `caller` or `admin`.
-    pub fn claim(mut self, name: &str, value: &str) -> Self {
-        self.event["requestContext"]["authorizer"]["jwt"]["claims"][name] = json!(value);
-        self
+    pub fn claim(self, name: &str, value: &str) -> Self {
+        self.with(|e| e.claim(name, value))
     }
 
     /// A query string parameter.
-    pub fn query(mut self, name: &str, value: &str) -> Self {
-        self.event["queryStringParameters"][name] = json!(value);
-        let raw: String = form_urlencoded::Serializer::new(String::new())
-            .extend_pairs(
-                self.event["queryStringParameters"]
-                    .as_object()
-                    .into_iter()
-                    .flatten()
-                    .map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_string())),
-            )
-            .finish();
-        self.event["rawQueryString"] = json!(raw);
-        self
+    pub fn query(self, name: &str, value: &str) -> Self {
+        self.with(|e| e.query(name, value))
     }
 
     /// A path parameter.
-    pub fn param(mut self, name: &str, value: &str) -> Self {
-        self.event["pathParameters"][name] = json!(value);
-        self
+    pub fn param(self, name: &str, value: &str) -> Self {
+        self.with(|e| e.param(name, value))
     }
 
     /// A header.
-    pub fn header(mut self, name: &str, value: &str) -> Self {
-        self.event["headers"][name.to_ascii_lowercase()] = json!(value);
-        self
+    pub fn header(self, name: &str, value: &str) -> Self {
+        self.with(|e| e.header(name, value))
     }
 
     /// A JSON body.
     pub fn json(self, body: Value) -> Self {
-        self.body(&body.to_string())
+        self.with(|e| e.json(&body))
     }
 
     /// A raw body.
-    pub fn body(mut self, body: &str) -> Self {
-        self.event["body"] = json!(body);
-        self
+    pub fn body(self, body: &str) -> Self {
+        self.with(|e| e.body(body))
     }
 
     /// Without the header `name` (e.g. no `content-type`).
-    pub fn without_header(mut self, name: &str) -> Self {
-        if let Some(headers) = self.event["headers"].as_object_mut() {
-            headers.remove(&name.to_ascii_lowercase());
-        }
-        self
+    pub fn without_header(self, name: &str) -> Self {
+        self.with(|e| e.without_header(name))
     }
 
     /// A binary body, base64-encoded as API Gateway sends non-text payloads.
-    pub fn binary_body(mut self, bytes: &[u8]) -> Self {
-        use base64::Engine as _;
-        self.event["body"] = json!(base64::engine::general_purpose::STANDARD.encode(bytes));
-        self.event["isBase64Encoded"] = json!(true);
-        self
+    pub fn binary_body(self, bytes: &[u8]) -> Self {
+        self.with(|e| e.binary_body(bytes))
     }
 
     /// The event as API Gateway sends it (JSON), e.g. for another runtime's handler.
-    pub fn event(&self) -> &Value {
-        &self.event
+    pub fn event(&self) -> Value {
+        self.event.to_json()
     }
 
     /// The lambda_http request the runtime would hand the function.
     pub fn build(&self) -> Request {
-        lambda_http::request::from_str(&self.event.to_string()).expect("valid event")
+        self.event.to_request()
     }
 }
 
@@ -503,7 +455,10 @@ pub async fn metered<F: std::future::Future>(fut: F) -> (F::Output, MeterSnapsho
 pub async fn dashboard(table: &FleetTable, request: ApiRequest) -> Answer {
     // Boxed: a handler future is large in debug builds, and a test awaiting many of them
     // inline can overflow its thread's stack.
-    let (response, used) = metered(Box::pin(dashboard::handle(table, request.build()))).await;
+    let (response, used) = metered(Box::pin(
+        gateway(dashboard::router(FleetTable::clone(table))).handle(request.build()),
+    ))
+    .await;
     answer(response, used)
 }
 
@@ -525,13 +480,23 @@ pub async fn ingest(
     ingestor: &std::sync::Arc<shared::ops::ingest::Ingestor>,
     request: ApiRequest,
 ) -> Answer {
-    let (response, used) = metered(Box::pin(ingest::handle(ingestor, request.build()))).await;
+    let (response, used) = metered(Box::pin(
+        gateway(ingest::router(std::sync::Arc::clone(ingestor))).handle(request.build()),
+    ))
+    .await;
     answer(response, used)
 }
 
 /// Sends `request` through the device-updates handler.
 pub async fn device_updates(table: &FleetTable, request: ApiRequest) -> Answer {
-    let (response, used) = metered(Box::pin(device_updates::handle(table, request.build()))).await;
+    let (response, used) = metered(Box::pin(
+        gateway(device_updates::router(
+            FleetTable::clone(table),
+            RegistrationLimit::default(),
+        ))
+        .handle(request.build()),
+    ))
+    .await;
     answer(response, used)
 }
 

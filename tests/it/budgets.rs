@@ -1,5 +1,5 @@
 //! Access-pattern contracts: every pattern case (`fleet_testkit::reference::cases`, one or more
-//! per pattern) runs on DynamoDB Local against the reference dataset (seed 000's 10 devices x
+//! per pattern) runs on DynamoDB Local against the reference dataset (a user's 10 devices x
 //! 10 events, and more), and what it issued (requests, operations, consumed capacity) is
 //! checked against its pattern's budget. The budgets live with the pattern definitions beside
 //! their functions in `shared::ops`; the same cases feed the generated docs and the bench.

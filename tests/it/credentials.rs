@@ -29,7 +29,9 @@ fn cold_ingestor(table: &FleetTable) -> Arc<Ingestor> {
 async fn send(ingestor: &Arc<Ingestor>, token: &str, id: &str) -> Answer {
     let events = json!([{"id": id, "type": "temperature", "value": 21.5, "at": ago(30)}]);
     let request = ingest_request(DEVICE, token, events);
-    let (response, used) = metered(ingest::handle(ingestor, request.build())).await;
+    let (response, used) =
+        metered(gateway(ingest::router(std::sync::Arc::clone(ingestor))).handle(request.build()))
+            .await;
     answer(response, used)
 }
 

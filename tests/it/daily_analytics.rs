@@ -267,7 +267,7 @@ async fn read_report(table: &FleetTable) -> Answer {
     .await
 }
 
-fn events_of(items: &[StoredItem], device: &str) -> usize {
+fn events_of(items: &[Item], device: &str) -> usize {
     items
         .iter()
         .filter(|i| {
@@ -658,7 +658,7 @@ async fn a_deleted_devices_events_are_purged_in_bounded_runs_and_its_marker_goes
         "the deletion left a marker"
     );
     let purge_per_run = shared::ops::analytics::PURGE_PER_RUN as u64;
-    let left = |items: &[StoredItem]| {
+    let left = |items: &[Item]| {
         items
             .iter()
             .filter(|i| entity_type(i) == Some(shared::model::entity::EntityType::Event))

@@ -4,9 +4,12 @@
 use fleet_tests::*;
 use serde_json::{json, Value};
 use shared::model::entity::EntityType;
+use shared::model::expression::{Expressions, Update};
+use shared::model::items::DeviceItem;
 use shared::model::keys::{user_pk, IndexKeys, ItemKey};
 use shared::model::status::DeviceStatus;
 use shared::model::token::sha256_hex;
+use shared::store::expression::WithExpressions;
 
 const ALICE: &str = "user-alice";
 const BOB: &str = "user-bob";
@@ -35,7 +38,7 @@ async fn registered(table: &shared::FleetTable, user: &str, id: &str, tags: &[&s
     a
 }
 
-fn s(item: &StoredItem, name: &str) -> String {
+fn s(item: &Item, name: &str) -> String {
     item.get(name)
         .and_then(|v| v.as_s().ok())
         .cloned()
@@ -43,7 +46,7 @@ fn s(item: &StoredItem, name: &str) -> String {
 }
 
 /// The keys of `user`'s tag links among `items`, in key order.
-fn tag_links(items: &[StoredItem], user: &str) -> Vec<ItemKey> {
+fn tag_links(items: &[Item], user: &str) -> Vec<ItemKey> {
     items
         .iter()
         .map(key_of)
@@ -346,7 +349,7 @@ async fn a_registration_attempt_older_than_the_deletion_cannot_land_after_it() {
         },
         &shared::model::token::DeviceToken::generate().unwrap(),
         FleetSize {
-            shards: None,
+            partitions: None,
             devices: 0,
         },
         shared::model::timestamp::Timestamp::now(),
@@ -461,11 +464,13 @@ async fn a_half_done_delete_hides_the_device_and_a_retry_completes_it() {
         .update_item()
         .table_name(table.name())
         .set_key(Some(key::device(ALICE, "thermo-1").attributes()))
-        .update_expression("SET deletingAt = :now")
-        .expression_attribute_values(
-            ":now",
-            aws_sdk_dynamodb::types::AttributeValue::S("2024-04-10T10:00:00.000Z".into()),
-        )
+        .expressions(Expressions::write(
+            Update::new().set(
+                DeviceItem::DELETING_AT,
+                aws_sdk_dynamodb::types::AttributeValue::S("2024-04-10T10:00:00.000Z".into()),
+            ),
+            None,
+        ))
         .send()
         .await
         .unwrap();

@@ -539,7 +539,12 @@ async fn registration_races_under_faults(config: ProxyConfig, rounds: usize) {
         let (sent, _) = until_final(|| async {
             let request =
                 fleet_perf::fault_run::ingest_request(RACED, &token, std::slice::from_ref(&event));
-            answer(ingest::handle(&ingestor, request).await, Default::default())
+            answer(
+                gateway(ingest::router(std::sync::Arc::clone(&ingestor)))
+                    .handle(request)
+                    .await,
+                Default::default(),
+            )
         })
         .await;
         assert_eq!(sent.status, 200, "round {round}: ingest {}", sent.body);

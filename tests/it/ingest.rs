@@ -44,39 +44,41 @@ async fn register(table: &FleetTable, owner: &str, device: &str) -> String {
 }
 
 async fn send(ingestor: &Arc<Ingestor>, request: ApiRequest) -> Answer {
-    let (response, used) = metered(ingest::handle(ingestor, request.build())).await;
+    let (response, used) =
+        metered(gateway(ingest::router(std::sync::Arc::clone(ingestor))).handle(request.build()))
+            .await;
     answer(response, used)
 }
 
-fn events_of(items: &[StoredItem]) -> Vec<&StoredItem> {
+fn events_of(items: &[Item]) -> Vec<&Item> {
     items
         .iter()
         .filter(|i| entity_type(i) == Some(EntityType::Event))
         .collect()
 }
 
-fn text(item: &StoredItem, name: &str) -> String {
+fn text(item: &Item, name: &str) -> String {
     item.get(name)
         .and_then(|v| v.as_s().ok())
         .cloned()
         .unwrap_or_default()
 }
 
-async fn device_item(table: &FleetTable, owner: &str, device: &str) -> StoredItem {
+async fn device_item(table: &FleetTable, owner: &str, device: &str) -> Item {
     item(table, &key::device(owner, device))
         .await
         .expect("device item")
 }
 
 /// The live state item of `owner`'s `device` (on the user partition: these fleets are small).
-async fn state_item(table: &FleetTable, owner: &str, device: &str) -> StoredItem {
+async fn state_item(table: &FleetTable, owner: &str, device: &str) -> Item {
     item(table, &key::state(owner, 0, device))
         .await
         .expect("live state item")
 }
 
 /// The live state as the dashboard shows it: `lastSeen`, `latest` by type, `recent`.
-fn summary(state: &StoredItem) -> Value {
+fn summary(state: &Item) -> Value {
     let attrs: std::collections::HashMap<_, _> = state.clone().into_iter().collect();
     let state = DeviceStateItem::from_item(attrs).unwrap();
     let latest: serde_json::Map<String, Value> = state

@@ -457,7 +457,7 @@ async fn user_b_reaches_nothing_of_user_a() {
         .await;
     }
     // B's device sending A's event ids stores B's events, and A's stay as they were.
-    let a_items: Vec<StoredItem> = table_contents(&w.table)
+    let a_items: Vec<Item> = table_contents(&w.table)
         .await
         .into_iter()
         .filter(|i| i["PK"].as_s().is_ok_and(|pk| pk.contains("user-a")))
@@ -482,7 +482,7 @@ async fn user_b_reaches_nothing_of_user_a() {
         &[200],
     )
     .await;
-    let a_after: Vec<StoredItem> = table_contents(&w.table)
+    let a_after: Vec<Item> = table_contents(&w.table)
         .await
         .into_iter()
         .filter(|i| i["PK"].as_s().is_ok_and(|pk| pk.contains("user-a")))

@@ -155,7 +155,10 @@ async fn an_ingest_request_writes_one_document_with_its_real_figures() {
         {"id": "e-2", "type": "temperature", "at": ago(4), "value": 21.7},
     ]);
     let request = ingest_request("emf-1", &token, events).build();
-    let ((response, used), docs) = emf::capture(metered(ingest::handle(&ingestor, request))).await;
+    let ((response, used), docs) = emf::capture(metered(
+        gateway(ingest::router(std::sync::Arc::clone(&ingestor))).handle(request),
+    ))
+    .await;
     let a = answer(response, used);
     assert_eq!(a.status, 200, "{:?}", a.body);
     assert_eq!(docs.len(), 1, "{docs:#?}");

@@ -6,6 +6,7 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
+use fleet_testkit::api_event::ApiEvent;
 use fleet_testkit::demo::DEMO_KITCHEN_TOKEN;
 use fleet_tests::*;
 use serde_json::{json, Value};
@@ -53,7 +54,7 @@ async fn peer(table: &FleetTable, handler: &str, event: &Value) -> (u16, Value) 
         )
         .env(
             "DEVICES_PER_SHARD",
-            table.config.devices_per_shard.to_string(),
+            table.config.devices_per_partition.to_string(),
         )
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
@@ -95,13 +96,23 @@ fn request(event: &Value) -> lambda_http::Request {
 }
 
 async fn rust_dashboard(table: &FleetTable, event: &Value) -> Answer {
-    let (response, used) = metered(dashboard::handle(table, request(event))).await;
+    let (response, used) =
+        metered(gateway(dashboard::router(FleetTable::clone(table))).handle(request(event))).await;
     answer(response, used)
+}
+
+/// The authorizer claims a signed-in `sub` carries, as the one event builder writes them.
+fn caller_claims(sub: &str) -> Value {
+    ApiEvent::new("GET /me", "/me").caller(sub).to_json()["requestContext"]["authorizer"]["jwt"]
+        ["claims"]
+        .clone()
 }
 
 async fn rust_ingest(table: &FleetTable, event: &Value) -> Answer {
     let ingestor = std::sync::Arc::new(Ingestor::new(table.clone(), IngestConfig::default()));
-    let (response, used) = metered(ingest::handle(&ingestor, request(event))).await;
+    let (response, used) =
+        metered(gateway(ingest::router(std::sync::Arc::clone(&ingestor))).handle(request(event)))
+            .await;
     answer(response, used)
 }
 
@@ -110,9 +121,9 @@ async fn the_dashboard_answers_exactly_as_the_rust_handler() {
     let (table, _) = demo_table().await;
     let alice = sample("get-dashboard.json");
     let mut bob = alice.clone();
-    bob["requestContext"]["authorizer"]["jwt"]["claims"] = claims("demo-bob");
+    bob["requestContext"]["authorizer"]["jwt"]["claims"] = caller_claims("demo-bob");
     let mut stranger = alice.clone();
-    stranger["requestContext"]["authorizer"]["jwt"]["claims"] = claims("nobody-here");
+    stranger["requestContext"]["authorizer"]["jwt"]["claims"] = caller_claims("nobody-here");
     let mut anonymous = alice.clone();
     anonymous["requestContext"]
         .as_object_mut()
@@ -170,7 +181,7 @@ fn kitchen_batch(now: Timestamp) -> ApiRequest {
     ingest_request("thermo-kitchen", DEMO_KITCHEN_TOKEN, events)
 }
 
-type Items = BTreeMap<(String, String), StoredItem>;
+type Items = BTreeMap<(String, String), Item>;
 
 async fn keyed(table: &FleetTable) -> Items {
     table_contents(table)
@@ -206,8 +217,8 @@ async fn an_ingest_batch_stores_exactly_the_items_the_rust_handler_stores() {
     let rust_before = keyed(&rust_table).await;
     let peer_before = keyed(&peer_table).await;
 
-    let rust = rust_ingest(&rust_table, batch.event()).await;
-    let (status, body) = peer(&peer_table, "ingest_handler", batch.event()).await;
+    let rust = rust_ingest(&rust_table, &batch.event()).await;
+    let (status, body) = peer(&peer_table, "ingest_handler", &batch.event()).await;
     assert_eq!(rust.status, 200, "{}", rust.body);
     assert_eq!((status, &body), (rust.status, &rust.body));
     assert_eq!(body["accepted"], 12, "13 events, one duplicate");
@@ -225,7 +236,7 @@ async fn an_ingest_batch_stores_exactly_the_items_the_rust_handler_stores() {
     }
 
     // A replay through the peer stores nothing new and answers the same.
-    let (status, again) = peer(&peer_table, "ingest_handler", batch.event()).await;
+    let (status, again) = peer(&peer_table, "ingest_handler", &batch.event()).await;
     assert_eq!((status, &again), (200, &body));
     let replayed = keyed(&peer_table).await;
     assert_eq!(
@@ -283,15 +294,15 @@ async fn rejections_match_the_rust_handler_and_change_nothing() {
         ),
     ];
     for (what, request) in &cases {
-        let rust = rust_ingest(&table, request.event()).await;
-        let (status, body) = peer(&table, "ingest_handler", request.event()).await;
+        let rust = rust_ingest(&table, &request.event()).await;
+        let (status, body) = peer(&table, "ingest_handler", &request.event()).await;
         assert!(rust.status >= 400, "{what}: {}", rust.status);
         assert_eq!((status, &body), (rust.status, &rust.body), "{what}");
     }
     let mut no_token = ingest_request("thermo-kitchen", "x", good);
     no_token = no_token.header("Authorization", "Basic abc");
-    let rust = rust_ingest(&table, no_token.event()).await;
-    let (status, body) = peer(&table, "ingest_handler", no_token.event()).await;
+    let rust = rust_ingest(&table, &no_token.event()).await;
+    let (status, body) = peer(&table, "ingest_handler", &no_token.event()).await;
     assert_eq!((status, &body), (401, &rust.body));
     assert_eq!(
         table_contents(&table).await,

@@ -149,7 +149,7 @@ async fn a_searchable_event_adds_exactly_its_index_entry() {
 async fn a_fleet_growing_past_its_partitions_while_ingesting_and_paging_loses_nothing() {
     let mut table = fresh_table().await;
     // A low threshold: the fourth device doubles the owner's partitions, and so on.
-    table.config.devices_per_shard = 2;
+    table.config.devices_per_partition = 2;
     const OWNER: &str = "scale-utility";
     let mut tokens = BTreeMap::new();
     for i in 0..4 {
@@ -240,21 +240,24 @@ async fn a_fleet_growing_past_its_partitions_while_ingesting_and_paging_loses_no
     )
     .unwrap();
     assert_eq!(fleet.devices, 16);
-    assert_eq!(fleet.shards, 8, "16 devices at 2 per partition");
+    assert_eq!(fleet.partitions, 8, "16 devices at 2 per partition");
     let mut placements = BTreeMap::new();
     for stored in &contents {
         let attrs: HashMap<_, _> = stored.clone().into_iter().collect();
         match entity_type(stored) {
             Some(EntityType::Registration) => {
                 let r = RegistrationItem::from_item(attrs).unwrap();
-                placements.insert(r.device_id.to_string(), r.shard);
+                placements.insert(r.device_id.to_string(), r.partition);
             }
             Some(EntityType::DeviceState) => {
                 let s = DeviceStateItem::from_item(attrs).unwrap();
-                let ItemKey::DeviceState { shard, .. } = key_of(stored) else {
+                let ItemKey::DeviceState {
+                    partition: shard, ..
+                } = key_of(stored)
+                else {
                     unreachable!()
                 };
-                assert_eq!(s.shard, shard);
+                assert_eq!(s.partition, shard);
             }
             _ => {}
         }

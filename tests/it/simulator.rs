@@ -1,6 +1,9 @@
 //! The key-distribution simulator and the cost model: their size rules against the consumed
 //! capacity DynamoDB Local reports for the same items, and the generated reports kept current.
 
+use shared::model::expression::{Condition, Expressions};
+use shared::model::schema::{PK, SK};
+use shared::store::expression::WithExpressions;
 use std::collections::HashMap;
 
 use aws_sdk_dynamodb::types::{AttributeValue, ReturnConsumedCapacity};
@@ -22,10 +25,19 @@ async fn the_size_rules_give_the_dashboards_measured_read_units() {
         .client
         .query()
         .table_name(table.name())
-        .key_condition_expression("PK = :pk AND SK BETWEEN :first AND :last")
-        .expression_attribute_values(":pk", AttributeValue::S(user_pk(&user)))
-        .expression_attribute_values(":first", AttributeValue::S(DEVICE_PREFIX.into()))
-        .expression_attribute_values(":last", AttributeValue::S(PROFILE_SK.into()))
+        .expressions(
+            Expressions::builder()
+                .key_condition(
+                    Condition::equals(PK, AttributeValue::S(user_pk(&user))).and(
+                        Condition::between(
+                            SK,
+                            AttributeValue::S(DEVICE_PREFIX.into()),
+                            AttributeValue::S(PROFILE_SK.into()),
+                        ),
+                    ),
+                )
+                .build(),
+        )
         .send()
         .await
         .unwrap()

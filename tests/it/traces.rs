@@ -6,6 +6,8 @@ use fleet_tests::*;
 use lambda_http::{Context, RequestExt};
 use serde_json::{json, Value};
 use shared::observe::trace;
+use shared::ops::limits::RegistrationLimit;
+use shared::FleetTable;
 
 const ROOT: &str = "1-6741a2b3-0123456789abcdef01234567";
 const PARENT: &str = "53995c3f42cd8ad8";
@@ -26,10 +28,13 @@ fn register(device: &str) -> ApiRequest {
 async fn a_sampled_request_is_traced_under_the_invocations_segment() {
     let table = fresh_table().await;
     let header = format!("Root={ROOT};Parent={PARENT};Sampled=1");
-    let ((response, used), docs) = trace::capture(metered(device_updates::handle(
-        &table,
-        traced(register("trace-1"), &header),
-    )))
+    let ((response, used), docs) = trace::capture(metered(
+        gateway(device_updates::router(
+            FleetTable::clone(&table),
+            RegistrationLimit::default(),
+        ))
+        .handle(traced(register("trace-1"), &header)),
+    ))
     .await;
     assert_eq!(response.status(), 201);
     assert_eq!(docs.len(), 1 + used.requests() as usize, "{docs:#?}");
@@ -81,23 +86,35 @@ async fn a_sampled_request_is_traced_under_the_invocations_segment() {
 async fn an_unsampled_or_untraced_request_sends_nothing_and_errors_are_marked() {
     let table = fresh_table().await;
     let unsampled = format!("Root={ROOT};Parent={PARENT};Sampled=0");
-    let (response, docs) = trace::capture(device_updates::handle(
-        &table,
-        traced(register("trace-2"), &unsampled),
-    ))
+    let (response, docs) = trace::capture(
+        gateway(device_updates::router(
+            FleetTable::clone(&table),
+            RegistrationLimit::default(),
+        ))
+        .handle(traced(register("trace-2"), &unsampled)),
+    )
     .await;
     assert_eq!(response.status(), 201);
     assert!(docs.is_empty(), "{docs:?}");
-    let (_, docs) =
-        trace::capture(device_updates::handle(&table, register("trace-3").build())).await;
+    let (_, docs) = trace::capture(
+        gateway(device_updates::router(
+            FleetTable::clone(&table),
+            RegistrationLimit::default(),
+        ))
+        .handle(register("trace-3").build()),
+    )
+    .await;
     assert!(docs.is_empty());
 
     // The same id again: a 409, an error (4xx) but not a fault.
     let sampled = format!("Root={ROOT};Parent={PARENT};Sampled=1");
-    let (response, docs) = trace::capture(device_updates::handle(
-        &table,
-        traced(register("trace-2"), &sampled),
-    ))
+    let (response, docs) = trace::capture(
+        gateway(device_updates::router(
+            FleetTable::clone(&table),
+            RegistrationLimit::default(),
+        ))
+        .handle(traced(register("trace-2"), &sampled)),
+    )
     .await;
     assert_eq!(response.status(), 409);
     let handler: &Value = &docs[0];

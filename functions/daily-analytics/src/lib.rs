@@ -13,7 +13,8 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 use shared::model::settings::{number, optional_number};
 use shared::model::timestamp::{Day, Timestamp};
-use shared::observe::trace::{HandledRequest, TraceHeader};
+use shared::observe::served::{serve_observed, Served};
+use shared::observe::trace::TraceHeader;
 use shared::ops::analytics::{previous_day, run_daily_report, RunPlan};
 use shared::store::deadline::Deadline;
 use shared::store::metrics::RequestMeter;
@@ -129,35 +130,29 @@ pub async fn handle_traced(
     deadline: Instant,
     trace_header: Option<&str>,
 ) -> Result<Value, FleetError> {
-    let started = Instant::now();
-    let started_at = std::time::SystemTime::now();
-    let meter = RequestMeter::new();
-    let result = meter
-        .clone()
-        .scope(Box::pin(run(table, config, event, deadline)))
-        .await;
-    let used = meter.snapshot();
-    if let Some(header) = trace_header.and_then(TraceHeader::parse) {
-        shared::observe::trace::send(shared::observe::trace::request_documents(
-            &header,
-            &HandledRequest {
-                route: RUN_SEGMENT,
-                status: if result.is_ok() { 200 } else { 500 },
-                start: started_at,
-                end: std::time::SystemTime::now(),
-                calls: &used.calls,
-            },
-        ));
-    }
+    let trace = trace_header.and_then(TraceHeader::parse);
+    let Served {
+        outcome: result,
+        used,
+        latency_ms,
+        ..
+    } = serve_observed(
+        RequestMeter::new(),
+        trace.as_ref(),
+        RUN_SEGMENT,
+        Box::pin(run(table, config, event, deadline)),
+        |result| if result.is_ok() { 200 } else { 500 },
+    )
+    .await;
     shared::observe::emf::emit(&shared::observe::emf::run_document(
-        started.elapsed().as_secs_f64() * 1000.0,
+        latency_ms,
         result.is_err(),
         &used,
     ));
     tracing::info!(
         function = "daily-analytics",
         ok = result.is_ok(),
-        latency_ms = started.elapsed().as_secs_f64() * 1000.0,
+        latency_ms,
         ddb_requests = used.requests(),
         rcu = used.read_units,
         wcu = used.write_units,

@@ -5,13 +5,12 @@ use axum::extract::State;
 use axum::routing::get;
 use axum::Router;
 use lambda_http::http::{header, HeaderMap, HeaderValue, StatusCode};
-use lambda_http::{Body, Request, Response};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use shared::http::api::{json_response, ApiError, Caller};
-use shared::http::gateway::{ApiState, Gateway, Operator, PathParams, QueryParams};
-use shared::model::ids::{DeviceId, EventType, Tag};
+use shared::http::api::{empty_response, json_response, ApiError, Caller};
+use shared::http::gateway::{DeviceIdPath, Operator, PathParams, QueryParams};
+use shared::model::ids::{EventType, Tag};
 use shared::model::status::DeviceStatus;
 use shared::model::timestamp::{Day, Timestamp};
 use shared::ops::events::TimeRange;
@@ -25,7 +24,7 @@ const DEFAULT_RANGE_SECONDS: i64 = 24 * 3600;
 
 /// The function's routes: the caller's own data (`GET /me...`) and operator reads across
 /// users (`GET /admin/...`, admin group only).
-pub fn router(state: ApiState) -> Router {
+pub fn router(table: FleetTable) -> Router {
     Router::new()
         .route("/me", get(get_profile))
         .route("/me/dashboard", get(get_dashboard))
@@ -36,20 +35,11 @@ pub fn router(state: ApiState) -> Router {
         .route("/admin/events", get(events_by_type))
         .route("/admin/devices", get(devices_by_status))
         .route("/admin/reports/{date}", get(get_report))
-        .with_state(state.table)
+        .with_state(table)
 }
 
-/// Serves one API Gateway request (the local tools and the tests call this; the Lambda
-/// bootstrap serves the same [`Gateway`]).
-pub async fn handle(table: &FleetTable, req: Request) -> Response<Body> {
-    Gateway::new(router(ApiState {
-        table: table.clone(),
-    }))
-    .handle(req)
-    .await
-}
-
-type Answer = Result<Response<Body>, ApiError>;
+/// What a route answers: its response, or an error in the contract.
+type Answer = Result<axum::response::Response, ApiError>;
 
 fn ok(body: Value) -> Answer {
     Ok(json_response(StatusCode::OK, &body))
@@ -68,12 +58,6 @@ struct ReadQuery {
     event_type: Option<String>,
     status: Option<String>,
     seen_since: Option<String>,
-}
-
-#[derive(Deserialize)]
-struct DevicePath {
-    #[serde(rename = "deviceId")]
-    device_id: String,
 }
 
 /// `GET /me`.
@@ -100,7 +84,7 @@ async fn get_dashboard(
 
 /// The JSON answer with a strong `ETag` over its bytes, or `304 Not Modified` (no body) when
 /// `If-None-Match` names that tag (or `*`).
-fn with_etag(request: &HeaderMap, body: &Value) -> Response<Body> {
+fn with_etag(request: &HeaderMap, body: &Value) -> axum::response::Response {
     let text = body.to_string();
     // xxh3 is stable across builds and machines, so every Lambda gives the same tag.
     let tag = format!("\"{:016x}\"", xxhash_rust::xxh3::xxh3_64(text.as_bytes()));
@@ -112,9 +96,7 @@ fn with_etag(request: &HeaderMap, body: &Value) -> Response<Body> {
         .map(|t| t.trim().trim_start_matches("W/"))
         .any(|t| t == tag || t == "*");
     let mut response = if matches {
-        let mut r = Response::new(Body::Empty);
-        *r.status_mut() = StatusCode::NOT_MODIFIED;
-        r
+        empty_response(StatusCode::NOT_MODIFIED)
     } else {
         json_response(StatusCode::OK, body)
     };
@@ -150,9 +132,8 @@ async fn device_listing(
 async fn get_device(
     caller: Caller,
     State(table): State<FleetTable>,
-    PathParams(path): PathParams<DevicePath>,
+    DeviceIdPath(id): DeviceIdPath,
 ) -> Answer {
-    let id = DeviceId::parse(path.device_id)?;
     let device = devices::get_device(&table, &caller.user_id, &id)
         .await?
         .ok_or(ApiError::not_found("device"))?;
@@ -163,10 +144,9 @@ async fn get_device(
 async fn device_events(
     caller: Caller,
     State(table): State<FleetTable>,
-    PathParams(path): PathParams<DevicePath>,
+    DeviceIdPath(id): DeviceIdPath,
     QueryParams(q): QueryParams<ReadQuery>,
 ) -> Answer {
-    let id = DeviceId::parse(path.device_id)?;
     let range = time_range(&q)?;
     let page = events::device_events(
         &table,

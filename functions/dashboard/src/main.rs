@@ -1,11 +1,12 @@
 //! The `dashboard` Lambda bootstrap: logging, the Router built once, the runtime loop.
 
 use lambda_http::Error;
-use shared::http::gateway::{ApiState, Gateway};
+use shared::http::gateway::Gateway;
+use shared::FleetTable;
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
     shared::observe::telemetry::init_json_logs();
-    let router = dashboard::router(ApiState::from_env().await?);
+    let router = dashboard::router(FleetTable::from_env().await?);
     lambda_http::run(Gateway::new(router)).await
 }

@@ -5,25 +5,49 @@
 //! access-pattern operation, and maps the result to a response.
 
 use axum::body::Bytes;
-use axum::extract::State;
+use std::sync::Arc;
+use std::time::Instant;
+
+use axum::extract::{FromRef, State};
 use axum::routing::{patch, post, put};
 use axum::Router;
 use lambda_http::http::{header, HeaderMap, HeaderValue, StatusCode};
-use lambda_http::{Body, Request, Response};
 use serde::Deserialize;
 use serde_json::json;
 
 use shared::http::api::{self, json_bytes, json_response, ApiError, Caller, MAX_BODY_BYTES};
-use shared::http::gateway::{ApiState, Gateway, PathParams};
-use shared::model::ids::{parse_display_name, parse_tags, DeviceId, DeviceType};
+use shared::http::gateway::DeviceIdPath;
+use shared::model::ids::{parse_display_name, parse_tags, DeviceId, DeviceType, UserId};
 use shared::model::status::DeviceStatus;
 use shared::ops::credentials;
 use shared::ops::devices::{self, DevicePatch, DeviceRegistration, MAX_DEVICE_NAME};
+use shared::ops::limits::{rate_limited, KeyedLimiter, RegistrationLimit};
 use shared::ops::profile::{self, ProfileUpdate, MAX_PROFILE_NAME};
 use shared::FleetTable;
 
-/// The function's routes: the caller's profile and devices.
-pub fn router(state: ApiState) -> Router {
+/// What the routes share in one execution environment: the table and the per-user
+/// registration buckets.
+#[derive(Clone)]
+struct DeviceUpdates {
+    table: FleetTable,
+    registrations: Arc<KeyedLimiter<UserId>>,
+}
+
+impl FromRef<DeviceUpdates> for FleetTable {
+    fn from_ref(state: &DeviceUpdates) -> Self {
+        state.table.clone()
+    }
+}
+
+impl FromRef<DeviceUpdates> for Arc<KeyedLimiter<UserId>> {
+    fn from_ref(state: &DeviceUpdates) -> Self {
+        state.registrations.clone()
+    }
+}
+
+/// The function's routes: the caller's profile and devices, registrations limited per user
+/// by `limit` (in this execution environment).
+pub fn router(table: FleetTable, limit: RegistrationLimit) -> Router {
     Router::new()
         .route("/me", put(put_profile))
         .route("/me/devices", post(register_device))
@@ -35,26 +59,14 @@ pub fn router(state: ApiState) -> Router {
             "/me/devices/{deviceId}/token",
             post(rotate_token).delete(revoke_token),
         )
-        .with_state(state.table)
+        .with_state(DeviceUpdates {
+            table,
+            registrations: Arc::new(limit.limiter()),
+        })
 }
 
-/// Serves one API Gateway request (the local tools and the tests call this; the Lambda
-/// bootstrap serves the same [`Gateway`]).
-pub async fn handle(table: &FleetTable, req: Request) -> Response<Body> {
-    Gateway::new(router(ApiState {
-        table: table.clone(),
-    }))
-    .handle(req)
-    .await
-}
-
-type Answer = Result<Response<Body>, ApiError>;
-
-#[derive(Deserialize)]
-struct DevicePath {
-    #[serde(rename = "deviceId")]
-    device_id: String,
-}
+/// What a route answers: its response, or an error in the contract.
+type Answer = Result<axum::response::Response, ApiError>;
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -96,6 +108,7 @@ struct RegisterDeviceBody {
 async fn register_device(
     caller: Caller,
     State(table): State<FleetTable>,
+    State(registrations): State<Arc<KeyedLimiter<UserId>>>,
     headers: HeaderMap,
     body: Bytes,
 ) -> Answer {
@@ -106,7 +119,9 @@ async fn register_device(
         device_type: DeviceType::parse(body.device_type)?,
         tags: parse_tags(body.tags)?,
     };
-    shared::ops::limits::take_registration(&caller.user_id)?;
+    registrations
+        .take(&caller.user_id, Instant::now())
+        .map_err(rate_limited)?;
     let registered = devices::register_device(&table, &caller.user_id, registration).await?;
     let location = format!("/me/devices/{}", registered.device.device_id);
     let mut response = json_response(
@@ -132,11 +147,10 @@ struct PatchDeviceBody {
 async fn update_device(
     caller: Caller,
     State(table): State<FleetTable>,
-    PathParams(path): PathParams<DevicePath>,
+    DeviceIdPath(device_id): DeviceIdPath,
     headers: HeaderMap,
     body: Bytes,
 ) -> Answer {
-    let device_id = DeviceId::parse(path.device_id)?;
     let expected_version = if_match_version(&headers)?;
     let body: PatchDeviceBody = json_bytes(&headers, &body, MAX_BODY_BYTES)?;
     let patch = DevicePatch {
@@ -163,9 +177,8 @@ async fn update_device(
 async fn delete_device(
     caller: Caller,
     State(table): State<FleetTable>,
-    PathParams(path): PathParams<DevicePath>,
+    DeviceIdPath(device_id): DeviceIdPath,
 ) -> Answer {
-    let device_id = DeviceId::parse(path.device_id)?;
     devices::delete_device(&table, &caller.user_id, &device_id).await?;
     Ok(api::empty_response(StatusCode::NO_CONTENT))
 }
@@ -174,9 +187,8 @@ async fn delete_device(
 async fn rotate_token(
     caller: Caller,
     State(table): State<FleetTable>,
-    PathParams(path): PathParams<DevicePath>,
+    DeviceIdPath(device_id): DeviceIdPath,
 ) -> Answer {
-    let device_id = DeviceId::parse(path.device_id)?;
     let rotated = credentials::rotate_token(&table, &caller.user_id, &device_id).await?;
     Ok(json_response(StatusCode::OK, &rotated))
 }
@@ -185,9 +197,8 @@ async fn rotate_token(
 async fn revoke_token(
     caller: Caller,
     State(table): State<FleetTable>,
-    PathParams(path): PathParams<DevicePath>,
+    DeviceIdPath(device_id): DeviceIdPath,
 ) -> Answer {
-    let device_id = DeviceId::parse(path.device_id)?;
     credentials::revoke_token(&table, &caller.user_id, &device_id).await?;
     Ok(api::empty_response(StatusCode::NO_CONTENT))
 }
@@ -213,7 +224,7 @@ fn if_match_version(headers: &HeaderMap) -> Result<u64, ApiError> {
         .ok_or_else(|| ApiError::invalid("If-Match", "must be the device version, e.g. 1"))
 }
 
-fn insert_etag(response: &mut Response<Body>, version: u64) {
+fn insert_etag(response: &mut axum::response::Response, version: u64) {
     if let Ok(value) = HeaderValue::from_str(&format!("\"{version}\"")) {
         response.headers_mut().insert(header::ETAG, value);
     }

@@ -1,11 +1,16 @@
 //! The `device-updates` Lambda bootstrap: logging, the Router built once, the runtime loop.
 
 use lambda_http::Error;
-use shared::http::gateway::{ApiState, Gateway};
+use shared::http::gateway::Gateway;
+use shared::ops::limits::RegistrationLimit;
+use shared::FleetTable;
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
     shared::observe::telemetry::init_json_logs();
-    let router = device_updates::router(ApiState::from_env().await?);
+    let router = device_updates::router(
+        FleetTable::from_env().await?,
+        RegistrationLimit::from_env()?,
+    );
     lambda_http::run(Gateway::new(router)).await
 }

@@ -12,13 +12,12 @@ use axum::extract::State;
 use axum::routing::post;
 use axum::{Extension, Router};
 use lambda_http::http::{header, HeaderMap, StatusCode};
-use lambda_http::{Body, Context, Request, Response};
+use lambda_http::Context;
 use serde::Deserialize;
 use serde_json::json;
 
 use shared::http::api::{json_bytes, json_response, ApiError};
-use shared::http::gateway::{Gateway, PathParams};
-use shared::model::ids::DeviceId;
+use shared::http::gateway::DeviceIdPath;
 use shared::model::timestamp::Timestamp;
 use shared::ops::ingest::{validate_batch, IngestConfig, Ingestor, NewEvent, SubmittedEvent};
 use shared::store::deadline::Deadline;
@@ -36,7 +35,7 @@ const ANSWER_MARGIN: Duration = Duration::from_millis(500);
 pub const TIMEOUT: Duration = Duration::from_secs(10);
 
 /// What every request of this execution environment shares: the table client and the warm
-/// registration and device summary caches, built once.
+/// registration and live-state caches, built once.
 pub async fn ingestor_from_env() -> Result<Arc<Ingestor>, FleetError> {
     let table = FleetTable::from_env().await?;
     Ok(Arc::new(Ingestor::new(table, IngestConfig::from_env()?)))
@@ -49,33 +48,20 @@ pub fn router(ingestor: Arc<Ingestor>) -> Router {
         .with_state(ingestor)
 }
 
-/// Serves one API Gateway request (the local tools and the tests call this; the Lambda
-/// bootstrap serves the same [`Gateway`]).
-pub async fn handle(ingestor: &Arc<Ingestor>, req: Request) -> Response<Body> {
-    Gateway::new(router(ingestor.clone())).handle(req).await
-}
-
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct IngestBody {
     events: Vec<SubmittedEvent>,
 }
 
-#[derive(Deserialize)]
-struct DevicePath {
-    #[serde(rename = "deviceId")]
-    device_id: String,
-}
-
 /// `POST /devices/{deviceId}/events` (AP-14).
 async fn ingest_events(
     State(ingestor): State<Arc<Ingestor>>,
-    PathParams(path): PathParams<DevicePath>,
+    DeviceIdPath(device): DeviceIdPath,
     lambda: Option<Extension<Context>>,
     headers: HeaderMap,
     body: Bytes,
-) -> Result<Response<Body>, ApiError> {
-    let device = DeviceId::parse(path.device_id)?;
+) -> Result<axum::response::Response, ApiError> {
     let token = bearer_token(&headers).ok_or(FleetError::Unauthorized)?;
     let registration = ingestor.authenticate(&device, token).await?;
     let events = parse_batch(

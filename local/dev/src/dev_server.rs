@@ -17,12 +17,12 @@ use axum::http::{header, HeaderValue, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::Response;
 use axum::Router;
-use base64::Engine as _;
-use serde_json::{json, Value};
+use serde_json::json;
 use shared::http::gateway::Gateway;
 use shared::FleetTable;
 use tokio::net::TcpListener;
 
+use fleet_testkit::api_event::ApiEvent;
 use fleet_testkit::functions::router_for;
 use fleet_testkit::template::{HttpRoute, Template};
 
@@ -254,7 +254,7 @@ async fn to_function(
         peer,
         n,
     );
-    let request = match lambda_http::request::from_str(&event.to_string()) {
+    let request = match lambda_http::request::from_str(&event.to_json().to_string()) {
         Ok(r) => r,
         Err(e) => {
             return gateway_message(
@@ -301,7 +301,8 @@ fn decode(segment: &str) -> String {
         .into_owned()
 }
 
-/// The API Gateway HTTP API payload 2.0 event for a request.
+/// The API Gateway event of one HTTP request, as API Gateway builds it after the route
+/// matched and the authorizer admitted `claims` (the project's one event builder).
 fn api_gateway_event(
     route: &HttpRoute,
     parts: &axum::http::request::Parts,
@@ -310,76 +311,25 @@ fn api_gateway_event(
     claims: Option<Claims>,
     peer: SocketAddr,
     n: u64,
-) -> Value {
-    let mut headers: serde_json::Map<String, Value> = serde_json::Map::new();
-    for (name, value) in &parts.headers {
-        let value = value.to_str().unwrap_or("").to_string();
-        let entry = headers
-            .entry(name.as_str().to_ascii_lowercase())
-            .or_insert_with(|| Value::String(String::new()));
-        // API Gateway joins repeated headers with commas.
-        let joined = match entry.as_str() {
-            Some("") | None => value,
-            Some(prev) => format!("{prev},{value}"),
-        };
-        *entry = Value::String(joined);
-    }
-    let raw_query = parts.uri.query().unwrap_or("").to_string();
-    let mut query: serde_json::Map<String, Value> = serde_json::Map::new();
-    for (k, v) in form_urlencoded::parse(raw_query.as_bytes()) {
-        let joined = match query.get(k.as_ref()).and_then(Value::as_str) {
-            Some(prev) => format!("{prev},{v}"),
-            None => v.into_owned(),
-        };
-        query.insert(k.into_owned(), Value::String(joined));
-    }
-    let (body_text, is_base64) = match std::str::from_utf8(body) {
-        _ if body.is_empty() => (Value::Null, false),
-        Ok(text) => (Value::String(text.to_string()), false),
-        Err(_) => (
-            Value::String(base64::engine::general_purpose::STANDARD.encode(body)),
-            true,
-        ),
-    };
+) -> ApiEvent {
     let now = time_now_seconds();
-    let mut context = json!({
-        "accountId": "123456789012",
-        "apiId": "local",
-        "domainName": "127.0.0.1",
-        "domainPrefix": "local",
-        "http": {
-            "method": parts.method.as_str(),
-            "path": parts.uri.path(),
-            "protocol": "HTTP/1.1",
-            "sourceIp": peer.ip().to_string(),
-            "userAgent": parts.headers.get(header::USER_AGENT).and_then(|v| v.to_str().ok()).unwrap_or(""),
-        },
-        "requestId": format!("local-{now}-{n}"),
-        "routeKey": route.route_key(),
-        "stage": "$default",
-        "time": "",
-        "timeEpoch": now * 1000,
-    });
+    let mut event = ApiEvent::new(route.route_key(), parts.uri.path())
+        .without_headers()
+        .raw_query(parts.uri.query().unwrap_or(""))
+        .bytes(body)
+        .received(
+            &peer.ip().to_string(),
+            &format!("local-{now}-{n}"),
+            now * 1000,
+        );
+    for (name, value) in &parts.headers {
+        event = event.append_header(name.as_str(), value.to_str().unwrap_or(""));
+    }
+    for (name, value) in path_params {
+        event = event.param(&name, &value);
+    }
     if let Some(claims) = claims {
-        context["authorizer"] = json!({ "jwt": { "claims": claims, "scopes": null } });
-    }
-    let mut event = json!({
-        "version": "2.0",
-        "routeKey": route.route_key(),
-        "rawPath": parts.uri.path(),
-        "rawQueryString": raw_query,
-        "headers": headers,
-        "requestContext": context,
-        "isBase64Encoded": is_base64,
-    });
-    if !query.is_empty() {
-        event["queryStringParameters"] = Value::Object(query);
-    }
-    if !path_params.is_empty() {
-        event["pathParameters"] = json!(path_params);
-    }
-    if !body_text.is_null() {
-        event["body"] = body_text;
+        event = event.claims(claims.into_iter().collect());
     }
     event
 }

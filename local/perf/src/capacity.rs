@@ -15,14 +15,11 @@
 //!   attributes; writing an item whose index key changes costs a delete and a put there;
 //! - storage counts every item and every index entry with 100 bytes of overhead.
 
-use std::collections::HashMap;
-
 use aws_sdk_dynamodb::types::AttributeValue;
 use shared::model::expression::Attribute;
 use shared::model::schema::{IndexSpec, PK, SK};
 
-/// An item as the SDK holds it.
-pub type Item = HashMap<String, AttributeValue>;
+pub use shared::model::schema::Item;
 
 /// Bytes of one write unit.
 pub const WRITE_UNIT_BYTES: u64 = 1024;

@@ -165,8 +165,10 @@ async fn send_batches(
     load: IngestLoad,
     now: Timestamp,
 ) -> SenderResult {
-    // The function's Router holds its ingestor by `Arc`.
-    let ingestor = std::sync::Arc::new(ingestor);
+    // One sender, one execution environment: the Router (holding its ingestor by `Arc`) is
+    // built once, as the Lambda builds it.
+    let gateway =
+        shared::http::gateway::Gateway::new(ingest::router(std::sync::Arc::new(ingestor)));
     let mut sent = BTreeSet::new();
     let mut acked = BTreeSet::new();
     let mut answers = BTreeMap::new();
@@ -197,8 +199,9 @@ async fn send_batches(
             }
             let events: Vec<Value> = pending.values().cloned().collect();
             requests += 1;
-            let response =
-                ingest::handle(&ingestor, ingest_request(&device, &token, &events)).await;
+            let response = gateway
+                .handle(ingest_request(&device, &token, &events))
+                .await;
             let status = response.status().as_u16();
             *answers.entry(status).or_default() += 1;
             let retry_after = response.headers().contains_key("retry-after");

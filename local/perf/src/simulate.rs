@@ -1,4 +1,4 @@
-//! The key-distribution simulator (seed 003, "validate distribution: simulation").
+//! The key-distribution simulator (docs/key-distribution.md).
 //!
 //! A workload profile (`bench/profiles/*.yaml`) describes users, a skewed number of devices
 //! per user (with explicit very large fleets), event rates (with hot devices), the event type
@@ -11,7 +11,7 @@
 //! more memory than the fleet-size list; only the low-cardinality sharded keys are kept.
 //!
 //! A key is flagged when it exceeds DynamoDB's per-partition limits (1,000 WCU/s, 3,000 RCU/s)
-//! or 10% of its table's or index's traffic (seed 003's target); for a write-sharded key the
+//! or 10% of its table's or index's traffic (docs/key-distribution.md's target); for a write-sharded key the
 //! report gives the shard count that fixes it.
 
 use std::collections::{BTreeMap, HashSet};
@@ -288,7 +288,7 @@ impl Profile {
         self.shards
             .as_ref()
             .and_then(|s| s.devices_per_shard)
-            .unwrap_or(shared::model::settings::DEFAULT_DEVICES_PER_SHARD)
+            .unwrap_or(shared::model::settings::DEFAULT_DEVICES_PER_PARTITION)
     }
 
     /// Event types with their shares, normalized to sum to 1.
@@ -444,7 +444,7 @@ impl ItemSizes {
             version: 3,
             sync_version: 1,
             linked_tags: vec![tag.clone()],
-            shard: 0,
+            partition: 0,
             created_at: at,
             updated_at: at,
             deleting_at: None,
@@ -452,7 +452,7 @@ impl ItemSizes {
         let state = DeviceStateItem {
             user_id: user.clone(),
             device_id: device.clone(),
-            shard: 0,
+            partition: 0,
             status: DeviceStatus::Active,
             name: name.clone(),
             device_type: kind.clone(),
@@ -477,7 +477,7 @@ impl ItemSizes {
             token_sha256: "0".repeat(64),
             device_name: name.clone(),
             device_type: kind.clone(),
-            shard: 0,
+            partition: 0,
             created_at: at,
             previous_token_sha256: None,
             previous_token_until: None,
@@ -720,7 +720,7 @@ impl TableLoad {
 }
 
 /// The fewest shards for a sharded key family that keep every shard under the per-partition
-/// limits with 2x headroom (seed 003: cardinality >= 2 x peak / limit, via
+/// limits with 2x headroom (docs/key-distribution.md: cardinality >= 2 x peak / limit, via
 /// [`shards_for_peak_wcu`]) and under 10% of its index's traffic. Never fewer than now.
 pub fn suggested_shards(family: &ShardFamily, index_wcu: f64, index_rcu: f64) -> u16 {
     let for_writes = shards_for_peak_wcu(family.wcu.ceil().min(f64::from(u32::MAX)) as u32);
@@ -751,7 +751,7 @@ fn fix_for(load: &KeyLoad, shards: Option<u16>) -> String {
             f.setting, f.shards
         ),
         (KeyKind::UserPartition, _, _) => "an owner partition holds the live states of up to `DEVICES_PER_SHARD` devices: lower it (new devices then spread over more partitions) or cap the busiest devices' batch rate".into(),
-        (KeyKind::DeviceEvents, _, _) => "not sharded: one device's events. Over 1,000 WCU/s it throttles; a device this busy needs its events time-sharded (seed 003 technique 3) or its rate capped at ingest".into(),
+        (KeyKind::DeviceEvents, _, _) => "not sharded: one device's events. Over 1,000 WCU/s it throttles; a device this busy needs its events time-sharded (time sharding) or its rate capped at ingest".into(),
         (KeyKind::Registration, _, _) => "not sharded: one registration, read by ingestion at most once per cache window per warm Lambda".into(),
         _ => "not sharded".into(),
     }
@@ -1357,7 +1357,7 @@ pub fn render_report(sims: &[Simulation]) -> String {
          counts, prices the real items with DynamoDB's size rules (`local/perf/src/capacity.rs`), and adds \
          up steady-state units per second per partition key. A key is flagged over 1,000 WCU/s or \
          3,000 RCU/s (DynamoDB's per-partition limits) or over 10% of its table's or index's traffic \
-         (seed 003's target); for a write-sharded key it gives the shard count that fixes it \
+         (docs/key-distribution.md's target); for a write-sharded key it gives the shard count that fixes it \
          (`shard::shards_for_peak_wcu`: 2x headroom, and at most 10% per shard).\n\n\
          Assumptions: rates are steady averages (no diurnal peak); every device is `active`; \
          API Gateway spreads a device's batches over containers, so every ingest request reads \

@@ -59,10 +59,12 @@ pub async fn measure(
         tokens.push(registered.token.reveal().to_string());
     }
     let ingestor = std::sync::Arc::new(Ingestor::new(table.clone(), IngestConfig::default()));
+    // One execution environment: the Router is built once, as the Lambda builds it.
+    let gateway = shared::http::gateway::Gateway::new(ingest::router(ingestor));
     let start = Instant::now();
     let now = Timestamp::now();
     let per_device = tokens.iter().enumerate().map(|(d, token)| {
-        let ingestor = &ingestor;
+        let gateway = &gateway;
         async move {
             let mut latencies = Vec::new();
             let mut accepted = 0;
@@ -84,7 +86,7 @@ pub async fn measure(
                 .json(&json!({ "events": events }))
                 .to_request();
                 let started = Instant::now();
-                let response = ingest::handle(ingestor, request).await;
+                let response = gateway.handle(request).await;
                 latencies.push(started.elapsed());
                 if response.status() == 200 {
                     accepted += 100;

@@ -142,7 +142,7 @@ pub async fn seed(table: &FleetTable) -> Result<Vec<DemoDevice>, FleetError> {
     let utility = FleetTable {
         client: table.client.clone(),
         config: shared::model::settings::FleetConfig {
-            devices_per_shard: UTILITY_DEVICES_PER_SHARD,
+            devices_per_partition: UTILITY_DEVICES_PER_SHARD,
             ..table.config.clone()
         },
     };

@@ -8,8 +8,9 @@ use std::sync::Arc;
 use axum::Router;
 use lambda_http::{Body, Request, Response};
 use serde_json::{json, Value};
-use shared::http::gateway::{ApiState, Gateway};
+use shared::http::gateway::Gateway;
 use shared::ops::ingest::{IngestConfig, Ingestor};
+use shared::ops::limits::RegistrationLimit;
 use shared::FleetTable;
 
 use crate::template::Template;
@@ -21,15 +22,16 @@ pub type Handler =
 /// The Router of the function whose `CodeUri` is `code_uri`, on `table`, or `None` for a
 /// function that has no HTTP handler yet. The one place a new function crate is wired in.
 pub fn router_for(code_uri: &str, table: &FleetTable) -> Option<Router> {
-    let state = ApiState {
-        table: table.clone(),
-    };
     Some(match code_uri {
-        "functions/device-updates" => device_updates::router(state),
-        "functions/dashboard" => dashboard::router(state),
+        // Settings from the environment, like the Lambda (defaults when unset).
+        "functions/device-updates" => device_updates::router(
+            table.clone(),
+            RegistrationLimit::from_env().unwrap_or_default(),
+        ),
+        "functions/dashboard" => dashboard::router(table.clone()),
         // Settings from the environment, like the Lambda (defaults when unset).
         "functions/ingest" => ingest::router(Arc::new(Ingestor::new(
-            state.table,
+            table.clone(),
             IngestConfig::from_env().unwrap_or_default(),
         ))),
         _ => return None,

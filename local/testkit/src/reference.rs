@@ -1,4 +1,4 @@
-//! The reference dataset (seed 000's workload: a user with 10 devices x 10 events, plus a
+//! The reference dataset (the workload of docs/design.md's budgets: a user with 10 devices x 10 events, plus a
 //! second user and an operator) and, in [`cases`], one case per access pattern run on it. The
 //! budget contract tests check those runs against the catalog; `fleet-perf docs` writes their
 //! figures into `docs/access-patterns.md`; `make bench` times their routes. Timestamps are

@@ -2,7 +2,6 @@
 //! JSON bodies with limits, the error contract, and one log line per request.
 
 use std::future::Future;
-use std::time::Instant;
 
 use lambda_http::http::{header, HeaderMap, HeaderValue, StatusCode};
 use lambda_http::request::RequestContext;
@@ -12,6 +11,7 @@ use serde::Serialize;
 
 use crate::model::error::{FleetError, ValidationError};
 use crate::model::ids::UserId;
+use crate::observe::served::{serve_observed, Served};
 use crate::store::metrics::RequestMeter;
 
 /// Largest JSON body the owner routes accept.
@@ -134,8 +134,8 @@ impl ApiError {
         )
     }
 
-    /// The JSON response for this error.
-    pub fn into_response(self) -> Response<Body> {
+    /// The JSON response for this error (the contract of docs/openapi.yaml's `Error`).
+    fn json(self) -> axum::response::Response {
         #[derive(Serialize)]
         struct Envelope<'a> {
             error: Detail<'a>,
@@ -213,10 +213,16 @@ impl From<FleetError> for ApiError {
     }
 }
 
+impl axum::response::IntoResponse for ApiError {
+    fn into_response(self) -> axum::response::Response {
+        self.json()
+    }
+}
+
 /// A JSON response.
-pub fn json_response<T: Serialize>(status: StatusCode, body: &T) -> Response<Body> {
+pub fn json_response<T: Serialize>(status: StatusCode, body: &T) -> axum::response::Response {
     let text = serde_json::to_string(body).unwrap_or_else(|_| "{}".to_string());
-    let mut response = Response::new(Body::Text(text));
+    let mut response = axum::response::Response::new(axum::body::Body::from(text));
     *response.status_mut() = status;
     response.headers_mut().insert(
         header::CONTENT_TYPE,
@@ -226,8 +232,8 @@ pub fn json_response<T: Serialize>(status: StatusCode, body: &T) -> Response<Bod
 }
 
 /// An empty response (204).
-pub fn empty_response(status: StatusCode) -> Response<Body> {
-    let mut response = Response::new(Body::Empty);
+pub fn empty_response(status: StatusCode) -> axum::response::Response {
+    let mut response = axum::response::Response::new(axum::body::Body::empty());
     *response.status_mut() = status;
     response
 }
@@ -248,11 +254,6 @@ pub struct Caller {
 pub const ADMIN_GROUP: &str = "admin";
 
 impl Caller {
-    /// The caller of `req`, or 401 when the request carries no usable `sub` claim.
-    pub fn from_request(req: &Request) -> Result<Self, ApiError> {
-        Self::from_context(req.request_context_ref())
-    }
-
     /// The caller named by an API Gateway request context, or 401.
     pub fn from_context(context: Option<&RequestContext>) -> Result<Self, ApiError> {
         let claims = context
@@ -360,10 +361,8 @@ pub fn json_bytes<T: DeserializeOwned>(
 pub async fn serve<F, Fut>(req: Request, handler: F) -> Response<Body>
 where
     F: FnOnce(Request) -> Fut,
-    Fut: Future<Output = Result<Response<Body>, ApiError>>,
+    Fut: Future<Output = Response<Body>>,
 {
-    let started = Instant::now();
-    let started_at = std::time::SystemTime::now();
     let route = route_key(&req);
     let trace = req
         .lambda_context_ref()
@@ -378,22 +377,13 @@ where
         .path_parameters_ref()
         .and_then(|p| p.first("deviceId").map(String::from));
     let meter = RequestMeter::current().unwrap_or_default();
-    let result = meter.clone().scope(handler(req)).await;
-    let response = result.unwrap_or_else(ApiError::into_response);
-    let used = meter.snapshot();
-    let latency_ms = started.elapsed().as_secs_f64() * 1000.0;
-    if let Some(trace) = &trace {
-        crate::observe::trace::send(crate::observe::trace::request_documents(
-            trace,
-            &crate::observe::trace::HandledRequest {
-                route: &route,
-                status: response.status().as_u16(),
-                start: started_at,
-                end: std::time::SystemTime::now(),
-                calls: &used.calls,
-            },
-        ));
-    }
+    let work = handler(req);
+    let Served {
+        outcome: response,
+        used,
+        latency_ms,
+        ..
+    } = serve_observed(meter, trace.as_ref(), &route, work, |r| r.status().as_u16()).await;
     crate::observe::emf::emit(&crate::observe::emf::request_document(
         &crate::observe::emf::RequestFigures {
             route: &route,
@@ -452,8 +442,16 @@ mod tests {
         }
     }
 
-    #[test]
-    fn errors_render_the_contract() {
+    async fn body_of(response: axum::response::Response) -> Vec<u8> {
+        axum::body::to_bytes(response.into_body(), usize::MAX)
+            .await
+            .unwrap()
+            .to_vec()
+    }
+
+    #[tokio::test]
+    async fn errors_render_the_contract() {
+        use axum::response::IntoResponse;
         let response = ApiError::from(FleetError::Throttled {
             retry_after_seconds: 2,
         })
@@ -461,7 +459,7 @@ mod tests {
         assert_eq!(response.status(), 503);
         assert_eq!(response.headers()[header::RETRY_AFTER], "2");
         let response = ApiError::invalid("deviceId", "must not contain '#'").into_response();
-        let body: serde_json::Value = serde_json::from_slice(response.body().as_ref()).unwrap();
+        let body: serde_json::Value = serde_json::from_slice(&body_of(response).await).unwrap();
         assert_eq!(
             body,
             serde_json::json!({"error": {"code": "invalid_request",
@@ -469,6 +467,6 @@ mod tests {
         );
         let response = ApiError::from(FleetError::Internal("secret detail".into())).into_response();
         assert_eq!(response.status(), 500);
-        assert!(!String::from_utf8_lossy(response.body().as_ref()).contains("secret"));
+        assert!(!String::from_utf8_lossy(&body_of(response).await).contains("secret"));
     }
 }

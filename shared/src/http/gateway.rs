@@ -24,24 +24,7 @@ use serde::de::DeserializeOwned;
 use tower::{Service, ServiceExt};
 
 use crate::http::api::{self, ApiError, Caller};
-use crate::{FleetError, FleetTable};
-
-/// What every request of an API function's execution environment shares when the table is
-/// all it needs (dashboard, device-updates): built once by [`ApiState::from_env`].
-#[derive(Clone, Debug)]
-pub struct ApiState {
-    /// The table.
-    pub table: FleetTable,
-}
-
-impl ApiState {
-    /// The table from the environment.
-    pub async fn from_env() -> Result<Self, FleetError> {
-        Ok(Self {
-            table: FleetTable::from_env().await?,
-        })
-    }
-}
+use crate::model::ids::DeviceId;
 
 /// A function's Router served as API Gateway serves it: routed on the route key, metered,
 /// errors in the project's contract (a route or method the function does not serve is the
@@ -72,7 +55,7 @@ impl Gateway {
                 .oneshot(as_routed(req))
                 .await
                 .unwrap_or_else(|never| match never {});
-            Ok(into_lambda_response(response).await)
+            into_lambda_response(response).await
         })
         .await
     }
@@ -146,13 +129,6 @@ async fn into_lambda_response(response: axum::response::Response) -> Response<Bo
     Response::from_parts(parts, body)
 }
 
-impl axum::response::IntoResponse for ApiError {
-    fn into_response(self) -> axum::response::Response {
-        let (parts, body) = ApiError::into_response(self).into_parts();
-        axum::response::Response::from_parts(parts, axum::body::Body::from(body.to_vec()))
-    }
-}
-
 impl<S: Send + Sync> FromRequestParts<S> for Caller {
     type Rejection = ApiError;
 
@@ -190,6 +166,27 @@ impl<S: Send + Sync, T: DeserializeOwned + Send> FromRequestParts<S> for PathPar
             .await
             .map(|Path(value)| Self(value))
             .map_err(|rejection| ApiError::invalid("path", rejection.body_text()))
+    }
+}
+
+/// The `{deviceId}` of a device route, validated: a malformed id is the project's 400 naming
+/// `deviceId`, before any DynamoDB request.
+#[derive(Clone, Debug)]
+pub struct DeviceIdPath(pub DeviceId);
+
+#[derive(serde::Deserialize)]
+struct DeviceIdSegment {
+    #[serde(rename = "deviceId")]
+    device_id: String,
+}
+
+impl<S: Send + Sync> FromRequestParts<S> for DeviceIdPath {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        let PathParams(segment) =
+            PathParams::<DeviceIdSegment>::from_request_parts(parts, state).await?;
+        Ok(Self(DeviceId::parse(segment.device_id)?))
     }
 }
 

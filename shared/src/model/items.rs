@@ -67,9 +67,10 @@ pub struct DeviceItem {
     /// The tags that have a tag-link item right now.
     pub linked_tags: Vec<Tag>,
     /// The owner's live-state partition this device was placed on at registration (0: the
-    /// user partition). Never changes.
-    #[serde(default)]
-    pub shard: u32,
+    /// user partition). Never changes. Stored as `shard` (its name before index shards and
+    /// owner partitions were told apart).
+    #[serde(default, rename = "shard")]
+    pub partition: u32,
     /// Registration time.
     pub created_at: Timestamp,
     /// Last update by the owner.
@@ -88,8 +89,9 @@ pub struct FleetItem {
     /// Owner (read back from the key).
     #[serde(skip_serializing)]
     pub user_id: UserId,
-    /// Live-state partitions (1, 2, 4, ...).
-    pub shards: u32,
+    /// Live-state partitions (1, 2, 4, ...), stored as `shards`.
+    #[serde(rename = "shards")]
+    pub partitions: u32,
     /// Registered devices.
     pub devices: u64,
 }
@@ -108,9 +110,9 @@ pub struct DeviceStateItem {
     /// Device (read back from the key).
     #[serde(skip_serializing)]
     pub device_id: DeviceId,
-    /// The owner's partition it is placed on (read back from the key).
-    #[serde(skip_serializing, default)]
-    pub shard: u32,
+    /// The owner's partition it is placed on (read back from the key, as `shard`).
+    #[serde(skip_serializing, default, rename = "shard")]
+    pub partition: u32,
     /// Copy of the device's status (its GSI1 partition).
     pub status: DeviceStatus,
     /// Copy of the device's name (AP-13 returns it).
@@ -180,9 +182,10 @@ pub struct RegistrationItem {
     pub device_name: String,
     /// Copy of the device's type (copied onto events at ingest).
     pub device_type: DeviceType,
-    /// The owner's live-state partition the device is placed on (ingestion reads it here).
-    #[serde(default)]
-    pub shard: u32,
+    /// The owner's live-state partition the device is placed on (ingestion reads it here),
+    /// stored as `shard`.
+    #[serde(default, rename = "shard")]
+    pub partition: u32,
     /// Registration time.
     pub created_at: Timestamp,
 }
@@ -330,8 +333,8 @@ attributes!(DeviceItem {
     SYNC_VERSION = "syncVersion",
     /// `linkedTags`.
     LINKED_TAGS = "linkedTags",
-    /// `shard`.
-    SHARD = "shard",
+    /// `shard`: the owner's live-state partition.
+    PARTITION = "shard",
     /// `createdAt`.
     CREATED_AT = "createdAt",
     /// `updatedAt`.
@@ -341,8 +344,8 @@ attributes!(DeviceItem {
 });
 
 attributes!(FleetItem {
-    /// `shards`.
-    SHARDS = "shards",
+    /// `shards`: the owner's live-state partitions.
+    PARTITIONS = "shards",
     /// `devices`.
     DEVICES = "devices",
 });
@@ -399,8 +402,8 @@ attributes!(RegistrationItem {
     DEVICE_NAME = "deviceName",
     /// `deviceType`.
     DEVICE_TYPE = "deviceType",
-    /// `shard`.
-    SHARD = "shard",
+    /// `shard`: the owner's live-state partition.
+    PARTITION = "shard",
     /// `createdAt`.
     CREATED_AT = "createdAt",
 });
@@ -499,7 +502,7 @@ impl Entity for DeviceStateItem {
     fn item_key(&self) -> ItemKey {
         ItemKey::DeviceState {
             user: self.user_id.clone(),
-            shard: self.shard,
+            partition: self.partition,
             device: self.device_id.clone(),
         }
     }
@@ -665,7 +668,7 @@ mod tests {
                     version: 1,
                     sync_version: 1,
                     linked_tags: vec![tag.clone()],
-                    shard: 0,
+                    partition: 0,
                     created_at: at,
                     updated_at: at,
                     deleting_at: Some(at),
@@ -678,7 +681,7 @@ mod tests {
                 "fleet",
                 FleetItem {
                     user_id: user.clone(),
-                    shards: 1,
+                    partitions: 1,
                     devices: 1,
                 }
                 .to_item(&shards)
@@ -690,7 +693,7 @@ mod tests {
                 DeviceStateItem {
                     user_id: user.clone(),
                     device_id: device.clone(),
-                    shard: 0,
+                    partition: 0,
                     status: DeviceStatus::Active,
                     name: "K".into(),
                     device_type: kind.clone(),
@@ -728,7 +731,7 @@ mod tests {
                     revoked_at: Some(at),
                     device_name: "K".into(),
                     device_type: kind.clone(),
-                    shard: 0,
+                    partition: 0,
                     created_at: at,
                 }
                 .to_item(&shards)
@@ -801,7 +804,7 @@ mod tests {
             version: 1,
             sync_version: 1,
             linked_tags: vec![Tag::parse("home").unwrap()],
-            shard: 3,
+            partition: 3,
             created_at: at,
             updated_at: at,
             deleting_at: None,
@@ -829,7 +832,7 @@ mod tests {
         let state = DeviceStateItem {
             user_id: UserId::parse("u").unwrap(),
             device_id: DeviceId::parse("d").unwrap(),
-            shard: 5,
+            partition: 5,
             status: DeviceStatus::Active,
             name: "Kitchen".into(),
             device_type: DeviceType::parse("thermostat").unwrap(),

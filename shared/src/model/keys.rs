@@ -1,4 +1,4 @@
-//! Builders and parsers for every key of the table and its indexes (DESIGN §3): the one
+//! Builders and parsers for every key of the table and its indexes (docs/design.md, "Key schema"): the one
 //! place a key is spelled, built or taken apart. Items get their keys from
 //! [`crate::model::entity::Entity`], which calls these.
 //!
@@ -94,7 +94,7 @@ pub enum ItemKey {
     /// A device's live state, in its owner's partition `shard` (0 is the user partition).
     DeviceState {
         user: UserId,
-        shard: u32,
+        partition: u32,
         device: DeviceId,
     },
     /// A tag link: `device` carries `tag`.
@@ -125,11 +125,11 @@ pub fn user_pk(user: &UserId) -> String {
     format!("USER#{user}")
 }
 
-/// The partition holding the live state of `user`'s devices placed on `shard`: the user
-/// partition for shard 0 (so an ordinary owner's dashboard stays one Query),
-/// `USER#{userId}#SHARD#{shard}` for the others.
-pub fn state_pk(user: &UserId, shard: u32) -> String {
-    match shard {
+/// The owner partition holding the live state of `user`'s devices placed on `partition`: the
+/// user partition for partition 0 (so an ordinary owner's dashboard stays one Query),
+/// `USER#{userId}#SHARD#{partition}` for the others (the key keeps its first spelling).
+pub fn state_pk(user: &UserId, partition: u32) -> String {
+    match partition {
         0 => user_pk(user),
         k => format!("USER#{user}#SHARD#{k}"),
     }
@@ -219,15 +219,15 @@ pub fn status_shard(device: &DeviceId, status: DeviceStatus, shards: &ShardCount
     shard_of(device.as_str(), shards.status_shards(status))
 }
 
-/// Where `device` is placed among an owner's `owner_shards` live-state partitions when it
+/// Where `device` is placed among an owner's `owner_partitions` live-state partitions when it
 /// registers. Placement is stored and never recomputed, so a device never moves. A fleet
-/// starts on shard 0; each time it doubles its shards, new devices fill the newest half only,
-/// so every shard ends up with about `DEVICES_PER_SHARD` devices.
-pub fn placement(device: &DeviceId, owner_shards: u32) -> u32 {
-    if owner_shards <= 1 {
+/// starts on partition 0; each time it doubles its partitions, new devices fill the newest
+/// half only, so every partition ends up with about `DEVICES_PER_SHARD` devices.
+pub fn placement(device: &DeviceId, owner_partitions: u32) -> u32 {
+    if owner_partitions <= 1 {
         return 0;
     }
-    let half = owner_shards / 2;
+    let half = owner_partitions / 2;
     half + (xxhash_rust::xxh3::xxh3_64(device.as_str().as_bytes()) % u64::from(half)) as u32
 }
 
@@ -281,11 +281,6 @@ pub fn type_gsi1pk(event_type: &EventType, day: &Day, shard: u16) -> String {
 /// GSI2 (directory) partition key of a user's profile and fleet items: `DIRECTORY#{shard}`.
 pub fn directory_gsi2pk(user: &UserId) -> String {
     format!("DIRECTORY#{}", shard_of(user.as_str(), DIRECTORY_SHARDS))
-}
-
-/// Every directory partition (the daily run lists them all).
-pub fn directory_partitions() -> impl Iterator<Item = String> {
-    (0..DIRECTORY_SHARDS).map(|shard| format!("DIRECTORY#{shard}"))
 }
 
 /// GSI1 sort key of an event: `{at}#{deviceId}#{eventId}` (time order across devices).
@@ -412,6 +407,26 @@ impl IndexKeys {
 }
 
 impl ItemKey {
+    /// A device's key in its owner's partition.
+    pub fn device(user: &UserId, device: &DeviceId) -> Self {
+        ItemKey::Device {
+            user: user.clone(),
+            device: device.clone(),
+        }
+    }
+
+    /// A device id's table-wide registration key.
+    pub fn registration(device: &DeviceId) -> Self {
+        ItemKey::Registration {
+            device: device.clone(),
+        }
+    }
+
+    /// An owner's fleet item key.
+    pub fn fleet(user: &UserId) -> Self {
+        ItemKey::Fleet { user: user.clone() }
+    }
+
     /// The primary key of this item.
     pub fn primary_key(&self) -> PrimaryKey {
         let (pk, sk) = match self {
@@ -420,9 +435,9 @@ impl ItemKey {
             ItemKey::Fleet { user } => (user_pk(user), FLEET_SK.to_string()),
             ItemKey::DeviceState {
                 user,
-                shard,
+                partition,
                 device,
-            } => (state_pk(user, *shard), state_sk(device)),
+            } => (state_pk(user, *partition), state_sk(device)),
             ItemKey::TagLink { user, tag, device } => (user_pk(user), tag_link_sk(tag, device)),
             ItemKey::Registration { device } => {
                 (registration_pk(device), REGISTRATION_SK.to_string())
@@ -466,7 +481,7 @@ impl ItemKey {
             }),
             (["USER", user], ["DEVICE", device, "STATE"]) => Ok(ItemKey::DeviceState {
                 user: UserId::parse(*user)?,
-                shard: 0,
+                partition: 0,
                 device: DeviceId::parse(*device)?,
             }),
             (["USER", user, "SHARD", shard], ["DEVICE", device, "STATE"]) => {
@@ -478,7 +493,7 @@ impl ItemKey {
                     .ok_or_else(bad)?;
                 Ok(ItemKey::DeviceState {
                     user: UserId::parse(*user)?,
-                    shard,
+                    partition: shard,
                     device: DeviceId::parse(*device)?,
                 })
             }
@@ -540,7 +555,7 @@ impl ItemKey {
             } => vec![owner(user), device(d)],
             Self::DeviceState {
                 user,
-                shard,
+                partition: shard,
                 device: d,
             } => vec![
                 owner(user),
@@ -587,12 +602,12 @@ mod tests {
             ItemKey::Fleet { user: user() },
             ItemKey::DeviceState {
                 user: user(),
-                shard: 0,
+                partition: 0,
                 device: device(),
             },
             ItemKey::DeviceState {
                 user: user(),
-                shard: 12,
+                partition: 12,
                 device: device(),
             },
             ItemKey::Event {

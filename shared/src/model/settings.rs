@@ -19,7 +19,7 @@ pub struct FleetConfig {
     pub shards: ShardCounts,
     /// `DEVICES_PER_SHARD` (default 100): how many devices' live state one partition of an
     /// owner holds before the owner's fleet spreads over more (see `ops::devices`).
-    pub devices_per_shard: u32,
+    pub devices_per_partition: u32,
     /// `TOKEN_OVERLAP_SECONDS`: how long a device's replaced token keeps working after a
     /// rotation (default one hour, at most seven days; 0 stops it at once).
     pub token_overlap_seconds: u32,
@@ -29,7 +29,7 @@ pub struct FleetConfig {
 /// burst 10) and one write unit per batch, 100 devices keep a partition at a tenth of
 /// DynamoDB's 1,000 WCU/s, which leaves room for bursts and for several containers each
 /// admitting a device's burst.
-pub const DEFAULT_DEVICES_PER_SHARD: u32 = 100;
+pub const DEFAULT_DEVICES_PER_PARTITION: u32 = 100;
 
 /// Default of `TOKEN_OVERLAP_SECONDS`.
 pub const DEFAULT_TOKEN_OVERLAP_SECONDS: u32 = 3600;
@@ -41,7 +41,7 @@ impl FleetConfig {
             table_name: table_name.into(),
             retention_days: 90,
             shards: ShardCounts::default(),
-            devices_per_shard: DEFAULT_DEVICES_PER_SHARD,
+            devices_per_partition: DEFAULT_DEVICES_PER_PARTITION,
             token_overlap_seconds: DEFAULT_TOKEN_OVERLAP_SECONDS,
         }
     }
@@ -76,10 +76,10 @@ impl FleetConfig {
                     event_type,
                 )?,
             },
-            devices_per_shard: number(
+            devices_per_partition: number(
                 &lookup,
                 "DEVICES_PER_SHARD",
-                DEFAULT_DEVICES_PER_SHARD,
+                DEFAULT_DEVICES_PER_PARTITION,
                 1..=100_000,
             )?,
             token_overlap_seconds: number(

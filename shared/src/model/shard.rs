@@ -17,7 +17,7 @@ pub fn shard_of(id: &str, count: u16) -> u16 {
 }
 
 /// The fewest shards that keep each index partition under DynamoDB's 1,000 WCU per-partition
-/// limit with 2x headroom (seed 003: cardinality >= 2 x peak WCU / 1000).
+/// limit with 2x headroom (docs/key-distribution.md: cardinality >= 2 x peak WCU / 1000).
 pub fn shards_for_peak_wcu(peak_wcu: u32) -> u16 {
     let needed = (u64::from(peak_wcu) * 2).div_ceil(1000);
     needed.clamp(1, u64::from(u16::MAX)) as u16

@@ -2,5 +2,6 @@
 //! Uses [`crate::store`] (the request's DynamoDB accounting) and below.
 
 pub mod emf;
+pub mod served;
 pub mod telemetry;
 pub mod trace;

@@ -9,7 +9,7 @@ use crate::model::pattern_id::PatternId;
 use crate::ops;
 use crate::ops::pattern::AccessPattern;
 
-/// Every access pattern of the system (DESIGN §2), in id order. Each definition sits beside
+/// Every access pattern of the system (docs/design.md, "Access patterns"), in id order. Each definition sits beside
 /// the function that implements it in [`crate::ops`]; this list only collects them.
 pub const CATALOG: &[AccessPattern] = &[
     ops::profile::GET_PROFILE,

@@ -147,12 +147,7 @@ fn registration_update(
         .client
         .update_item()
         .table_name(table.name())
-        .set_key(Some(
-            ItemKey::Registration {
-                device: device.clone(),
-            }
-            .attributes(),
-        ))
+        .set_key(Some(ItemKey::registration(device).attributes()))
 }
 
 /// `changes` to a registration, applied only if `user` owns it.

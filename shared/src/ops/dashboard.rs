@@ -16,7 +16,7 @@ use crate::model::cursor::Page;
 use crate::model::entity::Entity;
 use crate::model::entity::EntityType;
 use crate::model::error::FleetError;
-use crate::model::expression::{Condition, Expressions};
+use crate::model::expression::Expressions;
 use crate::model::ids::DeviceId;
 use crate::model::ids::{Tag, UserId};
 use crate::model::items::{DeviceItem, DeviceStateItem, ProfileItem, TagLinkItem};
@@ -27,8 +27,7 @@ use crate::model::schema::{PK, SK};
 use crate::ops::devices::{state_key, Device};
 use crate::ops::pattern::{implemented_by, AccessPattern, Frequency, Operation, RequestBudget};
 use crate::store::dynamo::get_all;
-use crate::store::dynamo::{key_range, query, s};
-use crate::store::expression::WithExpressions;
+use crate::store::dynamo::{key_prefix, key_range, query};
 use crate::store::retry::Retry;
 use crate::store::table::FleetTable;
 use crate::store::table::MAX_ATTEMPTS;
@@ -83,18 +82,7 @@ fn prefix_page(
     limit: u32,
     start_key: Option<Item>,
 ) -> aws_sdk_dynamodb::operation::query::builders::QueryFluentBuilder {
-    table
-        .client
-        .query()
-        .table_name(table.name())
-        .expressions(
-            Expressions::builder()
-                .key_condition(
-                    Condition::equals(PK, s(user_pk(user)))
-                        .and(Condition::begins_with(SK, s(prefix))),
-                )
-                .build(),
-        )
+    key_prefix(table, user_pk(user), prefix, Expressions::builder())
         .limit(limit as i32)
         .set_exclusive_start_key(start_key)
 }

@@ -207,7 +207,7 @@ fn new_device(
         version: 1,
         sync_version: 1,
         linked_tags: registration.tags.clone(),
-        shard,
+        partition: shard,
         created_at: now,
         updated_at: now,
         deleting_at: None,
@@ -219,7 +219,7 @@ fn new_state(device: &DeviceItem) -> DeviceStateItem {
     DeviceStateItem {
         user_id: device.user_id.clone(),
         device_id: device.device_id.clone(),
-        shard: device.shard,
+        partition: device.partition,
         status: device.status,
         name: device.name.clone(),
         device_type: device.device_type.clone(),
@@ -235,20 +235,16 @@ fn new_state(device: &DeviceItem) -> DeviceStateItem {
 pub(crate) fn state_key(device: &DeviceItem) -> ItemKey {
     ItemKey::DeviceState {
         user: device.user_id.clone(),
-        shard: device.shard,
+        partition: device.partition,
         device: device.device_id.clone(),
     }
-}
-
-fn fleet_key(user: &UserId) -> Item {
-    ItemKey::Fleet { user: user.clone() }.attributes()
 }
 
 /// An owner's fleet as registration reads it: live-state partitions and devices.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct FleetSize {
     /// Live-state partitions (`None`: the owner has no fleet item yet).
-    pub shards: Option<u32>,
+    pub partitions: Option<u32>,
     /// Registered devices.
     pub devices: u64,
 }
@@ -256,9 +252,9 @@ pub struct FleetSize {
 impl FleetSize {
     /// The partitions after one more registration: doubled once the devices would exceed
     /// `devices_per_shard` on each. Never fewer than now.
-    pub fn shards_after_one_more(&self, devices_per_shard: u32) -> u32 {
-        let shards = self.shards.unwrap_or(1).max(1);
-        if self.devices + 1 > u64::from(shards) * u64::from(devices_per_shard) {
+    pub fn partitions_after_one_more(&self, devices_per_partition: u32) -> u32 {
+        let shards = self.partitions.unwrap_or(1).max(1);
+        if self.devices + 1 > u64::from(shards) * u64::from(devices_per_partition) {
             shards.saturating_mul(2)
         } else {
             shards
@@ -272,7 +268,7 @@ async fn read_fleet(table: &FleetTable, user: &UserId) -> Result<FleetSize, Flee
         .client
         .get_item()
         .table_name(table.name())
-        .set_key(Some(fleet_key(user)))
+        .set_key(Some(ItemKey::fleet(user).attributes()))
         .consistent_read(true)
         .send()
         .await
@@ -281,12 +277,12 @@ async fn read_fleet(table: &FleetTable, user: &UserId) -> Result<FleetSize, Flee
         Some(item) => {
             let fleet = FleetItem::from_item(item)?;
             FleetSize {
-                shards: Some(fleet.shards),
+                partitions: Some(fleet.partitions),
                 devices: fleet.devices,
             }
         }
         None => FleetSize {
-            shards: None,
+            partitions: None,
             devices: 0,
         },
     })
@@ -304,21 +300,21 @@ fn count_registration(
     // (GSI2) come from the entity.
     let fleet = FleetItem {
         user_id: user.clone(),
-        shards,
+        partitions: shards,
         devices: read.devices + 1,
     };
     let changes = UpdateExpression::new()
-        .set(FleetItem::SHARDS, n(shards))
+        .set(FleetItem::PARTITIONS, n(shards))
         .set_all([FleetItem::ENTITY_TYPE.assignment()])
         .set_all(fleet.index_keys(&table.config.shards).attributes())
         .add(FleetItem::DEVICES, n(1));
-    let unchanged = match read.shards {
-        Some(current) => Condition::equals(FleetItem::SHARDS, n(current)),
-        None => Condition::absent(FleetItem::SHARDS),
+    let unchanged = match read.partitions {
+        Some(current) => Condition::equals(FleetItem::PARTITIONS, n(current)),
+        None => Condition::absent(FleetItem::PARTITIONS),
     };
     let update = Update::builder()
         .table_name(table.name())
-        .set_key(Some(fleet_key(user)))
+        .set_key(Some(ItemKey::fleet(user).attributes()))
         .expressions(Expressions::write(changes, Some(unchanged)));
     Ok(TransactWriteItem::builder()
         .update(update.build().map_err(FleetError::internal)?)
@@ -329,10 +325,10 @@ fn count_registration(
 fn count_deletion(table: &FleetTable, user: &UserId) -> Result<TransactWriteItem, FleetError> {
     let update = Update::builder()
         .table_name(table.name())
-        .set_key(Some(fleet_key(user)))
+        .set_key(Some(ItemKey::fleet(user).attributes()))
         .expressions(Expressions::write(
             UpdateExpression::new().add(FleetItem::DEVICES, n(-1)),
-            Some(Condition::exists(FleetItem::SHARDS)),
+            Some(Condition::exists(FleetItem::PARTITIONS)),
         ))
         .build()
         .map_err(FleetError::internal)?;
@@ -455,7 +451,7 @@ impl RegistrationAttempt {
         fleet: FleetSize,
         now: Timestamp,
     ) -> Result<Self, FleetError> {
-        let shards = fleet.shards_after_one_more(table.config.devices_per_shard);
+        let shards = fleet.partitions_after_one_more(table.config.devices_per_partition);
         let device = new_device(
             user,
             registration,
@@ -468,7 +464,7 @@ impl RegistrationAttempt {
             token_sha256: token.sha256_hex(),
             device_name: registration.name.clone(),
             device_type: registration.device_type.clone(),
-            shard: device.shard,
+            partition: device.partition,
             created_at: now,
             previous_token_sha256: None,
             previous_token_until: None,
@@ -566,11 +562,7 @@ pub async fn get_device(
     user: &UserId,
     device: &DeviceId,
 ) -> Result<Option<Device>, FleetError> {
-    let key = ItemKey::Device {
-        user: user.clone(),
-        device: device.clone(),
-    }
-    .primary_key();
+    let key = ItemKey::device(user, device).primary_key();
     let (items, _) = crate::store::dynamo::query(crate::store::dynamo::key_range(
         table,
         key.pk,
@@ -595,7 +587,7 @@ pub async fn get_device(
     let Some(item) = found.filter(|d| d.deleting_at.is_none()) else {
         return Ok(None);
     };
-    if state.is_none() && item.shard > 0 {
+    if state.is_none() && item.partition > 0 {
         let out = table
             .client
             .get_item()
@@ -737,13 +729,7 @@ fn patch_request(
         .client
         .update_item()
         .table_name(table.name())
-        .set_key(Some(
-            ItemKey::Device {
-                user: user.clone(),
-                device: device.clone(),
-            }
-            .attributes(),
-        ))
+        .set_key(Some(ItemKey::device(user, device).attributes()))
         .expressions(Expressions::write(changes, Some(at_version)))
         .return_values(ReturnValue::AllNew)
         .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld))
@@ -810,12 +796,7 @@ async fn sync_copies(table: &FleetTable, device: &DeviceItem) -> Result<(), Flee
         .map_err(FleetError::internal)?;
     let update_registration = Update::builder()
         .table_name(table.name())
-        .set_key(Some(
-            ItemKey::Registration {
-                device: device.device_id.clone(),
-            }
-            .attributes(),
-        ))
+        .set_key(Some(ItemKey::registration(&device.device_id).attributes()))
         .expressions(Expressions::write(
             UpdateExpression::new()
                 .set(RegistrationItem::DEVICE_NAME, s(device.name.clone()))
@@ -896,13 +877,7 @@ async fn mark_deleting(
         .client
         .update_item()
         .table_name(table.name())
-        .set_key(Some(
-            ItemKey::Device {
-                user: user.clone(),
-                device: device.clone(),
-            }
-            .attributes(),
-        ))
+        .set_key(Some(ItemKey::device(user, device).attributes()))
         // A device registered after this request was made is not the one it means to delete:
         // a request that lands late (after its own retry, a re-registration and all) must not
         // mark the new device.
@@ -939,13 +914,7 @@ fn deletion(
 ) -> Result<Vec<TransactWriteItem>, FleetError> {
     let device_delete = Delete::builder()
         .table_name(table.name())
-        .set_key(Some(
-            ItemKey::Device {
-                user: user.clone(),
-                device: device.clone(),
-            }
-            .attributes(),
-        ))
+        .set_key(Some(ItemKey::device(user, device).attributes()))
         .expressions(Expressions::condition(Condition::exists(
             DeviceItem::DELETING_AT,
         )))

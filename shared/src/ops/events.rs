@@ -23,7 +23,7 @@ use crate::model::schema::Item;
 use crate::model::schema::{ENTITY_TYPE, GSI1, GSI1PK, GSI1SK, PK, SK};
 use crate::model::timestamp::{Day, Timestamp};
 use crate::ops::pattern::{implemented_by, AccessPattern, Frequency, Operation, RequestBudget};
-use crate::store::dynamo::{key_range, query, s, ttl_now};
+use crate::store::dynamo::{key_prefix, key_range, query, s, ttl_now};
 use crate::store::dynamo::{newest_first, scatter_gather};
 use crate::store::expression::WithExpressions;
 use crate::store::table::FleetTable;
@@ -90,7 +90,7 @@ pub struct EventView {
     pub user_id: Option<String>,
 }
 
-/// The fields an index projects for events (`shared::schema::INDEXES`).
+/// The fields an index projects for events (`shared::model::schema::INDEXES`).
 #[derive(serde::Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct IndexedEvent {
@@ -316,21 +316,14 @@ async fn first_group(
     // Each device may have its live state beside it: read up to twice the group in items.
     loop {
         let (items, last) = query(
-            table
-                .client
-                .query()
-                .table_name(table.name())
-                .expressions(
-                    Expressions::builder()
-                        .key_condition(
-                            Condition::equals(PK, s(user_pk(user)))
-                                .and(Condition::begins_with(SK, s(DEVICE_PREFIX))),
-                        )
-                        .projection(&[PK, SK, ENTITY_TYPE, DeviceItem::DELETING_AT])
-                        .build(),
-                )
-                .limit((2 * DEVICE_GROUP) as i32)
-                .set_exclusive_start_key(start.take()),
+            key_prefix(
+                table,
+                user_pk(user),
+                DEVICE_PREFIX,
+                Expressions::builder().projection(&[PK, SK, ENTITY_TYPE, DeviceItem::DELETING_AT]),
+            )
+            .limit((2 * DEVICE_GROUP) as i32)
+            .set_exclusive_start_key(start.take()),
         )
         .await?;
         for item in &items {

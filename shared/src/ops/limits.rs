@@ -14,6 +14,8 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use crate::model::error::FleetError;
+use crate::model::ids::UserId;
+use crate::model::settings::number;
 
 /// A rate: `per_second` tokens refill each second, up to `burst`.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -113,32 +115,42 @@ impl<K: Eq + Hash + Clone> KeyedLimiter<K> {
     }
 }
 
-/// `REGISTRATIONS_PER_USER_PER_HOUR` (unset or 0: no limit; the template sets it): device
-/// registrations one user may make through one execution environment per hour, all of them
-/// at once at most. Read once per process.
-pub fn registration_rate() -> Rate {
-    let per_hour = std::env::var("REGISTRATIONS_PER_USER_PER_HOUR")
-        .ok()
-        .and_then(|v| v.trim().parse::<f64>().ok())
-        .filter(|v| v.is_finite() && *v > 0.0);
-    match per_hour {
-        Some(n) => Rate {
-            per_second: n / 3600.0,
-            burst: n,
-        },
-        None => Rate::UNLIMITED,
-    }
+/// device-updates' registration limit: `REGISTRATIONS_PER_USER_PER_HOUR` (unset or 0: no
+/// limit; the template sets it), the device registrations one user may make through one
+/// execution environment per hour, all of them at once at most. Read once at start-up like
+/// every setting: a value that is not a whole number in range stops the function with an
+/// error naming it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RegistrationLimit {
+    /// Registrations per user per hour (0: no limit).
+    pub per_hour: u32,
 }
 
-/// Takes one registration from `user`'s allowance in this execution environment, or refuses
-/// with a 429 ([`registration_rate`]). No DynamoDB request.
-pub fn take_registration(user: &crate::model::ids::UserId) -> Result<(), FleetError> {
-    static REGISTRATIONS: std::sync::OnceLock<KeyedLimiter<crate::model::ids::UserId>> =
-        std::sync::OnceLock::new();
-    REGISTRATIONS
-        .get_or_init(|| KeyedLimiter::new(registration_rate(), 10_000))
-        .take(user, Instant::now())
-        .map_err(rate_limited)
+impl RegistrationLimit {
+    /// The limit from the process environment.
+    pub fn from_env() -> Result<Self, FleetError> {
+        Self::from_lookup(|name| std::env::var(name).ok())
+    }
+
+    /// The limit read through `lookup` (the environment, or a map in tests).
+    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Self, FleetError> {
+        Ok(Self {
+            per_hour: number(&lookup, "REGISTRATIONS_PER_USER_PER_HOUR", 0, 0..=1_000_000)?,
+        })
+    }
+
+    /// The per-user buckets of one execution environment (unlimited at 0: it remembers
+    /// nothing).
+    pub fn limiter(&self) -> KeyedLimiter<UserId> {
+        let rate = match self.per_hour {
+            0 => Rate::UNLIMITED,
+            n => Rate {
+                per_second: f64::from(n) / 3600.0,
+                burst: f64::from(n),
+            },
+        };
+        KeyedLimiter::new(rate, 10_000)
+    }
 }
 
 /// The error for a refused request: 429 with `Retry-After` in whole seconds (at least 1).
@@ -207,6 +219,38 @@ mod tests {
             let _ = limiter.take(&key, t1);
         }
         assert!(limiter.len() <= 3);
+    }
+
+    #[test]
+    fn the_registration_limit_is_read_in_range_or_refused_by_name() {
+        let read = |v: &str| {
+            let v = v.to_string();
+            RegistrationLimit::from_lookup(move |name| {
+                (name == "REGISTRATIONS_PER_USER_PER_HOUR").then(|| v.clone())
+            })
+        };
+        assert_eq!(read("2").unwrap().per_hour, 2);
+        assert_eq!(
+            read("").unwrap(),
+            RegistrationLimit::default(),
+            "blank: unset"
+        );
+        for bad in ["-1", "many", "2.5", "1000001"] {
+            let err = read(bad).unwrap_err();
+            assert!(
+                err.to_string().contains("REGISTRATIONS_PER_USER_PER_HOUR"),
+                "{bad}: {err}"
+            );
+        }
+        let two = read("2").unwrap().limiter();
+        let user = UserId::parse("u").unwrap();
+        let now = Instant::now();
+        assert!(two.take(&user, now).is_ok() && two.take(&user, now).is_ok());
+        assert!(
+            two.take(&user, now).is_err(),
+            "the third within the hour waits"
+        );
+        assert!(RegistrationLimit::default().limiter().is_empty());
     }
 
     #[test]

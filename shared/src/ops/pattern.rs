@@ -47,7 +47,7 @@ impl Operation {
     }
 }
 
-/// How often a pattern runs (seed 000's prioritisation).
+/// How often a pattern runs (docs/design.md, "Access patterns").
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Frequency {
     /// Most frequent, latency-sensitive.

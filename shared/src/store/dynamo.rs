@@ -229,6 +229,22 @@ pub(crate) fn key_range(
         .expressions(read.key_condition(key).build())
 }
 
+/// A Query of partition `pk` over the sort keys that begin with `prefix`, with the filter and
+/// projection of `read`, for the caller to add order, limit and start.
+pub(crate) fn key_prefix(
+    table: &crate::store::table::FleetTable,
+    pk: impl Into<String>,
+    prefix: impl Into<String>,
+    read: ExpressionsBuilder,
+) -> QueryFluentBuilder {
+    let key = Condition::equals(PK, s(pk)).and(Condition::begins_with(SK, s(prefix)));
+    table
+        .client
+        .query()
+        .table_name(table.name())
+        .expressions(read.key_condition(key).build())
+}
+
 /// The current time as a TTL value: items whose `ttl` is not after it have expired (DynamoDB
 /// deletes them up to days late, so readers filter them out).
 pub(crate) fn ttl_now() -> AttributeValue {

@@ -7,7 +7,11 @@
 //! capacity as every handler request does (DynamoDB Local spends real CPU on it: the same
 //! items without it went 3,883 events/s against 3,128 with it, `fleet-perf bench-ingest`).
 
-use std::collections::{BTreeMap, HashMap};
+use shared::model::entity::EntityType;
+use shared::model::expression::{Condition, Expressions};
+use shared::model::schema::Item;
+use shared::store::expression::WithExpressions;
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -180,8 +184,6 @@ fn expect_200(
     })
 }
 
-type Item = HashMap<String, AttributeValue>;
-
 /// Every event item of `table`, grouped by partition (device) in sort-key order.
 async fn stored_events(
     client: &aws_sdk_dynamodb::Client,
@@ -191,8 +193,12 @@ async fn stored_events(
     let mut pages = client
         .scan()
         .table_name(table)
-        .filter_expression("entityType = :event")
-        .expression_attribute_values(":event", AttributeValue::S("event".into()))
+        .expressions({
+            let (entity_type, event) = EntityType::Event.assignment();
+            Expressions::builder()
+                .condition(Condition::equals(entity_type, event))
+                .build()
+        })
         .into_paginator()
         .items()
         .send();

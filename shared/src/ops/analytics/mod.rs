@@ -1,4 +1,4 @@
-//! The daily analytics run (DESIGN §5): a parallel Scan of the directory (GSI2: one entry per
+//! The daily analytics run (docs/design.md, "Daily analytics"): a parallel Scan of the directory (GSI2: one entry per
 //! profile, fleet and purge marker), checkpointed per segment, that writes `REPORT#{day}` and
 //! purges the events of deleted devices. It reads what scales with the day, never the history:
 //! the directory, each owner's device and live-state items, and each device's events of the
@@ -47,7 +47,7 @@ use scan::{scan_segment, OwnerProgress};
 pub const TOP_DEVICES: usize = 10;
 /// Partition keys listed in `partitionHeat`.
 pub const HEAT_KEYS: usize = 10;
-/// Share of the day's writes above which a key is flagged hot (seed 003's distribution target).
+/// Share of the day's writes above which a key is flagged hot (the target of docs/key-distribution.md).
 pub const HOT_SHARE: f64 = 0.10;
 /// Checkpoints are removed by TTL this long after the run.
 const CHECKPOINT_TTL_SECONDS: i64 = 14 * 86_400;

@@ -1,4 +1,4 @@
-//! The daily report: the segments' tallies merged into the DESIGN §4 shape.
+//! The daily report: the segments' tallies merged into the shape of docs/openapi.yaml.
 
 use std::collections::BTreeMap;
 
@@ -9,7 +9,7 @@ use crate::model::ids::{DeviceId, UserId};
 use crate::model::keys::parse_event_pk;
 use crate::model::timestamp::Day;
 
-/// The daily report as stored and as `GET /admin/reports/{date}` returns it (DESIGN §4, plus
+/// The daily report as stored and as `GET /admin/reports/{date}` returns it (docs/openapi.yaml, plus
 /// the run's own figures).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]

@@ -257,7 +257,7 @@ async fn next_unit(
                 let fleet = FleetItem::from_item(entry.clone())?;
                 checkpoint.current = Some(OwnerProgress {
                     user: fleet.user_id,
-                    shards: fleet.shards.max(1),
+                    shards: fleet.partitions.max(1),
                     next_shard: 0,
                     active: false,
                     entry: key,

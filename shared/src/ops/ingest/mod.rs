@@ -125,7 +125,7 @@ impl IngestConfig {
 /// The result of storing a batch.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct IngestOutcome {
-    /// Stored (and reflected in the device summary).
+    /// Stored (and reflected in the live state).
     pub accepted: Vec<EventId>,
     /// Not acknowledged: the device should resend these.
     pub failed: Vec<EventId>,

@@ -380,7 +380,7 @@ impl Ingestor {
 fn state_key(registration: &RegistrationItem) -> ItemKey {
     ItemKey::DeviceState {
         user: registration.user_id.clone(),
-        shard: registration.shard,
+        partition: registration.partition,
         device: registration.device_id.clone(),
     }
 }
@@ -408,7 +408,7 @@ mod tests {
         DeviceStateItem {
             user_id: UserId::parse(user).unwrap(),
             device_id: DeviceId::parse(device).unwrap(),
-            shard: 0,
+            partition: 0,
             status: DeviceStatus::Active,
             name: name.into(),
             device_type: DeviceType::parse("thermostat").unwrap(),
@@ -597,7 +597,7 @@ mod tests {
         // Largest: every id, type, name and text at its longest.
         let long = |c: char, n: usize| c.to_string().repeat(n);
         let mut largest = empty(&long('u', 128), &long('d', 64), &long('n', 100));
-        largest.shard = 1_000_000;
+        largest.partition = 1_000_000;
         let text = EventValue::Text(long('v', super::super::MAX_TEXT_VALUE));
         let batch: Vec<NewEvent> = (0..RECENT_EVENTS + MAX_STATE_TYPES)
             .map(|i| {

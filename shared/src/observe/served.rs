@@ -1,0 +1,57 @@
+//! One shape for measuring served work, an API request or a daily run alike: its DynamoDB
+//! work metered, its X-Ray subsegments sent when the invocation is sampled, its latency
+//! taken. The caller then writes its own EMF document and log line from the figures.
+
+use std::future::Future;
+use std::time::{Instant, SystemTime};
+
+use crate::observe::trace::{self, HandledRequest, TraceHeader};
+use crate::store::metrics::{MeterSnapshot, RequestMeter};
+
+/// What served work did: its outcome and what it cost.
+#[derive(Debug)]
+pub struct Served<T> {
+    /// The work's result.
+    pub outcome: T,
+    /// Its status as the segment and the log report it (HTTP status; 200/500 for a run).
+    pub status: u16,
+    /// The DynamoDB requests, attempts and capacity it consumed.
+    pub used: MeterSnapshot,
+    /// Wall time, in milliseconds.
+    pub latency_ms: f64,
+}
+
+/// Runs `work` under `meter`, reads its status with `status_of`, and, when `trace` is a
+/// sampled invocation, sends one subsegment named `segment` with one per DynamoDB call under
+/// it.
+pub async fn serve_observed<T>(
+    meter: RequestMeter,
+    trace: Option<&TraceHeader>,
+    segment: &str,
+    work: impl Future<Output = T>,
+    status_of: impl FnOnce(&T) -> u16,
+) -> Served<T> {
+    let started = Instant::now();
+    let started_at = SystemTime::now();
+    let outcome = meter.clone().scope(work).await;
+    let status = status_of(&outcome);
+    let used = meter.snapshot();
+    if let Some(header) = trace {
+        trace::send(trace::request_documents(
+            header,
+            &HandledRequest {
+                route: segment,
+                status,
+                start: started_at,
+                end: SystemTime::now(),
+                calls: &used.calls,
+            },
+        ));
+    }
+    Served {
+        outcome,
+        status,
+        used,
+        latency_ms: started.elapsed().as_secs_f64() * 1000.0,
+    }
+}
