@@ -62,6 +62,7 @@ async function startDevStack() {
     child.stdout.on('data', read);
     child.stderr.on('data', read);
     child.once('exit', (code) => fail(new Error(`fleet-dev exited (${code}):\n${output}`)));
+    child.once('error', (e) => fail(new Error(`cannot start ${devBin}: ${e.message}`)));
   });
   child.stdout.resume();
   child.stderr.resume();
