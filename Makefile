@@ -19,17 +19,25 @@ TOOLS_ENV := PATH="$(CURDIR)/$(VENV)/bin:$$PATH" SAM_CLI_TELEMETRY=0
 help: ## List the commands
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-16s %s\n", $$1, $$2}'
 
-dev: dynamodb-local ## Run the whole system locally: DynamoDB Local, demo data, the HTTP API on 127.0.0.1:$${PORT:-3000}
-	$(CARGO) run --quiet -p fleet-dev -- serve
+dev: dynamodb-local web ## Run the whole system locally: DynamoDB Local, demo data, the HTTP API and the web console on 127.0.0.1:$${PORT:-3000}
+	FLEET_CONSOLE_DIR="$(CURDIR)/web/dist" $(CARGO) run --quiet -p fleet-dev -- serve
 
-test: dynamodb-local python-tools python-peer smoke-build ## Everything: fmt, clippy, template lint, unit, DynamoDB Local integration, event replay, shipped-bootstrap smoke, budgets
+test: dynamodb-local python-tools python-peer smoke-build web ## Everything: fmt, clippy, template lint, web type check and lint, unit, DynamoDB Local integration, event replay, shipped-bootstrap smoke, budgets, the console in a browser
 	$(CARGO) fmt --all --check
 	$(CARGO) clippy --workspace --all-targets --locked -- -D warnings
 	$(VENV)/bin/cfn-lint template.yaml
 	$(TOOLS_ENV) sam validate --lint --region us-east-1
+	cd web && npm run --silent typecheck && npm run --silent lint -- --max-warnings 0
 	@mkdir -p target
-	set -o pipefail; $(CARGO) test --workspace --all-targets --locked 2>&1 | tee target/test.log
-	@awk '/^test result:/ {passed += $$4; failed += $$6} END {printf "%d passed, %d failed\n", passed, failed}' target/test.log
+	@: > target/test.log
+	@# Every runner runs, even after one failed; each prints "test result: ... N passed; M failed;"
+	@# into target/test.log, the last line sums them, and any failure fails make test.
+	@status=0; \
+	  (set -o pipefail; $(CARGO) test --workspace --all-targets --locked 2>&1 | tee -a target/test.log) || status=1; \
+	  (set -o pipefail; $(MAKE) --no-print-directory web-unit 2>&1 | tee -a target/test.log) || status=1; \
+	  (set -o pipefail; $(MAKE) --no-print-directory web-browser 2>&1 | tee -a target/test.log) || status=1; \
+	  awk '/^test result:/ {passed += $$4; failed += $$6} END {printf "%d passed, %d failed\n", passed, failed}' target/test.log; \
+	  exit $$status
 
 build: python-tools arm64-target ## The four deployable arm64 bootstraps: target/lambda/<function>/bootstrap
 	$(TOOLS_ENV) $(CARGO) lambda build --release --arm64 --locked $(PACKAGES)
@@ -38,13 +46,14 @@ build: python-tools arm64-target ## The four deployable arm64 bootstraps: target
 arm64-target:
 	@rustup target list --installed | grep -qx aarch64-unknown-linux-gnu || rustup target add aarch64-unknown-linux-gnu
 
-deploy: python-tools arm64-target ## sam build (rust-cargolambda) and sam deploy; guided the first time (no stack yet)
+deploy: python-tools arm64-target web ## sam build (rust-cargolambda) and sam deploy (guided the first time), then the web console to its bucket
 	$(TOOLS_ENV) sam build
 	@if $(TOOLS_ENV) sam list stack-outputs --stack-name device-fleet >/dev/null 2>&1; then \
 	  $(TOOLS_ENV) sam deploy; \
 	else \
 	  $(TOOLS_ENV) sam deploy --guided; \
 	fi
+	$(TOOLS_ENV) $(VENV)/bin/python tools/deploy_console.py --stack device-fleet --dist web/dist
 
 emulator-replay: dynamodb-local python-tools ## Every sample in events/ through cargo-lambda's emulator (cargo lambda watch + cargo lambda invoke), with its manifest status
 	$(CARGO) test -p fleet-tests --test it -- emulator::
@@ -109,7 +118,7 @@ $(PY_STAMP): tools/requirements.txt
 
 clean: ## Remove build output and installed tools
 	$(CARGO) clean
-	rm -rf .tools $(VENV) $(PEER_VENV)
+	rm -rf .tools $(VENV) $(PEER_VENV) web/node_modules web/dist
 
 # ---------------------------------------------------------------- hostile input, fuzzing, load
 .PHONY: hostile fuzz fuzz-tools load
@@ -166,3 +175,37 @@ bench-ingest: dynamodb-local smoke-build python-peer ## Only the ingest comparis
 bench-compare: dynamodb-local smoke-build ## Two builds of the bootstraps in turns: make bench-compare BEFORE=target/lambda-host-before [RUNS=20]
 	@test -n "$(BEFORE)" || { echo "usage: make bench-compare BEFORE=<dir like target/lambda-host>"; exit 2; }
 	$(CARGO) run --release --quiet -p fleet-perf -- bench-compare $(BEFORE) target/lambda-host $${RUNS:-20}
+
+# ---------------------------------------------------------------- the web console (web/)
+# npm ci from web/package-lock.json into web/node_modules; Vite builds web/dist when a source
+# changed. The browser tests need Debian's chromium (apt-get install chromium; .ci/run does).
+WEB_STAMP := web/node_modules/.installed
+WEB_SRC   := $(shell find web/src -type f 2>/dev/null) web/index.html web/vite.config.ts web/tsconfig.json
+CHROMIUM  ?= /usr/bin/chromium
+.PHONY: web web-unit web-browser screenshots chromium-check
+web: web/dist/index.html ## Build the web console into web/dist (when its sources changed)
+$(WEB_STAMP): web/package.json web/package-lock.json
+	@command -v npm >/dev/null || { echo "npm (Node.js 20.19+) is needed for the web console"; exit 1; }
+	@node -e 'const [a, b] = process.versions.node.split(".").map(Number); if (a < 20 || (a === 20 && b < 19)) { console.error(`Vite 7 needs Node.js 20.19+, found $${process.version}`); process.exit(1); }'
+	cd web && npm ci --no-audit --no-fund --loglevel=error
+	touch $@
+web/dist/index.html: $(WEB_STAMP) $(WEB_SRC)
+	cd web && npm run --silent build
+
+web-unit: $(WEB_STAMP) ## The console's unit tests (vitest), summed into make test's count
+	@mkdir -p target
+	cd web && npx vitest run --reporter=default --reporter=json --outputFile="$(CURDIR)/target/vitest.json"; \
+	  status=$$?; \
+	  node -e 'const r = require(process.argv[1]); console.log(`test result: $${r.numFailedTests ? "FAILED" : "ok"}. $${r.numPassedTests} passed; $${r.numFailedTests} failed; 0 ignored (vitest)`)' "$(CURDIR)/target/vitest.json"; \
+	  exit $$status
+
+chromium-check:
+	@test -x $(CHROMIUM) || { echo "The browser tests need chromium at $(CHROMIUM): apt-get install chromium"; exit 1; }
+
+web-browser: dynamodb-local web chromium-check ## The console in chromium against fleet-dev serve on a free port (behaviour, axe-core, budgets measured)
+	$(CARGO) build --quiet --locked -p fleet-dev
+	cd web && CHROMIUM=$(CHROMIUM) node tests/browser.mjs
+
+screenshots: dynamodb-local web chromium-check ## A PNG of each console page into docs/console-*.png (runs the browser tests)
+	$(CARGO) build --quiet --locked -p fleet-dev
+	cd web && CHROMIUM=$(CHROMIUM) node tests/browser.mjs --screenshots

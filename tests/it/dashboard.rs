@@ -81,6 +81,53 @@ async fn profile_and_dashboard_show_the_callers_own_data() {
     );
 }
 
+/// The console polls the dashboard: an unchanged fleet answers 304 without a body for the same
+/// single read, and any change (here a new device) answers 200 with a new tag.
+#[tokio::test]
+async fn an_unchanged_dashboard_answers_304_to_its_etag() {
+    let table = reference().await;
+    let first = dashboard(&table, ApiRequest::get("/me/dashboard").caller(ALICE)).await;
+    assert_eq!(first.status, 200);
+    let tag = first.headers["etag"].to_str().unwrap().to_string();
+    assert!(
+        tag.starts_with('"') && tag.ends_with('"'),
+        "a strong tag: {tag}"
+    );
+
+    let again = dashboard(
+        &table,
+        ApiRequest::get("/me/dashboard")
+            .caller(ALICE)
+            .header("If-None-Match", &tag),
+    )
+    .await;
+    assert_eq!(again.status, 304);
+    assert_eq!(again.body, Value::Null, "no body on 304");
+    assert_eq!(again.headers["etag"].to_str().unwrap(), tag);
+    assert_eq!(again.used.requests(), 1, "no read beyond AP-DASH's own");
+
+    let bob = dashboard(
+        &table,
+        ApiRequest::get("/me/dashboard")
+            .caller(BOB)
+            .header("If-None-Match", &tag),
+    )
+    .await;
+    assert_eq!(bob.status, 200, "another fleet never matches Alice's tag");
+
+    register_device(&table, ALICE, "etag-new-device").await;
+    let changed = dashboard(
+        &table,
+        ApiRequest::get("/me/dashboard")
+            .caller(ALICE)
+            .header("If-None-Match", &format!("W/{tag}")),
+    )
+    .await;
+    assert_eq!(changed.status, 200);
+    assert_ne!(changed.headers["etag"].to_str().unwrap(), tag);
+    assert!(changed.body.to_string().contains("etag-new-device"));
+}
+
 #[tokio::test]
 async fn devices_page_with_cursors_and_filter_by_tag() {
     let table = reference().await;

@@ -108,3 +108,79 @@ async fn a_route_added_to_the_template_is_served_without_touching_the_server() {
     assert_eq!(status, 404);
     assert_eq!(body["error"]["code"], "no_route", "{body}");
 }
+
+/// The console beside the API: its files where no route is, the stand-in sign-in, and nothing
+/// outside its folder; API routes stay the API's.
+#[tokio::test]
+async fn serves_the_console_and_its_stand_in_sign_in_beside_the_api() {
+    use fleet_dev::console::{with_console, Console, StandInUser};
+    let dir = std::env::temp_dir().join(format!("fleet-console-{}", std::process::id()));
+    std::fs::create_dir_all(dir.join("assets")).unwrap();
+    std::fs::write(dir.join("index.html"), "<title>console</title>").unwrap();
+    std::fs::write(dir.join("assets/app-1.js"), "console.log(1)").unwrap();
+    let table = fresh_table().await;
+    let server = Arc::new(DevServer::new(template(), &table));
+    let console = Arc::new(Console {
+        dir: Some(dir.clone()),
+        users: vec![StandInUser {
+            sub: "demo-op".into(),
+            email: "op@example.com".into(),
+            name: "Op".into(),
+            admin: true,
+        }],
+    });
+    let app = with_console(server.clone().app(), server.clone(), console);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(fleet_dev::dev_server::serve_app(
+        listener,
+        app,
+        std::future::pending(),
+    ));
+    let http = reqwest::Client::new();
+
+    let page = http.get(format!("{url}/")).send().await.unwrap();
+    assert_eq!(page.status(), 200);
+    assert_eq!(page.headers()["content-type"], "text/html; charset=utf-8");
+    assert_eq!(page.text().await.unwrap(), "<title>console</title>");
+    let script = http
+        .get(format!("{url}/assets/app-1.js"))
+        .send()
+        .await
+        .unwrap();
+    assert!(script.headers()["cache-control"]
+        .to_str()
+        .unwrap()
+        .contains("immutable"));
+    for escape in [
+        "/assets/../../etc/passwd",
+        "/%2e%2e/Cargo.toml",
+        "/nothing.js",
+    ] {
+        let (status, _) = send(http.get(format!("{url}{escape}"))).await;
+        assert_eq!(status, 404, "{escape}");
+    }
+
+    let (status, body) = send(http.get(format!("{url}/local/users"))).await;
+    assert_eq!(status, 200);
+    assert_eq!(
+        body,
+        json!({"users": [{"userId": "demo-op", "name": "Op", "admin": true}]})
+    );
+    let (status, body) = send(http.post(format!("{url}/local/users/demo-op/token"))).await;
+    assert_eq!(status, 200);
+    let token = body["token"].as_str().unwrap().to_string();
+    let (status, _) = send(http.post(format!("{url}/local/users/nobody/token"))).await;
+    assert_eq!(status, 404);
+
+    // The token it hands out is one the stand-in authorizer admits; API routes are the API's.
+    let (status, body) = send(
+        http.get(format!("{url}/admin/devices?status=active"))
+            .bearer_auth(&token),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    let (status, body) = send(http.get(format!("{url}/me/dashboard"))).await;
+    assert_eq!((status, body), (401, json!({"message": "Unauthorized"})));
+    std::fs::remove_dir_all(dir).ok();
+}

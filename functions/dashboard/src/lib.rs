@@ -4,11 +4,11 @@
 use axum::extract::State;
 use axum::routing::get;
 use axum::Router;
-use lambda_http::http::StatusCode;
+use lambda_http::http::{header, HeaderMap, HeaderValue, StatusCode};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use shared::http::api::{json_response, ApiError, Caller};
+use shared::http::api::{empty_response, json_response, ApiError, Caller};
 use shared::http::gateway::{DeviceIdPath, Operator, PathParams, QueryParams};
 use shared::model::ids::{EventType, Tag};
 use shared::model::status::DeviceStatus;
@@ -68,14 +68,42 @@ async fn get_profile(caller: Caller, State(table): State<FleetTable>) -> Answer 
     ok(json!({ "profile": profile }))
 }
 
-/// `GET /me/dashboard`.
+/// `GET /me/dashboard`, with an `ETag` of the answer: a console polling with
+/// `If-None-Match` gets a bodiless 304 while nothing changed. The read is the same one
+/// (AP-DASH's budget), so the tag is a hash of what it read, not a further request.
 async fn get_dashboard(
     caller: Caller,
     State(table): State<FleetTable>,
+    headers: HeaderMap,
     QueryParams(q): QueryParams<ReadQuery>,
 ) -> Answer {
     let d = dashboard::dashboard(&table, &caller.user_id, q.cursor.as_deref()).await?;
-    ok(json!({ "profile": d.profile, "devices": d.devices, "cursor": d.cursor }))
+    let body = json!({ "profile": d.profile, "devices": d.devices, "cursor": d.cursor });
+    Ok(with_etag(&headers, &body))
+}
+
+/// The JSON answer with a strong `ETag` over its bytes, or `304 Not Modified` (no body) when
+/// `If-None-Match` names that tag (or `*`).
+fn with_etag(request: &HeaderMap, body: &Value) -> axum::response::Response {
+    let text = body.to_string();
+    // xxh3 is stable across builds and machines, so every Lambda gives the same tag.
+    let tag = format!("\"{:016x}\"", xxhash_rust::xxh3::xxh3_64(text.as_bytes()));
+    let matches = request
+        .get_all(header::IF_NONE_MATCH)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .map(|t| t.trim().trim_start_matches("W/"))
+        .any(|t| t == tag || t == "*");
+    let mut response = if matches {
+        empty_response(StatusCode::NOT_MODIFIED)
+    } else {
+        json_response(StatusCode::OK, body)
+    };
+    if let Ok(value) = HeaderValue::from_str(&tag) {
+        response.headers_mut().insert(header::ETAG, value);
+    }
+    response
 }
 
 /// `GET /me/devices`: all the caller's devices (AP-02), or those with `tag` (AP-12).

@@ -133,6 +133,12 @@ impl DevServer {
         self.routes.iter()
     }
 
+    /// Whether a template route serves `method` `path` (the console's files are served only
+    /// where none does).
+    pub fn has_route(&self, method: &str, path: &str) -> bool {
+        self.find(method, path).is_some()
+    }
+
     fn find(&self, method: &str, path: &str) -> Option<MatchedRoute> {
         // Exact paths win over templated ones, as in API Gateway.
         let mut best: Option<(usize, MatchedRoute)> = None;
@@ -344,7 +350,16 @@ pub async fn serve(
     server: Arc<DevServer>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    let app = server.app();
+    serve_app(listener, server.app(), shutdown).await
+}
+
+/// Serves `app` (the dev server's, possibly with more in front, as the console) on `listener`
+/// until `shutdown` completes.
+pub async fn serve_app(
+    listener: TcpListener,
+    app: Router,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
     axum::serve(
         listener,
         app.into_make_service_with_connect_info::<SocketAddr>(),

@@ -12,6 +12,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use clap::{Args, Parser, Subcommand};
+use fleet_dev::console::{self, Console, StandInUser};
 use fleet_dev::dev_server::{self, DevServer};
 use fleet_testkit::demo;
 use fleet_testkit::functions::invoke;
@@ -117,6 +118,18 @@ async fn serve() -> Result<(), Error> {
     )
     .await?;
     let server = Arc::new(DevServer::new(&stack.template, &table));
+    let console = Console {
+        dir: console_dir(),
+        users: demo::USERS
+            .iter()
+            .map(|u| StandInUser {
+                sub: u.sub.into(),
+                email: u.email.into(),
+                name: u.name.into(),
+                admin: u.admin,
+            })
+            .collect(),
+    };
     let tokens: Vec<(String, String)> = demo::USERS
         .iter()
         .map(|u| {
@@ -142,10 +155,29 @@ async fn serve() -> Result<(), Error> {
             _ = term.recv() => {},
         }
     };
-    dev_server::serve(listener, server, shutdown).await?;
+    let app = console::with_console(server.clone().app(), server, Arc::new(console));
+    dev_server::serve_app(listener, app, shutdown).await?;
     eprintln!("\nStopping DynamoDB Local.");
     drop(stack);
     Ok(())
+}
+
+/// The built console: `FLEET_CONSOLE_DIR`, else `web/dist` of this repository (`make dev`
+/// builds it first); `None` when it has no `index.html`.
+fn console_dir() -> Option<PathBuf> {
+    let dir = match std::env::var_os("FLEET_CONSOLE_DIR") {
+        Some(dir) => PathBuf::from(dir),
+        None => default_template_path().parent()?.join("web/dist"),
+    };
+    if dir.join("index.html").is_file() {
+        Some(dir)
+    } else {
+        eprintln!(
+            "The web console is not built ({} has no index.html): `make dev` builds it.",
+            dir.display()
+        );
+        None
+    }
 }
 
 fn print_banner(
@@ -167,6 +199,7 @@ fn print_banner(
     let alice = token_of("demo-alice");
     let operator = token_of("demo-operator");
     println!("\nDevice Fleet is running locally.\n");
+    println!("  Console         {url}/   (sign in as a demo user)");
     println!("  API             {url}");
     println!("  DynamoDB Local  {endpoint}  (table {table}, region us-east-1, any credentials)");
     println!("\nRoutes (from template.yaml):");

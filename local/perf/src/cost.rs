@@ -15,6 +15,7 @@ use shared::model::pattern_id::PatternId;
 use crate::capacity::query_read_units;
 use crate::simulate::{group, Simulation};
 
+pub mod console;
 pub mod stack;
 
 /// Where and when the prices below were taken.
@@ -465,6 +466,7 @@ pub fn render_report(
         );
     }
     out.push('\n');
+    out.push_str(&console::section(model, billing));
     out
 }
 

@@ -1,0 +1,51 @@
+import { describe, expect, it } from 'vitest';
+import { ago, retryAfterSeconds, sparkPoints, toCsv, toNdjson, series } from './format';
+
+const events = [
+  { id: 'b', type: 'temperature', value: 21.5, at: '2026-11-20T10:05:00Z' },
+  { id: 'a', type: 'note', value: 'door "front", open', at: '2026-11-20T10:00:00Z' },
+  { id: 'c', type: 'temperature', value: 22, at: '2026-11-20T10:10:00Z' },
+];
+
+describe('downloads of a range', () => {
+  it('CSV is oldest first, quotes what needs quoting, ends each line with CRLF', () => {
+    expect(toCsv(events)).toBe(
+      'at,type,value,id\r\n' +
+        '2026-11-20T10:00:00Z,note,"door ""front"", open",a\r\n' +
+        '2026-11-20T10:05:00Z,temperature,21.5,b\r\n' +
+        '2026-11-20T10:10:00Z,temperature,22,c\r\n',
+    );
+  });
+  it('NDJSON has one parseable event a line, values keep their JSON type', () => {
+    const lines = toNdjson(events).trimEnd().split('\n').map((l) => JSON.parse(l));
+    expect(lines.map((l) => l.id)).toEqual(['a', 'b', 'c']);
+    expect(lines[1].value).toBe(21.5);
+    expect(toNdjson([])).toBe('');
+  });
+});
+
+describe('reading the API', () => {
+  it('Retry-After in seconds or as a date, bounded, 1 s when unusable', () => {
+    expect(retryAfterSeconds('7')).toBe(7);
+    expect(retryAfterSeconds(null)).toBe(1);
+    expect(retryAfterSeconds('soon')).toBe(1);
+    expect(retryAfterSeconds('99999')).toBe(300);
+    const now = Date.parse('2026-11-20T10:00:00Z');
+    expect(retryAfterSeconds('Fri, 20 Nov 2026 10:00:05 GMT', now)).toBe(5);
+  });
+  it('says how long ago', () => {
+    const now = Date.parse('2026-11-20T10:00:00Z');
+    expect(ago('2026-11-20T09:57:00Z', now)).toBe('3 min ago');
+    expect(ago(null, now)).toBe('never');
+  });
+});
+
+describe('charts', () => {
+  it('a series holds only numbers of its type, oldest first', () => {
+    expect(series(events, 'temperature')).toEqual([[Date.parse(events[0].at) / 1000, Date.parse(events[2].at) / 1000], [21.5, 22]]);
+  });
+  it('sparkline points span the box, highest value at the top', () => {
+    expect(sparkPoints([1, 3], 100, 20)).toBe('0.0,19.0 100.0,1.0');
+    expect(sparkPoints([5, 5], 100, 20)).toBe('0.0,10.0 100.0,10.0');
+  });
+});

@@ -1,0 +1,92 @@
+// Pure helpers, unit-tested in format.test.ts: parsing of API answers' headers, times for
+// people, the downloads of a range, the sparkline's points.
+
+export type Value = number | string | boolean;
+
+export interface ApiEvent {
+  id: string;
+  type: string;
+  value: Value;
+  at: string;
+}
+
+/** Seconds to wait from a `Retry-After` header: delta-seconds or an HTTP date; 1 s if unusable. */
+export function retryAfterSeconds(header: string | null, now: number = Date.now()): number {
+  if (!header) return 1;
+  const trimmed = header.trim();
+  if (/^\d+$/.test(trimmed)) return Math.max(1, Math.min(300, Number(trimmed)));
+  const at = Date.parse(trimmed);
+  if (Number.isNaN(at)) return 1;
+  return Math.max(1, Math.min(300, Math.ceil((at - now) / 1000)));
+}
+
+/** "3 min ago", "just now", "never". */
+export function ago(at: string | null | undefined, now: number = Date.now()): string {
+  if (!at) return 'never';
+  const seconds = Math.round((now - Date.parse(at)) / 1000);
+  if (Number.isNaN(seconds)) return 'unknown';
+  if (seconds < 10) return 'just now';
+  if (seconds < 60) return `${seconds} s ago`;
+  if (seconds < 3600) return `${Math.floor(seconds / 60)} min ago`;
+  if (seconds < 86400) return `${Math.floor(seconds / 3600)} h ago`;
+  return `${Math.floor(seconds / 86400)} d ago`;
+}
+
+export function showValue(value: Value): string {
+  if (typeof value === 'number') return Number.isInteger(value) ? String(value) : value.toFixed(2).replace(/0+$/, '').replace(/\.$/, '');
+  return String(value);
+}
+
+function csvField(text: string): string {
+  return /[",\n\r]/.test(text) ? `"${text.replace(/"/g, '""')}"` : text;
+}
+
+/** The events as CSV (RFC 4180: header line, CRLF, quoted where needed), oldest first. */
+export function toCsv(events: ApiEvent[]): string {
+  const rows = [...events].sort((a, b) => a.at.localeCompare(b.at));
+  const lines = ['at,type,value,id'];
+  for (const e of rows) lines.push([e.at, e.type, String(e.value), e.id].map(csvField).join(','));
+  return lines.join('\r\n') + '\r\n';
+}
+
+/** The events as NDJSON, one API event object a line, oldest first. */
+export function toNdjson(events: ApiEvent[]): string {
+  const rows = [...events].sort((a, b) => a.at.localeCompare(b.at));
+  return rows.map((e) => JSON.stringify({ at: e.at, type: e.type, value: e.value, id: e.id })).join('\n') + (rows.length ? '\n' : '');
+}
+
+/** Numeric readings of one type as [epoch seconds, value] pairs, oldest first. */
+export function series(events: ApiEvent[], type: string): [number[], number[]] {
+  const points = events
+    .filter((e) => e.type === type && typeof e.value === 'number')
+    .map((e) => [Date.parse(e.at) / 1000, e.value as number] as const)
+    .sort((a, b) => a[0] - b[0]);
+  return [points.map((p) => p[0]), points.map((p) => p[1])];
+}
+
+/** An SVG polyline's points for `values` in a `width` x `height` box (a flat line if constant). */
+export function sparkPoints(values: number[], width: number, height: number): string {
+  if (values.length === 0) return '';
+  const min = Math.min(...values);
+  const max = Math.max(...values);
+  const span = max - min || 1;
+  const step = values.length > 1 ? width / (values.length - 1) : 0;
+  return values
+    .map((v, i) => {
+      const x = values.length > 1 ? i * step : width / 2;
+      const y = max === min ? height / 2 : height - 1 - ((v - min) / span) * (height - 2);
+      return `${x.toFixed(1)},${y.toFixed(1)}`;
+    })
+    .join(' ');
+}
+
+/** `datetime-local` input value (local time, minutes) <-> RFC 3339 UTC. */
+export function toInputTime(ms: number): string {
+  const d = new Date(ms - new Date(ms).getTimezoneOffset() * 60000);
+  return d.toISOString().slice(0, 16);
+}
+
+export function fromInputTime(value: string): string | null {
+  const ms = Date.parse(value);
+  return Number.isNaN(ms) ? null : new Date(ms).toISOString().replace(/\.\d{3}Z$/, 'Z');
+}

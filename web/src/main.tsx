@@ -1,0 +1,135 @@
+import { render } from 'preact';
+import { useEffect, useState } from 'preact/hooks';
+import './style.css';
+import { configureApi } from './api';
+import {
+  clearSession,
+  cognitoSignOutUrl,
+  currentSession,
+  finishCognitoSignIn,
+  loadConfig,
+  saveSession,
+  type Config,
+  type Session,
+} from './auth';
+import { connection, onConnection } from './status';
+import { SignIn } from './pages/SignIn';
+import { Dashboard } from './pages/Dashboard';
+import { DevicePage } from './pages/Device';
+import { Register } from './pages/Register';
+import { Operators } from './pages/Operators';
+
+/** Hash routes: the console is one index.html, so any static host serves every page. */
+function route(): string {
+  return location.hash.replace(/^#/, '') || '/';
+}
+
+function Banner() {
+  const [state, setState] = useState(connection());
+  useEffect(() => onConnection(setState), []);
+  if (state.offline)
+    return (
+      <div class="banner offline" role="alert">
+        Connection lost: the API cannot be reached. Retrying by itself…
+      </div>
+    );
+  if (state.retryAfter !== null)
+    return (
+      <div class="banner busy" role="status">
+        The API asked us to slow down; trying again in {state.retryAfter} s.
+      </div>
+    );
+  return null;
+}
+
+function App({ config, initial }: { config: Config; initial: Session | null }) {
+  const [session, setSession] = useState<Session | null>(initial);
+  const [path, setPath] = useState(route());
+  useEffect(() => {
+    const onHash = () => setPath(route());
+    addEventListener('hashchange', onHash);
+    return () => removeEventListener('hashchange', onHash);
+  }, []);
+  const signOut = () => {
+    clearSession();
+    setSession(null);
+    configureApi(config.mode === 'cognito' ? config.apiUrl : '', null, () => {});
+    if (config.mode === 'cognito') location.assign(cognitoSignOutUrl(config));
+    else location.hash = '#/';
+  };
+  configureApi(config.mode === 'cognito' ? config.apiUrl : '', session?.token ?? null, () => {
+    clearSession();
+    setSession(null);
+  });
+  // Focus the page's heading on navigation, so keyboard and screen reader users start there.
+  useEffect(() => {
+    document.querySelector<HTMLElement>('main h1')?.focus();
+  }, [path, session]);
+
+  if (!session)
+    return (
+      <>
+        <Banner />
+        <main id="main">
+          <SignIn
+            config={config}
+            onSignedIn={(s) => {
+              saveSession(s);
+              setSession(s);
+              if (route().startsWith('/operators') && !s.admin) location.hash = '#/';
+            }}
+          />
+        </main>
+      </>
+    );
+
+  let page;
+  const device = path.match(/^\/devices\/([^/]+)$/);
+  if (device) page = <DevicePage deviceId={decodeURIComponent(device[1])} />;
+  else if (path === '/register') page = <Register />;
+  else if (path === '/operators' && session.admin) page = <Operators />;
+  else page = <Dashboard />;
+  const current = (href: string) => (path === href ? 'page' : undefined);
+  return (
+    <>
+      <a class="skip" href="#main" onClick={(e) => { e.preventDefault(); document.querySelector<HTMLElement>('main h1')?.focus(); }}>
+        Skip to content
+      </a>
+      <header class="top">
+        <span class="brand">Device Fleet</span>
+        <nav aria-label="Console">
+          <a href="#/" aria-current={current('/')}>Fleet</a>
+          <a href="#/register" aria-current={current('/register')}>Register a device</a>
+          {session.admin && (
+            <a href="#/operators" aria-current={current('/operators')}>Operators</a>
+          )}
+        </nav>
+        <span class="who">
+          Signed in as <strong>{session.name}</strong>
+          <button type="button" class="link" onClick={signOut}>Sign out</button>
+        </span>
+      </header>
+      <Banner />
+      <main id="main">{page}</main>
+    </>
+  );
+}
+
+async function start() {
+  const config = await loadConfig();
+  let session = currentSession();
+  if (config.mode === 'cognito') {
+    try {
+      const fresh = await finishCognitoSignIn(config);
+      if (fresh) {
+        saveSession(fresh);
+        session = fresh;
+      }
+    } catch (e) {
+      console.error(e);
+    }
+  }
+  render(<App config={config} initial={session} />, document.getElementById('app')!);
+}
+
+void start();

@@ -1,0 +1,159 @@
+import { useEffect, useRef, useState } from 'preact/hooks';
+import { api, messageOf } from '../api';
+import { ago, showValue } from '../format';
+import { Sparkline } from '../components/Sparkline';
+import type { Device, Profile } from '../types';
+
+/** How often an open, visible dashboard asks `GET /me/dashboard` whether anything changed. */
+export const POLL_SECONDS = 5;
+
+interface DashboardPage {
+  profile: Profile | null;
+  devices: Device[];
+  cursor: string | null;
+}
+
+export function Dashboard() {
+  const [devices, setDevices] = useState<Device[] | null>(null);
+  const [more, setMore] = useState<string | null>(null);
+  const [error, setError] = useState<string | null>(null);
+  const [checked, setChecked] = useState<Date | null>(null);
+  const etag = useRef<string | null>(null);
+  const rendered = useRef(false);
+
+  useEffect(() => {
+    let stopped = false;
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const poll = async () => {
+      try {
+        // AP-DASH with If-None-Match: an unchanged fleet is a bodiless 304.
+        const answer = await api<DashboardPage>('GET', '/me/dashboard', {
+          headers: etag.current ? { 'if-none-match': etag.current } : {},
+        });
+        if (stopped) return;
+        if (answer.status === 200) {
+          etag.current = answer.etag;
+          setDevices(answer.body.devices);
+          setMore(answer.body.cursor);
+        }
+        setChecked(new Date());
+        setError(null);
+      } catch (e) {
+        if (!stopped) setError(messageOf(e));
+      }
+      if (!stopped) schedule();
+    };
+    const schedule = () => {
+      clearTimeout(timer);
+      // A hidden tab does not poll; it asks once when shown again.
+      if (!document.hidden) timer = setTimeout(poll, POLL_SECONDS * 1000);
+    };
+    const onVisible = () => {
+      if (!document.hidden) {
+        clearTimeout(timer);
+        void poll();
+      }
+    };
+    document.addEventListener('visibilitychange', onVisible);
+    void poll();
+    return () => {
+      stopped = true;
+      clearTimeout(timer);
+      document.removeEventListener('visibilitychange', onVisible);
+    };
+  }, []);
+
+  useEffect(() => {
+    if (devices && !rendered.current) {
+      rendered.current = true;
+      performance.mark('fleet:dashboard-rendered');
+    }
+  }, [devices]);
+
+  const loadMore = async () => {
+    if (!more) return;
+    try {
+      const answer = await api<DashboardPage>('GET', `/me/dashboard?cursor=${encodeURIComponent(more)}`);
+      setDevices((d) => [...(d ?? []), ...answer.body.devices]);
+      setMore(answer.body.cursor);
+    } catch (e) {
+      setError(messageOf(e));
+    }
+  };
+
+  return (
+    <section>
+      <h1 tabIndex={-1}>Your fleet</h1>
+      <p class="muted" aria-live="off">
+        {devices ? `${devices.length} device${devices.length === 1 ? '' : 's'}` : 'Loading…'}
+        {checked ? ` · checked ${checked.toLocaleTimeString()}, every ${POLL_SECONDS} s while this tab is visible` : ''}
+      </p>
+      {error && (
+        <p class="error" role="alert">
+          {error}
+        </p>
+      )}
+      {devices && devices.length === 0 && (
+        <p>
+          No devices yet. <a href="#/register">Register your first device</a>.
+        </p>
+      )}
+      {devices && devices.length > 0 && (
+        <div class="scroll">
+          <table class="fleet">
+            <caption class="sr-only">Devices with their latest readings</caption>
+            <thead>
+              <tr>
+                <th scope="col">Device</th>
+                <th scope="col">Type</th>
+                <th scope="col">Status</th>
+                <th scope="col">Last seen</th>
+                <th scope="col">Latest readings</th>
+                <th scope="col">Recent</th>
+              </tr>
+            </thead>
+            <tbody>
+              {devices.map((d) => {
+                const latest = Object.entries(d.latest ?? {}).sort(([a], [b]) => a.localeCompare(b));
+                const firstNumeric = latest.find(([, r]) => typeof r.value === 'number')?.[0];
+                return (
+                  <tr key={d.deviceId} data-device={d.deviceId}>
+                    <th scope="row">
+                      <a href={`#/devices/${encodeURIComponent(d.deviceId)}`}>{d.name}</a>
+                      <div class="muted mono">{d.deviceId}</div>
+                    </th>
+                    <td>{d.type}</td>
+                    <td>
+                      <span class={`status ${d.status}`}>{d.status}</span>
+                    </td>
+                    <td title={d.lastSeen ?? ''}>{ago(d.lastSeen)}</td>
+                    <td>
+                      {latest.length === 0 ? (
+                        <span class="muted">none yet</span>
+                      ) : (
+                        <dl class="readings">
+                          {latest.map(([type, r]) => (
+                            <div key={type}>
+                              <dt>{type}</dt>
+                              <dd data-reading={type}>{showValue(r.value)}</dd>
+                            </div>
+                          ))}
+                        </dl>
+                      )}
+                    </td>
+                    <td>{firstNumeric ? <Sparkline recent={d.recent ?? []} type={firstNumeric} /> : <span class="muted">—</span>}</td>
+                  </tr>
+                );
+              })}
+            </tbody>
+          </table>
+        </div>
+      )}
+      {more && (
+        <button type="button" onClick={loadMore}>
+          More devices
+        </button>
+      )}
+    </section>
+  );
+}

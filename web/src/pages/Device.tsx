@@ -1,0 +1,342 @@
+import { useEffect, useMemo, useState } from 'preact/hooks';
+import { api, ApiError, apiUrl, fieldOf, messageOf } from '../api';
+import { fromInputTime, series, showValue, toCsv, toInputTime, toNdjson, type ApiEvent } from '../format';
+import { TimeChart } from '../components/TimeChart';
+import { Confirm } from '../components/Confirm';
+import { TokenPanel } from '../components/TokenPanel';
+import { STATUSES, type Device } from '../types';
+
+/** AP-04 pages are at most 100 events; a range is read page after page up to this many. */
+const PAGE = 100;
+const MAX_EVENTS = 10_000;
+
+const RANGES: [string, number][] = [
+  ['Last hour', 3600],
+  ['Last 24 hours', 86400],
+  ['Last 7 days', 7 * 86400],
+  ['Last 30 days', 30 * 86400],
+];
+
+function download(name: string, type: string, text: string) {
+  const url = URL.createObjectURL(new Blob([text], { type }));
+  const a = document.createElement('a');
+  a.href = url;
+  a.download = name;
+  a.click();
+  setTimeout(() => URL.revokeObjectURL(url), 1000);
+}
+
+function FieldError({ id, errors, field }: { id: string; errors: Record<string, string>; field: string }) {
+  return errors[field] ? (
+    <span id={id} class="field-error">
+      {errors[field]}
+    </span>
+  ) : null;
+}
+
+export function DevicePage({ deviceId }: { deviceId: string }) {
+  const [device, setDevice] = useState<Device | null>(null);
+  const [error, setError] = useState<string | null>(null);
+  const [range, setRange] = useState<{ from: string; to: string }>(() => {
+    const now = Date.now();
+    return { from: toInputTime(now - 86400_000), to: toInputTime(now + 60_000) };
+  });
+  const [rangeErrors, setRangeErrors] = useState<Record<string, string>>({});
+  const [events, setEvents] = useState<ApiEvent[] | null>(null);
+  const [truncated, setTruncated] = useState(false);
+  const [chartType, setChartType] = useState<string | null>(null);
+  const [edit, setEdit] = useState<{ name: string; status: string; tags: string } | null>(null);
+  const [editErrors, setEditErrors] = useState<Record<string, string>>({});
+  const [notice, setNotice] = useState<string | null>(null);
+  const [token, setToken] = useState<{ token: string; until: string | null } | null>(null);
+
+  const loadDevice = async () => {
+    try {
+      const answer = await api<{ device: Device }>('GET', `/me/devices/${encodeURIComponent(deviceId)}`);
+      setDevice(answer.body.device);
+      setEdit({ name: answer.body.device.name, status: answer.body.device.status, tags: answer.body.device.tags.join(', ') });
+    } catch (e) {
+      setError(e instanceof ApiError && e.status === 404 ? 'No such device in your fleet.' : messageOf(e));
+    }
+  };
+
+  /** AP-04, page after page, until the range is read (or MAX_EVENTS). */
+  const loadEvents = async (from: string, to: string) => {
+    const fromIso = fromInputTime(from);
+    const toIso = fromInputTime(to);
+    setRangeErrors({});
+    if (!fromIso || !toIso) {
+      setRangeErrors(fromIso ? { to: 'Enter a date and time.' } : { from: 'Enter a date and time.' });
+      return;
+    }
+    setEvents(null);
+    const all: ApiEvent[] = [];
+    let cursor: string | null = null;
+    try {
+      do {
+        const query = new URLSearchParams({ from: fromIso, to: toIso, limit: String(PAGE) });
+        if (cursor) query.set('cursor', cursor);
+        const answer: { body: { events: ApiEvent[]; cursor: string | null } } = await api('GET', `/me/devices/${encodeURIComponent(deviceId)}/events?${query}`);
+        all.push(...answer.body.events);
+        cursor = answer.body.cursor;
+      } while (cursor && all.length < MAX_EVENTS);
+      setTruncated(Boolean(cursor));
+      setEvents(all);
+    } catch (e) {
+      const field = fieldOf(e);
+      if (field === 'from' || field === 'to') setRangeErrors({ [field]: messageOf(e) });
+      else setError(messageOf(e));
+      setEvents([]);
+    }
+  };
+
+  useEffect(() => {
+    void loadDevice();
+    void loadEvents(range.from, range.to);
+  }, [deviceId]);
+
+  const numericTypes = useMemo(() => [...new Set((events ?? []).filter((e) => typeof e.value === 'number').map((e) => e.type))].sort(), [events]);
+  const shownType = chartType && numericTypes.includes(chartType) ? chartType : numericTypes[0];
+  const [x, y] = useMemo(() => (shownType ? series(events ?? [], shownType) : [[], []]), [events, shownType]);
+
+  const save = async (e: Event) => {
+    e.preventDefault();
+    if (!device || !edit) return;
+    setEditErrors({});
+    const tags = edit.tags.split(',').map((t) => t.trim()).filter(Boolean);
+    try {
+      const answer = await api<{ device: Device }>('PATCH', `/me/devices/${encodeURIComponent(deviceId)}`, {
+        headers: { 'if-match': String(device.version) },
+        body: { name: edit.name, status: edit.status, tags },
+      });
+      setDevice(answer.body.device);
+      setNotice('Saved.');
+    } catch (err) {
+      const field = fieldOf(err);
+      if (err instanceof ApiError && err.status === 412) {
+        setEditErrors({ form: 'Someone changed this device meanwhile; the form now shows their version. Apply your change again.' });
+        void loadDevice();
+      } else if (field && ['name', 'status', 'tags'].includes(field)) setEditErrors({ [field]: messageOf(err) });
+      else setEditErrors({ form: messageOf(err) });
+    }
+  };
+
+  if (error)
+    return (
+      <section>
+        <h1 tabIndex={-1}>Device {deviceId}</h1>
+        <p class="error" role="alert">
+          {error}
+        </p>
+        <a href="#/">Back to the fleet</a>
+      </section>
+    );
+
+  const apiBase = apiUrl('') || location.origin;
+  const stamp = `${deviceId}-${range.from.replace(/[:T]/g, '')}-${range.to.replace(/[:T]/g, '')}`;
+  return (
+    <section>
+      <h1 tabIndex={-1}>{device ? device.name : deviceId}</h1>
+      {device && (
+        <p class="muted">
+          <span class="mono">{device.deviceId}</span> · {device.type} · <span class={`status ${device.status}`}>{device.status}</span>
+          {device.tags.length > 0 && <> · tags {device.tags.join(', ')}</>} · version {device.version}
+        </p>
+      )}
+      {notice && (
+        <p role="status" class="notice">
+          {notice}
+        </p>
+      )}
+
+      <h2>History</h2>
+      <form
+        class="range"
+        onSubmit={(e) => {
+          e.preventDefault();
+          void loadEvents(range.from, range.to);
+        }}
+      >
+        <div class="field">
+          <label for="range-from">From</label>
+          <input id="range-from" type="datetime-local" value={range.from} aria-describedby={rangeErrors.from ? 'range-from-error' : undefined} onInput={(e) => setRange({ ...range, from: e.currentTarget.value })} />
+          <FieldError id="range-from-error" errors={rangeErrors} field="from" />
+        </div>
+        <div class="field">
+          <label for="range-to">To</label>
+          <input id="range-to" type="datetime-local" value={range.to} aria-describedby={rangeErrors.to ? 'range-to-error' : undefined} onInput={(e) => setRange({ ...range, to: e.currentTarget.value })} />
+          <FieldError id="range-to-error" errors={rangeErrors} field="to" />
+        </div>
+        <button type="submit" class="primary">
+          Show
+        </button>
+        <span class="quick">
+          {RANGES.map(([label, seconds]) => (
+            <button
+              type="button"
+              key={label}
+              onClick={() => {
+                const now = Date.now();
+                const next = { from: toInputTime(now - seconds * 1000), to: toInputTime(now + 60_000) };
+                setRange(next);
+                void loadEvents(next.from, next.to);
+              }}
+            >
+              {label}
+            </button>
+          ))}
+        </span>
+      </form>
+      {events === null && <p role="status">Loading events…</p>}
+      {events && (
+        <>
+          <p class="muted">
+            {events.length} event{events.length === 1 ? '' : 's'} in the range{truncated ? ` (the first ${events.length}; narrow the range for the rest)` : ''}.
+          </p>
+          {numericTypes.length > 0 && (
+            <>
+              <div class="field inline">
+                <label for="chart-type">Chart</label>
+                <select id="chart-type" value={shownType} onChange={(e) => setChartType(e.currentTarget.value)}>
+                  {numericTypes.map((t) => (
+                    <option key={t} value={t}>
+                      {t}
+                    </option>
+                  ))}
+                </select>
+              </div>
+              <TimeChart label={shownType ?? ''} x={x} y={y} />
+            </>
+          )}
+          <p>
+            <button type="button" disabled={events.length === 0} onClick={() => download(`${stamp}.csv`, 'text/csv', toCsv(events))}>
+              Download CSV
+            </button>{' '}
+            <button type="button" disabled={events.length === 0} onClick={() => download(`${stamp}.ndjson`, 'application/x-ndjson', toNdjson(events))}>
+              Download NDJSON
+            </button>
+          </p>
+          {events.length > 0 && (
+            <div class="scroll events">
+              <table>
+                <caption class="sr-only">Events in the range, newest first</caption>
+                <thead>
+                  <tr>
+                    <th scope="col">Time</th>
+                    <th scope="col">Type</th>
+                    <th scope="col">Value</th>
+                    <th scope="col">Event id</th>
+                  </tr>
+                </thead>
+                <tbody>
+                  {events.slice(0, 200).map((e) => (
+                    <tr key={`${e.at}${e.id}`}>
+                      <td>{new Date(e.at).toLocaleString()}</td>
+                      <td>{e.type}</td>
+                      <td class="num">{showValue(e.value)}</td>
+                      <td class="mono">{e.id}</td>
+                    </tr>
+                  ))}
+                </tbody>
+              </table>
+              {events.length > 200 && <p class="muted">The table shows the newest 200; the downloads hold all {events.length}.</p>}
+            </div>
+          )}
+        </>
+      )}
+
+      {device && edit && (
+        <>
+          <h2>Settings</h2>
+          <form class="edit" onSubmit={save} noValidate>
+            {editErrors.form && (
+              <p class="error" role="alert">
+                {editErrors.form}
+              </p>
+            )}
+            <div class="field">
+              <label for="edit-name">Name</label>
+              <input id="edit-name" value={edit.name} aria-invalid={Boolean(editErrors.name)} aria-describedby={editErrors.name ? 'edit-name-error' : undefined} onInput={(e) => setEdit({ ...edit, name: e.currentTarget.value })} />
+              <FieldError id="edit-name-error" errors={editErrors} field="name" />
+            </div>
+            <div class="field">
+              <label for="edit-status">Status</label>
+              <select id="edit-status" value={edit.status} onChange={(e) => setEdit({ ...edit, status: e.currentTarget.value })}>
+                {STATUSES.map((s) => (
+                  <option key={s} value={s}>
+                    {s}
+                  </option>
+                ))}
+              </select>
+              <FieldError id="edit-status-error" errors={editErrors} field="status" />
+            </div>
+            <div class="field">
+              <label for="edit-tags">Tags (comma-separated)</label>
+              <input id="edit-tags" value={edit.tags} aria-invalid={Boolean(editErrors.tags)} aria-describedby={editErrors.tags ? 'edit-tags-error' : undefined} onInput={(e) => setEdit({ ...edit, tags: e.currentTarget.value })} />
+              <FieldError id="edit-tags-error" errors={editErrors} field="tags" />
+            </div>
+            <button type="submit" class="primary">
+              Save changes
+            </button>
+          </form>
+
+          <h2>Token</h2>
+          <p>Rotating issues a new token; the old one keeps working for an overlap so the device can switch. Revoking refuses every token of the device until a rotation issues a new one.</p>
+          <div class="actions">
+            <Confirm
+              label="Rotate token…"
+              question={`Issue a new token for ${deviceId}?`}
+              confirmLabel="Rotate token"
+              onConfirm={async () => {
+                try {
+                  const answer = await api<{ token: string; previousTokenValidUntil: string | null }>('POST', `/me/devices/${encodeURIComponent(deviceId)}/token`);
+                  setToken({ token: answer.body.token, until: answer.body.previousTokenValidUntil });
+                  setNotice('New token issued.');
+                } catch (e) {
+                  setNotice(messageOf(e));
+                }
+              }}
+            />
+            <Confirm
+              label="Revoke token…"
+              danger
+              question={`Refuse every token of ${deviceId} from now on?`}
+              confirmLabel="Revoke token"
+              onConfirm={async () => {
+                try {
+                  await api('DELETE', `/me/devices/${encodeURIComponent(deviceId)}/token`);
+                  setToken(null);
+                  setNotice('Token revoked: the device can no longer send events.');
+                } catch (e) {
+                  setNotice(messageOf(e));
+                }
+              }}
+            />
+            <Confirm
+              label="Delete device…"
+              danger
+              question={`Delete ${deviceId} and its history? This cannot be undone.`}
+              confirmLabel="Delete device"
+              onConfirm={async () => {
+                try {
+                  await api('DELETE', `/me/devices/${encodeURIComponent(deviceId)}`);
+                  location.hash = '#/';
+                } catch (e) {
+                  setNotice(messageOf(e));
+                }
+              }}
+            />
+          </div>
+          {token && (
+            <TokenPanel
+              deviceId={deviceId}
+              token={token.token}
+              apiBase={apiBase}
+              note={token.until ? `The previous token works until ${new Date(token.until).toLocaleString()}.` : undefined}
+            />
+          )}
+        </>
+      )}
+    </section>
+  );
+}

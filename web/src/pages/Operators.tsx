@@ -1,0 +1,265 @@
+import { useEffect, useState } from 'preact/hooks';
+import { api, ApiError, fieldOf, messageOf } from '../api';
+import { fromInputTime, showValue, toInputTime, type ApiEvent } from '../format';
+import { Bars } from '../components/Bars';
+import { STATUSES } from '../types';
+
+interface Heat {
+  key: string;
+  writes: number;
+  share: number;
+  hot: boolean;
+}
+
+interface Report {
+  date: string;
+  devices: { total: number; byStatus: Record<string, number>; byType: Record<string, number>; online24h: number };
+  users: { total: number; active30d: number };
+  events: { total: number; byType: Record<string, number> };
+  topDevices: { deviceId: string; userId: string; events: number }[];
+  partitionHeat: Heat[];
+  indexHeat?: Heat[];
+}
+
+interface FleetDevice {
+  deviceId: string;
+  userId: string;
+  name: string;
+  type: string;
+  status: string;
+  seen: string | null;
+}
+
+const entries = (o: Record<string, number>): [string, number][] => Object.entries(o).sort((a, b) => b[1] - a[1]);
+const today = () => new Date().toISOString().slice(0, 10);
+
+function Err({ id, text }: { id: string; text?: string }) {
+  return text ? (
+    <span id={id} class="field-error">
+      {text}
+    </span>
+  ) : null;
+}
+
+function DailyReport() {
+  const [date, setDate] = useState(today());
+  const [report, setReport] = useState<Report | null>(null);
+  const [errors, setErrors] = useState<Record<string, string>>({});
+  const load = async (day: string) => {
+    setErrors({});
+    setReport(null);
+    try {
+      setReport((await api<Report>('GET', `/admin/reports/${encodeURIComponent(day)}`)).body);
+    } catch (e) {
+      if (e instanceof ApiError && e.status === 404) setErrors({ form: `No report for ${day} yet: the daily run writes it after the day ends (00:15 UTC).` });
+      else if (fieldOf(e) === 'date') setErrors({ date: messageOf(e) });
+      else setErrors({ form: messageOf(e) });
+    }
+  };
+  // The report of the day shown first, once.
+  useEffect(() => void load(date), []);
+  return (
+    <section aria-labelledby="report-title">
+      <h2 id="report-title">Daily report</h2>
+      <form
+        class="range"
+        noValidate
+        onSubmit={(e) => {
+          e.preventDefault();
+          void load(date);
+        }}
+      >
+        <div class="field">
+          <label for="report-date">Day (UTC)</label>
+          <input id="report-date" type="date" value={date} aria-invalid={Boolean(errors.date)} aria-describedby={errors.date ? 'report-date-error' : undefined} onInput={(e) => setDate(e.currentTarget.value)} />
+          <Err id="report-date-error" text={errors.date} />
+        </div>
+        <button type="submit" class="primary">
+          Show report
+        </button>
+      </form>
+      {errors.form && <p class="error" role="alert">{errors.form}</p>}
+      {report && (
+        <>
+          <dl class="figures">
+            <div>
+              <dt>Devices</dt>
+              <dd>{report.devices.total}</dd>
+            </div>
+            <div>
+              <dt>Online during the day</dt>
+              <dd>{report.devices.online24h}</dd>
+            </div>
+            <div>
+              <dt>Users</dt>
+              <dd>{report.users.total}</dd>
+            </div>
+            <div>
+              <dt>Active users, 30 days</dt>
+              <dd>{report.users.active30d}</dd>
+            </div>
+            <div>
+              <dt>Events</dt>
+              <dd>{report.events.total}</dd>
+            </div>
+          </dl>
+          <div class="grid">
+            <Bars title="Devices by status" rows={entries(report.devices.byStatus)} />
+            <Bars title="Devices by type" rows={entries(report.devices.byType)} />
+            <Bars title="Events by type" rows={entries(report.events.byType)} />
+            <Bars title="Top devices (events)" rows={report.topDevices.map((d) => [`${d.deviceId} (${d.userId})`, d.events])} />
+          </div>
+          <Bars
+            title="Partition heat: share of the day's event writes (hot over 10%)"
+            rows={report.partitionHeat.map((h) => [h.key, Math.round(h.share * 1000) / 10])}
+            unit="%"
+            mark={(key) => (report.partitionHeat.find((h) => h.key === key)?.hot ? 'hot' : null)}
+          />
+          {report.indexHeat && report.indexHeat.length > 0 && (
+            <Bars title="Index heat (GSI1 TYPE# partitions)" rows={report.indexHeat.map((h) => [h.key, Math.round(h.share * 1000) / 10])} unit="%" />
+          )}
+        </>
+      )}
+    </section>
+  );
+}
+
+function EventsOfType() {
+  const now = Date.now();
+  const [form, setForm] = useState({ type: 'alarm', from: toInputTime(now - 86400_000), to: toInputTime(now + 60_000) });
+  const [errors, setErrors] = useState<Record<string, string>>({});
+  const [events, setEvents] = useState<(ApiEvent & { deviceId?: string; userId?: string })[] | null>(null);
+  const submit = async (e: Event) => {
+    e.preventDefault();
+    setErrors({});
+    const query = new URLSearchParams({ type: form.type, from: fromInputTime(form.from) ?? form.from, to: fromInputTime(form.to) ?? form.to, limit: '100' });
+    try {
+      setEvents((await api<{ events: ApiEvent[] }>('GET', `/admin/events?${query}`)).body.events);
+    } catch (err) {
+      const field = fieldOf(err);
+      setErrors(field && ['type', 'from', 'to'].includes(field) ? { [field]: messageOf(err) } : { form: messageOf(err) });
+      setEvents(null);
+    }
+  };
+  return (
+    <section aria-labelledby="types-title">
+      <h2 id="types-title">Events of a type</h2>
+      <form class="range" onSubmit={submit} noValidate>
+        {(['type', 'from', 'to'] as const).map((f) => (
+          <div class="field" key={f}>
+            <label for={`ev-${f}`}>{f === 'type' ? 'Event type' : f === 'from' ? 'From' : 'To'}</label>
+            <input
+              id={`ev-${f}`}
+              type={f === 'type' ? 'text' : 'datetime-local'}
+              value={form[f]}
+              aria-invalid={Boolean(errors[f])}
+              aria-describedby={errors[f] ? `ev-${f}-error` : undefined}
+              onInput={(e) => setForm({ ...form, [f]: e.currentTarget.value })}
+            />
+            <Err id={`ev-${f}-error`} text={errors[f]} />
+          </div>
+        ))}
+        <button type="submit" class="primary">
+          Find events
+        </button>
+      </form>
+      {errors.form && <p class="error" role="alert">{errors.form}</p>}
+      {events && (events.length === 0 ? <p class="muted">No such events in the range.</p> : (
+        <div class="scroll">
+          <table>
+            <caption class="sr-only">Events of type {form.type}, newest first</caption>
+            <thead>
+              <tr><th scope="col">Time</th><th scope="col">Device</th><th scope="col">Owner</th><th scope="col">Value</th></tr>
+            </thead>
+            <tbody>
+              {events.map((ev) => (
+                <tr key={`${ev.at}${ev.id}${ev.deviceId}`}>
+                  <td>{new Date(ev.at).toLocaleString()}</td>
+                  <td class="mono">{ev.deviceId}</td>
+                  <td class="mono">{ev.userId}</td>
+                  <td>{showValue(ev.value)}</td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        </div>
+      ))}
+    </section>
+  );
+}
+
+function DevicesByStatus() {
+  const [form, setForm] = useState({ status: 'active', seenSince: toInputTime(Date.now() - 86400_000) });
+  const [errors, setErrors] = useState<Record<string, string>>({});
+  const [devices, setDevices] = useState<FleetDevice[] | null>(null);
+  const submit = async (e: Event) => {
+    e.preventDefault();
+    setErrors({});
+    const query = new URLSearchParams({ status: form.status, seenSince: fromInputTime(form.seenSince) ?? form.seenSince, limit: '100' });
+    try {
+      setDevices((await api<{ devices: FleetDevice[] }>('GET', `/admin/devices?${query}`)).body.devices);
+    } catch (err) {
+      const field = fieldOf(err);
+      setErrors(field && ['status', 'seenSince'].includes(field) ? { [field]: messageOf(err) } : { form: messageOf(err) });
+      setDevices(null);
+    }
+  };
+  return (
+    <section aria-labelledby="status-title">
+      <h2 id="status-title">Devices by status</h2>
+      <form class="range" onSubmit={submit} noValidate>
+        <div class="field">
+          <label for="st-status">Status</label>
+          <select id="st-status" value={form.status} onChange={(e) => setForm({ ...form, status: e.currentTarget.value })}>
+            {STATUSES.map((s) => (
+              <option key={s} value={s}>{s}</option>
+            ))}
+          </select>
+          <Err id="st-status-error" text={errors.status} />
+        </div>
+        <div class="field">
+          <label for="st-seen">Seen since</label>
+          <input id="st-seen" type="datetime-local" value={form.seenSince} aria-invalid={Boolean(errors.seenSince)} aria-describedby={errors.seenSince ? 'st-seen-error' : undefined} onInput={(e) => setForm({ ...form, seenSince: e.currentTarget.value })} />
+          <Err id="st-seen-error" text={errors.seenSince} />
+        </div>
+        <button type="submit" class="primary">
+          Find devices
+        </button>
+      </form>
+      {errors.form && <p class="error" role="alert">{errors.form}</p>}
+      {devices && (devices.length === 0 ? <p class="muted">No such devices.</p> : (
+        <div class="scroll">
+          <table>
+            <caption class="sr-only">Devices with status {form.status}</caption>
+            <thead>
+              <tr><th scope="col">Device</th><th scope="col">Owner</th><th scope="col">Name</th><th scope="col">Type</th><th scope="col">Last seen</th></tr>
+            </thead>
+            <tbody>
+              {devices.map((d) => (
+                <tr key={d.deviceId}>
+                  <td class="mono">{d.deviceId}</td>
+                  <td class="mono">{d.userId}</td>
+                  <td>{d.name}</td>
+                  <td>{d.type}</td>
+                  <td>{d.seen ? new Date(d.seen).toLocaleString() : 'never'}</td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        </div>
+      ))}
+    </section>
+  );
+}
+
+export function Operators() {
+  return (
+    <section>
+      <h1 tabIndex={-1}>Operators</h1>
+      <p class="muted">Reads across every user, for members of the admin group. Alarm pages come with the alarms feature (issue 22), which has not landed.</p>
+      <DailyReport />
+      <EventsOfType />
+      <DevicesByStatus />
+    </section>
+  );
+}

@@ -1,0 +1,113 @@
+import { useEffect, useState } from 'preact/hooks';
+import { api, ApiError, apiUrl, fieldOf, messageOf } from '../api';
+import { TokenPanel } from '../components/TokenPanel';
+import type { Device } from '../types';
+
+const FIELDS = ['deviceId', 'name', 'type', 'tags'] as const;
+type Field = (typeof FIELDS)[number];
+
+const LABELS: Record<Field, string> = {
+  deviceId: 'Device id',
+  name: 'Name',
+  type: 'Type',
+  tags: 'Tags (comma-separated, optional)',
+};
+
+const HINTS: Partial<Record<Field, string>> = {
+  deviceId: 'Unique across the service: letters, digits and - _ . : @ +',
+  type: 'e.g. thermostat, power-meter',
+};
+
+export function Register() {
+  const [form, setForm] = useState<Record<Field, string>>({ deviceId: '', name: '', type: '', tags: '' });
+  const [errors, setErrors] = useState<Record<string, string>>({});
+  const [created, setCreated] = useState<{ device: Device; token: string } | null>(null);
+  const [busy, setBusy] = useState(false);
+  // The token view replaces the form: start keyboard and screen reader users at its heading.
+  useEffect(() => {
+    if (created) document.querySelector<HTMLElement>('main h1')?.focus();
+  }, [created]);
+
+  const submit = async (e: Event) => {
+    e.preventDefault();
+    setErrors({});
+    setBusy(true);
+    const tags = form.tags.split(',').map((t) => t.trim()).filter(Boolean);
+    try {
+      const answer = await api<{ device: Device; token: string }>('POST', '/me/devices', {
+        body: { deviceId: form.deviceId, name: form.name, type: form.type, ...(tags.length ? { tags } : {}) },
+      });
+      setCreated(answer.body);
+    } catch (err) {
+      const field = fieldOf(err);
+      if (err instanceof ApiError && err.code === 'device_id_taken') setErrors({ deviceId: err.message });
+      else if (field && (FIELDS as readonly string[]).includes(field)) setErrors({ [field]: messageOf(err) });
+      else setErrors({ form: messageOf(err) });
+      // Move focus to the first field in error, so the message is read out with it.
+      setTimeout(() => document.querySelector<HTMLElement>('[aria-invalid="true"]')?.focus());
+    } finally {
+      setBusy(false);
+    }
+  };
+
+  if (created)
+    return (
+      <section>
+        <h1 tabIndex={-1}>Registered {created.device.name}</h1>
+        <TokenPanel deviceId={created.device.deviceId} token={created.token} apiBase={apiUrl('') || location.origin} />
+        <p>
+          <a href={`#/devices/${encodeURIComponent(created.device.deviceId)}`}>Open {created.device.name}</a> ·{' '}
+          <a href="#/">Back to the fleet</a> ·{' '}
+          <button
+            type="button"
+            class="link"
+            onClick={() => {
+              setCreated(null);
+              setForm({ deviceId: '', name: '', type: '', tags: '' });
+            }}
+          >
+            Register another
+          </button>
+        </p>
+      </section>
+    );
+
+  return (
+    <section>
+      <h1 tabIndex={-1}>Register a device</h1>
+      <form onSubmit={submit} noValidate class="register">
+        {errors.form && (
+          <p class="error" role="alert">
+            {errors.form}
+          </p>
+        )}
+        {FIELDS.map((f) => (
+          <div class="field" key={f}>
+            <label for={`reg-${f}`}>{LABELS[f]}</label>
+            <input
+              id={`reg-${f}`}
+              name={f}
+              value={form[f]}
+              aria-invalid={Boolean(errors[f])}
+              aria-describedby={[HINTS[f] ? `reg-${f}-hint` : '', errors[f] ? `reg-${f}-error` : ''].filter(Boolean).join(' ') || undefined}
+              onInput={(e) => setForm({ ...form, [f]: e.currentTarget.value })}
+            />
+            {HINTS[f] && (
+              <span id={`reg-${f}-hint`} class="hint">
+                {HINTS[f]}
+              </span>
+            )}
+            {errors[f] && (
+              <span id={`reg-${f}-error`} class="field-error">
+                {errors[f]}
+              </span>
+            )}
+          </div>
+        ))}
+        <button type="submit" class="primary" disabled={busy}>
+          Register
+        </button>
+      </form>
+    </section>
+  );
+}
