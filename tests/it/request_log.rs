@@ -32,22 +32,31 @@ impl Captured {
     }
 }
 
-// current_thread runtime: the thread-local subscriber sees everything the handler logs.
-#[tokio::test(flavor = "current_thread")]
-async fn one_json_line_per_request_without_secrets() {
-    let table = fresh_table().await;
+/// The JSON log lines this thread writes while the returned guards live.
+fn capture_logs() -> (
+    Captured,
+    (tracing::Dispatch, tracing::subscriber::DefaultGuard),
+) {
     // With exactly one Dispatch in the process, tracing-core 0.1.36 decides a callsite's
     // cached interest from the default of whichever thread registers it first: a sibling
     // test without a subscriber would cache `never` for the request-log line and this test
     // would see nothing (tokio-rs/tracing#3611). A second live Dispatch makes it take the
     // interest of every registered dispatcher instead.
-    let _second_dispatch = tracing::Dispatch::new(tracing::subscriber::NoSubscriber::default());
+    let second_dispatch = tracing::Dispatch::new(tracing::subscriber::NoSubscriber::default());
     let captured = Captured::default();
     let writer = captured.clone();
-    let _guard =
+    let guard =
         tracing::subscriber::set_default(shared::observe::telemetry::json_subscriber(move || {
             writer.clone()
         }));
+    (captured, (second_dispatch, guard))
+}
+
+// current_thread runtime: the thread-local subscriber sees everything the handler logs.
+#[tokio::test(flavor = "current_thread")]
+async fn one_json_line_per_request_without_secrets() {
+    let table = fresh_table().await;
+    let (captured, _logging) = capture_logs();
 
     let a = device_updates(
         &table,
@@ -102,13 +111,7 @@ async fn an_unreachable_table_is_answered_logged_and_counted_apart_from_throttli
     use shared::observe::emf;
 
     let table = fresh_table().await;
-    let _second_dispatch = tracing::Dispatch::new(tracing::subscriber::NoSubscriber::default());
-    let captured = Captured::default();
-    let writer = captured.clone();
-    let _guard =
-        tracing::subscriber::set_default(shared::observe::telemetry::json_subscriber(move || {
-            writer.clone()
-        }));
+    let (captured, _logging) = capture_logs();
     let closed = FaultRates {
         drop_before_forward: 1.0,
         ..FaultRates::none()
