@@ -424,6 +424,8 @@ mod tests {
             recent: Vec::new(),
             ingest_seq: 0,
             device_version: 1,
+            tags: Vec::new(),
+            alarms: BTreeMap::new(),
         }
     }
 
