@@ -782,8 +782,10 @@ pub struct AlarmItem {
     /// Reminders sent so far.
     #[serde(default)]
     pub reminders: u32,
-    /// Expiry, epoch seconds (like the device's events).
-    pub ttl: i64,
+    /// Expiry, epoch seconds: set when it clears (its time + the events' retention); an open
+    /// alarm never expires.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttl: Option<i64>,
 }
 
 attributes!(AlarmItem {
@@ -1015,7 +1017,7 @@ mod tests {
             remind_every_seconds: Some(600),
             remind_at: Some(at),
             reminders: 1,
-            ttl: 1,
+            ttl: Some(1),
         };
         let cases: Vec<(&str, Item, &[Attribute])> = vec![
             (
