@@ -469,6 +469,7 @@ impl ItemSizes {
             created_at: at,
             updated_at: at,
             deleting_at: None,
+            report_every_seconds: None,
         };
         let state = DeviceStateItem {
             user_id: user.clone(),
@@ -482,6 +483,13 @@ impl ItemSizes {
             recent,
             ingest_seq: 48_213,
             device_version: 3,
+            tags: Vec::new(),
+            alarms: Default::default(),
+            report_every_seconds: None,
+            // A learned rhythm (offline detection): every reporting device carries one.
+            learned_every_seconds: Some(300),
+            learned_jitter_seconds: Some(12),
+            indexed_due: None,
         };
         let state_attrs = to_item(&state, &shards);
         let state_gsi1 = index_entry(&state_attrs, &INDEXES[0]).map_or(0, |e| item_size(&e));

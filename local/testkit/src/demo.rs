@@ -152,6 +152,7 @@ pub async fn seed(table: &FleetTable) -> Result<Vec<DemoDevice>, FleetError> {
             registrar,
             &UserId::parse(owner)?,
             DeviceRegistration {
+                report_every_seconds: None,
                 device_id: DeviceId::parse(id)?,
                 name: name.to_string(),
                 device_type: DeviceType::parse(kind)?,
