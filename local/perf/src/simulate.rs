@@ -483,7 +483,8 @@ impl ItemSizes {
             recent,
             ingest_seq: 48_213,
             device_version: 3,
-            tags: Vec::new(),
+            // The live state carries the device's tags (alarm rules scoped by tag).
+            tags: device_item.tags.clone(),
             alarms: Default::default(),
             report_every_seconds: None,
             // A learned rhythm (offline detection): every reporting device carries one.
