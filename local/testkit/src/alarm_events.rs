@@ -223,3 +223,39 @@ pub fn notification_ids(entries: &[Value]) -> BTreeSet<String> {
         })
         .collect()
 }
+
+/// The event Lambda's DynamoDB event source mapping delivers for `records` (what the handler
+/// is fed): `Records` with `eventName`, `dynamodb.SequenceNumber` and both images as DynamoDB
+/// JSON.
+pub fn lambda_event(records: &[AlarmRecord]) -> Value {
+    let image = |item: &Item| serde_json::to_value(serde_dynamo::Item::from(item.clone()));
+    let records: Vec<Value> = records
+        .iter()
+        .enumerate()
+        .map(|(i, r)| {
+            let mut change = serde_json::json!({
+                "ApproximateCreationDateTime": 1_795_168_800.0,
+                "SequenceNumber": r.sequence_number,
+                "SizeBytes": 1,
+                "StreamViewType": "NEW_AND_OLD_IMAGES",
+                "Keys": {},
+            });
+            if !r.new_image.is_empty() {
+                change["NewImage"] = image(&r.new_image).unwrap_or_default();
+            }
+            if !r.old_image.is_empty() {
+                change["OldImage"] = image(&r.old_image).unwrap_or_default();
+            }
+            serde_json::json!({
+                "eventID": format!("local-{i}"),
+                "eventName": if r.old_image.is_empty() { "INSERT" } else { "MODIFY" },
+                "eventVersion": "1.1",
+                "eventSource": "aws:dynamodb",
+                "awsRegion": "us-east-1",
+                "dynamodb": change,
+                "eventSourceARN": "arn:aws:dynamodb:us-east-1:123456789012:table/local/stream/local",
+            })
+        })
+        .collect();
+    serde_json::json!({ "Records": records })
+}
