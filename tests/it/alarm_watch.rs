@@ -326,12 +326,17 @@ async fn a_crossing_publishes_one_raised_a_clear_one_cleared_and_replays_publish
                 async move {
                     let ingestor = Arc::new(Ingestor::new(table, IngestConfig::default()));
                     for b in 0..10 {
-                        let a = ingest(
-                            &ingestor,
-                            ingest_request(&format!("room-{d}"), &token, batch(d, b)),
-                        )
-                        .await;
-                        assert_eq!(a.status, 200, "{:?}", a.body);
+                        // A 503 names events to resend (a loaded machine's DynamoDB Local can
+                        // be slower than the retry window): the device resends, as it would.
+                        let mut status = 0;
+                        for _ in 0..5 {
+                            let request = ingest_request(&format!("room-{d}"), &token, batch(d, b));
+                            status = ingest(&ingestor, request).await.status;
+                            if status == 200 {
+                                break;
+                            }
+                        }
+                        assert_eq!(status, 200, "room-{d} batch {b}");
                     }
                 }
             });
@@ -456,7 +461,8 @@ async fn the_stream_sample_is_published_as_one_raised_event() {
     let table = fresh_table().await;
     let watch = watcher(&table);
     let text = std::fs::read_to_string(
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../events/alarm-stream-raised.json"),
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../events/stream/alarm-stream-raised.json"),
     )
     .unwrap();
     let deadline = Instant::now() + alarm_watch::TIMEOUT;
