@@ -131,9 +131,19 @@ async fn a_silent_device_is_offline_at_the_first_run_after_its_due_time_once_and
         (before["candidates"].as_u64(), before["raised"].as_u64()),
         (Some(0), Some(0))
     );
+    let before_raise = fleet_perf::pricing::snapshot(&table).await.unwrap();
     let started = Instant::now();
     let (run, used) = run_at(&watch, first).await;
     let run_time = started.elapsed();
+    // What the raise bills by DynamoDB's rules (DynamoDB Local reports 2.0 for any transaction).
+    let raise_units = fleet_perf::pricing::write_units(
+        &fleet_perf::pricing::changes(
+            &before_raise,
+            &fleet_perf::pricing::snapshot(&table).await.unwrap(),
+        ),
+        fleet_perf::pricing::WriteKind::Transaction,
+    );
+    eprintln!("offline raise: {raise_units} write units by DynamoDB's rules (state update, alarm and pointer puts in one transaction, their index entries)");
     assert_eq!(run["raised"], 1, "{run}");
     assert_eq!(run["complete"], true);
     let delay = Duration::from_millis((first.epoch_millis() - due.epoch_millis()) as u64);
@@ -231,8 +241,10 @@ async fn a_learned_rhythm_watches_a_device_without_a_declared_interval() {
     let token = register(&table, "meter-9", json!({})).await;
     let ingestor = Arc::new(Ingestor::new(table.clone(), IngestConfig::default()));
     // Reports every 20 minutes: each report is in a new SEEN bucket.
+    let start = Timestamp::now().plus_seconds(-7200);
     for k in 0..4 {
-        let body = json!([{"type": "energy", "value": k, "at": ago(7200 - 1200 * k)}]);
+        let at = start.plus_seconds(1200 * k).to_string();
+        let body = json!([{"type": "energy", "value": k, "at": at}]);
         assert_eq!(
             ingest(&ingestor, ingest_request("meter-9", &token, body))
                 .await
