@@ -5,6 +5,8 @@
 //! reads an owner's rules with a device's live state and records transitions in the
 //! transaction that writes the state ([`record::transition_actions`]).
 
+pub mod lifecycle;
 pub mod record;
+pub mod rules;
 
 pub use record::{transition_actions, AlarmDevice};
