@@ -2,6 +2,7 @@
 //! one module per area. Run one area with `cargo test -p fleet-tests --test it <module>::`.
 
 mod alarm_watch;
+mod alarms;
 mod bench_harness;
 mod budgets;
 mod credentials;

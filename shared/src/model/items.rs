@@ -834,8 +834,9 @@ pub struct AlarmItem {
     pub user_id: UserId,
     /// The device.
     pub device_id: DeviceId,
-    /// The owner's live-state partition the device is placed on (its owner-list key).
-    #[serde(rename = "shard")]
+    /// The owner's live-state partition the device is placed on (its owner-list key; not on
+    /// GSI3, whose readers do not need it).
+    #[serde(rename = "shard", default)]
     pub partition: u32,
     /// The device's name when it was raised.
     pub device_name: String,

@@ -8,8 +8,10 @@
 //! scheduled run (offline detection, reminders); [`notify`] turns the stream records of alarm
 //! items into EventBridge events.
 
+pub mod lifecycle;
 pub mod notify;
 pub mod record;
+pub mod rules;
 pub mod watch;
 
 pub use record::{transition_actions, AlarmDevice};
