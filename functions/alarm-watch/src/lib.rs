@@ -209,7 +209,7 @@ pub async fn handle<P: Publisher>(
         complete = run.complete,
         "offline check"
     );
-    Ok(serde_json::to_value(run).map_err(FleetError::internal)?)
+    serde_json::to_value(run).map_err(FleetError::internal)
 }
 
 /// The records of a stream event, as the notifier reads them.
