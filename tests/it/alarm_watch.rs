@@ -175,10 +175,18 @@ async fn a_silent_device_is_offline_at_the_first_run_after_its_due_time_once_and
     let state = state_of(&table, "cold-1").await;
     assert!(state.alarms.contains_key("offline"));
     assert_eq!(state.indexed_due, None, "off the due index while offline");
-    assert_eq!(
-        state.connectivity(),
-        shared::model::offline::Connectivity::Offline
-    );
+    // The owner's dashboard shows it offline, with its alarm.
+    let board = dashboard(&table, ApiRequest::get("/me/dashboard").caller(OWNER)).await;
+    assert_eq!(board.status, 200, "{:?}", board.body);
+    let shown = board.body["devices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["deviceId"] == "cold-1")
+        .unwrap()
+        .clone();
+    assert_eq!(shown["connectivity"], "offline", "{shown}");
+    assert_eq!(shown["alarms"]["active"], 1);
 
     // Later runs raise nothing more: the device is not a candidate any longer.
     let (again, _) = run_at(&watch, first.plus_seconds(60)).await;

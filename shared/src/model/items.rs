@@ -14,7 +14,7 @@ use crate::model::alarm::{
 use crate::model::entity::{Entity, EntityType};
 use crate::model::expression::Attribute;
 use crate::model::keys::seen_bucket;
-use crate::model::offline::{due_at, Connectivity, Rhythm};
+use crate::model::offline::{due_at, Rhythm};
 use crate::model::shard::ShardCounts;
 use crate::model::status::DeviceStatus;
 
@@ -700,21 +700,6 @@ impl DeviceStateItem {
             .learned_after(gap, before.alarms.contains_key(OFFLINE));
         self.learned_every_seconds = learned.learned;
         self.learned_jitter_seconds = learned.jitter;
-    }
-
-    /// Online, offline (an offline alarm is open) or unknown (never seen, no interval known).
-    pub fn connectivity(&self) -> Connectivity {
-        if self
-            .alarms
-            .get(OFFLINE)
-            .is_some_and(|s| s.raised_at.is_some())
-        {
-            Connectivity::Offline
-        } else if self.last_seen.is_none() || self.rhythm().expected_seconds().is_none() {
-            Connectivity::Unknown
-        } else {
-            Connectivity::Online
-        }
     }
 
     /// `latest` and `recent` as the state item stores them (attribute [`DeviceStateItem::READINGS`]).

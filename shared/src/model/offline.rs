@@ -122,18 +122,6 @@ pub fn parse_report_every(field: &str, value: &serde_json::Value) -> Result<u64,
         })
 }
 
-/// Whether a device is online, offline or not known either way, as the dashboard shows it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Connectivity {
-    /// Reporting within its interval (or not yet found silent by the detector).
-    Online,
-    /// An offline alarm is open.
-    Offline,
-    /// Never seen, or no interval known yet.
-    Unknown,
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
