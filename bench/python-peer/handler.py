@@ -512,6 +512,11 @@ def device_json(item, state):
         "recent": recent,
         "connectivity": connectivity,
         "alarms": alarms,
+        # Offline detection: the declared interval, and the learned one once known.
+        **({"reportEverySeconds": int(item["reportEverySeconds"]["N"])}
+           if "reportEverySeconds" in item else {}),
+        **({"learnedEverySeconds": readings["learned"]}
+           if readings["learned"] is not None else {}),
     }
 
 
@@ -922,7 +927,7 @@ def state_from_item(item):
     number = lambda name: int(item[name]["N"]) if name in item and "N" in item[name] else None
     due_key = item.get("GSI3SK", {}).get("S")
     return {
-        "deviceId": item["SK"]["S"][len("DEVICE#"):-len("#STATE")],
+        "deviceId": item.get("SK", {}).get("S", "DEVICE##STATE")[len("DEVICE#"):-len("#STATE")],
         "status": item.get("status", {}).get("S", "active"),
         "offline": "offline" in item.get("alarms", {}).get("M", {}),
         "reportEvery": number("reportEverySeconds"),
