@@ -20,7 +20,7 @@ use std::time::Instant;
 
 use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
 use aws_sdk_dynamodb::types::{KeysAndAttributes, Put, TransactWriteItem, Update as UpdateAction};
-use futures::future::join_all;
+use futures::stream::{self, StreamExt};
 use serde::Serialize;
 
 use super::record::{transition_actions, AlarmDevice};
@@ -43,6 +43,9 @@ use crate::store::table::{sdk_error, FleetTable, MAX_ATTEMPTS};
 
 /// Index entries read per Query page (one BatchGetItem of their items follows each page).
 pub const PAGE: i32 = BATCH_GET_SIZE as i32;
+/// Shards worked on at once, and writes in flight per shard: an outage's thousands of due
+/// devices go through a bounded number of connections (16 x 16), not all at once.
+pub const CONCURRENCY: usize = 16;
 
 /// What one scheduled run did.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
@@ -105,8 +108,12 @@ pub async fn watch(
         complete: true,
         ..WatchRun::default()
     };
-    let shards = join_all((0..DUE_SHARDS).map(|shard| detect_shard(table, shard, at, deadline)));
-    for shard in shards.await {
+    let shards: Vec<_> = stream::iter(0..DUE_SHARDS)
+        .map(|shard| detect_shard(table, shard, at, deadline))
+        .buffer_unordered(CONCURRENCY)
+        .collect()
+        .await;
+    for shard in shards {
         let shard = shard?;
         run.candidates += shard.candidates;
         run.raised += shard.raised;
@@ -115,9 +122,12 @@ pub async fn watch(
         run.conflicts += shard.conflicts;
         run.complete &= shard.complete;
     }
-    let shards =
-        join_all((0..REMINDER_SHARDS).map(|shard| remind_shard(table, shard, at, deadline)));
-    for shard in shards.await {
+    let shards: Vec<_> = stream::iter(0..REMINDER_SHARDS)
+        .map(|shard| remind_shard(table, shard, at, deadline))
+        .buffer_unordered(CONCURRENCY)
+        .collect()
+        .await;
+    for shard in shards {
         let shard = shard?;
         run.reminders += shard.reminders;
         run.stale_reminders += shard.stale_reminders;
@@ -159,7 +169,11 @@ async fn detect_shard(
         .await?;
         run.candidates += entries.len() as u64;
         let states = read_states(table, &entries, deadline).await?;
-        let outcomes = join_all(states.iter().map(|state| act(table, state, &at))).await;
+        let outcomes: Vec<_> = stream::iter(states.iter())
+            .map(|state| act(table, state, &at))
+            .buffer_unordered(CONCURRENCY)
+            .collect()
+            .await;
         for outcome in outcomes {
             match outcome? {
                 Acted::Raised => run.raised += 1,
@@ -392,7 +406,12 @@ async fn remind_shard(
             .into_iter()
             .map(AlarmItem::from_item)
             .collect::<Result<_, _>>()?;
-            for outcome in join_all(alarms.iter().map(|a| remind(table, a, &at))).await {
+            let outcomes: Vec<_> = stream::iter(alarms.iter())
+                .map(|a| remind(table, a, &at))
+                .buffer_unordered(CONCURRENCY)
+                .collect()
+                .await;
+            for outcome in outcomes {
                 match outcome? {
                     Reminded::Sent => run.reminders += 1,
                     Reminded::Stale => run.stale_reminders += 1,
