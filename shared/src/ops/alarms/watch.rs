@@ -108,8 +108,12 @@ pub async fn watch(
         complete: true,
         ..WatchRun::default()
     };
-    let shards: Vec<_> = stream::iter(0..DUE_SHARDS)
+    // The futures are built first: a stream mapping a closure over borrowed data would not be
+    // `Send` for every lifetime (tokio::spawn of a caller needs it).
+    let runs: Vec<_> = (0..DUE_SHARDS)
         .map(|shard| detect_shard(table, shard, at, deadline))
+        .collect();
+    let shards: Vec<_> = stream::iter(runs)
         .buffer_unordered(CONCURRENCY)
         .collect()
         .await;
@@ -122,8 +126,10 @@ pub async fn watch(
         run.conflicts += shard.conflicts;
         run.complete &= shard.complete;
     }
-    let shards: Vec<_> = stream::iter(0..REMINDER_SHARDS)
+    let runs: Vec<_> = (0..REMINDER_SHARDS)
         .map(|shard| remind_shard(table, shard, at, deadline))
+        .collect();
+    let shards: Vec<_> = stream::iter(runs)
         .buffer_unordered(CONCURRENCY)
         .collect()
         .await;
@@ -169,8 +175,8 @@ async fn detect_shard(
         .await?;
         run.candidates += entries.len() as u64;
         let states = read_states(table, &entries, deadline).await?;
-        let outcomes: Vec<_> = stream::iter(states.iter())
-            .map(|state| act(table, state, &at))
+        let acts: Vec<_> = states.iter().map(|state| act(table, state, &at)).collect();
+        let outcomes: Vec<_> = stream::iter(acts)
             .buffer_unordered(CONCURRENCY)
             .collect()
             .await;
@@ -406,8 +412,8 @@ async fn remind_shard(
             .into_iter()
             .map(AlarmItem::from_item)
             .collect::<Result<_, _>>()?;
-            let outcomes: Vec<_> = stream::iter(alarms.iter())
-                .map(|a| remind(table, a, &at))
+            let reminds: Vec<_> = alarms.iter().map(|a| remind(table, a, &at)).collect();
+            let outcomes: Vec<_> = stream::iter(reminds)
                 .buffer_unordered(CONCURRENCY)
                 .collect()
                 .await;
