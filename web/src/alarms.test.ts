@@ -67,7 +67,9 @@ describe('the rule form builds the API body', () => {
     };
     const shown = formOfRule(rule);
     expect(shown).toMatchObject({ scopeKind: 'tag', scopeValue: 'garage', conditionKind: 'outside', conditionValue: '2', conditionHigh: '9', clearKind: 'equals', clearValue: 'false', remindEvery: '900' });
-    const { ruleId: _id, version: _v, ...sent } = rule;
+    const sent: Record<string, unknown> = { ...rule };
+    delete sent.ruleId;
+    delete sent.version;
     expect(ruleBody(shown, true).body).toEqual(sent);
   });
 });
