@@ -1,3 +1,4 @@
+import type { Connectivity, DeviceAlarms } from './alarms';
 import type { ApiEvent, Value } from './format';
 
 export interface Reading {
@@ -17,6 +18,12 @@ export interface Device {
   lastSeen?: string | null;
   latest?: Record<string, Reading>;
   recent?: ApiEvent[];
+  /** On the dashboard (AP-DASH): online, offline, or unknown (no reporting interval known yet). */
+  connectivity?: Connectivity;
+  /** On the dashboard (AP-DASH): the device's active alarms. */
+  alarms?: DeviceAlarms;
+  /** Seconds between reports the owner expects (offline detection), when set. */
+  reportEverySeconds?: number | null;
 }
 
 export interface Profile {
