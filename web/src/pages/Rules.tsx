@@ -56,7 +56,7 @@ function ConditionInputs({ field, legend, kind, value, high, errors, allowNone, 
         <div class="field">
           <label for={`rule-${field}-kind`}>The value is</label>
           <select id={`rule-${field}-kind`} value={kind} onChange={(e) => onChange(e.currentTarget.value as Comparison | 'none', value, high)}>
-            {allowNone && <option value="none">(no separate clear condition: clears when the alarm condition stops)</option>}
+            {allowNone && <option value="none">the alarm condition stops holding</option>}
             {COMPARISONS.map((c) => (
               <option key={c} value={c}>
                 {COMPARISON_LABELS[c]}
