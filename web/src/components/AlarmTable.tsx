@@ -1,4 +1,4 @@
-import { useState } from 'preact/hooks';
+import { useRef, useState } from 'preact/hooks';
 import { api, ApiError, messageOf } from '../api';
 import { alarmTitle, readingText, type Alarm } from '../alarms';
 import { SeverityBadge, StateBadge } from './AlarmBadges';
@@ -22,6 +22,8 @@ const when = (at: string | null | undefined) => (at ? new Date(at).toLocaleStrin
 export function AlarmTable({ alarms, caption, showDevice = true, showOwner = false, onChanged, onReload }: { alarms: Alarm[]; caption: string; showDevice?: boolean; showOwner?: boolean; onChanged?: (alarm: Alarm) => void; onReload?: () => void }) {
   const [busy, setBusy] = useState<string | null>(null);
   const [notice, setNotice] = useState<{ text: string; error: boolean } | null>(null);
+  // The Acknowledge button goes away once used: keyboard focus moves to what happened instead.
+  const noticeRef = useRef<HTMLParagraphElement>(null);
   const ack = async (alarm: Alarm) => {
     setBusy(alarm.alarmId);
     setNotice(null);
@@ -36,11 +38,12 @@ export function AlarmTable({ alarms, caption, showDevice = true, showOwner = fal
       } else setNotice({ text: messageOf(e), error: true });
     } finally {
       setBusy(null);
+      setTimeout(() => noticeRef.current?.focus());
     }
   };
   return (
     <>
-      <p role="status" class={notice?.error ? 'error' : 'notice'}>
+      <p role="status" tabIndex={-1} ref={noticeRef} class={notice?.error ? 'error' : 'notice'}>
         {notice?.text ?? ''}
       </p>
       <div class="scroll">
