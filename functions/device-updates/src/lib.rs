@@ -16,9 +16,11 @@ use serde::Deserialize;
 use serde_json::json;
 
 use shared::http::api::{self, json_bytes, json_response, ApiError, Caller, MAX_BODY_BYTES};
-use shared::http::gateway::DeviceIdPath;
+use shared::http::gateway::{DeviceIdPath, PathParams};
+use shared::model::alarm::{AlarmId, RuleDefinition, RuleId, MAX_RULES_PER_OWNER};
 use shared::model::ids::{parse_display_name, parse_tags, DeviceId, DeviceType, UserId};
 use shared::model::status::DeviceStatus;
+use shared::ops::alarms::{lifecycle, rules};
 use shared::ops::credentials;
 use shared::ops::devices::{self, DevicePatch, DeviceRegistration, MAX_DEVICE_NAME};
 use shared::ops::limits::{rate_limited, KeyedLimiter, RegistrationLimit};
@@ -59,6 +61,9 @@ pub fn router(table: FleetTable, limit: RegistrationLimit) -> Router {
             "/me/devices/{deviceId}/token",
             post(rotate_token).delete(revoke_token),
         )
+        .route("/me/rules", post(create_rule))
+        .route("/me/rules/{ruleId}", patch(update_rule).delete(delete_rule))
+        .route("/me/alarms/{alarmId}/ack", post(acknowledge_alarm))
         .with_state(DeviceUpdates {
             table,
             registrations: Arc::new(limit.limiter()),
@@ -203,6 +208,82 @@ async fn revoke_token(
     Ok(api::empty_response(StatusCode::NO_CONTENT))
 }
 
+#[derive(Deserialize)]
+struct RulePath {
+    #[serde(rename = "ruleId")]
+    rule_id: String,
+}
+
+/// A rule id from the path: one that cannot be a rule's is no rule of the caller's (404).
+fn rule_id(path: &RulePath) -> Result<RuleId, ApiError> {
+    RuleId::parse(&path.rule_id).map_err(|_| ApiError::not_found("rule"))
+}
+
+/// `POST /me/rules`.
+async fn create_rule(
+    caller: Caller,
+    State(table): State<FleetTable>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Answer {
+    let body: serde_json::Value = json_bytes(&headers, &body, MAX_BODY_BYTES)?;
+    let definition = RuleDefinition::parse(&body)?;
+    let rule = rules::create_rule(&table, &caller.user_id, definition).await?;
+    let mut response = json_response(
+        StatusCode::CREATED,
+        &json!({ "rule": rule, "limit": MAX_RULES_PER_OWNER }),
+    );
+    insert_etag(&mut response, rule.version);
+    if let Ok(value) = HeaderValue::from_str(&format!("/me/rules/{}", rule.rule_id)) {
+        response.headers_mut().insert(header::LOCATION, value);
+    }
+    Ok(response)
+}
+
+/// `PATCH /me/rules/{ruleId}` (If-Match: the rule's version).
+async fn update_rule(
+    caller: Caller,
+    State(table): State<FleetTable>,
+    PathParams(path): PathParams<RulePath>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Answer {
+    let id = rule_id(&path)?;
+    let expected = if_match_version(&headers)?;
+    let body: serde_json::Value = json_bytes(&headers, &body, MAX_BODY_BYTES)?;
+    let rule = rules::update_rule(&table, &caller.user_id, &id, expected, &body).await?;
+    let mut response = json_response(StatusCode::OK, &json!({ "rule": rule }));
+    insert_etag(&mut response, rule.version);
+    Ok(response)
+}
+
+/// `DELETE /me/rules/{ruleId}`.
+async fn delete_rule(
+    caller: Caller,
+    State(table): State<FleetTable>,
+    PathParams(path): PathParams<RulePath>,
+) -> Answer {
+    rules::delete_rule(&table, &caller.user_id, &rule_id(&path)?).await?;
+    Ok(api::empty_response(StatusCode::NO_CONTENT))
+}
+
+#[derive(Deserialize)]
+struct AlarmPath {
+    #[serde(rename = "alarmId")]
+    alarm_id: String,
+}
+
+/// `POST /me/alarms/{alarmId}/ack`.
+async fn acknowledge_alarm(
+    caller: Caller,
+    State(table): State<FleetTable>,
+    PathParams(path): PathParams<AlarmPath>,
+) -> Answer {
+    let id = AlarmId::parse(&path.alarm_id).map_err(|_| ApiError::not_found("alarm"))?;
+    let alarm = lifecycle::acknowledge(&table, &caller.user_id, &id).await?;
+    Ok(json_response(StatusCode::OK, &json!({ "alarm": alarm })))
+}
+
 /// The version in `If-Match`: `2`, `"2"` or `W/"2"`. Missing is a 428, anything else a 400.
 fn if_match_version(headers: &HeaderMap) -> Result<u64, ApiError> {
     let raw = headers
@@ -221,7 +302,7 @@ fn if_match_version(headers: &HeaderMap) -> Result<u64, ApiError> {
         .filter(|d| !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit()))
         .and_then(|d| d.parse::<u64>().ok())
         .filter(|v| *v >= 1)
-        .ok_or_else(|| ApiError::invalid("If-Match", "must be the device version, e.g. 1"))
+        .ok_or_else(|| ApiError::invalid("If-Match", "must be the version, e.g. 1"))
 }
 
 fn insert_etag(response: &mut axum::response::Response, version: u64) {

@@ -113,11 +113,17 @@ pub enum EntityType {
     ReleasedRegistration,
     /// That a device sent events of a searchable type in a window (the event-type index).
     TypeMark,
+    /// An owner's alarm rules.
+    RuleSet,
+    /// One alarm of one device (its history entry).
+    Alarm,
+    /// The open alarm of a device and source.
+    OpenAlarm,
 }
 
 impl EntityType {
     /// Every entity type.
-    pub const ALL: [EntityType; 12] = [
+    pub const ALL: [EntityType; 15] = [
         EntityType::Profile,
         EntityType::Device,
         EntityType::Fleet,
@@ -130,6 +136,9 @@ impl EntityType {
         EntityType::PurgeMarker,
         EntityType::ReleasedRegistration,
         EntityType::TypeMark,
+        EntityType::RuleSet,
+        EntityType::Alarm,
+        EntityType::OpenAlarm,
     ];
 
     /// `entityType = this type`, for an update that creates the item or a condition on it.
@@ -152,6 +161,9 @@ impl EntityType {
             EntityType::PurgeMarker => "purgeMarker",
             EntityType::ReleasedRegistration => "releasedRegistration",
             EntityType::TypeMark => "typeMark",
+            EntityType::RuleSet => "ruleSet",
+            EntityType::Alarm => "alarm",
+            EntityType::OpenAlarm => "openAlarm",
         }
     }
 

@@ -49,11 +49,27 @@ pub enum PatternId {
     RotateToken,
     /// AP-18: revoke a device's tokens.
     RevokeToken,
+    /// AP-19: create an alarm rule.
+    CreateRule,
+    /// AP-20: an owner's alarm rules.
+    ListRules,
+    /// AP-21: change an alarm rule.
+    UpdateRule,
+    /// AP-22: delete an alarm rule.
+    DeleteRule,
+    /// AP-23: an owner's alarms, open first.
+    OwnerAlarms,
+    /// AP-24: one device's alarm history.
+    DeviceAlarms,
+    /// AP-25: acknowledge an alarm.
+    AcknowledgeAlarm,
+    /// AP-26: open alarms across owners by severity (operators).
+    OpenAlarms,
 }
 
 impl PatternId {
     /// Every pattern, in catalog order.
-    pub const ALL: [PatternId; 19] = [
+    pub const ALL: [PatternId; 27] = [
         PatternId::GetProfile,
         PatternId::ListDevices,
         PatternId::GetDevice,
@@ -73,6 +89,14 @@ impl PatternId {
         PatternId::PutProfile,
         PatternId::RotateToken,
         PatternId::RevokeToken,
+        PatternId::CreateRule,
+        PatternId::ListRules,
+        PatternId::UpdateRule,
+        PatternId::DeleteRule,
+        PatternId::OwnerAlarms,
+        PatternId::DeviceAlarms,
+        PatternId::AcknowledgeAlarm,
+        PatternId::OpenAlarms,
     ];
 
     /// The stable text id (`AP-04`), as docs, logs and cursors spell it.
@@ -97,6 +121,14 @@ impl PatternId {
             PatternId::PutProfile => "AP-16",
             PatternId::RotateToken => "AP-17",
             PatternId::RevokeToken => "AP-18",
+            PatternId::CreateRule => "AP-19",
+            PatternId::ListRules => "AP-20",
+            PatternId::UpdateRule => "AP-21",
+            PatternId::DeleteRule => "AP-22",
+            PatternId::OwnerAlarms => "AP-23",
+            PatternId::DeviceAlarms => "AP-24",
+            PatternId::AcknowledgeAlarm => "AP-25",
+            PatternId::OpenAlarms => "AP-26",
         }
     }
 }

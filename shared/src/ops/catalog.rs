@@ -31,6 +31,14 @@ pub const CATALOG: &[AccessPattern] = &[
     ops::profile::UPSERT_PROFILE,
     ops::credentials::ROTATE_TOKEN,
     ops::credentials::REVOKE_TOKEN,
+    ops::alarms::rules::CREATE_RULE,
+    ops::alarms::rules::LIST_RULES,
+    ops::alarms::rules::UPDATE_RULE,
+    ops::alarms::rules::DELETE_RULE,
+    ops::alarms::lifecycle::OWNER_ALARMS,
+    ops::alarms::lifecycle::DEVICE_ALARMS,
+    ops::alarms::lifecycle::ACKNOWLEDGE_ALARM,
+    ops::alarms::lifecycle::OPEN_ALARMS,
 ];
 
 impl PatternId {
