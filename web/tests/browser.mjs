@@ -84,15 +84,15 @@ const PATTERNS = [
   ['GET', /^\/admin\/events$/, 'AP-09'],
   ['GET', /^\/admin\/devices$/, 'AP-13'],
   ['GET', /^\/admin\/reports\/[^/]+$/, 'AP-15'],
-  // Alarms (issue 22; /work/ALARM-CONTRACT.md).
-  ['GET', /^\/me\/rules$/, 'rules: list'],
-  ['POST', /^\/me\/rules$/, 'rules: create'],
-  ['PATCH', /^\/me\/rules\/[^/]+$/, 'rules: change'],
-  ['DELETE', /^\/me\/rules\/[^/]+$/, 'rules: delete'],
-  ['GET', /^\/me\/alarms$/, 'alarms: the owner\'s'],
-  ['GET', /^\/me\/devices\/[^/]+\/alarms$/, 'alarms: a device\'s history'],
-  ['POST', /^\/me\/alarms\/[^/]+\/ack$/, 'alarms: acknowledge'],
-  ['GET', /^\/admin\/alarms$/, 'alarms: open, by severity'],
+  // Alarms (issue 22).
+  ['GET', /^\/me\/rules$/, 'AP-20'],
+  ['POST', /^\/me\/rules$/, 'AP-19'],
+  ['PATCH', /^\/me\/rules\/[^/]+$/, 'AP-21'],
+  ['DELETE', /^\/me\/rules\/[^/]+$/, 'AP-22'],
+  ['GET', /^\/me\/alarms$/, 'AP-23'],
+  ['GET', /^\/me\/devices\/[^/]+\/alarms$/, 'AP-24'],
+  ['POST', /^\/me\/alarms\/[^/]+\/ack$/, 'AP-25'],
+  ['GET', /^\/admin\/alarms$/, 'AP-26'],
 ];
 /** What the console loads that is not the API: its own files and, locally, the stand-in sign-in. */
 const CONSOLE_FILES = /^\/(|index\.html|config\.json|assets\/.+|local\/users(\/[^/]+\/token)?)$/;
