@@ -397,7 +397,7 @@ test("a rule is created with the API's 400 beside its field, edited (a 412 reloa
   const alice = await userToken(base, 'demo-alice');
   await needRoute(base, alice, 'GET', '/me/rules');
   await signIn(page, base, 'demo-alice');
-  await page.getByRole('link', { name: 'Alarm rules' }).click();
+  await page.getByRole('navigation').getByRole('link', { name: 'Alarm rules' }).click();
   await page.getByRole('heading', { level: 1, name: 'Alarm rules' }).waitFor();
   const name = `Cellar too cold ${Date.now().toString(36)}`;
   await page.getByLabel('Name').fill(name);
@@ -468,7 +468,7 @@ test('readings over a rule raise an alarm: on the alarms page, the dashboard and
   const deviceTok = registered.body.token;
 
   await signIn(page, base, 'demo-utility');
-  await page.getByRole('link', { name: 'Alarm rules' }).click();
+  await page.getByRole('navigation').getByRole('link', { name: 'Alarm rules' }).click();
   await page.getByRole('heading', { level: 1, name: 'Alarm rules' }).waitFor();
   await page.getByLabel('Name').fill('Freezer thawing');
   await page.getByLabel('Event type').fill('temperature');
@@ -488,7 +488,7 @@ test('readings over a rule raise an alarm: on the alarms page, the dashboard and
   assert.equal(alarm.severity, 'critical');
   assert.equal(alarm.kind, 'threshold');
 
-  await page.getByRole('link', { name: 'Alarms', exact: true }).click();
+  await page.getByRole('navigation').getByRole('link', { name: 'Alarms', exact: true }).click();
   await page.getByRole('heading', { level: 1, name: 'Alarms' }).waitFor();
   const row = page.locator(`tr[data-alarm="${alarm.alarmId}"]`);
   await row.waitFor();
@@ -525,7 +525,7 @@ test('readings over a rule raise an alarm: on the alarms page, the dashboard and
 
   // Back to normal: the clear condition clears it, once.
   assert.equal(await sendEvent(base, deviceId, deviceTok, -20), 200);
-  await page.getByRole('link', { name: 'Alarms', exact: true }).click();
+  await page.getByRole('navigation').getByRole('link', { name: 'Alarms', exact: true }).click();
   await page.getByRole('heading', { level: 1, name: 'Alarms' }).waitFor();
   await page.locator(`tr[data-alarm="${alarm.alarmId}"][data-state="cleared"]`).waitFor();
 });

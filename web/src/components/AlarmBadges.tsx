@@ -24,8 +24,9 @@ export function ActiveAlarms({ alarms }: { alarms: DeviceAlarms | null | undefin
   if (!alarms) return <span class="muted">—</span>;
   if (alarms.active === 0) return <span class="muted">none</span>;
   return (
-    <a href="#/alarms" class="alarm-count" aria-label={`${alarms.active} active alarm${alarms.active === 1 ? '' : 's'}${alarms.highestSeverity ? `, highest ${alarms.highestSeverity}` : ''}`}>
-      <span data-alarm-count>{alarms.active}</span> {alarms.highestSeverity && <SeverityBadge severity={alarms.highestSeverity} />}
+    <a href="#/alarms" class="alarm-count">
+      <span data-alarm-count>{alarms.active}</span>
+      <span class="sr-only"> active alarm{alarms.active === 1 ? '' : 's'}{alarms.highestSeverity ? ', highest' : ''}</span> {alarms.highestSeverity && <SeverityBadge severity={alarms.highestSeverity} />}
     </a>
   );
 }
