@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { conditionText, deviceConnectivity, durationText, EMPTY_RULE_FORM, equalsValue, formOfRule, ruleBody, ruleFieldOf, scopeText, severityRank, type Rule, type RuleForm } from './alarms';
+import { conditionText, durationText, EMPTY_RULE_FORM, equalsValue, formOfRule, ruleBody, ruleFieldOf, scopeText, severityRank, type Rule, type RuleForm } from './alarms';
 
 const form = (change: Partial<RuleForm>): RuleForm => ({ ...EMPTY_RULE_FORM, name: 'Too hot', eventType: 'temperature', scopeValue: 'thermostat', conditionValue: '80', ...change });
 
@@ -100,15 +100,5 @@ describe('rules and alarms in words', () => {
   });
   it('severities rank critical first', () => {
     expect(['warning', 'critical', 'minor', 'major'].sort((a, b) => severityRank(a) - severityRank(b))).toEqual(['critical', 'major', 'minor', 'warning']);
-  });
-});
-
-describe("a device's connectivity on its page", () => {
-  const offline = { alarmId: '1.offline.d', deviceId: 'd', kind: 'offline', severity: 'major', raisedAt: '2026-11-20T10:00:00Z' } as const;
-  it("the API's word first, then an open offline alarm, else nothing claimed", () => {
-    expect(deviceConnectivity('online', [{ ...offline, state: 'active' }])).toBe('online');
-    expect(deviceConnectivity(undefined, [{ ...offline, state: 'acknowledged' }])).toBe('offline');
-    expect(deviceConnectivity(undefined, [{ ...offline, state: 'cleared' }])).toBeNull();
-    expect(deviceConnectivity(undefined, null)).toBeNull();
   });
 });

@@ -286,13 +286,3 @@ export function alarmTitle(alarm: Alarm): string {
 export function isOpen(alarm: Alarm): boolean {
   return alarm.state !== 'cleared';
 }
-
-/**
- * A device's connectivity on its own page: what the API says when the device carries it, else
- * what its alarm history shows (an open offline alarm means offline); null when neither says.
- */
-export function deviceConnectivity(given: Connectivity | null | undefined, history: Alarm[] | null): Connectivity | null {
-  if (given) return given;
-  if (history?.some((a) => a.kind === 'offline' && isOpen(a))) return 'offline';
-  return null;
-}

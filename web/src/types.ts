@@ -18,9 +18,9 @@ export interface Device {
   lastSeen?: string | null;
   latest?: Record<string, Reading>;
   recent?: ApiEvent[];
-  /** On the dashboard (AP-DASH): online, offline, or unknown (no reporting interval known yet). */
+  /** AP-DASH and AP-03: online, offline (an offline alarm is open) or unknown (never reported). */
   connectivity?: Connectivity;
-  /** On the dashboard (AP-DASH): the device's active alarms. */
+  /** AP-DASH and AP-03: the device's open alarms, how many and the highest severity. */
   alarms?: DeviceAlarms;
   /** Seconds between reports the owner expects (offline detection), when set. */
   reportEverySeconds?: number | null;

@@ -9,11 +9,11 @@ export function StateBadge({ state }: { state: AlarmState | string }) {
   return <span class={`badge state-${state}`}>{state}</span>;
 }
 
-/** A device's connectivity from the API (`online`, `offline`, `unknown`: no interval known yet). */
+/** A device's connectivity from the API (`online`, `offline`: an offline alarm is open, `unknown`: never reported). */
 export function ConnectivityBadge({ connectivity }: { connectivity: Connectivity | string | null | undefined }) {
   if (!connectivity) return <span class="muted">—</span>;
   return (
-    <span class={`badge conn-${connectivity}`} title={connectivity === 'unknown' ? 'No reporting interval known yet: set one, or let it be learned from the readings' : undefined}>
+    <span class={`badge conn-${connectivity}`} title={connectivity === 'unknown' ? 'The device has not reported yet' : undefined}>
       {connectivity}
     </span>
   );

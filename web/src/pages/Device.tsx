@@ -8,7 +8,6 @@ import { STATUSES, type Device } from '../types';
 import { AlarmTable } from '../components/AlarmTable';
 import { ConnectivityBadge } from '../components/AlarmBadges';
 import { useAlarmPages } from '../hooks/useAlarmPages';
-import { deviceConnectivity } from '../alarms';
 
 /** AP-04 pages are at most 100 events; a range is read page after page up to this many. */
 const PAGE = 100;
@@ -150,8 +149,7 @@ export function DevicePage({ deviceId }: { deviceId: string }) {
       )}
       {device && (
         <p data-connectivity>
-          Connectivity: <ConnectivityBadge connectivity={deviceConnectivity(device.connectivity, history.alarms)} />
-          {!device.connectivity && !deviceConnectivity(undefined, history.alarms) && <span class="muted"> (no open offline alarm)</span>}
+          Connectivity: <ConnectivityBadge connectivity={device.connectivity} />
           {device.reportEverySeconds ? <span class="muted"> · expected to report every {device.reportEverySeconds} s</span> : null}
         </p>
       )}
