@@ -101,7 +101,7 @@ async fn send_events(
             )
             .await
             .unwrap();
-        assert!(outcome.failed.is_empty());
+        assert!(outcome.failed.is_empty(), "{outcome:?}");
     }
 }
 
