@@ -32,8 +32,11 @@ use shared::ops::{dashboard, devices_by_status, events, reports};
 use shared::store::metrics::{MeterSnapshot, RequestMeter};
 use shared::{FleetError, FleetTable};
 
-use super::{ingest_at_reference_time, now, Tokens, ALICE};
+use super::{ingest_at_reference_time, now, Tokens, ALICE, BOB};
 use crate::api_event::ApiEvent;
+use shared::model::alarm::Rule;
+use shared::model::entity::Entity;
+use shared::model::items::{AlarmItem, RuleSetItem};
 
 /// This file, relative to the workspace root, for the docs' links.
 pub const CASES_SOURCE: &str = file!();
@@ -655,7 +658,17 @@ pub static CASES: &[PatternCase] = &[
                 Ok(())
             })
         },
-        call: None,
+        // Each call a new owner's first rule (an owner keeps at most 32), scoped by type.
+        call: write("POST /me/rules (a type scope)", 201, |_, _| {
+            Box::new(|i| {
+                ApiEvent::new(route(PatternId::CreateRule), "/me/rules")
+                    .caller(&format!("ref-rule-owner-{i}"))
+                    .json(&json!({"name": "Hot", "eventType": "temperature",
+                        "scope": {"deviceType": "thermostat"}, "condition": {"above": 80},
+                        "severity": "major"}))
+                    .to_bytes()
+            })
+        }),
     },
     PatternCase {
         id: PatternId::ListRules,
@@ -667,7 +680,9 @@ pub static CASES: &[PatternCase] = &[
                 found(rules.len() == 1, PatternId::ListRules)
             })
         },
-        call: None,
+        call: read("GET /me/rules (Bob's one rule)", |_, _| {
+            every_call(ApiEvent::new(route(PatternId::ListRules), "/me/rules").caller(BOB))
+        }),
     },
     PatternCase {
         id: PatternId::UpdateRule,
@@ -681,7 +696,20 @@ pub static CASES: &[PatternCase] = &[
                 Ok(())
             })
         },
-        call: None,
+        // Bob's fixture rule, one version further each call.
+        call: write("PATCH /me/rules/{ruleId} (severity)", 200, |_, _| {
+            Box::new(|i| {
+                ApiEvent::new(
+                    route(PatternId::UpdateRule),
+                    format!("/me/rules/{BOB_RULE}"),
+                )
+                .caller(BOB)
+                .param("ruleId", BOB_RULE)
+                .header("If-Match", &(i + 1).to_string())
+                .json(&json!({"severity": if i % 2 == 0 { "minor" } else { "warning" }}))
+                .to_bytes()
+            })
+        }),
     },
     PatternCase {
         id: PatternId::AcknowledgeAlarm,
@@ -697,7 +725,19 @@ pub static CASES: &[PatternCase] = &[
                 )
             })
         },
-        call: None,
+        // Each call one of Bob's fixture alarms, active until then.
+        call: write("POST /me/alarms/{alarmId}/ack", 200, |_, _| {
+            Box::new(|i| {
+                let id = bob_fixture_alarm(i).to_string();
+                ApiEvent::new(
+                    route(PatternId::AcknowledgeAlarm),
+                    format!("/me/alarms/{id}/ack"),
+                )
+                .caller(BOB)
+                .param("alarmId", &id)
+                .to_bytes()
+            })
+        }),
     },
     PatternCase {
         id: PatternId::OwnerAlarms,
@@ -709,7 +749,9 @@ pub static CASES: &[PatternCase] = &[
                 found(page.items.len() == 1, PatternId::OwnerAlarms)
             })
         },
-        call: None,
+        call: read("GET /me/alarms (Bob's first page of 50)", |_, _| {
+            every_call(ApiEvent::new(route(PatternId::OwnerAlarms), "/me/alarms").caller(BOB))
+        }),
     },
     PatternCase {
         id: PatternId::DeviceAlarms,
@@ -723,7 +765,16 @@ pub static CASES: &[PatternCase] = &[
                 found(page.items.len() == 1, PatternId::DeviceAlarms)
             })
         },
-        call: None,
+        call: read("GET /me/devices/{deviceId}/alarms (first page of 50)", |_, _| {
+            every_call(
+                ApiEvent::new(
+                    route(PatternId::DeviceAlarms),
+                    format!("/me/devices/{BOB_ALARM_DEVICE}/alarms"),
+                )
+                .caller(BOB)
+                .param("deviceId", BOB_ALARM_DEVICE),
+            )
+        }),
     },
     PatternCase {
         id: PatternId::OpenAlarms,
@@ -738,7 +789,13 @@ pub static CASES: &[PatternCase] = &[
                 found(page.items.len() == 1, PatternId::OpenAlarms)
             })
         },
-        call: None,
+        call: read("GET /admin/alarms?severity=warning (first page of 50)", |_, _| {
+            every_call(
+                ApiEvent::new(route(PatternId::OpenAlarms), "/admin/alarms")
+                    .operator("ref-operator")
+                    .query("severity", "warning"),
+            )
+        }),
     },
     PatternCase {
         id: PatternId::DeleteRule,
@@ -750,12 +807,146 @@ pub static CASES: &[PatternCase] = &[
                 rules::delete_rule(table, &alice()?, &id).await
             })
         },
-        call: None,
+        // Each call one of the fixture owners' rules, 32 to an owner.
+        call: write("DELETE /me/rules/{ruleId}", 204, |_, _| {
+            Box::new(|i| {
+                let (owner, rule) = deletable_rule(i);
+                ApiEvent::new(
+                    route(PatternId::DeleteRule),
+                    format!("/me/rules/{rule}"),
+                )
+                .caller(&owner)
+                .param("ruleId", &rule)
+                .to_bytes()
+            })
+        }),
     },
 ];
 
 /// Alice's device the alarm cases use.
 const ALARM_DEVICE: u32 = 2;
+
+/// Bob's fixture rule, which the AP-21 calls change.
+const BOB_RULE: &str = "r00000000000000b0";
+/// Bob's device whose fixture alarms the AP-25 calls acknowledge.
+const BOB_ALARM_DEVICE: &str = "ref-bob-dev-0";
+/// Fixture alarms and deletable rules: enough for `make bench`'s warm-up and calls.
+const FIXTURE_CALLS: usize = 400;
+
+/// Bob's `i`-th fixture alarm (warning, active), a minute apart before the reference time.
+fn bob_fixture_alarm(i: usize) -> AlarmId {
+    AlarmId {
+        device: DeviceId::parse(BOB_ALARM_DEVICE).expect("valid constant"),
+        source: AlarmSource::Rule(RuleId::parse(BOB_RULE).expect("valid constant")),
+        raised_at: now().plus_seconds(-60 * (i as i64 + 1)),
+    }
+}
+
+/// The owner and id of the `i`-th rule the AP-22 calls delete.
+fn deletable_rule(i: usize) -> (String, String) {
+    let per_owner = shared::model::alarm::MAX_RULES_PER_OWNER;
+    (
+        format!("ref-rule-keeper-{}", i / per_owner),
+        format!("r{:016x}", i % per_owner),
+    )
+}
+
+/// What the alarm routes' bench calls work on, written directly (fixtures, not transitions):
+/// Bob's rule, his active warning alarms, and owners with 32 rules each to delete.
+pub async fn seed_alarm_fixtures(table: &FleetTable) -> Result<(), FleetError> {
+    let rule = |id: &str, severity: &str| -> Result<Rule, FleetError> {
+        Ok(Rule {
+            rule_id: RuleId::parse(id)?,
+            version: 1,
+            definition: RuleDefinition::parse(
+                &json!({"name": "Pressure", "eventType": "pressure",
+                "scope": {"deviceType": "thermostat"}, "condition": {"above": 5},
+                "severity": severity}),
+            )?,
+            created_at: now(),
+            updated_at: now(),
+        })
+    };
+    let mut sets = vec![RuleSetItem {
+        user_id: UserId::parse(BOB)?,
+        rules: [(BOB_RULE.to_string(), rule(BOB_RULE, "warning")?)].into(),
+        version: 1,
+    }];
+    let per_owner = shared::model::alarm::MAX_RULES_PER_OWNER;
+    for owner in 0..FIXTURE_CALLS.div_ceil(per_owner) {
+        let rules = (0..per_owner)
+            .map(|k| {
+                let id = format!("r{k:016x}");
+                rule(&id, "minor").map(|r| (id, r))
+            })
+            .collect::<Result<_, FleetError>>()?;
+        sets.push(RuleSetItem {
+            user_id: UserId::parse(format!("ref-rule-keeper-{owner}"))?,
+            rules,
+            version: 1,
+        });
+    }
+    let mut items = Vec::new();
+    for set in &sets {
+        items.push(set.to_item(&table.config.shards)?);
+    }
+    let bob_rule = rule(BOB_RULE, "warning")?;
+    for i in 0..FIXTURE_CALLS {
+        let id = bob_fixture_alarm(i);
+        let alarm = AlarmItem {
+            user_id: UserId::parse(BOB)?,
+            device_id: id.device.clone(),
+            partition: 0,
+            device_name: "Sensor 0".into(),
+            source: BOB_RULE.into(),
+            rule_name: Some(bob_rule.definition.name.clone()),
+            severity: Severity::Warning,
+            state: shared::model::alarm::AlarmState::Active,
+            raised_at: id.raised_at,
+            cleared_at: None,
+            acknowledged_at: None,
+            reading: None,
+            clear_reading: None,
+            last_seen: None,
+            remind_every_seconds: None,
+            remind_at: None,
+            reminders: 0,
+            ttl: None,
+        };
+        items.push(alarm.to_item(&table.config.shards)?);
+    }
+    for chunk in items.chunks(25) {
+        let requests = chunk
+            .iter()
+            .map(|item| {
+                let request = aws_sdk_dynamodb::types::WriteRequest::builder()
+                    .put_request(
+                        aws_sdk_dynamodb::types::PutRequest::builder()
+                            .set_item(Some(item.clone()))
+                            .build()
+                            .map_err(FleetError::internal)?,
+                    )
+                    .build();
+                Ok(request)
+            })
+            .collect::<Result<Vec<_>, FleetError>>()?;
+        let mut pending = requests;
+        while !pending.is_empty() {
+            let out = table
+                .client
+                .batch_write_item()
+                .request_items(table.name(), pending)
+                .send()
+                .await
+                .map_err(shared::store::table::sdk_error)?;
+            pending = out
+                .unprocessed_items
+                .and_then(|mut u| u.remove(table.name()))
+                .unwrap_or_default();
+        }
+    }
+    Ok(())
+}
 
 /// The id of Alice's one rule, read outside the meter.
 async fn alice_rule(table: &FleetTable) -> Result<RuleId, FleetError> {
