@@ -482,6 +482,7 @@ impl ItemSizes {
             recent,
             ingest_seq: 48_213,
             device_version: 3,
+            twin: Default::default(),
         };
         let state_attrs = to_item(&state, &shards);
         let state_gsi1 = index_entry(&state_attrs, &INDEXES[0]).map_or(0, |e| item_size(&e));

@@ -113,11 +113,21 @@ pub enum EntityType {
     ReleasedRegistration,
     /// That a device sent events of a searchable type in a window (the event-type index).
     TypeMark,
+    /// What a device's owner wants it configured as (its twin's desired half).
+    DesiredState,
+    /// What a device reported it applied (its twin's reported half).
+    ReportedState,
+    /// A command queued for a device.
+    Command,
+    /// A fleet-wide desired-state change (by tag or device type).
+    Rollout,
+    /// A rollout the scheduled worker has not finished.
+    RunningRollout,
 }
 
 impl EntityType {
     /// Every entity type.
-    pub const ALL: [EntityType; 12] = [
+    pub const ALL: [EntityType; 17] = [
         EntityType::Profile,
         EntityType::Device,
         EntityType::Fleet,
@@ -130,6 +140,11 @@ impl EntityType {
         EntityType::PurgeMarker,
         EntityType::ReleasedRegistration,
         EntityType::TypeMark,
+        EntityType::DesiredState,
+        EntityType::ReportedState,
+        EntityType::Command,
+        EntityType::Rollout,
+        EntityType::RunningRollout,
     ];
 
     /// `entityType = this type`, for an update that creates the item or a condition on it.
@@ -152,6 +167,11 @@ impl EntityType {
             EntityType::PurgeMarker => "purgeMarker",
             EntityType::ReleasedRegistration => "releasedRegistration",
             EntityType::TypeMark => "typeMark",
+            EntityType::DesiredState => "desiredState",
+            EntityType::ReportedState => "reportedState",
+            EntityType::Command => "command",
+            EntityType::Rollout => "rollout",
+            EntityType::RunningRollout => "runningRollout",
         }
     }
 

@@ -19,6 +19,7 @@ use crate::model::schema::Item;
 
 use crate::model::timestamp::{Day, Timestamp};
 use crate::model::token::token_matches;
+use crate::model::twin::TwinVersions;
 
 /// A user's profile: `USER#{userId}` / `PROFILE`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -137,6 +138,10 @@ pub struct DeviceStateItem {
     /// copy landing late is refused).
     #[serde(default)]
     pub device_version: u64,
+    /// The twin's versions (desired, reported, commands): ingestion's own update returns them,
+    /// so it knows whether anything is pending without a read ([`crate::model::twin`]).
+    #[serde(flatten)]
+    pub twin: TwinVersions,
 }
 
 /// A tag link: `USER#{userId}` / `TAG#{tag}#{deviceId}`, carrying what a tag listing shows.
@@ -413,6 +418,14 @@ attributes!(DeviceStateItem {
     DEVICE_VERSION = "deviceVersion",
     /// `readings`: `latest` and `recent` in their compact form.
     READINGS = "readings",
+    /// `desiredVersion` ([`TwinVersions`]).
+    DESIRED_VERSION = "desiredVersion",
+    /// `reportedVersion` ([`TwinVersions`]).
+    REPORTED_VERSION = "reportedVersion",
+    /// `commandSeq` ([`TwinVersions`]).
+    COMMAND_SEQ = "commandSeq",
+    /// `commandsDone` ([`TwinVersions`]).
+    COMMANDS_DONE = "commandsDone",
 });
 
 impl DeviceStateItem {
@@ -766,6 +779,12 @@ mod tests {
                     recent: Vec::new(),
                     ingest_seq: 1,
                     device_version: 1,
+                    twin: TwinVersions {
+                        desired_version: 2,
+                        reported_version: 1,
+                        command_seq: 3,
+                        commands_done: 2,
+                    },
                 }
                 .to_item(&shards)
                 .unwrap(),
@@ -927,6 +946,7 @@ mod tests {
             )],
             ingest_seq: 4,
             device_version: 2,
+            twin: TwinVersions::default(),
         };
         let shards = ShardCounts::default();
         let attrs = state.to_item(&shards).unwrap();

@@ -15,3 +15,4 @@ pub mod shard;
 pub mod status;
 pub mod timestamp;
 pub mod token;
+pub mod twin;

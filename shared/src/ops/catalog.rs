@@ -31,6 +31,13 @@ pub const CATALOG: &[AccessPattern] = &[
     ops::profile::UPSERT_PROFILE,
     ops::credentials::ROTATE_TOKEN,
     ops::credentials::REVOKE_TOKEN,
+    ops::twin::owner::SET_DESIRED,
+    ops::twin::owner::QUEUE_COMMAND,
+    ops::twin::owner::LIST_COMMANDS,
+    ops::twin::device::SYNC_DEVICE,
+    ops::twin::rollout::START_ROLLOUT,
+    ops::twin::rollout::GET_ROLLOUT,
+    ops::twin::rollout::ADVANCE_ROLLOUTS,
 ];
 
 impl PatternId {

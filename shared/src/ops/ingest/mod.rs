@@ -12,6 +12,11 @@
 //! state adds one unit per batch for a typical device (two more when its `SEEN#` bucket
 //! moves). So a 100-event batch of telemetry costs about 1.01 units per event and a
 //! single-event request about 2.
+//!
+//! The device twin adds nothing when nothing is pending: the live-state update returns the
+//! item as written (`ReturnValues=ALL_NEW`, which costs no capacity), whose twin versions say
+//! whether a desired state or a command waits ([`IngestOutcome::twin`]); only then does
+//! `ops::twin::device` read it.
 
 mod state;
 mod store;
@@ -33,6 +38,7 @@ use crate::model::keys::ItemKey;
 use crate::model::pattern_id::PatternId;
 use crate::model::settings::number;
 use crate::model::timestamp::Timestamp;
+use crate::model::twin::TwinVersions;
 use crate::ops::limits::{KeyedLimiter, Rate};
 use crate::ops::pattern::{implemented_by, AccessPattern, Frequency, Operation, RequestBudget};
 use crate::store::table::{sdk_error, FleetTable};
@@ -129,6 +135,10 @@ pub struct IngestOutcome {
     pub accepted: Vec<EventId>,
     /// Not acknowledged: the device should resend these.
     pub failed: Vec<EventId>,
+    /// The twin's versions as the live-state update returned them (`None` when no update was
+    /// sent, a replay: the caller reads them if it needs them). What tells ingestion whether
+    /// anything is pending for the device without a read ([`crate::model::twin`]).
+    pub twin: Option<TwinVersions>,
 }
 
 #[derive(Clone)]
@@ -314,10 +324,12 @@ impl Ingestor {
             Operation::GetItem,
             Operation::BatchWriteItem,
             Operation::UpdateItem,
+            Operation::Query,
+            Operation::PutItem,
         ],
         index: None,
-        key_condition: "PK = DEVICE#{deviceId}, SK = REGISTRATION; the device's live state; events",
-        budget: RequestBudget::BatchOf25Plus(3),
+        key_condition: "PK = DEVICE#{deviceId}, SK = REGISTRATION; the device's live state; events; the device's twin (PK = USER#{userId}#DEVICE#{deviceId}, SK = TWIN#... or COMMAND#...) only when it reports, acknowledges or has work pending",
+        budget: RequestBudget::BatchOf25PlusTwin(3),
         max_read_units: None,
         route: Some("POST /devices/{deviceId}/events"),
         implemented_by: implemented_by!(Ingestor::ingest),
@@ -358,6 +370,7 @@ impl Ingestor {
             .partition(|e| !unstored.contains(&(e.at, e.id.clone())));
         match folded {
             Ok(written) => {
+                let twin = written.as_ref().map(|folded| folded.written.twin);
                 if let (Some(folded), false) = (written, failed.is_empty()) {
                     self.repair_state(registration, folded, &stored, &failed, deadline)
                         .await;
@@ -365,6 +378,7 @@ impl Ingestor {
                 Ok(IngestOutcome {
                     accepted: stored.into_iter().map(|e| e.id).collect(),
                     failed: failed.into_iter().map(|e| e.id).collect(),
+                    twin,
                 })
             }
             Err(FleetError::Unauthorized) => Err(FleetError::Unauthorized),
@@ -375,6 +389,7 @@ impl Ingestor {
                 Ok(IngestOutcome {
                     accepted: Vec::new(),
                     failed: stored.into_iter().chain(failed).map(|e| e.id).collect(),
+                    twin: None,
                 })
             }
         }

@@ -12,7 +12,7 @@ use std::time::Instant;
 
 use aws_sdk_dynamodb::operation::update_item::builders::UpdateItemFluentBuilder;
 use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
-use aws_sdk_dynamodb::types::ReturnValuesOnConditionCheckFailure;
+use aws_sdk_dynamodb::types::{ReturnValue, ReturnValuesOnConditionCheckFailure};
 
 use super::{Ingestor, NewEvent, CACHE_CAPACITY, RECENT_EVENTS};
 use crate::model::entity::Entity;
@@ -165,7 +165,7 @@ fn unchanged_since_read(read: &DeviceStateItem) -> Condition {
 /// stored (what a repair works from).
 pub(super) struct FoldedState {
     before: DeviceStateItem,
-    written: DeviceStateItem,
+    pub(super) written: DeviceStateItem,
 }
 
 impl Ingestor {
@@ -224,8 +224,14 @@ impl Ingestor {
                 return Ok(None);
             }
             let (request, stored) = self.state_update(registration, &base, next)?;
-            let err = match request.send().await {
-                Ok(_) => {
+            let err = match request.return_values(ReturnValue::AllNew).send().await {
+                Ok(out) => {
+                    // The item as written: what ingestion computed, with what others own on it
+                    // (the twin's versions, for the device's pending work without a read).
+                    let stored = match out.attributes {
+                        Some(item) => DeviceStateItem::from_item(item)?,
+                        None => stored,
+                    };
                     self.remember_state(stored.clone());
                     return Ok(Some(FoldedState {
                         before: base,
@@ -424,6 +430,7 @@ mod tests {
             recent: Vec::new(),
             ingest_seq: 0,
             device_version: 1,
+            twin: Default::default(),
         }
     }
 
