@@ -435,12 +435,18 @@ async fn a_fleet_wide_change_reaches_every_device_of_a_tag_and_of_a_type_in_pace
         .to_string();
 
     // The scheduled worker (AP-T7, the daily-analytics function's rollout schedule), held to
-    // its budget.
+    // its budget, its writes priced by DynamoDB's rules from the items it changed.
+    let before = fleet_perf::pricing::snapshot(&table).await.unwrap();
     let (run, used) = metered(Box::pin(rollout::advance_rollouts(
         &table,
         std::time::Instant::now() + Duration::from_secs(120),
     )))
     .await;
+    let after = fleet_perf::pricing::snapshot(&table).await.unwrap();
+    let priced = fleet_perf::pricing::case_write_units(
+        &used,
+        &fleet_perf::pricing::changes(&before, &after),
+    );
     let run = run.unwrap();
     assert_eq!((run.devices, run.finished), (60, 1), "{run:?}");
     assert_eq!(run.pages, 2, "60 devices in pages of 50");
@@ -457,11 +463,17 @@ async fn a_fleet_wide_change_reaches_every_device_of_a_tag_and_of_a_type_in_pace
         )
         .unwrap_or_else(|v| panic!("{v}"));
     println!(
-        "twin cost: rollout of 60 devices: {} requests {:?}, {:.1} RCU, {:.1} WCU as DynamoDB Local reports it (2.0 per transaction)",
+        "twin cost: rollout of 60 devices: {} requests {:?}, {:.1} RCU, {priced} WCU by DynamoDB's rules ({:.2} requests, {:.3} RCU, {:.2} WCU per device)",
         used.requests(),
         used.operations,
         used.read_units,
-        used.write_units
+        f64::from(used.requests()) / 60.0,
+        used.read_units / 60.0,
+        priced as f64 / 60.0,
+    );
+    assert!(
+        priced <= 4 * 60 + 8,
+        "4 units per device (a transaction of two small items): {priced}"
     );
 
     let progress = dashboard(

@@ -441,19 +441,23 @@ async fn apply_page(
             _ => {}
         }
     }
-    let changes = devices.into_iter().filter_map(|d| {
-        let state = states.remove(&d.device_id)?;
+    let mut changes = Vec::new();
+    for d in devices {
+        // A device without a live state is being deleted: nothing to change.
+        let Some(state) = states.remove(&d.device_id) else {
+            continue;
+        };
         let current = documents
             .remove(&d.device_id)
             .filter(|doc| doc.version == state.twin.desired_version);
-        Some(apply_one(
+        changes.push(apply_one(
             table,
             d,
             state.twin.desired_version,
             current,
             patch,
-        ))
-    });
+        ));
+    }
     let results: Vec<Result<bool, FleetError>> = futures::stream::iter(changes)
         .buffer_unordered(CONCURRENCY)
         .collect()
