@@ -589,9 +589,12 @@ async fn a_warm_lambda_skips_the_registration_read_and_stops_a_deleted_device() 
     )
     .await;
     assert_eq!(
-        first.used.count("GetItem"),
-        2,
-        "a cold Lambda reads the registration and the live state"
+        (
+            first.used.count("GetItem"),
+            first.used.count("BatchGetItem")
+        ),
+        (1, 1),
+        "a cold Lambda reads the registration, then the live state with the owner's rules"
     );
     let second = send(
         &ingestor,

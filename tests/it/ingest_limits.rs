@@ -72,7 +72,7 @@ async fn unknown_devices_and_wrong_tokens_cost_two_reads_per_window_not_per_atte
         },
     ));
     let before = table_contents(&table).await;
-    let reads = |a: &Answer| a.used.count("GetItem");
+    let reads = |a: &Answer| a.used.count("GetItem") + a.used.count("BatchGetItem");
 
     // An unknown device: two reads (eventually consistent, then consistent before refusing),
     // then none while the window lasts.

@@ -104,7 +104,7 @@ async fn the_table_created_from_the_template_has_the_declared_schema() {
         .filter_map(|g| g.index_name())
         .collect();
     names.sort();
-    assert_eq!(names, [schema::GSI1, schema::GSI2]);
+    assert_eq!(names, [schema::GSI1, schema::GSI2, schema::GSI3]);
     let ttl = table
         .client
         .describe_time_to_live()

@@ -10,9 +10,11 @@ use serde_json::{json, Value};
 
 use shared::http::api::{empty_response, json_response, ApiError, Caller};
 use shared::http::gateway::{DeviceIdPath, Operator, PathParams, QueryParams};
+use shared::model::alarm::{Severity, MAX_RULES_PER_OWNER};
 use shared::model::ids::{EventType, RolloutId, Tag};
 use shared::model::status::DeviceStatus;
 use shared::model::timestamp::{Day, Timestamp};
+use shared::ops::alarms::{lifecycle, rules};
 use shared::ops::events::TimeRange;
 use shared::ops::{
     dashboard, devices, devices_by_status, events, profile, reports, twin, DEFAULT_LIMIT, MAX_LIMIT,
@@ -37,6 +39,10 @@ pub fn router(table: FleetTable) -> Router {
         .route("/admin/events", get(events_by_type))
         .route("/admin/devices", get(devices_by_status))
         .route("/admin/reports/{date}", get(get_report))
+        .route("/me/rules", get(list_rules))
+        .route("/me/alarms", get(owner_alarms))
+        .route("/me/devices/{deviceId}/alarms", get(device_alarms))
+        .route("/admin/alarms", get(open_alarms))
         .with_state(table)
 }
 
@@ -60,6 +66,7 @@ struct ReadQuery {
     event_type: Option<String>,
     status: Option<String>,
     seen_since: Option<String>,
+    severity: Option<String>,
 }
 
 /// `GET /me`.
@@ -253,6 +260,52 @@ async fn get_report(
         .await?
         .ok_or(ApiError::not_found("report"))?;
     ok(json!(report))
+}
+
+/// `GET /me/rules`.
+async fn list_rules(caller: Caller, State(table): State<FleetTable>) -> Answer {
+    let rules = rules::list_rules(&table, &caller.user_id).await?;
+    ok(json!({ "rules": rules, "limit": MAX_RULES_PER_OWNER }))
+}
+
+/// `GET /me/alarms`: open first, then cleared, newest first within each.
+async fn owner_alarms(
+    caller: Caller,
+    State(table): State<FleetTable>,
+    QueryParams(q): QueryParams<ReadQuery>,
+) -> Answer {
+    let page =
+        lifecycle::owner_alarms(&table, &caller.user_id, limit(&q)?, q.cursor.as_deref()).await?;
+    ok(json!({ "alarms": page.items, "cursor": page.cursor }))
+}
+
+/// `GET /me/devices/{deviceId}/alarms`: the device's alarm history, newest first.
+async fn device_alarms(
+    caller: Caller,
+    State(table): State<FleetTable>,
+    DeviceIdPath(id): DeviceIdPath,
+    QueryParams(q): QueryParams<ReadQuery>,
+) -> Answer {
+    let page = lifecycle::device_alarms(
+        &table,
+        &caller.user_id,
+        &id,
+        limit(&q)?,
+        q.cursor.as_deref(),
+    )
+    .await?;
+    ok(json!({ "alarms": page.items, "cursor": page.cursor }))
+}
+
+/// `GET /admin/alarms?severity=`: open alarms of one severity across owners.
+async fn open_alarms(
+    _: Operator,
+    State(table): State<FleetTable>,
+    QueryParams(q): QueryParams<ReadQuery>,
+) -> Answer {
+    let severity = Severity::parse_field("severity", &required("severity", q.severity.clone())?)?;
+    let page = lifecycle::open_alarms(&table, severity, limit(&q)?, q.cursor.as_deref()).await?;
+    ok(json!({ "alarms": page.items, "cursor": page.cursor }))
 }
 
 fn required(name: &str, value: Option<String>) -> Result<String, ValidationError> {

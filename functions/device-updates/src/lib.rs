@@ -17,7 +17,8 @@ use serde::Deserialize;
 use serde_json::json;
 
 use shared::http::api::{self, json_bytes, json_response, ApiError, Caller, MAX_BODY_BYTES};
-use shared::http::gateway::DeviceIdPath;
+use shared::http::gateway::{DeviceIdPath, PathParams};
+use shared::model::alarm::{AlarmId, RuleDefinition, RuleId, MAX_RULES_PER_OWNER};
 use shared::model::ids::{
     parse_display_name, parse_tags, CommandName, DeviceId, DeviceType, Tag, UserId,
 };
@@ -26,6 +27,7 @@ use shared::model::twin::{
     RolloutTarget, TwinDocument, DEFAULT_COMMAND_EXPIRY_SECONDS, MAX_COMMAND_EXPIRY_SECONDS,
     MAX_COMMAND_PARAMETERS_BYTES, MAX_DOCUMENT_BYTES,
 };
+use shared::ops::alarms::{lifecycle, rules};
 use shared::ops::credentials;
 use shared::ops::devices::{self, DevicePatch, DeviceRegistration, MAX_DEVICE_NAME};
 use shared::ops::limits::{rate_limited, KeyedLimiter, RegistrationLimit};
@@ -71,6 +73,9 @@ pub fn router(table: FleetTable, limit: RegistrationLimit) -> Router {
         .route("/me/devices/{deviceId}/desired", put(set_desired))
         .route("/me/devices/{deviceId}/commands", post(queue_command))
         .route("/me/rollouts", post(start_rollout))
+        .route("/me/rules", post(create_rule))
+        .route("/me/rules/{ruleId}", patch(update_rule).delete(delete_rule))
+        .route("/me/alarms/{alarmId}/ack", post(acknowledge_alarm))
         .with_state(DeviceUpdates {
             table,
             registrations: Arc::new(limit.limiter()),
@@ -321,9 +326,85 @@ async fn start_rollout(
     Ok(response)
 }
 
+#[derive(Deserialize)]
+struct RulePath {
+    #[serde(rename = "ruleId")]
+    rule_id: String,
+}
+
+/// A rule id from the path: one that cannot be a rule's is no rule of the caller's (404).
+fn rule_id(path: &RulePath) -> Result<RuleId, ApiError> {
+    RuleId::parse(&path.rule_id).map_err(|_| ApiError::not_found("rule"))
+}
+
+/// `POST /me/rules`.
+async fn create_rule(
+    caller: Caller,
+    State(table): State<FleetTable>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Answer {
+    let body: serde_json::Value = json_bytes(&headers, &body, MAX_BODY_BYTES)?;
+    let definition = RuleDefinition::parse(&body)?;
+    let rule = rules::create_rule(&table, &caller.user_id, definition).await?;
+    let mut response = json_response(
+        StatusCode::CREATED,
+        &json!({ "rule": rule, "limit": MAX_RULES_PER_OWNER }),
+    );
+    insert_etag(&mut response, rule.version);
+    if let Ok(value) = HeaderValue::from_str(&format!("/me/rules/{}", rule.rule_id)) {
+        response.headers_mut().insert(header::LOCATION, value);
+    }
+    Ok(response)
+}
+
+/// `PATCH /me/rules/{ruleId}` (If-Match: the rule's version).
+async fn update_rule(
+    caller: Caller,
+    State(table): State<FleetTable>,
+    PathParams(path): PathParams<RulePath>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Answer {
+    let id = rule_id(&path)?;
+    let expected = if_match_version(&headers)?;
+    let body: serde_json::Value = json_bytes(&headers, &body, MAX_BODY_BYTES)?;
+    let rule = rules::update_rule(&table, &caller.user_id, &id, expected, &body).await?;
+    let mut response = json_response(StatusCode::OK, &json!({ "rule": rule }));
+    insert_etag(&mut response, rule.version);
+    Ok(response)
+}
+
+/// `DELETE /me/rules/{ruleId}`.
+async fn delete_rule(
+    caller: Caller,
+    State(table): State<FleetTable>,
+    PathParams(path): PathParams<RulePath>,
+) -> Answer {
+    rules::delete_rule(&table, &caller.user_id, &rule_id(&path)?).await?;
+    Ok(api::empty_response(StatusCode::NO_CONTENT))
+}
+
+#[derive(Deserialize)]
+struct AlarmPath {
+    #[serde(rename = "alarmId")]
+    alarm_id: String,
+}
+
+/// `POST /me/alarms/{alarmId}/ack`.
+async fn acknowledge_alarm(
+    caller: Caller,
+    State(table): State<FleetTable>,
+    PathParams(path): PathParams<AlarmPath>,
+) -> Answer {
+    let id = AlarmId::parse(&path.alarm_id).map_err(|_| ApiError::not_found("alarm"))?;
+    let alarm = lifecycle::acknowledge(&table, &caller.user_id, &id).await?;
+    Ok(json_response(StatusCode::OK, &json!({ "alarm": alarm })))
+}
+
 /// The version in `If-Match`: `2`, `"2"` or `W/"2"`. Missing is a 428, anything else a 400.
 fn if_match_version(headers: &HeaderMap) -> Result<u64, ApiError> {
-    if_match(headers, 1, "must be the device version, e.g. 1")
+    if_match(headers, 1, "must be the version, e.g. 1")
 }
 
 /// The version in `If-Match`, at least `least`: missing is a 428, anything else a 400 saying

@@ -39,6 +39,7 @@ fn budget(b: RequestBudget) -> String {
             format!("{n} per page, +1 GetItem when the first page is empty")
         }
         RequestBudget::PerShardPage => "1 per shard per page".into(),
+        RequestBudget::PerShardPagePlus(n) => format!("1 per shard per page + {n}"),
         RequestBudget::PerPagePlusPlacedStates(n) => format!(
             "{n} per page, +1 BatchGetItem per page holding devices placed on another partition"
         ),

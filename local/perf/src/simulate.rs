@@ -483,6 +483,9 @@ impl ItemSizes {
             ingest_seq: 48_213,
             device_version: 3,
             twin: Default::default(),
+            // The live state carries the device's tags (alarm rules scoped by tag).
+            tags: device_item.tags.clone(),
+            alarms: Default::default(),
         };
         let state_attrs = to_item(&state, &shards);
         let state_gsi1 = index_entry(&state_attrs, &INDEXES[0]).map_or(0, |e| item_size(&e));

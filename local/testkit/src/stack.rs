@@ -75,6 +75,14 @@ pub async fn create_table(
                 .build()?,
         );
     }
+    if let Some(view) = &definition.stream_view_type {
+        request = request.stream_specification(
+            aws_sdk_dynamodb::types::StreamSpecification::builder()
+                .stream_enabled(true)
+                .stream_view_type(aws_sdk_dynamodb::types::StreamViewType::from(view.as_str()))
+                .build()?,
+        );
+    }
     // A slow CreateTable (a loaded machine) must not be retried by the client's 3 s attempt
     // timeout: the retry would find the table the first attempt created.
     request

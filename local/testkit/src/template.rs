@@ -75,6 +75,8 @@ pub struct TableDefinition {
     pub ttl_attribute: Option<String>,
     /// `PAY_PER_REQUEST` or `PROVISIONED`.
     pub billing_mode: String,
+    /// The stream's view type (`NEW_AND_OLD_IMAGES`), when the table has a stream.
+    pub stream_view_type: Option<String>,
 }
 
 /// One HttpApi route of one function.
@@ -491,6 +493,13 @@ struct RawTableProperties {
     global_secondary_indexes: Vec<RawIndex>,
     time_to_live_specification: Option<RawTtl>,
     billing_mode: Option<String>,
+    stream_specification: Option<RawStream>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "PascalCase")]
+struct RawStream {
+    stream_view_type: String,
 }
 
 #[derive(Deserialize)]
@@ -745,6 +754,10 @@ fn table_definition(id: &str, props: &RawTableProperties) -> TableDefinition {
             .billing_mode
             .clone()
             .unwrap_or_else(|| "PROVISIONED".into()),
+        stream_view_type: props
+            .stream_specification
+            .as_ref()
+            .map(|s| s.stream_view_type.clone()),
     }
 }
 

@@ -187,11 +187,14 @@ impl From<FleetError> for ApiError {
                 "device_id_taken",
                 "this device id is already registered",
             ),
-            FleetError::StaleVersion { .. } => Self::new(
+            FleetError::StaleVersion { .. } | FleetError::StaleRule { .. } => Self::new(
                 StatusCode::PRECONDITION_FAILED,
                 "version_mismatch",
                 err.to_string(),
             ),
+            FleetError::Conflict { code, message } => {
+                Self::new(StatusCode::CONFLICT, code, message)
+            }
             FleetError::Throttled {
                 retry_after_seconds,
             } => Self::new(

@@ -123,11 +123,17 @@ pub enum EntityType {
     Rollout,
     /// A rollout the scheduled worker has not finished.
     RunningRollout,
+    /// An owner's alarm rules.
+    RuleSet,
+    /// One alarm of one device (its history entry).
+    Alarm,
+    /// The open alarm of a device and source.
+    OpenAlarm,
 }
 
 impl EntityType {
     /// Every entity type.
-    pub const ALL: [EntityType; 17] = [
+    pub const ALL: [EntityType; 20] = [
         EntityType::Profile,
         EntityType::Device,
         EntityType::Fleet,
@@ -145,6 +151,9 @@ impl EntityType {
         EntityType::Command,
         EntityType::Rollout,
         EntityType::RunningRollout,
+        EntityType::RuleSet,
+        EntityType::Alarm,
+        EntityType::OpenAlarm,
     ];
 
     /// `entityType = this type`, for an update that creates the item or a condition on it.
@@ -172,6 +181,9 @@ impl EntityType {
             EntityType::Command => "command",
             EntityType::Rollout => "rollout",
             EntityType::RunningRollout => "runningRollout",
+            EntityType::RuleSet => "ruleSet",
+            EntityType::Alarm => "alarm",
+            EntityType::OpenAlarm => "openAlarm",
         }
     }
 

@@ -45,6 +45,21 @@ pub enum FleetError {
         /// The version the caller expected.
         expected: u64,
     },
+    /// `If-Match` named a version of an alarm rule that is not the current one (412).
+    #[error("the rule has changed since version {expected}: read it again and retry")]
+    StaleRule {
+        /// The version the caller expected.
+        expected: u64,
+    },
+    /// The request contradicts the current state of what it names (409), e.g. a rule over
+    /// the owner's limit or acknowledging a cleared alarm.
+    #[error("{message}")]
+    Conflict {
+        /// Machine-readable code.
+        code: &'static str,
+        /// What the caller should know.
+        message: String,
+    },
     /// DynamoDB throttled us beyond our retries (503 with Retry-After).
     #[error("the table is busy: retry after {retry_after_seconds}s")]
     Throttled {

@@ -7,6 +7,9 @@ use std::collections::BTreeMap;
 use aws_sdk_dynamodb::types::AttributeValue;
 use serde::{Deserialize, Serialize};
 
+use crate::model::alarm::{
+    AlarmId, AlarmReading, AlarmSource, AlarmState, AlarmStatuses, Rule, Severity,
+};
 use crate::model::entity::{Entity, EntityType};
 use crate::model::expression::Attribute;
 use crate::model::shard::ShardCounts;
@@ -142,6 +145,13 @@ pub struct DeviceStateItem {
     /// so it knows whether anything is pending without a read ([`crate::model::twin`]).
     #[serde(flatten)]
     pub twin: TwinVersions,
+    /// Copy of the device's tags (alarm rules scoped by tag), with its status and name.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tags: Vec<Tag>,
+    /// The device's alarm statuses by source: open alarms and conditions pending their
+    /// duration ([`crate::model::alarm::evaluate`]); empty for a device with nothing open.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub alarms: AlarmStatuses,
 }
 
 /// A tag link: `USER#{userId}` / `TAG#{tag}#{deviceId}`, carrying what a tag listing shows.
@@ -426,6 +436,10 @@ attributes!(DeviceStateItem {
     COMMAND_SEQ = "commandSeq",
     /// `commandsDone` ([`TwinVersions`]).
     COMMANDS_DONE = "commandsDone",
+    /// `tags`: copy of the device's tags.
+    TAGS = "tags",
+    /// `alarms`: alarm statuses by source.
+    ALARMS = "alarms",
 });
 
 impl DeviceStateItem {
@@ -690,6 +704,280 @@ impl Entity for EventItem {
     }
 }
 
+/// An owner's alarm rules: `USER#{userId}` / `RULES`, all in one item (at most
+/// [`crate::model::alarm::MAX_RULES_PER_OWNER`], a few KB), so ingestion reads them together
+/// with a device's live state in one BatchGetItem, and every change is one conditional write.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RuleSetItem {
+    /// The owner (read back from the key).
+    #[serde(skip_serializing)]
+    pub user_id: UserId,
+    /// The rules by id.
+    #[serde(default)]
+    pub rules: BTreeMap<String, Rule>,
+    /// Every change adds one (the condition of the next change).
+    #[serde(default)]
+    pub version: u64,
+}
+
+attributes!(RuleSetItem {
+    /// `rules`: the rules by id.
+    RULES = "rules",
+    /// `version`.
+    VERSION = "version",
+});
+
+impl Entity for RuleSetItem {
+    const ENTITY_TYPE: EntityType = EntityType::RuleSet;
+    fn item_key(&self) -> ItemKey {
+        ItemKey::RuleSet {
+            user: self.user_id.clone(),
+        }
+    }
+    const FIELDS_IN_KEY: bool = true;
+}
+
+impl RuleSetItem {
+    /// The rules in id order.
+    pub fn rule_list(&self) -> Vec<Rule> {
+        self.rules.values().cloned().collect()
+    }
+}
+
+/// One alarm of one device: `ALARM#{userId}#{deviceId}` / `{raisedAt}#{source}` (the device's
+/// history, newest last), on GSI3 in its owner's list (open first), and on GSI1 while a
+/// reminder is due. Written only on a transition, expired by TTL like events.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AlarmItem {
+    /// The owner.
+    pub user_id: UserId,
+    /// The device.
+    pub device_id: DeviceId,
+    /// The owner's live-state partition the device is placed on (its owner-list key; not on
+    /// GSI3, whose readers do not need it).
+    #[serde(rename = "shard", default)]
+    pub partition: u32,
+    /// The device's name when it was raised.
+    pub device_name: String,
+    /// The rule's id, or `offline`.
+    pub source: String,
+    /// The rule's name when it was raised (none for offline).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rule_name: Option<String>,
+    /// How urgent.
+    pub severity: Severity,
+    /// Where it is in its life.
+    pub state: AlarmState,
+    /// When it was raised.
+    pub raised_at: Timestamp,
+    /// When it cleared.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cleared_at: Option<Timestamp>,
+    /// When it was acknowledged.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub acknowledged_at: Option<Timestamp>,
+    /// The reading that raised it (none for offline).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reading: Option<AlarmReading>,
+    /// The reading that cleared it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clear_reading: Option<AlarmReading>,
+    /// The device's last report when an offline alarm was raised.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_seen: Option<Timestamp>,
+    /// The rule's reminder interval when it was raised.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub remind_every_seconds: Option<u64>,
+    /// When the next reminder is due (while active and unacknowledged).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub remind_at: Option<Timestamp>,
+    /// Reminders sent so far.
+    #[serde(default)]
+    pub reminders: u32,
+    /// Expiry, epoch seconds: set when it clears (its time + the events' retention); an open
+    /// alarm never expires.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttl: Option<i64>,
+}
+
+attributes!(AlarmItem {
+    /// `userId`.
+    USER_ID = "userId",
+    /// `deviceId`.
+    DEVICE_ID = "deviceId",
+    /// `shard`.
+    PARTITION = "shard",
+    /// `deviceName`.
+    DEVICE_NAME = "deviceName",
+    /// `source`.
+    SOURCE = "source",
+    /// `ruleName`.
+    RULE_NAME = "ruleName",
+    /// `severity`.
+    SEVERITY = "severity",
+    /// `state`.
+    STATE = "state",
+    /// `raisedAt`.
+    RAISED_AT = "raisedAt",
+    /// `clearedAt`.
+    CLEARED_AT = "clearedAt",
+    /// `acknowledgedAt`.
+    ACKNOWLEDGED_AT = "acknowledgedAt",
+    /// `reading`.
+    READING = "reading",
+    /// `clearReading`.
+    CLEAR_READING = "clearReading",
+    /// `lastSeen`.
+    LAST_SEEN = "lastSeen",
+    /// `remindEverySeconds`.
+    REMIND_EVERY_SECONDS = "remindEverySeconds",
+    /// `remindAt`.
+    REMIND_AT = "remindAt",
+    /// `reminders`.
+    REMINDERS = "reminders",
+    /// `ttl`.
+    TTL = "ttl",
+});
+
+impl AlarmItem {
+    /// Where it came from.
+    pub fn alarm_source(&self) -> Result<AlarmSource, crate::model::error::ValidationError> {
+        AlarmSource::parse(&self.source)
+    }
+
+    /// Its id as the API shows it.
+    pub fn alarm_id(&self) -> Result<AlarmId, crate::model::error::ValidationError> {
+        Ok(AlarmId {
+            device: self.device_id.clone(),
+            source: self.alarm_source()?,
+            raised_at: self.raised_at,
+        })
+    }
+}
+
+impl Entity for AlarmItem {
+    const ENTITY_TYPE: EntityType = EntityType::Alarm;
+    fn item_key(&self) -> ItemKey {
+        ItemKey::Alarm {
+            user: self.user_id.clone(),
+            device: self.device_id.clone(),
+            raised_at: self.raised_at,
+            source: AlarmSource::parse(&self.source).unwrap_or(AlarmSource::Offline),
+        }
+    }
+    fn index_keys(&self, _shards: &ShardCounts) -> IndexKeys {
+        let source = AlarmSource::parse(&self.source).unwrap_or(AlarmSource::Offline);
+        let reminder = self
+            .remind_at
+            .as_ref()
+            .filter(|_| self.state == AlarmState::Active);
+        IndexKeys::alarm(
+            &self.user_id,
+            &self.device_id,
+            self.partition,
+            &source,
+            &self.raised_at,
+            self.state != AlarmState::Cleared,
+            reminder,
+        )
+    }
+}
+
+/// The open alarm of a device and source, while it is open: `ALARM#{userId}#{deviceId}` /
+/// `OPEN#{source}` (so a second one cannot be raised), on GSI3 under
+/// `OPEN#{severity}#{shard}` for operators. Deleted when the alarm clears.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct OpenAlarmItem {
+    /// The owner.
+    pub user_id: UserId,
+    /// The device.
+    pub device_id: DeviceId,
+    /// The device's name.
+    pub device_name: String,
+    /// The rule's id, or `offline`.
+    pub source: String,
+    /// The rule's name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rule_name: Option<String>,
+    /// How urgent.
+    pub severity: Severity,
+    /// Active or acknowledged.
+    pub state: AlarmState,
+    /// When it was raised.
+    pub raised_at: Timestamp,
+    /// When it was acknowledged.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub acknowledged_at: Option<Timestamp>,
+    /// The reading that raised it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reading: Option<AlarmReading>,
+}
+
+attributes!(OpenAlarmItem {
+    /// `userId`.
+    USER_ID = "userId",
+    /// `deviceId`.
+    DEVICE_ID = "deviceId",
+    /// `deviceName`.
+    DEVICE_NAME = "deviceName",
+    /// `source`.
+    SOURCE = "source",
+    /// `ruleName`.
+    RULE_NAME = "ruleName",
+    /// `severity`.
+    SEVERITY = "severity",
+    /// `state`.
+    STATE = "state",
+    /// `raisedAt`.
+    RAISED_AT = "raisedAt",
+    /// `acknowledgedAt`.
+    ACKNOWLEDGED_AT = "acknowledgedAt",
+    /// `reading`.
+    READING = "reading",
+});
+
+impl OpenAlarmItem {
+    /// The pointer of an open alarm.
+    pub fn of(alarm: &AlarmItem) -> Self {
+        Self {
+            user_id: alarm.user_id.clone(),
+            device_id: alarm.device_id.clone(),
+            device_name: alarm.device_name.clone(),
+            source: alarm.source.clone(),
+            rule_name: alarm.rule_name.clone(),
+            severity: alarm.severity,
+            state: alarm.state,
+            raised_at: alarm.raised_at,
+            acknowledged_at: alarm.acknowledged_at,
+            reading: alarm.reading.clone(),
+        }
+    }
+}
+
+impl Entity for OpenAlarmItem {
+    const ENTITY_TYPE: EntityType = EntityType::OpenAlarm;
+    fn item_key(&self) -> ItemKey {
+        ItemKey::OpenAlarm {
+            user: self.user_id.clone(),
+            device: self.device_id.clone(),
+            source: AlarmSource::parse(&self.source).unwrap_or(AlarmSource::Offline),
+        }
+    }
+    fn index_keys(&self, _shards: &ShardCounts) -> IndexKeys {
+        let source = AlarmSource::parse(&self.source).unwrap_or(AlarmSource::Offline);
+        IndexKeys::open_alarm(
+            &self.user_id,
+            &self.device_id,
+            &source,
+            self.severity,
+            &self.raised_at,
+        )
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -718,6 +1006,32 @@ mod tests {
                 .iter()
                 .map(|a| a.name().to_string())
                 .collect::<BTreeSet<_>>()
+        };
+        let reading = AlarmReading {
+            id: EventId::parse("e").unwrap(),
+            event_type: EventType::parse("temperature").unwrap(),
+            value: EventValue::Number(90.0),
+            at,
+        };
+        let alarm = AlarmItem {
+            user_id: user.clone(),
+            device_id: device.clone(),
+            partition: 0,
+            device_name: "K".into(),
+            source: "r00000000000000ff".into(),
+            rule_name: Some("hot".into()),
+            severity: Severity::Major,
+            state: AlarmState::Acknowledged,
+            raised_at: at,
+            cleared_at: Some(at),
+            acknowledged_at: Some(at),
+            reading: Some(reading.clone()),
+            clear_reading: Some(reading),
+            last_seen: Some(at),
+            remind_every_seconds: Some(600),
+            remind_at: Some(at),
+            reminders: 1,
+            ttl: Some(1),
         };
         let cases: Vec<(&str, Item, &[Attribute])> = vec![
             (
@@ -785,6 +1099,11 @@ mod tests {
                         command_seq: 3,
                         commands_done: 2,
                     },
+                    tags: vec![Tag::parse("home").unwrap()],
+                    alarms: BTreeMap::from([(
+                        "offline".to_string(),
+                        crate::model::alarm::AlarmStatus::default(),
+                    )]),
                 }
                 .to_item(&shards)
                 .unwrap(),
@@ -870,6 +1189,27 @@ mod tests {
                 .unwrap(),
                 PurgeMarkerItem::ATTRIBUTES,
             ),
+            (
+                "rule set",
+                RuleSetItem {
+                    user_id: user.clone(),
+                    rules: BTreeMap::new(),
+                    version: 1,
+                }
+                .to_item(&shards)
+                .unwrap(),
+                RuleSetItem::ATTRIBUTES,
+            ),
+            (
+                "alarm",
+                alarm.to_item(&shards).unwrap(),
+                AlarmItem::ATTRIBUTES,
+            ),
+            (
+                "open alarm",
+                OpenAlarmItem::of(&alarm).to_item(&shards).unwrap(),
+                OpenAlarmItem::ATTRIBUTES,
+            ),
         ];
         let mut all_declared = BTreeSet::new();
         for (entity, item, names) in cases {
@@ -947,6 +1287,8 @@ mod tests {
             ingest_seq: 4,
             device_version: 2,
             twin: TwinVersions::default(),
+            tags: Vec::new(),
+            alarms: BTreeMap::new(),
         };
         let shards = ShardCounts::default();
         let attrs = state.to_item(&shards).unwrap();

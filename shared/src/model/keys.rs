@@ -20,6 +20,9 @@
 //! | command | `USER#{userId}#DEVICE#{deviceId}` | `COMMAND#{seq, 10 digits}` |
 //! | rollout | `USER#{userId}` | `ROLLOUT#{rolloutId}` |
 //! | running rollout | `ROLLOUTS#RUNNING` | `{userId}#{rolloutId}` |
+//! | rule set | `USER#{userId}` | `RULES` |
+//! | alarm | `ALARM#{userId}#{deviceId}` | `{raisedAt}#{ruleId or offline}` |
+//! | open alarm | `ALARM#{userId}#{deviceId}` | `OPEN#{ruleId or offline}` |
 //!
 //! Every part is a validated type that cannot contain `#`, so parsing is unambiguous.
 
@@ -27,14 +30,26 @@ use std::collections::HashMap;
 
 use aws_sdk_dynamodb::types::AttributeValue;
 
+use crate::model::alarm::{AlarmSource, Severity};
 use crate::model::error::ValidationError;
 use crate::model::expression::Attribute;
 use crate::model::ids::{DeviceId, EventId, EventType, RolloutId, Tag, UserId};
-use crate::model::schema::{Item, GSI1PK, GSI1SK, GSI2PK, GSI2SK, PK, SK};
+use crate::model::schema::{Item, GSI1PK, GSI1SK, GSI2PK, GSI2SK, GSI3PK, GSI3SK, PK, SK};
 use crate::model::shard::shard_of;
 use crate::model::shard::ShardCounts;
 use crate::model::status::DeviceStatus;
 use crate::model::timestamp::{Day, Timestamp};
+
+/// Sort key of an owner's rule set.
+pub const RULES_SK: &str = "RULES";
+/// Sort key prefix of an open-alarm pointer (one per device and source).
+pub const OPEN_ALARM_PREFIX: &str = "OPEN#";
+/// Shards of `OPEN#{severity}#{shard}` (open alarms across owners, GSI3): a storm that raises
+/// alarms on 10 million devices within ten minutes (16,700 a second) stays under 1,000 WCU/s
+/// a partition only when spread this wide (docs/design.md, "Alarms").
+pub const OPEN_ALARM_SHARDS: u16 = 32;
+/// Shards of `REMIND#{shard}` (alarms with a reminder due, GSI1).
+pub const REMINDER_SHARDS: u16 = 16;
 
 /// Sort key of the profile item.
 pub const PROFILE_SK: &str = "PROFILE";
@@ -166,6 +181,21 @@ pub enum ItemKey {
     Rollout { user: UserId, rollout: RolloutId },
     /// A rollout the scheduled worker still has to carry out.
     RunningRollout { user: UserId, rollout: RolloutId },
+    /// An owner's alarm rules (all in one item: ingestion reads them with the live state).
+    RuleSet { user: UserId },
+    /// One alarm of one device, raised at `raised_at` by `source` (its history entry).
+    Alarm {
+        user: UserId,
+        device: DeviceId,
+        raised_at: Timestamp,
+        source: AlarmSource,
+    },
+    /// The open alarm of a device and source, while there is one (at most one per pair).
+    OpenAlarm {
+        user: UserId,
+        device: DeviceId,
+        source: AlarmSource,
+    },
 }
 
 /// `COMMAND#{seq}` (10 digits, so commands sort in the order they were queued).
@@ -265,6 +295,70 @@ pub fn purge_pk(user: &UserId, device: &DeviceId) -> String {
 
 /// Sort key of a purge marker.
 pub const PURGE_SK: &str = "PURGE";
+
+/// Partition key of a device's alarms (history and open pointers): `ALARM#{userId}#{deviceId}`.
+/// One key per device: its transitions reach DynamoDB Streams in order.
+pub fn alarm_pk(user: &UserId, device: &DeviceId) -> String {
+    format!("ALARM#{user}#{device}")
+}
+
+/// Sort-key bounds of a device's alarm history (its `OPEN#` pointers sort after them).
+pub fn alarm_history_range() -> (String, String) {
+    ("0".to_string(), "9~".to_string())
+}
+
+/// GSI3 partition key of an owner's alarms in the owner's live-state partition `partition`:
+/// `ALARMS#{userId}#{partition}` (an owner's storm spreads like the owner's live states).
+pub fn owner_alarms_gsi3pk(user: &UserId, partition: u32) -> String {
+    format!("ALARMS#{user}#{partition}")
+}
+
+/// GSI3 sort key of an alarm in its owner's list: open ones (`2`) before cleared ones (`1`),
+/// each newest first when read backwards.
+pub fn owner_alarms_gsi3sk(
+    open: bool,
+    raised_at: &Timestamp,
+    device: &DeviceId,
+    source: &AlarmSource,
+) -> String {
+    let rank = if open { 2 } else { 1 };
+    format!("{rank}#{raised_at}#{device}#{}", source.as_str())
+}
+
+/// GSI3 partition key of open alarms across owners: `OPEN#{severity}#{shard}`.
+pub fn open_alarms_gsi3pk(severity: Severity, shard: u16) -> String {
+    format!("OPEN#{severity}#{shard}")
+}
+
+/// The shard of an open alarm of `device` among [`OPEN_ALARM_SHARDS`].
+pub fn open_alarm_shard(user: &UserId, device: &DeviceId) -> u16 {
+    shard_of(&format!("{user}#{device}"), OPEN_ALARM_SHARDS)
+}
+
+/// GSI3 sort key of an open alarm across owners: `{raisedAt}#{userId}#{deviceId}#{source}`.
+pub fn open_alarms_gsi3sk(
+    raised_at: &Timestamp,
+    user: &UserId,
+    device: &DeviceId,
+    source: &AlarmSource,
+) -> String {
+    format!("{raised_at}#{user}#{device}#{}", source.as_str())
+}
+
+/// GSI1 partition key of alarms whose reminder is due: `REMIND#{shard}`.
+pub fn reminder_gsi1pk(shard: u16) -> String {
+    format!("REMIND#{shard}")
+}
+
+/// GSI1 sort key of an alarm's next reminder: `{remindAt}#{userId}#{deviceId}#{source}`.
+pub fn reminder_gsi1sk(
+    remind_at: &Timestamp,
+    user: &UserId,
+    device: &DeviceId,
+    source: &AlarmSource,
+) -> String {
+    format!("{remind_at}#{user}#{device}#{}", source.as_str())
+}
 
 /// GSI1 partition key of a device state: `STATUS#{status}#{shard}`.
 pub fn status_gsi1pk(status: DeviceStatus, shard: u16) -> String {
@@ -427,6 +521,10 @@ pub struct IndexKeys {
     pub gsi2pk: Option<String>,
     /// `GSI2SK`.
     pub gsi2sk: Option<String>,
+    /// `GSI3PK`.
+    pub gsi3pk: Option<String>,
+    /// `GSI3SK`.
+    pub gsi3sk: Option<String>,
 }
 
 impl IndexKeys {
@@ -509,6 +607,43 @@ impl IndexKeys {
         }
     }
 
+    /// An alarm of `device` raised at `raised_at` by `source`: in its owner's list on GSI3
+    /// (open first, under the device's owner partition), and on GSI1 while a reminder is due
+    /// at `remind_at`.
+    pub fn alarm(
+        user: &UserId,
+        device: &DeviceId,
+        partition: u32,
+        source: &AlarmSource,
+        raised_at: &Timestamp,
+        open: bool,
+        remind_at: Option<&Timestamp>,
+    ) -> Self {
+        IndexKeys {
+            gsi1pk: remind_at
+                .map(|_| reminder_gsi1pk(shard_of(&format!("{user}#{device}"), REMINDER_SHARDS))),
+            gsi1sk: remind_at.map(|at| reminder_gsi1sk(at, user, device, source)),
+            gsi3pk: Some(owner_alarms_gsi3pk(user, partition)),
+            gsi3sk: Some(owner_alarms_gsi3sk(open, raised_at, device, source)),
+            ..IndexKeys::default()
+        }
+    }
+
+    /// An open alarm's pointer: on GSI3 by severity and shard, for operators.
+    pub fn open_alarm(
+        user: &UserId,
+        device: &DeviceId,
+        source: &AlarmSource,
+        severity: Severity,
+        raised_at: &Timestamp,
+    ) -> Self {
+        IndexKeys {
+            gsi3pk: Some(open_alarms_gsi3pk(severity, open_alarm_shard(user, device))),
+            gsi3sk: Some(open_alarms_gsi3sk(raised_at, user, device, source)),
+            ..IndexKeys::default()
+        }
+    }
+
     /// The attributes to store (or to set in an update: see
     /// [`crate::model::expression::Update::set_all`]).
     pub fn attributes(&self) -> impl Iterator<Item = (Attribute, AttributeValue)> + '_ {
@@ -517,6 +652,8 @@ impl IndexKeys {
             (GSI1SK, &self.gsi1sk),
             (GSI2PK, &self.gsi2pk),
             (GSI2SK, &self.gsi2sk),
+            (GSI3PK, &self.gsi3pk),
+            (GSI3SK, &self.gsi3sk),
         ]
         .into_iter()
         .filter_map(|(name, value)| value.as_ref().map(|v| (name, AttributeValue::S(v.clone()))))
@@ -583,6 +720,24 @@ impl ItemKey {
             ItemKey::RunningRollout { user, rollout } => {
                 (RUNNING_ROLLOUTS_PK.to_string(), format!("{user}#{rollout}"))
             }
+            ItemKey::RuleSet { user } => (user_pk(user), RULES_SK.to_string()),
+            ItemKey::Alarm {
+                user,
+                device,
+                raised_at,
+                source,
+            } => (
+                alarm_pk(user, device),
+                format!("{raised_at}#{}", source.as_str()),
+            ),
+            ItemKey::OpenAlarm {
+                user,
+                device,
+                source,
+            } => (
+                alarm_pk(user, device),
+                format!("{OPEN_ALARM_PREFIX}{}", source.as_str()),
+            ),
         };
         PrimaryKey { pk, sk }
     }
@@ -689,6 +844,20 @@ impl ItemKey {
                 user: UserId::parse(*user)?,
                 rollout: RolloutId::parse(*rollout)?,
             }),
+            (["USER", user], ["RULES"]) => Ok(ItemKey::RuleSet {
+                user: UserId::parse(*user)?,
+            }),
+            (["ALARM", user, device], ["OPEN", source]) => Ok(ItemKey::OpenAlarm {
+                user: UserId::parse(*user)?,
+                device: DeviceId::parse(*device)?,
+                source: AlarmSource::parse(source)?,
+            }),
+            (["ALARM", user, device], [at, source]) => Ok(ItemKey::Alarm {
+                user: UserId::parse(*user)?,
+                device: DeviceId::parse(*device)?,
+                raised_at: Timestamp::parse_field("raisedAt", at)?,
+                source: AlarmSource::parse(source)?,
+            }),
             _ => Err(bad()),
         }
     }
@@ -708,8 +877,15 @@ impl ItemKey {
         let device = |d: &DeviceId| ("deviceId", AttributeValue::S(d.to_string()));
         match self {
             Self::Profile { user } | Self::Fleet { user } => vec![owner(user)],
+            Self::RuleSet { user } => vec![owner(user)],
             Self::Device { user, device: d }
             | Self::PurgeMarker { user, device: d }
+            | Self::Alarm {
+                user, device: d, ..
+            }
+            | Self::OpenAlarm {
+                user, device: d, ..
+            }
             | Self::TagLink {
                 user, device: d, ..
             }
@@ -1066,16 +1242,19 @@ pub struct KeyTemplate {
     pub gsi1: Option<(&'static str, &'static str)>,
     /// GSI2 partition and sort key templates, if the entity is on GSI2.
     pub gsi2: Option<(&'static str, &'static str)>,
+    /// GSI3 partition and sort key templates, if the entity is on GSI3.
+    pub gsi3: Option<(&'static str, &'static str)>,
 }
 
 /// Every entity's keys, as templates (a unit test checks them against the builders above).
-pub const KEY_TEMPLATES: [KeyTemplate; 16] = [
+pub const KEY_TEMPLATES: [KeyTemplate; 19] = [
     KeyTemplate {
         entity_type: "profile",
         pk: "USER#${userId}",
         sk: "PROFILE",
         gsi1: None,
         gsi2: Some(("DIRECTORY#${directoryShard}", "PROFILE#${userId}")),
+        gsi3: None,
     },
     KeyTemplate {
         entity_type: "fleet",
@@ -1083,6 +1262,7 @@ pub const KEY_TEMPLATES: [KeyTemplate; 16] = [
         sk: "FLEET",
         gsi1: None,
         gsi2: Some(("DIRECTORY#${directoryShard}", "FLEET#${userId}")),
+        gsi3: None,
     },
     KeyTemplate {
         entity_type: "device",
@@ -1090,6 +1270,7 @@ pub const KEY_TEMPLATES: [KeyTemplate; 16] = [
         sk: "DEVICE#${deviceId}",
         gsi1: None,
         gsi2: None,
+        gsi3: None,
     },
     KeyTemplate {
         entity_type: "deviceState",
@@ -1100,6 +1281,7 @@ pub const KEY_TEMPLATES: [KeyTemplate; 16] = [
             "SEEN#${seenBucket}#${deviceId}",
         )),
         gsi2: None,
+        gsi3: None,
     },
     KeyTemplate {
         entity_type: "tagLink",
@@ -1107,6 +1289,7 @@ pub const KEY_TEMPLATES: [KeyTemplate; 16] = [
         sk: "TAG#${tag}#${deviceId}",
         gsi1: None,
         gsi2: None,
+        gsi3: None,
     },
     KeyTemplate {
         entity_type: "registration",
@@ -1114,6 +1297,7 @@ pub const KEY_TEMPLATES: [KeyTemplate; 16] = [
         sk: "REGISTRATION",
         gsi1: None,
         gsi2: None,
+        gsi3: None,
     },
     KeyTemplate {
         entity_type: "event",
@@ -1124,6 +1308,7 @@ pub const KEY_TEMPLATES: [KeyTemplate; 16] = [
             "${at}#${deviceId}#${eventId}",
         )),
         gsi2: None,
+        gsi3: None,
     },
     KeyTemplate {
         entity_type: "typeMark",
@@ -1134,6 +1319,7 @@ pub const KEY_TEMPLATES: [KeyTemplate; 16] = [
             "${window}#${userId}#${deviceId}",
         )),
         gsi2: None,
+        gsi3: None,
     },
     KeyTemplate {
         entity_type: "report",
@@ -1141,6 +1327,7 @@ pub const KEY_TEMPLATES: [KeyTemplate; 16] = [
         sk: "REPORT",
         gsi1: None,
         gsi2: None,
+        gsi3: None,
     },
     KeyTemplate {
         entity_type: "checkpoint",
@@ -1148,6 +1335,7 @@ pub const KEY_TEMPLATES: [KeyTemplate; 16] = [
         sk: "CHECKPOINT",
         gsi1: None,
         gsi2: None,
+        gsi3: None,
     },
     KeyTemplate {
         entity_type: "purgeMarker",
@@ -1155,6 +1343,40 @@ pub const KEY_TEMPLATES: [KeyTemplate; 16] = [
         sk: "PURGE",
         gsi1: None,
         gsi2: Some(("DIRECTORY#${directoryShard}", "PURGE#${userId}#${deviceId}")),
+        gsi3: None,
+    },
+    KeyTemplate {
+        entity_type: "ruleSet",
+        pk: "USER#${userId}",
+        sk: "RULES",
+        gsi1: None,
+        gsi2: None,
+        gsi3: None,
+    },
+    KeyTemplate {
+        entity_type: "alarm",
+        pk: "ALARM#${userId}#${deviceId}",
+        sk: "${raisedAt}#${source}",
+        gsi1: Some((
+            "REMIND#${shard} (active, unacknowledged, with a reminder interval)",
+            "${remindAt}#${userId}#${deviceId}#${source}",
+        )),
+        gsi2: None,
+        gsi3: Some((
+            "ALARMS#${userId}#${ownerShard}",
+            "${2 open | 1 cleared}#${raisedAt}#${deviceId}#${source}",
+        )),
+    },
+    KeyTemplate {
+        entity_type: "openAlarm",
+        pk: "ALARM#${userId}#${deviceId}",
+        sk: "OPEN#${source}",
+        gsi1: None,
+        gsi2: None,
+        gsi3: Some((
+            "OPEN#${severity}#${shard}",
+            "${raisedAt}#${userId}#${deviceId}#${source}",
+        )),
     },
     KeyTemplate {
         entity_type: "desiredState",
@@ -1162,6 +1384,7 @@ pub const KEY_TEMPLATES: [KeyTemplate; 16] = [
         sk: "TWIN#DESIRED",
         gsi1: None,
         gsi2: None,
+        gsi3: None,
     },
     KeyTemplate {
         entity_type: "reportedState",
@@ -1169,6 +1392,7 @@ pub const KEY_TEMPLATES: [KeyTemplate; 16] = [
         sk: "TWIN#REPORTED",
         gsi1: None,
         gsi2: None,
+        gsi3: None,
     },
     KeyTemplate {
         entity_type: "command",
@@ -1176,6 +1400,7 @@ pub const KEY_TEMPLATES: [KeyTemplate; 16] = [
         sk: "COMMAND#${seq}",
         gsi1: None,
         gsi2: None,
+        gsi3: None,
     },
     KeyTemplate {
         entity_type: "rollout",
@@ -1183,6 +1408,7 @@ pub const KEY_TEMPLATES: [KeyTemplate; 16] = [
         sk: "ROLLOUT#${rolloutId}",
         gsi1: None,
         gsi2: None,
+        gsi3: None,
     },
     KeyTemplate {
         entity_type: "runningRollout",
@@ -1190,6 +1416,7 @@ pub const KEY_TEMPLATES: [KeyTemplate; 16] = [
         sk: "${userId}#${rolloutId}",
         gsi1: None,
         gsi2: None,
+        gsi3: None,
     },
 ];
 
@@ -1248,18 +1475,42 @@ mod template_tests {
             (report_pk(&day), REPORT_SK.to_string()),
             (checkpoint_pk(&day, 7), CHECKPOINT_SK.to_string()),
             (purge_pk(&user, &device), PURGE_SK.to_string()),
-            (event_pk(&user, &device), DESIRED_SK.to_string()),
-            (event_pk(&user, &device), REPORTED_SK.to_string()),
-            (event_pk(&user, &device), command_sk(42)),
-            (
-                user_pk(&user),
-                rollout_sk(&RolloutId::parse("r-1").unwrap()),
-            ),
-            (RUNNING_ROLLOUTS_PK.to_string(), "u#r-1".to_string()),
         ];
         for (t, (pk, sk)) in KEY_TEMPLATES.iter().zip(built) {
             assert_eq!(fill(main(t.pk), &v), pk, "{}", t.entity_type);
             assert_eq!(fill(t.sk, &v), sk, "{}", t.entity_type);
+        }
+        // The device twin's entities, by name.
+        let twin = [
+            (
+                "desiredState",
+                event_pk(&user, &device),
+                DESIRED_SK.to_string(),
+            ),
+            (
+                "reportedState",
+                event_pk(&user, &device),
+                REPORTED_SK.to_string(),
+            ),
+            ("command", event_pk(&user, &device), command_sk(42)),
+            (
+                "rollout",
+                user_pk(&user),
+                rollout_sk(&RolloutId::parse("r-1").unwrap()),
+            ),
+            (
+                "runningRollout",
+                RUNNING_ROLLOUTS_PK.to_string(),
+                "u#r-1".to_string(),
+            ),
+        ];
+        for (name, pk, sk) in twin {
+            let t = KEY_TEMPLATES
+                .iter()
+                .find(|t| t.entity_type == name)
+                .unwrap();
+            assert_eq!(fill(main(t.pk), &v), pk, "{name}");
+            assert_eq!(fill(t.sk, &v), sk, "{name}");
         }
         let (g2pk, g2sk) = KEY_TEMPLATES[0].gsi2.unwrap();
         let profile = IndexKeys::directory(&user, DirectoryEntry::Profile);

@@ -1,5 +1,6 @@
 //! What is stored and how it is keyed; no I/O. Bottom layer: uses nothing else of the crate.
 
+pub mod alarm;
 pub mod cursor;
 pub mod entity;
 pub mod error;

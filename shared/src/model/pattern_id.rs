@@ -63,11 +63,27 @@ pub enum PatternId {
     GetRollout,
     /// AP-T7: the scheduled worker carries running rollouts forward.
     AdvanceRollouts,
+    /// AP-19: create an alarm rule.
+    CreateRule,
+    /// AP-20: an owner's alarm rules.
+    ListRules,
+    /// AP-21: change an alarm rule.
+    UpdateRule,
+    /// AP-22: delete an alarm rule.
+    DeleteRule,
+    /// AP-23: an owner's alarms, open first.
+    OwnerAlarms,
+    /// AP-24: one device's alarm history.
+    DeviceAlarms,
+    /// AP-25: acknowledge an alarm.
+    AcknowledgeAlarm,
+    /// AP-26: open alarms across owners by severity (operators).
+    OpenAlarms,
 }
 
 impl PatternId {
     /// Every pattern, in catalog order.
-    pub const ALL: [PatternId; 26] = [
+    pub const ALL: [PatternId; 34] = [
         PatternId::GetProfile,
         PatternId::ListDevices,
         PatternId::GetDevice,
@@ -94,6 +110,14 @@ impl PatternId {
         PatternId::StartRollout,
         PatternId::GetRollout,
         PatternId::AdvanceRollouts,
+        PatternId::CreateRule,
+        PatternId::ListRules,
+        PatternId::UpdateRule,
+        PatternId::DeleteRule,
+        PatternId::OwnerAlarms,
+        PatternId::DeviceAlarms,
+        PatternId::AcknowledgeAlarm,
+        PatternId::OpenAlarms,
     ];
 
     /// The stable text id (`AP-04`), as docs, logs and cursors spell it.
@@ -125,6 +149,14 @@ impl PatternId {
             PatternId::StartRollout => "AP-T5",
             PatternId::GetRollout => "AP-T6",
             PatternId::AdvanceRollouts => "AP-T7",
+            PatternId::CreateRule => "AP-19",
+            PatternId::ListRules => "AP-20",
+            PatternId::UpdateRule => "AP-21",
+            PatternId::DeleteRule => "AP-22",
+            PatternId::OwnerAlarms => "AP-23",
+            PatternId::DeviceAlarms => "AP-24",
+            PatternId::AcknowledgeAlarm => "AP-25",
+            PatternId::OpenAlarms => "AP-26",
         }
     }
 }

@@ -22,6 +22,10 @@ pub const GSI1SK: Attribute = Attribute::named("GSI1SK");
 pub const GSI2PK: Attribute = Attribute::named("GSI2PK");
 /// Sort key attribute of GSI2.
 pub const GSI2SK: Attribute = Attribute::named("GSI2SK");
+/// Partition key attribute of GSI3 (alarms: an owner's, and open ones across owners).
+pub const GSI3PK: Attribute = Attribute::named("GSI3PK");
+/// Sort key attribute of GSI3.
+pub const GSI3SK: Attribute = Attribute::named("GSI3SK");
 /// TTL attribute (epoch seconds).
 pub const TTL: Attribute = Attribute::named("ttl");
 /// Attribute naming the kind of every item.
@@ -33,6 +37,10 @@ pub const GSI1: &str = "GSI1";
 /// GSI2: the directory, sparse; one entry per profile and per fleet (what the daily run
 /// scans instead of the table).
 pub const GSI2: &str = "GSI2";
+
+/// GSI3: alarms, sparse; an owner's alarms (open first) by owner partition, open alarms across
+/// owners by severity and shard, and devices' offline-check due times.
+pub const GSI3: &str = "GSI3";
 
 /// A global secondary index as the key design needs it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -49,7 +57,7 @@ pub struct IndexSpec {
 }
 
 /// Both global secondary indexes, as `template.yaml` must declare them.
-pub const INDEXES: [IndexSpec; 2] = [
+pub const INDEXES: [IndexSpec; 3] = [
     IndexSpec {
         name: GSI1,
         partition_key: GSI1PK,
@@ -80,7 +88,30 @@ pub const INDEXES: [IndexSpec; 2] = [
             Attribute::named("deletedAt"),
         ],
     },
+    IndexSpec {
+        name: GSI3,
+        partition_key: GSI3PK,
+        sort_key: GSI3SK,
+        // An alarm as its lists show it: a page of alarms is one Query, no reads of items.
+        projected: &[
+            ENTITY_TYPE,
+            Attribute::named("userId"),
+            Attribute::named("deviceId"),
+            Attribute::named("deviceName"),
+            Attribute::named("source"),
+            Attribute::named("ruleName"),
+            Attribute::named("severity"),
+            Attribute::named("state"),
+            Attribute::named("raisedAt"),
+            Attribute::named("clearedAt"),
+            Attribute::named("acknowledgedAt"),
+            Attribute::named("reading"),
+            Attribute::named("clearReading"),
+            Attribute::named("reminders"),
+            TTL,
+        ],
+    },
 ];
 
 /// Every attribute that is part of a key of the table or an index (all strings).
-pub const KEY_ATTRIBUTES: [Attribute; 6] = [PK, SK, GSI1PK, GSI1SK, GSI2PK, GSI2SK];
+pub const KEY_ATTRIBUTES: [Attribute; 8] = [PK, SK, GSI1PK, GSI1SK, GSI2PK, GSI2SK, GSI3PK, GSI3SK];

@@ -38,6 +38,14 @@ pub const CATALOG: &[AccessPattern] = &[
     ops::twin::rollout::START_ROLLOUT,
     ops::twin::rollout::GET_ROLLOUT,
     ops::twin::rollout::ADVANCE_ROLLOUTS,
+    ops::alarms::rules::CREATE_RULE,
+    ops::alarms::rules::LIST_RULES,
+    ops::alarms::rules::UPDATE_RULE,
+    ops::alarms::rules::DELETE_RULE,
+    ops::alarms::lifecycle::OWNER_ALARMS,
+    ops::alarms::lifecycle::DEVICE_ALARMS,
+    ops::alarms::lifecycle::ACKNOWLEDGE_ALARM,
+    ops::alarms::lifecycle::OPEN_ALARMS,
 ];
 
 impl PatternId {

@@ -237,6 +237,8 @@ fn new_state(device: &DeviceItem) -> DeviceStateItem {
         ingest_seq: 0,
         device_version: device.version,
         twin: Default::default(),
+        tags: device.tags.clone(),
+        alarms: BTreeMap::new(),
     }
 }
 
@@ -666,7 +668,7 @@ pub async fn update_device(
     };
     // The update itself is committed: report it even if a copy lags, and say so in the log.
     // The next change of the same field brings it in step again.
-    if patch.status.is_some() || patch.name.is_some() {
+    if patch.status.is_some() || patch.name.is_some() || patch.tags.is_some() {
         if let Err(err) = copy_to_state(table, &item).await {
             tracing::warn!(device = %item.device_id, error = %err, "live state's status/name copy out of step");
         }
@@ -679,7 +681,7 @@ pub async fn update_device(
     Ok(item.into())
 }
 
-/// Copies `device`'s status (its GSI1 partition) and name onto its live state, unless a newer
+/// Copies `device`'s status (its GSI1 partition), name and tags onto its live state, unless a newer
 /// version of the device already did (concurrent PATCHes may land in any order).
 async fn copy_to_state(table: &FleetTable, device: &DeviceItem) -> Result<(), FleetError> {
     // The status index partition follows the status: derived by the entity, as on a put
@@ -689,6 +691,10 @@ async fn copy_to_state(table: &FleetTable, device: &DeviceItem) -> Result<(), Fl
     let changes = UpdateExpression::new()
         .set(DeviceStateItem::STATUS, s(device.status.as_str()))
         .set(DeviceStateItem::NAME, s(device.name.clone()))
+        .set(
+            DeviceStateItem::TAGS,
+            serde_dynamo::to_attribute_value(&device.tags)?,
+        )
         .set_all(status_partition.attributes())
         .set(DeviceStateItem::DEVICE_VERSION, n(device.version));
     let not_newer =

@@ -1,5 +1,6 @@
 //! Table operations: one function per access pattern (see [`crate::ops::catalog`]).
 
+pub mod alarms;
 pub mod analytics;
 pub mod catalog;
 pub mod credentials;

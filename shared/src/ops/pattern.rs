@@ -73,6 +73,8 @@ pub enum RequestBudget {
     PerPagePlusEmptyCheck(u32),
     /// One per shard per page.
     PerShardPage,
+    /// One per shard per page, plus this many (a read that finds the shards).
+    PerShardPagePlus(u32),
     /// This many per page, plus one BatchGetItem per page that holds devices whose live state
     /// is placed on another of their owner's partitions (large fleets only).
     PerPagePlusPlacedStates(u32),
@@ -224,6 +226,7 @@ impl AccessPattern {
                 n * scale.pages.max(1) + u32::from(scale.follow_up)
             }
             RequestBudget::PerShardPage => scale.shards.max(1) * scale.pages.max(1),
+            RequestBudget::PerShardPagePlus(n) => scale.shards.max(1) * scale.pages.max(1) + n,
             RequestBudget::PerPagePlusPlacedStates(n) => {
                 (n + u32::from(scale.follow_up)) * scale.pages.max(1)
             }

@@ -1,11 +1,13 @@
 //! AP-14: device-authenticated, idempotent batch ingestion.
 //!
-//! A batch costs at most ceil(n/25) + 3 requests: the registration GetItem and the live
-//! state's GetItem (each skipped while the warm Lambda's cache holds it), one BatchWriteItem
-//! per 25 events (sent concurrently), and one conditional UpdateItem of the device's live
-//! state (none for a replay; a second one only when another batch for the same device got in
-//! between). Events are keyed by their id and time, so a replayed batch overwrites identical
-//! items and stores nothing twice.
+//! A batch costs at most ceil(n/25) + 3 requests: the registration GetItem and one
+//! BatchGetItem of the live state and the owner's alarm rules (each skipped while the warm
+//! Lambda's cache holds it), one BatchWriteItem per 25 events (sent concurrently), and one
+//! conditional UpdateItem of the device's live state, or, when the batch raises or clears an
+//! alarm, one TransactWriteItems of that update and the alarm writes (none for a replay; a
+//! second one only when another batch for the same device got in between). Events are keyed
+//! by their id and time, so a replayed batch overwrites identical items and stores nothing
+//! twice, and alarm rules see only readings newer than the state's, so it raises nothing.
 //!
 //! Write units (DynamoDB's rules): an event of a type operators do not search is one item of
 //! under 1 KB and nothing else, one unit; a searchable type adds its GSI1 entry. The live
@@ -18,6 +20,7 @@
 //! whether a desired state or a command waits ([`IngestOutcome::twin`]); only then does
 //! `ops::twin::device` read it.
 
+mod alarms;
 mod state;
 mod store;
 mod validate;
@@ -70,6 +73,9 @@ pub struct IngestConfig {
     /// another read. A device registered (or re-registered) within this window after such an
     /// attempt is refused until it passes.
     pub negative_cache: Duration,
+    /// `RULES_CACHE_SECONDS` (default 60): how long a warm Lambda uses an owner's alarm rules
+    /// it read. A created, changed or deleted rule applies to every batch within this time.
+    pub rules_cache: Duration,
     /// `INGEST_DEVICE_RATE_PER_SECOND` and `INGEST_DEVICE_BURST` (unset: no limit; the
     /// template sets both): batches one device may send to one execution environment, answered
     /// 429 with `Retry-After` above it. See [`crate::ops::limits`] for what a per-container limit
@@ -84,6 +90,7 @@ impl Default for IngestConfig {
             max_clock_skew: Duration::from_secs(300),
             retry_window: Duration::from_secs(5),
             negative_cache: Duration::from_secs(10),
+            rules_cache: Duration::from_secs(60),
             device_rate: Rate::UNLIMITED,
         }
     }
@@ -110,6 +117,7 @@ impl IngestConfig {
             retry_window: number(&lookup, "INGEST_RETRY_MS", retry_ms, 0..=900_000)
                 .map(Duration::from_millis)?,
             negative_cache: seconds("NEGATIVE_CACHE_SECONDS", d.negative_cache)?,
+            rules_cache: seconds("RULES_CACHE_SECONDS", d.rules_cache)?,
             device_rate: Rate {
                 per_second: number(
                     &lookup,
@@ -157,6 +165,8 @@ pub struct Ingestor {
     config: IngestConfig,
     registrations: Mutex<HashMap<DeviceId, CachedRegistration>>,
     states: Mutex<HashMap<DeviceId, DeviceStateItem>>,
+    /// Owners' alarm rules.
+    rules: Mutex<HashMap<crate::model::ids::UserId, alarms::CachedRules>>,
     /// Per-device batch rate (authenticated devices only, so guessed ids take no bucket).
     device_limiter: KeyedLimiter<DeviceId>,
 }
@@ -171,6 +181,7 @@ impl Ingestor {
             table,
             registrations: Mutex::new(HashMap::new()),
             states: Mutex::new(HashMap::new()),
+            rules: Mutex::new(HashMap::new()),
             device_limiter: KeyedLimiter::new(config.device_rate, CACHE_CAPACITY),
             config,
         }
@@ -322,13 +333,15 @@ impl Ingestor {
         frequency: Frequency::Critical,
         operations: &[
             Operation::GetItem,
+            Operation::BatchGetItem,
             Operation::BatchWriteItem,
             Operation::UpdateItem,
+            Operation::TransactWriteItems,
             Operation::Query,
             Operation::PutItem,
         ],
         index: None,
-        key_condition: "PK = DEVICE#{deviceId}, SK = REGISTRATION; the device's live state; events; the device's twin (PK = USER#{userId}#DEVICE#{deviceId}, SK = TWIN#... or COMMAND#...) only when it reports, acknowledges or has work pending",
+        key_condition: "PK = DEVICE#{deviceId}, SK = REGISTRATION; the device's live state and PK = USER#{userId}, SK = RULES; events; on a transition its alarm (ALARM#{userId}#{deviceId}); the device's twin (PK = USER#{userId}#DEVICE#{deviceId}, SK = TWIN#... or COMMAND#...) only when it reports, acknowledges or has work pending",
         budget: RequestBudget::BatchOf25PlusTwin(3),
         max_read_units: None,
         route: Some("POST /devices/{deviceId}/events"),
@@ -346,14 +359,14 @@ impl Ingestor {
         deadline: Instant,
     ) -> Result<IngestOutcome, FleetError> {
         let deadline = deadline.min(Instant::now() + self.config.retry_window);
-        let state = self.live_state(registration).await?;
+        let (state, rules) = self.live_state(registration).await?;
         check_type_cap(&state, &events)?;
         // The live state's update goes out with the event writes, not after them: it is the
         // one request a batch would otherwise wait for on its own. Should an event not be
         // stored, the state is repaired before the answer (below).
         let (unstored, folded) = tokio::join!(
             self.store_events(registration, &events, deadline),
-            self.update_state(registration, state, &events, deadline),
+            self.update_state(registration, state, &rules, &events, deadline),
         );
         let unstored = match unstored {
             Ok(unstored) => unstored,
@@ -370,7 +383,7 @@ impl Ingestor {
             .partition(|e| !unstored.contains(&(e.at, e.id.clone())));
         match folded {
             Ok(written) => {
-                let twin = written.as_ref().map(|folded| folded.written.twin);
+                let twin = written.as_ref().and_then(|folded| folded.twin);
                 if let (Some(folded), false) = (written, failed.is_empty()) {
                     self.repair_state(registration, folded, &stored, &failed, deadline)
                         .await;

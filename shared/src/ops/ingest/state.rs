@@ -8,13 +8,17 @@
 //! name and text value at its longest), which a unit test checks.
 
 use std::collections::BTreeSet;
+use std::sync::Arc;
 use std::time::Instant;
 
 use aws_sdk_dynamodb::operation::update_item::builders::UpdateItemFluentBuilder;
 use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
-use aws_sdk_dynamodb::types::{ReturnValue, ReturnValuesOnConditionCheckFailure};
+use aws_sdk_dynamodb::types::{
+    ReturnValue, ReturnValuesOnConditionCheckFailure, TransactWriteItem, Update as UpdateAction,
+};
 
 use super::{Ingestor, NewEvent, CACHE_CAPACITY, RECENT_EVENTS};
+use crate::model::alarm::{evaluate, Observed, Rule, Subject, Transition};
 use crate::model::entity::Entity;
 use crate::model::error::{FleetError, ValidationError};
 use crate::model::expression::{Condition, Expressions, Update};
@@ -25,10 +29,12 @@ use crate::model::readings::newest_millis;
 use crate::model::readings::{StoredEvent, StoredReading};
 use crate::model::schema::Item;
 use crate::model::schema::{GSI1SK, PK};
-use crate::store::dynamo::n;
+use crate::model::twin::TwinVersions;
+use crate::ops::alarms::{transition_actions, AlarmDevice};
+use crate::store::dynamo::{n, transact, Transaction};
 use crate::store::expression::WithExpressions;
 use crate::store::retry::Retry;
-use crate::store::table::{sdk_error, transient, Transient};
+use crate::store::table::{condition_failed, sdk_error, transient, TransactionSlot, Transient};
 
 /// Most event types whose latest reading a device's live state keeps. A batch that would
 /// add more is a 400 naming the first event of a type over the cap.
@@ -165,52 +171,51 @@ fn unchanged_since_read(read: &DeviceStateItem) -> Condition {
 /// stored (what a repair works from).
 pub(super) struct FoldedState {
     before: DeviceStateItem,
-    pub(super) written: DeviceStateItem,
+    written: DeviceStateItem,
+    /// The twin's versions as DynamoDB returned the item written (`None` when the write was a
+    /// transaction, which returns no item: the caller reads them if it needs them).
+    pub(super) twin: Option<TwinVersions>,
 }
 
 impl Ingestor {
-    /// The live state of the device of `registration`: this warm Lambda's copy, or one
-    /// consistent GetItem (a read costs half of a failed conditional write of the item, and
-    /// API Gateway spreads a device's batches over containers, so most batches miss the
-    /// cache). A device without a state item is gone: [`FleetError::Unauthorized`].
+    /// The live state of the device of `registration` and its owner's alarm rules: this warm
+    /// Lambda's copies, or one consistent BatchGetItem of what is not cached (a read costs half
+    /// of a failed conditional write of the item, and API Gateway spreads a device's batches
+    /// over containers, so most batches miss the state cache). A device without a state item
+    /// is gone: [`FleetError::Unauthorized`].
     pub(super) async fn live_state(
         &self,
         registration: &RegistrationItem,
-    ) -> Result<DeviceStateItem, FleetError> {
-        if let Some(cached) = self.cached_state(&registration.device_id) {
-            return Ok(cached);
-        }
-        let out = self
-            .table
-            .client
-            .get_item()
-            .table_name(self.table.name())
-            .set_key(Some(state_key(registration).attributes()))
-            .consistent_read(true)
-            .send()
-            .await
-            .map_err(sdk_error)?;
-        match out.item {
-            Some(item) => {
-                let state = DeviceStateItem::from_item(item)?;
+    ) -> Result<(DeviceStateItem, Arc<Vec<Rule>>), FleetError> {
+        let cached = self.cached_state(&registration.device_id);
+        let read = self
+            .read_state_and_rules(registration, state_key(registration), cached.is_none())
+            .await;
+        match read {
+            Ok((Some(state), rules)) => {
                 self.remember_state(state.clone());
-                Ok(state)
+                Ok((state, rules))
             }
-            None => {
+            Ok((None, rules)) => Ok((cached.expect("the state was cached"), rules)),
+            Err(FleetError::Unauthorized) => {
                 self.forget(&registration.device_id);
                 Err(FleetError::Unauthorized)
             }
+            Err(err) => Err(err),
         }
     }
 
-    /// Folds `events` into the live state `base` with one conditional UpdateItem, skipped when
-    /// it would change nothing (a replay). On a conflict the failed write returns the current
-    /// item, which is merged again (no separate read). Returns what the write folded in
-    /// ([`FoldedState`], `None` when skipped), which a repair needs.
+    /// Folds `events` into the live state `base` and evaluates the owner's alarm `rules` on
+    /// them, with one conditional UpdateItem, or, when an alarm is raised or cleared, one
+    /// TransactWriteItems of the same update and the alarm writes ([`transition_actions`]);
+    /// skipped when it would change nothing (a replay). On a conflict the failed write returns
+    /// the current item, which is merged and evaluated again (no separate read). Returns what
+    /// the write folded in ([`FoldedState`], `None` when skipped), which a repair needs.
     pub(super) async fn update_state(
         &self,
         registration: &RegistrationItem,
         mut base: DeviceStateItem,
+        rules: &[Rule],
         events: &[NewEvent],
         deadline: Instant,
     ) -> Result<Option<FoldedState>, FleetError> {
@@ -219,23 +224,44 @@ impl Ingestor {
         // What the caller is told if the attempts run out: conflicts and throttling are busy.
         let mut gave_up = Transient::Busy;
         while retry.next_attempt().await {
-            let next = merged(&base, events);
+            let (next, transitions) = evaluated(registration, &base, rules, events);
             if next == base {
                 return Ok(None);
             }
-            let (request, stored) = self.state_update(registration, &base, next)?;
+            let (changes, stored) = self.state_changes(registration, &base, next)?;
+            if !transitions.is_empty() {
+                match self
+                    .record_transitions(registration, &base, changes, rules, &transitions, deadline)
+                    .await?
+                {
+                    Recorded::Committed => {
+                        self.remember_state(stored.clone());
+                        return Ok(Some(FoldedState {
+                            before: base,
+                            written: stored,
+                            twin: None,
+                        }));
+                    }
+                    Recorded::StateChanged(current) => {
+                        base = self.after_conflict(device, current.as_ref())?;
+                        continue;
+                    }
+                }
+            }
+            let request = self.state_request(registration, changes);
             let err = match request.return_values(ReturnValue::AllNew).send().await {
                 Ok(out) => {
-                    // The item as written: what ingestion computed, with what others own on it
-                    // (the twin's versions, for the device's pending work without a read).
-                    let stored = match out.attributes {
-                        Some(item) => DeviceStateItem::from_item(item)?,
-                        None => stored,
+                    // The item as written carries what others own on it too: the twin's
+                    // versions tell the device's pending work without a read (ops::twin).
+                    let twin = match out.attributes {
+                        Some(item) => Some(DeviceStateItem::from_item(item)?.twin),
+                        None => None,
                     };
                     self.remember_state(stored.clone());
                     return Ok(Some(FoldedState {
                         before: base,
                         written: stored,
+                        twin,
                     }));
                 }
                 Err(err) => err,
@@ -251,6 +277,70 @@ impl Ingestor {
             }
         }
         Err(gave_up.error())
+    }
+
+    /// Sends the live state's update with the alarm writes of `transitions` in one
+    /// transaction. A clear whose alarm item is gone (expired or removed by hand) is dropped
+    /// and the rest sent again, so a lost item never blocks a device's ingestion.
+    async fn record_transitions(
+        &self,
+        registration: &RegistrationItem,
+        base: &DeviceStateItem,
+        changes: Expressions,
+        rules: &[Rule],
+        transitions: &[Transition],
+        deadline: Instant,
+    ) -> Result<Recorded, FleetError> {
+        let state = UpdateAction::builder()
+            .table_name(self.table.name())
+            .set_key(Some(state_key(registration).attributes()))
+            .expressions(changes)
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+            .build()
+            .map_err(FleetError::internal)?;
+        let device = AlarmDevice {
+            user: registration.user_id.clone(),
+            device: registration.device_id.clone(),
+            partition: registration.partition,
+            name: base.name.clone(),
+        };
+        let mut actions = vec![TransactWriteItem::builder().update(state).build()];
+        actions.extend(transition_actions(
+            &self.table,
+            &device,
+            rules,
+            transitions,
+        )?);
+        loop {
+            let retry = Retry::until(deadline).at_most(STATE_ATTEMPTS);
+            let reasons = match transact(&self.table, actions.clone(), retry).await? {
+                Transaction::Committed => return Ok(Recorded::Committed),
+                Transaction::Cancelled(reasons) => reasons,
+            };
+            if condition_failed(&reasons, StateSlot) {
+                return Ok(Recorded::StateChanged(reasons[0].item().cloned()));
+            }
+            let failed: Vec<usize> = (1..actions.len())
+                .filter(|i| {
+                    reasons
+                        .get(*i)
+                        .and_then(|r| r.code())
+                        .is_some_and(|c| c == "ConditionalCheckFailed")
+                })
+                .collect();
+            if failed.is_empty() {
+                return Err(FleetError::internal(format!(
+                    "alarm transaction cancelled: {reasons:?}"
+                )));
+            }
+            tracing::warn!(device = %registration.device_id, dropped = failed.len(), "clearing alarms whose items are gone");
+            actions = actions
+                .into_iter()
+                .enumerate()
+                .filter(|(i, _)| !failed.contains(i))
+                .map(|(_, a)| a)
+                .collect();
+        }
     }
 
     /// Takes `unstored` events back out of the live state after an update that folded them in
@@ -276,8 +366,8 @@ impl Ingestor {
                 if repaired == current {
                     return Ok(());
                 }
-                let (request, stored) = self.state_update(registration, &current, repaired)?;
-                let err = match request.send().await {
+                let (changes, stored) = self.state_changes(registration, &current, repaired)?;
+                let err = match self.state_request(registration, changes).send().await {
                     Ok(_) => {
                         self.remember_state(stored);
                         return Ok(());
@@ -319,15 +409,15 @@ impl Ingestor {
         cache.insert(state.device_id.clone(), state);
     }
 
-    /// The conditional UpdateItem that turns `base` (what this Lambda believes is stored) into
+    /// The conditional update that turns `base` (what this Lambda believes is stored) into
     /// `next`, and the state stored once it succeeds. Only what ingestion owns is written, so
     /// an owner's concurrent status or name change is never overwritten.
-    fn state_update(
+    fn state_changes(
         &self,
         registration: &RegistrationItem,
         base: &DeviceStateItem,
         mut next: DeviceStateItem,
-    ) -> Result<(UpdateItemFluentBuilder, DeviceStateItem), FleetError> {
+    ) -> Result<(Expressions, DeviceStateItem), FleetError> {
         let device = &registration.device_id;
         next.ingest_seq = base.ingest_seq + 1;
         let mut changes = Update::new()
@@ -337,6 +427,16 @@ impl Ingestor {
             )
             .set(DeviceStateItem::READINGS, next.readings_attribute())
             .set(DeviceStateItem::INGEST_SEQ, n(next.ingest_seq));
+        if next.alarms != base.alarms {
+            changes = if next.alarms.is_empty() {
+                changes.remove(DeviceStateItem::ALARMS)
+            } else {
+                changes.set(
+                    DeviceStateItem::ALARMS,
+                    serde_dynamo::to_attribute_value(&next.alarms)?,
+                )
+            };
+        }
         // The index entry moves (a delete and a put on GSI1) only when the device's own
         // offset SEEN bucket does: at most once per bucket, never for all devices at once.
         // Only the sort key is ingestion's: the partition follows the owner's status.
@@ -357,18 +457,26 @@ impl Ingestor {
         let changes = changes
             .remove(DeviceStateItem::LEGACY_LATEST)
             .remove(DeviceStateItem::LEGACY_RECENT);
-        let request = self
-            .table
+        Ok((
+            Expressions::write(changes, Some(unchanged_since_read(base))),
+            next,
+        ))
+    }
+
+    /// The UpdateItem of `changes` on the device's live state; a failed condition returns the
+    /// item as it is.
+    fn state_request(
+        &self,
+        registration: &RegistrationItem,
+        changes: Expressions,
+    ) -> UpdateItemFluentBuilder {
+        self.table
             .client
             .update_item()
             .table_name(self.table.name())
             .set_key(Some(state_key(registration).attributes()))
-            .expressions(Expressions::write(
-                changes,
-                Some(unchanged_since_read(base)),
-            ))
-            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld);
-        Ok((request, next))
+            .expressions(changes)
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
     }
 
     /// After a failed condition, with the item as it is now: the state to merge into next, or
@@ -385,6 +493,55 @@ impl Ingestor {
         let current = DeviceStateItem::from_item(current.clone())?;
         self.remember_state(current.clone());
         Ok(current)
+    }
+}
+
+/// What a batch's state write holds: `base` with `events` merged in and the alarm statuses
+/// after evaluating `rules` on them (readings newer than `base`'s latest of their type only),
+/// and the transitions to record.
+fn evaluated(
+    registration: &RegistrationItem,
+    base: &DeviceStateItem,
+    rules: &[Rule],
+    events: &[NewEvent],
+) -> (DeviceStateItem, Vec<Transition>) {
+    let mut next = merged(base, events);
+    let observed: Vec<Observed<'_>> = events
+        .iter()
+        .map(|e| Observed {
+            id: &e.id,
+            event_type: &e.event_type,
+            value: &e.value,
+            at: e.at,
+        })
+        .collect();
+    let subject = Subject {
+        device: &registration.device_id,
+        device_type: &registration.device_type,
+        tags: &base.tags,
+    };
+    let (statuses, transitions) = evaluate(&subject, rules, &base.alarms, &observed, |t| {
+        base.latest.get(t.as_str()).map(|r| r.0)
+    });
+    next.alarms = statuses;
+    (next, transitions)
+}
+
+/// The outcome of a transaction that records transitions.
+enum Recorded {
+    /// State and alarms written.
+    Committed,
+    /// The state changed since it was read: the item as it is now (`None`: gone).
+    StateChanged(Option<Item>),
+}
+
+/// The live state's update is the first action of a transition's transaction.
+#[derive(Clone, Copy)]
+struct StateSlot;
+
+impl TransactionSlot for StateSlot {
+    fn position(self) -> usize {
+        0
     }
 }
 
@@ -430,6 +587,8 @@ mod tests {
             recent: Vec::new(),
             ingest_seq: 0,
             device_version: 1,
+            tags: Vec::new(),
+            alarms: BTreeMap::new(),
             twin: Default::default(),
         }
     }

@@ -1,0 +1,202 @@
+//! Writing transitions: the alarm items a batch's (or the detector's) transitions put and
+//! update, as actions of the transaction that also writes the device's live state, so an
+//! alarm is recorded exactly when the state that says it is open is.
+
+use aws_sdk_dynamodb::types::{Delete, Put, TransactWriteItem, Update as UpdateAction};
+
+use crate::model::alarm::{AlarmSource, AlarmState, Rule, Transition};
+use crate::model::entity::Entity;
+use crate::model::error::FleetError;
+use crate::model::expression::{Condition, Expressions, Update};
+use crate::model::ids::{DeviceId, UserId};
+use crate::model::items::{AlarmItem, OpenAlarmItem};
+use crate::model::keys::{owner_alarms_gsi3sk, ItemKey};
+use crate::model::schema::{GSI1PK, GSI1SK, GSI3SK, PK};
+use crate::model::timestamp::Timestamp;
+use crate::store::dynamo::{n, s};
+use crate::store::expression::WithExpressions;
+use crate::store::table::FleetTable;
+
+/// The device whose alarms change.
+#[derive(Clone, Debug)]
+pub struct AlarmDevice {
+    /// Owner.
+    pub user: UserId,
+    /// Device.
+    pub device: DeviceId,
+    /// Its owner live-state partition (its alarms' owner-list key).
+    pub partition: u32,
+    /// Its name (alarms keep the name they were raised under).
+    pub name: String,
+}
+
+/// The transaction actions that record `transitions` (in order) for `device`: a raise puts
+/// the alarm and its open pointer; a clear updates the alarm (cleared, out of the open part
+/// of its owner's list, no reminder, an expiry) and deletes the pointer. A raise and clear of
+/// the same alarm in one batch are one put of the cleared alarm. At most three actions per
+/// rule: see [`crate::model::alarm::MAX_RULES_PER_OWNER`].
+pub fn transition_actions(
+    table: &FleetTable,
+    device: &AlarmDevice,
+    rules: &[Rule],
+    transitions: &[Transition],
+) -> Result<Vec<TransactWriteItem>, FleetError> {
+    let retention = i64::from(table.config.retention_days) * 86_400;
+    let mut puts: Vec<AlarmItem> = Vec::new();
+    let mut clears: Vec<(AlarmSource, Timestamp, Transition)> = Vec::new();
+    for t in transitions {
+        match t {
+            Transition::Raised {
+                source,
+                severity,
+                at,
+                reading,
+            } => {
+                let rule = match source {
+                    AlarmSource::Rule(id) => rules.iter().find(|r| &r.rule_id == id),
+                    AlarmSource::Offline => None,
+                };
+                let remind_every = rule.and_then(|r| r.definition.remind_every_seconds);
+                puts.push(AlarmItem {
+                    user_id: device.user.clone(),
+                    device_id: device.device.clone(),
+                    partition: device.partition,
+                    device_name: device.name.clone(),
+                    source: source.as_str().to_string(),
+                    rule_name: rule.map(|r| r.definition.name.clone()),
+                    severity: *severity,
+                    state: AlarmState::Active,
+                    raised_at: *at,
+                    cleared_at: None,
+                    acknowledged_at: None,
+                    reading: reading.clone(),
+                    clear_reading: None,
+                    last_seen: None,
+                    remind_every_seconds: remind_every,
+                    remind_at: remind_every.map(|s| at.plus_seconds(s as i64)),
+                    reminders: 0,
+                    ttl: None,
+                });
+            }
+            Transition::Cleared {
+                source,
+                raised_at,
+                at,
+                reading,
+                ..
+            } => {
+                let raised_here = puts
+                    .iter_mut()
+                    .find(|p| p.source == source.as_str() && p.raised_at == *raised_at);
+                match raised_here {
+                    Some(alarm) => {
+                        alarm.state = AlarmState::Cleared;
+                        alarm.cleared_at = Some(*at);
+                        alarm.clear_reading = reading.clone();
+                        alarm.remind_at = None;
+                        alarm.ttl = Some(at.epoch_seconds() + retention);
+                    }
+                    None => clears.push((source.clone(), *raised_at, t.clone())),
+                }
+            }
+        }
+    }
+    let mut actions = Vec::new();
+    for (source, raised_at, t) in &clears {
+        let Transition::Cleared { at, reading, .. } = t else {
+            continue;
+        };
+        actions.push(clear_alarm(
+            table, device, source, raised_at, at, reading, retention,
+        )?);
+        // The pointer goes unless this batch raised the source's next alarm (its put replaces it).
+        if !puts
+            .iter()
+            .any(|p| p.source == source.as_str() && p.state != AlarmState::Cleared)
+        {
+            actions.push(delete_pointer(table, device, source)?);
+        }
+    }
+    for alarm in &puts {
+        actions.push(put(table, alarm)?);
+        if alarm.state != AlarmState::Cleared {
+            actions.push(put(table, &OpenAlarmItem::of(alarm))?);
+        }
+    }
+    Ok(actions)
+}
+
+fn put(table: &FleetTable, item: &impl Entity) -> Result<TransactWriteItem, FleetError> {
+    let put = Put::builder()
+        .table_name(table.name())
+        .set_item(Some(item.to_item(&table.config.shards)?))
+        .build()
+        .map_err(FleetError::internal)?;
+    Ok(TransactWriteItem::builder().put(put).build())
+}
+
+fn delete_pointer(
+    table: &FleetTable,
+    device: &AlarmDevice,
+    source: &AlarmSource,
+) -> Result<TransactWriteItem, FleetError> {
+    let key = ItemKey::OpenAlarm {
+        user: device.user.clone(),
+        device: device.device.clone(),
+        source: source.clone(),
+    };
+    let delete = Delete::builder()
+        .table_name(table.name())
+        .set_key(Some(key.attributes()))
+        .build()
+        .map_err(FleetError::internal)?;
+    Ok(TransactWriteItem::builder().delete(delete).build())
+}
+
+/// The update that clears an open alarm; conditioned on the alarm existing (an update would
+/// otherwise create a fragment of an alarm whose raise was never recorded).
+fn clear_alarm(
+    table: &FleetTable,
+    device: &AlarmDevice,
+    source: &AlarmSource,
+    raised_at: &Timestamp,
+    at: &Timestamp,
+    reading: &Option<crate::model::alarm::AlarmReading>,
+    retention: i64,
+) -> Result<TransactWriteItem, FleetError> {
+    let key = ItemKey::Alarm {
+        user: device.user.clone(),
+        device: device.device.clone(),
+        raised_at: *raised_at,
+        source: source.clone(),
+    };
+    let mut changes = Update::new()
+        .set(AlarmItem::STATE, s(AlarmState::Cleared.as_str()))
+        .set(AlarmItem::CLEARED_AT, s(at.to_string()))
+        .set(
+            GSI3SK,
+            s(owner_alarms_gsi3sk(
+                false,
+                raised_at,
+                &device.device,
+                source,
+            )),
+        )
+        .set(AlarmItem::TTL, n(at.epoch_seconds() + retention))
+        .remove(AlarmItem::REMIND_AT)
+        .remove(GSI1PK)
+        .remove(GSI1SK);
+    if let Some(reading) = reading {
+        changes = changes.set(
+            AlarmItem::CLEAR_READING,
+            serde_dynamo::to_attribute_value(reading)?,
+        );
+    }
+    let update = UpdateAction::builder()
+        .table_name(table.name())
+        .set_key(Some(key.attributes()))
+        .expressions(Expressions::write(changes, Some(Condition::exists(PK))))
+        .build()
+        .map_err(FleetError::internal)?;
+    Ok(TransactWriteItem::builder().update(update).build())
+}

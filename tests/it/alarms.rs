@@ -1,0 +1,549 @@
+//! Alarms (issue 22) on DynamoDB Local, through the handlers: rules, evaluation at ingest,
+//! the lifecycle routes, isolation and bad input, and what alarms cost in write units.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use fleet_perf::pricing::{self, WriteKind};
+use fleet_tests::*;
+use serde_json::{json, Value};
+use shared::model::entity::EntityType;
+use shared::ops::ingest::{IngestConfig, Ingestor};
+use shared::FleetTable;
+
+const OWNER: &str = "alarm-owner";
+const OTHER: &str = "alarm-other";
+
+/// A cold ingestor (no warm caches) that sees rule changes at once.
+fn ingestor(table: &FleetTable) -> Arc<Ingestor> {
+    Arc::new(Ingestor::new(
+        table.clone(),
+        IngestConfig {
+            rules_cache: Duration::ZERO,
+            ..IngestConfig::default()
+        },
+    ))
+}
+
+fn hot_rule(device: &str) -> Value {
+    json!({"name": "Boiler too hot", "eventType": "temperature",
+        "scope": {"deviceId": device}, "condition": {"above": 80},
+        "clear": {"below": 75}, "severity": "major"})
+}
+
+async fn create_rule(table: &FleetTable, user: &str, body: Value) -> Answer {
+    device_updates(table, ApiRequest::post("/me/rules").caller(user).json(body)).await
+}
+
+/// Readings `(value, seconds ago)` of `temperature`, with ids so a replay is identical.
+fn readings(prefix: &str, values: &[(f64, i64)]) -> Value {
+    Value::Array(
+        values
+            .iter()
+            .enumerate()
+            .map(|(i, (v, ago_s))| {
+                json!({"id": format!("{prefix}-{i}"), "type": "temperature", "value": v, "at": ago(*ago_s)})
+            })
+            .collect(),
+    )
+}
+
+async fn send(table: &FleetTable, device: &str, token: &str, events: Value) -> Answer {
+    let a = ingest(&ingestor(table), ingest_request(device, token, events)).await;
+    assert_eq!(a.status, 200, "{}", a.body);
+    a
+}
+
+async fn owner_alarms(table: &FleetTable, user: &str) -> Vec<Value> {
+    let a = dashboard(table, ApiRequest::get("/me/alarms").caller(user)).await;
+    assert_eq!(a.status, 200, "{}", a.body);
+    a.body["alarms"].as_array().unwrap().clone()
+}
+
+fn alarm_items(items: &[shared::model::schema::Item]) -> (usize, usize) {
+    let count = |t| items.iter().filter(|i| entity_type(i) == Some(t)).count();
+    (count(EntityType::Alarm), count(EntityType::OpenAlarm))
+}
+
+#[tokio::test]
+async fn a_crossing_raises_one_alarm_hysteresis_clears_it_once_and_a_replay_changes_nothing() {
+    let table = fresh_table().await;
+    let token = register_device(&table, OWNER, "boiler-1").await;
+    let rule = create_rule(&table, OWNER, hot_rule("boiler-1")).await;
+    assert_eq!(rule.status, 201, "{}", rule.body);
+    let rule_id = rule.body["rule"]["ruleId"].as_str().unwrap().to_string();
+    assert_eq!(rule.body["rule"]["version"], 1);
+
+    // 100 readings over the threshold in one batch: one alarm, one open pointer.
+    let hot: Vec<(f64, i64)> = (0..100).map(|i| (85.0 + (i % 3) as f64, 600 - i)).collect();
+    let batch = readings("hot", &hot);
+    let a = send(&table, "boiler-1", &token, batch.clone()).await;
+    assert_eq!(a.used.count("TransactWriteItems"), 1, "{:?}", a.used);
+    assert_eq!(alarm_items(&table_contents(&table).await), (1, 1));
+    let alarms = owner_alarms(&table, OWNER).await;
+    assert_eq!(alarms.len(), 1);
+    let alarm = &alarms[0];
+    assert_eq!(alarm["state"], "active");
+    assert_eq!(alarm["kind"], "threshold");
+    assert_eq!(alarm["severity"], "major");
+    assert_eq!(alarm["ruleId"], rule_id.as_str());
+    assert_eq!(alarm["deviceId"], "boiler-1");
+    assert_eq!(alarm["reading"]["value"], 85.0, "the first reading over it");
+    assert!(alarm["clearedAt"].is_null());
+
+    // The same batch again: nothing changes, not even the live state.
+    let before = table_contents(&table).await;
+    let again = send(&table, "boiler-1", &token, batch).await;
+    assert_eq!(again.used.count("TransactWriteItems"), 0);
+    assert_eq!(again.used.count("UpdateItem"), 0);
+    assert_eq!(table_contents(&table).await, before);
+
+    // Between the thresholds nothing happens; under the clear threshold it clears, once.
+    send(
+        &table,
+        "boiler-1",
+        &token,
+        readings("mid", &[(78.0, 300), (82.0, 290)]),
+    )
+    .await;
+    assert_eq!(owner_alarms(&table, OWNER).await[0]["state"], "active");
+    let cleared = send(
+        &table,
+        "boiler-1",
+        &token,
+        readings("cool", &[(74.0, 200), (70.0, 190), (78.0, 180)]),
+    )
+    .await;
+    assert_eq!(cleared.used.count("TransactWriteItems"), 1);
+    assert_eq!(
+        alarm_items(&table_contents(&table).await),
+        (1, 0),
+        "pointer gone"
+    );
+    let alarms = owner_alarms(&table, OWNER).await;
+    assert_eq!(alarms.len(), 1);
+    assert_eq!(alarms[0]["state"], "cleared");
+    assert_eq!(alarms[0]["clearReading"]["value"], 74.0);
+    assert!(alarms[0]["clearedAt"].is_string());
+
+    // The device's history shows it; a new crossing is a second alarm, listed first (open).
+    send(&table, "boiler-1", &token, readings("hot2", &[(90.0, 100)])).await;
+    let alarms = owner_alarms(&table, OWNER).await;
+    assert_eq!(
+        alarms
+            .iter()
+            .map(|a| a["state"].as_str().unwrap())
+            .collect::<Vec<_>>(),
+        ["active", "cleared"]
+    );
+    let history = dashboard(
+        &table,
+        ApiRequest::get("/me/devices/boiler-1/alarms").caller(OWNER),
+    )
+    .await;
+    assert_eq!(history.status, 200);
+    assert_eq!(history.body["alarms"].as_array().unwrap().len(), 2);
+    assert_eq!(history.body["alarms"][0]["state"], "active", "newest first");
+}
+
+#[tokio::test]
+async fn a_duration_rule_ignores_a_single_spike_and_fires_when_the_condition_holds() {
+    let table = fresh_table().await;
+    let token = register_device(&table, OWNER, "boiler-2").await;
+    let mut body = hot_rule("boiler-2");
+    body["forSeconds"] = json!(300);
+    assert_eq!(create_rule(&table, OWNER, body).await.status, 201);
+    send(
+        &table,
+        "boiler-2",
+        &token,
+        readings("spike", &[(95.0, 3000), (60.0, 2940), (61.0, 2880)]),
+    )
+    .await;
+    assert!(owner_alarms(&table, OWNER).await.is_empty(), "a spike");
+    // Held over 300 s across readings (two batches): raised once, at the reading completing it.
+    send(
+        &table,
+        "boiler-2",
+        &token,
+        readings("hold-a", &[(90.0, 2000), (91.0, 1900)]),
+    )
+    .await;
+    assert!(
+        owner_alarms(&table, OWNER).await.is_empty(),
+        "held 100 s so far"
+    );
+    send(
+        &table,
+        "boiler-2",
+        &token,
+        readings("hold-b", &[(92.0, 1699), (93.0, 1600)]),
+    )
+    .await;
+    let alarms = owner_alarms(&table, OWNER).await;
+    assert_eq!(alarms.len(), 1);
+    assert_eq!(alarms[0]["reading"]["value"], 92.0);
+}
+
+#[tokio::test]
+async fn type_and_tag_scopes_acknowledgement_and_the_operators_list() {
+    let table = fresh_table().await;
+    let token = register_device(&table, OWNER, "meter-1").await;
+    let tagged = device_updates(
+        &table,
+        ApiRequest::post("/me/devices").caller(OWNER).json(
+            json!({"deviceId": "door-1", "name": "Cold room door", "type": "door", "tags": ["cold-room"]}),
+        ),
+    )
+    .await;
+    let door_token = tagged.body["token"].as_str().unwrap().to_string();
+    let by_type = json!({"name": "thermostats hot", "eventType": "temperature",
+        "scope": {"deviceType": "thermostat"}, "condition": {"outside": [5, 80]},
+        "severity": "critical", "remindEverySeconds": 600});
+    let by_tag = json!({"name": "door open", "eventType": "door",
+        "scope": {"tag": "cold-room"}, "condition": {"equals": "open"}, "severity": "minor"});
+    assert_eq!(create_rule(&table, OWNER, by_type).await.status, 201);
+    assert_eq!(create_rule(&table, OWNER, by_tag).await.status, 201);
+    send(&table, "meter-1", &token, readings("cold", &[(2.0, 60)])).await;
+    let door = json!([{"id": "d-1", "type": "door", "value": "open", "at": ago(50)}]);
+    send(&table, "door-1", &door_token, door).await;
+    let alarms = owner_alarms(&table, OWNER).await;
+    assert_eq!(alarms.len(), 2, "{alarms:?}");
+
+    // Operators see open alarms by severity, with the owner.
+    let critical = dashboard(
+        &table,
+        ApiRequest::get("/admin/alarms")
+            .admin("ops")
+            .query("severity", "critical"),
+    )
+    .await;
+    assert_eq!(critical.status, 200, "{}", critical.body);
+    let open = critical.body["alarms"].as_array().unwrap();
+    assert_eq!(open.len(), 1);
+    assert_eq!(open[0]["deviceId"], "meter-1");
+    assert_eq!(open[0]["userId"], OWNER);
+    let refused = dashboard(
+        &table,
+        ApiRequest::get("/admin/alarms")
+            .caller(OWNER)
+            .query("severity", "critical"),
+    )
+    .await;
+    assert_eq!(refused.status, 403);
+    let missing = dashboard(&table, ApiRequest::get("/admin/alarms").admin("ops")).await;
+    assert_eq!((missing.status, missing.error_field()), (400, "severity"));
+
+    // Acknowledge: active -> acknowledged, shown to operators too; again: the same answer.
+    let id = alarms.iter().find(|a| a["deviceId"] == "meter-1").unwrap()["alarmId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let ack = device_updates(
+        &table,
+        ApiRequest::post(&format!("/me/alarms/{id}/ack")).caller(OWNER),
+    )
+    .await;
+    assert_eq!(ack.status, 200, "{}", ack.body);
+    assert_eq!(ack.body["alarm"]["state"], "acknowledged");
+    assert!(ack.body["alarm"]["acknowledgedAt"].is_string());
+    let twice = device_updates(
+        &table,
+        ApiRequest::post(&format!("/me/alarms/{id}/ack")).caller(OWNER),
+    )
+    .await;
+    assert_eq!(twice.status, 200);
+    assert_eq!(twice.body["alarm"], ack.body["alarm"]);
+    let critical = dashboard(
+        &table,
+        ApiRequest::get("/admin/alarms")
+            .admin("ops")
+            .query("severity", "critical"),
+    )
+    .await;
+    assert_eq!(critical.body["alarms"][0]["state"], "acknowledged");
+
+    // Back inside the range clears it; acknowledging a cleared alarm is a 409.
+    send(&table, "meter-1", &token, readings("ok", &[(20.0, 30)])).await;
+    let late = device_updates(
+        &table,
+        ApiRequest::post(&format!("/me/alarms/{id}/ack")).caller(OWNER),
+    )
+    .await;
+    assert_eq!((late.status, late.error_code()), (409, "alarm_cleared"));
+    let critical = dashboard(
+        &table,
+        ApiRequest::get("/admin/alarms")
+            .admin("ops")
+            .query("severity", "critical"),
+    )
+    .await;
+    assert!(critical.body["alarms"].as_array().unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn rules_are_listed_changed_with_if_match_and_deleted_and_a_deleted_rules_alarm_clears() {
+    let table = fresh_table().await;
+    let token = register_device(&table, OWNER, "boiler-3").await;
+    let created = create_rule(&table, OWNER, hot_rule("boiler-3")).await;
+    let id = created.body["rule"]["ruleId"].as_str().unwrap().to_string();
+    let path = format!("/me/rules/{id}");
+    let listed = dashboard(&table, ApiRequest::get("/me/rules").caller(OWNER)).await;
+    assert_eq!(listed.body["rules"].as_array().unwrap().len(), 1);
+    assert_eq!(listed.body["rules"][0], created.body["rule"]);
+
+    // A stale If-Match is a 412 and changes nothing; a missing one a 428.
+    let before = table_contents(&table).await;
+    let stale = device_updates(
+        &table,
+        ApiRequest::patch(&path)
+            .caller(OWNER)
+            .header("if-match", "\"7\"")
+            .json(json!({"severity": "critical"})),
+    )
+    .await;
+    assert_eq!(
+        (stale.status, stale.error_code()),
+        (412, "version_mismatch")
+    );
+    let unconditional = device_updates(
+        &table,
+        ApiRequest::patch(&path)
+            .caller(OWNER)
+            .json(json!({"severity": "critical"})),
+    )
+    .await;
+    assert_eq!(unconditional.status, 428);
+    assert_eq!(table_contents(&table).await, before);
+    let changed = device_updates(
+        &table,
+        ApiRequest::patch(&path)
+            .caller(OWNER)
+            .header("if-match", "\"1\"")
+            .json(json!({"severity": "critical", "condition": {"above": 90}})),
+    )
+    .await;
+    assert_eq!(changed.status, 200, "{}", changed.body);
+    assert_eq!(changed.body["rule"]["version"], 2);
+    assert_eq!(changed.body["rule"]["severity"], "critical");
+    assert_eq!(changed.body["rule"]["condition"], json!({"above": 90.0}));
+    assert_eq!(changed.body["rule"]["name"], "Boiler too hot", "untouched");
+
+    // The changed condition applies to the next batch (the test's cache holds nothing).
+    send(&table, "boiler-3", &token, readings("h", &[(85.0, 100)])).await;
+    assert!(
+        owner_alarms(&table, OWNER).await.is_empty(),
+        "85 is under 90 now"
+    );
+    send(&table, "boiler-3", &token, readings("h2", &[(95.0, 90)])).await;
+    assert_eq!(owner_alarms(&table, OWNER).await[0]["severity"], "critical");
+
+    // Deleting the rule: 204, gone from the list, and its open alarm clears on the next batch.
+    let deleted = device_updates(&table, ApiRequest::delete(&path).caller(OWNER)).await;
+    assert_eq!(deleted.status, 204);
+    let again = device_updates(&table, ApiRequest::delete(&path).caller(OWNER)).await;
+    assert_eq!((again.status, again.error_code()), (404, "not_found"));
+    send(&table, "boiler-3", &token, readings("h3", &[(99.0, 80)])).await;
+    let alarms = owner_alarms(&table, OWNER).await;
+    assert_eq!(alarms[0]["state"], "cleared");
+    assert!(alarms[0]["clearReading"].is_null());
+}
+
+#[tokio::test]
+async fn another_owner_gets_404s_and_changes_nothing() {
+    let table = fresh_table().await;
+    let token = register_device(&table, OWNER, "boiler-4").await;
+    register_device(&table, OTHER, "other-1").await;
+    let created = create_rule(&table, OWNER, hot_rule("boiler-4")).await;
+    let id = created.body["rule"]["ruleId"].as_str().unwrap().to_string();
+    send(&table, "boiler-4", &token, readings("h", &[(90.0, 60)])).await;
+    let alarm_id = owner_alarms(&table, OWNER).await[0]["alarmId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let before = table_contents(&table).await;
+
+    let path = format!("/me/rules/{id}");
+    let attempts = [
+        device_updates(
+            &table,
+            ApiRequest::patch(&path)
+                .caller(OTHER)
+                .header("if-match", "1")
+                .json(json!({"severity": "minor"})),
+        )
+        .await,
+        device_updates(&table, ApiRequest::delete(&path).caller(OTHER)).await,
+        device_updates(
+            &table,
+            ApiRequest::post(&format!("/me/alarms/{alarm_id}/ack")).caller(OTHER),
+        )
+        .await,
+        dashboard(
+            &table,
+            ApiRequest::get("/me/devices/boiler-4/alarms").caller(OTHER),
+        )
+        .await,
+        // A rule of OTHER's own scoped to OWNER's device.
+        create_rule(&table, OTHER, hot_rule("boiler-4")).await,
+    ];
+    for a in &attempts {
+        assert_eq!(a.status, 404, "{}", a.body);
+        assert_eq!(a.error_code(), "not_found");
+    }
+    assert_eq!(table_contents(&table).await, before, "nothing changed");
+    // OTHER's lists hold nothing of OWNER's.
+    assert!(owner_alarms(&table, OTHER).await.is_empty());
+    let rules = dashboard(&table, ApiRequest::get("/me/rules").caller(OTHER)).await;
+    assert_eq!(rules.body["rules"], json!([]));
+}
+
+#[tokio::test]
+async fn bad_rule_input_is_a_400_naming_the_field_and_changes_nothing() {
+    let table = fresh_table().await;
+    register_device(&table, OWNER, "boiler-5").await;
+    let before = table_contents(&table).await;
+    let good = hot_rule("boiler-5");
+    let cases: Vec<(&str, Value, &str)> = vec![
+        ("severity", json!("urgent"), "severity"),
+        ("condition", json!({"above": "hot"}), "condition.above"),
+        ("condition", json!({"between": [1, 2]}), "condition"),
+        (
+            "condition",
+            json!({"outside": [80, 5]}),
+            "condition.outside",
+        ),
+        ("scope", json!({"deviceId": "a#b"}), "scope.deviceId"),
+        ("scope", json!({"owner": "x"}), "scope"),
+        ("eventType", json!(""), "eventType"),
+        ("forSeconds", json!(-5), "forSeconds"),
+        ("remindEverySeconds", json!(1), "remindEverySeconds"),
+        ("clear", json!({"below": 85}), "clear"),
+        ("name", json!(null), "name"),
+        ("shape", json!("circle"), "shape"),
+    ];
+    for (field, value, named) in cases {
+        let mut body = good.clone();
+        body[field] = value.clone();
+        let a = create_rule(&table, OWNER, body).await;
+        assert_eq!(
+            (a.status, a.error_code(), a.error_field()),
+            (400, "invalid_request", named),
+            "{field}={value}: {}",
+            a.body
+        );
+    }
+    let not_json = device_updates(
+        &table,
+        ApiRequest::post("/me/rules")
+            .caller(OWNER)
+            .body("{not json"),
+    )
+    .await;
+    assert_eq!(not_json.status, 400);
+    assert_eq!(table_contents(&table).await, before);
+
+    // The owner's limit: a 409 past it, nothing written.
+    for i in 0..shared::model::alarm::MAX_RULES_PER_OWNER {
+        let mut body = good.clone();
+        body["name"] = json!(format!("rule {i}"));
+        assert_eq!(create_rule(&table, OWNER, body).await.status, 201);
+    }
+    let full = table_contents(&table).await;
+    let over = create_rule(&table, OWNER, good).await;
+    assert_eq!((over.status, over.error_code()), (409, "rule_limit"));
+    assert_eq!(table_contents(&table).await, full);
+}
+
+/// Write units of one request by DynamoDB's rules: single-item writes once, the items a
+/// transaction wrote (the live state and alarms of a transition's batch) twice.
+fn billed(before: &pricing::Snapshot, after: &pricing::Snapshot, transacted: bool) -> u64 {
+    pricing::changes(before, after)
+        .iter()
+        .map(|c| {
+            let item = c.after.as_ref().or(c.before.as_ref());
+            let in_transaction = transacted
+                && item.and_then(entity_type).is_some_and(|t| {
+                    matches!(
+                        t,
+                        EntityType::DeviceState | EntityType::Alarm | EntityType::OpenAlarm
+                    )
+                });
+            let kind = if in_transaction {
+                WriteKind::Transaction
+            } else {
+                WriteKind::Single
+            };
+            c.write_units(kind)
+        })
+        .sum()
+}
+
+/// One reading in a hundred over 80, the next back under 75.
+fn spike(i: usize) -> f64 {
+    if i % 100 == 50 {
+        90.0
+    } else {
+        20.0
+    }
+}
+
+/// Write units per event of `device`: four 100-event batches, then 200 single events, one
+/// reading in a hundred a spike. Returns (batched, single, batches and requests that wrote a
+/// transition).
+async fn units_per_event(table: &FleetTable, device: &str, token: &str) -> (f64, f64, usize) {
+    let snapshot = || async { pricing::snapshot(table).await.expect("snapshot") };
+    let (mut units, mut events, mut transitions) = (0, 0, 0);
+    for batch in 0..4usize {
+        let body: Vec<Value> = (0..100)
+            .map(|i| {
+                json!({"type": "temperature", "value": spike(i),
+                    "at": ago(4000 - (batch * 100 + i) as i64)})
+            })
+            .collect();
+        let before = snapshot().await;
+        let a = send(table, device, token, Value::Array(body)).await;
+        let transacted = a.used.count("TransactWriteItems") > 0;
+        transitions += usize::from(transacted);
+        units += billed(&before, &snapshot().await, transacted);
+        events += 100;
+    }
+    let batched = units as f64 / events as f64;
+    let (mut units, mut requests) = (0, 0);
+    for i in 0..200usize {
+        let body =
+            json!([{"type": "temperature", "value": spike(i), "at": ago(3000 - i as i64 * 10)}]);
+        let before = snapshot().await;
+        let a = send(table, device, token, body).await;
+        let transacted = a.used.count("TransactWriteItems") > 0;
+        transitions += usize::from(transacted);
+        units += billed(&before, &snapshot().await, transacted);
+        requests += 1;
+    }
+    (batched, units as f64 / f64::from(requests), transitions)
+}
+
+#[tokio::test]
+async fn alarms_keep_write_units_per_event_within_the_goals_at_one_percent_crossings() {
+    let table = fresh_table().await;
+    let quiet = register_device(&table, OTHER, "meter-0").await;
+    let token = register_device(&table, OWNER, "meter-9").await;
+    let rule = json!({"name": "spike", "eventType": "temperature",
+        "scope": {"deviceType": "thermostat"}, "condition": {"above": 80},
+        "clear": {"below": 75}, "severity": "warning"});
+    assert_eq!(create_rule(&table, OWNER, rule).await.status, 201);
+
+    let (batched_without, single_without, none) = units_per_event(&table, "meter-0", &quiet).await;
+    assert_eq!(none, 0, "no rule, no transition");
+    let (batched, single, transitions) = units_per_event(&table, "meter-9", &token).await;
+    eprintln!(
+        "write units per event, 1% crossings: 100-event batches {batched_without:.3} without alarms, {batched:.3} with; single events {single_without:.3} without, {single:.3} with"
+    );
+    // Each batch raises and clears its spike in one transaction; each single spike raises and
+    // the next reading clears it.
+    assert_eq!(transitions, 4 + 2 * 2);
+    assert!(batched <= 1.5, "{batched}");
+    assert!(single <= 3.0, "{single}");
+    let alarms = owner_alarms(&table, OWNER).await;
+    assert_eq!(alarms.len(), 6, "4 batched and 2 single spikes: {alarms:?}");
+}
