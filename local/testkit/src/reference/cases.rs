@@ -27,7 +27,7 @@ use shared::ops::events::TimeRange;
 use shared::ops::ingest::{IngestConfig, Ingestor, SubmittedEvent};
 use shared::ops::pattern::BudgetScale;
 use shared::ops::profile::{get_profile, upsert_profile, ProfileUpdate};
-use shared::ops::twin::device::{sync_device, DeviceReport};
+use shared::ops::twin::device::{sync_device, DeviceReport, SubmittedAck, SubmittedReport};
 use shared::ops::twin::owner::{list_commands, queue_command, set_desired, NewCommand};
 use shared::ops::twin::rollout::{advance_rollouts, get_rollout, start_rollout};
 use shared::ops::{dashboard, devices_by_status, events, reports};
@@ -751,6 +751,91 @@ pub static CASES: &[PatternCase] = &[
             },
         }),
     },
+    // The device side with work pending: a desired change and a command are set on device
+    // 3 outside the meter, then it syncs (delivery), then it reports and acknowledges.
+    PatternCase {
+        id: PatternId::SyncDevice,
+        workload: "a desired change and a command pending: delivered",
+        scale: |_| BudgetScale {
+            twin: 4,
+            ..BudgetScale::one()
+        },
+        run: |table, tokens| {
+            Box::pin(async move {
+                let device = alice_device(SYNC_DEVICE)?;
+                RequestMeter::new()
+                    .scope(async {
+                        let document = TwinDocument::parse(
+                            "desired",
+                            json!({"reportIntervalSeconds": 600}),
+                            MAX_DOCUMENT_BYTES,
+                        )?;
+                        set_desired(table, &alice()?, &device, 0, document).await?;
+                        let command = NewCommand {
+                            name: CommandName::parse("reboot")?,
+                            parameters: TwinDocument::default(),
+                            expires_in_seconds: 3600,
+                        };
+                        queue_command(table, &alice()?, &device, command).await?;
+                        Ok::<_, FleetError>(())
+                    })
+                    .await?;
+                let registration = sync_registration(table, tokens).await?;
+                let work = sync_device(table, &registration, &DeviceReport::default()).await?;
+                found(
+                    work.desired.is_some() && work.commands.len() == 1,
+                    PatternId::SyncDevice,
+                )
+            })
+        },
+        call: Some(RouteCall {
+            request: "POST /devices/{deviceId}/sync (asks for its pending work)",
+            function: INGEST,
+            expected: 200,
+            events: |tokens, _| sync_call(tokens, json!({})),
+        }),
+    },
+    PatternCase {
+        id: PatternId::SyncDevice,
+        workload: "report the desired version applied and acknowledge the command",
+        scale: |_| BudgetScale {
+            twin: 5,
+            ..BudgetScale::one()
+        },
+        run: |table, tokens| {
+            Box::pin(async move {
+                let registration = sync_registration(table, tokens).await?;
+                let report = DeviceReport::parse(
+                    Some(SubmittedReport {
+                        version: 1,
+                        state: json!({"reportIntervalSeconds": 600}),
+                    }),
+                    vec![SubmittedAck {
+                        command_id: "cmd-1".into(),
+                        status: "succeeded".into(),
+                        result: None,
+                    }],
+                )?;
+                let work = sync_device(table, &registration, &report).await?;
+                found(
+                    work.acknowledged == ["cmd-1"] && work.desired.is_none(),
+                    PatternId::SyncDevice,
+                )
+            })
+        },
+        call: Some(RouteCall {
+            request: "POST /devices/{deviceId}/sync (a report and an acknowledgement)",
+            function: INGEST,
+            expected: 200,
+            events: |tokens, _| {
+                sync_call(
+                    tokens,
+                    json!({"reported": {"version": 1, "state": {"reportIntervalSeconds": 600}},
+                           "acks": [{"commandId": "cmd-1", "status": "succeeded"}]}),
+                )
+            },
+        }),
+    },
     PatternCase {
         id: PatternId::StartRollout,
         workload: "start a fleet-wide change of Alice's devices tagged kitchen (4: AP-06 retagged device 0)",
@@ -856,6 +941,35 @@ pub static CASES: &[PatternCase] = &[
 
 /// Alice's device that AP-T4 syncs (tagged home only: no rollout case reaches it).
 const SYNC_DEVICE: u32 = 3;
+
+/// Device 3's registration, read the way a cold Lambda does (outside no meter: it is the
+/// pattern's first request).
+async fn sync_registration(
+    table: &FleetTable,
+    tokens: &Tokens,
+) -> Result<shared::model::items::RegistrationItem, FleetError> {
+    let cold = Ingestor::new(table.clone(), IngestConfig::default());
+    let device = alice_device(SYNC_DEVICE)?;
+    let token = tokens
+        .get(device.as_str())
+        .ok_or_else(|| FleetError::internal("no token"))?;
+    cold.authenticate(&device, token).await
+}
+
+/// A sync of device 3 with `body`, the same for every call.
+fn sync_call(tokens: &Tokens, body: serde_json::Value) -> Box<dyn FnMut(usize) -> Vec<u8> + Send> {
+    let device = device_id(SYNC_DEVICE);
+    let token = tokens.get(&device).cloned().unwrap_or_default();
+    every_call(
+        ApiEvent::new(
+            route(PatternId::SyncDevice),
+            format!("/devices/{device}/sync"),
+        )
+        .param("deviceId", &device)
+        .header("Authorization", &format!("Bearer {token}"))
+        .json(&body),
+    )
+}
 
 /// The first rollout on the worker's list.
 async fn first_running_rollout(table: &FleetTable) -> Result<RolloutId, FleetError> {
