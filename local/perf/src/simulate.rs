@@ -1311,19 +1311,18 @@ pub fn simulate(profile: Profile, source: &str) -> Result<Simulation, Error> {
     // DEVICES_PER_SHARD devices, spread over the whole walk.
     let largest = u64::from(w.fleet_max);
     let seconds = largest as f64 / ROLLOUT_DEVICES_PER_SECOND;
-    let pages_per_second = ROLLOUT_DEVICES_PER_SECOND / ROLLOUT_PAGE;
-    let page_rcu = eventual_read_units((ROLLOUT_PAGE as u64) * sizes.tag_link)
-        + ROLLOUT_PAGE * eventual_read_units(sizes.device_item);
+    // A fleet smaller than a second's pace is read and written within one second.
+    let window = seconds.max(1.0);
+    let page = ROLLOUT_PAGE.min(largest as f64);
+    let pages = (largest as f64 / ROLLOUT_PAGE).ceil();
+    let page_rcu = eventual_read_units((page as u64) * sizes.tag_link)
+        + page * eventual_read_units(sizes.device_item);
     let per_partition = f64::from(devices_per_shard).min(largest as f64);
     let rollout_peak = RolloutPeak {
         devices: largest,
         seconds,
-        owner_partition_rcu: pages_per_second * page_rcu,
-        state_partition_wcu: if seconds >= 1.0 {
-            per_partition * 2.0 * state_update_wcu / seconds
-        } else {
-            per_partition * 2.0 * state_update_wcu
-        },
+        owner_partition_rcu: pages * page_rcu / window,
+        state_partition_wcu: per_partition * 2.0 * state_update_wcu / window,
         device_key_wcu: 2.0 * document_wcu,
     };
     Ok(Simulation {

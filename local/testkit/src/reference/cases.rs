@@ -553,11 +553,49 @@ pub static CASES: &[PatternCase] = &[
             })
         }),
     },
-    // The device twin's owner patterns work on the device the AP-07 case just registered
-    // (the calls: on the `bench-{i}` device of the same round), before AP-08 deletes it.
+    PatternCase {
+        id: PatternId::SyncDevice,
+        workload: "a device with nothing to send and nothing pending, cold Lambda",
+        scale: |_| BudgetScale {
+            twin: 1,
+            ..BudgetScale::one()
+        },
+        run: |table, tokens| {
+            Box::pin(async move {
+                let cold = Ingestor::new(table.clone(), IngestConfig::default());
+                let device = alice_device(SYNC_DEVICE)?;
+                let token = tokens
+                    .get(device.as_str())
+                    .ok_or_else(|| FleetError::internal("no token"))?;
+                let registration = cold.authenticate(&device, token).await?;
+                let work = sync_device(table, &registration, &DeviceReport::default()).await?;
+                found(work.is_empty(), PatternId::SyncDevice)
+            })
+        },
+        call: Some(RouteCall {
+            request: "POST /devices/{deviceId}/sync (nothing pending, warm caches)",
+            function: INGEST,
+            expected: 200,
+            events: |tokens, _| {
+                let device = device_id(SYNC_DEVICE);
+                let token = tokens.get(&device).cloned().unwrap_or_default();
+                every_call(
+                    ApiEvent::new(
+                        route(PatternId::SyncDevice),
+                        format!("/devices/{device}/sync"),
+                    )
+                    .param("deviceId", &device)
+                    .header("Authorization", &format!("Bearer {token}")),
+                )
+            },
+        }),
+    },
+    // The device twin's owner patterns work on Alice's device 3 (the calls: on the `bench-{i}`
+    // device the AP-07 call of the same round registered, before AP-08's deletes it); its
+    // device side (AP-T4) first syncs with nothing pending, then gets this work.
     PatternCase {
         id: PatternId::SetDesired,
-        workload: "set a new device's desired state (If-Match 0)",
+        workload: "set a device's desired state (If-Match 0)",
         scale: one,
         run: |table, _| {
             Box::pin(async move {
@@ -566,9 +604,8 @@ pub static CASES: &[PatternCase] = &[
                     json!({"reportIntervalSeconds": 300}),
                     MAX_DOCUMENT_BYTES,
                 )?;
-                let set =
-                    set_desired(table, &alice()?, &DeviceId::parse(NEW_DEVICE)?, 0, document)
-                        .await?;
+                let set = set_desired(table, &alice()?, &alice_device(SYNC_DEVICE)?, 0, document)
+                    .await?;
                 found(set.version == 1, PatternId::SetDesired)
             })
         },
@@ -599,8 +636,7 @@ pub static CASES: &[PatternCase] = &[
                     expires_in_seconds: 3600,
                 };
                 let queued =
-                    queue_command(table, &alice()?, &DeviceId::parse(NEW_DEVICE)?, command)
-                        .await?;
+                    queue_command(table, &alice()?, &alice_device(SYNC_DEVICE)?, command).await?;
                 found(queued.command_id == "cmd-1", PatternId::QueueCommand)
             })
         },
@@ -624,8 +660,7 @@ pub static CASES: &[PatternCase] = &[
         scale: one,
         run: |table, _| {
             Box::pin(async move {
-                let listed =
-                    list_commands(table, &alice()?, &DeviceId::parse(NEW_DEVICE)?).await?;
+                let listed = list_commands(table, &alice()?, &alice_device(SYNC_DEVICE)?).await?;
                 found(
                     listed.is_some_and(|l| l.len() == 1),
                     PatternId::ListCommands,
@@ -714,45 +749,8 @@ pub static CASES: &[PatternCase] = &[
             )
         }),
     },
-    PatternCase {
-        id: PatternId::SyncDevice,
-        workload: "a device with nothing to send and nothing pending, cold Lambda",
-        scale: |_| BudgetScale {
-            twin: 1,
-            ..BudgetScale::one()
-        },
-        run: |table, tokens| {
-            Box::pin(async move {
-                let cold = Ingestor::new(table.clone(), IngestConfig::default());
-                let device = alice_device(SYNC_DEVICE)?;
-                let token = tokens
-                    .get(device.as_str())
-                    .ok_or_else(|| FleetError::internal("no token"))?;
-                let registration = cold.authenticate(&device, token).await?;
-                let work = sync_device(table, &registration, &DeviceReport::default()).await?;
-                found(work.is_empty(), PatternId::SyncDevice)
-            })
-        },
-        call: Some(RouteCall {
-            request: "POST /devices/{deviceId}/sync (nothing pending, warm caches)",
-            function: INGEST,
-            expected: 200,
-            events: |tokens, _| {
-                let device = device_id(SYNC_DEVICE);
-                let token = tokens.get(&device).cloned().unwrap_or_default();
-                every_call(
-                    ApiEvent::new(
-                        route(PatternId::SyncDevice),
-                        format!("/devices/{device}/sync"),
-                    )
-                    .param("deviceId", &device)
-                    .header("Authorization", &format!("Bearer {token}")),
-                )
-            },
-        }),
-    },
-    // The device side with work pending: a desired change and a command are set on device
-    // 3 outside the meter, then it syncs (delivery), then it reports and acknowledges.
+    // The device side with work pending (the AP-T1 and AP-T2 cases set it on device 3): it
+    // syncs (delivery), then reports and acknowledges.
     PatternCase {
         id: PatternId::SyncDevice,
         workload: "a desired change and a command pending: delivered",
@@ -762,24 +760,6 @@ pub static CASES: &[PatternCase] = &[
         },
         run: |table, tokens| {
             Box::pin(async move {
-                let device = alice_device(SYNC_DEVICE)?;
-                RequestMeter::new()
-                    .scope(async {
-                        let document = TwinDocument::parse(
-                            "desired",
-                            json!({"reportIntervalSeconds": 600}),
-                            MAX_DOCUMENT_BYTES,
-                        )?;
-                        set_desired(table, &alice()?, &device, 0, document).await?;
-                        let command = NewCommand {
-                            name: CommandName::parse("reboot")?,
-                            parameters: TwinDocument::default(),
-                            expires_in_seconds: 3600,
-                        };
-                        queue_command(table, &alice()?, &device, command).await?;
-                        Ok::<_, FleetError>(())
-                    })
-                    .await?;
                 let registration = sync_registration(table, tokens).await?;
                 let work = sync_device(table, &registration, &DeviceReport::default()).await?;
                 found(
