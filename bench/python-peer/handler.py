@@ -466,9 +466,29 @@ def device_id_of(item):
     return item["SK"]["S"][len("DEVICE#"):]
 
 
+SEVERITY_RANK = {"warning": 0, "minor": 1, "major": 2, "critical": 3}
+
+
+def alarm_summary(state):
+    """Connectivity and open alarms from the live state's `alarms` statuses (shared::model::alarm):
+    a status with `r` is an open alarm of severity `s`; an open `offline` one means offline."""
+    statuses = state.get("alarms", {}).get("M", {})
+    open_ = {k: v["M"] for k, v in statuses.items() if "r" in v["M"]}
+    severities = [v["s"]["S"] for v in open_.values() if "s" in v]
+    if "offline" in open_:
+        connectivity = "offline"
+    elif "lastSeen" in state:
+        connectivity = "online"
+    else:
+        connectivity = "unknown"
+    highest = max(severities, key=SEVERITY_RANK.get) if severities else None
+    return connectivity, {"active": len(severities), "highestSeverity": highest}
+
+
 def device_json(item, state):
     """A device as the API shows it: the device item with its live state's readings."""
     state = state or {}
+    connectivity, alarms = alarm_summary(state)
     readings = state_from_item(state)
     versions = twin_versions(state)
     latest = {
@@ -491,6 +511,8 @@ def device_json(item, state):
         "lastSeen": _s(state, "lastSeen"),
         "latest": latest,
         "recent": recent,
+        "connectivity": connectivity,
+        "alarms": alarms,
         **({"twin": twin_summary(versions)} if any(versions.values()) else {}),
     }
 

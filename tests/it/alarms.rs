@@ -90,6 +90,15 @@ async fn a_crossing_raises_one_alarm_hysteresis_clears_it_once_and_a_replay_chan
     assert_eq!(alarm["deviceId"], "boiler-1");
     assert_eq!(alarm["reading"]["value"], 85.0, "the first reading over it");
     assert!(alarm["clearedAt"].is_null());
+    // The dashboard shows it without reading alarms: one request, as before.
+    let d = dashboard(&table, ApiRequest::get("/me/dashboard").caller(OWNER)).await;
+    assert_eq!(d.used.requests(), 1, "{:?}", d.used);
+    let device = &d.body["devices"][0];
+    assert_eq!(device["connectivity"], "online");
+    assert_eq!(
+        device["alarms"],
+        json!({"active": 1, "highestSeverity": "major"})
+    );
 
     // The same batch again: nothing changes, not even the live state.
     let before = table_contents(&table).await;

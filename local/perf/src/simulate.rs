@@ -113,7 +113,7 @@ pub struct Profile {
     pub twin: TwinTraffic,
 }
 
-/// The device twin's traffic (docs/design.md section 10), per device per month.
+/// The device twin's traffic (docs/design.md section 11), per device per month.
 #[derive(Clone, Debug, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct TwinTraffic {

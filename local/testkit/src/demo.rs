@@ -2,9 +2,11 @@
 //! API uses.
 
 use aws_sdk_dynamodb::types::AttributeValue;
+use shared::model::alarm::{Rule, RuleDefinition, RuleId};
+use shared::model::entity::Entity;
 use shared::model::expression::{Expressions, Update};
 use shared::model::ids::{DeviceId, DeviceType, Tag, UserId};
-use shared::model::items::RegistrationItem;
+use shared::model::items::{RegistrationItem, RuleSetItem};
 use shared::model::keys::ItemKey;
 use shared::model::timestamp::Timestamp;
 use shared::model::token::sha256_hex;
@@ -122,8 +124,63 @@ pub const DEVICES: [(&str, &str, &str, &str, &[&str]); 6] = [
 /// can authenticate. Local demo data only: real tokens are random and shown once.
 pub const DEMO_KITCHEN_TOKEN: &str = "dft_demo-thermo-kitchen-local-only-token";
 
-/// Seeds profiles and devices; returns each device's token.
+/// The demo rules' ids (fixed, so the sample events in `events/` can name them).
+pub const DEMO_RULE_IDS: [&str; 3] = [
+    "r0000000000000001",
+    "r0000000000000002",
+    "r0000000000000003",
+];
+
+/// When the demo garage meter's power spike raised its alarm (fixed, so
+/// `events/ack-alarm.json` can name the alarm), unless that is outside the table's retention;
+/// then an hour ago.
+pub const DEMO_SPIKE_AT: &str = "2026-11-20T09:00:00.000Z";
+
+/// Alice's alarm rules, stored as the rules routes store them.
+async fn seed_rules(table: &FleetTable) -> Result<(), FleetError> {
+    let now = Timestamp::now();
+    let bodies = [
+        serde_json::json!({"name": "Kitchen pressure high", "eventType": "pressure",
+            "scope": {"deviceId": "thermo-kitchen"}, "condition": {"above": 5},
+            "clear": {"below": 4}, "severity": "major", "remindEverySeconds": 3600}),
+        serde_json::json!({"name": "Garage power spike", "eventType": "power",
+            "scope": {"deviceType": "power-meter"}, "condition": {"above": 5000},
+            "clear": {"below": 4000}, "severity": "critical"}),
+        serde_json::json!({"name": "Door left open", "eventType": "door",
+            "scope": {"tag": "home"}, "condition": {"equals": "open"},
+            "forSeconds": 300, "severity": "minor"}),
+    ];
+    let mut rules = std::collections::BTreeMap::new();
+    for (id, body) in DEMO_RULE_IDS.iter().zip(bodies) {
+        let rule = Rule {
+            rule_id: RuleId::parse(id)?,
+            version: 1,
+            definition: RuleDefinition::parse(&body)?,
+            created_at: now,
+            updated_at: now,
+        };
+        rules.insert(id.to_string(), rule);
+    }
+    let set = RuleSetItem {
+        user_id: UserId::parse("demo-alice")?,
+        rules,
+        version: 1,
+    };
+    table
+        .client
+        .put_item()
+        .table_name(table.name())
+        .set_item(Some(set.to_item(&table.config.shards)?))
+        .send()
+        .await
+        .map_err(shared::store::table::sdk_error)?;
+    Ok(())
+}
+
+/// Seeds profiles, alarm rules and devices (whose readings raise the demo's alarm); returns
+/// each device's token.
 pub async fn seed(table: &FleetTable) -> Result<Vec<DemoDevice>, FleetError> {
+    seed_rules(table).await?;
     for user in &USERS {
         upsert_profile(
             table,
@@ -168,6 +225,9 @@ pub async fn seed(table: &FleetTable) -> Result<Vec<DemoDevice>, FleetError> {
             token = DEMO_KITCHEN_TOKEN.to_string();
         }
         ingest_demo_events(table, id, &token).await?;
+        if id == "meter-garage" {
+            ingest_power_spike(table, id, &token).await?;
+        }
         devices.push(DemoDevice {
             owner,
             device_id: id,
@@ -220,16 +280,36 @@ async fn publish_demo_token(table: &FleetTable, device: &str) -> Result<(), Flee
     Ok(())
 }
 
+/// A power reading over the garage rule's threshold at [`DEMO_SPIKE_AT`]: the demo's open
+/// critical alarm, raised by ingestion like any other.
+async fn ingest_power_spike(
+    table: &FleetTable,
+    device: &str,
+    token: &str,
+) -> Result<(), FleetError> {
+    let now = Timestamp::now();
+    let fixed = Timestamp::parse_field("at", DEMO_SPIKE_AT)?;
+    let retention = i64::from(table.config.retention_days) * 86_400;
+    let at = if fixed.epoch_seconds() > now.epoch_seconds() - retention + 86_400 {
+        fixed
+    } else {
+        now.plus_seconds(-3600)
+    };
+    let submitted = vec![SubmittedEvent {
+        id: Some("demo-spike".into()),
+        event_type: "power".into(),
+        value: serde_json::json!(6200),
+        at: at.to_string(),
+    }];
+    store_readings(table, device, token, submitted).await
+}
+
 /// A few readings from the last hour, so the dashboard has something to show.
 async fn ingest_demo_events(
     table: &FleetTable,
     device: &str,
     token: &str,
 ) -> Result<(), FleetError> {
-    let ingestor = Ingestor::new(table.clone(), IngestConfig::default());
-    let registration = ingestor
-        .authenticate(&DeviceId::parse(device)?, token)
-        .await?;
     let now = Timestamp::now();
     let submitted = (0..6)
         .map(|i| SubmittedEvent {
@@ -239,6 +319,21 @@ async fn ingest_demo_events(
             at: now.plus_seconds(-600 * (6 - i as i64)).to_string(),
         })
         .collect();
+    store_readings(table, device, token, submitted).await
+}
+
+/// Ingests `submitted` for `device` as its batch would be.
+async fn store_readings(
+    table: &FleetTable,
+    device: &str,
+    token: &str,
+    submitted: Vec<SubmittedEvent>,
+) -> Result<(), FleetError> {
+    let ingestor = Ingestor::new(table.clone(), IngestConfig::default());
+    let registration = ingestor
+        .authenticate(&DeviceId::parse(device)?, token)
+        .await?;
+    let now = Timestamp::now();
     let events = validate_batch(
         submitted,
         now,

@@ -10,6 +10,7 @@
 //! only the sync of the newest name/tags can commit, and it deletes exactly the links that
 //! exist.
 
+use crate::model::alarm::{open_summary, Severity, OFFLINE};
 use std::collections::BTreeMap;
 
 use aws_sdk_dynamodb::operation::update_item::builders::UpdateItemFluentBuilder;
@@ -110,6 +111,33 @@ pub struct Device {
     /// documents and their delta ([`crate::ops::twin`]).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub twin: Option<TwinView>,
+    /// `online` (reporting), `offline` (an open offline alarm) or `unknown` (never reported).
+    pub connectivity: Connectivity,
+    /// The device's open alarms: how many, and the highest severity.
+    pub alarms: AlarmSummary,
+}
+
+/// Whether a device is reporting, from its live state.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Connectivity {
+    /// It has reported and is not overdue.
+    Online,
+    /// It stopped reporting: an offline alarm is open.
+    Offline,
+    /// It has never reported.
+    Unknown,
+}
+
+/// A device's open alarms as the dashboard shows them (from the statuses on its live state:
+/// no read of its alarms).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AlarmSummary {
+    /// Open alarms (active or acknowledged).
+    pub active: usize,
+    /// The highest severity among them.
+    pub highest_severity: Option<Severity>,
 }
 
 impl Device {
@@ -130,6 +158,22 @@ impl Device {
                 .map(|s| s.recent.iter().map(|e| e.recent_event()).collect())
                 .unwrap_or_default(),
             twin: state.and_then(TwinView::of_state),
+            connectivity: match state {
+                Some(s) if s.alarms.get(OFFLINE).is_some_and(|a| a.raised_at.is_some()) => {
+                    Connectivity::Offline
+                }
+                Some(s) if s.last_seen.is_some() => Connectivity::Online,
+                _ => Connectivity::Unknown,
+            },
+            alarms: state
+                .map(|s| {
+                    let (active, highest_severity) = open_summary(&s.alarms);
+                    AlarmSummary {
+                        active,
+                        highest_severity,
+                    }
+                })
+                .unwrap_or_default(),
             ..Device::from(item)
         }
     }
@@ -150,6 +194,8 @@ impl From<DeviceItem> for Device {
             latest: BTreeMap::new(),
             recent: Vec::new(),
             twin: None,
+            connectivity: Connectivity::Unknown,
+            alarms: AlarmSummary::default(),
         }
     }
 }

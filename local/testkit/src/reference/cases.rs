@@ -12,12 +12,14 @@ use std::future::Future;
 use std::pin::Pin;
 
 use serde_json::json;
+use shared::model::alarm::{AlarmId, AlarmSource, RuleDefinition, RuleId, Severity, Transition};
 use shared::model::ids::{CommandName, DeviceId, DeviceType, EventType, RolloutId, Tag, UserId};
 use shared::model::pattern_id::PatternId;
 use shared::model::shard::ShardCounts;
 use shared::model::status::DeviceStatus;
 use shared::model::timestamp::Timestamp;
 use shared::model::twin::{RolloutTarget, TwinDocument, MAX_DOCUMENT_BYTES};
+use shared::ops::alarms::{lifecycle, rules, transition_actions, AlarmDevice};
 use shared::ops::analytics::DailyReport;
 use shared::ops::credentials::{revoke_token, rotate_token};
 use shared::ops::devices::{
@@ -917,6 +919,118 @@ pub static CASES: &[PatternCase] = &[
             },
         }),
     },
+    // Alarms: a rule on Alice's device 2, changed, then an alarm of it acknowledged and the
+    // lists read, then the rule deleted. Looking up the rule's id is outside the meter.
+    PatternCase {
+        id: PatternId::CreateRule,
+        workload: "create a rule scoped to one device (its ownership checked)",
+        scale: one,
+        run: |table, _| {
+            Box::pin(async move {
+                let body = json!({"name": "Hot", "eventType": "temperature",
+                    "scope": {"deviceId": device_id(ALARM_DEVICE)},
+                    "condition": {"above": 80}, "clear": {"below": 75}, "severity": "major"});
+                rules::create_rule(table, &alice()?, RuleDefinition::parse(&body)?).await?;
+                Ok(())
+            })
+        },
+        call: None,
+    },
+    PatternCase {
+        id: PatternId::ListRules,
+        workload: "an owner's one rule",
+        scale: one,
+        run: |table, _| {
+            Box::pin(async move {
+                let rules = rules::list_rules(table, &alice()?).await?;
+                found(rules.len() == 1, PatternId::ListRules)
+            })
+        },
+        call: None,
+    },
+    PatternCase {
+        id: PatternId::UpdateRule,
+        workload: "change a rule's severity at version 1",
+        scale: one,
+        run: |table, _| {
+            Box::pin(async move {
+                let id = alice_rule(table).await?;
+                rules::update_rule(table, &alice()?, &id, 1, &json!({"severity": "critical"}))
+                    .await?;
+                Ok(())
+            })
+        },
+        call: None,
+    },
+    PatternCase {
+        id: PatternId::AcknowledgeAlarm,
+        workload: "acknowledge an active alarm (raised outside the meter)",
+        scale: one,
+        run: |table, _| {
+            Box::pin(async move {
+                let id = RequestMeter::new().scope(raise_reference_alarm(table)).await?;
+                let alarm = lifecycle::acknowledge(table, &alice()?, &id).await?;
+                found(
+                    alarm.state == shared::model::alarm::AlarmState::Acknowledged,
+                    PatternId::AcknowledgeAlarm,
+                )
+            })
+        },
+        call: None,
+    },
+    PatternCase {
+        id: PatternId::OwnerAlarms,
+        workload: "an owner's alarms, one partition",
+        scale: one,
+        run: |table, _| {
+            Box::pin(async move {
+                let page = lifecycle::owner_alarms(table, &alice()?, 50, None).await?;
+                found(page.items.len() == 1, PatternId::OwnerAlarms)
+            })
+        },
+        call: None,
+    },
+    PatternCase {
+        id: PatternId::DeviceAlarms,
+        workload: "a device's alarm history",
+        scale: one,
+        run: |table, _| {
+            Box::pin(async move {
+                let page =
+                    lifecycle::device_alarms(table, &alice()?, &alice_device(ALARM_DEVICE)?, 50, None)
+                        .await?;
+                found(page.items.len() == 1, PatternId::DeviceAlarms)
+            })
+        },
+        call: None,
+    },
+    PatternCase {
+        id: PatternId::OpenAlarms,
+        workload: "open critical alarms across owners",
+        scale: |_| BudgetScale {
+            shards: u32::from(shared::model::keys::OPEN_ALARM_SHARDS),
+            ..BudgetScale::one()
+        },
+        run: |table, _| {
+            Box::pin(async move {
+                let page = lifecycle::open_alarms(table, Severity::Critical, 50, None).await?;
+                found(page.items.len() == 1, PatternId::OpenAlarms)
+            })
+        },
+        call: None,
+    },
+    PatternCase {
+        id: PatternId::DeleteRule,
+        workload: "delete a rule",
+        scale: one,
+        run: |table, _| {
+            Box::pin(async move {
+                let id = alice_rule(table).await?;
+                rules::delete_rule(table, &alice()?, &id).await
+            })
+        },
+        call: None,
+    },
 ];
 
 /// Alice's device that AP-T4 syncs (tagged home only: no rollout case reaches it).
@@ -977,6 +1091,55 @@ async fn first_running_rollout(table: &FleetTable) -> Result<RolloutId, FleetErr
         .next()
         .ok_or_else(|| FleetError::internal("no running rollout"))?;
     Ok(RunningRolloutItem::from_item(item)?.rollout_id)
+}
+
+/// Alice's device the alarm cases use.
+const ALARM_DEVICE: u32 = 2;
+
+/// The id of Alice's one rule, read outside the meter.
+async fn alice_rule(table: &FleetTable) -> Result<RuleId, FleetError> {
+    let rules = RequestMeter::new()
+        .scope(rules::list_rules(table, &alice()?))
+        .await?;
+    rules
+        .first()
+        .map(|r| r.rule_id.clone())
+        .ok_or_else(|| FleetError::internal("no reference rule"))
+}
+
+/// An active critical alarm of Alice's rule on her alarm device, written as a transition is.
+async fn raise_reference_alarm(table: &FleetTable) -> Result<AlarmId, FleetError> {
+    let rule = rules::list_rules(table, &alice()?)
+        .await?
+        .into_iter()
+        .next()
+        .ok_or_else(|| FleetError::internal("no reference rule"))?;
+    let at = now().plus_seconds(-60);
+    let device = AlarmDevice {
+        user: alice()?,
+        device: alice_device(ALARM_DEVICE)?,
+        partition: 0,
+        name: "Sensor".into(),
+    };
+    let raised = Transition::Raised {
+        source: AlarmSource::Rule(rule.rule_id.clone()),
+        severity: rule.definition.severity,
+        at,
+        reading: None,
+    };
+    let actions = transition_actions(table, &device, std::slice::from_ref(&rule), &[raised])?;
+    table
+        .client
+        .transact_write_items()
+        .set_transact_items(Some(actions))
+        .send()
+        .await
+        .map_err(shared::store::table::sdk_error)?;
+    Ok(AlarmId {
+        device: device.device,
+        source: AlarmSource::Rule(rule.rule_id),
+        raised_at: at,
+    })
 }
 
 /// Alice's device whose token AP-17 rotates and AP-18 revokes.
