@@ -4,6 +4,7 @@ import { fromInputTime, series, showValue, toCsv, toInputTime, toNdjson, type Ap
 import { TimeChart } from '../components/TimeChart';
 import { Confirm } from '../components/Confirm';
 import { TokenPanel } from '../components/TokenPanel';
+import { TwinPanel } from '../components/TwinPanel';
 import { STATUSES, type Device } from '../types';
 
 /** AP-04 pages are at most 100 events; a range is read page after page up to this many. */
@@ -279,6 +280,8 @@ export function DevicePage({ deviceId }: { deviceId: string }) {
               Save changes
             </button>
           </form>
+
+          <TwinPanel deviceId={deviceId} twin={device.twin} onChanged={loadDevice} />
 
           <h2>Token</h2>
           <p>Rotating issues a new token; the old one keeps working for an overlap so the device can switch. Revoking refuses every token of the device until a rotation issues a new one.</p>
