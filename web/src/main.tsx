@@ -18,6 +18,8 @@ import { Dashboard } from './pages/Dashboard';
 import { DevicePage } from './pages/Device';
 import { Register } from './pages/Register';
 import { Operators } from './pages/Operators';
+import { Alarms } from './pages/Alarms';
+import { Rules } from './pages/Rules';
 
 /** Hash routes: the console is one index.html, so any static host serves every page. */
 function route(): string {
@@ -87,6 +89,8 @@ function App({ config, initial }: { config: Config; initial: Session | null }) {
   const device = path.match(/^\/devices\/([^/]+)$/);
   if (device) page = <DevicePage deviceId={decodeURIComponent(device[1])} />;
   else if (path === '/register') page = <Register />;
+  else if (path === '/alarms') page = <Alarms />;
+  else if (path === '/rules') page = <Rules />;
   else if (path === '/operators' && session.admin) page = <Operators />;
   else page = <Dashboard />;
   const current = (href: string) => (path === href ? 'page' : undefined);
@@ -99,6 +103,8 @@ function App({ config, initial }: { config: Config; initial: Session | null }) {
         <span class="brand">Device Fleet</span>
         <nav aria-label="Console">
           <a href="#/" aria-current={current('/')}>Fleet</a>
+          <a href="#/alarms" aria-current={current('/alarms')}>Alarms</a>
+          <a href="#/rules" aria-current={current('/rules')}>Alarm rules</a>
           <a href="#/register" aria-current={current('/register')}>Register a device</a>
           {session.admin && (
             <a href="#/operators" aria-current={current('/operators')}>Operators</a>

@@ -1,3 +1,4 @@
+import type { Connectivity, DeviceAlarms } from './alarms';
 import type { ApiEvent, Value } from './format';
 
 export interface Reading {
@@ -17,6 +18,12 @@ export interface Device {
   lastSeen?: string | null;
   latest?: Record<string, Reading>;
   recent?: ApiEvent[];
+  /** AP-DASH and AP-03: online, offline (an offline alarm is open) or unknown (never reported). */
+  connectivity?: Connectivity;
+  /** AP-DASH and AP-03: the device's open alarms, how many and the highest severity. */
+  alarms?: DeviceAlarms;
+  /** Seconds between reports the owner expects (offline detection), when set. */
+  reportEverySeconds?: number | null;
   twin?: Twin;
 }
 

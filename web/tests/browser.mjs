@@ -84,6 +84,16 @@ const PATTERNS = [
   ['GET', /^\/admin\/events$/, 'AP-09'],
   ['GET', /^\/admin\/devices$/, 'AP-13'],
   ['GET', /^\/admin\/reports\/[^/]+$/, 'AP-15'],
+  // Alarms (issue 22).
+  ['GET', /^\/me\/rules$/, 'AP-20'],
+  ['POST', /^\/me\/rules$/, 'AP-19'],
+  ['PATCH', /^\/me\/rules\/[^/]+$/, 'AP-21'],
+  ['DELETE', /^\/me\/rules\/[^/]+$/, 'AP-22'],
+  ['GET', /^\/me\/alarms$/, 'AP-23'],
+  ['GET', /^\/me\/devices\/[^/]+\/alarms$/, 'AP-24'],
+  ['POST', /^\/me\/alarms\/[^/]+\/ack$/, 'AP-25'],
+  ['GET', /^\/admin\/alarms$/, 'AP-26'],
+  // The device twin (issue 25).
   ['PUT', /^\/me\/devices\/[^/]+\/desired$/, 'AP-T1'],
   ['POST', /^\/me\/devices\/[^/]+\/commands$/, 'AP-T2'],
   ['GET', /^\/me\/devices\/[^/]+\/commands$/, 'AP-T3'],
@@ -167,6 +177,57 @@ async function sendEvent(base, deviceId, token, value) {
     body: JSON.stringify({ events: [{ type: 'temperature', value, at: new Date().toISOString() }] }),
   });
   return response.status;
+}
+
+/** A stand-in user's bearer token, as the sign-in page gets it. */
+async function userToken(base, sub) {
+  const response = await fetch(`${base}/local/users/${sub}/token`, { method: 'POST' });
+  assert.equal(response.status, 200, `a token for ${sub}`);
+  return (await response.json()).token;
+}
+
+/** One API request with a user's token: { status, body, etag }. */
+async function callApi(base, token, method, path, body, headers = {}) {
+  const response = await fetch(`${base}${path}`, {
+    method,
+    headers: { authorization: `Bearer ${token}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }), ...headers },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  const text = await response.text();
+  let parsed = null;
+  try {
+    parsed = text ? JSON.parse(text) : null;
+  } catch {
+    parsed = text;
+  }
+  return { status: response.status, body: parsed, etag: response.headers.get('etag') };
+}
+
+/** A test that cannot run yet: counted as ignored, with the reason, never as passed. */
+class Skip extends Error {}
+
+/**
+ * Skips the test when the API has no route for `method path` yet (API Gateway's, or the dev
+ * server's, 404 for a path no route serves). Any other answer means the route is there.
+ */
+async function needRoute(base, token, method, path) {
+  const probe = await callApi(base, token, method, path);
+  const routeless = probe.status === 404 && (probe.body?.message === 'Not Found' || probe.body?.error?.message === 'Not Found');
+  if (routeless) throw new Skip(`the API has no route ${method} ${path} yet`);
+}
+
+/** Sends readings of `value` until `GET /me/alarms` shows an open alarm on the device (rules reach ingestion within their cache's bound). */
+async function raiseAlarm(base, userTok, deviceId, deviceTok, value, seconds = 90) {
+  const until = Date.now() + seconds * 1000;
+  while (Date.now() < until) {
+    assert.equal(await sendEvent(base, deviceId, deviceTok, value), 200);
+    const answer = await callApi(base, userTok, 'GET', '/me/alarms?limit=50');
+    assert.equal(answer.status, 200, JSON.stringify(answer.body));
+    const alarm = answer.body.alarms.find((a) => a.deviceId === deviceId && a.state !== 'cleared');
+    if (alarm) return alarm;
+    await sleep(2000);
+  }
+  throw new Error(`no alarm on ${deviceId} after ${seconds} s of readings at ${value}`);
 }
 
 function median(values) {
@@ -378,6 +439,177 @@ test('an operator opens the daily report with its charts, events of a type and d
   await shot(page, 'operators');
 });
 
+test("a rule is created with the API's 400 beside its field, edited (a 412 reloads it) and deleted after asking", async ({ page, base }) => {
+  const alice = await userToken(base, 'demo-alice');
+  await needRoute(base, alice, 'GET', '/me/rules');
+  await signIn(page, base, 'demo-alice');
+  await page.getByRole('navigation').getByRole('link', { name: 'Alarm rules' }).click();
+  await page.getByRole('heading', { level: 1, name: 'Alarm rules' }).waitFor();
+  const name = `Cellar too cold ${Date.now().toString(36)}`;
+  await page.getByLabel('Name').fill(name);
+  await page.getByLabel('Event type').fill('temperature');
+  await page.getByLabel('Scope').selectOption('tag');
+  await page.getByLabel('Tag', { exact: true }).fill('cellar');
+  await page.locator('#rule-condition-kind').selectOption('below');
+  await page.locator('#rule-condition-value').fill('4');
+  await page.locator('#rule-clear-kind').selectOption('above');
+  await page.locator('#rule-clear-value').fill('6');
+  await page.getByLabel('Severity').selectOption('minor');
+  await page.getByLabel('Remind every (seconds, optional)').fill('30');
+  await page.getByRole('button', { name: 'Create rule' }).click();
+  const error = page.locator('#rule-remindEvery-error');
+  await error.waitFor();
+  assert.match(await text(error), /remindEverySeconds/, "the API's message, beside the reminder");
+  assert.equal(await page.getByLabel('Remind every (seconds, optional)').getAttribute('aria-invalid'), 'true');
+  await axe(page, 'rules (with a field error)');
+
+  await page.getByLabel('Remind every (seconds, optional)').fill('3600');
+  await page.getByRole('button', { name: 'Create rule' }).click();
+  const row = page.locator('tr[data-rule]', { hasText: name });
+  await row.waitFor();
+  assert.match(await text(row), /devices tagged cellar/);
+  assert.match(await text(row), /temperature below 4/);
+  assert.match(await text(row), /temperature above 6/);
+  assert.match(await text(row), /every 1 h/);
+  assert.equal(await text(row.locator('.badge')), 'minor');
+  await axe(page, 'rules');
+  await shot(page, 'rules');
+
+  // Someone else changes the rule while it is open here: saving is the API's 412, and the form
+  // shows their version.
+  const ruleId = await row.getAttribute('data-rule');
+  await row.getByRole('button', { name: `Edit ${name}` }).click();
+  await page.getByRole('heading', { level: 2, name: `Edit “${name}”` }).waitFor();
+  const listed = (await callApi(base, alice, 'GET', '/me/rules')).body.rules.find((r) => r.ruleId === ruleId);
+  const theirs = await callApi(base, alice, 'PATCH', `/me/rules/${ruleId}`, { name: `${name} (theirs)` }, { 'if-match': String(listed.version) });
+  assert.equal(theirs.status, 200, JSON.stringify(theirs.body));
+  await page.getByLabel('Severity').selectOption('major');
+  await page.getByRole('button', { name: 'Save rule' }).click();
+  await page.getByText('Someone else changed this rule meanwhile').waitFor();
+  assert.equal(await page.getByLabel('Name').inputValue(), `${name} (theirs)`);
+  await page.getByLabel('Severity').selectOption('major');
+  await page.getByRole('button', { name: 'Save rule' }).click();
+  const saved = page.locator(`tr[data-rule="${ruleId}"]`);
+  await saved.locator('.badge', { hasText: 'major' }).waitFor();
+  assert.match(await text(saved), /\(theirs\)/);
+
+  await saved.getByRole('button', { name: 'Delete…' }).click();
+  await page.getByRole('button', { name: 'Cancel' }).click();
+  assert.equal(await saved.count(), 1, 'cancel keeps it');
+  await saved.getByRole('button', { name: 'Delete…' }).click();
+  await page.getByRole('button', { name: 'Delete rule', exact: true }).click();
+  await saved.waitFor({ state: 'detached' });
+  assert.equal((await callApi(base, alice, 'GET', '/me/rules')).body.rules.some((r) => r.ruleId === ruleId), false, 'gone from the API too');
+});
+
+test('readings over a rule raise an alarm: on the alarms page, the dashboard and the device page; it is acknowledged', async ({ page, base }) => {
+  // The utility's rules, which no other test's readings have put in ingestion's rule cache
+  // (RULES_CACHE_SECONDS) yet; raiseAlarm keeps sending until the rule applies anyway.
+  const owner = await userToken(base, 'demo-utility');
+  await needRoute(base, owner, 'GET', '/me/rules');
+  await needRoute(base, owner, 'GET', '/me/alarms');
+  const deviceId = `freezer-${Date.now().toString(36)}`;
+  const registered = await callApi(base, owner, 'POST', '/me/devices', { deviceId, name: 'Freezer probe', type: 'thermostat' });
+  assert.equal(registered.status, 201, JSON.stringify(registered.body));
+  const deviceTok = registered.body.token;
+
+  await signIn(page, base, 'demo-utility');
+  await page.getByRole('navigation').getByRole('link', { name: 'Alarm rules' }).click();
+  await page.getByRole('heading', { level: 1, name: 'Alarm rules' }).waitFor();
+  await page.getByLabel('Name').fill('Freezer thawing');
+  await page.getByLabel('Event type').fill('temperature');
+  await page.getByLabel('Scope').selectOption('deviceId');
+  await page.getByLabel('Device id').fill(deviceId);
+  await page.locator('#rule-condition-kind').selectOption('above');
+  await page.locator('#rule-condition-value').fill('-5');
+  await page.locator('#rule-clear-kind').selectOption('below');
+  await page.locator('#rule-clear-value').fill('-10');
+  await page.getByLabel('Severity').selectOption('critical');
+  await page.getByRole('button', { name: 'Create rule' }).click();
+  await page.locator('tr[data-rule]', { hasText: 'Freezer thawing' }).waitFor();
+  assert.equal(await sendEvent(base, deviceId, deviceTok, -18), 200);
+  assert.deepEqual((await callApi(base, owner, 'GET', `/me/devices/${deviceId}/alarms`)).body.alarms, [], 'a normal reading raises nothing');
+
+  const alarm = await raiseAlarm(base, owner, deviceId, deviceTok, 2.5);
+  assert.equal(alarm.severity, 'critical');
+  assert.equal(alarm.kind, 'threshold');
+
+  await page.getByRole('navigation').getByRole('link', { name: 'Alarms', exact: true }).click();
+  await page.getByRole('heading', { level: 1, name: 'Alarms' }).waitFor();
+  const row = page.locator(`tr[data-alarm="${alarm.alarmId}"]`);
+  await row.waitFor();
+  assert.match(await text(row), /Freezer thawing/);
+  assert.match(await text(row), /temperature 2\.5/);
+  assert.equal(await text(row.locator('.badge.sev-critical')), 'critical');
+  assert.equal(await text(row.locator('.badge.state-active')), 'active');
+  assert.notEqual(await page.locator('tbody tr').first().getAttribute('data-state'), 'cleared', 'open alarms first');
+  await axe(page, 'alarms');
+  await shot(page, 'alarms');
+
+  // The dashboard: the device's connectivity, its active alarm count and highest severity.
+  await page.getByRole('link', { name: 'Fleet' }).click();
+  const fleetRow = page.locator(`tr[data-device="${deviceId}"]`);
+  await fleetRow.waitFor();
+  assert.equal(await text(fleetRow.locator('[data-alarm-count]')), '1');
+  assert.equal(await text(fleetRow.locator('[data-alarms] .badge')), 'critical');
+  assert.equal(await text(fleetRow.locator('[data-connectivity]')), 'online', 'it has reported');
+  await axe(page, 'dashboard (with an alarm)');
+
+  // The device page: its alarm history; acknowledged there.
+  await fleetRow.getByRole('link', { name: 'Freezer probe' }).click();
+  await page.getByRole('heading', { level: 1, name: 'Freezer probe' }).waitFor();
+  const history = page.locator(`section[aria-labelledby="device-alarms-title"] tr[data-alarm="${alarm.alarmId}"]`);
+  await history.waitFor();
+  assert.match(await text(page.locator('[data-connectivity]')), /^Connectivity: online/);
+  await axe(page, 'device (with an alarm)');
+  await history.getByRole('button', { name: /^Acknowledge/ }).click();
+  await history.locator('.badge.state-acknowledged').waitFor();
+  assert.equal(await history.getByRole('button', { name: /^Acknowledge/ }).count(), 0, 'nothing left to acknowledge');
+  const after = (await callApi(base, owner, 'GET', '/me/alarms?limit=50')).body.alarms.find((a) => a.alarmId === alarm.alarmId);
+  assert.equal(after.state, 'acknowledged');
+  assert.ok(after.acknowledgedAt, 'the API recorded when');
+
+  // Back to normal: the clear condition clears it, once.
+  assert.equal(await sendEvent(base, deviceId, deviceTok, -20), 200);
+  await page.getByRole('navigation').getByRole('link', { name: 'Alarms', exact: true }).click();
+  await page.getByRole('heading', { level: 1, name: 'Alarms' }).waitFor();
+  await page.locator(`tr[data-alarm="${alarm.alarmId}"][data-state="cleared"]`).waitFor();
+});
+
+test('an operator sees open alarms across owners by severity', async ({ page, base }) => {
+  const operator = await userToken(base, 'demo-operator');
+  await needRoute(base, operator, 'GET', '/admin/alarms?severity=critical');
+  const bob = await userToken(base, 'demo-bob');
+  // An open alarm of Bob's that is acknowledged nowhere: a major one on a fresh device.
+  const deviceId = `boiler-${Date.now().toString(36)}`;
+  const registered = await callApi(base, bob, 'POST', '/me/devices', { deviceId, name: 'Boiler', type: 'boiler' });
+  assert.equal(registered.status, 201, JSON.stringify(registered.body));
+  const rule = await callApi(base, bob, 'POST', '/me/rules', { name: 'Boiler pressure', eventType: 'temperature', scope: { deviceId }, condition: { above: 90 }, severity: 'major' });
+  assert.equal(rule.status, 201, JSON.stringify(rule.body));
+  const alarm = await raiseAlarm(base, bob, deviceId, registered.body.token, 95);
+
+  await signIn(page, base, 'demo-operator');
+  await page.getByRole('link', { name: 'Operators' }).click();
+  await page.getByRole('heading', { level: 1, name: 'Operators' }).waitFor();
+  await page.locator('#oa-severity').selectOption('major');
+  await page.getByRole('button', { name: 'Find alarms' }).click();
+  const section = page.locator('section[aria-labelledby="open-alarms-title"]');
+  // Open alarms across owners are many in a long run: page on until this one shows.
+  const row = section.locator(`tr[data-alarm="${alarm.alarmId}"]`);
+  for (let i = 0; i < 20 && (await row.count()) === 0; i++) {
+    await section.locator('table, p.muted').first().waitFor();
+    if ((await row.count()) > 0) break;
+    const more = section.getByRole('button', { name: 'More alarms' });
+    if ((await more.count()) === 0) break;
+    await more.click();
+  }
+  await row.waitFor();
+  assert.match(await text(row), /demo-bob/);
+  assert.equal(await text(row.locator('.badge.sev-major')), 'major');
+  assert.equal(await row.getByRole('button', { name: /Acknowledge/ }).count(), 0, 'operators read; owners acknowledge');
+  await axe(page, 'operators (open alarms)');
+});
+
 test('a user outside the admin group gets no operator page', async ({ page, base }) => {
   await signIn(page, base, 'demo-bob');
   assert.equal(await page.getByRole('link', { name: 'Operators' }).count(), 0);
@@ -487,6 +719,7 @@ async function main() {
   const browser = await chromium.launch({ executablePath: process.env.CHROMIUM ?? '/usr/bin/chromium', headless: true, args: CHROMIUM_FLAGS });
   let passed = 0;
   let failed = 0;
+  let ignored = 0;
   try {
     for (const t of tests) {
       const context = await browser.newContext({ viewport: { width: 1280, height: 860 }, acceptDownloads: true, locale: 'en-GB', timezoneId: 'UTC' });
@@ -502,6 +735,12 @@ async function main() {
         passed++;
         console.log(`ok     ${t.name} (${Date.now() - started} ms)`);
       } catch (e) {
+        if (e instanceof Skip) {
+          ignored++;
+          console.log(`skip   ${t.name}: ${e.message}`);
+          await context.close();
+          continue;
+        }
         failed++;
         console.log(`FAILED ${t.name}\n       ${String(e.stack ?? e).split('\n').slice(0, 6).join('\n       ')}`);
         await page.screenshot({ path: join(targetDir, `console-failure-${tests.indexOf(t)}.png`) }).catch(() => {});
@@ -519,7 +758,7 @@ async function main() {
   console.log(`\nbundle: ${(metrics.bundle.gzip / 1024).toFixed(1)} KB gzipped JS+CSS (${(metrics.bundle.raw / 1024).toFixed(1)} KB raw)`);
   if (metrics.firstRenderMs) console.log(`dashboard first render: median ${metrics.firstRenderMs.median} ms (${metrics.firstRenderMs.runs.join(', ')})`);
   console.log(`requests by pattern: ${JSON.stringify(requests.byPattern)}; metrics in ${metricsPath}`);
-  console.log(`test result: ${failed ? 'FAILED' : 'ok'}. ${passed} passed; ${failed} failed; 0 ignored (browser)`);
+  console.log(`test result: ${failed ? 'FAILED' : 'ok'}. ${passed} passed; ${failed} failed; ${ignored} ignored (browser)`);
   process.exitCode = failed ? 1 : 0;
 }
 

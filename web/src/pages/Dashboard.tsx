@@ -2,6 +2,7 @@ import { useEffect, useRef, useState } from 'preact/hooks';
 import { api, messageOf } from '../api';
 import { ago, showValue } from '../format';
 import { Sparkline } from '../components/Sparkline';
+import { ActiveAlarms, ConnectivityBadge } from '../components/AlarmBadges';
 import type { Device, Profile } from '../types';
 
 /** How often an open, visible dashboard asks `GET /me/dashboard` whether anything changed. */
@@ -107,6 +108,8 @@ export function Dashboard() {
                 <th scope="col">Device</th>
                 <th scope="col">Type</th>
                 <th scope="col">Status</th>
+                <th scope="col">Connectivity</th>
+                <th scope="col">Active alarms</th>
                 <th scope="col">Last seen</th>
                 <th scope="col">Latest readings</th>
                 <th scope="col">Recent</th>
@@ -125,6 +128,12 @@ export function Dashboard() {
                     <td>{d.type}</td>
                     <td>
                       <span class={`status ${d.status}`}>{d.status}</span>
+                    </td>
+                    <td data-connectivity>
+                      <ConnectivityBadge connectivity={d.connectivity} />
+                    </td>
+                    <td data-alarms>
+                      <ActiveAlarms alarms={d.alarms} />
                     </td>
                     <td title={d.lastSeen ?? ''}>{ago(d.lastSeen)}</td>
                     <td>

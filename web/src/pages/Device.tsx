@@ -6,6 +6,9 @@ import { Confirm } from '../components/Confirm';
 import { TokenPanel } from '../components/TokenPanel';
 import { TwinPanel } from '../components/TwinPanel';
 import { STATUSES, type Device } from '../types';
+import { AlarmTable } from '../components/AlarmTable';
+import { ConnectivityBadge } from '../components/AlarmBadges';
+import { useAlarmPages } from '../hooks/useAlarmPages';
 
 /** AP-04 pages are at most 100 events; a range is read page after page up to this many. */
 const PAGE = 100;
@@ -50,6 +53,7 @@ export function DevicePage({ deviceId }: { deviceId: string }) {
   const [editErrors, setEditErrors] = useState<Record<string, string>>({});
   const [notice, setNotice] = useState<string | null>(null);
   const [token, setToken] = useState<{ token: string; until: string | null } | null>(null);
+  const history = useAlarmPages(`/me/devices/${encodeURIComponent(deviceId)}/alarms`);
 
   const loadDevice = async () => {
     try {
@@ -142,6 +146,12 @@ export function DevicePage({ deviceId }: { deviceId: string }) {
         <p class="muted">
           <span class="mono">{device.deviceId}</span> · {device.type} · <span class={`status ${device.status}`}>{device.status}</span>
           {device.tags.length > 0 && <> · tags {device.tags.join(', ')}</>} · version {device.version}
+        </p>
+      )}
+      {device && (
+        <p data-connectivity>
+          Connectivity: <ConnectivityBadge connectivity={device.connectivity} />
+          {device.reportEverySeconds ? <span class="muted"> · expected to report every {device.reportEverySeconds} s</span> : null}
         </p>
       )}
       {notice && (
@@ -245,6 +255,23 @@ export function DevicePage({ deviceId }: { deviceId: string }) {
           )}
         </>
       )}
+
+      <section aria-labelledby="device-alarms-title">
+        <h2 id="device-alarms-title">Alarms</h2>
+        {history.error && (
+          <p class="error" role="alert">
+            {history.error}
+          </p>
+        )}
+        {history.alarms === null && !history.error && <p role="status">Loading alarms…</p>}
+        {history.alarms && history.alarms.length === 0 && <p class="muted">No alarms for this device.</p>}
+        {history.alarms && history.alarms.length > 0 && <AlarmTable alarms={history.alarms} caption="This device's alarms, newest first" showDevice={false} onChanged={history.replace} onReload={() => void history.reload()} />}
+        {history.hasMore && (
+          <button type="button" onClick={() => void history.more()} disabled={history.loading}>
+            Older alarms
+          </button>
+        )}
+      </section>
 
       {device && edit && (
         <>

@@ -3,6 +3,9 @@ import { api, ApiError, fieldOf, messageOf } from '../api';
 import { fromInputTime, showValue, toInputTime, type ApiEvent } from '../format';
 import { Bars } from '../components/Bars';
 import { STATUSES } from '../types';
+import { SEVERITIES, type Severity } from '../alarms';
+import { AlarmTable } from '../components/AlarmTable';
+import { useAlarmPages } from '../hooks/useAlarmPages';
 
 interface Heat {
   key: string;
@@ -252,12 +255,56 @@ function DevicesByStatus() {
   );
 }
 
+/** Open alarms across owners, one severity at a time (`GET /admin/alarms?severity=`). */
+function OpenAlarms() {
+  const [severity, setSeverity] = useState<Severity>('critical');
+  const [shown, setShown] = useState<Severity | null>(null);
+  const list = useAlarmPages(shown ? `/admin/alarms?severity=${shown}` : null);
+  return (
+    <section aria-labelledby="open-alarms-title">
+      <h2 id="open-alarms-title">Open alarms</h2>
+      <form
+        class="range"
+        noValidate
+        onSubmit={(e) => {
+          e.preventDefault();
+          if (shown === severity) void list.reload();
+          else setShown(severity);
+        }}
+      >
+        <div class="field">
+          <label for="oa-severity">Severity</label>
+          <select id="oa-severity" value={severity} onChange={(e) => setSeverity(e.currentTarget.value as Severity)}>
+            {SEVERITIES.map((s) => (
+              <option key={s} value={s}>
+                {s}
+              </option>
+            ))}
+          </select>
+        </div>
+        <button type="submit" class="primary">
+          Find alarms
+        </button>
+      </form>
+      {list.error && <p class="error" role="alert">{list.error}</p>}
+      {shown && list.alarms === null && !list.error && <p role="status">Loading alarms…</p>}
+      {list.alarms && (list.alarms.length === 0 ? <p class="muted">No open {shown} alarms.</p> : <AlarmTable alarms={list.alarms} caption={`Open ${shown} alarms across owners`} showOwner />)}
+      {list.hasMore && (
+        <button type="button" onClick={() => void list.more()} disabled={list.loading}>
+          More alarms
+        </button>
+      )}
+    </section>
+  );
+}
+
 export function Operators() {
   return (
     <section>
       <h1 tabIndex={-1}>Operators</h1>
-      <p class="muted">Reads across every user, for members of the admin group. Alarm pages come with the alarms feature (issue 22), which has not landed.</p>
+      <p class="muted">Reads across every user, for members of the admin group.</p>
       <DailyReport />
+      <OpenAlarms />
       <EventsOfType />
       <DevicesByStatus />
     </section>

@@ -1,0 +1,105 @@
+import { useRef, useState } from 'preact/hooks';
+import { api, ApiError, messageOf } from '../api';
+import { alarmTitle, readingText, type Alarm } from '../alarms';
+import { SeverityBadge, StateBadge } from './AlarmBadges';
+
+/**
+ * `POST /me/alarms/{alarmId}/ack`: the alarm as it is now. An alarm that cleared meanwhile is
+ * the API's 409; the caller shows the message and reloads.
+ */
+export async function acknowledge(alarm: Alarm): Promise<Alarm> {
+  const answer = await api<Alarm | { alarm: Alarm }>('POST', `/me/alarms/${encodeURIComponent(alarm.alarmId)}/ack`);
+  const body = answer.body;
+  return 'alarm' in body ? body.alarm : body;
+}
+
+const when = (at: string | null | undefined) => (at ? new Date(at).toLocaleString() : '');
+
+/**
+ * Alarms as a table: severity and state badges, what raised it, and an Acknowledge button on
+ * active ones (when `onChanged` is given: the owner's pages, not the operators').
+ */
+export function AlarmTable({ alarms, caption, showDevice = true, showOwner = false, onChanged, onReload }: { alarms: Alarm[]; caption: string; showDevice?: boolean; showOwner?: boolean; onChanged?: (alarm: Alarm) => void; onReload?: () => void }) {
+  const [busy, setBusy] = useState<string | null>(null);
+  const [notice, setNotice] = useState<{ text: string; error: boolean } | null>(null);
+  // The Acknowledge button goes away once used: keyboard focus moves to what happened instead.
+  const noticeRef = useRef<HTMLParagraphElement>(null);
+  const ack = async (alarm: Alarm) => {
+    setBusy(alarm.alarmId);
+    setNotice(null);
+    try {
+      const now = await acknowledge(alarm);
+      onChanged?.(now);
+      setNotice({ text: `Acknowledged: ${alarmTitle(alarm)} on ${alarm.deviceName ?? alarm.deviceId}.`, error: false });
+    } catch (e) {
+      if (e instanceof ApiError && e.status === 409) {
+        setNotice({ text: `${alarmTitle(alarm)} on ${alarm.deviceName ?? alarm.deviceId} cleared before it was acknowledged; the list is reloaded.`, error: true });
+        onReload?.();
+      } else setNotice({ text: messageOf(e), error: true });
+    } finally {
+      setBusy(null);
+      setTimeout(() => noticeRef.current?.focus());
+    }
+  };
+  return (
+    <>
+      <p role="status" tabIndex={-1} ref={noticeRef} class={notice?.error ? 'error' : 'notice'}>
+        {notice?.text ?? ''}
+      </p>
+      <div class="scroll">
+        <table class="alarms">
+          <caption class="sr-only">{caption}</caption>
+          <thead>
+            <tr>
+              <th scope="col">Alarm</th>
+              {showDevice && <th scope="col">Device</th>}
+              {showOwner && <th scope="col">Owner</th>}
+              <th scope="col">Severity</th>
+              <th scope="col">State</th>
+              <th scope="col">Raised</th>
+              <th scope="col">Reading</th>
+              <th scope="col">Cleared</th>
+              {onChanged && <th scope="col"><span class="sr-only">Action</span></th>}
+            </tr>
+          </thead>
+          <tbody>
+            {alarms.map((a) => (
+              <tr key={a.alarmId} data-alarm={a.alarmId} data-device={a.deviceId} data-state={a.state}>
+                <th scope="row">
+                  {alarmTitle(a)}
+                  {a.reminders ? <div class="muted">{a.reminders} reminder{a.reminders === 1 ? '' : 's'} sent</div> : null}
+                </th>
+                {showDevice && (
+                  <td>
+                    <a href={`#/devices/${encodeURIComponent(a.deviceId)}`}>{a.deviceName ?? a.deviceId}</a>
+                    {a.deviceName && <div class="muted mono">{a.deviceId}</div>}
+                  </td>
+                )}
+                {showOwner && <td class="mono">{a.userId}</td>}
+                <td>
+                  <SeverityBadge severity={a.severity} />
+                </td>
+                <td>
+                  <StateBadge state={a.state} />
+                  {a.acknowledgedAt && <div class="muted">{when(a.acknowledgedAt)}</div>}
+                </td>
+                <td>{when(a.raisedAt)}</td>
+                <td>{readingText(a.reading)}</td>
+                <td>{a.clearedAt ? when(a.clearedAt) : <span class="muted">open</span>}</td>
+                {onChanged && (
+                  <td>
+                    {a.state === 'active' && (
+                      <button type="button" disabled={busy === a.alarmId} aria-label={`Acknowledge ${alarmTitle(a)} on ${a.deviceName ?? a.deviceId}`} onClick={() => void ack(a)}>
+                        Acknowledge
+                      </button>
+                    )}
+                  </td>
+                )}
+              </tr>
+            ))}
+          </tbody>
+        </table>
+      </div>
+    </>
+  );
+}

@@ -1,0 +1,45 @@
+import { AlarmTable } from '../components/AlarmTable';
+import { useAlarmPages } from '../hooks/useAlarmPages';
+import { isOpen } from '../alarms';
+
+/** The owner's alarms (`GET /me/alarms`): open ones first, then newest; paged by cursor. */
+export function Alarms() {
+  const { alarms, hasMore, error, loading, reload, more, replace } = useAlarmPages('/me/alarms');
+  const open = alarms?.filter(isOpen).length ?? 0;
+  return (
+    <section>
+      <h1 tabIndex={-1}>Alarms</h1>
+      <p class="muted">
+        Open alarms first, then the newest. An acknowledged alarm stays open until its condition clears.{' '}
+        <a href="#/rules">Alarm rules</a>
+      </p>
+      <p class="actions">
+        <button type="button" onClick={() => void reload()} disabled={loading}>
+          Refresh
+        </button>
+        {alarms && (
+          <span class="muted" aria-live="polite">
+            {alarms.length} alarm{alarms.length === 1 ? '' : 's'} shown, {open} open{hasMore ? '; more below' : ''}
+          </span>
+        )}
+      </p>
+      {error && (
+        <p class="error" role="alert">
+          {error}
+        </p>
+      )}
+      {alarms === null && !error && <p role="status">Loading alarms…</p>}
+      {alarms && alarms.length === 0 && (
+        <p>
+          No alarms. <a href="#/rules">Define a rule</a> to be told when a reading crosses a limit.
+        </p>
+      )}
+      {alarms && alarms.length > 0 && <AlarmTable alarms={alarms} caption="Your alarms, open first" onChanged={replace} onReload={() => void reload()} />}
+      {hasMore && (
+        <button type="button" onClick={() => void more()} disabled={loading}>
+          More alarms
+        </button>
+      )}
+    </section>
+  );
+}
