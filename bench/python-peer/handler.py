@@ -513,6 +513,11 @@ def device_json(item, state):
         "recent": recent,
         "connectivity": connectivity,
         "alarms": alarms,
+        # Offline detection: the declared interval, and the learned one once known.
+        **({"reportEverySeconds": int(item["reportEverySeconds"]["N"])}
+           if "reportEverySeconds" in item else {}),
+        **({"learnedEverySeconds": readings["learned"]}
+           if readings["learned"] is not None else {}),
         **({"twin": twin_summary(versions)} if any(versions.values()) else {}),
     }
 
@@ -844,6 +849,61 @@ def write_chunk(chunk, deadline):
     return [key for key, _ in pending]
 
 
+# Offline detection (shared::model::offline): the rhythm learned once per SEEN bucket and the
+# live state's due entry on GSI3, which moves only when the SEEN bucket does.
+DUE_SHARDS = 64
+MIN_GRACE_SECONDS = 60
+MAX_REPORT_EVERY_SECONDS = 7 * 86_400
+
+
+def seen_bucket(at, device):
+    """The start of `device`'s offset 15-minute bucket holding `at` (shared::keys::seen_bucket)."""
+    offset = xxhash.xxh3_64_intdigest(device.encode()) % SEEN_GRANULARITY_SECONDS
+    secs = at.epoch_seconds() + offset
+    start = Timestamp((secs - secs % SEEN_GRANULARITY_SECONDS - offset) * 1000)
+    return min(start, at, key=lambda t: t.millis)
+
+
+def learned_after(state, gap, ended_offline):
+    """(learned, jitter) after a gap between reports (shared::model::offline::Rhythm::learned_after)."""
+    mean, jitter = state["learned"], state["jitter"]
+    if gap <= 0:
+        return mean, jitter
+    gap = min(gap, MAX_REPORT_EVERY_SECONDS)
+    expected = state["reportEvery"] if state["reportEvery"] is not None else mean
+    if ended_offline and expected is not None:
+        gap = min(gap, expected * 2)
+    if mean is not None:
+        j = jitter or 0
+        next_mean = max((7 * mean + gap + 4) // 8, 1)
+        next_jitter = max((3 * j + abs(gap - mean) + 2) // 4, 0)
+    else:
+        next_mean, next_jitter = max(gap, 1), gap // 2
+    return min(next_mean, MAX_REPORT_EVERY_SECONDS), min(next_jitter, MAX_REPORT_EVERY_SECONDS)
+
+
+def learn_rhythm(before, after, device):
+    """The rhythm after `before` -> `after`, learned only when the SEEN bucket changes."""
+    then, now = before["lastSeen"], after["lastSeen"]
+    if then is None or now is None or seen_bucket(then, device) == seen_bucket(now, device):
+        return before["learned"], before["jitter"]
+    return learned_after(before, now.epoch_seconds() - then.epoch_seconds(), before["offline"])
+
+
+def due_at(state, device):
+    """When a watched device is offline (shared::model::items::DeviceStateItem::due_at)."""
+    if state["status"] != "active" or state["offline"] or state["lastSeen"] is None:
+        return None
+    declared = state["reportEvery"]
+    expected = declared if declared is not None else state["learned"]
+    if expected is None:
+        return None
+    jitter = 0 if declared is not None else (state["jitter"] or 0) * 4
+    grace = min(max(MIN_GRACE_SECONDS, expected // 2, jitter), MAX_REPORT_EVERY_SECONDS)
+    bucket = seen_bucket(state["lastSeen"], device)
+    return bucket.plus_seconds(SEEN_GRANULARITY_SECONDS + expected + grace)
+
+
 def merged(state, events):
     """The live state with `events` folded in (shared::ops::ingest::merged)."""
     last_seen = state["lastSeen"]
@@ -861,7 +921,9 @@ def merged(state, events):
         oldest = min(sorted(latest.items()), key=lambda kv: kv[1][0])[0]
         del latest[oldest]
     recent.sort(key=lambda r: (r[0], r[1]), reverse=True)
-    return {**state, "lastSeen": last_seen, "latest": latest, "recent": recent[:RECENT_EVENTS]}
+    nxt = {**state, "lastSeen": last_seen, "latest": latest, "recent": recent[:RECENT_EVENTS]}
+    nxt["learned"], nxt["jitter"] = learn_rhythm(state, nxt, state["deviceId"])
+    return nxt
 
 
 def same_state(a, b):
@@ -880,7 +942,16 @@ def state_from_item(item):
         recent = [(int(r["L"][0]["N"]), r["L"][1]["S"], r["L"][2]["S"],
                    value_from_attr(r["L"][3]))
                   for r in item.get("recent", {}).get("L", [])]
+    number = lambda name: int(item[name]["N"]) if name in item and "N" in item[name] else None
+    due_key = item.get("GSI3SK", {}).get("S")
     return {
+        "deviceId": item.get("SK", {}).get("S", "DEVICE##STATE")[len("DEVICE#"):-len("#STATE")],
+        "status": item.get("status", {}).get("S", "active"),
+        "offline": "offline" in item.get("alarms", {}).get("M", {}),
+        "reportEvery": number("reportEverySeconds"),
+        "learned": number("learnedEverySeconds"),
+        "jitter": number("learnedJitterSeconds"),
+        "indexedDue": Timestamp.parse("GSI3SK", due_key.split("#")[0]) if due_key else None,
         "ingestSeq": int(item["ingestSeq"]["N"]) if "ingestSeq" in item else 0,
         "lastSeen": Timestamp.parse("lastSeen", item["lastSeen"]["S"]) if "lastSeen" in item else None,
         "latest": latest,
@@ -1116,12 +1187,28 @@ def update_state(registration, base, events, deadline):
         if base["lastSeen"] is None or new_key != seen_key(base["lastSeen"], device):
             sets.append("GSI1SK = :seenKey")
             values[":seenKey"] = {"S": new_key}
+        # The learned rhythm and the due entry change only with the SEEN bucket.
+        removes = ["latest", "recent"]
+        if (nxt["learned"], nxt["jitter"]) != (base["learned"], base["jitter"]):
+            sets += ["learnedEverySeconds = :learned", "learnedJitterSeconds = :jitter"]
+            values[":learned"] = {"N": str(nxt["learned"])}
+            values[":jitter"] = {"N": str(nxt["jitter"])}
+        due = due_at(nxt, device)
+        if due != base["indexedDue"]:
+            if due is None:
+                removes += ["GSI3PK", "GSI3SK"]
+            else:
+                shard = xxhash.xxh3_64_intdigest(device.encode()) % DUE_SHARDS
+                sets += ["GSI3PK = :duePk", "GSI3SK = :dueSk"]
+                values[":duePk"] = {"S": f"DUE#{shard}"}
+                values[":dueSk"] = {"S": f"{due}#{device}"}
+        nxt = {**nxt, "indexedDue": due}
         try:
             written = DYNAMODB.update_item(
                 TableName=TABLE_NAME,
                 Key=state_key(registration["userId"], registration["shard"], device),
                 # The lists of a state written before `readings` go as it is rewritten.
-                UpdateExpression="SET " + ", ".join(sets) + " REMOVE latest, recent",
+                UpdateExpression="SET " + ", ".join(sets) + " REMOVE " + ", ".join(removes),
                 ConditionExpression="attribute_exists(PK) AND ingestSeq = :seq",
                 ExpressionAttributeValues=values,
                 ReturnValuesOnConditionCheckFailure="ALL_OLD",

@@ -58,6 +58,7 @@ async fn register(table: &FleetTable, user: &str, device: &str, kind: &str) -> S
         table,
         &UserId::parse(user).unwrap(),
         DeviceRegistration {
+            report_every_seconds: None,
             device_id: DeviceId::parse(device).unwrap(),
             name: device.into(),
             device_type: DeviceType::parse(kind).unwrap(),
@@ -100,7 +101,7 @@ async fn send_events(
             )
             .await
             .unwrap();
-        assert!(outcome.failed.is_empty());
+        assert!(outcome.failed.is_empty(), "{outcome:?}");
     }
 }
 

@@ -1,6 +1,7 @@
 //! The integration tests: one binary (one link of the AWS SDK, one DynamoDB Local per run),
 //! one module per area. Run one area with `cargo test -p fleet-tests --test it <module>::`.
 
+mod alarm_watch;
 mod alarms;
 mod bench_harness;
 mod budgets;

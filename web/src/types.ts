@@ -27,7 +27,7 @@ export interface Device {
   twin?: Twin;
 }
 
-/** The device twin (docs/design.md section 11): versions always, documents on a device's read. */
+/** The device twin (docs/design.md section 12): versions always, documents on a device's read. */
 export interface Twin {
   desiredVersion: number;
   reportedVersion: number;

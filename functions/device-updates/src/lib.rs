@@ -22,6 +22,7 @@ use shared::model::alarm::{AlarmId, RuleDefinition, RuleId, MAX_RULES_PER_OWNER}
 use shared::model::ids::{
     parse_display_name, parse_tags, CommandName, DeviceId, DeviceType, Tag, UserId,
 };
+use shared::model::offline::parse_report_every;
 use shared::model::status::DeviceStatus;
 use shared::model::twin::{
     RolloutTarget, TwinDocument, DEFAULT_COMMAND_EXPIRY_SECONDS, MAX_COMMAND_EXPIRY_SECONDS,
@@ -119,6 +120,14 @@ struct RegisterDeviceBody {
     device_type: String,
     #[serde(default)]
     tags: Vec<String>,
+    /// Validated by [`parse_report_every`] (a 400 naming the field, not serde's message).
+    report_every_seconds: Option<serde_json::Value>,
+}
+
+/// A field that may be sent as `null` (which clears it): `Some(Value::Null)`, told apart from
+/// an absent field (`None`).
+fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<serde_json::Value>, D::Error> {
+    serde_json::Value::deserialize(d).map(Some)
 }
 
 /// `POST /me/devices`.
@@ -131,6 +140,11 @@ async fn register_device(
 ) -> Answer {
     let body: RegisterDeviceBody = json_bytes(&headers, &body, MAX_BODY_BYTES)?;
     let registration = DeviceRegistration {
+        report_every_seconds: body
+            .report_every_seconds
+            .filter(|v| !v.is_null())
+            .map(|v| parse_report_every("reportEverySeconds", &v))
+            .transpose()?,
         device_id: DeviceId::parse(body.device_id)?,
         name: parse_display_name("name", &body.name, MAX_DEVICE_NAME)?,
         device_type: DeviceType::parse(body.device_type)?,
@@ -158,6 +172,8 @@ struct PatchDeviceBody {
     status: Option<String>,
     name: Option<String>,
     tags: Option<Vec<String>>,
+    #[serde(default, rename = "reportEverySeconds", deserialize_with = "present")]
+    report_every_seconds: Option<serde_json::Value>,
 }
 
 /// `PATCH /me/devices/{deviceId}`.
@@ -180,6 +196,13 @@ async fn update_device(
             .map(|n| parse_display_name("name", &n, MAX_DEVICE_NAME))
             .transpose()?,
         tags: body.tags.map(parse_tags).transpose()?,
+        report_every_seconds: body
+            .report_every_seconds
+            .map(|v| match v {
+                serde_json::Value::Null => Ok(None),
+                v => parse_report_every("reportEverySeconds", &v).map(Some),
+            })
+            .transpose()?,
     };
     let device =
         devices::update_device(&table, &caller.user_id, &device_id, expected_version, patch)

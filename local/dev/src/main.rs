@@ -117,6 +117,11 @@ async fn serve() -> Result<(), Error> {
         std::time::Instant::now() + std::time::Duration::from_secs(60),
     )
     .await?;
+    // alarm-watch as on AWS: the schedule every minute, the stream's transitions logged.
+    tokio::spawn(fleet_dev::alarms::watch_alarms(
+        table.clone(),
+        stack.endpoint().to_string(),
+    ));
     let server = Arc::new(DevServer::new(&stack.template, &table));
     let console = Console {
         dir: console_dir(),

@@ -171,6 +171,12 @@ pub fn checkpoint_writes_per_day(units: f64, seconds: f64) -> f64 {
         + f64::from(ANALYTICS_SEGMENTS)
 }
 
+/// An alarm-watch invocation's duration, seconds: an assumption (a minute's run of empty
+/// Queries, or one small stream batch), not a measurement on AWS.
+pub const WATCH_SECONDS: f64 = 0.1;
+/// alarm-watch's memory (the template's default 128 MB), GB.
+pub const WATCH_MEMORY_GB: f64 = 0.125;
+
 /// The daily run's scan segments (`SCAN_SEGMENTS`, the template's default).
 pub const ANALYTICS_SEGMENTS: u32 = 4;
 
@@ -195,14 +201,17 @@ impl MonthlyCost {
     /// The month of `sim`'s workload, with the Lambda billing given.
     pub fn of(sim: &Simulation, billing: &LambdaBilling) -> Self {
         let w = &sim.workload;
-        let [base, gsi1, gsi2] = &sim.tables;
+        let [base, gsi1, gsi2, gsi3] = &sim.tables;
+        // alarm-watch: a scheduled run a minute (about 100 ms) and, at worst, one stream
+        // invocation per alarm transition (a raise and a clear per offline episode).
+        let watch_invocations = w.detector_runs_per_day + 2.0 * w.offline_alarms_per_day;
         let api_reads = w.dashboard_per_second + w.other_reads_per_second;
         let scan_seconds = w.analytics_items_per_day / ANALYTICS_ITEMS_PER_SECOND;
         Self {
-            write_units: (base.wcu + gsi1.wcu + gsi2.wcu) * SECONDS_PER_MONTH
+            write_units: (base.wcu + gsi1.wcu + gsi2.wcu + gsi3.wcu) * SECONDS_PER_MONTH
                 + checkpoint_writes_per_day(w.analytics_units_per_day, scan_seconds)
                     * DAYS_PER_MONTH,
-            read_units: (base.rcu + gsi1.rcu + gsi2.rcu) * SECONDS_PER_MONTH,
+            read_units: (base.rcu + gsi1.rcu + gsi2.rcu + gsi3.rcu) * SECONDS_PER_MONTH,
             // The daily run reads the directory, the owners' partitions and the day's events
             // (docs/design.md section 5), not the whole table.
             scan_read_units: w.analytics_read_units_per_day * DAYS_PER_MONTH,
@@ -211,7 +220,8 @@ impl MonthlyCost {
                 (w.storage_bytes[1] + w.storage_bytes[2]) / GB,
             ],
             lambda_requests: (api_reads + w.ingest_requests_per_second) * SECONDS_PER_MONTH
-                + DAYS_PER_MONTH,
+                + DAYS_PER_MONTH
+                + watch_invocations * DAYS_PER_MONTH,
             lambda_gb_seconds: (api_reads * billing.read_ms / 1000.0
                 * f64::from(billing.read_memory_mb)
                 / 1024.0
@@ -219,7 +229,8 @@ impl MonthlyCost {
                     * f64::from(billing.ingest_memory_mb)
                     / 1024.0)
                 * SECONDS_PER_MONTH
-                + scan_seconds * ANALYTICS_MEMORY_GB * DAYS_PER_MONTH,
+                + scan_seconds * ANALYTICS_MEMORY_GB * DAYS_PER_MONTH
+                + watch_invocations * WATCH_SECONDS * WATCH_MEMORY_GB * DAYS_PER_MONTH,
         }
     }
 

@@ -111,6 +111,7 @@ pub async fn drive_ingest(
             clean,
             &owner,
             DeviceRegistration {
+                report_every_seconds: None,
                 device_id: DeviceId::parse(&device)?,
                 name: format!("Faulty {d}"),
                 device_type: DeviceType::parse("thermostat")?,

@@ -182,6 +182,7 @@ async fn load_devices(
             table,
             &user,
             DeviceRegistration {
+                report_every_seconds: None,
                 device_id: DeviceId::parse(&id)?,
                 name: format!("Load device {i}"),
                 device_type: DeviceType::parse("thermostat")?,

@@ -49,6 +49,7 @@ pub async fn measure(
             table,
             &owner,
             DeviceRegistration {
+                report_every_seconds: None,
                 device_id: DeviceId::parse(format!("bench-{d}"))?,
                 name: format!("Bench {d}"),
                 device_type: DeviceType::parse("thermostat")?,

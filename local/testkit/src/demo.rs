@@ -209,6 +209,13 @@ pub async fn seed(table: &FleetTable) -> Result<Vec<DemoDevice>, FleetError> {
             registrar,
             &UserId::parse(owner)?,
             DeviceRegistration {
+                // The kitchen thermostat and the utility's meters declare their interval
+                // (offline detection); the others' are learned from their reports.
+                report_every_seconds: match id {
+                    "thermo-kitchen" => Some(300),
+                    "utility-meter-1" | "utility-meter-2" => Some(900),
+                    _ => None,
+                },
                 device_id: DeviceId::parse(id)?,
                 name: name.to_string(),
                 device_type: DeviceType::parse(kind)?,

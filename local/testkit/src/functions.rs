@@ -78,6 +78,21 @@ pub async fn invoke(
         .functions
         .get(function)
         .ok_or_else(|| InvokeError::UnknownFunction(function.to_string()))?;
+    if code_uri == "functions/alarm-watch" {
+        let payload: Value =
+            serde_json::from_str(event).map_err(|e| InvokeError::BadEvent(e.to_string()))?;
+        // EventBridge has no local twin: the stand-in records the PutEvents calls.
+        let state = alarm_watch::State {
+            table: table.clone(),
+            publisher: crate::alarm_events::RecordedPutEvents::default(),
+            bus: alarm_watch::bus_from_env(),
+        };
+        let deadline = std::time::Instant::now() + alarm_watch::TIMEOUT;
+        return Ok(match alarm_watch::handle(&state, payload, deadline).await {
+            Ok(result) => json!({"statusCode": 200, "body": result}),
+            Err(err) => json!({"statusCode": 500, "errorMessage": err.to_string()}),
+        });
+    }
     if code_uri == "functions/daily-analytics" {
         let payload: Value =
             serde_json::from_str(event).map_err(|e| InvokeError::BadEvent(e.to_string()))?;

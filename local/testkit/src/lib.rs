@@ -4,6 +4,7 @@
 //! proxy, the IAM grant recorder, and a local Lambda Runtime API with a release-bootstrap
 //! runner. Never a dependency of a Lambda.
 
+pub mod alarm_events;
 pub mod api_event;
 pub mod bootstrap;
 pub mod cpu_quota;

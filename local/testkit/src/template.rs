@@ -646,9 +646,16 @@ fn env_value(
     }
 }
 
-/// A policy resource rendered as `Table` or `Table/index/*`.
+/// A policy resource rendered as `Table`, `Table/index/*`, `Table.StreamArn` (an attribute
+/// other than the ARN keeps its name) or `Table/stream/*`.
 fn policy_resource(value: &CfnValue) -> String {
     match value {
+        CfnValue::GetAtt {
+            resource,
+            attribute,
+        } if attribute != "Arn" => {
+            format!("{resource}.{attribute}")
+        }
         CfnValue::GetAtt { resource, .. } => resource.clone(),
         CfnValue::Sub(text) => text
             .replace(".Arn}", "}")

@@ -7,11 +7,14 @@ use std::collections::BTreeMap;
 use aws_sdk_dynamodb::types::AttributeValue;
 use serde::{Deserialize, Serialize};
 
+use crate::model::alarm::OFFLINE;
 use crate::model::alarm::{
     AlarmId, AlarmReading, AlarmSource, AlarmState, AlarmStatuses, Rule, Severity,
 };
 use crate::model::entity::{Entity, EntityType};
 use crate::model::expression::Attribute;
+use crate::model::keys::seen_bucket;
+use crate::model::offline::{due_at, Rhythm};
 use crate::model::shard::ShardCounts;
 use crate::model::status::DeviceStatus;
 
@@ -82,6 +85,9 @@ pub struct DeviceItem {
     /// Set while a deletion is in progress; such a device is gone for every reader.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub deleting_at: Option<Timestamp>,
+    /// How often the device promises to report (offline detection); `None`: learned.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub report_every_seconds: Option<u64>,
 }
 
 /// An owner's fleet: `USER#{userId}` / `FLEET`, and in the directory (GSI2). Registration
@@ -152,6 +158,21 @@ pub struct DeviceStateItem {
     /// duration ([`crate::model::alarm::evaluate`]); empty for a device with nothing open.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub alarms: AlarmStatuses,
+    /// Copy of the device's declared reporting interval.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub report_every_seconds: Option<u64>,
+    /// The learned mean gap between reports, changed at most once per `SEEN#` bucket
+    /// ([`crate::model::offline`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub learned_every_seconds: Option<u64>,
+    /// The learned mean deviation of the gaps.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub learned_jitter_seconds: Option<u64>,
+    /// Where the due index holds the device now (read back from its GSI3 sort key, never
+    /// stored as an attribute of its own): what an update compares [`DeviceStateItem::due_at`]
+    /// with to decide whether the entry moves.
+    #[serde(skip)]
+    pub indexed_due: Option<Timestamp>,
 }
 
 /// A tag link: `USER#{userId}` / `TAG#{tag}#{deviceId}`, carrying what a tag listing shows.
@@ -404,6 +425,8 @@ attributes!(DeviceItem {
     UPDATED_AT = "updatedAt",
     /// `deletingAt`: set while a deletion is in progress (readers treat the device as gone).
     DELETING_AT = "deletingAt",
+    /// `reportEverySeconds`: the declared reporting interval.
+    REPORT_EVERY_SECONDS = "reportEverySeconds",
 });
 
 attributes!(FleetItem {
@@ -440,6 +463,12 @@ attributes!(DeviceStateItem {
     TAGS = "tags",
     /// `alarms`: alarm statuses by source.
     ALARMS = "alarms",
+    /// `reportEverySeconds`: copy of the declared reporting interval.
+    REPORT_EVERY_SECONDS = "reportEverySeconds",
+    /// `learnedEverySeconds`: the learned reporting interval.
+    LEARNED_EVERY_SECONDS = "learnedEverySeconds",
+    /// `learnedJitterSeconds`: the learned jitter of the interval.
+    LEARNED_JITTER_SECONDS = "learnedJitterSeconds",
 });
 
 impl DeviceStateItem {
@@ -598,13 +627,19 @@ impl Entity for DeviceStateItem {
     }
     /// On GSI1 by status shard; sparse in the `SEEN#` sort key until the device first sends
     /// events, which keeps never-seen devices out of "seen since" queries.
+    /// On GSI3 by its offline-check due time while it is watched ([`DeviceStateItem::due_at`]).
     fn index_keys(&self, shards: &ShardCounts) -> IndexKeys {
-        IndexKeys::device_state(
-            self.status,
-            &self.device_id,
-            self.last_seen.as_ref(),
-            shards,
-        )
+        let due = IndexKeys::due(&self.device_id, self.due_at().as_ref());
+        IndexKeys {
+            gsi3pk: due.gsi3pk,
+            gsi3sk: due.gsi3sk,
+            ..IndexKeys::device_state(
+                self.status,
+                &self.device_id,
+                self.last_seen.as_ref(),
+                shards,
+            )
+        }
     }
     /// The readings go into one compact attribute ([`crate::model::readings`]).
     fn to_item(&self, shards: &ShardCounts) -> Result<Item, crate::model::error::FleetError> {
@@ -628,7 +663,13 @@ impl Entity for DeviceStateItem {
             }
             None => None,
         };
+        let indexed_due = item
+            .get(crate::model::schema::GSI3SK.name())
+            .and_then(|v| v.as_s().ok())
+            .and_then(|sk| crate::model::keys::parse_due_gsi3sk(sk).ok())
+            .map(|(at, _)| at);
         let mut state: Self = crate::model::entity::checked_item(item)?;
+        state.indexed_due = indexed_due;
         if let Some(readings) = readings {
             state.latest = readings.latest;
             state.recent = readings.recent;
@@ -638,6 +679,42 @@ impl Entity for DeviceStateItem {
 }
 
 impl DeviceStateItem {
+    /// Its reporting rhythm: the declared interval and the learned one.
+    pub fn rhythm(&self) -> Rhythm {
+        Rhythm {
+            declared: self.report_every_seconds,
+            learned: self.learned_every_seconds,
+            jitter: self.learned_jitter_seconds,
+        }
+    }
+
+    /// When the device is offline unless it reports first ([`crate::model::offline`]), while it
+    /// is watched: active, seen, with an interval known, and not offline already.
+    pub fn due_at(&self) -> Option<Timestamp> {
+        if self.status != DeviceStatus::Active || self.alarms.contains_key(OFFLINE) {
+            return None;
+        }
+        due_at(self.last_seen.as_ref()?, &self.device_id, &self.rhythm())
+    }
+
+    /// Learns from the gap between `before`'s report and this state's, once per `SEEN#`
+    /// bucket (when the bucket changes): the learned interval, like the due entry, changes
+    /// only when the `SEEN#` entry moves.
+    pub fn learn_rhythm(&mut self, before: &DeviceStateItem) {
+        let (Some(then), Some(now)) = (before.last_seen, self.last_seen) else {
+            return;
+        };
+        if seen_bucket(&then, &self.device_id) == seen_bucket(&now, &self.device_id) {
+            return;
+        }
+        let gap = now.epoch_seconds() - then.epoch_seconds();
+        let learned = before
+            .rhythm()
+            .learned_after(gap, before.alarms.contains_key(OFFLINE));
+        self.learned_every_seconds = learned.learned;
+        self.learned_jitter_seconds = learned.jitter;
+    }
+
     /// `latest` and `recent` as the state item stores them (attribute [`DeviceStateItem::READINGS`]).
     pub fn readings_attribute(&self) -> AttributeValue {
         AttributeValue::B(aws_sdk_dynamodb::primitives::Blob::new(
@@ -1063,6 +1140,7 @@ mod tests {
                     created_at: at,
                     updated_at: at,
                     deleting_at: Some(at),
+                    report_every_seconds: Some(60),
                 }
                 .to_item(&shards)
                 .unwrap(),
@@ -1104,6 +1182,10 @@ mod tests {
                         "offline".to_string(),
                         crate::model::alarm::AlarmStatus::default(),
                     )]),
+                    report_every_seconds: Some(60),
+                    learned_every_seconds: Some(61),
+                    learned_jitter_seconds: Some(2),
+                    indexed_due: None,
                 }
                 .to_item(&shards)
                 .unwrap(),
@@ -1245,6 +1327,7 @@ mod tests {
             created_at: at,
             updated_at: at,
             deleting_at: None,
+            report_every_seconds: None,
         };
         let shards = ShardCounts::default();
         let attrs = item.to_item(&shards).unwrap();
@@ -1289,6 +1372,10 @@ mod tests {
             twin: TwinVersions::default(),
             tags: Vec::new(),
             alarms: BTreeMap::new(),
+            report_every_seconds: None,
+            learned_every_seconds: None,
+            learned_jitter_seconds: None,
+            indexed_due: None,
         };
         let shards = ShardCounts::default();
         let attrs = state.to_item(&shards).unwrap();

@@ -50,6 +50,12 @@ pub const OPEN_ALARM_PREFIX: &str = "OPEN#";
 pub const OPEN_ALARM_SHARDS: u16 = 32;
 /// Shards of `REMIND#{shard}` (alarms with a reminder due, GSI1).
 pub const REMINDER_SHARDS: u16 = 16;
+/// Shards of `DUE#{shard}` (devices' offline-check due times, GSI3). A device's due entry
+/// moves exactly when its `SEEN#` entry does, so it takes the same write rate and the same
+/// spread as `STATUS#active#{shard}` (`ACTIVE_STATUS_SHARDS`' default): 10 million devices
+/// moving once per 15 minutes are 22,000 WCU/s over 64 keys, 350 each (docs/design.md,
+/// "Offline detection").
+pub const DUE_SHARDS: u16 = 64;
 
 /// Sort key of the profile item.
 pub const PROFILE_SK: &str = "PROFILE";
@@ -360,6 +366,37 @@ pub fn reminder_gsi1sk(
     format!("{remind_at}#{user}#{device}#{}", source.as_str())
 }
 
+/// GSI3 partition key of devices' offline-check due times: `DUE#{shard}`.
+pub fn due_gsi3pk(shard: u16) -> String {
+    format!("DUE#{shard}")
+}
+
+/// The shard of `device`'s due entry among [`DUE_SHARDS`].
+pub fn due_shard(device: &DeviceId) -> u16 {
+    shard_of(device.as_str(), DUE_SHARDS)
+}
+
+/// GSI3 sort key of a device's due entry: `{dueAt}#{deviceId}` (due order).
+pub fn due_gsi3sk(due_at: &Timestamp, device: &DeviceId) -> String {
+    format!("{due_at}#{device}")
+}
+
+/// The highest GSI3 sort key of a device due at or before `at` (every id character sorts
+/// before `~`), for `GSI3SK <= due_until(at)`.
+pub fn due_until(at: &Timestamp) -> String {
+    format!("{at}#~")
+}
+
+/// The due time and device of a due entry's GSI3 sort key `{dueAt}#{deviceId}`.
+pub fn parse_due_gsi3sk(sk: &str) -> Result<(Timestamp, DeviceId), ValidationError> {
+    let bad = || ValidationError::new("key", format!("not a due key: {sk}"));
+    let (at, device) = sk.split_once('#').ok_or_else(bad)?;
+    Ok((
+        Timestamp::parse_field("key", at).map_err(|_| bad())?,
+        DeviceId::parse(device).map_err(|_| bad())?,
+    ))
+}
+
 /// GSI1 partition key of a device state: `STATUS#{status}#{shard}`.
 pub fn status_gsi1pk(status: DeviceStatus, shard: u16) -> String {
     format!("STATUS#{}#{shard}", status.as_str())
@@ -538,6 +575,17 @@ impl IndexKeys {
         IndexKeys {
             gsi1pk: Some(status_gsi1pk(status, status_shard(device, status, shards))),
             gsi1sk: last_seen.map(|t| device_seen_key(t, device)),
+            ..IndexKeys::default()
+        }
+    }
+
+    /// A device state's offline-check due entry on GSI3 (`DUE#{shard}` / `{dueAt}#{deviceId}`),
+    /// or none while the device is not watched (never seen, no interval known, not active, or
+    /// offline already).
+    pub fn due(device: &DeviceId, due_at: Option<&Timestamp>) -> Self {
+        IndexKeys {
+            gsi3pk: due_at.map(|_| due_gsi3pk(due_shard(device))),
+            gsi3sk: due_at.map(|at| due_gsi3sk(at, device)),
             ..IndexKeys::default()
         }
     }
@@ -1281,7 +1329,10 @@ pub const KEY_TEMPLATES: [KeyTemplate; 19] = [
             "SEEN#${seenBucket}#${deviceId}",
         )),
         gsi2: None,
-        gsi3: None,
+        gsi3: Some((
+            "DUE#${dueShard} (active devices with a known interval, not offline)",
+            "${dueAt}#${deviceId}",
+        )),
     },
     KeyTemplate {
         entity_type: "tagLink",

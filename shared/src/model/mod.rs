@@ -8,6 +8,7 @@ pub mod expression;
 pub mod ids;
 pub mod items;
 pub mod keys;
+pub mod offline;
 pub mod pattern_id;
 pub mod readings;
 pub mod schema;

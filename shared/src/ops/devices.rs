@@ -60,6 +60,8 @@ pub struct DeviceRegistration {
     pub device_type: DeviceType,
     /// Tags, validated, sorted, unique.
     pub tags: Vec<Tag>,
+    /// Declared reporting interval (offline detection); `None`: learned from the device.
+    pub report_every_seconds: Option<u64>,
 }
 
 /// A validated `PATCH /me/devices/{deviceId}`: at least one field is set.
@@ -71,6 +73,8 @@ pub struct DevicePatch {
     pub name: Option<String>,
     /// New tag set (replaces the old one).
     pub tags: Option<Vec<Tag>>,
+    /// New declared reporting interval; `Some(None)` (JSON `null`) goes back to learning it.
+    pub report_every_seconds: Option<Option<u64>>,
 }
 
 impl DevicePatch {
@@ -95,6 +99,12 @@ pub struct Device {
     pub status: DeviceStatus,
     /// Tags.
     pub tags: Vec<String>,
+    /// Declared reporting interval, if any (otherwise the device's rhythm is learned).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub report_every_seconds: Option<u64>,
+    /// The interval learned from the device's rhythm, once known.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub learned_every_seconds: Option<u64>,
     /// Version for `If-Match`.
     pub version: u64,
     /// Registration time.
@@ -146,6 +156,7 @@ impl Device {
     pub fn with_state(item: DeviceItem, state: Option<&DeviceStateItem>) -> Self {
         Self {
             last_seen: state.and_then(|s| s.last_seen).map(|t| t.to_string()),
+            learned_every_seconds: state.and_then(|s| s.learned_every_seconds),
             latest: state
                 .map(|s| {
                     s.latest
@@ -187,6 +198,8 @@ impl From<DeviceItem> for Device {
             device_type: item.device_type.to_string(),
             status: item.status,
             tags: item.tags.iter().map(ToString::to_string).collect(),
+            report_every_seconds: item.report_every_seconds,
+            learned_every_seconds: None,
             version: item.version,
             created_at: item.created_at.to_string(),
             updated_at: item.updated_at.to_string(),
@@ -265,6 +278,7 @@ fn new_device(
         created_at: now,
         updated_at: now,
         deleting_at: None,
+        report_every_seconds: registration.report_every_seconds,
     }
 }
 
@@ -285,6 +299,10 @@ fn new_state(device: &DeviceItem) -> DeviceStateItem {
         twin: Default::default(),
         tags: device.tags.clone(),
         alarms: BTreeMap::new(),
+        report_every_seconds: device.report_every_seconds,
+        learned_every_seconds: None,
+        learned_jitter_seconds: None,
+        indexed_due: None,
     }
 }
 
@@ -690,9 +708,11 @@ pub async fn update_device(
     patch: DevicePatch,
 ) -> Result<Device, FleetError> {
     if patch == DevicePatch::default() {
-        return Err(
-            ValidationError::new("body", "nothing to update: give status, name or tags").into(),
-        );
+        return Err(ValidationError::new(
+            "body",
+            "nothing to update: give status, name, tags or reportEverySeconds",
+        )
+        .into());
     }
     let now = Timestamp::now();
     let result = patch_request(table, user, device, expected_version, &patch, &now)?
@@ -714,8 +734,13 @@ pub async fn update_device(
     };
     // The update itself is committed: report it even if a copy lags, and say so in the log.
     // The next change of the same field brings it in step again.
-    if patch.status.is_some() || patch.name.is_some() || patch.tags.is_some() {
-        if let Err(err) = copy_to_state(table, &item).await {
+    if patch.status.is_some()
+        || patch.name.is_some()
+        || patch.tags.is_some()
+        || patch.report_every_seconds.is_some()
+    {
+        let recheck = patch.status.is_some() || patch.report_every_seconds.is_some();
+        if let Err(err) = copy_to_state(table, &item, recheck).await {
             tracing::warn!(device = %item.device_id, error = %err, "live state's status/name copy out of step");
         }
     }
@@ -727,9 +752,18 @@ pub async fn update_device(
     Ok(item.into())
 }
 
-/// Copies `device`'s status (its GSI1 partition), name and tags onto its live state, unless a newer
-/// version of the device already did (concurrent PATCHes may land in any order).
-async fn copy_to_state(table: &FleetTable, device: &DeviceItem) -> Result<(), FleetError> {
+/// Copies `device`'s status (its GSI1 partition), name, tags and declared reporting interval
+/// onto its live state, unless a newer version of the device already did (concurrent PATCHes
+/// may land in any order). `recheck` (the status or the interval changed, so the device's
+/// offline-check due time may have): the state's due entry is set to now, so the detector
+/// reads the state at its next run and puts the entry where it belongs (or removes it), and
+/// a shortened interval is never waited out at the old due time. The entry is the detector's
+/// to fix, not this copy's: the state's `lastSeen` is not read here.
+async fn copy_to_state(
+    table: &FleetTable,
+    device: &DeviceItem,
+    recheck: bool,
+) -> Result<(), FleetError> {
     // The status index partition follows the status: derived by the entity, as on a put
     // (the sort key, which follows `lastSeen`, is ingestion's and stays as it is).
     let status_partition =
@@ -743,6 +777,16 @@ async fn copy_to_state(table: &FleetTable, device: &DeviceItem) -> Result<(), Fl
         )
         .set_all(status_partition.attributes())
         .set(DeviceStateItem::DEVICE_VERSION, n(device.version));
+    let changes = match device.report_every_seconds {
+        Some(every) => changes.set(DeviceStateItem::REPORT_EVERY_SECONDS, n(every)),
+        None => changes.remove(DeviceStateItem::REPORT_EVERY_SECONDS),
+    };
+    let changes = if recheck {
+        let now = Timestamp::now();
+        changes.set_all(IndexKeys::due(&device.device_id, Some(&now)).attributes())
+    } else {
+        changes
+    };
     let not_newer =
         Condition::exists(PK).and(Condition::absent(DeviceStateItem::DEVICE_VERSION).or(
             Condition::below(DeviceStateItem::DEVICE_VERSION, n(device.version)),
@@ -785,6 +829,11 @@ fn patch_request(
     }
     if let Some(tags) = &patch.tags {
         changes = changes.set(DeviceItem::TAGS, serde_dynamo::to_attribute_value(tags)?);
+    }
+    match patch.report_every_seconds {
+        Some(Some(every)) => changes = changes.set(DeviceItem::REPORT_EVERY_SECONDS, n(every)),
+        Some(None) => changes = changes.remove(DeviceItem::REPORT_EVERY_SECONDS),
+        None => {}
     }
     if patch.changes_copies() {
         changes = changes.increment(DeviceItem::SYNC_VERSION, n(1));
@@ -839,6 +888,9 @@ fn applied_by(
         && patch.status.is_none_or(|s| device.status == s)
         && patch.name.as_ref().is_none_or(|n| &device.name == n)
         && patch.tags.as_ref().is_none_or(|t| &device.tags == t)
+        && patch
+            .report_every_seconds
+            .is_none_or(|r| device.report_every_seconds == r)
 }
 
 /// Brings tag links and the registration's name/type copy in step with `device` (as

@@ -80,6 +80,7 @@ pub async fn register_named<S: AsRef<str>>(
             table,
             &owner,
             DeviceRegistration {
+                report_every_seconds: None,
                 device_id: DeviceId::parse(id).map_err(BenchError::setup)?,
                 name: format!("Bench {id}"),
                 device_type: DeviceType::parse("thermostat").map_err(BenchError::setup)?,

@@ -160,7 +160,7 @@ pub fn lines(sim: &Simulation, dynamo: &MonthlyCost, model: &Value) -> Vec<Line>
         ),
     });
 
-    // The device twin (docs/design.md section 11).
+    // The device twin (docs/design.md section 12).
     let twin = &sim.profile.twin;
     let desired = devices * twin.desired_changes_per_device_per_month;
     let commands = devices * twin.commands_per_device_per_month;

@@ -535,6 +535,7 @@ pub static CASES: &[PatternCase] = &[
         run: |table, _| {
             Box::pin(async move {
                 let registration = DeviceRegistration {
+                    report_every_seconds: None,
                     device_id: DeviceId::parse(NEW_DEVICE)?,
                     name: "New".into(),
                     device_type: DeviceType::parse("thermostat")?,

@@ -28,7 +28,7 @@ use crate::model::keys::{IndexKeys, ItemKey};
 use crate::model::readings::newest_millis;
 use crate::model::readings::{StoredEvent, StoredReading};
 use crate::model::schema::Item;
-use crate::model::schema::{GSI1SK, PK};
+use crate::model::schema::{GSI1SK, GSI3PK, GSI3SK, PK};
 use crate::model::twin::TwinVersions;
 use crate::ops::alarms::{transition_actions, AlarmDevice};
 use crate::store::dynamo::{n, transact, Transaction};
@@ -87,6 +87,7 @@ pub fn merged(state: &DeviceStateItem, events: &[NewEvent]) -> DeviceStateItem {
     next.recent
         .sort_by(|a, b| (b.0, b.1.as_str()).cmp(&(a.0, a.1.as_str())));
     next.recent.truncate(RECENT_EVENTS);
+    next.learn_rhythm(state);
     next
 }
 
@@ -136,7 +137,14 @@ pub fn without(
     let newest = newest_millis(&next.latest, &next.recent)
         .and_then(crate::model::timestamp::Timestamp::from_epoch_millis);
     next.last_seen = before.last_seen.max(newest);
-    merged(&next, stored)
+    // The rhythm is learned from `before` to what is left, as if only the stored events came.
+    next.learned_every_seconds = before.learned_every_seconds;
+    next.learned_jitter_seconds = before.learned_jitter_seconds;
+    let mut repaired = merged(&next, stored);
+    repaired.learned_every_seconds = before.learned_every_seconds;
+    repaired.learned_jitter_seconds = before.learned_jitter_seconds;
+    repaired.learn_rhythm(before);
+    repaired
 }
 
 /// Refuses a batch that would make `state` keep more than [`MAX_STATE_TYPES`] types: a 400
@@ -453,6 +461,28 @@ impl Ingestor {
         if let Some(moved) = seen_key(&next).filter(|k| Some(k) != seen_key(base).as_ref()) {
             changes = changes.set_all([moved]);
         }
+        // The learned rhythm and the offline-check due entry (GSI3) change only when the SEEN
+        // bucket does (or when the entry is not where the state says it belongs: a PATCH asked
+        // for a recheck, the detector removed it, an offline alarm cleared).
+        if next.rhythm() != base.rhythm() {
+            changes = changes
+                .set(
+                    DeviceStateItem::LEARNED_EVERY_SECONDS,
+                    serde_dynamo::to_attribute_value(next.learned_every_seconds)?,
+                )
+                .set(
+                    DeviceStateItem::LEARNED_JITTER_SECONDS,
+                    serde_dynamo::to_attribute_value(next.learned_jitter_seconds)?,
+                );
+        }
+        let due = next.due_at();
+        if due != base.indexed_due {
+            changes = match due {
+                Some(at) => changes.set_all(IndexKeys::due(device, Some(&at)).attributes()),
+                None => changes.remove(GSI3PK).remove(GSI3SK),
+            };
+        }
+        next.indexed_due = due;
         // The list form of states written before `readings` goes as they are rewritten.
         let changes = changes
             .remove(DeviceStateItem::LEGACY_LATEST)
@@ -590,6 +620,10 @@ mod tests {
             tags: Vec::new(),
             alarms: BTreeMap::new(),
             twin: Default::default(),
+            report_every_seconds: None,
+            learned_every_seconds: None,
+            learned_jitter_seconds: None,
+            indexed_due: None,
         }
     }
 

@@ -1,0 +1,226 @@
+//! alarm-watch: alarms in the background (docs/design.md, "Offline detection" and
+//! "Notifications"). One function, two event sources:
+//!
+//! - the EventBridge schedule (`rate(1 minute)`): the offline detector and reminders for the
+//!   scheduled event's `time` (or `{"time": "..."}` by hand: a test or an operator runs it for a
+//!   given moment), [`shared::ops::alarms::watch`];
+//! - the table's DynamoDB stream, filtered to alarm items: their transitions published to the
+//!   EventBridge bus `AlarmBus` ([`shared::ops::alarms::notify`]), answering the records that
+//!   could not be published as batch item failures so Lambda retries them.
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use aws_lambda_events::event::dynamodb::Event as StreamEvent;
+use lambda_runtime::LambdaEvent;
+use serde::Deserialize;
+use serde_json::{json, Value};
+use shared::model::timestamp::Timestamp;
+use shared::observe::served::{serve_observed, Served};
+use shared::observe::trace::TraceHeader;
+use shared::ops::alarms::notify::{publish, AlarmRecord, EventEntry, Publisher};
+use shared::ops::alarms::watch::watch;
+use shared::store::deadline::Deadline;
+use shared::store::metrics::RequestMeter;
+use shared::{FleetError, FleetTable, ValidationError};
+
+/// The function's `Timeout` in `template.yaml` (see [`shared::store::deadline`]): a run must
+/// end before the next minute's starts.
+pub const TIMEOUT: Duration = Duration::from_secs(55);
+/// Time kept before the deadline to answer.
+const MARGIN: Duration = Duration::from_secs(5);
+/// The name of a run's subsegment in its trace.
+pub const RUN_SEGMENT: &str = "alarm watch";
+
+/// `ALARM_BUS_NAME` (the template sets it to the bus `AlarmBus`'s name).
+pub fn bus_from_env() -> String {
+    std::env::var("ALARM_BUS_NAME")
+        .ok()
+        .filter(|s| !s.trim().is_empty())
+        .unwrap_or_else(|| "AlarmBus".to_string())
+}
+
+/// PutEvents on Amazon EventBridge.
+pub struct EventBridge {
+    client: aws_sdk_eventbridge::Client,
+}
+
+impl EventBridge {
+    /// A client from the environment (region, credentials).
+    pub async fn from_env() -> Self {
+        let sdk = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
+        Self {
+            client: aws_sdk_eventbridge::Client::new(&sdk),
+        }
+    }
+}
+
+impl Publisher for EventBridge {
+    async fn put_events(
+        &self,
+        entries: Vec<EventEntry>,
+    ) -> Result<Vec<Option<String>>, FleetError> {
+        let count = entries.len();
+        let entries = entries
+            .into_iter()
+            .map(|e| {
+                aws_sdk_eventbridge::types::PutEventsRequestEntry::builder()
+                    .source(e.source)
+                    .detail_type(e.detail_type)
+                    .detail(e.detail)
+                    .event_bus_name(e.event_bus_name)
+                    .build()
+            })
+            .collect();
+        let out = self
+            .client
+            .put_events()
+            .set_entries(Some(entries))
+            .send()
+            .await
+            .map_err(|e| {
+                FleetError::internal(aws_sdk_eventbridge::error::DisplayErrorContext(e))
+            })?;
+        let mut codes: Vec<Option<String>> = out
+            .entries
+            .unwrap_or_default()
+            .into_iter()
+            .map(|r| r.error_code)
+            .collect();
+        // EventBridge answers one result per entry, in order; a short answer fails the rest.
+        codes.resize(count, Some("NoResult".to_string()));
+        Ok(codes)
+    }
+}
+
+/// What every invocation of this execution environment shares.
+pub struct State<P> {
+    /// The table.
+    pub table: FleetTable,
+    /// Where transitions go.
+    pub publisher: P,
+    /// The bus's name.
+    pub bus: String,
+}
+
+impl State<EventBridge> {
+    /// The table, EventBridge and the bus from the environment.
+    pub async fn from_env() -> Result<Self, FleetError> {
+        Ok(Self {
+            table: FleetTable::from_env().await?,
+            publisher: EventBridge::from_env().await,
+            bus: bus_from_env(),
+        })
+    }
+}
+
+impl<P: Publisher + Sync> State<P> {
+    /// One Lambda invocation, until the deadline Lambda gave.
+    pub async fn handle(&self, event: LambdaEvent<Value>) -> Result<Value, FleetError> {
+        let deadline = Deadline::from_lambda(event.context.deadline(), TIMEOUT);
+        let trace = event.context.xray_trace_id.clone();
+        let trace = trace.as_deref().and_then(TraceHeader::parse);
+        let Served {
+            outcome: result,
+            used,
+            latency_ms,
+            ..
+        } = serve_observed(
+            RequestMeter::new(),
+            trace.as_ref(),
+            RUN_SEGMENT,
+            Box::pin(handle(self, event.payload, deadline.instant())),
+            |result| if result.is_ok() { 200 } else { 500 },
+        )
+        .await;
+        shared::observe::emf::emit(&shared::observe::emf::run_document(
+            latency_ms,
+            result.is_err(),
+            &used,
+        ));
+        tracing::info!(
+            function = "alarm-watch",
+            ok = result.is_ok(),
+            latency_ms,
+            ddb_requests = used.requests(),
+            rcu = used.read_units,
+            wcu = used.write_units,
+            "invocation"
+        );
+        result
+    }
+}
+
+#[derive(Deserialize)]
+struct Scheduled {
+    /// EventBridge scheduled events (and runs by hand): the time to evaluate.
+    time: Option<String>,
+}
+
+/// Handles one event: a stream batch (`Records`) or a scheduled run (`time`).
+pub async fn handle<P: Publisher>(
+    state: &State<P>,
+    event: Value,
+    deadline: Instant,
+) -> Result<Value, FleetError> {
+    if event.get("Records").is_some() {
+        let stream: StreamEvent = serde_json::from_value(event)
+            .map_err(|e| ValidationError::new("Records", e.to_string()))?;
+        let records = stream_records(stream);
+        let published = publish(&state.publisher, &state.bus, &records).await?;
+        tracing::info!(
+            records = records.len(),
+            published = published.entries,
+            calls = published.calls,
+            failed_from = published.failed_from.as_deref(),
+            "alarm notifications"
+        );
+        let failures: Vec<Value> = published
+            .failed_from
+            .into_iter()
+            .map(|id| json!({ "itemIdentifier": id }))
+            .collect();
+        return Ok(json!({ "batchItemFailures": failures }));
+    }
+    let scheduled: Scheduled =
+        serde_json::from_value(event).map_err(|e| ValidationError::new("event", e.to_string()))?;
+    let at = match scheduled.time {
+        Some(time) => Timestamp::parse_field("time", &time)?,
+        None => {
+            return Err(
+                ValidationError::new("time", "give a time, or send a scheduled event").into(),
+            )
+        }
+    };
+    let run = watch(
+        &state.table,
+        at,
+        deadline.checked_sub(MARGIN).unwrap_or(deadline),
+    )
+    .await?;
+    tracing::info!(
+        at = %run.at,
+        candidates = run.candidates,
+        raised = run.raised,
+        rearmed = run.rearmed,
+        removed = run.removed,
+        conflicts = run.conflicts,
+        reminders = run.reminders,
+        complete = run.complete,
+        "offline check"
+    );
+    serde_json::to_value(run).map_err(FleetError::internal)
+}
+
+/// The records of a stream event, as the notifier reads them.
+pub fn stream_records(event: StreamEvent) -> Vec<AlarmRecord> {
+    event
+        .records
+        .into_iter()
+        .map(|r| AlarmRecord {
+            sequence_number: r.change.sequence_number.unwrap_or_default(),
+            old_image: HashMap::from(r.change.old_image),
+            new_image: HashMap::from(r.change.new_image),
+        })
+        .collect()
+}

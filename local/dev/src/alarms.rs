@@ -1,0 +1,80 @@
+//! The dev server's alarm-watch: what EventBridge's schedule and the stream's event source
+//! mapping do on AWS. Every minute the offline check and reminders run for the current time;
+//! every few seconds the alarm records of DynamoDB Local's stream go through alarm-watch's
+//! handler, and each PutEvents request it would send to EventBridge (which has no local twin)
+//! is logged, one line per transition.
+
+use std::time::{Duration, Instant};
+
+use fleet_testkit::alarm_events::{lambda_event, AlarmStream, RecordedPutEvents};
+use serde_json::{json, Value};
+use shared::model::timestamp::Timestamp;
+use shared::FleetTable;
+
+/// How often the stream is read.
+const STREAM_POLL: Duration = Duration::from_secs(2);
+/// How often the scheduled run goes (the template's `rate(1 minute)`).
+const SCHEDULE: Duration = Duration::from_secs(60);
+
+/// Runs until the process ends: the schedule and the stream, logging each transition.
+pub async fn watch_alarms(table: FleetTable, endpoint: String) {
+    let state = alarm_watch::State {
+        table: table.clone(),
+        publisher: RecordedPutEvents::default(),
+        bus: alarm_watch::bus_from_env(),
+    };
+    let mut stream = match AlarmStream::open(&table, &endpoint).await {
+        Ok(stream) => stream,
+        Err(err) => {
+            eprintln!("alarm notifications off: the table's stream cannot be read ({err})");
+            return;
+        }
+    };
+    let mut next_run = Instant::now();
+    let mut logged = 0;
+    loop {
+        if Instant::now() >= next_run {
+            next_run += SCHEDULE;
+            let event = json!({"detail-type": "Scheduled Event", "source": "aws.events",
+                "time": Timestamp::now().to_string()});
+            let deadline = Instant::now() + alarm_watch::TIMEOUT;
+            if let Err(err) = alarm_watch::handle(&state, event, deadline).await {
+                tracing::warn!(error = %err, "offline check failed");
+            }
+        }
+        match stream.read().await {
+            Ok(records) if !records.is_empty() => {
+                let deadline = Instant::now() + alarm_watch::TIMEOUT;
+                if let Err(err) =
+                    alarm_watch::handle(&state, lambda_event(&records), deadline).await
+                {
+                    tracing::warn!(error = %err, "alarm notifications failed");
+                }
+            }
+            Ok(_) => {}
+            Err(err) => tracing::warn!(error = %err, "the table's stream could not be read"),
+        }
+        let entries = state.publisher.entries();
+        for entry in &entries[logged..] {
+            log_transition(entry);
+        }
+        logged = entries.len();
+        tokio::time::sleep(STREAM_POLL).await;
+    }
+}
+
+/// One line per transition: what EventBridge would receive.
+fn log_transition(entry: &Value) {
+    let detail: Value =
+        serde_json::from_str(entry["Detail"].as_str().unwrap_or("{}")).unwrap_or_default();
+    tracing::info!(
+        detail_type = entry["DetailType"].as_str().unwrap_or_default(),
+        alarm = detail["alarmId"].as_str().unwrap_or_default(),
+        user = detail["userId"].as_str().unwrap_or_default(),
+        device = detail["deviceId"].as_str().unwrap_or_default(),
+        kind = detail["kind"].as_str().unwrap_or_default(),
+        severity = detail["severity"].as_str().unwrap_or_default(),
+        put_events_entry = %entry,
+        "alarm transition (PutEvents to EventBridge, recorded locally)"
+    );
+}

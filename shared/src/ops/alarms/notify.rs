@@ -1,0 +1,362 @@
+//! Notifications (docs/design.md, "Notifications"): the table's stream records of alarm items
+//! become EventBridge events on the bus `AlarmBus`, at least once and in order per device.
+//!
+//! An alarm item is written only on a transition, and DynamoDB writes no stream record for a
+//! write that changes nothing, so a replayed batch publishes nothing. What a record means comes
+//! from its old and new images ([`transitions`]): a new alarm was raised (and, written
+//! already cleared, cleared); a change of `state` is an acknowledgement or a clear; more
+//! `reminders` is a reminder. Entries are sent in record order, at most one per device in a
+//! PutEvents call (EventBridge does not order the entries of one call), calls one after the
+//! other; the first call with a failed entry stops the batch, and the record of the earliest
+//! failed entry is reported as the batch item failure, so Lambda retries from there: the
+//! device's later transitions wait behind it and nothing is lost. A retried record may
+//! publish an entry again (at least once); `notificationId` tells a consumer it saw it.
+
+use std::collections::HashSet;
+use std::future::Future;
+
+use serde::Serialize;
+use serde_json::{json, Value};
+
+use crate::model::alarm::{AlarmKind, AlarmSource, AlarmState};
+use crate::model::entity::{Entity, EntityType};
+use crate::model::error::FleetError;
+use crate::model::items::AlarmItem;
+use crate::model::keys::alarm_pk;
+use crate::model::schema::Item;
+
+/// The events' `Source`.
+pub const SOURCE: &str = "device-fleet";
+/// Most entries in one PutEvents call (EventBridge's limit).
+pub const PUT_EVENTS_SIZE: usize = 10;
+
+/// What happened to an alarm: an event's `DetailType`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub enum DetailType {
+    /// Raised (or reminded: `reminder` is set).
+    #[serde(rename = "Device Fleet Alarm Raised")]
+    Raised,
+    /// Acknowledged by its owner.
+    #[serde(rename = "Device Fleet Alarm Acknowledged")]
+    Acknowledged,
+    /// Cleared.
+    #[serde(rename = "Device Fleet Alarm Cleared")]
+    Cleared,
+}
+
+impl DetailType {
+    /// The `DetailType` text.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            DetailType::Raised => "Device Fleet Alarm Raised",
+            DetailType::Acknowledged => "Device Fleet Alarm Acknowledged",
+            DetailType::Cleared => "Device Fleet Alarm Cleared",
+        }
+    }
+
+    fn transition(&self, reminder: Option<u32>) -> &'static str {
+        match (self, reminder) {
+            (DetailType::Raised, Some(_)) => "reminder",
+            (DetailType::Raised, None) => "raised",
+            (DetailType::Acknowledged, _) => "acknowledged",
+            (DetailType::Cleared, _) => "cleared",
+        }
+    }
+}
+
+/// One transition of one alarm, as a record's images show it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Notice {
+    /// What happened.
+    pub detail_type: DetailType,
+    /// For a reminder: which one (1, 2, ...).
+    pub reminder: Option<u32>,
+}
+
+/// The transitions a stream record of an alarm item stands for, in order: `old` and `new`
+/// are its images (`None`: absent, as for an INSERT's old image or an expiry's new one).
+pub fn transitions(old: Option<&AlarmItem>, new: Option<&AlarmItem>) -> Vec<Notice> {
+    let notice = |detail_type| Notice {
+        detail_type,
+        reminder: None,
+    };
+    let Some(new) = new else {
+        // Deleted (its TTL expired): not a transition.
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    let (was_acknowledged, was_cleared) = match old {
+        None => {
+            out.push(notice(DetailType::Raised));
+            (false, false)
+        }
+        Some(old) => (
+            old.acknowledged_at.is_some() || old.state == AlarmState::Acknowledged,
+            old.state == AlarmState::Cleared,
+        ),
+    };
+    let acknowledged = new.acknowledged_at.is_some() || new.state == AlarmState::Acknowledged;
+    if acknowledged && !was_acknowledged {
+        out.push(notice(DetailType::Acknowledged));
+    }
+    if new.state == AlarmState::Cleared && !was_cleared {
+        out.push(notice(DetailType::Cleared));
+    }
+    if let Some(old) = old {
+        if new.reminders > old.reminders && new.state == AlarmState::Active {
+            out.push(Notice {
+                detail_type: DetailType::Raised,
+                reminder: Some(new.reminders),
+            });
+        }
+    }
+    out
+}
+
+/// The alarm JSON of the API (docs/alarm-events.md) with `userId`: an event's `Detail`.
+pub fn alarm_detail(alarm: &AlarmItem, notice: &Notice) -> Value {
+    let source = alarm.alarm_source().ok();
+    let kind = source
+        .as_ref()
+        .map(AlarmSource::kind)
+        .unwrap_or(AlarmKind::Threshold);
+    let reading = match kind {
+        AlarmKind::Offline => json!({ "lastSeen": alarm.last_seen.map(|t| t.to_string()) }),
+        AlarmKind::Threshold => serde_json::to_value(&alarm.reading).unwrap_or(Value::Null),
+    };
+    let mut detail = json!({
+        "alarmId": alarm.alarm_id().map(|id| id.to_string()).unwrap_or_default(),
+        "userId": alarm.user_id.to_string(),
+        "deviceId": alarm.device_id.to_string(),
+        "deviceName": alarm.device_name,
+        "ruleName": alarm.rule_name,
+        "kind": kind,
+        "severity": alarm.severity,
+        "state": alarm.state,
+        "raisedAt": alarm.raised_at.to_string(),
+        "clearedAt": alarm.cleared_at.map(|t| t.to_string()),
+        "acknowledgedAt": alarm.acknowledged_at.map(|t| t.to_string()),
+        "reading": reading,
+        "clearReading": serde_json::to_value(&alarm.clear_reading).unwrap_or(Value::Null),
+        "reminders": alarm.reminders,
+        "transition": notice.detail_type.transition(notice.reminder),
+    });
+    if let Some(AlarmSource::Rule(rule)) = &source {
+        detail["ruleId"] = json!(rule.as_str());
+    }
+    if let Some(n) = notice.reminder {
+        detail["reminder"] = json!(n);
+    }
+    detail["notificationId"] = json!(format!(
+        "{}:{}{}",
+        detail["alarmId"].as_str().unwrap_or_default(),
+        notice.detail_type.transition(notice.reminder),
+        notice.reminder.map(|n| format!(":{n}")).unwrap_or_default()
+    ));
+    detail
+}
+
+/// One PutEvents entry, as it is sent.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct EventEntry {
+    /// `Source`: [`SOURCE`].
+    pub source: String,
+    /// `DetailType`.
+    pub detail_type: String,
+    /// `Detail`: the JSON text.
+    pub detail: String,
+    /// `EventBusName`.
+    pub event_bus_name: String,
+}
+
+/// The body of a PutEvents request (AWS JSON 1.1, `AWSEvents.PutEvents`) with `entries`: what
+/// a stand-in records where EventBridge has no local twin.
+pub fn put_events_request(entries: &[EventEntry]) -> Value {
+    json!({ "Entries": entries })
+}
+
+/// Sends PutEvents calls: EventBridge on AWS, a recorder locally.
+pub trait Publisher {
+    /// Sends one PutEvents call of at most [`PUT_EVENTS_SIZE`] entries; per entry, `None` when
+    /// it was accepted, or its error code. An `Err` fails the whole call.
+    fn put_events(
+        &self,
+        entries: Vec<EventEntry>,
+    ) -> impl Future<Output = Result<Vec<Option<String>>, FleetError>> + Send;
+}
+
+/// One stream record as the handler needs it: its id for a batch item failure, its images.
+#[derive(Clone, Debug)]
+pub struct AlarmRecord {
+    /// The record's sequence number (`itemIdentifier` of a batch item failure).
+    pub sequence_number: String,
+    /// Its old image (empty: none).
+    pub old_image: Item,
+    /// Its new image (empty: none).
+    pub new_image: Item,
+}
+
+/// What a batch of records published.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Published {
+    /// Entries EventBridge accepted.
+    pub entries: u64,
+    /// PutEvents calls made.
+    pub calls: u64,
+    /// The sequence number of the first record not fully published, if any: the batch item
+    /// failure Lambda retries from.
+    pub failed_from: Option<String>,
+}
+
+struct Pending {
+    record: usize,
+    device: String,
+    entry: EventEntry,
+}
+
+fn alarm_of(image: &Item) -> Result<Option<AlarmItem>, FleetError> {
+    if image.is_empty() || EntityType::of(image) != Some(EntityType::Alarm) {
+        return Ok(None);
+    }
+    AlarmItem::from_item(image.clone()).map(Some)
+}
+
+/// Publishes the transitions of `records` (in stream order) to `bus` through `publisher`.
+pub async fn publish(
+    publisher: &impl Publisher,
+    bus: &str,
+    records: &[AlarmRecord],
+) -> Result<Published, FleetError> {
+    let mut pending = Vec::new();
+    for (i, record) in records.iter().enumerate() {
+        let old = alarm_of(&record.old_image)?;
+        let new = alarm_of(&record.new_image)?;
+        let Some(alarm) = new.as_ref().or(old.as_ref()) else {
+            continue;
+        };
+        for notice in transitions(old.as_ref(), new.as_ref()) {
+            pending.push(Pending {
+                record: i,
+                device: alarm_pk(&alarm.user_id, &alarm.device_id),
+                entry: EventEntry {
+                    source: SOURCE.to_string(),
+                    detail_type: notice.detail_type.as_str().to_string(),
+                    detail: alarm_detail(alarm, &notice).to_string(),
+                    event_bus_name: bus.to_string(),
+                },
+            });
+        }
+    }
+    let mut published = Published::default();
+    let mut rest = pending.as_slice();
+    while !rest.is_empty() {
+        // The longest prefix with at most one entry per device and PUT_EVENTS_SIZE entries.
+        let mut devices = HashSet::new();
+        let take = rest
+            .iter()
+            .take(PUT_EVENTS_SIZE)
+            .take_while(|p| devices.insert(p.device.as_str()))
+            .count();
+        let (call, after) = rest.split_at(take);
+        let outcome = publisher
+            .put_events(call.iter().map(|p| p.entry.clone()).collect())
+            .await;
+        published.calls += 1;
+        let failed_at = match outcome {
+            Ok(codes) => codes.iter().position(Option::is_some),
+            Err(err) => {
+                tracing::warn!(error = %err, "PutEvents failed");
+                Some(0)
+            }
+        };
+        match failed_at {
+            None => published.entries += take as u64,
+            Some(i) => {
+                published.entries += i as u64;
+                published.failed_from = Some(records[call[i].record].sequence_number.clone());
+                return Ok(published);
+            }
+        }
+        rest = after;
+    }
+    Ok(published)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::alarm::Severity;
+    use crate::model::ids::{DeviceId, UserId};
+    use crate::model::timestamp::Timestamp;
+
+    fn alarm(state: AlarmState) -> AlarmItem {
+        let at = Timestamp::from_epoch_millis(1_700_000_000_000).unwrap();
+        AlarmItem {
+            user_id: UserId::parse("u").unwrap(),
+            device_id: DeviceId::parse("d").unwrap(),
+            partition: 0,
+            device_name: "Door".into(),
+            source: "offline".into(),
+            rule_name: None,
+            severity: Severity::Major,
+            state,
+            raised_at: at,
+            cleared_at: (state == AlarmState::Cleared).then_some(at),
+            acknowledged_at: None,
+            reading: None,
+            clear_reading: None,
+            last_seen: Some(at),
+            remind_every_seconds: None,
+            remind_at: None,
+            reminders: 0,
+            ttl: None,
+        }
+    }
+
+    fn kinds(n: Vec<Notice>) -> Vec<(DetailType, Option<u32>)> {
+        n.into_iter().map(|n| (n.detail_type, n.reminder)).collect()
+    }
+
+    #[test]
+    fn each_record_stands_for_its_transitions() {
+        let active = alarm(AlarmState::Active);
+        let cleared = alarm(AlarmState::Cleared);
+        let mut acked = alarm(AlarmState::Acknowledged);
+        acked.acknowledged_at = Some(active.raised_at);
+        let mut reminded = active.clone();
+        reminded.reminders = 2;
+        use DetailType::*;
+        assert_eq!(kinds(transitions(None, Some(&active))), [(Raised, None)]);
+        assert_eq!(
+            kinds(transitions(None, Some(&cleared))),
+            [(Raised, None), (Cleared, None)]
+        );
+        assert_eq!(
+            kinds(transitions(Some(&active), Some(&acked))),
+            [(Acknowledged, None)]
+        );
+        assert_eq!(
+            kinds(transitions(Some(&acked), Some(&cleared))),
+            [(Cleared, None)]
+        );
+        assert_eq!(
+            kinds(transitions(Some(&active), Some(&reminded))),
+            [(Raised, Some(2))]
+        );
+        assert!(transitions(Some(&active), Some(&active)).is_empty());
+        assert!(transitions(Some(&cleared), None).is_empty(), "an expiry");
+        let detail = alarm_detail(
+            &reminded,
+            &Notice {
+                detail_type: Raised,
+                reminder: Some(2),
+            },
+        );
+        assert_eq!(detail["kind"], "offline");
+        assert_eq!(detail["reminder"], 2);
+        assert_eq!(detail["userId"], "u");
+        assert!(detail.get("ruleId").is_none());
+        assert_eq!(detail["reading"]["lastSeen"], active.raised_at.to_string());
+    }
+}

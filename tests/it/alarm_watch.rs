@@ -1,0 +1,504 @@
+//! alarm-watch on DynamoDB Local (issue 22 parts 2 and 5): the offline detector run for a
+//! given time, reminders, and notifications fed to the handler from the table's real stream
+//! (DynamoDB Local serves Streams); EventBridge, which has no local twin, is the stand-in that
+//! records each PutEvents request exactly as it would be sent.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use fleet_testkit::alarm_events::{detail_types, lambda_event, AlarmStream, RecordedPutEvents};
+use fleet_tests::*;
+use serde_json::{json, Value};
+use shared::model::alarm::{AlarmState, Rule, RuleDefinition, RuleId};
+use shared::model::entity::{Entity, EntityType};
+use shared::model::items::{AlarmItem, DeviceStateItem, RuleSetItem};
+use shared::model::keys::{DUE_SHARDS, REMINDER_SHARDS};
+use shared::model::timestamp::Timestamp;
+use shared::ops::ingest::{IngestConfig, Ingestor};
+use shared::FleetTable;
+
+const OWNER: &str = "watch-owner";
+
+fn watcher(table: &FleetTable) -> alarm_watch::State<RecordedPutEvents> {
+    alarm_watch::State {
+        table: table.clone(),
+        publisher: RecordedPutEvents::default(),
+        bus: "device-fleet-alarms".to_string(),
+    }
+}
+
+/// One scheduled run at `at`, metered.
+async fn run_at(
+    watch: &alarm_watch::State<RecordedPutEvents>,
+    at: Timestamp,
+) -> (Value, shared::store::metrics::MeterSnapshot) {
+    let deadline = Instant::now() + alarm_watch::TIMEOUT;
+    let event = json!({"version": "0", "detail-type": "Scheduled Event", "source": "aws.events",
+        "time": at.to_string(), "detail": {}});
+    let (result, used) = metered(Box::pin(alarm_watch::handle(watch, event, deadline))).await;
+    (result.expect("the run succeeds"), used)
+}
+
+/// Feeds the alarm records written since the last read of `stream` to the handler, as the
+/// event source mapping would; returns the handler's answer.
+async fn deliver(watch: &alarm_watch::State<RecordedPutEvents>, stream: &mut AlarmStream) -> Value {
+    let records = stream.read().await.expect("stream read");
+    if records.is_empty() {
+        return json!({"batchItemFailures": [], "records": 0});
+    }
+    let deadline = Instant::now() + alarm_watch::TIMEOUT;
+    alarm_watch::handle(watch, lambda_event(&records), deadline)
+        .await
+        .expect("the stream batch is handled")
+}
+
+async fn state_of(table: &FleetTable, device: &str) -> DeviceStateItem {
+    DeviceStateItem::from_item(item(table, &key::state(OWNER, 0, device)).await.unwrap()).unwrap()
+}
+
+/// The device's alarm history items.
+async fn alarms_of(table: &FleetTable) -> Vec<AlarmItem> {
+    table_contents(table)
+        .await
+        .into_iter()
+        .filter(|i| entity_type(i) == Some(EntityType::Alarm))
+        .map(|i| AlarmItem::from_item(i).unwrap())
+        .collect()
+}
+
+async fn register(table: &FleetTable, device: &str, body: Value) -> String {
+    let mut body = body;
+    body["deviceId"] = json!(device);
+    body["name"] = json!("Cold room");
+    body["type"] = json!("thermostat");
+    let a = device_updates(
+        table,
+        ApiRequest::post("/me/devices").caller(OWNER).json(body),
+    )
+    .await;
+    assert_eq!(a.status, 201, "{:?}", a.body);
+    a.body["token"].as_str().unwrap().to_string()
+}
+
+/// The first minute of the schedule (`rate(1 minute)`) at or after `t`.
+fn next_minute(t: &Timestamp) -> Timestamp {
+    let s = t.epoch_seconds();
+    let up = if t.epoch_millis() % 60_000 == 0 {
+        s
+    } else {
+        s - s.rem_euclid(60) + 60
+    };
+    Timestamp::from_epoch_millis(up * 1000).unwrap()
+}
+
+#[tokio::test]
+async fn a_silent_device_is_offline_at_the_first_run_after_its_due_time_once_and_online_when_it_reports(
+) {
+    let table = fresh_table().await;
+    let token = register(&table, "cold-1", json!({"reportEverySeconds": 60})).await;
+    let ingestor = Arc::new(Ingestor::new(table.clone(), IngestConfig::default()));
+    let body = json!([{"type": "temperature", "value": 4.0, "at": ago(1500)}]);
+    assert_eq!(
+        ingest(&ingestor, ingest_request("cold-1", &token, body))
+            .await
+            .status,
+        200
+    );
+    let state = state_of(&table, "cold-1").await;
+    let due = state
+        .due_at()
+        .expect("a device with an interval is watched");
+    assert_eq!(
+        state.indexed_due,
+        Some(due),
+        "on the due index at its due time"
+    );
+    let seen = state.last_seen.unwrap();
+    let silence = due.epoch_seconds() - seen.epoch_seconds();
+    assert!(
+        (60 + 60..=60 + 60 + 900).contains(&silence),
+        "interval + grace + the rest of its 15-minute bucket: {silence} s"
+    );
+    let mut stream = AlarmStream::open(&table, endpoint()).await.unwrap();
+    let watch = watcher(&table);
+
+    // The schedule's runs: the one before the due time sees nothing, the first at or after
+    // it raises the alarm.
+    let first = next_minute(&due);
+    let (before, _) = run_at(&watch, first.plus_seconds(-60)).await;
+    assert_eq!(
+        (before["candidates"].as_u64(), before["raised"].as_u64()),
+        (Some(0), Some(0))
+    );
+    let before_raise = fleet_perf::pricing::snapshot(&table).await.unwrap();
+    let started = Instant::now();
+    let (run, used) = run_at(&watch, first).await;
+    let run_time = started.elapsed();
+    // What the raise bills by DynamoDB's rules (DynamoDB Local reports 2.0 for any transaction).
+    let raise_units = fleet_perf::pricing::write_units(
+        &fleet_perf::pricing::changes(
+            &before_raise,
+            &fleet_perf::pricing::snapshot(&table).await.unwrap(),
+        ),
+        fleet_perf::pricing::WriteKind::Transaction,
+    );
+    eprintln!("offline raise: {raise_units} write units by DynamoDB's rules (state update, alarm and pointer puts in one transaction, their index entries)");
+    assert_eq!(run["raised"], 1, "{run}");
+    assert_eq!(run["complete"], true);
+    let delay = Duration::from_millis((first.epoch_millis() - due.epoch_millis()) as u64);
+    eprintln!(
+        "detection delay: due {due}, raised by the run of {first}: {:.0} s after due (schedule) + {:.0} ms run time; {} requests, {:.1} RCU, {:.1} WCU",
+        delay.as_secs_f64(),
+        run_time.as_secs_f64() * 1000.0,
+        used.requests(),
+        used.read_units,
+        used.write_units
+    );
+    assert!(
+        delay + run_time < Duration::from_secs(120),
+        "within 2 minutes of due"
+    );
+    // Reads follow the due devices: one Query per shard, one BatchGetItem, one transaction.
+    assert_eq!(used.count("Query"), u32::from(DUE_SHARDS + REMINDER_SHARDS));
+    assert_eq!(used.count("BatchGetItem"), 1);
+    assert_eq!(used.count("TransactWriteItems"), 1);
+    assert_eq!(used.count("Scan"), 0);
+
+    let alarms = alarms_of(&table).await;
+    assert_eq!(alarms.len(), 1);
+    let offline = &alarms[0];
+    assert_eq!(offline.source, "offline");
+    assert_eq!(offline.state, AlarmState::Active);
+    assert_eq!(offline.raised_at, first);
+    assert_eq!(offline.last_seen, Some(seen));
+    let state = state_of(&table, "cold-1").await;
+    assert!(state.alarms.contains_key("offline"));
+    assert_eq!(state.indexed_due, None, "off the due index while offline");
+    // The owner's dashboard shows it offline, with its alarm.
+    let board = dashboard(&table, ApiRequest::get("/me/dashboard").caller(OWNER)).await;
+    assert_eq!(board.status, 200, "{:?}", board.body);
+    let shown = board.body["devices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["deviceId"] == "cold-1")
+        .unwrap()
+        .clone();
+    assert_eq!(shown["connectivity"], "offline", "{shown}");
+    assert_eq!(shown["alarms"]["active"], 1);
+
+    // Later runs raise nothing more: the device is not a candidate any longer.
+    let (again, _) = run_at(&watch, first.plus_seconds(60)).await;
+    assert_eq!(
+        (again["candidates"].as_u64(), again["raised"].as_u64()),
+        (Some(0), Some(0))
+    );
+
+    // The stream carries the raise: exactly one "Raised".
+    let answer = deliver(&watch, &mut stream).await;
+    assert_eq!(answer["batchItemFailures"], json!([]));
+    let entries = watch.publisher.entries();
+    assert_eq!(
+        detail_types(&entries),
+        [(
+            "Device Fleet Alarm Raised".to_string(),
+            offline.alarm_id().unwrap().to_string()
+        )]
+    );
+    let detail: Value = serde_json::from_str(entries[0]["Detail"].as_str().unwrap()).unwrap();
+    assert_eq!(entries[0]["Source"], "device-fleet");
+    assert_eq!(entries[0]["EventBusName"], "device-fleet-alarms");
+    assert_eq!(detail["kind"], "offline");
+    assert_eq!(detail["userId"], OWNER);
+    assert_eq!(detail["deviceId"], "cold-1");
+    assert_eq!(detail["state"], "active");
+    assert_eq!(detail["reading"]["lastSeen"], seen.to_string());
+    assert!(detail.get("ruleId").is_none());
+
+    // It reports again: the alarm clears (one "Cleared") and the device is watched again.
+    let body = json!([{"type": "temperature", "value": 4.5, "at": ago(5)}]);
+    assert_eq!(
+        ingest(&ingestor, ingest_request("cold-1", &token, body.clone()))
+            .await
+            .status,
+        200
+    );
+    let state = state_of(&table, "cold-1").await;
+    assert!(!state.alarms.contains_key("offline"));
+    assert_eq!(state.indexed_due, state.due_at());
+    assert!(state.indexed_due.is_some(), "back on the due index");
+    assert_eq!(alarms_of(&table).await[0].state, AlarmState::Cleared);
+    deliver(&watch, &mut stream).await;
+    assert_eq!(
+        detail_types(&watch.publisher.entries())
+            .into_iter()
+            .map(|(t, _)| t)
+            .collect::<Vec<_>>(),
+        ["Device Fleet Alarm Raised", "Device Fleet Alarm Cleared"]
+    );
+    // The same batch again changes nothing: no stream record, nothing published.
+    ingest(&ingestor, ingest_request("cold-1", &token, body)).await;
+    assert_eq!(deliver(&watch, &mut stream).await["records"], 0);
+    assert_eq!(watch.publisher.entries().len(), 2);
+}
+
+#[tokio::test]
+async fn a_learned_rhythm_watches_a_device_without_a_declared_interval() {
+    let table = fresh_table().await;
+    let token = register(&table, "meter-9", json!({})).await;
+    let ingestor = Arc::new(Ingestor::new(table.clone(), IngestConfig::default()));
+    // Reports every 20 minutes: each report is in a new SEEN bucket.
+    let start = Timestamp::now().plus_seconds(-7200);
+    for k in 0..4 {
+        let at = start.plus_seconds(1200 * k).to_string();
+        let body = json!([{"type": "energy", "value": k, "at": at}]);
+        assert_eq!(
+            ingest(&ingestor, ingest_request("meter-9", &token, body))
+                .await
+                .status,
+            200
+        );
+        let state = state_of(&table, "meter-9").await;
+        if k == 0 {
+            assert_eq!(state.due_at(), None, "one report teaches no interval");
+            assert_eq!(state.indexed_due, None);
+        } else {
+            assert_eq!(
+                state.learned_every_seconds,
+                Some(1200),
+                "learned from the gaps"
+            );
+            assert_eq!(state.indexed_due, state.due_at());
+        }
+    }
+    let due = state_of(&table, "meter-9").await.due_at().unwrap();
+    let watch = watcher(&table);
+    let (run, _) = run_at(&watch, next_minute(&due)).await;
+    assert_eq!(run["raised"], 1, "{run}");
+}
+
+/// A rule set with one rule of `body`, put for `OWNER`.
+async fn put_rule(table: &FleetTable, body: Value) -> Rule {
+    let rule = Rule {
+        rule_id: RuleId::generate(),
+        version: 1,
+        definition: RuleDefinition::parse(&body).unwrap(),
+        created_at: Timestamp::now(),
+        updated_at: Timestamp::now(),
+    };
+    put_entity(
+        table,
+        &RuleSetItem {
+            user_id: key::user(OWNER),
+            rules: BTreeMap::from([(rule.rule_id.to_string(), rule.clone())]),
+            version: 1,
+        },
+    )
+    .await;
+    rule
+}
+
+fn hot_rule(extra: Value) -> Value {
+    let mut body = json!({"name": "Too warm", "eventType": "temperature",
+        "scope": {"deviceType": "thermostat"}, "condition": {"above": 8},
+        "clear": {"below": 6}, "severity": "critical"});
+    for (k, v) in extra.as_object().unwrap() {
+        body[k] = v.clone();
+    }
+    body
+}
+
+#[tokio::test]
+async fn a_crossing_publishes_one_raised_a_clear_one_cleared_and_replays_publish_nothing() {
+    let table = fresh_table().await;
+    let devices = 10;
+    let mut tokens = Vec::new();
+    for d in 0..devices {
+        tokens.push(register(&table, &format!("room-{d}"), json!({})).await);
+    }
+    put_rule(&table, hot_rule(json!({}))).await;
+    let mut stream = AlarmStream::open(&table, endpoint()).await.unwrap();
+    let watch = watcher(&table);
+    // 10 devices x 10 batches x 100 events = 10,000 events: batches 3-5 of each device are over
+    // the threshold (one crossing), batch 7 below the clear threshold (one clear).
+    let batch = |d: usize, b: usize| -> Value {
+        let value = match b {
+            3..=5 => 9.5,
+            7 => 5.0,
+            _ => 7.0,
+        };
+        Value::Array(
+            (0..100)
+                .map(|i| {
+                    json!({"id": format!("e{d}-{b}-{i}"), "type": "temperature",
+                        "value": value, "at": ago(3600 - (b * 100 + i) as i64)})
+                })
+                .collect(),
+        )
+    };
+    let send_all = || {
+        let table = table.clone();
+        let tokens = tokens.clone();
+        async move {
+            let sends = (0..devices).map(|d| {
+                let (table, token) = (table.clone(), tokens[d].clone());
+                async move {
+                    let ingestor = Arc::new(Ingestor::new(table, IngestConfig::default()));
+                    for b in 0..10 {
+                        // A 503 names events to resend (a loaded machine's DynamoDB Local can
+                        // be slower than the retry window): the device resends, as it would.
+                        let mut status = 0;
+                        for _ in 0..5 {
+                            let request = ingest_request(&format!("room-{d}"), &token, batch(d, b));
+                            status = ingest(&ingestor, request).await.status;
+                            if status == 200 {
+                                break;
+                            }
+                        }
+                        assert_eq!(status, 200, "room-{d} batch {b}");
+                    }
+                }
+            });
+            futures::future::join_all(sends).await;
+        }
+    };
+    send_all().await;
+    let answer = deliver(&watch, &mut stream).await;
+    assert_eq!(answer["batchItemFailures"], json!([]));
+    let published = detail_types(&watch.publisher.entries());
+    let raised = published
+        .iter()
+        .filter(|(t, _)| t == "Device Fleet Alarm Raised")
+        .count();
+    let cleared = published
+        .iter()
+        .filter(|(t, _)| t == "Device Fleet Alarm Cleared")
+        .count();
+    assert_eq!((raised, cleared), (devices, devices), "{published:?}");
+    // Per device, in order: its Raised before its Cleared.
+    for d in 0..devices {
+        let mine: Vec<&String> = published
+            .iter()
+            .filter(|(_, id)| id.ends_with(&format!(".room-{d}")))
+            .map(|(t, _)| t)
+            .collect();
+        assert_eq!(
+            mine,
+            ["Device Fleet Alarm Raised", "Device Fleet Alarm Cleared"]
+        );
+    }
+    let before = watch.publisher.entries().len();
+    // The 10,000 events replayed twice: no alarm item changes, no stream record, nothing sent.
+    for _ in 0..2 {
+        send_all().await;
+        assert_eq!(deliver(&watch, &mut stream).await["records"], 0);
+    }
+    assert_eq!(watch.publisher.entries().len(), before);
+    eprintln!(
+        "10,000 events: {before} transitions published; replayed twice: {} more",
+        watch.publisher.entries().len() - before
+    );
+}
+
+#[tokio::test]
+async fn an_unacknowledged_alarm_is_reminded_once_per_interval_and_a_failed_publish_is_retried_in_order(
+) {
+    let table = fresh_table().await;
+    let token = register(&table, "freezer", json!({})).await;
+    put_rule(&table, hot_rule(json!({"remindEverySeconds": 600}))).await;
+    let ingestor = Arc::new(Ingestor::new(table.clone(), IngestConfig::default()));
+    let body = json!([{"type": "temperature", "value": 12.0, "at": ago(3000)}]);
+    assert_eq!(
+        ingest(&ingestor, ingest_request("freezer", &token, body))
+            .await
+            .status,
+        200
+    );
+    let alarm = alarms_of(&table).await.pop().expect("raised at ingest");
+    let remind_at = alarm.remind_at.expect("a reminder is due");
+    let watch = watcher(&table);
+    let (early, _) = run_at(&watch, remind_at.plus_seconds(-1)).await;
+    assert_eq!(early["reminders"], 0);
+    let (run, _) = run_at(&watch, remind_at).await;
+    assert_eq!(run["reminders"], 1, "{run}");
+    let (same, _) = run_at(&watch, remind_at).await;
+    assert_eq!(
+        same["reminders"], 0,
+        "one reminder per interval, however often it runs"
+    );
+    // A run that was late reminds once, then keeps the interval.
+    let (late, _) = run_at(&watch, remind_at.plus_seconds(1300)).await;
+    assert_eq!(late["reminders"], 1);
+    let alarm = alarms_of(&table).await.pop().unwrap();
+    assert_eq!(alarm.reminders, 2);
+    assert_eq!(alarm.remind_at, Some(remind_at.plus_seconds(1800)));
+
+    // The stream: Raised, then two reminders. The first PutEvents call fails: the handler
+    // reports its record and publishes nothing after it; Lambda's retry from there publishes
+    // all three, in order.
+    let mut stream = AlarmStream::open(&table, endpoint()).await.unwrap();
+    let records = stream.read().await.unwrap();
+    assert_eq!(records.len(), 3, "insert and two reminder updates");
+    watch.publisher.refuse_first_entry_of_calls([0]);
+    let deadline = Instant::now() + alarm_watch::TIMEOUT;
+    let answer = alarm_watch::handle(&watch, lambda_event(&records), deadline)
+        .await
+        .unwrap();
+    assert_eq!(
+        answer["batchItemFailures"],
+        json!([{"itemIdentifier": records[0].sequence_number}])
+    );
+    assert!(
+        watch.publisher.entries().is_empty(),
+        "nothing after the failed record"
+    );
+    let answer = alarm_watch::handle(&watch, lambda_event(&records), deadline)
+        .await
+        .unwrap();
+    assert_eq!(answer["batchItemFailures"], json!([]));
+    let entries = watch.publisher.entries();
+    let reminders: Vec<Value> = entries
+        .iter()
+        .map(|e| {
+            serde_json::from_str::<Value>(e["Detail"].as_str().unwrap()).unwrap()["reminder"]
+                .clone()
+        })
+        .collect();
+    assert_eq!(reminders, [Value::Null, json!(1), json!(2)]);
+    assert!(detail_types(&entries)
+        .iter()
+        .all(|(t, _)| t == "Device Fleet Alarm Raised"));
+    assert_eq!(
+        watch.publisher.requests().len(),
+        3,
+        "one device's entries go one per call, in order"
+    );
+}
+
+#[tokio::test]
+async fn the_stream_sample_is_published_as_one_raised_event() {
+    let table = fresh_table().await;
+    let watch = watcher(&table);
+    let text = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../events/stream/alarm-stream-raised.json"),
+    )
+    .unwrap();
+    let deadline = Instant::now() + alarm_watch::TIMEOUT;
+    let answer = alarm_watch::handle(&watch, serde_json::from_str(&text).unwrap(), deadline)
+        .await
+        .unwrap();
+    assert_eq!(answer, json!({"batchItemFailures": []}));
+    let requests = watch.publisher.requests();
+    assert_eq!(requests.len(), 1);
+    let entry = &requests[0]["Entries"][0];
+    assert_eq!(entry["Source"], "device-fleet");
+    assert_eq!(entry["DetailType"], "Device Fleet Alarm Raised");
+    let detail: Value = serde_json::from_str(entry["Detail"].as_str().unwrap()).unwrap();
+    assert_eq!(detail["alarmId"], "1795172400000.offline.thermo-kitchen");
+    assert_eq!(
+        detail["reading"],
+        json!({"lastSeen": "2026-11-20T10:00:05.000Z"})
+    );
+}
