@@ -490,6 +490,7 @@ def device_json(item, state):
     state = state or {}
     connectivity, alarms = alarm_summary(state)
     readings = state_from_item(state)
+    versions = twin_versions(state)
     latest = {
         t: {"at": _ts(r[0]), "value": value_to_json(r[1])}
         for t, r in sorted(readings["latest"].items())
@@ -517,6 +518,22 @@ def device_json(item, state):
            if "reportEverySeconds" in item else {}),
         **({"learnedEverySeconds": readings["learned"]}
            if readings["learned"] is not None else {}),
+        **({"twin": twin_summary(versions)} if any(versions.values()) else {}),
+    }
+
+
+def twin_versions(item):
+    """The device twin's versions on a live state (shared::model::twin::TwinVersions)."""
+    return {name: int(item[name]["N"]) if name in (item or {}) else 0
+            for name in ("desiredVersion", "reportedVersion", "commandSeq", "commandsDone")}
+
+
+def twin_summary(v):
+    return {
+        "desiredVersion": v["desiredVersion"],
+        "reportedVersion": v["reportedVersion"],
+        "inSync": not v["desiredVersion"] > v["reportedVersion"],
+        "openCommands": max(v["commandSeq"] - v["commandsDone"], 0),
     }
 
 
@@ -703,9 +720,10 @@ EVENT_FIELDS = {"id", "type", "value", "at"}
 def validate_batch(body, now):
     if not isinstance(body, dict):
         raise invalid("body", "expected a JSON object")
-    unknown = set(body) - {"events"}
+    unknown = set(body) - {"events", "reported", "acks"}
     if unknown:
-        raise invalid("body", f"unknown field `{sorted(unknown)[0]}`, expected `events`")
+        raise invalid("body", f"unknown field `{sorted(unknown)[0]}`, expected one of "
+                              "`events`, `reported`, `acks`")
     events = body.get("events")
     if not isinstance(events, list):
         raise invalid("events" if "events" in body else "body",
@@ -1155,7 +1173,7 @@ def update_state(registration, base, events, deadline):
             backoff(attempt - 1)
         nxt = merged(base, events)
         if same_state(nxt, base):
-            return  # a replay: nothing to write
+            return None  # a replay: nothing to write (the twin versions are read if needed)
         next_seq = base["ingestSeq"] + 1
         sets = ["lastSeen = :lastSeen", "readings = :readings", "ingestSeq = :nextSeq"]
         values = {
@@ -1186,7 +1204,7 @@ def update_state(registration, base, events, deadline):
                 values[":dueSk"] = {"S": f"{due}#{device}"}
         nxt = {**nxt, "indexedDue": due}
         try:
-            DYNAMODB.update_item(
+            written = DYNAMODB.update_item(
                 TableName=TABLE_NAME,
                 Key=state_key(registration["userId"], registration["shard"], device),
                 # The lists of a state written before `readings` go as it is rewritten.
@@ -1194,6 +1212,8 @@ def update_state(registration, base, events, deadline):
                 ConditionExpression="attribute_exists(PK) AND ingestSeq = :seq",
                 ExpressionAttributeValues=values,
                 ReturnValuesOnConditionCheckFailure="ALL_OLD",
+                # The item as written: its twin versions say whether work is pending.
+                ReturnValues="ALL_NEW",
                 ReturnConsumedCapacity="TOTAL",
             )
         except ClientError as err:
@@ -1211,7 +1231,7 @@ def update_state(registration, base, events, deadline):
         except (BotoConnectionError, ReadTimeoutError):
             continue
         _remember(device, {**nxt, "ingestSeq": next_seq})
-        return
+        return twin_versions(written.get("Attributes"))
     raise busy()
 
 
@@ -1236,15 +1256,15 @@ def ingest(registration, events, deadline):
     stored = [e for e in events if (e["at"], e["id"]) not in unstored]
     failed = [e for e in events if (e["at"], e["id"]) in unstored]
     if not stored:
-        return [], [e["id"] for e in failed]
+        return [], [e["id"] for e in failed], None
     try:
-        update_state(registration, state, stored, deadline)
+        versions = update_state(registration, state, stored, deadline)
     except ApiError as err:
         if err.status == 401:
             raise
         # Stored but not on the dashboard yet: acknowledge nothing; the resend is idempotent.
-        return [], [e["id"] for e in stored + failed]
-    return [e["id"] for e in stored], [e["id"] for e in failed]
+        return [], [e["id"] for e in stored + failed], None
+    return [e["id"] for e in stored], [e["id"] for e in failed], versions
 
 
 def _deadline(context):
@@ -1268,9 +1288,15 @@ def _ingest(event, context):
     registration = authenticate(device, token)
     body = json_body(event, MAX_INGEST_BODY_BYTES)
     events = validate_batch(body, Timestamp.now())
-    accepted, failed = ingest(registration, events, _deadline(context))
+    report = validate_report(body)
+    report_versions, acknowledged = apply_report(registration, report)
+    accepted, failed, versions = ingest(registration, events, _deadline(context))
     if not failed:
-        return json_response(200, {"accepted": len(accepted), "eventIds": accepted})
+        versions = newest_versions(versions, report_versions)
+        work = pending_work(registration, versions)
+        if acknowledged:
+            work["acknowledged"] = acknowledged
+        return json_response(200, {"accepted": len(accepted), "eventIds": accepted, **work})
     return json_response(503, {
         "error": {"code": "partially_stored",
                   "message": "some events were not stored: resend the failed ids"},
@@ -1278,6 +1304,213 @@ def _ingest(event, context):
         "failed": failed,
     }, {"retry-after": str(RETRY_AFTER_SECONDS)})
 
+
+
+# ---------------------------------------------------------------------------------------------
+# The device twin (shared::ops::twin::device): the device's report and acknowledgements, and
+# its pending work in the answer, read only when the live state's versions say it is pending.
+
+MAX_DOCUMENT_BYTES = 4096
+MAX_DOCUMENT_DEPTH = 5
+MAX_DOCUMENT_KEY = 64
+MAX_COMMAND_PARAMETERS_BYTES = 1024
+MAX_ACKS = 32
+
+
+def compact_json(value):
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+def _check_depth(field, mapping, depth):
+    if depth > MAX_DOCUMENT_DEPTH:
+        raise invalid(field, f"must nest at most {MAX_DOCUMENT_DEPTH} objects deep")
+    for key, value in mapping.items():
+        path = f"{field}.{key}"
+        if not key or len(key) > MAX_DOCUMENT_KEY:
+            raise invalid(path, f"keys must be 1 to {MAX_DOCUMENT_KEY} characters")
+        if any(is_control(c) for c in key):
+            raise invalid(path, "keys must not contain control characters")
+        _check_value_depth(path, value, depth + 1)
+
+
+def _check_value_depth(field, value, depth):
+    if isinstance(value, dict):
+        _check_depth(field, value, depth)
+    elif isinstance(value, list):
+        if depth > MAX_DOCUMENT_DEPTH:
+            raise invalid(field, f"must nest at most {MAX_DOCUMENT_DEPTH} levels deep")
+        for i, v in enumerate(value):
+            _check_value_depth(f"{field}[{i}]", v, depth + 1)
+
+
+def twin_document(field, value, max_bytes):
+    """A bounded JSON object (shared::model::twin::TwinDocument::parse)."""
+    if not isinstance(value, dict):
+        raise invalid(field, "must be a JSON object")
+    _check_depth(field, value, 1)
+    size = len(compact_json(value).encode())
+    if size > max_bytes:
+        raise invalid(field, f"must be at most {max_bytes} bytes of JSON, is {size}")
+    return value
+
+
+def command_seq(field, text):
+    digits = text[4:] if isinstance(text, str) and text.startswith("cmd-") else ""
+    if not (digits and len(digits) <= 10 and digits.isdigit() and int(digits) >= 1):
+        raise invalid(field, "must be a command id like cmd-1")
+    return int(digits)
+
+
+def validate_report(body):
+    reported, acks = body.get("reported"), body.get("acks") or []
+    if len(acks) > MAX_ACKS:
+        raise invalid("acks", f"at most {MAX_ACKS} acknowledgements per request")
+    if reported is not None:
+        reported = (int(reported["version"]),
+                    twin_document("reported.state", reported["state"], MAX_DOCUMENT_BYTES))
+    parsed = []
+    for i, ack in enumerate(acks):
+        seq = command_seq(f"acks[{i}].commandId", ack.get("commandId"))
+        if ack.get("status") not in ("succeeded", "failed"):
+            raise invalid(f"acks[{i}].status", "must be succeeded or failed")
+        result = ack.get("result")
+        if result is not None:
+            result = twin_document(f"acks[{i}].result", result, MAX_COMMAND_PARAMETERS_BYTES)
+        parsed.append((seq, ack["status"], result))
+    return reported, parsed
+
+
+def device_pk(registration):
+    return f"USER#{registration['userId']}#DEVICE#{registration['deviceId']}"
+
+
+def command_key(registration, seq):
+    return {"PK": {"S": device_pk(registration)}, "SK": {"S": f"COMMAND#{seq:010d}"}}
+
+
+def _conditional(call, **kwargs):
+    """A conditional write; True when it took effect, the failure's item otherwise."""
+    try:
+        return call(TableName=TABLE_NAME, ReturnConsumedCapacity="TOTAL", **kwargs)
+    except ClientError as err:
+        if err.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException":
+            return err.response
+        raise sdk_error(err) from None
+    except (BotoConnectionError, ReadTimeoutError) as err:
+        raise sdk_error(err) from None
+
+
+def apply_report(registration, report):
+    """Acknowledgements (a delivered command only, so a replay acknowledges nothing again) and
+    the reported state (its version never down, never past the desired one)."""
+    reported, acks = report
+    now = str(Timestamp.now())
+    acknowledged, versions = [], None
+    for seq, status, result in acks:
+        sets, values = ["#s = :s", "finishedAt = :at"], {":s": {"S": status}, ":at": {"S": now},
+                                                         ":delivered": {"S": "delivered"}}
+        if result is not None:
+            sets.append("#r = :r")
+            values[":r"] = {"S": compact_json(result)}
+        names = {"#s": "status", **({"#r": "result"} if result is not None else {})}
+        out = _conditional(DYNAMODB.update_item, Key=command_key(registration, seq),
+                           UpdateExpression="SET " + ", ".join(sets),
+                           ConditionExpression="attribute_exists(PK) AND #s = :delivered",
+                           ExpressionAttributeNames=names, ExpressionAttributeValues=values)
+        if "Error" not in out:
+            acknowledged.append(f"cmd-{seq}")
+    if reported is not None:
+        version, document = reported
+        out = _conditional(
+            DYNAMODB.update_item,
+            Key=state_key(registration["userId"], registration["shard"], registration["deviceId"]),
+            UpdateExpression="SET reportedVersion = :v",
+            ConditionExpression="attribute_exists(PK) AND desiredVersion >= :v AND "
+                                "(attribute_not_exists(reportedVersion) OR reportedVersion < :v)",
+            ExpressionAttributeValues={":v": {"N": str(version)}},
+            ReturnValues="ALL_NEW", ReturnValuesOnConditionCheckFailure="ALL_OLD")
+        item = out.get("Attributes") or out.get("Item")
+        versions = twin_versions(item) if item else None
+        _conditional(
+            DYNAMODB.put_item,
+            Item={"PK": {"S": device_pk(registration)}, "SK": {"S": "TWIN#REPORTED"},
+                  "entityType": {"S": "reportedState"}, "document": {"S": compact_json(document)},
+                  "version": {"N": str(version)}, "reportedAt": {"S": now}},
+            ConditionExpression="attribute_not_exists(PK) OR version <= :v",
+            ExpressionAttributeValues={":v": {"N": str(version)}})
+    return versions, acknowledged
+
+
+def newest_versions(a, b):
+    if a is None or b is None:
+        return a or b
+    return {k: max(a[k], b[k]) for k in a}
+
+
+def _command_status(item, now):
+    status = item["status"]["S"]
+    if status in ("queued", "delivered") and not str(now) < item["expiresAt"]["S"]:
+        return "expired"
+    return status
+
+
+def pending_work(registration, versions):
+    """The desired state while its version is ahead of the reported one, and the open commands
+    (a queued one marked delivered the first time); nothing is read when nothing is pending."""
+    if versions is None:
+        out = DYNAMODB.get_item(
+            TableName=TABLE_NAME, ConsistentRead=True, ReturnConsumedCapacity="TOTAL",
+            Key=state_key(registration["userId"], registration["shard"], registration["deviceId"]))
+        if "Item" not in out:
+            raise device_unauthorized()
+        versions = twin_versions(out["Item"])
+    work, now = {}, Timestamp.now()
+    if versions["desiredVersion"] > versions["reportedVersion"]:
+        out = DYNAMODB.get_item(
+            TableName=TABLE_NAME, ConsistentRead=True, ReturnConsumedCapacity="TOTAL",
+            Key={"PK": {"S": device_pk(registration)}, "SK": {"S": "TWIN#DESIRED"}})
+        if "Item" in out:
+            work["desired"] = {"version": int(out["Item"]["version"]["N"]),
+                               "state": json.loads(out["Item"]["document"]["S"])}
+    done, seq = versions["commandsDone"], versions["commandSeq"]
+    if seq > done:
+        out = DYNAMODB.query(
+            TableName=TABLE_NAME, ConsistentRead=True, ReturnConsumedCapacity="TOTAL",
+            KeyConditionExpression="PK = :pk AND SK BETWEEN :first AND :last",
+            ExpressionAttributeValues={":pk": {"S": device_pk(registration)},
+                                       ":first": {"S": f"COMMAND#{done + 1:010d}"},
+                                       ":last": {"S": f"COMMAND#{seq:010d}"}})
+        commands = {int(i["seq"]["N"]): i for i in out.get("Items", [])}
+        delivered = []
+        for item in commands.values():
+            status = _command_status(item, now)
+            if status == "queued":
+                _conditional(DYNAMODB.update_item, Key=command_key(registration, int(item["seq"]["N"])),
+                             UpdateExpression="SET #s = :d, deliveredAt = :at",
+                             ConditionExpression="#s = :q", ExpressionAttributeNames={"#s": "status"},
+                             ExpressionAttributeValues={":d": {"S": "delivered"}, ":q": {"S": "queued"},
+                                                        ":at": {"S": str(now)}})
+            if status in ("queued", "delivered"):
+                delivered.append({"commandId": f"cmd-{item['seq']['N']}", "name": item["name"]["S"],
+                                  "parameters": json.loads(item["parameters"]["S"]),
+                                  "expiresAt": item["expiresAt"]["S"]})
+        finished_up_to = done
+        for n in range(done + 1, seq + 1):
+            item = commands.get(n)
+            if item is not None and _command_status(item, now) in ("queued", "delivered"):
+                break
+            finished_up_to = n
+        if finished_up_to > done:
+            _conditional(
+                DYNAMODB.update_item,
+                Key=state_key(registration["userId"], registration["shard"], registration["deviceId"]),
+                UpdateExpression="SET commandsDone = :d",
+                ConditionExpression="attribute_exists(PK) AND "
+                                    "(attribute_not_exists(commandsDone) OR commandsDone < :d)",
+                ExpressionAttributeValues={":d": {"N": str(finished_up_to)}})
+        if delivered:
+            work["commands"] = delivered
+    return work
 
 def ingest_handler(event, context):
     """POST /devices/{deviceId}/events."""

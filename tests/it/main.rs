@@ -30,4 +30,5 @@ mod simulator;
 mod smoke;
 mod template_contract;
 mod traces;
+mod twin;
 mod type_index;

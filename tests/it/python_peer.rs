@@ -312,3 +312,84 @@ async fn rejections_match_the_rust_handler_and_change_nothing() {
         "rejections change nothing"
     );
 }
+
+/// The device twin through the peer's ingest: the pending desired state and command in the
+/// answer, then the report and acknowledgement, answered and stored as the Rust handler does
+/// (the command's times differ between the two tables; everything else is compared).
+#[tokio::test]
+async fn the_twins_delivery_report_and_acknowledgement_match_the_rust_handler() {
+    use shared::model::ids::{CommandName, DeviceId, UserId};
+    use shared::model::twin::{TwinDocument, MAX_DOCUMENT_BYTES};
+    use shared::ops::twin::owner::{queue_command, set_desired, NewCommand};
+    let mut answers = Vec::new();
+    for side in ["rust", "peer"] {
+        let (table, _) = demo_table().await;
+        let (alice, kitchen) = (
+            UserId::parse("demo-alice").unwrap(),
+            DeviceId::parse("thermo-kitchen").unwrap(),
+        );
+        let desired =
+            TwinDocument::parse("desired", json!({"interval": 300}), MAX_DOCUMENT_BYTES).unwrap();
+        set_desired(&table, &alice, &kitchen, 0, desired)
+            .await
+            .unwrap();
+        let command = NewCommand {
+            name: CommandName::parse("reboot").unwrap(),
+            parameters: TwinDocument::default(),
+            expires_in_seconds: 3600,
+        };
+        queue_command(&table, &alice, &kitchen, command)
+            .await
+            .unwrap();
+        let now = Timestamp::now();
+        let first = ApiRequest::post("/devices/thermo-kitchen/events")
+            .header("Authorization", &format!("Bearer {DEMO_KITCHEN_TOKEN}"))
+            .json(json!({"events": [{"id": "t-1", "type": "temperature", "value": 21, "at": now.plus_seconds(-2).to_string()}]}));
+        let second = ApiRequest::post("/devices/thermo-kitchen/events")
+            .header("Authorization", &format!("Bearer {DEMO_KITCHEN_TOKEN}"))
+            .json(json!({"events": [{"id": "t-2", "type": "temperature", "value": 22, "at": now.plus_seconds(-1).to_string()}],
+                         "reported": {"version": 1, "state": {"interval": 300}},
+                         "acks": [{"commandId": "cmd-1", "status": "succeeded"}]}));
+        let mut bodies = Vec::new();
+        for request in [&first, &second, &second] {
+            let (status, mut body) = match side {
+                "rust" => {
+                    let a = rust_ingest(&table, &request.event()).await;
+                    (a.status, a.body)
+                }
+                _ => peer(&table, "ingest_handler", &request.event()).await,
+            };
+            assert_eq!(status, 200, "{side}: {body}");
+            // The expiry is the table's own command's.
+            if let Some(c) = body["commands"].get_mut(0) {
+                c["expiresAt"] = json!("-");
+            }
+            bodies.push(body);
+        }
+        assert_eq!(
+            bodies[0]["desired"],
+            json!({"version": 1, "state": {"interval": 300}}),
+            "{side}"
+        );
+        assert_eq!(bodies[0]["commands"][0]["commandId"], "cmd-1", "{side}");
+        assert_eq!(bodies[1]["acknowledged"], json!(["cmd-1"]), "{side}");
+        assert!(
+            bodies[2].get("acknowledged").is_none(),
+            "{side}: a replay acknowledges nothing"
+        );
+        let state = item(&table, &key::state("demo-alice", 0, "thermo-kitchen"))
+            .await
+            .unwrap();
+        let versions: Vec<_> = [
+            "desiredVersion",
+            "reportedVersion",
+            "commandSeq",
+            "commandsDone",
+        ]
+        .iter()
+        .map(|n| state.get(*n).cloned())
+        .collect();
+        answers.push((bodies, versions));
+    }
+    assert_eq!(answers[0], answers[1]);
+}

@@ -24,6 +24,27 @@ export interface Device {
   alarms?: DeviceAlarms;
   /** Seconds between reports the owner expects (offline detection), when set. */
   reportEverySeconds?: number | null;
+  twin?: Twin;
+}
+
+/** The device twin (docs/design.md section 12): versions always, documents on a device's read. */
+export interface Twin {
+  desiredVersion: number;
+  reportedVersion: number;
+  inSync: boolean;
+  openCommands: number;
+  desired?: Record<string, unknown>;
+  reported?: Record<string, unknown>;
+  delta?: Record<string, unknown>;
+}
+
+/** A command queued for a device (AP-T2, AP-T3). */
+export interface Command {
+  commandId: string;
+  name: string;
+  status: 'queued' | 'delivered' | 'succeeded' | 'failed' | 'expired';
+  createdAt: string;
+  expiresAt: string;
 }
 
 export interface Profile {

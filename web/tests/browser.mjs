@@ -93,6 +93,10 @@ const PATTERNS = [
   ['GET', /^\/me\/devices\/[^/]+\/alarms$/, 'AP-24'],
   ['POST', /^\/me\/alarms\/[^/]+\/ack$/, 'AP-25'],
   ['GET', /^\/admin\/alarms$/, 'AP-26'],
+  // The device twin (issue 25).
+  ['PUT', /^\/me\/devices\/[^/]+\/desired$/, 'AP-T1'],
+  ['POST', /^\/me\/devices\/[^/]+\/commands$/, 'AP-T2'],
+  ['GET', /^\/me\/devices\/[^/]+\/commands$/, 'AP-T3'],
 ];
 /** What the console loads that is not the API: its own files and, locally, the stand-in sign-in. */
 const CONSOLE_FILES = /^\/(|index\.html|config\.json|assets\/.+|local\/users(\/[^/]+\/token)?)$/;
@@ -339,6 +343,48 @@ test("the device page charts its history, downloads it, and shows a bad edit's 4
   await page.getByRole('button', { name: 'Save changes' }).click();
   await page.locator('#edit-tags-error').waitFor();
   assert.match(await text(page.locator('#edit-tags-error')), /tags/i);
+});
+
+test("the device page edits the desired state, sends a command and shows its state as the device takes them", async ({ page, base }) => {
+  await signIn(page, base, 'demo-alice');
+  await page.getByRole('link', { name: 'Kitchen thermostat' }).click();
+  await page.getByRole('heading', { level: 1, name: 'Kitchen thermostat' }).waitFor();
+  // A document nested too deep: the API's 400 beside the field.
+  await page.getByLabel('Desired state (JSON)').fill('{"a": {"b": {"c": {"d": {"e": {"f": 1}}}}}}');
+  await page.getByRole('button', { name: 'Save desired state' }).click();
+  await page.locator('#twin-desired-error').waitFor();
+  assert.match(await text(page.locator('#twin-desired-error')), /deep/);
+  await page.getByLabel('Desired state (JSON)').fill('{"reportIntervalSeconds": 120}');
+  await page.getByRole('button', { name: 'Save desired state' }).click();
+  await page.locator('#twin-versions', { hasText: 'Desired version 1' }).waitFor();
+  assert.match(await text(page.locator('#twin-versions')), /waiting for the device/);
+  // A command: a bad name is a 400 beside its field, a good one is listed as queued.
+  await page.getByLabel('Command', { exact: true }).fill('re#boot');
+  await page.getByRole('button', { name: 'Send command' }).click();
+  await page.locator('#command-name-error').waitFor();
+  await page.getByLabel('Command', { exact: true }).fill('reboot');
+  await page.getByRole('button', { name: 'Send command' }).click();
+  await page.locator('#commands td.command-queued').first().waitFor();
+  const id = await text(page.locator('#commands tbody tr').first().locator('td').first());
+  // The device's next batch carries both; it reports and acknowledges in its next request.
+  const token = 'dft_demo-thermo-kitchen-local-only-token';
+  const batch = await fetch(`${base}/devices/thermo-kitchen/events`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ events: [{ type: 'temperature', value: 21, at: new Date().toISOString() }] }),
+  }).then((r) => r.json());
+  assert.deepEqual(batch.desired, { version: 1, state: { reportIntervalSeconds: 120 } });
+  assert.equal(batch.commands[0].commandId, id);
+  const sync = await fetch(`${base}/devices/thermo-kitchen/sync`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ reported: { version: 1, state: { reportIntervalSeconds: 120 } }, acks: [{ commandId: id, status: 'succeeded' }] }),
+  }).then((r) => r.json());
+  assert.deepEqual(sync.acknowledged, [id]);
+  await page.reload();
+  await page.locator('#twin-versions', { hasText: 'in sync' }).waitFor();
+  await page.locator('#commands td.command-succeeded').first().waitFor();
+  await axe(page, 'device twin');
 });
 
 test('rotating, revoking and deleting each ask first and take effect', async ({ page, base }) => {

@@ -11,13 +11,13 @@ use serde_json::{json, Value};
 use shared::http::api::{empty_response, json_response, ApiError, Caller};
 use shared::http::gateway::{DeviceIdPath, Operator, PathParams, QueryParams};
 use shared::model::alarm::{Severity, MAX_RULES_PER_OWNER};
-use shared::model::ids::{EventType, Tag};
+use shared::model::ids::{EventType, RolloutId, Tag};
 use shared::model::status::DeviceStatus;
 use shared::model::timestamp::{Day, Timestamp};
 use shared::ops::alarms::{lifecycle, rules};
 use shared::ops::events::TimeRange;
 use shared::ops::{
-    dashboard, devices, devices_by_status, events, profile, reports, DEFAULT_LIMIT, MAX_LIMIT,
+    dashboard, devices, devices_by_status, events, profile, reports, twin, DEFAULT_LIMIT, MAX_LIMIT,
 };
 use shared::{FleetTable, ValidationError};
 
@@ -33,6 +33,8 @@ pub fn router(table: FleetTable) -> Router {
         .route("/me/devices", get(device_listing))
         .route("/me/devices/{deviceId}", get(get_device))
         .route("/me/devices/{deviceId}/events", get(device_events))
+        .route("/me/devices/{deviceId}/commands", get(device_commands))
+        .route("/me/rollouts/{rolloutId}", get(get_rollout))
         .route("/me/events", get(user_events))
         .route("/admin/events", get(events_by_type))
         .route("/admin/devices", get(devices_by_status))
@@ -145,6 +147,37 @@ async fn get_device(
         .await?
         .ok_or(ApiError::not_found("device"))?;
     ok(json!({ "device": device }))
+}
+
+/// `GET /me/devices/{deviceId}/commands` (AP-T3).
+async fn device_commands(
+    caller: Caller,
+    State(table): State<FleetTable>,
+    DeviceIdPath(id): DeviceIdPath,
+) -> Answer {
+    let commands = twin::owner::list_commands(&table, &caller.user_id, &id)
+        .await?
+        .ok_or(ApiError::not_found("device"))?;
+    ok(json!({ "commands": commands }))
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct RolloutPath {
+    rollout_id: String,
+}
+
+/// `GET /me/rollouts/{rolloutId}` (AP-T6).
+async fn get_rollout(
+    caller: Caller,
+    State(table): State<FleetTable>,
+    PathParams(path): PathParams<RolloutPath>,
+) -> Answer {
+    let id = RolloutId::parse(path.rollout_id)?;
+    let rollout = twin::rollout::get_rollout(&table, &caller.user_id, &id)
+        .await?
+        .ok_or(ApiError::not_found("rollout"))?;
+    ok(json!({ "rollout": rollout }))
 }
 
 /// `GET /me/devices/{deviceId}/events`.

@@ -1,5 +1,6 @@
-//! device-updates: `PUT /me`, `POST|PATCH|DELETE /me/devices...` and a device's token
-//! (`POST|DELETE /me/devices/{deviceId}/token`).
+//! device-updates: `PUT /me`, `POST|PATCH|DELETE /me/devices...`, a device's token
+//! (`POST|DELETE /me/devices/{deviceId}/token`), its twin (`PUT .../desired`, `POST
+//! .../commands`) and fleet-wide changes (`POST /me/rollouts`).
 //!
 //! A thin adapter: each route validates its input into the `shared` types, calls one
 //! access-pattern operation, and maps the result to a response.
@@ -18,14 +19,22 @@ use serde_json::json;
 use shared::http::api::{self, json_bytes, json_response, ApiError, Caller, MAX_BODY_BYTES};
 use shared::http::gateway::{DeviceIdPath, PathParams};
 use shared::model::alarm::{AlarmId, RuleDefinition, RuleId, MAX_RULES_PER_OWNER};
-use shared::model::ids::{parse_display_name, parse_tags, DeviceId, DeviceType, UserId};
+use shared::model::ids::{
+    parse_display_name, parse_tags, CommandName, DeviceId, DeviceType, Tag, UserId,
+};
 use shared::model::offline::parse_report_every;
 use shared::model::status::DeviceStatus;
+use shared::model::twin::{
+    RolloutTarget, TwinDocument, DEFAULT_COMMAND_EXPIRY_SECONDS, MAX_COMMAND_EXPIRY_SECONDS,
+    MAX_COMMAND_PARAMETERS_BYTES, MAX_DOCUMENT_BYTES,
+};
 use shared::ops::alarms::{lifecycle, rules};
 use shared::ops::credentials;
 use shared::ops::devices::{self, DevicePatch, DeviceRegistration, MAX_DEVICE_NAME};
 use shared::ops::limits::{rate_limited, KeyedLimiter, RegistrationLimit};
 use shared::ops::profile::{self, ProfileUpdate, MAX_PROFILE_NAME};
+use shared::ops::twin::owner::{self as twin, NewCommand};
+use shared::ops::twin::rollout;
 use shared::FleetTable;
 
 /// What the routes share in one execution environment: the table and the per-user
@@ -62,6 +71,9 @@ pub fn router(table: FleetTable, limit: RegistrationLimit) -> Router {
             "/me/devices/{deviceId}/token",
             post(rotate_token).delete(revoke_token),
         )
+        .route("/me/devices/{deviceId}/desired", put(set_desired))
+        .route("/me/devices/{deviceId}/commands", post(queue_command))
+        .route("/me/rollouts", post(start_rollout))
         .route("/me/rules", post(create_rule))
         .route("/me/rules/{ruleId}", patch(update_rule).delete(delete_rule))
         .route("/me/alarms/{alarmId}/ack", post(acknowledge_alarm))
@@ -232,6 +244,112 @@ async fn revoke_token(
 }
 
 #[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct DesiredBody {
+    desired: serde_json::Value,
+}
+
+/// `PUT /me/devices/{deviceId}/desired` (AP-T1): `If-Match` is the desired version the
+/// caller read (`0` before the first).
+async fn set_desired(
+    caller: Caller,
+    State(table): State<FleetTable>,
+    DeviceIdPath(device_id): DeviceIdPath,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Answer {
+    let expected = if_match(
+        &headers,
+        0,
+        "must be the desired version, e.g. 0 before the first",
+    )?;
+    let body: DesiredBody = json_bytes(&headers, &body, MAX_BODY_BYTES)?;
+    let document = TwinDocument::parse("desired", body.desired, MAX_DOCUMENT_BYTES)?;
+    let desired =
+        twin::set_desired(&table, &caller.user_id, &device_id, expected, document).await?;
+    let mut response = json_response(StatusCode::OK, &json!({ "desired": desired }));
+    insert_etag(&mut response, desired.version);
+    Ok(response)
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct CommandBody {
+    name: String,
+    #[serde(default)]
+    parameters: Option<serde_json::Value>,
+    #[serde(default)]
+    expires_in_seconds: Option<i64>,
+}
+
+/// `POST /me/devices/{deviceId}/commands` (AP-T2): 201 with the queued command.
+async fn queue_command(
+    caller: Caller,
+    State(table): State<FleetTable>,
+    DeviceIdPath(device_id): DeviceIdPath,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Answer {
+    let body: CommandBody = json_bytes(&headers, &body, MAX_BODY_BYTES)?;
+    let expires_in_seconds = body
+        .expires_in_seconds
+        .unwrap_or(DEFAULT_COMMAND_EXPIRY_SECONDS);
+    if !(1..=MAX_COMMAND_EXPIRY_SECONDS).contains(&expires_in_seconds) {
+        return Err(ApiError::invalid(
+            "expiresInSeconds",
+            format!("must be 1 to {MAX_COMMAND_EXPIRY_SECONDS} seconds"),
+        ));
+    }
+    let command = NewCommand {
+        name: CommandName::parse(body.name)?,
+        parameters: TwinDocument::parse(
+            "parameters",
+            body.parameters
+                .unwrap_or_else(|| serde_json::Value::Object(Default::default())),
+            MAX_COMMAND_PARAMETERS_BYTES,
+        )?,
+        expires_in_seconds,
+    };
+    let queued = twin::queue_command(&table, &caller.user_id, &device_id, command).await?;
+    Ok(json_response(
+        StatusCode::CREATED,
+        &json!({ "command": queued }),
+    ))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RolloutBody {
+    #[serde(default)]
+    tag: Option<String>,
+    #[serde(default, rename = "type")]
+    device_type: Option<String>,
+    desired: serde_json::Value,
+}
+
+/// `POST /me/rollouts` (AP-T5): 202, the change is applied by the scheduled worker.
+async fn start_rollout(
+    caller: Caller,
+    State(table): State<FleetTable>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Answer {
+    let body: RolloutBody = json_bytes(&headers, &body, MAX_BODY_BYTES)?;
+    let target = match (body.tag, body.device_type) {
+        (Some(tag), None) => RolloutTarget::Tag(Tag::parse_field("tag", tag)?),
+        (None, Some(kind)) => RolloutTarget::Type(DeviceType::parse(kind)?),
+        _ => return Err(ApiError::invalid("tag", "name exactly one of tag and type")),
+    };
+    let patch = TwinDocument::parse("desired", body.desired, MAX_DOCUMENT_BYTES)?;
+    let started = rollout::start_rollout(&table, &caller.user_id, target, patch).await?;
+    let mut response = json_response(StatusCode::ACCEPTED, &json!({ "rollout": started }));
+    if let Ok(value) = HeaderValue::from_str(&format!("/me/rollouts/{}", started.rollout_id)) {
+        response.headers_mut().insert(header::LOCATION, value);
+    }
+    Ok(response)
+}
+
+#[derive(Deserialize)]
 struct RulePath {
     #[serde(rename = "ruleId")]
     rule_id: String,
@@ -309,6 +427,12 @@ async fn acknowledge_alarm(
 
 /// The version in `If-Match`: `2`, `"2"` or `W/"2"`. Missing is a 428, anything else a 400.
 fn if_match_version(headers: &HeaderMap) -> Result<u64, ApiError> {
+    if_match(headers, 1, "must be the version, e.g. 1")
+}
+
+/// The version in `If-Match`, at least `least`: missing is a 428, anything else a 400 saying
+/// `hint`.
+fn if_match(headers: &HeaderMap, least: u64, hint: &str) -> Result<u64, ApiError> {
     let raw = headers
         .get(header::IF_MATCH)
         .ok_or_else(ApiError::precondition_required)?;
@@ -324,8 +448,8 @@ fn if_match_version(headers: &HeaderMap) -> Result<u64, ApiError> {
     digits
         .filter(|d| !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit()))
         .and_then(|d| d.parse::<u64>().ok())
-        .filter(|v| *v >= 1)
-        .ok_or_else(|| ApiError::invalid("If-Match", "must be the version, e.g. 1"))
+        .filter(|v| *v >= least)
+        .ok_or_else(|| ApiError::invalid("If-Match", hint))
 }
 
 fn insert_etag(response: &mut axum::response::Response, version: u64) {

@@ -1,8 +1,11 @@
-//! ingest: `POST /devices/{deviceId}/events` (AP-14).
+//! ingest: `POST /devices/{deviceId}/events` (AP-14) and `POST /devices/{deviceId}/sync`
+//! (AP-T4).
 //!
 //! A thin adapter: authenticate the device's bearer token, validate the batch, hand it to
 //! `shared::ops::ingest`, and answer 200 only when every event is stored; otherwise 503 with
-//! exactly which ids to resend.
+//! exactly which ids to resend. The device's twin rides along (`shared::ops::twin::device`):
+//! its report and acknowledgements are applied with the batch, and its pending work (a
+//! desired state, commands) comes back in the answer, read only when something is pending.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -20,6 +23,10 @@ use shared::http::api::{json_bytes, json_response, ApiError};
 use shared::http::gateway::DeviceIdPath;
 use shared::model::timestamp::Timestamp;
 use shared::ops::ingest::{validate_batch, IngestConfig, Ingestor, NewEvent, SubmittedEvent};
+use shared::ops::twin::device::{
+    apply_report, pending_work, sync_device, DeviceReport, SubmittedAck, SubmittedReport,
+};
+use shared::ops::twin::TwinWork;
 use shared::store::deadline::Deadline;
 use shared::store::table::RETRY_AFTER_SECONDS;
 use shared::{FleetError, FleetTable};
@@ -41,10 +48,11 @@ pub async fn ingestor_from_env() -> Result<Arc<Ingestor>, FleetError> {
     Ok(Arc::new(Ingestor::new(table, IngestConfig::from_env()?)))
 }
 
-/// The function's one route.
+/// The function's routes: a batch of events, and a sync for a device with nothing to send.
 pub fn router(ingestor: Arc<Ingestor>) -> Router {
     Router::new()
         .route("/devices/{deviceId}/events", post(ingest_events))
+        .route("/devices/{deviceId}/sync", post(sync))
         .with_state(ingestor)
 }
 
@@ -52,6 +60,43 @@ pub fn router(ingestor: Arc<Ingestor>) -> Router {
 #[serde(deny_unknown_fields)]
 struct IngestBody {
     events: Vec<SubmittedEvent>,
+    #[serde(default)]
+    reported: Option<SubmittedReport>,
+    #[serde(default)]
+    acks: Vec<SubmittedAck>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct SyncBody {
+    #[serde(default)]
+    reported: Option<SubmittedReport>,
+    #[serde(default)]
+    acks: Vec<SubmittedAck>,
+}
+
+/// Largest sync body: a report of at most 4 KB and 32 acknowledgements with results.
+pub const MAX_SYNC_BODY_BYTES: usize = 64 * 1024;
+
+/// `POST /devices/{deviceId}/sync` (AP-T4): report, acknowledge, and get the pending work,
+/// without events. An empty body (or `{}`) only asks.
+async fn sync(
+    State(ingestor): State<Arc<Ingestor>>,
+    DeviceIdPath(device): DeviceIdPath,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<axum::response::Response, ApiError> {
+    let token = bearer_token(&headers).ok_or(FleetError::Unauthorized)?;
+    let registration = ingestor.authenticate(&device, token).await?;
+    let body: SyncBody = if body.iter().all(u8::is_ascii_whitespace) {
+        SyncBody::default()
+    } else {
+        json_bytes(&headers, &body, MAX_SYNC_BODY_BYTES)?
+    };
+    let report = DeviceReport::parse(body.reported, body.acks)?;
+    let work = sync_device(ingestor.table(), &registration, &report).await?;
+    shared::store::metrics::RequestMeter::add_figure("TwinRequests", f64::from(work.requests));
+    Ok(json_response(StatusCode::OK, &work))
 }
 
 /// `POST /devices/{deviceId}/events` (AP-14).
@@ -64,30 +109,59 @@ async fn ingest_events(
 ) -> Result<axum::response::Response, ApiError> {
     let token = bearer_token(&headers).ok_or(FleetError::Unauthorized)?;
     let registration = ingestor.authenticate(&device, token).await?;
-    let events = parse_batch(
+    let (events, report) = parse_request(
         &headers,
         &body,
         Timestamp::now(),
         ingestor.table().config.retention_days,
         ingestor.config().max_clock_skew,
     )?;
-    let outcome = ingestor
-        .ingest(
+    // The report and acknowledgements go out with the batch's writes (none when the device
+    // sends neither), so they add no round of requests.
+    let (outcome, reported) = tokio::join!(
+        ingestor.ingest(
             &registration,
             events,
             deadline(lambda.map(|Extension(ctx)| ctx)),
-        )
-        .await?;
+        ),
+        async {
+            if report.is_empty() {
+                Ok((None, Vec::new(), 0))
+            } else {
+                apply_report(ingestor.table(), &registration, &report).await
+            }
+        }
+    );
+    let outcome = outcome?;
+    let (report_versions, acknowledged, requests) = reported?;
     shared::store::metrics::RequestMeter::add_figure(
         "EventsAccepted",
         outcome.accepted.len() as f64,
     );
     shared::store::metrics::RequestMeter::add_figure("EventsFailed", outcome.failed.len() as f64);
     if outcome.failed.is_empty() {
-        return Ok(json_response(
-            StatusCode::OK,
-            &json!({ "accepted": outcome.accepted.len(), "eventIds": outcome.accepted }),
-        ));
+        // Pending work, from the versions the live-state update returned: nothing is read
+        // when nothing is pending. Only a replay (no update sent) reads the live state.
+        let versions = match (outcome.twin, report_versions) {
+            (Some(a), Some(b)) => Some(a.newest(b)),
+            (a, b) => a.or(b),
+        };
+        let work = TwinWork {
+            acknowledged,
+            requests,
+            ..TwinWork::default()
+        };
+        let work = pending_work(ingestor.table(), &registration, versions, work).await?;
+        shared::store::metrics::RequestMeter::add_figure("TwinRequests", f64::from(work.requests));
+        let mut answer =
+            json!({ "accepted": outcome.accepted.len(), "eventIds": outcome.accepted });
+        if let (Some(answer), serde_json::Value::Object(twin)) = (
+            answer.as_object_mut(),
+            serde_json::to_value(&work).map_err(FleetError::internal)?,
+        ) {
+            answer.extend(twin);
+        }
+        return Ok(json_response(StatusCode::OK, &answer));
     }
     let mut response = json_response(
         StatusCode::SERVICE_UNAVAILABLE,
@@ -117,13 +191,22 @@ pub fn parse_batch(
     retention_days: u32,
     max_clock_skew: Duration,
 ) -> Result<Vec<NewEvent>, ApiError> {
+    parse_request(headers, body, now, retention_days, max_clock_skew).map(|(events, _)| events)
+}
+
+/// [`parse_batch`] with the twin part of the request: the device's report and
+/// acknowledgements, validated the same way (a 400 naming the field).
+pub fn parse_request(
+    headers: &HeaderMap,
+    body: &[u8],
+    now: Timestamp,
+    retention_days: u32,
+    max_clock_skew: Duration,
+) -> Result<(Vec<NewEvent>, DeviceReport), ApiError> {
     let body: IngestBody = json_bytes(headers, body, MAX_INGEST_BODY_BYTES)?;
-    Ok(validate_batch(
-        body.events,
-        now,
-        retention_days,
-        max_clock_skew,
-    )?)
+    let events = validate_batch(body.events, now, retention_days, max_clock_skew)?;
+    let report = DeviceReport::parse(body.reported, body.acks)?;
+    Ok((events, report))
 }
 
 fn bearer_token(headers: &HeaderMap) -> Option<&str> {

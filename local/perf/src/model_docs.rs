@@ -54,6 +54,18 @@ fn budget(b: RequestBudget) -> String {
         }
         RequestBudget::BatchOf25Plus(n) => format!("ceil(n/25) + {n}"),
         RequestBudget::ZeroAtReadTime => "0 at read time (daily report)".into(),
+        RequestBudget::BatchOf25PlusTwin(n) => format!(
+            "ceil(n/25) + {n}, + the device's twin work (none when nothing is pending and it reports and acknowledges nothing)"
+        ),
+        RequestBudget::FixedPlusTwin(n) => format!(
+            "{n}, + the device's twin work (1 live-state read when nothing else tells the versions)"
+        ),
+        RequestBudget::FixedPlusPlacedStateAndTwin(n) => format!(
+            "{n}, +1 GetItem when the device's state is placed on another partition, +1 Query when it has a twin"
+        ),
+        RequestBudget::RolloutPages => {
+            "1 + 3 per rollout + 4 per page of 50 devices + 1 transaction per device changed".into()
+        }
     }
 }
 

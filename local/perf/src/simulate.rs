@@ -111,9 +111,64 @@ pub struct Profile {
     /// Device registrations, renames and deletions (default: [`DeviceChanges::default`]).
     #[serde(default)]
     pub device_changes: DeviceChanges,
+    /// The device twin's traffic (default: [`TwinTraffic::default`]).
+    #[serde(default)]
+    pub twin: TwinTraffic,
     /// Devices going silent (offline detection; default: [`Offline::default`]).
     #[serde(default)]
     pub offline: Offline,
+}
+
+/// The device twin's traffic (docs/design.md section 12), per device per month.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct TwinTraffic {
+    /// Desired-state changes an owner makes to one device (AP-T1), each delivered once and
+    /// reported once.
+    pub desired_changes_per_device_per_month: f64,
+    /// Commands queued for one device (AP-T2), each delivered, marked and acknowledged.
+    pub commands_per_device_per_month: f64,
+    /// Fleet-wide changes (AP-T5, AP-T7) reaching every device of the fleet, each delivered
+    /// and reported like a desired change.
+    pub rollouts_per_month: f64,
+}
+
+impl Default for TwinTraffic {
+    /// An assumption, not a measurement: each device gets one desired change and one command
+    /// a month from its owner, and one fleet-wide change a month reaches every device.
+    fn default() -> Self {
+        Self {
+            desired_changes_per_device_per_month: 1.0,
+            commands_per_device_per_month: 1.0,
+            rollouts_per_month: 1.0,
+        }
+    }
+}
+
+/// The rollout worker's pace (`shared::ops::twin::rollout::ROLLOUT_DEVICES_PER_SECOND`).
+pub const ROLLOUT_DEVICES_PER_SECOND: f64 =
+    shared::ops::twin::rollout::ROLLOUT_DEVICES_PER_SECOND as f64;
+/// Devices per rollout page (`shared::ops::twin::rollout::ROLLOUT_PAGE`).
+pub const ROLLOUT_PAGE: f64 = shared::ops::twin::rollout::ROLLOUT_PAGE as f64;
+/// Seconds in the 730-hour month the twin's monthly rates are spread over.
+const MONTH_SECONDS: f64 = 730.0 * 3600.0;
+
+/// One fleet-wide change of the largest fleet at the worker's pace: the busiest keys while it
+/// runs (a storm, not an average).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct RolloutPeak {
+    /// Devices of the largest fleet.
+    pub devices: u64,
+    /// How long the change takes, seconds.
+    pub seconds: f64,
+    /// Read units per second on the owner's partition (tag links and device items, a page at
+    /// a time).
+    pub owner_partition_rcu: f64,
+    /// Write units per second on one live-state partition (its devices are spread over the
+    /// whole walk).
+    pub state_partition_wcu: f64,
+    /// Write units on each device's own key, once.
+    pub device_key_wcu: f64,
 }
 
 /// How often devices go silent (the offline detector's work), as a share of the fleet.
@@ -401,6 +456,8 @@ pub struct ItemSizes {
     pub type_mark: u64,
     /// Its GSI1 entry (`TYPE#{type}#{day}#{shard}`).
     pub type_mark_gsi1: u64,
+    /// A desired (or reported) document of a few settings, or a command, bytes.
+    pub twin_document: u64,
     /// The live state's GSI3 due entry (`DUE#{shard}`, offline detection).
     pub state_gsi3: u64,
     /// An offline alarm item (its history entry), bytes.
@@ -514,6 +571,7 @@ impl ItemSizes {
             recent,
             ingest_seq: 48_213,
             device_version: 3,
+            twin: Default::default(),
             // The live state carries the device's tags (alarm rules scoped by tag).
             tags: device_item.tags.clone(),
             alarms: Default::default(),
@@ -568,6 +626,18 @@ impl ItemSizes {
             previous_token_until: None,
             revoked_at: None,
         };
+        // A desired document of a few settings (a reported one or a command is about as large).
+        let twin_document = item_size(&to_item(
+            &shared::model::twin::DesiredStateItem {
+                user_id: user.clone(),
+                device_id: device.clone(),
+                document: r#"{"reportIntervalSeconds":300,"setpoint":{"day":21.5,"night":18}}"#
+                    .into(),
+                version: 3,
+                updated_at: at,
+            },
+            &shards,
+        ));
         let tag_link = TagLinkItem {
             user_id: user.clone(),
             tag,
@@ -585,6 +655,7 @@ impl ItemSizes {
             tag_link: item_size(&to_item(&tag_link, &shards)),
             type_mark: item_size(&type_mark),
             type_mark_gsi1,
+            twin_document,
             state_gsi3,
             offline_alarm_gsi3: gsi3(&offline_alarm),
             offline_alarm: item_size(&offline_alarm),
@@ -932,6 +1003,8 @@ pub struct Simulation {
     pub tables: [TableLoad; 4],
     /// Totals.
     pub workload: Workload,
+    /// One fleet-wide change of the largest fleet, at the worker's pace.
+    pub rollout_peak: RolloutPeak,
 }
 
 fn draw_fleet(size: &FleetSize, rng: &mut StdRng) -> Result<u32, Error> {
@@ -1064,6 +1137,23 @@ pub fn simulate(profile: Profile, source: &str) -> Result<Simulation, Error> {
     };
     let mut global = 0u64;
     let mut registration_reads = 0.0;
+    // The twin, per device per second: a desired change (an owner's or a rollout's) puts the
+    // document in a transaction (2 x its units), is read once at delivery (a consistent
+    // read) and reported (a put of the reported document); a command is put in a
+    // transaction, read by the delivery's Query, marked delivered and acknowledged. On the
+    // live state: the desired version (a transaction item), the reported version, the command
+    // sequence (a transaction item) and the queue's watermark.
+    let twin = &profile.twin;
+    let desired_rate =
+        (twin.desired_changes_per_device_per_month + twin.rollouts_per_month) / MONTH_SECONDS;
+    let command_rate = twin.commands_per_device_per_month / MONTH_SECONDS;
+    let document_wcu = write_units(sizes.twin_document) as f64;
+    let twin_device_wcu = desired_rate * (2.0 * document_wcu + document_wcu)
+        + command_rate * (2.0 * document_wcu + 2.0 * document_wcu);
+    let twin_device_rcu = desired_rate * strong_read_units(sizes.twin_document)
+        + command_rate * strong_read_units(sizes.twin_document);
+    let twin_state_wcu =
+        desired_rate * 3.0 * state_update_wcu + command_rate * 3.0 * state_update_wcu;
     for (i, (fleet, rate_override)) in fleets.iter().enumerate() {
         let i = i as u64;
         let user = user_id(i);
@@ -1071,6 +1161,8 @@ pub fn simulate(profile: Profile, source: &str) -> Result<Simulation, Error> {
         // The owner's live-state partitions (registration doubles them as the fleet grows)
         // and the batches each receives.
         let mut state_partitions: Vec<f64> = Vec::new();
+        // The twin's live-state writes on each of them.
+        let mut twin_partitions: Vec<f64> = Vec::new();
         let mut placed_shards = 1u32;
         for j in 0..u64::from(*fleet) {
             let per_minute = per_minute_of(global, *rate_override);
@@ -1138,14 +1230,19 @@ pub fn simulate(profile: Profile, source: &str) -> Result<Simulation, Error> {
                     family: None,
                 });
             }
-            let device_wcu = rate * event_wcu + mark_puts_wcu;
-            base.add(device_wcu, event_read_rcu, || KeyLoad {
+            let device_wcu = rate * event_wcu + mark_puts_wcu + twin_device_wcu;
+            let device_rcu = event_read_rcu + twin_device_rcu;
+            base.add(device_wcu, device_rcu, || KeyLoad {
                 key: event_pk(&user, &device),
                 kind: KeyKind::DeviceEvents,
                 wcu: device_wcu,
-                rcu: event_read_rcu,
+                rcu: device_rcu,
                 family: None,
             });
+            if twin_partitions.len() <= placed {
+                twin_partitions.resize(placed + 1, 0.0);
+            }
+            twin_partitions[placed] += twin_state_wcu;
             // The registration: one eventually consistent read per batch (a consistent one
             // only for a registration or rotation of the last second). API Gateway spreads a
             // device's batches over containers, so the per-container cache is assumed to miss.
@@ -1191,7 +1288,7 @@ pub fn simulate(profile: Profile, source: &str) -> Result<Simulation, Error> {
         w.analytics_units_per_day += partitions;
         w.analytics_items_per_day += 2.0 * f64::from(*fleet);
         for (k, batches) in state_partitions.iter().enumerate() {
-            let wcu = batches * state_update_wcu;
+            let wcu = batches * state_update_wcu + twin_partitions.get(k).copied().unwrap_or(0.0);
             // Each batch reads the live state first (a cache miss, as for the registration).
             let state_reads = batches * strong_read_units(sizes.state);
             let rcu = state_reads
@@ -1392,6 +1489,27 @@ pub fn simulate(profile: Profile, source: &str) -> Result<Simulation, Error> {
     for table in [&mut base, &mut gsi1, &mut gsi2, &mut gsi3] {
         table.flag();
     }
+    // A fleet-wide change of the largest fleet: pages of ROLLOUT_PAGE at the worker's pace.
+    // Per page the owner's partition gives a page of tag links and their device items (one
+    // BatchGetItem: each item a read of its own); each device's own key takes its desired
+    // document once (a transaction item); its live-state partition holds at most
+    // DEVICES_PER_SHARD devices, spread over the whole walk.
+    let largest = u64::from(w.fleet_max);
+    let seconds = largest as f64 / ROLLOUT_DEVICES_PER_SECOND;
+    // A fleet smaller than a second's pace is read and written within one second.
+    let window = seconds.max(1.0);
+    let page = ROLLOUT_PAGE.min(largest as f64);
+    let pages = (largest as f64 / ROLLOUT_PAGE).ceil();
+    let page_rcu = eventual_read_units((page as u64) * sizes.tag_link)
+        + page * eventual_read_units(sizes.device_item);
+    let per_partition = f64::from(devices_per_shard).min(largest as f64);
+    let rollout_peak = RolloutPeak {
+        devices: largest,
+        seconds,
+        owner_partition_rcu: pages * page_rcu / window,
+        state_partition_wcu: per_partition * 2.0 * state_update_wcu / window,
+        device_key_wcu: 2.0 * document_wcu,
+    };
     Ok(Simulation {
         profile,
         source: source.to_string(),
@@ -1399,6 +1517,7 @@ pub fn simulate(profile: Profile, source: &str) -> Result<Simulation, Error> {
         sizes,
         tables: [base, gsi1, gsi2, gsi3],
         workload: w,
+        rollout_peak,
     })
 }
 
@@ -1492,6 +1611,21 @@ pub fn render(sim: &Simulation) -> String {
             .join(","),
         p.devices_per_shard(),
         p.seed,
+    );
+    let r = &sim.rollout_peak;
+    let _ = writeln!(
+        out,
+        "Device twin (assumed rates, profile `twin`): {} desired changes and {} commands per device a month, {} fleet-wide changes a month reaching every device; their writes and reads are in the device and live-state partitions above (a document of {} B). A fleet-wide change of the largest fleet ({} devices) at the worker's pace of {} devices/s takes {} s: the owner's partition reads {} RCU/s while it runs (limit 3,000), one live-state partition takes {} WCU/s, each device's own key {} WCU once.\n",
+        p.twin.desired_changes_per_device_per_month,
+        p.twin.commands_per_device_per_month,
+        p.twin.rollouts_per_month,
+        s.twin_document,
+        group(r.devices),
+        group(ROLLOUT_DEVICES_PER_SECOND as u64),
+        num(r.seconds),
+        num(r.owner_partition_rcu),
+        num(r.state_partition_wcu),
+        num(r.device_key_wcu),
     );
     let events: Vec<String> = s
         .events

@@ -241,7 +241,30 @@ pub async fn seed(table: &FleetTable) -> Result<Vec<DemoDevice>, FleetError> {
             token,
         });
     }
+    fill_command_queue(table).await?;
     Ok(devices)
+}
+
+/// Bob's office thermostat has been offline with a full command queue (the device twin's
+/// bound, `events/queue-command-full.json`).
+async fn fill_command_queue(table: &FleetTable) -> Result<(), FleetError> {
+    use shared::model::ids::CommandName;
+    use shared::model::twin::{TwinDocument, MAX_OPEN_COMMANDS};
+    use shared::ops::twin::owner::{queue_command, NewCommand};
+    for i in 0..MAX_OPEN_COMMANDS {
+        queue_command(
+            table,
+            &UserId::parse("demo-bob")?,
+            &DeviceId::parse("thermo-office")?,
+            NewCommand {
+                name: CommandName::parse(format!("calibrate-{i}"))?,
+                parameters: TwinDocument::default(),
+                expires_in_seconds: shared::model::twin::MAX_COMMAND_EXPIRY_SECONDS,
+            },
+        )
+        .await?;
+    }
+    Ok(())
 }
 
 async fn publish_demo_token(table: &FleetTable, device: &str) -> Result<(), FleetError> {

@@ -222,6 +222,14 @@ impl From<FleetError> for ApiError {
                 "too many requests, retry later",
             )
             .retry_after(retry_after_seconds),
+            FleetError::StaleDesired { .. } => Self::new(
+                StatusCode::PRECONDITION_FAILED,
+                "version_mismatch",
+                err.to_string(),
+            ),
+            FleetError::CommandQueueFull { .. } => {
+                Self::new(StatusCode::CONFLICT, "command_queue_full", err.to_string())
+            }
             FleetError::Internal(detail) => Self::internal(&detail),
         }
     }

@@ -113,6 +113,16 @@ pub enum EntityType {
     ReleasedRegistration,
     /// That a device sent events of a searchable type in a window (the event-type index).
     TypeMark,
+    /// What a device's owner wants it configured as (its twin's desired half).
+    DesiredState,
+    /// What a device reported it applied (its twin's reported half).
+    ReportedState,
+    /// A command queued for a device.
+    Command,
+    /// A fleet-wide desired-state change (by tag or device type).
+    Rollout,
+    /// A rollout the scheduled worker has not finished.
+    RunningRollout,
     /// An owner's alarm rules.
     RuleSet,
     /// One alarm of one device (its history entry).
@@ -123,7 +133,7 @@ pub enum EntityType {
 
 impl EntityType {
     /// Every entity type.
-    pub const ALL: [EntityType; 15] = [
+    pub const ALL: [EntityType; 20] = [
         EntityType::Profile,
         EntityType::Device,
         EntityType::Fleet,
@@ -136,6 +146,11 @@ impl EntityType {
         EntityType::PurgeMarker,
         EntityType::ReleasedRegistration,
         EntityType::TypeMark,
+        EntityType::DesiredState,
+        EntityType::ReportedState,
+        EntityType::Command,
+        EntityType::Rollout,
+        EntityType::RunningRollout,
         EntityType::RuleSet,
         EntityType::Alarm,
         EntityType::OpenAlarm,
@@ -161,6 +176,11 @@ impl EntityType {
             EntityType::PurgeMarker => "purgeMarker",
             EntityType::ReleasedRegistration => "releasedRegistration",
             EntityType::TypeMark => "typeMark",
+            EntityType::DesiredState => "desiredState",
+            EntityType::ReportedState => "reportedState",
+            EntityType::Command => "command",
+            EntityType::Rollout => "rollout",
+            EntityType::RunningRollout => "runningRollout",
             EntityType::RuleSet => "ruleSet",
             EntityType::Alarm => "alarm",
             EntityType::OpenAlarm => "openAlarm",

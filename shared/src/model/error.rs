@@ -80,6 +80,19 @@ pub enum FleetError {
         /// Seconds the client should wait.
         retry_after_seconds: u32,
     },
+    /// `If-Match` named a desired-state version that is not the current one (412).
+    #[error("the desired state has changed since version {expected}: read it again and retry")]
+    StaleDesired {
+        /// The version the caller expected.
+        expected: u64,
+    },
+    /// A device's command queue is full (409): it has this many commands neither finished
+    /// nor expired.
+    #[error("the device has {limit} open commands: wait for some to finish or expire")]
+    CommandQueueFull {
+        /// The queue's bound.
+        limit: u64,
+    },
     /// Anything else (500); the detail is logged, never returned.
     #[error("internal error: {0}")]
     Internal(String),

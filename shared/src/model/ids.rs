@@ -133,6 +133,14 @@ key_token!(
     /// An event id: given by the device or derived from the event's content.
     EventId, field = "id", max = 64
 );
+key_token!(
+    /// A command's name (`reboot`, `open-valve`): what the owner asks a device to do.
+    CommandName, field = "name", max = 32
+);
+key_token!(
+    /// A fleet-wide desired-state change (a rollout), generated when it is created.
+    RolloutId, field = "rolloutId", max = 64
+);
 
 /// Most tags one device may carry (each one is a tag-link item in the registration
 /// transaction, which DynamoDB caps at 100 actions).

@@ -25,6 +25,7 @@ use crate::model::schema::Item;
 
 use crate::model::timestamp::{Day, Timestamp};
 use crate::model::token::token_matches;
+use crate::model::twin::TwinVersions;
 
 /// A user's profile: `USER#{userId}` / `PROFILE`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -146,6 +147,10 @@ pub struct DeviceStateItem {
     /// copy landing late is refused).
     #[serde(default)]
     pub device_version: u64,
+    /// The twin's versions (desired, reported, commands): ingestion's own update returns them,
+    /// so it knows whether anything is pending without a read ([`crate::model::twin`]).
+    #[serde(flatten)]
+    pub twin: TwinVersions,
     /// Copy of the device's tags (alarm rules scoped by tag), with its status and name.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tags: Vec<Tag>,
@@ -446,6 +451,14 @@ attributes!(DeviceStateItem {
     DEVICE_VERSION = "deviceVersion",
     /// `readings`: `latest` and `recent` in their compact form.
     READINGS = "readings",
+    /// `desiredVersion` ([`TwinVersions`]).
+    DESIRED_VERSION = "desiredVersion",
+    /// `reportedVersion` ([`TwinVersions`]).
+    REPORTED_VERSION = "reportedVersion",
+    /// `commandSeq` ([`TwinVersions`]).
+    COMMAND_SEQ = "commandSeq",
+    /// `commandsDone` ([`TwinVersions`]).
+    COMMANDS_DONE = "commandsDone",
     /// `tags`: copy of the device's tags.
     TAGS = "tags",
     /// `alarms`: alarm statuses by source.
@@ -1158,6 +1171,12 @@ mod tests {
                     recent: Vec::new(),
                     ingest_seq: 1,
                     device_version: 1,
+                    twin: TwinVersions {
+                        desired_version: 2,
+                        reported_version: 1,
+                        command_seq: 3,
+                        commands_done: 2,
+                    },
                     tags: vec![Tag::parse("home").unwrap()],
                     alarms: BTreeMap::from([(
                         "offline".to_string(),
@@ -1350,6 +1369,7 @@ mod tests {
             )],
             ingest_seq: 4,
             device_version: 2,
+            twin: TwinVersions::default(),
             tags: Vec::new(),
             alarms: BTreeMap::new(),
             report_every_seconds: None,

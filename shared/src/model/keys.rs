@@ -15,6 +15,11 @@
 //! | daily report | `REPORT#{day}` | `REPORT` |
 //! | checkpoint | `ANALYTICS#{day}#{segment}` | `CHECKPOINT` |
 //! | purge marker | `PURGE#{userId}#{deviceId}` | `PURGE` |
+//! | desired state | `USER#{userId}#DEVICE#{deviceId}` | `TWIN#DESIRED` |
+//! | reported state | `USER#{userId}#DEVICE#{deviceId}` | `TWIN#REPORTED` |
+//! | command | `USER#{userId}#DEVICE#{deviceId}` | `COMMAND#{seq, 10 digits}` |
+//! | rollout | `USER#{userId}` | `ROLLOUT#{rolloutId}` |
+//! | running rollout | `ROLLOUTS#RUNNING` | `{userId}#{rolloutId}` |
 //! | rule set | `USER#{userId}` | `RULES` |
 //! | alarm | `ALARM#{userId}#{deviceId}` | `{raisedAt}#{ruleId or offline}` |
 //! | open alarm | `ALARM#{userId}#{deviceId}` | `OPEN#{ruleId or offline}` |
@@ -28,7 +33,7 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use crate::model::alarm::{AlarmSource, Severity};
 use crate::model::error::ValidationError;
 use crate::model::expression::Attribute;
-use crate::model::ids::{DeviceId, EventId, EventType, Tag, UserId};
+use crate::model::ids::{DeviceId, EventId, EventType, RolloutId, Tag, UserId};
 use crate::model::schema::{Item, GSI1PK, GSI1SK, GSI2PK, GSI2SK, GSI3PK, GSI3SK, PK, SK};
 use crate::model::shard::shard_of;
 use crate::model::shard::ShardCounts;
@@ -82,6 +87,20 @@ pub const TYPE_WINDOW_SECONDS: i64 = 3600;
 /// Granularity of the `SEEN#` index key: a device's index entry moves at most once per
 /// bucket, however often it reports.
 pub const SEEN_GRANULARITY_SECONDS: i64 = 15 * 60;
+/// Sort key of a device's desired state (in its event partition, beside its commands).
+pub const DESIRED_SK: &str = "TWIN#DESIRED";
+/// Sort key of a device's reported state.
+pub const REPORTED_SK: &str = "TWIN#REPORTED";
+/// Sort-key prefix of the twin documents (desired and reported: one Query reads both).
+pub const TWIN_PREFIX: &str = "TWIN#";
+/// Sort-key prefix of a device's commands (in its event partition, after every `EVENT#`).
+pub const COMMAND_PREFIX: &str = "COMMAND#";
+/// Sort-key prefix of an owner's rollouts in the user partition (after `PROFILE`, so no
+/// dashboard range reads one).
+pub const ROLLOUT_PREFIX: &str = "ROLLOUT#";
+/// Partition of the running rollouts, which the scheduled worker lists (written twice per
+/// rollout, read once a minute).
+pub const RUNNING_ROLLOUTS_PK: &str = "ROLLOUTS#RUNNING";
 
 /// A primary key (PK, SK).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -154,6 +173,20 @@ pub enum ItemKey {
     Checkpoint { day: Day, segment: u32 },
     /// A deleted device whose events the daily run still has to purge.
     PurgeMarker { user: UserId, device: DeviceId },
+    /// What a device's owner wants it to be configured as.
+    Desired { user: UserId, device: DeviceId },
+    /// What a device reported it applied.
+    Reported { user: UserId, device: DeviceId },
+    /// A command queued for a device, by its sequence number.
+    Command {
+        user: UserId,
+        device: DeviceId,
+        seq: u64,
+    },
+    /// A fleet-wide desired-state change of an owner.
+    Rollout { user: UserId, rollout: RolloutId },
+    /// A rollout the scheduled worker still has to carry out.
+    RunningRollout { user: UserId, rollout: RolloutId },
     /// An owner's alarm rules (all in one item: ingestion reads them with the live state).
     RuleSet { user: UserId },
     /// One alarm of one device, raised at `raised_at` by `source` (its history entry).
@@ -169,6 +202,16 @@ pub enum ItemKey {
         device: DeviceId,
         source: AlarmSource,
     },
+}
+
+/// `COMMAND#{seq}` (10 digits, so commands sort in the order they were queued).
+pub fn command_sk(seq: u64) -> String {
+    format!("{COMMAND_PREFIX}{seq:010}")
+}
+
+/// `ROLLOUT#{rolloutId}`.
+pub fn rollout_sk(rollout: &RolloutId) -> String {
+    format!("{ROLLOUT_PREFIX}{rollout}")
 }
 
 /// `USER#{userId}`: the user partition (profile, devices, tag links).
@@ -718,6 +761,13 @@ impl ItemKey {
                 (checkpoint_pk(day, *segment), CHECKPOINT_SK.to_string())
             }
             ItemKey::PurgeMarker { user, device } => (purge_pk(user, device), PURGE_SK.to_string()),
+            ItemKey::Desired { user, device } => (event_pk(user, device), DESIRED_SK.to_string()),
+            ItemKey::Reported { user, device } => (event_pk(user, device), REPORTED_SK.to_string()),
+            ItemKey::Command { user, device, seq } => (event_pk(user, device), command_sk(*seq)),
+            ItemKey::Rollout { user, rollout } => (user_pk(user), rollout_sk(rollout)),
+            ItemKey::RunningRollout { user, rollout } => {
+                (RUNNING_ROLLOUTS_PK.to_string(), format!("{user}#{rollout}"))
+            }
             ItemKey::RuleSet { user } => (user_pk(user), RULES_SK.to_string()),
             ItemKey::Alarm {
                 user,
@@ -817,6 +867,31 @@ impl ItemKey {
                 user: UserId::parse(*user)?,
                 device: DeviceId::parse(*device)?,
             }),
+            (["USER", user, "DEVICE", device], ["TWIN", which]) => {
+                let (user, device) = (UserId::parse(*user)?, DeviceId::parse(*device)?);
+                match *which {
+                    "DESIRED" => Ok(ItemKey::Desired { user, device }),
+                    "REPORTED" => Ok(ItemKey::Reported { user, device }),
+                    _ => Err(bad()),
+                }
+            }
+            (["USER", user, "DEVICE", device], ["COMMAND", seq])
+                if seq.len() == 10 && seq.bytes().all(|b| b.is_ascii_digit()) =>
+            {
+                Ok(ItemKey::Command {
+                    user: UserId::parse(*user)?,
+                    device: DeviceId::parse(*device)?,
+                    seq: seq.parse().map_err(|_| bad())?,
+                })
+            }
+            (["USER", user], ["ROLLOUT", rollout]) => Ok(ItemKey::Rollout {
+                user: UserId::parse(*user)?,
+                rollout: RolloutId::parse(*rollout)?,
+            }),
+            (["ROLLOUTS", "RUNNING"], [user, rollout]) => Ok(ItemKey::RunningRollout {
+                user: UserId::parse(*user)?,
+                rollout: RolloutId::parse(*rollout)?,
+            }),
             (["USER", user], ["RULES"]) => Ok(ItemKey::RuleSet {
                 user: UserId::parse(*user)?,
             }),
@@ -867,7 +942,16 @@ impl ItemKey {
             }
             | Self::TypeMark {
                 user, device: d, ..
+            }
+            | Self::Desired { user, device: d }
+            | Self::Reported { user, device: d }
+            | Self::Command {
+                user, device: d, ..
             } => vec![owner(user), device(d)],
+            Self::Rollout { user, rollout } | Self::RunningRollout { user, rollout } => vec![
+                owner(user),
+                ("rolloutId", AttributeValue::S(rollout.to_string())),
+            ],
             Self::DeviceState {
                 user,
                 partition: shard,
@@ -945,6 +1029,27 @@ mod tests {
             ItemKey::PurgeMarker {
                 user: user(),
                 device: device(),
+            },
+            ItemKey::Desired {
+                user: user(),
+                device: device(),
+            },
+            ItemKey::Reported {
+                user: user(),
+                device: device(),
+            },
+            ItemKey::Command {
+                user: user(),
+                device: device(),
+                seq: 42,
+            },
+            ItemKey::Rollout {
+                user: user(),
+                rollout: RolloutId::parse("r-1").unwrap(),
+            },
+            ItemKey::RunningRollout {
+                user: user(),
+                rollout: RolloutId::parse("r-1").unwrap(),
             },
         ];
         for key in keys {
@@ -1190,7 +1295,7 @@ pub struct KeyTemplate {
 }
 
 /// Every entity's keys, as templates (a unit test checks them against the builders above).
-pub const KEY_TEMPLATES: [KeyTemplate; 14] = [
+pub const KEY_TEMPLATES: [KeyTemplate; 19] = [
     KeyTemplate {
         entity_type: "profile",
         pk: "USER#${userId}",
@@ -1324,6 +1429,46 @@ pub const KEY_TEMPLATES: [KeyTemplate; 14] = [
             "${raisedAt}#${userId}#${deviceId}#${source}",
         )),
     },
+    KeyTemplate {
+        entity_type: "desiredState",
+        pk: "USER#${userId}#DEVICE#${deviceId}",
+        sk: "TWIN#DESIRED",
+        gsi1: None,
+        gsi2: None,
+        gsi3: None,
+    },
+    KeyTemplate {
+        entity_type: "reportedState",
+        pk: "USER#${userId}#DEVICE#${deviceId}",
+        sk: "TWIN#REPORTED",
+        gsi1: None,
+        gsi2: None,
+        gsi3: None,
+    },
+    KeyTemplate {
+        entity_type: "command",
+        pk: "USER#${userId}#DEVICE#${deviceId}",
+        sk: "COMMAND#${seq}",
+        gsi1: None,
+        gsi2: None,
+        gsi3: None,
+    },
+    KeyTemplate {
+        entity_type: "rollout",
+        pk: "USER#${userId}",
+        sk: "ROLLOUT#${rolloutId}",
+        gsi1: None,
+        gsi2: None,
+        gsi3: None,
+    },
+    KeyTemplate {
+        entity_type: "runningRollout",
+        pk: "ROLLOUTS#RUNNING",
+        sk: "${userId}#${rolloutId}",
+        gsi1: None,
+        gsi2: None,
+        gsi3: None,
+    },
 ];
 
 #[cfg(test)]
@@ -1364,6 +1509,8 @@ mod template_tests {
             ("seenBucket", "2024-04-10T10:00:00.000Z"),
             ("window", "2024-04-10T10:00:00.000Z"),
             ("segment", "0007"),
+            ("seq", "0000000042"),
+            ("rolloutId", "r-1"),
         ];
         // The part of a template before a parenthesised note.
         let main = |t: &'static str| t.split(" (").next().unwrap();
@@ -1383,6 +1530,38 @@ mod template_tests {
         for (t, (pk, sk)) in KEY_TEMPLATES.iter().zip(built) {
             assert_eq!(fill(main(t.pk), &v), pk, "{}", t.entity_type);
             assert_eq!(fill(t.sk, &v), sk, "{}", t.entity_type);
+        }
+        // The device twin's entities, by name.
+        let twin = [
+            (
+                "desiredState",
+                event_pk(&user, &device),
+                DESIRED_SK.to_string(),
+            ),
+            (
+                "reportedState",
+                event_pk(&user, &device),
+                REPORTED_SK.to_string(),
+            ),
+            ("command", event_pk(&user, &device), command_sk(42)),
+            (
+                "rollout",
+                user_pk(&user),
+                rollout_sk(&RolloutId::parse("r-1").unwrap()),
+            ),
+            (
+                "runningRollout",
+                RUNNING_ROLLOUTS_PK.to_string(),
+                "u#r-1".to_string(),
+            ),
+        ];
+        for (name, pk, sk) in twin {
+            let t = KEY_TEMPLATES
+                .iter()
+                .find(|t| t.entity_type == name)
+                .unwrap();
+            assert_eq!(fill(main(t.pk), &v), pk, "{name}");
+            assert_eq!(fill(t.sk, &v), sk, "{name}");
         }
         let (g2pk, g2sk) = KEY_TEMPLATES[0].gsi2.unwrap();
         let profile = IndexKeys::directory(&user, DirectoryEntry::Profile);

@@ -17,3 +17,4 @@ pub mod shard;
 pub mod status;
 pub mod timestamp;
 pub mod token;
+pub mod twin;

@@ -49,6 +49,20 @@ pub enum PatternId {
     RotateToken,
     /// AP-18: revoke a device's tokens.
     RevokeToken,
+    /// AP-T1: set a device's desired state.
+    SetDesired,
+    /// AP-T2: queue a command for a device.
+    QueueCommand,
+    /// AP-T3: a device's commands.
+    ListCommands,
+    /// AP-T4: a device asks for its pending work (and reports, acknowledges).
+    SyncDevice,
+    /// AP-T5: start a fleet-wide desired-state change.
+    StartRollout,
+    /// AP-T6: a fleet-wide change's progress.
+    GetRollout,
+    /// AP-T7: the scheduled worker carries running rollouts forward.
+    AdvanceRollouts,
     /// AP-19: create an alarm rule.
     CreateRule,
     /// AP-20: an owner's alarm rules.
@@ -69,7 +83,7 @@ pub enum PatternId {
 
 impl PatternId {
     /// Every pattern, in catalog order.
-    pub const ALL: [PatternId; 27] = [
+    pub const ALL: [PatternId; 34] = [
         PatternId::GetProfile,
         PatternId::ListDevices,
         PatternId::GetDevice,
@@ -89,6 +103,13 @@ impl PatternId {
         PatternId::PutProfile,
         PatternId::RotateToken,
         PatternId::RevokeToken,
+        PatternId::SetDesired,
+        PatternId::QueueCommand,
+        PatternId::ListCommands,
+        PatternId::SyncDevice,
+        PatternId::StartRollout,
+        PatternId::GetRollout,
+        PatternId::AdvanceRollouts,
         PatternId::CreateRule,
         PatternId::ListRules,
         PatternId::UpdateRule,
@@ -121,6 +142,13 @@ impl PatternId {
             PatternId::PutProfile => "AP-16",
             PatternId::RotateToken => "AP-17",
             PatternId::RevokeToken => "AP-18",
+            PatternId::SetDesired => "AP-T1",
+            PatternId::QueueCommand => "AP-T2",
+            PatternId::ListCommands => "AP-T3",
+            PatternId::SyncDevice => "AP-T4",
+            PatternId::StartRollout => "AP-T5",
+            PatternId::GetRollout => "AP-T6",
+            PatternId::AdvanceRollouts => "AP-T7",
             PatternId::CreateRule => "AP-19",
             PatternId::ListRules => "AP-20",
             PatternId::UpdateRule => "AP-21",

@@ -38,6 +38,8 @@ use crate::model::status::DeviceStatus;
 use crate::model::timestamp::Timestamp;
 use crate::model::token::DeviceToken;
 use crate::ops::pattern::{implemented_by, AccessPattern, Frequency, Operation, RequestBudget};
+use crate::ops::twin::owner::twin_documents;
+use crate::ops::twin::TwinView;
 use crate::store::dynamo::{n, s};
 use crate::store::dynamo::{transact, Transaction};
 use crate::store::expression::WithExpressions;
@@ -115,6 +117,10 @@ pub struct Device {
     pub latest: BTreeMap<String, Reading>,
     /// Newest events, newest first.
     pub recent: Vec<RecentEvent>,
+    /// The twin's versions (desired, reported, open commands) once it has one; AP-03 adds the
+    /// documents and their delta ([`crate::ops::twin`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub twin: Option<TwinView>,
     /// `online` (reporting), `offline` (an open offline alarm) or `unknown` (never reported).
     pub connectivity: Connectivity,
     /// The device's open alarms: how many, and the highest severity.
@@ -162,6 +168,7 @@ impl Device {
             recent: state
                 .map(|s| s.recent.iter().map(|e| e.recent_event()).collect())
                 .unwrap_or_default(),
+            twin: state.and_then(TwinView::of_state),
             connectivity: match state {
                 Some(s) if s.alarms.get(OFFLINE).is_some_and(|a| a.raised_at.is_some()) => {
                     Connectivity::Offline
@@ -199,6 +206,7 @@ impl From<DeviceItem> for Device {
             last_seen: None,
             latest: BTreeMap::new(),
             recent: Vec::new(),
+            twin: None,
             connectivity: Connectivity::Unknown,
             alarms: AlarmSummary::default(),
         }
@@ -288,6 +296,7 @@ fn new_state(device: &DeviceItem) -> DeviceStateItem {
         recent: Vec::new(),
         ingest_seq: 0,
         device_version: device.version,
+        twin: Default::default(),
         tags: device.tags.clone(),
         alarms: BTreeMap::new(),
         report_every_seconds: device.report_every_seconds,
@@ -607,13 +616,13 @@ fn released_at(reasons: &[CancellationReason], slot: RegistrationSlot) -> Option
 /// AP-03, implemented by [`get_device`].
 pub const GET_DEVICE: AccessPattern = AccessPattern {
     id: PatternId::GetDevice,
-    description: "one device, with its live state",
+    description: "one device, with its live state (and its twin's documents once it has one)",
     frequency: Frequency::Critical,
     operations: &[Operation::Query, Operation::GetItem],
     index: None,
     key_condition:
-        "PK = USER#{userId} AND SK BETWEEN DEVICE#{deviceId} AND DEVICE#{deviceId}#STATE",
-    budget: RequestBudget::FixedPlusPlacedState(1),
+        "PK = USER#{userId} AND SK BETWEEN DEVICE#{deviceId} AND DEVICE#{deviceId}#STATE; with a twin, PK = USER#{userId}#DEVICE#{deviceId} AND SK begins_with TWIN#",
+    budget: RequestBudget::FixedPlusPlacedStateAndTwin(1),
     max_read_units: Some(1.0),
     route: Some("GET /me/devices/{deviceId}"),
     implemented_by: implemented_by!(get_device),
@@ -664,7 +673,13 @@ pub async fn get_device(
             .map_err(sdk_error)?;
         state = out.item.map(DeviceStateItem::from_item).transpose()?;
     }
-    Ok(Some(Device::with_state(item, state.as_ref())))
+    let id = device;
+    let mut device = Device::with_state(item, state.as_ref());
+    // A device with a twin: its documents, one Query more.
+    if let Some(view) = device.twin.take() {
+        device.twin = Some(twin_documents(table, user, id, view).await?);
+    }
+    Ok(Some(device))
 }
 
 /// AP-06, implemented by [`update_device`].

@@ -13,6 +13,7 @@ pub mod limits;
 pub mod pattern;
 pub mod profile;
 pub mod reports;
+pub mod twin;
 
 /// Default and largest page sizes of the listing routes.
 pub const DEFAULT_LIMIT: u32 = 50;

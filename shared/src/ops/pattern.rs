@@ -88,6 +88,18 @@ pub enum RequestBudget {
     PerDayShardPlusDevices,
     /// ceil(n/25) BatchWriteItem calls plus this many (registration read, device update, ...).
     BatchOf25Plus(u32),
+    /// [`RequestBudget::BatchOf25Plus`], plus the device's twin work (`twin` in the scale): none
+    /// when nothing is pending and the device reports and acknowledges nothing.
+    BatchOf25PlusTwin(u32),
+    /// This many, plus the device's twin work (`twin` in the scale).
+    FixedPlusTwin(u32),
+    /// [`RequestBudget::FixedPlusPlacedState`], plus the twin's documents (`twin` in the scale:
+    /// one Query for a device that has a twin, none otherwise).
+    FixedPlusPlacedStateAndTwin(u32),
+    /// The rollout worker: one Query of the running list, three per rollout (`shards` in the
+    /// scale: read, marked done, taken off the list), four per page of devices (`pages`), and
+    /// one transaction per device changed (`devices`).
+    RolloutPages,
     /// Served from the daily report: nothing at read time.
     ZeroAtReadTime,
 }
@@ -108,6 +120,10 @@ pub struct BudgetScale {
     /// Whether the pattern's documented extra request applies: name, type or tags changed
     /// (FixedPlusSync), or the first page was empty (PerPagePlusEmptyCheck).
     pub follow_up: bool,
+    /// Requests a device's twin work justifies ([`crate::ops::twin::TwinWork::requests`]): one
+    /// per acknowledgement, two for a report, one read per pending kind (desired, commands),
+    /// one write per command delivered the first time and one for the queue's watermark.
+    pub twin: u32,
 }
 
 impl BudgetScale {
@@ -120,6 +136,7 @@ impl BudgetScale {
             batch_items: 0,
             devices: 0,
             follow_up: false,
+            twin: 0,
         }
     }
 }
@@ -219,6 +236,14 @@ impl AccessPattern {
                 scale.days.max(1) * scale.shards.max(1) + scale.devices
             }
             RequestBudget::BatchOf25Plus(extra) => scale.batch_items.div_ceil(25) + extra,
+            RequestBudget::BatchOf25PlusTwin(extra) => {
+                scale.batch_items.div_ceil(25) + extra + scale.twin
+            }
+            RequestBudget::FixedPlusTwin(n) => n + scale.twin,
+            RequestBudget::FixedPlusPlacedStateAndTwin(n) => {
+                n + u32::from(scale.follow_up) + scale.twin
+            }
+            RequestBudget::RolloutPages => 1 + 3 * scale.shards + 4 * scale.pages + scale.devices,
             RequestBudget::ZeroAtReadTime => 0,
         }
     }

@@ -4,6 +4,7 @@ import { fromInputTime, series, showValue, toCsv, toInputTime, toNdjson, type Ap
 import { TimeChart } from '../components/TimeChart';
 import { Confirm } from '../components/Confirm';
 import { TokenPanel } from '../components/TokenPanel';
+import { TwinPanel } from '../components/TwinPanel';
 import { STATUSES, type Device } from '../types';
 import { AlarmTable } from '../components/AlarmTable';
 import { ConnectivityBadge } from '../components/AlarmBadges';
@@ -306,6 +307,8 @@ export function DevicePage({ deviceId }: { deviceId: string }) {
               Save changes
             </button>
           </form>
+
+          <TwinPanel deviceId={deviceId} twin={device.twin} onChanged={loadDevice} />
 
           <h2>Token</h2>
           <p>Rotating issues a new token; the old one keeps working for an overlap so the device can switch. Revoking refuses every token of the device until a rotation issues a new one.</p>

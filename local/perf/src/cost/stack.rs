@@ -42,7 +42,7 @@ pub const LOG_RETENTION_DAYS: f64 = 30.0;
 /// with it enabled (`template.yaml`: the table, GSI1, GSI2).
 pub const CONTRIBUTOR_INSIGHTS_RULES: f64 = 6.0;
 /// API routes (`template.yaml`'s HTTP API events), each a `Route` dimension value.
-pub const API_ROUTES: f64 = 16.0;
+pub const API_ROUTES: f64 = 30.0;
 /// API functions publishing request metrics (dashboard, ingest, device-updates).
 pub const API_FUNCTIONS: f64 = 3.0;
 /// Lambda's own START, END and REPORT lines per invocation: an assumption (about 330
@@ -160,13 +160,59 @@ pub fn lines(sim: &Simulation, dynamo: &MonthlyCost, model: &Value) -> Vec<Line>
         ),
     });
 
+    // The device twin (docs/design.md section 12).
+    let twin = &sim.profile.twin;
+    let desired = devices * twin.desired_changes_per_device_per_month;
+    let commands = devices * twin.commands_per_device_per_month;
+    let rollout_devices = devices * twin.rollouts_per_month;
+    let zero = (0.0, 0.0);
+    let set = pattern_units(model, "AP-T1", "desired state").unwrap_or(zero);
+    let queue = pattern_units(model, "AP-T2", "queue a command").unwrap_or(zero);
+    let delivered = pattern_units(model, "AP-T4", "pending: delivered").unwrap_or(zero);
+    let reported = pattern_units(model, "AP-T4", "report the desired").unwrap_or(zero);
+    // The worker's case changes 4 devices.
+    let rollout =
+        pattern_units(model, "AP-T7", "rollout worker").map_or(zero, |(w, r)| (w / 4.0, r / 4.0));
+    // Conservative: every desired change, rollout and command counts a device-side delivery
+    // and a report or acknowledgement of its own (the measured cases cover one of each
+    // together).
+    let exchanges = desired + rollout_devices + commands;
+    let device_side = (delivered.0 + reported.0, delivered.1 + reported.1);
+    let twin_wcu = desired * set.0
+        + commands * queue.0
+        + rollout_devices * rollout.0
+        + exchanges * device_side.0;
+    let twin_rcu = desired * set.1
+        + commands * queue.1
+        + rollout_devices * rollout.1
+        + exchanges * device_side.1;
+    out.push(Line {
+        item: "DynamoDB: device twin (desired changes, commands, fleet-wide changes)",
+        quantity: format!(
+            "{:.0} + {:.0} + {:.0} device changes a month: {:.0} WRU, {:.0} RRU",
+            desired, commands, rollout_devices, twin_wcu, twin_rcu
+        ),
+        usd: twin_wcu * WRU_USD + twin_rcu * RRU_USD,
+        basis: format!(
+            "rates assumed (profile `twin`: {} desired change(s), {} command(s) per device and {} \
+             fleet-wide change(s) a month); units measured by `make docs` (docs/model.json: \
+             AP-T1, AP-T2, AP-T7 per device, AP-T4 delivery and report/acknowledgement, \
+             transactions priced by DynamoDB's rules)",
+            twin.desired_changes_per_device_per_month,
+            twin.commands_per_device_per_month,
+            twin.rollouts_per_month
+        ),
+    });
+
     // API Gateway.
     let api_requests =
         (w.dashboard_per_second + w.other_reads_per_second + w.ingest_requests_per_second)
             * SECONDS_PER_MONTH
             + registrations
             + renames
-            + deletions;
+            + deletions
+            + desired
+            + commands;
     let first = api_requests.min(300e6);
     out.push(Line {
         item: "API Gateway HTTP API",
@@ -195,7 +241,7 @@ pub fn lines(sim: &Simulation, dynamo: &MonthlyCost, model: &Value) -> Vec<Line>
     });
 
     // Contributor Insights: one event per item read or written; request units stand in.
-    let ci_events = dynamo.write_units + dynamo.read_units + wcu + rcu;
+    let ci_events = dynamo.write_units + dynamo.read_units + wcu + rcu + twin_wcu + twin_rcu;
     out.push(Line {
         item: "Contributor Insights (table, GSI1, GSI2)",
         quantity: format!(

@@ -538,6 +538,7 @@ mod tests {
             learned_every_seconds: None,
             learned_jitter_seconds: None,
             indexed_due: None,
+            twin: Default::default(),
         }
     }
 

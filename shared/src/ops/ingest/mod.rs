@@ -14,6 +14,11 @@
 //! state adds one unit per batch for a typical device (two more when its `SEEN#` bucket
 //! moves). So a 100-event batch of telemetry costs about 1.01 units per event and a
 //! single-event request about 2.
+//!
+//! The device twin adds nothing when nothing is pending: the live-state update returns the
+//! item as written (`ReturnValues=ALL_NEW`, which costs no capacity), whose twin versions say
+//! whether a desired state or a command waits ([`IngestOutcome::twin`]); only then does
+//! `ops::twin::device` read it.
 
 mod alarms;
 mod state;
@@ -36,6 +41,7 @@ use crate::model::keys::ItemKey;
 use crate::model::pattern_id::PatternId;
 use crate::model::settings::number;
 use crate::model::timestamp::Timestamp;
+use crate::model::twin::TwinVersions;
 use crate::ops::limits::{KeyedLimiter, Rate};
 use crate::ops::pattern::{implemented_by, AccessPattern, Frequency, Operation, RequestBudget};
 use crate::store::table::{sdk_error, FleetTable};
@@ -137,6 +143,10 @@ pub struct IngestOutcome {
     pub accepted: Vec<EventId>,
     /// Not acknowledged: the device should resend these.
     pub failed: Vec<EventId>,
+    /// The twin's versions as the live-state update returned them (`None` when no update was
+    /// sent, a replay: the caller reads them if it needs them). What tells ingestion whether
+    /// anything is pending for the device without a read ([`crate::model::twin`]).
+    pub twin: Option<TwinVersions>,
 }
 
 #[derive(Clone)]
@@ -327,10 +337,12 @@ impl Ingestor {
             Operation::BatchWriteItem,
             Operation::UpdateItem,
             Operation::TransactWriteItems,
+            Operation::Query,
+            Operation::PutItem,
         ],
         index: None,
-        key_condition: "PK = DEVICE#{deviceId}, SK = REGISTRATION; the device's live state and PK = USER#{userId}, SK = RULES; events; on a transition its alarm (ALARM#{userId}#{deviceId})",
-        budget: RequestBudget::BatchOf25Plus(3),
+        key_condition: "PK = DEVICE#{deviceId}, SK = REGISTRATION; the device's live state and PK = USER#{userId}, SK = RULES; events; on a transition its alarm (ALARM#{userId}#{deviceId}); the device's twin (PK = USER#{userId}#DEVICE#{deviceId}, SK = TWIN#... or COMMAND#...) only when it reports, acknowledges or has work pending",
+        budget: RequestBudget::BatchOf25PlusTwin(3),
         max_read_units: None,
         route: Some("POST /devices/{deviceId}/events"),
         implemented_by: implemented_by!(Ingestor::ingest),
@@ -371,6 +383,7 @@ impl Ingestor {
             .partition(|e| !unstored.contains(&(e.at, e.id.clone())));
         match folded {
             Ok(written) => {
+                let twin = written.as_ref().and_then(|folded| folded.twin);
                 if let (Some(folded), false) = (written, failed.is_empty()) {
                     self.repair_state(registration, folded, &stored, &failed, deadline)
                         .await;
@@ -378,6 +391,7 @@ impl Ingestor {
                 Ok(IngestOutcome {
                     accepted: stored.into_iter().map(|e| e.id).collect(),
                     failed: failed.into_iter().map(|e| e.id).collect(),
+                    twin,
                 })
             }
             Err(FleetError::Unauthorized) => Err(FleetError::Unauthorized),
@@ -388,6 +402,7 @@ impl Ingestor {
                 Ok(IngestOutcome {
                     accepted: Vec::new(),
                     failed: stored.into_iter().chain(failed).map(|e| e.id).collect(),
+                    twin: None,
                 })
             }
         }

@@ -14,7 +14,7 @@ use std::time::Instant;
 use aws_sdk_dynamodb::operation::update_item::builders::UpdateItemFluentBuilder;
 use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
 use aws_sdk_dynamodb::types::{
-    ReturnValuesOnConditionCheckFailure, TransactWriteItem, Update as UpdateAction,
+    ReturnValue, ReturnValuesOnConditionCheckFailure, TransactWriteItem, Update as UpdateAction,
 };
 
 use super::{Ingestor, NewEvent, CACHE_CAPACITY, RECENT_EVENTS};
@@ -29,6 +29,7 @@ use crate::model::readings::newest_millis;
 use crate::model::readings::{StoredEvent, StoredReading};
 use crate::model::schema::Item;
 use crate::model::schema::{GSI1SK, GSI3PK, GSI3SK, PK};
+use crate::model::twin::TwinVersions;
 use crate::ops::alarms::{transition_actions, AlarmDevice};
 use crate::store::dynamo::{n, transact, Transaction};
 use crate::store::expression::WithExpressions;
@@ -179,6 +180,9 @@ fn unchanged_since_read(read: &DeviceStateItem) -> Condition {
 pub(super) struct FoldedState {
     before: DeviceStateItem,
     written: DeviceStateItem,
+    /// The twin's versions as DynamoDB returned the item written (`None` when the write was a
+    /// transaction, which returns no item: the caller reads them if it needs them).
+    pub(super) twin: Option<TwinVersions>,
 }
 
 impl Ingestor {
@@ -243,6 +247,7 @@ impl Ingestor {
                         return Ok(Some(FoldedState {
                             before: base,
                             written: stored,
+                            twin: None,
                         }));
                     }
                     Recorded::StateChanged(current) => {
@@ -252,12 +257,19 @@ impl Ingestor {
                 }
             }
             let request = self.state_request(registration, changes);
-            let err = match request.send().await {
-                Ok(_) => {
+            let err = match request.return_values(ReturnValue::AllNew).send().await {
+                Ok(out) => {
+                    // The item as written carries what others own on it too: the twin's
+                    // versions tell the device's pending work without a read (ops::twin).
+                    let twin = match out.attributes {
+                        Some(item) => Some(DeviceStateItem::from_item(item)?.twin),
+                        None => None,
+                    };
                     self.remember_state(stored.clone());
                     return Ok(Some(FoldedState {
                         before: base,
                         written: stored,
+                        twin,
                     }));
                 }
                 Err(err) => err,
@@ -607,6 +619,7 @@ mod tests {
             device_version: 1,
             tags: Vec::new(),
             alarms: BTreeMap::new(),
+            twin: Default::default(),
             report_every_seconds: None,
             learned_every_seconds: None,
             learned_jitter_seconds: None,

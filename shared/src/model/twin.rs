@@ -1,0 +1,734 @@
+//! A device's twin: what its owner wants it configured as (desired), what it reported it
+//! applied (reported), the commands queued for it, and fleet-wide changes (rollouts). The
+//! documents are bounded JSON objects; the versions a device's delivery decision needs are
+//! four small numbers on its live state ([`TwinVersions`]), so ingestion learns whether anything
+//! is pending from the live-state update it sends anyway (docs/design.md, "Device twin").
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use crate::model::entity::{Entity, EntityType};
+use crate::model::error::ValidationError;
+use crate::model::expression::Attribute;
+use crate::model::ids::{CommandName, DeviceId, DeviceType, RolloutId, Tag, UserId};
+use crate::model::keys::ItemKey;
+use crate::model::timestamp::Timestamp;
+
+/// Largest desired or reported document, in bytes of compact JSON: an item of its own under
+/// 4 KB (4 write units at most; a typical configuration of a few settings is one).
+pub const MAX_DOCUMENT_BYTES: usize = 4096;
+/// Deepest nesting of a document (the object itself is depth 1).
+pub const MAX_DOCUMENT_DEPTH: usize = 5;
+/// Longest key of a document, in characters.
+pub const MAX_DOCUMENT_KEY: usize = 64;
+/// Largest command parameters or result, in bytes of compact JSON.
+pub const MAX_COMMAND_PARAMETERS_BYTES: usize = 1024;
+/// Commands a device may have queued or delivered and not finished: past it, a new one is a
+/// 409 `command_queue_full`.
+pub const MAX_OPEN_COMMANDS: u64 = 16;
+/// Longest command expiry, in seconds (7 days).
+pub const MAX_COMMAND_EXPIRY_SECONDS: i64 = 7 * 86_400;
+/// Expiry of a command that names none, in seconds.
+pub const DEFAULT_COMMAND_EXPIRY_SECONDS: i64 = 3600;
+/// How long a finished or expired command stays listed, in seconds after its expiry (TTL).
+pub const COMMAND_KEPT_SECONDS: i64 = 30 * 86_400;
+
+/// A desired or reported document: a JSON object of at most [`MAX_DOCUMENT_BYTES`] and
+/// [`MAX_DOCUMENT_DEPTH`] levels, keys non-empty and at most [`MAX_DOCUMENT_KEY`] characters.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[serde(transparent)]
+pub struct TwinDocument(Map<String, Value>);
+
+impl TwinDocument {
+    /// Validates `value` under `field` (`desired`, `reported.state`), bounded by `max_bytes`.
+    pub fn parse(field: &str, value: Value, max_bytes: usize) -> Result<Self, ValidationError> {
+        let Value::Object(map) = value else {
+            return Err(ValidationError::new(field, "must be a JSON object"));
+        };
+        check_depth(field, &map, 1)?;
+        let size = serde_json::to_string(&map)
+            .map_err(|e| ValidationError::new(field, e.to_string()))?
+            .len();
+        if size > max_bytes {
+            return Err(ValidationError::new(
+                field,
+                format!("must be at most {max_bytes} bytes of JSON, is {size}"),
+            ));
+        }
+        Ok(Self(map))
+    }
+
+    /// The document as compact JSON text (how it is stored).
+    pub fn to_text(&self) -> String {
+        serde_json::to_string(&self.0).expect("a JSON map serializes")
+    }
+
+    /// A stored document read back (stored documents were validated when written).
+    pub fn from_text(text: &str) -> Result<Self, crate::model::error::FleetError> {
+        serde_json::from_str(text)
+            .map(Self)
+            .map_err(|e| crate::model::error::FleetError::internal(format!("twin document: {e}")))
+    }
+
+    /// The document as a JSON value.
+    pub fn as_value(&self) -> Value {
+        Value::Object(self.0.clone())
+    }
+
+    /// Whether it holds nothing.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// This document with `patch` merged in (JSON Merge Patch, RFC 7386): a `null` removes a
+    /// key, an object merges into an object, anything else replaces.
+    pub fn merged(&self, patch: &TwinDocument) -> TwinDocument {
+        fn merge(target: &mut Map<String, Value>, patch: &Map<String, Value>) {
+            for (key, value) in patch {
+                match value {
+                    Value::Null => {
+                        target.remove(key);
+                    }
+                    Value::Object(inner) => {
+                        let slot = target
+                            .entry(key.clone())
+                            .or_insert_with(|| Value::Object(Map::new()));
+                        if !slot.is_object() {
+                            *slot = Value::Object(Map::new());
+                        }
+                        if let Value::Object(t) = slot {
+                            merge(t, inner);
+                        }
+                    }
+                    other => {
+                        target.insert(key.clone(), other.clone());
+                    }
+                }
+            }
+        }
+        let mut next = self.0.clone();
+        merge(&mut next, &patch.0);
+        TwinDocument(next)
+    }
+
+    /// What `self` (desired) asks that `reported` does not show: every desired key whose value
+    /// differs, objects compared key by key (AWS IoT's shadow delta). Empty when in sync.
+    pub fn delta(&self, reported: &TwinDocument) -> TwinDocument {
+        fn diff(desired: &Map<String, Value>, reported: &Map<String, Value>) -> Map<String, Value> {
+            let mut out = Map::new();
+            for (key, want) in desired {
+                match (want, reported.get(key)) {
+                    (Value::Object(w), Some(Value::Object(r))) => {
+                        let inner = diff(w, r);
+                        if !inner.is_empty() {
+                            out.insert(key.clone(), Value::Object(inner));
+                        }
+                    }
+                    (w, Some(r)) if w == r => {}
+                    (w, _) => {
+                        out.insert(key.clone(), w.clone());
+                    }
+                }
+            }
+            out
+        }
+        TwinDocument(diff(&self.0, &reported.0))
+    }
+}
+
+fn check_depth(field: &str, map: &Map<String, Value>, depth: usize) -> Result<(), ValidationError> {
+    if depth > MAX_DOCUMENT_DEPTH {
+        return Err(ValidationError::new(
+            field,
+            format!("must nest at most {MAX_DOCUMENT_DEPTH} objects deep"),
+        ));
+    }
+    for (key, value) in map {
+        let path = format!("{field}.{key}");
+        if key.is_empty() || key.chars().count() > MAX_DOCUMENT_KEY {
+            return Err(ValidationError::new(
+                path,
+                format!("keys must be 1 to {MAX_DOCUMENT_KEY} characters"),
+            ));
+        }
+        if key.chars().any(char::is_control) {
+            return Err(ValidationError::new(
+                path,
+                "keys must not contain control characters",
+            ));
+        }
+        check_value_depth(&path, value, depth + 1)?;
+    }
+    Ok(())
+}
+
+fn check_value_depth(field: &str, value: &Value, depth: usize) -> Result<(), ValidationError> {
+    match value {
+        Value::Object(map) => check_depth(field, map, depth),
+        Value::Array(items) => {
+            if depth > MAX_DOCUMENT_DEPTH {
+                return Err(ValidationError::new(
+                    field,
+                    format!("must nest at most {MAX_DOCUMENT_DEPTH} levels deep"),
+                ));
+            }
+            items
+                .iter()
+                .enumerate()
+                .try_for_each(|(i, v)| check_value_depth(&format!("{field}[{i}]"), v, depth + 1))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// The twin's versions kept on a device's live state: what ingestion's own live-state update
+/// returns, so it knows without a read whether anything is pending for the device. Absent
+/// (zero) on a device that never had a desired state or a command.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TwinVersions {
+    /// Version of the owner's desired document (0: none).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub desired_version: u64,
+    /// The desired version the device last reported it applied.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub reported_version: u64,
+    /// Sequence number of the newest command queued.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub command_seq: u64,
+    /// Every command up to this sequence number is finished or expired.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub commands_done: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+impl TwinVersions {
+    /// `desiredVersion` on the live state.
+    pub const DESIRED_VERSION: Attribute = Attribute::named("desiredVersion");
+    /// `reportedVersion` on the live state.
+    pub const REPORTED_VERSION: Attribute = Attribute::named("reportedVersion");
+    /// `commandSeq` on the live state.
+    pub const COMMAND_SEQ: Attribute = Attribute::named("commandSeq");
+    /// `commandsDone` on the live state.
+    pub const COMMANDS_DONE: Attribute = Attribute::named("commandsDone");
+    /// The four, as the live state declares them.
+    pub const ATTRIBUTES: [Attribute; 4] = [
+        Self::DESIRED_VERSION,
+        Self::REPORTED_VERSION,
+        Self::COMMAND_SEQ,
+        Self::COMMANDS_DONE,
+    ];
+
+    /// Whether the device has a desired state it has not reported applying.
+    pub fn desired_pending(&self) -> bool {
+        self.desired_version > self.reported_version
+    }
+
+    /// Whether some command may still be waiting for the device or its acknowledgement.
+    pub fn commands_pending(&self) -> bool {
+        self.command_seq > self.commands_done
+    }
+
+    /// Commands queued and not yet known to be finished or expired.
+    pub fn open_commands(&self) -> u64 {
+        self.command_seq.saturating_sub(self.commands_done)
+    }
+
+    /// The newest of two readings of the same state (each number only grows).
+    pub fn newest(self, other: TwinVersions) -> TwinVersions {
+        TwinVersions {
+            desired_version: self.desired_version.max(other.desired_version),
+            reported_version: self.reported_version.max(other.reported_version),
+            command_seq: self.command_seq.max(other.command_seq),
+            commands_done: self.commands_done.max(other.commands_done),
+        }
+    }
+}
+
+/// A device's desired state: `USER#{userId}#DEVICE#{deviceId}` / `TWIN#DESIRED`. In the
+/// device's own partition, so a fleet-wide change writes a million different keys, never one.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DesiredStateItem {
+    /// Owner (read back from the key).
+    #[serde(skip_serializing)]
+    pub user_id: UserId,
+    /// Device (read back from the key).
+    #[serde(skip_serializing)]
+    pub device_id: DeviceId,
+    /// The document, as compact JSON text.
+    pub document: String,
+    /// 1 at the first write, +1 on each.
+    pub version: u64,
+    /// Last change.
+    pub updated_at: Timestamp,
+}
+
+/// A device's reported state: `USER#{userId}#DEVICE#{deviceId}` / `TWIN#REPORTED`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ReportedStateItem {
+    /// Owner (read back from the key).
+    #[serde(skip_serializing)]
+    pub user_id: UserId,
+    /// Device (read back from the key).
+    #[serde(skip_serializing)]
+    pub device_id: DeviceId,
+    /// The document, as compact JSON text.
+    pub document: String,
+    /// The desired version the device says it applied.
+    pub version: u64,
+    /// When it reported.
+    pub reported_at: Timestamp,
+}
+
+/// Where a command is in its life. `expired` is never stored: a queued or delivered command
+/// past its expiry reads as expired ([`CommandItem::status_at`]) and is never delivered.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum CommandStatus {
+    /// Waiting for the device's next request.
+    Queued,
+    /// Sent to the device at least once; waiting for its acknowledgement.
+    Delivered,
+    /// The device acknowledged it as done.
+    Succeeded,
+    /// The device acknowledged it as failed.
+    Failed,
+    /// Its expiry passed before the device finished it.
+    Expired,
+}
+
+impl CommandStatus {
+    /// The stored and shown spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CommandStatus::Queued => "queued",
+            CommandStatus::Delivered => "delivered",
+            CommandStatus::Succeeded => "succeeded",
+            CommandStatus::Failed => "failed",
+            CommandStatus::Expired => "expired",
+        }
+    }
+
+    /// Whether nothing more happens to it.
+    pub fn is_finished(self) -> bool {
+        matches!(
+            self,
+            CommandStatus::Succeeded | CommandStatus::Failed | CommandStatus::Expired
+        )
+    }
+}
+
+/// A command for a device: `USER#{userId}#DEVICE#{deviceId}` / `COMMAND#{seq}`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CommandItem {
+    /// Owner (read back from the key).
+    #[serde(skip_serializing)]
+    pub user_id: UserId,
+    /// Device (read back from the key).
+    #[serde(skip_serializing)]
+    pub device_id: DeviceId,
+    /// Its place in the device's queue (the command id is `cmd-{seq}`).
+    pub seq: u64,
+    /// What to do.
+    pub name: CommandName,
+    /// Its parameters, as compact JSON text of an object.
+    pub parameters: String,
+    /// Where it is (never `expired`: see [`CommandStatus`]).
+    pub status: CommandStatus,
+    /// When it was queued.
+    pub created_at: Timestamp,
+    /// After this it is never delivered.
+    pub expires_at: Timestamp,
+    /// First delivery.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delivered_at: Option<Timestamp>,
+    /// The device's acknowledgement.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finished_at: Option<Timestamp>,
+    /// What the device said about it, as compact JSON text of an object.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result: Option<String>,
+    /// Removal, epoch seconds: [`COMMAND_KEPT_SECONDS`] after its expiry.
+    pub ttl: i64,
+}
+
+impl CommandItem {
+    /// The id the API shows: `cmd-{seq}`.
+    pub fn command_id(&self) -> String {
+        command_id(self.seq)
+    }
+
+    /// Its status at `now`: a queued or delivered command past its expiry is expired.
+    pub fn status_at(&self, now: Timestamp) -> CommandStatus {
+        match self.status {
+            CommandStatus::Queued | CommandStatus::Delivered if now >= self.expires_at => {
+                CommandStatus::Expired
+            }
+            status => status,
+        }
+    }
+}
+
+/// The API's id of the command with sequence number `seq`.
+pub fn command_id(seq: u64) -> String {
+    format!("cmd-{seq}")
+}
+
+/// The sequence number of the command id `text` (`cmd-7`), or a 400 naming `field`.
+pub fn parse_command_id(field: &str, text: &str) -> Result<u64, ValidationError> {
+    text.strip_prefix("cmd-")
+        .filter(|d| !d.is_empty() && d.len() <= 10 && d.bytes().all(|b| b.is_ascii_digit()))
+        .and_then(|d| d.parse::<u64>().ok())
+        .filter(|seq| *seq >= 1)
+        .ok_or_else(|| ValidationError::new(field, "must be a command id like cmd-1"))
+}
+
+/// Which of an owner's devices a rollout changes.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum RolloutTarget {
+    /// Every device carrying this tag.
+    Tag(Tag),
+    /// Every device of this type.
+    Type(DeviceType),
+}
+
+/// Where a rollout is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum RolloutStatus {
+    /// The scheduled worker is applying it, page after page.
+    Running,
+    /// Every targeted device has it.
+    Done,
+}
+
+/// A fleet-wide desired-state change: `USER#{userId}` / `ROLLOUT#{rolloutId}`. A JSON merge
+/// patch applied to the desired state of every device of a tag or type, by the scheduled
+/// worker, a page at a time, from `position` on.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RolloutItem {
+    /// Owner (read back from the key).
+    #[serde(skip_serializing)]
+    pub user_id: UserId,
+    /// Its id (read back from the key).
+    #[serde(skip_serializing)]
+    pub rollout_id: RolloutId,
+    /// Which devices.
+    pub target: RolloutTarget,
+    /// The merge patch, as compact JSON text.
+    pub patch: String,
+    /// Where it is.
+    pub status: RolloutStatus,
+    /// The last device done, in the order the worker walks them (none before the first page).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub position: Option<DeviceId>,
+    /// Devices whose desired state it changed so far.
+    pub devices_updated: u64,
+    /// When it was created.
+    pub created_at: Timestamp,
+    /// When the last device got it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finished_at: Option<Timestamp>,
+}
+
+/// A rollout not finished yet: `ROLLOUTS#RUNNING` / `{userId}#{rolloutId}`, what the
+/// scheduled worker lists (one Query a minute). Written when the rollout is created, deleted
+/// when it is done: a key written twice per rollout.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RunningRolloutItem {
+    /// Owner (read back from the key).
+    #[serde(skip_serializing)]
+    pub user_id: UserId,
+    /// The rollout (read back from the key).
+    #[serde(skip_serializing)]
+    pub rollout_id: RolloutId,
+}
+
+macro_rules! twin_entity {
+    ($entity:ty, $kind:expr, |$s:ident| $key:expr, { $($(#[$doc:meta])* $name:ident = $stored:literal),* $(,)? }) => {
+        impl Entity for $entity {
+            const ENTITY_TYPE: EntityType = $kind;
+            fn item_key(&self) -> ItemKey {
+                let $s = self;
+                $key
+            }
+            const FIELDS_IN_KEY: bool = true;
+        }
+        impl $entity {
+            $($(#[$doc])* pub const $name: Attribute = Attribute::named($stored);)*
+            /// Every attribute named above (what a stored item of this type may carry).
+            pub const ATTRIBUTES: &'static [Attribute] = &[$(Self::$name),*];
+        }
+    };
+}
+
+twin_entity!(DesiredStateItem, EntityType::DesiredState, |s| ItemKey::Desired {
+    user: s.user_id.clone(),
+    device: s.device_id.clone(),
+}, {
+    /// `document`.
+    DOCUMENT = "document",
+    /// `version`.
+    VERSION = "version",
+    /// `updatedAt`.
+    UPDATED_AT = "updatedAt",
+});
+
+twin_entity!(ReportedStateItem, EntityType::ReportedState, |s| ItemKey::Reported {
+    user: s.user_id.clone(),
+    device: s.device_id.clone(),
+}, {
+    /// `document`.
+    DOCUMENT = "document",
+    /// `version`.
+    VERSION = "version",
+    /// `reportedAt`.
+    REPORTED_AT = "reportedAt",
+});
+
+twin_entity!(CommandItem, EntityType::Command, |s| ItemKey::Command {
+    user: s.user_id.clone(),
+    device: s.device_id.clone(),
+    seq: s.seq,
+}, {
+    /// `seq`.
+    SEQ = "seq",
+    /// `name`.
+    NAME = "name",
+    /// `parameters`.
+    PARAMETERS = "parameters",
+    /// `status`.
+    STATUS = "status",
+    /// `createdAt`.
+    CREATED_AT = "createdAt",
+    /// `expiresAt`.
+    EXPIRES_AT = "expiresAt",
+    /// `deliveredAt`.
+    DELIVERED_AT = "deliveredAt",
+    /// `finishedAt`.
+    FINISHED_AT = "finishedAt",
+    /// `result`.
+    RESULT = "result",
+    /// `ttl`.
+    TTL = "ttl",
+});
+
+twin_entity!(RolloutItem, EntityType::Rollout, |s| ItemKey::Rollout {
+    user: s.user_id.clone(),
+    rollout: s.rollout_id.clone(),
+}, {
+    /// `target`.
+    TARGET = "target",
+    /// `patch`.
+    PATCH = "patch",
+    /// `status`.
+    STATUS = "status",
+    /// `position`.
+    POSITION = "position",
+    /// `devicesUpdated`.
+    DEVICES_UPDATED = "devicesUpdated",
+    /// `createdAt`.
+    CREATED_AT = "createdAt",
+    /// `finishedAt`.
+    FINISHED_AT = "finishedAt",
+});
+
+twin_entity!(
+    RunningRolloutItem,
+    EntityType::RunningRollout,
+    |s| ItemKey::RunningRollout {
+        user: s.user_id.clone(),
+        rollout: s.rollout_id.clone(),
+    },
+    {}
+);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::schema::{Item, ENTITY_TYPE, KEY_ATTRIBUTES};
+    use crate::model::shard::ShardCounts;
+    use serde_json::json;
+    use std::collections::BTreeSet;
+
+    fn doc(v: Value) -> TwinDocument {
+        TwinDocument::parse("desired", v, MAX_DOCUMENT_BYTES).unwrap()
+    }
+
+    #[test]
+    fn documents_are_bounded_objects_and_errors_name_the_field() {
+        let err = TwinDocument::parse("desired", json!([1]), MAX_DOCUMENT_BYTES).unwrap_err();
+        assert_eq!(err.field, "desired");
+        let deep = json!({"a": {"b": {"c": {"d": {"e": {"f": 1}}}}}});
+        let err = TwinDocument::parse("desired", deep, MAX_DOCUMENT_BYTES).unwrap_err();
+        assert_eq!(err.field, "desired.a.b.c.d.e", "{err}");
+        let ok = json!({"a": {"b": {"c": {"d": 1}}}});
+        TwinDocument::parse("desired", ok, MAX_DOCUMENT_BYTES).unwrap();
+        let big = json!({ "blob": "x".repeat(MAX_DOCUMENT_BYTES) });
+        let err = TwinDocument::parse("desired", big, MAX_DOCUMENT_BYTES).unwrap_err();
+        assert_eq!(err.field, "desired");
+        assert!(err.reason.contains("at most 4096 bytes"), "{err}");
+        let err = TwinDocument::parse("desired", json!({"": 1}), MAX_DOCUMENT_BYTES).unwrap_err();
+        assert_eq!(err.field, "desired.");
+    }
+
+    #[test]
+    fn delta_names_what_reported_does_not_show_and_merge_patch_follows_rfc_7386() {
+        let desired =
+            doc(json!({"interval": 60, "led": {"color": "red", "on": true}, "mode": "eco"}));
+        let reported =
+            doc(json!({"interval": 60, "led": {"color": "blue", "on": true}, "extra": 1}));
+        assert_eq!(
+            desired.delta(&reported).as_value(),
+            json!({"led": {"color": "red"}, "mode": "eco"})
+        );
+        assert!(desired.delta(&desired).is_empty());
+        let patched = desired.merged(&doc(json!({"mode": null, "led": {"on": false}, "new": 2})));
+        assert_eq!(
+            patched.as_value(),
+            json!({"interval": 60, "led": {"color": "red", "on": false}, "new": 2})
+        );
+    }
+
+    #[test]
+    fn versions_say_what_is_pending() {
+        let mut v = TwinVersions::default();
+        assert!(!v.desired_pending() && !v.commands_pending());
+        v.desired_version = 2;
+        v.reported_version = 1;
+        v.command_seq = 3;
+        v.commands_done = 3;
+        assert!(v.desired_pending() && !v.commands_pending());
+        let newer = TwinVersions {
+            reported_version: 2,
+            command_seq: 4,
+            ..TwinVersions::default()
+        };
+        let both = v.newest(newer);
+        assert!(!both.desired_pending() && both.commands_pending());
+        assert_eq!(both.open_commands(), 1);
+    }
+
+    #[test]
+    fn command_ids_round_trip_and_expiry_is_read_not_stored() {
+        assert_eq!(
+            parse_command_id("acks[0].commandId", &command_id(7)).unwrap(),
+            7
+        );
+        for bad in ["7", "cmd-", "cmd-0", "cmd-x", "cmd-12345678901", "CMD-1"] {
+            assert!(parse_command_id("f", bad).is_err(), "{bad}");
+        }
+        let at = |s: &str| Timestamp::parse_field("at", s).unwrap();
+        let command = CommandItem {
+            user_id: UserId::parse("u").unwrap(),
+            device_id: DeviceId::parse("d").unwrap(),
+            seq: 1,
+            name: CommandName::parse("reboot").unwrap(),
+            parameters: "{}".into(),
+            status: CommandStatus::Delivered,
+            created_at: at("2024-04-10T10:00:00Z"),
+            expires_at: at("2024-04-10T11:00:00Z"),
+            delivered_at: None,
+            finished_at: None,
+            result: None,
+            ttl: 0,
+        };
+        assert_eq!(
+            command.status_at(at("2024-04-10T10:59:59Z")),
+            CommandStatus::Delivered
+        );
+        assert_eq!(
+            command.status_at(at("2024-04-10T11:00:00Z")),
+            CommandStatus::Expired
+        );
+    }
+
+    #[test]
+    fn declared_attributes_are_exactly_the_stored_ones_and_keys_read_back() {
+        let at = Timestamp::parse_field("at", "2024-04-10T10:00:00Z").unwrap();
+        let user = UserId::parse("u").unwrap();
+        let device = DeviceId::parse("d").unwrap();
+        let rollout = RolloutId::parse("r-1").unwrap();
+        let shards = ShardCounts::default();
+        let stored = |item: &Item| -> BTreeSet<String> {
+            let keys = KEY_ATTRIBUTES.map(|a| a.name());
+            item.keys()
+                .filter(|n| !keys.contains(&n.as_str()) && *n != ENTITY_TYPE.name())
+                .cloned()
+                .collect()
+        };
+        let declared = |names: &[Attribute]| {
+            names
+                .iter()
+                .map(|a| a.name().to_string())
+                .collect::<BTreeSet<_>>()
+        };
+        let desired = DesiredStateItem {
+            user_id: user.clone(),
+            device_id: device.clone(),
+            document: "{}".into(),
+            version: 1,
+            updated_at: at,
+        };
+        let item = desired.to_item(&shards).unwrap();
+        assert_eq!(stored(&item), declared(DesiredStateItem::ATTRIBUTES));
+        assert_eq!(DesiredStateItem::from_item(item).unwrap(), desired);
+        let reported = ReportedStateItem {
+            user_id: user.clone(),
+            device_id: device.clone(),
+            document: "{}".into(),
+            version: 1,
+            reported_at: at,
+        };
+        let item = reported.to_item(&shards).unwrap();
+        assert_eq!(stored(&item), declared(ReportedStateItem::ATTRIBUTES));
+        assert_eq!(ReportedStateItem::from_item(item).unwrap(), reported);
+        let command = CommandItem {
+            user_id: user.clone(),
+            device_id: device.clone(),
+            seq: 3,
+            name: CommandName::parse("reboot").unwrap(),
+            parameters: "{}".into(),
+            status: CommandStatus::Succeeded,
+            created_at: at,
+            expires_at: at,
+            delivered_at: Some(at),
+            finished_at: Some(at),
+            result: Some("{}".into()),
+            ttl: 1,
+        };
+        let item = command.to_item(&shards).unwrap();
+        assert_eq!(stored(&item), declared(CommandItem::ATTRIBUTES));
+        assert_eq!(CommandItem::from_item(item).unwrap(), command);
+        let rollout_item = RolloutItem {
+            user_id: user.clone(),
+            rollout_id: rollout.clone(),
+            target: RolloutTarget::Tag(Tag::parse("meters").unwrap()),
+            patch: "{}".into(),
+            status: RolloutStatus::Done,
+            position: Some(device.clone()),
+            devices_updated: 2,
+            created_at: at,
+            finished_at: Some(at),
+        };
+        let item = rollout_item.to_item(&shards).unwrap();
+        assert_eq!(stored(&item), declared(RolloutItem::ATTRIBUTES));
+        assert_eq!(RolloutItem::from_item(item).unwrap(), rollout_item);
+        let running = RunningRolloutItem {
+            user_id: user,
+            rollout_id: rollout,
+        };
+        let item = running.to_item(&shards).unwrap();
+        assert_eq!(stored(&item), declared(RunningRolloutItem::ATTRIBUTES));
+        assert_eq!(RunningRolloutItem::from_item(item).unwrap(), running);
+    }
+}

@@ -1,0 +1,184 @@
+import { useEffect, useState } from 'preact/hooks';
+import { api, ApiError, fieldOf, messageOf } from '../api';
+import type { Command, Twin } from '../types';
+
+/** The device twin on the device page: desired and reported configuration with their delta
+ * and versions (AP-03's answer), the desired state edited with `If-Match` on its version
+ * (AP-T1), a command sent (AP-T2) and the commands with their state (AP-T3). */
+export function TwinPanel({ deviceId, twin, onChanged }: { deviceId: string; twin?: Twin; onChanged: () => Promise<void> }) {
+  const path = `/me/devices/${encodeURIComponent(deviceId)}`;
+  const [desired, setDesired] = useState(() => JSON.stringify(twin?.desired ?? {}, null, 2));
+  const [command, setCommand] = useState({ name: '', parameters: '{}', expires: '3600' });
+  const [commands, setCommands] = useState<Command[] | null>(null);
+  const [errors, setErrors] = useState<Record<string, string>>({});
+  const [notice, setNotice] = useState<string | null>(null);
+
+  const loadCommands = async () => {
+    try {
+      const answer = await api<{ commands: Command[] }>('GET', `${path}/commands`);
+      setCommands(answer.body.commands);
+    } catch (e) {
+      setErrors({ commands: messageOf(e) });
+    }
+  };
+
+  useEffect(() => {
+    void loadCommands();
+  }, [deviceId]);
+
+  useEffect(() => {
+    setDesired(JSON.stringify(twin?.desired ?? {}, null, 2));
+  }, [twin?.desiredVersion]);
+
+  const saveDesired = async (e: Event) => {
+    e.preventDefault();
+    setErrors({});
+    let document: unknown;
+    try {
+      document = JSON.parse(desired);
+    } catch {
+      setErrors({ desired: 'Enter a JSON object, e.g. {"reportIntervalSeconds": 300}.' });
+      return;
+    }
+    try {
+      await api('PUT', `${path}/desired`, {
+        headers: { 'if-match': String(twin?.desiredVersion ?? 0) },
+        body: { desired: document },
+      });
+      setNotice('Desired state saved: the device gets it with its next request.');
+      await onChanged();
+    } catch (err) {
+      const field = fieldOf(err);
+      if (err instanceof ApiError && err.status === 412) {
+        setErrors({ desired: 'Someone changed the desired state meanwhile; the form now shows theirs. Apply your change again.' });
+        await onChanged();
+      } else setErrors({ desired: field && field !== 'desired' ? `${field}: ${messageOf(err)}` : messageOf(err) });
+    }
+  };
+
+  const sendCommand = async (e: Event) => {
+    e.preventDefault();
+    setErrors({});
+    let parameters: unknown;
+    try {
+      parameters = JSON.parse(command.parameters || '{}');
+    } catch {
+      setErrors({ parameters: 'Enter a JSON object, e.g. {"delaySeconds": 5}.' });
+      return;
+    }
+    try {
+      const answer = await api<{ command: Command }>('POST', `${path}/commands`, {
+        body: { name: command.name, parameters, expiresInSeconds: Number(command.expires) },
+      });
+      setNotice(`Command ${answer.body.command.commandId} queued.`);
+      setCommand({ ...command, name: '' });
+      await loadCommands();
+      await onChanged();
+    } catch (err) {
+      const field = fieldOf(err);
+      if (field && ['name', 'parameters', 'expiresInSeconds'].includes(field)) setErrors({ [field === 'expiresInSeconds' ? 'expires' : field]: messageOf(err) });
+      else setErrors({ command: messageOf(err) });
+    }
+  };
+
+  return (
+    <div class="twin">
+      <h2>Configuration and commands</h2>
+      {notice && (
+        <p class="notice" role="status">
+          {notice}
+        </p>
+      )}
+      <p id="twin-versions">
+        Desired version {twin?.desiredVersion ?? 0}, reported {twin?.reportedVersion ?? 0}: {twin && !twin.inSync ? 'waiting for the device' : 'in sync'}.
+      </p>
+      {twin?.reported && (
+        <>
+          <h3>Reported by the device</h3>
+          <pre id="twin-reported">{JSON.stringify(twin.reported, null, 2)}</pre>
+        </>
+      )}
+      {twin?.delta && Object.keys(twin.delta).length > 0 && (
+        <>
+          <h3>Not applied yet</h3>
+          <pre id="twin-delta">{JSON.stringify(twin.delta, null, 2)}</pre>
+        </>
+      )}
+      <form class="edit" onSubmit={saveDesired} noValidate>
+        <div class="field">
+          <label for="twin-desired">Desired state (JSON)</label>
+          <textarea id="twin-desired" rows={6} value={desired} aria-invalid={Boolean(errors.desired)} aria-describedby={errors.desired ? 'twin-desired-error' : undefined} onInput={(e) => setDesired(e.currentTarget.value)} />
+          {errors.desired && (
+            <span id="twin-desired-error" class="field-error">
+              {errors.desired}
+            </span>
+          )}
+        </div>
+        <button type="submit" class="primary">
+          Save desired state
+        </button>
+      </form>
+      <form class="edit" onSubmit={sendCommand} noValidate>
+        {errors.command && (
+          <p class="error" role="alert">
+            {errors.command}
+          </p>
+        )}
+        <div class="field">
+          <label for="command-name">Command</label>
+          <input id="command-name" value={command.name} aria-invalid={Boolean(errors.name)} aria-describedby={errors.name ? 'command-name-error' : undefined} onInput={(e) => setCommand({ ...command, name: e.currentTarget.value })} />
+          {errors.name && (
+            <span id="command-name-error" class="field-error">
+              {errors.name}
+            </span>
+          )}
+        </div>
+        <div class="field">
+          <label for="command-parameters">Parameters (JSON)</label>
+          <input id="command-parameters" value={command.parameters} aria-invalid={Boolean(errors.parameters)} aria-describedby={errors.parameters ? 'command-parameters-error' : undefined} onInput={(e) => setCommand({ ...command, parameters: e.currentTarget.value })} />
+          {errors.parameters && (
+            <span id="command-parameters-error" class="field-error">
+              {errors.parameters}
+            </span>
+          )}
+        </div>
+        <div class="field">
+          <label for="command-expires">Expires after (seconds)</label>
+          <input id="command-expires" inputMode="numeric" value={command.expires} aria-invalid={Boolean(errors.expires)} aria-describedby={errors.expires ? 'command-expires-error' : undefined} onInput={(e) => setCommand({ ...command, expires: e.currentTarget.value })} />
+          {errors.expires && (
+            <span id="command-expires-error" class="field-error">
+              {errors.expires}
+            </span>
+          )}
+        </div>
+        <button type="submit" class="primary">
+          Send command
+        </button>
+      </form>
+      {commands && commands.length > 0 && (
+        <table id="commands">
+          <caption>Commands, newest first</caption>
+          <thead>
+            <tr>
+              <th scope="col">Id</th>
+              <th scope="col">Command</th>
+              <th scope="col">State</th>
+              <th scope="col">Queued</th>
+            </tr>
+          </thead>
+          <tbody>
+            {commands.map((c) => (
+              <tr key={c.commandId}>
+                <td>{c.commandId}</td>
+                <td>{c.name}</td>
+                <td class={`command-${c.status}`}>{c.status}</td>
+                <td>{new Date(c.createdAt).toLocaleString()}</td>
+              </tr>
+            ))}
+          </tbody>
+        </table>
+      )}
+      {errors.commands && <p class="error">{errors.commands}</p>}
+    </div>
+  );
+}
