@@ -50,7 +50,11 @@ async fn every_benchmarked_request_answers_as_expected_and_does_its_work() {
             "{expected} is benchmarked exactly when it has a route"
         );
     }
-    assert_eq!(ids.len(), 26, "AP-06 twice: a status and a tag change");
+    assert_eq!(
+        ids.len(),
+        34,
+        "AP-06 twice (a status and a tag change), AP-T4 three times (nothing pending, delivery, a report)"
+    );
     for r in &results {
         assert_eq!(
             (r.invocation_ms.n, r.handler_ms.n),
