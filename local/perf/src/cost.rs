@@ -824,6 +824,8 @@ description: hand-computed
 users: 6
 devices_per_user: {distribution: fixed, devices: 10}
 events: {per_device_per_minute: 1, batch_size: 1, types: {temperature: 1}}
+twin: {desired_changes_per_device_per_month: 0, commands_per_device_per_month: 0, rollouts_per_month: 0}
+offline: {per_day: 0}
 ",
         )
         .unwrap();
@@ -831,13 +833,15 @@ events: {per_device_per_minute: 1, batch_size: 1, types: {temperature: 1}}
         let m = MonthlyCost::of(&sim, &LambdaBilling::assumed());
         // 1 event/s in all. Per event: event item 1 WCU (telemetry is in no index) + the live
         // state's update (under 1 KB: 1) = 2; the SEEN# entry moves at most every 900 s per
-        // device: 60 devices x 2 WCU / 900 s. Plus the daily run's checkpoints: its 6 units
+        // device: 60 devices x 2 WCU / 900 s, and the offline check's due entry (GSI3) with it:
+        // as much again. No twin traffic and no device going silent in this profile. Plus the
+        // daily run's checkpoints: its 6 units
         // (one partition per owner: 10 devices each, under DEVICES_PER_SHARD) take one write
         // (under 100 units), its 4.9 s one more (under 10 s), and each of the 4 segments
         // writes its last = 6 a day.
         assert_eq!(crate::capacity::write_units(sim.sizes.state), 1);
         assert_eq!(sim.workload.analytics_units_per_day, 6.0);
-        let per_second = 2.0 + 60.0 * 2.0 / 900.0;
+        let per_second = 2.0 + 2.0 * (60.0 * 2.0 / 900.0);
         let expected = per_second * SECONDS_PER_MONTH + 6.0 * DAYS_PER_MONTH;
         assert!(
             (m.write_units - expected).abs() < 1e-3,
@@ -846,21 +850,29 @@ events: {per_device_per_minute: 1, batch_size: 1, types: {temperature: 1}}
         );
         // Every request reads the registration (eventually consistent, 0.5 RCU) and the live
         // state (consistent, 1 RCU): API Gateway spreads a device's requests, so the
-        // per-container caches miss.
+        // per-container caches miss. The offline detector Queries its 64 due and 16 reminder
+        // shards every minute (0.5 RCU each, nothing due in this profile).
+        let detector = 80.0 * 0.5 * (SECONDS_PER_MONTH / 60.0);
         assert!(
-            (m.read_units - 1.5 * SECONDS_PER_MONTH).abs() < 1e-3,
+            (m.read_units - (1.5 * SECONDS_PER_MONTH + detector)).abs() < 1e-3,
             "{}",
             m.read_units
         );
-        // Lambda: 1 ingest request/s of 30 ms at 0.125 GB, plus 30.4 daily runs.
-        let requests = SECONDS_PER_MONTH + DAYS_PER_MONTH;
-        assert!((m.lambda_requests - requests).abs() < 1e-6);
+        // Lambda: 1 ingest request/s of 30 ms at 0.125 GB, plus 30.4 daily runs, plus the
+        // offline detector's run every minute.
+        let requests = SECONDS_PER_MONTH + DAYS_PER_MONTH + SECONDS_PER_MONTH / 60.0;
+        assert!(
+            (m.lambda_requests - requests).abs() < 1e-6,
+            "{} vs {requests}",
+            m.lambda_requests
+        );
         // The daily run reads 12 directory entries, 60 device and 60 state items and the day's
         // 86,400 events, not the 90 days stored.
         let items = 12.0 + 120.0 + 86_400.0;
         assert!((sim.workload.analytics_items_per_day - items).abs() < 1e-6);
         let gbs = 0.030 * 0.125 * SECONDS_PER_MONTH
-            + items / ANALYTICS_ITEMS_PER_SECOND * 0.5 * DAYS_PER_MONTH;
+            + items / ANALYTICS_ITEMS_PER_SECOND * 0.5 * DAYS_PER_MONTH
+            + WATCH_SECONDS * WATCH_MEMORY_GB * SECONDS_PER_MONTH / 60.0;
         assert!((m.lambda_gb_seconds - gbs).abs() < 1e-6);
         // Dollars: units times prices.
         let dollars = m.write_units * 0.625e-6

@@ -1937,6 +1937,7 @@ events:
   batch_size: 100
   hot_devices: {count: 1, per_device_per_minute: 120000}
   types: {temperature: 1}
+twin: {desired_changes_per_device_per_month: 0, commands_per_device_per_month: 0, rollouts_per_month: 0}
 ";
         let sim = simulate(profile(yaml), "test").unwrap();
         let base = &sim.tables[0];

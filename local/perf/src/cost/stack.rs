@@ -318,9 +318,9 @@ mod tests {
 
     #[test]
     fn metrics_are_counted_from_what_emf_publishes() {
-        // 16 routes and 3 functions x 10 request metrics, ingest's 2 figures on its route and
-        // its function, the daily run's 5.
-        assert_eq!(published_metrics(), 19.0 * 10.0 + 4.0 + 5.0);
+        // 30 routes (16, the alarms' 8, the twin's 6) and 3 HTTP functions x 10 request
+        // metrics, ingest's 2 figures on its route and its function, the daily run's 5.
+        assert_eq!(published_metrics(), 33.0 * 10.0 + 4.0 + 5.0);
         // A request's own lines: the EMF document is several hundred bytes, never empty.
         let bytes = request_log_bytes();
         assert!((500.0..2000.0).contains(&bytes), "{bytes}");
