@@ -359,7 +359,8 @@ async fn fleet_partitions(table: &FleetTable, user: &UserId) -> Result<u32, Flee
         .map_or(1, |f| f.partitions.max(1)))
 }
 
-async fn owns_device(
+/// Whether `user` has `device` (not being deleted): one GetItem of the device item.
+pub(crate) async fn owns_device(
     table: &FleetTable,
     user: &UserId,
     device: &DeviceId,

@@ -12,7 +12,7 @@ use crate::model::entity::Entity;
 use crate::model::error::FleetError;
 use crate::model::expression::{Condition, Expressions};
 use crate::model::ids::UserId;
-use crate::model::items::{DeviceItem, RuleSetItem};
+use crate::model::items::RuleSetItem;
 use crate::model::keys::ItemKey;
 use crate::model::pattern_id::PatternId;
 use crate::model::schema::PK;
@@ -181,20 +181,7 @@ async fn check_scope(
     if before == Some(scope) {
         return Ok(());
     }
-    let out = table
-        .client
-        .get_item()
-        .table_name(table.name())
-        .set_key(Some(ItemKey::device(user, device).attributes()))
-        .send()
-        .await
-        .map_err(sdk_error)?;
-    let owned = out
-        .item
-        .map(DeviceItem::from_item)
-        .transpose()?
-        .is_some_and(|d| d.deleting_at.is_none());
-    if owned {
+    if super::lifecycle::owns_device(table, user, device).await? {
         Ok(())
     } else {
         Err(FleetError::NotFound("device"))
