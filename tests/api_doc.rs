@@ -139,6 +139,12 @@ impl ApiDoc {
             .map(|b| &b["content"]["application/json"]["schema"])
     }
 
+    /// Whether `route_key`'s request body may be left out (`requestBody.required: false`).
+    pub fn request_body_optional(&self, route_key: &str) -> bool {
+        self.operation(route_key)
+            .is_some_and(|op| op.spec["requestBody"]["required"] == false)
+    }
+
     /// The documented body limit of `route_key` (`x-max-body-bytes`).
     pub fn max_body_bytes(&self, route_key: &str) -> Option<usize> {
         let op = self.operation(route_key)?;

@@ -42,8 +42,20 @@ pub fn endpoint() -> &'static str {
     })
 }
 
-/// A new, empty table with the template's schema.
+/// A new, empty table with the template's schema but no stream (see
+/// `TableDefinition::without_stream`: a streamed table per test slows DynamoDB Local down for
+/// every later test).
 pub async fn fresh_table() -> FleetTable {
+    new_table(&template().table.without_stream()).await
+}
+
+/// A new, empty table with the template's schema and its stream, for tests that read the
+/// alarm notifications off the stream.
+pub async fn fresh_table_with_stream() -> FleetTable {
+    new_table(&template().table).await
+}
+
+async fn new_table(definition: &fleet_testkit::template::TableDefinition) -> FleetTable {
     static COUNTER: AtomicU32 = AtomicU32::new(0);
     let name = format!(
         "test-{}-{}",
@@ -51,7 +63,7 @@ pub async fn fresh_table() -> FleetTable {
         COUNTER.fetch_add(1, Ordering::Relaxed)
     );
     let table = local_table(endpoint(), &name).await;
-    create_table(&table.client, &template().table, &name)
+    create_table(&table.client, definition, &name)
         .await
         .expect("create table from template.yaml");
     table

@@ -95,7 +95,7 @@ fn next_minute(t: &Timestamp) -> Timestamp {
 #[tokio::test]
 async fn a_silent_device_is_offline_at_the_first_run_after_its_due_time_once_and_online_when_it_reports(
 ) {
-    let table = fresh_table().await;
+    let table = fresh_table_with_stream().await;
     let token = register(&table, "cold-1", json!({"reportEverySeconds": 60})).await;
     let ingestor = Arc::new(Ingestor::new(table.clone(), IngestConfig::default()));
     let body = json!([{"type": "temperature", "value": 4.0, "at": ago(1500)}]);
@@ -311,7 +311,7 @@ fn hot_rule(extra: Value) -> Value {
 
 #[tokio::test]
 async fn a_crossing_publishes_one_raised_a_clear_one_cleared_and_replays_publish_nothing() {
-    let table = fresh_table().await;
+    let table = fresh_table_with_stream().await;
     let devices = 10;
     let mut tokens = Vec::new();
     for d in 0..devices {
@@ -404,7 +404,7 @@ async fn a_crossing_publishes_one_raised_a_clear_one_cleared_and_replays_publish
 #[tokio::test]
 async fn an_unacknowledged_alarm_is_reminded_once_per_interval_and_a_failed_publish_is_retried_in_order(
 ) {
-    let table = fresh_table().await;
+    let table = fresh_table_with_stream().await;
     let token = register(&table, "freezer", json!({})).await;
     put_rule(&table, hot_rule(json!({"remindEverySeconds": 600}))).await;
     let ingestor = Arc::new(Ingestor::new(table.clone(), IngestConfig::default()));

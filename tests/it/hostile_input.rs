@@ -763,7 +763,9 @@ impl Hostile {
     fn documented_invalid(&self, op: &Operation<'_>, fixture: &Fixture) -> Option<String> {
         let doc = api_doc();
         let route_key = op.route_key();
-        let user_route = route_key != "POST /devices/{deviceId}/events";
+        // Device routes (`POST /devices/...`: events, sync) authenticate with the device's
+        // token, not a user's JWT.
+        let user_route = !route_key.starts_with("POST /devices/");
         if user_route {
             match &self.who {
                 Who::Nobody => return Some("no caller".into()),
@@ -814,6 +816,12 @@ impl Hostile {
             if !(own && matches!(self.auth, DeviceAuth::Own)) {
                 return Some("not the device's token".into());
             }
+        }
+        let no_body = self
+            .body_bytes()
+            .is_none_or(|b| b.iter().all(u8::is_ascii_whitespace));
+        if no_body && doc.request_body_optional(&route_key) {
+            return None;
         }
         if let Some(schema) = doc.request_schema(&route_key) {
             if let Some(ct) = &self.content_type {
@@ -888,7 +896,9 @@ fn hostile_requests_on_every_route_never_5xx_and_4xx_change_nothing() {
     let config = Config {
         cases: cases(),
         failure_persistence: None,
-        max_shrink_iters: 300,
+        // No shrinking: a case that changed the table leaves it changed, so every shrunk case
+        // would "fail" too and the report would name a harmless one; the original is the one.
+        max_shrink_iters: 0,
         ..Config::default()
     };
     let mut runner =
@@ -923,9 +933,10 @@ fn hostile_requests_on_every_route_never_5xx_and_4xx_change_nothing() {
             if (400..500).contains(&answer.status) {
                 prop_assert!(
                     *before == after,
-                    "{route_key}: {} {} changed the table",
+                    "{route_key}: {} {} changed the table: {}",
                     answer.status,
-                    answer.body
+                    answer.body,
+                    changed_items(&before, &after)
                 );
             } else {
                 *before = after;
@@ -1271,4 +1282,14 @@ async fn raw_http_through_the_dev_server_never_5xx() {
     }
     assert_eq!(table_contents(&table).await, before);
     println!("hostile_input: {tried} raw HTTP requests through the dev server, none a 5xx");
+}
+
+/// The items that differ between two table contents, as `-` (gone or before) and `+` (new or
+/// after) lines, so a failure says what changed.
+fn changed_items(before: &[Item], after: &[Item]) -> String {
+    let gone = before.iter().filter(|i| !after.contains(i));
+    let new = after.iter().filter(|i| !before.contains(i));
+    gone.map(|i| format!("\n- {i:?}"))
+        .chain(new.map(|i| format!("\n+ {i:?}")))
+        .collect()
 }

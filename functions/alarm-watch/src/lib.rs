@@ -16,12 +16,11 @@ use lambda_runtime::LambdaEvent;
 use serde::Deserialize;
 use serde_json::{json, Value};
 use shared::model::timestamp::Timestamp;
-use shared::observe::served::{serve_observed, Served};
+use shared::observe::served::serve_run;
 use shared::observe::trace::TraceHeader;
 use shared::ops::alarms::notify::{publish, AlarmRecord, EventEntry, Publisher};
 use shared::ops::alarms::watch::watch;
 use shared::store::deadline::Deadline;
-use shared::store::metrics::RequestMeter;
 use shared::{FleetError, FleetTable, ValidationError};
 
 /// The function's `Timeout` in `template.yaml` (see [`shared::store::deadline`]): a run must
@@ -120,34 +119,13 @@ impl<P: Publisher + Sync> State<P> {
         let deadline = Deadline::from_lambda(event.context.deadline(), TIMEOUT);
         let trace = event.context.xray_trace_id.clone();
         let trace = trace.as_deref().and_then(TraceHeader::parse);
-        let Served {
-            outcome: result,
-            used,
-            latency_ms,
-            ..
-        } = serve_observed(
-            RequestMeter::new(),
+        serve_run(
+            "alarm-watch",
             trace.as_ref(),
             RUN_SEGMENT,
             Box::pin(handle(self, event.payload, deadline.instant())),
-            |result| if result.is_ok() { 200 } else { 500 },
         )
-        .await;
-        shared::observe::emf::emit(&shared::observe::emf::run_document(
-            latency_ms,
-            result.is_err(),
-            &used,
-        ));
-        tracing::info!(
-            function = "alarm-watch",
-            ok = result.is_ok(),
-            latency_ms,
-            ddb_requests = used.requests(),
-            rcu = used.read_units,
-            wcu = used.write_units,
-            "invocation"
-        );
-        result
+        .await
     }
 }
 

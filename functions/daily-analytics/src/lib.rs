@@ -17,11 +17,10 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 use shared::model::settings::{number, optional_number};
 use shared::model::timestamp::{Day, Timestamp};
-use shared::observe::served::{serve_observed, Served};
+use shared::observe::served::serve_run;
 use shared::observe::trace::TraceHeader;
 use shared::ops::analytics::{previous_day, run_daily_report, RunPlan};
 use shared::store::deadline::Deadline;
-use shared::store::metrics::RequestMeter;
 use shared::{FleetError, FleetTable, ValidationError};
 
 /// The function's `Timeout` in `template.yaml`: the time an invocation gets when the runtime
@@ -141,34 +140,13 @@ pub async fn handle_traced(
     trace_header: Option<&str>,
 ) -> Result<Value, FleetError> {
     let trace = trace_header.and_then(TraceHeader::parse);
-    let Served {
-        outcome: result,
-        used,
-        latency_ms,
-        ..
-    } = serve_observed(
-        RequestMeter::new(),
+    serve_run(
+        "daily-analytics",
         trace.as_ref(),
         RUN_SEGMENT,
         Box::pin(run(table, config, event, deadline)),
-        |result| if result.is_ok() { 200 } else { 500 },
     )
-    .await;
-    shared::observe::emf::emit(&shared::observe::emf::run_document(
-        latency_ms,
-        result.is_err(),
-        &used,
-    ));
-    tracing::info!(
-        function = "daily-analytics",
-        ok = result.is_ok(),
-        latency_ms,
-        ddb_requests = used.requests(),
-        rcu = used.read_units,
-        wcu = used.write_units,
-        "invocation"
-    );
-    result
+    .await
 }
 
 async fn run(

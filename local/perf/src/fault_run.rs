@@ -340,7 +340,8 @@ pub async fn ingest_fault_run(
     use fleet_testkit::fault_proxy::{FaultProxy, FaultRates, ProxyConfig};
     let name = format!("fault-run-{seed}");
     let table = fleet_testkit::stack::local_table(dynamodb_endpoint, &name).await;
-    fleet_testkit::stack::create_table(&table.client, definition, &name).await?;
+    // Nothing reads the stream in a fault run (see `TableDefinition::without_stream`).
+    fleet_testkit::stack::create_table(&table.client, &definition.without_stream(), &name).await?;
     let config = ProxyConfig::new(seed, FaultRates::uniform(rate));
     let proxy = FaultProxy::start(dynamodb_endpoint, config.clone()).await?;
     let faulty = through_proxy(&table, proxy.endpoint(), ClientTimeouts::default()).await;

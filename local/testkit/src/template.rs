@@ -79,6 +79,19 @@ pub struct TableDefinition {
     pub stream_view_type: Option<String>,
 }
 
+impl TableDefinition {
+    /// The same table without its stream. DynamoDB Local looks up a table's stream on every
+    /// write, over all the stream records of every table it holds, so a test process that
+    /// creates hundreds of streamed tables slows to a crawl; only tests that read the stream
+    /// need one.
+    pub fn without_stream(&self) -> Self {
+        Self {
+            stream_view_type: None,
+            ..self.clone()
+        }
+    }
+}
+
 /// One HttpApi route of one function.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct HttpRoute {

@@ -55,3 +55,42 @@ pub async fn serve_observed<T>(
         latency_ms: started.elapsed().as_secs_f64() * 1000.0,
     }
 }
+
+/// A scheduled or stream-triggered run (not an API request): `work` served as in
+/// [`serve_observed`] with status 200 or 500, then its one EMF document and its one
+/// `invocation` log line, naming `function`.
+pub async fn serve_run<T, E>(
+    function: &'static str,
+    trace: Option<&TraceHeader>,
+    segment: &str,
+    work: impl Future<Output = Result<T, E>>,
+) -> Result<T, E> {
+    let Served {
+        outcome,
+        used,
+        latency_ms,
+        ..
+    } = serve_observed(RequestMeter::new(), trace, segment, work, |result| {
+        if result.is_ok() {
+            200
+        } else {
+            500
+        }
+    })
+    .await;
+    crate::observe::emf::emit(&crate::observe::emf::run_document(
+        latency_ms,
+        outcome.is_err(),
+        &used,
+    ));
+    tracing::info!(
+        function,
+        ok = outcome.is_ok(),
+        latency_ms,
+        ddb_requests = used.requests(),
+        rcu = used.read_units,
+        wcu = used.write_units,
+        "invocation"
+    );
+    outcome
+}

@@ -248,12 +248,7 @@ fn put(
 }
 
 fn delete(table: &FleetTable, key: ItemKey) -> Result<TransactWriteItem, FleetError> {
-    let delete = Delete::builder()
-        .table_name(table.name())
-        .set_key(Some(key.attributes()))
-        .build()
-        .map_err(FleetError::internal)?;
-    Ok(TransactWriteItem::builder().delete(delete).build())
+    crate::store::dynamo::delete_action(table, &key)
 }
 
 /// The device item of a new registration: active, version 1, its tags linked, its live state
@@ -1131,4 +1126,29 @@ pub async fn delete_device(
             "deletion cancelled: {reasons:?}"
         ))),
     }
+}
+
+/// `user`'s device `device` (one GetItem of the device item), or `None` for another user's,
+/// an unknown or a deleting device: the same 404 to the caller. `consistent` where the
+/// answer guards a write that must see the latest delete.
+pub(crate) async fn owned_device(
+    table: &FleetTable,
+    user: &UserId,
+    device: &DeviceId,
+    consistent: bool,
+) -> Result<Option<DeviceItem>, FleetError> {
+    let out = table
+        .client
+        .get_item()
+        .table_name(table.name())
+        .set_key(Some(ItemKey::device(user, device).attributes()))
+        .consistent_read(consistent)
+        .send()
+        .await
+        .map_err(sdk_error)?;
+    Ok(out
+        .item
+        .map(DeviceItem::from_item)
+        .transpose()?
+        .filter(|d| d.deleting_at.is_none()))
 }

@@ -276,6 +276,21 @@ pub(crate) async fn put_item(
     Ok(())
 }
 
+/// The transaction action that deletes the item at `key`, unconditionally.
+pub(crate) fn delete_action(
+    table: &crate::store::table::FleetTable,
+    key: &crate::model::keys::ItemKey,
+) -> Result<aws_sdk_dynamodb::types::TransactWriteItem, FleetError> {
+    let delete = aws_sdk_dynamodb::types::Delete::builder()
+        .table_name(table.name())
+        .set_key(Some(key.attributes()))
+        .build()
+        .map_err(FleetError::internal)?;
+    Ok(aws_sdk_dynamodb::types::TransactWriteItem::builder()
+        .delete(delete)
+        .build())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -16,7 +16,7 @@ use crate::model::entity::Entity;
 use crate::model::error::FleetError;
 use crate::model::expression::{Condition, Expressions, Update};
 use crate::model::ids::{DeviceId, UserId};
-use crate::model::items::{AlarmItem, DeviceItem, FleetItem, OpenAlarmItem};
+use crate::model::items::{AlarmItem, FleetItem, OpenAlarmItem};
 use crate::model::keys::{
     alarm_history_range, alarm_pk, open_alarms_gsi3pk, owner_alarms_gsi3pk, ItemKey,
     OPEN_ALARM_SHARDS,
@@ -193,15 +193,15 @@ pub async fn owner_alarms(
     let keys: Vec<String> = (0..partitions)
         .map(|p| owner_alarms_gsi3pk(user, p))
         .collect();
-    let (items, cursor) = merged_page(table, PatternId::OwnerAlarms, &keys, limit, cursor).await?;
-    let alarms = items
-        .into_iter()
-        .map(|item| AlarmView::of(&AlarmItem::from_item(item)?))
-        .collect::<Result<Vec<_>, FleetError>>()?;
-    Ok(Page {
-        items: alarms,
+    merged_page(
+        table,
+        PatternId::OwnerAlarms,
+        &keys,
+        limit,
         cursor,
-    })
+        |item| AlarmView::of(&AlarmItem::from_item(item)?),
+    )
+    .await
 }
 
 /// Open alarms of `severity` across owners, newest first.
@@ -214,15 +214,10 @@ pub async fn open_alarms(
     let keys: Vec<String> = (0..OPEN_ALARM_SHARDS)
         .map(|k| open_alarms_gsi3pk(severity, k))
         .collect();
-    let (items, cursor) = merged_page(table, PatternId::OpenAlarms, &keys, limit, cursor).await?;
-    let alarms = items
-        .into_iter()
-        .map(|item| AlarmView::of_open(&OpenAlarmItem::from_item(item)?))
-        .collect::<Result<Vec<_>, FleetError>>()?;
-    Ok(Page {
-        items: alarms,
-        cursor,
+    merged_page(table, PatternId::OpenAlarms, &keys, limit, cursor, |item| {
+        AlarmView::of_open(&OpenAlarmItem::from_item(item)?)
     })
+    .await
 }
 
 /// A device's alarm history, newest first; a 404 for a device the owner does not have.
@@ -359,38 +354,33 @@ async fn fleet_partitions(table: &FleetTable, user: &UserId) -> Result<u32, Flee
         .map_or(1, |f| f.partitions.max(1)))
 }
 
-/// Whether `user` has `device` (not being deleted): one GetItem of the device item.
+/// Whether `user` has `device` (not being deleted): one eventually consistent GetItem of the
+/// device item.
 pub(crate) async fn owns_device(
     table: &FleetTable,
     user: &UserId,
     device: &DeviceId,
 ) -> Result<bool, FleetError> {
-    let out = table
-        .client
-        .get_item()
-        .table_name(table.name())
-        .set_key(Some(ItemKey::device(user, device).attributes()))
-        .send()
-        .await
-        .map_err(sdk_error)?;
-    Ok(out
-        .item
-        .map(DeviceItem::from_item)
-        .transpose()?
-        .is_some_and(|d| d.deleting_at.is_none()))
+    Ok(
+        crate::ops::devices::owned_device(table, user, device, false)
+            .await?
+            .is_some(),
+    )
 }
 
 /// One page over several GSI3 keys read backwards (newest first), merged by sort key: each
 /// key's Query asks for `limit` items from where the cursor left it; the page is the
 /// `limit` greatest, and the cursor remembers, per key, the last item taken from it (or
-/// that it is exhausted). Every key in a cursor is checked to be one of `keys`.
+/// that it is exhausted). Every key in a cursor is checked to be one of `keys`. `view` turns
+/// each item taken into what the route answers.
 async fn merged_page(
     table: &FleetTable,
     pattern: PatternId,
     keys: &[String],
     limit: u32,
     cursor: Option<&str>,
-) -> Result<(Vec<Item>, Option<String>), FleetError> {
+    view: impl Fn(Item) -> Result<AlarmView, FleetError>,
+) -> Result<Page<AlarmView>, FleetError> {
     let starts: Vec<Option<StartKey>> = match cursor {
         None => vec![None; keys.len()],
         Some(text) => {
@@ -465,8 +455,13 @@ async fn merged_page(
         next.push(resume);
     }
     let more = next.iter().any(Option::is_some);
-    let items = rows.into_iter().map(|r| r.2).collect();
-    Ok((items, more.then(|| cursor::encode(pattern, next))))
+    Ok(Page {
+        items: rows
+            .into_iter()
+            .map(|r| view(r.2))
+            .collect::<Result<_, _>>()?,
+        cursor: more.then(|| cursor::encode(pattern, next)),
+    })
 }
 
 /// The key attributes of an index item (what `ExclusiveStartKey` takes).

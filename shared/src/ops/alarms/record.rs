@@ -2,7 +2,7 @@
 //! update, as actions of the transaction that also writes the device's live state, so an
 //! alarm is recorded exactly when the state that says it is open is.
 
-use aws_sdk_dynamodb::types::{Delete, Put, TransactWriteItem, Update as UpdateAction};
+use aws_sdk_dynamodb::types::{Put, TransactWriteItem, Update as UpdateAction};
 
 use crate::model::alarm::{AlarmSource, AlarmState, Rule, Transition};
 use crate::model::entity::Entity;
@@ -145,12 +145,7 @@ fn delete_pointer(
         device: device.device.clone(),
         source: source.clone(),
     };
-    let delete = Delete::builder()
-        .table_name(table.name())
-        .set_key(Some(key.attributes()))
-        .build()
-        .map_err(FleetError::internal)?;
-    Ok(TransactWriteItem::builder().delete(delete).build())
+    crate::store::dynamo::delete_action(table, &key)
 }
 
 /// The update that clears an open alarm; conditioned on the alarm existing (an update would

@@ -27,7 +27,7 @@ use super::record::{transition_actions, AlarmDevice};
 use crate::model::alarm::{AlarmSource, AlarmState, AlarmStatus, Transition, OFFLINE};
 use crate::model::entity::Entity;
 use crate::model::error::FleetError;
-use crate::model::expression::{Condition, Expressions, Update};
+use crate::model::expression::{Attribute, Condition, Expressions, Update};
 use crate::model::items::{AlarmItem, DeviceStateItem};
 use crate::model::keys::{
     due_gsi3pk, due_until, reminder_gsi1pk, reminder_gsi1sk, IndexKeys, ItemKey, DUE_SHARDS,
@@ -143,67 +143,46 @@ pub async fn watch(
     Ok(run)
 }
 
-/// The due entries of one shard, page by page, until none is left or the deadline.
-async fn detect_shard(
-    table: &FleetTable,
-    shard: u16,
-    at: Timestamp,
-    deadline: Instant,
-) -> Result<WatchRun, FleetError> {
-    let mut run = WatchRun {
-        complete: true,
-        ..WatchRun::default()
-    };
-    let mut start: Option<Item> = None;
-    loop {
-        if Instant::now() >= deadline {
-            run.complete = false;
-            return Ok(run);
-        }
-        let key = Condition::equals(GSI3PK, s(due_gsi3pk(shard)))
-            .and(Condition::at_most(GSI3SK, s(due_until(&at))));
-        let (entries, next) = query(
+/// A due index: the partition of one shard and the sort key that orders its entries by when
+/// they are due.
+struct DueIndex {
+    index: &'static str,
+    partition: (Attribute, String),
+    due_key: Attribute,
+}
+
+impl DueIndex {
+    /// One page of the entries due by `at`, from `start`.
+    async fn page(
+        &self,
+        table: &FleetTable,
+        at: &Timestamp,
+        start: Option<Item>,
+    ) -> Result<(Vec<Item>, Option<Item>), FleetError> {
+        let key = Condition::equals(self.partition.0, s(self.partition.1.clone()))
+            .and(Condition::at_most(self.due_key, s(due_until(at))));
+        query(
             table
                 .client
                 .query()
                 .table_name(table.name())
-                .index_name(GSI3)
+                .index_name(self.index)
                 .expressions(Expressions::builder().key_condition(key).build())
-                .set_exclusive_start_key(start.take())
+                .set_exclusive_start_key(start)
                 .limit(PAGE),
         )
-        .await?;
-        run.candidates += entries.len() as u64;
-        let states = read_states(table, &entries, deadline).await?;
-        let acts: Vec<_> = states.iter().map(|state| act(table, state, &at)).collect();
-        let outcomes: Vec<_> = stream::iter(acts)
-            .buffer_unordered(CONCURRENCY)
-            .collect()
-            .await;
-        for outcome in outcomes {
-            match outcome? {
-                Acted::Raised => run.raised += 1,
-                Acted::Rearmed => run.rearmed += 1,
-                Acted::Removed => run.removed += 1,
-                Acted::Conflict => run.conflicts += 1,
-                Acted::Nothing => {}
-            }
-        }
-        match next {
-            Some(key) => start = Some(key),
-            None => return Ok(run),
-        }
+        .await
     }
 }
 
-/// The live states of a page of due entries (GSI3 projects the table's key), eventually
-/// consistent: every write is conditioned on the `ingestSeq` read, so a stale read costs a
-/// refused write, never a wrong alarm.
-async fn read_states(
+/// The items the entries of a due index point at (the index projects the table's key),
+/// eventually consistent: every write made from them is conditioned on what was read, so a
+/// stale read costs a refused write, never a wrong alarm.
+async fn read_pointed<T: Entity>(
     table: &FleetTable,
     entries: &[Item],
     deadline: Instant,
-) -> Result<Vec<DeviceStateItem>, FleetError> {
+) -> Result<Vec<T>, FleetError> {
     let keys: Vec<Item> = entries
         .iter()
         .filter_map(|e| ItemKey::of(e).ok())
@@ -223,8 +202,54 @@ async fn read_states(
     )
     .await?
     .into_iter()
-    .map(DeviceStateItem::from_item)
+    .map(T::from_item)
     .collect()
+}
+
+/// The due entries of one shard, page by page, until none is left or the deadline.
+async fn detect_shard(
+    table: &FleetTable,
+    shard: u16,
+    at: Timestamp,
+    deadline: Instant,
+) -> Result<WatchRun, FleetError> {
+    let due = DueIndex {
+        index: GSI3,
+        partition: (GSI3PK, due_gsi3pk(shard)),
+        due_key: GSI3SK,
+    };
+    let mut run = WatchRun {
+        complete: true,
+        ..WatchRun::default()
+    };
+    let mut start: Option<Item> = None;
+    loop {
+        if Instant::now() >= deadline {
+            run.complete = false;
+            return Ok(run);
+        }
+        let (entries, next) = due.page(table, &at, start.take()).await?;
+        run.candidates += entries.len() as u64;
+        let states: Vec<DeviceStateItem> = read_pointed(table, &entries, deadline).await?;
+        let acts: Vec<_> = states.iter().map(|state| act(table, state, &at)).collect();
+        let outcomes: Vec<_> = stream::iter(acts)
+            .buffer_unordered(CONCURRENCY)
+            .collect()
+            .await;
+        for outcome in outcomes {
+            match outcome? {
+                Acted::Raised => run.raised += 1,
+                Acted::Rearmed => run.rearmed += 1,
+                Acted::Removed => run.removed += 1,
+                Acted::Conflict => run.conflicts += 1,
+                Acted::Nothing => {}
+            }
+        }
+        match next {
+            Some(key) => start = Some(key),
+            None => return Ok(run),
+        }
+    }
 }
 
 enum Acted {
@@ -370,6 +395,11 @@ async fn remind_shard(
     at: Timestamp,
     deadline: Instant,
 ) -> Result<WatchRun, FleetError> {
+    let due = DueIndex {
+        index: GSI1,
+        partition: (GSI1PK, reminder_gsi1pk(shard)),
+        due_key: GSI1SK,
+    };
     let mut run = WatchRun {
         complete: true,
         ..WatchRun::default()
@@ -380,50 +410,19 @@ async fn remind_shard(
             run.complete = false;
             return Ok(run);
         }
-        let key = Condition::equals(GSI1PK, s(reminder_gsi1pk(shard)))
-            .and(Condition::at_most(GSI1SK, s(due_until(&at))));
-        let (entries, next) = query(
-            table
-                .client
-                .query()
-                .table_name(table.name())
-                .index_name(GSI1)
-                .expressions(Expressions::builder().key_condition(key).build())
-                .set_exclusive_start_key(start.take())
-                .limit(PAGE),
-        )
-        .await?;
-        let keys: Vec<Item> = entries
-            .iter()
-            .filter_map(|e| ItemKey::of(e).ok())
-            .map(|k| k.attributes())
-            .collect();
-        if !keys.is_empty() {
-            let request = KeysAndAttributes::builder()
-                .set_keys(Some(keys))
-                .build()
-                .map_err(FleetError::internal)?;
-            let alarms: Vec<AlarmItem> = get_all(
-                table,
-                request,
-                &mut Retry::until(deadline).at_most(MAX_ATTEMPTS),
-            )
-            .await?
-            .into_iter()
-            .map(AlarmItem::from_item)
-            .collect::<Result<_, _>>()?;
-            let reminds: Vec<_> = alarms.iter().map(|a| remind(table, a, &at)).collect();
-            let outcomes: Vec<_> = stream::iter(reminds)
-                .buffer_unordered(CONCURRENCY)
-                .collect()
-                .await;
-            for outcome in outcomes {
-                match outcome? {
-                    Reminded::Sent => run.reminders += 1,
-                    Reminded::Stale => run.stale_reminders += 1,
-                    Reminded::Conflict => run.conflicts += 1,
-                    Reminded::NotYet => {}
-                }
+        let (entries, next) = due.page(table, &at, start.take()).await?;
+        let alarms: Vec<AlarmItem> = read_pointed(table, &entries, deadline).await?;
+        let reminds: Vec<_> = alarms.iter().map(|a| remind(table, a, &at)).collect();
+        let outcomes: Vec<_> = stream::iter(reminds)
+            .buffer_unordered(CONCURRENCY)
+            .collect()
+            .await;
+        for outcome in outcomes {
+            match outcome? {
+                Reminded::Sent => run.reminders += 1,
+                Reminded::Stale => run.stale_reminders += 1,
+                Reminded::Conflict => run.conflicts += 1,
+                Reminded::NotYet => {}
             }
         }
         match next {

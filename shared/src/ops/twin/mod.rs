@@ -114,27 +114,13 @@ fn state_key_of(device: &DeviceItem) -> ItemKey {
     }
 }
 
-/// `user`'s device `device`, read consistently, or `None` (another user's, unknown, or being
-/// deleted: the same 404).
+/// `user`'s device `device`, read consistently (it guards the twin's writes), or `None`.
 async fn owned_device(
     table: &FleetTable,
     user: &UserId,
     device: &DeviceId,
 ) -> Result<Option<DeviceItem>, FleetError> {
-    let out = table
-        .client
-        .get_item()
-        .table_name(table.name())
-        .set_key(Some(ItemKey::device(user, device).attributes()))
-        .consistent_read(true)
-        .send()
-        .await
-        .map_err(sdk_error)?;
-    Ok(out
-        .item
-        .map(DeviceItem::from_item)
-        .transpose()?
-        .filter(|d| d.deleting_at.is_none()))
+    crate::ops::devices::owned_device(table, user, device, true).await
 }
 
 /// The live state at `key`, read consistently, or `None` when the device is gone.
