@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { ago, retryAfterSeconds, sparkPoints, toCsv, toNdjson, series } from './format';
+import { ago, intervalValue, retryAfterSeconds, sparkPoints, toCsv, toNdjson, series } from './format';
 
 const events = [
   { id: 'b', type: 'temperature', value: 21.5, at: '2026-11-20T10:05:00Z' },
@@ -37,6 +37,11 @@ describe('reading the API', () => {
     const now = Date.parse('2026-11-20T10:00:00Z');
     expect(ago('2026-11-20T09:57:00Z', now)).toBe('3 min ago');
     expect(ago(null, now)).toBe('never');
+  });
+  it('sends a typed interval as a number when it is one, else as typed for the API to refuse', () => {
+    expect(intervalValue(' 300 ')).toBe(300);
+    expect(intervalValue('5m')).toBe('5m');
+    expect(intervalValue('1.5')).toBe('1.5');
   });
 });
 

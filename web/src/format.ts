@@ -90,3 +90,13 @@ export function fromInputTime(value: string): string | null {
   const ms = Date.parse(value);
   return Number.isNaN(ms) ? null : new Date(ms).toISOString().replace(/\.\d{3}Z$/, 'Z');
 }
+
+/**
+ * A typed reporting interval as the API takes it: a whole number of seconds as a number;
+ * anything else as typed, so the API's 400 names `reportEverySeconds` with its own message
+ * (the console does not keep a second copy of the rule).
+ */
+export function intervalValue(typed: string): number | string {
+  const text = typed.trim();
+  return /^\d{1,9}$/.test(text) ? Number(text) : text;
+}

@@ -24,6 +24,8 @@ export interface Device {
   alarms?: DeviceAlarms;
   /** Seconds between reports the owner expects (offline detection), when set. */
   reportEverySeconds?: number | null;
+  /** The interval learned from its reports, used when none is declared. */
+  learnedEverySeconds?: number | null;
   twin?: Twin;
 }
 

@@ -10,7 +10,7 @@
 // timings; behaviour (what a user sees) is asserted.
 
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import { readdirSync, readFileSync, writeFileSync, mkdirSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { createServer } from 'node:net';
@@ -54,7 +54,7 @@ async function startDevStack() {
     const timer = setTimeout(() => fail(new Error(`fleet-dev did not start in 180 s:\n${output}`)), 180_000);
     const read = (chunk) => {
       output += chunk;
-      if (output.includes('Device Fleet is running locally')) {
+      if (output.includes('Device Fleet is running locally') && /DynamoDB Local\s+\S+\s+\(table [^,]+,/.test(output)) {
         clearTimeout(timer);
         ok();
       }
@@ -66,7 +66,10 @@ async function startDevStack() {
   });
   child.stdout.resume();
   child.stderr.resume();
-  return { url: `http://127.0.0.1:${port}`, stop: () => child.kill('SIGTERM'), exited: new Promise((r) => child.once('exit', r)) };
+  // The banner names DynamoDB Local and the table: `fleet-dev invoke` runs a scheduled event
+  // against them, as `sam local invoke` would.
+  const [, endpoint, table] = output.match(/DynamoDB Local\s+(\S+)\s+\(table ([^,]+),/) ?? [];
+  return { url: `http://127.0.0.1:${port}`, dynamodb: { endpoint, table }, stop: () => child.kill('SIGTERM'), exited: new Promise((r) => child.once('exit', r)) };
 }
 
 // ------------------------------------------------------------------ the catalog's patterns
@@ -690,6 +693,63 @@ test('the main flow works with the keyboard alone', async ({ page, base }) => {
   assert.equal(await page.locator(`tr[data-device="${deviceId}"]`).count(), 0);
 });
 
+test('a device silent past its interval shows offline with an offline alarm, and online once it reports', async ({ page, base, dynamodb }) => {
+  assert.ok(dynamodb.endpoint && dynamodb.table, "fleet-dev's banner names DynamoDB Local and the table");
+  await signIn(page, base, 'demo-bob');
+  await page.getByRole('link', { name: 'Register a device' }).click();
+  await page.getByRole('heading', { name: 'Register a device' }).waitFor();
+  const deviceId = `meter-${Date.now().toString(36)}`;
+  await page.getByLabel('Device id').fill(deviceId);
+  await page.getByLabel('Name').fill('Cellar meter');
+  await page.getByLabel('Type').fill('power-meter');
+  // A bad interval: the API's 400, beside its field.
+  await page.getByLabel('Reports every (seconds, optional)').fill('5m');
+  await page.getByRole('button', { name: 'Register' }).click();
+  await page.locator('#reg-reportEverySeconds-error').waitFor();
+  assert.match(await text(page.locator('#reg-reportEverySeconds-error')), /reportEverySeconds/);
+  await page.getByLabel('Reports every (seconds, optional)').fill('300');
+  await page.getByRole('button', { name: 'Register' }).click();
+  await page.locator('#token-value').waitFor();
+  const token = await page.locator('#token-value').inputValue();
+  assert.equal(await sendEvent(base, deviceId, token, 230), 200);
+
+  // The device page says what it expects, and the interval can be changed there.
+  await page.getByRole('link', { name: 'Open Cellar meter' }).click();
+  await page.getByRole('heading', { level: 1, name: 'Cellar meter' }).waitFor();
+  assert.match(await text(page.locator('[data-connectivity]')), /^Connectivity: online · expected to report every 300 s/);
+  await page.getByLabel('Reports every (seconds)').fill('60');
+  await page.getByRole('button', { name: 'Save changes' }).click();
+  await page.locator('[data-connectivity]', { hasText: 'expected to report every 60 s' }).waitFor();
+
+  // The schedule's run, half an hour on: the meter has been silent past its 60 s (and the rest
+  // of its 15-minute window), so it is offline.
+  const at = new Date(Date.now() + 30 * 60_000).toISOString();
+  const eventFile = join(targetDir, 'browser-offline-check.json');
+  writeFileSync(eventFile, JSON.stringify({ 'detail-type': 'Scheduled Event', source: 'aws.events', time: at }));
+  const { body: run } = JSON.parse(
+    execFileSync(devBin, ['invoke', 'AlarmWatchFunction', eventFile, '--endpoint', dynamodb.endpoint, '--table', dynamodb.table], { cwd: repo, encoding: 'utf8', env: { ...process.env, RUST_LOG: 'warn' } }),
+  );
+  assert.ok(run.raised >= 1, `the run raised the meter's offline alarm: ${JSON.stringify(run)}`);
+  await page.reload();
+  await page.locator('[data-connectivity]', { hasText: 'offline' }).waitFor();
+  const history = page.locator('section[aria-labelledby="device-alarms-title"] tbody tr').first();
+  await history.waitFor();
+  assert.match(await text(history), /offline/i);
+  await axe(page, 'device (offline)');
+  await page.getByRole('link', { name: 'Fleet' }).click();
+  const row = page.locator(`tr[data-device="${deviceId}"]`);
+  await row.waitFor();
+  assert.equal(await text(row.locator('[data-connectivity]')), 'offline');
+
+  // Its next report clears the alarm: online again.
+  assert.equal(await sendEvent(base, deviceId, token, 231), 200);
+  await page.goto(`${base}/#/devices/${deviceId}`);
+  await page.locator('[data-connectivity]', { hasText: 'online' }).waitFor();
+  const alarms = (await callApi(base, await userToken(base, 'demo-bob'), 'GET', `/me/devices/${deviceId}/alarms`)).body.alarms;
+  assert.equal(alarms.length, 1, JSON.stringify(alarms));
+  assert.equal(alarms[0].state, 'cleared');
+});
+
 test('every request the console made is a catalog access pattern, and nothing came from elsewhere', async () => {
   metrics.requests = requests;
   assert.deepEqual(requests.unknown, [], 'requests outside the catalog');
@@ -730,7 +790,7 @@ async function main() {
       page.on('pageerror', (e) => errors.push(String(e)));
       const started = Date.now();
       try {
-        await t.fn({ page, base: stack.url });
+        await t.fn({ page, base: stack.url, dynamodb: stack.dynamodb });
         assert.deepEqual(errors, [], 'uncaught errors in the page');
         passed++;
         console.log(`ok     ${t.name} (${Date.now() - started} ms)`);

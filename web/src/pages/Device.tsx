@@ -1,6 +1,6 @@
 import { useEffect, useMemo, useState } from 'preact/hooks';
 import { api, ApiError, apiUrl, fieldOf, messageOf } from '../api';
-import { fromInputTime, series, showValue, toCsv, toInputTime, toNdjson, type ApiEvent } from '../format';
+import { fromInputTime, intervalValue, series, showValue, toCsv, toInputTime, toNdjson, type ApiEvent } from '../format';
 import { TimeChart } from '../components/TimeChart';
 import { Confirm } from '../components/Confirm';
 import { TokenPanel } from '../components/TokenPanel';
@@ -38,6 +38,18 @@ function FieldError({ id, errors, field }: { id: string; errors: Record<string, 
   ) : null;
 }
 
+/** The device form's fields, as typed. */
+interface Edit {
+  name: string;
+  status: string;
+  tags: string;
+  reportEverySeconds: string;
+}
+
+function editOf(device: Device): Edit {
+  return { name: device.name, status: device.status, tags: device.tags.join(', '), reportEverySeconds: device.reportEverySeconds ? String(device.reportEverySeconds) : '' };
+}
+
 export function DevicePage({ deviceId }: { deviceId: string }) {
   const [device, setDevice] = useState<Device | null>(null);
   const [error, setError] = useState<string | null>(null);
@@ -49,7 +61,7 @@ export function DevicePage({ deviceId }: { deviceId: string }) {
   const [events, setEvents] = useState<ApiEvent[] | null>(null);
   const [truncated, setTruncated] = useState(false);
   const [chartType, setChartType] = useState<string | null>(null);
-  const [edit, setEdit] = useState<{ name: string; status: string; tags: string } | null>(null);
+  const [edit, setEdit] = useState<Edit | null>(null);
   const [editErrors, setEditErrors] = useState<Record<string, string>>({});
   const [notice, setNotice] = useState<string | null>(null);
   const [token, setToken] = useState<{ token: string; until: string | null } | null>(null);
@@ -59,7 +71,7 @@ export function DevicePage({ deviceId }: { deviceId: string }) {
     try {
       const answer = await api<{ device: Device }>('GET', `/me/devices/${encodeURIComponent(deviceId)}`);
       setDevice(answer.body.device);
-      setEdit({ name: answer.body.device.name, status: answer.body.device.status, tags: answer.body.device.tags.join(', ') });
+      setEdit(editOf(answer.body.device));
     } catch (e) {
       setError(e instanceof ApiError && e.status === 404 ? 'No such device in your fleet.' : messageOf(e));
     }
@@ -109,19 +121,23 @@ export function DevicePage({ deviceId }: { deviceId: string }) {
     if (!device || !edit) return;
     setEditErrors({});
     const tags = edit.tags.split(',').map((t) => t.trim()).filter(Boolean);
+    // The interval only when it changed: empty means "learn it" (null), as the API says.
+    const interval = edit.reportEverySeconds.trim() ? intervalValue(edit.reportEverySeconds) : null;
+    const intervalChanged = interval !== (device.reportEverySeconds ?? null);
     try {
       const answer = await api<{ device: Device }>('PATCH', `/me/devices/${encodeURIComponent(deviceId)}`, {
         headers: { 'if-match': String(device.version) },
-        body: { name: edit.name, status: edit.status, tags },
+        body: { name: edit.name, status: edit.status, tags, ...(intervalChanged ? { reportEverySeconds: interval } : {}) },
       });
       setDevice(answer.body.device);
+      setEdit(editOf(answer.body.device));
       setNotice('Saved.');
     } catch (err) {
       const field = fieldOf(err);
       if (err instanceof ApiError && err.status === 412) {
         setEditErrors({ form: 'Someone changed this device meanwhile; the form now shows their version. Apply your change again.' });
         void loadDevice();
-      } else if (field && ['name', 'status', 'tags'].includes(field)) setEditErrors({ [field]: messageOf(err) });
+      } else if (field && ['name', 'status', 'tags', 'reportEverySeconds'].includes(field)) setEditErrors({ [field]: messageOf(err) });
       else setEditErrors({ form: messageOf(err) });
     }
   };
@@ -151,7 +167,11 @@ export function DevicePage({ deviceId }: { deviceId: string }) {
       {device && (
         <p data-connectivity>
           Connectivity: <ConnectivityBadge connectivity={device.connectivity} />
-          {device.reportEverySeconds ? <span class="muted"> · expected to report every {device.reportEverySeconds} s</span> : null}
+          {device.reportEverySeconds ? (
+            <span class="muted"> · expected to report every {device.reportEverySeconds} s</span>
+          ) : device.learnedEverySeconds ? (
+            <span class="muted"> · reports about every {device.learnedEverySeconds} s (learned)</span>
+          ) : null}
         </p>
       )}
       {notice && (
@@ -302,6 +322,21 @@ export function DevicePage({ deviceId }: { deviceId: string }) {
               <label for="edit-tags">Tags (comma-separated)</label>
               <input id="edit-tags" value={edit.tags} aria-invalid={Boolean(editErrors.tags)} aria-describedby={editErrors.tags ? 'edit-tags-error' : undefined} onInput={(e) => setEdit({ ...edit, tags: e.currentTarget.value })} />
               <FieldError id="edit-tags-error" errors={editErrors} field="tags" />
+            </div>
+            <div class="field">
+              <label for="edit-interval">Reports every (seconds)</label>
+              <input
+                id="edit-interval"
+                inputMode="numeric"
+                value={edit.reportEverySeconds}
+                aria-invalid={Boolean(editErrors.reportEverySeconds)}
+                aria-describedby={['edit-interval-hint', editErrors.reportEverySeconds ? 'edit-interval-error' : ''].filter(Boolean).join(' ')}
+                onInput={(e) => setEdit({ ...edit, reportEverySeconds: e.currentTarget.value })}
+              />
+              <span id="edit-interval-hint" class="hint">
+                Offline after this plus a grace. Empty: learned from its reports.
+              </span>
+              <FieldError id="edit-interval-error" errors={editErrors} field="reportEverySeconds" />
             </div>
             <button type="submit" class="primary">
               Save changes

@@ -2,8 +2,9 @@ import { useEffect, useState } from 'preact/hooks';
 import { api, ApiError, apiUrl, fieldOf, messageOf } from '../api';
 import { TokenPanel } from '../components/TokenPanel';
 import type { Device } from '../types';
+import { intervalValue } from '../format';
 
-const FIELDS = ['deviceId', 'name', 'type', 'tags'] as const;
+const FIELDS = ['deviceId', 'name', 'type', 'tags', 'reportEverySeconds'] as const;
 type Field = (typeof FIELDS)[number];
 
 const LABELS: Record<Field, string> = {
@@ -11,15 +12,19 @@ const LABELS: Record<Field, string> = {
   name: 'Name',
   type: 'Type',
   tags: 'Tags (comma-separated, optional)',
+  reportEverySeconds: 'Reports every (seconds, optional)',
 };
 
 const HINTS: Partial<Record<Field, string>> = {
   deviceId: 'Unique across the service: letters, digits and - _ . : @ +',
   type: 'e.g. thermostat, power-meter',
+  reportEverySeconds: 'How often the device promises to report; it is offline after that plus a grace. Left empty, the interval is learned from its reports.',
 };
 
+const EMPTY: Record<Field, string> = { deviceId: '', name: '', type: '', tags: '', reportEverySeconds: '' };
+
 export function Register() {
-  const [form, setForm] = useState<Record<Field, string>>({ deviceId: '', name: '', type: '', tags: '' });
+  const [form, setForm] = useState<Record<Field, string>>(EMPTY);
   const [errors, setErrors] = useState<Record<string, string>>({});
   const [created, setCreated] = useState<{ device: Device; token: string } | null>(null);
   const [busy, setBusy] = useState(false);
@@ -35,7 +40,13 @@ export function Register() {
     const tags = form.tags.split(',').map((t) => t.trim()).filter(Boolean);
     try {
       const answer = await api<{ device: Device; token: string }>('POST', '/me/devices', {
-        body: { deviceId: form.deviceId, name: form.name, type: form.type, ...(tags.length ? { tags } : {}) },
+        body: {
+          deviceId: form.deviceId,
+          name: form.name,
+          type: form.type,
+          ...(tags.length ? { tags } : {}),
+          ...(form.reportEverySeconds.trim() ? { reportEverySeconds: intervalValue(form.reportEverySeconds) } : {}),
+        },
       });
       setCreated(answer.body);
     } catch (err) {
@@ -63,7 +74,7 @@ export function Register() {
             class="link"
             onClick={() => {
               setCreated(null);
-              setForm({ deviceId: '', name: '', type: '', tags: '' });
+              setForm(EMPTY);
             }}
           >
             Register another
