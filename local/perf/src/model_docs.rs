@@ -66,6 +66,9 @@ fn budget(b: RequestBudget) -> String {
         RequestBudget::RolloutPages => {
             "1 + 3 per rollout + 4 per page of 50 devices + 1 transaction per device changed".into()
         }
+        RequestBudget::DueShardPages => {
+            "1 Query per shard page + 1 BatchGetItem per page with entries + 1 write per entry acted on".into()
+        }
     }
 }
 
@@ -162,9 +165,12 @@ pub fn markdown(measurements: &[Measurement]) -> String {
             p.id,
             p.description,
             frequency(p.frequency),
-            p.route
-                .map(|r| format!("`{r}`"))
-                .unwrap_or_else(|| format!("none (a field of the {} report)", PatternId::DailyReport)),
+            match (p.route, p.budget) {
+                (Some(r), _) => format!("`{r}`"),
+                (None, RequestBudget::ZeroAtReadTime) =>
+                    format!("none (a field of the {} report)", PatternId::DailyReport),
+                (None, _) => "none (a scheduled run)".into(),
+            },
             operations(p),
             p.index.unwrap_or("base table"),
             p.key_condition,

@@ -79,11 +79,15 @@ pub enum PatternId {
     AcknowledgeAlarm,
     /// AP-26: open alarms across owners by severity (operators).
     OpenAlarms,
+    /// AP-27: the schedule's offline check.
+    OfflineCheck,
+    /// AP-28: the schedule's alarm reminders.
+    AlarmReminders,
 }
 
 impl PatternId {
     /// Every pattern, in catalog order.
-    pub const ALL: [PatternId; 34] = [
+    pub const ALL: [PatternId; 36] = [
         PatternId::GetProfile,
         PatternId::ListDevices,
         PatternId::GetDevice,
@@ -118,6 +122,8 @@ impl PatternId {
         PatternId::DeviceAlarms,
         PatternId::AcknowledgeAlarm,
         PatternId::OpenAlarms,
+        PatternId::OfflineCheck,
+        PatternId::AlarmReminders,
     ];
 
     /// The stable text id (`AP-04`), as docs, logs and cursors spell it.
@@ -157,6 +163,8 @@ impl PatternId {
             PatternId::DeviceAlarms => "AP-24",
             PatternId::AcknowledgeAlarm => "AP-25",
             PatternId::OpenAlarms => "AP-26",
+            PatternId::OfflineCheck => "AP-27",
+            PatternId::AlarmReminders => "AP-28",
         }
     }
 }

@@ -46,6 +46,8 @@ pub const CATALOG: &[AccessPattern] = &[
     ops::alarms::lifecycle::DEVICE_ALARMS,
     ops::alarms::lifecycle::ACKNOWLEDGE_ALARM,
     ops::alarms::lifecycle::OPEN_ALARMS,
+    ops::alarms::watch::OFFLINE_CHECK,
+    ops::alarms::watch::ALARM_REMINDERS,
 ];
 
 impl PatternId {

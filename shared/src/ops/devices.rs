@@ -1127,28 +1127,3 @@ pub async fn delete_device(
         ))),
     }
 }
-
-/// `user`'s device `device` (one GetItem of the device item), or `None` for another user's,
-/// an unknown or a deleting device: the same 404 to the caller. `consistent` where the
-/// answer guards a write that must see the latest delete.
-pub(crate) async fn owned_device(
-    table: &FleetTable,
-    user: &UserId,
-    device: &DeviceId,
-    consistent: bool,
-) -> Result<Option<DeviceItem>, FleetError> {
-    let out = table
-        .client
-        .get_item()
-        .table_name(table.name())
-        .set_key(Some(ItemKey::device(user, device).attributes()))
-        .consistent_read(consistent)
-        .send()
-        .await
-        .map_err(sdk_error)?;
-    Ok(out
-        .item
-        .map(DeviceItem::from_item)
-        .transpose()?
-        .filter(|d| d.deleting_at.is_none()))
-}

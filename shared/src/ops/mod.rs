@@ -10,6 +10,7 @@ pub mod devices_by_status;
 pub mod events;
 pub mod ingest;
 pub mod limits;
+pub mod ownership;
 pub mod pattern;
 pub mod profile;
 pub mod reports;

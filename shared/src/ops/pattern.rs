@@ -100,6 +100,10 @@ pub enum RequestBudget {
     /// scale: read, marked done, taken off the list), four per page of devices (`pages`), and
     /// one transaction per device changed (`devices`).
     RolloutPages,
+    /// The alarm watch's scheduled parts: one Query per shard and page (`shards` x `pages`),
+    /// one BatchGetItem per page that found entries (`batch_items`), and one write per entry
+    /// acted on (`devices`): the reads follow what is due, never the fleet.
+    DueShardPages,
     /// Served from the daily report: nothing at read time.
     ZeroAtReadTime,
 }
@@ -244,6 +248,9 @@ impl AccessPattern {
                 n + u32::from(scale.follow_up) + scale.twin
             }
             RequestBudget::RolloutPages => 1 + 3 * scale.shards + 4 * scale.pages + scale.devices,
+            RequestBudget::DueShardPages => {
+                scale.shards.max(1) * scale.pages.max(1) + scale.batch_items + scale.devices
+            }
             RequestBudget::ZeroAtReadTime => 0,
         }
     }

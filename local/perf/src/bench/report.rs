@@ -141,10 +141,15 @@ Settings: {} measured calls per pattern after {} unmeasured; {} cold starts per 
                 ms(&l.handler_ms),
             ),
             None => (
-                format!(
-                    "no request (a field of the {} report)",
-                    PatternId::DailyReport
-                ),
+                if row.id.definition().budget == shared::ops::pattern::RequestBudget::ZeroAtReadTime
+                {
+                    format!(
+                        "no request (a field of the {} report)",
+                        PatternId::DailyReport
+                    )
+                } else {
+                    "no route (a scheduled run)".into()
+                },
                 String::new(),
                 "-".into(),
                 "-".into(),

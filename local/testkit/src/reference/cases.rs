@@ -19,7 +19,7 @@ use shared::model::shard::ShardCounts;
 use shared::model::status::DeviceStatus;
 use shared::model::timestamp::Timestamp;
 use shared::model::twin::{RolloutTarget, TwinDocument, MAX_DOCUMENT_BYTES};
-use shared::ops::alarms::{lifecycle, rules, transition_actions, AlarmDevice};
+use shared::ops::alarms::{lifecycle, rules, transition_actions, watch, AlarmDevice};
 use shared::ops::analytics::DailyReport;
 use shared::ops::credentials::{revoke_token, rotate_token};
 use shared::ops::devices::{
@@ -1101,6 +1101,58 @@ pub static CASES: &[PatternCase] = &[
             })
         }),
     },
+    // The alarm watch's scheduled parts, last: they raise and remind on their own fixtures
+    // (a device registered with an interval, an alarm with a due reminder), set up outside the
+    // meter, and change nothing an earlier case reads.
+    PatternCase {
+        id: PatternId::OfflineCheck,
+        workload: "the offline check at a watched device's due time: every due shard, the one due device raised",
+        scale: |_| BudgetScale {
+            shards: u32::from(shared::model::keys::DUE_SHARDS),
+            batch_items: 1,
+            devices: 1,
+            ..BudgetScale::one()
+        },
+        run: |table, _| {
+            Box::pin(async move {
+                let due = RequestMeter::new().scope(watched_device(table)).await?;
+                let run = watch::check_offline(
+                    table,
+                    due,
+                    std::time::Instant::now() + std::time::Duration::from_secs(60),
+                )
+                .await?;
+                found(
+                    run.candidates == 1 && run.raised == 1,
+                    PatternId::OfflineCheck,
+                )
+            })
+        },
+        call: None,
+    },
+    PatternCase {
+        id: PatternId::AlarmReminders,
+        workload: "reminders at the reference time: every reminder shard, the one due alarm reminded",
+        scale: |_| BudgetScale {
+            shards: u32::from(shared::model::keys::REMINDER_SHARDS),
+            batch_items: 1,
+            devices: 1,
+            ..BudgetScale::one()
+        },
+        run: |table, _| {
+            Box::pin(async move {
+                RequestMeter::new().scope(alarm_to_remind(table)).await?;
+                let run = watch::send_reminders(
+                    table,
+                    now(),
+                    std::time::Instant::now() + std::time::Duration::from_secs(60),
+                )
+                .await?;
+                found(run.reminders == 1, PatternId::AlarmReminders)
+            })
+        },
+        call: None,
+    },
 ];
 
 /// Alice's device that AP-T4 syncs (tagged home only: no rollout case reaches it).
@@ -1373,6 +1425,92 @@ async fn ingest_cold(table: &FleetTable, tokens: &Tokens) -> Result<(), FleetErr
     let registration = cold.authenticate(&device, token).await?;
     let outcome = ingest_at_reference_time(&cold, &registration, submitted).await?;
     found(outcome.failed.is_empty(), PatternId::IngestEvents)
+}
+
+/// The owner of the device the AP-27 case watches.
+const WATCH_OWNER: &str = "ref-watch-owner";
+
+/// Registers a device that promises to report every minute and stores one report of it (the
+/// first report puts it on the due index); returns its due time.
+async fn watched_device(table: &FleetTable) -> Result<Timestamp, FleetError> {
+    let owner = UserId::parse(WATCH_OWNER)?;
+    let device = DeviceId::parse("ref-watched")?;
+    let registered = register_device(
+        table,
+        &owner,
+        DeviceRegistration {
+            device_id: device.clone(),
+            name: "Watched meter".into(),
+            device_type: DeviceType::parse("power-meter")?,
+            tags: Vec::new(),
+            report_every_seconds: Some(60),
+        },
+    )
+    .await?;
+    let ingestor = Ingestor::new(table.clone(), IngestConfig::default());
+    let registration = ingestor
+        .authenticate(&device, registered.token.reveal())
+        .await?;
+    let report = vec![SubmittedEvent {
+        id: Some("watched-1".into()),
+        event_type: "power".into(),
+        value: json!(1.5),
+        at: now().plus_seconds(-60).to_string(),
+    }];
+    ingest_at_reference_time(&ingestor, &registration, report).await?;
+    let key = shared::model::keys::ItemKey::DeviceState {
+        user: owner,
+        partition: registration.partition,
+        device,
+    };
+    let item = table
+        .client
+        .get_item()
+        .table_name(table.name())
+        .set_key(Some(key.attributes()))
+        .consistent_read(true)
+        .send()
+        .await
+        .map_err(shared::store::table::sdk_error)?
+        .item
+        .ok_or_else(|| FleetError::internal("the watched device has no live state"))?;
+    shared::model::items::DeviceStateItem::from_item(item)?
+        .due_at()
+        .ok_or_else(|| FleetError::internal("the watched device is not on the due index"))
+}
+
+/// An active alarm of Bob's whose reminder is due a minute before the reference time, written
+/// directly like the other alarm fixtures (a day older than all of them).
+async fn alarm_to_remind(table: &FleetTable) -> Result<(), FleetError> {
+    let alarm = AlarmItem {
+        user_id: UserId::parse(BOB)?,
+        device_id: DeviceId::parse(BOB_ALARM_DEVICE)?,
+        partition: 0,
+        device_name: "Sensor 0".into(),
+        source: BOB_RULE.into(),
+        rule_name: Some("Pressure".into()),
+        severity: Severity::Warning,
+        state: shared::model::alarm::AlarmState::Active,
+        raised_at: now().plus_seconds(-86_400),
+        cleared_at: None,
+        acknowledged_at: None,
+        reading: None,
+        clear_reading: None,
+        last_seen: None,
+        remind_every_seconds: Some(3600),
+        remind_at: Some(now().plus_seconds(-60)),
+        reminders: 0,
+        ttl: None,
+    };
+    table
+        .client
+        .put_item()
+        .table_name(table.name())
+        .set_item(Some(alarm.to_item(&table.config.shards)?))
+        .send()
+        .await
+        .map_err(shared::store::table::sdk_error)?;
+    Ok(())
 }
 
 /// One case's run.

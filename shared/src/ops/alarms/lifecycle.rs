@@ -362,7 +362,7 @@ pub(crate) async fn owns_device(
     device: &DeviceId,
 ) -> Result<bool, FleetError> {
     Ok(
-        crate::ops::devices::owned_device(table, user, device, false)
+        crate::ops::ownership::owned_device(table, user, device, false)
             .await?
             .is_some(),
     )

@@ -34,8 +34,10 @@ use crate::model::keys::{
     REMINDER_SHARDS,
 };
 use crate::model::offline::OFFLINE_SEVERITY;
+use crate::model::pattern_id::PatternId;
 use crate::model::schema::{Item, GSI1, GSI1PK, GSI1SK, GSI3, GSI3PK, GSI3SK, PK};
 use crate::model::timestamp::Timestamp;
+use crate::ops::pattern::{implemented_by, AccessPattern, Frequency, Operation, RequestBudget};
 use crate::store::dynamo::{get_all, n, query, s, transact, Transaction, BATCH_GET_SIZE};
 use crate::store::expression::WithExpressions;
 use crate::store::retry::Retry;
@@ -97,8 +99,65 @@ pub fn judge(state: &DeviceStateItem, at: &Timestamp) -> Verdict {
     }
 }
 
+/// AP-27, implemented by [`check_offline`].
+pub const OFFLINE_CHECK: AccessPattern = AccessPattern {
+    id: PatternId::OfflineCheck,
+    description:
+        "the schedule's offline check: devices silent past their due time raise an offline alarm",
+    frequency: Frequency::Important,
+    operations: &[
+        Operation::Query,
+        Operation::BatchGetItem,
+        Operation::TransactWriteItems,
+        Operation::UpdateItem,
+    ],
+    index: Some(GSI3),
+    key_condition:
+        "GSI3PK = DUE#{shard} AND GSI3SK <= {dueUntil}, every shard; the candidates' live states",
+    budget: RequestBudget::DueShardPages,
+    max_read_units: None,
+    route: None,
+    implemented_by: implemented_by!(check_offline),
+};
+
+/// AP-28, implemented by [`send_reminders`].
+pub const ALARM_REMINDERS: AccessPattern = AccessPattern {
+    id: PatternId::AlarmReminders,
+    description: "the schedule's reminders: active alarms whose reminder is due are reminded once",
+    frequency: Frequency::Important,
+    operations: &[
+        Operation::Query,
+        Operation::BatchGetItem,
+        Operation::UpdateItem,
+    ],
+    index: Some(GSI1),
+    key_condition: "GSI1PK = REMIND#{shard} AND GSI1SK <= {dueUntil}, every shard; the alarms",
+    budget: RequestBudget::DueShardPages,
+    max_read_units: None,
+    route: None,
+    implemented_by: implemented_by!(send_reminders),
+};
+
 /// One scheduled run at `at`, until `deadline`: offline detection, then reminders.
 pub async fn watch(
+    table: &FleetTable,
+    at: Timestamp,
+    deadline: Instant,
+) -> Result<WatchRun, FleetError> {
+    let offline = check_offline(table, at, deadline).await?;
+    let reminded = send_reminders(table, at, deadline).await?;
+    Ok(WatchRun {
+        reminders: reminded.reminders,
+        stale_reminders: reminded.stale_reminders,
+        conflicts: offline.conflicts + reminded.conflicts,
+        complete: offline.complete && reminded.complete,
+        ..offline
+    })
+}
+
+/// AP-27: every `DUE#` shard's entries due by `at`, until `deadline` (the run's offline
+/// part; its reminder counts stay 0).
+pub async fn check_offline(
     table: &FleetTable,
     at: Timestamp,
     deadline: Instant,
@@ -126,6 +185,21 @@ pub async fn watch(
         run.conflicts += shard.conflicts;
         run.complete &= shard.complete;
     }
+    Ok(run)
+}
+
+/// AP-28: every `REMIND#` shard's alarms whose reminder is due by `at`, until `deadline` (the
+/// run's reminder part; its offline counts stay 0).
+pub async fn send_reminders(
+    table: &FleetTable,
+    at: Timestamp,
+    deadline: Instant,
+) -> Result<WatchRun, FleetError> {
+    let mut run = WatchRun {
+        at: at.to_string(),
+        complete: true,
+        ..WatchRun::default()
+    };
     let runs: Vec<_> = (0..REMINDER_SHARDS)
         .map(|shard| remind_shard(table, shard, at, deadline))
         .collect();

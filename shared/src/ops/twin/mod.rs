@@ -120,7 +120,7 @@ async fn owned_device(
     user: &UserId,
     device: &DeviceId,
 ) -> Result<Option<DeviceItem>, FleetError> {
-    crate::ops::devices::owned_device(table, user, device, true).await
+    crate::ops::ownership::owned_device(table, user, device, true).await
 }
 
 /// The live state at `key`, read consistently, or `None` when the device is gone.
