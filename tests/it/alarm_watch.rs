@@ -48,9 +48,35 @@ async fn deliver(watch: &alarm_watch::State<RecordedPutEvents>, stream: &mut Ala
         return json!({"batchItemFailures": [], "records": 0});
     }
     let deadline = Instant::now() + alarm_watch::TIMEOUT;
-    alarm_watch::handle(watch, lambda_event(&records), deadline)
+    let answer = alarm_watch::handle(watch, lambda_event(&records), deadline)
         .await
-        .expect("the stream batch is handled")
+        .expect("the stream batch is handled");
+    assert_documented(&watch.publisher.entries());
+    answer
+}
+
+/// Every entry's `Detail` is valid against the schema docs/alarm-events.md publishes (the
+/// document consumers write their rules to).
+fn assert_documented(entries: &[Value]) {
+    static SCHEMA: std::sync::OnceLock<jsonschema::Validator> = std::sync::OnceLock::new();
+    let schema = SCHEMA.get_or_init(|| {
+        let doc = std::fs::read_to_string(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/alarm-events.md"),
+        )
+        .unwrap();
+        let block = doc
+            .split("## `detail` (JSON Schema, draft 2020-12)")
+            .nth(1)
+            .and_then(|rest| rest.split("```json").nth(1))
+            .and_then(|rest| rest.split("```").next())
+            .expect("docs/alarm-events.md has the detail schema");
+        jsonschema::validator_for(&serde_json::from_str(block).unwrap()).unwrap()
+    });
+    for entry in entries {
+        let detail: Value = serde_json::from_str(entry["Detail"].as_str().unwrap()).unwrap();
+        let errors: Vec<String> = schema.iter_errors(&detail).map(|e| e.to_string()).collect();
+        assert!(errors.is_empty(), "{detail}: {errors:?}");
+    }
 }
 
 async fn state_of(table: &FleetTable, device: &str) -> DeviceStateItem {
@@ -458,6 +484,7 @@ async fn an_unacknowledged_alarm_is_reminded_once_per_interval_and_a_failed_publ
         .unwrap();
     assert_eq!(answer["batchItemFailures"], json!([]));
     let entries = watch.publisher.entries();
+    assert_documented(&entries);
     let reminders: Vec<Value> = entries
         .iter()
         .map(|e| {
@@ -490,6 +517,7 @@ async fn the_stream_sample_is_published_as_one_raised_event() {
         .await
         .unwrap();
     assert_eq!(answer, json!({"batchItemFailures": []}));
+    assert_documented(&watch.publisher.entries());
     let requests = watch.publisher.requests();
     assert_eq!(requests.len(), 1);
     let entry = &requests[0]["Entries"][0];

@@ -18,12 +18,13 @@ use std::future::Future;
 use serde::Serialize;
 use serde_json::{json, Value};
 
-use crate::model::alarm::{AlarmKind, AlarmSource, AlarmState};
+use crate::model::alarm::{AlarmKind, AlarmState};
 use crate::model::entity::{Entity, EntityType};
 use crate::model::error::FleetError;
 use crate::model::items::AlarmItem;
 use crate::model::keys::alarm_pk;
 use crate::model::schema::Item;
+use crate::ops::alarms::lifecycle::AlarmView;
 
 /// The events' `Source`.
 pub const SOURCE: &str = "device-fleet";
@@ -113,47 +114,30 @@ pub fn transitions(old: Option<&AlarmItem>, new: Option<&AlarmItem>) -> Vec<Noti
     out
 }
 
-/// The alarm JSON of the API (docs/alarm-events.md) with `userId`: an event's `Detail`.
-pub fn alarm_detail(alarm: &AlarmItem, notice: &Notice) -> Value {
-    let source = alarm.alarm_source().ok();
-    let kind = source
-        .as_ref()
-        .map(AlarmSource::kind)
-        .unwrap_or(AlarmKind::Threshold);
-    let reading = match kind {
-        AlarmKind::Offline => json!({ "lastSeen": alarm.last_seen.map(|t| t.to_string()) }),
-        AlarmKind::Threshold => serde_json::to_value(&alarm.reading).unwrap_or(Value::Null),
-    };
-    let mut detail = json!({
-        "alarmId": alarm.alarm_id().map(|id| id.to_string()).unwrap_or_default(),
-        "userId": alarm.user_id.to_string(),
-        "deviceId": alarm.device_id.to_string(),
-        "deviceName": alarm.device_name,
-        "ruleName": alarm.rule_name,
-        "kind": kind,
-        "severity": alarm.severity,
-        "state": alarm.state,
-        "raisedAt": alarm.raised_at.to_string(),
-        "clearedAt": alarm.cleared_at.map(|t| t.to_string()),
-        "acknowledgedAt": alarm.acknowledged_at.map(|t| t.to_string()),
-        "reading": reading,
-        "clearReading": serde_json::to_value(&alarm.clear_reading).unwrap_or(Value::Null),
-        "reminders": alarm.reminders,
-        "transition": notice.detail_type.transition(notice.reminder),
-    });
-    if let Some(AlarmSource::Rule(rule)) = &source {
-        detail["ruleId"] = json!(rule.as_str());
+/// An event's `Detail` (docs/alarm-events.md): the alarm exactly as the API's routes show it
+/// (`lifecycle::AlarmView`, so the two cannot drift), with its owner, `ruleName` always present
+/// (`null` for offline), an offline alarm's reading as the device's last report, and the
+/// transition that the event announces.
+pub fn alarm_detail(alarm: &AlarmItem, notice: &Notice) -> Result<Value, FleetError> {
+    let mut view = AlarmView::of(alarm)?;
+    view.user_id = Some(alarm.user_id.clone());
+    let offline = view.kind == AlarmKind::Offline;
+    let mut detail = serde_json::to_value(&view).map_err(FleetError::internal)?;
+    detail["ruleName"] = json!(alarm.rule_name);
+    if offline {
+        detail["reading"] = json!({ "lastSeen": alarm.last_seen.map(|t| t.to_string()) });
     }
+    let transition = notice.detail_type.transition(notice.reminder);
+    detail["transition"] = json!(transition);
     if let Some(n) = notice.reminder {
         detail["reminder"] = json!(n);
     }
     detail["notificationId"] = json!(format!(
-        "{}:{}{}",
-        detail["alarmId"].as_str().unwrap_or_default(),
-        notice.detail_type.transition(notice.reminder),
+        "{}:{transition}{}",
+        view.alarm_id,
         notice.reminder.map(|n| format!(":{n}")).unwrap_or_default()
     ));
-    detail
+    Ok(detail)
 }
 
 /// One PutEvents entry, as it is sent.
@@ -242,7 +226,7 @@ pub async fn publish(
                 entry: EventEntry {
                     source: SOURCE.to_string(),
                     detail_type: notice.detail_type.as_str().to_string(),
-                    detail: alarm_detail(alarm, &notice).to_string(),
+                    detail: alarm_detail(alarm, &notice)?.to_string(),
                     event_bus_name: bus.to_string(),
                 },
             });
@@ -352,7 +336,8 @@ mod tests {
                 detail_type: Raised,
                 reminder: Some(2),
             },
-        );
+        )
+        .unwrap();
         assert_eq!(detail["kind"], "offline");
         assert_eq!(detail["reminder"], 2);
         assert_eq!(detail["userId"], "u");
