@@ -794,14 +794,8 @@ async fn copy_to_state(
         .expressions(Expressions::write(changes, Some(not_newer)))
         .send()
         .await;
-    match result {
-        Ok(_) => Ok(()),
-        Err(err) => match err.as_service_error() {
-            // A newer version's copy is there already (or the device is being deleted).
-            Some(UpdateItemError::ConditionalCheckFailedException(_)) => Ok(()),
-            _ => Err(sdk_error(err)),
-        },
-    }
+    // A newer version's copy is there already (or the device is being deleted).
+    crate::store::table::done_unless_failed(result)
 }
 
 /// The conditional UpdateItem applying `patch` at `expected_version`, stamped `now`.

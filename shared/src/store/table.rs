@@ -162,6 +162,22 @@ pub trait TransactionSlot: Copy {
     fn position(self) -> usize;
 }
 
+/// The outcome of a conditional write whose failed condition means "already done" (a newer
+/// copy is there, a concurrent request got there first): `Ok` either way; any other failure
+/// through [`sdk_error`].
+pub fn done_unless_failed<T, E>(
+    sent: Result<T, SdkError<E, HttpResponse>>,
+) -> Result<(), FleetError>
+where
+    E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
+{
+    match sent {
+        Ok(_) => Ok(()),
+        Err(err) if err.code() == Some("ConditionalCheckFailedException") => Ok(()),
+        Err(err) => Err(sdk_error(err)),
+    }
+}
+
 /// Whether the transaction was cancelled because the condition of the action at `slot` failed.
 pub fn condition_failed(reasons: &[CancellationReason], slot: impl TransactionSlot) -> bool {
     reasons

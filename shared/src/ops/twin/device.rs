@@ -27,7 +27,7 @@ use crate::model::twin::{
 use crate::ops::pattern::{implemented_by, AccessPattern, Frequency, Operation, RequestBudget};
 use crate::store::dynamo::{n, s};
 use crate::store::expression::WithExpressions;
-use crate::store::table::{sdk_error, FleetTable};
+use crate::store::table::{done_unless_failed, sdk_error, FleetTable};
 
 /// What a device sends about its twin with a batch or a sync.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -353,13 +353,8 @@ async fn store_reported(
         ))
         .send()
         .await;
-    match sent {
-        Ok(_) => Ok(()),
-        Err(err) => match err.as_service_error() {
-            Some(aws_sdk_dynamodb::operation::put_item::PutItemError::ConditionalCheckFailedException(_)) => Ok(()),
-            _ => Err(sdk_error(err)),
-        },
-    }
+    // A newer report is there already.
+    done_unless_failed(sent)
 }
 
 /// The device's pending work given its live state's `versions` (none: read the state, one
@@ -508,14 +503,8 @@ async fn mark_delivered(
         ))
         .send()
         .await;
-    match sent {
-        Ok(_) => Ok(()),
-        Err(err) => match err.as_service_error() {
-            // Delivered (or acknowledged) by a concurrent request meanwhile.
-            Some(UpdateItemError::ConditionalCheckFailedException(_)) => Ok(()),
-            _ => Err(sdk_error(err)),
-        },
-    }
+    // Delivered (or acknowledged) by a concurrent request meanwhile.
+    done_unless_failed(sent)
 }
 
 /// The live state's `commandsDone` moved up to `done` (never down).
@@ -540,13 +529,8 @@ async fn advance_watermark(
         ))
         .send()
         .await;
-    match sent {
-        Ok(_) => Ok(()),
-        Err(err) => match err.as_service_error() {
-            Some(UpdateItemError::ConditionalCheckFailedException(_)) => Ok(()),
-            _ => Err(sdk_error(err)),
-        },
-    }
+    // At `done` or above already.
+    done_unless_failed(sent)
 }
 
 /// AP-T4, implemented by [`sync_device`].
