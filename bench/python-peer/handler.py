@@ -329,6 +329,9 @@ def canonical_json(value):
     return json.dumps(v, ensure_ascii=False)
 
 
+STORABLE_NUMBER = "must be a number of magnitude from 1e-130 to below 1e126, or 0 (what DynamoDB stores)"
+
+
 def event_value(field, value):
     if isinstance(value, bool):
         return ("b", value)
@@ -336,9 +339,13 @@ def event_value(field, value):
         try:
             number = float(value)
         except OverflowError:
-            raise invalid(field, "must be a finite number") from None
+            raise invalid(field, STORABLE_NUMBER) from None
         if number != number or number in (float("inf"), float("-inf")):
-            raise invalid(field, "must be a finite number")
+            raise invalid(field, STORABLE_NUMBER)
+        # DynamoDB stores magnitudes from 1e-130 to below 1e126 (and 0): refuse the rest here,
+        # as the Rust handler does, rather than answer a valid JSON number with a 500.
+        if number != 0 and not (1e-130 <= abs(number) < 1e126):
+            raise invalid(field, STORABLE_NUMBER)
         return ("n", number)
     if isinstance(value, str):
         if len(value) > MAX_TEXT_VALUE:

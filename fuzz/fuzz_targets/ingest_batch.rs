@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use libfuzzer_sys::fuzz_target;
 use shared::ops::ingest::MAX_EVENTS_PER_BATCH;
+use shared::model::readings::EventValue;
 use shared::model::timestamp::Timestamp;
 
 fuzz_target!(|body: &[u8]| {
@@ -24,6 +25,10 @@ fuzz_target!(|body: &[u8]| {
             for e in &events {
                 assert!(e.at >= now.plus_seconds(-90 * 86_400) && e.at <= now.plus_seconds(300));
                 assert!(seen.insert((e.at, e.id.clone())), "duplicate {:?}", e.id);
+                // Every accepted number is one DynamoDB stores (0, or 1e-130 <= |v| < 1e126).
+                if let EventValue::Number(v) = e.value {
+                    assert!(v == 0.0 || (1e-130..1e126).contains(&v.abs()), "{v}");
+                }
             }
         }
         Err(err) => {

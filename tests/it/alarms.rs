@@ -430,6 +430,16 @@ async fn bad_rule_input_is_a_400_naming_the_field_and_changes_nothing() {
         ("clear", json!({"below": 85}), "clear"),
         ("name", json!(null), "name"),
         ("shape", json!("circle"), "shape"),
+        // Valid JSON numbers DynamoDB cannot store (main: a 500).
+        ("condition", json!({"above": 1e200}), "condition.above"),
+        ("condition", json!({"below": -1e-200}), "condition.below"),
+        (
+            "condition",
+            json!({"outside": [1e-131, 1e126]}),
+            "condition.outside",
+        ),
+        ("condition", json!({"equals": 1e200}), "condition.equals"),
+        ("clear", json!({"below": -1e200}), "clear.below"),
     ];
     for (field, value, named) in cases {
         let mut body = good.clone();
@@ -555,4 +565,142 @@ async fn alarms_keep_write_units_per_event_within_the_goals_at_one_percent_cross
     assert!(single <= 3.0, "{single}");
     let alarms = owner_alarms(&table, OWNER).await;
     assert_eq!(alarms.len(), 6, "4 batched and 2 single spikes: {alarms:?}");
+}
+
+/// A cold rule on `device`: below 10, cleared above 15.
+fn cold_rule(device: &str) -> Value {
+    json!({"name": "Boiler too cold", "eventType": "temperature",
+        "scope": {"deviceId": device}, "condition": {"below": 10},
+        "clear": {"above": 15}, "severity": "minor"})
+}
+
+/// `count` readings alternating 90 and 0, one second apart: each one crosses both the hot
+/// and the cold rule. `last_high` makes the batch end on 90.
+fn flapping(prefix: &str, count: usize, oldest_ago: i64, last_high: bool) -> Value {
+    let shift = usize::from(last_high != (count % 2 == 1));
+    let values: Vec<(f64, i64)> = (0..count)
+        .map(|i| {
+            let high = (i + shift) % 2 == 0;
+            (if high { 90.0 } else { 0.0 }, oldest_ago - i as i64)
+        })
+        .collect();
+    readings(prefix, &values)
+}
+
+fn stored_events(items: &[shared::model::schema::Item]) -> usize {
+    items
+        .iter()
+        .filter(|i| entity_type(i) == Some(EntityType::Event))
+        .count()
+}
+
+#[tokio::test]
+async fn a_flapping_sensor_is_stored_and_answered_200_and_its_alarms_net_out_per_batch() {
+    let table = fresh_table().await;
+    let token = register_device(&table, OWNER, "boiler-1").await;
+    for rule in [hot_rule("boiler-1"), cold_rule("boiler-1")] {
+        assert_eq!(create_rule(&table, OWNER, rule).await.status, 201);
+    }
+    // 100 readings alternating across both rules' thresholds (main answered 503
+    // partially_stored to this and to every resend: 200 transitions in one transaction).
+    let batch = flapping("flap", 100, 1000, false);
+    let a = send(&table, "boiler-1", &token, batch.clone()).await;
+    assert_eq!(a.body["accepted"], 100, "{}", a.body);
+    assert_eq!(a.used.count("TransactWriteItems"), 1, "{:?}", a.used);
+    let items = table_contents(&table).await;
+    assert_eq!(stored_events(&items), 100);
+    // Hot: raised at the first 90 and cleared by the last 0; cold: raised at the first 0, open.
+    assert_eq!(alarm_items(&items), (2, 1));
+    let alarms = owner_alarms(&table, OWNER).await;
+    let states: Vec<(&str, &str)> = alarms
+        .iter()
+        .map(|a| {
+            (
+                a["ruleName"].as_str().unwrap(),
+                a["state"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        states,
+        [("Boiler too cold", "active"), ("Boiler too hot", "cleared")]
+    );
+    let hot = &alarms[1];
+    assert_eq!(
+        hot["reading"]["value"], 90.0,
+        "raised by the first crossing"
+    );
+    assert_eq!(hot["clearReading"]["value"], 0.0, "cleared by the last one");
+    // The dashboard shows the device as the batch left it: its live state moved.
+    let d = dashboard(&table, ApiRequest::get("/me/dashboard").caller(OWNER)).await;
+    assert_eq!(
+        d.body["devices"][0]["alarms"],
+        json!({"active": 1, "highestSeverity": "minor"})
+    );
+    // A resend is a replay: 200, nothing changes.
+    let before = table_contents(&table).await;
+    let again = send(&table, "boiler-1", &token, batch).await;
+    assert_eq!(again.body["accepted"], 100);
+    assert_eq!(table_contents(&table).await, before);
+
+    // Four readings sharing one time, flapping (main: two raises under one alarm key, which a
+    // transaction refuses): one alarm per rule, all four stored.
+    let at = ago(500);
+    let same: Value = [(90.0, "s-1"), (0.0, "s-2"), (91.0, "s-3"), (1.0, "s-4")]
+        .iter()
+        .map(|(v, id)| json!({"id": id, "type": "temperature", "value": v, "at": at}))
+        .collect();
+    let a = send(&table, "boiler-1", &token, same).await;
+    assert_eq!(a.body["accepted"], 4, "{}", a.body);
+    let items = table_contents(&table).await;
+    assert_eq!(stored_events(&items), 104);
+    assert!(
+        items
+            .iter()
+            .filter(|i| entity_type(i) == Some(EntityType::Alarm))
+            .count()
+            <= 4
+    );
+}
+
+#[tokio::test]
+async fn the_worst_batch_every_rule_flapping_is_one_transaction_within_its_limits() {
+    let table = fresh_table().await;
+    let token = register_device(&table, OWNER, "boiler-1").await;
+    let limit = shared::model::alarm::MAX_RULES_PER_OWNER;
+    for i in 0..limit {
+        let mut rule = hot_rule("boiler-1");
+        rule["name"] = json!(format!("hot {i}"));
+        rule["condition"] = json!({"above": 50 + i as i64});
+        rule["clear"] = json!({"below": 40});
+        assert_eq!(create_rule(&table, OWNER, rule).await.status, 201);
+    }
+    // Every rule raised, then a batch that clears each, raises each again and ends open:
+    // per rule a clear, a new alarm and its pointer, the most a rule can take.
+    send(&table, "boiler-1", &token, readings("hot", &[(90.0, 2000)])).await;
+    assert_eq!(alarm_items(&table_contents(&table).await), (limit, limit));
+    let snapshot = || async { pricing::snapshot(&table).await.expect("snapshot") };
+    let before = snapshot().await;
+    let a = send(
+        &table,
+        "boiler-1",
+        &token,
+        flapping("flap", 100, 1500, true),
+    )
+    .await;
+    assert_eq!(a.body["accepted"], 100, "{}", a.body);
+    assert_eq!(a.used.count("TransactWriteItems"), 1, "{:?}", a.used);
+    let units = billed(&before, &snapshot().await, true);
+    let items = table_contents(&table).await;
+    assert_eq!(stored_events(&items), 101);
+    assert_eq!(
+        alarm_items(&items),
+        (2 * limit, limit),
+        "one new open alarm per rule"
+    );
+    eprintln!(
+        "worst batch: {limit} rules flapping on 100 readings, 1 TransactWriteItems of {} actions, {units} write units in all ({:.2} per event)",
+        1 + 3 * limit,
+        units as f64 / 100.0
+    );
 }

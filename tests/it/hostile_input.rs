@@ -313,6 +313,29 @@ fn cursor(real: Vec<String>) -> BoxedStrategy<String> {
     .boxed()
 }
 
+/// Numbers at and past DynamoDB's edges (magnitudes 1e-130 to below 1e126): valid JSON
+/// that a table refuses unless the edge checks it.
+fn edge_number() -> BoxedStrategy<Value> {
+    prop::sample::select(vec![
+        1e200,
+        -1e200,
+        1e-200,
+        -1e-200,
+        1e126,
+        -1e126,
+        9.999_999_999_999_99e125,
+        1e-130,
+        -1e-130,
+        1e-131,
+        f64::MAX,
+        f64::MIN_POSITIVE,
+        5e-324,
+        0.0,
+    ])
+    .prop_map(|f| json!(f))
+    .boxed()
+}
+
 /// A JSON value: mostly scalars and short containers of hostile strings.
 fn json_value() -> BoxedStrategy<Value> {
     let leaf = prop_oneof![
@@ -320,6 +343,7 @@ fn json_value() -> BoxedStrategy<Value> {
         any::<bool>().prop_map(Value::from),
         any::<i64>().prop_map(Value::from),
         any::<f64>().prop_map(|f| json!(f)),
+        edge_number(),
         hostile_string().prop_map(Value::from),
     ];
     leaf.prop_recursive(3, 16, 4, |inner| {
@@ -436,6 +460,7 @@ fn ingest_body() -> BoxedStrategy<Value> {
         field(
             prop_oneof![
                 any::<f64>().prop_map(|f| json!(f)),
+                edge_number(),
                 any::<bool>().prop_map(Value::from),
                 ".{0,300}".prop_map(Value::from)
             ]
@@ -459,6 +484,38 @@ fn ingest_body() -> BoxedStrategy<Value> {
 }
 
 /// Bodies shaped like one of the routes' bodies, with hostile values, missing and extra fields.
+/// An alarm rule, its thresholds often at or past DynamoDB's number edges.
+fn rule_body() -> BoxedStrategy<Value> {
+    let number = || {
+        prop_oneof![
+            2 => edge_number(),
+            1 => any::<f64>().prop_map(|f| json!(f)),
+            1 => (-100i64..100).prop_map(Value::from),
+        ]
+    };
+    let condition = prop_oneof![
+        number().prop_map(|n| json!({"above": n})),
+        number().prop_map(|n| json!({"below": n})),
+        (number(), number()).prop_map(|(lo, hi)| json!({"outside": [lo, hi]})),
+        number().prop_map(|n| json!({"equals": n})),
+    ];
+    let clear = prop::option::of(prop_oneof![
+        number().prop_map(|n| json!({"above": n})),
+        number().prop_map(|n| json!({"below": n})),
+    ]);
+    (field(condition.boxed()), clear)
+        .prop_map(|(condition, clear)| {
+            let mut rule = json!({"name": "edge", "eventType": "temperature",
+                "scope": {"deviceId": "thermo-kitchen"}, "condition": condition,
+                "severity": "minor"});
+            if let Some(clear) = clear {
+                rule["clear"] = clear;
+            }
+            rule
+        })
+        .boxed()
+}
+
 fn near_valid_body() -> BoxedStrategy<Value> {
     prop_oneof![profile_body(), register_body(), patch_body(), ingest_body()].boxed()
 }
@@ -632,6 +689,7 @@ fn route_strategy(route: usize, route_key: &str, cursors: &[String]) -> BoxedStr
         "POST /me/devices" => Some(register_body()),
         "PATCH /me/devices/{deviceId}" => Some(patch_body()),
         "POST /devices/{deviceId}/events" => Some(ingest_body()),
+        "POST /me/rules" | "PATCH /me/rules/{ruleId}" => Some(rule_body()),
         _ => None,
     };
     (

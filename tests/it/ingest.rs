@@ -860,3 +860,63 @@ async fn a_ninth_event_type_or_a_long_text_is_a_400_naming_the_field_and_changes
     let a = send(&ingestor, text_of(64)).await;
     assert_eq!(a.status, 200, "{:?}", a.body);
 }
+
+#[tokio::test]
+async fn numbers_past_dynamodbs_range_are_a_400_naming_the_field_and_the_edges_are_stored() {
+    let (table, token) = with_device("thermo-1").await;
+    let ingestor = Arc::new(Ingestor::new(table.clone(), config()));
+    let before = table_contents(&table).await;
+    // Valid JSON that DynamoDB cannot store (main: a 500 for this and for every resend).
+    for (i, bad) in [1e200, -1e200, 1e-200, -1e-131, 1e126]
+        .into_iter()
+        .enumerate()
+    {
+        let events = json!([
+            {"type": "temperature", "value": 21.5, "at": ago(60)},
+            {"type": "temperature", "value": bad, "at": ago(50 - i as i64)},
+        ]);
+        let a = send(&ingestor, ingest_request("thermo-1", &token, events)).await;
+        assert_eq!(
+            (a.status, a.error_code(), a.error_field()),
+            (400, "invalid_request", "events[1].value"),
+            "{bad}: {:?}",
+            a.body
+        );
+        assert!(a.body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("1e-130"));
+    }
+    assert_eq!(table_contents(&table).await, before, "nothing stored");
+    // The edges themselves are numbers DynamoDB stores, and read back the same.
+    let edges = [
+        9.999_999_999_999_99e125,
+        -9.999_999_999_999_99e125,
+        1e-130,
+        -1e-130,
+        0.0,
+    ];
+    let events: Vec<Value> = edges
+        .iter()
+        .enumerate()
+        .map(|(i, v)| json!({"id": format!("edge-{i}"), "type": "temperature", "value": v, "at": ago(40 - i as i64)}))
+        .collect();
+    let a = send(&ingestor, ingest_request("thermo-1", &token, json!(events))).await;
+    assert_eq!(a.status, 200, "{:?}", a.body);
+    let listed = dashboard(
+        &table,
+        ApiRequest::get("/me/devices/thermo-1/events").caller(OWNER),
+    )
+    .await;
+    assert_eq!(listed.status, 200, "{:?}", listed.body);
+    let mut values: Vec<f64> = listed.body["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["value"].as_f64().unwrap())
+        .collect();
+    values.sort_by(f64::total_cmp);
+    let mut expected = edges.to_vec();
+    expected.sort_by(f64::total_cmp);
+    assert_eq!(values, expected);
+}

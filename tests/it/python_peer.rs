@@ -310,6 +310,22 @@ async fn rejections_match_the_rust_handler_and_change_nothing() {
             ),
         ),
         (
+            "a number DynamoDB cannot store",
+            ingest_request(
+                "thermo-kitchen",
+                DEMO_KITCHEN_TOKEN,
+                json!([{"type": "t", "value": 1e200, "at": now.to_string()}]),
+            ),
+        ),
+        (
+            "a number too small for DynamoDB",
+            ingest_request(
+                "thermo-kitchen",
+                DEMO_KITCHEN_TOKEN,
+                json!([{"type": "t", "value": -1e-131, "at": now.to_string()}]),
+            ),
+        ),
+        (
             "value is an object",
             ingest_request(
                 "thermo-kitchen",

@@ -16,7 +16,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::model::error::FleetError;
+use crate::model::error::{FleetError, ValidationError};
 use crate::model::ids::{EventId, EventType};
 
 use crate::model::timestamp::Timestamp;
@@ -195,6 +195,31 @@ impl LiveReadings {
         }
         Ok(Self { latest, recent })
     }
+}
+
+/// The smallest magnitude DynamoDB stores besides 0 (`1E-130`).
+pub const MIN_STORABLE_MAGNITUDE: f64 = 1e-130;
+/// DynamoDB stores magnitudes below this (its largest is `9.99...E+125`, 38 digits).
+pub const STORABLE_MAGNITUDE_LIMIT: f64 = 1e126;
+
+/// `value` as a number DynamoDB can store, or a 400 naming `field`. JSON allows 1e200 and
+/// 1e-200; DynamoDB refuses them with a ValidationException, which would otherwise answer a
+/// valid request with a 500 (and a device resending it, forever). An `f64` carries at most 17
+/// significant digits, within DynamoDB's 38.
+pub fn storable_number(field: &str, value: Option<f64>) -> Result<f64, ValidationError> {
+    let refused = || {
+        ValidationError::new(
+            field,
+            "must be a number of magnitude from 1e-130 to below 1e126, or 0 (what DynamoDB stores)",
+        )
+    };
+    let value = value.filter(|v| v.is_finite()).ok_or_else(refused)?;
+    let magnitude = value.abs();
+    if magnitude != 0.0 && !(MIN_STORABLE_MAGNITUDE..STORABLE_MAGNITUDE_LIMIT).contains(&magnitude)
+    {
+        return Err(refused());
+    }
+    Ok(value)
 }
 
 /// The value of an event: a JSON number, string or boolean.

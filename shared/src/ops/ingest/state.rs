@@ -231,17 +231,39 @@ impl Ingestor {
         let mut retry = Retry::until(deadline).at_most(STATE_ATTEMPTS);
         // What the caller is told if the attempts run out: conflicts and throttling are busy.
         let mut gave_up = Transient::Busy;
+        // Whether this batch's alarm changes are written; a refused alarm write must not
+        // refuse the readings (see below).
+        let mut record_alarms = true;
         while retry.next_attempt().await {
-            let (next, transitions) = evaluated(registration, &base, rules, events);
+            let (mut next, mut transitions) = evaluated(registration, &base, rules, events);
+            if !record_alarms {
+                next.alarms = base.alarms.clone();
+                transitions.clear();
+            }
             if next == base {
                 return Ok(None);
             }
             let (changes, stored) = self.state_changes(registration, &base, next)?;
             if !transitions.is_empty() {
-                match self
+                let recorded = self
                     .record_transitions(registration, &base, changes, rules, &transitions, deadline)
-                    .await?
-                {
+                    .await;
+                let recorded = match recorded {
+                    Ok(recorded) => recorded,
+                    Err(err) if err.is_retryable() || matches!(err, FleetError::Unauthorized) => {
+                        return Err(err)
+                    }
+                    Err(err) => {
+                        // DynamoDB refused the alarm writes themselves (a ValidationException, or
+                        // a cancellation no retry changes). Resending would be refused the same
+                        // way forever, so the readings are stored and folded in without this
+                        // batch's alarm changes, and the refusal is logged as an error.
+                        tracing::error!(device = %registration.device_id, error = %err, transitions = transitions.len(), "alarm writes refused: the batch is stored without its alarm changes");
+                        record_alarms = false;
+                        continue;
+                    }
+                };
+                match recorded {
                     Recorded::Committed => {
                         self.remember_state(stored.clone());
                         return Ok(Some(FoldedState {

@@ -9,7 +9,7 @@ use std::time::Duration;
 use super::{MAX_EVENTS_PER_BATCH, MAX_TEXT_VALUE};
 use crate::model::error::ValidationError;
 use crate::model::ids::{EventId, EventType};
-use crate::model::readings::{derive_event_id, EventValue};
+use crate::model::readings::{derive_event_id, storable_number, EventValue};
 use crate::model::timestamp::Timestamp;
 
 /// One event as a device sends it.
@@ -96,11 +96,7 @@ pub fn validate_batch(
 fn event_value(field: &str, value: serde_json::Value) -> Result<EventValue, ValidationError> {
     match value {
         serde_json::Value::Bool(b) => Ok(EventValue::Flag(b)),
-        serde_json::Value::Number(n) => n
-            .as_f64()
-            .filter(|f| f.is_finite())
-            .map(EventValue::Number)
-            .ok_or_else(|| ValidationError::new(field, "must be a finite number")),
+        serde_json::Value::Number(n) => storable_number(field, n.as_f64()).map(EventValue::Number),
         serde_json::Value::String(t) if t.chars().count() > MAX_TEXT_VALUE => Err(
             ValidationError::new(field, format!("text is over {MAX_TEXT_VALUE} characters")),
         ),
