@@ -12,6 +12,7 @@ use fleet_testkit::fault_proxy::{
     through_proxy, ClientTimeouts, Fault, FaultProxy, FaultRates, ProxyConfig,
 };
 use fleet_tests::*;
+use serde_json::json;
 use shared::model::entity::Entity;
 use shared::model::entity::EntityType;
 use shared::model::items::DeviceStateItem;
@@ -843,4 +844,97 @@ async fn a_fault_that_outlasts_the_retries_is_a_503_with_retry_after() {
             "every attempt of both requests failed"
         );
     }
+}
+
+/// A flapping sensor's batches (every reading crossing two rules) through 30% faults: each
+/// batch is resent until it is answered 200, then its events are stored once and the live
+/// state's open alarms are exactly the alarms the table holds open (the transaction that
+/// records them is all or nothing, retried with the same token).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flapping_sensors_alarm_transactions_stay_consistent_at_30_percent_faults() {
+    let table = fresh_table().await;
+    let token = register_device(&table, "fault-owner", "flapper").await;
+    for (name, condition, clear) in [
+        ("hot", json!({"above": 80}), json!({"below": 75})),
+        ("cold", json!({"below": 10}), json!({"above": 15})),
+    ] {
+        let rule = json!({"name": name, "eventType": "temperature",
+            "scope": {"deviceId": "flapper"}, "condition": condition, "clear": clear,
+            "severity": "minor"});
+        let a = device_updates(
+            &table,
+            ApiRequest::post("/me/rules")
+                .caller("fault-owner")
+                .json(rule),
+        )
+        .await;
+        assert_eq!(a.status, 201, "{}", a.body);
+    }
+    let config = ProxyConfig::new(11, FaultRates::uniform(0.30));
+    let (faulty, proxy) = behind_proxy(&table, config.clone()).await;
+    let ingestor = std::sync::Arc::new(shared::ops::ingest::Ingestor::new(
+        faulty,
+        IngestConfig {
+            retry_window: RETRY_WINDOW,
+            rules_cache: Duration::ZERO,
+            ..IngestConfig::default()
+        },
+    ));
+    let (mut answers, mut sent) = (Vec::new(), 0);
+    for batch in 0..4i64 {
+        let events: Vec<serde_json::Value> = (0..100i64)
+            .map(|i| {
+                let value = if (i + batch) % 2 == 0 { 90.0 } else { 0.0 };
+                json!({"id": format!("f{batch}-{i}"), "type": "temperature", "value": value,
+                    "at": ago(2000 - batch * 100 - i)})
+            })
+            .collect();
+        sent += events.len();
+        let mut answered = false;
+        for _ in 0..30 {
+            let a = ingest(
+                &ingestor,
+                ingest_request("flapper", &token, json!(events.clone())),
+            )
+            .await;
+            answers.push(a.status);
+            assert!(
+                a.status == 200 || a.status == 503,
+                "{}: {}",
+                a.status,
+                a.body
+            );
+            if a.status == 200 {
+                answered = true;
+                break;
+            }
+        }
+        assert!(answered, "batch {batch} never answered 200: {answers:?}");
+    }
+    settle(&proxy, &config).await;
+    let items = table_contents(&table).await;
+    let count = |t| items.iter().filter(|i| entity_type(i) == Some(t)).count();
+    assert_eq!(count(EntityType::Event), sent, "every event stored once");
+    let state = DeviceStateItem::from_item(
+        item(&table, &key::state("fault-owner", 0, "flapper"))
+            .await
+            .expect("live state")
+            .into_iter()
+            .collect(),
+    )
+    .expect("a readable live state");
+    let open_in_state = state
+        .alarms
+        .values()
+        .filter(|s| s.raised_at.is_some())
+        .count();
+    assert_eq!(count(EntityType::OpenAlarm), open_in_state);
+    let stats = proxy.stats();
+    assert!(stats.total_faults() > 0, "faults were injected: {stats:?}");
+    eprintln!(
+        "flapping sensor at 30% faults: {sent} events stored once, {} alarms ({} open), answers {answers:?}, faults {:?}",
+        count(EntityType::Alarm),
+        open_in_state,
+        stats.faults
+    );
 }
