@@ -6,7 +6,9 @@
 
 use std::time::{Duration, Instant};
 
-use fleet_testkit::alarm_events::{lambda_event, AlarmStream, RecordedPutEvents};
+use fleet_testkit::alarm_events::{
+    lambda_event, AlarmStream, RecordedDeadLetters, RecordedPutEvents,
+};
 use serde_json::{json, Value};
 use shared::model::timestamp::Timestamp;
 use shared::FleetTable;
@@ -22,6 +24,7 @@ pub async fn watch_alarms(table: FleetTable, endpoint: String) {
         table: table.clone(),
         publisher: RecordedPutEvents::default(),
         bus: alarm_watch::bus_from_env(),
+        dead_letters: RecordedDeadLetters::default(),
     };
     let mut stream = match AlarmStream::open(&table, &endpoint).await {
         Ok(stream) => stream,
