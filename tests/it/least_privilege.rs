@@ -1,18 +1,19 @@
 //! Least privilege, proven: every sample event is replayed through its function with a client
 //! that records what IAM would be asked to allow (actions, including a transaction's inner
-//! actions, on the table or its indexes). Each function's policy in `template.yaml` must
-//! grant exactly that: a missing grant would be an AccessDenied in production, an extra one
-//! a privilege no code path uses.
+//! actions, on the table or each index by name). Each function's policy in `template.yaml`
+//! must grant exactly that: a missing grant would be an AccessDenied in production, an extra
+//! one a privilege no code path uses. An index wildcard (`index/*`) grants every index, so it
+//! counts as used only where the code uses every index; otherwise the policy names them.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use fleet_testkit::functions::invoke;
-use fleet_testkit::iam::{Grant, GrantRecorder, INDEXES, TABLE};
+use fleet_testkit::iam::{index, Grant, GrantRecorder, INDEXES, TABLE};
 use fleet_tests::*;
 
 /// The grants a function's policy statements give on the table and its indexes, in the
-/// recorder's terms. Grants on other resources (the table's stream, the alarm bus) are not
-/// DynamoDB calls the code makes: [`alarm_watch_alone_reads_the_stream_and_publishes_on_the_bus_only`]
+/// recorder's terms. Grants on other resources (the table's stream, the alarm bus, the dead-letter queue) are not
+/// DynamoDB calls the code makes: [`alarm_watch_alone_reads_the_stream_publishes_on_the_bus_and_sends_dead_letters_only`]
 /// checks them.
 fn granted(function: &str) -> BTreeSet<Grant> {
     let table = &template().table.logical_id;
@@ -28,6 +29,14 @@ fn granted(function: &str) -> BTreeSet<Grant> {
                 TABLE.to_string()
             } else if *resource == format!("{table}/index/*") {
                 INDEXES.to_string()
+            } else if let Some(name) = resource.strip_prefix(&format!("{table}/index/")) {
+                assert!(
+                    shared::model::schema::INDEXES
+                        .iter()
+                        .any(|i| i.name == name),
+                    "{function}: no index {name}"
+                );
+                index(name)
             } else if outside_the_table(table, resource) {
                 continue;
             } else {
@@ -65,8 +74,31 @@ async fn every_function_is_granted_exactly_the_dynamodb_actions_its_code_uses() 
     for (function, recorder) in &recorders {
         let used = recorder.grants();
         let granted = granted(function);
-        let missing: Vec<_> = used.difference(&granted).collect();
-        let unused: Vec<_> = granted.difference(&used).collect();
+        let every_index = |action: &str| {
+            shared::model::schema::INDEXES
+                .iter()
+                .map(|i| (action.to_string(), index(i.name)))
+                .collect::<BTreeSet<Grant>>()
+        };
+        let missing: Vec<_> = used
+            .iter()
+            .filter(|(action, resource)| {
+                let by_name = granted.contains(&(action.clone(), resource.clone()));
+                let by_wildcard = resource.starts_with(&format!("{TABLE}/index/"))
+                    && granted.contains(&(action.clone(), INDEXES.to_string()));
+                !(by_name || by_wildcard)
+            })
+            .collect();
+        let unused: Vec<_> = granted
+            .iter()
+            .filter(|(action, resource)| {
+                if resource == INDEXES {
+                    !every_index(action).is_subset(&used)
+                } else {
+                    !used.contains(&(action.clone(), resource.clone()))
+                }
+            })
+            .collect();
         assert!(
             missing.is_empty() && unused.is_empty(),
             "{function}: used but not granted {missing:?}; granted but unused {unused:?}"
@@ -79,13 +111,15 @@ fn outside_the_table(table: &str, resource: &str) -> bool {
     resource == format!("{table}.StreamArn")
         || resource == format!("{table}/stream/*")
         || resource == "AlarmBus"
+        || resource == "AlarmTransitionsDeadLetterQueue"
 }
 
 #[test]
-fn alarm_watch_alone_reads_the_stream_and_publishes_on_the_bus_only() {
+fn alarm_watch_alone_reads_the_stream_publishes_on_the_bus_and_sends_dead_letters_only() {
     let table = &template().table.logical_id;
     let mut stream_readers = BTreeSet::new();
     let mut publishers = BTreeSet::new();
+    let mut dead_letter_senders = BTreeSet::new();
     for (function, definition) in &template().function_definitions {
         for statement in &definition.policy {
             for resource in &statement.resources {
@@ -97,6 +131,14 @@ fn alarm_watch_alone_reads_the_stream_and_publishes_on_the_bus_only() {
                             "{function}: PutEvents on the bus only"
                         );
                         publishers.insert(function.clone());
+                    }
+                    if action.starts_with("sqs:") || resource == "AlarmTransitionsDeadLetterQueue" {
+                        assert_eq!(action, "sqs:SendMessage", "{function}");
+                        assert_eq!(
+                            resource, "AlarmTransitionsDeadLetterQueue",
+                            "{function}: SendMessage to the stream's dead-letter queue only"
+                        );
+                        dead_letter_senders.insert(function.clone());
                     }
                     if resource == &format!("{table}.StreamArn") {
                         assert!(
@@ -120,4 +162,5 @@ fn alarm_watch_alone_reads_the_stream_and_publishes_on_the_bus_only() {
     let only = BTreeSet::from(["AlarmWatchFunction".to_string()]);
     assert_eq!(publishers, only);
     assert_eq!(stream_readers, only);
+    assert_eq!(dead_letter_senders, only);
 }

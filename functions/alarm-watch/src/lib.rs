@@ -6,19 +6,22 @@
 //!   given moment), [`shared::ops::alarms::watch`];
 //! - the table's DynamoDB stream, filtered to alarm items: their transitions published to the
 //!   EventBridge bus `AlarmBus` ([`shared::ops::alarms::notify`]), answering the records that
-//!   could not be published as batch item failures so Lambda retries them.
+//!   could not be published as batch item failures so Lambda retries them; a record that
+//!   cannot be read goes to the dead-letter queue (SQS SendMessage) and the batch goes on.
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use aws_lambda_events::event::dynamodb::Event as StreamEvent;
+use aws_lambda_events::event::dynamodb::EventRecord;
 use lambda_runtime::LambdaEvent;
 use serde::Deserialize;
 use serde_json::{json, Value};
 use shared::model::timestamp::Timestamp;
 use shared::observe::served::serve_run;
 use shared::observe::trace::TraceHeader;
-use shared::ops::alarms::notify::{publish, AlarmRecord, EventEntry, Publisher};
+use shared::ops::alarms::notify::{
+    publish, AlarmRecord, DeadLetter, DeadLetters, EventEntry, Publisher, StreamRecord,
+};
 use shared::ops::alarms::watch::watch;
 use shared::store::deadline::Deadline;
 use shared::{FleetError, FleetTable, ValidationError};
@@ -37,6 +40,47 @@ pub fn bus_from_env() -> String {
         .ok()
         .filter(|s| !s.trim().is_empty())
         .unwrap_or_else(|| "AlarmBus".to_string())
+}
+
+/// `ALARM_DEAD_LETTER_QUEUE_URL` (the template sets it to the queue
+/// `AlarmTransitionsDeadLetterQueue`'s URL); empty when unset.
+pub fn dead_letter_queue_from_env() -> String {
+    std::env::var("ALARM_DEAD_LETTER_QUEUE_URL").unwrap_or_default()
+}
+
+/// SendMessage to the stream's dead-letter queue on Amazon SQS.
+pub struct Sqs {
+    client: aws_sdk_sqs::Client,
+    queue_url: String,
+}
+
+impl Sqs {
+    /// A client from the environment (region, credentials) for `queue_url`.
+    pub async fn from_env(queue_url: String) -> Self {
+        let sdk = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
+        Self {
+            client: aws_sdk_sqs::Client::new(&sdk),
+            queue_url,
+        }
+    }
+}
+
+impl DeadLetters for Sqs {
+    async fn send_message(&self, body: String) -> Result<(), FleetError> {
+        if self.queue_url.is_empty() {
+            return Err(FleetError::internal(
+                "ALARM_DEAD_LETTER_QUEUE_URL is not set",
+            ));
+        }
+        self.client
+            .send_message()
+            .queue_url(&self.queue_url)
+            .message_body(body)
+            .send()
+            .await
+            .map_err(|e| FleetError::internal(aws_sdk_sqs::error::DisplayErrorContext(e)))?;
+        Ok(())
+    }
 }
 
 /// PutEvents on Amazon EventBridge.
@@ -93,27 +137,30 @@ impl Publisher for EventBridge {
 }
 
 /// What every invocation of this execution environment shares.
-pub struct State<P> {
+pub struct State<P, D> {
     /// The table.
     pub table: FleetTable,
     /// Where transitions go.
     pub publisher: P,
     /// The bus's name.
     pub bus: String,
+    /// Where stream records that cannot be read go.
+    pub dead_letters: D,
 }
 
-impl State<EventBridge> {
-    /// The table, EventBridge and the bus from the environment.
+impl State<EventBridge, Sqs> {
+    /// The table, EventBridge, the bus and the dead-letter queue from the environment.
     pub async fn from_env() -> Result<Self, FleetError> {
         Ok(Self {
             table: FleetTable::from_env().await?,
             publisher: EventBridge::from_env().await,
             bus: bus_from_env(),
+            dead_letters: Sqs::from_env(dead_letter_queue_from_env()).await,
         })
     }
 }
 
-impl<P: Publisher + Sync> State<P> {
+impl<P: Publisher + Sync, D: DeadLetters + Sync> State<P, D> {
     /// One Lambda invocation, until the deadline Lambda gave.
     pub async fn handle(&self, event: LambdaEvent<Value>) -> Result<Value, FleetError> {
         let deadline = Deadline::from_lambda(event.context.deadline(), TIMEOUT);
@@ -136,20 +183,23 @@ struct Scheduled {
 }
 
 /// Handles one event: a stream batch (`Records`) or a scheduled run (`time`).
-pub async fn handle<P: Publisher>(
-    state: &State<P>,
+pub async fn handle<P: Publisher, D: DeadLetters>(
+    state: &State<P, D>,
     event: Value,
     deadline: Instant,
 ) -> Result<Value, FleetError> {
-    if event.get("Records").is_some() {
-        let stream: StreamEvent = serde_json::from_value(event)
-            .map_err(|e| ValidationError::new("Records", e.to_string()))?;
-        let records = stream_records(stream);
-        let published = publish(&state.publisher, &state.bus, &records).await?;
+    if let Some(records) = event.get("Records") {
+        let records = records
+            .as_array()
+            .ok_or_else(|| ValidationError::new("Records", "must be an array"))?;
+        let records: Vec<StreamRecord> = records.iter().map(stream_record).collect();
+        let published =
+            publish(&state.publisher, &state.dead_letters, &state.bus, &records).await?;
         tracing::info!(
             records = records.len(),
             published = published.entries,
             calls = published.calls,
+            dead_lettered = published.dead_lettered,
             failed_from = published.failed_from.as_deref(),
             "alarm notifications"
         );
@@ -184,21 +234,32 @@ pub async fn handle<P: Publisher>(
         removed = run.removed,
         conflicts = run.conflicts,
         reminders = run.reminders,
+        unreadable = run.unreadable,
         complete = run.complete,
         "offline check"
     );
     serde_json::to_value(run).map_err(FleetError::internal)
 }
 
-/// The records of a stream event, as the notifier reads them.
-pub fn stream_records(event: StreamEvent) -> Vec<AlarmRecord> {
-    event
-        .records
-        .into_iter()
-        .map(|r| AlarmRecord {
-            sequence_number: r.change.sequence_number.unwrap_or_default(),
-            old_image: HashMap::from(r.change.old_image),
-            new_image: HashMap::from(r.change.new_image),
-        })
-        .collect()
+/// One record of a stream event, as the notifier reads it: each record on its own, so one
+/// that does not decode is a dead letter, not a failed batch.
+pub fn stream_record(raw: &Value) -> StreamRecord {
+    match serde_json::from_value::<EventRecord>(raw.clone()) {
+        Ok(r) => StreamRecord::Alarm(
+            AlarmRecord {
+                sequence_number: r.change.sequence_number.unwrap_or_default(),
+                old_image: HashMap::from(r.change.old_image),
+                new_image: HashMap::from(r.change.new_image),
+            },
+            raw.clone(),
+        ),
+        Err(err) => StreamRecord::Unreadable(DeadLetter {
+            sequence_number: raw["dynamodb"]["SequenceNumber"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string(),
+            reason: format!("not a DynamoDB stream record: {err}"),
+            record: raw.clone(),
+        }),
+    }
 }

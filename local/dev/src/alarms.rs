@@ -2,11 +2,14 @@
 //! mapping do on AWS. Every minute the offline check and reminders run for the current time;
 //! every few seconds the alarm records of DynamoDB Local's stream go through alarm-watch's
 //! handler, and each PutEvents request it would send to EventBridge (which has no local twin)
-//! is logged, one line per transition.
+//! is logged, one line per transition (and each record it would send to the dead-letter queue,
+//! one line per record).
 
 use std::time::{Duration, Instant};
 
-use fleet_testkit::alarm_events::{lambda_event, AlarmStream, RecordedPutEvents};
+use fleet_testkit::alarm_events::{
+    lambda_event, AlarmStream, RecordedDeadLetters, RecordedPutEvents,
+};
 use serde_json::{json, Value};
 use shared::model::timestamp::Timestamp;
 use shared::FleetTable;
@@ -22,6 +25,7 @@ pub async fn watch_alarms(table: FleetTable, endpoint: String) {
         table: table.clone(),
         publisher: RecordedPutEvents::default(),
         bus: alarm_watch::bus_from_env(),
+        dead_letters: RecordedDeadLetters::default(),
     };
     let mut stream = match AlarmStream::open(&table, &endpoint).await {
         Ok(stream) => stream,
@@ -32,6 +36,7 @@ pub async fn watch_alarms(table: FleetTable, endpoint: String) {
     };
     let mut next_run = Instant::now();
     let mut logged = 0;
+    let mut dead_lettered = 0;
     loop {
         if Instant::now() >= next_run {
             next_run += SCHEDULE;
@@ -59,6 +64,15 @@ pub async fn watch_alarms(table: FleetTable, endpoint: String) {
             log_transition(entry);
         }
         logged = entries.len();
+        let letters = state.dead_letters.letters();
+        for letter in &letters[dead_lettered..] {
+            tracing::warn!(
+                sequence_number = %letter.sequence_number,
+                reason = %letter.reason,
+                "unreadable alarm record (SendMessage to the dead-letter queue, recorded locally)"
+            );
+        }
+        dead_lettered = letters.len();
         tokio::time::sleep(STREAM_POLL).await;
     }
 }

@@ -1,5 +1,6 @@
-//! Alarm notifications on a machine without EventBridge: the stand-in that records the
-//! PutEvents requests alarm-watch would send (exactly their bodies, nothing more), and a
+//! Alarm notifications on a machine without EventBridge and SQS: the stand-ins that record the
+//! PutEvents and SendMessage requests alarm-watch would send (exactly their bodies, nothing
+//! more), and a
 //! reader of DynamoDB Local's real stream of the table (its records, as Lambda's event source
 //! mapping would deliver them, filtered to alarm items like the template's `FilterCriteria`).
 
@@ -11,7 +12,10 @@ use aws_sdk_dynamodbstreams::types::{AttributeValue as StreamValue, ShardIterato
 use serde_json::Value;
 use shared::model::entity::EntityType;
 use shared::model::schema::Item;
-use shared::ops::alarms::notify::{put_events_request, AlarmRecord, EventEntry, Publisher};
+use shared::ops::alarms::notify::{
+    put_events_request, send_message_request, AlarmRecord, DeadLetter, DeadLetters, EventEntry,
+    Publisher,
+};
 use shared::{FleetError, FleetTable};
 
 use crate::stack::StackError;
@@ -67,6 +71,55 @@ impl Publisher for RecordedPutEvents {
                 .push(put_events_request(&entries));
         }
         Ok(codes)
+    }
+}
+
+/// The queue URL the dead-letter stand-in records (an account's queue URL shape).
+pub const LOCAL_DEAD_LETTER_QUEUE: &str =
+    "https://sqs.us-east-1.amazonaws.com/123456789012/device-fleet-alarm-transitions-dlq";
+
+/// Records every SendMessage request body to the dead-letter queue; accepts every message
+/// unless told to refuse some.
+#[derive(Default)]
+pub struct RecordedDeadLetters {
+    requests: Mutex<Vec<Value>>,
+    refuse: Mutex<usize>,
+}
+
+impl RecordedDeadLetters {
+    /// Every request recorded so far (`{"QueueUrl": ..., "MessageBody": ...}`), in order.
+    pub fn requests(&self) -> Vec<Value> {
+        self.requests.lock().expect("lock").clone()
+    }
+
+    /// The messages recorded so far, read back.
+    pub fn letters(&self) -> Vec<DeadLetter> {
+        self.requests()
+            .iter()
+            .filter_map(|r| serde_json::from_str(r["MessageBody"].as_str()?).ok())
+            .collect()
+    }
+
+    /// The next `calls` SendMessage calls fail (as SQS unreachable would).
+    pub fn refuse_next(&self, calls: usize) {
+        *self.refuse.lock().expect("lock") += calls;
+    }
+}
+
+impl DeadLetters for RecordedDeadLetters {
+    async fn send_message(&self, body: String) -> Result<(), FleetError> {
+        {
+            let mut refuse = self.refuse.lock().expect("lock");
+            if *refuse > 0 {
+                *refuse -= 1;
+                return Err(FleetError::internal("SendMessage refused by the stand-in"));
+            }
+        }
+        self.requests
+            .lock()
+            .expect("lock")
+            .push(send_message_request(LOCAL_DEAD_LETTER_QUEUE, &body));
+        Ok(())
     }
 }
 

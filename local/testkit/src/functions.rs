@@ -81,11 +81,12 @@ pub async fn invoke(
     if code_uri == "functions/alarm-watch" {
         let payload: Value =
             serde_json::from_str(event).map_err(|e| InvokeError::BadEvent(e.to_string()))?;
-        // EventBridge has no local twin: the stand-in records the PutEvents calls.
+        // EventBridge and SQS have no local twin: the stand-ins record the calls.
         let state = alarm_watch::State {
             table: table.clone(),
             publisher: crate::alarm_events::RecordedPutEvents::default(),
             bus: alarm_watch::bus_from_env(),
+            dead_letters: crate::alarm_events::RecordedDeadLetters::default(),
         };
         let deadline = std::time::Instant::now() + alarm_watch::TIMEOUT;
         return Ok(match alarm_watch::handle(&state, payload, deadline).await {

@@ -1,6 +1,6 @@
 //! What IAM would be asked to allow: an SDK interceptor that records, for every DynamoDB call
 //! a client makes, the `(action, resource)` pairs IAM evaluates. A transaction needs its
-//! inner actions too, and a Query or Scan of an index needs the index's ARN. The
+//! inner actions too, and a Query or Scan of an index needs that index's ARN. The
 //! least-privilege test compares these with each function's policy in `template.yaml`.
 
 use std::collections::BTreeSet;
@@ -18,14 +18,19 @@ use aws_smithy_runtime_api::client::interceptors::Intercept;
 use aws_smithy_runtime_api::client::orchestrator::Metadata;
 use aws_smithy_types::config_bag::ConfigBag;
 
-/// An IAM action on a resource: `("dynamodb:Query", "table/index/*")` or
+/// An IAM action on a resource: `("dynamodb:Query", "table/index/GSI1")` or
 /// `("dynamodb:GetItem", "table")`.
 pub type Grant = (String, String);
 
 /// The resource name of the table itself.
 pub const TABLE: &str = "table";
-/// The resource name of the table's indexes.
+/// The resource name of every index of the table (a policy's wildcard).
 pub const INDEXES: &str = "table/index/*";
+
+/// The resource name of the index `name`.
+pub fn index(name: &str) -> String {
+    format!("{TABLE}/index/{name}")
+}
 
 /// Records the grants the calls of a client need.
 #[derive(Clone, Debug, Default)]
@@ -75,8 +80,8 @@ fn operation_of(input: &Input) -> Option<&'static str> {
     None
 }
 
-fn grant(action: &str, resource: &str) -> Grant {
-    (format!("dynamodb:{action}"), resource.to_string())
+fn grant(action: &str, resource: impl Into<String>) -> Grant {
+    (format!("dynamodb:{action}"), resource.into())
 }
 
 impl Intercept for GrantRecorder {
@@ -99,7 +104,7 @@ impl Intercept for GrantRecorder {
             },
             str::to_string,
         );
-        let on = |index: Option<&str>| if index.is_some() { INDEXES } else { TABLE };
+        let on = |name: Option<&str>| name.map_or(TABLE.to_string(), index);
         let mut needed = vec![];
         match operation.as_str() {
             "Query" => {

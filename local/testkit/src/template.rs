@@ -138,6 +138,8 @@ pub enum EnvValue {
     Parameter(String),
     /// `!Ref` of the table: its name.
     TableName,
+    /// `!Ref` of another resource (a queue: its URL); locally [`local_resource_ref`].
+    Resource(String),
     /// `!Sub` of the pseudo parameters `AWS::Region` and `AWS::URLSuffix` only (resolved for
     /// the local region, `us-east-1`).
     Sub(String),
@@ -195,6 +197,7 @@ impl Template {
                 let value = match value {
                     EnvValue::Literal(v) => v.clone(),
                     EnvValue::TableName => table_name.to_string(),
+                    EnvValue::Resource(id) => local_resource_ref(id),
                     EnvValue::Sub(text) => text
                         .replace("${AWS::Region}", LOCAL_REGION)
                         .replace("${AWS::URLSuffix}", "amazonaws.com"),
@@ -210,6 +213,12 @@ impl Template {
             })
             .collect()
     }
+}
+
+/// What a `!Ref` of resource `id` (other than the table) is locally, where it has no twin:
+/// `local:{id}`, which no AWS client can reach (the local stack's stand-ins record the calls).
+pub fn local_resource_ref(id: &str) -> String {
+    format!("local:{id}")
 }
 
 /// The region every local run uses (the SDK client of the local stack, the bootstraps'
@@ -247,6 +256,7 @@ impl Template {
             .filter(|(_, r)| matches!(r, Resource::Table(_)))
             .map(|(id, _)| id.as_str())
             .collect();
+        let resource_ids: Vec<&str> = resources.iter().map(|(id, _)| id.as_str()).collect();
         let mut tables = Vec::new();
         let mut routes = Vec::new();
         let mut functions = BTreeMap::new();
@@ -255,7 +265,8 @@ impl Template {
             match resource {
                 Resource::Table(props) => tables.push(table_definition(id, props)),
                 Resource::Function(function) => {
-                    let definition = function_definition(id, function, &globals, &table_ids)?;
+                    let definition =
+                        function_definition(id, function, &globals, &table_ids, &resource_ids)?;
                     functions.insert(id.clone(), definition.code_uri.clone());
                     routes.extend(function_routes(
                         id,
@@ -637,10 +648,14 @@ fn env_value(
     name: &str,
     value: &CfnValue,
     table_ids: &[&str],
+    resource_ids: &[&str],
 ) -> Result<EnvValue, TemplateError> {
     match value {
         CfnValue::Literal(literal) => Ok(EnvValue::Literal(literal.clone())),
         CfnValue::Ref(target) if table_ids.contains(&target.as_str()) => Ok(EnvValue::TableName),
+        CfnValue::Ref(target) if resource_ids.contains(&target.as_str()) => {
+            Ok(EnvValue::Resource(target.clone()))
+        }
         CfnValue::Ref(target) => Ok(EnvValue::Parameter(target.clone())),
         CfnValue::Sub(text)
             if text
@@ -684,12 +699,16 @@ fn function_definition(
     function: &RawFunction,
     globals: &RawFunctionProperties,
     table_ids: &[&str],
+    resource_ids: &[&str],
 ) -> Result<FunctionDefinition, TemplateError> {
     let props = &function.properties;
     let mut environment = BTreeMap::new();
     for source in [globals, props] {
         for (name, value) in source.environment.iter().flat_map(|e| &e.variables.0) {
-            environment.insert(name.clone(), env_value(id, name, value, table_ids)?);
+            environment.insert(
+                name.clone(),
+                env_value(id, name, value, table_ids, resource_ids)?,
+            );
         }
     }
     let policy = props

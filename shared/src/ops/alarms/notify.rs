@@ -11,6 +11,13 @@
 //! failed entry is reported as the batch item failure, so Lambda retries from there: the
 //! device's later transitions wait behind it and nothing is lost. A retried record may
 //! publish an entry again (at least once); `notificationId` tells a consumer it saw it.
+//!
+//! A record that cannot be read (its event, its images or its alarm fail to decode: schema
+//! drift, a hand-made item) would fail the same way on every retry, so it is not retried: it
+//! goes to the dead-letter queue ([`DeadLetters`]) with the reason and its images, in its
+//! place in the batch, and the records after it are published (docs/reliability.md, "Hardening:
+//! stream poison records"). Only what may succeed on retry (a refused PutEvents entry, a
+//! failed SendMessage) becomes a batch item failure.
 
 use std::collections::HashSet;
 use std::future::Future;
@@ -170,6 +177,42 @@ pub trait Publisher {
     ) -> impl Future<Output = Result<Vec<Option<String>>, FleetError>> + Send;
 }
 
+/// Keeps the stream records that cannot be read: SQS SendMessage to the dead-letter queue on
+/// AWS, a recorder locally.
+pub trait DeadLetters {
+    /// Sends one message (a [`DeadLetter`] as JSON text); an `Err` means it was not kept.
+    fn send_message(&self, body: String) -> impl Future<Output = Result<(), FleetError>> + Send;
+}
+
+/// The body of an SQS SendMessage request (AWS JSON 1.0, `AmazonSQS.SendMessage`) of `body` to
+/// `queue_url`: what a stand-in records where SQS has no local twin.
+pub fn send_message_request(queue_url: &str, body: &str) -> Value {
+    json!({ "QueueUrl": queue_url, "MessageBody": body })
+}
+
+/// A dead-letter message: a stream record that could not be read, and why.
+#[derive(Clone, Debug, PartialEq, Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DeadLetter {
+    /// The record's sequence number (empty when even that could not be read).
+    pub sequence_number: String,
+    /// What failed to decode.
+    pub reason: String,
+    /// The record as Lambda delivered it: `{"Records": [record]}` is a stream event
+    /// alarm-watch can be invoked with again once it reads it (docs/operations.md, redrive).
+    pub record: Value,
+}
+
+/// One record of a stream batch, as the handler read it.
+#[derive(Clone, Debug)]
+pub enum StreamRecord {
+    /// Read: a change of an item, and the record as Lambda delivered it (what a dead letter
+    /// keeps if its alarm cannot be decoded).
+    Alarm(AlarmRecord, Value),
+    /// Not readable as a stream record at all (the event's shape changed).
+    Unreadable(DeadLetter),
+}
+
 /// One stream record as the handler needs it: its id for a batch item failure, its images.
 #[derive(Clone, Debug)]
 pub struct AlarmRecord {
@@ -188,15 +231,24 @@ pub struct Published {
     pub entries: u64,
     /// PutEvents calls made.
     pub calls: u64,
+    /// Records that could not be read, sent to the dead-letter queue.
+    pub dead_lettered: u64,
     /// The sequence number of the first record not fully published, if any: the batch item
     /// failure Lambda retries from.
     pub failed_from: Option<String>,
 }
 
-struct Pending {
-    record: usize,
-    device: String,
-    entry: EventEntry,
+/// What the batch does, in record order: publish an entry, or dead-letter a record.
+enum Step {
+    Publish {
+        record: usize,
+        device: String,
+        entry: EventEntry,
+    },
+    DeadLetter {
+        record: usize,
+        letter: DeadLetter,
+    },
 }
 
 fn alarm_of(image: &Item) -> Result<Option<AlarmItem>, FleetError> {
@@ -206,45 +258,99 @@ fn alarm_of(image: &Item) -> Result<Option<AlarmItem>, FleetError> {
     AlarmItem::from_item(image.clone()).map(Some)
 }
 
-/// Publishes the transitions of `records` (in stream order) to `bus` through `publisher`.
-pub async fn publish(
-    publisher: &impl Publisher,
-    bus: &str,
-    records: &[AlarmRecord],
-) -> Result<Published, FleetError> {
-    let mut pending = Vec::new();
-    for (i, record) in records.iter().enumerate() {
-        let old = alarm_of(&record.old_image)?;
-        let new = alarm_of(&record.new_image)?;
-        let Some(alarm) = new.as_ref().or(old.as_ref()) else {
-            continue;
-        };
-        for notice in transitions(old.as_ref(), new.as_ref()) {
-            pending.push(Pending {
-                record: i,
-                device: alarm_pk(&alarm.user_id, &alarm.device_id),
-                entry: EventEntry {
+/// The entries `record` publishes, with its device's key (all or nothing: an error is a
+/// record that cannot be read).
+fn entries_of(record: &AlarmRecord, bus: &str) -> Result<Vec<(String, EventEntry)>, FleetError> {
+    let old = alarm_of(&record.old_image)?;
+    let new = alarm_of(&record.new_image)?;
+    let Some(alarm) = new.as_ref().or(old.as_ref()) else {
+        return Ok(Vec::new());
+    };
+    transitions(old.as_ref(), new.as_ref())
+        .into_iter()
+        .map(|notice| {
+            Ok((
+                alarm_pk(&alarm.user_id, &alarm.device_id),
+                EventEntry {
                     source: SOURCE.to_string(),
                     detail_type: notice.detail_type.as_str().to_string(),
                     detail: alarm_detail(alarm, &notice)?.to_string(),
                     event_bus_name: bus.to_string(),
                 },
-            });
+            ))
+        })
+        .collect()
+}
+
+/// Publishes the transitions of `records` (in stream order) to `bus` through `publisher`;
+/// a record that cannot be read goes to `dead_letters` in its place and the batch goes on.
+pub async fn publish(
+    publisher: &impl Publisher,
+    dead_letters: &impl DeadLetters,
+    bus: &str,
+    records: &[StreamRecord],
+) -> Result<Published, FleetError> {
+    let mut steps = Vec::new();
+    for (i, record) in records.iter().enumerate() {
+        let read = match record {
+            StreamRecord::Unreadable(letter) => Err(letter.clone()),
+            StreamRecord::Alarm(record, raw) => entries_of(record, bus).map_err(|err| DeadLetter {
+                sequence_number: record.sequence_number.clone(),
+                reason: err.to_string(),
+                record: raw.clone(),
+            }),
+        };
+        match read {
+            Ok(entries) => steps.extend(entries.into_iter().map(|(device, entry)| Step::Publish {
+                record: i,
+                device,
+                entry,
+            })),
+            Err(letter) => steps.push(Step::DeadLetter { record: i, letter }),
         }
     }
+    let sequence_number = |i: usize| match &records[i] {
+        StreamRecord::Alarm(r, _) => r.sequence_number.clone(),
+        StreamRecord::Unreadable(letter) => letter.sequence_number.clone(),
+    };
     let mut published = Published::default();
-    let mut rest = pending.as_slice();
-    while !rest.is_empty() {
-        // The longest prefix with at most one entry per device and PUT_EVENTS_SIZE entries.
+    let mut rest = steps.as_slice();
+    while let Some(first) = rest.first() {
+        if let Step::DeadLetter { record, letter } = first {
+            tracing::error!(
+                sequence_number = %letter.sequence_number,
+                reason = %letter.reason,
+                "unreadable stream record: sent to the dead-letter queue"
+            );
+            let body = serde_json::to_string(letter).map_err(FleetError::internal)?;
+            if let Err(err) = dead_letters.send_message(body).await {
+                // Not kept: retried from here like a refused entry (nothing after it is done).
+                tracing::warn!(error = %err, "SendMessage to the dead-letter queue failed");
+                published.failed_from = Some(sequence_number(*record));
+                return Ok(published);
+            }
+            published.dead_lettered += 1;
+            rest = &rest[1..];
+            continue;
+        }
+        // The longest prefix of entries with at most one per device and PUT_EVENTS_SIZE in
+        // all (a dead letter ends it: it is sent in its place).
         let mut devices = HashSet::new();
-        let take = rest
+        let call: Vec<(usize, &EventEntry)> = rest
             .iter()
             .take(PUT_EVENTS_SIZE)
-            .take_while(|p| devices.insert(p.device.as_str()))
-            .count();
-        let (call, after) = rest.split_at(take);
+            .map_while(|step| match step {
+                Step::Publish {
+                    record,
+                    device,
+                    entry,
+                } => devices.insert(device.as_str()).then_some((*record, entry)),
+                Step::DeadLetter { .. } => None,
+            })
+            .collect();
+        let take = call.len();
         let outcome = publisher
-            .put_events(call.iter().map(|p| p.entry.clone()).collect())
+            .put_events(call.iter().map(|(_, entry)| (*entry).clone()).collect())
             .await;
         published.calls += 1;
         let failed_at = match outcome {
@@ -258,11 +364,11 @@ pub async fn publish(
             None => published.entries += take as u64,
             Some(i) => {
                 published.entries += i as u64;
-                published.failed_from = Some(records[call[i].record].sequence_number.clone());
+                published.failed_from = Some(sequence_number(call[i].0));
                 return Ok(published);
             }
         }
-        rest = after;
+        rest = &rest[take..];
     }
     Ok(published)
 }

@@ -15,6 +15,11 @@
 //! `remindAt` has passed; each still active one gets `reminders + 1` and its next `remindAt`
 //! (conditioned on both being unchanged, so overlapping runs remind once), which its stream
 //! record turns into a notification; one that is no longer active leaves the index.
+//!
+//! **One bad item stops nothing** (docs/reliability.md, "Hardening: stream poison records"):
+//! a live state or alarm that cannot be read is skipped, logged and counted
+//! ([`WatchRun::unreadable`]), and the rest of its page and shard go on; reminders run even
+//! when the offline check failed (the run still fails, after them).
 
 use std::time::Instant;
 
@@ -30,8 +35,8 @@ use crate::model::error::FleetError;
 use crate::model::expression::{Attribute, Condition, Expressions, Update};
 use crate::model::items::{AlarmItem, DeviceStateItem};
 use crate::model::keys::{
-    due_gsi3pk, due_until, reminder_gsi1pk, reminder_gsi1sk, IndexKeys, ItemKey, DUE_SHARDS,
-    REMINDER_SHARDS,
+    due_gsi3pk, due_until, reminder_gsi1pk, reminder_gsi1sk, IndexKeys, ItemKey, PrimaryKey,
+    DUE_SHARDS, REMINDER_SHARDS,
 };
 use crate::model::offline::OFFLINE_SEVERITY;
 use crate::model::pattern_id::PatternId;
@@ -70,6 +75,9 @@ pub struct WatchRun {
     pub reminders: u64,
     /// Reminder entries of alarms no longer active, removed.
     pub stale_reminders: u64,
+    /// Live states and alarms the index pointed at that could not be read (a schema the code
+    /// does not know, a hand-made item): skipped and logged, their entries left for a fix.
+    pub unreadable: u64,
     /// False when the deadline came before every due entry and reminder was handled (the
     /// next run goes on: entries stay until handled).
     pub complete: bool,
@@ -138,21 +146,45 @@ pub const ALARM_REMINDERS: AccessPattern = AccessPattern {
     implemented_by: implemented_by!(send_reminders),
 };
 
-/// One scheduled run at `at`, until `deadline`: offline detection, then reminders.
+/// One scheduled run at `at`, until `deadline`: offline detection, then reminders. Reminders
+/// run whatever the offline check did; a failure of either is the run's (after both ran).
 pub async fn watch(
     table: &FleetTable,
     at: Timestamp,
     deadline: Instant,
 ) -> Result<WatchRun, FleetError> {
-    let offline = check_offline(table, at, deadline).await?;
-    let reminded = send_reminders(table, at, deadline).await?;
-    Ok(WatchRun {
-        reminders: reminded.reminders,
-        stale_reminders: reminded.stale_reminders,
-        conflicts: offline.conflicts + reminded.conflicts,
-        complete: offline.complete && reminded.complete,
-        ..offline
-    })
+    let offline = check_offline(table, at, deadline).await;
+    let reminded = send_reminders(table, at, deadline).await;
+    match (offline, reminded) {
+        (Ok(offline), Ok(reminded)) => Ok(WatchRun {
+            reminders: reminded.reminders,
+            stale_reminders: reminded.stale_reminders,
+            conflicts: offline.conflicts + reminded.conflicts,
+            unreadable: offline.unreadable + reminded.unreadable,
+            complete: offline.complete && reminded.complete,
+            ..offline
+        }),
+        (Err(err), Ok(reminded)) => {
+            tracing::error!(
+                error = %err,
+                reminders = reminded.reminders,
+                "offline check failed; reminders were sent"
+            );
+            Err(err)
+        }
+        (Ok(offline), Err(err)) => {
+            tracing::error!(
+                error = %err,
+                raised = offline.raised,
+                "reminders failed; the offline check was done"
+            );
+            Err(err)
+        }
+        (Err(err), Err(reminders)) => {
+            tracing::error!(error = %reminders, "reminders failed too");
+            Err(err)
+        }
+    }
 }
 
 /// AP-27: every `DUE#` shard's entries due by `at`, until `deadline` (the run's offline
@@ -183,6 +215,7 @@ pub async fn check_offline(
         run.rearmed += shard.rearmed;
         run.removed += shard.removed;
         run.conflicts += shard.conflicts;
+        run.unreadable += shard.unreadable;
         run.complete &= shard.complete;
     }
     Ok(run)
@@ -212,6 +245,7 @@ pub async fn send_reminders(
         run.reminders += shard.reminders;
         run.stale_reminders += shard.stale_reminders;
         run.conflicts += shard.conflicts;
+        run.unreadable += shard.unreadable;
         run.complete &= shard.complete;
     }
     Ok(run)
@@ -251,33 +285,44 @@ impl DueIndex {
 
 /// The items the entries of a due index point at (the index projects the table's key),
 /// eventually consistent: every write made from them is conditioned on what was read, so a
-/// stale read costs a refused write, never a wrong alarm.
+/// stale read costs a refused write, never a wrong alarm. An item that cannot be read is
+/// logged and counted (the second value), not an error: it would fail its shard every minute.
 async fn read_pointed<T: Entity>(
     table: &FleetTable,
     entries: &[Item],
     deadline: Instant,
-) -> Result<Vec<T>, FleetError> {
+) -> Result<(Vec<T>, u64), FleetError> {
     let keys: Vec<Item> = entries
         .iter()
         .filter_map(|e| ItemKey::of(e).ok())
         .map(|k| k.attributes())
         .collect();
     if keys.is_empty() {
-        return Ok(Vec::new());
+        return Ok((Vec::new(), 0));
     }
     let request = KeysAndAttributes::builder()
         .set_keys(Some(keys))
         .build()
         .map_err(FleetError::internal)?;
-    get_all(
+    let items = get_all(
         table,
         request,
         &mut Retry::until(deadline).at_most(MAX_ATTEMPTS),
     )
-    .await?
-    .into_iter()
-    .map(T::from_item)
-    .collect()
+    .await?;
+    let mut read = Vec::with_capacity(items.len());
+    let mut unreadable = 0;
+    for item in items {
+        let key = PrimaryKey::of(&item);
+        match T::from_item(item) {
+            Ok(entity) => read.push(entity),
+            Err(err) => {
+                tracing::error!(key = ?key, error = %err, "unreadable item on a due index: skipped");
+                unreadable += 1;
+            }
+        }
+    }
+    Ok((read, unreadable))
 }
 
 /// The due entries of one shard, page by page, until none is left or the deadline.
@@ -304,7 +349,9 @@ async fn detect_shard(
         }
         let (entries, next) = due.page(table, &at, start.take()).await?;
         run.candidates += entries.len() as u64;
-        let states: Vec<DeviceStateItem> = read_pointed(table, &entries, deadline).await?;
+        let (states, unreadable): (Vec<DeviceStateItem>, _) =
+            read_pointed(table, &entries, deadline).await?;
+        run.unreadable += unreadable;
         let acts: Vec<_> = states.iter().map(|state| act(table, state, &at)).collect();
         let outcomes: Vec<_> = stream::iter(acts)
             .buffer_unordered(CONCURRENCY)
@@ -485,7 +532,9 @@ async fn remind_shard(
             return Ok(run);
         }
         let (entries, next) = due.page(table, &at, start.take()).await?;
-        let alarms: Vec<AlarmItem> = read_pointed(table, &entries, deadline).await?;
+        let (alarms, unreadable): (Vec<AlarmItem>, _) =
+            read_pointed(table, &entries, deadline).await?;
+        run.unreadable += unreadable;
         let reminds: Vec<_> = alarms.iter().map(|a| remind(table, a, &at)).collect();
         let outcomes: Vec<_> = stream::iter(reminds)
             .buffer_unordered(CONCURRENCY)
@@ -496,6 +545,7 @@ async fn remind_shard(
                 Reminded::Sent => run.reminders += 1,
                 Reminded::Stale => run.stale_reminders += 1,
                 Reminded::Conflict => run.conflicts += 1,
+                Reminded::Unreadable => run.unreadable += 1,
                 Reminded::NotYet => {}
             }
         }
@@ -510,6 +560,7 @@ enum Reminded {
     Sent,
     Stale,
     Conflict,
+    Unreadable,
     NotYet,
 }
 
@@ -527,7 +578,13 @@ async fn remind(
     at: &Timestamp,
 ) -> Result<Reminded, FleetError> {
     let key = alarm.item_key();
-    let source = alarm.alarm_source()?;
+    let source = match alarm.alarm_source() {
+        Ok(source) => source,
+        Err(err) => {
+            tracing::error!(key = ?key, error = %err, "unreadable alarm on the reminder index: skipped");
+            return Ok(Reminded::Unreadable);
+        }
+    };
     let (changes, condition, outcome) =
         match (alarm.state, alarm.remind_at, alarm.remind_every_seconds) {
             (AlarmState::Active, Some(remind_at), Some(every)) => {
