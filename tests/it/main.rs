@@ -23,6 +23,7 @@ mod metrics_emf;
 mod openapi_contract;
 mod python_peer;
 mod replay;
+mod rollouts;
 mod request_log;
 mod rie;
 mod scale;
