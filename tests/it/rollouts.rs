@@ -357,3 +357,41 @@ async fn a_stale_runs_checkpoint_is_a_no_op_and_never_moves_the_position_back() 
     let twin = desired(&table, "overlap", "p-3").await;
     assert_eq!(twin["desired"], json!({"on": true}));
 }
+
+/// Issue 30, item 9: the rollouts run in a function of their own, so the daily report's role
+/// never writes a device's desired state or live state (its policy has no transaction, no
+/// update, no single-item read), and the one-minute rollout schedule invokes the worker.
+#[test]
+fn the_daily_reports_role_writes_no_device_and_the_rollout_schedule_is_the_workers_own() {
+    let actions = |function: &str| -> std::collections::BTreeSet<String> {
+        template().function_definitions[function]
+            .policy
+            .iter()
+            .flat_map(|s| s.actions.iter().cloned())
+            .collect()
+    };
+    let report = actions("DailyAnalyticsFunction");
+    for write in [
+        "dynamodb:TransactWriteItems",
+        "dynamodb:UpdateItem",
+        "dynamodb:GetItem",
+    ] {
+        assert!(!report.contains(write), "the daily report may {write}");
+    }
+    assert!(actions("RolloutWorkerFunction").contains("dynamodb:TransactWriteItems"));
+    let text = std::fs::read_to_string(fleet_testkit::template::default_template_path()).unwrap();
+    let doc: yaml_serde::Value = yaml_serde::from_str(&text).unwrap();
+    let schedules = |function: &str| -> Vec<String> {
+        doc["Resources"][function]["Properties"]["Events"]
+            .as_mapping()
+            .map(|events| {
+                events
+                    .values()
+                    .filter_map(|e| e["Properties"]["Schedule"].as_str().map(String::from))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    assert_eq!(schedules("RolloutWorkerFunction"), ["rate(1 minute)"]);
+    assert_eq!(schedules("DailyAnalyticsFunction"), ["cron(15 0 * * ? *)"]);
+}

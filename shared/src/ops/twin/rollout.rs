@@ -1,6 +1,6 @@
 //! Fleet-wide desired-state changes (rollouts): one setting for every device of a tag or a
 //! device type, as a first-class operation. Starting one is two small writes (AP-T5); the
-//! scheduled worker (AP-T7, the daily-analytics function on a one-minute schedule) applies it
+//! scheduled worker (AP-T7, the rollout-worker function on a one-minute schedule) applies it
 //! a page of [`ROLLOUT_PAGE`] devices at a time, at most [`ROLLOUT_DEVICES_PER_SECOND`],
 //! checkpointing its position on the rollout after every page, so no request ever makes a
 //! million writes and no key takes more than a page's share (docs/design.md, "Fleet-wide
