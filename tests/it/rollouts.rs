@@ -214,7 +214,14 @@ async fn every_running_rollout_is_read_and_owners_take_turns_a_page_at_a_time() 
     }
     // The first owner on the list also has a rollout of 51 devices: two pages.
     for d in 0..51 {
-        register(&table, "a-large", &format!("large-{d:03}"), "meter", &["feeder"]).await;
+        register(
+            &table,
+            "a-large",
+            &format!("large-{d:03}"),
+            "meter",
+            &["feeder"],
+        )
+        .await;
     }
     let large = started(
         &table,
@@ -239,8 +246,8 @@ async fn every_running_rollout_is_read_and_owners_take_turns_a_page_at_a_time() 
     // The large rollout's second page came in a second turn, after every other owner's
     // first page: the 30 small owners all finished before it did.
     let large_done = progress(&table, "a-large", &large).await;
-    let large_done = Timestamp::parse_field("at", large_done["finishedAt"].as_str().unwrap())
-        .unwrap();
+    let large_done =
+        Timestamp::parse_field("at", large_done["finishedAt"].as_str().unwrap()).unwrap();
     assert_eq!(progress(&table, "turns-29", &last).await["status"], "done");
     for i in 0..29 {
         let owner = format!("turns-{i:02}");
@@ -283,10 +290,20 @@ async fn an_owners_running_rollouts_are_capped_with_a_409_naming_the_limit() {
     assert_eq!(table_contents(&table).await, before, "nothing written");
     // Another owner is not affected by this one's count.
     register(&table, "uncapped", "u-1", "meter", &[]).await;
-    started(&table, "uncapped", json!({"type": "meter", "desired": {"a": 1}})).await;
+    started(
+        &table,
+        "uncapped",
+        json!({"type": "meter", "desired": {"a": 1}}),
+    )
+    .await;
     // Once they finish, the owner may start again.
     run(&table).await;
-    started(&table, "capped", json!({"type": "meter", "desired": {"step": 99}})).await;
+    started(
+        &table,
+        "capped",
+        json!({"type": "meter", "desired": {"step": 99}}),
+    )
+    .await;
 }
 
 #[tokio::test]

@@ -771,12 +771,10 @@ impl ItemKey {
             ItemKey::Reported { user, device } => (event_pk(user, device), REPORTED_SK.to_string()),
             ItemKey::Command { user, device, seq } => (event_pk(user, device), command_sk(*seq)),
             ItemKey::Rollout { user, rollout } => (user_pk(user), rollout_sk(rollout)),
-            ItemKey::RunningRollout { user, rollout } => {
-                (
+            ItemKey::RunningRollout { user, rollout } => (
                 RUNNING_ROLLOUTS_PK.to_string(),
                 format!("{}{rollout}", running_rollout_prefix(user)),
-            )
-            }
+            ),
             ItemKey::RuleSet { user } => (user_pk(user), RULES_SK.to_string()),
             ItemKey::Alarm {
                 user,

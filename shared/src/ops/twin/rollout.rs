@@ -1,10 +1,11 @@
 //! Fleet-wide desired-state changes (rollouts): one setting for every device of a tag or a
-//! device type, as a first-class operation. Starting one is two small writes (AP-T5); the
-//! scheduled worker (AP-T7, the rollout-worker function on a one-minute schedule) applies it
-//! a page of [`ROLLOUT_PAGE`] devices at a time, at most [`ROLLOUT_DEVICES_PER_SECOND`],
-//! checkpointing its position on the rollout after every page, so no request ever makes a
-//! million writes and no key takes more than a page's share (docs/design.md, "Fleet-wide
-//! changes").
+//! device type, as a first-class operation. Starting one is a count of the owner's running
+//! rollouts and two small writes (AP-T5); the scheduled worker (AP-T7, the rollout-worker
+//! function on a one-minute schedule) applies them, owners taking turns a page of
+//! [`ROLLOUT_PAGE`] devices at a time, at most [`ROLLOUT_DEVICES_PER_SECOND`] per owner,
+//! checkpointing the position on the rollout after every page (forward only), so no request
+//! ever makes a million writes, no key takes more than a page's share and no owner waits for
+//! another's rollout (docs/design.md, "Fleet-wide changes").
 
 use std::collections::{HashMap, VecDeque};
 use std::time::{Duration, Instant};
@@ -667,8 +668,7 @@ async fn apply_one(
         if current.is_some() && next == base {
             return Ok(DeviceOutcome::Unchanged);
         }
-        if let Err(refused) = TwinDocument::parse("desired", next.as_value(), MAX_DOCUMENT_BYTES)
-        {
+        if let Err(refused) = TwinDocument::parse("desired", next.as_value(), MAX_DOCUMENT_BYTES) {
             return Ok(DeviceOutcome::Refused(format!(
                 "the merged desired document would break its contract: {refused}"
             )));
