@@ -129,6 +129,13 @@ async fn a_merge_that_would_break_the_document_contract_is_a_device_failure_and_
     }
     // The owner sees which device and why on the rollout.
     let shown = progress(&table, "grow-owner", &id).await;
+    api_doc::api_doc()
+        .check_response(
+            "GET /me/rollouts/{rolloutId}",
+            200,
+            &json!({ "rollout": shown }),
+        )
+        .unwrap();
     assert_eq!(shown["status"], "done", "{shown}");
     assert_eq!(shown["devicesUpdated"], 2);
     assert_eq!(shown["devicesFailed"], 1);
@@ -288,6 +295,9 @@ async fn an_owners_running_rollouts_are_capped_with_a_409_naming_the_limit() {
         "{message}"
     );
     assert_eq!(table_contents(&table).await, before, "nothing written");
+    api_doc::api_doc()
+        .check_response("POST /me/rollouts", 409, &refused.body)
+        .unwrap();
     // Another owner is not affected by this one's count.
     register(&table, "uncapped", "u-1", "meter", &[]).await;
     started(
