@@ -173,4 +173,5 @@ fn the_deadline_fallbacks_are_the_template_timeouts() {
     assert_eq!(ingest::TIMEOUT, timeout("IngestFunction"));
     assert_eq!(daily_analytics::TIMEOUT, timeout("DailyAnalyticsFunction"));
     assert_eq!(alarm_watch::TIMEOUT, timeout("AlarmWatchFunction"));
+    assert_eq!(rollout_worker::TIMEOUT, timeout("RolloutWorkerFunction"));
 }

@@ -25,6 +25,7 @@ mod python_peer;
 mod replay;
 mod request_log;
 mod rie;
+mod rollouts;
 mod scale;
 mod simulator;
 mod smoke;

@@ -6,9 +6,8 @@
 //! An invocation that runs out of time checkpoints and fails, so Lambda's asynchronous retry
 //! resumes it where it stopped.
 //!
-//! The same function is the twin's scheduled worker: `{"rollouts": true}` (a one-minute
-//! schedule) carries running fleet-wide desired-state changes forward for at most
-//! [`ROLLOUT_RUN`] (AP-T7).
+//! The twin's rollout worker is a function of its own (`functions/rollout-worker`), so this
+//! role reads and purges but never writes a device's desired state or live state.
 
 use std::time::{Duration, Instant};
 
@@ -104,13 +103,7 @@ struct Invocation {
     #[serde(default)]
     fresh: bool,
     segments: Option<Vec<u32>>,
-    /// The rollout schedule: carry fleet-wide changes forward instead of reporting.
-    #[serde(default)]
-    rollouts: bool,
 }
-
-/// Longest rollout run: less than the schedule's minute, so two runs never overlap.
-pub const ROLLOUT_RUN: Duration = Duration::from_secs(50);
 
 /// The name of a run's subsegment in its trace.
 pub const RUN_SEGMENT: &str = "daily analytics run";
@@ -157,14 +150,6 @@ async fn run(
 ) -> Result<Value, FleetError> {
     let invocation: Invocation =
         serde_json::from_value(event).map_err(|e| ValidationError::new("event", e.to_string()))?;
-    if invocation.rollouts {
-        let until = deadline
-            .checked_sub(MARGIN)
-            .unwrap_or(deadline)
-            .min(Instant::now() + ROLLOUT_RUN);
-        let run = shared::ops::twin::rollout::advance_rollouts(table, until).await?;
-        return Ok(json!({ "rollouts": run }));
-    }
     let day = match (invocation.date, invocation.time) {
         (Some(date), _) => Day::parse_field("date", &date)?,
         (None, Some(time)) => previous_day(&Timestamp::parse_field("time", &time)?),

@@ -65,8 +65,9 @@ pub enum InvokeError {
 
 /// Runs `event` through `function` (a logical id from the template), like
 /// `sam local invoke -e`: an API Gateway HTTP API (payload 2.0) event for an API function, a
-/// scheduled event (or `{"date": ...}`) for daily-analytics. Returns the function's answer:
-/// the payload-2.0 response for API functions; for daily-analytics `statusCode` 200 with the
+/// scheduled event (or `{"date": ...}`) for daily-analytics, the schedule's event for
+/// rollout-worker. Returns the function's answer: the payload-2.0 response for API functions;
+/// for daily-analytics and rollout-worker `statusCode` 200 with the
 /// result, or 500 with the error.
 pub async fn invoke(
     template: &Template,
@@ -93,6 +94,17 @@ pub async fn invoke(
             Ok(result) => json!({"statusCode": 200, "body": result}),
             Err(err) => json!({"statusCode": 500, "errorMessage": err.to_string()}),
         });
+    }
+    if code_uri == "functions/rollout-worker" {
+        let payload: Value =
+            serde_json::from_str(event).map_err(|e| InvokeError::BadEvent(e.to_string()))?;
+        let deadline = std::time::Instant::now() + rollout_worker::TIMEOUT;
+        return Ok(
+            match rollout_worker::handle(table, payload, deadline).await {
+                Ok(result) => json!({"statusCode": 200, "body": result}),
+                Err(err) => json!({"statusCode": 500, "errorMessage": err.to_string()}),
+            },
+        );
     }
     if code_uri == "functions/daily-analytics" {
         let payload: Value =

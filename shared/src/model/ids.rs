@@ -142,6 +142,23 @@ key_token!(
     RolloutId, field = "rolloutId", max = 64
 );
 
+impl RolloutId {
+    /// A new id for a rollout created at `created`: `r-{epoch millis, 15 digits}-{16 random
+    /// hex digits}`, so ids (and the running list's `{userId}#{rolloutId}` keys) sort by
+    /// creation, and the worker applies an owner's rollouts oldest first: a newer rollout's
+    /// value is the one a device keeps. Two created in the same millisecond sort by their
+    /// random part (both exist; either order is a creation order).
+    pub fn generate(created: crate::model::timestamp::Timestamp) -> Self {
+        let mut bytes = [0u8; 8];
+        getrandom::fill(&mut bytes).expect("the OS has a random source");
+        Self(format!(
+            "r-{:015}-{:016x}",
+            created.epoch_millis().max(0),
+            u64::from_be_bytes(bytes)
+        ))
+    }
+}
+
 /// Most tags one device may carry (each one is a tag-link item in the registration
 /// transaction, which DynamoDB caps at 100 actions).
 pub const MAX_TAGS_PER_DEVICE: usize = 10;
@@ -192,6 +209,22 @@ pub fn parse_display_name(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn rollout_ids_sort_by_creation() {
+        use crate::model::timestamp::Timestamp;
+        let at = |millis| Timestamp::from_epoch_millis(millis).unwrap();
+        let ids: Vec<RolloutId> = [999, 1_000, 1_732_561_234_567, 1_732_561_234_568]
+            .into_iter()
+            .map(|m| RolloutId::generate(at(m)))
+            .collect();
+        let mut sorted = ids.clone();
+        sorted.sort();
+        assert_eq!(sorted, ids);
+        for id in &ids {
+            assert_eq!(RolloutId::parse(id.as_str()).unwrap(), *id);
+        }
+    }
 
     #[test]
     fn accepts_ordinary_ids() {

@@ -214,6 +214,12 @@ pub fn rollout_sk(rollout: &RolloutId) -> String {
     format!("{ROLLOUT_PREFIX}{rollout}")
 }
 
+/// `{userId}#`: the start of every running-list key of `user`'s rollouts (they follow it in
+/// creation order, the rollout ids being time-ordered).
+pub fn running_rollout_prefix(user: &UserId) -> String {
+    format!("{user}#")
+}
+
 /// `USER#{userId}`: the user partition (profile, devices, tag links).
 pub fn user_pk(user: &UserId) -> String {
     format!("USER#{user}")
@@ -765,9 +771,10 @@ impl ItemKey {
             ItemKey::Reported { user, device } => (event_pk(user, device), REPORTED_SK.to_string()),
             ItemKey::Command { user, device, seq } => (event_pk(user, device), command_sk(*seq)),
             ItemKey::Rollout { user, rollout } => (user_pk(user), rollout_sk(rollout)),
-            ItemKey::RunningRollout { user, rollout } => {
-                (RUNNING_ROLLOUTS_PK.to_string(), format!("{user}#{rollout}"))
-            }
+            ItemKey::RunningRollout { user, rollout } => (
+                RUNNING_ROLLOUTS_PK.to_string(),
+                format!("{}{rollout}", running_rollout_prefix(user)),
+            ),
             ItemKey::RuleSet { user } => (user_pk(user), RULES_SK.to_string()),
             ItemKey::Alarm {
                 user,

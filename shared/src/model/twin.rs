@@ -32,6 +32,13 @@ pub const MAX_COMMAND_EXPIRY_SECONDS: i64 = 7 * 86_400;
 pub const DEFAULT_COMMAND_EXPIRY_SECONDS: i64 = 3600;
 /// How long a finished or expired command stays listed, in seconds after its expiry (TTL).
 pub const COMMAND_KEPT_SECONDS: i64 = 30 * 86_400;
+/// Rollouts one owner may have running: past it, a new one is a 409 `rollout_limit`. The
+/// worker applies an owner's rollouts one after another (creation order), so more would only
+/// wait, and the running list every run pages through stays bounded by owners, not requests.
+pub const MAX_RUNNING_ROLLOUTS: usize = 10;
+/// Per-device failures a rollout keeps for its owner to read (the first ones; the count
+/// covers them all): bounds the rollout item well under DynamoDB's 400 KB.
+pub const MAX_RECORDED_FAILURES: usize = 20;
 
 /// A desired or reported document: a JSON object of at most [`MAX_DOCUMENT_BYTES`] and
 /// [`MAX_DOCUMENT_DEPTH`] levels, keys non-empty and at most [`MAX_DOCUMENT_KEY`] characters.
@@ -409,6 +416,16 @@ pub enum RolloutStatus {
     Done,
 }
 
+impl RolloutStatus {
+    /// The stored and shown spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RolloutStatus::Running => "running",
+            RolloutStatus::Done => "done",
+        }
+    }
+}
+
 /// A fleet-wide desired-state change: `USER#{userId}` / `ROLLOUT#{rolloutId}`. A JSON merge
 /// patch applied to the desired state of every device of a tag or type, by the scheduled
 /// worker, a page at a time, from `position` on.
@@ -432,11 +449,37 @@ pub struct RolloutItem {
     pub position: Option<DeviceId>,
     /// Devices whose desired state it changed so far.
     pub devices_updated: u64,
+    /// Devices it could not change (the merge would break the document contract, or the write
+    /// failed): counted, and the first [`MAX_RECORDED_FAILURES`] kept in `failures`.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub devices_failed: u64,
+    /// The first per-device failures, in the order the worker met them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub failures: Vec<RolloutFailure>,
     /// When it was created.
     pub created_at: Timestamp,
     /// When the last device got it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub finished_at: Option<Timestamp>,
+}
+
+impl RolloutItem {
+    /// Counts a page's failures, keeping the first [`MAX_RECORDED_FAILURES`].
+    pub fn record_failures(&mut self, failures: Vec<RolloutFailure>) {
+        self.devices_failed += failures.len() as u64;
+        let room = MAX_RECORDED_FAILURES.saturating_sub(self.failures.len());
+        self.failures.extend(failures.into_iter().take(room));
+    }
+}
+
+/// A device a rollout did not change, and why (shown on `GET /me/rollouts/{rolloutId}`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RolloutFailure {
+    /// The device.
+    pub device_id: DeviceId,
+    /// Why its desired state was left as it was.
+    pub reason: String,
 }
 
 /// A rollout not finished yet: `ROLLOUTS#RUNNING` / `{userId}#{rolloutId}`, what the
@@ -536,6 +579,10 @@ twin_entity!(RolloutItem, EntityType::Rollout, |s| ItemKey::Rollout {
     POSITION = "position",
     /// `devicesUpdated`.
     DEVICES_UPDATED = "devicesUpdated",
+    /// `devicesFailed`.
+    DEVICES_FAILED = "devicesFailed",
+    /// `failures`.
+    FAILURES = "failures",
     /// `createdAt`.
     CREATED_AT = "createdAt",
     /// `finishedAt`.
@@ -717,6 +764,11 @@ mod tests {
             status: RolloutStatus::Done,
             position: Some(device.clone()),
             devices_updated: 2,
+            devices_failed: 1,
+            failures: vec![RolloutFailure {
+                device_id: device.clone(),
+                reason: "too large".into(),
+            }],
             created_at: at,
             finished_at: Some(at),
         };

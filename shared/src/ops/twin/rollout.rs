@@ -1,12 +1,13 @@
 //! Fleet-wide desired-state changes (rollouts): one setting for every device of a tag or a
-//! device type, as a first-class operation. Starting one is two small writes (AP-T5); the
-//! scheduled worker (AP-T7, the daily-analytics function on a one-minute schedule) applies it
-//! a page of [`ROLLOUT_PAGE`] devices at a time, at most [`ROLLOUT_DEVICES_PER_SECOND`],
-//! checkpointing its position on the rollout after every page, so no request ever makes a
-//! million writes and no key takes more than a page's share (docs/design.md, "Fleet-wide
-//! changes").
+//! device type, as a first-class operation. Starting one is a count of the owner's running
+//! rollouts and two small writes (AP-T5); the scheduled worker (AP-T7, the rollout-worker
+//! function on a one-minute schedule) applies them, owners taking turns a page of
+//! [`ROLLOUT_PAGE`] devices at a time, at most [`ROLLOUT_DEVICES_PER_SECOND`] per owner,
+//! checkpointing the position on the rollout after every page (forward only), so no request
+//! ever makes a million writes, no key takes more than a page's share and no owner waits for
+//! another's rollout (docs/design.md, "Fleet-wide changes").
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::time::{Duration, Instant};
 
 use aws_sdk_dynamodb::types::KeysAndAttributes;
@@ -21,14 +22,15 @@ use crate::model::expression::{Condition, Expressions, Update};
 use crate::model::ids::{DeviceId, RolloutId, UserId};
 use crate::model::items::{DeviceItem, DeviceStateItem, TagLinkItem};
 use crate::model::keys::{
-    device_sk, tag_link_prefix, tag_link_sk, user_pk, ItemKey, DEVICE_PREFIX, RUNNING_ROLLOUTS_PK,
+    device_sk, running_rollout_prefix, tag_link_prefix, tag_link_sk, user_pk, ItemKey,
+    DEVICE_PREFIX, RUNNING_ROLLOUTS_PK,
 };
 use crate::model::pattern_id::PatternId;
 use crate::model::schema::{Item, ENTITY_TYPE, PK, SK};
 use crate::model::timestamp::Timestamp;
-use crate::model::token::random_id;
 use crate::model::twin::{
-    DesiredStateItem, RolloutItem, RolloutStatus, RolloutTarget, RunningRolloutItem, TwinDocument,
+    DesiredStateItem, RolloutFailure, RolloutItem, RolloutStatus, RolloutTarget,
+    RunningRolloutItem, TwinDocument, MAX_DOCUMENT_BYTES, MAX_RUNNING_ROLLOUTS,
 };
 use crate::ops::pattern::{implemented_by, AccessPattern, Frequency, Operation, RequestBudget};
 use crate::store::dynamo::{get_all, key_prefix, key_range, n, query, s, transact, Transaction};
@@ -45,8 +47,6 @@ pub const ROLLOUT_PAGE: usize = 50;
 pub const ROLLOUT_DEVICES_PER_SECOND: usize = 1000;
 /// Devices of a page changed concurrently.
 const CONCURRENCY: usize = 10;
-/// Rollouts one worker run takes on.
-const RUNNING_LISTED: i32 = 25;
 
 /// A rollout as its owner reads it.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -62,6 +62,10 @@ pub struct RolloutView {
     pub status: RolloutStatus,
     /// Devices whose desired state it changed so far.
     pub devices_updated: u64,
+    /// Devices it left as they were (see `failures`).
+    pub devices_failed: u64,
+    /// The first devices it left as they were, and why.
+    pub failures: Vec<RolloutFailure>,
     /// When it was started.
     pub created_at: String,
     /// When the last device got it.
@@ -77,6 +81,8 @@ impl RolloutView {
             desired: serde_json::from_str(&item.patch).unwrap_or(Value::Null),
             status: item.status,
             devices_updated: item.devices_updated,
+            devices_failed: item.devices_failed,
+            failures: item.failures.clone(),
             created_at: item.created_at.to_string(),
             finished_at: item.finished_at.map(|t| t.to_string()),
         }
@@ -88,24 +94,47 @@ pub const START_ROLLOUT: AccessPattern = AccessPattern {
     id: PatternId::StartRollout,
     description: "start a fleet-wide desired-state change by tag or device type",
     frequency: Frequency::Analytics,
-    operations: &[Operation::TransactWriteItems],
+    operations: &[Operation::Query, Operation::TransactWriteItems],
     index: None,
-    key_condition: "PK = USER#{userId}, SK = ROLLOUT#{rolloutId}; PK = ROLLOUTS#RUNNING, SK = {userId}#{rolloutId}",
-    budget: RequestBudget::Fixed(1),
+    key_condition: "PK = ROLLOUTS#RUNNING, SK begins_with {userId}# (the owner's running count); PK = USER#{userId}, SK = ROLLOUT#{rolloutId}; PK = ROLLOUTS#RUNNING, SK = {userId}#{rolloutId}",
+    budget: RequestBudget::Fixed(2),
     max_read_units: None,
     route: Some("POST /me/rollouts"),
     implemented_by: implemented_by!(start_rollout),
 };
 
 /// AP-T5: records a rollout of `patch` to `user`'s devices of `target` and lists it for the
-/// worker, in one transaction; nothing is applied in the request.
+/// worker, in one transaction; nothing is applied in the request. A 409 `rollout_limit`,
+/// before any write, when the owner has [`MAX_RUNNING_ROLLOUTS`] running (one Query of their
+/// running-list keys, at most that many). Its id sorts after every earlier one of the owner's
+/// ([`RolloutId::generate`]), so it is applied after them.
 pub async fn start_rollout(
     table: &FleetTable,
     user: &UserId,
     target: RolloutTarget,
     patch: TwinDocument,
 ) -> Result<RolloutView, FleetError> {
-    let rollout_id = RolloutId::parse(format!("r-{}", random_id()?))?;
+    let (running, _) = query(
+        key_prefix(
+            table,
+            RUNNING_ROLLOUTS_PK,
+            running_rollout_prefix(user),
+            Expressions::builder().projection(&[PK]),
+        )
+        .limit(MAX_RUNNING_ROLLOUTS as i32)
+        .consistent_read(true),
+    )
+    .await?;
+    if running.len() >= MAX_RUNNING_ROLLOUTS {
+        return Err(FleetError::Conflict {
+            code: "rollout_limit",
+            message: format!(
+                "an owner has at most {MAX_RUNNING_ROLLOUTS} rollouts running: wait for one to finish"
+            ),
+        });
+    }
+    let created_at = Timestamp::now();
+    let rollout_id = RolloutId::generate(created_at);
     let item = RolloutItem {
         user_id: user.clone(),
         rollout_id: rollout_id.clone(),
@@ -114,7 +143,9 @@ pub async fn start_rollout(
         status: RolloutStatus::Running,
         position: None,
         devices_updated: 0,
-        created_at: Timestamp::now(),
+        devices_failed: 0,
+        failures: Vec::new(),
+        created_at,
         finished_at: None,
     };
     let running = RunningRolloutItem {
@@ -187,6 +218,8 @@ pub async fn get_rollout(
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct RolloutRun {
+    /// Owners with running rollouts.
+    pub owners: u32,
     /// Rollouts it worked on.
     pub rollouts: u32,
     /// Rollouts it finished.
@@ -195,6 +228,12 @@ pub struct RolloutRun {
     pub pages: u32,
     /// Devices whose desired state it changed.
     pub devices: u64,
+    /// Devices it could not change (recorded on their rollouts).
+    pub devices_failed: u64,
+    /// Owners' turns that failed (their rollout is left where it was, for the next run).
+    pub errors: u32,
+    /// Rollouts another, overlapping run had moved past (left to it).
+    pub stale: u32,
 }
 
 /// AP-T7, implemented by [`advance_rollouts`].
@@ -218,70 +257,170 @@ pub const ADVANCE_ROLLOUTS: AccessPattern = AccessPattern {
     implemented_by: implemented_by!(advance_rollouts),
 };
 
-/// AP-T7: carries the running rollouts forward until `deadline`: one Query of the running
-/// list, then for each rollout a GetItem of it and page after page (the targets: one Query;
-/// for a tag, their device items: one BatchGetItem; their live states and desired
-/// documents: one BatchGetItem; one transaction per device, at most [`CONCURRENCY`] at once;
-/// the position: one UpdateItem) until done (the rollout marked done and taken off the list:
-/// an UpdateItem and a DeleteItem) or the deadline. Paced to
-/// [`ROLLOUT_DEVICES_PER_SECOND`]. Safe to stop anywhere: a page is done again from the
-/// position before it, and a device it reached twice gets the same patch merged again.
+/// One owner's work in a run: their running rollouts oldest first, and the one in hand.
+struct OwnerTurns {
+    waiting: VecDeque<RunningRolloutItem>,
+    current: Option<(RolloutItem, TwinDocument)>,
+    /// Nothing more for this owner in this run (all done, a failed turn, or a stale rollout).
+    over: bool,
+}
+
+/// AP-T7: carries the running rollouts forward until `deadline`. The running list is read
+/// whole (Query pages of `ROLLOUTS#RUNNING`); then turn after turn, every owner with a
+/// running rollout gets one page of devices of their oldest running rollout (a GetItem of
+/// it when taken up; the targets: one Query; for a tag, their device items: one
+/// BatchGetItem; their live states and desired documents: one BatchGetItem; one transaction
+/// per device, at most [`CONCURRENCY`] at once; the position: one conditional UpdateItem),
+/// so no owner's large or endless rollout delays another owner's by more than a page a turn.
+/// An owner's rollouts are applied one after another in creation order (their ids sort by
+/// it), so a newer rollout's value is the one a device keeps. A device whose merged
+/// document would break the document contract, or whose write fails, is recorded on the
+/// rollout and skipped; a turn that fails (its page could not be read) is logged and leaves
+/// that rollout where it was for the next run, the other owners going on. The position only
+/// moves forward ([`checkpoint`]): an overlapping run that finds it moved leaves the owner
+/// to the run ahead. A turn takes at least a page's share of a second at
+/// [`ROLLOUT_DEVICES_PER_SECOND`].
 pub async fn advance_rollouts(
     table: &FleetTable,
     deadline: Instant,
 ) -> Result<RolloutRun, FleetError> {
-    let listed = Expressions::builder()
-        .key_condition(Condition::equals(PK, s(RUNNING_ROLLOUTS_PK)))
-        .build();
-    let (running, _) = query(
-        table
-            .client
-            .query()
-            .table_name(table.name())
-            .expressions(listed)
-            .limit(RUNNING_LISTED)
-            .consistent_read(true),
-    )
-    .await?;
-    let mut run = RolloutRun::default();
-    for item in running {
-        if Instant::now() >= deadline {
-            break;
+    let running = list_running(table).await?;
+    let mut owners: Vec<OwnerTurns> = Vec::new();
+    let mut last_owner: Option<UserId> = None;
+    for entry in running {
+        if last_owner.as_ref() != Some(&entry.user_id) {
+            last_owner = Some(entry.user_id.clone());
+            owners.push(OwnerTurns {
+                waiting: VecDeque::new(),
+                current: None,
+                over: false,
+            });
         }
-        let running = RunningRolloutItem::from_item(item)?;
-        run.rollouts += 1;
-        let Some(mut rollout) = read_rollout(table, &running).await? else {
-            delete_running(table, &running).await?;
-            continue;
-        };
-        let patch = TwinDocument::from_text(&rollout.patch)?;
-        loop {
+        if let Some(owner) = owners.last_mut() {
+            owner.waiting.push_back(entry);
+        }
+    }
+    let mut run = RolloutRun {
+        owners: owners.len() as u32,
+        ..RolloutRun::default()
+    };
+    // The pace: a turn gives each owner at most one page of ROLLOUT_PAGE devices, and takes
+    // at least that page's share of a second.
+    let floor = Duration::from_secs_f64(ROLLOUT_PAGE as f64 / ROLLOUT_DEVICES_PER_SECOND as f64);
+    'turns: while owners.iter().any(|o| !o.over) {
+        let started = Instant::now();
+        for owner in owners.iter_mut().filter(|o| !o.over) {
             if Instant::now() >= deadline {
-                break;
+                break 'turns;
             }
-            let started = Instant::now();
-            let (devices, next) = target_page(table, &rollout).await?;
-            let changed = apply_page(table, &devices, &patch).await?;
-            run.pages += 1;
-            run.devices += changed;
-            rollout.devices_updated += changed;
-            rollout.position = next.clone().or(rollout.position);
-            if next.is_none() {
-                finish(table, &rollout, changed).await?;
-                run.finished += 1;
-                break;
+            if let Err(err) = owner_turn(table, owner, &mut run).await {
+                run.errors += 1;
+                owner.over = true;
+                if let Some((rollout, _)) = &owner.current {
+                    tracing::warn!(
+                        user = %rollout.user_id,
+                        rollout = %rollout.rollout_id,
+                        error = %err,
+                        "a rollout's turn failed; it resumes from its position next run"
+                    );
+                } else {
+                    tracing::warn!(error = %err, "a rollout owner's turn failed");
+                }
             }
-            checkpoint(table, &rollout, changed).await?;
-            // The pace: a page of ROLLOUT_PAGE devices takes at least its share of a second.
-            let floor =
-                Duration::from_secs_f64(ROLLOUT_PAGE as f64 / ROLLOUT_DEVICES_PER_SECOND as f64);
-            if let Some(rest) = floor.checked_sub(started.elapsed()) {
-                tokio::time::sleep(rest.min(deadline.saturating_duration_since(Instant::now())))
-                    .await;
-            }
+        }
+        if let Some(rest) = floor.checked_sub(started.elapsed()) {
+            tokio::time::sleep(rest.min(deadline.saturating_duration_since(Instant::now()))).await;
         }
     }
     Ok(run)
+}
+
+/// The whole running list, in key order: owner by owner, each owner's rollouts oldest first.
+async fn list_running(table: &FleetTable) -> Result<Vec<RunningRolloutItem>, FleetError> {
+    let mut running = Vec::new();
+    let mut start: Option<Item> = None;
+    loop {
+        let listed = Expressions::builder()
+            .key_condition(Condition::equals(PK, s(RUNNING_ROLLOUTS_PK)))
+            .build();
+        let (items, last) = query(
+            table
+                .client
+                .query()
+                .table_name(table.name())
+                .expressions(listed)
+                .set_exclusive_start_key(start.take())
+                .consistent_read(true),
+        )
+        .await?;
+        for item in items {
+            running.push(RunningRolloutItem::from_item(item)?);
+        }
+        match last {
+            Some(key) => start = Some(key),
+            None => return Ok(running),
+        }
+    }
+}
+
+/// One owner's turn: one page of their oldest running rollout (taking up the next one
+/// first when none is in hand). Sets `over` when the owner has nothing more in this run.
+async fn owner_turn(
+    table: &FleetTable,
+    owner: &mut OwnerTurns,
+    run: &mut RolloutRun,
+) -> Result<(), FleetError> {
+    if owner.current.is_none() {
+        loop {
+            let Some(running) = owner.waiting.pop_front() else {
+                owner.over = true;
+                return Ok(());
+            };
+            match read_rollout(table, &running).await? {
+                Some(rollout) => {
+                    let patch = TwinDocument::from_text(&rollout.patch)?;
+                    run.rollouts += 1;
+                    owner.current = Some((rollout, patch));
+                    break;
+                }
+                None => delete_running(table, &running).await?,
+            }
+        }
+    }
+    let Some((rollout, patch)) = owner.current.as_mut() else {
+        return Ok(());
+    };
+    let (devices, next) = target_page(table, rollout).await?;
+    let page = apply_page(table, &devices, patch).await?;
+    run.pages += 1;
+    run.devices += page.changed;
+    run.devices_failed += page.failures.len() as u64;
+    let read_at = rollout.position.clone();
+    let mut progress = rollout.clone();
+    progress.devices_updated += page.changed;
+    progress.record_failures(page.failures);
+    progress.position = next.clone().or(progress.position);
+    let moved = if next.is_none() {
+        finish(table, &progress, read_at.as_ref()).await?
+    } else {
+        checkpoint(table, &progress, read_at.as_ref()).await?
+    };
+    if !moved {
+        // Another run moved this rollout on meanwhile: it is that run's to carry on, and so
+        // are this owner's later rollouts (taking them up here could apply them before it).
+        run.stale += 1;
+        owner.current = None;
+        owner.over = true;
+        return Ok(());
+    }
+    if next.is_none() {
+        run.finished += 1;
+        owner.current = None;
+        owner.over = owner.waiting.is_empty();
+    } else {
+        *rollout = progress;
+    }
+    Ok(())
 }
 
 async fn read_rollout(
@@ -398,16 +537,34 @@ fn start_key(pk: String, sk: String) -> Item {
     ])
 }
 
-/// Merges `patch` into the desired state of each of `devices` (skipping any being deleted),
-/// returning how many changed.
+/// What a page did: devices changed, and those left as they were with the reason.
+struct PageOutcome {
+    changed: u64,
+    failures: Vec<RolloutFailure>,
+}
+
+/// What became of one device.
+enum DeviceOutcome {
+    Changed,
+    Unchanged,
+    /// Left as it was, for this reason (the owner reads it on the rollout).
+    Refused(String),
+}
+
+/// Merges `patch` into the desired state of each of `devices` (skipping any being deleted):
+/// how many changed, and which could not be (recorded, not fatal: the others go on).
 async fn apply_page(
     table: &FleetTable,
     devices: &[DeviceItem],
     patch: &TwinDocument,
-) -> Result<u64, FleetError> {
+) -> Result<PageOutcome, FleetError> {
+    let mut outcome = PageOutcome {
+        changed: 0,
+        failures: Vec::new(),
+    };
     let devices: Vec<&DeviceItem> = devices.iter().filter(|d| d.deleting_at.is_none()).collect();
     if devices.is_empty() {
-        return Ok(0);
+        return Ok(outcome);
     }
     // The live states (the version) and the desired documents of the page: one BatchGetItem.
     let mut keys = Vec::new();
@@ -450,34 +607,58 @@ async fn apply_page(
         let current = documents
             .remove(&d.device_id)
             .filter(|doc| doc.version == state.twin.desired_version);
-        changes.push(apply_one(
-            table,
-            d,
-            state.twin.desired_version,
-            current,
-            patch,
-        ));
+        changes.push(async move {
+            let result = apply_one(table, d, state.twin.desired_version, current, patch).await;
+            (d, result)
+        });
     }
-    let results: Vec<Result<bool, FleetError>> = futures::stream::iter(changes)
-        .buffer_unordered(CONCURRENCY)
-        .collect()
-        .await;
-    let mut changed = 0;
-    for result in results {
-        changed += u64::from(result?);
+    let results: Vec<(&DeviceItem, Result<DeviceOutcome, FleetError>)> =
+        futures::stream::iter(changes)
+            .buffer_unordered(CONCURRENCY)
+            .collect()
+            .await;
+    for (device, result) in results {
+        let reason = match result {
+            Ok(DeviceOutcome::Changed) => {
+                outcome.changed += 1;
+                continue;
+            }
+            Ok(DeviceOutcome::Unchanged) => continue,
+            Ok(DeviceOutcome::Refused(reason)) => reason,
+            Err(err) => {
+                tracing::warn!(
+                    user = %device.user_id,
+                    device = %device.device_id,
+                    error = %err,
+                    "a rollout could not change a device's desired state"
+                );
+                "its desired state could not be read or written; it was left as it was".into()
+            }
+        };
+        outcome.failures.push(RolloutFailure {
+            device_id: device.device_id.clone(),
+            reason,
+        });
     }
-    Ok(changed)
+    // Failures in the order the devices are walked, whatever order the writes finished in.
+    outcome
+        .failures
+        .sort_by(|a, b| a.device_id.cmp(&b.device_id));
+    Ok(outcome)
 }
 
 /// One device's desired state with `patch` merged in; on a conflict (its owner set it
-/// meanwhile) read again and merge into the newer one (a few times).
+/// meanwhile) read again and merge into the newer one (a few times). A merge whose result
+/// breaks the contract of `PUT .../desired` ([`MAX_DOCUMENT_BYTES`], the depth) is refused,
+/// not written: the device's report of it would be refused, and the document could grow
+/// toward DynamoDB's 400 KB item limit, past which every write to it fails.
 async fn apply_one(
     table: &FleetTable,
     device: &DeviceItem,
     mut version: u64,
     mut current: Option<DesiredStateItem>,
     patch: &TwinDocument,
-) -> Result<bool, FleetError> {
+) -> Result<DeviceOutcome, FleetError> {
     for _ in 0..4 {
         let base = match &current {
             Some(doc) => TwinDocument::from_text(&doc.document)?,
@@ -485,7 +666,12 @@ async fn apply_one(
         };
         let next = base.merged(patch);
         if current.is_some() && next == base {
-            return Ok(false);
+            return Ok(DeviceOutcome::Unchanged);
+        }
+        if let Err(refused) = TwinDocument::parse("desired", next.as_value(), MAX_DOCUMENT_BYTES) {
+            return Ok(DeviceOutcome::Refused(format!(
+                "the merged desired document would break its contract: {refused}"
+            )));
         }
         let (actions, _) = desired_write(
             table,
@@ -497,10 +683,10 @@ async fn apply_one(
             Timestamp::now(),
         )?;
         if let Transaction::Committed = transact(table, actions, Retry::attempts(4)).await? {
-            return Ok(true);
+            return Ok(DeviceOutcome::Changed);
         }
         let Some(state) = read_state(table, state_key_of(device)).await? else {
-            return Ok(false);
+            return Ok(DeviceOutcome::Unchanged);
         };
         version = state.twin.desired_version;
         let out = table
@@ -527,54 +713,101 @@ async fn apply_one(
     Err(crate::store::dynamo::throttled())
 }
 
-/// The position and count after a page.
-async fn checkpoint(
+/// The condition of a run's write of its progress on a rollout: still running, and still at
+/// the position the run read (`read_at`; none before the first page). Pages are walked in
+/// key order, so the position a run writes is always after the one it read: together, the
+/// position only ever moves forward.
+fn still_at(read_at: Option<&DeviceId>) -> Condition {
+    let at = match read_at {
+        Some(position) => Condition::equals(RolloutItem::POSITION, s(position.as_str())),
+        None => Condition::absent(RolloutItem::POSITION),
+    };
+    Condition::exists(PK)
+        .and(Condition::equals(
+            RolloutItem::STATUS,
+            s(RolloutStatus::Running.as_str()),
+        ))
+        .and(at)
+}
+
+/// The progress after a page, with the counts and failures of `progress`: one conditional
+/// UpdateItem ([`still_at`] `read_at`). `Ok(false)` when another run moved the rollout on
+/// (or finished it) meanwhile: a stale run's checkpoint changes nothing, and is no error.
+/// Public so the overlap can be tested on the table.
+pub async fn checkpoint(
     table: &FleetTable,
-    rollout: &RolloutItem,
-    changed: u64,
-) -> Result<(), FleetError> {
-    let mut update = Update::new().add(RolloutItem::DEVICES_UPDATED, n(changed));
-    if let Some(position) = &rollout.position {
+    progress: &RolloutItem,
+    read_at: Option<&DeviceId>,
+) -> Result<bool, FleetError> {
+    let mut update = progress_update(progress)?;
+    if let Some(position) = &progress.position {
         update = update.set(RolloutItem::POSITION, s(position.as_str()));
     }
-    table
+    conditional_progress(table, progress, update, read_at).await
+}
+
+fn progress_update(progress: &RolloutItem) -> Result<Update, FleetError> {
+    Ok(Update::new()
+        .set(RolloutItem::DEVICES_UPDATED, n(progress.devices_updated))
+        .set(RolloutItem::DEVICES_FAILED, n(progress.devices_failed))
+        .set(
+            RolloutItem::FAILURES,
+            serde_dynamo::to_attribute_value(&progress.failures)?,
+        ))
+}
+
+async fn conditional_progress(
+    table: &FleetTable,
+    progress: &RolloutItem,
+    update: Update,
+    read_at: Option<&DeviceId>,
+) -> Result<bool, FleetError> {
+    let sent = table
         .client
         .update_item()
         .table_name(table.name())
-        .set_key(Some(rollout.item_key().attributes()))
-        .expressions(Expressions::write(update, Some(Condition::exists(PK))))
+        .set_key(Some(progress.item_key().attributes()))
+        .expressions(Expressions::write(update, Some(still_at(read_at))))
         .send()
-        .await
-        .map_err(sdk_error)?;
-    Ok(())
+        .await;
+    match sent {
+        Ok(_) => Ok(true),
+        Err(err)
+            if err
+                .as_service_error()
+                .is_some_and(|e| e.is_conditional_check_failed_exception()) =>
+        {
+            Ok(false)
+        }
+        Err(err) => Err(sdk_error(err)),
+    }
 }
 
-/// The rollout done, and off the running list.
-async fn finish(table: &FleetTable, rollout: &RolloutItem, changed: u64) -> Result<(), FleetError> {
-    let update = Update::new()
-        .add(RolloutItem::DEVICES_UPDATED, n(changed))
+/// The rollout done with the counts of `progress`, and off the running list; `Ok(false)`
+/// (nothing written) when another run moved it on or finished it meanwhile.
+async fn finish(
+    table: &FleetTable,
+    progress: &RolloutItem,
+    read_at: Option<&DeviceId>,
+) -> Result<bool, FleetError> {
+    let update = progress_update(progress)?
         .set(
             RolloutItem::STATUS,
             serde_dynamo::to_attribute_value(RolloutStatus::Done)?,
         )
         .set(RolloutItem::FINISHED_AT, s(Timestamp::now().to_string()));
-    table
-        .client
-        .update_item()
-        .table_name(table.name())
-        .set_key(Some(rollout.item_key().attributes()))
-        .expressions(Expressions::write(update, Some(Condition::exists(PK))))
-        .send()
-        .await
-        .map_err(sdk_error)?;
+    if !conditional_progress(table, progress, update, read_at).await? {
+        return Ok(false);
+    }
     delete_running(
         table,
         &RunningRolloutItem {
-            user_id: rollout.user_id.clone(),
-            rollout_id: rollout.rollout_id.clone(),
+            user_id: progress.user_id.clone(),
+            rollout_id: progress.rollout_id.clone(),
         },
     )
-    .await
+    .await?;
+    Ok(true)
 }
 
 async fn delete_running(
