@@ -128,6 +128,11 @@ async fn serves_the_console_and_its_stand_in_sign_in_beside_the_api() {
             name: "Op".into(),
             admin: true,
         }],
+        security_headers: template()
+            .console_headers
+            .as_ref()
+            .expect("template.yaml's ConsoleSecurityHeaders")
+            .local_headers(),
     });
     let app = with_console(server.clone().app(), server.clone(), console);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -142,7 +147,26 @@ async fn serves_the_console_and_its_stand_in_sign_in_beside_the_api() {
     let page = http.get(format!("{url}/")).send().await.unwrap();
     assert_eq!(page.status(), 200);
     assert_eq!(page.headers()["content-type"], "text/html; charset=utf-8");
+    // CloudFront's security headers, from template.yaml, on the console's files.
+    let policy = page.headers()["content-security-policy"]
+        .to_str()
+        .unwrap()
+        .to_string();
+    assert!(policy.starts_with("default-src 'self';"), "{policy}");
+    assert!(policy.contains("connect-src 'self';"), "{policy}");
+    assert!(policy.contains("frame-ancestors 'none'"), "{policy}");
+    assert_eq!(page.headers()["x-frame-options"], "DENY");
+    assert_eq!(page.headers()["x-content-type-options"], "nosniff");
     assert_eq!(page.text().await.unwrap(), "<title>console</title>");
+    // The console's configuration says local: no 404 in the browser's console, and no
+    // console falls back to local sign-in by itself (web/src/auth.ts fails closed).
+    let config = http.get(format!("{url}/config.json")).send().await.unwrap();
+    assert_eq!(config.status(), 200);
+    assert_eq!(config.headers()["content-security-policy"], policy.as_str());
+    assert_eq!(
+        config.json::<Value>().await.unwrap(),
+        json!({"mode": "local"})
+    );
     let script = http
         .get(format!("{url}/assets/app-1.js"))
         .send()

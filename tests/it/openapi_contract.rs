@@ -369,3 +369,88 @@ fn every_route_documents_the_429_of_throttling() {
         .unwrap_or_else(|e| panic!("{route}: {e}"));
     }
 }
+
+/// The error codes a handler can answer, read from the source: `ApiError`'s constructors
+/// (`StatusCode::X, "code"`), `FleetError::Conflict { code: "..." }` and literal error bodies
+/// (`"code": "..."`) in shared/src and functions/*/src.
+fn error_codes_in_the_code() -> BTreeSet<String> {
+    fn rust_files(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
+        for entry in std::fs::read_dir(dir).unwrap().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                rust_files(&path, out);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                out.push(path);
+            }
+        }
+    }
+    /// The `[a-z_]+` literal that starts right after `at` (past whitespace and one `"`).
+    fn literal_after(text: &str) -> Option<String> {
+        let rest = text.trim_start().strip_prefix('"')?;
+        let end = rest.find('"')?;
+        let code = &rest[..end];
+        (!code.is_empty() && code.bytes().all(|b| b.is_ascii_lowercase() || b == b'_'))
+            .then(|| code.to_string())
+    }
+    let root = fleet_testkit::repo_root();
+    let mut files = Vec::new();
+    rust_files(&root.join("shared/src"), &mut files);
+    rust_files(&root.join("functions"), &mut files);
+    let mut codes = BTreeSet::new();
+    for file in files {
+        let text = std::fs::read_to_string(&file).unwrap();
+        // Tests build bodies of their own; only the code before `#[cfg(test)]` answers.
+        let text = text.split("#[cfg(test)]").next().unwrap();
+        for marker in ["code: ", "\"code\": "] {
+            for (at, _) in text.match_indices(marker) {
+                codes.extend(literal_after(&text[at + marker.len()..]));
+            }
+        }
+        for (at, _) in text.match_indices("StatusCode::") {
+            let rest = &text[at + "StatusCode::".len()..];
+            let name_end = rest
+                .find(|c: char| !(c.is_ascii_uppercase() || c == '_'))
+                .unwrap_or(rest.len());
+            if let Some(after_comma) = rest[name_end..].trim_start().strip_prefix(',') {
+                codes.extend(literal_after(after_comma));
+            }
+        }
+    }
+    codes
+}
+
+#[test]
+fn every_error_code_the_handlers_answer_is_in_the_contract() {
+    let doc = api_doc();
+    let mut documented: BTreeSet<String> = doc.schema("Error")["properties"]["error"]["properties"]
+        ["code"]["enum"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c.as_str().unwrap().to_string())
+        .collect();
+    documented.insert(
+        doc.schema("PartialIngest")["properties"]["error"]["properties"]["code"]["const"]
+            .as_str()
+            .unwrap()
+            .to_string(),
+    );
+    let answered = error_codes_in_the_code();
+    // The scan finds each way a code is written (so it cannot silently find nothing).
+    for known in [
+        "invalid_request",
+        "command_queue_full",
+        "rule_limit",
+        "partially_stored",
+    ] {
+        assert!(
+            answered.contains(known),
+            "the scan missed {known}: {answered:?}"
+        );
+    }
+    let missing: Vec<&String> = answered.difference(&documented).collect();
+    assert!(
+        missing.is_empty(),
+        "error codes the handlers answer that docs/openapi.yaml's Error.code does not list: {missing:?}"
+    );
+}

@@ -1,6 +1,10 @@
 // Sign-in. On AWS: the stack's Cognito user pool through its hosted UI, authorization code with
-// PKCE (no client secret in a browser). Locally (no config.json): the dev server's stand-in
-// users, each a button that asks the dev server for a stand-in token.
+// PKCE (no client secret in a browser). Locally (config.json says local): the dev server's
+// stand-in users, each a button that asks the dev server for a stand-in token.
+//
+// The session (the ID token) lives in this module's memory only, never in sessionStorage or
+// localStorage: a script injected into the page could read those, and they outlive the tab's
+// page. A reload signs in again (on AWS the hosted UI's own cookie makes that one redirect).
 
 export interface Session {
   token: string;
@@ -13,35 +17,58 @@ export type Config =
   | { mode: 'local' }
   | { mode: 'cognito'; apiUrl: string; cognitoDomain: string; clientId: string; redirectUri: string };
 
-const SESSION_KEY = 'fleet.session';
+/** The PKCE verifier and state between leaving for the hosted UI and coming back (not a token). */
 const PKCE_KEY = 'fleet.pkce';
 
+let session: Session | null = null;
+
 export function currentSession(): Session | null {
-  try {
-    const raw = sessionStorage.getItem(SESSION_KEY);
-    return raw ? (JSON.parse(raw) as Session) : null;
-  } catch {
-    return null;
-  }
+  return session;
 }
 
-export function saveSession(session: Session): void {
-  sessionStorage.setItem(SESSION_KEY, JSON.stringify(session));
+export function saveSession(signedIn: Session): void {
+  session = signedIn;
 }
 
 export function clearSession(): void {
-  sessionStorage.removeItem(SESSION_KEY);
+  session = null;
 }
 
-/** `config.json` beside index.html, written by `make deploy`; without it the console is local. */
+/** Why the console cannot start: it shows this instead of any sign-in. */
+export class ConfigError extends Error {}
+
+function isConfig(value: unknown): value is Config {
+  if (typeof value !== 'object' || value === null) return false;
+  const v = value as Record<string, unknown>;
+  if (v.mode === 'local') return true;
+  return (
+    v.mode === 'cognito' &&
+    ['apiUrl', 'cognitoDomain', 'clientId', 'redirectUri'].every((k) => typeof v[k] === 'string' && v[k] !== '')
+  );
+}
+
+/**
+ * `config.json` beside index.html: written by `make deploy` on AWS, served by the dev server
+ * locally. The console fails closed: without a readable, valid one it does not start (it never
+ * falls back to local sign-in, which on AWS would be a sign-in that cannot work or, worse, one
+ * that trusts whatever answers on its origin).
+ */
 export async function loadConfig(): Promise<Config> {
+  let response: Response;
   try {
-    const response = await fetch('config.json', { cache: 'no-store' });
-    if (response.ok) return (await response.json()) as Config;
+    response = await fetch('config.json', { cache: 'no-store' });
   } catch {
-    // no config: local
+    throw new ConfigError('The console could not load its configuration (config.json): the network failed.');
   }
-  return { mode: 'local' };
+  if (!response.ok) throw new ConfigError(`The console could not load its configuration: config.json answered ${response.status}.`);
+  let body: unknown;
+  try {
+    body = await response.json();
+  } catch {
+    throw new ConfigError('The console could not read its configuration: config.json is not JSON.');
+  }
+  if (!isConfig(body)) throw new ConfigError('The console could not read its configuration: config.json names no sign-in it knows.');
+  return body;
 }
 
 export interface StandInUser {

@@ -3,6 +3,7 @@ import { useEffect, useState } from 'preact/hooks';
 import './style.css';
 import { configureApi } from './api';
 import {
+  ConfigError,
   clearSession,
   cognitoSignOutUrl,
   currentSession,
@@ -121,8 +122,33 @@ function App({ config, initial }: { config: Config; initial: Session | null }) {
   );
 }
 
+/** The console could not read its configuration: it says so and offers nothing else. */
+function ConfigFailure({ message }: { message: string }) {
+  useEffect(() => {
+    document.querySelector<HTMLElement>('main h1')?.focus();
+  }, []);
+  return (
+    <main id="main">
+      <section class="signin">
+        <h1 tabIndex={-1}>The console cannot start</h1>
+        <p class="error" role="alert">
+          {message}
+        </p>
+        <p>Reload the page in a moment. If this stays, the console was deployed without its configuration: <code>make deploy</code> writes <code>config.json</code> beside it.</p>
+      </section>
+    </main>
+  );
+}
+
 async function start() {
-  const config = await loadConfig();
+  const root = document.getElementById('app')!;
+  let config: Config;
+  try {
+    config = await loadConfig();
+  } catch (e) {
+    render(<ConfigFailure message={e instanceof ConfigError ? e.message : 'The console could not read its configuration.'} />, root);
+    return;
+  }
   let session = currentSession();
   if (config.mode === 'cognito') {
     try {
@@ -135,7 +161,7 @@ async function start() {
       console.error(e);
     }
   }
-  render(<App config={config} initial={session} />, document.getElementById('app')!);
+  render(<App config={config} initial={session} />, root);
 }
 
 void start();

@@ -23,6 +23,7 @@ use shared::model::ids::{
     parse_display_name, parse_tags, CommandName, DeviceId, DeviceType, Tag, UserId,
 };
 use shared::model::offline::parse_report_every;
+use shared::model::optional::not_null;
 use shared::model::status::DeviceStatus;
 use shared::model::twin::{
     RolloutTarget, TwinDocument, DEFAULT_COMMAND_EXPIRY_SECONDS, MAX_COMMAND_EXPIRY_SECONDS,
@@ -120,7 +121,9 @@ struct RegisterDeviceBody {
     device_type: String,
     #[serde(default)]
     tags: Vec<String>,
-    /// Validated by [`parse_report_every`] (a 400 naming the field, not serde's message).
+    /// Validated by [`parse_report_every`] (a 400 naming the field, not serde's message);
+    /// `null` is refused: leave it out to have the interval learned.
+    #[serde(default, deserialize_with = "not_null")]
     report_every_seconds: Option<serde_json::Value>,
 }
 
@@ -142,7 +145,6 @@ async fn register_device(
     let registration = DeviceRegistration {
         report_every_seconds: body
             .report_every_seconds
-            .filter(|v| !v.is_null())
             .map(|v| parse_report_every("reportEverySeconds", &v))
             .transpose()?,
         device_id: DeviceId::parse(body.device_id)?,
@@ -169,8 +171,12 @@ async fn register_device(
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct PatchDeviceBody {
+    #[serde(default, deserialize_with = "not_null")]
     status: Option<String>,
+    #[serde(default, deserialize_with = "not_null")]
     name: Option<String>,
+    /// `[]` removes every tag; `null` is refused.
+    #[serde(default, deserialize_with = "not_null")]
     tags: Option<Vec<String>>,
     #[serde(default, rename = "reportEverySeconds", deserialize_with = "present")]
     report_every_seconds: Option<serde_json::Value>,
@@ -276,9 +282,9 @@ async fn set_desired(
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct CommandBody {
     name: String,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "not_null")]
     parameters: Option<serde_json::Value>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "not_null")]
     expires_in_seconds: Option<i64>,
 }
 
@@ -320,9 +326,9 @@ async fn queue_command(
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RolloutBody {
-    #[serde(default)]
+    #[serde(default, deserialize_with = "not_null")]
     tag: Option<String>,
-    #[serde(default, rename = "type")]
+    #[serde(default, rename = "type", deserialize_with = "not_null")]
     device_type: Option<String>,
     desired: serde_json::Value,
 }

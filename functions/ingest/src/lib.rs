@@ -21,6 +21,7 @@ use serde_json::json;
 
 use shared::http::api::{json_bytes, json_response, ApiError};
 use shared::http::gateway::DeviceIdPath;
+use shared::model::optional::not_null;
 use shared::model::timestamp::Timestamp;
 use shared::ops::ingest::{validate_batch, IngestConfig, Ingestor, NewEvent, SubmittedEvent};
 use shared::ops::twin::device::{
@@ -60,7 +61,7 @@ pub fn router(ingestor: Arc<Ingestor>) -> Router {
 #[serde(deny_unknown_fields)]
 struct IngestBody {
     events: Vec<SubmittedEvent>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "not_null")]
     reported: Option<SubmittedReport>,
     #[serde(default)]
     acks: Vec<SubmittedAck>,
@@ -69,7 +70,7 @@ struct IngestBody {
 #[derive(Deserialize, Default)]
 #[serde(deny_unknown_fields)]
 struct SyncBody {
-    #[serde(default)]
+    #[serde(default, deserialize_with = "not_null")]
     reported: Option<SubmittedReport>,
     #[serde(default)]
     acks: Vec<SubmittedAck>,

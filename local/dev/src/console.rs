@@ -34,7 +34,15 @@ pub struct Console {
     pub dir: Option<PathBuf>,
     /// The stand-in users, in the order the sign-in page lists them.
     pub users: Vec<StandInUser>,
+    /// The headers CloudFront adds to every console file (template.yaml's
+    /// `ConsoleSecurityHeaders`, AWS origins dropped), so the console runs locally under the
+    /// policy it runs under on AWS.
+    pub security_headers: Vec<(&'static str, String)>,
 }
+
+/// What the console reads at start to know how to sign in: locally, the dev server's stand-in
+/// users (`make deploy` uploads the Cognito one beside the console on AWS).
+const LOCAL_CONFIG: &str = r#"{"mode":"local"}"#;
 
 /// Prefix of the dev-only endpoints. No template route starts with it, so API Gateway on AWS
 /// would answer 404 there, as it should.
@@ -60,11 +68,32 @@ async fn console_or_api(
     }
     let is_read = req.method() == Method::GET || req.method() == Method::HEAD;
     if is_read && !server.has_route(req.method().as_str(), &path) {
+        if path == "/config.json" {
+            let mut response = json_answer(
+                StatusCode::OK,
+                serde_json::from_str(LOCAL_CONFIG).unwrap_or_default(),
+            );
+            response
+                .headers_mut()
+                .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+            return with_security_headers(response, &console);
+        }
         if let Some(dir) = &console.dir {
-            return static_file(dir, &path).await;
+            return with_security_headers(static_file(dir, &path).await, &console);
         }
     }
     next.run(req).await
+}
+
+/// `response` with the console's security headers, as CloudFront's response headers policy
+/// adds them to every file (404s included).
+fn with_security_headers(mut response: Response, console: &Console) -> Response {
+    for (name, value) in &console.security_headers {
+        if let Ok(value) = HeaderValue::from_str(value) {
+            response.headers_mut().insert(*name, value);
+        }
+    }
+    response
 }
 
 /// `GET /local/users`: the stand-in users; `POST /local/users/{sub}/token`: a stand-in JWT

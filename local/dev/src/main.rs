@@ -125,6 +125,12 @@ async fn serve() -> Result<(), Error> {
     let server = Arc::new(DevServer::new(&stack.template, &table));
     let console = Console {
         dir: console_dir(),
+        security_headers: stack
+            .template
+            .console_headers
+            .as_ref()
+            .map(|h| h.local_headers())
+            .unwrap_or_default(),
         users: demo::USERS
             .iter()
             .map(|u| StandInUser {

@@ -127,6 +127,62 @@ pub struct Template {
     pub function_definitions: BTreeMap<String, FunctionDefinition>,
     /// Every parameter's default value (as a string), by name.
     pub parameter_defaults: BTreeMap<String, String>,
+    /// The web console's security headers (its `AWS::CloudFront::ResponseHeadersPolicy`), when
+    /// the template has one.
+    pub console_headers: Option<ConsoleSecurityHeaders>,
+}
+
+/// The security headers CloudFront adds to every file of the web console, as the template's
+/// `AWS::CloudFront::ResponseHeadersPolicy` declares them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConsoleSecurityHeaders {
+    /// The Content-Security-Policy as written, `${...}` substitutions (the AWS origins) included.
+    pub content_security_policy: String,
+    /// `X-Content-Type-Options: nosniff` is sent.
+    pub nosniff: bool,
+    /// `X-Frame-Options` (`DENY`).
+    pub frame_options: Option<String>,
+    /// `Referrer-Policy` (`no-referrer`).
+    pub referrer_policy: Option<String>,
+}
+
+impl ConsoleSecurityHeaders {
+    /// The policy as the dev server sends it: every source with a `${...}` substitution
+    /// dropped. Those name the API's and Cognito's origins on AWS; locally the API is the
+    /// console's own origin (`'self'`) and sign-in is the dev server's.
+    pub fn local_content_security_policy(&self) -> String {
+        self.content_security_policy
+            .split(';')
+            .map(|directive| {
+                directive
+                    .split_whitespace()
+                    .filter(|source| !source.contains("${"))
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            })
+            .filter(|directive| !directive.is_empty())
+            .collect::<Vec<_>>()
+            .join("; ")
+    }
+
+    /// The headers the dev server sends with each console file, names in lower case. No
+    /// `Strict-Transport-Security`: browsers ignore it over `http://127.0.0.1`.
+    pub fn local_headers(&self) -> Vec<(&'static str, String)> {
+        let mut headers = vec![(
+            "content-security-policy",
+            self.local_content_security_policy(),
+        )];
+        if self.nosniff {
+            headers.push(("x-content-type-options", "nosniff".into()));
+        }
+        if let Some(v) = &self.frame_options {
+            headers.push(("x-frame-options", v.clone()));
+        }
+        if let Some(v) = &self.referrer_policy {
+            headers.push(("referrer-policy", v.clone()));
+        }
+        headers
+    }
 }
 
 /// A value the template gives an environment variable.
@@ -261,8 +317,12 @@ impl Template {
         let mut routes = Vec::new();
         let mut functions = BTreeMap::new();
         let mut function_definitions = BTreeMap::new();
+        let mut console_headers = Vec::new();
         for (id, resource) in &resources {
             match resource {
+                Resource::ResponseHeaders(props) => {
+                    console_headers.push(response_headers(id, props)?);
+                }
                 Resource::Table(props) => tables.push(table_definition(id, props)),
                 Resource::Function(function) => {
                     let definition =
@@ -295,12 +355,18 @@ impl Template {
                 _ => None,
             })
             .collect();
+        if console_headers.len() > 1 {
+            return Err(shape(
+                "expected at most one AWS::CloudFront::ResponseHeadersPolicy (the console's)",
+            ));
+        }
         Ok(Self {
             table,
             routes,
             functions,
             function_definitions,
             parameter_defaults,
+            console_headers: console_headers.pop(),
         })
     }
 }
@@ -485,7 +551,82 @@ struct RawResource {
 enum Resource {
     Table(RawTableProperties),
     Function(RawFunction),
+    ResponseHeaders(RawResponseHeadersProperties),
     Other,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "PascalCase")]
+struct RawResponseHeadersProperties {
+    response_headers_policy_config: RawResponseHeadersConfig,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "PascalCase")]
+struct RawResponseHeadersConfig {
+    security_headers_config: Option<RawSecurityHeaders>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "PascalCase")]
+struct RawSecurityHeaders {
+    content_security_policy: Option<RawCsp>,
+    content_type_options: Option<Value>,
+    frame_options: Option<RawFrameOptions>,
+    referrer_policy: Option<RawReferrerPolicy>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "PascalCase")]
+struct RawCsp {
+    content_security_policy: CfnValue,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "PascalCase")]
+struct RawFrameOptions {
+    frame_option: String,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "PascalCase")]
+struct RawReferrerPolicy {
+    referrer_policy: String,
+}
+
+fn response_headers(
+    id: &str,
+    props: &RawResponseHeadersProperties,
+) -> Result<ConsoleSecurityHeaders, TemplateError> {
+    let security = props
+        .response_headers_policy_config
+        .security_headers_config
+        .as_ref()
+        .ok_or_else(|| shape(format!("{id}: no SecurityHeadersConfig")))?;
+    let policy = match security
+        .content_security_policy
+        .as_ref()
+        .map(|c| &c.content_security_policy)
+    {
+        Some(CfnValue::Literal(text) | CfnValue::Sub(text)) => text.clone(),
+        _ => {
+            return Err(shape(format!(
+                "{id}: ContentSecurityPolicy must be a string or a !Sub"
+            )))
+        }
+    };
+    Ok(ConsoleSecurityHeaders {
+        content_security_policy: policy,
+        nosniff: security.content_type_options.is_some(),
+        frame_options: security
+            .frame_options
+            .as_ref()
+            .map(|f| f.frame_option.clone()),
+        referrer_policy: security
+            .referrer_policy
+            .as_ref()
+            .map(|r| r.referrer_policy.clone()),
+    })
 }
 
 impl Resource {
@@ -498,6 +639,9 @@ impl Resource {
         }
         Ok(match raw.kind.as_str() {
             "AWS::DynamoDB::Table" => Resource::Table(properties(id, raw.properties)?),
+            "AWS::CloudFront::ResponseHeadersPolicy" => {
+                Resource::ResponseHeaders(properties(id, raw.properties)?)
+            }
             "AWS::Serverless::Function" => Resource::Function(RawFunction {
                 properties: properties(id, raw.properties)?,
                 metadata: yaml_serde::from_value(raw.metadata)
@@ -863,6 +1007,45 @@ Resources:
         Closed: {Type: HttpApi, Properties: {ApiId: !Ref Api, Path: "/x/{id}", Method: GET}}
         Tick: {Type: Schedule, Properties: {Schedule: rate(1 day)}}
 "#;
+
+    #[test]
+    fn the_console_policy_runs_locally_with_the_aws_origins_dropped() {
+        let t = Template::load(&default_template_path()).unwrap();
+        let headers = t
+            .console_headers
+            .expect("template.yaml declares the console's headers");
+        let local = headers.local_content_security_policy();
+        let directives: BTreeMap<&str, &str> = local
+            .split("; ")
+            .map(|d| d.split_once(' ').unwrap_or((d, "")))
+            .collect();
+        assert_eq!(directives["default-src"], "'self'");
+        assert_eq!(
+            directives["connect-src"], "'self'",
+            "locally the API is the console's origin"
+        );
+        assert_eq!(directives["frame-ancestors"], "'none'");
+        assert_eq!(directives["base-uri"], "'none'");
+        assert_eq!(directives["object-src"], "'none'");
+        assert!(
+            !local.contains("unsafe"),
+            "no unsafe-inline or unsafe-eval: {local}"
+        );
+        // On AWS connect-src names the API's and Cognito's origins, and only them.
+        assert!(headers
+            .content_security_policy
+            .contains("connect-src 'self' https://*.execute-api.${AWS::Region}.${AWS::URLSuffix} https://${UserPoolDomain}.auth.${AWS::Region}.amazoncognito.com;"));
+        let names: Vec<&str> = headers.local_headers().iter().map(|(n, _)| *n).collect();
+        assert_eq!(
+            names,
+            [
+                "content-security-policy",
+                "x-content-type-options",
+                "x-frame-options",
+                "referrer-policy"
+            ]
+        );
+    }
 
     #[test]
     fn reads_table_and_routes_through_intrinsic_tags() {

@@ -278,6 +278,16 @@ impl RuleDefinition {
                 .filter(|v| !v.is_null())
                 .ok_or_else(|| ValidationError::new(name, "is required"))
         };
+        // `null` clears an optional field in a PATCH; a new rule has nothing to clear.
+        if let Some(field) = ["clear", "forSeconds", "remindEverySeconds"]
+            .into_iter()
+            .find(|f| object.get(*f).is_some_and(Value::is_null))
+        {
+            return Err(ValidationError::new(
+                field,
+                crate::model::optional::NULL_REFUSED,
+            ));
+        }
         let mut rule = RuleDefinition {
             name: parse_name(required("name")?)?,
             event_type: parse_event_type(required("eventType")?)?,

@@ -66,8 +66,8 @@ pub struct SubmittedAck {
     pub command_id: String,
     /// `succeeded` or `failed`.
     pub status: String,
-    /// What it says about it (an object).
-    #[serde(default)]
+    /// What it says about it (an object); `null` is refused (leave it out).
+    #[serde(default, deserialize_with = "crate::model::optional::not_null")]
     pub result: Option<Value>,
 }
 
