@@ -8,7 +8,7 @@ DDB_STAMP := $(DDB_DIR)/.installed
 VENV      := .venv
 PY_STAMP  := $(VENV)/.installed
 CARGO     ?= cargo
-# The five Lambda functions (Cargo packages; each builds the bootstrap of the same name).
+# The six Lambda functions (Cargo packages; each builds the bootstrap of the same name).
 FUNCTIONS := device-updates ingest dashboard daily-analytics alarm-watch rollout-worker
 PACKAGES  := $(foreach f,$(FUNCTIONS),-p $(f))
 # cargo-lambda, zig and the SAM CLI come from .venv (tools/requirements.txt).
@@ -39,7 +39,7 @@ test: dynamodb-local python-tools python-peer smoke-build web ## Everything: fmt
 	  awk '/^test result:/ {passed += $$4; failed += $$6} END {printf "%d passed, %d failed\n", passed, failed}' target/test.log; \
 	  exit $$status
 
-build: python-tools arm64-target ## The five deployable arm64 bootstraps: target/lambda/<function>/bootstrap
+build: python-tools arm64-target ## The six deployable arm64 bootstraps: target/lambda/<function>/bootstrap
 	$(TOOLS_ENV) $(CARGO) lambda build --release --arm64 --locked $(PACKAGES)
 	@for f in $(FUNCTIONS); do ls -l target/lambda/$$f/bootstrap; done
 
