@@ -137,8 +137,9 @@ pub async fn clear_rule_alarms(
     Ok(cleared)
 }
 
-/// Clears `alarm` of the gone `source` with its device's live state; false when it was no
-/// longer open (a batch cleared it meanwhile).
+/// Clears `alarm` of the gone `source`, and its status on its device's live state in the
+/// same transaction (conditioned on the state unchanged, retried on a concurrent batch);
+/// false when the state kept moving through every attempt.
 async fn clear_one(
     table: &FleetTable,
     alarm: &AlarmItem,
@@ -149,67 +150,84 @@ async fn clear_one(
         partition: alarm.partition,
         device: alarm.device_id.clone(),
     };
+    let device = AlarmDevice {
+        user: alarm.user_id.clone(),
+        device: alarm.device_id.clone(),
+        partition: alarm.partition,
+        name: alarm.device_name.clone(),
+    };
     for _ in 0..ATTEMPTS {
         let now = Timestamp::now();
         let state = read_state(table, &state_key).await?;
-        let (mut actions, clears) = match &state {
+        let listed = |t: &Transition| {
+            matches!(t, Transition::Cleared { raised_at, .. } if *raised_at == alarm.raised_at)
+        };
+        let mut actions = Vec::new();
+        let clears = match &state {
             Some(state) => {
                 let (left, clears) = withdrawn(&state.alarms, now, |s| s == source);
-                let changes = if left.is_empty() {
-                    Update::new().remove(DeviceStateItem::ALARMS)
-                } else {
-                    Update::new().set(
-                        DeviceStateItem::ALARMS,
-                        serde_dynamo::to_attribute_value(&left)?,
-                    )
+                if clears.iter().any(listed) {
+                    actions.push(status_removal(table, &state_key, state, &left)?);
                 }
-                .set(DeviceStateItem::INGEST_SEQ, n(state.ingest_seq + 1));
-                let unchanged = Condition::exists(PK).and(Condition::equals(
-                    DeviceStateItem::INGEST_SEQ,
-                    n(state.ingest_seq),
-                ));
-                let update = UpdateAction::builder()
-                    .table_name(table.name())
-                    .set_key(Some(state_key.attributes()))
-                    .expressions(Expressions::write(changes, Some(unchanged)))
-                    .build()
-                    .map_err(FleetError::internal)?;
-                (vec![TransactWriteItem::builder().update(update).build()], clears)
+                clears
             }
-            // The device is gone but its alarm was left open (deleted before deletions
-            // cleared them): only the alarm and its pointer.
-            None => (
-                Vec::new(),
-                vec![Transition::Cleared {
-                    source: source.clone(),
-                    raised_at: alarm.raised_at,
-                    severity: alarm.severity,
-                    at: now,
-                    reading: None,
-                }],
-            ),
+            None => Vec::new(),
         };
-        // The live state knows this alarm no more (a batch cleared it, or a newer one is
-        // open): nothing of this alarm is left to clear here.
-        if !clears.iter().any(|t| {
-            matches!(t, Transition::Cleared { raised_at, .. } if *raised_at == alarm.raised_at)
-        }) {
-            return Ok(false);
-        }
-        let device = AlarmDevice {
-            user: alarm.user_id.clone(),
-            device: alarm.device_id.clone(),
-            partition: alarm.partition,
-            name: alarm.device_name.clone(),
+        let clears = if clears.iter().any(listed) {
+            clears
+        } else {
+            // The device is gone, or its live state does not list this alarm (deleted before
+            // deletions cleared alarms, or written apart from a state): the alarm and its
+            // pointer alone.
+            vec![Transition::Cleared {
+                source: source.clone(),
+                raised_at: alarm.raised_at,
+                severity: alarm.severity,
+                at: now,
+                reading: None,
+            }]
         };
         actions.extend(transition_actions(table, &device, &[], &clears)?);
         match transact(table, actions, Retry::attempts(MAX_ATTEMPTS)).await? {
             Transaction::Committed => return Ok(true),
-            // A batch moved the state in between: read it again.
+            // A batch moved the state in between, or cleared the alarm: read again.
             Transaction::Cancelled(_) => continue,
         }
     }
-    Err(crate::store::dynamo::throttled())
+    // Still moving after every attempt (a device sending batch after batch): its next batch
+    // without the rule clears it, as a deleted rule's alarm always cleared.
+    Ok(false)
+}
+
+/// The update that leaves `left` as the statuses of the live state `state` (at `key`), bumping
+/// its `ingestSeq` and conditioned on it: a batch that read the state before fails its own
+/// condition and evaluates again.
+fn status_removal(
+    table: &FleetTable,
+    key: &ItemKey,
+    state: &DeviceStateItem,
+    left: &AlarmStatuses,
+) -> Result<TransactWriteItem, FleetError> {
+    let changes = if left.is_empty() {
+        Update::new().remove(DeviceStateItem::ALARMS)
+    } else {
+        Update::new().set(
+            DeviceStateItem::ALARMS,
+            serde_dynamo::to_attribute_value(left)?,
+        )
+    }
+    .set(DeviceStateItem::INGEST_SEQ, n(state.ingest_seq + 1));
+    let unchanged = Condition::exists(PK).and(Condition::equals(
+        DeviceStateItem::INGEST_SEQ,
+        n(state.ingest_seq),
+    ));
+    let update = UpdateAction::builder()
+        .table_name(table.name())
+        .set_key(Some(key.attributes()))
+        .expressions(Expressions::write(changes, Some(unchanged)))
+        .build()
+        .map_err(FleetError::internal)?;
+    Ok(TransactWriteItem::builder().update(update).build())
 }
 
 /// The live state at `key`, read consistently (the transaction is conditioned on it).
@@ -247,23 +265,8 @@ pub fn partial_device_clears(
         .take(room.saturating_sub(1) / 2)
         .collect();
     let (left, clears) = withdrawn(&state.alarms, at, |s| open.iter().any(|o| o == s.as_str()));
-    let changes = Update::new()
-        .set(
-            DeviceStateItem::ALARMS,
-            serde_dynamo::to_attribute_value(&left)?,
-        )
-        .set(DeviceStateItem::INGEST_SEQ, n(state.ingest_seq + 1));
-    let unchanged = Condition::exists(PK).and(Condition::equals(
-        DeviceStateItem::INGEST_SEQ,
-        n(state.ingest_seq),
-    ));
-    let update = UpdateAction::builder()
-        .table_name(table.name())
-        .set_key(Some(state.item_key().attributes()))
-        .expressions(Expressions::write(changes, Some(unchanged)))
-        .build()
-        .map_err(FleetError::internal)?;
-    let mut actions = vec![TransactWriteItem::builder().update(update).build()];
+    let update = status_removal(table, &state.item_key(), state, &left)?;
+    let mut actions = vec![update];
     actions.extend(transition_actions(
         table,
         &alarm_device(state),
