@@ -644,7 +644,9 @@ async fn deleting_a_rule_clears_its_open_alarm_on_a_silent_device_once() {
     // Local writes an empty map into a stream record as `{}`, which the SDK cannot read.
     let other = device_updates(
         &table,
-        ApiRequest::post("/me/rules").caller(OWNER).json(json!({"name": "Door",
+        ApiRequest::post("/me/rules")
+            .caller(OWNER)
+            .json(json!({"name": "Door",
             "eventType": "door", "scope": {"deviceType": "thermostat"},
             "condition": {"equals": "open"}, "severity": "minor"})),
     )
@@ -682,14 +684,13 @@ async fn deleting_a_rule_clears_its_open_alarm_on_a_silent_device_once() {
         .iter()
         .all(|a| a["state"] == "cleared"));
     assert!(state_of(&table, "cold-8").await.alarms.is_empty());
-    let device = dashboard(
-        &table,
-        ApiRequest::get("/me/devices/cold-8").caller(OWNER),
-    )
-    .await;
+    let device = dashboard(&table, ApiRequest::get("/me/devices/cold-8").caller(OWNER)).await;
     assert_eq!(device.body["device"]["alarms"]["active"], 0);
     deliver(&watch, &mut stream).await;
-    assert_eq!(cleared_published(&watch.publisher.entries()[published..]), 1);
+    assert_eq!(
+        cleared_published(&watch.publisher.entries()[published..]),
+        1
+    );
     let (run, _) = run_at(&watch, remind_at.plus_seconds(60)).await;
     assert_eq!(run["reminders"], 0, "{run}");
 

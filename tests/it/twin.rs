@@ -807,7 +807,10 @@ async fn a_device_registered_again_under_a_deleted_ones_id_starts_with_an_empty_
     .await;
     assert_eq!(s.status, 200, "{:?}", s.body);
     let old = get_device(&table, OWNER, "thermo-9").await;
-    assert_eq!(old.body["device"]["twin"]["reported"], json!({"interval": 300}));
+    assert_eq!(
+        old.body["device"]["twin"]["reported"],
+        json!({"interval": 300})
+    );
 
     let deleted = device_updates(
         &table,

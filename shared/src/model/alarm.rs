@@ -1057,9 +1057,9 @@ mod tests {
                     ValueCondition::parse_field("condition", condition).unwrap(),
                     ValueCondition::parse_field("clear", clear).unwrap(),
                 );
-                let both = samples.iter().find(|&&v| {
-                    c.holds(&EventValue::Number(v)) && k.holds(&EventValue::Number(v))
-                });
+                let both = samples
+                    .iter()
+                    .find(|&&v| c.holds(&EventValue::Number(v)) && k.holds(&EventValue::Number(v)));
                 match (both, outcome) {
                     (None, Ok(_)) => checked.0 += 1,
                     (Some(_), Err(e)) if e.field == "clear" => checked.1 += 1,

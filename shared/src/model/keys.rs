@@ -327,7 +327,11 @@ pub fn owner_alarms_gsi3sk(
     device: &DeviceId,
     source: &AlarmSource,
 ) -> String {
-    let rank = if open { owner_open_alarms_prefix() } else { "1#" };
+    let rank = if open {
+        owner_open_alarms_prefix()
+    } else {
+        "1#"
+    };
     format!("{rank}{raised_at}#{device}#{}", source.as_str())
 }
 

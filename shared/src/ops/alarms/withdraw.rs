@@ -159,9 +159,7 @@ async fn clear_one(
     for _ in 0..ATTEMPTS {
         let now = Timestamp::now();
         let state = read_state(table, &state_key).await?;
-        let listed = |t: &Transition| {
-            matches!(t, Transition::Cleared { raised_at, .. } if *raised_at == alarm.raised_at)
-        };
+        let listed = |t: &Transition| matches!(t, Transition::Cleared { raised_at, .. } if *raised_at == alarm.raised_at);
         let mut actions = Vec::new();
         let clears = match &state {
             Some(state) => {
