@@ -273,3 +273,56 @@ pub fn partial_device_clears(
     )?);
     Ok(actions)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::alarm::{AlarmStatus, Severity, OFFLINE};
+
+    #[test]
+    fn a_gone_source_clears_its_open_alarm_and_drops_its_pending_status_only() {
+        let (open, pending, other) = (
+            RuleId::parse("r0000000000000001").unwrap(),
+            RuleId::parse("r0000000000000002").unwrap(),
+            RuleId::parse("r0000000000000003").unwrap(),
+        );
+        let raised = |ms| AlarmStatus {
+            raised_at: Some(ms),
+            severity: Some(Severity::Major),
+            pending_since: None,
+        };
+        let statuses = AlarmStatuses::from([
+            (open.to_string(), raised(1_000)),
+            (
+                pending.to_string(),
+                AlarmStatus {
+                    pending_since: Some(5),
+                    ..AlarmStatus::default()
+                },
+            ),
+            (other.to_string(), raised(2_000)),
+            (OFFLINE.to_string(), raised(3_000)),
+        ]);
+        let at = Timestamp::from_epoch_millis(9_000).unwrap();
+        let gone = [AlarmSource::Rule(open.clone()), AlarmSource::Rule(pending)];
+        let (left, clears) = withdrawn(&statuses, at, |s| gone.contains(s));
+        assert_eq!(
+            left.keys().cloned().collect::<Vec<_>>(),
+            [OFFLINE.to_string(), other.to_string()]
+        );
+        assert_eq!(
+            clears,
+            [Transition::Cleared {
+                source: AlarmSource::Rule(open),
+                raised_at: Timestamp::from_epoch_millis(1_000).unwrap(),
+                severity: Severity::Major,
+                at,
+                reading: None,
+            }]
+        );
+        // A device's deletion: every open alarm, none left.
+        let (left, clears) = withdrawn(&statuses, at, |_| true);
+        assert!(left.is_empty());
+        assert_eq!(clears.len(), 3);
+    }
+}
