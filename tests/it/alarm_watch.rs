@@ -785,3 +785,180 @@ async fn reminders_are_sent_when_the_offline_check_fails() {
     assert_eq!(alarms.len(), 1, "no offline alarm was raised");
     assert_eq!(alarms[0].reminders, 1, "the reminder was sent all the same");
 }
+
+/// The alarms of the operators' list, every severity.
+async fn operators_open_alarms(table: &FleetTable) -> Vec<Value> {
+    let mut open = Vec::new();
+    for severity in ["critical", "major", "minor", "warning"] {
+        let a = dashboard(
+            table,
+            ApiRequest::get("/admin/alarms")
+                .admin("ops")
+                .query("severity", severity),
+        )
+        .await;
+        assert_eq!(a.status, 200, "{}", a.body);
+        open.extend(a.body["alarms"].as_array().unwrap().iter().cloned());
+    }
+    open
+}
+
+/// The owner's list.
+async fn owner_list(table: &FleetTable) -> Vec<Value> {
+    let a = dashboard(table, ApiRequest::get("/me/alarms").caller(OWNER)).await;
+    assert_eq!(a.status, 200, "{}", a.body);
+    a.body["alarms"].as_array().unwrap().clone()
+}
+
+fn open_pointers(items: &[shared::model::schema::Item]) -> usize {
+    items
+        .iter()
+        .filter(|i| entity_type(i) == Some(EntityType::OpenAlarm))
+        .count()
+}
+
+fn cleared_published(entries: &[Value]) -> usize {
+    detail_types(entries)
+        .iter()
+        .filter(|(t, _)| t == "Device Fleet Alarm Cleared")
+        .count()
+}
+
+/// Issue 30 item 4: deleting a device clears its open alarms (a rule's and its offline one)
+/// in the deletion's transaction: cleared, expiring like any cleared alarm, off both lists and
+/// the reminder index, each published once as Cleared; no reminder is sent for them.
+#[tokio::test]
+async fn a_deleted_devices_open_alarms_clear_are_published_once_leave_both_lists_and_are_not_reminded(
+) {
+    let table = fresh_table_with_stream().await;
+    let token = register(&table, "cold-9", json!({"reportEverySeconds": 60})).await;
+    put_rule(&table, hot_rule(json!({"remindEverySeconds": 600}))).await;
+    let ingestor = Arc::new(Ingestor::new(table.clone(), IngestConfig::default()));
+    let body = json!([{"type": "temperature", "value": 12.0, "at": ago(1500)}]);
+    assert_eq!(
+        ingest(&ingestor, ingest_request("cold-9", &token, body))
+            .await
+            .status,
+        200
+    );
+    let due = state_of(&table, "cold-9").await.due_at().unwrap();
+    let watch = watcher(&table);
+    let (run, _) = run_at(&watch, next_minute(&due)).await;
+    assert_eq!(run["raised"], 1, "{run}");
+    let open = alarms_of(&table).await;
+    assert_eq!(open.len(), 2, "the rule's and offline");
+    assert!(open.iter().all(|a| a.state == AlarmState::Active));
+    let remind_at = open.iter().find_map(|a| a.remind_at).expect("a reminder");
+    assert_eq!(operators_open_alarms(&table).await.len(), 2);
+    let mut stream = AlarmStream::open(&table, endpoint()).await.unwrap();
+    deliver(&watch, &mut stream).await;
+    let published = watch.publisher.entries().len();
+
+    let deleted = device_updates(
+        &table,
+        ApiRequest::delete("/me/devices/cold-9").caller(OWNER),
+    )
+    .await;
+    assert_eq!(deleted.status, 204, "{:?}", deleted.body);
+
+    let alarms = alarms_of(&table).await;
+    assert_eq!(alarms.len(), 2);
+    for alarm in &alarms {
+        assert_eq!(alarm.state, AlarmState::Cleared, "{alarm:?}");
+        assert!(alarm.cleared_at.is_some() && alarm.clear_reading.is_none());
+        assert!(alarm.ttl.is_some(), "expires like any cleared alarm");
+        assert!(alarm.remind_at.is_none(), "off the reminder index");
+    }
+    assert_eq!(open_pointers(&table_contents(&table).await), 0);
+    assert!(owner_list(&table)
+        .await
+        .iter()
+        .all(|a| a["state"] == "cleared"));
+    assert!(operators_open_alarms(&table).await.is_empty());
+
+    let answer = deliver(&watch, &mut stream).await;
+    assert_eq!(answer["batchItemFailures"], json!([]));
+    assert_eq!(
+        cleared_published(&watch.publisher.entries()[published..]),
+        2,
+        "the owner is told each alarm cleared"
+    );
+    let (run, _) = run_at(&watch, remind_at.plus_seconds(60)).await;
+    assert_eq!(run["reminders"], 0, "{run}");
+}
+
+/// Issue 30 item 4: deleting a rule clears its open alarm on a device that stays silent (no
+/// batch will come to clear it), with one Cleared notification; the device's live state
+/// forgets it, so a later batch clears nothing twice.
+#[tokio::test]
+async fn deleting_a_rule_clears_its_open_alarm_on_a_silent_device_once() {
+    let table = fresh_table_with_stream().await;
+    let token = register(&table, "cold-8", json!({})).await;
+    let rule = put_rule(&table, hot_rule(json!({"remindEverySeconds": 600}))).await;
+    // A second rule (of another event type) keeps the rule set's map non-empty: DynamoDB
+    // Local writes an empty map into a stream record as `{}`, which the SDK cannot read.
+    let other = device_updates(
+        &table,
+        ApiRequest::post("/me/rules")
+            .caller(OWNER)
+            .json(json!({"name": "Door",
+            "eventType": "door", "scope": {"deviceType": "thermostat"},
+            "condition": {"equals": "open"}, "severity": "minor"})),
+    )
+    .await;
+    assert_eq!(other.status, 201, "{}", other.body);
+    let ingestor = Arc::new(Ingestor::new(table.clone(), IngestConfig::default()));
+    let body = json!([{"type": "temperature", "value": 12.0, "at": ago(1500)}]);
+    assert_eq!(
+        ingest(&ingestor, ingest_request("cold-8", &token, body))
+            .await
+            .status,
+        200
+    );
+    let remind_at = alarms_of(&table).await[0].remind_at.unwrap();
+    let watch = watcher(&table);
+    let mut stream = AlarmStream::open(&table, endpoint()).await.unwrap();
+    deliver(&watch, &mut stream).await;
+    let published = watch.publisher.entries().len();
+
+    let deleted = device_updates(
+        &table,
+        ApiRequest::delete(&format!("/me/rules/{}", rule.rule_id)).caller(OWNER),
+    )
+    .await;
+    assert_eq!(deleted.status, 204, "{:?}", deleted.body);
+
+    let alarms = alarms_of(&table).await;
+    assert_eq!(alarms.len(), 1);
+    assert_eq!(alarms[0].state, AlarmState::Cleared);
+    assert!(alarms[0].ttl.is_some() && alarms[0].remind_at.is_none());
+    assert_eq!(open_pointers(&table_contents(&table).await), 0);
+    assert!(operators_open_alarms(&table).await.is_empty());
+    assert!(owner_list(&table)
+        .await
+        .iter()
+        .all(|a| a["state"] == "cleared"));
+    assert!(state_of(&table, "cold-8").await.alarms.is_empty());
+    let device = dashboard(&table, ApiRequest::get("/me/devices/cold-8").caller(OWNER)).await;
+    assert_eq!(device.body["device"]["alarms"]["active"], 0);
+    deliver(&watch, &mut stream).await;
+    assert_eq!(
+        cleared_published(&watch.publisher.entries()[published..]),
+        1
+    );
+    let (run, _) = run_at(&watch, remind_at.plus_seconds(60)).await;
+    assert_eq!(run["reminders"], 0, "{run}");
+
+    // The device reports again (to a container that read the rules after the deletion):
+    // nothing more to clear, nothing raised, nothing published.
+    let body = json!([{"type": "temperature", "value": 12.0, "at": ago(100)}]);
+    let cold = Arc::new(Ingestor::new(table.clone(), IngestConfig::default()));
+    assert_eq!(
+        ingest(&cold, ingest_request("cold-8", &token, body))
+            .await
+            .status,
+        200
+    );
+    assert_eq!(alarms_of(&table).await, alarms);
+    assert_eq!(deliver(&watch, &mut stream).await["records"], 0);
+}

@@ -474,6 +474,48 @@ async fn bad_rule_input_is_a_400_naming_the_field_and_changes_nothing() {
     assert_eq!(table_contents(&table).await, full);
 }
 
+/// Issue 30 item 7: a clear condition that holds for some value where the condition holds
+/// (compared as sets of numbers, whatever their kinds) is refused, on create and on change.
+#[tokio::test]
+async fn a_clear_that_holds_where_the_condition_holds_is_a_400_naming_clear() {
+    let table = fresh_table().await;
+    register_device(&table, OWNER, "boiler-6").await;
+    let kept = create_rule(&table, OWNER, hot_rule("boiler-6")).await;
+    assert_eq!(kept.status, 201, "{}", kept.body);
+    let rule_id = kept.body["rule"]["ruleId"].as_str().unwrap().to_string();
+    let before = table_contents(&table).await;
+    for (condition, clear) in [
+        // -5 is outside [0, 10] and below 100: it would raise and clear on every reading.
+        (json!({"outside": [0, 10]}), json!({"below": 100})),
+        (json!({"outside": [0, 10]}), json!({"above": -20})),
+        (json!({"above": 80}), json!({"above": 90})),
+        (json!({"below": 5}), json!({"outside": [10, 20]})),
+        (json!({"equals": 3}), json!({"equals": 3})),
+    ] {
+        let mut body = hot_rule("boiler-6");
+        body["condition"] = condition.clone();
+        body["clear"] = clear.clone();
+        let created = create_rule(&table, OWNER, body).await;
+        let patched = device_updates(
+            &table,
+            ApiRequest::patch(&format!("/me/rules/{rule_id}"))
+                .caller(OWNER)
+                .header("if-match", "\"1\"")
+                .json(json!({"condition": condition, "clear": clear})),
+        )
+        .await;
+        for a in [created, patched] {
+            assert_eq!(
+                (a.status, a.error_code(), a.error_field()),
+                (400, "invalid_request", "clear"),
+                "{condition} / {clear}: {}",
+                a.body
+            );
+        }
+    }
+    assert_eq!(table_contents(&table).await, before, "nothing changed");
+}
+
 /// Write units of one request by DynamoDB's rules: single-item writes once, the items a
 /// transaction wrote (the live state and alarms of a transition's batch) twice.
 fn billed(before: &pricing::Snapshot, after: &pricing::Snapshot, transacted: bool) -> u64 {

@@ -452,9 +452,10 @@ async fn registering_and_deleting_a_device_bill_by_dynamodbs_rules_not_dynamodb_
     let deleted = snapshot(&table).await;
     assert_eq!(a.used.count("UpdateItem"), 1);
     assert_eq!(a.used.count("TransactWriteItems"), 1);
+    // The transaction also deletes the twin's two documents, absent here (issue 30 item 5).
     assert_eq!(
-        a.used.write_units, 7.0,
-        "DynamoDB Local's report for the mark and a 7-item transaction"
+        a.used.write_units, 8.0,
+        "DynamoDB Local's report for the mark and the transaction"
     );
     let device_key = key_of_text(&key::device("tx-owner", "meter-1"));
     let device = registered[&device_key].clone();

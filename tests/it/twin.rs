@@ -9,8 +9,10 @@ use std::time::Duration;
 
 use fleet_tests::*;
 use serde_json::{json, Value};
+use shared::model::entity::EntityType;
 use shared::model::pattern_id::PatternId;
-use shared::model::twin::MAX_OPEN_COMMANDS;
+use shared::model::timestamp::Timestamp;
+use shared::model::twin::{ReportedStateItem, MAX_OPEN_COMMANDS};
 use shared::ops::ingest::{IngestConfig, Ingestor};
 use shared::ops::pattern::BudgetScale;
 use shared::ops::twin::rollout;
@@ -764,4 +766,121 @@ async fn malformed_or_oversized_documents_are_a_400_naming_the_field_and_change_
         assert_eq!(a.error_field(), field, "{:?}", a.body);
     }
     assert_eq!(table_contents(&table).await, before);
+}
+
+/// Issue 30 item 5: a device registered again under the id of a deleted one starts with an
+/// empty twin: the owner never sees the old device's desired or reported document, its
+/// commands or a delta against them, and the new device's first report (version 1) is stored
+/// although the old one had reported version 2, even when a report of the old device that was
+/// in flight at its deletion lands after it.
+#[tokio::test]
+async fn a_device_registered_again_under_a_deleted_ones_id_starts_with_an_empty_twin() {
+    let table = fresh_table().await;
+    let token = register_device(&table, OWNER, "thermo-9").await;
+    assert_eq!(
+        put_desired(&table, OWNER, "thermo-9", 0, json!({"interval": 60}))
+            .await
+            .status,
+        200
+    );
+    assert_eq!(
+        put_desired(&table, OWNER, "thermo-9", 1, json!({"interval": 300}))
+            .await
+            .status,
+        200
+    );
+    let queued = post_command(
+        &table,
+        OWNER,
+        "thermo-9",
+        json!({"name": "reboot", "parameters": {}, "expiresInSeconds": 600}),
+    )
+    .await;
+    assert_eq!(queued.status, 201, "{:?}", queued.body);
+    let s = sync(
+        &table,
+        "thermo-9",
+        &token,
+        json!({"reported": {"version": 2, "state": {"interval": 300}}}),
+    )
+    .await;
+    assert_eq!(s.status, 200, "{:?}", s.body);
+    let old = get_device(&table, OWNER, "thermo-9").await;
+    assert_eq!(
+        old.body["device"]["twin"]["reported"],
+        json!({"interval": 300})
+    );
+
+    let deleted = device_updates(
+        &table,
+        ApiRequest::delete("/me/devices/thermo-9").caller(OWNER),
+    )
+    .await;
+    assert_eq!(deleted.status, 204, "{:?}", deleted.body);
+    let documents = |items: &[shared::model::schema::Item]| {
+        items
+            .iter()
+            .filter(|i| {
+                matches!(
+                    entity_type(i),
+                    Some(EntityType::DesiredState | EntityType::ReportedState)
+                )
+            })
+            .count()
+    };
+    assert_eq!(
+        documents(&table_contents(&table).await),
+        0,
+        "the deletion removed the twin's documents"
+    );
+
+    let token = register_device(&table, OWNER, "thermo-9").await;
+    // A report of the old device in flight at its deletion lands now (a warm ingest container
+    // still held its registration): version 5, from before the new registration.
+    put_entity(
+        &table,
+        &ReportedStateItem {
+            user_id: key::user(OWNER),
+            device_id: shared::model::ids::DeviceId::parse("thermo-9").unwrap(),
+            document: r#"{"interval":999}"#.to_string(),
+            version: 5,
+            reported_at: Timestamp::now().plus_seconds(-2),
+        },
+    )
+    .await;
+    let fresh = get_device(&table, OWNER, "thermo-9").await;
+    assert_eq!(fresh.status, 200, "{:?}", fresh.body);
+    assert!(
+        fresh.body["device"].get("twin").is_none(),
+        "nothing of the old twin: {}",
+        fresh.body
+    );
+    let listed = commands(&table, OWNER, "thermo-9").await;
+    assert_eq!(listed.body["commands"], json!([]), "{:?}", listed.body);
+
+    // The new device's own desired state: the delta is against nothing it reported.
+    let set = put_desired(&table, OWNER, "thermo-9", 0, json!({"mode": "eco"})).await;
+    assert_eq!(set.status, 200, "{:?}", set.body);
+    let d = get_device(&table, OWNER, "thermo-9").await;
+    let twin = &d.body["device"]["twin"];
+    assert_eq!(twin["desired"], json!({"mode": "eco"}));
+    assert!(twin.get("reported").is_none(), "{twin}");
+    assert_eq!(twin["delta"], json!({"mode": "eco"}));
+    assert_eq!(twin["openCommands"], 0);
+
+    // Its first report, version 1, is stored and shown.
+    let s = sync(
+        &table,
+        "thermo-9",
+        &token,
+        json!({"reported": {"version": 1, "state": {"mode": "eco"}}}),
+    )
+    .await;
+    assert_eq!(s.status, 200, "{:?}", s.body);
+    let d = get_device(&table, OWNER, "thermo-9").await;
+    let twin = &d.body["device"]["twin"];
+    assert_eq!(twin["reported"], json!({"mode": "eco"}), "{twin}");
+    assert_eq!(twin["reportedVersion"], 1);
+    assert_eq!(twin["inSync"], true);
+    assert_eq!(twin["delta"], json!({}));
 }

@@ -54,6 +54,9 @@ fn budget(b: RequestBudget) -> String {
         }
         RequestBudget::BatchOf25Plus(n) => format!("ceil(n/25) + {n}"),
         RequestBudget::ZeroAtReadTime => "0 at read time (daily report)".into(),
+        RequestBudget::FixedPlusShardPagesAndAlarms(n) => format!(
+            "{n} + 1 Query per partition page of open alarms + 2 per alarm cleared (a read and a transaction)"
+        ),
         RequestBudget::BatchOf25PlusTwin(n) => format!(
             "ceil(n/25) + {n}, + the device's twin work (none when nothing is pending and it reports and acknowledges nothing)"
         ),

@@ -179,6 +179,24 @@ impl ValueCondition {
         }
     }
 
+    /// Whether some value meets both this condition and `other`. Each numeric condition is a
+    /// union of open rays (`above a`: (a, +inf); `below b`: (-inf, b); `outside [l, h]`: both)
+    /// or a single point (`equals n`); two sets meet if any of their pieces do.
+    pub fn meets_any_value_of(&self, other: &ValueCondition) -> bool {
+        let (mine, theirs) = (self.pieces(), other.pieces());
+        mine.iter().any(|a| theirs.iter().any(|b| a.meets(b)))
+    }
+
+    fn pieces(&self) -> Vec<Piece<'_>> {
+        match self {
+            ValueCondition::Above(a) => vec![Piece::Above(*a)],
+            ValueCondition::Below(b) => vec![Piece::Below(*b)],
+            ValueCondition::Outside([low, high]) => vec![Piece::Below(*low), Piece::Above(*high)],
+            ValueCondition::Equals(EventValue::Number(n)) => vec![Piece::Point(*n)],
+            ValueCondition::Equals(v) => vec![Piece::Exactly(v)],
+        }
+    }
+
     /// Parses `{"above": n} | {"below": n} | {"outside": [lo, hi]} | {"equals": v}` under `field`.
     pub fn parse_field(field: &str, json: &Value) -> Result<Self, ValidationError> {
         let shape = || {
@@ -224,6 +242,33 @@ impl ValueCondition {
                 }
             }
             _ => Err(shape()),
+        }
+    }
+}
+
+/// One piece of the set of values a condition holds for.
+enum Piece<'a> {
+    /// The numbers strictly above.
+    Above(f64),
+    /// The numbers strictly below.
+    Below(f64),
+    /// One number.
+    Point(f64),
+    /// One text or flag.
+    Exactly(&'a EventValue),
+}
+
+impl Piece<'_> {
+    fn meets(&self, other: &Piece<'_>) -> bool {
+        use Piece::*;
+        match (self, other) {
+            (Above(_), Above(_)) | (Below(_), Below(_)) => true,
+            (Above(a), Below(b)) | (Below(b), Above(a)) => a < b,
+            (Point(p), Above(a)) | (Above(a), Point(p)) => p > a,
+            (Point(p), Below(b)) | (Below(b), Point(p)) => p < b,
+            (Point(p), Point(q)) => p == q,
+            (Exactly(x), Exactly(y)) => x == y,
+            _ => false,
         }
     }
 }
@@ -363,8 +408,9 @@ impl RuleDefinition {
     }
 
     /// Checks across fields: a clear condition of the same kind of value as the condition,
-    /// and one that does not hold where the condition does at its own threshold (it would
-    /// clear the alarm on the reading that raised it).
+    /// and one that holds for no value where the condition holds. A value in both sets would
+    /// raise the alarm and clear it again on every reading (`outside [0, 10]` with `below 100`
+    /// flaps at -5), so the two sets must be disjoint, compared as sets of numbers.
     fn check(&self) -> Result<(), ValidationError> {
         let numeric = |c: &ValueCondition| !matches!(c, ValueCondition::Equals(_));
         if let Some(clear) = &self.clear {
@@ -374,18 +420,10 @@ impl RuleDefinition {
                     "must test the same kind of value as condition",
                 ));
             }
-            let overlap = match (&self.condition, clear) {
-                (ValueCondition::Above(raise), ValueCondition::Below(c)) => c > raise,
-                (ValueCondition::Above(raise), ValueCondition::Above(c)) => c <= raise,
-                (ValueCondition::Below(raise), ValueCondition::Above(c)) => c < raise,
-                (ValueCondition::Below(raise), ValueCondition::Below(c)) => c >= raise,
-                (ValueCondition::Equals(raise), ValueCondition::Equals(c)) => raise == c,
-                _ => false,
-            };
-            if overlap {
+            if self.condition.meets_any_value_of(clear) {
                 return Err(ValidationError::new(
                     "clear",
-                    "holds where condition holds: the alarm would clear on the reading that raised it",
+                    "holds for a value where condition holds: the alarm would raise and clear again on every such reading",
                 ));
             }
         }
@@ -1199,6 +1237,78 @@ mod tests {
         let c = ValueCondition::Outside([5.0, 80.0]);
         assert!(c.holds(&EventValue::Number(4.0)) && c.holds(&EventValue::Number(81.0)));
         assert!(!c.holds(&EventValue::Number(5.0)) && !c.holds(&EventValue::Text("9".into())));
+    }
+
+    /// Every pair of numeric condition and clear over a set of thresholds: the rule is
+    /// accepted exactly when no value both raises and clears, found by trying every threshold,
+    /// every midpoint between two and a value beyond each end (enough for sets made of open
+    /// rays and points with these ends).
+    #[test]
+    fn a_clear_is_accepted_only_when_no_value_both_raises_and_clears() {
+        let thresholds = [-5.0, 0.0, 10.0, 100.0];
+        let mut numeric: Vec<Value> = Vec::new();
+        for &t in &thresholds {
+            numeric.push(json!({"above": t}));
+            numeric.push(json!({"below": t}));
+            numeric.push(json!({"equals": t}));
+            for &h in thresholds.iter().filter(|&&h| h >= t) {
+                numeric.push(json!({"outside": [t, h]}));
+            }
+        }
+        let mut samples: Vec<f64> = thresholds.to_vec();
+        samples.extend(thresholds.windows(2).map(|w| (w[0] + w[1]) / 2.0));
+        samples.extend([-6.0, 101.0]);
+        let mut checked = (0, 0);
+        for condition in &numeric {
+            for clear in &numeric {
+                let body = json!({"name": "n", "eventType": "temperature",
+                    "scope": {"deviceId": "d-1"}, "condition": condition, "clear": clear,
+                    "severity": "major"});
+                let outcome = RuleDefinition::parse(&body);
+                let kind = |c: &Value| c.get("equals").is_some();
+                if kind(condition) != kind(clear) {
+                    assert_eq!(outcome.unwrap_err().field, "clear");
+                    continue;
+                }
+                let (c, k) = (
+                    ValueCondition::parse_field("condition", condition).unwrap(),
+                    ValueCondition::parse_field("clear", clear).unwrap(),
+                );
+                let both = samples
+                    .iter()
+                    .find(|&&v| c.holds(&EventValue::Number(v)) && k.holds(&EventValue::Number(v)));
+                match (both, outcome) {
+                    (None, Ok(_)) => checked.0 += 1,
+                    (Some(_), Err(e)) if e.field == "clear" => checked.1 += 1,
+                    (both, outcome) => {
+                        panic!("{condition} / {clear}: value in both {both:?}, got {outcome:?}")
+                    }
+                }
+            }
+        }
+        assert!(checked.0 > 20 && checked.1 > 100, "{checked:?}");
+        // Texts and flags: only the same value is in both.
+        for (condition, clear, accepted) in [
+            (json!("open"), json!("closed"), true),
+            (json!("open"), json!("open"), false),
+            (json!(true), json!(false), true),
+            (json!(true), json!(true), false),
+            (json!(true), json!("true"), true),
+        ] {
+            let body = json!({"name": "n", "eventType": "door",
+                "scope": {"deviceId": "d-1"}, "condition": {"equals": condition},
+                "clear": {"equals": clear}, "severity": "major"});
+            let outcome = RuleDefinition::parse(&body);
+            assert_eq!(outcome.is_ok(), accepted, "{condition} / {clear}");
+            if let Err(e) = outcome {
+                assert_eq!(e.field, "clear");
+            }
+        }
+        // The case of the report: -5 is outside [0, 10] and below 100.
+        let flapping = json!({"name": "n", "eventType": "temperature",
+            "scope": {"deviceId": "d-1"}, "condition": {"outside": [0, 10]},
+            "clear": {"below": 100}, "severity": "major"});
+        assert_eq!(RuleDefinition::parse(&flapping).unwrap_err().field, "clear");
     }
 
     #[test]

@@ -333,8 +333,18 @@ pub fn owner_alarms_gsi3sk(
     device: &DeviceId,
     source: &AlarmSource,
 ) -> String {
-    let rank = if open { 2 } else { 1 };
-    format!("{rank}#{raised_at}#{device}#{}", source.as_str())
+    let rank = if open {
+        owner_open_alarms_prefix()
+    } else {
+        "1#"
+    };
+    format!("{rank}{raised_at}#{device}#{}", source.as_str())
+}
+
+/// GSI3 sort-key prefix of the open part of an owner's alarm list (see
+/// [`owner_alarms_gsi3sk`]).
+pub fn owner_open_alarms_prefix() -> &'static str {
+    "2#"
 }
 
 /// GSI3 partition key of open alarms across owners: `OPEN#{severity}#{shard}`.

@@ -669,10 +669,11 @@ pub async fn get_device(
         state = out.item.map(DeviceStateItem::from_item).transpose()?;
     }
     let id = device;
+    let registered = item.created_at;
     let mut device = Device::with_state(item, state.as_ref());
     // A device with a twin: its documents, one Query more.
     if let Some(view) = device.twin.take() {
-        device.twin = Some(twin_documents(table, user, id, view).await?);
+        device.twin = Some(twin_documents(table, user, id, registered, view).await?);
     }
     Ok(Some(device))
 }
@@ -959,13 +960,33 @@ impl TransactionSlot for SyncSlot {
     }
 }
 
-/// The first action of a deletion's transaction (then the registration's release, the live
-/// state, the fleet count, the purge marker and the tag links).
+/// The actions of a deletion's transaction whose failed condition means something: the
+/// device first, then the registration's release, the live state, the fleet count, the
+/// purge marker, the twin's documents, the tag links and the clears of open alarms.
 #[derive(Clone, Copy, Debug)]
 enum DeletionSlot {
     /// Deletes the marked device; fails when another request completed the deletion.
-    Device,
+    Device = 0,
+    /// Deletes the live state as it was read; fails when a batch (or the offline detector)
+    /// changed it since, which may have raised an alarm the clears do not name.
+    State = 2,
 }
+
+/// Most actions in one TransactWriteItems (DynamoDB's limit).
+const MAX_TRANSACTION_ACTIONS: usize = 100;
+
+/// Attempts of a deletion against batches that keep changing the live state.
+const DELETION_ATTEMPTS: u32 = 5;
+
+// A deletion fits one transaction in the worst case: the 5 fixed actions, 2 twin documents,
+// the links of old and new tags during a sync, and a clear and a pointer delete per open
+// alarm (one per rule and offline). A device with more open alarms still works: see
+// `delete_device`.
+const _: () = assert!(
+    7 + 2 * crate::model::ids::MAX_TAGS_PER_DEVICE
+        + 2 * (crate::model::alarm::MAX_RULES_PER_OWNER + 1)
+        <= MAX_TRANSACTION_ACTIONS
+);
 
 impl TransactionSlot for DeletionSlot {
     fn position(self) -> usize {
@@ -1013,12 +1034,14 @@ async fn mark_deleting(
     DeviceItem::from_item(attributes)
 }
 
-/// The transaction deleting the marked device `item`, its registration and its tag links.
+/// The transaction deleting the marked device `item`, its registration, its live state as
+/// read (`state`), its twin's documents and its tag links.
 fn deletion(
     table: &FleetTable,
     user: &UserId,
     device: &DeviceId,
     item: &DeviceItem,
+    state: Option<&DeviceStateItem>,
 ) -> Result<Vec<TransactWriteItem>, FleetError> {
     let device_delete = Delete::builder()
         .table_name(table.name())
@@ -1049,7 +1072,7 @@ fn deletion(
         TransactWriteItem::builder()
             .put(registration_release)
             .build(),
-        delete(table, state_key(item))?,
+        state_delete(table, item, state)?,
         count_deletion(table, user)?,
         // The daily run finds the device's events from this marker, not by reading history.
         put(
@@ -1060,6 +1083,22 @@ fn deletion(
                 deleted_at: item.deleting_at.unwrap_or_else(Timestamp::now),
             },
             None,
+        )?,
+        // The twin's documents go with the device: a device registered again under this id
+        // must not be shown (or measured against) the old one's configuration.
+        delete(
+            table,
+            ItemKey::Desired {
+                user: user.clone(),
+                device: device.clone(),
+            },
+        )?,
+        delete(
+            table,
+            ItemKey::Reported {
+                user: user.clone(),
+                device: device.clone(),
+            },
         )?,
     ];
     for tag in item
@@ -1080,17 +1119,61 @@ fn deletion(
     Ok(actions)
 }
 
+/// The delete of the live state as it was read: unchanged since (`ingestSeq`), or still
+/// absent when none was read.
+fn state_delete(
+    table: &FleetTable,
+    item: &DeviceItem,
+    state: Option<&DeviceStateItem>,
+) -> Result<TransactWriteItem, FleetError> {
+    let condition = match state {
+        Some(state) => Condition::exists(PK).and(Condition::equals(
+            DeviceStateItem::INGEST_SEQ,
+            n(state.ingest_seq),
+        )),
+        None => Condition::absent(PK),
+    };
+    let delete = Delete::builder()
+        .table_name(table.name())
+        .set_key(Some(state_key(item).attributes()))
+        .expressions(Expressions::condition(condition))
+        .build()
+        .map_err(FleetError::internal)?;
+    Ok(TransactWriteItem::builder().delete(delete).build())
+}
+
+/// The live state of `item`, read consistently (the deletion is conditioned on it).
+async fn read_state(
+    table: &FleetTable,
+    item: &DeviceItem,
+) -> Result<Option<DeviceStateItem>, FleetError> {
+    let out = table
+        .client
+        .get_item()
+        .table_name(table.name())
+        .set_key(Some(state_key(item).attributes()))
+        .consistent_read(true)
+        .send()
+        .await
+        .map_err(sdk_error)?;
+    out.item.map(DeviceStateItem::from_item).transpose()
+}
+
 /// AP-08, implemented by [`delete_device`].
 pub const DELETE_DEVICE: AccessPattern = AccessPattern {
     id: PatternId::DeleteDevice,
     description:
         "delete a device and free its id (a purge marker: the next daily runs purge its events)",
     frequency: Frequency::Important,
-    operations: &[Operation::UpdateItem, Operation::TransactWriteItems],
+    operations: &[
+        Operation::UpdateItem,
+        Operation::GetItem,
+        Operation::TransactWriteItems,
+    ],
     index: None,
     key_condition:
-        "PK = USER#{userId}, SK = DEVICE#{deviceId}; PK = DEVICE#{deviceId}, SK = REGISTRATION",
-    budget: RequestBudget::Fixed(2),
+        "PK = USER#{userId}, SK = DEVICE#{deviceId}; its live state; PK = DEVICE#{deviceId}, SK = REGISTRATION",
+    budget: RequestBudget::Fixed(3),
     max_read_units: None,
     route: Some("DELETE /me/devices/{deviceId}"),
     implemented_by: implemented_by!(delete_device),
@@ -1103,21 +1186,57 @@ pub const DELETE_DEVICE: AccessPattern = AccessPattern {
 /// it has (a write that has not read the item cannot know them), then one transaction deletes
 /// device, registration and links together. A device marked but not yet deleted is gone for
 /// every reader, and a retried DELETE completes it.
+///
+/// The device's open alarms clear in the same transaction (issue 30 item 4: nothing would
+/// clear them afterwards). Which alarms are open is what its live state says, read
+/// consistently just before (one GetItem more); the state's delete is conditioned on it being
+/// unchanged, so an alarm a batch raised in between is not left behind: the deletion reads
+/// again. Past DynamoDB's 100 actions (never with today's limits, checked above), the
+/// alarms clear in transactions of their own first.
 pub async fn delete_device(
     table: &FleetTable,
     user: &UserId,
     device: &DeviceId,
 ) -> Result<(), FleetError> {
     let item = mark_deleting(table, user, device).await?;
-    let actions = deletion(table, user, device, &item)?;
-    match transact(table, actions, Retry::attempts(MAX_ATTEMPTS)).await? {
-        Transaction::Committed => Ok(()),
-        // A concurrent DELETE of the same device completed first.
-        Transaction::Cancelled(reasons) if condition_failed(&reasons, DeletionSlot::Device) => {
-            Ok(())
+    for _ in 0..DELETION_ATTEMPTS {
+        let state = read_state(table, &item).await?;
+        let now = Timestamp::now();
+        let mut actions = deletion(table, user, device, &item, state.as_ref())?;
+        let clears = match &state {
+            Some(state) => crate::ops::alarms::withdraw::device_clears(table, state, now)?,
+            None => Vec::new(),
+        };
+        if let (Some(state), true) = (
+            &state,
+            actions.len() + clears.len() > MAX_TRANSACTION_ACTIONS,
+        ) {
+            let some = crate::ops::alarms::withdraw::partial_device_clears(
+                table,
+                state,
+                now,
+                MAX_TRANSACTION_ACTIONS,
+            )?;
+            transact(table, some, Retry::attempts(MAX_ATTEMPTS)).await?;
+            continue;
         }
-        Transaction::Cancelled(reasons) => Err(FleetError::internal(format!(
-            "deletion cancelled: {reasons:?}"
-        ))),
+        actions.extend(clears);
+        match transact(table, actions, Retry::attempts(MAX_ATTEMPTS)).await? {
+            Transaction::Committed => return Ok(()),
+            // A concurrent DELETE of the same device completed first.
+            Transaction::Cancelled(reasons) if condition_failed(&reasons, DeletionSlot::Device) => {
+                return Ok(())
+            }
+            // A batch changed the live state since it was read: read it again.
+            Transaction::Cancelled(reasons) if condition_failed(&reasons, DeletionSlot::State) => {
+                continue
+            }
+            Transaction::Cancelled(reasons) => {
+                return Err(FleetError::internal(format!(
+                    "deletion cancelled: {reasons:?}"
+                )))
+            }
+        }
     }
+    Err(crate::store::dynamo::throttled())
 }

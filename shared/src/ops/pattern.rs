@@ -104,6 +104,9 @@ pub enum RequestBudget {
     /// one BatchGetItem per page that found entries (`batch_items`), and one write per entry
     /// acted on (`devices`): the reads follow what is due, never the fleet.
     DueShardPages,
+    /// This many, plus one Query per shard and page (`shards` x `pages`), plus a read and a
+    /// transaction per alarm cleared (`devices`).
+    FixedPlusShardPagesAndAlarms(u32),
     /// Served from the daily report: nothing at read time.
     ZeroAtReadTime,
 }
@@ -250,6 +253,9 @@ impl AccessPattern {
             RequestBudget::RolloutPages => 1 + 3 * scale.shards + 4 * scale.pages + scale.devices,
             RequestBudget::DueShardPages => {
                 scale.shards.max(1) * scale.pages.max(1) + scale.batch_items + scale.devices
+            }
+            RequestBudget::FixedPlusShardPagesAndAlarms(n) => {
+                n + scale.shards.max(1) * scale.pages.max(1) + 2 * scale.devices
             }
             RequestBudget::ZeroAtReadTime => 0,
         }

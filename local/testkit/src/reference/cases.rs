@@ -1079,8 +1079,12 @@ pub static CASES: &[PatternCase] = &[
     },
     PatternCase {
         id: PatternId::DeleteRule,
-        workload: "delete a rule",
-        scale: one,
+        // The reference alarm (raised for AP-25) is the rule's: the deletion clears it.
+        workload: "delete a rule with one open alarm",
+        scale: |_| BudgetScale {
+            devices: 1,
+            ..BudgetScale::one()
+        },
         run: |table, _| {
             Box::pin(async move {
                 let id = alice_rule(table).await?;

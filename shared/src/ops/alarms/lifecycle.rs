@@ -338,7 +338,7 @@ pub async fn acknowledge(
 }
 
 /// The owner's live-state partitions (1 without a fleet item).
-async fn fleet_partitions(table: &FleetTable, user: &UserId) -> Result<u32, FleetError> {
+pub(super) async fn fleet_partitions(table: &FleetTable, user: &UserId) -> Result<u32, FleetError> {
     let out = table
         .client
         .get_item()

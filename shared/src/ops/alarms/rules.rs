@@ -15,7 +15,7 @@ use crate::model::ids::UserId;
 use crate::model::items::RuleSetItem;
 use crate::model::keys::ItemKey;
 use crate::model::pattern_id::PatternId;
-use crate::model::schema::PK;
+use crate::model::schema::{GSI3, PK};
 use crate::model::timestamp::Timestamp;
 use crate::ops::pattern::{implemented_by, AccessPattern, Frequency, Operation, RequestBudget};
 use crate::store::dynamo::n;
@@ -70,12 +70,17 @@ pub const UPDATE_RULE: AccessPattern = AccessPattern {
 /// AP-22, implemented by [`delete_rule`].
 pub const DELETE_RULE: AccessPattern = AccessPattern {
     id: PatternId::DeleteRule,
-    description: "delete an alarm rule (its open alarms clear on the device's next batch)",
+    description: "delete an alarm rule and clear its open alarms (at most 500; the rest on their devices' next batch)",
     frequency: Frequency::Important,
-    operations: &[Operation::GetItem, Operation::PutItem],
-    index: None,
-    key_condition: "PK = USER#{userId}, SK = RULES, version = {read}",
-    budget: RequestBudget::Fixed(2),
+    operations: &[
+        Operation::GetItem,
+        Operation::PutItem,
+        Operation::Query,
+        Operation::TransactWriteItems,
+    ],
+    index: Some(GSI3),
+    key_condition: "PK = USER#{userId}, SK = RULES, version = {read}; PK = USER#{userId}, SK = FLEET; GSI3PK = ALARMS#{userId}#{partition} AND GSI3SK begins_with 2#; per open alarm of the rule its live state",
+    budget: RequestBudget::FixedPlusShardPagesAndAlarms(3),
     max_read_units: None,
     route: Some("DELETE /me/rules/{ruleId}"),
     implemented_by: implemented_by!(delete_rule),
@@ -156,7 +161,10 @@ pub async fn update_rule(
     .await
 }
 
-/// Deletes rule `id` (404 if the owner has none such).
+/// Deletes rule `id` (404 if the owner has none such), then clears its open alarms (a
+/// silent device would otherwise keep them open for good: see
+/// [`super::withdraw::clear_rule_alarms`]). Once the rule is gone no batch raises it again,
+/// so the clearing comes after.
 pub async fn delete_rule(table: &FleetTable, user: &UserId, id: &RuleId) -> Result<(), FleetError> {
     change(table, user, |set| {
         set.rules
@@ -164,7 +172,9 @@ pub async fn delete_rule(table: &FleetTable, user: &UserId, id: &RuleId) -> Resu
             .map(|_| ())
             .ok_or(FleetError::NotFound("rule"))
     })
-    .await
+    .await?;
+    super::withdraw::clear_rule_alarms(table, user, id).await?;
+    Ok(())
 }
 
 /// A device scope must name one of the owner's devices (another owner's is a 404, like every

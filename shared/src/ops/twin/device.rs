@@ -264,8 +264,14 @@ async fn acknowledge(
         ))
     };
     // Only a delivered command can be acknowledged: a device knows an id only once it was
-    // handed one, and a command that expired before delivery was never handed out.
-    let condition = Condition::exists(PK).and(open(CommandStatus::Delivered)?);
+    // handed one, and a command that expired before delivery was never handed out. A command
+    // from before this device's registration is a deleted device's of the same id.
+    let condition = Condition::exists(PK)
+        .and(open(CommandStatus::Delivered)?)
+        .and(Condition::at_least(
+            crate::model::twin::CommandItem::CREATED_AT,
+            s(registration.created_at.to_string()),
+        ));
     let sent = table
         .client
         .update_item()
@@ -328,7 +334,9 @@ async fn record_reported_version(
         .map(|state| state.twin))
 }
 
-/// The reported document, unless a newer report is stored already.
+/// The reported document, unless a newer report of this device is stored already. A stored
+/// report from before this device's registration is a deleted device's of the same id (one in
+/// flight at its deletion): this device's first report replaces it whatever its version.
 async fn store_reported(
     table: &FleetTable,
     registration: &RegistrationItem,
@@ -349,7 +357,12 @@ async fn store_reported(
         .table_name(table.name())
         .set_item(Some(item.to_item(&table.config.shards)?))
         .expressions(Expressions::condition(
-            Condition::absent(PK).or(Condition::at_most(ReportedStateItem::VERSION, n(version))),
+            Condition::absent(PK)
+                .or(Condition::at_most(ReportedStateItem::VERSION, n(version)))
+                .or(Condition::below(
+                    ReportedStateItem::REPORTED_AT,
+                    s(registration.created_at.to_string()),
+                )),
         ))
         .send()
         .await;

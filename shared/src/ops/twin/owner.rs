@@ -92,11 +92,14 @@ pub async fn set_desired(
 }
 
 /// AP-03's extra read for a device with a twin: its desired and reported documents, one
-/// eventually consistent Query of the device's `TWIN#` items.
+/// eventually consistent Query of the device's `TWIN#` items. Only documents of the device
+/// registered at `registered` count: a deletion removes its device's documents, but a report
+/// already in flight when the device was deleted can still land after it.
 pub async fn twin_documents(
     table: &FleetTable,
     user: &UserId,
     device: &DeviceId,
+    registered: Timestamp,
     view: TwinView,
 ) -> Result<TwinView, FleetError> {
     let (items, _) = query(key_prefix(
@@ -116,7 +119,9 @@ pub async fn twin_documents(
         }
     }
     // A document left by a deleted device of the same id is not this device's.
-    let desired = desired.filter(|d| d.version == view.desired_version);
+    let desired =
+        desired.filter(|d| d.version == view.desired_version && d.updated_at >= registered);
+    let reported = reported.filter(|r| r.reported_at >= registered);
     view.with_documents(desired, reported)
 }
 
