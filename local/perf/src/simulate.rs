@@ -558,6 +558,7 @@ impl ItemSizes {
             updated_at: at,
             deleting_at: None,
             report_every_seconds: None,
+            offline_detection: Default::default(),
         };
         let state = DeviceStateItem {
             user_id: user.clone(),
@@ -576,6 +577,7 @@ impl ItemSizes {
             tags: device_item.tags.clone(),
             alarms: Default::default(),
             report_every_seconds: None,
+            offline_detection: Default::default(),
             // A learned rhythm (offline detection): every reporting device carries one.
             learned_every_seconds: Some(300),
             learned_jitter_seconds: Some(12),

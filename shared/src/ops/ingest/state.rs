@@ -621,6 +621,7 @@ mod tests {
             alarms: BTreeMap::new(),
             twin: Default::default(),
             report_every_seconds: None,
+            offline_detection: Default::default(),
             learned_every_seconds: None,
             learned_jitter_seconds: None,
             indexed_due: None,
