@@ -475,6 +475,37 @@ async fn offline_detection_is_standard_or_tight_and_a_bad_value_is_a_400_naming_
     );
 }
 
+#[tokio::test]
+async fn a_warm_ingest_container_places_the_due_entry_by_a_detection_patched_after_it_cached_the_state(
+) {
+    let table = fresh_table().await;
+    let token = register(&table, "meter-8", json!({"reportEverySeconds": 60})).await;
+    // One container for every batch: it caches the live state at the first.
+    let warm = Arc::new(Ingestor::new(table.clone(), IngestConfig::default()));
+    let last = Timestamp::now().plus_seconds(-1800);
+    report_every_minute(&warm, "meter-8", &token, last.plus_seconds(-120), 1).await;
+    let patched = device_updates(
+        &table,
+        ApiRequest::patch("/me/devices/meter-8")
+            .caller(OWNER)
+            .header("if-match", "1")
+            .json(json!({"offlineDetection": "tight"})),
+    )
+    .await;
+    assert_eq!(patched.status, 200, "{:?}", patched.body);
+    // The PATCH does not move ingestSeq, so the container's writes succeed on its cached
+    // state: the first batch after it learns the new copies from its update's answer, the next
+    // places the entry by them.
+    report_every_minute(&warm, "meter-8", &token, last, 2).await;
+    let state = state_of(&table, "meter-8").await;
+    assert_eq!(state.last_seen, Some(last));
+    assert_eq!(
+        state.indexed_due,
+        Some(last.plus_seconds(120)),
+        "tight from the second batch after the PATCH"
+    );
+}
+
 /// A rule set with one rule of `body`, put for `OWNER`.
 async fn put_rule(table: &FleetTable, body: Value) -> Rule {
     let rule = Rule {

@@ -709,6 +709,25 @@ impl DeviceStateItem {
         due_at(self.last_seen.as_ref()?, &self.device_id, &self.rhythm())
     }
 
+    /// This state with what others write on the item taken from `written` (the item as an
+    /// update returned it): the owner's copies (status, name, tags, interval, offline
+    /// detection, their version) and where the due index holds the device. A PATCH does not
+    /// move `ingestSeq`, so a warm ingestion container's cached state would keep the old
+    /// copies (and place the due entry by them) until its cache missed; refreshed from every
+    /// update's answer, its next batch works from the owner's current settings.
+    pub fn with_copies_of(self, written: &DeviceStateItem) -> Self {
+        Self {
+            status: written.status,
+            name: written.name.clone(),
+            tags: written.tags.clone(),
+            device_version: written.device_version,
+            report_every_seconds: written.report_every_seconds,
+            offline_detection: written.offline_detection,
+            indexed_due: written.indexed_due,
+            ..self
+        }
+    }
+
     /// Learns from the gap between `before`'s report and this state's, once per `SEEN#`
     /// bucket (when the bucket changes): the learned interval, like the due entry, changes
     /// only when the `SEEN#` entry moves.
