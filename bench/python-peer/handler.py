@@ -525,6 +525,8 @@ def device_json(item, state):
            if "reportEverySeconds" in item else {}),
         **({"learnedEverySeconds": readings["learned"]}
            if readings["learned"] is not None else {}),
+        **({"offlineDetection": "tight"}
+           if item.get("offlineDetection", {}).get("S") == "tight" else {}),
         **({"twin": twin_summary(versions)} if any(versions.values()) else {}),
     }
 
@@ -905,6 +907,10 @@ def due_at(state, device):
     expected = declared if declared is not None else state["learned"]
     if expected is None:
         return None
+    if state["tight"]:
+        # offlineDetection "tight": from the last report itself, a minute's grace; the entry
+        # moves with every batch that moves lastSeen (shared::model::offline::due_at).
+        return state["lastSeen"].plus_seconds(expected + MIN_GRACE_SECONDS)
     jitter = 0 if declared is not None else (state["jitter"] or 0) * 4
     grace = min(max(MIN_GRACE_SECONDS, expected // 2, jitter), MAX_REPORT_EVERY_SECONDS)
     bucket = seen_bucket(state["lastSeen"], device)
@@ -956,6 +962,7 @@ def state_from_item(item):
         "status": item.get("status", {}).get("S", "active"),
         "offline": "offline" in item.get("alarms", {}).get("M", {}),
         "reportEvery": number("reportEverySeconds"),
+        "tight": item.get("offlineDetection", {}).get("S") == "tight",
         "learned": number("learnedEverySeconds"),
         "jitter": number("learnedJitterSeconds"),
         "indexedDue": Timestamp.parse("GSI3SK", due_key.split("#")[0]) if due_key else None,

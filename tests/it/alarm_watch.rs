@@ -313,6 +313,208 @@ async fn a_learned_rhythm_watches_a_device_without_a_declared_interval() {
     assert_eq!(run["raised"], 1, "{run}");
 }
 
+/// Sends one reading a minute for `device`, the last at `last`, `minutes` in all.
+async fn report_every_minute(
+    ingestor: &Arc<Ingestor>,
+    device: &str,
+    token: &str,
+    last: Timestamp,
+    minutes: i64,
+) {
+    for k in (0..minutes).rev() {
+        let at = last.plus_seconds(-60 * k).to_string();
+        let body = json!([{"type": "temperature", "value": 4.0, "at": at}]);
+        let a = ingest(ingestor, ingest_request(device, token, body)).await;
+        assert_eq!(a.status, 200, "{device}: {:?}", a.body);
+    }
+}
+
+#[tokio::test]
+async fn a_tight_one_minute_device_is_flagged_within_its_interval_plus_two_minutes_a_standard_one_is_not(
+) {
+    let table = fresh_table().await;
+    let tight = register(
+        &table,
+        "tight-1",
+        json!({"reportEverySeconds": 60, "offlineDetection": "tight"}),
+    )
+    .await;
+    let standard = register(&table, "std-1", json!({"reportEverySeconds": 60})).await;
+    let ingestor = Arc::new(Ingestor::new(table.clone(), IngestConfig::default()));
+    // T, the last report of both, 30 s into the standard device's 15-minute SEEN bucket: the
+    // standard device is then due 16.5 minutes after T, the tight one 2 minutes after T.
+    let std_device = key::device_id("std-1");
+    let last = shared::model::keys::seen_bucket(&Timestamp::now().plus_seconds(-3600), &std_device)
+        .plus_seconds(30);
+    // Ten minutes of reports a minute apart: the tight device's due entry follows each one.
+    for k in (0..10).rev() {
+        let at = last.plus_seconds(-60 * k);
+        report_every_minute(&ingestor, "tight-1", &tight, at, 1).await;
+        let state = state_of(&table, "tight-1").await;
+        assert_eq!(state.last_seen, Some(at));
+        assert_eq!(
+            state.indexed_due,
+            Some(at.plus_seconds(120)),
+            "tight: the interval and a minute after each report"
+        );
+    }
+    report_every_minute(&ingestor, "std-1", &standard, last, 10).await;
+    let std_due = state_of(&table, "std-1").await.indexed_due.unwrap();
+    assert_eq!(
+        std_due,
+        last.plus_seconds(-30 + 900 + 120),
+        "standard: from its bucket's end"
+    );
+
+    let watch = watcher(&table);
+    // Silent after T. The run a second before T + interval + 1 min finds nothing.
+    let (early, _) = run_at(&watch, last.plus_seconds(60 + 60 - 1)).await;
+    assert_eq!(
+        (early["candidates"].as_u64(), early["raised"].as_u64()),
+        (Some(0), Some(0)),
+        "{early}"
+    );
+    // The run at T + interval + 2 minutes flags the tight device, and only it.
+    let (run, _) = run_at(&watch, last.plus_seconds(60 + 120)).await;
+    assert_eq!(run["raised"], 1, "{run}");
+    let alarms = alarms_of(&table).await;
+    assert_eq!(alarms.len(), 1);
+    assert_eq!(alarms[0].device_id.as_str(), "tight-1");
+    assert_eq!(alarms[0].source, "offline");
+    assert_eq!(alarms[0].last_seen, Some(last));
+    assert!(state_of(&table, "tight-1")
+        .await
+        .alarms
+        .contains_key("offline"));
+    let standard_state = state_of(&table, "std-1").await;
+    assert!(
+        !standard_state.alarms.contains_key("offline"),
+        "a standard device is not flagged yet"
+    );
+    assert_eq!(standard_state.indexed_due, Some(std_due));
+    // The standard device keeps today's bound: flagged at its due time, 16.5 minutes after T.
+    let (later, _) = run_at(&watch, std_due.plus_seconds(-1)).await;
+    assert_eq!(later["raised"], 0, "{later}");
+    let (due, _) = run_at(&watch, std_due).await;
+    assert_eq!(due["raised"], 1, "{due}");
+    assert!(state_of(&table, "std-1")
+        .await
+        .alarms
+        .contains_key("offline"));
+}
+
+#[tokio::test]
+async fn offline_detection_is_standard_or_tight_and_a_bad_value_is_a_400_naming_it() {
+    let table = fresh_table().await;
+    register(&table, "meter-5", json!({"reportEverySeconds": 60})).await;
+    let before = table_contents(&table).await;
+    for bad in [
+        json!("fast"),
+        json!("Tight"),
+        json!(""),
+        json!(1),
+        json!(null),
+        json!({"mode": "tight"}),
+    ] {
+        let a = device_updates(
+            &table,
+            ApiRequest::post("/me/devices").caller(OWNER).json(
+                json!({"deviceId": "meter-6", "name": "M", "type": "meter", "offlineDetection": bad}),
+            ),
+        )
+        .await;
+        assert_eq!(
+            (a.status, a.error_code(), a.error_field()),
+            (400, "invalid_request", "offlineDetection"),
+            "{bad}: {:?}",
+            a.body
+        );
+        let a = device_updates(
+            &table,
+            ApiRequest::patch("/me/devices/meter-5")
+                .caller(OWNER)
+                .header("if-match", "1")
+                .json(json!({"offlineDetection": bad})),
+        )
+        .await;
+        assert_eq!(
+            (a.status, a.error_code(), a.error_field()),
+            (400, "invalid_request", "offlineDetection"),
+            "{bad}: {:?}",
+            a.body
+        );
+    }
+    assert_eq!(table_contents(&table).await, before, "nothing stored");
+
+    // Tight and back: the device and its live state say so, the answer shows it while tight.
+    let a = device_updates(
+        &table,
+        ApiRequest::patch("/me/devices/meter-5")
+            .caller(OWNER)
+            .header("if-match", "1")
+            .json(json!({"offlineDetection": "tight"})),
+    )
+    .await;
+    assert_eq!(a.status, 200, "{:?}", a.body);
+    assert_eq!(a.body["device"]["offlineDetection"], "tight");
+    assert_eq!(
+        state_of(&table, "meter-5").await.offline_detection,
+        shared::model::offline::OfflineDetection::Tight
+    );
+    let a = device_updates(
+        &table,
+        ApiRequest::patch("/me/devices/meter-5")
+            .caller(OWNER)
+            .header("if-match", "2")
+            .json(json!({"offlineDetection": "standard"})),
+    )
+    .await;
+    assert_eq!(a.status, 200, "{:?}", a.body);
+    assert!(
+        a.body["device"].get("offlineDetection").is_none(),
+        "standard is the default: {}",
+        a.body
+    );
+    let state = item(&table, &key::state(OWNER, 0, "meter-5"))
+        .await
+        .unwrap();
+    assert!(
+        !state.contains_key("offlineDetection"),
+        "a standard device stores nothing more"
+    );
+}
+
+#[tokio::test]
+async fn a_warm_ingest_container_places_the_due_entry_by_a_detection_patched_after_it_cached_the_state(
+) {
+    let table = fresh_table().await;
+    let token = register(&table, "meter-8", json!({"reportEverySeconds": 60})).await;
+    // One container for every batch: it caches the live state at the first.
+    let warm = Arc::new(Ingestor::new(table.clone(), IngestConfig::default()));
+    let last = Timestamp::now().plus_seconds(-1800);
+    report_every_minute(&warm, "meter-8", &token, last.plus_seconds(-120), 1).await;
+    let patched = device_updates(
+        &table,
+        ApiRequest::patch("/me/devices/meter-8")
+            .caller(OWNER)
+            .header("if-match", "1")
+            .json(json!({"offlineDetection": "tight"})),
+    )
+    .await;
+    assert_eq!(patched.status, 200, "{:?}", patched.body);
+    // The PATCH does not move ingestSeq, so the container's writes succeed on its cached
+    // state: the first batch after it learns the new copies from its update's answer, the next
+    // places the entry by them.
+    report_every_minute(&warm, "meter-8", &token, last, 2).await;
+    let state = state_of(&table, "meter-8").await;
+    assert_eq!(state.last_seen, Some(last));
+    assert_eq!(
+        state.indexed_due,
+        Some(last.plus_seconds(120)),
+        "tight from the second batch after the PATCH"
+    );
+}
+
 /// A rule set with one rule of `body`, put for `OWNER`.
 async fn put_rule(table: &FleetTable, body: Value) -> Rule {
     let rule = Rule {

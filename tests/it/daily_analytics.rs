@@ -59,6 +59,7 @@ async fn register(table: &FleetTable, user: &str, device: &str, kind: &str) -> S
         &UserId::parse(user).unwrap(),
         DeviceRegistration {
             report_every_seconds: None,
+            offline_detection: Default::default(),
             device_id: DeviceId::parse(device).unwrap(),
             name: device.into(),
             device_type: DeviceType::parse(kind).unwrap(),

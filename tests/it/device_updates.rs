@@ -343,6 +343,7 @@ async fn a_registration_attempt_older_than_the_deletion_cannot_land_after_it() {
         &UserId::parse(BOB).unwrap(),
         &DeviceRegistration {
             report_every_seconds: None,
+            offline_detection: Default::default(),
             device_id: DeviceId::parse("thermo-1").unwrap(),
             name: "Hall".into(),
             device_type: DeviceType::parse("thermostat").unwrap(),

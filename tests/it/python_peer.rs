@@ -274,6 +274,57 @@ async fn an_ingest_batch_stores_exactly_the_items_the_rust_handler_stores() {
     );
 }
 
+/// Makes the demo's kitchen thermostat a tight-detection device (`offlineDetection`), as
+/// its owner would.
+async fn tighten_kitchen(table: &FleetTable) {
+    let device = shared::model::items::DeviceItem::from_item(
+        item(table, &key::device("demo-alice", "thermo-kitchen"))
+            .await
+            .unwrap(),
+    )
+    .unwrap();
+    let patched = device_updates(
+        table,
+        ApiRequest::patch("/me/devices/thermo-kitchen")
+            .caller("demo-alice")
+            .header("if-match", &device.version.to_string())
+            .json(json!({"offlineDetection": "tight"})),
+    )
+    .await;
+    assert_eq!(patched.status, 200, "{:?}", patched.body);
+}
+
+#[tokio::test]
+async fn a_tight_devices_due_entry_moves_with_each_batch_in_the_peer_as_in_rust() {
+    let (rust_table, _) = demo_table().await;
+    let (peer_table, _) = demo_table().await;
+    tighten_kitchen(&rust_table).await;
+    tighten_kitchen(&peer_table).await;
+    let now = Timestamp::now();
+    for batch in [kitchen_batch(now.plus_seconds(-60)), kitchen_batch(now)] {
+        let rust = rust_ingest(&rust_table, &batch.event()).await;
+        let (status, _) = peer(&peer_table, "ingest_handler", &batch.event()).await;
+        assert_eq!((rust.status, status), (200, 200), "{}", rust.body);
+        let due = |item: Item| {
+            let state = DeviceStateItem::from_item(item).unwrap();
+            let last_seen = state.last_seen.unwrap();
+            assert_eq!(
+                state.indexed_due,
+                state.due_at(),
+                "the entry is where the state says"
+            );
+            (state.indexed_due, last_seen)
+        };
+        let state = key::state("demo-alice", 0, "thermo-kitchen");
+        let (rust_due, rust_seen) = due(item(&rust_table, &state).await.unwrap());
+        let (peer_due, peer_seen) = due(item(&peer_table, &state).await.unwrap());
+        assert_eq!(rust_seen, peer_seen);
+        // Tight: the kitchen's declared 300 s and a minute after its last report, on both.
+        assert_eq!(rust_due, Some(rust_seen.plus_seconds(360)));
+        assert_eq!(peer_due, rust_due);
+    }
+}
+
 #[tokio::test]
 async fn rejections_match_the_rust_handler_and_change_nothing() {
     let (table, _) = demo_table().await;

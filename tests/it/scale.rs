@@ -197,6 +197,102 @@ async fn an_event_costs_about_one_write_unit_by_dynamodbs_rules_with_a_searchabl
     );
 }
 
+/// Registers `device` for `owner` with `body`'s offline settings; returns its token.
+async fn register_with(table: &FleetTable, owner: &str, device: &str, body: Value) -> String {
+    let mut body = body;
+    body["deviceId"] = json!(device);
+    body["name"] = json!("Meter");
+    body["type"] = json!("meter");
+    let a = device_updates(
+        table,
+        ApiRequest::post("/me/devices").caller(owner).json(body),
+    )
+    .await;
+    assert_eq!(a.status, 201, "{:?}", a.body);
+    a.body["token"].as_str().unwrap().to_string()
+}
+
+/// Write units of the same requests for a one-minute device with standard and with tight
+/// offline detection: (100-event batches per event, single-event requests per request, the due
+/// entry's share of each), by DynamoDB's rules.
+#[tokio::test]
+async fn tight_offline_detection_costs_its_due_entry_move_per_batch_and_standard_devices_pay_as_before(
+) {
+    let table = fresh_table().await;
+    let owner = "scale-owner";
+    let cold = || Arc::new(Ingestor::new(table.clone(), IngestConfig::default()));
+    let mut figures = Vec::new();
+    for (device, detection) in [("meter-std", "standard"), ("meter-tight", "tight")] {
+        let token = register_with(
+            &table,
+            owner,
+            device,
+            json!({"reportEverySeconds": 60, "offlineDetection": detection}),
+        )
+        .await;
+        let (mut units, mut due_units) = (0, 0);
+        for batch in 0..3 {
+            let before = snapshot(&table).await;
+            let body = telemetry(100, 200 - 30 * batch);
+            let put = marks_put(&body);
+            let a = ingest(&cold(), ingest_request(device, &token, body)).await;
+            assert_eq!(a.status, 200, "{:?}", a.body);
+            let after = snapshot(&table).await;
+            due_units += due_entry_units(&before, &after);
+            units += billed_request(&before, &after, put);
+        }
+        let batched = (units as f64 / 300.0, due_units as f64 / 300.0);
+        let (mut units, mut due_units) = (0, 0);
+        for minute in 0..30 {
+            let before = snapshot(&table).await;
+            let body = if minute % 10 == 9 {
+                json!([{"type": "fault", "value": minute, "at": ago((90 - minute) * 60)}])
+            } else {
+                telemetry(1, 90 - minute)
+            };
+            let put = marks_put(&body);
+            let a = ingest(&cold(), ingest_request(device, &token, body)).await;
+            assert_eq!(a.status, 200, "{:?}", a.body);
+            let after = snapshot(&table).await;
+            due_units += due_entry_units(&before, &after);
+            units += billed_request(&before, &after, put);
+        }
+        let single = (units as f64 / 30.0, due_units as f64 / 30.0);
+        eprintln!(
+            "{detection} offline detection, one-minute device: 100-event batches {:.3} write units per event (due entry {:.3}); single-event requests {:.3} per request (due entry {:.3})",
+            batched.0, batched.1, single.0, single.1
+        );
+        figures.push((batched, single));
+    }
+    let [(std_batched, std_single), (tight_batched, tight_single)] = figures[..] else {
+        unreachable!()
+    };
+    // Standard keeps today's goals: the due entry moves with the SEEN# bucket only.
+    assert!(
+        std_batched.0 <= 1.5 && std_single.0 <= 3.0,
+        "{std_batched:?} {std_single:?}"
+    );
+    assert!(
+        std_single.1 <= 0.25,
+        "standard: a few moves in 30 minutes: {std_single:?}"
+    );
+    // Tight: the due entry moves with every request that moves lastSeen (a delete and a put
+    // on GSI3, 2 units): 2 per single-event request; in the batches its first put (1) and two
+    // moves (2 each; batches 30 minutes apart move a standard device's entry as well).
+    assert_eq!(tight_single.1, 2.0, "{tight_single:?}");
+    assert_eq!(tight_batched.1, 5.0 / 300.0, "{tight_batched:?}");
+    let extra_single = tight_single.0 - std_single.0;
+    let extra_batched = tight_batched.0 - std_batched.0;
+    assert!(
+        (extra_single - (tight_single.1 - std_single.1)).abs() < 1e-9,
+        "only the due entry costs more: {extra_single}"
+    );
+    assert!(
+        (extra_batched - (tight_batched.1 - std_batched.1)).abs() < 1e-9,
+        "only the due entry costs more: {extra_batched}"
+    );
+}
+
 #[tokio::test]
 async fn a_searchable_event_adds_its_index_entry_and_its_hours_type_mark() {
     let table = fresh_table().await;

@@ -22,7 +22,7 @@ use shared::model::alarm::{AlarmId, RuleDefinition, RuleId, MAX_RULES_PER_OWNER}
 use shared::model::ids::{
     parse_display_name, parse_tags, CommandName, DeviceId, DeviceType, Tag, UserId,
 };
-use shared::model::offline::parse_report_every;
+use shared::model::offline::{parse_report_every, OfflineDetection};
 use shared::model::optional::not_null;
 use shared::model::status::DeviceStatus;
 use shared::model::twin::{
@@ -125,6 +125,10 @@ struct RegisterDeviceBody {
     /// `null` is refused: leave it out to have the interval learned.
     #[serde(default, deserialize_with = "not_null")]
     report_every_seconds: Option<serde_json::Value>,
+    /// Validated by [`OfflineDetection::parse_field`]; `null` is refused like any other bad
+    /// value (absent is standard).
+    #[serde(default, deserialize_with = "present")]
+    offline_detection: Option<serde_json::Value>,
 }
 
 /// A field that may be sent as `null` (which clears it): `Some(Value::Null)`, told apart from
@@ -147,6 +151,11 @@ async fn register_device(
             .report_every_seconds
             .map(|v| parse_report_every("reportEverySeconds", &v))
             .transpose()?,
+        offline_detection: body
+            .offline_detection
+            .map(|v| OfflineDetection::parse_field("offlineDetection", &v))
+            .transpose()?
+            .unwrap_or_default(),
         device_id: DeviceId::parse(body.device_id)?,
         name: parse_display_name("name", &body.name, MAX_DEVICE_NAME)?,
         device_type: DeviceType::parse(body.device_type)?,
@@ -180,6 +189,8 @@ struct PatchDeviceBody {
     tags: Option<Vec<String>>,
     #[serde(default, rename = "reportEverySeconds", deserialize_with = "present")]
     report_every_seconds: Option<serde_json::Value>,
+    #[serde(default, rename = "offlineDetection", deserialize_with = "present")]
+    offline_detection: Option<serde_json::Value>,
 }
 
 /// `PATCH /me/devices/{deviceId}`.
@@ -208,6 +219,10 @@ async fn update_device(
                 serde_json::Value::Null => Ok(None),
                 v => parse_report_every("reportEverySeconds", &v).map(Some),
             })
+            .transpose()?,
+        offline_detection: body
+            .offline_detection
+            .map(|v| OfflineDetection::parse_field("offlineDetection", &v))
             .transpose()?,
     };
     let device =

@@ -111,6 +111,7 @@ pub async fn drive_ingest(
             clean,
             &owner,
             DeviceRegistration {
+                offline_detection: Default::default(),
                 report_every_seconds: None,
                 device_id: DeviceId::parse(&device)?,
                 name: format!("Faulty {d}"),

@@ -182,6 +182,7 @@ async fn load_devices(
             table,
             &user,
             DeviceRegistration {
+                offline_detection: Default::default(),
                 report_every_seconds: None,
                 device_id: DeviceId::parse(&id)?,
                 name: format!("Load device {i}"),

@@ -177,12 +177,21 @@ pub struct RolloutPeak {
 pub struct Offline {
     /// Devices that go silent (and later report again) a day, as a share of the fleet.
     pub per_day: f64,
+    /// Devices whose owner asked for tight offline detection (`offlineDetection: tight`), as a
+    /// share of the fleet (default 0): their due entry moves with every batch, not once per
+    /// `SEEN#` bucket.
+    #[serde(default)]
+    pub tight: f64,
 }
 
 impl Default for Offline {
-    /// An assumption, not a measurement: 1% of a fleet drops off (power, network) on a day.
+    /// An assumption, not a measurement: 1% of a fleet drops off (power, network) on a day;
+    /// nobody asks for tight detection.
     fn default() -> Self {
-        Self { per_day: 0.01 }
+        Self {
+            per_day: 0.01,
+            tight: 0.0,
+        }
     }
 }
 
@@ -558,6 +567,7 @@ impl ItemSizes {
             updated_at: at,
             deleting_at: None,
             report_every_seconds: None,
+            offline_detection: Default::default(),
         };
         let state = DeviceStateItem {
             user_id: user.clone(),
@@ -576,6 +586,7 @@ impl ItemSizes {
             tags: device_item.tags.clone(),
             alarms: Default::default(),
             report_every_seconds: None,
+            offline_detection: Default::default(),
             // A learned rhythm (offline detection): every reporting device carries one.
             learned_every_seconds: Some(300),
             learned_jitter_seconds: Some(12),
@@ -1261,11 +1272,14 @@ pub fn simulate(profile: Profile, source: &str) -> Result<Simulation, Error> {
             status_wcu[shard] += rewrites * status_rewrite_wcu;
             status_devices[shard] += 1;
             // Its due entry (GSI3) moves at the same moments; a device that reports is watched.
+            // A tight device's moves with every batch (its share of the fleet, on average).
             if rate > 0.0 {
+                let tight = profile.offline.tight.clamp(0.0, 1.0);
+                let due_moves = (1.0 - tight) * rewrites + tight * batches;
                 let due_shard = usize::from(shard_of(device.as_str(), DUE_SHARDS));
-                due_wcu[due_shard] += rewrites * due_rewrite_wcu;
+                due_wcu[due_shard] += due_moves * due_rewrite_wcu;
                 due_devices[due_shard] += 1.0;
-                w.due_move_write_units_per_day += rewrites * due_rewrite_wcu * 86_400.0;
+                w.due_move_write_units_per_day += due_moves * due_rewrite_wcu * 86_400.0;
             }
             for (k, (_, share)) in types.iter().enumerate() {
                 type_rates[k] += rate * share;
@@ -1914,6 +1928,32 @@ devices_per_user: {distribution: fixed, devices: 5}
 events: {per_device_per_minute: 1, batch_size: 10, types: {temperature: 1, humidity: 1, door: 1, power: 1}}
 reads: {dashboard_opens_per_minute: 100, device_event_reads_per_minute: 100}
 ";
+
+    #[test]
+    fn tight_offline_detection_moves_the_due_entry_with_every_batch() {
+        let standard = simulate(profile(UNIFORM), "test").unwrap();
+        let tight = simulate(
+            profile(&format!(
+                "{UNIFORM}offline: {{per_day: 0.01, tight: 1.0}}\n"
+            )),
+            "test",
+        )
+        .unwrap();
+        // One event a minute in batches of 10: a batch every 10 minutes, each moving a tight
+        // device's entry (144 a day, 2 units each), against a standard device's SEEN# moves
+        // (at most one per 15-minute bucket: 96 a day).
+        let per_device = |s: &Simulation| s.workload.due_move_write_units_per_day / 10_000.0;
+        assert!(
+            (per_device(&standard) - 2.0 * 96.0).abs() < 1e-6,
+            "{}",
+            per_device(&standard)
+        );
+        assert!(
+            (per_device(&tight) - 2.0 * 144.0).abs() < 1e-6,
+            "{}",
+            per_device(&tight)
+        );
+    }
 
     #[test]
     fn a_uniform_profile_is_not_flagged() {

@@ -49,6 +49,7 @@ pub async fn measure(
             table,
             &owner,
             DeviceRegistration {
+                offline_detection: Default::default(),
                 report_every_seconds: None,
                 device_id: DeviceId::parse(format!("bench-{d}"))?,
                 name: format!("Bench {d}"),

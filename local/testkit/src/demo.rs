@@ -209,6 +209,7 @@ pub async fn seed(table: &FleetTable) -> Result<Vec<DemoDevice>, FleetError> {
             registrar,
             &UserId::parse(owner)?,
             DeviceRegistration {
+                offline_detection: Default::default(),
                 // The kitchen thermostat and the utility's meters declare their interval
                 // (offline detection); the others' are learned from their reports.
                 report_every_seconds: match id {

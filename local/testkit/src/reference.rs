@@ -86,6 +86,7 @@ pub async fn seed(table: &FleetTable) -> Result<Tokens, FleetError> {
                 table,
                 &user_id,
                 DeviceRegistration {
+                    offline_detection: Default::default(),
                     report_every_seconds: None,
                     device_id: DeviceId::parse(&device_id)?,
                     name: format!("Sensor {d}"),

@@ -14,7 +14,7 @@ use crate::model::alarm::{
 use crate::model::entity::{Entity, EntityType};
 use crate::model::expression::Attribute;
 use crate::model::keys::seen_bucket;
-use crate::model::offline::{due_at, Rhythm};
+use crate::model::offline::{due_at, OfflineDetection, Rhythm};
 use crate::model::shard::ShardCounts;
 use crate::model::status::DeviceStatus;
 
@@ -88,6 +88,10 @@ pub struct DeviceItem {
     /// How often the device promises to report (offline detection); `None`: learned.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub report_every_seconds: Option<u64>,
+    /// How closely its silence is watched; stored only when tight (a standard device's item
+    /// is as it was).
+    #[serde(default, skip_serializing_if = "OfflineDetection::is_standard")]
+    pub offline_detection: OfflineDetection,
 }
 
 /// An owner's fleet: `USER#{userId}` / `FLEET`, and in the directory (GSI2). Registration
@@ -161,6 +165,9 @@ pub struct DeviceStateItem {
     /// Copy of the device's declared reporting interval.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub report_every_seconds: Option<u64>,
+    /// Copy of the device's offline detection (stored only when tight, like the device's).
+    #[serde(default, skip_serializing_if = "OfflineDetection::is_standard")]
+    pub offline_detection: OfflineDetection,
     /// The learned mean gap between reports, changed at most once per `SEEN#` bucket
     /// ([`crate::model::offline`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -427,6 +434,8 @@ attributes!(DeviceItem {
     DELETING_AT = "deletingAt",
     /// `reportEverySeconds`: the declared reporting interval.
     REPORT_EVERY_SECONDS = "reportEverySeconds",
+    /// `offlineDetection`: `tight` when the owner asked for it (absent: standard).
+    OFFLINE_DETECTION = "offlineDetection",
 });
 
 attributes!(FleetItem {
@@ -465,6 +474,8 @@ attributes!(DeviceStateItem {
     ALARMS = "alarms",
     /// `reportEverySeconds`: copy of the declared reporting interval.
     REPORT_EVERY_SECONDS = "reportEverySeconds",
+    /// `offlineDetection`: copy of the device's offline detection (absent: standard).
+    OFFLINE_DETECTION = "offlineDetection",
     /// `learnedEverySeconds`: the learned reporting interval.
     LEARNED_EVERY_SECONDS = "learnedEverySeconds",
     /// `learnedJitterSeconds`: the learned jitter of the interval.
@@ -685,6 +696,7 @@ impl DeviceStateItem {
             declared: self.report_every_seconds,
             learned: self.learned_every_seconds,
             jitter: self.learned_jitter_seconds,
+            detection: self.offline_detection,
         }
     }
 
@@ -695,6 +707,25 @@ impl DeviceStateItem {
             return None;
         }
         due_at(self.last_seen.as_ref()?, &self.device_id, &self.rhythm())
+    }
+
+    /// This state with what others write on the item taken from `written` (the item as an
+    /// update returned it): the owner's copies (status, name, tags, interval, offline
+    /// detection, their version) and where the due index holds the device. A PATCH does not
+    /// move `ingestSeq`, so a warm ingestion container's cached state would keep the old
+    /// copies (and place the due entry by them) until its cache missed; refreshed from every
+    /// update's answer, its next batch works from the owner's current settings.
+    pub fn with_copies_of(self, written: &DeviceStateItem) -> Self {
+        Self {
+            status: written.status,
+            name: written.name.clone(),
+            tags: written.tags.clone(),
+            device_version: written.device_version,
+            report_every_seconds: written.report_every_seconds,
+            offline_detection: written.offline_detection,
+            indexed_due: written.indexed_due,
+            ..self
+        }
     }
 
     /// Learns from the gap between `before`'s report and this state's, once per `SEEN#`
@@ -1141,6 +1172,7 @@ mod tests {
                     updated_at: at,
                     deleting_at: Some(at),
                     report_every_seconds: Some(60),
+                    offline_detection: Default::default(),
                 }
                 .to_item(&shards)
                 .unwrap(),
@@ -1183,6 +1215,7 @@ mod tests {
                         crate::model::alarm::AlarmStatus::default(),
                     )]),
                     report_every_seconds: Some(60),
+                    offline_detection: Default::default(),
                     learned_every_seconds: Some(61),
                     learned_jitter_seconds: Some(2),
                     indexed_due: None,
@@ -1328,6 +1361,7 @@ mod tests {
             updated_at: at,
             deleting_at: None,
             report_every_seconds: None,
+            offline_detection: Default::default(),
         };
         let shards = ShardCounts::default();
         let attrs = item.to_item(&shards).unwrap();
@@ -1373,6 +1407,7 @@ mod tests {
             tags: Vec::new(),
             alarms: BTreeMap::new(),
             report_every_seconds: None,
+            offline_detection: Default::default(),
             learned_every_seconds: None,
             learned_jitter_seconds: None,
             indexed_due: None,

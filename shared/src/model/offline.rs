@@ -22,6 +22,14 @@
 //! (the gap that crossed into the new bucket), which ingestion knows anyway. Before a device's
 //! second bucket nothing is known and it is not watched. A gap that ends an offline alarm
 //! counts at most twice the expected interval, so an outage does not teach the device to be slow.
+//!
+//! **Tight detection.** An owner may ask for [`OfflineDetection::Tight`] on a device: its due
+//! time is `lastSeen + expected + 60 s`, with no bucket term, so the detector (every minute)
+//! flags it within its interval plus two minutes of its last report. The price is the due
+//! entry moving with every batch that moves `lastSeen` (2 write units per such batch: a
+//! delete and a put on GSI3) instead of once per bucket; every other device keeps the bucket.
+
+use serde::{Deserialize, Serialize};
 
 use crate::model::alarm::Severity;
 use crate::model::error::ValidationError;
@@ -38,6 +46,45 @@ pub const MIN_GRACE_SECONDS: u64 = 60;
 /// Severity of an offline alarm.
 pub const OFFLINE_SEVERITY: Severity = Severity::Major;
 
+/// How closely an owner asks for a device's silence to be watched (`offlineDetection`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OfflineDetection {
+    /// Flagged after its interval, the grace and the rest of its 15-minute `SEEN#` bucket;
+    /// its due entry moves at most once per bucket (no write beyond the `SEEN#` move's).
+    #[default]
+    Standard,
+    /// Flagged within its interval plus two minutes of its last report; its due entry moves
+    /// with every batch that moves `lastSeen` (2 write units each).
+    Tight,
+}
+
+impl OfflineDetection {
+    /// Every value, as the API spells them.
+    pub const ALL: [OfflineDetection; 2] = [OfflineDetection::Standard, OfflineDetection::Tight];
+
+    /// The name the API and the table use.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OfflineDetection::Standard => "standard",
+            OfflineDetection::Tight => "tight",
+        }
+    }
+
+    /// Whether this is the default (not stored: a standard device's items keep their size).
+    pub fn is_standard(&self) -> bool {
+        *self == OfflineDetection::Standard
+    }
+
+    /// Validates `value` under `field`: `"standard"` or `"tight"`.
+    pub fn parse_field(field: &str, value: &serde_json::Value) -> Result<Self, ValidationError> {
+        Self::ALL
+            .into_iter()
+            .find(|d| value.as_str() == Some(d.as_str()))
+            .ok_or_else(|| ValidationError::new(field, "must be \"standard\" or \"tight\""))
+    }
+}
+
 /// A device's reporting rhythm as its live state keeps it.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Rhythm {
@@ -47,6 +94,8 @@ pub struct Rhythm {
     pub learned: Option<u64>,
     /// `learnedJitterSeconds`: the mean deviation of the gaps from that mean.
     pub jitter: Option<u64>,
+    /// `offlineDetection`: how the due time is placed (owner's choice, copied like `declared`).
+    pub detection: OfflineDetection,
 }
 
 impl Rhythm {
@@ -56,9 +105,13 @@ impl Rhythm {
     }
 
     /// The grace period on top of the interval: `max(60 s, interval / 2, 4 x jitter)` (the
-    /// jitter only counts for a learned interval: a declared one is the owner's promise).
+    /// jitter only counts for a learned interval: a declared one is the owner's promise);
+    /// 60 s for tight detection, which the owner asked to hold to the interval.
     pub fn grace_seconds(&self) -> Option<u64> {
         let expected = self.expected_seconds()?;
+        if self.detection == OfflineDetection::Tight {
+            return Some(MIN_GRACE_SECONDS);
+        }
         let jitter = match self.declared {
             Some(_) => 0,
             None => self.jitter.unwrap_or(0).saturating_mul(4),
@@ -101,10 +154,16 @@ impl Rhythm {
 }
 
 /// When a device last seen at `last_seen` with `rhythm` is offline (see the module's docs), or
-/// `None` when no interval is known.
+/// `None` when no interval is known. Standard: from the end of its `SEEN#` bucket; tight: from
+/// `last_seen` itself.
 pub fn due_at(last_seen: &Timestamp, device: &DeviceId, rhythm: &Rhythm) -> Option<Timestamp> {
-    let silence = rhythm.expected_seconds()? + rhythm.grace_seconds()?;
-    Some(seen_bucket(last_seen, device).plus_seconds(SEEN_GRANULARITY_SECONDS + silence as i64))
+    let silence = (rhythm.expected_seconds()? + rhythm.grace_seconds()?) as i64;
+    Some(match rhythm.detection {
+        OfflineDetection::Standard => {
+            seen_bucket(last_seen, device).plus_seconds(SEEN_GRANULARITY_SECONDS + silence)
+        }
+        OfflineDetection::Tight => last_seen.plus_seconds(silence),
+    })
 }
 
 /// Validates a declared `reportEverySeconds` under `field`.
@@ -156,11 +215,60 @@ mod tests {
     }
 
     #[test]
+    fn a_tight_device_is_due_a_minute_after_its_interval_from_each_report() {
+        let d = device();
+        let tight = Rhythm {
+            declared: Some(60),
+            detection: OfflineDetection::Tight,
+            ..Rhythm::default()
+        };
+        let first = seen_bucket(&at(0), &d);
+        // Every report moves the due time: interval + 60 s after it, whatever the bucket.
+        for s in [0, 60, 600, 899, 900] {
+            let seen = first.plus_seconds(s);
+            assert_eq!(due_at(&seen, &d, &tight), Some(seen.plus_seconds(120)));
+        }
+        // A jittery learned interval does not widen the grace: the owner asked for the bound.
+        let learned = Rhythm {
+            learned: Some(300),
+            jitter: Some(100),
+            detection: OfflineDetection::Tight,
+            ..Rhythm::default()
+        };
+        assert_eq!(learned.grace_seconds(), Some(60));
+        assert_eq!(due_at(&at(0), &d, &learned), Some(at(0).plus_seconds(360)));
+        // Without an interval a tight device is not watched either.
+        let unknown = Rhythm {
+            detection: OfflineDetection::Tight,
+            ..Rhythm::default()
+        };
+        assert_eq!(due_at(&at(0), &d, &unknown), None);
+    }
+
+    #[test]
+    fn offline_detection_is_standard_or_tight() {
+        assert_eq!(
+            OfflineDetection::parse_field("offlineDetection", &serde_json::json!("tight")),
+            Ok(OfflineDetection::Tight)
+        );
+        for bad in [
+            serde_json::json!("Tight"),
+            serde_json::json!(""),
+            serde_json::json!(1),
+            serde_json::json!(null),
+        ] {
+            let err = OfflineDetection::parse_field("offlineDetection", &bad).unwrap_err();
+            assert_eq!(err.field, "offlineDetection");
+        }
+    }
+
+    #[test]
     fn the_grace_is_a_minute_half_the_interval_or_four_jitters() {
         let declared = |s| Rhythm {
             declared: Some(s),
             learned: Some(5),
             jitter: Some(10_000),
+            ..Rhythm::default()
         };
         assert_eq!(declared(60).grace_seconds(), Some(60));
         assert_eq!(declared(6 * 3600).grace_seconds(), Some(3 * 3600));
@@ -168,6 +276,7 @@ mod tests {
             declared: None,
             learned: Some(600),
             jitter: Some(200),
+            ..Rhythm::default()
         };
         assert_eq!(learned.grace_seconds(), Some(800));
         assert_eq!(Rhythm::default().grace_seconds(), None);

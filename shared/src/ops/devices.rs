@@ -31,6 +31,7 @@ use crate::model::items::{
     ReleasedRegistrationItem, TagLinkItem,
 };
 use crate::model::keys::{placement, state_sk, IndexKeys, ItemKey};
+use crate::model::offline::OfflineDetection;
 use crate::model::pattern_id::PatternId;
 use crate::model::readings::{Reading, RecentEvent};
 use crate::model::schema::{Item, PK};
@@ -62,6 +63,8 @@ pub struct DeviceRegistration {
     pub tags: Vec<Tag>,
     /// Declared reporting interval (offline detection); `None`: learned from the device.
     pub report_every_seconds: Option<u64>,
+    /// How closely its silence is watched (`offlineDetection`, standard unless asked).
+    pub offline_detection: OfflineDetection,
 }
 
 /// A validated `PATCH /me/devices/{deviceId}`: at least one field is set.
@@ -75,6 +78,8 @@ pub struct DevicePatch {
     pub tags: Option<Vec<Tag>>,
     /// New declared reporting interval; `Some(None)` (JSON `null`) goes back to learning it.
     pub report_every_seconds: Option<Option<u64>>,
+    /// New offline detection.
+    pub offline_detection: Option<OfflineDetection>,
 }
 
 impl DevicePatch {
@@ -105,6 +110,10 @@ pub struct Device {
     /// The interval learned from the device's rhythm, once known.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub learned_every_seconds: Option<u64>,
+    /// `tight` when the owner asked for it; absent: standard (every other device's answer
+    /// stays as it was).
+    #[serde(skip_serializing_if = "OfflineDetection::is_standard")]
+    pub offline_detection: OfflineDetection,
     /// Version for `If-Match`.
     pub version: u64,
     /// Registration time.
@@ -200,6 +209,7 @@ impl From<DeviceItem> for Device {
             tags: item.tags.iter().map(ToString::to_string).collect(),
             report_every_seconds: item.report_every_seconds,
             learned_every_seconds: None,
+            offline_detection: item.offline_detection,
             version: item.version,
             created_at: item.created_at.to_string(),
             updated_at: item.updated_at.to_string(),
@@ -274,6 +284,7 @@ fn new_device(
         updated_at: now,
         deleting_at: None,
         report_every_seconds: registration.report_every_seconds,
+        offline_detection: registration.offline_detection,
     }
 }
 
@@ -295,6 +306,7 @@ fn new_state(device: &DeviceItem) -> DeviceStateItem {
         tags: device.tags.clone(),
         alarms: BTreeMap::new(),
         report_every_seconds: device.report_every_seconds,
+        offline_detection: device.offline_detection,
         learned_every_seconds: None,
         learned_jitter_seconds: None,
         indexed_due: None,
@@ -706,7 +718,7 @@ pub async fn update_device(
     if patch == DevicePatch::default() {
         return Err(ValidationError::new(
             "body",
-            "nothing to update: give status, name, tags or reportEverySeconds",
+            "nothing to update: give status, name, tags, reportEverySeconds or offlineDetection",
         )
         .into());
     }
@@ -734,8 +746,11 @@ pub async fn update_device(
         || patch.name.is_some()
         || patch.tags.is_some()
         || patch.report_every_seconds.is_some()
+        || patch.offline_detection.is_some()
     {
-        let recheck = patch.status.is_some() || patch.report_every_seconds.is_some();
+        let recheck = patch.status.is_some()
+            || patch.report_every_seconds.is_some()
+            || patch.offline_detection.is_some();
         if let Err(err) = copy_to_state(table, &item, recheck).await {
             tracing::warn!(device = %item.device_id, error = %err, "live state's status/name copy out of step");
         }
@@ -748,13 +763,14 @@ pub async fn update_device(
     Ok(item.into())
 }
 
-/// Copies `device`'s status (its GSI1 partition), name, tags and declared reporting interval
-/// onto its live state, unless a newer version of the device already did (concurrent PATCHes
-/// may land in any order). `recheck` (the status or the interval changed, so the device's
-/// offline-check due time may have): the state's due entry is set to now, so the detector
-/// reads the state at its next run and puts the entry where it belongs (or removes it), and
-/// a shortened interval is never waited out at the old due time. The entry is the detector's
-/// to fix, not this copy's: the state's `lastSeen` is not read here.
+/// Copies `device`'s status (its GSI1 partition), name, tags, declared reporting interval and
+/// offline detection onto its live state, unless a newer version of the device already did
+/// (concurrent PATCHes may land in any order). `recheck` (the status, the interval or the
+/// detection changed, so the device's offline-check due time may have): the state's due entry
+/// is set to now, so the detector reads the state at its next run and puts the entry where it
+/// belongs (or removes it), and a shortened interval or a tightened detection is never waited
+/// out at the old due time. The entry is the detector's to fix, not this copy's: the state's
+/// `lastSeen` is not read here.
 async fn copy_to_state(
     table: &FleetTable,
     device: &DeviceItem,
@@ -776,6 +792,10 @@ async fn copy_to_state(
     let changes = match device.report_every_seconds {
         Some(every) => changes.set(DeviceStateItem::REPORT_EVERY_SECONDS, n(every)),
         None => changes.remove(DeviceStateItem::REPORT_EVERY_SECONDS),
+    };
+    let changes = match device.offline_detection {
+        OfflineDetection::Standard => changes.remove(DeviceStateItem::OFFLINE_DETECTION),
+        tight => changes.set(DeviceStateItem::OFFLINE_DETECTION, s(tight.as_str())),
     };
     let changes = if recheck {
         let now = Timestamp::now();
@@ -823,6 +843,11 @@ fn patch_request(
     match patch.report_every_seconds {
         Some(Some(every)) => changes = changes.set(DeviceItem::REPORT_EVERY_SECONDS, n(every)),
         Some(None) => changes = changes.remove(DeviceItem::REPORT_EVERY_SECONDS),
+        None => {}
+    }
+    match patch.offline_detection {
+        Some(OfflineDetection::Standard) => changes = changes.remove(DeviceItem::OFFLINE_DETECTION),
+        Some(tight) => changes = changes.set(DeviceItem::OFFLINE_DETECTION, s(tight.as_str())),
         None => {}
     }
     if patch.changes_copies() {
@@ -881,6 +906,9 @@ fn applied_by(
         && patch
             .report_every_seconds
             .is_none_or(|r| device.report_every_seconds == r)
+        && patch
+            .offline_detection
+            .is_none_or(|d| device.offline_detection == d)
 }
 
 /// Brings tag links and the registration's name/type copy in step with `device` (as

@@ -80,6 +80,7 @@ pub async fn register_named<S: AsRef<str>>(
             table,
             &owner,
             DeviceRegistration {
+                offline_detection: Default::default(),
                 report_every_seconds: None,
                 device_id: DeviceId::parse(id).map_err(BenchError::setup)?,
                 name: format!("Bench {id}"),

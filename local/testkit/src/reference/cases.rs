@@ -538,6 +538,7 @@ pub static CASES: &[PatternCase] = &[
         run: |table, _| {
             Box::pin(async move {
                 let registration = DeviceRegistration {
+                    offline_detection: Default::default(),
                     report_every_seconds: None,
                     device_id: DeviceId::parse(NEW_DEVICE)?,
                     name: "New".into(),
@@ -1443,6 +1444,7 @@ async fn watched_device(table: &FleetTable) -> Result<Timestamp, FleetError> {
         table,
         &owner,
         DeviceRegistration {
+            offline_detection: Default::default(),
             device_id: device.clone(),
             name: "Watched meter".into(),
             device_type: DeviceType::parse("power-meter")?,

@@ -665,6 +665,7 @@ mod tests {
             tags: Vec::new(),
             alarms: BTreeMap::new(),
             report_every_seconds: every,
+            offline_detection: Default::default(),
             learned_every_seconds: None,
             learned_jitter_seconds: None,
             indexed_due: None,

@@ -282,10 +282,14 @@ impl Ingestor {
             let err = match request.return_values(ReturnValue::AllNew).send().await {
                 Ok(out) => {
                     // The item as written carries what others own on it too: the twin's
-                    // versions tell the device's pending work without a read (ops::twin).
-                    let twin = match out.attributes {
-                        Some(item) => Some(DeviceStateItem::from_item(item)?.twin),
-                        None => None,
+                    // versions tell the device's pending work without a read (ops::twin), and
+                    // the owner's copies bring the cached state in step with a PATCH.
+                    let (twin, stored) = match out.attributes {
+                        Some(item) => {
+                            let written = DeviceStateItem::from_item(item)?;
+                            (Some(written.twin), stored.with_copies_of(&written))
+                        }
+                        None => (None, stored),
                     };
                     self.remember_state(stored.clone());
                     return Ok(Some(FoldedState {
@@ -643,6 +647,7 @@ mod tests {
             alarms: BTreeMap::new(),
             twin: Default::default(),
             report_every_seconds: None,
+            offline_detection: Default::default(),
             learned_every_seconds: None,
             learned_jitter_seconds: None,
             indexed_due: None,
