@@ -1172,7 +1172,7 @@ mod tests {
                     updated_at: at,
                     deleting_at: Some(at),
                     report_every_seconds: Some(60),
-                    offline_detection: Default::default(),
+                    offline_detection: crate::model::offline::OfflineDetection::Tight,
                 }
                 .to_item(&shards)
                 .unwrap(),
@@ -1215,7 +1215,7 @@ mod tests {
                         crate::model::alarm::AlarmStatus::default(),
                     )]),
                     report_every_seconds: Some(60),
-                    offline_detection: Default::default(),
+                    offline_detection: crate::model::offline::OfflineDetection::Tight,
                     learned_every_seconds: Some(61),
                     learned_jitter_seconds: Some(2),
                     indexed_due: None,
