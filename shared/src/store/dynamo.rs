@@ -17,8 +17,10 @@ use aws_sdk_dynamodb::error::ProvideErrorMetadata;
 use aws_sdk_dynamodb::operation::query::builders::QueryFluentBuilder;
 use aws_sdk_dynamodb::types::AttributeValue;
 
+use crate::model::entity::Entity;
 use crate::model::error::FleetError;
 use crate::model::expression::{Condition, ExpressionsBuilder};
+use crate::model::keys::ItemKey;
 use crate::model::schema::{Item, PK, SK};
 use crate::model::token::random_id;
 use crate::store::expression::WithExpressions;
@@ -107,6 +109,23 @@ pub async fn get_all(
             .and_then(|mut u| u.remove(table.name()));
     }
     Ok(found)
+}
+
+/// The `T` at `key`, read consistently (GetItem), or `None` when there is no item.
+pub async fn read_consistent<T: Entity>(
+    table: &FleetTable,
+    key: &ItemKey,
+) -> Result<Option<T>, FleetError> {
+    let out = table
+        .client
+        .get_item()
+        .table_name(table.name())
+        .set_key(Some(key.attributes()))
+        .consistent_read(true)
+        .send()
+        .await
+        .map_err(sdk_error)?;
+    out.item.map(T::from_item).transpose()
 }
 
 /// Result of a write transaction that DynamoDB accepted or cancelled.

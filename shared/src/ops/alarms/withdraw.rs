@@ -26,7 +26,7 @@ use crate::model::timestamp::Timestamp;
 use crate::store::dynamo::{n, query, s, transact, Transaction};
 use crate::store::expression::WithExpressions;
 use crate::store::retry::Retry;
-use crate::store::table::{sdk_error, FleetTable, MAX_ATTEMPTS};
+use crate::store::table::{FleetTable, MAX_ATTEMPTS};
 
 /// Most open alarms one rule deletion clears. Each costs a consistent read of its device's
 /// live state and one transaction; the rest (a rule open on more devices than this) clear
@@ -233,16 +233,7 @@ async fn read_state(
     table: &FleetTable,
     key: &ItemKey,
 ) -> Result<Option<DeviceStateItem>, FleetError> {
-    let out = table
-        .client
-        .get_item()
-        .table_name(table.name())
-        .set_key(Some(key.attributes()))
-        .consistent_read(true)
-        .send()
-        .await
-        .map_err(sdk_error)?;
-    out.item.map(DeviceStateItem::from_item).transpose()
+    crate::store::dynamo::read_consistent(table, key).await
 }
 
 /// When a device's deletion and the clears of all its open alarms would not fit one

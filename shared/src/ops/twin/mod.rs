@@ -29,7 +29,7 @@ use crate::model::keys::ItemKey;
 use crate::model::timestamp::Timestamp;
 use crate::model::twin::{DesiredStateItem, ReportedStateItem, TwinDocument, TwinVersions};
 use crate::store::expression::WithExpressions;
-use crate::store::table::{sdk_error, FleetTable};
+use crate::store::table::FleetTable;
 
 pub use device::{DeviceReport, TwinWork};
 
@@ -128,16 +128,7 @@ async fn read_state(
     table: &FleetTable,
     key: ItemKey,
 ) -> Result<Option<DeviceStateItem>, FleetError> {
-    let out = table
-        .client
-        .get_item()
-        .table_name(table.name())
-        .set_key(Some(key.attributes()))
-        .consistent_read(true)
-        .send()
-        .await
-        .map_err(sdk_error)?;
-    out.item.map(DeviceStateItem::from_item).transpose()
+    crate::store::dynamo::read_consistent(table, &key).await
 }
 
 /// The transaction that makes `document` the desired state of the device whose live state is
