@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use fleet_perf::fault_run::{audit_ingest, drive_ingest, stored_events, IngestLoad, IngestRun};
 use fleet_testkit::fault_proxy::{
-    through_proxy, ClientTimeouts, Fault, FaultProxy, FaultRates, ProxyConfig,
+    through_proxy, Aimed, ClientTimeouts, Fault, FaultProxy, FaultRates, ProxyConfig,
 };
 use fleet_tests::*;
 use serde_json::json;
@@ -937,4 +937,64 @@ async fn a_flapping_sensors_alarm_transactions_stay_consistent_at_30_percent_fau
         open_in_state,
         stats.faults
     );
+}
+
+/// DynamoDB refusing a batch's alarm transaction itself (a ValidationException, which no
+/// resend changes): the readings are still stored and folded into the live state, the
+/// device is answered 200, and only that batch's alarm changes are left out.
+#[tokio::test]
+async fn a_refused_alarm_transaction_never_refuses_the_readings() {
+    let table = fresh_table().await;
+    let token = register_device(&table, "fault-owner", "refused").await;
+    let rule = json!({"name": "hot", "eventType": "temperature",
+        "scope": {"deviceId": "refused"}, "condition": {"above": 80}, "clear": {"below": 75},
+        "severity": "major"});
+    let a = device_updates(
+        &table,
+        ApiRequest::post("/me/rules")
+            .caller("fault-owner")
+            .json(rule),
+    )
+    .await;
+    assert_eq!(a.status, 201, "{}", a.body);
+    let mut config = ProxyConfig::new(3, FaultRates::none());
+    config.aimed = vec![Aimed::refuse("TransactWriteItems", u32::MAX)];
+    let (faulty, proxy) = behind_proxy(&table, config.clone()).await;
+    let ingestor = std::sync::Arc::new(shared::ops::ingest::Ingestor::new(
+        faulty,
+        IngestConfig {
+            retry_window: RETRY_WINDOW,
+            rules_cache: Duration::ZERO,
+            ..IngestConfig::default()
+        },
+    ));
+    let at = ago(100);
+    let crossing = json!([{"id": "hot-1", "type": "temperature", "value": 90.0, "at": at}]);
+    let a = ingest(&ingestor, ingest_request("refused", &token, crossing)).await;
+    assert_eq!(a.status, 200, "{}", a.body);
+    assert_eq!(a.body["accepted"], 1);
+    settle(&proxy, &config).await;
+    assert!(
+        proxy.stats().total_faults() > 0,
+        "the alarm transaction was refused: {:?}",
+        proxy.stats()
+    );
+    let items = table_contents(&table).await;
+    let count = |t| items.iter().filter(|i| entity_type(i) == Some(t)).count();
+    assert_eq!(count(EntityType::Event), 1, "the reading is stored");
+    assert_eq!(count(EntityType::Alarm), 0, "the refused alarm is not");
+    let state = DeviceStateItem::from_item(
+        item(&table, &key::state("fault-owner", 0, "refused"))
+            .await
+            .expect("live state")
+            .into_iter()
+            .collect(),
+    )
+    .expect("a readable live state");
+    assert_eq!(
+        state.last_seen.map(|t| t.to_string()),
+        Some(at),
+        "the live state moved"
+    );
+    assert!(state.alarms.is_empty(), "and says no alarm is open");
 }

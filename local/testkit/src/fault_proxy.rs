@@ -180,6 +180,14 @@ pub enum Aimed {
         /// Requests left to break.
         times: Arc<AtomicU32>,
     },
+    /// The next `times` requests of `operation` are refused, not forwarded, with
+    /// `400 ValidationException`: DynamoDB refusing the request itself (no retry changes it).
+    Refuse {
+        /// `TransactWriteItems`, ...
+        operation: &'static str,
+        /// Requests left to break.
+        times: Arc<AtomicU32>,
+    },
 }
 
 impl Aimed {
@@ -188,6 +196,14 @@ impl Aimed {
     pub fn hold_back(hold: impl Fn(&Value) -> bool + Send + Sync + 'static, times: u32) -> Self {
         Aimed::HoldBack {
             hold: Arc::new(hold),
+            times: Arc::new(AtomicU32::new(times)),
+        }
+    }
+
+    /// Refuses the next `times` requests of `operation` with a ValidationException.
+    pub fn refuse(operation: &'static str, times: u32) -> Self {
+        Aimed::Refuse {
+            operation,
             times: Arc::new(AtomicU32::new(times)),
         }
     }
@@ -208,6 +224,7 @@ impl std::fmt::Debug for Aimed {
             Aimed::ThrottleAfterApplying { operation, times } => {
                 write!(f, "ThrottleAfterApplying({operation}, {times:?})")
             }
+            Aimed::Refuse { operation, times } => write!(f, "Refuse({operation}, {times:?})"),
         }
     }
 }
@@ -399,6 +416,9 @@ fn operation_of(req: &Request<Incoming>) -> String {
 
 const THROUGHPUT_EXCEEDED: &str = r#"{"__type":"com.amazonaws.dynamodb.v20120810#ProvisionedThroughputExceededException","message":"The level of configured provisioned throughput for the table was exceeded. Consider increasing your provisioning level with the UpdateTable API."}"#;
 const THROTTLING: &str = r#"{"__type":"com.amazon.coral.availability#ThrottlingException","message":"Throughput exceeds the current capacity of your table or index. DynamoDB is automatically scaling your table or index so please try again shortly. If exceptions persist, check if you have a hot key: https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/bp-partition-key-design.html"}"#;
+const VALIDATION: &str = r#"{"__type":"com.amazon.coral.validate#ValidationException","message":"Refused by the fault proxy (an aimed fault)"}"#;
+/// The stats name of an aimed refusal.
+const REFUSED: &str = "refused-validation-400";
 const INTERNAL_ERROR: &str = r#"{"__type":"com.amazonaws.dynamodb.v20120810#InternalServerError","message":"Internal server error"}"#;
 
 /// An error answer shaped like DynamoDB's.
@@ -496,6 +516,19 @@ impl Shared {
         parts: &hyper::http::request::Parts,
         body: &Bytes,
     ) -> Option<ProxyResponse> {
+        let refused = self.config.aimed.iter().any(|aimed| {
+            matches!(aimed, Aimed::Refuse { operation: op, times }
+                if *op == operation && take(times))
+        });
+        if refused {
+            self.record(|s| {
+                *s.faults.entry(REFUSED).or_default() += 1;
+                *s.faults_by_operation
+                    .entry((operation.to_string(), REFUSED))
+                    .or_default() += 1;
+            });
+            return Some(Ok(dynamodb_error(StatusCode::BAD_REQUEST, VALIDATION, 0)));
+        }
         let throttled = self.config.aimed.iter().any(|aimed| {
             matches!(aimed, Aimed::ThrottleAfterApplying { operation: op, times }
                 if *op == operation && take(times))
