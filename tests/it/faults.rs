@@ -846,6 +846,24 @@ async fn a_fault_that_outlasts_the_retries_is_a_503_with_retry_after() {
     }
 }
 
+/// An ingestor behind a fault proxy with `config`, in the fault runs' retry window, that sees
+/// rule changes at once (no rules cache).
+async fn rule_reading_ingestor(
+    table: &FleetTable,
+    config: &ProxyConfig,
+) -> (std::sync::Arc<shared::ops::ingest::Ingestor>, FaultProxy) {
+    let (faulty, proxy) = behind_proxy(table, config.clone()).await;
+    let ingestor = std::sync::Arc::new(shared::ops::ingest::Ingestor::new(
+        faulty,
+        IngestConfig {
+            retry_window: RETRY_WINDOW,
+            rules_cache: Duration::ZERO,
+            ..IngestConfig::default()
+        },
+    ));
+    (ingestor, proxy)
+}
+
 /// A flapping sensor's batches (every reading crossing two rules) through 30% faults: each
 /// batch is resent until it is answered 200, then its events are stored once and the live
 /// state's open alarms are exactly the alarms the table holds open (the transaction that
@@ -871,15 +889,7 @@ async fn a_flapping_sensors_alarm_transactions_stay_consistent_at_30_percent_fau
         assert_eq!(a.status, 201, "{}", a.body);
     }
     let config = ProxyConfig::new(11, FaultRates::uniform(0.30));
-    let (faulty, proxy) = behind_proxy(&table, config.clone()).await;
-    let ingestor = std::sync::Arc::new(shared::ops::ingest::Ingestor::new(
-        faulty,
-        IngestConfig {
-            retry_window: RETRY_WINDOW,
-            rules_cache: Duration::ZERO,
-            ..IngestConfig::default()
-        },
-    ));
+    let (ingestor, proxy) = rule_reading_ingestor(&table, &config).await;
     let (mut answers, mut sent) = (Vec::new(), 0);
     for batch in 0..4i64 {
         let events: Vec<serde_json::Value> = (0..100i64)
@@ -959,15 +969,7 @@ async fn a_refused_alarm_transaction_never_refuses_the_readings() {
     assert_eq!(a.status, 201, "{}", a.body);
     let mut config = ProxyConfig::new(3, FaultRates::none());
     config.aimed = vec![Aimed::refuse("TransactWriteItems", u32::MAX)];
-    let (faulty, proxy) = behind_proxy(&table, config.clone()).await;
-    let ingestor = std::sync::Arc::new(shared::ops::ingest::Ingestor::new(
-        faulty,
-        IngestConfig {
-            retry_window: RETRY_WINDOW,
-            rules_cache: Duration::ZERO,
-            ..IngestConfig::default()
-        },
-    ));
+    let (ingestor, proxy) = rule_reading_ingestor(&table, &config).await;
     let at = ago(100);
     let crossing = json!([{"id": "hot-1", "type": "temperature", "value": 90.0, "at": at}]);
     let a = ingest(&ingestor, ingest_request("refused", &token, crossing)).await;

@@ -1469,18 +1469,9 @@ async fn watched_device(table: &FleetTable) -> Result<Timestamp, FleetError> {
         partition: registration.partition,
         device,
     };
-    let item = table
-        .client
-        .get_item()
-        .table_name(table.name())
-        .set_key(Some(key.attributes()))
-        .consistent_read(true)
-        .send()
-        .await
-        .map_err(shared::store::table::sdk_error)?
-        .item
-        .ok_or_else(|| FleetError::internal("the watched device has no live state"))?;
-    shared::model::items::DeviceStateItem::from_item(item)?
+    shared::store::dynamo::read_consistent::<shared::model::items::DeviceStateItem>(table, &key)
+        .await?
+        .ok_or_else(|| FleetError::internal("the watched device has no live state"))?
         .due_at()
         .ok_or_else(|| FleetError::internal("the watched device is not on the due index"))
 }
