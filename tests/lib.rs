@@ -12,7 +12,7 @@ use fleet_testkit::template::{default_template_path, Template};
 use lambda_http::{Body, Request, Response};
 use serde_json::{json, Value};
 use shared::http::gateway::Gateway;
-use shared::model::entity::EntityType;
+use shared::model::entities::EntityType;
 use shared::model::keys::ItemKey;
 use shared::ops::limits::RegistrationLimit;
 use shared::store::metrics::{MeterSnapshot, RequestMeter};
@@ -200,7 +200,7 @@ pub async fn item(table: &FleetTable, key: &ItemKey) -> Option<Item> {
 }
 
 /// Stores `entity` as it is, bypassing the API (for states a test sets up directly).
-pub async fn put_entity(table: &FleetTable, entity: &impl shared::model::entity::Entity) {
+pub async fn put_entity(table: &FleetTable, entity: &impl shared::model::entities::Entity) {
     put_item(table, entity.to_item(&table.config.shards).unwrap()).await;
 }
 

@@ -19,9 +19,10 @@ use fleet_testkit::fault_proxy::{
 use fleet_tests::*;
 use serde_json::{json, Value};
 use shared::model::alarm::{AlarmState, Rule, RuleDefinition, RuleId};
-use shared::model::entity::{Entity, EntityType};
-use shared::model::items::{AlarmItem, DeviceStateItem, RuleSetItem};
-use shared::model::keys::{DUE_SHARDS, REMINDER_SHARDS};
+use shared::model::entities::alarm::{AlarmItem, REMINDER_SHARDS};
+use shared::model::entities::device_state::{DeviceStateItem, DUE_SHARDS};
+use shared::model::entities::rule_set::RuleSetItem;
+use shared::model::entities::{Entity, EntityType};
 use shared::model::timestamp::Timestamp;
 use shared::ops::ingest::{IngestConfig, Ingestor};
 use shared::FleetTable;
@@ -344,8 +345,9 @@ async fn a_tight_one_minute_device_is_flagged_within_its_interval_plus_two_minut
     // T, the last report of both, 30 s into the standard device's 15-minute SEEN bucket: the
     // standard device is then due 16.5 minutes after T, the tight one 2 minutes after T.
     let std_device = key::device_id("std-1");
-    let last = shared::model::keys::seen_bucket(&Timestamp::now().plus_seconds(-3600), &std_device)
-        .plus_seconds(30);
+    let last =
+        shared::model::offline::seen_bucket(&Timestamp::now().plus_seconds(-3600), &std_device)
+            .plus_seconds(30);
     // Ten minutes of reports a minute apart: the tight device's due entry follows each one.
     for k in (0..10).rev() {
         let at = last.plus_seconds(-60 * k);

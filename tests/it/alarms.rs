@@ -7,7 +7,7 @@ use std::time::Duration;
 use fleet_perf::pricing::{self, WriteKind};
 use fleet_tests::*;
 use serde_json::{json, Value};
-use shared::model::entity::EntityType;
+use shared::model::entities::EntityType;
 use shared::ops::ingest::{IngestConfig, Ingestor};
 use shared::FleetTable;
 

@@ -12,7 +12,7 @@ use fleet_testkit::bootstrap::{host_bootstrap, Launch, RunningBootstrap};
 use fleet_testkit::runtime_api::Outcome;
 use fleet_tests::*;
 use serde_json::Value;
-use shared::model::entity::EntityType;
+use shared::model::entities::EntityType;
 use shared::model::keys::ItemKey;
 use shared::model::pattern_id::PatternId;
 use shared::model::timestamp::Timestamp;
@@ -42,7 +42,7 @@ async fn every_benchmarked_request_answers_as_expected_and_does_its_work() {
     // Every pattern with a route, each call matched to its own request log line.
     assert_eq!(results.iter().map(|r| r.id).collect::<Vec<_>>(), ids);
     // Every pattern with a route of its own; AP-10 and AP-11 are fields of the AP-15 report.
-    for expected in PatternId::ALL {
+    for expected in PatternId::all() {
         let routed = expected.definition().route.is_some();
         assert_eq!(
             ids.contains(&expected),

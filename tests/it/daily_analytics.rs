@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use fleet_tests::*;
 use serde_json::{json, Value};
-use shared::model::entity::EntityType;
+use shared::model::entities::EntityType;
 use shared::model::ids::{DeviceId, DeviceType, UserId};
 use shared::model::keys::ItemKey;
 use shared::model::status::DeviceStatus;
@@ -680,7 +680,7 @@ async fn a_deleted_devices_events_are_purged_in_bounded_runs_and_its_marker_goes
     let left = |items: &[Item]| {
         items
             .iter()
-            .filter(|i| entity_type(i) == Some(shared::model::entity::EntityType::Event))
+            .filter(|i| entity_type(i) == Some(shared::model::entities::EntityType::Event))
             .count()
     };
     let report = run_daily_report(&table, &plan(2))

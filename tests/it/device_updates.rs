@@ -3,9 +3,9 @@
 
 use fleet_tests::*;
 use serde_json::{json, Value};
-use shared::model::entity::EntityType;
+use shared::model::entities::device::DeviceItem;
+use shared::model::entities::EntityType;
 use shared::model::expression::{Expressions, Update};
-use shared::model::items::DeviceItem;
 use shared::model::keys::{user_pk, IndexKeys, ItemKey};
 use shared::model::status::DeviceStatus;
 use shared::model::token::sha256_hex;
@@ -389,7 +389,7 @@ async fn a_registration_attempt_older_than_the_deletion_cannot_land_after_it() {
 /// release), not a 409 or a 503.
 #[tokio::test]
 async fn a_registration_right_after_a_release_timed_ahead_gets_the_id() {
-    use shared::model::items::ReleasedRegistrationItem;
+    use shared::model::entities::released_registration::ReleasedRegistrationItem;
     use shared::model::timestamp::Timestamp;
     let table = fresh_table().await;
     let released_at = Timestamp::now().plus_seconds(2);

@@ -13,9 +13,8 @@ use fleet_testkit::fault_proxy::{
 };
 use fleet_tests::*;
 use serde_json::json;
-use shared::model::entity::Entity;
-use shared::model::entity::EntityType;
-use shared::model::items::DeviceStateItem;
+use shared::model::entities::device_state::DeviceStateItem;
+use shared::model::entities::{Entity, EntityType};
 use shared::model::keys::ItemKey;
 use shared::ops::ingest::IngestConfig;
 use shared::FleetTable;

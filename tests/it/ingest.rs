@@ -12,11 +12,10 @@ use fleet_testkit::fault_proxy::{
 };
 use fleet_tests::*;
 use serde_json::{json, Value};
-use shared::model::entity::Entity;
-use shared::model::entity::EntityType;
+use shared::model::entities::device_state::{device_seen_key, DeviceStateItem};
+use shared::model::entities::{Entity, EntityType};
 use shared::model::ids::{EventId, EventType};
-use shared::model::items::DeviceStateItem;
-use shared::model::keys::{device_seen_key, user_pk, IndexKeys, ItemKey};
+use shared::model::keys::{user_pk, IndexKeys, ItemKey};
 use shared::model::pattern_id::PatternId;
 use shared::model::timestamp::Timestamp;
 use shared::ops::ingest::{IngestConfig, Ingestor};
@@ -174,11 +173,11 @@ async fn stores_events_with_their_keys_ttl_and_copies_and_updates_the_summary() 
             user: key::user(OWNER),
             device: key::device_id("thermo-1"),
             event_type: EventType::parse("alarm").unwrap(),
-            window: shared::model::keys::type_window(&alarm_at),
+            window: shared::model::entities::type_mark::type_window(&alarm_at),
         }
     );
     // It expires with the last events of its hour, never before one it leads AP-09 to.
-    let window = shared::model::keys::type_window(&alarm_at);
+    let window = shared::model::entities::type_mark::type_window(&alarm_at);
     let mark_ttl = marks[0]["ttl"].as_n().unwrap().parse::<i64>().unwrap();
     assert_eq!(mark_ttl, window.epoch_seconds() + 3600 + 90 * 86_400);
     assert_eq!(text(first, "deviceName"), "Boiler room");

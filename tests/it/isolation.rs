@@ -557,8 +557,8 @@ fn injections() -> Vec<String> {
     let key_shaped = [
         keys::user_pk(&key::user("x")),
         keys::user_pk(&a),
-        keys::registration_pk(&device),
-        format!("{device}#{}", keys::EVENT_PREFIX),
+        shared::model::entities::registration::registration_pk(&device),
+        format!("{device}#{}", shared::model::entities::event::EVENT_PREFIX),
         keys::event_pk(&a, &device),
     ];
     key_shaped

@@ -10,8 +10,8 @@ use fleet_testkit::api_event::ApiEvent;
 use fleet_testkit::demo::DEMO_KITCHEN_TOKEN;
 use fleet_tests::*;
 use serde_json::{json, Value};
-use shared::model::entity::{Entity, EntityType};
-use shared::model::items::DeviceStateItem;
+use shared::model::entities::device_state::DeviceStateItem;
+use shared::model::entities::{Entity, EntityType};
 use shared::model::timestamp::Timestamp;
 use shared::ops::ingest::{IngestConfig, Ingestor};
 use shared::FleetTable;
@@ -277,7 +277,7 @@ async fn an_ingest_batch_stores_exactly_the_items_the_rust_handler_stores() {
 /// Makes the demo's kitchen thermostat a tight-detection device (`offlineDetection`), as
 /// its owner would.
 async fn tighten_kitchen(table: &FleetTable) {
-    let device = shared::model::items::DeviceItem::from_item(
+    let device = shared::model::entities::device::DeviceItem::from_item(
         item(table, &key::device("demo-alice", "thermo-kitchen"))
             .await
             .unwrap(),

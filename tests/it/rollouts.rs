@@ -9,13 +9,13 @@ use std::time::{Duration, Instant};
 
 use fleet_tests::*;
 use serde_json::{json, Value};
-use shared::model::entity::Entity;
+use shared::model::entities::desired_state::DesiredStateItem;
+use shared::model::entities::rollout::RolloutItem;
+use shared::model::entities::Entity;
 use shared::model::ids::RolloutId;
 use shared::model::keys::ItemKey;
 use shared::model::timestamp::Timestamp;
-use shared::model::twin::{
-    DesiredStateItem, RolloutItem, RolloutStatus, MAX_DOCUMENT_BYTES, MAX_RUNNING_ROLLOUTS,
-};
+use shared::model::twin::{RolloutStatus, MAX_DOCUMENT_BYTES, MAX_RUNNING_ROLLOUTS};
 use shared::ops::twin::rollout::{self, RolloutRun};
 use shared::FleetTable;
 

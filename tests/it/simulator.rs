@@ -9,8 +9,10 @@ use std::collections::HashMap;
 use aws_sdk_dynamodb::types::{AttributeValue, ReturnConsumedCapacity};
 use fleet_perf::capacity::{index_entry, item_size, query_read_units, write_units};
 use fleet_tests::*;
+use shared::model::entities::device::DEVICE_PREFIX;
+use shared::model::entities::profile::PROFILE_SK;
 use shared::model::ids::UserId;
-use shared::model::keys::{user_pk, DEVICE_PREFIX, PROFILE_SK};
+use shared::model::keys::user_pk;
 use shared::model::schema::INDEXES;
 use shared::ops::dashboard;
 

@@ -9,10 +9,11 @@ use std::time::Duration;
 
 use fleet_tests::*;
 use serde_json::{json, Value};
-use shared::model::entity::EntityType;
+use shared::model::entities::reported_state::ReportedStateItem;
+use shared::model::entities::EntityType;
 use shared::model::pattern_id::PatternId;
 use shared::model::timestamp::Timestamp;
-use shared::model::twin::{ReportedStateItem, MAX_OPEN_COMMANDS};
+use shared::model::twin::MAX_OPEN_COMMANDS;
 use shared::ops::ingest::{IngestConfig, Ingestor};
 use shared::ops::pattern::BudgetScale;
 use shared::ops::twin::rollout;

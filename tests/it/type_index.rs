@@ -7,9 +7,9 @@ use std::sync::Arc;
 
 use fleet_tests::*;
 use serde_json::{json, Value};
-use shared::model::entity::EntityType;
+use shared::model::entities::type_mark::type_window;
+use shared::model::entities::EntityType;
 use shared::model::ids::EventType;
-use shared::model::keys::type_window;
 use shared::model::timestamp::Timestamp;
 use shared::ops::events::MAX_TYPE_DEVICES;
 use shared::ops::ingest::{IngestConfig, Ingestor};

@@ -10,7 +10,7 @@ use lambda_http::Request;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde_json::{json, Value};
-use shared::model::entity::EntityType;
+use shared::model::entities::EntityType;
 use shared::model::ids::{DeviceId, DeviceType, UserId};
 use shared::model::timestamp::Timestamp;
 use shared::ops::devices::{register_device, DeviceRegistration};

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use serde_json::{json, Value};
-use shared::model::keys::KEY_TEMPLATES;
+use shared::model::entities::EntityType;
 use shared::model::pattern_id::PatternId;
 use shared::model::schema::INDEXES;
 use shared::ops::catalog::CATALOG;
@@ -222,7 +222,7 @@ fn operations(p: &AccessPattern) -> String {
 pub fn model(measurements: &[Measurement]) -> Value {
     let runs = by_pattern(measurements);
     let mut entities = serde_json::Map::new();
-    for t in KEY_TEMPLATES {
+    for t in EntityType::key_templates() {
         let mut entry = json!({
             "PK": t.pk,
             "SK": { t.sk: { "entityType": t.entity_type } },

@@ -23,24 +23,27 @@ use rand::{Rng, SeedableRng};
 use rand_distr::{Distribution, LogNormal, Zipf};
 use serde::Deserialize;
 use shared::model::alarm::AlarmState;
-use shared::model::entity::Entity;
+use shared::model::entities::alarm::{AlarmItem, REMINDER_SHARDS};
+use shared::model::entities::device::DeviceItem;
+use shared::model::entities::device_state::{
+    due_gsi3pk, placement, state_pk, status_gsi1pk, DeviceStateItem, DUE_SHARDS,
+};
+use shared::model::entities::event::{device_type_gsi1pk, EventItem};
+use shared::model::entities::open_alarm::{open_alarms_gsi3pk, OpenAlarmItem, OPEN_ALARM_SHARDS};
+use shared::model::entities::profile::ProfileItem;
+use shared::model::entities::registration::{registration_pk, RegistrationItem};
+use shared::model::entities::tag_link::TagLinkItem;
+use shared::model::entities::type_mark::{
+    type_gsi1pk, type_window, TypeMarkItem, TYPE_WINDOW_SECONDS,
+};
+use shared::model::entities::Entity;
 use shared::model::ids::{DeviceId, DeviceType, EventId, EventType, Tag, UserId};
-use shared::model::items::{
-    AlarmItem, DeviceItem, DeviceStateItem, EventItem, OpenAlarmItem, ProfileItem,
-    RegistrationItem, TagLinkItem, TypeMarkItem,
-};
-use shared::model::keys::{
-    device_type_gsi1pk, due_gsi3pk, event_pk, open_alarms_gsi3pk, placement, registration_pk,
-    state_pk, status_gsi1pk, type_gsi1pk, type_window, DUE_SHARDS, OPEN_ALARM_SHARDS,
-    REMINDER_SHARDS, SEEN_GRANULARITY_SECONDS, TYPE_WINDOW_SECONDS,
-};
-use shared::model::offline::OFFLINE_SEVERITY;
+use shared::model::keys::event_pk;
+use shared::model::offline::{OFFLINE_SEVERITY, SEEN_GRANULARITY_SECONDS};
 use shared::model::pattern_id::PatternId;
-use shared::model::readings::derive_event_id;
-use shared::model::readings::{EventValue, StoredEvent, StoredReading};
+use shared::model::readings::{derive_event_id, EventValue, StoredEvent, StoredReading};
 use shared::model::schema::INDEXES;
-use shared::model::shard::ShardCounts;
-use shared::model::shard::{shard_of, shards_for_peak_wcu};
+use shared::model::shard::{shard_of, shards_for_peak_wcu, ShardCounts};
 use shared::model::status::DeviceStatus;
 use shared::model::timestamp::Day;
 use shared::ops::events::MAX_TYPE_DEVICES;
@@ -639,7 +642,7 @@ impl ItemSizes {
         };
         // A desired document of a few settings (a reported one or a command is about as large).
         let twin_document = item_size(&to_item(
-            &shared::model::twin::DesiredStateItem {
+            &shared::model::entities::desired_state::DesiredStateItem {
                 user_id: user.clone(),
                 device_id: device.clone(),
                 document: r#"{"reportIntervalSeconds":300,"setpoint":{"day":21.5,"night":18}}"#

@@ -10,7 +10,7 @@ use std::sync::Mutex;
 use aws_sdk_dynamodb::types::AttributeValue;
 use aws_sdk_dynamodbstreams::types::{AttributeValue as StreamValue, ShardIteratorType};
 use serde_json::Value;
-use shared::model::entity::EntityType;
+use shared::model::entities::EntityType;
 use shared::model::schema::Item;
 use shared::ops::alarms::notify::{
     put_events_request, send_message_request, AlarmRecord, DeadLetter, DeadLetters, EventEntry,

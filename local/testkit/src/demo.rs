@@ -3,10 +3,11 @@
 
 use aws_sdk_dynamodb::types::AttributeValue;
 use shared::model::alarm::{Rule, RuleDefinition, RuleId};
-use shared::model::entity::Entity;
+use shared::model::entities::registration::RegistrationItem;
+use shared::model::entities::rule_set::RuleSetItem;
+use shared::model::entities::Entity;
 use shared::model::expression::{Expressions, Update};
 use shared::model::ids::{DeviceId, DeviceType, Tag, UserId};
-use shared::model::items::{RegistrationItem, RuleSetItem};
 use shared::model::keys::ItemKey;
 use shared::model::timestamp::Timestamp;
 use shared::model::token::sha256_hex;

@@ -12,8 +12,8 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use serde_json::json;
+use shared::model::entities::registration::RegistrationItem;
 use shared::model::ids::{DeviceId, DeviceType, Tag, UserId};
-use shared::model::items::RegistrationItem;
 use shared::model::timestamp::Timestamp;
 use shared::ops::analytics::{run_daily_report, RunPlan};
 use shared::ops::devices::{register_device, DeviceRegistration};

@@ -152,8 +152,10 @@ pub struct Page<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::entities::event::EVENT_PREFIX;
+    use crate::model::entities::profile::PROFILE_SK;
     use crate::model::ids::{DeviceId, EventId, UserId};
-    use crate::model::keys::{event_pk, ItemKey, EVENT_PREFIX, PROFILE_SK};
+    use crate::model::keys::{event_pk, ItemKey};
     use crate::model::schema::{GSI1PK, PK, SK};
     use crate::model::timestamp::Timestamp;
 

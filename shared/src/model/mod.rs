@@ -2,11 +2,10 @@
 
 pub mod alarm;
 pub mod cursor;
-pub mod entity;
+pub mod entities;
 pub mod error;
 pub mod expression;
 pub mod ids;
-pub mod items;
 pub mod keys;
 pub mod offline;
 pub mod optional;

@@ -34,8 +34,25 @@ use serde::{Deserialize, Serialize};
 use crate::model::alarm::Severity;
 use crate::model::error::ValidationError;
 use crate::model::ids::DeviceId;
-use crate::model::keys::{seen_bucket, SEEN_GRANULARITY_SECONDS};
 use crate::model::timestamp::Timestamp;
+
+/// Granularity of the `SEEN#` index key: a device's index entry moves at most once per
+/// bucket, however often it reports.
+pub const SEEN_GRANULARITY_SECONDS: i64 = 15 * 60;
+
+/// The start of `device`'s [`SEEN_GRANULARITY_SECONDS`] bucket holding `last_seen`: what its
+/// `SEEN#` index key holds. Each device's buckets are offset by a stable hash of its id, so
+/// devices cross their bucket boundaries spread over the whole interval, never all at the
+/// same instant (a shared boundary would move every busy device's index entry at once).
+pub fn seen_bucket(last_seen: &Timestamp, device: &DeviceId) -> Timestamp {
+    let offset = (xxhash_rust::xxh3::xxh3_64(device.as_str().as_bytes())
+        % SEEN_GRANULARITY_SECONDS as u64) as i64;
+    let secs = last_seen.epoch_seconds() + offset;
+    let start = secs - secs.rem_euclid(SEEN_GRANULARITY_SECONDS) - offset;
+    Timestamp::from_epoch_millis(start * 1000)
+        .unwrap_or(*last_seen)
+        .min(*last_seen)
+}
 
 /// Shortest reporting interval an owner may declare.
 pub const MIN_REPORT_EVERY_SECONDS: u64 = 10;

@@ -1,85 +1,132 @@
 //! Which access pattern: the typed id that definitions, cursors, contract runs and bench cases
 //! name. Below the catalog, so cursors (model) and the operations (ops) can name a pattern.
 
-use std::fmt;
-use std::str::FromStr;
-
 use serde::{Serialize, Serializer};
+use strum::{Display, EnumIter, EnumString, IntoEnumIterator, IntoStaticStr};
 
 /// Which access pattern: the typed id every definition, cursor, contract run and bench case
-/// names. `AP-xx` text exists only here (its [`Display`](fmt::Display) and
-/// [`FromStr`]); cursors carry that text, so their wire format does not depend on this type.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+/// names. `AP-xx` text exists only here (its [`Display`](std::fmt::Display) and
+/// [`FromStr`](std::str::FromStr), derived with strum from each variant's `serialize`); cursors carry that text, so their wire format does not depend on this type.
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    EnumIter,
+    IntoStaticStr,
+    EnumString,
+    Display,
+)]
+#[strum(parse_err_ty = UnknownPattern, parse_err_fn = UnknownPattern::of)]
 pub enum PatternId {
     /// AP-01: user profile.
+    #[strum(serialize = "AP-01")]
     GetProfile,
     /// AP-02: a user's devices, paged.
+    #[strum(serialize = "AP-02")]
     ListDevices,
     /// AP-03: one device.
+    #[strum(serialize = "AP-03")]
     GetDevice,
     /// AP-04: a device's events in a time range.
+    #[strum(serialize = "AP-04")]
     DeviceEvents,
     /// AP-05: a user's events across all devices.
+    #[strum(serialize = "AP-05")]
     UserEvents,
     /// AP-DASH: the dashboard.
+    #[strum(serialize = "AP-DASH")]
     Dashboard,
     /// AP-06: update a device.
+    #[strum(serialize = "AP-06")]
     UpdateDevice,
     /// AP-07: register a device.
+    #[strum(serialize = "AP-07")]
     RegisterDevice,
     /// AP-08: delete a device.
+    #[strum(serialize = "AP-08")]
     DeleteDevice,
     /// AP-09: events of a type, all users.
+    #[strum(serialize = "AP-09")]
     EventsByType,
     /// AP-10: device count by status.
+    #[strum(serialize = "AP-10")]
     DeviceCountByStatus,
     /// AP-11: active users in the last 30 days.
+    #[strum(serialize = "AP-11")]
     ActiveUsers,
     /// AP-12: a user's devices with a tag.
+    #[strum(serialize = "AP-12")]
     DevicesByTag,
     /// AP-13: devices with a status seen since a time.
+    #[strum(serialize = "AP-13")]
     DevicesByStatus,
     /// AP-14: ingest a batch of events.
+    #[strum(serialize = "AP-14")]
     IngestEvents,
     /// AP-15: the daily report.
+    #[strum(serialize = "AP-15")]
     DailyReport,
     /// AP-16: create or update the caller's profile.
+    #[strum(serialize = "AP-16")]
     PutProfile,
     /// AP-17: rotate a device's token.
+    #[strum(serialize = "AP-17")]
     RotateToken,
     /// AP-18: revoke a device's tokens.
+    #[strum(serialize = "AP-18")]
     RevokeToken,
     /// AP-T1: set a device's desired state.
+    #[strum(serialize = "AP-T1")]
     SetDesired,
     /// AP-T2: queue a command for a device.
+    #[strum(serialize = "AP-T2")]
     QueueCommand,
     /// AP-T3: a device's commands.
+    #[strum(serialize = "AP-T3")]
     ListCommands,
     /// AP-T4: a device asks for its pending work (and reports, acknowledges).
+    #[strum(serialize = "AP-T4")]
     SyncDevice,
     /// AP-T5: start a fleet-wide desired-state change.
+    #[strum(serialize = "AP-T5")]
     StartRollout,
     /// AP-T6: a fleet-wide change's progress.
+    #[strum(serialize = "AP-T6")]
     GetRollout,
     /// AP-T7: the scheduled worker carries running rollouts forward.
+    #[strum(serialize = "AP-T7")]
     AdvanceRollouts,
     /// AP-19: create an alarm rule.
+    #[strum(serialize = "AP-19")]
     CreateRule,
     /// AP-20: an owner's alarm rules.
+    #[strum(serialize = "AP-20")]
     ListRules,
     /// AP-21: change an alarm rule.
+    #[strum(serialize = "AP-21")]
     UpdateRule,
     /// AP-22: delete an alarm rule.
+    #[strum(serialize = "AP-22")]
     DeleteRule,
     /// AP-23: an owner's alarms, open first.
+    #[strum(serialize = "AP-23")]
     OwnerAlarms,
     /// AP-24: one device's alarm history.
+    #[strum(serialize = "AP-24")]
     DeviceAlarms,
     /// AP-25: acknowledge an alarm.
+    #[strum(serialize = "AP-25")]
     AcknowledgeAlarm,
     /// AP-26: open alarms across owners by severity (operators).
+    #[strum(serialize = "AP-26")]
     OpenAlarms,
     /// AP-27: the schedule's offline check.
+    #[strum(serialize = "AP-27")]
     OfflineCheck,
     /// AP-28: the schedule's alarm reminders.
     AlarmReminders,
@@ -87,91 +134,13 @@ pub enum PatternId {
 
 impl PatternId {
     /// Every pattern, in catalog order.
-    pub const ALL: [PatternId; 36] = [
-        PatternId::GetProfile,
-        PatternId::ListDevices,
-        PatternId::GetDevice,
-        PatternId::DeviceEvents,
-        PatternId::UserEvents,
-        PatternId::Dashboard,
-        PatternId::UpdateDevice,
-        PatternId::RegisterDevice,
-        PatternId::DeleteDevice,
-        PatternId::EventsByType,
-        PatternId::DeviceCountByStatus,
-        PatternId::ActiveUsers,
-        PatternId::DevicesByTag,
-        PatternId::DevicesByStatus,
-        PatternId::IngestEvents,
-        PatternId::DailyReport,
-        PatternId::PutProfile,
-        PatternId::RotateToken,
-        PatternId::RevokeToken,
-        PatternId::SetDesired,
-        PatternId::QueueCommand,
-        PatternId::ListCommands,
-        PatternId::SyncDevice,
-        PatternId::StartRollout,
-        PatternId::GetRollout,
-        PatternId::AdvanceRollouts,
-        PatternId::CreateRule,
-        PatternId::ListRules,
-        PatternId::UpdateRule,
-        PatternId::DeleteRule,
-        PatternId::OwnerAlarms,
-        PatternId::DeviceAlarms,
-        PatternId::AcknowledgeAlarm,
-        PatternId::OpenAlarms,
-        PatternId::OfflineCheck,
-        PatternId::AlarmReminders,
-    ];
+    pub fn all() -> impl Iterator<Item = PatternId> {
+        PatternId::iter()
+    }
 
     /// The stable text id (`AP-04`), as docs, logs and cursors spell it.
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            PatternId::GetProfile => "AP-01",
-            PatternId::ListDevices => "AP-02",
-            PatternId::GetDevice => "AP-03",
-            PatternId::DeviceEvents => "AP-04",
-            PatternId::UserEvents => "AP-05",
-            PatternId::Dashboard => "AP-DASH",
-            PatternId::UpdateDevice => "AP-06",
-            PatternId::RegisterDevice => "AP-07",
-            PatternId::DeleteDevice => "AP-08",
-            PatternId::EventsByType => "AP-09",
-            PatternId::DeviceCountByStatus => "AP-10",
-            PatternId::ActiveUsers => "AP-11",
-            PatternId::DevicesByTag => "AP-12",
-            PatternId::DevicesByStatus => "AP-13",
-            PatternId::IngestEvents => "AP-14",
-            PatternId::DailyReport => "AP-15",
-            PatternId::PutProfile => "AP-16",
-            PatternId::RotateToken => "AP-17",
-            PatternId::RevokeToken => "AP-18",
-            PatternId::SetDesired => "AP-T1",
-            PatternId::QueueCommand => "AP-T2",
-            PatternId::ListCommands => "AP-T3",
-            PatternId::SyncDevice => "AP-T4",
-            PatternId::StartRollout => "AP-T5",
-            PatternId::GetRollout => "AP-T6",
-            PatternId::AdvanceRollouts => "AP-T7",
-            PatternId::CreateRule => "AP-19",
-            PatternId::ListRules => "AP-20",
-            PatternId::UpdateRule => "AP-21",
-            PatternId::DeleteRule => "AP-22",
-            PatternId::OwnerAlarms => "AP-23",
-            PatternId::DeviceAlarms => "AP-24",
-            PatternId::AcknowledgeAlarm => "AP-25",
-            PatternId::OpenAlarms => "AP-26",
-            PatternId::OfflineCheck => "AP-27",
-            PatternId::AlarmReminders => "AP-28",
-        }
-    }
-}
-
-impl fmt::Display for PatternId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
+    pub fn as_str(self) -> &'static str {
+        self.into()
     }
 }
 
@@ -180,14 +149,9 @@ impl fmt::Display for PatternId {
 #[error("{0:?} is not an access pattern id")]
 pub struct UnknownPattern(pub String);
 
-impl FromStr for PatternId {
-    type Err = UnknownPattern;
-
-    fn from_str(text: &str) -> Result<Self, Self::Err> {
-        PatternId::ALL
-            .into_iter()
-            .find(|id| id.as_str() == text)
-            .ok_or_else(|| UnknownPattern(text.to_string()))
+impl UnknownPattern {
+    fn of(text: &str) -> Self {
+        UnknownPattern(text.to_string())
     }
 }
 

@@ -7,12 +7,9 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use crate::model::entity::{Entity, EntityType};
 use crate::model::error::ValidationError;
 use crate::model::expression::Attribute;
-use crate::model::ids::{CommandName, DeviceId, DeviceType, RolloutId, Tag, UserId};
-use crate::model::keys::ItemKey;
-use crate::model::timestamp::Timestamp;
+use crate::model::ids::{DeviceId, DeviceType, Tag};
 
 /// Largest desired or reported document, in bytes of compact JSON: an item of its own under
 /// 4 KB (4 write units at most; a typical configuration of a few settings is one).
@@ -208,7 +205,7 @@ pub struct TwinVersions {
     pub commands_done: u64,
 }
 
-fn is_zero(n: &u64) -> bool {
+pub(crate) fn is_zero(n: &u64) -> bool {
     *n == 0
 }
 
@@ -255,45 +252,8 @@ impl TwinVersions {
     }
 }
 
-/// A device's desired state: `USER#{userId}#DEVICE#{deviceId}` / `TWIN#DESIRED`. In the
-/// device's own partition, so a fleet-wide change writes a million different keys, never one.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct DesiredStateItem {
-    /// Owner (read back from the key).
-    #[serde(skip_serializing)]
-    pub user_id: UserId,
-    /// Device (read back from the key).
-    #[serde(skip_serializing)]
-    pub device_id: DeviceId,
-    /// The document, as compact JSON text.
-    pub document: String,
-    /// 1 at the first write, +1 on each.
-    pub version: u64,
-    /// Last change.
-    pub updated_at: Timestamp,
-}
-
-/// A device's reported state: `USER#{userId}#DEVICE#{deviceId}` / `TWIN#REPORTED`.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ReportedStateItem {
-    /// Owner (read back from the key).
-    #[serde(skip_serializing)]
-    pub user_id: UserId,
-    /// Device (read back from the key).
-    #[serde(skip_serializing)]
-    pub device_id: DeviceId,
-    /// The document, as compact JSON text.
-    pub document: String,
-    /// The desired version the device says it applied.
-    pub version: u64,
-    /// When it reported.
-    pub reported_at: Timestamp,
-}
-
 /// Where a command is in its life. `expired` is never stored: a queued or delivered command
-/// past its expiry reads as expired ([`CommandItem::status_at`]) and is never delivered.
+/// past its expiry reads as expired ([`crate::model::entities::command::CommandItem::status_at`]) and is never delivered.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub enum CommandStatus {
@@ -327,58 +287,6 @@ impl CommandStatus {
             self,
             CommandStatus::Succeeded | CommandStatus::Failed | CommandStatus::Expired
         )
-    }
-}
-
-/// A command for a device: `USER#{userId}#DEVICE#{deviceId}` / `COMMAND#{seq}`.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct CommandItem {
-    /// Owner (read back from the key).
-    #[serde(skip_serializing)]
-    pub user_id: UserId,
-    /// Device (read back from the key).
-    #[serde(skip_serializing)]
-    pub device_id: DeviceId,
-    /// Its place in the device's queue (the command id is `cmd-{seq}`).
-    pub seq: u64,
-    /// What to do.
-    pub name: CommandName,
-    /// Its parameters, as compact JSON text of an object.
-    pub parameters: String,
-    /// Where it is (never `expired`: see [`CommandStatus`]).
-    pub status: CommandStatus,
-    /// When it was queued.
-    pub created_at: Timestamp,
-    /// After this it is never delivered.
-    pub expires_at: Timestamp,
-    /// First delivery.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub delivered_at: Option<Timestamp>,
-    /// The device's acknowledgement.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub finished_at: Option<Timestamp>,
-    /// What the device said about it, as compact JSON text of an object.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub result: Option<String>,
-    /// Removal, epoch seconds: [`COMMAND_KEPT_SECONDS`] after its expiry.
-    pub ttl: i64,
-}
-
-impl CommandItem {
-    /// The id the API shows: `cmd-{seq}`.
-    pub fn command_id(&self) -> String {
-        command_id(self.seq)
-    }
-
-    /// Its status at `now`: a queued or delivered command past its expiry is expired.
-    pub fn status_at(&self, now: Timestamp) -> CommandStatus {
-        match self.status {
-            CommandStatus::Queued | CommandStatus::Delivered if now >= self.expires_at => {
-                CommandStatus::Expired
-            }
-            status => status,
-        }
     }
 }
 
@@ -426,52 +334,6 @@ impl RolloutStatus {
     }
 }
 
-/// A fleet-wide desired-state change: `USER#{userId}` / `ROLLOUT#{rolloutId}`. A JSON merge
-/// patch applied to the desired state of every device of a tag or type, by the scheduled
-/// worker, a page at a time, from `position` on.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct RolloutItem {
-    /// Owner (read back from the key).
-    #[serde(skip_serializing)]
-    pub user_id: UserId,
-    /// Its id (read back from the key).
-    #[serde(skip_serializing)]
-    pub rollout_id: RolloutId,
-    /// Which devices.
-    pub target: RolloutTarget,
-    /// The merge patch, as compact JSON text.
-    pub patch: String,
-    /// Where it is.
-    pub status: RolloutStatus,
-    /// The last device done, in the order the worker walks them (none before the first page).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub position: Option<DeviceId>,
-    /// Devices whose desired state it changed so far.
-    pub devices_updated: u64,
-    /// Devices it could not change (the merge would break the document contract, or the write
-    /// failed): counted, and the first [`MAX_RECORDED_FAILURES`] kept in `failures`.
-    #[serde(default, skip_serializing_if = "is_zero")]
-    pub devices_failed: u64,
-    /// The first per-device failures, in the order the worker met them.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub failures: Vec<RolloutFailure>,
-    /// When it was created.
-    pub created_at: Timestamp,
-    /// When the last device got it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub finished_at: Option<Timestamp>,
-}
-
-impl RolloutItem {
-    /// Counts a page's failures, keeping the first [`MAX_RECORDED_FAILURES`].
-    pub fn record_failures(&mut self, failures: Vec<RolloutFailure>) {
-        self.devices_failed += failures.len() as u64;
-        let room = MAX_RECORDED_FAILURES.saturating_sub(self.failures.len());
-        self.failures.extend(failures.into_iter().take(room));
-    }
-}
-
 /// A device a rollout did not change, and why (shown on `GET /me/rollouts/{rolloutId}`).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -482,130 +344,10 @@ pub struct RolloutFailure {
     pub reason: String,
 }
 
-/// A rollout not finished yet: `ROLLOUTS#RUNNING` / `{userId}#{rolloutId}`, what the
-/// scheduled worker lists (one Query a minute). Written when the rollout is created, deleted
-/// when it is done: a key written twice per rollout.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct RunningRolloutItem {
-    /// Owner (read back from the key).
-    #[serde(skip_serializing)]
-    pub user_id: UserId,
-    /// The rollout (read back from the key).
-    #[serde(skip_serializing)]
-    pub rollout_id: RolloutId,
-}
-
-macro_rules! twin_entity {
-    ($entity:ty, $kind:expr, |$s:ident| $key:expr, { $($(#[$doc:meta])* $name:ident = $stored:literal),* $(,)? }) => {
-        impl Entity for $entity {
-            const ENTITY_TYPE: EntityType = $kind;
-            fn item_key(&self) -> ItemKey {
-                let $s = self;
-                $key
-            }
-            const FIELDS_IN_KEY: bool = true;
-        }
-        impl $entity {
-            $($(#[$doc])* pub const $name: Attribute = Attribute::named($stored);)*
-            /// Every attribute named above (what a stored item of this type may carry).
-            pub const ATTRIBUTES: &'static [Attribute] = &[$(Self::$name),*];
-        }
-    };
-}
-
-twin_entity!(DesiredStateItem, EntityType::DesiredState, |s| ItemKey::Desired {
-    user: s.user_id.clone(),
-    device: s.device_id.clone(),
-}, {
-    /// `document`.
-    DOCUMENT = "document",
-    /// `version`.
-    VERSION = "version",
-    /// `updatedAt`.
-    UPDATED_AT = "updatedAt",
-});
-
-twin_entity!(ReportedStateItem, EntityType::ReportedState, |s| ItemKey::Reported {
-    user: s.user_id.clone(),
-    device: s.device_id.clone(),
-}, {
-    /// `document`.
-    DOCUMENT = "document",
-    /// `version`.
-    VERSION = "version",
-    /// `reportedAt`.
-    REPORTED_AT = "reportedAt",
-});
-
-twin_entity!(CommandItem, EntityType::Command, |s| ItemKey::Command {
-    user: s.user_id.clone(),
-    device: s.device_id.clone(),
-    seq: s.seq,
-}, {
-    /// `seq`.
-    SEQ = "seq",
-    /// `name`.
-    NAME = "name",
-    /// `parameters`.
-    PARAMETERS = "parameters",
-    /// `status`.
-    STATUS = "status",
-    /// `createdAt`.
-    CREATED_AT = "createdAt",
-    /// `expiresAt`.
-    EXPIRES_AT = "expiresAt",
-    /// `deliveredAt`.
-    DELIVERED_AT = "deliveredAt",
-    /// `finishedAt`.
-    FINISHED_AT = "finishedAt",
-    /// `result`.
-    RESULT = "result",
-    /// `ttl`.
-    TTL = "ttl",
-});
-
-twin_entity!(RolloutItem, EntityType::Rollout, |s| ItemKey::Rollout {
-    user: s.user_id.clone(),
-    rollout: s.rollout_id.clone(),
-}, {
-    /// `target`.
-    TARGET = "target",
-    /// `patch`.
-    PATCH = "patch",
-    /// `status`.
-    STATUS = "status",
-    /// `position`.
-    POSITION = "position",
-    /// `devicesUpdated`.
-    DEVICES_UPDATED = "devicesUpdated",
-    /// `devicesFailed`.
-    DEVICES_FAILED = "devicesFailed",
-    /// `failures`.
-    FAILURES = "failures",
-    /// `createdAt`.
-    CREATED_AT = "createdAt",
-    /// `finishedAt`.
-    FINISHED_AT = "finishedAt",
-});
-
-twin_entity!(
-    RunningRolloutItem,
-    EntityType::RunningRollout,
-    |s| ItemKey::RunningRollout {
-        user: s.user_id.clone(),
-        rollout: s.rollout_id.clone(),
-    },
-    {}
-);
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::schema::{Item, ENTITY_TYPE, KEY_ATTRIBUTES};
-    use crate::model::shard::ShardCounts;
     use serde_json::json;
-    use std::collections::BTreeSet;
 
     fn doc(v: Value) -> TwinDocument {
         TwinDocument::parse("desired", v, MAX_DOCUMENT_BYTES).unwrap()
@@ -663,124 +405,5 @@ mod tests {
         let both = v.newest(newer);
         assert!(!both.desired_pending() && both.commands_pending());
         assert_eq!(both.open_commands(), 1);
-    }
-
-    #[test]
-    fn command_ids_round_trip_and_expiry_is_read_not_stored() {
-        assert_eq!(
-            parse_command_id("acks[0].commandId", &command_id(7)).unwrap(),
-            7
-        );
-        for bad in ["7", "cmd-", "cmd-0", "cmd-x", "cmd-12345678901", "CMD-1"] {
-            assert!(parse_command_id("f", bad).is_err(), "{bad}");
-        }
-        let at = |s: &str| Timestamp::parse_field("at", s).unwrap();
-        let command = CommandItem {
-            user_id: UserId::parse("u").unwrap(),
-            device_id: DeviceId::parse("d").unwrap(),
-            seq: 1,
-            name: CommandName::parse("reboot").unwrap(),
-            parameters: "{}".into(),
-            status: CommandStatus::Delivered,
-            created_at: at("2024-04-10T10:00:00Z"),
-            expires_at: at("2024-04-10T11:00:00Z"),
-            delivered_at: None,
-            finished_at: None,
-            result: None,
-            ttl: 0,
-        };
-        assert_eq!(
-            command.status_at(at("2024-04-10T10:59:59Z")),
-            CommandStatus::Delivered
-        );
-        assert_eq!(
-            command.status_at(at("2024-04-10T11:00:00Z")),
-            CommandStatus::Expired
-        );
-    }
-
-    #[test]
-    fn declared_attributes_are_exactly_the_stored_ones_and_keys_read_back() {
-        let at = Timestamp::parse_field("at", "2024-04-10T10:00:00Z").unwrap();
-        let user = UserId::parse("u").unwrap();
-        let device = DeviceId::parse("d").unwrap();
-        let rollout = RolloutId::parse("r-1").unwrap();
-        let shards = ShardCounts::default();
-        let stored = |item: &Item| -> BTreeSet<String> {
-            let keys = KEY_ATTRIBUTES.map(|a| a.name());
-            item.keys()
-                .filter(|n| !keys.contains(&n.as_str()) && *n != ENTITY_TYPE.name())
-                .cloned()
-                .collect()
-        };
-        let declared = |names: &[Attribute]| {
-            names
-                .iter()
-                .map(|a| a.name().to_string())
-                .collect::<BTreeSet<_>>()
-        };
-        let desired = DesiredStateItem {
-            user_id: user.clone(),
-            device_id: device.clone(),
-            document: "{}".into(),
-            version: 1,
-            updated_at: at,
-        };
-        let item = desired.to_item(&shards).unwrap();
-        assert_eq!(stored(&item), declared(DesiredStateItem::ATTRIBUTES));
-        assert_eq!(DesiredStateItem::from_item(item).unwrap(), desired);
-        let reported = ReportedStateItem {
-            user_id: user.clone(),
-            device_id: device.clone(),
-            document: "{}".into(),
-            version: 1,
-            reported_at: at,
-        };
-        let item = reported.to_item(&shards).unwrap();
-        assert_eq!(stored(&item), declared(ReportedStateItem::ATTRIBUTES));
-        assert_eq!(ReportedStateItem::from_item(item).unwrap(), reported);
-        let command = CommandItem {
-            user_id: user.clone(),
-            device_id: device.clone(),
-            seq: 3,
-            name: CommandName::parse("reboot").unwrap(),
-            parameters: "{}".into(),
-            status: CommandStatus::Succeeded,
-            created_at: at,
-            expires_at: at,
-            delivered_at: Some(at),
-            finished_at: Some(at),
-            result: Some("{}".into()),
-            ttl: 1,
-        };
-        let item = command.to_item(&shards).unwrap();
-        assert_eq!(stored(&item), declared(CommandItem::ATTRIBUTES));
-        assert_eq!(CommandItem::from_item(item).unwrap(), command);
-        let rollout_item = RolloutItem {
-            user_id: user.clone(),
-            rollout_id: rollout.clone(),
-            target: RolloutTarget::Tag(Tag::parse("meters").unwrap()),
-            patch: "{}".into(),
-            status: RolloutStatus::Done,
-            position: Some(device.clone()),
-            devices_updated: 2,
-            devices_failed: 1,
-            failures: vec![RolloutFailure {
-                device_id: device.clone(),
-                reason: "too large".into(),
-            }],
-            created_at: at,
-            finished_at: Some(at),
-        };
-        let item = rollout_item.to_item(&shards).unwrap();
-        assert_eq!(stored(&item), declared(RolloutItem::ATTRIBUTES));
-        assert_eq!(RolloutItem::from_item(item).unwrap(), rollout_item);
-        let running = RunningRolloutItem {
-            user_id: user,
-            rollout_id: rollout,
-        };
-        let item = running.to_item(&shards).unwrap();
-        assert_eq!(stored(&item), declared(RunningRolloutItem::ATTRIBUTES));
-        assert_eq!(RunningRolloutItem::from_item(item).unwrap(), running);
     }
 }

@@ -11,11 +11,11 @@ use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
 use aws_sdk_dynamodb::types::ReturnValue;
 use serde::Serialize;
 
-use crate::model::entity::Entity;
+use crate::model::entities::registration::RegistrationItem;
+use crate::model::entities::Entity;
 use crate::model::error::FleetError;
 use crate::model::expression::{Condition, Expressions, Update};
 use crate::model::ids::{DeviceId, UserId};
-use crate::model::items::RegistrationItem;
 use crate::model::keys::ItemKey;
 use crate::model::pattern_id::PatternId;
 use crate::model::schema::PK;

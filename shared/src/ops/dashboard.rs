@@ -13,24 +13,22 @@ use aws_sdk_dynamodb::types::KeysAndAttributes;
 
 use crate::model::cursor;
 use crate::model::cursor::Page;
-use crate::model::entity::Entity;
-use crate::model::entity::EntityType;
+use crate::model::entities::device::{DeviceItem, DEVICE_PREFIX};
+use crate::model::entities::device_state::DeviceStateItem;
+use crate::model::entities::profile::{ProfileItem, PROFILE_SK};
+use crate::model::entities::tag_link::{tag_link_prefix, TagLinkItem};
+use crate::model::entities::{Entity, EntityType};
 use crate::model::error::FleetError;
 use crate::model::expression::Expressions;
-use crate::model::ids::DeviceId;
-use crate::model::ids::{Tag, UserId};
-use crate::model::items::{DeviceItem, DeviceStateItem, ProfileItem, TagLinkItem};
-use crate::model::keys::{tag_link_prefix, user_pk, PrimaryKey, DEVICE_PREFIX, PROFILE_SK};
+use crate::model::ids::{DeviceId, Tag, UserId};
+use crate::model::keys::{user_pk, PrimaryKey};
 use crate::model::pattern_id::PatternId;
-use crate::model::schema::Item;
-use crate::model::schema::{PK, SK};
+use crate::model::schema::{Item, PK, SK};
 use crate::ops::devices::{state_key, Device};
 use crate::ops::pattern::{implemented_by, AccessPattern, Frequency, Operation, RequestBudget};
-use crate::store::dynamo::get_all;
-use crate::store::dynamo::{key_prefix, key_range, query};
+use crate::store::dynamo::{get_all, key_prefix, key_range, query};
 use crate::store::retry::Retry;
-use crate::store::table::FleetTable;
-use crate::store::table::MAX_ATTEMPTS;
+use crate::store::table::{FleetTable, MAX_ATTEMPTS};
 
 /// The dashboard: the profile and every device with its latest readings and recent events.
 #[derive(Clone, Debug, PartialEq, Serialize)]

@@ -21,16 +21,18 @@ use aws_sdk_dynamodb::types::{
 };
 use serde::Serialize;
 
-use crate::model::entity::Entity;
-use crate::model::entity::EntityType;
+use crate::model::entities::device::DeviceItem;
+use crate::model::entities::device_state::{placement, state_sk, DeviceStateItem};
+use crate::model::entities::fleet::FleetItem;
+use crate::model::entities::purge_marker::PurgeMarkerItem;
+use crate::model::entities::registration::RegistrationItem;
+use crate::model::entities::released_registration::ReleasedRegistrationItem;
+use crate::model::entities::tag_link::TagLinkItem;
+use crate::model::entities::{Entity, EntityType};
 use crate::model::error::{FleetError, ValidationError};
 use crate::model::expression::{Condition, Expressions, Update as UpdateExpression};
 use crate::model::ids::{DeviceId, DeviceType, Tag, UserId};
-use crate::model::items::{
-    DeviceItem, DeviceStateItem, FleetItem, PurgeMarkerItem, RegistrationItem,
-    ReleasedRegistrationItem, TagLinkItem,
-};
-use crate::model::keys::{placement, state_sk, IndexKeys, ItemKey};
+use crate::model::keys::{IndexKeys, ItemKey};
 use crate::model::offline::OfflineDetection;
 use crate::model::pattern_id::PatternId;
 use crate::model::readings::{Reading, RecentEvent};
@@ -41,8 +43,7 @@ use crate::model::token::DeviceToken;
 use crate::ops::pattern::{implemented_by, AccessPattern, Frequency, Operation, RequestBudget};
 use crate::ops::twin::owner::twin_documents;
 use crate::ops::twin::TwinView;
-use crate::store::dynamo::{n, s};
-use crate::store::dynamo::{transact, Transaction};
+use crate::store::dynamo::{n, s, transact, Transaction};
 use crate::store::expression::WithExpressions;
 use crate::store::retry::Retry;
 use crate::store::table::{condition_failed, sdk_error, FleetTable, TransactionSlot, MAX_ATTEMPTS};

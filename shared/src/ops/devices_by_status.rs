@@ -3,18 +3,18 @@
 
 use serde::Serialize;
 
-use crate::model::entity::Entity;
+use crate::model::entities::device_state::{
+    parse_seen_gsi1sk, seen_since, status_gsi1pk, DeviceStateItem,
+};
+use crate::model::entities::Entity;
 use crate::model::error::FleetError;
 use crate::model::expression::{Condition, Expressions};
-use crate::model::items::DeviceStateItem;
-use crate::model::keys::{parse_seen_gsi1sk, seen_since, status_gsi1pk};
 use crate::model::pattern_id::PatternId;
 use crate::model::schema::{GSI1, GSI1PK, GSI1SK};
 use crate::model::status::DeviceStatus;
 use crate::model::timestamp::Timestamp;
 use crate::ops::pattern::{implemented_by, AccessPattern, Frequency, Operation, RequestBudget};
-use crate::store::dynamo::{newest_first, scatter_gather};
-use crate::store::dynamo::{query, s};
+use crate::store::dynamo::{newest_first, query, s, scatter_gather};
 use crate::store::expression::WithExpressions;
 use crate::store::table::FleetTable;
 

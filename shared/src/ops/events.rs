@@ -5,26 +5,25 @@
 use aws_sdk_dynamodb::operation::query::builders::QueryFluentBuilder;
 use serde::Serialize;
 
-use crate::model::cursor::Page;
-use crate::model::cursor::{self, check_key, StartKey};
-use crate::model::entity::Entity;
-use crate::model::entity::EntityType;
+use crate::model::cursor::{self, check_key, Page, StartKey};
+use crate::model::entities::device::{DeviceItem, DEVICE_PREFIX};
+use crate::model::entities::event::{
+    device_type_gsi1pk, parse_event_index_sk, EventItem, EVENT_PREFIX,
+};
+use crate::model::entities::type_mark::{parse_type_mark_gsi1sk, type_gsi1pk, type_window};
+use crate::model::entities::{Entity, EntityType};
 use crate::model::error::{FleetError, ValidationError};
 use crate::model::expression::{Condition, Expressions, ExpressionsBuilder};
 use crate::model::ids::{DeviceId, EventType, UserId};
-use crate::model::items::{DeviceItem, EventItem};
-use crate::model::keys::{
-    device_type_gsi1pk, event_pk, event_pk_prefix, parse_event_index_sk, parse_event_pk,
-    parse_type_mark_gsi1sk, type_gsi1pk, type_window, user_pk, DEVICE_PREFIX, EVENT_PREFIX,
-};
+use crate::model::keys::{event_pk, event_pk_prefix, parse_event_pk, user_pk};
 use crate::model::pattern_id::PatternId;
 use crate::model::readings::EventValue;
-use crate::model::schema::Item;
-use crate::model::schema::{ENTITY_TYPE, GSI1, GSI1PK, GSI1SK, PK, SK};
+use crate::model::schema::{Item, ENTITY_TYPE, GSI1, GSI1PK, GSI1SK, PK, SK};
 use crate::model::timestamp::{Day, Timestamp};
 use crate::ops::pattern::{implemented_by, AccessPattern, Frequency, Operation, RequestBudget};
-use crate::store::dynamo::{key_prefix, key_range, query, s, ttl_now};
-use crate::store::dynamo::{newest_first, scatter_gather};
+use crate::store::dynamo::{
+    key_prefix, key_range, newest_first, query, s, scatter_gather, ttl_now,
+};
 use crate::store::expression::WithExpressions;
 use crate::store::table::FleetTable;
 

@@ -2,10 +2,10 @@
 //! before anything else (a leaf of `ops`, so the device, twin and alarm operations can all use
 //! it without importing one another).
 
-use crate::model::entity::Entity;
+use crate::model::entities::device::DeviceItem;
+use crate::model::entities::Entity;
 use crate::model::error::FleetError;
 use crate::model::ids::{DeviceId, UserId};
-use crate::model::items::DeviceItem;
 use crate::model::keys::ItemKey;
 use crate::store::table::{sdk_error, FleetTable};
 

@@ -3,11 +3,11 @@
 use aws_sdk_dynamodb::types::ReturnValue;
 use serde::Serialize;
 
-use crate::model::entity::Entity;
+use crate::model::entities::profile::ProfileItem;
+use crate::model::entities::Entity;
 use crate::model::error::FleetError;
 use crate::model::expression::{Expressions, Update};
 use crate::model::ids::UserId;
-use crate::model::items::ProfileItem;
 use crate::model::keys::{DirectoryEntry, IndexKeys, ItemKey};
 use crate::model::pattern_id::PatternId;
 use crate::model::timestamp::Timestamp;

@@ -1,9 +1,9 @@
 //! Daily reports: `REPORT#{day}` / `REPORT` (AP-15 reads one; the daily analytics run writes it).
 
 use super::analytics::DailyReport;
-use crate::model::entity::Entity;
+use crate::model::entities::report::ReportItem;
+use crate::model::entities::Entity;
 use crate::model::error::FleetError;
-use crate::model::items::ReportItem;
 use crate::model::keys::ItemKey;
 use crate::model::pattern_id::PatternId;
 use crate::model::timestamp::Day;

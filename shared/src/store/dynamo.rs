@@ -17,7 +17,7 @@ use aws_sdk_dynamodb::error::ProvideErrorMetadata;
 use aws_sdk_dynamodb::operation::query::builders::QueryFluentBuilder;
 use aws_sdk_dynamodb::types::AttributeValue;
 
-use crate::model::entity::Entity;
+use crate::model::entities::Entity;
 use crate::model::error::FleetError;
 use crate::model::expression::{Condition, ExpressionsBuilder};
 use crate::model::keys::ItemKey;
@@ -282,7 +282,7 @@ pub(crate) fn ttl_now() -> AttributeValue {
 /// Writes `item` with one metered PutItem (replacing any item with its key).
 pub(crate) async fn put_item(
     table: &crate::store::table::FleetTable,
-    item: &impl crate::model::entity::Entity,
+    item: &impl crate::model::entities::Entity,
 ) -> Result<(), FleetError> {
     table
         .client

@@ -7,7 +7,7 @@
 //! capacity as every handler request does (DynamoDB Local spends real CPU on it: the same
 //! items without it went 3,883 events/s against 3,128 with it, `fleet-perf bench-ingest`).
 
-use shared::model::entity::EntityType;
+use shared::model::entities::EntityType;
 use shared::model::expression::{Condition, Expressions};
 use shared::model::schema::Item;
 use shared::store::expression::WithExpressions;

@@ -39,8 +39,9 @@ use shared::{FleetError, FleetTable};
 use super::{ingest_at_reference_time, now, Tokens, ALICE, BOB};
 use crate::api_event::ApiEvent;
 use shared::model::alarm::Rule;
-use shared::model::entity::Entity;
-use shared::model::items::{AlarmItem, RuleSetItem};
+use shared::model::entities::alarm::AlarmItem;
+use shared::model::entities::rule_set::RuleSetItem;
+use shared::model::entities::Entity;
 
 /// This file, relative to the workspace root, for the docs' links.
 pub const CASES_SOURCE: &str = file!();
@@ -1061,7 +1062,7 @@ pub static CASES: &[PatternCase] = &[
         id: PatternId::OpenAlarms,
         workload: "open critical alarms across owners",
         scale: |_| BudgetScale {
-            shards: u32::from(shared::model::keys::OPEN_ALARM_SHARDS),
+            shards: u32::from(shared::model::entities::open_alarm::OPEN_ALARM_SHARDS),
             ..BudgetScale::one()
         },
         run: |table, _| {
@@ -1113,7 +1114,7 @@ pub static CASES: &[PatternCase] = &[
         id: PatternId::OfflineCheck,
         workload: "the offline check at a watched device's due time: every due shard, the one due device raised",
         scale: |_| BudgetScale {
-            shards: u32::from(shared::model::keys::DUE_SHARDS),
+            shards: u32::from(shared::model::entities::device_state::DUE_SHARDS),
             batch_items: 1,
             devices: 1,
             ..BudgetScale::one()
@@ -1139,7 +1140,7 @@ pub static CASES: &[PatternCase] = &[
         id: PatternId::AlarmReminders,
         workload: "reminders at the reference time: every reminder shard, the one due alarm reminded",
         scale: |_| BudgetScale {
-            shards: u32::from(shared::model::keys::REMINDER_SHARDS),
+            shards: u32::from(shared::model::entities::alarm::REMINDER_SHARDS),
             batch_items: 1,
             devices: 1,
             ..BudgetScale::one()
@@ -1168,7 +1169,7 @@ const SYNC_DEVICE: u32 = 3;
 async fn sync_registration(
     table: &FleetTable,
     tokens: &Tokens,
-) -> Result<shared::model::items::RegistrationItem, FleetError> {
+) -> Result<shared::model::entities::registration::RegistrationItem, FleetError> {
     let cold = Ingestor::new(table.clone(), IngestConfig::default());
     let device = alice_device(SYNC_DEVICE)?;
     let token = tokens
@@ -1194,8 +1195,8 @@ fn sync_call(tokens: &Tokens, body: serde_json::Value) -> Box<dyn FnMut(usize) -
 
 /// The first rollout on the worker's list.
 async fn first_running_rollout(table: &FleetTable) -> Result<RolloutId, FleetError> {
-    use shared::model::entity::Entity;
-    use shared::model::twin::RunningRolloutItem;
+    use shared::model::entities::running_rollout::RunningRolloutItem;
+    use shared::model::entities::Entity;
     let listed = table
         .client
         .query()
@@ -1204,7 +1205,7 @@ async fn first_running_rollout(table: &FleetTable) -> Result<RolloutId, FleetErr
         .expression_attribute_values(
             ":pk",
             aws_sdk_dynamodb::types::AttributeValue::S(
-                shared::model::keys::RUNNING_ROLLOUTS_PK.to_string(),
+                shared::model::entities::running_rollout::RUNNING_ROLLOUTS_PK.to_string(),
             ),
         )
         .limit(1)
@@ -1469,7 +1470,7 @@ async fn watched_device(table: &FleetTable) -> Result<Timestamp, FleetError> {
         partition: registration.partition,
         device,
     };
-    shared::store::dynamo::read_consistent::<shared::model::items::DeviceStateItem>(table, &key)
+    shared::store::dynamo::read_consistent::<shared::model::entities::device_state::DeviceStateItem>(table, &key)
         .await?
         .ok_or_else(|| FleetError::internal("the watched device has no live state"))?
         .due_at()
@@ -1549,7 +1550,7 @@ mod tests {
 
     #[test]
     fn every_pattern_has_a_case_and_every_routed_pattern_a_call_on_its_route() {
-        for id in PatternId::ALL {
+        for id in PatternId::all() {
             let cases: Vec<_> = CASES.iter().filter(|c| c.id == id).collect();
             assert!(!cases.is_empty(), "{id} has no case");
             let routed = id.definition().route.is_some();

@@ -12,15 +12,16 @@ use serde::Serialize;
 
 use crate::model::alarm::{AlarmId, AlarmKind, AlarmReading, AlarmSource, AlarmState, Severity};
 use crate::model::cursor::{self, Page, StartKey};
-use crate::model::entity::Entity;
+use crate::model::entities::alarm::{
+    alarm_history_range, alarm_pk, owner_alarms_gsi3pk, AlarmItem,
+};
+use crate::model::entities::fleet::FleetItem;
+use crate::model::entities::open_alarm::{open_alarms_gsi3pk, OpenAlarmItem, OPEN_ALARM_SHARDS};
+use crate::model::entities::Entity;
 use crate::model::error::FleetError;
 use crate::model::expression::{Condition, Expressions, Update};
 use crate::model::ids::{DeviceId, UserId};
-use crate::model::items::{AlarmItem, FleetItem, OpenAlarmItem};
-use crate::model::keys::{
-    alarm_history_range, alarm_pk, open_alarms_gsi3pk, owner_alarms_gsi3pk, ItemKey,
-    OPEN_ALARM_SHARDS,
-};
+use crate::model::keys::ItemKey;
 use crate::model::pattern_id::PatternId;
 use crate::model::schema::{Item, GSI1PK, GSI1SK, GSI3, GSI3PK, GSI3SK, PK, SK};
 use crate::model::timestamp::Timestamp;

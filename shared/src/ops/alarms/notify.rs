@@ -26,10 +26,9 @@ use serde::Serialize;
 use serde_json::{json, Value};
 
 use crate::model::alarm::{AlarmKind, AlarmState};
-use crate::model::entity::{Entity, EntityType};
+use crate::model::entities::alarm::{alarm_pk, AlarmItem};
+use crate::model::entities::{Entity, EntityType};
 use crate::model::error::FleetError;
-use crate::model::items::AlarmItem;
-use crate::model::keys::alarm_pk;
 use crate::model::schema::Item;
 use crate::ops::alarms::lifecycle::AlarmView;
 

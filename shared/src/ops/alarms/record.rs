@@ -5,12 +5,13 @@
 use aws_sdk_dynamodb::types::{Put, TransactWriteItem, Update as UpdateAction};
 
 use crate::model::alarm::{AlarmSource, AlarmState, Rule, Transition};
-use crate::model::entity::Entity;
+use crate::model::entities::alarm::{owner_alarms_gsi3sk, AlarmItem};
+use crate::model::entities::open_alarm::OpenAlarmItem;
+use crate::model::entities::Entity;
 use crate::model::error::FleetError;
 use crate::model::expression::{Condition, Expressions, Update};
 use crate::model::ids::{DeviceId, UserId};
-use crate::model::items::{AlarmItem, OpenAlarmItem};
-use crate::model::keys::{owner_alarms_gsi3sk, ItemKey};
+use crate::model::keys::ItemKey;
 use crate::model::schema::{GSI1PK, GSI1SK, GSI3SK, PK};
 use crate::model::timestamp::Timestamp;
 use crate::store::dynamo::{n, s};

@@ -8,11 +8,11 @@
 use aws_sdk_dynamodb::operation::put_item::PutItemError;
 
 use crate::model::alarm::{Rule, RuleDefinition, RuleId, Scope, MAX_RULES_PER_OWNER};
-use crate::model::entity::Entity;
+use crate::model::entities::rule_set::RuleSetItem;
+use crate::model::entities::Entity;
 use crate::model::error::FleetError;
 use crate::model::expression::{Condition, Expressions};
 use crate::model::ids::UserId;
-use crate::model::items::RuleSetItem;
 use crate::model::keys::ItemKey;
 use crate::model::pattern_id::PatternId;
 use crate::model::schema::{GSI3, PK};

@@ -30,14 +30,12 @@ use serde::Serialize;
 
 use super::record::{transition_actions, AlarmDevice};
 use crate::model::alarm::{AlarmSource, AlarmState, AlarmStatus, Transition, OFFLINE};
-use crate::model::entity::Entity;
+use crate::model::entities::alarm::{reminder_gsi1pk, reminder_gsi1sk, AlarmItem, REMINDER_SHARDS};
+use crate::model::entities::device_state::{due_gsi3pk, due_until, DeviceStateItem, DUE_SHARDS};
+use crate::model::entities::Entity;
 use crate::model::error::FleetError;
 use crate::model::expression::{Attribute, Condition, Expressions, Update};
-use crate::model::items::{AlarmItem, DeviceStateItem};
-use crate::model::keys::{
-    due_gsi3pk, due_until, reminder_gsi1pk, reminder_gsi1sk, IndexKeys, ItemKey, PrimaryKey,
-    DUE_SHARDS, REMINDER_SHARDS,
-};
+use crate::model::keys::{IndexKeys, ItemKey, PrimaryKey};
 use crate::model::offline::OFFLINE_SEVERITY;
 use crate::model::pattern_id::PatternId;
 use crate::model::schema::{Item, GSI1, GSI1PK, GSI1SK, GSI3, GSI3PK, GSI3SK, PK};
@@ -494,8 +492,8 @@ fn with_last_seen(
     let (Some(put), Some(seen)) = (action.put(), last_seen) else {
         return Ok(action);
     };
-    if crate::model::entity::EntityType::of(put.item())
-        != Some(crate::model::entity::EntityType::Alarm)
+    if crate::model::entities::EntityType::of(put.item())
+        != Some(crate::model::entities::EntityType::Alarm)
     {
         return Ok(action);
     }

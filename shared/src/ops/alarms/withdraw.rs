@@ -15,12 +15,13 @@ use aws_sdk_dynamodb::types::{TransactWriteItem, Update as UpdateAction};
 
 use super::record::{transition_actions, AlarmDevice};
 use crate::model::alarm::{AlarmSource, AlarmState, AlarmStatuses, RuleId, Transition};
-use crate::model::entity::Entity;
+use crate::model::entities::alarm::{owner_alarms_gsi3pk, owner_open_alarms_prefix, AlarmItem};
+use crate::model::entities::device_state::DeviceStateItem;
+use crate::model::entities::Entity;
 use crate::model::error::FleetError;
 use crate::model::expression::{Condition, Expressions, Update};
 use crate::model::ids::UserId;
-use crate::model::items::{AlarmItem, DeviceStateItem};
-use crate::model::keys::{owner_alarms_gsi3pk, owner_open_alarms_prefix, ItemKey};
+use crate::model::keys::ItemKey;
 use crate::model::schema::{GSI3, GSI3PK, GSI3SK, PK};
 use crate::model::timestamp::Timestamp;
 use crate::store::dynamo::{n, query, s, transact, Transaction};

@@ -32,10 +32,9 @@ use serde::{Deserialize, Serialize};
 use aws_sdk_dynamodb::types::KeysAndAttributes;
 
 use crate::model::cursor::StartKey;
-use crate::model::entity::Entity;
-use crate::model::entity::EntityType;
+use crate::model::entities::report::ReportItem;
+use crate::model::entities::{Entity, EntityType};
 use crate::model::error::{FleetError, ValidationError};
-use crate::model::items::ReportItem;
 use crate::model::keys::ItemKey;
 use crate::model::pattern_id::PatternId;
 use crate::model::timestamp::{Day, Timestamp};

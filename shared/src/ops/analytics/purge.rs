@@ -7,16 +7,17 @@ use std::time::{Duration, Instant};
 
 use aws_sdk_dynamodb::types::{DeleteRequest, WriteRequest};
 
-use crate::model::entity::Entity;
+use crate::model::entities::event::EVENT_PREFIX;
+use crate::model::entities::purge_marker::PurgeMarkerItem;
+use crate::model::entities::type_mark::{TypeMarkItem, TYPE_MARK_PREFIX};
+use crate::model::entities::Entity;
 use crate::model::error::FleetError;
-use crate::model::expression::Condition;
-use crate::model::expression::Expressions;
-use crate::model::items::PurgeMarkerItem;
-use crate::model::items::TypeMarkItem;
-use crate::model::keys::{event_pk, PrimaryKey, EVENT_PREFIX, TYPE_MARK_PREFIX};
+use crate::model::expression::{Condition, Expressions};
+use crate::model::keys::{event_pk, PrimaryKey};
 use crate::model::schema::{PK, SK};
-use crate::store::dynamo::{key_prefix, key_range, query, s};
-use crate::store::dynamo::{throttled, write_all, BATCH_WRITE_SIZE};
+use crate::store::dynamo::{
+    key_prefix, key_range, query, s, throttled, write_all, BATCH_WRITE_SIZE,
+};
 use crate::store::retry::Retry;
 use crate::store::table::{sdk_error, FleetTable};
 

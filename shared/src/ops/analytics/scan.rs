@@ -16,17 +16,19 @@ use super::purge::purge_device;
 use super::tally::{text, PageBounds};
 use super::{Checkpoint, RunPlan, CHECKPOINT_TTL_SECONDS};
 use crate::model::cursor::{exclusive_start_key, start_key, StartKey};
-use crate::model::entity::Entity;
-use crate::model::entity::EntityType;
+use crate::model::entities::device::{DeviceItem, DEVICE_PREFIX};
+use crate::model::entities::device_state::{state_pk, DeviceStateItem};
+use crate::model::entities::event::{EventItem, EVENT_PREFIX};
+use crate::model::entities::fleet::FleetItem;
+use crate::model::entities::profile::PROFILE_SK;
+use crate::model::entities::purge_marker::PurgeMarkerItem;
+use crate::model::entities::type_mark::type_window;
+use crate::model::entities::{Entity, EntityType};
 use crate::model::error::FleetError;
 use crate::model::expression::Expressions;
 use crate::model::ids::{DeviceId, EventType, UserId};
-use crate::model::items::{DeviceItem, DeviceStateItem, EventItem, FleetItem, PurgeMarkerItem};
-use crate::model::keys::{
-    event_pk, state_pk, type_window, IndexKeys, ItemKey, DEVICE_PREFIX, EVENT_PREFIX, PROFILE_SK,
-};
-use crate::model::schema::Item;
-use crate::model::schema::{ENTITY_TYPE, GSI2, GSI2PK, GSI2SK, PK, SK};
+use crate::model::keys::{event_pk, IndexKeys, ItemKey};
+use crate::model::schema::{Item, ENTITY_TYPE, GSI2, GSI2PK, GSI2SK, PK, SK};
 use crate::model::timestamp::Timestamp;
 use crate::store::dynamo::{key_range, query};
 use crate::store::metrics::{MeterSnapshot, RequestMeter};

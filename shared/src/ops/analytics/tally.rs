@@ -1,7 +1,7 @@
 //! What a scan segment counts: users, devices, the day's events and the busiest partitions.
 
+use crate::model::entities::device::DeviceItem;
 use crate::model::expression::Attribute;
-use crate::model::items::DeviceItem;
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
@@ -189,7 +189,7 @@ mod tests {
     fn partitions_are_counted_whole_and_ranked() {
         let day = crate::model::timestamp::Day::parse_field("day", "2024-04-10").unwrap();
         let temp = crate::model::ids::EventType::parse("temp").unwrap();
-        let index_key = crate::model::keys::type_gsi1pk(&temp, &day, 0);
+        let index_key = crate::model::entities::type_mark::type_gsi1pk(&temp, &day, 0);
         let mut t = SegmentTally::default();
         for (pk, n) in [("A", 3), ("B", 5), ("C", 1)] {
             for _ in 0..n {

@@ -32,11 +32,11 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use crate::model::entity::Entity;
-use crate::model::entity::EntityType;
+use crate::model::entities::device_state::DeviceStateItem;
+use crate::model::entities::registration::RegistrationItem;
+use crate::model::entities::{Entity, EntityType};
 use crate::model::error::FleetError;
 use crate::model::ids::{DeviceId, EventId};
-use crate::model::items::{DeviceStateItem, RegistrationItem};
 use crate::model::keys::ItemKey;
 use crate::model::pattern_id::PatternId;
 use crate::model::settings::number;
@@ -55,7 +55,7 @@ pub use crate::store::dynamo::BATCH_WRITE_SIZE;
 pub const MAX_TEXT_VALUE: usize = 64;
 /// Events kept in a device's `recent` list (the dashboard shows the last 10).
 pub const RECENT_EVENTS: usize = 10;
-pub use crate::model::keys::SEEN_GRANULARITY_SECONDS;
+pub use crate::model::offline::SEEN_GRANULARITY_SECONDS;
 
 /// Ingestion settings, from the environment.
 #[derive(Clone, Debug, PartialEq)]

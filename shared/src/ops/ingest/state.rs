@@ -19,16 +19,15 @@ use aws_sdk_dynamodb::types::{
 
 use super::{Ingestor, NewEvent, CACHE_CAPACITY, RECENT_EVENTS};
 use crate::model::alarm::{evaluate, Observed, Rule, Subject, Transition};
-use crate::model::entity::Entity;
+use crate::model::entities::device_state::DeviceStateItem;
+use crate::model::entities::registration::RegistrationItem;
+use crate::model::entities::Entity;
 use crate::model::error::{FleetError, ValidationError};
 use crate::model::expression::{Condition, Expressions, Update};
 use crate::model::ids::DeviceId;
-use crate::model::items::{DeviceStateItem, RegistrationItem};
 use crate::model::keys::{IndexKeys, ItemKey};
-use crate::model::readings::newest_millis;
-use crate::model::readings::{StoredEvent, StoredReading};
-use crate::model::schema::Item;
-use crate::model::schema::{GSI1SK, GSI3PK, GSI3SK, PK};
+use crate::model::readings::{newest_millis, StoredEvent, StoredReading};
+use crate::model::schema::{Item, GSI1SK, GSI3PK, GSI3SK, PK};
 use crate::model::twin::TwinVersions;
 use crate::ops::alarms::{transition_actions, AlarmDevice};
 use crate::store::dynamo::{n, transact, Transaction};

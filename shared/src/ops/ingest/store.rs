@@ -7,11 +7,13 @@ use std::time::Instant;
 use aws_sdk_dynamodb::types::{PutRequest, WriteRequest};
 
 use super::{Ingestor, NewEvent};
-use crate::model::entity::Entity;
+use crate::model::entities::event::EventItem;
+use crate::model::entities::registration::RegistrationItem;
+use crate::model::entities::type_mark::{type_window, TypeMarkItem, TYPE_WINDOW_SECONDS};
+use crate::model::entities::Entity;
 use crate::model::error::FleetError;
 use crate::model::ids::{EventId, EventType};
-use crate::model::items::{EventItem, RegistrationItem, TypeMarkItem};
-use crate::model::keys::{type_window, PrimaryKey, TYPE_WINDOW_SECONDS};
+use crate::model::keys::PrimaryKey;
 use crate::model::shard::ShardCounts;
 use crate::model::timestamp::Timestamp;
 use crate::store::dynamo::{scatter_gather, write_all, BATCH_WRITE_SIZE};

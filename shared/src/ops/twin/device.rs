@@ -13,17 +13,18 @@ use serde_json::Value;
 
 use super::owner::{command_key, open_commands, watermark, CommandView};
 use super::read_state;
-use crate::model::entity::Entity;
+use crate::model::entities::desired_state::DesiredStateItem;
+use crate::model::entities::device_state::DeviceStateItem;
+use crate::model::entities::registration::RegistrationItem;
+use crate::model::entities::reported_state::ReportedStateItem;
+use crate::model::entities::Entity;
 use crate::model::error::FleetError;
 use crate::model::expression::{Condition, Expressions, Update};
-use crate::model::items::{DeviceStateItem, RegistrationItem};
 use crate::model::keys::ItemKey;
 use crate::model::pattern_id::PatternId;
 use crate::model::schema::PK;
 use crate::model::timestamp::Timestamp;
-use crate::model::twin::{
-    command_id, CommandStatus, DesiredStateItem, ReportedStateItem, TwinDocument, TwinVersions,
-};
+use crate::model::twin::{command_id, CommandStatus, TwinDocument, TwinVersions};
 use crate::ops::pattern::{implemented_by, AccessPattern, Frequency, Operation, RequestBudget};
 use crate::store::dynamo::{n, s};
 use crate::store::expression::WithExpressions;
@@ -247,19 +248,22 @@ async fn acknowledge(
     };
     let mut changes = Update::new()
         .set(
-            crate::model::twin::CommandItem::STATUS,
+            crate::model::entities::command::CommandItem::STATUS,
             serde_dynamo::to_attribute_value(status)?,
         )
         .set(
-            crate::model::twin::CommandItem::FINISHED_AT,
+            crate::model::entities::command::CommandItem::FINISHED_AT,
             s(now.to_string()),
         );
     if let Some(result) = &ack.result {
-        changes = changes.set(crate::model::twin::CommandItem::RESULT, s(result.to_text()));
+        changes = changes.set(
+            crate::model::entities::command::CommandItem::RESULT,
+            s(result.to_text()),
+        );
     }
     let open = |status: CommandStatus| -> Result<Condition, FleetError> {
         Ok(Condition::equals(
-            crate::model::twin::CommandItem::STATUS,
+            crate::model::entities::command::CommandItem::STATUS,
             serde_dynamo::to_attribute_value(status)?,
         ))
     };
@@ -269,7 +273,7 @@ async fn acknowledge(
     let condition = Condition::exists(PK)
         .and(open(CommandStatus::Delivered)?)
         .and(Condition::at_least(
-            crate::model::twin::CommandItem::CREATED_AT,
+            crate::model::entities::command::CommandItem::CREATED_AT,
             s(registration.created_at.to_string()),
         ));
     let sent = table
@@ -502,15 +506,15 @@ async fn mark_delivered(
         .expressions(Expressions::write(
             Update::new()
                 .set(
-                    crate::model::twin::CommandItem::STATUS,
+                    crate::model::entities::command::CommandItem::STATUS,
                     status(CommandStatus::Delivered)?,
                 )
                 .set(
-                    crate::model::twin::CommandItem::DELIVERED_AT,
+                    crate::model::entities::command::CommandItem::DELIVERED_AT,
                     s(now.to_string()),
                 ),
             Some(Condition::equals(
-                crate::model::twin::CommandItem::STATUS,
+                crate::model::entities::command::CommandItem::STATUS,
                 status(CommandStatus::Queued)?,
             )),
         ))

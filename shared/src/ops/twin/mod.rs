@@ -20,14 +20,17 @@ use aws_sdk_dynamodb::types::{Put, TransactWriteItem, Update};
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::model::entity::Entity;
+use crate::model::entities::desired_state::DesiredStateItem;
+use crate::model::entities::device::DeviceItem;
+use crate::model::entities::device_state::DeviceStateItem;
+use crate::model::entities::reported_state::ReportedStateItem;
+use crate::model::entities::Entity;
 use crate::model::error::FleetError;
 use crate::model::expression::{Condition, Expressions, Update as UpdateExpression};
 use crate::model::ids::{DeviceId, UserId};
-use crate::model::items::{DeviceItem, DeviceStateItem};
 use crate::model::keys::ItemKey;
 use crate::model::timestamp::Timestamp;
-use crate::model::twin::{DesiredStateItem, ReportedStateItem, TwinDocument, TwinVersions};
+use crate::model::twin::{TwinDocument, TwinVersions};
 use crate::store::expression::WithExpressions;
 use crate::store::table::FleetTable;
 

@@ -6,17 +6,19 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::{desired_write, owned_device, read_state, state_key_of, TwinView};
-use crate::model::entity::{Entity, EntityType};
+use crate::model::entities::command::{command_sk, CommandItem, COMMAND_PREFIX};
+use crate::model::entities::desired_state::{DesiredStateItem, TWIN_PREFIX};
+use crate::model::entities::reported_state::ReportedStateItem;
+use crate::model::entities::{Entity, EntityType};
 use crate::model::error::FleetError;
 use crate::model::expression::{Condition, Expressions, Update as UpdateExpression};
 use crate::model::ids::{CommandName, DeviceId, UserId};
-use crate::model::keys::{command_sk, event_pk, ItemKey, COMMAND_PREFIX, TWIN_PREFIX};
+use crate::model::keys::{event_pk, ItemKey};
 use crate::model::pattern_id::PatternId;
 use crate::model::schema::PK;
 use crate::model::timestamp::Timestamp;
 use crate::model::twin::{
-    CommandItem, CommandStatus, DesiredStateItem, ReportedStateItem, TwinDocument, TwinVersions,
-    COMMAND_KEPT_SECONDS, MAX_OPEN_COMMANDS,
+    CommandStatus, TwinDocument, TwinVersions, COMMAND_KEPT_SECONDS, MAX_OPEN_COMMANDS,
 };
 use crate::ops::pattern::{implemented_by, AccessPattern, Frequency, Operation, RequestBudget};
 use crate::store::dynamo::{key_prefix, key_range, n, query, transact, Transaction};

@@ -16,21 +16,25 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::{desired_write, read_state, state_key_of};
-use crate::model::entity::{Entity, EntityType};
+use crate::model::entities::desired_state::DesiredStateItem;
+use crate::model::entities::device::{device_sk, DeviceItem, DEVICE_PREFIX};
+use crate::model::entities::device_state::DeviceStateItem;
+use crate::model::entities::rollout::RolloutItem;
+use crate::model::entities::running_rollout::{
+    running_rollout_prefix, RunningRolloutItem, RUNNING_ROLLOUTS_PK,
+};
+use crate::model::entities::tag_link::{tag_link_prefix, tag_link_sk, TagLinkItem};
+use crate::model::entities::{Entity, EntityType};
 use crate::model::error::FleetError;
 use crate::model::expression::{Condition, Expressions, Update};
 use crate::model::ids::{DeviceId, RolloutId, UserId};
-use crate::model::items::{DeviceItem, DeviceStateItem, TagLinkItem};
-use crate::model::keys::{
-    device_sk, running_rollout_prefix, tag_link_prefix, tag_link_sk, user_pk, ItemKey,
-    DEVICE_PREFIX, RUNNING_ROLLOUTS_PK,
-};
+use crate::model::keys::{user_pk, ItemKey};
 use crate::model::pattern_id::PatternId;
 use crate::model::schema::{Item, ENTITY_TYPE, PK, SK};
 use crate::model::timestamp::Timestamp;
 use crate::model::twin::{
-    DesiredStateItem, RolloutFailure, RolloutItem, RolloutStatus, RolloutTarget,
-    RunningRolloutItem, TwinDocument, MAX_DOCUMENT_BYTES, MAX_RUNNING_ROLLOUTS,
+    RolloutFailure, RolloutStatus, RolloutTarget, TwinDocument, MAX_DOCUMENT_BYTES,
+    MAX_RUNNING_ROLLOUTS,
 };
 use crate::ops::pattern::{implemented_by, AccessPattern, Frequency, Operation, RequestBudget};
 use crate::store::dynamo::{get_all, key_prefix, key_range, n, query, s, transact, Transaction};

@@ -1,18 +1,59 @@
-//! Entities: every stored item type derives its primary key, its index keys and its
-//! `entityType` from its own fields (modyne's `Entity::primary_key` / `full_key`, in a few
-//! lines), so no caller ever sets a key attribute by hand and an item read back can be told
-//! apart by type, not by key shape.
+//! Entities: one file per stored item type, holding its struct, its [`Entity`] impl (its
+//! primary key, index keys and `entityType` derived from its own fields, as modyne's
+//! `Entity::primary_key` / `full_key`), its stored attribute names, its key and index key
+//! builders and parsers, and its key template for the generated docs. So no caller ever sets a
+//! key attribute by hand, and an item read back can be told apart by type, not by key shape.
+//!
+//! A new entity adds its file here, a variant to [`EntityType`] and its lines in
+//! [`registry`] (its key template and, when it has a key shape of its own, its `ItemKey`
+//! variant's builder and parser).
 
 use aws_sdk_dynamodb::types::AttributeValue;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
+use strum::{EnumIter, IntoEnumIterator, IntoStaticStr};
 
 use crate::model::error::FleetError;
 use crate::model::expression::Attribute;
 use crate::model::keys::{IndexKeys, ItemKey};
-use crate::model::schema::Item;
-use crate::model::schema::ENTITY_TYPE;
+use crate::model::schema::{Item, ENTITY_TYPE};
 use crate::model::shard::ShardCounts;
+
+/// Declares an entity's stored attribute names as associated constants (the one spelling of
+/// each, used by every expression), and `ATTRIBUTES`, which a test checks against the names
+/// serde stores, so a renamed field cannot leave an expression behind.
+macro_rules! attributes {
+    ($entity:ty { $($(#[$doc:meta])* $name:ident = $stored:literal),* $(,)? }) => {
+        impl $entity {
+            $($(#[$doc])* pub const $name: crate::model::expression::Attribute =
+                crate::model::expression::Attribute::named($stored);)*
+            /// Every attribute named above (what a stored item of this type may carry).
+            pub const ATTRIBUTES: &'static [crate::model::expression::Attribute] = &[$(Self::$name),*];
+        }
+    };
+}
+
+pub mod alarm;
+pub mod checkpoint;
+pub mod command;
+pub mod desired_state;
+pub mod device;
+pub mod device_state;
+pub mod event;
+pub mod fleet;
+pub mod open_alarm;
+pub mod profile;
+pub mod purge_marker;
+pub mod registration;
+pub mod registry;
+pub mod released_registration;
+pub mod report;
+pub mod reported_state;
+pub mod rollout;
+pub mod rule_set;
+pub mod running_rollout;
+pub mod tag_link;
+pub mod type_mark;
 
 /// A stored item type: its fields are the item's non-key attributes; the keys follow from them.
 pub trait Entity: Serialize + DeserializeOwned {
@@ -85,9 +126,11 @@ pub fn checked_item<E: Entity>(mut item: Item) -> Result<E, FleetError> {
     }
 }
 
-/// The `entityType` attribute on every item.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+/// The `entityType` attribute on every item; its stored spelling is the variant's name in
+/// camelCase (serde and [`EntityType::as_str`] agree).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, EnumIter, IntoStaticStr)]
 #[serde(rename_all = "camelCase")]
+#[strum(serialize_all = "camelCase")]
 pub enum EntityType {
     /// A user's profile.
     Profile,
@@ -132,30 +175,6 @@ pub enum EntityType {
 }
 
 impl EntityType {
-    /// Every entity type.
-    pub const ALL: [EntityType; 20] = [
-        EntityType::Profile,
-        EntityType::Device,
-        EntityType::Fleet,
-        EntityType::DeviceState,
-        EntityType::TagLink,
-        EntityType::Registration,
-        EntityType::Event,
-        EntityType::Report,
-        EntityType::Checkpoint,
-        EntityType::PurgeMarker,
-        EntityType::ReleasedRegistration,
-        EntityType::TypeMark,
-        EntityType::DesiredState,
-        EntityType::ReportedState,
-        EntityType::Command,
-        EntityType::Rollout,
-        EntityType::RunningRollout,
-        EntityType::RuleSet,
-        EntityType::Alarm,
-        EntityType::OpenAlarm,
-    ];
-
     /// `entityType = this type`, for an update that creates the item or a condition on it.
     pub fn assignment(&self) -> (Attribute, AttributeValue) {
         (ENTITY_TYPE, AttributeValue::S(self.as_str().to_string()))
@@ -163,34 +182,13 @@ impl EntityType {
 
     /// The stored spelling of `entityType`.
     pub fn as_str(&self) -> &'static str {
-        match self {
-            EntityType::Profile => "profile",
-            EntityType::Device => "device",
-            EntityType::Fleet => "fleet",
-            EntityType::DeviceState => "deviceState",
-            EntityType::TagLink => "tagLink",
-            EntityType::Registration => "registration",
-            EntityType::Event => "event",
-            EntityType::Report => "report",
-            EntityType::Checkpoint => "checkpoint",
-            EntityType::PurgeMarker => "purgeMarker",
-            EntityType::ReleasedRegistration => "releasedRegistration",
-            EntityType::TypeMark => "typeMark",
-            EntityType::DesiredState => "desiredState",
-            EntityType::ReportedState => "reportedState",
-            EntityType::Command => "command",
-            EntityType::Rollout => "rollout",
-            EntityType::RunningRollout => "runningRollout",
-            EntityType::RuleSet => "ruleSet",
-            EntityType::Alarm => "alarm",
-            EntityType::OpenAlarm => "openAlarm",
-        }
+        self.into()
     }
 
     /// The type of a stored item, from its `entityType` attribute (`None` if it has none
     /// or an unknown one).
     pub fn of(item: &Item) -> Option<EntityType> {
         let stored = item.get(ENTITY_TYPE.name())?.as_s().ok()?;
-        Self::ALL.into_iter().find(|t| t.as_str() == stored)
+        EntityType::iter().find(|t| t.as_str() == stored)
     }
 }

@@ -1,0 +1,130 @@
+//! A fleet-wide desired-state change: `USER#{userId}` / `ROLLOUT#{rolloutId}`.
+
+use serde::{Deserialize, Serialize};
+
+use crate::model::entities::{Entity, EntityType};
+use crate::model::error::ValidationError;
+use crate::model::ids::{DeviceId, RolloutId, UserId};
+use crate::model::keys::{user_pk, ItemKey, KeyParts, KeyTemplate, PrimaryKey};
+use crate::model::timestamp::Timestamp;
+use crate::model::twin::{
+    is_zero, RolloutFailure, RolloutStatus, RolloutTarget, MAX_RECORDED_FAILURES,
+};
+
+/// A fleet-wide desired-state change: `USER#{userId}` / `ROLLOUT#{rolloutId}`. A JSON merge
+/// patch applied to the desired state of every device of a tag or type, by the scheduled
+/// worker, a page at a time, from `position` on.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RolloutItem {
+    /// Owner (read back from the key).
+    #[serde(skip_serializing)]
+    pub user_id: UserId,
+    /// Its id (read back from the key).
+    #[serde(skip_serializing)]
+    pub rollout_id: RolloutId,
+    /// Which devices.
+    pub target: RolloutTarget,
+    /// The merge patch, as compact JSON text.
+    pub patch: String,
+    /// Where it is.
+    pub status: RolloutStatus,
+    /// The last device done, in the order the worker walks them (none before the first page).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub position: Option<DeviceId>,
+    /// Devices whose desired state it changed so far.
+    pub devices_updated: u64,
+    /// Devices it could not change (the merge would break the document contract, or the write
+    /// failed): counted, and the first [`MAX_RECORDED_FAILURES`] kept in `failures`.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub devices_failed: u64,
+    /// The first per-device failures, in the order the worker met them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub failures: Vec<RolloutFailure>,
+    /// When it was created.
+    pub created_at: Timestamp,
+    /// When the last device got it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finished_at: Option<Timestamp>,
+}
+
+impl RolloutItem {
+    /// Counts a page's failures, keeping the first [`MAX_RECORDED_FAILURES`].
+    pub fn record_failures(&mut self, failures: Vec<RolloutFailure>) {
+        self.devices_failed += failures.len() as u64;
+        let room = MAX_RECORDED_FAILURES.saturating_sub(self.failures.len());
+        self.failures.extend(failures.into_iter().take(room));
+    }
+}
+
+attributes!(RolloutItem {
+    /// `target`.
+    TARGET = "target",
+    /// `patch`.
+    PATCH = "patch",
+    /// `status`.
+    STATUS = "status",
+    /// `position`.
+    POSITION = "position",
+    /// `devicesUpdated`.
+    DEVICES_UPDATED = "devicesUpdated",
+    /// `devicesFailed`.
+    DEVICES_FAILED = "devicesFailed",
+    /// `failures`.
+    FAILURES = "failures",
+    /// `createdAt`.
+    CREATED_AT = "createdAt",
+    /// `finishedAt`.
+    FINISHED_AT = "finishedAt",
+});
+
+impl Entity for RolloutItem {
+    const ENTITY_TYPE: EntityType = EntityType::Rollout;
+    fn item_key(&self) -> ItemKey {
+        ItemKey::Rollout {
+            user: self.user_id.clone(),
+            rollout: self.rollout_id.clone(),
+        }
+    }
+    const FIELDS_IN_KEY: bool = true;
+}
+
+/// Sort-key prefix of an owner's rollouts in the user partition (after `PROFILE`, so no
+/// dashboard range reads one).
+pub const ROLLOUT_PREFIX: &str = "ROLLOUT#";
+/// `ROLLOUT#{rolloutId}`.
+pub fn rollout_sk(rollout: &RolloutId) -> String {
+    format!("{ROLLOUT_PREFIX}{rollout}")
+}
+
+/// `USER#{userId}` / `ROLLOUT#{rolloutId}`.
+pub fn primary_key(user: &UserId, rollout: &RolloutId) -> PrimaryKey {
+    PrimaryKey {
+        pk: user_pk(user),
+        sk: rollout_sk(rollout),
+    }
+}
+
+/// A rollout's key, if `key` has its shape.
+pub fn parse_key(key: &KeyParts) -> Option<Result<ItemKey, ValidationError>> {
+    match (key.pk_parts.as_slice(), key.sk_parts.as_slice()) {
+        (["USER", user], ["ROLLOUT", rollout]) => Some((|| {
+            Ok(ItemKey::Rollout {
+                user: UserId::parse(*user)?,
+                rollout: RolloutId::parse(*rollout)?,
+            })
+        })()),
+        _ => None,
+    }
+}
+
+/// Its key templates, for the generated docs (a test in `model::keys` checks them against
+/// the builders).
+pub const KEY_TEMPLATE: KeyTemplate = KeyTemplate {
+    entity_type: "rollout",
+    pk: "USER#${userId}",
+    sk: "ROLLOUT#${rolloutId}",
+    gsi1: None,
+    gsi2: None,
+    gsi3: None,
+};
