@@ -9,7 +9,7 @@ use shared::model::expression::{Expressions, Update};
 use shared::model::keys::{user_pk, IndexKeys, ItemKey};
 use shared::model::status::DeviceStatus;
 use shared::model::token::sha256_hex;
-use shared::store::expression::WithExpressions;
+use shared::store::with_expressions::WithExpressions;
 
 const ALICE: &str = "user-alice";
 const BOB: &str = "user-bob";

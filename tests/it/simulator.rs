@@ -3,7 +3,7 @@
 
 use shared::model::expression::{Condition, Expressions};
 use shared::model::schema::{PK, SK};
-use shared::store::expression::WithExpressions;
+use shared::store::with_expressions::WithExpressions;
 use std::collections::HashMap;
 
 use aws_sdk_dynamodb::types::{AttributeValue, ReturnConsumedCapacity};

@@ -14,7 +14,7 @@ use shared::model::token::sha256_hex;
 use shared::ops::devices::{register_device, DeviceRegistration};
 use shared::ops::ingest::{validate_batch, IngestConfig, Ingestor, SubmittedEvent};
 use shared::ops::profile::{upsert_profile, ProfileUpdate};
-use shared::store::expression::WithExpressions;
+use shared::store::with_expressions::WithExpressions;
 use shared::{FleetError, FleetTable};
 use std::time::{Duration, Instant};
 

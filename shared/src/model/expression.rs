@@ -3,7 +3,7 @@
 //! [`crate::model::items`]). Every name goes through an `#n` placeholder and every value
 //! through a `:v` placeholder, so no expression spells an attribute name, reserved words
 //! (`status`, `name`, `type`, `ttl`) need no care, and a renamed field cannot leave an
-//! expression behind. No I/O: [`crate::store::expression`] applies the result to a request.
+//! expression behind. No I/O: [`crate::store::with_expressions`] applies the result to a request.
 
 use std::collections::HashMap;
 
@@ -292,7 +292,7 @@ impl Placeholders {
 }
 
 /// Every expression of one request, rendered with shared placeholders: what
-/// [`crate::store::expression`] puts on an SDK request.
+/// [`crate::store::with_expressions`] puts on an SDK request.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Expressions {
     /// `UpdateExpression`.

@@ -129,6 +129,7 @@ pub enum PatternId {
     #[strum(serialize = "AP-27")]
     OfflineCheck,
     /// AP-28: the schedule's alarm reminders.
+    #[strum(serialize = "AP-28")]
     AlarmReminders,
 }
 
@@ -159,5 +160,23 @@ impl UnknownPattern {
 impl Serialize for PatternId {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         serializer.serialize_str(self.as_str())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_pattern_has_an_ap_text_id_of_its_own() {
+        let texts: std::collections::BTreeSet<&str> =
+            PatternId::all().map(PatternId::as_str).collect();
+        assert_eq!(texts.len(), PatternId::all().count());
+        assert!(texts.iter().all(|t| t.starts_with("AP-")), "{texts:?}");
+        assert_eq!("AP-28".parse::<PatternId>(), Ok(PatternId::AlarmReminders));
+        assert_eq!(
+            "AP-99".parse::<PatternId>(),
+            Err(UnknownPattern("AP-99".to_string()))
+        );
     }
 }

@@ -22,9 +22,9 @@ use crate::model::schema::PK;
 use crate::model::timestamp::Timestamp;
 use crate::model::token::DeviceToken;
 use crate::ops::pattern::{implemented_by, AccessPattern, Frequency, Operation, RequestBudget};
-use crate::store::dynamo::s;
-use crate::store::expression::WithExpressions;
+use crate::store::dynamo::string_value;
 use crate::store::table::{sdk_error, FleetTable};
+use crate::store::with_expressions::WithExpressions;
 
 /// What a revoked registration stores as its token digest: not a SHA-256 hex digest, so no
 /// token can ever match it.
@@ -79,8 +79,14 @@ pub async fn rotate_token(
                     RegistrationItem::PREVIOUS_TOKEN_SHA256,
                     RegistrationItem::TOKEN_SHA256,
                 )
-                .set(RegistrationItem::PREVIOUS_TOKEN_UNTIL, s(until.to_string()))
-                .set(RegistrationItem::TOKEN_SHA256, s(token.sha256_hex()))
+                .set(
+                    RegistrationItem::PREVIOUS_TOKEN_UNTIL,
+                    string_value(until.to_string()),
+                )
+                .set(
+                    RegistrationItem::TOKEN_SHA256,
+                    string_value(token.sha256_hex()),
+                )
                 .remove(RegistrationItem::REVOKED_AT),
         ))
         .return_values(ReturnValue::AllOld)
@@ -126,9 +132,9 @@ pub async fn revoke_token(
             Update::new()
                 .set_if_absent(
                     RegistrationItem::REVOKED_AT,
-                    s(Timestamp::now().to_string()),
+                    string_value(Timestamp::now().to_string()),
                 )
-                .set(RegistrationItem::TOKEN_SHA256, s(REVOKED_DIGEST))
+                .set(RegistrationItem::TOKEN_SHA256, string_value(REVOKED_DIGEST))
                 .remove(RegistrationItem::PREVIOUS_TOKEN_SHA256)
                 .remove(RegistrationItem::PREVIOUS_TOKEN_UNTIL),
         ))
@@ -154,7 +160,7 @@ fn registration_update(
 fn owned_registration_update(user: &UserId, changes: Update) -> Expressions {
     let owned = Condition::exists(PK).and(Condition::equals(
         RegistrationItem::USER_ID,
-        s(user.as_str()),
+        string_value(user.as_str()),
     ));
     Expressions::write(changes, Some(owned))
 }

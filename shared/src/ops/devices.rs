@@ -43,10 +43,10 @@ use crate::model::token::DeviceToken;
 use crate::ops::pattern::{implemented_by, AccessPattern, Frequency, Operation, RequestBudget};
 use crate::ops::twin::owner::twin_documents;
 use crate::ops::twin::TwinView;
-use crate::store::dynamo::{n, s, transact, Transaction};
-use crate::store::expression::WithExpressions;
+use crate::store::dynamo::{number_value, string_value, transact, Transaction};
 use crate::store::retry::Retry;
 use crate::store::table::{condition_failed, sdk_error, FleetTable, TransactionSlot, MAX_ATTEMPTS};
+use crate::store::with_expressions::WithExpressions;
 
 /// Longest device name, in characters.
 pub const MAX_DEVICE_NAME: usize = 100;
@@ -387,12 +387,12 @@ fn count_registration(
         devices: read.devices + 1,
     };
     let changes = UpdateExpression::new()
-        .set(FleetItem::PARTITIONS, n(shards))
+        .set(FleetItem::PARTITIONS, number_value(shards))
         .set_all([FleetItem::ENTITY_TYPE.assignment()])
         .set_all(fleet.index_keys(&table.config.shards).attributes())
-        .add(FleetItem::DEVICES, n(1));
+        .add(FleetItem::DEVICES, number_value(1));
     let unchanged = match read.partitions {
-        Some(current) => Condition::equals(FleetItem::PARTITIONS, n(current)),
+        Some(current) => Condition::equals(FleetItem::PARTITIONS, number_value(current)),
         None => Condition::absent(FleetItem::PARTITIONS),
     };
     let update = Update::builder()
@@ -410,7 +410,7 @@ fn count_deletion(table: &FleetTable, user: &UserId) -> Result<TransactWriteItem
         .table_name(table.name())
         .set_key(Some(ItemKey::fleet(user).attributes()))
         .expressions(Expressions::write(
-            UpdateExpression::new().add(FleetItem::DEVICES, n(-1)),
+            UpdateExpression::new().add(FleetItem::DEVICES, number_value(-1)),
             Some(Condition::exists(FleetItem::PARTITIONS)),
         ))
         .build()
@@ -578,7 +578,7 @@ fn claim_registration(
 ) -> Result<TransactWriteItem, FleetError> {
     let released_before = released().and(Condition::below(
         ReleasedRegistrationItem::RELEASED_AT,
-        s(registration.created_at.to_string()),
+        string_value(registration.created_at.to_string()),
     ));
     let put = registration_key_put(
         table,
@@ -782,21 +782,30 @@ async fn copy_to_state(
     let status_partition =
         IndexKeys::device_state(device.status, &device.device_id, None, &table.config.shards);
     let changes = UpdateExpression::new()
-        .set(DeviceStateItem::STATUS, s(device.status.as_str()))
-        .set(DeviceStateItem::NAME, s(device.name.clone()))
+        .set(
+            DeviceStateItem::STATUS,
+            string_value(device.status.as_str()),
+        )
+        .set(DeviceStateItem::NAME, string_value(device.name.clone()))
         .set(
             DeviceStateItem::TAGS,
             serde_dynamo::to_attribute_value(&device.tags)?,
         )
         .set_all(status_partition.attributes())
-        .set(DeviceStateItem::DEVICE_VERSION, n(device.version));
+        .set(
+            DeviceStateItem::DEVICE_VERSION,
+            number_value(device.version),
+        );
     let changes = match device.report_every_seconds {
-        Some(every) => changes.set(DeviceStateItem::REPORT_EVERY_SECONDS, n(every)),
+        Some(every) => changes.set(DeviceStateItem::REPORT_EVERY_SECONDS, number_value(every)),
         None => changes.remove(DeviceStateItem::REPORT_EVERY_SECONDS),
     };
     let changes = match device.offline_detection {
         OfflineDetection::Standard => changes.remove(DeviceStateItem::OFFLINE_DETECTION),
-        tight => changes.set(DeviceStateItem::OFFLINE_DETECTION, s(tight.as_str())),
+        tight => changes.set(
+            DeviceStateItem::OFFLINE_DETECTION,
+            string_value(tight.as_str()),
+        ),
     };
     let changes = if recheck {
         let now = Timestamp::now();
@@ -804,10 +813,12 @@ async fn copy_to_state(
     } else {
         changes
     };
-    let not_newer =
-        Condition::exists(PK).and(Condition::absent(DeviceStateItem::DEVICE_VERSION).or(
-            Condition::below(DeviceStateItem::DEVICE_VERSION, n(device.version)),
-        ));
+    let not_newer = Condition::exists(PK).and(
+        Condition::absent(DeviceStateItem::DEVICE_VERSION).or(Condition::below(
+            DeviceStateItem::DEVICE_VERSION,
+            number_value(device.version),
+        )),
+    );
     let result = table
         .client
         .update_item()
@@ -830,32 +841,39 @@ fn patch_request(
     now: &Timestamp,
 ) -> Result<UpdateItemFluentBuilder, FleetError> {
     let mut changes = UpdateExpression::new()
-        .set(DeviceItem::VERSION, n(expected_version + 1))
-        .set(DeviceItem::UPDATED_AT, s(now.to_string()));
+        .set(DeviceItem::VERSION, number_value(expected_version + 1))
+        .set(DeviceItem::UPDATED_AT, string_value(now.to_string()));
     if let Some(status) = patch.status {
-        changes = changes.set(DeviceItem::STATUS, s(status.as_str()));
+        changes = changes.set(DeviceItem::STATUS, string_value(status.as_str()));
     }
     if let Some(name) = &patch.name {
-        changes = changes.set(DeviceItem::NAME, s(name.clone()));
+        changes = changes.set(DeviceItem::NAME, string_value(name.clone()));
     }
     if let Some(tags) = &patch.tags {
         changes = changes.set(DeviceItem::TAGS, serde_dynamo::to_attribute_value(tags)?);
     }
     match patch.report_every_seconds {
-        Some(Some(every)) => changes = changes.set(DeviceItem::REPORT_EVERY_SECONDS, n(every)),
+        Some(Some(every)) => {
+            changes = changes.set(DeviceItem::REPORT_EVERY_SECONDS, number_value(every))
+        }
         Some(None) => changes = changes.remove(DeviceItem::REPORT_EVERY_SECONDS),
         None => {}
     }
     match patch.offline_detection {
         Some(OfflineDetection::Standard) => changes = changes.remove(DeviceItem::OFFLINE_DETECTION),
-        Some(tight) => changes = changes.set(DeviceItem::OFFLINE_DETECTION, s(tight.as_str())),
+        Some(tight) => {
+            changes = changes.set(DeviceItem::OFFLINE_DETECTION, string_value(tight.as_str()))
+        }
         None => {}
     }
     if patch.changes_copies() {
-        changes = changes.increment(DeviceItem::SYNC_VERSION, n(1));
+        changes = changes.increment(DeviceItem::SYNC_VERSION, number_value(1));
     }
     let at_version = Condition::exists(PK)
-        .and(Condition::equals(DeviceItem::VERSION, n(expected_version)))
+        .and(Condition::equals(
+            DeviceItem::VERSION,
+            number_value(expected_version),
+        ))
         .and(Condition::absent(DeviceItem::DELETING_AT));
     Ok(table
         .client
@@ -926,7 +944,7 @@ async fn sync_copies(table: &FleetTable, device: &DeviceItem) -> Result<(), Flee
                 serde_dynamo::to_attribute_value(&device.tags)?,
             ),
             Some(
-                Condition::equals(DeviceItem::SYNC_VERSION, n(device.sync_version))
+                Condition::equals(DeviceItem::SYNC_VERSION, number_value(device.sync_version))
                     .and(Condition::absent(DeviceItem::DELETING_AT)),
             ),
         ))
@@ -937,14 +955,17 @@ async fn sync_copies(table: &FleetTable, device: &DeviceItem) -> Result<(), Flee
         .set_key(Some(ItemKey::registration(&device.device_id).attributes()))
         .expressions(Expressions::write(
             UpdateExpression::new()
-                .set(RegistrationItem::DEVICE_NAME, s(device.name.clone()))
+                .set(
+                    RegistrationItem::DEVICE_NAME,
+                    string_value(device.name.clone()),
+                )
                 .set(
                     RegistrationItem::DEVICE_TYPE,
-                    s(device.device_type.as_str()),
+                    string_value(device.device_type.as_str()),
                 ),
             Some(Condition::equals(
                 RegistrationItem::USER_ID,
-                s(device.user_id.as_str()),
+                string_value(device.user_id.as_str()),
             )),
         ))
         .build()
@@ -1040,8 +1061,12 @@ async fn mark_deleting(
         // a request that lands late (after its own retry, a re-registration and all) must not
         // mark the new device.
         .expressions(Expressions::write(
-            UpdateExpression::new().set_if_absent(DeviceItem::DELETING_AT, s(now.clone())),
-            Some(Condition::exists(PK).and(Condition::at_most(DeviceItem::CREATED_AT, s(now)))),
+            UpdateExpression::new()
+                .set_if_absent(DeviceItem::DELETING_AT, string_value(now.clone())),
+            Some(Condition::exists(PK).and(Condition::at_most(
+                DeviceItem::CREATED_AT,
+                string_value(now),
+            ))),
         ))
         .return_values(ReturnValue::AllNew)
         .send()
@@ -1090,7 +1115,7 @@ fn deletion(
         Condition::absent(PK)
             .or(Condition::equals(
                 RegistrationItem::USER_ID,
-                s(user.as_str()),
+                string_value(user.as_str()),
             ))
             .or(self::released()),
     )?
@@ -1158,7 +1183,7 @@ fn state_delete(
     let condition = match state {
         Some(state) => Condition::exists(PK).and(Condition::equals(
             DeviceStateItem::INGEST_SEQ,
-            n(state.ingest_seq),
+            number_value(state.ingest_seq),
         )),
         None => Condition::absent(PK),
     };

@@ -14,9 +14,9 @@ use crate::model::schema::{GSI1, GSI1PK, GSI1SK};
 use crate::model::status::DeviceStatus;
 use crate::model::timestamp::Timestamp;
 use crate::ops::pattern::{implemented_by, AccessPattern, Frequency, Operation, RequestBudget};
-use crate::store::dynamo::{newest_first, query, s, scatter_gather};
-use crate::store::expression::WithExpressions;
+use crate::store::dynamo::{newest_first, query, scatter_gather, string_value};
 use crate::store::table::FleetTable;
+use crate::store::with_expressions::WithExpressions;
 
 /// A device as the operator listing shows it (GSI1's projection).
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -70,8 +70,8 @@ pub async fn devices_by_status(
                 .expressions(
                     Expressions::builder()
                         .key_condition(
-                            Condition::equals(GSI1PK, s(status_gsi1pk(status, shard)))
-                                .and(Condition::at_least(GSI1SK, s(from.clone()))),
+                            Condition::equals(GSI1PK, string_value(status_gsi1pk(status, shard)))
+                                .and(Condition::at_least(GSI1SK, string_value(from.clone()))),
                         )
                         .build(),
                 )

@@ -22,10 +22,10 @@ use crate::model::schema::{Item, ENTITY_TYPE, GSI1, GSI1PK, GSI1SK, PK, SK};
 use crate::model::timestamp::{Day, Timestamp};
 use crate::ops::pattern::{implemented_by, AccessPattern, Frequency, Operation, RequestBudget};
 use crate::store::dynamo::{
-    key_prefix, key_range, newest_first, query, s, scatter_gather, ttl_now,
+    key_prefix, key_range, newest_first, query, scatter_gather, string_value, ttl_now,
 };
-use crate::store::expression::WithExpressions;
 use crate::store::table::FleetTable;
+use crate::store::with_expressions::WithExpressions;
 
 /// Longest range of AP-09, in days (one Query per day and shard).
 pub const MAX_TYPE_RANGE_DAYS: i64 = 7;
@@ -138,8 +138,11 @@ fn unexpired() -> ExpressionsBuilder {
 /// A newest-first Query of one GSI1 partition between two sort keys, expired items filtered
 /// out (type marks and device-type event entries both carry `ttl`).
 fn index_query(table: &FleetTable, partition: &str, from: &str, to: &str) -> QueryFluentBuilder {
-    let key =
-        Condition::equals(GSI1PK, s(partition)).and(Condition::between(GSI1SK, s(from), s(to)));
+    let key = Condition::equals(GSI1PK, string_value(partition)).and(Condition::between(
+        GSI1SK,
+        string_value(from),
+        string_value(to),
+    ));
     table
         .client
         .query()

@@ -12,9 +12,9 @@ use crate::model::keys::{DirectoryEntry, IndexKeys, ItemKey};
 use crate::model::pattern_id::PatternId;
 use crate::model::timestamp::Timestamp;
 use crate::ops::pattern::{implemented_by, AccessPattern, Frequency, Operation, RequestBudget};
-use crate::store::dynamo::s;
-use crate::store::expression::WithExpressions;
+use crate::store::dynamo::string_value;
 use crate::store::table::{sdk_error, FleetTable};
+use crate::store::with_expressions::WithExpressions;
 
 /// Longest profile name, in characters.
 pub const MAX_PROFILE_NAME: usize = 100;
@@ -82,13 +82,13 @@ pub async fn upsert_profile(
     let directory = IndexKeys::directory(user, DirectoryEntry::Profile);
     let mut changes = Update::new()
         .set_all([ProfileItem::ENTITY_TYPE.assignment()])
-        .set(ProfileItem::USER_ID, s(user.as_str()))
-        .set(ProfileItem::NAME, s(update.name))
-        .set_if_absent(ProfileItem::CREATED_AT, s(now.clone()))
-        .set(ProfileItem::UPDATED_AT, s(now))
+        .set(ProfileItem::USER_ID, string_value(user.as_str()))
+        .set(ProfileItem::NAME, string_value(update.name))
+        .set_if_absent(ProfileItem::CREATED_AT, string_value(now.clone()))
+        .set(ProfileItem::UPDATED_AT, string_value(now))
         .set_all(directory.attributes());
     if let Some(email) = update.email {
-        changes = changes.set(ProfileItem::EMAIL, s(email));
+        changes = changes.set(ProfileItem::EMAIL, string_value(email));
     }
     let out = table
         .client

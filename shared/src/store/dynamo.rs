@@ -23,13 +23,13 @@ use crate::model::expression::{Condition, ExpressionsBuilder};
 use crate::model::keys::ItemKey;
 use crate::model::schema::{Item, PK, SK};
 use crate::model::token::random_id;
-use crate::store::expression::WithExpressions;
 use crate::store::metrics::{RequestMeter, DEPENDENCY_UNREACHABLE};
 use crate::store::retry::Retry;
 use crate::store::table::{
     cancelled_transiently, is_transient, sdk_error, transient, FleetTable, Transient,
     RETRY_AFTER_SECONDS,
 };
+use crate::store::with_expressions::WithExpressions;
 
 /// Most write requests in one BatchWriteItem.
 pub const BATCH_WRITE_SIZE: usize = 25;
@@ -197,12 +197,12 @@ pub fn newest_first<T, K: Ord>(
 }
 
 /// A string attribute value.
-pub(crate) fn s(value: impl Into<String>) -> AttributeValue {
+pub(crate) fn string_value(value: impl Into<String>) -> AttributeValue {
     AttributeValue::S(value.into())
 }
 
 /// A number attribute value.
-pub(crate) fn n(value: impl ToString) -> AttributeValue {
+pub(crate) fn number_value(value: impl ToString) -> AttributeValue {
     AttributeValue::N(value.to_string())
 }
 
@@ -249,7 +249,11 @@ pub(crate) fn key_range(
     last: impl Into<String>,
     read: ExpressionsBuilder,
 ) -> QueryFluentBuilder {
-    let key = Condition::equals(PK, s(pk)).and(Condition::between(SK, s(first), s(last)));
+    let key = Condition::equals(PK, string_value(pk)).and(Condition::between(
+        SK,
+        string_value(first),
+        string_value(last),
+    ));
     table
         .client
         .query()
@@ -265,7 +269,8 @@ pub(crate) fn key_prefix(
     prefix: impl Into<String>,
     read: ExpressionsBuilder,
 ) -> QueryFluentBuilder {
-    let key = Condition::equals(PK, s(pk)).and(Condition::begins_with(SK, s(prefix)));
+    let key = Condition::equals(PK, string_value(pk))
+        .and(Condition::begins_with(SK, string_value(prefix)));
     table
         .client
         .query()
@@ -276,7 +281,7 @@ pub(crate) fn key_prefix(
 /// The current time as a TTL value: items whose `ttl` is not after it have expired (DynamoDB
 /// deletes them up to days late, so readers filter them out).
 pub(crate) fn ttl_now() -> AttributeValue {
-    n(crate::model::timestamp::Timestamp::now().epoch_seconds())
+    number_value(crate::model::timestamp::Timestamp::now().epoch_seconds())
 }
 
 /// Writes `item` with one metered PutItem (replacing any item with its key).

@@ -2,7 +2,7 @@
 
 pub mod deadline;
 pub mod dynamo;
-pub mod expression;
 pub mod metrics;
 pub mod retry;
 pub mod table;
+pub mod with_expressions;

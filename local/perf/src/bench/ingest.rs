@@ -10,7 +10,7 @@
 use shared::model::entities::EntityType;
 use shared::model::expression::{Condition, Expressions};
 use shared::model::schema::Item;
-use shared::store::expression::WithExpressions;
+use shared::store::with_expressions::WithExpressions;
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::{Duration, Instant};

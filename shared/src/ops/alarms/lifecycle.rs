@@ -26,9 +26,9 @@ use crate::model::pattern_id::PatternId;
 use crate::model::schema::{Item, GSI1PK, GSI1SK, GSI3, GSI3PK, GSI3SK, PK, SK};
 use crate::model::timestamp::Timestamp;
 use crate::ops::pattern::{implemented_by, AccessPattern, Frequency, Operation, RequestBudget};
-use crate::store::dynamo::{key_range, query, s, scatter_gather};
-use crate::store::expression::WithExpressions;
+use crate::store::dynamo::{key_range, query, scatter_gather, string_value};
 use crate::store::table::{sdk_error, FleetTable};
+use crate::store::with_expressions::WithExpressions;
 
 /// An alarm as the API shows it (docs/openapi.yaml, `Alarm`).
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -268,14 +268,17 @@ pub async fn acknowledge(
     };
     let now = Timestamp::now();
     let changes = Update::new()
-        .set(AlarmItem::STATE, s(AlarmState::Acknowledged.as_str()))
-        .set(AlarmItem::ACKNOWLEDGED_AT, s(now.to_string()))
+        .set(
+            AlarmItem::STATE,
+            string_value(AlarmState::Acknowledged.as_str()),
+        )
+        .set(AlarmItem::ACKNOWLEDGED_AT, string_value(now.to_string()))
         .remove(AlarmItem::REMIND_AT)
         .remove(GSI1PK)
         .remove(GSI1SK);
     let active = Condition::exists(PK).and(Condition::equals(
         AlarmItem::STATE,
-        s(AlarmState::Active.as_str()),
+        string_value(AlarmState::Active.as_str()),
     ));
     let result = table
         .client
@@ -315,7 +318,10 @@ pub async fn acknowledge(
         device: id.device.clone(),
         source: id.source.clone(),
     };
-    let same_alarm = Condition::equals(OpenAlarmItem::RAISED_AT, s(id.raised_at.to_string()));
+    let same_alarm = Condition::equals(
+        OpenAlarmItem::RAISED_AT,
+        string_value(id.raised_at.to_string()),
+    );
     let pointed = table
         .client
         .update_item()
@@ -323,8 +329,14 @@ pub async fn acknowledge(
         .set_key(Some(pointer.attributes()))
         .expressions(Expressions::write(
             Update::new()
-                .set(OpenAlarmItem::STATE, s(AlarmState::Acknowledged.as_str()))
-                .set(OpenAlarmItem::ACKNOWLEDGED_AT, s(now.to_string())),
+                .set(
+                    OpenAlarmItem::STATE,
+                    string_value(AlarmState::Acknowledged.as_str()),
+                )
+                .set(
+                    OpenAlarmItem::ACKNOWLEDGED_AT,
+                    string_value(now.to_string()),
+                ),
             Some(same_alarm),
         ))
         .send()
@@ -408,7 +420,7 @@ async fn merged_page(
                 .index_name(GSI3)
                 .expressions(
                     Expressions::builder()
-                        .key_condition(Condition::equals(GSI3PK, s(pk.clone())))
+                        .key_condition(Condition::equals(GSI3PK, string_value(pk.clone())))
                         .build(),
                 )
                 .scan_index_forward(false)

@@ -14,9 +14,9 @@ use crate::model::ids::{DeviceId, UserId};
 use crate::model::keys::ItemKey;
 use crate::model::schema::{GSI1PK, GSI1SK, GSI3SK, PK};
 use crate::model::timestamp::Timestamp;
-use crate::store::dynamo::{n, s};
-use crate::store::expression::WithExpressions;
+use crate::store::dynamo::{number_value, string_value};
 use crate::store::table::FleetTable;
+use crate::store::with_expressions::WithExpressions;
 
 /// The device whose alarms change.
 #[derive(Clone, Debug)]
@@ -167,18 +167,18 @@ fn clear_alarm(
         source: source.clone(),
     };
     let mut changes = Update::new()
-        .set(AlarmItem::STATE, s(AlarmState::Cleared.as_str()))
-        .set(AlarmItem::CLEARED_AT, s(at.to_string()))
+        .set(AlarmItem::STATE, string_value(AlarmState::Cleared.as_str()))
+        .set(AlarmItem::CLEARED_AT, string_value(at.to_string()))
         .set(
             GSI3SK,
-            s(owner_alarms_gsi3sk(
+            string_value(owner_alarms_gsi3sk(
                 false,
                 raised_at,
                 &device.device,
                 source,
             )),
         )
-        .set(AlarmItem::TTL, n(at.epoch_seconds() + retention))
+        .set(AlarmItem::TTL, number_value(at.epoch_seconds() + retention))
         .remove(AlarmItem::REMIND_AT)
         .remove(GSI1PK)
         .remove(GSI1SK);

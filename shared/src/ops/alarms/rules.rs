@@ -18,9 +18,9 @@ use crate::model::pattern_id::PatternId;
 use crate::model::schema::{GSI3, PK};
 use crate::model::timestamp::Timestamp;
 use crate::ops::pattern::{implemented_by, AccessPattern, Frequency, Operation, RequestBudget};
-use crate::store::dynamo::n;
-use crate::store::expression::WithExpressions;
+use crate::store::dynamo::number_value;
 use crate::store::table::{sdk_error, FleetTable};
+use crate::store::with_expressions::WithExpressions;
 
 /// Attempts of a change against concurrent changes of the same owner's rules.
 const CHANGE_ATTEMPTS: u32 = 5;
@@ -233,7 +233,7 @@ async fn change<T>(
         let unchanged = if read_version == 0 {
             Condition::absent(PK)
         } else {
-            Condition::equals(RuleSetItem::VERSION, n(read_version))
+            Condition::equals(RuleSetItem::VERSION, number_value(read_version))
         };
         let result = table
             .client

@@ -41,10 +41,12 @@ use crate::model::pattern_id::PatternId;
 use crate::model::schema::{Item, GSI1, GSI1PK, GSI1SK, GSI3, GSI3PK, GSI3SK, PK};
 use crate::model::timestamp::Timestamp;
 use crate::ops::pattern::{implemented_by, AccessPattern, Frequency, Operation, RequestBudget};
-use crate::store::dynamo::{get_all, n, query, s, transact, Transaction, BATCH_GET_SIZE};
-use crate::store::expression::WithExpressions;
+use crate::store::dynamo::{
+    get_all, number_value, query, string_value, transact, Transaction, BATCH_GET_SIZE,
+};
 use crate::store::retry::Retry;
 use crate::store::table::{sdk_error, FleetTable, MAX_ATTEMPTS};
+use crate::store::with_expressions::WithExpressions;
 
 /// Index entries read per Query page (one BatchGetItem of their items follows each page).
 pub const PAGE: i32 = BATCH_GET_SIZE as i32;
@@ -265,8 +267,9 @@ impl DueIndex {
         at: &Timestamp,
         start: Option<Item>,
     ) -> Result<(Vec<Item>, Option<Item>), FleetError> {
-        let key = Condition::equals(self.partition.0, s(self.partition.1.clone()))
-            .and(Condition::at_most(self.due_key, s(due_until(at))));
+        let key = Condition::equals(self.partition.0, string_value(self.partition.1.clone())).and(
+            Condition::at_most(self.due_key, string_value(due_until(at))),
+        );
         query(
             table
                 .client
@@ -403,7 +406,7 @@ async fn act(
 fn unchanged(state: &DeviceStateItem) -> Condition {
     Condition::exists(PK).and(Condition::equals(
         DeviceStateItem::INGEST_SEQ,
-        n(state.ingest_seq),
+        number_value(state.ingest_seq),
     ))
 }
 
@@ -413,7 +416,10 @@ async fn move_entry(
     changes: Update,
     done: Acted,
 ) -> Result<Acted, FleetError> {
-    let changes = changes.set(DeviceStateItem::INGEST_SEQ, n(state.ingest_seq + 1));
+    let changes = changes.set(
+        DeviceStateItem::INGEST_SEQ,
+        number_value(state.ingest_seq + 1),
+    );
     let result = table
         .client
         .update_item()
@@ -453,7 +459,10 @@ async fn raise_offline(
             DeviceStateItem::ALARMS,
             serde_dynamo::to_attribute_value(&alarms)?,
         )
-        .set(DeviceStateItem::INGEST_SEQ, n(state.ingest_seq + 1))
+        .set(
+            DeviceStateItem::INGEST_SEQ,
+            number_value(state.ingest_seq + 1),
+        )
         .remove(GSI3PK)
         .remove(GSI3SK);
     let update = UpdateAction::builder()
@@ -498,7 +507,10 @@ fn with_last_seen(
         return Ok(action);
     }
     let mut item = put.item().clone();
-    item.insert(AlarmItem::LAST_SEEN.name().to_string(), s(seen.to_string()));
+    item.insert(
+        AlarmItem::LAST_SEEN.name().to_string(),
+        string_value(seen.to_string()),
+    );
     let put = Put::builder()
         .table_name(put.table_name())
         .set_item(Some(item))
@@ -591,23 +603,27 @@ async fn remind(
                 }
                 let next = next_reminder(&remind_at, every, at);
                 let changes = Update::new()
-                    .set(AlarmItem::REMINDERS, n(alarm.reminders + 1))
-                    .set(AlarmItem::REMIND_AT, s(next.to_string()))
+                    .set(AlarmItem::REMINDERS, number_value(alarm.reminders + 1))
+                    .set(AlarmItem::REMIND_AT, string_value(next.to_string()))
                     .set(
                         GSI1SK,
-                        s(reminder_gsi1sk(
+                        string_value(reminder_gsi1sk(
                             &next,
                             &alarm.user_id,
                             &alarm.device_id,
                             &source,
                         )),
                     );
-                let condition = Condition::equals(AlarmItem::STATE, s(AlarmState::Active.as_str()))
-                    .and(Condition::equals(
-                        AlarmItem::REMIND_AT,
-                        s(remind_at.to_string()),
-                    ))
-                    .and(Condition::equals(AlarmItem::REMINDERS, n(alarm.reminders)));
+                let condition =
+                    Condition::equals(AlarmItem::STATE, string_value(AlarmState::Active.as_str()))
+                        .and(Condition::equals(
+                            AlarmItem::REMIND_AT,
+                            string_value(remind_at.to_string()),
+                        ))
+                        .and(Condition::equals(
+                            AlarmItem::REMINDERS,
+                            number_value(alarm.reminders),
+                        ));
                 (changes, condition, Reminded::Sent)
             }
             // Acknowledged or cleared (or no interval): no reminder, off the index.
@@ -616,7 +632,7 @@ async fn remind(
                     .remove(AlarmItem::REMIND_AT)
                     .remove(GSI1PK)
                     .remove(GSI1SK);
-                let condition = Condition::equals(AlarmItem::STATE, s(state.as_str()));
+                let condition = Condition::equals(AlarmItem::STATE, string_value(state.as_str()));
                 (changes, condition, Reminded::Stale)
             }
         };

@@ -24,10 +24,10 @@ use crate::model::ids::UserId;
 use crate::model::keys::ItemKey;
 use crate::model::schema::{GSI3, GSI3PK, GSI3SK, PK};
 use crate::model::timestamp::Timestamp;
-use crate::store::dynamo::{n, query, s, transact, Transaction};
-use crate::store::expression::WithExpressions;
+use crate::store::dynamo::{number_value, query, string_value, transact, Transaction};
 use crate::store::retry::Retry;
 use crate::store::table::{FleetTable, MAX_ATTEMPTS};
+use crate::store::with_expressions::WithExpressions;
 
 /// Most open alarms one rule deletion clears. Each costs a consistent read of its device's
 /// live state and one transaction; the rest (a rule open on more devices than this) clear
@@ -103,9 +103,10 @@ pub async fn clear_rule_alarms(
     for partition in 0..partitions {
         let mut start = None;
         loop {
-            let key = Condition::equals(GSI3PK, s(owner_alarms_gsi3pk(user, partition))).and(
-                Condition::begins_with(GSI3SK, s(owner_open_alarms_prefix())),
-            );
+            let key =
+                Condition::equals(GSI3PK, string_value(owner_alarms_gsi3pk(user, partition))).and(
+                    Condition::begins_with(GSI3SK, string_value(owner_open_alarms_prefix())),
+                );
             let (items, next) = query(
                 table
                     .client
@@ -215,10 +216,13 @@ fn status_removal(
             serde_dynamo::to_attribute_value(left)?,
         )
     }
-    .set(DeviceStateItem::INGEST_SEQ, n(state.ingest_seq + 1));
+    .set(
+        DeviceStateItem::INGEST_SEQ,
+        number_value(state.ingest_seq + 1),
+    );
     let unchanged = Condition::exists(PK).and(Condition::equals(
         DeviceStateItem::INGEST_SEQ,
-        n(state.ingest_seq),
+        number_value(state.ingest_seq),
     ));
     let update = UpdateAction::builder()
         .table_name(table.name())

@@ -16,7 +16,7 @@ use crate::model::expression::{Condition, Expressions};
 use crate::model::keys::{event_pk, PrimaryKey};
 use crate::model::schema::{PK, SK};
 use crate::store::dynamo::{
-    key_prefix, key_range, query, s, throttled, write_all, BATCH_WRITE_SIZE,
+    key_prefix, key_range, query, string_value, throttled, write_all, BATCH_WRITE_SIZE,
 };
 use crate::store::retry::Retry;
 use crate::store::table::{sdk_error, FleetTable};
@@ -62,7 +62,7 @@ pub(super) async fn purge_device(
                 Expressions::builder()
                     .condition(Condition::at_most(
                         TypeMarkItem::WINDOW,
-                        s(marker.deleted_at.to_string()),
+                        string_value(marker.deleted_at.to_string()),
                     ))
                     .projection(&[PK, SK]),
             )

@@ -30,10 +30,10 @@ use crate::model::readings::{newest_millis, StoredEvent, StoredReading};
 use crate::model::schema::{Item, GSI1SK, GSI3PK, GSI3SK, PK};
 use crate::model::twin::TwinVersions;
 use crate::ops::alarms::{transition_actions, AlarmDevice};
-use crate::store::dynamo::{n, transact, Transaction};
-use crate::store::expression::WithExpressions;
+use crate::store::dynamo::{number_value, transact, Transaction};
 use crate::store::retry::Retry;
 use crate::store::table::{condition_failed, sdk_error, transient, TransactionSlot, Transient};
+use crate::store::with_expressions::WithExpressions;
 
 /// Most event types whose latest reading a device's live state keeps. A batch that would
 /// add more is a 400 naming the first event of a type over the cap.
@@ -170,7 +170,7 @@ pub fn check_type_cap(state: &DeviceStateItem, events: &[NewEvent]) -> Result<()
 fn unchanged_since_read(read: &DeviceStateItem) -> Condition {
     Condition::exists(PK).and(Condition::equals(
         DeviceStateItem::INGEST_SEQ,
-        n(read.ingest_seq),
+        number_value(read.ingest_seq),
     ))
 }
 
@@ -459,7 +459,7 @@ impl Ingestor {
                 serde_dynamo::to_attribute_value(next.last_seen)?,
             )
             .set(DeviceStateItem::READINGS, next.readings_attribute())
-            .set(DeviceStateItem::INGEST_SEQ, n(next.ingest_seq));
+            .set(DeviceStateItem::INGEST_SEQ, number_value(next.ingest_seq));
         if next.alarms != base.alarms {
             changes = if next.alarms.is_empty() {
                 changes.remove(DeviceStateItem::ALARMS)

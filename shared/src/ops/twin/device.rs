@@ -26,9 +26,9 @@ use crate::model::schema::PK;
 use crate::model::timestamp::Timestamp;
 use crate::model::twin::{command_id, CommandStatus, TwinDocument, TwinVersions};
 use crate::ops::pattern::{implemented_by, AccessPattern, Frequency, Operation, RequestBudget};
-use crate::store::dynamo::{n, s};
-use crate::store::expression::WithExpressions;
+use crate::store::dynamo::{number_value, string_value};
 use crate::store::table::{done_unless_failed, sdk_error, FleetTable};
+use crate::store::with_expressions::WithExpressions;
 
 /// What a device sends about its twin with a batch or a sync.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -253,12 +253,12 @@ async fn acknowledge(
         )
         .set(
             crate::model::entities::command::CommandItem::FINISHED_AT,
-            s(now.to_string()),
+            string_value(now.to_string()),
         );
     if let Some(result) = &ack.result {
         changes = changes.set(
             crate::model::entities::command::CommandItem::RESULT,
-            s(result.to_text()),
+            string_value(result.to_text()),
         );
     }
     let open = |status: CommandStatus| -> Result<Condition, FleetError> {
@@ -274,7 +274,7 @@ async fn acknowledge(
         .and(open(CommandStatus::Delivered)?)
         .and(Condition::at_least(
             crate::model::entities::command::CommandItem::CREATED_AT,
-            s(registration.created_at.to_string()),
+            string_value(registration.created_at.to_string()),
         ));
     let sent = table
         .client
@@ -306,11 +306,13 @@ async fn record_reported_version(
     let condition = Condition::exists(PK)
         .and(Condition::at_least(
             TwinVersions::DESIRED_VERSION,
-            n(version),
+            number_value(version),
         ))
         .and(
-            Condition::absent(TwinVersions::REPORTED_VERSION)
-                .or(Condition::below(TwinVersions::REPORTED_VERSION, n(version))),
+            Condition::absent(TwinVersions::REPORTED_VERSION).or(Condition::below(
+                TwinVersions::REPORTED_VERSION,
+                number_value(version),
+            )),
         );
     let sent = table
         .client
@@ -318,7 +320,7 @@ async fn record_reported_version(
         .table_name(table.name())
         .set_key(Some(state_key(registration).attributes()))
         .expressions(Expressions::write(
-            Update::new().set(TwinVersions::REPORTED_VERSION, n(version)),
+            Update::new().set(TwinVersions::REPORTED_VERSION, number_value(version)),
             Some(condition),
         ))
         .return_values(ReturnValue::AllNew)
@@ -362,10 +364,13 @@ async fn store_reported(
         .set_item(Some(item.to_item(&table.config.shards)?))
         .expressions(Expressions::condition(
             Condition::absent(PK)
-                .or(Condition::at_most(ReportedStateItem::VERSION, n(version)))
+                .or(Condition::at_most(
+                    ReportedStateItem::VERSION,
+                    number_value(version),
+                ))
                 .or(Condition::below(
                     ReportedStateItem::REPORTED_AT,
-                    s(registration.created_at.to_string()),
+                    string_value(registration.created_at.to_string()),
                 )),
         ))
         .send()
@@ -511,7 +516,7 @@ async fn mark_delivered(
                 )
                 .set(
                     crate::model::entities::command::CommandItem::DELIVERED_AT,
-                    s(now.to_string()),
+                    string_value(now.to_string()),
                 ),
             Some(Condition::equals(
                 crate::model::entities::command::CommandItem::STATUS,
@@ -536,12 +541,11 @@ async fn advance_watermark(
         .table_name(table.name())
         .set_key(Some(state_key(registration).attributes()))
         .expressions(Expressions::write(
-            Update::new().set(TwinVersions::COMMANDS_DONE, n(done)),
+            Update::new().set(TwinVersions::COMMANDS_DONE, number_value(done)),
             Some(
-                Condition::exists(PK).and(
-                    Condition::absent(TwinVersions::COMMANDS_DONE)
-                        .or(Condition::below(TwinVersions::COMMANDS_DONE, n(done))),
-                ),
+                Condition::exists(PK).and(Condition::absent(TwinVersions::COMMANDS_DONE).or(
+                    Condition::below(TwinVersions::COMMANDS_DONE, number_value(done)),
+                )),
             ),
         ))
         .send()

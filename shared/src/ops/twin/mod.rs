@@ -31,8 +31,8 @@ use crate::model::ids::{DeviceId, UserId};
 use crate::model::keys::ItemKey;
 use crate::model::timestamp::Timestamp;
 use crate::model::twin::{TwinDocument, TwinVersions};
-use crate::store::expression::WithExpressions;
 use crate::store::table::FleetTable;
+use crate::store::with_expressions::WithExpressions;
 
 pub use device::{DeviceReport, TwinWork};
 
@@ -148,12 +148,14 @@ fn desired_write(
     document: &TwinDocument,
     now: Timestamp,
 ) -> Result<(Vec<TransactWriteItem>, DesiredStateItem), FleetError> {
-    use crate::store::dynamo::n;
+    use crate::store::dynamo::number_value;
     let unchanged = if expected == 0 {
-        Condition::absent(TwinVersions::DESIRED_VERSION)
-            .or(Condition::equals(TwinVersions::DESIRED_VERSION, n(0)))
+        Condition::absent(TwinVersions::DESIRED_VERSION).or(Condition::equals(
+            TwinVersions::DESIRED_VERSION,
+            number_value(0),
+        ))
     } else {
-        Condition::equals(TwinVersions::DESIRED_VERSION, n(expected))
+        Condition::equals(TwinVersions::DESIRED_VERSION, number_value(expected))
     };
     let item = DesiredStateItem {
         user_id: user.clone(),
@@ -166,7 +168,7 @@ fn desired_write(
         .table_name(table.name())
         .set_key(Some(state.attributes()))
         .expressions(Expressions::write(
-            UpdateExpression::new().set(TwinVersions::DESIRED_VERSION, n(expected + 1)),
+            UpdateExpression::new().set(TwinVersions::DESIRED_VERSION, number_value(expected + 1)),
             Some(Condition::exists(crate::model::schema::PK).and(unchanged)),
         ))
         .build()

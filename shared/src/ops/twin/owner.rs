@@ -21,10 +21,10 @@ use crate::model::twin::{
     CommandStatus, TwinDocument, TwinVersions, COMMAND_KEPT_SECONDS, MAX_OPEN_COMMANDS,
 };
 use crate::ops::pattern::{implemented_by, AccessPattern, Frequency, Operation, RequestBudget};
-use crate::store::dynamo::{key_prefix, key_range, n, query, transact, Transaction};
-use crate::store::expression::WithExpressions;
+use crate::store::dynamo::{key_prefix, key_range, number_value, query, transact, Transaction};
 use crate::store::retry::Retry;
 use crate::store::table::FleetTable;
+use crate::store::with_expressions::WithExpressions;
 
 /// A desired state as the owner reads it back.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -255,14 +255,19 @@ pub async fn queue_command(
                 + COMMAND_KEPT_SECONDS,
         };
         let unchanged = if versions.command_seq == 0 {
-            Condition::absent(TwinVersions::COMMAND_SEQ)
-                .or(Condition::equals(TwinVersions::COMMAND_SEQ, n(0)))
+            Condition::absent(TwinVersions::COMMAND_SEQ).or(Condition::equals(
+                TwinVersions::COMMAND_SEQ,
+                number_value(0),
+            ))
         } else {
-            Condition::equals(TwinVersions::COMMAND_SEQ, n(versions.command_seq))
+            Condition::equals(
+                TwinVersions::COMMAND_SEQ,
+                number_value(versions.command_seq),
+            )
         };
-        let mut changes = UpdateExpression::new().set(TwinVersions::COMMAND_SEQ, n(seq));
+        let mut changes = UpdateExpression::new().set(TwinVersions::COMMAND_SEQ, number_value(seq));
         if done > versions.commands_done {
-            changes = changes.set(TwinVersions::COMMANDS_DONE, n(done));
+            changes = changes.set(TwinVersions::COMMANDS_DONE, number_value(done));
         }
         let update = Update::builder()
             .table_name(table.name())

@@ -37,10 +37,12 @@ use crate::model::twin::{
     MAX_RUNNING_ROLLOUTS,
 };
 use crate::ops::pattern::{implemented_by, AccessPattern, Frequency, Operation, RequestBudget};
-use crate::store::dynamo::{get_all, key_prefix, key_range, n, query, s, transact, Transaction};
-use crate::store::expression::WithExpressions;
+use crate::store::dynamo::{
+    get_all, key_prefix, key_range, number_value, query, string_value, transact, Transaction,
+};
 use crate::store::retry::Retry;
 use crate::store::table::{sdk_error, FleetTable};
+use crate::store::with_expressions::WithExpressions;
 
 /// Devices per page of a rollout (the desired documents and live states of a page are one
 /// BatchGetItem of at most 100 keys).
@@ -345,7 +347,7 @@ async fn list_running(table: &FleetTable) -> Result<Vec<RunningRolloutItem>, Fle
     let mut start: Option<Item> = None;
     loop {
         let listed = Expressions::builder()
-            .key_condition(Condition::equals(PK, s(RUNNING_ROLLOUTS_PK)))
+            .key_condition(Condition::equals(PK, string_value(RUNNING_ROLLOUTS_PK)))
             .build();
         let (items, last) = query(
             table
@@ -498,8 +500,10 @@ async fn target_page(
             Ok((devices, next))
         }
         RolloutTarget::Type(kind) => {
-            let filter = Condition::equals(ENTITY_TYPE, s(EntityType::Device.as_str()))
-                .and(Condition::equals(DeviceItem::DEVICE_TYPE, s(kind.as_str())));
+            let filter =
+                Condition::equals(ENTITY_TYPE, string_value(EntityType::Device.as_str())).and(
+                    Condition::equals(DeviceItem::DEVICE_TYPE, string_value(kind.as_str())),
+                );
             let mut request = key_range(
                 table,
                 user_pk(user),
@@ -536,8 +540,8 @@ async fn target_page(
 
 fn start_key(pk: String, sk: String) -> Item {
     HashMap::from([
-        (PK.name().to_string(), s(pk)),
-        (SK.name().to_string(), s(sk)),
+        (PK.name().to_string(), string_value(pk)),
+        (SK.name().to_string(), string_value(sk)),
     ])
 }
 
@@ -723,13 +727,13 @@ async fn apply_one(
 /// position only ever moves forward.
 fn still_at(read_at: Option<&DeviceId>) -> Condition {
     let at = match read_at {
-        Some(position) => Condition::equals(RolloutItem::POSITION, s(position.as_str())),
+        Some(position) => Condition::equals(RolloutItem::POSITION, string_value(position.as_str())),
         None => Condition::absent(RolloutItem::POSITION),
     };
     Condition::exists(PK)
         .and(Condition::equals(
             RolloutItem::STATUS,
-            s(RolloutStatus::Running.as_str()),
+            string_value(RolloutStatus::Running.as_str()),
         ))
         .and(at)
 }
@@ -745,15 +749,21 @@ pub async fn checkpoint(
 ) -> Result<bool, FleetError> {
     let mut update = progress_update(progress)?;
     if let Some(position) = &progress.position {
-        update = update.set(RolloutItem::POSITION, s(position.as_str()));
+        update = update.set(RolloutItem::POSITION, string_value(position.as_str()));
     }
     conditional_progress(table, progress, update, read_at).await
 }
 
 fn progress_update(progress: &RolloutItem) -> Result<Update, FleetError> {
     Ok(Update::new()
-        .set(RolloutItem::DEVICES_UPDATED, n(progress.devices_updated))
-        .set(RolloutItem::DEVICES_FAILED, n(progress.devices_failed))
+        .set(
+            RolloutItem::DEVICES_UPDATED,
+            number_value(progress.devices_updated),
+        )
+        .set(
+            RolloutItem::DEVICES_FAILED,
+            number_value(progress.devices_failed),
+        )
         .set(
             RolloutItem::FAILURES,
             serde_dynamo::to_attribute_value(&progress.failures)?,
@@ -799,7 +809,10 @@ async fn finish(
             RolloutItem::STATUS,
             serde_dynamo::to_attribute_value(RolloutStatus::Done)?,
         )
-        .set(RolloutItem::FINISHED_AT, s(Timestamp::now().to_string()));
+        .set(
+            RolloutItem::FINISHED_AT,
+            string_value(Timestamp::now().to_string()),
+        );
     if !conditional_progress(table, progress, update, read_at).await? {
         return Ok(false);
     }
