@@ -12,8 +12,7 @@ use fleet_testkit::template::{default_template_path, Template};
 use lambda_http::{Body, Request, Response};
 use serde_json::{json, Value};
 use shared::http::gateway::Gateway;
-use shared::model::entities::EntityType;
-use shared::model::keys::ItemKey;
+use shared::model::entities::{EntityType, ItemKey};
 use shared::ops::limits::RegistrationLimit;
 use shared::store::metrics::{MeterSnapshot, RequestMeter};
 use shared::FleetTable;
@@ -110,8 +109,8 @@ pub fn key_of(item: &Item) -> ItemKey {
 /// The keys of stored items by the names tests use for them: every key is built by
 /// `shared::model::keys`, never spelled in a test.
 pub mod key {
+    use shared::model::entities::ItemKey;
     use shared::model::ids::{DeviceId, Tag, UserId};
-    use shared::model::keys::ItemKey;
 
     /// A user id that must be valid.
     pub fn user(id: &str) -> UserId {

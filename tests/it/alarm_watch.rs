@@ -748,7 +748,7 @@ async fn the_stream_sample_is_published_as_one_raised_event() {
 /// code does not know: a later deploy's, or a hand-made item).
 async fn garble(
     table: &FleetTable,
-    key: &shared::model::keys::ItemKey,
+    key: &shared::model::entities::ItemKey,
     attribute: &str,
     value: &str,
 ) {

@@ -12,8 +12,7 @@ use fleet_testkit::bootstrap::{host_bootstrap, Launch, RunningBootstrap};
 use fleet_testkit::runtime_api::Outcome;
 use fleet_tests::*;
 use serde_json::Value;
-use shared::model::entities::EntityType;
-use shared::model::keys::ItemKey;
+use shared::model::entities::{EntityType, ItemKey};
 use shared::model::pattern_id::PatternId;
 use shared::model::timestamp::Timestamp;
 

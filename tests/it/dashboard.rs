@@ -9,8 +9,8 @@ use fleet_tests::*;
 use serde_json::{json, Value};
 use shared::model::entities::event::EventItem;
 use shared::model::entities::Entity;
+use shared::model::entities::ItemKey;
 use shared::model::ids::EventId;
-use shared::model::keys::ItemKey;
 use shared::model::timestamp::Timestamp;
 use shared::FleetTable;
 

@@ -14,8 +14,7 @@ use fleet_testkit::fault_proxy::{
 use fleet_tests::*;
 use serde_json::json;
 use shared::model::entities::device_state::DeviceStateItem;
-use shared::model::entities::{Entity, EntityType};
-use shared::model::keys::ItemKey;
+use shared::model::entities::{Entity, EntityType, ItemKey};
 use shared::ops::ingest::IngestConfig;
 use shared::FleetTable;
 

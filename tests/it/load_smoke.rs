@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use fleet_perf::load::{run, Kind, LoadConfig};
 use fleet_tests::*;
-use shared::model::keys::ItemKey;
+use shared::model::entities::ItemKey;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_short_load_run_has_no_errors_and_stores_every_acknowledged_event() {

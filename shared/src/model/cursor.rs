@@ -154,8 +154,9 @@ mod tests {
     use super::*;
     use crate::model::entities::event::EVENT_PREFIX;
     use crate::model::entities::profile::PROFILE_SK;
+    use crate::model::entities::ItemKey;
     use crate::model::ids::{DeviceId, EventId, UserId};
-    use crate::model::keys::{event_pk, ItemKey};
+    use crate::model::keys::event_pk;
     use crate::model::schema::{GSI1PK, PK, SK};
     use crate::model::timestamp::Timestamp;
 

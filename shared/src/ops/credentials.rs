@@ -13,10 +13,10 @@ use serde::Serialize;
 
 use crate::model::entities::registration::RegistrationItem;
 use crate::model::entities::Entity;
+use crate::model::entities::ItemKey;
 use crate::model::error::FleetError;
 use crate::model::expression::{Condition, Expressions, Update};
 use crate::model::ids::{DeviceId, UserId};
-use crate::model::keys::ItemKey;
 use crate::model::pattern_id::PatternId;
 use crate::model::schema::PK;
 use crate::model::timestamp::Timestamp;

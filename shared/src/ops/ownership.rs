@@ -4,9 +4,9 @@
 
 use crate::model::entities::device::DeviceItem;
 use crate::model::entities::Entity;
+use crate::model::entities::ItemKey;
 use crate::model::error::FleetError;
 use crate::model::ids::{DeviceId, UserId};
-use crate::model::keys::ItemKey;
 use crate::store::table::{sdk_error, FleetTable};
 
 /// `user`'s device `device` (one GetItem of the device item), or `None` for another user's,

@@ -5,10 +5,11 @@ use serde::Serialize;
 
 use crate::model::entities::profile::ProfileItem;
 use crate::model::entities::Entity;
+use crate::model::entities::ItemKey;
 use crate::model::error::FleetError;
 use crate::model::expression::{Expressions, Update};
 use crate::model::ids::UserId;
-use crate::model::keys::{DirectoryEntry, IndexKeys, ItemKey};
+use crate::model::keys::{DirectoryEntry, IndexKeys};
 use crate::model::pattern_id::PatternId;
 use crate::model::timestamp::Timestamp;
 use crate::ops::pattern::{implemented_by, AccessPattern, Frequency, Operation, RequestBudget};

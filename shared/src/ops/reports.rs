@@ -3,8 +3,8 @@
 use super::analytics::DailyReport;
 use crate::model::entities::report::ReportItem;
 use crate::model::entities::Entity;
+use crate::model::entities::ItemKey;
 use crate::model::error::FleetError;
-use crate::model::keys::ItemKey;
 use crate::model::pattern_id::PatternId;
 use crate::model::timestamp::Day;
 use crate::ops::pattern::{implemented_by, AccessPattern, Frequency, Operation, RequestBudget};

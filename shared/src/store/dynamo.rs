@@ -18,9 +18,9 @@ use aws_sdk_dynamodb::operation::query::builders::QueryFluentBuilder;
 use aws_sdk_dynamodb::types::AttributeValue;
 
 use crate::model::entities::Entity;
+use crate::model::entities::ItemKey;
 use crate::model::error::FleetError;
 use crate::model::expression::{Condition, ExpressionsBuilder};
-use crate::model::keys::ItemKey;
 use crate::model::schema::{Item, PK, SK};
 use crate::model::token::random_id;
 use crate::store::metrics::{RequestMeter, DEPENDENCY_UNREACHABLE};
@@ -303,7 +303,7 @@ pub(crate) async fn put_item(
 /// The transaction action that deletes the item at `key`, unconditionally.
 pub(crate) fn delete_action(
     table: &crate::store::table::FleetTable,
-    key: &crate::model::keys::ItemKey,
+    key: &crate::model::entities::ItemKey,
 ) -> Result<aws_sdk_dynamodb::types::TransactWriteItem, FleetError> {
     let delete = aws_sdk_dynamodb::types::Delete::builder()
         .table_name(table.name())

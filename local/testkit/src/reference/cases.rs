@@ -1465,7 +1465,7 @@ async fn watched_device(table: &FleetTable) -> Result<Timestamp, FleetError> {
         at: now().plus_seconds(-60).to_string(),
     }];
     ingest_at_reference_time(&ingestor, &registration, report).await?;
-    let key = shared::model::keys::ItemKey::DeviceState {
+    let key = shared::model::entities::ItemKey::DeviceState {
         user: owner,
         partition: registration.partition,
         device,

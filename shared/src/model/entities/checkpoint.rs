@@ -1,8 +1,9 @@
 //! A daily run's scan-segment checkpoint: `ANALYTICS#{day}#{segment}` / `CHECKPOINT`. Its
 //! struct is the daily run's own (`ops::analytics`, private); its keys are here.
 
+use crate::model::entities::ItemKey;
 use crate::model::error::ValidationError;
-use crate::model::keys::{ItemKey, KeyParts, KeyTemplate, PrimaryKey};
+use crate::model::keys::{KeyParts, KeyTemplate, PrimaryKey};
 use crate::model::timestamp::Day;
 
 /// `ANALYTICS#{day}#{segment}`: one scan segment's checkpoint of the daily run for `day`. Each

@@ -2,10 +2,11 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::model::entities::ItemKey;
 use crate::model::entities::{Entity, EntityType};
 use crate::model::error::ValidationError;
 use crate::model::ids::{CommandName, DeviceId, UserId};
-use crate::model::keys::{event_pk, ItemKey, KeyParts, KeyTemplate, PrimaryKey};
+use crate::model::keys::{event_pk, KeyParts, KeyTemplate, PrimaryKey};
 use crate::model::timestamp::Timestamp;
 use crate::model::twin::{command_id, CommandStatus};
 

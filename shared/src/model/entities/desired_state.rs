@@ -3,10 +3,11 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::model::entities::ItemKey;
 use crate::model::entities::{Entity, EntityType};
 use crate::model::error::ValidationError;
 use crate::model::ids::{DeviceId, UserId};
-use crate::model::keys::{event_pk, ItemKey, KeyParts, KeyTemplate, PrimaryKey};
+use crate::model::keys::{event_pk, KeyParts, KeyTemplate, PrimaryKey};
 use crate::model::timestamp::Timestamp;
 
 /// A device's desired state: `USER#{userId}#DEVICE#{deviceId}` / `TWIN#DESIRED`. In the

@@ -2,10 +2,11 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::model::entities::ItemKey;
 use crate::model::entities::{Entity, EntityType};
 use crate::model::error::ValidationError;
 use crate::model::ids::{DeviceId, DeviceType, Tag, UserId};
-use crate::model::keys::{user_pk, ItemKey, KeyParts, KeyTemplate, PrimaryKey};
+use crate::model::keys::{user_pk, KeyParts, KeyTemplate, PrimaryKey};
 use crate::model::offline::OfflineDetection;
 use crate::model::status::DeviceStatus;
 use crate::model::timestamp::Timestamp;

@@ -8,11 +8,12 @@ use serde::{Deserialize, Serialize};
 
 use crate::model::alarm::{AlarmStatuses, OFFLINE};
 use crate::model::entities::device::device_sk;
+use crate::model::entities::ItemKey;
 use crate::model::entities::{Entity, EntityType};
 use crate::model::error::ValidationError;
 use crate::model::expression::Attribute;
 use crate::model::ids::{DeviceId, DeviceType, Tag, UserId};
-use crate::model::keys::{user_pk, IndexKeys, ItemKey, KeyParts, KeyTemplate, PrimaryKey};
+use crate::model::keys::{user_pk, IndexKeys, KeyParts, KeyTemplate, PrimaryKey};
 use crate::model::offline::{
     due_at, seen_bucket, OfflineDetection, Rhythm, SEEN_GRANULARITY_SECONDS,
 };

@@ -3,10 +3,11 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::model::entities::ItemKey;
 use crate::model::entities::{Entity, EntityType};
 use crate::model::error::ValidationError;
 use crate::model::ids::{DeviceId, DeviceType, EventId, EventType, UserId};
-use crate::model::keys::{event_pk, IndexKeys, ItemKey, KeyParts, KeyTemplate, PrimaryKey};
+use crate::model::keys::{event_pk, IndexKeys, KeyParts, KeyTemplate, PrimaryKey};
 use crate::model::readings::EventValue;
 use crate::model::shard::ShardCounts;
 use crate::model::timestamp::Timestamp;

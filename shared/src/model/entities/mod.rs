@@ -4,20 +4,25 @@
 //! builders and parsers, and its key template for the generated docs. So no caller ever sets a
 //! key attribute by hand, and an item read back can be told apart by type, not by key shape.
 //!
-//! A new entity adds its file here, a variant to [`EntityType`] and its lines in
-//! [`registry`] (its key template and, when it has a key shape of its own, its `ItemKey`
-//! variant's builder and parser).
+//! A new entity adds its file here, a variant to [`EntityType`] (and, when it has a key shape
+//! of its own, to [`ItemKey`]) and its lines in [`registry`] (its key template, its key's
+//! builder and parser).
+
+use std::any::Any;
 
 use aws_sdk_dynamodb::types::AttributeValue;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use strum::{EnumIter, IntoEnumIterator, IntoStaticStr};
 
-use crate::model::error::FleetError;
+use crate::model::alarm::AlarmSource;
+use crate::model::error::{FleetError, ValidationError};
 use crate::model::expression::Attribute;
-use crate::model::keys::{IndexKeys, ItemKey};
+use crate::model::ids::{DeviceId, EventId, EventType, RolloutId, Tag, UserId};
+use crate::model::keys::{IndexKeys, PrimaryKey};
 use crate::model::schema::{Item, ENTITY_TYPE};
 use crate::model::shard::ShardCounts;
+use crate::model::timestamp::{Day, Timestamp};
 
 /// Declares an entity's stored attribute names as associated constants (the one spelling of
 /// each, used by every expression), and `ATTRIBUTES`, which a test checks against the names
@@ -190,5 +195,115 @@ impl EntityType {
     pub fn of(item: &Item) -> Option<EntityType> {
         let stored = item.get(ENTITY_TYPE.name())?.as_s().ok()?;
         EntityType::iter().find(|t| t.as_str() == stored)
+    }
+}
+
+/// The attribute a key part is read back as, for the parts an entity may keep only in its key
+/// ([`crate::model::entities::Entity::FIELDS_IN_KEY`]): the owner, the device, the rollout
+/// and a live state's placement. Other parts (times, tags, ids) are not entity fields.
+fn entity_field(part: &str, value: &dyn Any) -> Option<(&'static str, AttributeValue)> {
+    let text = |name, value: Option<String>| value.map(|v| (name, AttributeValue::S(v)));
+    match part {
+        "user" => text(
+            "userId",
+            value.downcast_ref::<UserId>().map(UserId::to_string),
+        ),
+        "device" => text(
+            "deviceId",
+            value.downcast_ref::<DeviceId>().map(DeviceId::to_string),
+        ),
+        "rollout" => text(
+            "rolloutId",
+            value.downcast_ref::<RolloutId>().map(RolloutId::to_string),
+        ),
+        "partition" => value
+            .downcast_ref::<u32>()
+            .map(|shard| ("shard", AttributeValue::N(shard.to_string()))),
+        _ => None,
+    }
+}
+
+/// Declares [`ItemKey`] from one line per key shape, and [`ItemKey::entity_fields`] from the
+/// names of its parts. How each shape is spelled and parsed is its entity's
+/// ([`registry`]).
+macro_rules! item_keys {
+    ($( $(#[$doc:meta])* $variant:ident { $($field:ident: $ty:ty),* $(,)? }, )*) => {
+        /// The item a primary key addresses, with its parts.
+        #[derive(Clone, Debug, PartialEq, Eq)]
+        pub enum ItemKey {
+            $( $(#[$doc])* $variant { $($field: $ty),* }, )*
+        }
+
+        impl ItemKey {
+            /// The entity fields this key names, as attributes: the owner (`userId`), the
+            /// device (`deviceId`), the rollout (`rolloutId`) and a live state's placement
+            /// (`shard`). An entity that stores them only in its key
+            /// ([`crate::model::entities::Entity::FIELDS_IN_KEY`]) reads them back from here.
+            pub fn entity_fields(&self) -> Vec<(&'static str, AttributeValue)> {
+                match self {
+                    $( ItemKey::$variant { $($field),* } => {
+                        [$(entity_field(stringify!($field), $field as &dyn Any)),*]
+                            .into_iter()
+                            .flatten()
+                            .collect()
+                    } )*
+                }
+            }
+        }
+    };
+}
+
+item_keys! {
+    /// A user's profile.
+    Profile { user: UserId },
+    /// A device in its owner's partition.
+    Device { user: UserId, device: DeviceId },
+    /// An owner's fleet: how many devices and over how many partitions their live state spreads.
+    Fleet { user: UserId },
+    /// A device's live state, in its owner's partition `shard` (0 is the user partition).
+    DeviceState { user: UserId, partition: u32, device: DeviceId },
+    /// A tag link: `device` carries `tag`.
+    TagLink { user: UserId, tag: Tag, device: DeviceId },
+    /// The table-wide registration of a device id (uniqueness, owner, token hash).
+    Registration { device: DeviceId },
+    /// One event of one device of one owner.
+    Event { user: UserId, device: DeviceId, at: Timestamp, event: EventId },
+    /// That a device sent events of a searchable type during the window starting at `window`.
+    TypeMark { user: UserId, device: DeviceId, event_type: EventType, window: Timestamp },
+    /// The daily analytics report for `day`.
+    Report { day: Day },
+    /// One scan segment's checkpoint of the daily run for `day` (a key of its own per segment).
+    Checkpoint { day: Day, segment: u32 },
+    /// A deleted device whose events the daily run still has to purge.
+    PurgeMarker { user: UserId, device: DeviceId },
+    /// What a device's owner wants it to be configured as.
+    Desired { user: UserId, device: DeviceId },
+    /// What a device reported it applied.
+    Reported { user: UserId, device: DeviceId },
+    /// A command queued for a device, by its sequence number.
+    Command { user: UserId, device: DeviceId, seq: u64 },
+    /// A fleet-wide desired-state change of an owner.
+    Rollout { user: UserId, rollout: RolloutId },
+    /// A rollout the scheduled worker still has to carry out.
+    RunningRollout { user: UserId, rollout: RolloutId },
+    /// An owner's alarm rules (all in one item: ingestion reads them with the live state).
+    RuleSet { user: UserId },
+    /// The open alarm of a device and source, while there is one (at most one per pair).
+    OpenAlarm { user: UserId, device: DeviceId, source: AlarmSource },
+    /// One alarm of one device, raised at `raised_at` by `source` (its history entry).
+    Alarm { user: UserId, device: DeviceId, raised_at: Timestamp, source: AlarmSource },
+}
+
+impl ItemKey {
+    /// The key as request attributes (`PK`, `SK`).
+    pub fn attributes(&self) -> Item {
+        self.primary_key().attributes()
+    }
+
+    /// The item a stored item's (or key's) `PK`/`SK` address.
+    pub fn of(item: &Item) -> Result<Self, ValidationError> {
+        let key = PrimaryKey::of(item)
+            .ok_or_else(|| ValidationError::new("key", "an item without PK and SK"))?;
+        Self::parse(&key.pk, &key.sk)
     }
 }

@@ -5,10 +5,11 @@ use serde::{Deserialize, Serialize};
 
 use crate::model::alarm::{AlarmReading, AlarmSource, AlarmState, Severity};
 use crate::model::entities::alarm::{alarm_pk, AlarmItem};
+use crate::model::entities::ItemKey;
 use crate::model::entities::{Entity, EntityType};
 use crate::model::error::ValidationError;
 use crate::model::ids::{DeviceId, UserId};
-use crate::model::keys::{IndexKeys, ItemKey, KeyParts, KeyTemplate, PrimaryKey};
+use crate::model::keys::{IndexKeys, KeyParts, KeyTemplate, PrimaryKey};
 use crate::model::shard::{shard_of, ShardCounts};
 use crate::model::timestamp::Timestamp;
 

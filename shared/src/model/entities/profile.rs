@@ -2,12 +2,11 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::model::entities::ItemKey;
 use crate::model::entities::{Entity, EntityType};
 use crate::model::error::ValidationError;
 use crate::model::ids::UserId;
-use crate::model::keys::{
-    user_pk, DirectoryEntry, IndexKeys, ItemKey, KeyParts, KeyTemplate, PrimaryKey,
-};
+use crate::model::keys::{user_pk, DirectoryEntry, IndexKeys, KeyParts, KeyTemplate, PrimaryKey};
 use crate::model::shard::ShardCounts;
 use crate::model::timestamp::Timestamp;
 

@@ -2,10 +2,11 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::model::entities::ItemKey;
 use crate::model::entities::{Entity, EntityType};
 use crate::model::error::ValidationError;
 use crate::model::ids::{DeviceId, DeviceType, UserId};
-use crate::model::keys::{ItemKey, KeyParts, KeyTemplate, PrimaryKey};
+use crate::model::keys::{KeyParts, KeyTemplate, PrimaryKey};
 use crate::model::timestamp::Timestamp;
 use crate::model::token::token_matches;
 

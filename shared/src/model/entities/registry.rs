@@ -6,10 +6,10 @@
 use crate::model::entities::{
     alarm, checkpoint, command, desired_state, device, device_state, event, fleet, open_alarm,
     profile, purge_marker, registration, report, reported_state, rollout, rule_set,
-    running_rollout, tag_link, type_mark, EntityType,
+    running_rollout, tag_link, type_mark, EntityType, ItemKey,
 };
 use crate::model::error::ValidationError;
-use crate::model::keys::{ItemKey, KeyParts, KeyTemplate, PrimaryKey};
+use crate::model::keys::{KeyParts, KeyTemplate, PrimaryKey};
 use strum::IntoEnumIterator;
 
 /// Every key shape's parser, in the order a stored key is tried: an open alarm's before an
@@ -144,6 +144,7 @@ mod tests {
     use crate::model::entities::report::*;
     use crate::model::entities::tag_link::*;
     use crate::model::entities::type_mark::*;
+    use crate::model::entities::ItemKey;
     use crate::model::ids::{DeviceId, EventId, EventType, RolloutId, Tag, UserId};
     use crate::model::keys::*;
     use crate::model::offline::{seen_bucket, SEEN_GRANULARITY_SECONDS};
@@ -636,9 +637,9 @@ mod item_tests {
     use crate::model::entities::tag_link::TagLinkItem;
     use crate::model::entities::type_mark::TypeMarkItem;
     use crate::model::entities::Entity;
+    use crate::model::entities::ItemKey;
     use crate::model::expression::Attribute;
     use crate::model::ids::{DeviceId, DeviceType, EventId, EventType, Tag, UserId};
-    use crate::model::keys::ItemKey;
     use crate::model::readings::{EventValue, StoredEvent, StoredReading};
     use crate::model::schema::{Item, ENTITY_TYPE};
     use crate::model::shard::ShardCounts;

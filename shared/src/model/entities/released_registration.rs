@@ -3,9 +3,9 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::model::entities::ItemKey;
 use crate::model::entities::{Entity, EntityType};
 use crate::model::ids::DeviceId;
-use crate::model::keys::ItemKey;
 use crate::model::timestamp::Timestamp;
 
 /// A deleted device's registration: `DEVICE#{deviceId}` / `REGISTRATION`, the id free to

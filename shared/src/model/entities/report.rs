@@ -2,9 +2,10 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::model::entities::ItemKey;
 use crate::model::entities::{Entity, EntityType};
 use crate::model::error::ValidationError;
-use crate::model::keys::{ItemKey, KeyParts, KeyTemplate, PrimaryKey};
+use crate::model::keys::{KeyParts, KeyTemplate, PrimaryKey};
 use crate::model::timestamp::Day;
 
 /// A daily report: `REPORT#{day}` / `REPORT`, written by the daily run, read by AP-15.

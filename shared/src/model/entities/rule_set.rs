@@ -5,10 +5,11 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use crate::model::alarm::Rule;
+use crate::model::entities::ItemKey;
 use crate::model::entities::{Entity, EntityType};
 use crate::model::error::ValidationError;
 use crate::model::ids::UserId;
-use crate::model::keys::{user_pk, ItemKey, KeyParts, KeyTemplate, PrimaryKey};
+use crate::model::keys::{user_pk, KeyParts, KeyTemplate, PrimaryKey};
 
 /// An owner's alarm rules: `USER#{userId}` / `RULES`, all in one item (at most
 /// [`crate::model::alarm::MAX_RULES_PER_OWNER`], a few KB), so ingestion reads them together

@@ -2,10 +2,11 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::model::entities::ItemKey;
 use crate::model::entities::{Entity, EntityType};
 use crate::model::error::ValidationError;
 use crate::model::ids::{RolloutId, UserId};
-use crate::model::keys::{ItemKey, KeyParts, KeyTemplate, PrimaryKey};
+use crate::model::keys::{KeyParts, KeyTemplate, PrimaryKey};
 
 /// A rollout not finished yet: `ROLLOUTS#RUNNING` / `{userId}#{rolloutId}`, what the
 /// scheduled worker lists (one Query a minute). Written when the rollout is created, deleted

@@ -2,10 +2,11 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::model::entities::ItemKey;
 use crate::model::entities::{Entity, EntityType};
 use crate::model::error::ValidationError;
 use crate::model::ids::{DeviceId, DeviceType, Tag, UserId};
-use crate::model::keys::{user_pk, ItemKey, KeyParts, KeyTemplate, PrimaryKey};
+use crate::model::keys::{user_pk, KeyParts, KeyTemplate, PrimaryKey};
 
 /// A tag link: `USER#{userId}` / `TAG#{tag}#{deviceId}`, carrying what a tag listing shows.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -3,10 +3,11 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::model::entities::ItemKey;
 use crate::model::entities::{Entity, EntityType};
 use crate::model::error::ValidationError;
 use crate::model::ids::{DeviceId, EventType, UserId};
-use crate::model::keys::{event_pk, IndexKeys, ItemKey, KeyParts, KeyTemplate, PrimaryKey};
+use crate::model::keys::{event_pk, IndexKeys, KeyParts, KeyTemplate, PrimaryKey};
 use crate::model::shard::{shard_of, ShardCounts};
 use crate::model::timestamp::{Day, Timestamp};
 

@@ -18,10 +18,10 @@ use crate::model::entities::alarm::{
 use crate::model::entities::fleet::FleetItem;
 use crate::model::entities::open_alarm::{open_alarms_gsi3pk, OpenAlarmItem, OPEN_ALARM_SHARDS};
 use crate::model::entities::Entity;
+use crate::model::entities::ItemKey;
 use crate::model::error::FleetError;
 use crate::model::expression::{Condition, Expressions, Update};
 use crate::model::ids::{DeviceId, UserId};
-use crate::model::keys::ItemKey;
 use crate::model::pattern_id::PatternId;
 use crate::model::schema::{Item, GSI1PK, GSI1SK, GSI3, GSI3PK, GSI3SK, PK, SK};
 use crate::model::timestamp::Timestamp;

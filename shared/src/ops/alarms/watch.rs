@@ -33,9 +33,10 @@ use crate::model::alarm::{AlarmSource, AlarmState, AlarmStatus, Transition, OFFL
 use crate::model::entities::alarm::{reminder_gsi1pk, reminder_gsi1sk, AlarmItem, REMINDER_SHARDS};
 use crate::model::entities::device_state::{due_gsi3pk, due_until, DeviceStateItem, DUE_SHARDS};
 use crate::model::entities::Entity;
+use crate::model::entities::ItemKey;
 use crate::model::error::FleetError;
 use crate::model::expression::{Attribute, Condition, Expressions, Update};
-use crate::model::keys::{IndexKeys, ItemKey, PrimaryKey};
+use crate::model::keys::{IndexKeys, PrimaryKey};
 use crate::model::offline::OFFLINE_SEVERITY;
 use crate::model::pattern_id::PatternId;
 use crate::model::schema::{Item, GSI1, GSI1PK, GSI1SK, GSI3, GSI3PK, GSI3SK, PK};

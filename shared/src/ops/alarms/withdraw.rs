@@ -18,10 +18,10 @@ use crate::model::alarm::{AlarmSource, AlarmState, AlarmStatuses, RuleId, Transi
 use crate::model::entities::alarm::{owner_alarms_gsi3pk, owner_open_alarms_prefix, AlarmItem};
 use crate::model::entities::device_state::DeviceStateItem;
 use crate::model::entities::Entity;
+use crate::model::entities::ItemKey;
 use crate::model::error::FleetError;
 use crate::model::expression::{Condition, Expressions, Update};
 use crate::model::ids::UserId;
-use crate::model::keys::ItemKey;
 use crate::model::schema::{GSI3, GSI3PK, GSI3SK, PK};
 use crate::model::timestamp::Timestamp;
 use crate::store::dynamo::{number_value, query, string_value, transact, Transaction};

@@ -12,10 +12,10 @@ use crate::model::alarm::Rule;
 use crate::model::entities::device_state::DeviceStateItem;
 use crate::model::entities::registration::RegistrationItem;
 use crate::model::entities::rule_set::RuleSetItem;
+use crate::model::entities::ItemKey;
 use crate::model::entities::{Entity, EntityType};
 use crate::model::error::FleetError;
 use crate::model::ids::UserId;
-use crate::model::keys::ItemKey;
 use crate::store::dynamo::get_all;
 use crate::store::retry::Retry;
 

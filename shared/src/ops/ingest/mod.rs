@@ -34,10 +34,10 @@ use std::time::{Duration, Instant};
 
 use crate::model::entities::device_state::DeviceStateItem;
 use crate::model::entities::registration::RegistrationItem;
+use crate::model::entities::ItemKey;
 use crate::model::entities::{Entity, EntityType};
 use crate::model::error::FleetError;
 use crate::model::ids::{DeviceId, EventId};
-use crate::model::keys::ItemKey;
 use crate::model::pattern_id::PatternId;
 use crate::model::settings::number;
 use crate::model::timestamp::Timestamp;
