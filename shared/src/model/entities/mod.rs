@@ -58,6 +58,8 @@ pub mod rollout;
 pub mod rule_set;
 pub mod running_rollout;
 pub mod tag_link;
+#[cfg(test)]
+mod tests;
 pub mod type_mark;
 
 /// A stored item type: its fields are the item's non-key attributes; the keys follow from them.
