@@ -4,7 +4,7 @@
 //! per user (with explicit very large fleets), event rates (with hot devices), the event type
 //! mix and the read mix. The simulator draws the fleet with a seeded RNG, builds every
 //! partition key with the real builders of `shared::model::keys` and the real shard function and
-//! shard counts, prices the real items (`shared::model::items`, serialized exactly as stored) with
+//! shard counts, prices the real items (`shared::model::entities`, serialized exactly as stored) with
 //! DynamoDB's size rules ([`crate::capacity`]), and adds up steady-state **rates** (units per
 //! second) per partition key of the base table, GSI1 and GSI2. Keys whose load is complete
 //! (a user's or a device's) stream through a bounded top list, so a million devices take no

@@ -1,6 +1,6 @@
 //! Update, condition, key-condition and projection expressions built from typed attribute
 //! names ([`Attribute`], declared once beside the entity that owns them in
-//! [`crate::model::items`]). Every name goes through an `#n` placeholder and every value
+//! [`crate::model::entities`]). Every name goes through an `#n` placeholder and every value
 //! through a `:v` placeholder, so no expression spells an attribute name, reserved words
 //! (`status`, `name`, `type`, `ttl`) need no care, and a renamed field cannot leave an
 //! expression behind. No I/O: [`crate::store::with_expressions`] applies the result to a request.

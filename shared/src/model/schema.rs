@@ -52,7 +52,7 @@ pub struct IndexSpec {
     /// Sort key attribute.
     pub sort_key: Attribute,
     /// Non-key attributes projected (INCLUDE): exactly what the index's readers return
-    /// (each one an entity declares: `items::tests` checks).
+    /// (each one an entity declares: `entities::tests` checks).
     pub projected: &'static [Attribute],
 }
 

@@ -13,7 +13,7 @@ use crate::model::timestamp::Timestamp;
 
 /// A device: `USER#{userId}` / `DEVICE#{deviceId}`. What its owner set (name, type, status,
 /// tags) and where its live state is placed; written only by its owner, so it never heats
-/// the owner's partition. The readings are on its [`DeviceStateItem`].
+/// the owner's partition. The readings are on its [`DeviceStateItem`](crate::model::entities::device_state::DeviceStateItem).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct DeviceItem {
