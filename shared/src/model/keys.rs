@@ -72,6 +72,15 @@ impl<'a> KeyParts<'a> {
         }
     }
 
+    /// What a parser answers once the key has its shape: the key its parts `parse` into, or the
+    /// error of the part that does not parse.
+    pub fn matched<T>(
+        &self,
+        parse: impl FnOnce() -> Result<T, ValidationError>,
+    ) -> Option<Result<T, ValidationError>> {
+        Some(parse())
+    }
+
     /// The error for a key that is none of the table's shapes.
     pub fn bad(&self) -> ValidationError {
         ValidationError::new(

@@ -4,8 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::model::alarm::{AlarmId, AlarmReading, AlarmSource, AlarmState, Severity};
-use crate::model::entities::ItemKey;
-use crate::model::entities::{Entity, EntityType};
+use crate::model::entities::{Entity, EntityType, ItemKey};
 use crate::model::error::ValidationError;
 use crate::model::ids::{DeviceId, UserId};
 use crate::model::keys::{IndexKeys, KeyParts, KeyTemplate, PrimaryKey};
@@ -249,19 +248,19 @@ pub fn primary_key(
 /// An alarm's key, if `key` has its shape (tried after [`super::open_alarm`]'s).
 pub fn parse_key(key: &KeyParts) -> Option<Result<ItemKey, ValidationError>> {
     match (key.pk_parts.as_slice(), key.sk_parts.as_slice()) {
-        (["ALARM", user, device], [at, source]) => Some((|| {
+        (["ALARM", user, device], [at, source]) => key.matched(|| {
             Ok(ItemKey::Alarm {
                 user: UserId::parse(*user)?,
                 device: DeviceId::parse(*device)?,
                 raised_at: Timestamp::parse_field("raisedAt", at)?,
                 source: AlarmSource::parse(source)?,
             })
-        })()),
+        }),
         _ => None,
     }
 }
 
-/// Its key templates, for the generated docs (a test in `model::keys` checks them against
+/// Its key templates, for the generated docs (`model::entities::tests` checks them against
 /// the builders).
 pub const KEY_TEMPLATE: KeyTemplate = KeyTemplate {
     entity_type: "alarm",

@@ -29,18 +29,18 @@ pub fn parse_key(key: &KeyParts) -> Option<Result<ItemKey, ValidationError>> {
         (["ANALYTICS", day, segment], ["CHECKPOINT"])
             if segment.len() == 4 && segment.bytes().all(|b| b.is_ascii_digit()) =>
         {
-            Some((|| {
+            key.matched(|| {
                 Ok(ItemKey::Checkpoint {
                     day: Day::parse_field("day", day)?,
                     segment: segment.parse().map_err(|_| key.bad())?,
                 })
-            })())
+            })
         }
         _ => None,
     }
 }
 
-/// Its key templates, for the generated docs (a test in `model::keys` checks them against
+/// Its key templates, for the generated docs (`model::entities::tests` checks them against
 /// the builders).
 pub const KEY_TEMPLATE: KeyTemplate = KeyTemplate {
     entity_type: "checkpoint",

@@ -2,8 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::model::entities::ItemKey;
-use crate::model::entities::{Entity, EntityType};
+use crate::model::entities::{Entity, EntityType, ItemKey};
 use crate::model::error::ValidationError;
 use crate::model::ids::{CommandName, DeviceId, UserId};
 use crate::model::keys::{event_pk, KeyParts, KeyTemplate, PrimaryKey};
@@ -118,19 +117,19 @@ pub fn parse_key(key: &KeyParts) -> Option<Result<ItemKey, ValidationError>> {
         (["USER", user, "DEVICE", device], ["COMMAND", seq])
             if seq.len() == 10 && seq.bytes().all(|b| b.is_ascii_digit()) =>
         {
-            Some((|| {
+            key.matched(|| {
                 Ok(ItemKey::Command {
                     user: UserId::parse(*user)?,
                     device: DeviceId::parse(*device)?,
                     seq: seq.parse().map_err(|_| key.bad())?,
                 })
-            })())
+            })
         }
         _ => None,
     }
 }
 
-/// Its key templates, for the generated docs (a test in `model::keys` checks them against
+/// Its key templates, for the generated docs (`model::entities::tests` checks them against
 /// the builders).
 pub const KEY_TEMPLATE: KeyTemplate = KeyTemplate {
     entity_type: "command",

@@ -3,8 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::model::entities::ItemKey;
-use crate::model::entities::{Entity, EntityType};
+use crate::model::entities::{Entity, EntityType, ItemKey};
 use crate::model::error::ValidationError;
 use crate::model::ids::{DeviceId, UserId};
 use crate::model::keys::{event_pk, KeyParts, KeyTemplate, PrimaryKey};
@@ -65,17 +64,17 @@ pub fn primary_key(user: &UserId, device: &DeviceId) -> PrimaryKey {
 /// A desired state's key, if `key` has its shape.
 pub fn parse_key(key: &KeyParts) -> Option<Result<ItemKey, ValidationError>> {
     match (key.pk_parts.as_slice(), key.sk_parts.as_slice()) {
-        (["USER", user, "DEVICE", device], ["TWIN", "DESIRED"]) => Some((|| {
+        (["USER", user, "DEVICE", device], ["TWIN", "DESIRED"]) => key.matched(|| {
             Ok(ItemKey::Desired {
                 user: UserId::parse(*user)?,
                 device: DeviceId::parse(*device)?,
             })
-        })()),
+        }),
         _ => None,
     }
 }
 
-/// Its key templates, for the generated docs (a test in `model::keys` checks them against
+/// Its key templates, for the generated docs (`model::entities::tests` checks them against
 /// the builders).
 pub const KEY_TEMPLATE: KeyTemplate = KeyTemplate {
     entity_type: "desiredState",

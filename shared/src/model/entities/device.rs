@@ -2,8 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::model::entities::ItemKey;
-use crate::model::entities::{Entity, EntityType};
+use crate::model::entities::{Entity, EntityType, ItemKey};
 use crate::model::error::ValidationError;
 use crate::model::ids::{DeviceId, DeviceType, Tag, UserId};
 use crate::model::keys::{user_pk, KeyParts, KeyTemplate, PrimaryKey};
@@ -131,17 +130,17 @@ pub fn primary_key(user: &UserId, device: &DeviceId) -> PrimaryKey {
 /// A device's key, if `key` has its shape.
 pub fn parse_key(key: &KeyParts) -> Option<Result<ItemKey, ValidationError>> {
     match (key.pk_parts.as_slice(), key.sk_parts.as_slice()) {
-        (["USER", user], ["DEVICE", device]) => Some((|| {
+        (["USER", user], ["DEVICE", device]) => key.matched(|| {
             Ok(ItemKey::Device {
                 user: UserId::parse(*user)?,
                 device: DeviceId::parse(*device)?,
             })
-        })()),
+        }),
         _ => None,
     }
 }
 
-/// Its key templates, for the generated docs (a test in `model::keys` checks them against
+/// Its key templates, for the generated docs (`model::entities::tests` checks them against
 /// the builders).
 pub const KEY_TEMPLATE: KeyTemplate = KeyTemplate {
     entity_type: "device",

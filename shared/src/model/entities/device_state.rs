@@ -8,8 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::model::alarm::{AlarmStatuses, OFFLINE};
 use crate::model::entities::device::device_sk;
-use crate::model::entities::ItemKey;
-use crate::model::entities::{Entity, EntityType};
+use crate::model::entities::{Entity, EntityType, ItemKey};
 use crate::model::error::ValidationError;
 use crate::model::expression::Attribute;
 use crate::model::ids::{DeviceId, DeviceType, Tag, UserId};
@@ -429,16 +428,16 @@ pub fn parse_key(key: &KeyParts) -> Option<Result<ItemKey, ValidationError>> {
         }
         _ => return None,
     };
-    Some((|| {
+    key.matched(|| {
         Ok(ItemKey::DeviceState {
             user: UserId::parse(*user)?,
             partition,
             device: DeviceId::parse(*device)?,
         })
-    })())
+    })
 }
 
-/// Its key templates, for the generated docs (a test in `model::keys` checks them against
+/// Its key templates, for the generated docs (`model::entities::tests` checks them against
 /// the builders).
 pub const KEY_TEMPLATE: KeyTemplate = KeyTemplate {
     entity_type: "deviceState",

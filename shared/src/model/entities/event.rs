@@ -3,8 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::model::entities::ItemKey;
-use crate::model::entities::{Entity, EntityType};
+use crate::model::entities::{Entity, EntityType, ItemKey};
 use crate::model::error::ValidationError;
 use crate::model::ids::{DeviceId, DeviceType, EventId, EventType, UserId};
 use crate::model::keys::{event_pk, IndexKeys, KeyParts, KeyTemplate, PrimaryKey};
@@ -149,19 +148,19 @@ pub fn primary_key(
 /// An event's key, if `key` has its shape.
 pub fn parse_key(key: &KeyParts) -> Option<Result<ItemKey, ValidationError>> {
     match (key.pk_parts.as_slice(), key.sk_parts.as_slice()) {
-        (["USER", user, "DEVICE", device], ["EVENT", at, event]) => Some((|| {
+        (["USER", user, "DEVICE", device], ["EVENT", at, event]) => key.matched(|| {
             Ok(ItemKey::Event {
                 user: UserId::parse(*user)?,
                 device: DeviceId::parse(*device)?,
                 at: Timestamp::parse_field("at", at)?,
                 event: EventId::parse(*event)?,
             })
-        })()),
+        }),
         _ => None,
     }
 }
 
-/// Its key templates, for the generated docs (a test in `model::keys` checks them against
+/// Its key templates, for the generated docs (`model::entities::tests` checks them against
 /// the builders).
 pub const KEY_TEMPLATE: KeyTemplate = KeyTemplate {
     entity_type: "event",

@@ -2,8 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::model::entities::ItemKey;
-use crate::model::entities::{Entity, EntityType};
+use crate::model::entities::{Entity, EntityType, ItemKey};
 use crate::model::error::ValidationError;
 use crate::model::ids::UserId;
 use crate::model::keys::{user_pk, DirectoryEntry, IndexKeys, KeyParts, KeyTemplate, PrimaryKey};
@@ -73,7 +72,7 @@ pub fn parse_key(key: &KeyParts) -> Option<Result<ItemKey, ValidationError>> {
     }
 }
 
-/// Its key templates, for the generated docs (a test in `model::keys` checks them against
+/// Its key templates, for the generated docs (`model::entities::tests` checks them against
 /// the builders).
 pub const KEY_TEMPLATE: KeyTemplate = KeyTemplate {
     entity_type: "fleet",

@@ -5,8 +5,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::model::alarm::{AlarmReading, AlarmSource, AlarmState, Severity};
 use crate::model::entities::alarm::{alarm_pk, AlarmItem};
-use crate::model::entities::ItemKey;
-use crate::model::entities::{Entity, EntityType};
+use crate::model::entities::{Entity, EntityType, ItemKey};
 use crate::model::error::ValidationError;
 use crate::model::ids::{DeviceId, UserId};
 use crate::model::keys::{IndexKeys, KeyParts, KeyTemplate, PrimaryKey};
@@ -161,18 +160,18 @@ pub fn primary_key(user: &UserId, device: &DeviceId, source: &AlarmSource) -> Pr
 /// An open alarm's key, if `key` has its shape.
 pub fn parse_key(key: &KeyParts) -> Option<Result<ItemKey, ValidationError>> {
     match (key.pk_parts.as_slice(), key.sk_parts.as_slice()) {
-        (["ALARM", user, device], ["OPEN", source]) => Some((|| {
+        (["ALARM", user, device], ["OPEN", source]) => key.matched(|| {
             Ok(ItemKey::OpenAlarm {
                 user: UserId::parse(*user)?,
                 device: DeviceId::parse(*device)?,
                 source: AlarmSource::parse(source)?,
             })
-        })()),
+        }),
         _ => None,
     }
 }
 
-/// Its key templates, for the generated docs (a test in `model::keys` checks them against
+/// Its key templates, for the generated docs (`model::entities::tests` checks them against
 /// the builders).
 pub const KEY_TEMPLATE: KeyTemplate = KeyTemplate {
     entity_type: "openAlarm",

@@ -2,8 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::model::entities::ItemKey;
-use crate::model::entities::{Entity, EntityType};
+use crate::model::entities::{Entity, EntityType, ItemKey};
 use crate::model::error::ValidationError;
 use crate::model::ids::{DeviceId, UserId};
 use crate::model::keys::{DirectoryEntry, IndexKeys, KeyParts, KeyTemplate, PrimaryKey};
@@ -68,17 +67,17 @@ pub fn primary_key(user: &UserId, device: &DeviceId) -> PrimaryKey {
 /// A purge marker's key, if `key` has its shape.
 pub fn parse_key(key: &KeyParts) -> Option<Result<ItemKey, ValidationError>> {
     match (key.pk_parts.as_slice(), key.sk_parts.as_slice()) {
-        (["PURGE", user, device], ["PURGE"]) => Some((|| {
+        (["PURGE", user, device], ["PURGE"]) => key.matched(|| {
             Ok(ItemKey::PurgeMarker {
                 user: UserId::parse(*user)?,
                 device: DeviceId::parse(*device)?,
             })
-        })()),
+        }),
         _ => None,
     }
 }
 
-/// Its key templates, for the generated docs (a test in `model::keys` checks them against
+/// Its key templates, for the generated docs (`model::entities::tests` checks them against
 /// the builders).
 pub const KEY_TEMPLATE: KeyTemplate = KeyTemplate {
     entity_type: "purgeMarker",

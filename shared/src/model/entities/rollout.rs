@@ -2,8 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::model::entities::ItemKey;
-use crate::model::entities::{Entity, EntityType};
+use crate::model::entities::{Entity, EntityType, ItemKey};
 use crate::model::error::ValidationError;
 use crate::model::ids::{DeviceId, RolloutId, UserId};
 use crate::model::keys::{user_pk, KeyParts, KeyTemplate, PrimaryKey};
@@ -109,17 +108,17 @@ pub fn primary_key(user: &UserId, rollout: &RolloutId) -> PrimaryKey {
 /// A rollout's key, if `key` has its shape.
 pub fn parse_key(key: &KeyParts) -> Option<Result<ItemKey, ValidationError>> {
     match (key.pk_parts.as_slice(), key.sk_parts.as_slice()) {
-        (["USER", user], ["ROLLOUT", rollout]) => Some((|| {
+        (["USER", user], ["ROLLOUT", rollout]) => key.matched(|| {
             Ok(ItemKey::Rollout {
                 user: UserId::parse(*user)?,
                 rollout: RolloutId::parse(*rollout)?,
             })
-        })()),
+        }),
         _ => None,
     }
 }
 
-/// Its key templates, for the generated docs (a test in `model::keys` checks them against
+/// Its key templates, for the generated docs (`model::entities::tests` checks them against
 /// the builders).
 pub const KEY_TEMPLATE: KeyTemplate = KeyTemplate {
     entity_type: "rollout",

@@ -2,8 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::model::entities::ItemKey;
-use crate::model::entities::{Entity, EntityType};
+use crate::model::entities::{Entity, EntityType, ItemKey};
 use crate::model::error::ValidationError;
 use crate::model::ids::{RolloutId, UserId};
 use crate::model::keys::{KeyParts, KeyTemplate, PrimaryKey};
@@ -55,17 +54,17 @@ pub fn primary_key(user: &UserId, rollout: &RolloutId) -> PrimaryKey {
 /// A running rollout's key, if `key` has its shape.
 pub fn parse_key(key: &KeyParts) -> Option<Result<ItemKey, ValidationError>> {
     match (key.pk_parts.as_slice(), key.sk_parts.as_slice()) {
-        (["ROLLOUTS", "RUNNING"], [user, rollout]) => Some((|| {
+        (["ROLLOUTS", "RUNNING"], [user, rollout]) => key.matched(|| {
             Ok(ItemKey::RunningRollout {
                 user: UserId::parse(*user)?,
                 rollout: RolloutId::parse(*rollout)?,
             })
-        })()),
+        }),
         _ => None,
     }
 }
 
-/// Its key templates, for the generated docs (a test in `model::keys` checks them against
+/// Its key templates, for the generated docs (`model::entities::tests` checks them against
 /// the builders).
 pub const KEY_TEMPLATE: KeyTemplate = KeyTemplate {
     entity_type: "runningRollout",

@@ -2,8 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::model::entities::ItemKey;
-use crate::model::entities::{Entity, EntityType};
+use crate::model::entities::{Entity, EntityType, ItemKey};
 use crate::model::error::ValidationError;
 use crate::model::ids::{DeviceId, DeviceType, Tag, UserId};
 use crate::model::keys::{user_pk, KeyParts, KeyTemplate, PrimaryKey};
@@ -75,18 +74,18 @@ pub fn primary_key(user: &UserId, tag: &Tag, device: &DeviceId) -> PrimaryKey {
 /// A tag link's key, if `key` has its shape.
 pub fn parse_key(key: &KeyParts) -> Option<Result<ItemKey, ValidationError>> {
     match (key.pk_parts.as_slice(), key.sk_parts.as_slice()) {
-        (["USER", user], ["TAG", tag, device]) => Some((|| {
+        (["USER", user], ["TAG", tag, device]) => key.matched(|| {
             Ok(ItemKey::TagLink {
                 user: UserId::parse(*user)?,
                 tag: Tag::parse(*tag)?,
                 device: DeviceId::parse(*device)?,
             })
-        })()),
+        }),
         _ => None,
     }
 }
 
-/// Its key templates, for the generated docs (a test in `model::keys` checks them against
+/// Its key templates, for the generated docs (`model::entities::tests` checks them against
 /// the builders).
 pub const KEY_TEMPLATE: KeyTemplate = KeyTemplate {
     entity_type: "tagLink",

@@ -3,8 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::model::entities::ItemKey;
-use crate::model::entities::{Entity, EntityType};
+use crate::model::entities::{Entity, EntityType, ItemKey};
 use crate::model::error::ValidationError;
 use crate::model::ids::{DeviceId, EventType, UserId};
 use crate::model::keys::{event_pk, IndexKeys, KeyParts, KeyTemplate, PrimaryKey};
@@ -161,19 +160,19 @@ pub fn primary_key(
 /// A type mark's key, if `key` has its shape.
 pub fn parse_key(key: &KeyParts) -> Option<Result<ItemKey, ValidationError>> {
     match (key.pk_parts.as_slice(), key.sk_parts.as_slice()) {
-        (["USER", user, "DEVICE", device], ["TYPEMARK", event_type, window]) => Some((|| {
+        (["USER", user, "DEVICE", device], ["TYPEMARK", event_type, window]) => key.matched(|| {
             Ok(ItemKey::TypeMark {
                 user: UserId::parse(*user)?,
                 device: DeviceId::parse(*device)?,
                 event_type: EventType::parse(*event_type)?,
                 window: Timestamp::parse_field("at", window)?,
             })
-        })()),
+        }),
         _ => None,
     }
 }
 
-/// Its key templates, for the generated docs (a test in `model::keys` checks them against
+/// Its key templates, for the generated docs (`model::entities::tests` checks them against
 /// the builders).
 pub const KEY_TEMPLATE: KeyTemplate = KeyTemplate {
     entity_type: "typeMark",
