@@ -16,7 +16,7 @@ use lambda_http::http::{header, HeaderMap, HeaderValue, StatusCode};
 use serde::Deserialize;
 use serde_json::json;
 
-use shared::http::api::{self, json_bytes, json_response, ApiError, Caller, MAX_BODY_BYTES};
+use shared::http::api::{self, json_response, parse_json_body, ApiError, Caller, MAX_BODY_BYTES};
 use shared::http::gateway::{DeviceIdPath, PathParams};
 use shared::model::alarm::{AlarmId, RuleDefinition, RuleId, MAX_RULES_PER_OWNER};
 use shared::model::ids::{
@@ -100,7 +100,7 @@ async fn put_profile(
     headers: HeaderMap,
     body: Bytes,
 ) -> Answer {
-    let body: ProfileBody = json_bytes(&headers, &body, MAX_BODY_BYTES)?;
+    let body: ProfileBody = parse_json_body(&headers, &body, MAX_BODY_BYTES)?;
     let update = ProfileUpdate {
         name: parse_display_name("name", &body.name, MAX_PROFILE_NAME)?,
         email: caller.email.clone(),
@@ -145,7 +145,7 @@ async fn register_device(
     headers: HeaderMap,
     body: Bytes,
 ) -> Answer {
-    let body: RegisterDeviceBody = json_bytes(&headers, &body, MAX_BODY_BYTES)?;
+    let body: RegisterDeviceBody = parse_json_body(&headers, &body, MAX_BODY_BYTES)?;
     let registration = DeviceRegistration {
         report_every_seconds: body
             .report_every_seconds
@@ -202,7 +202,7 @@ async fn update_device(
     body: Bytes,
 ) -> Answer {
     let expected_version = if_match_version(&headers)?;
-    let body: PatchDeviceBody = json_bytes(&headers, &body, MAX_BODY_BYTES)?;
+    let body: PatchDeviceBody = parse_json_body(&headers, &body, MAX_BODY_BYTES)?;
     let patch = DevicePatch {
         status: body
             .status
@@ -284,7 +284,7 @@ async fn set_desired(
         0,
         "must be the desired version, e.g. 0 before the first",
     )?;
-    let body: DesiredBody = json_bytes(&headers, &body, MAX_BODY_BYTES)?;
+    let body: DesiredBody = parse_json_body(&headers, &body, MAX_BODY_BYTES)?;
     let document = TwinDocument::parse("desired", body.desired, MAX_DOCUMENT_BYTES)?;
     let desired =
         twin::set_desired(&table, &caller.user_id, &device_id, expected, document).await?;
@@ -311,7 +311,7 @@ async fn queue_command(
     headers: HeaderMap,
     body: Bytes,
 ) -> Answer {
-    let body: CommandBody = json_bytes(&headers, &body, MAX_BODY_BYTES)?;
+    let body: CommandBody = parse_json_body(&headers, &body, MAX_BODY_BYTES)?;
     let expires_in_seconds = body
         .expires_in_seconds
         .unwrap_or(DEFAULT_COMMAND_EXPIRY_SECONDS);
@@ -355,7 +355,7 @@ async fn start_rollout(
     headers: HeaderMap,
     body: Bytes,
 ) -> Answer {
-    let body: RolloutBody = json_bytes(&headers, &body, MAX_BODY_BYTES)?;
+    let body: RolloutBody = parse_json_body(&headers, &body, MAX_BODY_BYTES)?;
     let target = match (body.tag, body.device_type) {
         (Some(tag), None) => RolloutTarget::Tag(Tag::parse_field("tag", tag)?),
         (None, Some(kind)) => RolloutTarget::Type(DeviceType::parse(kind)?),
@@ -388,7 +388,7 @@ async fn create_rule(
     headers: HeaderMap,
     body: Bytes,
 ) -> Answer {
-    let body: serde_json::Value = json_bytes(&headers, &body, MAX_BODY_BYTES)?;
+    let body: serde_json::Value = parse_json_body(&headers, &body, MAX_BODY_BYTES)?;
     let definition = RuleDefinition::parse(&body)?;
     let rule = rules::create_rule(&table, &caller.user_id, definition).await?;
     let mut response = json_response(
@@ -412,7 +412,7 @@ async fn update_rule(
 ) -> Answer {
     let id = rule_id(&path)?;
     let expected = if_match_version(&headers)?;
-    let body: serde_json::Value = json_bytes(&headers, &body, MAX_BODY_BYTES)?;
+    let body: serde_json::Value = parse_json_body(&headers, &body, MAX_BODY_BYTES)?;
     let rule = rules::update_rule(&table, &caller.user_id, &id, expected, &body).await?;
     let mut response = json_response(StatusCode::OK, &json!({ "rule": rule }));
     insert_etag(&mut response, rule.version);

@@ -344,7 +344,7 @@ pub fn is_json_media_type(value: &str) -> bool {
 /// The JSON body as `T`, from a request's headers and body bytes: 415 when declared as
 /// another media type, 413 over `max_bytes`, 400 naming the field for malformed or unexpected
 /// content (including JSON nested deeper than serde_json's recursion limit of 128).
-pub fn json_bytes<T: DeserializeOwned>(
+pub fn parse_json_body<T: DeserializeOwned>(
     headers: &HeaderMap,
     bytes: &[u8],
     max_bytes: usize,
