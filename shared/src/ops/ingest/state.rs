@@ -237,7 +237,8 @@ pub(super) fn state_key(registration: &RegistrationItem) -> ItemKey {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::ids::{DeviceType, EventId, EventType, UserId};
+    use crate::model::entity::Entity;
+    use crate::model::ids::{DeviceId, DeviceType, EventId, EventType, UserId};
     use crate::model::readings::EventValue;
     use crate::model::shard::ShardCounts;
     use crate::model::status::DeviceStatus;
