@@ -30,13 +30,11 @@ use crate::model::expression::{Expressions, Update};
 use crate::model::ids::{DeviceId, EventId, UserId};
 use crate::model::items::{DeviceStateItem, RegistrationItem, RuleSetItem};
 use crate::model::keys::{IndexKeys, ItemKey, PrimaryKey};
-use crate::model::pattern_id::PatternId;
 use crate::model::schema::{Item, GSI1SK, GSI3PK, GSI3SK};
 use crate::model::timestamp::Timestamp;
 use crate::model::twin::TwinVersions;
 use crate::ops::alarms::{transition_actions, AlarmDevice};
 use crate::ops::limits::KeyedLimiter;
-use crate::ops::pattern::{implemented_by, AccessPattern, Frequency, Operation, RequestBudget};
 use crate::ops::twin::device::{
     apply_report, pending_work, sync_device, AppliedReport, DeviceReport, TwinReply,
 };
@@ -247,28 +245,6 @@ impl Ingestor {
             .remove(device);
         self.states.lock().expect("cache lock").remove(device);
     }
-
-    /// AP-14, implemented by [`Ingestor::ingest`].
-    pub const INGEST_BATCH: AccessPattern = AccessPattern {
-        id: PatternId::IngestEvents,
-        description: "ingest a batch of up to 100 events for one device",
-        frequency: Frequency::Critical,
-        operations: &[
-            Operation::GetItem,
-            Operation::BatchGetItem,
-            Operation::BatchWriteItem,
-            Operation::UpdateItem,
-            Operation::TransactWriteItems,
-            Operation::Query,
-            Operation::PutItem,
-        ],
-        index: None,
-        key_condition: "PK = DEVICE#{deviceId}, SK = REGISTRATION; the device's live state and PK = USER#{userId}, SK = RULES; events; on a transition its alarm (ALARM#{userId}#{deviceId}); the device's twin (PK = USER#{userId}#DEVICE#{deviceId}, SK = TWIN#... or COMMAND#...) only when it reports, acknowledges or has work pending",
-        budget: RequestBudget::BatchOf25PlusTwin(3),
-        max_read_units: None,
-        route: Some("POST /devices/{deviceId}/events"),
-        implemented_by: implemented_by!(Ingestor::ingest),
-    };
 
     /// Stores `events` for the device of `registration` and folds them into its live state,
     /// with retries until `deadline`. Returns what was stored and what the device must resend;

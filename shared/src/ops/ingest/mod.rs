@@ -45,5 +45,31 @@ pub use validate::{
 };
 
 pub use crate::model::keys::SEEN_GRANULARITY_SECONDS;
+
+use crate::model::pattern_id::PatternId;
+use crate::ops::pattern::{implemented_by, AccessPattern, Frequency, Operation, RequestBudget};
+
+/// AP-14, implemented by [`Ingestor::ingest`] (defined here so the catalog names this module
+/// as the pattern's home).
+pub const INGEST_BATCH: AccessPattern = AccessPattern {
+    id: PatternId::IngestEvents,
+    description: "ingest a batch of up to 100 events for one device",
+    frequency: Frequency::Critical,
+    operations: &[
+        Operation::GetItem,
+        Operation::BatchGetItem,
+        Operation::BatchWriteItem,
+        Operation::UpdateItem,
+        Operation::TransactWriteItems,
+        Operation::Query,
+        Operation::PutItem,
+    ],
+    index: None,
+    key_condition: "PK = DEVICE#{deviceId}, SK = REGISTRATION; the device's live state and PK = USER#{userId}, SK = RULES; events; on a transition its alarm (ALARM#{userId}#{deviceId}); the device's twin (PK = USER#{userId}#DEVICE#{deviceId}, SK = TWIN#... or COMMAND#...) only when it reports, acknowledges or has work pending",
+    budget: RequestBudget::BatchOf25PlusTwin(3),
+    max_read_units: None,
+    route: Some("POST /devices/{deviceId}/events"),
+    implemented_by: implemented_by!(Ingestor::ingest),
+};
 /// Events per BatchWriteItem (DynamoDB's limit).
 pub use crate::store::dynamo::BATCH_WRITE_SIZE;
