@@ -1,6 +1,12 @@
-//! device-updates: `PUT /me`, `POST|PATCH|DELETE /me/devices...`, a device's token
-//! (`POST|DELETE /me/devices/{deviceId}/token`), its twin (`PUT .../desired`, `POST
-//! .../commands`) and fleet-wide changes (`POST /me/rollouts`).
+//! device-updates: every owner write of the HTTP API (the JWT-authorized `/me...` routes
+//! that change something). Besides what its name says (registering, changing and deleting a
+//! device, AP-07/06/08, and its token, AP-17/18) it serves the owner's profile (`PUT /me`,
+//! AP-16), a device's twin (`PUT .../desired` AP-T1, `POST .../commands` AP-T2), fleet-wide
+//! changes (`POST /me/rollouts`, AP-T5), alarm rules (`POST /me/rules`, `PATCH|DELETE
+//! /me/rules/{ruleId}`) and alarm acknowledgement (`POST /me/alarms/{alarmId}/ack`). The
+//! functions split by caller and kind of request, not by entity: owners' reads are
+//! `dashboard`'s, what devices send is `ingest`'s, owners' writes are this one's. The name is
+//! kept because the template, Makefile, samples and docs all use it.
 //!
 //! A thin adapter: each route validates its input into the `shared` types, calls one
 //! access-pattern operation, and maps the result to a response.

@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use crate::model::error::FleetError;
-use crate::model::settings::number;
+use crate::model::settings::number_setting;
 use crate::ops::limits::Rate;
 
 /// Ingestion settings, from the environment.
@@ -52,29 +52,29 @@ impl IngestConfig {
     }
 
     /// Reads the settings through `lookup` (the environment, or a map in tests), each with
-    /// [`number`] as every function setting is: the default when unset or blank, an error
+    /// [`number_setting`] as every function setting is: the default when unset or blank, an error
     /// naming the variable when it is not a number in range.
     pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Self, FleetError> {
         let d = Self::default();
         let seconds = |name: &str, default: Duration| {
-            number(&lookup, name, default.as_secs(), 0..=86_400).map(Duration::from_secs)
+            number_setting(&lookup, name, default.as_secs(), 0..=86_400).map(Duration::from_secs)
         };
         let retry_ms = d.retry_window.as_millis() as u64;
         Ok(Self {
             registration_cache: seconds("REGISTRATION_CACHE_SECONDS", d.registration_cache)?,
             max_clock_skew: seconds("MAX_CLOCK_SKEW_SECONDS", d.max_clock_skew)?,
-            retry_window: number(&lookup, "INGEST_RETRY_MS", retry_ms, 0..=900_000)
+            retry_window: number_setting(&lookup, "INGEST_RETRY_MS", retry_ms, 0..=900_000)
                 .map(Duration::from_millis)?,
             negative_cache: seconds("NEGATIVE_CACHE_SECONDS", d.negative_cache)?,
             rules_cache: seconds("RULES_CACHE_SECONDS", d.rules_cache)?,
             device_rate: Rate {
-                per_second: number(
+                per_second: number_setting(
                     &lookup,
                     "INGEST_DEVICE_RATE_PER_SECOND",
                     d.device_rate.per_second,
                     0.0..=1e6,
                 )?,
-                burst: number(
+                burst: number_setting(
                     &lookup,
                     "INGEST_DEVICE_BURST",
                     d.device_rate.burst,

@@ -246,6 +246,61 @@ impl Ingestor {
         self.states.lock().expect("cache lock").remove(device);
     }
 
+    /// AP-14 with the device's twin: stores `events` ([`Ingestor::ingest`]) while the device's
+    /// `report` and acknowledgements are applied (they go out with the batch's writes, none
+    /// when it sends neither, so they add no round of requests); then, when every event was
+    /// stored, gathers its pending work from the twin versions the live-state update returned
+    /// (nothing is read when nothing is pending; only a replay, which sends no update, reads
+    /// the live state). Counts the request's `EventsAccepted`, `EventsFailed` and
+    /// `TwinRequests`.
+    pub async fn receive(
+        &self,
+        registration: &RegistrationItem,
+        events: Vec<NewEvent>,
+        report: &DeviceReport,
+        deadline: Instant,
+    ) -> Result<BatchReceipt, FleetError> {
+        let (outcome, applied) = tokio::join!(self.ingest(registration, events, deadline), async {
+            if report.is_empty() {
+                Ok(AppliedReport::default())
+            } else {
+                apply_report(&self.table, registration, report).await
+            }
+        });
+        let outcome = outcome?;
+        let applied = applied?;
+        RequestMeter::add_figure("EventsAccepted", outcome.accepted.len() as f64);
+        RequestMeter::add_figure("EventsFailed", outcome.failed.len() as f64);
+        if !outcome.failed.is_empty() {
+            return Ok(BatchReceipt::Incomplete(IncompleteBatch {
+                accepted: outcome.accepted,
+                failed: outcome.failed,
+            }));
+        }
+        // The newer of what the live-state update and the report's update returned.
+        let versions = match (outcome.twin, applied.versions) {
+            (Some(a), Some(b)) => Some(a.newest(b)),
+            (a, b) => a.or(b),
+        };
+        let reply = pending_work(&self.table, registration, versions, applied.into()).await?;
+        RequestMeter::add_figure("TwinRequests", f64::from(reply.requests));
+        Ok(BatchReceipt::Stored(StoredBatch::new(
+            outcome.accepted,
+            reply,
+        )))
+    }
+
+    /// AP-T4 for an authenticated device ([`sync_device`]), its `TwinRequests` counted.
+    pub async fn sync(
+        &self,
+        registration: &RegistrationItem,
+        report: &DeviceReport,
+    ) -> Result<TwinReply, FleetError> {
+        let reply = sync_device(&self.table, registration, report).await?;
+        RequestMeter::add_figure("TwinRequests", f64::from(reply.requests));
+        Ok(reply)
+    }
+
     /// Stores `events` for the device of `registration` and folds them into its live state,
     /// with retries until `deadline`. Returns what was stored and what the device must resend;
     /// a device deleted since it authenticated is [`FleetError::Unauthorized`]; a batch that
@@ -304,61 +359,6 @@ impl Ingestor {
                 })
             }
         }
-    }
-
-    /// AP-14 with the device's twin: stores `events` ([`Ingestor::ingest`]) while the device's
-    /// `report` and acknowledgements are applied (they go out with the batch's writes, none
-    /// when it sends neither, so they add no round of requests); then, when every event was
-    /// stored, gathers its pending work from the twin versions the live-state update returned
-    /// (nothing is read when nothing is pending; only a replay, which sends no update, reads
-    /// the live state). Counts the request's `EventsAccepted`, `EventsFailed` and
-    /// `TwinRequests`.
-    pub async fn receive(
-        &self,
-        registration: &RegistrationItem,
-        events: Vec<NewEvent>,
-        report: &DeviceReport,
-        deadline: Instant,
-    ) -> Result<BatchReceipt, FleetError> {
-        let (outcome, applied) = tokio::join!(self.ingest(registration, events, deadline), async {
-            if report.is_empty() {
-                Ok(AppliedReport::default())
-            } else {
-                apply_report(&self.table, registration, report).await
-            }
-        });
-        let outcome = outcome?;
-        let applied = applied?;
-        RequestMeter::add_figure("EventsAccepted", outcome.accepted.len() as f64);
-        RequestMeter::add_figure("EventsFailed", outcome.failed.len() as f64);
-        if !outcome.failed.is_empty() {
-            return Ok(BatchReceipt::Incomplete(IncompleteBatch {
-                accepted: outcome.accepted,
-                failed: outcome.failed,
-            }));
-        }
-        // The newer of what the live-state update and the report's update returned.
-        let versions = match (outcome.twin, applied.versions) {
-            (Some(a), Some(b)) => Some(a.newest(b)),
-            (a, b) => a.or(b),
-        };
-        let reply = pending_work(&self.table, registration, versions, applied.into()).await?;
-        RequestMeter::add_figure("TwinRequests", f64::from(reply.requests));
-        Ok(BatchReceipt::Stored(StoredBatch::new(
-            outcome.accepted,
-            reply,
-        )))
-    }
-
-    /// AP-T4 for an authenticated device ([`sync_device`]), its `TwinRequests` counted.
-    pub async fn sync(
-        &self,
-        registration: &RegistrationItem,
-        report: &DeviceReport,
-    ) -> Result<TwinReply, FleetError> {
-        let reply = sync_device(&self.table, registration, report).await?;
-        RequestMeter::add_figure("TwinRequests", f64::from(reply.requests));
-        Ok(reply)
     }
 
     /// The live state of the device of `registration` and its owner's alarm rules: this warm

@@ -1,5 +1,6 @@
 //! A device's live state (`lastSeen`, `latest`, `recent`, the `SEEN#` index key), kept on its
-//! own compact item placed in one of its owner's partitions, and its conditional update.
+//! own compact item placed in one of its owner's partitions: its caps, how a batch merges into
+//! it and comes back out, and the parts of its conditional update (sent by `Ingestor`).
 //!
 //! The state item is the only item ingestion rewrites per batch, so it is kept small: the
 //! newest [`RECENT_EVENTS`] and the latest reading of at most [`MAX_STATE_TYPES`] types, in
