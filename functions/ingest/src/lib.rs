@@ -24,11 +24,11 @@ use shared::model::ids::EventId;
 use shared::model::optional::not_null;
 use shared::model::timestamp::Timestamp;
 use shared::ops::ingest::{
-    batch_deadline, validate_batch, BatchReceipt, IncompleteBatch, IngestConfig, Ingestor,
-    NewEvent, SubmittedEvent,
+    batch_deadline, validate_batch, BatchReceipt, IncompleteBatch, Ingestor, NewEvent,
+    SubmittedEvent,
 };
 use shared::ops::twin::device::{DeviceReport, SubmittedAck, SubmittedReport, TwinReply};
-use shared::{FleetError, FleetTable};
+use shared::FleetError;
 
 /// Largest request body: 100 events with ids, types and long text values fit well within it.
 pub const MAX_INGEST_BODY_BYTES: usize = 64 * 1024;
@@ -40,8 +40,7 @@ pub const TIMEOUT: Duration = Duration::from_secs(10);
 /// What every request of this execution environment shares: the table client and the warm
 /// registration and live-state caches, built once.
 pub async fn ingestor_from_env() -> Result<Arc<Ingestor>, FleetError> {
-    let table = FleetTable::from_env().await?;
-    Ok(Arc::new(Ingestor::new(table, IngestConfig::from_env()?)))
+    Ok(Arc::new(Ingestor::from_env().await?))
 }
 
 /// The function's routes: a batch of events, and a sync for a device with nothing to send.

@@ -107,6 +107,15 @@ impl Ingestor {
         }
     }
 
+    /// An ingestor for the table and settings of the process environment (a Lambda's
+    /// start-up).
+    pub async fn from_env() -> Result<Self, FleetError> {
+        Ok(Self::new(
+            FleetTable::from_env().await?,
+            IngestConfig::from_env()?,
+        ))
+    }
+
     /// The table.
     pub fn table(&self) -> &FleetTable {
         &self.table
