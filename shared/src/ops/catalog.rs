@@ -26,7 +26,7 @@ pub const CATALOG: &[AccessPattern] = &[
     ops::analytics::ACTIVE_USERS,
     ops::dashboard::DEVICES_WITH_TAG,
     ops::devices_by_status::DEVICES_BY_STATUS,
-    ops::ingest::Ingestor::INGEST_BATCH,
+    ops::ingest::INGEST_BATCH,
     ops::reports::GET_REPORT,
     ops::profile::UPSERT_PROFILE,
     ops::credentials::ROTATE_TOKEN,

@@ -31,7 +31,7 @@ use crate::model::twin::{DesiredStateItem, ReportedStateItem, TwinDocument, Twin
 use crate::store::expression::WithExpressions;
 use crate::store::table::FleetTable;
 
-pub use device::{DeviceReport, TwinWork};
+pub use device::{DeviceReport, TwinReply};
 
 /// The twin as an owner reads it: versions from the live state (the dashboard, AP-DASH) and,
 /// on one device's read (AP-03), the documents and their delta.
