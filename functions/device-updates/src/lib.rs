@@ -31,7 +31,9 @@ use shared::model::twin::{
 };
 use shared::ops::alarms::{lifecycle, rules};
 use shared::ops::credentials;
-use shared::ops::devices::{self, DevicePatch, DeviceRegistration, MAX_DEVICE_NAME};
+use shared::ops::devices::register::{self as register, DeviceRegistration};
+use shared::ops::devices::update::{self as device_update, DevicePatch};
+use shared::ops::devices::{delete as deletion, MAX_DEVICE_NAME};
 use shared::ops::limits::{rate_limited, KeyedLimiter, RegistrationLimit};
 use shared::ops::profile::{self, ProfileUpdate, MAX_PROFILE_NAME};
 use shared::ops::twin::owner::{self as twin, NewCommand};
@@ -164,7 +166,7 @@ async fn register_device(
     registrations
         .take(&caller.user_id, Instant::now())
         .map_err(rate_limited)?;
-    let registered = devices::register_device(&table, &caller.user_id, registration).await?;
+    let registered = register::register_device(&table, &caller.user_id, registration).await?;
     let location = format!("/me/devices/{}", registered.device.device_id);
     let mut response = json_response(
         StatusCode::CREATED,
@@ -226,7 +228,7 @@ async fn update_device(
             .transpose()?,
     };
     let device =
-        devices::update_device(&table, &caller.user_id, &device_id, expected_version, patch)
+        device_update::update_device(&table, &caller.user_id, &device_id, expected_version, patch)
             .await?;
     let version = device.version;
     let mut response = json_response(StatusCode::OK, &json!({ "device": device }));
@@ -240,7 +242,7 @@ async fn delete_device(
     State(table): State<FleetTable>,
     DeviceIdPath(device_id): DeviceIdPath,
 ) -> Answer {
-    devices::delete_device(&table, &caller.user_id, &device_id).await?;
+    deletion::delete_device(&table, &caller.user_id, &device_id).await?;
     Ok(api::empty_response(StatusCode::NO_CONTENT))
 }
 

@@ -10,7 +10,7 @@ use shared::model::items::{RegistrationItem, RuleSetItem};
 use shared::model::keys::ItemKey;
 use shared::model::timestamp::Timestamp;
 use shared::model::token::sha256_hex;
-use shared::ops::devices::{register_device, DeviceRegistration};
+use shared::ops::devices::register::{register_device, DeviceRegistration};
 use shared::ops::ingest::{validate_batch, IngestConfig, Ingestor, SubmittedEvent};
 use shared::ops::profile::{upsert_profile, ProfileUpdate};
 use shared::store::expression::WithExpressions;

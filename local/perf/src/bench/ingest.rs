@@ -19,7 +19,7 @@ use aws_sdk_dynamodb::types::{AttributeValue, PutRequest, ReturnConsumedCapacity
 use serde::Serialize;
 use shared::model::ids::{DeviceId, DeviceType, UserId};
 use shared::model::timestamp::Timestamp;
-use shared::ops::devices::{register_device, DeviceRegistration};
+use shared::ops::devices::register::{register_device, DeviceRegistration};
 use shared::FleetTable;
 
 use super::{process_cpu_seconds, BenchError, Latency};

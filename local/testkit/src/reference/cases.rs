@@ -22,9 +22,11 @@ use shared::model::twin::{RolloutTarget, TwinDocument, MAX_DOCUMENT_BYTES};
 use shared::ops::alarms::{lifecycle, rules, transition_actions, watch, AlarmDevice};
 use shared::ops::analytics::DailyReport;
 use shared::ops::credentials::{revoke_token, rotate_token};
-use shared::ops::devices::{
-    delete_device, get_device, register_device, update_device, DevicePatch, DeviceRegistration,
-};
+use shared::ops::devices::by_status::devices_by_status;
+use shared::ops::devices::delete::delete_device;
+use shared::ops::devices::read::get_device;
+use shared::ops::devices::register::{register_device, DeviceRegistration};
+use shared::ops::devices::update::{update_device, DevicePatch};
 use shared::ops::events::TimeRange;
 use shared::ops::ingest::{IngestConfig, Ingestor, SubmittedEvent};
 use shared::ops::pattern::BudgetScale;
@@ -32,7 +34,7 @@ use shared::ops::profile::{get_profile, upsert_profile, ProfileUpdate};
 use shared::ops::twin::device::{sync_device, DeviceReport, SubmittedAck, SubmittedReport};
 use shared::ops::twin::owner::{list_commands, queue_command, set_desired, NewCommand};
 use shared::ops::twin::rollout::{advance_rollouts, get_rollout, start_rollout};
-use shared::ops::{dashboard, devices_by_status, events, reports};
+use shared::ops::{dashboard, events, reports};
 use shared::store::metrics::{MeterSnapshot, RequestMeter};
 use shared::{FleetError, FleetTable};
 
@@ -397,7 +399,7 @@ pub static CASES: &[PatternCase] = &[
         },
         run: |table, _| {
             Box::pin(async move {
-                let list = devices_by_status::devices_by_status(
+                let list = devices_by_status(
                     table,
                     DeviceStatus::Active,
                     day()?.from,
