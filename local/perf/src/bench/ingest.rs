@@ -24,7 +24,7 @@ use shared::FleetTable;
 
 use super::{process_cpu_seconds, BenchError, Latency};
 use fleet_testkit::bootstrap::{Launch, RunningBootstrap};
-use fleet_testkit::reference::cases::ingest_event;
+use fleet_testkit::reference::cases::events::ingest_event;
 
 /// Owner of the throughput devices.
 const OWNER: &str = "tp-owner";
