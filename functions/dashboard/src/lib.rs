@@ -10,7 +10,8 @@ use serde_json::{json, Value};
 
 use shared::http::api::{empty_response, json_response, ApiError, Caller};
 use shared::http::gateway::{DeviceIdPath, Operator, PathParams, QueryParams};
-use shared::model::alarm::{Severity, MAX_RULES_PER_OWNER};
+use shared::model::alarm::severity::Severity;
+use shared::model::alarm::MAX_RULES_PER_OWNER;
 use shared::model::ids::{EventType, RolloutId, Tag};
 use shared::model::status::DeviceStatus;
 use shared::model::timestamp::{Day, Timestamp};

@@ -18,7 +18,9 @@ use serde_json::json;
 
 use shared::http::api::{self, json_bytes, json_response, ApiError, Caller, MAX_BODY_BYTES};
 use shared::http::gateway::{DeviceIdPath, PathParams};
-use shared::model::alarm::{AlarmId, RuleDefinition, RuleId, MAX_RULES_PER_OWNER};
+use shared::model::alarm::ids::{AlarmId, RuleId};
+use shared::model::alarm::rule::RuleDefinition;
+use shared::model::alarm::MAX_RULES_PER_OWNER;
 use shared::model::ids::{
     parse_display_name, parse_tags, CommandName, DeviceId, DeviceType, Tag, UserId,
 };

@@ -2,7 +2,8 @@
 //! API uses.
 
 use aws_sdk_dynamodb::types::AttributeValue;
-use shared::model::alarm::{Rule, RuleDefinition, RuleId};
+use shared::model::alarm::ids::RuleId;
+use shared::model::alarm::rule::{Rule, RuleDefinition};
 use shared::model::entity::Entity;
 use shared::model::expression::{Expressions, Update};
 use shared::model::ids::{DeviceId, DeviceType, Tag, UserId};

@@ -5,7 +5,11 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use crate::model::alarm::{open_summary, Severity, OFFLINE};
+use crate::model::alarm::OFFLINE;
+
+use crate::model::alarm::severity::Severity;
+
+use crate::model::alarm::status::open_summary;
 use crate::model::items::{DeviceItem, DeviceStateItem};
 use crate::model::offline::OfflineDetection;
 use crate::model::readings::{Reading, RecentEvent};

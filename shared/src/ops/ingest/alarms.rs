@@ -8,7 +8,7 @@ use std::time::Instant;
 use aws_sdk_dynamodb::types::KeysAndAttributes;
 
 use super::Ingestor;
-use crate::model::alarm::Rule;
+use crate::model::alarm::rule::Rule;
 use crate::model::entity::{Entity, EntityType};
 use crate::model::error::FleetError;
 use crate::model::ids::UserId;

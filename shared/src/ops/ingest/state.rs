@@ -18,7 +18,8 @@ use aws_sdk_dynamodb::types::{
 };
 
 use super::{Ingestor, NewEvent, CACHE_CAPACITY, RECENT_EVENTS};
-use crate::model::alarm::{evaluate, Observed, Rule, Subject, Transition};
+use crate::model::alarm::evaluation::{evaluate, Observed, Subject, Transition};
+use crate::model::alarm::rule::Rule;
 use crate::model::entity::Entity;
 use crate::model::error::{FleetError, ValidationError};
 use crate::model::expression::{Condition, Expressions, Update};

@@ -2,7 +2,10 @@
 //! and reminders, with the fixtures the bench calls work on.
 
 use serde_json::json;
-use shared::model::alarm::{AlarmId, AlarmSource, RuleDefinition, RuleId, Severity, Transition};
+use shared::model::alarm::evaluation::Transition;
+use shared::model::alarm::ids::{AlarmId, AlarmSource, RuleId};
+use shared::model::alarm::rule::RuleDefinition;
+use shared::model::alarm::severity::Severity;
 use shared::model::ids::{DeviceId, DeviceType, UserId};
 use shared::model::pattern_id::PatternId;
 use shared::model::timestamp::Timestamp;
@@ -19,7 +22,7 @@ use super::{
     BOB,
 };
 use crate::api_event::ApiEvent;
-use shared::model::alarm::Rule;
+use shared::model::alarm::rule::Rule;
 use shared::model::entity::Entity;
 use shared::model::items::{AlarmItem, RuleSetItem};
 
@@ -106,7 +109,7 @@ pub(super) const ACKNOWLEDGE_ALARM: PatternCase = PatternCase {
                 .await?;
             let alarm = lifecycle::acknowledge(table, &alice()?, &id).await?;
             found(
-                alarm.state == shared::model::alarm::AlarmState::Acknowledged,
+                alarm.state == shared::model::alarm::status::AlarmState::Acknowledged,
                 PatternId::AcknowledgeAlarm,
             )
         })
@@ -354,7 +357,7 @@ pub async fn seed_alarm_fixtures(table: &FleetTable) -> Result<(), FleetError> {
             source: BOB_RULE.into(),
             rule_name: Some(bob_rule.definition.name.clone()),
             severity: Severity::Warning,
-            state: shared::model::alarm::AlarmState::Active,
+            state: shared::model::alarm::status::AlarmState::Active,
             raised_at: id.raised_at,
             cleared_at: None,
             acknowledged_at: None,
@@ -502,7 +505,7 @@ async fn alarm_to_remind(table: &FleetTable) -> Result<(), FleetError> {
         source: BOB_RULE.into(),
         rule_name: Some("Pressure".into()),
         severity: Severity::Warning,
-        state: shared::model::alarm::AlarmState::Active,
+        state: shared::model::alarm::status::AlarmState::Active,
         raised_at: now().plus_seconds(-86_400),
         cleared_at: None,
         acknowledged_at: None,
