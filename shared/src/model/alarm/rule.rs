@@ -294,23 +294,17 @@ impl RuleDefinition {
                 ));
             }
         }
-        let required = |field: &str, value: &'_ Option<Value>| {
-            value
-                .clone()
-                .filter(|v| !v.is_null())
-                .ok_or_else(|| ValidationError::new(field, "is required"))
-        };
         let mut rule = RuleDefinition {
-            name: parse_name(&required("name", &body.name)?)?,
-            event_type: parse_event_type(&required("eventType", &body.event_type)?)?,
-            scope: parse_scope(&required("scope", &body.scope)?)?,
+            name: parse_name(required("name", &body.name)?)?,
+            event_type: parse_event_type(required("eventType", &body.event_type)?)?,
+            scope: parse_scope(required("scope", &body.scope)?)?,
             condition: ValueCondition::parse_field(
                 "condition",
-                &required("condition", &body.condition)?,
+                required("condition", &body.condition)?,
             )?,
             clear: None,
             for_seconds: 0,
-            severity: parse_severity(&required("severity", &body.severity)?)?,
+            severity: parse_severity(required("severity", &body.severity)?)?,
             remind_every_seconds: None,
         };
         rule.apply_optional(&body)?;
@@ -324,27 +318,23 @@ impl RuleDefinition {
         if body.is_empty() {
             return Err(ValidationError::new("body", "names no field to change"));
         }
-        let given = |field: &str, value: &Option<Value>| match value {
-            Some(Value::Null) => Err(ValidationError::new(field, "must not be null")),
-            other => Ok(other.clone()),
-        };
         let mut rule = self.clone();
         // In the fields' alphabetical order, as they were always checked: a body with two bad
         // fields names the same one.
-        if let Some(v) = given("condition", &body.condition)? {
-            rule.condition = ValueCondition::parse_field("condition", &v)?;
+        if let Some(v) = changed("condition", &body.condition)? {
+            rule.condition = ValueCondition::parse_field("condition", v)?;
         }
-        if let Some(v) = given("eventType", &body.event_type)? {
-            rule.event_type = parse_event_type(&v)?;
+        if let Some(v) = changed("eventType", &body.event_type)? {
+            rule.event_type = parse_event_type(v)?;
         }
-        if let Some(v) = given("name", &body.name)? {
-            rule.name = parse_name(&v)?;
+        if let Some(v) = changed("name", &body.name)? {
+            rule.name = parse_name(v)?;
         }
-        if let Some(v) = given("scope", &body.scope)? {
-            rule.scope = parse_scope(&v)?;
+        if let Some(v) = changed("scope", &body.scope)? {
+            rule.scope = parse_scope(v)?;
         }
-        if let Some(v) = given("severity", &body.severity)? {
-            rule.severity = parse_severity(&v)?;
+        if let Some(v) = changed("severity", &body.severity)? {
+            rule.severity = parse_severity(v)?;
         }
         rule.apply_optional(&body)?;
         rule.check()?;
@@ -407,6 +397,26 @@ impl RuleDefinition {
             Some(clear) => clear.holds(value),
             None => !self.condition.holds(value),
         }
+    }
+}
+
+/// A field a new rule must have: sent, and not `null`.
+fn required<'a>(field: &str, value: &'a Option<Value>) -> Result<&'a Value, ValidationError> {
+    value
+        .as_ref()
+        .filter(|v| !v.is_null())
+        .ok_or_else(|| ValidationError::new(field, "is required"))
+}
+
+/// A field a change may set: `None` when not sent; `null` refused (it has nothing to go back
+/// to).
+fn changed<'a>(
+    field: &str,
+    value: &'a Option<Value>,
+) -> Result<Option<&'a Value>, ValidationError> {
+    match value {
+        Some(Value::Null) => Err(ValidationError::new(field, "must not be null")),
+        other => Ok(other.as_ref()),
     }
 }
 
