@@ -18,7 +18,9 @@ use fleet_testkit::fault_proxy::{
 };
 use fleet_tests::*;
 use serde_json::{json, Value};
-use shared::model::alarm::{AlarmState, Rule, RuleDefinition, RuleId};
+use shared::model::alarm::ids::RuleId;
+use shared::model::alarm::rule::{Rule, RuleDefinition};
+use shared::model::alarm::status::AlarmState;
 use shared::model::entity::{Entity, EntityType};
 use shared::model::items::{AlarmItem, DeviceStateItem, RuleSetItem};
 use shared::model::keys::{DUE_SHARDS, REMINDER_SHARDS};

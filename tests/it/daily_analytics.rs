@@ -13,9 +13,9 @@ use shared::model::keys::ItemKey;
 use shared::model::status::DeviceStatus;
 use shared::model::timestamp::{Day, Timestamp};
 use shared::ops::analytics::{run_daily_report, RunPlan};
-use shared::ops::devices::{
-    delete_device, register_device, update_device, DevicePatch, DeviceRegistration,
-};
+use shared::ops::devices::delete::delete_device;
+use shared::ops::devices::register::{register_device, DeviceRegistration};
+use shared::ops::devices::update::{update_device, DevicePatch};
 use shared::ops::ingest::{validate_batch, IngestConfig, Ingestor, SubmittedEvent};
 use shared::ops::profile::{upsert_profile, ProfileUpdate};
 use shared::FleetTable;

@@ -24,7 +24,9 @@ use serde_json::json;
 
 use shared::http::api::{self, json_response, parse_json_body, ApiError, Caller, MAX_BODY_BYTES};
 use shared::http::gateway::{DeviceIdPath, PathParams};
-use shared::model::alarm::{AlarmId, RuleDefinition, RuleId, MAX_RULES_PER_OWNER};
+use shared::model::alarm::ids::{AlarmId, RuleId};
+use shared::model::alarm::rule::RuleDefinition;
+use shared::model::alarm::MAX_RULES_PER_OWNER;
 use shared::model::ids::{
     parse_display_name, parse_tags, CommandName, DeviceId, DeviceType, Tag, UserId,
 };
@@ -37,7 +39,9 @@ use shared::model::twin::{
 };
 use shared::ops::alarms::{lifecycle, rules};
 use shared::ops::credentials;
-use shared::ops::devices::{self, DevicePatch, DeviceRegistration, MAX_DEVICE_NAME};
+use shared::ops::devices::register::{self as register, DeviceRegistration};
+use shared::ops::devices::update::{self as device_update, DevicePatch};
+use shared::ops::devices::{delete as deletion, MAX_DEVICE_NAME};
 use shared::ops::limits::{rate_limited, KeyedLimiter, RegistrationLimit};
 use shared::ops::profile::{self, ProfileUpdate, MAX_PROFILE_NAME};
 use shared::ops::twin::owner::{self as twin, NewCommand};
@@ -170,7 +174,7 @@ async fn register_device(
     registrations
         .take(&caller.user_id, Instant::now())
         .map_err(rate_limited)?;
-    let registered = devices::register_device(&table, &caller.user_id, registration).await?;
+    let registered = register::register_device(&table, &caller.user_id, registration).await?;
     let location = format!("/me/devices/{}", registered.device.device_id);
     let mut response = json_response(
         StatusCode::CREATED,
@@ -232,7 +236,7 @@ async fn update_device(
             .transpose()?,
     };
     let device =
-        devices::update_device(&table, &caller.user_id, &device_id, expected_version, patch)
+        device_update::update_device(&table, &caller.user_id, &device_id, expected_version, patch)
             .await?;
     let version = device.version;
     let mut response = json_response(StatusCode::OK, &json!({ "device": device }));
@@ -246,7 +250,7 @@ async fn delete_device(
     State(table): State<FleetTable>,
     DeviceIdPath(device_id): DeviceIdPath,
 ) -> Answer {
-    devices::delete_device(&table, &caller.user_id, &device_id).await?;
+    deletion::delete_device(&table, &caller.user_id, &device_id).await?;
     Ok(api::empty_response(StatusCode::NO_CONTENT))
 }
 

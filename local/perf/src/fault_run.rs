@@ -13,7 +13,7 @@ use serde_json::{json, Value};
 use shared::model::entity::EntityType;
 use shared::model::ids::{DeviceId, DeviceType, UserId};
 use shared::model::timestamp::Timestamp;
-use shared::ops::devices::{register_device, DeviceRegistration};
+use shared::ops::devices::register::{register_device, DeviceRegistration};
 use shared::ops::ingest::{IngestConfig, Ingestor};
 use shared::FleetTable;
 

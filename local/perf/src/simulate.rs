@@ -22,7 +22,7 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use rand_distr::{Distribution, LogNormal, Zipf};
 use serde::Deserialize;
-use shared::model::alarm::AlarmState;
+use shared::model::alarm::status::AlarmState;
 use shared::model::entity::Entity;
 use shared::model::ids::{DeviceId, DeviceType, EventId, EventType, Tag, UserId};
 use shared::model::items::{

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 use shared::model::ids::{DeviceId, DeviceType, UserId};
 use shared::model::timestamp::Timestamp;
-use shared::ops::devices::{register_device, DeviceRegistration};
+use shared::ops::devices::register::{register_device, DeviceRegistration};
 use shared::ops::ingest::{IngestConfig, Ingestor};
 use shared::FleetTable;
 

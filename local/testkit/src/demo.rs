@@ -2,7 +2,8 @@
 //! API uses.
 
 use aws_sdk_dynamodb::types::AttributeValue;
-use shared::model::alarm::{Rule, RuleDefinition, RuleId};
+use shared::model::alarm::ids::RuleId;
+use shared::model::alarm::rule::{Rule, RuleDefinition};
 use shared::model::entity::Entity;
 use shared::model::expression::{Expressions, Update};
 use shared::model::ids::{DeviceId, DeviceType, Tag, UserId};
@@ -10,7 +11,7 @@ use shared::model::items::{RegistrationItem, RuleSetItem};
 use shared::model::keys::ItemKey;
 use shared::model::timestamp::Timestamp;
 use shared::model::token::sha256_hex;
-use shared::ops::devices::{register_device, DeviceRegistration};
+use shared::ops::devices::register::{register_device, DeviceRegistration};
 use shared::ops::ingest::{validate_batch, IngestConfig, Ingestor, SubmittedEvent};
 use shared::ops::profile::{upsert_profile, ProfileUpdate};
 use shared::store::expression::WithExpressions;

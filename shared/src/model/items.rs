@@ -7,10 +7,11 @@ use std::collections::BTreeMap;
 use aws_sdk_dynamodb::types::AttributeValue;
 use serde::{Deserialize, Serialize};
 
+use crate::model::alarm::ids::{AlarmId, AlarmSource};
+use crate::model::alarm::rule::Rule;
+use crate::model::alarm::severity::Severity;
+use crate::model::alarm::status::{AlarmReading, AlarmState, AlarmStatuses};
 use crate::model::alarm::OFFLINE;
-use crate::model::alarm::{
-    AlarmId, AlarmReading, AlarmSource, AlarmState, AlarmStatuses, Rule, Severity,
-};
 use crate::model::entity::{Entity, EntityType};
 use crate::model::expression::Attribute;
 use crate::model::keys::seen_bucket;
@@ -96,7 +97,7 @@ pub struct DeviceItem {
 
 /// An owner's fleet: `USER#{userId}` / `FLEET`, and in the directory (GSI2). Registration
 /// and deletion keep `devices`; `shards` is how many live-state partitions the owner's
-/// devices are placed on, and only ever grows (see `ops::devices::register_device`).
+/// devices are placed on, and only ever grows (see `ops::devices::register::register_device`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct FleetItem {
@@ -159,7 +160,7 @@ pub struct DeviceStateItem {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tags: Vec<Tag>,
     /// The device's alarm statuses by source: open alarms and conditions pending their
-    /// duration ([`crate::model::alarm::evaluate`]); empty for a device with nothing open.
+    /// duration ([`crate::model::alarm::evaluation::evaluate`]); empty for a device with nothing open.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub alarms: AlarmStatuses,
     /// Copy of the device's declared reporting interval.
@@ -1212,7 +1213,7 @@ mod tests {
                     tags: vec![Tag::parse("home").unwrap()],
                     alarms: BTreeMap::from([(
                         "offline".to_string(),
-                        crate::model::alarm::AlarmStatus::default(),
+                        crate::model::alarm::status::AlarmStatus::default(),
                     )]),
                     report_every_seconds: Some(60),
                     offline_detection: crate::model::offline::OfflineDetection::Tight,

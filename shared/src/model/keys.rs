@@ -30,7 +30,9 @@ use std::collections::HashMap;
 
 use aws_sdk_dynamodb::types::AttributeValue;
 
-use crate::model::alarm::{AlarmSource, Severity};
+use crate::model::alarm::ids::AlarmSource;
+
+use crate::model::alarm::severity::Severity;
 use crate::model::error::ValidationError;
 use crate::model::expression::Attribute;
 use crate::model::ids::{DeviceId, EventId, EventType, RolloutId, Tag, UserId};

@@ -24,7 +24,8 @@ use crate::model::keys::{tag_link_prefix, user_pk, PrimaryKey, DEVICE_PREFIX, PR
 use crate::model::pattern_id::PatternId;
 use crate::model::schema::Item;
 use crate::model::schema::{PK, SK};
-use crate::ops::devices::{state_key, Device};
+use crate::ops::devices::state_key;
+use crate::ops::devices::view::Device;
 use crate::ops::pattern::{implemented_by, AccessPattern, Frequency, Operation, RequestBudget};
 use crate::store::dynamo::get_all;
 use crate::store::dynamo::{key_prefix, key_range, query};

@@ -10,7 +10,11 @@ use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
 use aws_sdk_dynamodb::types::{ReturnValue, ReturnValuesOnConditionCheckFailure};
 use serde::Serialize;
 
-use crate::model::alarm::{AlarmId, AlarmKind, AlarmReading, AlarmSource, AlarmState, Severity};
+use crate::model::alarm::ids::{AlarmId, AlarmKind, AlarmSource};
+
+use crate::model::alarm::severity::Severity;
+
+use crate::model::alarm::status::{AlarmReading, AlarmState};
 use crate::model::cursor::{self, Page, StartKey};
 use crate::model::entity::Entity;
 use crate::model::error::FleetError;

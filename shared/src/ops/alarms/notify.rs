@@ -25,7 +25,9 @@ use std::future::Future;
 use serde::Serialize;
 use serde_json::{json, Value};
 
-use crate::model::alarm::{AlarmKind, AlarmState};
+use crate::model::alarm::ids::AlarmKind;
+
+use crate::model::alarm::status::AlarmState;
 use crate::model::entity::{Entity, EntityType};
 use crate::model::error::FleetError;
 use crate::model::items::AlarmItem;
@@ -376,7 +378,7 @@ pub async fn publish(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::alarm::Severity;
+    use crate::model::alarm::severity::Severity;
     use crate::model::ids::{DeviceId, UserId};
     use crate::model::timestamp::Timestamp;
 

@@ -4,7 +4,13 @@
 
 use aws_sdk_dynamodb::types::{Put, TransactWriteItem, Update as UpdateAction};
 
-use crate::model::alarm::{AlarmSource, AlarmState, Rule, Transition};
+use crate::model::alarm::evaluation::Transition;
+
+use crate::model::alarm::ids::AlarmSource;
+
+use crate::model::alarm::rule::Rule;
+
+use crate::model::alarm::status::AlarmState;
 use crate::model::entity::Entity;
 use crate::model::error::FleetError;
 use crate::model::expression::{Condition, Expressions, Update};
@@ -156,7 +162,7 @@ fn clear_alarm(
     source: &AlarmSource,
     raised_at: &Timestamp,
     at: &Timestamp,
-    reading: &Option<crate::model::alarm::AlarmReading>,
+    reading: &Option<crate::model::alarm::status::AlarmReading>,
     retention: i64,
 ) -> Result<TransactWriteItem, FleetError> {
     let key = ItemKey::Alarm {

@@ -29,7 +29,10 @@ use futures::stream::{self, StreamExt};
 use serde::Serialize;
 
 use super::record::{transition_actions, AlarmDevice};
-use crate::model::alarm::{AlarmSource, AlarmState, AlarmStatus, Transition, OFFLINE};
+use crate::model::alarm::evaluation::Transition;
+use crate::model::alarm::ids::AlarmSource;
+use crate::model::alarm::status::{AlarmState, AlarmStatus};
+use crate::model::alarm::OFFLINE;
 use crate::model::entity::Entity;
 use crate::model::error::FleetError;
 use crate::model::expression::{Attribute, Condition, Expressions, Update};

@@ -14,7 +14,9 @@
 use aws_sdk_dynamodb::types::{TransactWriteItem, Update as UpdateAction};
 
 use super::record::{transition_actions, AlarmDevice};
-use crate::model::alarm::{AlarmSource, AlarmState, AlarmStatuses, RuleId, Transition};
+use crate::model::alarm::evaluation::Transition;
+use crate::model::alarm::ids::{AlarmSource, RuleId};
+use crate::model::alarm::status::{AlarmState, AlarmStatuses};
 use crate::model::entity::Entity;
 use crate::model::error::FleetError;
 use crate::model::expression::{Condition, Expressions, Update};
@@ -268,7 +270,9 @@ pub fn partial_device_clears(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::alarm::{AlarmStatus, Severity, OFFLINE};
+    use crate::model::alarm::severity::Severity;
+    use crate::model::alarm::status::AlarmStatus;
+    use crate::model::alarm::OFFLINE;
 
     #[test]
     fn a_gone_source_clears_its_open_alarm_and_drops_its_pending_status_only() {

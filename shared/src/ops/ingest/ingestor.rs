@@ -23,7 +23,8 @@ use super::state::{
 };
 use super::store::{event_writes, EventWrite};
 use super::validate::NewEvent;
-use crate::model::alarm::{Rule, Transition};
+use crate::model::alarm::evaluation::Transition;
+use crate::model::alarm::rule::Rule;
 use crate::model::entity::{Entity, EntityType};
 use crate::model::error::FleetError;
 use crate::model::expression::{Expressions, Update};

@@ -11,7 +11,8 @@
 use std::collections::BTreeSet;
 
 use super::validate::NewEvent;
-use crate::model::alarm::{evaluate, Observed, Rule, Subject, Transition};
+use crate::model::alarm::evaluation::{evaluate, Observed, Subject, Transition};
+use crate::model::alarm::rule::Rule;
 use crate::model::error::ValidationError;
 use crate::model::expression::Condition;
 use crate::model::items::{DeviceStateItem, RegistrationItem};
