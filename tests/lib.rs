@@ -11,7 +11,7 @@ use fleet_testkit::stack::{create_table, local_table};
 use fleet_testkit::template::{default_template_path, Template};
 use lambda_http::{Body, Request, Response};
 use serde_json::{json, Value};
-use shared::http::gateway::Gateway;
+use shared::http::gateway::Metered;
 use shared::model::entities::{EntityType, ItemKey};
 use shared::ops::limits::RegistrationLimit;
 use shared::store::metrics::{MeterSnapshot, RequestMeter};
@@ -239,8 +239,8 @@ pub fn entity_type(item: &Item) -> Option<EntityType> {
 }
 
 /// A function's Router served as its Lambda serves it (the test is its execution environment).
-pub fn gateway(router: axum::Router) -> Gateway {
-    Gateway::new(router)
+pub fn gateway(router: axum::Router) -> Metered<axum::Router> {
+    shared::http::gateway::app(router)
 }
 
 /// A request to `route_key` (`PATCH /me/devices/{deviceId}`) at a concrete path, built on the

@@ -18,9 +18,13 @@ use fleet_testkit::fault_proxy::{
 };
 use fleet_tests::*;
 use serde_json::{json, Value};
-use shared::model::alarm::{AlarmState, Rule, RuleDefinition, RuleId};
-use shared::model::entities::alarm::{AlarmItem, REMINDER_SHARDS};
-use shared::model::entities::device_state::{DeviceStateItem, DUE_SHARDS};
+use shared::model::alarm::ids::RuleId;
+use shared::model::alarm::rule::{Rule, RuleDefinition};
+use shared::model::alarm::status::AlarmState;
+use shared::model::entities::alarm::AlarmItem;
+use shared::model::entities::alarm::REMINDER_SHARDS;
+use shared::model::entities::device_state::DeviceStateItem;
+use shared::model::entities::device_state::DUE_SHARDS;
 use shared::model::entities::rule_set::RuleSetItem;
 use shared::model::entities::{Entity, EntityType};
 use shared::model::timestamp::Timestamp;

@@ -7,15 +7,14 @@ use std::time::{Duration, Instant};
 
 use fleet_tests::*;
 use serde_json::{json, Value};
-use shared::model::entities::EntityType;
-use shared::model::entities::ItemKey;
+use shared::model::entities::{EntityType, ItemKey};
 use shared::model::ids::{DeviceId, DeviceType, UserId};
 use shared::model::status::DeviceStatus;
 use shared::model::timestamp::{Day, Timestamp};
 use shared::ops::analytics::{run_daily_report, RunPlan};
-use shared::ops::devices::{
-    delete_device, register_device, update_device, DevicePatch, DeviceRegistration,
-};
+use shared::ops::devices::delete::delete_device;
+use shared::ops::devices::register::{register_device, DeviceRegistration};
+use shared::ops::devices::update::{update_device, DevicePatch};
 use shared::ops::ingest::{validate_batch, IngestConfig, Ingestor, SubmittedEvent};
 use shared::ops::profile::{upsert_profile, ProfileUpdate};
 use shared::FleetTable;

@@ -4,8 +4,7 @@
 use fleet_tests::*;
 use serde_json::{json, Value};
 use shared::model::entities::device::DeviceItem;
-use shared::model::entities::EntityType;
-use shared::model::entities::ItemKey;
+use shared::model::entities::{EntityType, ItemKey};
 use shared::model::expression::{Expressions, Update};
 use shared::model::keys::{user_pk, IndexKeys};
 use shared::model::status::DeviceStatus;
@@ -336,7 +335,8 @@ async fn another_users_device_is_404_for_every_write_and_changes_nothing() {
 #[tokio::test]
 async fn a_registration_attempt_older_than_the_deletion_cannot_land_after_it() {
     use shared::model::ids::{DeviceId, DeviceType, UserId};
-    use shared::ops::devices::{DeviceRegistration, FleetSize, RegistrationAttempt};
+    use shared::ops::devices::fleet::FleetSize;
+    use shared::ops::devices::register::{DeviceRegistration, RegistrationAttempt};
     let table = fresh_table().await;
     registered(&table, ALICE, "thermo-1", &[]).await;
     let late = RegistrationAttempt::new(
@@ -480,7 +480,7 @@ async fn a_half_done_delete_hides_the_device_and_a_retry_completes_it() {
         .unwrap();
     let user = shared::model::ids::UserId::parse(ALICE).unwrap();
     let id = shared::model::ids::DeviceId::parse("thermo-1").unwrap();
-    let seen = shared::ops::devices::get_device(&table, &user, &id)
+    let seen = shared::ops::devices::read::get_device(&table, &user, &id)
         .await
         .unwrap();
     assert!(seen.is_none(), "a device being deleted is gone for readers");

@@ -13,8 +13,7 @@ use fleet_testkit::fault_proxy::{
 use fleet_tests::*;
 use serde_json::{json, Value};
 use shared::model::entities::device_state::{device_seen_key, DeviceStateItem};
-use shared::model::entities::ItemKey;
-use shared::model::entities::{Entity, EntityType};
+use shared::model::entities::{Entity, EntityType, ItemKey};
 use shared::model::ids::{EventId, EventType};
 use shared::model::keys::{user_pk, IndexKeys};
 use shared::model::pattern_id::PatternId;

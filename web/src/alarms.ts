@@ -1,73 +1,27 @@
-// Alarm rules and alarms (issue 22): their JSON as the API answers it, and the pure parts of
+// Alarm rules and alarms (issue 22), their JSON as docs/openapi.yaml declares it: the pure parts of
 // the pages, unit-tested in alarms.test.ts: the rule form's body, where an API error goes on
 // the form, and how a condition, a scope or a reading reads for people.
 
-export const SEVERITIES = ['critical', 'major', 'minor', 'warning'] as const;
-export type Severity = (typeof SEVERITIES)[number];
+import type { Schemas } from './api/client';
+import { dateTime } from './format';
 
-export type Comparison = 'above' | 'below' | 'outside' | 'equals';
+type Rule = Schemas['Rule'];
+type Alarm = Schemas['Alarm'];
+type Condition = Schemas['ValueCondition'];
+type Severity = Schemas['Severity'];
+
+export const SEVERITIES: readonly Severity[] = ['critical', 'major', 'minor', 'warning'];
+
+/** The keys of each member of a union of one-key objects (`{ above } | { below }` -> `'above' | 'below'`). */
+type KeysOf<U> = U extends unknown ? keyof U : never;
+
+/** The comparisons of a condition (`ValueCondition`'s keys), as the form offers them. */
+export type Comparison = KeysOf<Condition>;
 export const COMPARISONS: readonly Comparison[] = ['above', 'below', 'outside', 'equals'];
 
-export type Condition = { above: number } | { below: number } | { outside: [number, number] } | { equals: string | number | boolean };
-
-export type ScopeKind = 'deviceId' | 'deviceType' | 'tag';
+/** What a rule applies to (`RuleScope`'s keys). */
+export type ScopeKind = KeysOf<Schemas['RuleScope']>;
 export const SCOPE_KINDS: readonly ScopeKind[] = ['deviceId', 'deviceType', 'tag'];
-export type Scope = { deviceId: string } | { deviceType: string } | { tag: string };
-
-export interface Rule {
-  ruleId: string;
-  version: number;
-  name: string;
-  eventType: string;
-  scope: Scope;
-  condition: Condition;
-  clear?: Condition | null;
-  forSeconds?: number;
-  severity: Severity;
-  remindEverySeconds?: number | null;
-  createdAt?: string;
-  updatedAt?: string;
-}
-
-export type AlarmState = 'active' | 'acknowledged' | 'cleared';
-
-export interface ThresholdReading {
-  id?: string;
-  type: string;
-  value: string | number | boolean;
-  at: string;
-}
-
-export interface Alarm {
-  alarmId: string;
-  deviceId: string;
-  deviceName?: string;
-  ruleId?: string;
-  ruleName?: string;
-  kind: 'threshold' | 'offline';
-  severity: Severity;
-  state: AlarmState;
-  raisedAt: string;
-  clearedAt?: string | null;
-  acknowledgedAt?: string | null;
-  reading?: ThresholdReading | { lastSeen: string | null } | null;
-  clearReading?: ThresholdReading | { lastSeen: string | null } | null;
-  reminders?: number;
-  /** Present on the operators' list (across owners). */
-  userId?: string;
-}
-
-export interface AlarmPage {
-  alarms: Alarm[];
-  cursor: string | null;
-}
-
-/** What the dashboard (AP-DASH) adds to each device. */
-export type Connectivity = 'online' | 'offline' | 'unknown';
-export interface DeviceAlarms {
-  active: number;
-  highestSeverity: Severity | null;
-}
 
 // ------------------------------------------------------------------ the rule form
 
@@ -111,7 +65,7 @@ export const EMPTY_RULE_FORM: RuleForm = {
 };
 
 /** The form showing `rule`, for editing. */
-export function formOfRule(rule: Rule): RuleForm {
+export function formOfRule(rule: Omit<Rule, 'createdAt' | 'updatedAt'>): RuleForm {
   const [scopeKind, scopeValue] = Object.entries(rule.scope)[0] as [ScopeKind, string];
   const [conditionKind, conditionValue, conditionHigh] = conditionParts(rule.condition);
   const [clearKind, clearValue, clearHigh] = rule.clear ? conditionParts(rule.clear) : (['none', '', ''] as const);
@@ -186,7 +140,7 @@ function condition(kind: Comparison, value: string, high: string, field: RuleFie
  * number); every rule about values (ranges, limits, names) is the API's, whose 400 names the
  * field. When editing, emptied optional fields are sent as null so the change is not lost.
  */
-export function ruleBody(form: RuleForm, editing = false): { body: Record<string, unknown> | null; errors: Partial<Record<RuleField, string>> } {
+export function ruleBody(form: RuleForm, editing = false): { body: Schemas['RulePatch'] | null; errors: Partial<Record<RuleField, string>> } {
   const errors: Partial<Record<RuleField, string>> = {};
   const body: Record<string, unknown> = {
     name: form.name.trim(),
@@ -207,7 +161,7 @@ export function ruleBody(form: RuleForm, editing = false): { body: Record<string
     if (remind === null) errors.remindEvery = 'Enter a number of seconds, or leave it empty for no reminders.';
     else body.remindEverySeconds = remind;
   }
-  return { body: Object.keys(errors).length ? null : body, errors };
+  return { body: Object.keys(errors).length ? null : (body as Schemas['RulePatch']), errors };
 }
 
 /**
@@ -249,7 +203,7 @@ export function conditionText(condition: Condition | null | undefined): string {
   return `equals ${showNumber(condition.equals)}`;
 }
 
-export function scopeText(scope: Scope): string {
+export function scopeText(scope: Schemas['RuleScope']): string {
   if ('deviceId' in scope) return `device ${scope.deviceId}`;
   if ('deviceType' in scope) return `devices of type ${scope.deviceType}`;
   return `devices tagged ${scope.tag}`;
@@ -269,12 +223,11 @@ export function severityRank(severity: string | null | undefined): number {
   return i < 0 ? SEVERITIES.length : i;
 }
 
-/** What raised the alarm, in words: "temperature 91.5 at …" or "last seen …". */
+/** What raised the alarm, in words: "temperature 91.5 at …" (an offline alarm has no reading). */
 export function readingText(reading: Alarm['reading']): string {
   if (!reading) return '';
-  if ('lastSeen' in reading) return reading.lastSeen ? `last seen ${new Date(reading.lastSeen).toLocaleString()}` : 'never reported';
   const value = typeof reading.value === 'string' ? reading.value : String(reading.value);
-  return `${reading.type} ${value} at ${new Date(reading.at).toLocaleString()}`;
+  return `${reading.type} ${value} at ${dateTime(reading.at)}`;
 }
 
 /** The alarm's cause: its rule's name, or "offline". */

@@ -1,14 +1,10 @@
 // Pure helpers, unit-tested in format.test.ts: parsing of API answers' headers, times for
 // people, the downloads of a range, the sparkline's points.
 
-export type Value = number | string | boolean;
+import type { Schemas } from './api/client';
 
-export interface ApiEvent {
-  id: string;
-  type: string;
-  value: Value;
-  at: string;
-}
+/** An event as the API lists it: what the downloads, the chart and the sparkline read. */
+type ApiEvent = Schemas['RecentEvent'];
 
 /** Seconds to wait from a `Retry-After` header: delta-seconds or an HTTP date; 1 s if unusable. */
 export function retryAfterSeconds(header: string | null, now: number = Date.now()): number {
@@ -32,7 +28,12 @@ export function ago(at: string | null | undefined, now: number = Date.now()): st
   return `${Math.floor(seconds / 86400)} d ago`;
 }
 
-export function showValue(value: Value): string {
+/** A timestamp of the API for people, in their locale and time zone; empty when there is none. */
+export function dateTime(at: string | null | undefined): string {
+  return at ? new Date(at).toLocaleString() : '';
+}
+
+export function showValue(value: Schemas['EventValue']): string {
   if (typeof value === 'number') return Number.isInteger(value) ? String(value) : value.toFixed(2).replace(/0+$/, '').replace(/\.$/, '');
   return String(value);
 }

@@ -1,7 +1,9 @@
 import { render } from 'preact';
 import { useEffect, useState } from 'preact/hooks';
+import { Route, Router, Switch } from 'wouter-preact';
+import { useHashLocation } from 'wouter-preact/use-hash-location';
 import './style.css';
-import { configureApi } from './api';
+import { configureApi } from './api/client';
 import {
   ConfigError,
   clearSession,
@@ -13,7 +15,7 @@ import {
   type Config,
   type Session,
 } from './auth';
-import { connection, onConnection } from './status';
+import { connection, onConnection } from './connection';
 import { SignIn } from './pages/SignIn';
 import { Dashboard } from './pages/Dashboard';
 import { DevicePage } from './pages/Device';
@@ -25,6 +27,15 @@ import { Rules } from './pages/Rules';
 /** Hash routes: the console is one index.html, so any static host serves every page. */
 function route(): string {
   return location.hash.replace(/^#/, '') || '/';
+}
+
+/** A path segment as typed in the address bar, decoded (as it was when it is no valid escape). */
+function segment(text: string): string {
+  try {
+    return decodeURIComponent(text);
+  } catch {
+    return text;
+  }
 }
 
 function Banner() {
@@ -47,12 +58,7 @@ function Banner() {
 
 function App({ config, initial }: { config: Config; initial: Session | null }) {
   const [session, setSession] = useState<Session | null>(initial);
-  const [path, setPath] = useState(route());
-  useEffect(() => {
-    const onHash = () => setPath(route());
-    addEventListener('hashchange', onHash);
-    return () => removeEventListener('hashchange', onHash);
-  }, []);
+  const [path] = useHashLocation();
   const signOut = () => {
     clearSession();
     setSession(null);
@@ -86,14 +92,6 @@ function App({ config, initial }: { config: Config; initial: Session | null }) {
       </>
     );
 
-  let page;
-  const device = path.match(/^\/devices\/([^/]+)$/);
-  if (device) page = <DevicePage deviceId={decodeURIComponent(device[1])} />;
-  else if (path === '/register') page = <Register />;
-  else if (path === '/alarms') page = <Alarms />;
-  else if (path === '/rules') page = <Rules />;
-  else if (path === '/operators' && session.admin) page = <Operators />;
-  else page = <Dashboard />;
   const current = (href: string) => (path === href ? 'page' : undefined);
   return (
     <>
@@ -117,7 +115,19 @@ function App({ config, initial }: { config: Config; initial: Session | null }) {
         </span>
       </header>
       <Banner />
-      <main id="main">{page}</main>
+      <main id="main">
+        <Router hook={useHashLocation}>
+          <Switch>
+            <Route path="/devices/:deviceId">{(params) => <DevicePage deviceId={segment(params.deviceId)} />}</Route>
+            <Route path="/register" component={Register} />
+            <Route path="/alarms" component={Alarms} />
+            <Route path="/rules" component={Rules} />
+            {session.admin && <Route path="/operators" component={Operators} />}
+            {/* Any other address: the fleet. */}
+            <Route component={Dashboard} />
+          </Switch>
+        </Router>
+      </main>
     </>
   );
 }

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use lambda_runtime::LambdaEvent;
 use serde::Deserialize;
 use serde_json::{json, Value};
-use shared::model::settings::{number, optional_number};
+use shared::model::settings::{number_setting, optional_number_setting};
 use shared::model::timestamp::{Day, Timestamp};
 use shared::observe::served::serve_run;
 use shared::observe::trace::TraceHeader;
@@ -45,8 +45,8 @@ impl AnalyticsConfig {
     /// Through `lookup` (the environment, or a map in tests).
     pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Self, FleetError> {
         Ok(Self {
-            segments: number(&lookup, "SCAN_SEGMENTS", 4, 1..=1_000_000)?,
-            page_limit: optional_number(&lookup, "SCAN_PAGE_LIMIT", 1..=i32::MAX)?,
+            segments: number_setting(&lookup, "SCAN_SEGMENTS", 4, 1..=1_000_000)?,
+            page_limit: optional_number_setting(&lookup, "SCAN_PAGE_LIMIT", 1..=i32::MAX)?,
         })
     }
 }

@@ -10,15 +10,14 @@ use serde_json::{json, Value};
 
 use shared::http::api::{empty_response, json_response, ApiError, Caller};
 use shared::http::gateway::{DeviceIdPath, Operator, PathParams, QueryParams};
-use shared::model::alarm::{Severity, MAX_RULES_PER_OWNER};
+use shared::model::alarm::severity::Severity;
+use shared::model::alarm::MAX_RULES_PER_OWNER;
 use shared::model::ids::{EventType, RolloutId, Tag};
 use shared::model::status::DeviceStatus;
 use shared::model::timestamp::{Day, Timestamp};
 use shared::ops::alarms::{lifecycle, rules};
 use shared::ops::events::TimeRange;
-use shared::ops::{
-    dashboard, devices, devices_by_status, events, profile, reports, twin, DEFAULT_LIMIT, MAX_LIMIT,
-};
+use shared::ops::{dashboard, devices, events, profile, reports, twin, DEFAULT_LIMIT, MAX_LIMIT};
 use shared::{FleetTable, ValidationError};
 
 /// Default time range of event listings, when `from` is not given.
@@ -143,7 +142,7 @@ async fn get_device(
     State(table): State<FleetTable>,
     DeviceIdPath(id): DeviceIdPath,
 ) -> Answer {
-    let device = devices::get_device(&table, &caller.user_id, &id)
+    let device = devices::read::get_device(&table, &caller.user_id, &id)
         .await?
         .ok_or(ApiError::not_found("device"))?;
     ok(json!({ "device": device }))
@@ -240,7 +239,7 @@ async fn devices_by_status(
         Some(t) => Timestamp::parse_field("seenSince", t)?,
         None => Timestamp::now().plus_seconds(-DEFAULT_RANGE_SECONDS),
     };
-    let list = devices_by_status::devices_by_status(&table, status, since, limit(&q)?).await?;
+    let list = devices::by_status::devices_by_status(&table, status, since, limit(&q)?).await?;
     ok(json!({ "devices": list }))
 }
 

@@ -1,12 +1,12 @@
 //! The `dashboard` Lambda bootstrap: logging, the Router built once, the runtime loop.
 
 use lambda_http::Error;
-use shared::http::gateway::Gateway;
+use shared::http::gateway;
 use shared::FleetTable;
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
     shared::observe::telemetry::init_json_logs();
     let router = dashboard::router(FleetTable::from_env().await?);
-    lambda_http::run(Gateway::new(router)).await
+    lambda_http::run(gateway::app(router)).await
 }

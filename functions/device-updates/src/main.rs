@@ -1,7 +1,7 @@
 //! The `device-updates` Lambda bootstrap: logging, the Router built once, the runtime loop.
 
 use lambda_http::Error;
-use shared::http::gateway::Gateway;
+use shared::http::gateway;
 use shared::ops::limits::RegistrationLimit;
 use shared::FleetTable;
 
@@ -12,5 +12,5 @@ async fn main() -> Result<(), Error> {
         FleetTable::from_env().await?,
         RegistrationLimit::from_env()?,
     );
-    lambda_http::run(Gateway::new(router)).await
+    lambda_http::run(gateway::app(router)).await
 }

@@ -8,7 +8,7 @@
 //! desired state, commands) comes back in the answer, read only when something is pending.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use axum::body::Bytes;
 use axum::extract::State;
@@ -16,37 +16,31 @@ use axum::routing::post;
 use axum::{Extension, Router};
 use lambda_http::http::{header, HeaderMap, StatusCode};
 use lambda_http::Context;
-use serde::Deserialize;
-use serde_json::json;
+use serde::{Deserialize, Serialize};
 
-use shared::http::api::{json_bytes, json_response, ApiError};
+use shared::http::api::{json_response, parse_json_body, ApiError};
 use shared::http::gateway::DeviceIdPath;
+use shared::model::ids::EventId;
 use shared::model::optional::not_null;
 use shared::model::timestamp::Timestamp;
-use shared::ops::ingest::{validate_batch, IngestConfig, Ingestor, NewEvent, SubmittedEvent};
-use shared::ops::twin::device::{
-    apply_report, pending_work, sync_device, DeviceReport, SubmittedAck, SubmittedReport,
+use shared::ops::ingest::{
+    batch_deadline, validate_batch, BatchReceipt, IncompleteBatch, Ingestor, NewEvent,
+    SubmittedEvent,
 };
-use shared::ops::twin::TwinWork;
-use shared::store::deadline::Deadline;
-use shared::store::table::RETRY_AFTER_SECONDS;
-use shared::{FleetError, FleetTable};
+use shared::ops::twin::device::{DeviceReport, SubmittedAck, SubmittedReport, TwinReply};
+use shared::FleetError;
 
 /// Largest request body: 100 events with ids, types and long text values fit well within it.
 pub const MAX_INGEST_BODY_BYTES: usize = 64 * 1024;
 
-/// Time kept in reserve before the Lambda's deadline to answer the device.
-const ANSWER_MARGIN: Duration = Duration::from_millis(500);
-
 /// The function's `Timeout` in `template.yaml` (`Globals`): the time an invocation gets when
-/// the runtime sends no usable deadline (see [`shared::store::deadline`]).
+/// the runtime sends no usable deadline (see [`batch_deadline`]).
 pub const TIMEOUT: Duration = Duration::from_secs(10);
 
 /// What every request of this execution environment shares: the table client and the warm
 /// registration and live-state caches, built once.
 pub async fn ingestor_from_env() -> Result<Arc<Ingestor>, FleetError> {
-    let table = FleetTable::from_env().await?;
-    Ok(Arc::new(Ingestor::new(table, IngestConfig::from_env()?)))
+    Ok(Arc::new(Ingestor::from_env().await?))
 }
 
 /// The function's routes: a batch of events, and a sync for a device with nothing to send.
@@ -92,15 +86,15 @@ async fn sync(
     let body: SyncBody = if body.iter().all(u8::is_ascii_whitespace) {
         SyncBody::default()
     } else {
-        json_bytes(&headers, &body, MAX_SYNC_BODY_BYTES)?
+        parse_json_body(&headers, &body, MAX_SYNC_BODY_BYTES)?
     };
     let report = DeviceReport::parse(body.reported, body.acks)?;
-    let work = sync_device(ingestor.table(), &registration, &report).await?;
-    shared::store::metrics::RequestMeter::add_figure("TwinRequests", f64::from(work.requests));
-    Ok(json_response(StatusCode::OK, &work))
+    let reply: TwinReply = ingestor.sync(&registration, &report).await?;
+    Ok(json_response(StatusCode::OK, &reply))
 }
 
-/// `POST /devices/{deviceId}/events` (AP-14).
+/// `POST /devices/{deviceId}/events` (AP-14): 200 with the stored ids and the twin's reply,
+/// or 503 with `Retry-After` naming the ids to resend.
 async fn ingest_events(
     State(ingestor): State<Arc<Ingestor>>,
     DeviceIdPath(device): DeviceIdPath,
@@ -117,68 +111,46 @@ async fn ingest_events(
         ingestor.table().config.retention_days,
         ingestor.config().max_clock_skew,
     )?;
-    // The report and acknowledgements go out with the batch's writes (none when the device
-    // sends neither), so they add no round of requests.
-    let (outcome, reported) = tokio::join!(
-        ingestor.ingest(
-            &registration,
-            events,
-            deadline(lambda.map(|Extension(ctx)| ctx)),
-        ),
-        async {
-            if report.is_empty() {
-                Ok((None, Vec::new(), 0))
-            } else {
-                apply_report(ingestor.table(), &registration, &report).await
-            }
-        }
-    );
-    let outcome = outcome?;
-    let (report_versions, acknowledged, requests) = reported?;
-    shared::store::metrics::RequestMeter::add_figure(
-        "EventsAccepted",
-        outcome.accepted.len() as f64,
-    );
-    shared::store::metrics::RequestMeter::add_figure("EventsFailed", outcome.failed.len() as f64);
-    if outcome.failed.is_empty() {
-        // Pending work, from the versions the live-state update returned: nothing is read
-        // when nothing is pending. Only a replay (no update sent) reads the live state.
-        let versions = match (outcome.twin, report_versions) {
-            (Some(a), Some(b)) => Some(a.newest(b)),
-            (a, b) => a.or(b),
-        };
-        let work = TwinWork {
-            acknowledged,
-            requests,
-            ..TwinWork::default()
-        };
-        let work = pending_work(ingestor.table(), &registration, versions, work).await?;
-        shared::store::metrics::RequestMeter::add_figure("TwinRequests", f64::from(work.requests));
-        let mut answer =
-            json!({ "accepted": outcome.accepted.len(), "eventIds": outcome.accepted });
-        if let (Some(answer), serde_json::Value::Object(twin)) = (
-            answer.as_object_mut(),
-            serde_json::to_value(&work).map_err(FleetError::internal)?,
-        ) {
-            answer.extend(twin);
-        }
-        return Ok(json_response(StatusCode::OK, &answer));
-    }
+    let deadline = batch_deadline(lambda.map(|Extension(ctx)| ctx.deadline()), TIMEOUT);
+    let receipt = ingestor
+        .receive(&registration, events, &report, deadline)
+        .await?;
+    let incomplete = match receipt {
+        BatchReceipt::Stored(stored) => return Ok(json_response(StatusCode::OK, &stored)),
+        BatchReceipt::Incomplete(incomplete) => incomplete,
+    };
     let mut response = json_response(
         StatusCode::SERVICE_UNAVAILABLE,
-        &json!({
-            "error": {
-                "code": "partially_stored",
-                "message": "some events were not stored: resend the failed ids",
+        &PartiallyStored {
+            accepted: &incomplete.accepted,
+            error: ErrorText {
+                code: "partially_stored",
+                message: "some events were not stored: resend the failed ids",
             },
-            "accepted": outcome.accepted,
-            "failed": outcome.failed,
-        }),
+            failed: &incomplete.failed,
+        },
     );
-    response
-        .headers_mut()
-        .insert(header::RETRY_AFTER, RETRY_AFTER_SECONDS.into());
+    response.headers_mut().insert(
+        header::RETRY_AFTER,
+        IncompleteBatch::RETRY_AFTER_SECONDS.into(),
+    );
     Ok(response)
+}
+
+/// The 503 answer: the error contract's `error` beside the ids (keys in the order the answer
+/// always had).
+#[derive(Serialize)]
+struct PartiallyStored<'a> {
+    accepted: &'a [EventId],
+    error: ErrorText,
+    failed: &'a [EventId],
+}
+
+/// The error contract's `{"code", "message"}`.
+#[derive(Serialize)]
+struct ErrorText {
+    code: &'static str,
+    message: &'static str,
 }
 
 /// The request's batch, validated: a JSON body (with its headers) of at most [`MAX_INGEST_BODY_BYTES`] holding
@@ -204,7 +176,7 @@ pub fn parse_request(
     retention_days: u32,
     max_clock_skew: Duration,
 ) -> Result<(Vec<NewEvent>, DeviceReport), ApiError> {
-    let body: IngestBody = json_bytes(headers, body, MAX_INGEST_BODY_BYTES)?;
+    let body: IngestBody = parse_json_body(headers, body, MAX_INGEST_BODY_BYTES)?;
     let events = validate_batch(body.events, now, retention_days, max_clock_skew)?;
     let report = DeviceReport::parse(body.reported, body.acks)?;
     Ok((events, report))
@@ -215,13 +187,4 @@ fn bearer_token(headers: &HeaderMap) -> Option<&str> {
     let (scheme, token) = value.split_once(' ')?;
     let token = token.trim();
     (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then_some(token)
-}
-
-/// When retrying must stop: the Lambda's deadline (one rule for every function,
-/// [`Deadline::from_lambda`]) less a margin to answer; outside Lambda (no context), the
-/// ingestor's own retry window applies.
-fn deadline(lambda: Option<Context>) -> Instant {
-    lambda
-        .map(|ctx| Deadline::from_lambda(ctx.deadline(), TIMEOUT).less(ANSWER_MARGIN))
-        .unwrap_or_else(|| Instant::now() + Duration::from_secs(3600))
 }

@@ -1,6 +1,6 @@
 //! The local HTTP API, one axum server: API Gateway's part as two layers (the routes of
 //! `template.yaml` with their limits and route keys, then a stand-in for the JWT authorizer),
-//! and behind them the functions' own Routers merged, served through the same [`Gateway`] as
+//! and behind them the functions' own Routers merged, served through the same [`gateway::app`] as
 //! the Lambdas. Each request reaches them as the API Gateway HTTP API (payload 2.0) event the
 //! function would receive. The stand-in authorizer admits tokens it issued itself; it lives in
 //! this crate, which no Lambda depends on, so it can never ship.
@@ -18,7 +18,7 @@ use axum::middleware::{self, Next};
 use axum::response::Response;
 use axum::Router;
 use serde_json::json;
-use shared::http::gateway::Gateway;
+use shared::http::gateway::{self, Metered};
 use shared::FleetTable;
 use tokio::net::TcpListener;
 
@@ -91,7 +91,7 @@ pub struct DevServer {
     routes: Vec<HttpRoute>,
     /// The `CodeUri`s that have a Router; a template route of another function is a 501.
     served: BTreeSet<String>,
-    functions: Gateway,
+    functions: Metered<Router>,
     /// The stand-in JWT authorizer.
     pub authorizer: LocalAuthorizer,
     request_counter: AtomicU64,
@@ -122,7 +122,7 @@ impl DevServer {
         Self {
             routes: template.routes.clone(),
             served,
-            functions: Gateway::new(functions),
+            functions: gateway::app(functions),
             authorizer: LocalAuthorizer::default(),
             request_counter: AtomicU64::new(0),
         }

@@ -13,7 +13,7 @@ use serde_json::{json, Value};
 use shared::model::entities::EntityType;
 use shared::model::ids::{DeviceId, DeviceType, UserId};
 use shared::model::timestamp::Timestamp;
-use shared::ops::devices::{register_device, DeviceRegistration};
+use shared::ops::devices::register::{register_device, DeviceRegistration};
 use shared::ops::ingest::{IngestConfig, Ingestor};
 use shared::FleetTable;
 
@@ -169,8 +169,7 @@ async fn send_batches(
 ) -> SenderResult {
     // One sender, one execution environment: the Router (holding its ingestor by `Arc`) is
     // built once, as the Lambda builds it.
-    let gateway =
-        shared::http::gateway::Gateway::new(ingest::router(std::sync::Arc::new(ingestor)));
+    let gateway = shared::http::gateway::app(ingest::router(std::sync::Arc::new(ingestor)));
     let mut sent = BTreeSet::new();
     let mut acked = BTreeSet::new();
     let mut answers = BTreeMap::new();

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 use shared::model::ids::{DeviceId, DeviceType, Tag, UserId};
 use shared::model::timestamp::Timestamp;
-use shared::ops::devices::{register_device, DeviceRegistration};
+use shared::ops::devices::register::{register_device, DeviceRegistration};
 use shared::FleetTable;
 
 use fleet_dev::dev_server::{serve, DevServer};

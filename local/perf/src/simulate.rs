@@ -22,24 +22,29 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use rand_distr::{Distribution, LogNormal, Zipf};
 use serde::Deserialize;
-use shared::model::alarm::AlarmState;
-use shared::model::entities::alarm::{AlarmItem, REMINDER_SHARDS};
+use shared::model::alarm::status::AlarmState;
+use shared::model::entities::alarm::AlarmItem;
+use shared::model::entities::alarm::REMINDER_SHARDS;
 use shared::model::entities::device::DeviceItem;
+use shared::model::entities::device_state::DeviceStateItem;
 use shared::model::entities::device_state::{
-    due_gsi3pk, placement, state_pk, status_gsi1pk, DeviceStateItem, DUE_SHARDS,
+    due_gsi3pk, placement, state_pk, status_gsi1pk, DUE_SHARDS,
 };
-use shared::model::entities::event::{device_type_gsi1pk, EventItem};
-use shared::model::entities::open_alarm::{open_alarms_gsi3pk, OpenAlarmItem, OPEN_ALARM_SHARDS};
+use shared::model::entities::event::device_type_gsi1pk;
+use shared::model::entities::event::EventItem;
+use shared::model::entities::open_alarm::OpenAlarmItem;
+use shared::model::entities::open_alarm::{open_alarms_gsi3pk, OPEN_ALARM_SHARDS};
 use shared::model::entities::profile::ProfileItem;
-use shared::model::entities::registration::{registration_pk, RegistrationItem};
+use shared::model::entities::registration::registration_pk;
+use shared::model::entities::registration::RegistrationItem;
 use shared::model::entities::tag_link::TagLinkItem;
-use shared::model::entities::type_mark::{
-    type_gsi1pk, type_window, TypeMarkItem, TYPE_WINDOW_SECONDS,
-};
+use shared::model::entities::type_mark::TypeMarkItem;
+use shared::model::entities::type_mark::{type_gsi1pk, type_window, TYPE_WINDOW_SECONDS};
 use shared::model::entities::Entity;
 use shared::model::ids::{DeviceId, DeviceType, EventId, EventType, Tag, UserId};
 use shared::model::keys::event_pk;
-use shared::model::offline::{OFFLINE_SEVERITY, SEEN_GRANULARITY_SECONDS};
+use shared::model::offline::OFFLINE_SEVERITY;
+use shared::model::offline::SEEN_GRANULARITY_SECONDS;
 use shared::model::pattern_id::PatternId;
 use shared::model::readings::{derive_event_id, EventValue, StoredEvent, StoredReading};
 use shared::model::schema::INDEXES;

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 use shared::model::ids::{DeviceId, DeviceType, UserId};
 use shared::model::timestamp::Timestamp;
-use shared::ops::devices::{register_device, DeviceRegistration};
+use shared::ops::devices::register::{register_device, DeviceRegistration};
 use shared::ops::ingest::{IngestConfig, Ingestor};
 use shared::FleetTable;
 
@@ -62,7 +62,7 @@ pub async fn measure(
     }
     let ingestor = std::sync::Arc::new(Ingestor::new(table.clone(), IngestConfig::default()));
     // One execution environment: the Router is built once, as the Lambda builds it.
-    let gateway = shared::http::gateway::Gateway::new(ingest::router(ingestor));
+    let gateway = shared::http::gateway::app(ingest::router(ingestor));
     let start = Instant::now();
     let now = Timestamp::now();
     let per_device = tokens.iter().enumerate().map(|(d, token)| {

@@ -2,7 +2,8 @@
 //! API uses.
 
 use aws_sdk_dynamodb::types::AttributeValue;
-use shared::model::alarm::{Rule, RuleDefinition, RuleId};
+use shared::model::alarm::ids::RuleId;
+use shared::model::alarm::rule::{Rule, RuleDefinition};
 use shared::model::entities::registration::RegistrationItem;
 use shared::model::entities::rule_set::RuleSetItem;
 use shared::model::entities::Entity;
@@ -11,7 +12,7 @@ use shared::model::expression::{Expressions, Update};
 use shared::model::ids::{DeviceId, DeviceType, Tag, UserId};
 use shared::model::timestamp::Timestamp;
 use shared::model::token::sha256_hex;
-use shared::ops::devices::{register_device, DeviceRegistration};
+use shared::ops::devices::register::{register_device, DeviceRegistration};
 use shared::ops::ingest::{validate_batch, IngestConfig, Ingestor, SubmittedEvent};
 use shared::ops::profile::{upsert_profile, ProfileUpdate};
 use shared::store::with_expressions::WithExpressions;

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use axum::Router;
 use lambda_http::{Body, Request, Response};
 use serde_json::{json, Value};
-use shared::http::gateway::Gateway;
+use shared::http::gateway;
 use shared::ops::ingest::{IngestConfig, Ingestor};
 use shared::ops::limits::RegistrationLimit;
 use shared::FleetTable;
@@ -39,14 +39,11 @@ pub fn router_for(code_uri: &str, table: &FleetTable) -> Option<Router> {
 }
 
 /// The handler for the function whose `CodeUri` is `code_uri`: its Router (see
-/// [`router_for`]), built once and served through the same [`Gateway`] as its Lambda
+/// [`router_for`]), built once and served through the same [`gateway::app`] as its Lambda
 /// bootstrap.
 pub fn handler_for(code_uri: &str, table: &FleetTable) -> Option<Handler> {
-    let gateway = Gateway::new(router_for(code_uri, table)?);
-    Some(Arc::new(move |req| {
-        let gateway = gateway.clone();
-        Box::pin(async move { gateway.handle(req).await })
-    }))
+    let gateway = gateway::app(router_for(code_uri, table)?);
+    Some(Arc::new(move |req| Box::pin(gateway.handle(req))))
 }
 
 /// Why an event could not be invoked.

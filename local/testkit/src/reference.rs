@@ -16,7 +16,7 @@ use shared::model::entities::registration::RegistrationItem;
 use shared::model::ids::{DeviceId, DeviceType, Tag, UserId};
 use shared::model::timestamp::Timestamp;
 use shared::ops::analytics::{run_daily_report, RunPlan};
-use shared::ops::devices::{register_device, DeviceRegistration};
+use shared::ops::devices::register::{register_device, DeviceRegistration};
 use shared::ops::ingest::{validate_batch, IngestConfig, IngestOutcome, Ingestor, SubmittedEvent};
 use shared::ops::profile::{upsert_profile, ProfileUpdate};
 use shared::{FleetError, FleetTable};
@@ -120,7 +120,7 @@ pub async fn seed(table: &FleetTable) -> Result<Tokens, FleetError> {
             tokens.insert(device_id, token);
         }
     }
-    cases::seed_alarm_fixtures(table).await?;
+    cases::alarms::seed_alarm_fixtures(table).await?;
     let plan = RunPlan::new(now().day(), 4, Instant::now() + Duration::from_secs(60))?;
     let outcome = run_daily_report(table, &plan).await?;
     if !outcome.complete {

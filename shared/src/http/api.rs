@@ -1,17 +1,14 @@
 //! HTTP plumbing shared by the API functions: the caller from the JWT authorizer's claims,
-//! JSON bodies with limits, the error contract, and one log line per request.
-
-use std::future::Future;
+//! JSON bodies with limits and the error contract.
 
 use lambda_http::http::{header, HeaderMap, HeaderValue, StatusCode};
 use lambda_http::request::RequestContext;
-use lambda_http::{Body, Request, RequestExt, Response};
+use lambda_http::RequestExt;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
 use crate::model::error::{FleetError, ValidationError};
 use crate::model::ids::UserId;
-use crate::observe::served::{serve_observed, Served};
 use crate::store::metrics::{RequestMeter, DEPENDENCY_UNREACHABLE};
 
 /// Largest JSON body the owner routes accept.
@@ -344,7 +341,7 @@ pub fn is_json_media_type(value: &str) -> bool {
 /// The JSON body as `T`, from a request's headers and body bytes: 415 when declared as
 /// another media type, 413 over `max_bytes`, 400 naming the field for malformed or unexpected
 /// content (including JSON nested deeper than serde_json's recursion limit of 128).
-pub fn json_bytes<T: DeserializeOwned>(
+pub fn parse_json_body<T: DeserializeOwned>(
     headers: &HeaderMap,
     bytes: &[u8],
     max_bytes: usize,
@@ -374,67 +371,6 @@ pub fn json_bytes<T: DeserializeOwned>(
     de.end()
         .map_err(|_| ApiError::invalid("body", "trailing characters after the JSON value"))?;
     Ok(value)
-}
-
-/// Runs `handler` for one request: meters its DynamoDB work, turns errors into the error
-/// contract, writes its metrics document ([`crate::observe::emf`]) and logs one JSON line (route,
-/// status, latency, DynamoDB requests, attempts and consumed capacity). Nothing from headers
-/// or bodies is logged, so tokens never are.
-pub async fn serve<F, Fut>(req: Request, handler: F) -> Response<Body>
-where
-    F: FnOnce(Request) -> Fut,
-    Fut: Future<Output = Response<Body>>,
-{
-    let route = route_key(&req);
-    let trace = req
-        .lambda_context_ref()
-        .and_then(|c| c.xray_trace_id.as_deref())
-        .and_then(crate::observe::trace::TraceHeader::parse);
-    let request_id = match req.request_context_ref() {
-        Some(RequestContext::ApiGatewayV2(ctx)) => ctx.request_id.clone(),
-        _ => None,
-    };
-    // An id, so a property of the metrics document, never a dimension.
-    let device_id = req
-        .path_parameters_ref()
-        .and_then(|p| p.first("deviceId").map(String::from));
-    let meter = RequestMeter::current().unwrap_or_default();
-    let work = handler(req);
-    let Served {
-        outcome: response,
-        used,
-        latency_ms,
-        ..
-    } = serve_observed(meter, trace.as_ref(), &route, work, |r| r.status().as_u16()).await;
-    crate::observe::emf::emit(&crate::observe::emf::request_document(
-        &crate::observe::emf::RequestFigures {
-            route: &route,
-            status: response.status().as_u16(),
-            latency_ms,
-            used: &used,
-            request_id: request_id.as_deref(),
-            device_id: device_id.as_deref(),
-            trace_id: trace.as_ref().map(|t| t.root.as_str()),
-        },
-        crate::observe::emf::take_cold_start(),
-    ));
-    tracing::info!(
-        route = %route,
-        status = response.status().as_u16(),
-        latency_ms,
-        ddb_requests = used.requests(),
-        ddb_attempts = used.attempts,
-        rcu = used.read_units,
-        wcu = used.write_units,
-        request_id = request_id.as_deref().unwrap_or(""),
-        // Only on a request that gave up because DynamoDB could not be reached.
-        dependency_unreachable = used
-            .figures
-            .contains_key(DEPENDENCY_UNREACHABLE)
-            .then_some(true),
-        "request"
-    );
-    response
 }
 
 #[cfg(test)]

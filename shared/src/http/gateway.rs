@@ -1,11 +1,13 @@
-//! One function shape for the HTTP functions: an axum [`Router`] with typed extractors, served
-//! as API Gateway would serve it ([`Gateway`]): the Lambda bootstrap, the dev server and the
-//! tests all call the same Router through it.
+//! One function shape for the HTTP functions: an axum [`Router`] with typed extractors, under
+//! [`MeteringLayer`], a tower layer that serves it as API Gateway would: the Lambda bootstrap
+//! (`lambda_http::run(gateway::app(router))`), the dev server and the tests all call the same
+//! Router through it.
 //!
 //! API Gateway has already routed the request: its route key and decoded path parameters are
 //! what the function must act on. The URI lambda_http builds can differ (a stage prefix such
-//! as `/prod/me`, `.`/`..` segments normalised away), so [`Gateway`] routes on the path API
-//! Gateway matched, rebuilt from the route key and the path parameters; outside API Gateway
+//! as `/prod/me`, `.`/`..` segments normalised away), so the layer routes on the path API
+//! Gateway matched, rebuilt from the route key and the path parameters, each percent-encoded
+//! so a parameter such as `..` stays one segment (the dot-segment guard); outside API Gateway
 //! (no route key) the URI is routed as it is.
 
 use std::convert::Infallible;
@@ -21,58 +23,148 @@ use lambda_http::request::RequestContext;
 use lambda_http::{Body, Request, RequestExt, Response};
 use percent_encoding::{utf8_percent_encode, NON_ALPHANUMERIC};
 use serde::de::DeserializeOwned;
-use tower::{Service, ServiceExt};
+use tower::{Layer, Service, ServiceExt};
 
 use crate::http::api::{self, ApiError, Caller};
 use crate::model::ids::DeviceId;
+use crate::observe::emf::{self, RequestFigures};
+use crate::observe::served::{serve_observed, Served};
+use crate::observe::trace::TraceHeader;
+use crate::store::metrics::{RequestMeter, DEPENDENCY_UNREACHABLE};
 
-/// A function's Router served as API Gateway serves it: routed on the route key, metered,
-/// errors in the project's contract (a route or method the function does not serve is the
-/// `no_route` 404), one JSON log line per request. `lambda_http::run` takes it as the
-/// Lambda's service.
+/// A function's Router as `lambda_http::run` serves it: a route or method the function does
+/// not serve is the `no_route` 404 of the error contract, body limits are each route's own
+/// (413 in the contract; API Gateway caps payloads before the function), and every request
+/// goes through [`MeteringLayer`].
+pub fn app(router: Router) -> Metered<Router> {
+    let router = router
+        .fallback(no_route)
+        .method_not_allowed_fallback(no_route)
+        .layer(DefaultBodyLimit::disable());
+    MeteringLayer.layer(router)
+}
+
+/// Metering and tracing of API Gateway requests, as a tower layer over a function's Router:
+/// each request is routed on the route key API Gateway matched, its DynamoDB work metered,
+/// its X-Ray segment written, and it writes one EMF document ([`crate::observe::emf`]) and logs
+/// one JSON line (route, status, latency, DynamoDB requests, attempts and consumed capacity).
+/// Nothing from headers or bodies is logged, so tokens never are.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct MeteringLayer;
+
+impl<S> Layer<S> for MeteringLayer {
+    type Service = Metered<S>;
+
+    fn layer(&self, inner: S) -> Metered<S> {
+        Metered { inner }
+    }
+}
+
+/// A service under [`MeteringLayer`]: takes the Lambda's request, answers the Lambda's response.
 #[derive(Clone, Debug)]
-pub struct Gateway {
-    router: Router,
+pub struct Metered<S> {
+    inner: S,
 }
 
-impl Gateway {
-    /// Serves `router` (its routes with their state already given).
-    pub fn new(router: Router) -> Self {
-        let router = router
-            .fallback(no_route)
-            .method_not_allowed_fallback(no_route)
-            // Body limits are each route's own (413 in the error contract); API Gateway
-            // caps payloads before the function.
-            .layer(DefaultBodyLimit::disable());
-        Self { router }
-    }
-
-    /// One API Gateway request.
-    pub async fn handle(&self, req: Request) -> Response<Body> {
-        let router = self.router.clone();
-        api::serve(req, |req| async move {
-            let response = router
-                .oneshot(as_routed(req))
-                .await
-                .unwrap_or_else(|never| match never {});
-            into_lambda_response(response).await
-        })
-        .await
+impl<S> Metered<S>
+where
+    S: Service<Request, Response = axum::response::Response, Error = Infallible>
+        + Clone
+        + Send
+        + 'static,
+    S::Future: Send,
+{
+    /// One API Gateway request (what [`Service::call`] does, without its `Result`: it never
+    /// fails, errors are answers in the contract).
+    pub fn handle(&self, req: Request) -> impl Future<Output = Response<Body>> + Send + 'static {
+        metered(self.inner.clone(), req)
     }
 }
 
-impl Service<Request> for Gateway {
+/// [`Metered::handle`]: `req` through `inner`, metered, traced and logged.
+async fn metered<S>(inner: S, req: Request) -> Response<Body>
+where
+    S: Service<Request, Response = axum::response::Response, Error = Infallible> + Send,
+    S::Future: Send,
+{
+    let route = api::route_key(&req);
+    let trace = req
+        .lambda_context_ref()
+        .and_then(|c| c.xray_trace_id.as_deref())
+        .and_then(TraceHeader::parse);
+    let request_id = match req.request_context_ref() {
+        Some(RequestContext::ApiGatewayV2(ctx)) => ctx.request_id.clone(),
+        _ => None,
+    };
+    // An id, so a property of the metrics document, never a dimension.
+    let device_id = req
+        .path_parameters_ref()
+        .and_then(|p| p.first("deviceId").map(String::from));
+    let meter = RequestMeter::current().unwrap_or_default();
+    let work = async move {
+        let response = inner
+            .oneshot(as_routed(req))
+            .await
+            .unwrap_or_else(|never| match never {});
+        into_lambda_response(response).await
+    };
+    let Served {
+        outcome: response,
+        used,
+        latency_ms,
+        ..
+    } = serve_observed(meter, trace.as_ref(), &route, work, |r| r.status().as_u16()).await;
+    emf::emit(&emf::request_document(
+        &RequestFigures {
+            route: &route,
+            status: response.status().as_u16(),
+            latency_ms,
+            used: &used,
+            request_id: request_id.as_deref(),
+            device_id: device_id.as_deref(),
+            trace_id: trace.as_ref().map(|t| t.root.as_str()),
+        },
+        emf::take_cold_start(),
+    ));
+    tracing::info!(
+        route = %route,
+        status = response.status().as_u16(),
+        latency_ms,
+        ddb_requests = used.requests(),
+        ddb_attempts = used.attempts,
+        rcu = used.read_units,
+        wcu = used.write_units,
+        request_id = request_id.as_deref().unwrap_or(""),
+        // Only on a request that gave up because DynamoDB could not be reached.
+        dependency_unreachable = used
+            .figures
+            .contains_key(DEPENDENCY_UNREACHABLE)
+            .then_some(true),
+        "request"
+    );
+    response
+}
+
+impl<S> Service<Request> for Metered<S>
+where
+    S: Service<Request, Response = axum::response::Response, Error = Infallible>
+        + Clone
+        + Send
+        + 'static,
+    S::Future: Send,
+{
     type Response = Response<Body>;
     type Error = Infallible;
     type Future = Pin<Box<dyn Future<Output = Result<Response<Body>, Infallible>> + Send>>;
 
     fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        // The inner service is cloned per request (a Router is always ready).
         Poll::Ready(Ok(()))
     }
 
     fn call(&mut self, req: Request) -> Self::Future {
-        let gateway = self.clone();
-        Box::pin(async move { Ok(gateway.handle(req).await) })
+        let response = self.handle(req);
+        Box::pin(async move { Ok(response.await) })
     }
 }
 

@@ -31,7 +31,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::model::alarm::Severity;
+use crate::model::alarm::severity::Severity;
 use crate::model::error::ValidationError;
 use crate::model::ids::DeviceId;
 use crate::model::timestamp::Timestamp;

@@ -10,7 +10,7 @@ use serde::Deserialize;
 
 /// For `#[serde(default, deserialize_with = "not_null")]` on an `Option<T>` field: absent is
 /// `None`, a value is `Some`, and `null` is an error at the field's path (a 400
-/// `invalid_request` whose `field` names it, through `http::api::json_bytes`).
+/// `invalid_request` whose `field` names it, through `http::api::parse_json_body`).
 pub fn not_null<'de, D, T>(deserializer: D) -> Result<Option<T>, D::Error>
 where
     D: Deserializer<'de>,

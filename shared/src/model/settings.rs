@@ -1,8 +1,8 @@
 //! Function configuration, from the environment only, so any Lambda runtime can drive them.
 //!
 //! One style for every function's settings: a struct with `from_env()` and
-//! `from_lookup(lookup)` (a map in tests), each number read by [`number`] /
-//! [`optional_number`] so a bad value is an error naming the variable.
+//! `from_lookup(lookup)` (a map in tests), each number read by [`number_setting`] /
+//! [`optional_number_setting`] so a bad value is an error naming the variable.
 
 use crate::model::error::FleetError;
 
@@ -57,13 +57,14 @@ impl FleetConfig {
             .filter(|v| !v.trim().is_empty())
             .ok_or_else(|| FleetError::Internal("TABLE_NAME is not set".into()))?;
         let defaults = ShardCounts::default();
-        let event_type = number(&lookup, "EVENT_TYPE_SHARDS", defaults.event_type, 1..=1000)?;
+        let event_type =
+            number_setting(&lookup, "EVENT_TYPE_SHARDS", defaults.event_type, 1..=1000)?;
         Ok(Self {
             table_name,
-            retention_days: number(&lookup, "RETENTION_DAYS", 90, 1..=3650)?,
+            retention_days: number_setting(&lookup, "RETENTION_DAYS", 90, 1..=3650)?,
             shards: ShardCounts {
-                status: number(&lookup, "STATUS_SHARDS", defaults.status, 1..=1000)?,
-                active_status: number(
+                status: number_setting(&lookup, "STATUS_SHARDS", defaults.status, 1..=1000)?,
+                active_status: number_setting(
                     &lookup,
                     "ACTIVE_STATUS_SHARDS",
                     defaults.active_status,
@@ -76,13 +77,13 @@ impl FleetConfig {
                     event_type,
                 )?,
             },
-            devices_per_partition: number(
+            devices_per_partition: number_setting(
                 &lookup,
                 "DEVICES_PER_SHARD",
                 DEFAULT_DEVICES_PER_PARTITION,
                 1..=100_000,
             )?,
-            token_overlap_seconds: number(
+            token_overlap_seconds: number_setting(
                 &lookup,
                 "TOKEN_OVERLAP_SECONDS",
                 DEFAULT_TOKEN_OVERLAP_SECONDS,
@@ -94,7 +95,7 @@ impl FleetConfig {
 
 /// The setting `name` read through `lookup`: `default` when unset or blank, an error naming
 /// the variable when it is not a number in `range`. Every function setting is read this way.
-pub fn number<T>(
+pub fn number_setting<T>(
     lookup: &impl Fn(&str) -> Option<String>,
     name: &str,
     default: T,
@@ -103,11 +104,11 @@ pub fn number<T>(
 where
     T: std::str::FromStr + PartialOrd + std::fmt::Display + Copy,
 {
-    Ok(optional_number(lookup, name, range)?.unwrap_or(default))
+    Ok(optional_number_setting(lookup, name, range)?.unwrap_or(default))
 }
 
-/// Like [`number`] for a setting without a default: `None` when unset or blank.
-pub fn optional_number<T>(
+/// Like [`number_setting`] for a setting without a default: `None` when unset or blank.
+pub fn optional_number_setting<T>(
     lookup: &impl Fn(&str) -> Option<String>,
     name: &str,
     range: std::ops::RangeInclusive<T>,

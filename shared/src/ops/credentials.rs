@@ -12,8 +12,7 @@ use aws_sdk_dynamodb::types::ReturnValue;
 use serde::Serialize;
 
 use crate::model::entities::registration::RegistrationItem;
-use crate::model::entities::Entity;
-use crate::model::entities::ItemKey;
+use crate::model::entities::{Entity, ItemKey};
 use crate::model::error::FleetError;
 use crate::model::expression::{Condition, Expressions, Update};
 use crate::model::ids::{DeviceId, UserId};

@@ -205,7 +205,7 @@ pub async fn device_events(
     if items.is_empty()
         && start_key.is_none()
         && last.is_none()
-        && crate::ops::devices::get_device(table, user, device)
+        && crate::ops::devices::read::get_device(table, user, device)
             .await?
             .is_none()
     {

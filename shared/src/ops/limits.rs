@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use crate::model::error::FleetError;
 use crate::model::ids::UserId;
-use crate::model::settings::number;
+use crate::model::settings::number_setting;
 
 /// A rate: `per_second` tokens refill each second, up to `burst`.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -135,7 +135,7 @@ impl RegistrationLimit {
     /// The limit read through `lookup` (the environment, or a map in tests).
     pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Self, FleetError> {
         Ok(Self {
-            per_hour: number(&lookup, "REGISTRATIONS_PER_USER_PER_HOUR", 0, 0..=1_000_000)?,
+            per_hour: number_setting(&lookup, "REGISTRATIONS_PER_USER_PER_HOUR", 0, 0..=1_000_000)?,
         })
     }
 

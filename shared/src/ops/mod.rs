@@ -6,7 +6,6 @@ pub mod catalog;
 pub mod credentials;
 pub mod dashboard;
 pub mod devices;
-pub mod devices_by_status;
 pub mod events;
 pub mod ingest;
 pub mod limits;

@@ -3,8 +3,7 @@
 //! it without importing one another).
 
 use crate::model::entities::device::DeviceItem;
-use crate::model::entities::Entity;
-use crate::model::entities::ItemKey;
+use crate::model::entities::{Entity, ItemKey};
 use crate::model::error::FleetError;
 use crate::model::ids::{DeviceId, UserId};
 use crate::store::table::{sdk_error, FleetTable};

@@ -127,7 +127,7 @@ pub struct BudgetScale {
     /// Whether the pattern's documented extra request applies: name, type or tags changed
     /// (FixedPlusSync), or the first page was empty (PerPagePlusEmptyCheck).
     pub follow_up: bool,
-    /// Requests a device's twin work justifies ([`crate::ops::twin::TwinWork::requests`]): one
+    /// Requests a device's twin work justifies ([`crate::ops::twin::TwinReply::requests`]): one
     /// per acknowledgement, two for a report, one read per pending kind (desired, commands),
     /// one write per command delivered the first time and one for the queue's watermark.
     pub twin: u32,

@@ -2,8 +2,7 @@
 
 use super::analytics::DailyReport;
 use crate::model::entities::report::ReportItem;
-use crate::model::entities::Entity;
-use crate::model::entities::ItemKey;
+use crate::model::entities::{Entity, ItemKey};
 use crate::model::error::FleetError;
 use crate::model::pattern_id::PatternId;
 use crate::model::timestamp::Day;

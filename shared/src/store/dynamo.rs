@@ -17,8 +17,7 @@ use aws_sdk_dynamodb::error::ProvideErrorMetadata;
 use aws_sdk_dynamodb::operation::query::builders::QueryFluentBuilder;
 use aws_sdk_dynamodb::types::AttributeValue;
 
-use crate::model::entities::Entity;
-use crate::model::entities::ItemKey;
+use crate::model::entities::{Entity, ItemKey};
 use crate::model::error::FleetError;
 use crate::model::expression::{Condition, ExpressionsBuilder};
 use crate::model::schema::{Item, PK, SK};

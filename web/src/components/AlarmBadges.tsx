@@ -1,16 +1,18 @@
-import type { AlarmState, Connectivity, DeviceAlarms, Severity } from '../alarms';
+import type { Schemas } from '../api/client';
+
+type Severity = Schemas['Severity'];
 
 /** A severity as a badge: the word is always there, the colour only adds to it. */
 export function SeverityBadge({ severity }: { severity: Severity | string }) {
   return <span class={`badge sev-${severity}`}>{severity}</span>;
 }
 
-export function StateBadge({ state }: { state: AlarmState | string }) {
+export function StateBadge({ state }: { state: Schemas['Alarm']['state'] | string }) {
   return <span class={`badge state-${state}`}>{state}</span>;
 }
 
 /** A device's connectivity from the API (`online`, `offline`: an offline alarm is open, `unknown`: never reported). */
-export function ConnectivityBadge({ connectivity }: { connectivity: Connectivity | string | null | undefined }) {
+export function ConnectivityBadge({ connectivity }: { connectivity: Schemas['Device']['connectivity'] | string | null | undefined }) {
   if (!connectivity) return <span class="muted">—</span>;
   return (
     <span class={`badge conn-${connectivity}`} title={connectivity === 'unknown' ? 'The device has not reported yet' : undefined}>
@@ -20,7 +22,7 @@ export function ConnectivityBadge({ connectivity }: { connectivity: Connectivity
 }
 
 /** A device's active alarms on the dashboard: their count and the highest severity. */
-export function ActiveAlarms({ alarms }: { alarms: DeviceAlarms | null | undefined }) {
+export function ActiveAlarms({ alarms }: { alarms: Schemas['Device']['alarms'] | null | undefined }) {
   if (!alarms) return <span class="muted">—</span>;
   if (alarms.active === 0) return <span class="muted">none</span>;
   return (

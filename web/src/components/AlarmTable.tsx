@@ -1,19 +1,25 @@
 import { useRef, useState } from 'preact/hooks';
-import { api, ApiError, messageOf } from '../api';
-import { alarmTitle, readingText, type Alarm } from '../alarms';
+import { api, ApiError, bodyOf, messageOf, type Schemas } from '../api/client';
+import { alarmTitle, readingText } from '../alarms';
+import { dateTime as when } from '../format';
+import type { CursorPage } from '../hooks/useCursorPages';
 import { SeverityBadge, StateBadge } from './AlarmBadges';
+
+type Alarm = Schemas['Alarm'];
+
+/** How many alarms one request asks for. */
+export const ALARM_PAGE = 25;
+
+/** An `AlarmPage` answer as the paging hook reads it. */
+export const alarmPage = (page: Schemas['AlarmPage']): CursorPage<Alarm> => ({ items: page.alarms, cursor: page.cursor });
 
 /**
  * `POST /me/alarms/{alarmId}/ack`: the alarm as it is now. An alarm that cleared meanwhile is
  * the API's 409; the caller shows the message and reloads.
  */
 export async function acknowledge(alarm: Alarm): Promise<Alarm> {
-  const answer = await api<Alarm | { alarm: Alarm }>('POST', `/me/alarms/${encodeURIComponent(alarm.alarmId)}/ack`);
-  const body = answer.body;
-  return 'alarm' in body ? body.alarm : body;
+  return bodyOf(await api.POST('/me/alarms/{alarmId}/ack', { params: { path: { alarmId: alarm.alarmId } } })).alarm;
 }
-
-const when = (at: string | null | undefined) => (at ? new Date(at).toLocaleString() : '');
 
 /**
  * Alarms as a table: severity and state badges, what raised it, and an Acknowledge button on

@@ -1,10 +1,11 @@
-import { sparkPoints, showValue, type ApiEvent } from '../format';
+import type { Schemas } from '../api/client';
+import { sparkPoints, showValue } from '../format';
 
 const WIDTH = 120;
 const HEIGHT = 28;
 
 /** The recent numeric values of one type as a small line: an SVG, no canvas per row. */
-export function Sparkline({ recent, type }: { recent: ApiEvent[]; type: string }) {
+export function Sparkline({ recent, type }: { recent: Schemas['RecentEvent'][]; type: string }) {
   const values = recent
     .filter((e) => e.type === type && typeof e.value === 'number')
     .sort((a, b) => a.at.localeCompare(b.at))

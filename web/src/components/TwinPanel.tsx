@@ -1,22 +1,21 @@
 import { useEffect, useState } from 'preact/hooks';
-import { api, ApiError, fieldOf, messageOf } from '../api';
-import type { Command, Twin } from '../types';
+import { api, ApiError, bodyOf, fieldOf, messageOf, type Schemas } from '../api/client';
+import { dateTime } from '../format';
+import { FieldError } from './FieldError';
 
 /** The device twin on the device page: desired and reported configuration with their delta
  * and versions (AP-03's answer), the desired state edited with `If-Match` on its version
  * (AP-T1), a command sent (AP-T2) and the commands with their state (AP-T3). */
-export function TwinPanel({ deviceId, twin, onChanged }: { deviceId: string; twin?: Twin; onChanged: () => Promise<void> }) {
-  const path = `/me/devices/${encodeURIComponent(deviceId)}`;
+export function TwinPanel({ deviceId, twin, onChanged }: { deviceId: string; twin?: Schemas['Twin']; onChanged: () => Promise<void> }) {
   const [desired, setDesired] = useState(() => JSON.stringify(twin?.desired ?? {}, null, 2));
   const [command, setCommand] = useState({ name: '', parameters: '{}', expires: '3600' });
-  const [commands, setCommands] = useState<Command[] | null>(null);
+  const [commands, setCommands] = useState<Schemas['Command'][] | null>(null);
   const [errors, setErrors] = useState<Record<string, string>>({});
   const [notice, setNotice] = useState<string | null>(null);
 
   const loadCommands = async () => {
     try {
-      const answer = await api<{ commands: Command[] }>('GET', `${path}/commands`);
-      setCommands(answer.body.commands);
+      setCommands(bodyOf(await api.GET('/me/devices/{deviceId}/commands', { params: { path: { deviceId } } })).commands);
     } catch (e) {
       setErrors({ commands: messageOf(e) });
     }
@@ -33,7 +32,7 @@ export function TwinPanel({ deviceId, twin, onChanged }: { deviceId: string; twi
   const saveDesired = async (e: Event) => {
     e.preventDefault();
     setErrors({});
-    let document: unknown;
+    let document: Schemas['TwinDocument'];
     try {
       document = JSON.parse(desired);
     } catch {
@@ -41,8 +40,8 @@ export function TwinPanel({ deviceId, twin, onChanged }: { deviceId: string; twi
       return;
     }
     try {
-      await api('PUT', `${path}/desired`, {
-        headers: { 'if-match': String(twin?.desiredVersion ?? 0) },
+      await api.PUT('/me/devices/{deviceId}/desired', {
+        params: { path: { deviceId }, header: { 'If-Match': String(twin?.desiredVersion ?? 0) } },
         body: { desired: document },
       });
       setNotice('Desired state saved: the device gets it with its next request.');
@@ -59,7 +58,7 @@ export function TwinPanel({ deviceId, twin, onChanged }: { deviceId: string; twi
   const sendCommand = async (e: Event) => {
     e.preventDefault();
     setErrors({});
-    let parameters: unknown;
+    let parameters: Schemas['Command']['parameters'];
     try {
       parameters = JSON.parse(command.parameters || '{}');
     } catch {
@@ -67,10 +66,13 @@ export function TwinPanel({ deviceId, twin, onChanged }: { deviceId: string; twi
       return;
     }
     try {
-      const answer = await api<{ command: Command }>('POST', `${path}/commands`, {
-        body: { name: command.name, parameters, expiresInSeconds: Number(command.expires) },
-      });
-      setNotice(`Command ${answer.body.command.commandId} queued.`);
+      const answer = bodyOf(
+        await api.POST('/me/devices/{deviceId}/commands', {
+          params: { path: { deviceId } },
+          body: { name: command.name, parameters, expiresInSeconds: Number(command.expires) },
+        }),
+      );
+      setNotice(`Command ${answer.command.commandId} queued.`);
       setCommand({ ...command, name: '' });
       await loadCommands();
       await onChanged();
@@ -108,11 +110,7 @@ export function TwinPanel({ deviceId, twin, onChanged }: { deviceId: string; twi
         <div class="field">
           <label for="twin-desired">Desired state (JSON)</label>
           <textarea id="twin-desired" rows={6} value={desired} aria-invalid={Boolean(errors.desired)} aria-describedby={errors.desired ? 'twin-desired-error' : undefined} onInput={(e) => setDesired(e.currentTarget.value)} />
-          {errors.desired && (
-            <span id="twin-desired-error" class="field-error">
-              {errors.desired}
-            </span>
-          )}
+          <FieldError id="twin-desired-error" message={errors.desired} />
         </div>
         <button type="submit" class="primary">
           Save desired state
@@ -127,29 +125,17 @@ export function TwinPanel({ deviceId, twin, onChanged }: { deviceId: string; twi
         <div class="field">
           <label for="command-name">Command</label>
           <input id="command-name" value={command.name} aria-invalid={Boolean(errors.name)} aria-describedby={errors.name ? 'command-name-error' : undefined} onInput={(e) => setCommand({ ...command, name: e.currentTarget.value })} />
-          {errors.name && (
-            <span id="command-name-error" class="field-error">
-              {errors.name}
-            </span>
-          )}
+          <FieldError id="command-name-error" message={errors.name} />
         </div>
         <div class="field">
           <label for="command-parameters">Parameters (JSON)</label>
           <input id="command-parameters" value={command.parameters} aria-invalid={Boolean(errors.parameters)} aria-describedby={errors.parameters ? 'command-parameters-error' : undefined} onInput={(e) => setCommand({ ...command, parameters: e.currentTarget.value })} />
-          {errors.parameters && (
-            <span id="command-parameters-error" class="field-error">
-              {errors.parameters}
-            </span>
-          )}
+          <FieldError id="command-parameters-error" message={errors.parameters} />
         </div>
         <div class="field">
           <label for="command-expires">Expires after (seconds)</label>
           <input id="command-expires" inputMode="numeric" value={command.expires} aria-invalid={Boolean(errors.expires)} aria-describedby={errors.expires ? 'command-expires-error' : undefined} onInput={(e) => setCommand({ ...command, expires: e.currentTarget.value })} />
-          {errors.expires && (
-            <span id="command-expires-error" class="field-error">
-              {errors.expires}
-            </span>
-          )}
+          <FieldError id="command-expires-error" message={errors.expires} />
         </div>
         <button type="submit" class="primary">
           Send command
@@ -172,7 +158,7 @@ export function TwinPanel({ deviceId, twin, onChanged }: { deviceId: string; twi
                 <td>{c.commandId}</td>
                 <td>{c.name}</td>
                 <td class={`command-${c.status}`}>{c.status}</td>
-                <td>{new Date(c.createdAt).toLocaleString()}</td>
+                <td>{dateTime(c.createdAt)}</td>
               </tr>
             ))}
           </tbody>

@@ -1,10 +1,15 @@
-import { AlarmTable } from '../components/AlarmTable';
-import { useAlarmPages } from '../hooks/useAlarmPages';
+import { api, bodyOf } from '../api/client';
+import { ALARM_PAGE, alarmPage, AlarmTable } from '../components/AlarmTable';
+import { useCursorPages } from '../hooks/useCursorPages';
 import { isOpen } from '../alarms';
 
 /** The owner's alarms (`GET /me/alarms`): open ones first, then newest; paged by cursor. */
 export function Alarms() {
-  const { alarms, hasMore, error, loading, reload, more, replace } = useAlarmPages('/me/alarms');
+  const { items: alarms, hasMore, error, loading, reload, more, replace } = useCursorPages(
+    async (cursor) => alarmPage(bodyOf(await api.GET('/me/alarms', { params: { query: { limit: ALARM_PAGE, cursor: cursor ?? undefined } } }))),
+    '/me/alarms',
+    { idOf: (a) => a.alarmId },
+  );
   const open = alarms?.filter(isOpen).length ?? 0;
   return (
     <section>

@@ -1,23 +1,24 @@
 import { useEffect, useRef, useState } from 'preact/hooks';
-import { api, messageOf } from '../api';
+import { api, bodyOf, messageOf } from '../api/client';
 import { ago, showValue } from '../format';
 import { Sparkline } from '../components/Sparkline';
 import { ActiveAlarms, ConnectivityBadge } from '../components/AlarmBadges';
-import type { Device, Profile } from '../types';
+import { useCursorPages } from '../hooks/useCursorPages';
 
 /** How often an open, visible dashboard asks `GET /me/dashboard` whether anything changed. */
 export const POLL_SECONDS = 5;
 
-interface DashboardPage {
-  profile: Profile | null;
-  devices: Device[];
-  cursor: string | null;
-}
-
 export function Dashboard() {
-  const [devices, setDevices] = useState<Device[] | null>(null);
-  const [more, setMore] = useState<string | null>(null);
-  const [error, setError] = useState<string | null>(null);
+  // The first page comes from the poll below; "More devices" reads the next ones.
+  const pages = useCursorPages(
+    async (cursor) => {
+      const page = bodyOf(await api.GET('/me/dashboard', { params: { query: { cursor: cursor ?? undefined } } }));
+      return { items: page.devices, cursor: page.cursor };
+    },
+    null,
+    { initial: false },
+  );
+  const { items: devices, hasMore: more, error, setError } = pages;
   const [checked, setChecked] = useState<Date | null>(null);
   const etag = useRef<string | null>(null);
   const rendered = useRef(false);
@@ -28,14 +29,13 @@ export function Dashboard() {
     const poll = async () => {
       try {
         // AP-DASH with If-None-Match: an unchanged fleet is a bodiless 304.
-        const answer = await api<DashboardPage>('GET', '/me/dashboard', {
-          headers: etag.current ? { 'if-none-match': etag.current } : {},
+        const { data, response } = await api.GET('/me/dashboard', {
+          params: { header: etag.current ? { 'If-None-Match': etag.current } : {} },
         });
         if (stopped) return;
-        if (answer.status === 200) {
-          etag.current = answer.etag;
-          setDevices(answer.body.devices);
-          setMore(answer.body.cursor);
+        if (response.status === 200 && data) {
+          etag.current = response.headers.get('etag');
+          pages.show({ items: data.devices, cursor: data.cursor });
         }
         setChecked(new Date());
         setError(null);
@@ -71,16 +71,6 @@ export function Dashboard() {
     }
   }, [devices]);
 
-  const loadMore = async () => {
-    if (!more) return;
-    try {
-      const answer = await api<DashboardPage>('GET', `/me/dashboard?cursor=${encodeURIComponent(more)}`);
-      setDevices((d) => [...(d ?? []), ...answer.body.devices]);
-      setMore(answer.body.cursor);
-    } catch (e) {
-      setError(messageOf(e));
-    }
-  };
 
   return (
     <section>
@@ -159,7 +149,7 @@ export function Dashboard() {
         </div>
       )}
       {more && (
-        <button type="button" onClick={loadMore}>
+        <button type="button" onClick={() => void pages.more()}>
           More devices
         </button>
       )}

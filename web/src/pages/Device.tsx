@@ -1,14 +1,17 @@
 import { useEffect, useMemo, useState } from 'preact/hooks';
-import { api, ApiError, apiUrl, fieldOf, messageOf } from '../api';
-import { fromInputTime, intervalValue, series, showValue, toCsv, toInputTime, toNdjson, type ApiEvent } from '../format';
+import { api, ApiError, apiUrl, bodyOf, fieldOf, messageOf, type Schemas } from '../api/client';
+import { dateTime, fromInputTime, intervalValue, series, showValue, toCsv, toInputTime, toNdjson } from '../format';
 import { TimeChart } from '../components/TimeChart';
 import { Confirm } from '../components/Confirm';
+import { FieldError } from '../components/FieldError';
 import { TokenPanel } from '../components/TokenPanel';
 import { TwinPanel } from '../components/TwinPanel';
-import { STATUSES, type Device } from '../types';
-import { AlarmTable } from '../components/AlarmTable';
+import { STATUSES } from '../api/client';
+import { ALARM_PAGE, alarmPage, AlarmTable } from '../components/AlarmTable';
 import { ConnectivityBadge } from '../components/AlarmBadges';
-import { useAlarmPages } from '../hooks/useAlarmPages';
+import { readPages, useCursorPages } from '../hooks/useCursorPages';
+
+type Device = Schemas['Device'];
 
 /** AP-04 pages are at most 100 events; a range is read page after page up to this many. */
 const PAGE = 100;
@@ -30,18 +33,10 @@ function download(name: string, type: string, text: string) {
   setTimeout(() => URL.revokeObjectURL(url), 1000);
 }
 
-function FieldError({ id, errors, field }: { id: string; errors: Record<string, string>; field: string }) {
-  return errors[field] ? (
-    <span id={id} class="field-error">
-      {errors[field]}
-    </span>
-  ) : null;
-}
-
 /** The device form's fields, as typed. */
 interface Edit {
   name: string;
-  status: string;
+  status: Device['status'];
   tags: string;
   reportEverySeconds: string;
 }
@@ -58,20 +53,24 @@ export function DevicePage({ deviceId }: { deviceId: string }) {
     return { from: toInputTime(now - 86400_000), to: toInputTime(now + 60_000) };
   });
   const [rangeErrors, setRangeErrors] = useState<Record<string, string>>({});
-  const [events, setEvents] = useState<ApiEvent[] | null>(null);
+  const [events, setEvents] = useState<Schemas['Event'][] | null>(null);
   const [truncated, setTruncated] = useState(false);
   const [chartType, setChartType] = useState<string | null>(null);
   const [edit, setEdit] = useState<Edit | null>(null);
   const [editErrors, setEditErrors] = useState<Record<string, string>>({});
   const [notice, setNotice] = useState<string | null>(null);
   const [token, setToken] = useState<{ token: string; until: string | null } | null>(null);
-  const history = useAlarmPages(`/me/devices/${encodeURIComponent(deviceId)}/alarms`);
+  const history = useCursorPages(
+    async (cursor) => alarmPage(bodyOf(await api.GET('/me/devices/{deviceId}/alarms', { params: { path: { deviceId }, query: { limit: ALARM_PAGE, cursor: cursor ?? undefined } } }))),
+    deviceId,
+    { idOf: (a) => a.alarmId },
+  );
 
   const loadDevice = async () => {
     try {
-      const answer = await api<{ device: Device }>('GET', `/me/devices/${encodeURIComponent(deviceId)}`);
-      setDevice(answer.body.device);
-      setEdit(editOf(answer.body.device));
+      const { device } = bodyOf(await api.GET('/me/devices/{deviceId}', { params: { path: { deviceId } } }));
+      setDevice(device);
+      setEdit(editOf(device));
     } catch (e) {
       setError(e instanceof ApiError && e.status === 404 ? 'No such device in your fleet.' : messageOf(e));
     }
@@ -87,18 +86,13 @@ export function DevicePage({ deviceId }: { deviceId: string }) {
       return;
     }
     setEvents(null);
-    const all: ApiEvent[] = [];
-    let cursor: string | null = null;
     try {
-      do {
-        const query = new URLSearchParams({ from: fromIso, to: toIso, limit: String(PAGE) });
-        if (cursor) query.set('cursor', cursor);
-        const answer: { body: { events: ApiEvent[]; cursor: string | null } } = await api('GET', `/me/devices/${encodeURIComponent(deviceId)}/events?${query}`);
-        all.push(...answer.body.events);
-        cursor = answer.body.cursor;
-      } while (cursor && all.length < MAX_EVENTS);
-      setTruncated(Boolean(cursor));
-      setEvents(all);
+      const { items, truncated } = await readPages(async (cursor) => {
+        const page = bodyOf(await api.GET('/me/devices/{deviceId}/events', { params: { path: { deviceId }, query: { from: fromIso, to: toIso, limit: PAGE, cursor: cursor ?? undefined } } }));
+        return { items: page.events, cursor: page.cursor };
+      }, MAX_EVENTS);
+      setTruncated(truncated);
+      setEvents(items);
     } catch (e) {
       const field = fieldOf(e);
       if (field === 'from' || field === 'to') setRangeErrors({ [field]: messageOf(e) });
@@ -125,12 +119,15 @@ export function DevicePage({ deviceId }: { deviceId: string }) {
     const interval = edit.reportEverySeconds.trim() ? intervalValue(edit.reportEverySeconds) : null;
     const intervalChanged = interval !== (device.reportEverySeconds ?? null);
     try {
-      const answer = await api<{ device: Device }>('PATCH', `/me/devices/${encodeURIComponent(deviceId)}`, {
-        headers: { 'if-match': String(device.version) },
-        body: { name: edit.name, status: edit.status, tags, ...(intervalChanged ? { reportEverySeconds: interval } : {}) },
-      });
-      setDevice(answer.body.device);
-      setEdit(editOf(answer.body.device));
+      const answer = bodyOf(
+        await api.PATCH('/me/devices/{deviceId}', {
+          params: { path: { deviceId }, header: { 'If-Match': String(device.version) } },
+          // A typed interval that is no number is sent as typed, for the API's 400 to name it.
+          body: { name: edit.name, status: edit.status, tags, ...(intervalChanged ? { reportEverySeconds: interval as number | null } : {}) },
+        }),
+      );
+      setDevice(answer.device);
+      setEdit(editOf(answer.device));
       setNotice('Saved.');
     } catch (err) {
       const field = fieldOf(err);
@@ -191,12 +188,12 @@ export function DevicePage({ deviceId }: { deviceId: string }) {
         <div class="field">
           <label for="range-from">From</label>
           <input id="range-from" type="datetime-local" value={range.from} aria-describedby={rangeErrors.from ? 'range-from-error' : undefined} onInput={(e) => setRange({ ...range, from: e.currentTarget.value })} />
-          <FieldError id="range-from-error" errors={rangeErrors} field="from" />
+          <FieldError id="range-from-error" message={rangeErrors.from} />
         </div>
         <div class="field">
           <label for="range-to">To</label>
           <input id="range-to" type="datetime-local" value={range.to} aria-describedby={rangeErrors.to ? 'range-to-error' : undefined} onInput={(e) => setRange({ ...range, to: e.currentTarget.value })} />
-          <FieldError id="range-to-error" errors={rangeErrors} field="to" />
+          <FieldError id="range-to-error" message={rangeErrors.to} />
         </div>
         <button type="submit" class="primary">
           Show
@@ -262,7 +259,7 @@ export function DevicePage({ deviceId }: { deviceId: string }) {
                 <tbody>
                   {events.slice(0, 200).map((e) => (
                     <tr key={`${e.at}${e.id}`}>
-                      <td>{new Date(e.at).toLocaleString()}</td>
+                      <td>{dateTime(e.at)}</td>
                       <td>{e.type}</td>
                       <td class="num">{showValue(e.value)}</td>
                       <td class="mono">{e.id}</td>
@@ -283,9 +280,9 @@ export function DevicePage({ deviceId }: { deviceId: string }) {
             {history.error}
           </p>
         )}
-        {history.alarms === null && !history.error && <p role="status">Loading alarms…</p>}
-        {history.alarms && history.alarms.length === 0 && <p class="muted">No alarms for this device.</p>}
-        {history.alarms && history.alarms.length > 0 && <AlarmTable alarms={history.alarms} caption="This device's alarms, newest first" showDevice={false} onChanged={history.replace} onReload={() => void history.reload()} />}
+        {history.items === null && !history.error && <p role="status">Loading alarms…</p>}
+        {history.items && history.items.length === 0 && <p class="muted">No alarms for this device.</p>}
+        {history.items && history.items.length > 0 && <AlarmTable alarms={history.items} caption="This device's alarms, newest first" showDevice={false} onChanged={history.replace} onReload={() => void history.reload()} />}
         {history.hasMore && (
           <button type="button" onClick={() => void history.more()} disabled={history.loading}>
             Older alarms
@@ -305,23 +302,23 @@ export function DevicePage({ deviceId }: { deviceId: string }) {
             <div class="field">
               <label for="edit-name">Name</label>
               <input id="edit-name" value={edit.name} aria-invalid={Boolean(editErrors.name)} aria-describedby={editErrors.name ? 'edit-name-error' : undefined} onInput={(e) => setEdit({ ...edit, name: e.currentTarget.value })} />
-              <FieldError id="edit-name-error" errors={editErrors} field="name" />
+              <FieldError id="edit-name-error" message={editErrors.name} />
             </div>
             <div class="field">
               <label for="edit-status">Status</label>
-              <select id="edit-status" value={edit.status} onChange={(e) => setEdit({ ...edit, status: e.currentTarget.value })}>
+              <select id="edit-status" value={edit.status} onChange={(e) => setEdit({ ...edit, status: e.currentTarget.value as Device['status'] })}>
                 {STATUSES.map((s) => (
                   <option key={s} value={s}>
                     {s}
                   </option>
                 ))}
               </select>
-              <FieldError id="edit-status-error" errors={editErrors} field="status" />
+              <FieldError id="edit-status-error" message={editErrors.status} />
             </div>
             <div class="field">
               <label for="edit-tags">Tags (comma-separated)</label>
               <input id="edit-tags" value={edit.tags} aria-invalid={Boolean(editErrors.tags)} aria-describedby={editErrors.tags ? 'edit-tags-error' : undefined} onInput={(e) => setEdit({ ...edit, tags: e.currentTarget.value })} />
-              <FieldError id="edit-tags-error" errors={editErrors} field="tags" />
+              <FieldError id="edit-tags-error" message={editErrors.tags} />
             </div>
             <div class="field">
               <label for="edit-interval">Reports every (seconds)</label>
@@ -336,7 +333,7 @@ export function DevicePage({ deviceId }: { deviceId: string }) {
               <span id="edit-interval-hint" class="hint">
                 Offline after this plus a grace. Empty: learned from its reports.
               </span>
-              <FieldError id="edit-interval-error" errors={editErrors} field="reportEverySeconds" />
+              <FieldError id="edit-interval-error" message={editErrors.reportEverySeconds} />
             </div>
             <button type="submit" class="primary">
               Save changes
@@ -354,8 +351,8 @@ export function DevicePage({ deviceId }: { deviceId: string }) {
               confirmLabel="Rotate token"
               onConfirm={async () => {
                 try {
-                  const answer = await api<{ token: string; previousTokenValidUntil: string | null }>('POST', `/me/devices/${encodeURIComponent(deviceId)}/token`);
-                  setToken({ token: answer.body.token, until: answer.body.previousTokenValidUntil });
+                  const answer = bodyOf(await api.POST('/me/devices/{deviceId}/token', { params: { path: { deviceId } } }));
+                  setToken({ token: answer.token, until: answer.previousTokenValidUntil });
                   setNotice('New token issued.');
                 } catch (e) {
                   setNotice(messageOf(e));
@@ -369,7 +366,7 @@ export function DevicePage({ deviceId }: { deviceId: string }) {
               confirmLabel="Revoke token"
               onConfirm={async () => {
                 try {
-                  await api('DELETE', `/me/devices/${encodeURIComponent(deviceId)}/token`);
+                  await api.DELETE('/me/devices/{deviceId}/token', { params: { path: { deviceId } } });
                   setToken(null);
                   setNotice('Token revoked: the device can no longer send events.');
                 } catch (e) {
@@ -384,7 +381,7 @@ export function DevicePage({ deviceId }: { deviceId: string }) {
               confirmLabel="Delete device"
               onConfirm={async () => {
                 try {
-                  await api('DELETE', `/me/devices/${encodeURIComponent(deviceId)}`);
+                  await api.DELETE('/me/devices/{deviceId}', { params: { path: { deviceId } } });
                   location.hash = '#/';
                 } catch (e) {
                   setNotice(messageOf(e));
@@ -397,7 +394,7 @@ export function DevicePage({ deviceId }: { deviceId: string }) {
               deviceId={deviceId}
               token={token.token}
               apiBase={apiBase}
-              note={token.until ? `The previous token works until ${new Date(token.until).toLocaleString()}.` : undefined}
+              note={token.until ? `The previous token works until ${dateTime(token.until)}.` : undefined}
             />
           )}
         </>

@@ -1,58 +1,26 @@
 import { useEffect, useState } from 'preact/hooks';
-import { api, ApiError, fieldOf, messageOf } from '../api';
-import { fromInputTime, showValue, toInputTime, type ApiEvent } from '../format';
+import { api, ApiError, bodyOf, fieldOf, messageOf, STATUSES, type Schemas } from '../api/client';
+import { dateTime, fromInputTime, showValue, toInputTime } from '../format';
 import { Bars } from '../components/Bars';
-import { STATUSES } from '../types';
-import { SEVERITIES, type Severity } from '../alarms';
-import { AlarmTable } from '../components/AlarmTable';
-import { useAlarmPages } from '../hooks/useAlarmPages';
+import { SEVERITIES } from '../alarms';
+import { ALARM_PAGE, alarmPage, AlarmTable } from '../components/AlarmTable';
+import { FieldError } from '../components/FieldError';
+import { useCursorPages } from '../hooks/useCursorPages';
 
-interface Heat {
-  key: string;
-  writes: number;
-  share: number;
-  hot: boolean;
-}
-
-interface Report {
-  date: string;
-  devices: { total: number; byStatus: Record<string, number>; byType: Record<string, number>; online24h: number };
-  users: { total: number; active30d: number };
-  events: { total: number; byType: Record<string, number> };
-  topDevices: { deviceId: string; userId: string; events: number }[];
-  partitionHeat: Heat[];
-  indexHeat?: Heat[];
-}
-
-interface FleetDevice {
-  deviceId: string;
-  userId: string;
-  name: string;
-  type: string;
-  status: string;
-  seen: string | null;
-}
+type Severity = Schemas['Severity'];
 
 const entries = (o: Record<string, number>): [string, number][] => Object.entries(o).sort((a, b) => b[1] - a[1]);
 const today = () => new Date().toISOString().slice(0, 10);
 
-function Err({ id, text }: { id: string; text?: string }) {
-  return text ? (
-    <span id={id} class="field-error">
-      {text}
-    </span>
-  ) : null;
-}
-
 function DailyReport() {
   const [date, setDate] = useState(today());
-  const [report, setReport] = useState<Report | null>(null);
+  const [report, setReport] = useState<Schemas['Report'] | null>(null);
   const [errors, setErrors] = useState<Record<string, string>>({});
   const load = async (day: string) => {
     setErrors({});
     setReport(null);
     try {
-      setReport((await api<Report>('GET', `/admin/reports/${encodeURIComponent(day)}`)).body);
+      setReport(bodyOf(await api.GET('/admin/reports/{date}', { params: { path: { date: day } } })));
     } catch (e) {
       if (e instanceof ApiError && e.status === 404) setErrors({ form: `No report for ${day} yet: the daily run writes it after the day ends (00:15 UTC).` });
       else if (fieldOf(e) === 'date') setErrors({ date: messageOf(e) });
@@ -75,7 +43,7 @@ function DailyReport() {
         <div class="field">
           <label for="report-date">Day (UTC)</label>
           <input id="report-date" type="date" value={date} aria-invalid={Boolean(errors.date)} aria-describedby={errors.date ? 'report-date-error' : undefined} onInput={(e) => setDate(e.currentTarget.value)} />
-          <Err id="report-date-error" text={errors.date} />
+          <FieldError id="report-date-error" message={errors.date} />
         </div>
         <button type="submit" class="primary">
           Show report
@@ -131,13 +99,13 @@ function EventsOfType() {
   const now = Date.now();
   const [form, setForm] = useState({ type: 'alarm', from: toInputTime(now - 86400_000), to: toInputTime(now + 60_000) });
   const [errors, setErrors] = useState<Record<string, string>>({});
-  const [events, setEvents] = useState<(ApiEvent & { deviceId?: string; userId?: string })[] | null>(null);
+  const [events, setEvents] = useState<Schemas['Event'][] | null>(null);
   const submit = async (e: Event) => {
     e.preventDefault();
     setErrors({});
-    const query = new URLSearchParams({ type: form.type, from: fromInputTime(form.from) ?? form.from, to: fromInputTime(form.to) ?? form.to, limit: '100' });
+    const query = { type: form.type, from: fromInputTime(form.from) ?? form.from, to: fromInputTime(form.to) ?? form.to, limit: 100 };
     try {
-      setEvents((await api<{ events: ApiEvent[] }>('GET', `/admin/events?${query}`)).body.events);
+      setEvents(bodyOf(await api.GET('/admin/events', { params: { query } })).events);
     } catch (err) {
       const field = fieldOf(err);
       setErrors(field && ['type', 'from', 'to'].includes(field) ? { [field]: messageOf(err) } : { form: messageOf(err) });
@@ -159,7 +127,7 @@ function EventsOfType() {
               aria-describedby={errors[f] ? `ev-${f}-error` : undefined}
               onInput={(e) => setForm({ ...form, [f]: e.currentTarget.value })}
             />
-            <Err id={`ev-${f}-error`} text={errors[f]} />
+            <FieldError id={`ev-${f}-error`} message={errors[f]} />
           </div>
         ))}
         <button type="submit" class="primary">
@@ -177,7 +145,7 @@ function EventsOfType() {
             <tbody>
               {events.map((ev) => (
                 <tr key={`${ev.at}${ev.id}${ev.deviceId}`}>
-                  <td>{new Date(ev.at).toLocaleString()}</td>
+                  <td>{dateTime(ev.at)}</td>
                   <td class="mono">{ev.deviceId}</td>
                   <td class="mono">{ev.userId}</td>
                   <td>{showValue(ev.value)}</td>
@@ -192,15 +160,15 @@ function EventsOfType() {
 }
 
 function DevicesByStatus() {
-  const [form, setForm] = useState({ status: 'active', seenSince: toInputTime(Date.now() - 86400_000) });
+  const [form, setForm] = useState<{ status: Schemas['DeviceStatus']; seenSince: string }>({ status: 'active', seenSince: toInputTime(Date.now() - 86400_000) });
   const [errors, setErrors] = useState<Record<string, string>>({});
-  const [devices, setDevices] = useState<FleetDevice[] | null>(null);
+  const [devices, setDevices] = useState<Schemas['FleetDevice'][] | null>(null);
   const submit = async (e: Event) => {
     e.preventDefault();
     setErrors({});
-    const query = new URLSearchParams({ status: form.status, seenSince: fromInputTime(form.seenSince) ?? form.seenSince, limit: '100' });
+    const query = { status: form.status, seenSince: fromInputTime(form.seenSince) ?? form.seenSince, limit: 100 };
     try {
-      setDevices((await api<{ devices: FleetDevice[] }>('GET', `/admin/devices?${query}`)).body.devices);
+      setDevices(bodyOf(await api.GET('/admin/devices', { params: { query } })).devices);
     } catch (err) {
       const field = fieldOf(err);
       setErrors(field && ['status', 'seenSince'].includes(field) ? { [field]: messageOf(err) } : { form: messageOf(err) });
@@ -213,17 +181,17 @@ function DevicesByStatus() {
       <form class="range" onSubmit={submit} noValidate>
         <div class="field">
           <label for="st-status">Status</label>
-          <select id="st-status" value={form.status} onChange={(e) => setForm({ ...form, status: e.currentTarget.value })}>
+          <select id="st-status" value={form.status} onChange={(e) => setForm({ ...form, status: e.currentTarget.value as Schemas['DeviceStatus'] })}>
             {STATUSES.map((s) => (
               <option key={s} value={s}>{s}</option>
             ))}
           </select>
-          <Err id="st-status-error" text={errors.status} />
+          <FieldError id="st-status-error" message={errors.status} />
         </div>
         <div class="field">
           <label for="st-seen">Seen since</label>
           <input id="st-seen" type="datetime-local" value={form.seenSince} aria-invalid={Boolean(errors.seenSince)} aria-describedby={errors.seenSince ? 'st-seen-error' : undefined} onInput={(e) => setForm({ ...form, seenSince: e.currentTarget.value })} />
-          <Err id="st-seen-error" text={errors.seenSince} />
+          <FieldError id="st-seen-error" message={errors.seenSince} />
         </div>
         <button type="submit" class="primary">
           Find devices
@@ -244,7 +212,7 @@ function DevicesByStatus() {
                   <td class="mono">{d.userId}</td>
                   <td>{d.name}</td>
                   <td>{d.type}</td>
-                  <td>{d.seen ? new Date(d.seen).toLocaleString() : 'never'}</td>
+                  <td>{dateTime(d.seen) || 'never'}</td>
                 </tr>
               ))}
             </tbody>
@@ -259,7 +227,8 @@ function DevicesByStatus() {
 function OpenAlarms() {
   const [severity, setSeverity] = useState<Severity>('critical');
   const [shown, setShown] = useState<Severity | null>(null);
-  const list = useAlarmPages(shown ? `/admin/alarms?severity=${shown}` : null);
+  const read = shown && (async (cursor: string | null) => alarmPage(bodyOf(await api.GET('/admin/alarms', { params: { query: { severity: shown, limit: ALARM_PAGE, cursor: cursor ?? undefined } } }))));
+  const list = useCursorPages(read || null, shown);
   return (
     <section aria-labelledby="open-alarms-title">
       <h2 id="open-alarms-title">Open alarms</h2>
@@ -287,8 +256,8 @@ function OpenAlarms() {
         </button>
       </form>
       {list.error && <p class="error" role="alert">{list.error}</p>}
-      {shown && list.alarms === null && !list.error && <p role="status">Loading alarms…</p>}
-      {list.alarms && (list.alarms.length === 0 ? <p class="muted">No open {shown} alarms.</p> : <AlarmTable alarms={list.alarms} caption={`Open ${shown} alarms across owners`} showOwner />)}
+      {shown && list.items === null && !list.error && <p role="status">Loading alarms…</p>}
+      {list.items && (list.items.length === 0 ? <p class="muted">No open {shown} alarms.</p> : <AlarmTable alarms={list.items} caption={`Open ${shown} alarms across owners`} showOwner />)}
       {list.hasMore && (
         <button type="button" onClick={() => void list.more()} disabled={list.loading}>
           More alarms

@@ -1,7 +1,7 @@
 import { useEffect, useState } from 'preact/hooks';
-import { api, ApiError, apiUrl, fieldOf, messageOf } from '../api';
+import { api, ApiError, apiUrl, bodyOf, fieldOf, messageOf, type Schemas } from '../api/client';
+import { FieldError } from '../components/FieldError';
 import { TokenPanel } from '../components/TokenPanel';
-import type { Device } from '../types';
 import { intervalValue } from '../format';
 
 const FIELDS = ['deviceId', 'name', 'type', 'tags', 'reportEverySeconds'] as const;
@@ -26,7 +26,7 @@ const EMPTY: Record<Field, string> = { deviceId: '', name: '', type: '', tags: '
 export function Register() {
   const [form, setForm] = useState<Record<Field, string>>(EMPTY);
   const [errors, setErrors] = useState<Record<string, string>>({});
-  const [created, setCreated] = useState<{ device: Device; token: string } | null>(null);
+  const [created, setCreated] = useState<{ device: Schemas['Device']; token: string } | null>(null);
   const [busy, setBusy] = useState(false);
   // The token view replaces the form: start keyboard and screen reader users at its heading.
   useEffect(() => {
@@ -39,16 +39,17 @@ export function Register() {
     setBusy(true);
     const tags = form.tags.split(',').map((t) => t.trim()).filter(Boolean);
     try {
-      const answer = await api<{ device: Device; token: string }>('POST', '/me/devices', {
+      const answer = await api.POST('/me/devices', {
         body: {
           deviceId: form.deviceId,
           name: form.name,
           type: form.type,
           ...(tags.length ? { tags } : {}),
-          ...(form.reportEverySeconds.trim() ? { reportEverySeconds: intervalValue(form.reportEverySeconds) } : {}),
+          // A typed interval that is no number is sent as typed, for the API's 400 to name it.
+          ...(form.reportEverySeconds.trim() ? { reportEverySeconds: intervalValue(form.reportEverySeconds) as number } : {}),
         },
       });
-      setCreated(answer.body);
+      setCreated(bodyOf(answer));
     } catch (err) {
       const field = fieldOf(err);
       if (err instanceof ApiError && err.code === 'device_id_taken') setErrors({ deviceId: err.message });
@@ -108,11 +109,7 @@ export function Register() {
                 {HINTS[f]}
               </span>
             )}
-            {errors[f] && (
-              <span id={`reg-${f}-error`} class="field-error">
-                {errors[f]}
-              </span>
-            )}
+            <FieldError id={`reg-${f}-error`} message={errors[f]} />
           </div>
         ))}
         <button type="submit" class="primary" disabled={busy}>

@@ -1,5 +1,5 @@
 import { useEffect, useRef, useState } from 'preact/hooks';
-import { api, ApiError, messageOf } from '../api';
+import { api, ApiError, bodyOf, messageOf, type Schemas } from '../api/client';
 import {
   COMPARISONS,
   conditionText,
@@ -12,14 +12,15 @@ import {
   scopeText,
   SEVERITIES,
   type Comparison,
-  type Rule,
   type RuleField,
   type RuleForm,
   type ScopeKind,
 } from '../alarms';
 import { SeverityBadge } from '../components/AlarmBadges';
 import { Confirm } from '../components/Confirm';
+import { FieldError as FieldMessage } from '../components/FieldError';
 
+type Rule = Schemas['Rule'];
 type Errors = Partial<Record<RuleField | 'form', string>>;
 
 const SCOPE_LABELS: Record<ScopeKind, [string, string]> = {
@@ -35,13 +36,8 @@ const COMPARISON_LABELS: Record<Comparison, string> = {
   equals: 'equal to',
 };
 
-function FieldError({ field, errors }: { field: RuleField; errors: Errors }) {
-  return errors[field] ? (
-    <span id={`rule-${field}-error`} class="field-error">
-      {errors[field]}
-    </span>
-  ) : null;
-}
+/** A rule field's error, under the id `describedBy` names. */
+const FieldError = ({ field, errors }: { field: RuleField; errors: Errors }) => <FieldMessage id={`rule-${field}-error`} message={errors[field]} />;
 
 /** `aria-describedby` for an input: its hint and, when there is one, its field's error. */
 const describedBy = (field: RuleField, errors: Errors, hint?: string) => [hint ?? '', errors[field] ? `rule-${field}-error` : ''].filter(Boolean).join(' ') || undefined;
@@ -101,11 +97,11 @@ export function Rules() {
 
   const load = async (): Promise<Rule[] | null> => {
     try {
-      const answer = await api<{ rules: Rule[]; limit?: number }>('GET', '/me/rules');
-      setRules(answer.body.rules);
-      setLimit(answer.body.limit ?? null);
+      const answer = bodyOf(await api.GET('/me/rules'));
+      setRules(answer.rules);
+      setLimit(answer.limit);
       setLoadError(null);
-      return answer.body.rules;
+      return answer.rules;
     } catch (e) {
       setLoadError(messageOf(e));
       return null;
@@ -141,17 +137,18 @@ export function Rules() {
     setBusy(true);
     try {
       if (editing) {
-        const answer = await api<Rule | { rule: Rule }>('PATCH', `/me/rules/${encodeURIComponent(editing.ruleId)}`, {
-          headers: { 'if-match': String(editing.version) },
-          body,
-        });
-        const saved = 'rule' in answer.body ? answer.body.rule : answer.body;
+        const { rule: saved } = bodyOf(
+          await api.PATCH('/me/rules/{ruleId}', {
+            params: { path: { ruleId: editing.ruleId }, header: { 'If-Match': String(editing.version) } },
+            body,
+          }),
+        );
         setRules((list) => list?.map((r) => (r.ruleId === saved.ruleId ? saved : r)) ?? [saved]);
         setNotice(`Saved “${saved.name}”.`);
         stopEdit();
       } else {
-        const answer = await api<Rule | { rule: Rule }>('POST', '/me/rules', { body });
-        const created = 'rule' in answer.body ? answer.body.rule : answer.body;
+        // A new rule's body has every field the form requires and no null (those only clear an edited rule's).
+        const { rule: created } = bodyOf(await api.POST('/me/rules', { body: body as Schemas['RuleBody'] }));
         setRules((list) => [...(list ?? []), created]);
         setNotice(`Created “${created.name}”.`);
         setForm(EMPTY_RULE_FORM);
@@ -186,7 +183,7 @@ export function Rules() {
   const remove = async (rule: Rule) => {
     setNotice(null);
     try {
-      await api('DELETE', `/me/rules/${encodeURIComponent(rule.ruleId)}`);
+      await api.DELETE('/me/rules/{ruleId}', { params: { path: { ruleId: rule.ruleId } } });
       setNotice(`Deleted “${rule.name}”.`);
     } catch (e) {
       setNotice(e instanceof ApiError && e.status === 404 ? `“${rule.name}” was already deleted.` : messageOf(e));

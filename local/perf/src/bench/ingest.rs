@@ -19,12 +19,12 @@ use aws_sdk_dynamodb::types::{AttributeValue, PutRequest, ReturnConsumedCapacity
 use serde::Serialize;
 use shared::model::ids::{DeviceId, DeviceType, UserId};
 use shared::model::timestamp::Timestamp;
-use shared::ops::devices::{register_device, DeviceRegistration};
+use shared::ops::devices::register::{register_device, DeviceRegistration};
 use shared::FleetTable;
 
 use super::{process_cpu_seconds, BenchError, Latency};
 use fleet_testkit::bootstrap::{Launch, RunningBootstrap};
-use fleet_testkit::reference::cases::ingest_event;
+use fleet_testkit::reference::cases::events::ingest_event;
 
 /// Owner of the throughput devices.
 const OWNER: &str = "tp-owner";

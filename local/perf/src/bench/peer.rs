@@ -15,7 +15,7 @@ use crate::cold_start::{measure_runs, RunFigures};
 use crate::stats::quantile;
 use fleet_testkit::api_event::ApiEvent;
 use fleet_testkit::bootstrap::{host_bootstrap, CpuLimit, Launch};
-use fleet_testkit::reference::cases::ingest_event;
+use fleet_testkit::reference::cases::events::ingest_event;
 
 /// The Python peer's interpreter (`make python-peer` builds the virtualenv).
 pub fn peer_python() -> PathBuf {

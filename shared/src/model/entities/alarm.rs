@@ -3,7 +3,9 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::model::alarm::{AlarmId, AlarmReading, AlarmSource, AlarmState, Severity};
+use crate::model::alarm::ids::{AlarmId, AlarmSource};
+use crate::model::alarm::severity::Severity;
+use crate::model::alarm::status::{AlarmReading, AlarmState};
 use crate::model::entities::{Entity, EntityType, ItemKey};
 use crate::model::error::ValidationError;
 use crate::model::ids::{DeviceId, UserId};

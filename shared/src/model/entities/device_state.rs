@@ -6,7 +6,8 @@ use std::collections::BTreeMap;
 use aws_sdk_dynamodb::types::AttributeValue;
 use serde::{Deserialize, Serialize};
 
-use crate::model::alarm::{AlarmStatuses, OFFLINE};
+use crate::model::alarm::status::AlarmStatuses;
+use crate::model::alarm::OFFLINE;
 use crate::model::entities::device::device_sk;
 use crate::model::entities::{Entity, EntityType, ItemKey};
 use crate::model::error::ValidationError;
@@ -72,7 +73,7 @@ pub struct DeviceStateItem {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tags: Vec<Tag>,
     /// The device's alarm statuses by source: open alarms and conditions pending their
-    /// duration ([`crate::model::alarm::evaluate`]); empty for a device with nothing open.
+    /// duration ([`crate::model::alarm::evaluation::evaluate`]); empty for a device with nothing open.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub alarms: AlarmStatuses,
     /// Copy of the device's declared reporting interval.

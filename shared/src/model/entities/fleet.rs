@@ -10,7 +10,7 @@ use crate::model::shard::ShardCounts;
 
 /// An owner's fleet: `USER#{userId}` / `FLEET`, and in the directory (GSI2). Registration
 /// and deletion keep `devices`; `shards` is how many live-state partitions the owner's
-/// devices are placed on, and only ever grows (see `ops::devices::register_device`).
+/// devices are placed on, and only ever grows (see `ops::devices::register::register_device`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct FleetItem {

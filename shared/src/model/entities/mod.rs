@@ -15,7 +15,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use strum::{EnumIter, IntoEnumIterator, IntoStaticStr};
 
-use crate::model::alarm::AlarmSource;
+use crate::model::alarm::ids::AlarmSource;
 use crate::model::error::{FleetError, ValidationError};
 use crate::model::expression::Attribute;
 use crate::model::ids::{DeviceId, EventId, EventType, RolloutId, Tag, UserId};

@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::model::alarm::Rule;
+use crate::model::alarm::rule::Rule;
 use crate::model::entities::{Entity, EntityType, ItemKey};
 use crate::model::error::ValidationError;
 use crate::model::ids::UserId;

@@ -488,7 +488,8 @@ mod key_templates {
 }
 
 mod items {
-    use crate::model::alarm::{AlarmReading, AlarmState, Severity};
+    use crate::model::alarm::severity::Severity;
+    use crate::model::alarm::status::{AlarmReading, AlarmState};
     use crate::model::entities::alarm::AlarmItem;
     use crate::model::entities::device::DeviceItem;
     use crate::model::entities::device_state::DeviceStateItem;
@@ -502,8 +503,7 @@ mod items {
     use crate::model::entities::rule_set::RuleSetItem;
     use crate::model::entities::tag_link::TagLinkItem;
     use crate::model::entities::type_mark::TypeMarkItem;
-    use crate::model::entities::Entity;
-    use crate::model::entities::ItemKey;
+    use crate::model::entities::{Entity, ItemKey};
     use crate::model::expression::Attribute;
     use crate::model::ids::{DeviceId, DeviceType, EventId, EventType, Tag, UserId};
     use crate::model::readings::{EventValue, StoredEvent, StoredReading};
@@ -634,7 +634,7 @@ mod items {
                     tags: vec![Tag::parse("home").unwrap()],
                     alarms: BTreeMap::from([(
                         "offline".to_string(),
-                        crate::model::alarm::AlarmStatus::default(),
+                        crate::model::alarm::status::AlarmStatus::default(),
                     )]),
                     report_every_seconds: Some(60),
                     offline_detection: crate::model::offline::OfflineDetection::Tight,

@@ -10,15 +10,18 @@ use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
 use aws_sdk_dynamodb::types::{ReturnValue, ReturnValuesOnConditionCheckFailure};
 use serde::Serialize;
 
-use crate::model::alarm::{AlarmId, AlarmKind, AlarmReading, AlarmSource, AlarmState, Severity};
+use crate::model::alarm::ids::{AlarmId, AlarmKind, AlarmSource};
+
+use crate::model::alarm::severity::Severity;
+
+use crate::model::alarm::status::{AlarmReading, AlarmState};
 use crate::model::cursor::{self, Page, StartKey};
 use crate::model::entities::alarm::{
     alarm_history_range, alarm_pk, owner_alarms_gsi3pk, AlarmItem,
 };
 use crate::model::entities::fleet::FleetItem;
 use crate::model::entities::open_alarm::{open_alarms_gsi3pk, OpenAlarmItem, OPEN_ALARM_SHARDS};
-use crate::model::entities::Entity;
-use crate::model::entities::ItemKey;
+use crate::model::entities::{Entity, ItemKey};
 use crate::model::error::FleetError;
 use crate::model::expression::{Condition, Expressions, Update};
 use crate::model::ids::{DeviceId, UserId};

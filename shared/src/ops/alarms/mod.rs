@@ -2,7 +2,7 @@
 //! and silences raise, the writes that record a transition, the scheduled offline detector
 //! and reminders, and the notifications of transitions.
 //!
-//! Rules and alarm statuses are evaluated by [`crate::model::alarm::evaluate`]; ingestion
+//! Rules and alarm statuses are evaluated by [`crate::model::alarm::evaluation::evaluate`]; ingestion
 //! reads an owner's rules with a device's live state and records transitions in the
 //! transaction that writes the state ([`record::transition_actions`]). [`watch`] is the
 //! scheduled run (offline detection, reminders); [`notify`] turns the stream records of alarm

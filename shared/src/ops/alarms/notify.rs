@@ -25,7 +25,9 @@ use std::future::Future;
 use serde::Serialize;
 use serde_json::{json, Value};
 
-use crate::model::alarm::{AlarmKind, AlarmState};
+use crate::model::alarm::ids::AlarmKind;
+
+use crate::model::alarm::status::AlarmState;
 use crate::model::entities::alarm::{alarm_pk, AlarmItem};
 use crate::model::entities::{Entity, EntityType};
 use crate::model::error::FleetError;
@@ -375,7 +377,7 @@ pub async fn publish(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::alarm::Severity;
+    use crate::model::alarm::severity::Severity;
     use crate::model::ids::{DeviceId, UserId};
     use crate::model::timestamp::Timestamp;
 

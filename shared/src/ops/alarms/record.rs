@@ -4,8 +4,15 @@
 
 use aws_sdk_dynamodb::types::{Put, TransactWriteItem, Update as UpdateAction};
 
-use crate::model::alarm::{AlarmSource, AlarmState, Rule, Transition};
-use crate::model::entities::alarm::{owner_alarms_gsi3sk, AlarmItem};
+use crate::model::alarm::evaluation::Transition;
+
+use crate::model::alarm::ids::AlarmSource;
+
+use crate::model::alarm::rule::Rule;
+
+use crate::model::alarm::status::AlarmState;
+use crate::model::entities::alarm::owner_alarms_gsi3sk;
+use crate::model::entities::alarm::AlarmItem;
 use crate::model::entities::open_alarm::OpenAlarmItem;
 use crate::model::entities::Entity;
 use crate::model::entities::ItemKey;
@@ -157,7 +164,7 @@ fn clear_alarm(
     source: &AlarmSource,
     raised_at: &Timestamp,
     at: &Timestamp,
-    reading: &Option<crate::model::alarm::AlarmReading>,
+    reading: &Option<crate::model::alarm::status::AlarmReading>,
     retention: i64,
 ) -> Result<TransactWriteItem, FleetError> {
     let key = ItemKey::Alarm {

@@ -7,7 +7,11 @@
 
 use aws_sdk_dynamodb::operation::put_item::PutItemError;
 
-use crate::model::alarm::{Rule, RuleDefinition, RuleId, Scope, MAX_RULES_PER_OWNER};
+use crate::model::alarm::MAX_RULES_PER_OWNER;
+
+use crate::model::alarm::ids::RuleId;
+
+use crate::model::alarm::rule::{Rule, RuleDefinition, Scope};
 use crate::model::entities::rule_set::RuleSetItem;
 use crate::model::entities::Entity;
 use crate::model::entities::ItemKey;

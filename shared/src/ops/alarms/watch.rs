@@ -29,9 +29,14 @@ use futures::stream::{self, StreamExt};
 use serde::Serialize;
 
 use super::record::{transition_actions, AlarmDevice};
-use crate::model::alarm::{AlarmSource, AlarmState, AlarmStatus, Transition, OFFLINE};
-use crate::model::entities::alarm::{reminder_gsi1pk, reminder_gsi1sk, AlarmItem, REMINDER_SHARDS};
-use crate::model::entities::device_state::{due_gsi3pk, due_until, DeviceStateItem, DUE_SHARDS};
+use crate::model::alarm::evaluation::Transition;
+use crate::model::alarm::ids::AlarmSource;
+use crate::model::alarm::status::{AlarmState, AlarmStatus};
+use crate::model::alarm::OFFLINE;
+use crate::model::entities::alarm::AlarmItem;
+use crate::model::entities::alarm::{reminder_gsi1pk, reminder_gsi1sk, REMINDER_SHARDS};
+use crate::model::entities::device_state::DeviceStateItem;
+use crate::model::entities::device_state::{due_gsi3pk, due_until, DUE_SHARDS};
 use crate::model::entities::Entity;
 use crate::model::entities::ItemKey;
 use crate::model::error::FleetError;

@@ -14,8 +14,11 @@
 use aws_sdk_dynamodb::types::{TransactWriteItem, Update as UpdateAction};
 
 use super::record::{transition_actions, AlarmDevice};
-use crate::model::alarm::{AlarmSource, AlarmState, AlarmStatuses, RuleId, Transition};
-use crate::model::entities::alarm::{owner_alarms_gsi3pk, owner_open_alarms_prefix, AlarmItem};
+use crate::model::alarm::evaluation::Transition;
+use crate::model::alarm::ids::{AlarmSource, RuleId};
+use crate::model::alarm::status::{AlarmState, AlarmStatuses};
+use crate::model::entities::alarm::AlarmItem;
+use crate::model::entities::alarm::{owner_alarms_gsi3pk, owner_open_alarms_prefix};
 use crate::model::entities::device_state::DeviceStateItem;
 use crate::model::entities::Entity;
 use crate::model::entities::ItemKey;
@@ -273,7 +276,9 @@ pub fn partial_device_clears(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::alarm::{AlarmStatus, Severity, OFFLINE};
+    use crate::model::alarm::severity::Severity;
+    use crate::model::alarm::status::AlarmStatus;
+    use crate::model::alarm::OFFLINE;
 
     #[test]
     fn a_gone_source_clears_its_open_alarm_and_drops_its_pending_status_only() {

@@ -33,8 +33,7 @@ use aws_sdk_dynamodb::types::KeysAndAttributes;
 
 use crate::model::cursor::StartKey;
 use crate::model::entities::report::ReportItem;
-use crate::model::entities::ItemKey;
-use crate::model::entities::{Entity, EntityType};
+use crate::model::entities::{Entity, EntityType, ItemKey};
 use crate::model::error::{FleetError, ValidationError};
 use crate::model::pattern_id::PatternId;
 use crate::model::timestamp::{Day, Timestamp};

@@ -1,5 +1,6 @@
 //! A device's live state (`lastSeen`, `latest`, `recent`, the `SEEN#` index key), kept on its
-//! own compact item placed in one of its owner's partitions, and its conditional update.
+//! own compact item placed in one of its owner's partitions: its caps, how a batch merges into
+//! it and comes back out, and the parts of its conditional update (sent by `Ingestor`).
 //!
 //! The state item is the only item ingestion rewrites per batch, so it is kept small: the
 //! newest [`RECENT_EVENTS`] and the latest reading of at most [`MAX_STATE_TYPES`] types, in
@@ -8,33 +9,23 @@
 //! name and text value at its longest), which a unit test checks.
 
 use std::collections::BTreeSet;
-use std::sync::Arc;
-use std::time::Instant;
 
-use aws_sdk_dynamodb::operation::update_item::builders::UpdateItemFluentBuilder;
-use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
-use aws_sdk_dynamodb::types::{
-    ReturnValue, ReturnValuesOnConditionCheckFailure, TransactWriteItem, Update as UpdateAction,
-};
-
-use super::{Ingestor, NewEvent, CACHE_CAPACITY, RECENT_EVENTS};
-use crate::model::alarm::{evaluate, Observed, Rule, Subject, Transition};
+use super::validate::NewEvent;
+use crate::model::alarm::evaluation::{evaluate, Observed, Subject, Transition};
+use crate::model::alarm::rule::Rule;
 use crate::model::entities::device_state::DeviceStateItem;
 use crate::model::entities::registration::RegistrationItem;
-use crate::model::entities::Entity;
 use crate::model::entities::ItemKey;
-use crate::model::error::{FleetError, ValidationError};
-use crate::model::expression::{Condition, Expressions, Update};
-use crate::model::ids::DeviceId;
-use crate::model::keys::IndexKeys;
+use crate::model::error::ValidationError;
+use crate::model::expression::Condition;
 use crate::model::readings::{newest_millis, StoredEvent, StoredReading};
-use crate::model::schema::{Item, GSI1SK, GSI3PK, GSI3SK, PK};
+use crate::model::schema::{Item, PK};
 use crate::model::twin::TwinVersions;
-use crate::ops::alarms::{transition_actions, AlarmDevice};
-use crate::store::dynamo::{number_value, transact, Transaction};
-use crate::store::retry::Retry;
-use crate::store::table::{condition_failed, sdk_error, transient, TransactionSlot, Transient};
-use crate::store::with_expressions::WithExpressions;
+use crate::store::dynamo::number_value;
+use crate::store::table::TransactionSlot;
+
+/// Events kept in a device's `recent` list (the dashboard shows the last 10).
+pub const RECENT_EVENTS: usize = 10;
 
 /// Most event types whose latest reading a device's live state keeps. A batch that would
 /// add more is a 400 naming the first event of a type over the cap.
@@ -45,13 +36,13 @@ pub const MAX_STATE_BYTES: usize = 4096;
 
 /// Conditional-update attempts on the live state before giving up (each conflict means
 /// another batch for the same device committed, so N concurrent batches need up to N).
-const STATE_ATTEMPTS: u32 = 16;
+pub(super) const STATE_ATTEMPTS: u32 = 16;
 
 /// `state` with `events` merged in: `lastSeen` never moves backwards, a late event never
 /// replaces a newer reading, `recent` keeps the newest [`RECENT_EVENTS`] without duplicates,
 /// and `latest` at most [`MAX_STATE_TYPES`] types (the oldest reading goes, should concurrent
 /// batches of two containers get past the cap together).
-pub fn merged(state: &DeviceStateItem, events: &[NewEvent]) -> DeviceStateItem {
+pub fn state_with_batch(state: &DeviceStateItem, events: &[NewEvent]) -> DeviceStateItem {
     let mut next = state.clone();
     for e in events {
         if next.last_seen.is_none_or(|seen| e.at > seen) {
@@ -95,7 +86,7 @@ pub fn merged(state: &DeviceStateItem, events: &[NewEvent]) -> DeviceStateItem {
 /// together with the `stored` ones: their recent entries go (and `before`'s come back in their
 /// place), a latest reading that is one of them falls back to `before`'s or a stored event's,
 /// and `lastSeen` is the newest of what is left.
-pub fn without(
+pub fn state_without_unstored(
     state: &DeviceStateItem,
     before: &DeviceStateItem,
     stored: &[NewEvent],
@@ -140,7 +131,7 @@ pub fn without(
     // The rhythm is learned from `before` to what is left, as if only the stored events came.
     next.learned_every_seconds = before.learned_every_seconds;
     next.learned_jitter_seconds = before.learned_jitter_seconds;
-    let mut repaired = merged(&next, stored);
+    let mut repaired = state_with_batch(&next, stored);
     repaired.learned_every_seconds = before.learned_every_seconds;
     repaired.learned_jitter_seconds = before.learned_jitter_seconds;
     repaired.learn_rhythm(before);
@@ -168,7 +159,7 @@ pub fn check_type_cap(state: &DeviceStateItem, events: &[NewEvent]) -> Result<()
 
 /// The condition of every live-state update: the item still exists (a deleted device's
 /// state is gone) and nobody updated it since `:seq` was read.
-fn unchanged_since_read(read: &DeviceStateItem) -> Condition {
+pub(super) fn unchanged_since_read(read: &DeviceStateItem) -> Condition {
     Condition::exists(PK).and(Condition::equals(
         DeviceStateItem::INGEST_SEQ,
         number_value(read.ingest_seq),
@@ -178,390 +169,23 @@ fn unchanged_since_read(read: &DeviceStateItem) -> Condition {
 /// A live-state update that folded a batch in: the state it merged onto and the state it
 /// stored (what a repair works from).
 pub(super) struct FoldedState {
-    before: DeviceStateItem,
-    written: DeviceStateItem,
+    pub(super) before: DeviceStateItem,
+    pub(super) written: DeviceStateItem,
     /// The twin's versions as DynamoDB returned the item written (`None` when the write was a
     /// transaction, which returns no item: the caller reads them if it needs them).
     pub(super) twin: Option<TwinVersions>,
 }
 
-impl Ingestor {
-    /// The live state of the device of `registration` and its owner's alarm rules: this warm
-    /// Lambda's copies, or one consistent BatchGetItem of what is not cached (a read costs half
-    /// of a failed conditional write of the item, and API Gateway spreads a device's batches
-    /// over containers, so most batches miss the state cache). A device without a state item
-    /// is gone: [`FleetError::Unauthorized`].
-    pub(super) async fn live_state(
-        &self,
-        registration: &RegistrationItem,
-    ) -> Result<(DeviceStateItem, Arc<Vec<Rule>>), FleetError> {
-        let cached = self.cached_state(&registration.device_id);
-        let read = self
-            .read_state_and_rules(registration, state_key(registration), cached.is_none())
-            .await;
-        match read {
-            Ok((Some(state), rules)) => {
-                self.remember_state(state.clone());
-                Ok((state, rules))
-            }
-            Ok((None, rules)) => Ok((cached.expect("the state was cached"), rules)),
-            Err(FleetError::Unauthorized) => {
-                self.forget(&registration.device_id);
-                Err(FleetError::Unauthorized)
-            }
-            Err(err) => Err(err),
-        }
-    }
-
-    /// Folds `events` into the live state `base` and evaluates the owner's alarm `rules` on
-    /// them, with one conditional UpdateItem, or, when an alarm is raised or cleared, one
-    /// TransactWriteItems of the same update and the alarm writes ([`transition_actions`]);
-    /// skipped when it would change nothing (a replay). On a conflict the failed write returns
-    /// the current item, which is merged and evaluated again (no separate read). Returns what
-    /// the write folded in ([`FoldedState`], `None` when skipped), which a repair needs.
-    pub(super) async fn update_state(
-        &self,
-        registration: &RegistrationItem,
-        mut base: DeviceStateItem,
-        rules: &[Rule],
-        events: &[NewEvent],
-        deadline: Instant,
-    ) -> Result<Option<FoldedState>, FleetError> {
-        let device = &registration.device_id;
-        let mut retry = Retry::until(deadline).at_most(STATE_ATTEMPTS);
-        // What the caller is told if the attempts run out: conflicts and throttling are busy.
-        let mut gave_up = Transient::Busy;
-        // Whether this batch's alarm changes are written; a refused alarm write must not
-        // refuse the readings (see below).
-        let mut record_alarms = true;
-        while retry.next_attempt().await {
-            let (mut next, mut transitions) = evaluated(registration, &base, rules, events);
-            if !record_alarms {
-                next.alarms = base.alarms.clone();
-                transitions.clear();
-            }
-            if next == base {
-                return Ok(None);
-            }
-            let (changes, stored) = self.state_changes(registration, &base, next)?;
-            if !transitions.is_empty() {
-                let recorded = self
-                    .record_transitions(registration, &base, changes, rules, &transitions, deadline)
-                    .await;
-                let recorded = match recorded {
-                    Ok(recorded) => recorded,
-                    Err(err) if err.is_retryable() || matches!(err, FleetError::Unauthorized) => {
-                        return Err(err)
-                    }
-                    Err(err) => {
-                        // DynamoDB refused the alarm writes themselves (a ValidationException, or
-                        // a cancellation no retry changes). Resending would be refused the same
-                        // way forever, so the readings are stored and folded in without this
-                        // batch's alarm changes, and the refusal is logged as an error.
-                        tracing::error!(device = %registration.device_id, error = %err, transitions = transitions.len(), "alarm writes refused: the batch is stored without its alarm changes");
-                        record_alarms = false;
-                        continue;
-                    }
-                };
-                match recorded {
-                    Recorded::Committed => {
-                        self.remember_state(stored.clone());
-                        return Ok(Some(FoldedState {
-                            before: base,
-                            written: stored,
-                            twin: None,
-                        }));
-                    }
-                    Recorded::StateChanged(current) => {
-                        base = self.after_conflict(device, current.as_ref())?;
-                        continue;
-                    }
-                }
-            }
-            let request = self.state_request(registration, changes);
-            let err = match request.return_values(ReturnValue::AllNew).send().await {
-                Ok(out) => {
-                    // The item as written carries what others own on it too: the twin's
-                    // versions tell the device's pending work without a read (ops::twin), and
-                    // the owner's copies bring the cached state in step with a PATCH.
-                    let (twin, stored) = match out.attributes {
-                        Some(item) => {
-                            let written = DeviceStateItem::from_item(item)?;
-                            (Some(written.twin), stored.with_copies_of(&written))
-                        }
-                        None => (None, stored),
-                    };
-                    self.remember_state(stored.clone());
-                    return Ok(Some(FoldedState {
-                        before: base,
-                        written: stored,
-                        twin,
-                    }));
-                }
-                Err(err) => err,
-            };
-            match err.as_service_error() {
-                Some(UpdateItemError::ConditionalCheckFailedException(failed)) => {
-                    base = self.after_conflict(device, failed.item())?;
-                }
-                _ => match transient(&err) {
-                    Some(kind) => gave_up = kind,
-                    None => return Err(sdk_error(err)),
-                },
-            }
-        }
-        Err(gave_up.error())
-    }
-
-    /// Sends the live state's update with the alarm writes of `transitions` in one
-    /// transaction. A clear whose alarm item is gone (expired or removed by hand) is dropped
-    /// and the rest sent again, so a lost item never blocks a device's ingestion.
-    async fn record_transitions(
-        &self,
-        registration: &RegistrationItem,
-        base: &DeviceStateItem,
-        changes: Expressions,
-        rules: &[Rule],
-        transitions: &[Transition],
-        deadline: Instant,
-    ) -> Result<Recorded, FleetError> {
-        let state = UpdateAction::builder()
-            .table_name(self.table.name())
-            .set_key(Some(state_key(registration).attributes()))
-            .expressions(changes)
-            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
-            .build()
-            .map_err(FleetError::internal)?;
-        let device = AlarmDevice {
-            user: registration.user_id.clone(),
-            device: registration.device_id.clone(),
-            partition: registration.partition,
-            name: base.name.clone(),
-        };
-        let mut actions = vec![TransactWriteItem::builder().update(state).build()];
-        actions.extend(transition_actions(
-            &self.table,
-            &device,
-            rules,
-            transitions,
-        )?);
-        loop {
-            let retry = Retry::until(deadline).at_most(STATE_ATTEMPTS);
-            let reasons = match transact(&self.table, actions.clone(), retry).await? {
-                Transaction::Committed => return Ok(Recorded::Committed),
-                Transaction::Cancelled(reasons) => reasons,
-            };
-            if condition_failed(&reasons, StateSlot) {
-                return Ok(Recorded::StateChanged(reasons[0].item().cloned()));
-            }
-            let failed: Vec<usize> = (1..actions.len())
-                .filter(|i| {
-                    reasons
-                        .get(*i)
-                        .and_then(|r| r.code())
-                        .is_some_and(|c| c == "ConditionalCheckFailed")
-                })
-                .collect();
-            if failed.is_empty() {
-                return Err(FleetError::internal(format!(
-                    "alarm transaction cancelled: {reasons:?}"
-                )));
-            }
-            tracing::warn!(device = %registration.device_id, dropped = failed.len(), "clearing alarms whose items are gone");
-            actions = actions
-                .into_iter()
-                .enumerate()
-                .filter(|(i, _)| !failed.contains(i))
-                .map(|(_, a)| a)
-                .collect();
-        }
-    }
-
-    /// Takes `unstored` events back out of the live state after an update that folded them in
-    /// (`folded`) while their writes failed: the state shows only stored events again.
-    /// Conditioned like every update; on a conflict the current state is repaired instead.
-    /// Best effort within `deadline`, logged when it cannot be made: the device is told to
-    /// resend these events, and a resend that stores them makes the state right either way.
-    pub(super) async fn repair_state(
-        &self,
-        registration: &RegistrationItem,
-        folded: FoldedState,
-        stored: &[NewEvent],
-        unstored: &[NewEvent],
-        deadline: Instant,
-    ) {
-        let repaired = async {
-            let device = &registration.device_id;
-            let mut current = folded.written;
-            let mut retry = Retry::until(deadline).at_most(STATE_ATTEMPTS);
-            let mut gave_up = Transient::Busy;
-            while retry.next_attempt().await {
-                let repaired = without(&current, &folded.before, stored, unstored);
-                if repaired == current {
-                    return Ok(());
-                }
-                let (changes, stored) = self.state_changes(registration, &current, repaired)?;
-                let err = match self.state_request(registration, changes).send().await {
-                    Ok(_) => {
-                        self.remember_state(stored);
-                        return Ok(());
-                    }
-                    Err(err) => err,
-                };
-                match err.as_service_error() {
-                    Some(UpdateItemError::ConditionalCheckFailedException(failed)) => {
-                        match self.after_conflict(device, failed.item()) {
-                            Ok(now) => current = now,
-                            // The device is gone: nothing left to repair.
-                            Err(FleetError::Unauthorized) => return Ok(()),
-                            Err(other) => return Err(other),
-                        }
-                    }
-                    _ => match transient(&err) {
-                        Some(kind) => gave_up = kind,
-                        None => return Err(sdk_error(err)),
-                    },
-                }
-            }
-            Err(gave_up.error())
-        };
-        let result: Result<(), FleetError> = repaired.await;
-        if let Err(err) = result {
-            tracing::warn!(device = %registration.device_id, error = %err, "live state shows events that were not stored until they are resent");
-        }
-    }
-
-    fn cached_state(&self, device: &DeviceId) -> Option<DeviceStateItem> {
-        self.states.lock().expect("cache lock").get(device).cloned()
-    }
-
-    fn remember_state(&self, state: DeviceStateItem) {
-        let mut cache = self.states.lock().expect("cache lock");
-        if cache.len() >= CACHE_CAPACITY && !cache.contains_key(&state.device_id) {
-            cache.clear();
-        }
-        cache.insert(state.device_id.clone(), state);
-    }
-
-    /// The conditional update that turns `base` (what this Lambda believes is stored) into
-    /// `next`, and the state stored once it succeeds. Only what ingestion owns is written, so
-    /// an owner's concurrent status or name change is never overwritten.
-    fn state_changes(
-        &self,
-        registration: &RegistrationItem,
-        base: &DeviceStateItem,
-        mut next: DeviceStateItem,
-    ) -> Result<(Expressions, DeviceStateItem), FleetError> {
-        let device = &registration.device_id;
-        next.ingest_seq = base.ingest_seq + 1;
-        let mut changes = Update::new()
-            .set(
-                DeviceStateItem::LAST_SEEN,
-                serde_dynamo::to_attribute_value(next.last_seen)?,
-            )
-            .set(DeviceStateItem::READINGS, next.readings_attribute())
-            .set(DeviceStateItem::INGEST_SEQ, number_value(next.ingest_seq));
-        if next.alarms != base.alarms {
-            changes = if next.alarms.is_empty() {
-                changes.remove(DeviceStateItem::ALARMS)
-            } else {
-                changes.set(
-                    DeviceStateItem::ALARMS,
-                    serde_dynamo::to_attribute_value(&next.alarms)?,
-                )
-            };
-        }
-        // The index entry moves (a delete and a put on GSI1) only when the device's own
-        // offset SEEN bucket does: at most once per bucket, never for all devices at once.
-        // Only the sort key is ingestion's: the partition follows the owner's status.
-        let seen_key = |state: &DeviceStateItem| {
-            IndexKeys::device_state(
-                state.status,
-                device,
-                state.last_seen.as_ref(),
-                &self.table.config.shards,
-            )
-            .attributes()
-            .find(|(name, _)| *name == GSI1SK)
-        };
-        if let Some(moved) = seen_key(&next).filter(|k| Some(k) != seen_key(base).as_ref()) {
-            changes = changes.set_all([moved]);
-        }
-        // The learned rhythm and the offline-check due entry (GSI3) change only when the SEEN
-        // bucket does (or when the entry is not where the state says it belongs: a PATCH asked
-        // for a recheck, the detector removed it, an offline alarm cleared).
-        if next.rhythm() != base.rhythm() {
-            changes = changes
-                .set(
-                    DeviceStateItem::LEARNED_EVERY_SECONDS,
-                    serde_dynamo::to_attribute_value(next.learned_every_seconds)?,
-                )
-                .set(
-                    DeviceStateItem::LEARNED_JITTER_SECONDS,
-                    serde_dynamo::to_attribute_value(next.learned_jitter_seconds)?,
-                );
-        }
-        let due = next.due_at();
-        if due != base.indexed_due {
-            changes = match due {
-                Some(at) => changes.set_all(IndexKeys::due(device, Some(&at)).attributes()),
-                None => changes.remove(GSI3PK).remove(GSI3SK),
-            };
-        }
-        next.indexed_due = due;
-        // The list form of states written before `readings` goes as they are rewritten.
-        let changes = changes
-            .remove(DeviceStateItem::LEGACY_LATEST)
-            .remove(DeviceStateItem::LEGACY_RECENT);
-        Ok((
-            Expressions::write(changes, Some(unchanged_since_read(base))),
-            next,
-        ))
-    }
-
-    /// The UpdateItem of `changes` on the device's live state; a failed condition returns the
-    /// item as it is.
-    fn state_request(
-        &self,
-        registration: &RegistrationItem,
-        changes: Expressions,
-    ) -> UpdateItemFluentBuilder {
-        self.table
-            .client
-            .update_item()
-            .table_name(self.table.name())
-            .set_key(Some(state_key(registration).attributes()))
-            .expressions(changes)
-            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
-    }
-
-    /// After a failed condition, with the item as it is now: the state to merge into next, or
-    /// [`FleetError::Unauthorized`] when the device is gone.
-    fn after_conflict(
-        &self,
-        device: &DeviceId,
-        current: Option<&Item>,
-    ) -> Result<DeviceStateItem, FleetError> {
-        let Some(current) = current else {
-            self.forget(device);
-            return Err(FleetError::Unauthorized);
-        };
-        let current = DeviceStateItem::from_item(current.clone())?;
-        self.remember_state(current.clone());
-        Ok(current)
-    }
-}
-
 /// What a batch's state write holds: `base` with `events` merged in and the alarm statuses
 /// after evaluating `rules` on them (readings newer than `base`'s latest of their type only),
 /// and the transitions to record.
-fn evaluated(
+pub(super) fn evaluated(
     registration: &RegistrationItem,
     base: &DeviceStateItem,
     rules: &[Rule],
     events: &[NewEvent],
 ) -> (DeviceStateItem, Vec<Transition>) {
-    let mut next = merged(base, events);
+    let mut next = state_with_batch(base, events);
     let observed: Vec<Observed<'_>> = events
         .iter()
         .map(|e| Observed {
@@ -584,7 +208,7 @@ fn evaluated(
 }
 
 /// The outcome of a transaction that records transitions.
-enum Recorded {
+pub(super) enum Recorded {
     /// State and alarms written.
     Committed,
     /// The state changed since it was read: the item as it is now (`None`: gone).
@@ -593,7 +217,7 @@ enum Recorded {
 
 /// The live state's update is the first action of a transition's transaction.
 #[derive(Clone, Copy)]
-struct StateSlot;
+pub(super) struct StateSlot;
 
 impl TransactionSlot for StateSlot {
     fn position(self) -> usize {
@@ -603,7 +227,7 @@ impl TransactionSlot for StateSlot {
 
 /// The key of the live state of the device of `registration` (its placement is on the
 /// registration, which ingestion reads anyway).
-fn state_key(registration: &RegistrationItem) -> ItemKey {
+pub(super) fn state_key(registration: &RegistrationItem) -> ItemKey {
     ItemKey::DeviceState {
         user: registration.user_id.clone(),
         partition: registration.partition,
@@ -614,7 +238,8 @@ fn state_key(registration: &RegistrationItem) -> ItemKey {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::ids::{DeviceType, EventId, EventType, UserId};
+    use crate::model::entities::Entity;
+    use crate::model::ids::{DeviceId, DeviceType, EventId, EventType, UserId};
     use crate::model::readings::EventValue;
     use crate::model::shard::ShardCounts;
     use crate::model::status::DeviceStatus;
@@ -666,7 +291,7 @@ mod tests {
                 )
             })
             .collect();
-        let s1 = merged(&empty("u", "d", "n"), &first);
+        let s1 = state_with_batch(&empty("u", "d", "n"), &first);
         assert_eq!(s1.recent.len(), RECENT_EVENTS);
         assert_eq!(s1.recent[0].1.as_str(), "e11", "newest first");
         assert_eq!(
@@ -681,11 +306,11 @@ mod tests {
             EventValue::Number(-1.0),
             "2024-04-10T09:00:00Z",
         )];
-        assert_eq!(merged(&s1, &late), s1);
+        assert_eq!(state_with_batch(&s1, &late), s1);
         // A replay changes nothing (so no write is sent).
-        assert_eq!(merged(&s1, &first), s1);
+        assert_eq!(state_with_batch(&s1, &first), s1);
         // A late reading of a new type is still that type's latest.
-        let s3 = merged(
+        let s3 = state_with_batch(
             &s1,
             &[event(
                 "h",
@@ -712,7 +337,7 @@ mod tests {
             })
             .collect();
         check_type_cap(&state, &types).unwrap();
-        state = merged(&state, &types);
+        state = state_with_batch(&state, &types);
         // Known types pass; a new one is refused by index.
         let batch = [
             event("a", "t0", EventValue::Flag(false), "2024-04-10T10:01:00Z"),
@@ -726,14 +351,14 @@ mod tests {
             err.reason
         );
         // Even past the check (two containers racing), merging never keeps more than the cap.
-        let over = merged(&state, &batch);
+        let over = state_with_batch(&state, &batch);
         assert_eq!(over.latest.len(), MAX_STATE_TYPES);
         assert!(over.latest.contains_key("t9"), "the newest reading stays");
     }
 
     #[test]
     fn taking_unstored_events_out_restores_what_only_stored_ones_give() {
-        let before = merged(
+        let before = state_with_batch(
             &empty("u", "d", "n"),
             &(0..10)
                 .map(|i| {
@@ -766,12 +391,12 @@ mod tests {
                 "2024-04-10T10:06:00Z",
             ),
         ];
-        let written = merged(&before, &batch);
+        let written = state_with_batch(&before, &batch);
         assert_eq!(written.latest["temp"].1, EventValue::Number(2.0));
-        let repaired = without(&written, &before, &batch[..1], &batch[1..]);
+        let repaired = state_without_unstored(&written, &before, &batch[..1], &batch[1..]);
         assert_eq!(
             repaired,
-            merged(&before, &batch[..1]),
+            state_with_batch(&before, &batch[..1]),
             "as if only `kept` came"
         );
         assert_eq!(
@@ -780,7 +405,10 @@ mod tests {
             "older events come back"
         );
         // Nothing unstored: nothing changes.
-        assert_eq!(without(&written, &before, &batch, &[]), written);
+        assert_eq!(
+            state_without_unstored(&written, &before, &batch, &[]),
+            written
+        );
     }
 
     /// DynamoDB's item size: attribute names plus values (numbers ~1 byte per 2 digits + 1,
@@ -820,7 +448,7 @@ mod tests {
                 }
             })
             .collect();
-        typical = merged(&typical, &batch);
+        typical = state_with_batch(&typical, &batch);
         typical.ingest_seq = 123_456;
         let size = dynamodb_size(&typical.to_item(&shards).unwrap());
         assert!(
@@ -832,7 +460,7 @@ mod tests {
         let long = |c: char, n: usize| c.to_string().repeat(n);
         let mut largest = empty(&long('u', 128), &long('d', 64), &long('n', 100));
         largest.partition = 1_000_000;
-        let text = EventValue::Text(long('v', super::super::MAX_TEXT_VALUE));
+        let text = EventValue::Text(long('v', crate::ops::ingest::validate::MAX_TEXT_VALUE));
         let batch: Vec<NewEvent> = (0..RECENT_EVENTS + MAX_STATE_TYPES)
             .map(|i| {
                 let mut id = format!("{i:02}");
@@ -847,7 +475,7 @@ mod tests {
                 )
             })
             .collect();
-        largest = merged(&largest, &batch);
+        largest = state_with_batch(&largest, &batch);
         largest.ingest_seq = u64::MAX;
         largest.device_version = u64::MAX;
         let size = dynamodb_size(&largest.to_item(&shards).unwrap());

@@ -6,11 +6,16 @@ use serde::Deserialize;
 
 use std::time::Duration;
 
-use super::{MAX_EVENTS_PER_BATCH, MAX_TEXT_VALUE};
 use crate::model::error::ValidationError;
 use crate::model::ids::{EventId, EventType};
 use crate::model::readings::{derive_event_id, storable_number, EventValue};
 use crate::model::timestamp::Timestamp;
+
+/// Most events in one request.
+pub const MAX_EVENTS_PER_BATCH: usize = 100;
+/// Longest text value of an event, in characters (it is also kept on the device's live
+/// state, whose size it bounds).
+pub const MAX_TEXT_VALUE: usize = 64;
 
 /// One event as a device sends it.
 #[derive(Clone, Debug, Deserialize)]

@@ -17,8 +17,7 @@ use crate::model::entities::desired_state::DesiredStateItem;
 use crate::model::entities::device_state::DeviceStateItem;
 use crate::model::entities::registration::RegistrationItem;
 use crate::model::entities::reported_state::ReportedStateItem;
-use crate::model::entities::Entity;
-use crate::model::entities::ItemKey;
+use crate::model::entities::{Entity, ItemKey};
 use crate::model::error::FleetError;
 use crate::model::expression::{Condition, Expressions, Update};
 use crate::model::pattern_id::PatternId;
@@ -166,10 +165,11 @@ pub struct CommandDelivery {
     pub expires_at: String,
 }
 
-/// The twin part of a device's answer.
+/// The twin's part of the answer to a device (a batch or a sync): what it must do and what of
+/// its acknowledgements took effect.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct TwinWork {
+pub struct TwinReply {
     /// The desired state, while the device has not reported applying its version.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub desired: Option<DesiredDelivery>,
@@ -185,7 +185,7 @@ pub struct TwinWork {
     pub requests: u32,
 }
 
-impl TwinWork {
+impl TwinReply {
     /// Whether the answer carries nothing of the twin.
     pub fn is_empty(&self) -> bool {
         self.desired.is_none() && self.commands.is_empty() && self.acknowledged.is_empty()
@@ -197,12 +197,12 @@ impl TwinWork {
 /// the condition and acknowledges nothing again), a report one conditional
 /// UpdateItem of the live state's `reportedVersion` (returning the versions) and one PutItem
 /// of the document. Returns the versions the report's update saw, the ids acknowledged now,
-/// and the requests issued.
+/// and the requests issued ([`AppliedReport`]).
 pub async fn apply_report(
     table: &FleetTable,
     registration: &RegistrationItem,
     report: &DeviceReport,
-) -> Result<(Option<TwinVersions>, Vec<String>, u32), FleetError> {
+) -> Result<AppliedReport, FleetError> {
     let now = Timestamp::now();
     let acks = futures::future::join_all(
         report
@@ -231,7 +231,33 @@ pub async fn apply_report(
         }
     }
     let requests = report.acks.len() as u32 + 2 * u32::from(report.reported.is_some());
-    Ok((versions?, acknowledged, requests))
+    Ok(AppliedReport {
+        versions: versions?,
+        acknowledged,
+        requests,
+    })
+}
+
+/// What applying a device's report and acknowledgements did ([`apply_report`]).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct AppliedReport {
+    /// The live state's twin versions as the report's update saw them (`None`: no report).
+    pub versions: Option<TwinVersions>,
+    /// The ids of the commands acknowledged by this request (a replayed one is not listed).
+    pub acknowledged: Vec<String>,
+    /// DynamoDB requests issued.
+    pub requests: u32,
+}
+
+impl From<AppliedReport> for TwinReply {
+    /// The reply before its pending work: the acknowledgements and their requests.
+    fn from(applied: AppliedReport) -> Self {
+        Self {
+            acknowledged: applied.acknowledged,
+            requests: applied.requests,
+            ..Self::default()
+        }
+    }
 }
 
 /// One acknowledgement: true when it took effect now (a `delivered` command only).
@@ -389,8 +415,8 @@ pub async fn pending_work(
     table: &FleetTable,
     registration: &RegistrationItem,
     versions: Option<TwinVersions>,
-    mut work: TwinWork,
-) -> Result<TwinWork, FleetError> {
+    mut work: TwinReply,
+) -> Result<TwinReply, FleetError> {
     let versions = match versions {
         Some(v) => v,
         None => {
@@ -580,14 +606,10 @@ pub async fn sync_device(
     table: &FleetTable,
     registration: &RegistrationItem,
     report: &DeviceReport,
-) -> Result<TwinWork, FleetError> {
-    let (versions, acknowledged, requests) = apply_report(table, registration, report).await?;
-    let work = TwinWork {
-        acknowledged,
-        requests,
-        ..TwinWork::default()
-    };
-    pending_work(table, registration, versions, work).await
+) -> Result<TwinReply, FleetError> {
+    let applied = apply_report(table, registration, report).await?;
+    let versions = applied.versions;
+    pending_work(table, registration, versions, applied.into()).await
 }
 
 /// The key of the live state of the device of `registration`.

@@ -24,8 +24,7 @@ use crate::model::entities::desired_state::DesiredStateItem;
 use crate::model::entities::device::DeviceItem;
 use crate::model::entities::device_state::DeviceStateItem;
 use crate::model::entities::reported_state::ReportedStateItem;
-use crate::model::entities::Entity;
-use crate::model::entities::ItemKey;
+use crate::model::entities::{Entity, ItemKey};
 use crate::model::error::FleetError;
 use crate::model::expression::{Condition, Expressions, Update as UpdateExpression};
 use crate::model::ids::{DeviceId, UserId};
@@ -34,7 +33,7 @@ use crate::model::twin::{TwinDocument, TwinVersions};
 use crate::store::table::FleetTable;
 use crate::store::with_expressions::WithExpressions;
 
-pub use device::{DeviceReport, TwinWork};
+pub use device::{DeviceReport, TwinReply};
 
 /// The twin as an owner reads it: versions from the live state (the dashboard, AP-DASH) and,
 /// on one device's read (AP-03), the documents and their delta.

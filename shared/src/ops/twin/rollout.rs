@@ -24,8 +24,7 @@ use crate::model::entities::running_rollout::{
     running_rollout_prefix, RunningRolloutItem, RUNNING_ROLLOUTS_PK,
 };
 use crate::model::entities::tag_link::{tag_link_prefix, tag_link_sk, TagLinkItem};
-use crate::model::entities::ItemKey;
-use crate::model::entities::{Entity, EntityType};
+use crate::model::entities::{Entity, EntityType, ItemKey};
 use crate::model::error::FleetError;
 use crate::model::expression::{Condition, Expressions, Update};
 use crate::model::ids::{DeviceId, RolloutId, UserId};

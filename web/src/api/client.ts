@@ -1,9 +1,19 @@
-// The one way the console talks to the API: bearer token, JSON, and the failure rules of the
-// console: a 401 returns to sign-in, a 429 (and a read's 503) waits for `Retry-After`, a lost
-// connection shows the banner and a read retries until the API answers again.
+// The one way the console talks to the API: a client generated from docs/openapi.yaml
+// (openapi-fetch over ./schema.d.ts) whose fetch carries the bearer token and the console's
+// failure rules: a 401 returns to sign-in, a 429 (and a read's 503) waits for `Retry-After`, a
+// lost connection shows the banner and a read retries until the API answers again. Any other
+// answer that is not a success is thrown as an `ApiError`.
 
-import { retryAfterSeconds } from './format';
-import { setConnection } from './status';
+import createClient from 'openapi-fetch';
+import { retryAfterSeconds } from '../format';
+import { setConnection } from '../connection';
+import type { components, paths } from './schema';
+
+/** The API's JSON shapes, as docs/openapi.yaml declares them. */
+export type Schemas = components['schemas'];
+
+/** The device statuses (`DeviceStatus`), in the order the forms offer them. */
+export const STATUSES: readonly Schemas['DeviceStatus'][] = ['active', 'inactive', 'maintenance', 'error'];
 
 export class ApiError extends Error {
   constructor(
@@ -17,17 +27,6 @@ export class ApiError extends Error {
   }
 }
 
-export interface Answer<T> {
-  status: number;
-  body: T;
-  etag: string | null;
-}
-
-interface Options {
-  body?: unknown;
-  headers?: Record<string, string>;
-}
-
 let apiBase = '';
 let bearer: string | null = null;
 let onUnauthorized: () => void = () => {};
@@ -36,6 +35,7 @@ export function configureApi(base: string, token: string | null, unauthorized: (
   apiBase = base.replace(/\/$/, '');
   bearer = token;
   onUnauthorized = unauthorized;
+  api = createClient<paths>({ baseUrl: apiBase, fetch: fetchWithRules });
 }
 
 export function apiUrl(path: string): string {
@@ -67,23 +67,23 @@ async function probeUntilOnline(): Promise<void> {
   setConnection({ offline: false });
 }
 
-export async function api<T>(method: string, path: string, options: Options = {}): Promise<Answer<T>> {
-  const headers: Record<string, string> = { ...options.headers };
-  if (bearer) headers.authorization = `Bearer ${bearer}`;
-  if (options.body !== undefined) headers['content-type'] = 'application/json';
-  const init: RequestInit = {
-    method,
+/** `fetch` with the console's failure rules; the generated client builds `request`. */
+async function fetchWithRules(request: Request): Promise<Response> {
+  const headers = new Headers(request.headers);
+  if (bearer) headers.set('authorization', `Bearer ${bearer}`);
+  // The dashboard's own ETag logic decides; the browser cache must not answer for the API.
+  const prepared = new Request(request.url, {
+    method: request.method,
     headers,
-    body: options.body === undefined ? undefined : JSON.stringify(options.body),
-    // The dashboard's own ETag logic decides; the browser cache must not answer for the API.
+    body: request.body === null ? undefined : await request.text(),
     cache: 'no-store',
-  };
-  const isRead = method === 'GET';
+  });
+  const isRead = request.method === 'GET';
   let waits = 0;
   for (let pause = 1000; ; ) {
     let response: Response;
     try {
-      response = await fetch(apiUrl(path), init);
+      response = await fetch(prepared.clone());
     } catch {
       setConnection({ offline: true });
       if (!isRead) {
@@ -108,20 +108,34 @@ export async function api<T>(method: string, path: string, options: Options = {}
       onUnauthorized();
       throw new ApiError(401, 'unauthorized', 'Your session has ended; sign in again.');
     }
-    const text = response.status === 204 || response.status === 304 ? '' : await response.text();
-    let body: unknown = null;
-    try {
-      body = text ? JSON.parse(text) : null;
-    } catch {
-      body = null;
-    }
-    if (!response.ok && response.status !== 304) {
-      const error = (body as { error?: { code?: string; message?: string; field?: string } } | null)?.error;
-      const message = error?.message ?? (body as { message?: string } | null)?.message ?? `HTTP ${response.status}`;
-      throw new ApiError(response.status, error?.code ?? 'http_error', message, error?.field);
-    }
-    return { status: response.status, body: body as T, etag: response.headers.get('etag') };
+    if (!response.ok && response.status !== 304) throw await errorOf(response);
+    return response;
   }
+}
+
+/** The API's error body (`Error`) or API Gateway's (`GatewayMessage`) as an `ApiError`. */
+async function errorOf(response: Response): Promise<ApiError> {
+  let body: Partial<Schemas['Error'] & Schemas['GatewayMessage']> | null = null;
+  try {
+    body = JSON.parse(await response.text());
+  } catch {
+    body = null;
+  }
+  const error = body?.error;
+  const message = error?.message ?? body?.message ?? `HTTP ${response.status}`;
+  return new ApiError(response.status, error?.code ?? 'http_error', message, error?.field);
+}
+
+/**
+ * The API, typed by docs/openapi.yaml: `api.GET('/me/devices/{deviceId}', { params: ... })`.
+ * Every failure is thrown (above), so a call that returns has the success answer.
+ */
+export let api = createClient<paths>({ fetch: fetchWithRules });
+
+/** A success answer's body: `bodyOf(await api.GET(...))`. */
+export function bodyOf<T>(answer: { data?: T; response: Response }): T {
+  if (answer.data === undefined) throw new ApiError(answer.response.status, 'http_error', `HTTP ${answer.response.status} without a body`);
+  return answer.data;
 }
 
 /** The part of a field name a form shows its message beside: `tags[1]` -> `tags`. */

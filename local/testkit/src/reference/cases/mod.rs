@@ -1,0 +1,291 @@
+//! One case per access pattern on the reference dataset: what it runs (the workload), at what
+//! scale its budget applies, how to run it through `shared::ops`, and the request that reaches
+//! it through its function's route. The same table feeds the budget contract test
+//! (`tests/it/budgets.rs`), `make docs` (`fleet_perf::model_docs`) and `make bench`
+//! (`fleet_perf::bench::patterns`).
+//!
+//! The cases run in table order on one seeded table: reads first, then the writes, whose
+//! versions and devices follow from the ones before (AP-06 changes the status at version 1,
+//! then the tags at version 2; AP-08 deletes the device AP-07 registered).
+//!
+//! Each case sits in the module of its concern ([`devices`], [`events`], [`reports`],
+//! [`profile`], [`credentials`], [`twin`], [`alarms`]) with the fixtures only it uses; this
+//! module holds what they share and [`CASES`], the one list that fixes their order.
+
+pub mod alarms;
+pub mod credentials;
+pub mod devices;
+pub mod events;
+pub mod profile;
+pub mod reports;
+pub mod twin;
+
+use std::future::Future;
+use std::pin::Pin;
+
+use shared::model::ids::{DeviceId, UserId};
+use shared::model::pattern_id::PatternId;
+use shared::model::shard::ShardCounts;
+use shared::model::timestamp::Timestamp;
+use shared::ops::events::TimeRange;
+use shared::ops::pattern::BudgetScale;
+use shared::store::metrics::{MeterSnapshot, RequestMeter};
+use shared::{FleetError, FleetTable};
+
+use super::{now, Tokens, ALICE, BOB};
+use crate::api_event::ApiEvent;
+
+/// This file, relative to the workspace root, for the docs' links.
+pub const CASES_SOURCE: &str = file!();
+
+/// The operator who reads the `/admin` routes.
+const OPERATOR: &str = "ref-operator";
+/// The reference day, as the read patterns ask for it.
+const DAY: (&str, &str) = ("2026-11-20T00:00:00.000Z", "2026-11-20T23:59:59.999Z");
+/// Template logical ids of the functions the calls go to.
+const DASHBOARD: &str = "DashboardFunction";
+const DEVICE_UPDATES: &str = "DeviceUpdatesFunction";
+const INGEST: &str = "IngestFunction";
+
+/// A case's run in progress.
+pub type RunFuture<'a> = Pin<Box<dyn Future<Output = Result<(), FleetError>> + Send + 'a>>;
+
+/// Runs a case's workload on the seeded reference table (`tokens` from its seed), metered by
+/// the caller; fails when the pattern returns something else than the dataset holds.
+pub type Run = for<'a> fn(&'a FleetTable, &'a Tokens) -> RunFuture<'a>;
+
+/// The events of a route call: given the reference tokens and the first timestamp new events
+/// may take, the event of the `i`-th call (warm-up calls included).
+pub type Events = fn(&Tokens, Timestamp) -> Box<dyn FnMut(usize) -> Vec<u8> + Send>;
+
+/// One access pattern's case on the reference dataset.
+pub struct PatternCase {
+    /// The pattern.
+    pub id: PatternId,
+    /// What the run does, for the docs and the budget report.
+    pub workload: &'static str,
+    /// The run's scale, which turns the pattern's budget into a number of requests.
+    pub scale: fn(&ShardCounts) -> BudgetScale,
+    /// The run itself, through `shared::ops`.
+    pub run: Run,
+    /// The same pattern through its function's route (none for the report fields).
+    pub call: Option<RouteCall>,
+}
+
+/// A pattern's request through the Lambda that serves it, repeatable for the benchmark.
+pub struct RouteCall {
+    /// The request, for the report.
+    pub request: &'static str,
+    /// Template logical id of the function that serves it.
+    pub function: &'static str,
+    /// The status every call must answer.
+    pub expected: u16,
+    /// The call's events.
+    pub events: Events,
+}
+
+fn one(_: &ShardCounts) -> BudgetScale {
+    BudgetScale::one()
+}
+
+fn alice() -> Result<UserId, FleetError> {
+    Ok(UserId::parse(ALICE)?)
+}
+
+/// Alice's device `n` (`ref-alice-dev-{n}`).
+fn device_id(n: u32) -> String {
+    format!("{ALICE}-dev-{n}")
+}
+
+fn alice_device(n: u32) -> Result<DeviceId, FleetError> {
+    Ok(DeviceId::parse(device_id(n))?)
+}
+
+fn day() -> Result<TimeRange, FleetError> {
+    Ok(TimeRange::new(
+        Timestamp::parse_field("from", DAY.0)?,
+        Timestamp::parse_field("to", DAY.1)?,
+    )?)
+}
+
+/// The route key of `id` (every pattern with a call has one).
+fn route(id: PatternId) -> &'static str {
+    id.definition().route.unwrap_or_default()
+}
+
+/// Asks for the reference day (`from` and `to`).
+trait OverTheDay {
+    fn over_the_day(self) -> Self;
+}
+
+impl OverTheDay for ApiEvent {
+    fn over_the_day(self) -> Self {
+        self.query("from", DAY.0).query("to", DAY.1)
+    }
+}
+
+/// The same event for every call.
+fn every_call(event: ApiEvent) -> Box<dyn FnMut(usize) -> Vec<u8> + Send> {
+    Box::new(move |_| event.to_bytes())
+}
+
+/// A read through the dashboard function, answering 200.
+const fn read(request: &'static str, events: Events) -> Option<RouteCall> {
+    Some(RouteCall {
+        request,
+        function: DASHBOARD,
+        expected: 200,
+        events,
+    })
+}
+
+/// A write through the device-updates function.
+const fn write(request: &'static str, expected: u16, events: Events) -> Option<RouteCall> {
+    Some(RouteCall {
+        request,
+        function: DEVICE_UPDATES,
+        expected,
+        events,
+    })
+}
+
+/// `Ok` when the run found what the dataset holds.
+fn found(ok: bool, id: PatternId) -> Result<(), FleetError> {
+    if ok {
+        Ok(())
+    } else {
+        Err(FleetError::internal(format!(
+            "{id} returned an unexpected result on the reference dataset"
+        )))
+    }
+}
+
+/// Every case, in the order they run: reads, then writes that can follow one another.
+pub static CASES: &[PatternCase] = &[
+    profile::GET_PROFILE,
+    devices::LIST_DEVICES,
+    devices::GET_DEVICE,
+    events::DEVICE_EVENTS,
+    events::USER_EVENTS,
+    devices::OWNER_DASHBOARD,
+    events::EVENTS_BY_TYPE,
+    devices::DEVICES_BY_TAG,
+    devices::DEVICES_BY_STATUS,
+    reports::DAILY_REPORT,
+    reports::DEVICE_COUNT_BY_STATUS,
+    reports::ACTIVE_USERS,
+    profile::PUT_PROFILE,
+    // The runs change device 0; the calls change devices 9 and 7, both at version 1 after the
+    // seed. Device 9 leaves `active` for good on the first call (AP-13 then always finds 11);
+    // device 7 has only the tag `home` and never gets `kitchen` (AP-12 always finds 5).
+    devices::UPDATE_STATUS,
+    devices::UPDATE_TAGS,
+    devices::REGISTER_DEVICE,
+    twin::SYNC_NOTHING_PENDING,
+    // The device twin's owner patterns work on Alice's device 3 (the calls: on the `bench-{i}`
+    // device the AP-07 call of the same round registered, before AP-08's deletes it); its
+    // device side (AP-T4) first syncs with nothing pending, then gets this work.
+    twin::SET_DESIRED,
+    twin::QUEUE_COMMAND,
+    twin::LIST_COMMANDS,
+    devices::DELETE_DEVICE,
+    // Token rotation and revocation work on Alice's device 8, which no other case ingests for.
+    credentials::ROTATE_TOKEN,
+    credentials::REVOKE_TOKEN,
+    // The device side with work pending (the AP-T1 and AP-T2 cases set it on device 3): it
+    // syncs (delivery), then reports and acknowledges.
+    twin::SYNC_DELIVERS_PENDING,
+    twin::SYNC_REPORTS_AND_ACKS,
+    twin::START_ROLLOUT,
+    twin::GET_ROLLOUT,
+    twin::ADVANCE_ROLLOUTS,
+    events::INGEST_EVENTS,
+    // Alarms: a rule on Alice's device 2, changed, then an alarm of it acknowledged and the
+    // lists read, then the rule deleted. Looking up the rule's id is outside the meter.
+    alarms::CREATE_RULE,
+    alarms::LIST_RULES,
+    alarms::UPDATE_RULE,
+    alarms::ACKNOWLEDGE_ALARM,
+    alarms::OWNER_ALARMS,
+    alarms::DEVICE_ALARMS,
+    alarms::OPEN_ALARMS,
+    alarms::DELETE_RULE,
+    // The alarm watch's scheduled parts, last: they raise and remind on their own fixtures
+    // (a device registered with an interval, an alarm with a due reminder), set up outside the
+    // meter, and change nothing an earlier case reads.
+    alarms::OFFLINE_CHECK,
+    alarms::ALARM_REMINDERS,
+];
+
+/// One case's run.
+#[derive(Clone, Debug)]
+pub struct Measurement {
+    /// Pattern id.
+    pub id: PatternId,
+    /// What it issued.
+    pub used: MeterSnapshot,
+    /// The run's scale, for the budget.
+    pub scale: BudgetScale,
+    /// What was measured.
+    pub workload: &'static str,
+}
+
+/// Runs every case once, in order, on the reference dataset (seeded by
+/// [`seed`](super::seed), which gave `tokens`), each under its own meter.
+pub async fn measure_patterns(
+    table: &FleetTable,
+    tokens: &Tokens,
+) -> Result<Vec<Measurement>, FleetError> {
+    let mut measurements = Vec::with_capacity(CASES.len());
+    for case in CASES {
+        let meter = RequestMeter::new();
+        meter.clone().scope((case.run)(table, tokens)).await?;
+        measurements.push(Measurement {
+            id: case.id,
+            used: meter.snapshot(),
+            scale: (case.scale)(&table.config.shards),
+            workload: case.workload,
+        });
+    }
+    Ok(measurements)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_pattern_has_a_case_and_every_routed_pattern_a_call_on_its_route() {
+        for id in PatternId::all() {
+            let cases: Vec<_> = CASES.iter().filter(|c| c.id == id).collect();
+            assert!(!cases.is_empty(), "{id} has no case");
+            let routed = id.definition().route.is_some();
+            for case in cases {
+                assert_eq!(
+                    case.call.is_some(),
+                    routed,
+                    "{id} ({}): a call exactly when the pattern has a route",
+                    case.workload
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn calls_go_to_the_route_of_their_pattern() {
+        let tokens = Tokens::from([(device_id(1), "token".to_string())]);
+        let from = now();
+        for case in CASES {
+            let Some(call) = &case.call else { continue };
+            let event: serde_json::Value =
+                serde_json::from_slice(&(call.events)(&tokens, from)(0)).expect("event JSON");
+            assert_eq!(
+                event["routeKey"],
+                route(case.id),
+                "{} {}",
+                case.id,
+                call.request
+            );
+        }
+    }
+}
