@@ -1,0 +1,134 @@
+//! The twin's entities: declared attributes, keys read back, a command's expiry.
+
+use crate::model::entities::command::CommandItem;
+use crate::model::entities::desired_state::DesiredStateItem;
+use crate::model::entities::reported_state::ReportedStateItem;
+use crate::model::entities::rollout::RolloutItem;
+use crate::model::entities::running_rollout::RunningRolloutItem;
+use crate::model::entities::Entity;
+use crate::model::expression::Attribute;
+use crate::model::ids::{CommandName, DeviceId, RolloutId, Tag, UserId};
+use crate::model::schema::{Item, ENTITY_TYPE, KEY_ATTRIBUTES};
+use crate::model::shard::ShardCounts;
+use crate::model::timestamp::Timestamp;
+use crate::model::twin::*;
+use std::collections::BTreeSet;
+
+#[test]
+fn command_ids_round_trip_and_expiry_is_read_not_stored() {
+    assert_eq!(
+        parse_command_id("acks[0].commandId", &command_id(7)).unwrap(),
+        7
+    );
+    for bad in ["7", "cmd-", "cmd-0", "cmd-x", "cmd-12345678901", "CMD-1"] {
+        assert!(parse_command_id("f", bad).is_err(), "{bad}");
+    }
+    let at = |s: &str| Timestamp::parse_field("at", s).unwrap();
+    let command = CommandItem {
+        user_id: UserId::parse("u").unwrap(),
+        device_id: DeviceId::parse("d").unwrap(),
+        seq: 1,
+        name: CommandName::parse("reboot").unwrap(),
+        parameters: "{}".into(),
+        status: CommandStatus::Delivered,
+        created_at: at("2024-04-10T10:00:00Z"),
+        expires_at: at("2024-04-10T11:00:00Z"),
+        delivered_at: None,
+        finished_at: None,
+        result: None,
+        ttl: 0,
+    };
+    assert_eq!(
+        command.status_at(at("2024-04-10T10:59:59Z")),
+        CommandStatus::Delivered
+    );
+    assert_eq!(
+        command.status_at(at("2024-04-10T11:00:00Z")),
+        CommandStatus::Expired
+    );
+}
+
+#[test]
+fn declared_attributes_are_exactly_the_stored_ones_and_keys_read_back() {
+    let at = Timestamp::parse_field("at", "2024-04-10T10:00:00Z").unwrap();
+    let user = UserId::parse("u").unwrap();
+    let device = DeviceId::parse("d").unwrap();
+    let rollout = RolloutId::parse("r-1").unwrap();
+    let shards = ShardCounts::default();
+    let stored = |item: &Item| -> BTreeSet<String> {
+        let keys = KEY_ATTRIBUTES.map(|a| a.name());
+        item.keys()
+            .filter(|n| !keys.contains(&n.as_str()) && *n != ENTITY_TYPE.name())
+            .cloned()
+            .collect()
+    };
+    let declared = |names: &[Attribute]| {
+        names
+            .iter()
+            .map(|a| a.name().to_string())
+            .collect::<BTreeSet<_>>()
+    };
+    let desired = DesiredStateItem {
+        user_id: user.clone(),
+        device_id: device.clone(),
+        document: "{}".into(),
+        version: 1,
+        updated_at: at,
+    };
+    let item = desired.to_item(&shards).unwrap();
+    assert_eq!(stored(&item), declared(DesiredStateItem::ATTRIBUTES));
+    assert_eq!(DesiredStateItem::from_item(item).unwrap(), desired);
+    let reported = ReportedStateItem {
+        user_id: user.clone(),
+        device_id: device.clone(),
+        document: "{}".into(),
+        version: 1,
+        reported_at: at,
+    };
+    let item = reported.to_item(&shards).unwrap();
+    assert_eq!(stored(&item), declared(ReportedStateItem::ATTRIBUTES));
+    assert_eq!(ReportedStateItem::from_item(item).unwrap(), reported);
+    let command = CommandItem {
+        user_id: user.clone(),
+        device_id: device.clone(),
+        seq: 3,
+        name: CommandName::parse("reboot").unwrap(),
+        parameters: "{}".into(),
+        status: CommandStatus::Succeeded,
+        created_at: at,
+        expires_at: at,
+        delivered_at: Some(at),
+        finished_at: Some(at),
+        result: Some("{}".into()),
+        ttl: 1,
+    };
+    let item = command.to_item(&shards).unwrap();
+    assert_eq!(stored(&item), declared(CommandItem::ATTRIBUTES));
+    assert_eq!(CommandItem::from_item(item).unwrap(), command);
+    let rollout_item = RolloutItem {
+        user_id: user.clone(),
+        rollout_id: rollout.clone(),
+        target: RolloutTarget::Tag(Tag::parse("meters").unwrap()),
+        patch: "{}".into(),
+        status: RolloutStatus::Done,
+        position: Some(device.clone()),
+        devices_updated: 2,
+        devices_failed: 1,
+        failures: vec![RolloutFailure {
+            device_id: device.clone(),
+            reason: "too large".into(),
+        }],
+        created_at: at,
+        finished_at: Some(at),
+    };
+    let item = rollout_item.to_item(&shards).unwrap();
+    assert_eq!(stored(&item), declared(RolloutItem::ATTRIBUTES));
+    assert_eq!(RolloutItem::from_item(item).unwrap(), rollout_item);
+    let running = RunningRolloutItem {
+        user_id: user,
+        rollout_id: rollout,
+    };
+    let item = running.to_item(&shards).unwrap();
+    assert_eq!(stored(&item), declared(RunningRolloutItem::ATTRIBUTES));
+    assert_eq!(RunningRolloutItem::from_item(item).unwrap(), running);
+}
