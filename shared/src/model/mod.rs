@@ -12,6 +12,7 @@ pub mod optional;
 pub mod pattern_id;
 pub mod readings;
 pub mod schema;
+pub mod series;
 pub mod settings;
 pub mod shard;
 pub mod status;
