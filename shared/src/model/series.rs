@@ -28,13 +28,16 @@ const HOUR_MS: i64 = 60 * 60 * 1000;
 const DAY_MS: i64 = 24 * HOUR_MS;
 
 /// The resolutions the summaries keep, finest first.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub enum Resolution {
     /// 5-minute buckets (kept as long as the raw readings).
+    #[serde(rename = "5m")]
     FiveMinutes,
     /// Hourly buckets.
+    #[serde(rename = "1h")]
     Hour,
     /// Daily buckets (UTC days).
+    #[serde(rename = "1d")]
     Day,
 }
 

@@ -21,6 +21,7 @@ use crate::model::expression::Attribute;
 use crate::model::ids::{DeviceId, EventId, EventType, RolloutId, Tag, UserId};
 use crate::model::keys::{IndexKeys, PrimaryKey};
 use crate::model::schema::{Item, ENTITY_TYPE};
+use crate::model::series::Resolution;
 use crate::model::shard::ShardCounts;
 use crate::model::timestamp::{Day, Timestamp};
 
@@ -57,6 +58,7 @@ pub mod reported_state;
 pub mod rollout;
 pub mod rule_set;
 pub mod running_rollout;
+pub mod series;
 pub mod tag_link;
 #[cfg(test)]
 mod tests;
@@ -179,6 +181,8 @@ pub enum EntityType {
     Alarm,
     /// The open alarm of a device and source.
     OpenAlarm,
+    /// A device's summaries of one event type over one span (5-minute block, day or month).
+    Series,
 }
 
 impl EntityType {
@@ -294,6 +298,8 @@ item_keys! {
     OpenAlarm { user: UserId, device: DeviceId, source: AlarmSource },
     /// One alarm of one device, raised at `raised_at` by `source` (its history entry).
     Alarm { user: UserId, device: DeviceId, raised_at: Timestamp, source: AlarmSource },
+    /// A device's summaries of one type at one resolution, from `start` (a block, day or month).
+    Series { user: UserId, device: DeviceId, event_type: EventType, resolution: Resolution, start: Timestamp },
 }
 
 impl ItemKey {

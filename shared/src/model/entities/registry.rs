@@ -6,7 +6,7 @@
 use crate::model::entities::{
     alarm, checkpoint, command, desired_state, device, device_state, event, fleet, open_alarm,
     profile, purge_marker, registration, report, reported_state, rollout, rule_set,
-    running_rollout, tag_link, type_mark, EntityType, ItemKey,
+    running_rollout, series, tag_link, type_mark, EntityType, ItemKey,
 };
 use crate::model::error::ValidationError;
 use crate::model::keys::{KeyParts, KeyTemplate, PrimaryKey};
@@ -15,7 +15,7 @@ use strum::IntoEnumIterator;
 /// Every key shape's parser, in the order a stored key is tried: an open alarm's before an
 /// alarm's (an alarm's sort key `{raisedAt}#{source}` has the shape of `OPEN#{source}`).
 type ParseKey = fn(&KeyParts) -> Option<Result<ItemKey, ValidationError>>;
-const PARSERS: [ParseKey; 19] = [
+const PARSERS: [ParseKey; 20] = [
     profile::parse_key,
     device::parse_key,
     fleet::parse_key,
@@ -35,6 +35,7 @@ const PARSERS: [ParseKey; 19] = [
     rule_set::parse_key,
     open_alarm::parse_key,
     alarm::parse_key,
+    series::parse_key,
 ];
 
 impl ItemKey {
@@ -85,6 +86,13 @@ impl ItemKey {
                 raised_at,
                 source,
             } => alarm::primary_key(user, device, raised_at, source),
+            ItemKey::Series {
+                user,
+                device,
+                event_type,
+                resolution,
+                start,
+            } => series::primary_key(user, device, event_type, *resolution, start),
         }
     }
 
@@ -124,6 +132,7 @@ impl EntityType {
             EntityType::RuleSet => rule_set::KEY_TEMPLATE,
             EntityType::Alarm => alarm::KEY_TEMPLATE,
             EntityType::OpenAlarm => open_alarm::KEY_TEMPLATE,
+            EntityType::Series => series::KEY_TEMPLATE,
         })
     }
 
