@@ -7,20 +7,21 @@
 pub mod alarm_events;
 pub mod api_event;
 pub mod bootstrap;
-pub mod cpu_quota;
+pub mod capacity;
 pub mod demo;
 pub mod dynamodb_local;
 pub mod fault_proxy;
+pub mod fault_run;
 pub mod functions;
 pub mod http_server;
 pub mod iam;
+pub mod outcome;
+pub mod pricing;
 pub mod reference;
 pub mod rie;
-pub mod runtime_api;
 pub mod samples;
 pub mod stack;
 pub mod template;
-pub mod tls_endpoint;
 
 use std::path::{Path, PathBuf};
 
