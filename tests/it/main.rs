@@ -7,7 +7,6 @@ mod budgets;
 mod credentials;
 mod daily_analytics;
 mod dashboard;
-mod dev_server;
 mod device_updates;
 mod emulator;
 mod faults;

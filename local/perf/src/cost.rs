@@ -3,7 +3,7 @@
 //!
 //! Request units come from the key-distribution simulation (`crate::simulate`), which prices
 //! the real items with DynamoDB's size rules; the same rules reproduce the consumed capacity
-//! DynamoDB Local reports for the reference dataset (`tests/it/simulator.rs`), and
+//! DynamoDB Local reports for the reference dataset (`local/perf/tests/it/simulator.rs`), and
 //! `docs/cost-model.md` prints the measured per-pattern figures of `docs/model.json` beside
 //! the model's.
 
