@@ -1,8 +1,8 @@
 //! The test kit: what the end-to-end tests and the local tools (`fleet-dev`, `fleet-perf`)
 //! stand on. DynamoDB Local, the table created from `template.yaml`, demo and reference data,
-//! the sample events, typed API Gateway events, the four functions in-process, the fault
-//! proxy, the IAM grant recorder, and a local Lambda Runtime API with a release-bootstrap
-//! runner. Never a dependency of a Lambda.
+//! the sample events, typed API Gateway events, the functions in-process, the fault proxy and
+//! the fault-run driver, DynamoDB's capacity rules and write pricing, the IAM grant recorder,
+//! and release bootstraps under `aws-lambda-rie`. Never a dependency of a Lambda.
 
 pub mod alarm_events;
 pub mod api_event;
