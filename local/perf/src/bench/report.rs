@@ -298,7 +298,7 @@ Settings: {} measured calls per pattern after {} unmeasured; {} cold starts per 
 mod tests {
     use super::*;
     use crate::bench::ingest::Throughput;
-    use crate::bench::{IngestFigures, Machine, Settings};
+    use crate::bench::figures::{IngestFigures, Machine, Settings};
 
     fn report() -> BenchReport {
         let throughput = |events_per_second: f64| Throughput {
