@@ -297,8 +297,8 @@ Settings: {} measured calls per pattern after {} unmeasured; {} cold starts per 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::bench::ingest::Throughput;
     use crate::bench::figures::{IngestFigures, Machine, Settings};
+    use crate::bench::ingest::Throughput;
 
     fn report() -> BenchReport {
         let throughput = |events_per_second: f64| Throughput {
