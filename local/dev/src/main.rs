@@ -311,9 +311,15 @@ async fn invoke_command(args: InvokeArgs) -> Result<(), Error> {
             &log,
         )
         .await;
-        // Echo the function's own log lines, as sam local invoke does.
+        // Echo the function's own log lines, as sam local invoke does, up to the emulator's
+        // REPORT line (after it, the bootstrap only notices that the emulator has stopped).
         if let Ok(text) = std::fs::read_to_string(&log) {
-            eprint!("{text}");
+            for line in text.lines() {
+                eprintln!("{line}");
+                if line.starts_with("REPORT RequestId") {
+                    break;
+                }
+            }
         }
         let outcome = outcome?;
         println!("{}", serde_json::to_string_pretty(&outcome_json(&outcome))?);
