@@ -78,7 +78,7 @@ smoke-build: python-tools ## Release bootstraps for this machine's architecture 
 cold-start: dynamodb-local smoke-build ## Cold start (process start to first response) and memory of each release bootstrap (RUNS=5)
 	$(CARGO) run --quiet -p fleet-perf -- cold-start $${RUNS:-5}
 
-invoke: dynamodb-local $(if $(BOOTSTRAP),smoke-build) ## Like sam local invoke: make invoke FUNCTION=DeviceUpdatesFunction EVENT=events/put-me.json [BOOTSTRAP=1: through the release bootstrap]
+invoke: dynamodb-local $(if $(BOOTSTRAP),smoke-build) ## Like sam local invoke: make invoke FUNCTION=DeviceUpdatesFunction EVENT=events/put-me.json [BOOTSTRAP=1: the release bootstrap under aws-lambda-rie]
 	@test -n "$(FUNCTION)" -a -n "$(EVENT)" || { echo "usage: make invoke FUNCTION=<LogicalId> EVENT=events/<file>.json"; exit 2; }
 	$(CARGO) run --quiet -p fleet-dev -- invoke $(FUNCTION) $(EVENT) $(if $(BOOTSTRAP),--bootstrap)
 
@@ -126,7 +126,7 @@ FUZZ_TARGETS := keys ids timestamp ingest_batch readings
 FUZZ_SECONDS ?= 60
 
 hostile: dynamodb-local ## The hostile-input fuzz and the isolation suite, printing how many requests they tried
-	$(CARGO) test -p fleet-tests --test it -- --nocapture hostile_input:: isolation:: 2>&1 | grep -E '^(hostile_input|isolation):|^test result'
+	$(CARGO) test -p fleet-tests -p fleet-dev --test it -- --nocapture hostile_input:: isolation:: 2>&1 | grep -E '^(hostile_input|isolation):|^test result'
 
 fuzz-tools: ## Install what cargo fuzz needs: a nightly toolchain and cargo-fuzz
 	@rustup toolchain list | grep -q '^nightly' || rustup toolchain install nightly --profile minimal

@@ -93,7 +93,7 @@ pub use shared::model::schema::Item;
 
 /// Every item in the table, sorted by key (a test-only Scan).
 pub async fn table_contents(table: &FleetTable) -> Vec<Item> {
-    fleet_perf::pricing::snapshot(table)
+    fleet_testkit::pricing::snapshot(table)
         .await
         .expect("scan")
         .into_values()

@@ -1,7 +1,8 @@
 //! The layer rule, checked over the source tree: a module may use its own folder and the
 //! folders below it ([`LAYERS`], bottom first), never one above, and no two files use each
 //! other, directly or around a circle. Every `crate::` path counts (imports, qualified names,
-//! macros); comments do not.
+//! macros); comments do not. The circle rule holds for every crate of the repository too
+//! (functions, `local/`, `tests/`): [`crate_roots`].
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -9,20 +10,23 @@ use std::path::{Path, PathBuf};
 /// The folders of `shared/src`, bottom first.
 const LAYERS: [&str; 5] = ["model", "store", "observe", "ops", "http"];
 
-/// A source file by its module path (`ops::ingest::state`) with the text it holds.
-fn modules(root: &Path) -> BTreeMap<String, String> {
-    fn walk(dir: &Path, found: &mut Vec<PathBuf>) {
+/// A source file by its module path (`ops::ingest::state`) with the text it holds; folders in
+/// `other_roots` (another crate's sources) are left out.
+fn modules(root: &Path, other_roots: &[PathBuf]) -> BTreeMap<String, String> {
+    fn walk(dir: &Path, other_roots: &[PathBuf], found: &mut Vec<PathBuf>) {
         for entry in std::fs::read_dir(dir).expect("src is readable") {
             let path = entry.expect("an entry").path();
             if path.is_dir() {
-                walk(&path, found);
+                if !other_roots.contains(&path) {
+                    walk(&path, other_roots, found);
+                }
             } else if path.extension().is_some_and(|e| e == "rs") {
                 found.push(path);
             }
         }
     }
     let mut files = Vec::new();
-    walk(root, &mut files);
+    walk(root, other_roots, &mut files);
     files
         .into_iter()
         .filter_map(|path| {
@@ -112,9 +116,19 @@ fn named_paths(module: &str, text: &str) -> Vec<Vec<String>> {
         let before_is_path = rest[..at].ends_with("::");
         let after = &rest[at + "super::".len()..];
         if !before_is_path && !after.starts_with('*') && !after.starts_with("super") {
-            let mut path = own[..own.len().saturating_sub(1)].to_vec();
-            path.extend(ident(after));
-            paths.push(path);
+            let parent = own[..own.len().saturating_sub(1)].to_vec();
+            // `super::{a, b::c}`: each branch, as for `crate::{..}`.
+            let branches: Vec<&str> = match after.strip_prefix('{') {
+                Some(group) => group[..group.find('}').unwrap_or(group.len())]
+                    .split(',')
+                    .collect(),
+                None => vec![after],
+            };
+            for branch in branches {
+                let mut path = parent.clone();
+                path.extend(ident(branch.trim()));
+                paths.push(path);
+            }
         }
         rest = after;
     }
@@ -204,10 +218,33 @@ fn circles<'a>(graph: &BTreeMap<&'a str, BTreeSet<&'a str>>) -> Vec<Vec<&'a str>
     state.found
 }
 
+/// Every crate's source folder under `dir`: a folder holding `lib.rs` or `main.rs` (a library,
+/// a binary or an integration test binary), build output, dependencies and hidden folders left
+/// out.
+fn crate_roots(dir: &Path) -> Vec<PathBuf> {
+    let mut roots = Vec::new();
+    if dir.join("lib.rs").is_file() || dir.join("main.rs").is_file() {
+        roots.push(dir.to_path_buf());
+    }
+    let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
+        .expect("a readable folder")
+        .filter_map(|e| Some(e.ok()?.path()))
+        .filter(|p| p.is_dir())
+        .collect();
+    entries.sort();
+    for path in entries {
+        let name = path.file_name().unwrap_or_default().to_string_lossy();
+        if !name.starts_with('.') && name != "target" && name != "node_modules" {
+            roots.extend(crate_roots(&path));
+        }
+    }
+    roots
+}
+
 #[test]
 fn no_module_imports_upward_and_none_in_a_circle() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-    let files = modules(&root);
+    let files = modules(&root, &[]);
     let graph = uses(&files);
     let mut upward = Vec::new();
     for (from, targets) in &graph {
@@ -231,6 +268,30 @@ fn no_module_imports_upward_and_none_in_a_circle() {
     for module in files.keys().filter(|m| !m.is_empty() && *m != "layers") {
         assert!(layer(module).is_some(), "{module} is in no layer folder");
     }
+}
+
+#[test]
+fn no_crate_of_the_repository_has_files_using_each_other_in_a_circle() {
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("shared/ sits in the repository");
+    let roots = crate_roots(repo);
+    assert!(
+        roots.len() > 10,
+        "the functions, local/ and tests/ crates: {roots:#?}"
+    );
+    let mut found = Vec::new();
+    for root in &roots {
+        let files = modules(root, &roots);
+        for circle in circles(&uses(&files)) {
+            let name = root.strip_prefix(repo).unwrap_or(root).display();
+            found.push(format!("{name}: {}", circle.join(", ")));
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "files using each other in a circle: {found:#?}"
+    );
 }
 
 #[test]

@@ -171,17 +171,17 @@ async fn a_silent_device_is_offline_at_the_first_run_after_its_due_time_once_and
         (before["candidates"].as_u64(), before["raised"].as_u64()),
         (Some(0), Some(0))
     );
-    let before_raise = fleet_perf::pricing::snapshot(&table).await.unwrap();
+    let before_raise = fleet_testkit::pricing::snapshot(&table).await.unwrap();
     let started = Instant::now();
     let (run, used) = run_at(&watch, first).await;
     let run_time = started.elapsed();
     // What the raise bills by DynamoDB's rules (DynamoDB Local reports 2.0 for any transaction).
-    let raise_units = fleet_perf::pricing::write_units(
-        &fleet_perf::pricing::changes(
+    let raise_units = fleet_testkit::pricing::write_units(
+        &fleet_testkit::pricing::changes(
             &before_raise,
-            &fleet_perf::pricing::snapshot(&table).await.unwrap(),
+            &fleet_testkit::pricing::snapshot(&table).await.unwrap(),
         ),
-        fleet_perf::pricing::WriteKind::Transaction,
+        fleet_testkit::pricing::WriteKind::Transaction,
     );
     eprintln!("offline raise: {raise_units} write units by DynamoDB's rules (state update, alarm and pointer puts in one transaction, their index entries)");
     assert_eq!(run["raised"], 1, "{run}");

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use fleet_perf::pricing::{self, WriteKind};
+use fleet_testkit::pricing::{self, WriteKind};
 use fleet_tests::*;
 use serde_json::{json, Value};
 use shared::model::entities::EntityType;

@@ -735,9 +735,9 @@ async fn checkpoints_stay_small_and_few_however_long_the_directory_page() {
         .into_iter()
         .find(|i| matches!(key_of(i), ItemKey::Checkpoint { .. }))
         .expect("the stopped invocation's checkpoint");
-    let size = fleet_perf::capacity::item_size(&checkpoint.clone().into_iter().collect());
+    let size = fleet_testkit::capacity::item_size(&checkpoint.clone().into_iter().collect());
     assert!(
-        fleet_perf::capacity::write_units(size) == 1,
+        fleet_testkit::capacity::write_units(size) == 1,
         "a checkpoint {OWNERS} owners into a page is {size} bytes: {checkpoint:?}"
     );
     let rest = run_daily_report(&table, &plan(1)).await.unwrap();

@@ -2,8 +2,8 @@
 //! (cargo-lambda from `.venv/`, pinned in tools/requirements.txt) serves the four functions,
 //! and every sample event in `events/` goes through `cargo lambda invoke <binary>
 //! --data-file events/<sample>.json`, against DynamoDB Local with the demo data, answering the
-//! status `events/manifest.json` gives. Next to `smoke.rs` (the project's own Runtime API and
-//! the release bootstraps): cargo-lambda's emulator sends what a real Lambda would not (a fixed
+//! status `events/manifest.json` gives. Next to `rie.rs` (AWS's emulator and the release
+//! bootstraps): cargo-lambda's emulator sends what a real Lambda would not (a fixed
 //! `Lambda-Runtime-Deadline-Ms` in 1970), so this is where `shared::store::deadline` is proven.
 //! `make emulator-replay` runs this module alone.
 
@@ -114,7 +114,7 @@ impl Drop for Watch {
 #[tokio::test]
 async fn every_sample_event_gets_its_expected_status_through_cargo_lambda_watch() {
     let (table, _) = demo_table().await;
-    // The samples carry fixed timestamps: keep them inside retention, as smoke.rs does.
+    // The samples carry fixed timestamps: keep them inside retention, as rie.rs does.
     let overrides = retention_override(SAMPLE_RETENTION_DAYS);
     // One watch process serves every function, so its environment is the union of theirs
     // (the template's Globals plus each function's own settings, which do not collide);

@@ -7,10 +7,10 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use fleet_perf::fault_run::{audit_ingest, drive_ingest, stored_events, IngestLoad, IngestRun};
 use fleet_testkit::fault_proxy::{
     through_proxy, Aimed, ClientTimeouts, Fault, FaultProxy, FaultRates, ProxyConfig,
 };
+use fleet_testkit::fault_run::{audit_ingest, drive_ingest, stored_events, IngestLoad, IngestRun};
 use fleet_tests::*;
 use serde_json::json;
 use shared::model::entities::device_state::DeviceStateItem;
@@ -536,8 +536,11 @@ async fn registration_races_under_faults(config: ProxyConfig, rounds: usize) {
         let event =
             serde_json::json!({"id": format!("r{round}"), "type": "t", "value": 1, "at": at});
         let (sent, _) = until_final(|| async {
-            let request =
-                fleet_perf::fault_run::ingest_request(RACED, &token, std::slice::from_ref(&event));
+            let request = fleet_testkit::fault_run::ingest_request(
+                RACED,
+                &token,
+                std::slice::from_ref(&event),
+            );
             answer(
                 gateway(ingest::router(std::sync::Arc::clone(&ingestor)))
                     .handle(request)

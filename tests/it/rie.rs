@@ -3,8 +3,8 @@
 //! (`aws-lambda-rie`, shipped in the pinned SAM CLI in `.venv/`), one cold emulator per sample
 //! as `sam local invoke` starts one container per invoke, with the environment template.yaml
 //! gives the function (and what SAM adds), on DynamoDB Local with the demo data, and answers
-//! the status `events/manifest.json` gives. Next to `smoke.rs` (the project's own Runtime API)
-//! and `emulator.rs` (cargo-lambda's). `make rie-replay` runs this module alone; `make test`
+//! the status `events/manifest.json` gives. Next to `replay.rs` (in-process) and
+//! `emulator.rs` (cargo-lambda's). `make rie-replay` runs this module alone; `make test`
 //! builds the bootstraps first (`make smoke-build`).
 
 use std::time::{Duration, Instant};
@@ -18,7 +18,7 @@ use serde_json::Value;
 async fn every_sample_event_gets_its_expected_status_under_aws_lambda_rie() {
     let rie = rie_binary().expect("the SAM CLI's aws-lambda-rie (make python-tools)");
     let (table, _) = demo_table().await;
-    // The samples carry fixed timestamps: keep them inside retention, as smoke.rs does (SAM's
+    // The samples carry fixed timestamps: keep them inside retention, as replay.rs does (SAM's
     // `--parameter-overrides RetentionDays=...`).
     let overrides = retention_override(SAMPLE_RETENTION_DAYS);
     let logs = fleet_testkit::repo_root().join("target/rie");

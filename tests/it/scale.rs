@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
-use fleet_perf::pricing::{self, WriteKind};
+use fleet_testkit::pricing::{self, WriteKind};
 use fleet_tests::*;
 use serde_json::{json, Value};
 use shared::model::entities::device_state::DeviceStateItem;
@@ -520,7 +520,9 @@ async fn registering_and_deleting_a_device_bill_by_dynamodbs_rules_not_dynamodb_
         eprintln!(
             "AP-07 {:?}: {} bytes, {} units in a transaction",
             c.key,
-            c.after.as_ref().map_or(0, fleet_perf::capacity::item_size),
+            c.after
+                .as_ref()
+                .map_or(0, fleet_testkit::capacity::item_size),
             c.write_units(WriteKind::Transaction)
         );
     }

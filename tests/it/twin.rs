@@ -439,16 +439,16 @@ async fn a_fleet_wide_change_reaches_every_device_of_a_tag_and_of_a_type_in_pace
 
     // The scheduled worker (AP-T7, the rollout-worker function's schedule), held to
     // its budget, its writes priced by DynamoDB's rules from the items it changed.
-    let before = fleet_perf::pricing::snapshot(&table).await.unwrap();
+    let before = fleet_testkit::pricing::snapshot(&table).await.unwrap();
     let (run, used) = metered(Box::pin(rollout::advance_rollouts(
         &table,
         std::time::Instant::now() + Duration::from_secs(120),
     )))
     .await;
-    let after = fleet_perf::pricing::snapshot(&table).await.unwrap();
-    let priced = fleet_perf::pricing::case_write_units(
+    let after = fleet_testkit::pricing::snapshot(&table).await.unwrap();
+    let priced = fleet_testkit::pricing::case_write_units(
         &used,
-        &fleet_perf::pricing::changes(&before, &after),
+        &fleet_testkit::pricing::changes(&before, &after),
     );
     let run = run.unwrap();
     assert_eq!((run.devices, run.finished), (60, 1), "{run:?}");

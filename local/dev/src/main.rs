@@ -5,8 +5,8 @@
 //! - `fleet-dev invoke <FunctionLogicalId> <event.json> [--endpoint URL --table NAME]
 //!   [--bootstrap]`: one sample event through one function, like `sam local invoke -e`.
 //!   Without `--endpoint` it runs on a fresh DynamoDB Local with the demo data. With
-//!   `--bootstrap` the event goes through the function's release bootstrap under a local
-//!   Lambda Runtime API.
+//!   `--bootstrap` the event goes through the function's release bootstrap under aws-lambda-rie
+//!   (the emulator of `sam local invoke`, from the SAM CLI in `.venv/`).
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -63,7 +63,7 @@ struct InvokeArgs {
     /// The table at `--endpoint`.
     #[arg(long, requires = "endpoint")]
     table: Option<String>,
-    /// Through the function's release bootstrap under a local Lambda Runtime API.
+    /// Through the function's release bootstrap under aws-lambda-rie.
     #[arg(long)]
     bootstrap: bool,
 }
@@ -285,16 +285,43 @@ async fn invoke_command(args: InvokeArgs) -> Result<(), Error> {
             (None, Some(endpoint)) => endpoint,
             (None, None) => unreachable!("an endpoint was chosen above"),
         };
+        // Through the release bootstrap under aws-lambda-rie, the emulator `sam local invoke`
+        // runs, one cold emulator as SAM starts one container per invocation.
         let overrides = fleet_testkit::bootstrap::retention_override(table.config.retention_days);
-        let outcome = fleet_testkit::bootstrap::invoke_once(
+        let definition = template
+            .function_definitions
+            .get(&function)
+            .ok_or_else(|| format!("template.yaml has no function {function}"))?;
+        let env = fleet_testkit::bootstrap::function_environment(
             &template,
             &function,
-            event.as_bytes(),
             &endpoint,
             table.name(),
             &overrides,
+        )?;
+        let env = fleet_testkit::rie::sam_environment(&env, definition.timeout_seconds);
+        let log = fleet_testkit::repo_root()
+            .join("target/invoke")
+            .join(format!("{function}.log"));
+        let outcome = fleet_testkit::rie::invoke_cold(
+            &fleet_testkit::bootstrap::host_bootstrap(&definition.binary),
+            &env,
+            event.as_bytes(),
+            std::time::Duration::from_secs(u64::from(definition.timeout_seconds) + 30),
+            &log,
         )
-        .await?;
+        .await;
+        // Echo the function's own log lines, as sam local invoke does, up to the emulator's
+        // REPORT line (after it, the bootstrap only notices that the emulator has stopped).
+        if let Ok(text) = std::fs::read_to_string(&log) {
+            for line in text.lines() {
+                eprintln!("{line}");
+                if line.starts_with("REPORT RequestId") {
+                    break;
+                }
+            }
+        }
+        let outcome = outcome?;
         println!("{}", serde_json::to_string_pretty(&outcome_json(&outcome))?);
         return Ok(());
     }
@@ -305,8 +332,8 @@ async fn invoke_command(args: InvokeArgs) -> Result<(), Error> {
 
 /// A bootstrap's answer as `sam local invoke` prints it: the response payload, or Lambda's
 /// error object.
-fn outcome_json(outcome: &fleet_testkit::runtime_api::Outcome) -> serde_json::Value {
-    use fleet_testkit::runtime_api::Outcome;
+fn outcome_json(outcome: &fleet_testkit::outcome::Outcome) -> serde_json::Value {
+    use fleet_testkit::outcome::Outcome;
     match outcome {
         Outcome::Response(value) => value.clone(),
         Outcome::Error {

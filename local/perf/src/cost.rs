@@ -3,7 +3,7 @@
 //!
 //! Request units come from the key-distribution simulation (`crate::simulate`), which prices
 //! the real items with DynamoDB's size rules; the same rules reproduce the consumed capacity
-//! DynamoDB Local reports for the reference dataset (`tests/it/simulator.rs`), and
+//! DynamoDB Local reports for the reference dataset (`local/perf/tests/it/simulator.rs`), and
 //! `docs/cost-model.md` prints the measured per-pattern figures of `docs/model.json` beside
 //! the model's.
 
@@ -12,8 +12,8 @@ use std::fmt::Write as _;
 use serde_json::Value;
 use shared::model::pattern_id::PatternId;
 
-use crate::capacity::query_read_units;
 use crate::simulate::{group, Simulation};
+use fleet_testkit::capacity::query_read_units;
 
 pub mod console;
 pub mod stack;
@@ -839,7 +839,7 @@ offline: {per_day: 0}
         // (one partition per owner: 10 devices each, under DEVICES_PER_SHARD) take one write
         // (under 100 units), its 4.9 s one more (under 10 s), and each of the 4 segments
         // writes its last = 6 a day.
-        assert_eq!(crate::capacity::write_units(sim.sizes.state), 1);
+        assert_eq!(fleet_testkit::capacity::write_units(sim.sizes.state), 1);
         assert_eq!(sim.workload.analytics_units_per_day, 6.0);
         let per_second = 2.0 + 2.0 * (60.0 * 2.0 / 900.0);
         let expected = per_second * SECONDS_PER_MONTH + 6.0 * DAYS_PER_MONTH;

@@ -1,17 +1,13 @@
 //! The performance tools: the benchmark (release bootstraps under the local Runtime API, the
-//! Python peer), cold start, load test, throughput, fault runs, the key-distribution simulator,
-//! the cost model and its capacity arithmetic, and the generator of docs/access-patterns.md
+//! Python peer), cold start, load test, throughput, the fault-run command, the key-distribution
+//! simulator, the cost model, and the generator of docs/access-patterns.md
 //! and docs/model.json. Every figure they print is measured on DynamoDB Local or computed
 //! from the profiles in `bench/`. Never a dependency of a Lambda.
 
 pub mod bench;
-pub mod capacity;
-pub mod cold_start;
 pub mod cost;
-pub mod fault_run;
 pub mod load;
 pub mod model_docs;
-pub mod pricing;
 pub mod simulate;
 pub mod stats;
 pub mod throughput;

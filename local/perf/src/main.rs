@@ -166,7 +166,7 @@ async fn main() {
             batches,
             rounds,
         } => {
-            fleet_perf::bench::ingest_command(fleet_perf::bench::Settings {
+            fleet_perf::bench::ingest_command(fleet_perf::bench::figures::Settings {
                 devices,
                 batches,
                 rounds,
@@ -202,13 +202,14 @@ async fn cold_start(runs: usize) -> Result<(), Error> {
     let table = stack.table("device-fleet-cold-start").await?;
     demo::seed(&table).await?;
     let results =
-        fleet_perf::cold_start::measure(&stack.template, stack.endpoint(), &table, runs).await?;
+        fleet_perf::bench::cold_start::measure(&stack.template, stack.endpoint(), &table, runs)
+            .await?;
     println!(
         "Release bootstraps (target/lambda-host), {runs} cold starts each + {} warm invocations per run, on {}:\n",
-        fleet_perf::cold_start::WARM_INVOCATIONS,
+        fleet_perf::bench::cold_start::WARM_INVOCATIONS,
         machine_summary()
     );
-    print!("{}", fleet_perf::cold_start::markdown(&results));
+    print!("{}", fleet_perf::bench::cold_start::markdown(&results));
     let json = fleet_testkit::repo_root().join("target/cold-start.json");
     std::fs::write(&json, serde_json::to_string_pretty(&results)?)?;
     println!("\nRaw figures: {}", json.display());
@@ -232,7 +233,7 @@ fn machine_summary() -> String {
 /// Writes (or with `--check`, verifies) docs/access-patterns.md and docs/model.json.
 async fn docs(check: bool) -> Result<(), Error> {
     use fleet_perf::model_docs::{render, MARKDOWN_PATH, MODEL_PATH};
-    use fleet_perf::pricing::measure_priced;
+    use fleet_testkit::pricing::measure_priced;
     use fleet_testkit::reference::{seed, REFERENCE_RETENTION_DAYS};
     let stack = LocalStack::start()?;
     let mut table = stack.table("device-fleet-docs").await?;
@@ -259,7 +260,7 @@ async fn docs(check: bool) -> Result<(), Error> {
 /// Ingest runs through the fault proxy, one per `SEED:RATE` argument: a markdown table of
 /// events acknowledged vs stored, answers by status and faults injected by kind.
 async fn fault_run(runs: Vec<FaultRun>) -> Result<(), Error> {
-    use fleet_perf::fault_run::{ingest_fault_run, IngestLoad, FAULT_RUN_HEADER};
+    use fleet_testkit::fault_run::{ingest_fault_run, IngestLoad, FAULT_RUN_HEADER};
     let runs = if runs.is_empty() {
         DEFAULT_FAULT_RUNS.to_vec()
     } else {

@@ -126,7 +126,7 @@ pub fn markdown(measurements: &[Measurement]) -> String {
          edit: a test fails when this file is stale. RCU are eventually consistent read units \
          as DynamoDB Local reports them (`ReturnConsumedCapacity=TOTAL`). WCU are the write \
          units DynamoDB bills, priced from the items each case changed by DynamoDB's rules \
-         (`fleet_perf::pricing`: a transaction bills 2 per started KB of each item, each index \
+         (`fleet_testkit::pricing`: a transaction bills 2 per started KB of each item, each index \
          entry 1 per started KB on its own, an update the larger image); DynamoDB Local's own \
          write figure (1 per item of a transaction, no index entry) is not used.\n\n",
     );

@@ -1,5 +1,5 @@
-//! The one HTTP/1 accept loop of the local servers (the Lambda Runtime API and the fault
-//! proxy; the dev server can use it too): accept on a loopback listener, serve each
+//! The one HTTP/1 accept loop of the local servers (the fault proxy and the benchmark's
+//! Lambda Runtime API; the dev server can use it too): accept on a loopback listener, serve each
 //! connection on its own task with a handler that also gets the peer's address.
 //!
 //! Plain hyper rather than axum on purpose: a handler that returns `Err` makes hyper close the

@@ -1,26 +1,27 @@
 //! The test kit: what the end-to-end tests and the local tools (`fleet-dev`, `fleet-perf`)
 //! stand on. DynamoDB Local, the table created from `template.yaml`, demo and reference data,
-//! the sample events, typed API Gateway events, the four functions in-process, the fault
-//! proxy, the IAM grant recorder, and a local Lambda Runtime API with a release-bootstrap
-//! runner. Never a dependency of a Lambda.
+//! the sample events, typed API Gateway events, the functions in-process, the fault proxy and
+//! the fault-run driver, DynamoDB's capacity rules and write pricing, the IAM grant recorder,
+//! and release bootstraps under `aws-lambda-rie`. Never a dependency of a Lambda.
 
 pub mod alarm_events;
 pub mod api_event;
 pub mod bootstrap;
-pub mod cpu_quota;
+pub mod capacity;
 pub mod demo;
 pub mod dynamodb_local;
 pub mod fault_proxy;
+pub mod fault_run;
 pub mod functions;
 pub mod http_server;
 pub mod iam;
+pub mod outcome;
+pub mod pricing;
 pub mod reference;
 pub mod rie;
-pub mod runtime_api;
 pub mod samples;
 pub mod stack;
 pub mod template;
-pub mod tls_endpoint;
 
 use std::path::{Path, PathBuf};
 

@@ -14,7 +14,7 @@ use std::time::Duration;
 use serde_json::Value;
 use tokio::process::Command;
 
-use crate::runtime_api::Outcome;
+use crate::outcome::Outcome;
 
 /// Why an invocation under the emulator got no outcome.
 #[derive(Debug, thiserror::Error)]

@@ -7,10 +7,10 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use super::{function_environments, BenchError, Latency};
-use crate::cold_start::{measure_runs, RunFigures};
+use super::bootstrap::Launch;
+use super::common::{function_environments, BenchError, Latency};
+use crate::bench::cold_start::{measure_runs, RunFigures};
 use crate::stats::quantile;
-use fleet_testkit::bootstrap::Launch;
 use fleet_testkit::samples::{first_success, sample_events};
 use fleet_testkit::stack::LocalStack;
 
@@ -101,7 +101,7 @@ pub async fn command(
         "{} (before) against {} (after), {runs} runs each taking turns, {} warm invocations per run, on the demo data:\n",
         before.display(),
         after.display(),
-        crate::cold_start::WARM_INVOCATIONS
+        crate::bench::cold_start::WARM_INVOCATIONS
     );
     print!("{table}");
     Ok(())

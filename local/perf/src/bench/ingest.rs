@@ -22,8 +22,8 @@ use shared::model::timestamp::Timestamp;
 use shared::ops::devices::register::{register_device, DeviceRegistration};
 use shared::FleetTable;
 
-use super::{process_cpu_seconds, BenchError, Latency};
-use fleet_testkit::bootstrap::{Launch, RunningBootstrap};
+use super::bootstrap::{Launch, RunningBootstrap};
+use super::common::{process_cpu_seconds, BenchError, Latency};
 use fleet_testkit::reference::cases::events::ingest_event;
 
 /// Owner of the throughput devices.
@@ -173,7 +173,7 @@ pub async fn through_processes(
 fn expect_200(
     function: &str,
     what: &str,
-    outcome: &fleet_testkit::runtime_api::Outcome,
+    outcome: &fleet_testkit::outcome::Outcome,
 ) -> Result<(), BenchError> {
     if outcome.status() == 200 {
         return Ok(());

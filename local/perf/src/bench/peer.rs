@@ -1,7 +1,7 @@
 //! The Rust release bootstraps against the Python + boto3 peer (`bench/python-peer/`) on the
 //! dashboard and ingest paths: the same Runtime API, table, data, events and environment; `runs`
 //! cold starts each, every one followed by the warm invocations of
-//! [`crate::cold_start::WARM_INVOCATIONS`].
+//! [`crate::bench::cold_start::WARM_INVOCATIONS`].
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -10,11 +10,12 @@ use std::time::Duration;
 use serde::Serialize;
 use shared::model::timestamp::Timestamp;
 
-use super::{BenchError, Latency};
-use crate::cold_start::{measure_runs, RunFigures};
+use super::bootstrap::{CpuLimit, Launch};
+use super::common::{BenchError, Latency};
+use crate::bench::cold_start::{measure_runs, RunFigures};
 use crate::stats::quantile;
 use fleet_testkit::api_event::ApiEvent;
-use fleet_testkit::bootstrap::{host_bootstrap, CpuLimit, Launch};
+use fleet_testkit::bootstrap::host_bootstrap;
 use fleet_testkit::reference::cases::events::ingest_event;
 
 /// The Python peer's interpreter (`make python-peer` builds the virtualenv).

@@ -1,6 +1,6 @@
 //! The power-tuning table (what AWS Lambda Power Tuning gives its users): for each memory size,
 //! the dashboard and ingest paths of the Rust bootstraps and the Python peer under the CPU a
-//! Lambda function of that size gets ([`fleet_testkit::cpu_quota`]), cold start, warm p50/p99
+//! Lambda function of that size gets ([`crate::bench::cpu_quota`]), cold start, warm p50/p99
 //! and billed cost per million requests.
 //!
 //! Each process starts unthrottled (Lambda runs the Init phase with more CPU) and is moved into
@@ -14,10 +14,10 @@ use std::time::Duration;
 use serde::Serialize;
 use shared::model::timestamp::Timestamp;
 
+use super::bootstrap::CpuLimit;
+use super::common::BenchError;
 use super::peer::{self, PeerComparison};
-use super::BenchError;
-use fleet_testkit::bootstrap::CpuLimit;
-use fleet_testkit::cpu_quota::{Controller, CpuShare};
+use crate::bench::cpu_quota::{Controller, CpuShare};
 
 /// The memory sizes of the table, MB (1,769 MB is one full vCPU).
 pub const MEMORY_SIZES: [u32; 5] = [128, 256, 512, 1024, 1769];

@@ -4,7 +4,8 @@
 
 use shared::model::pattern_id::PatternId;
 
-use super::{BenchReport, Latency};
+use super::common::Latency;
+use super::figures::BenchReport;
 use crate::stats::quantile;
 
 /// The Markdown document.
@@ -123,14 +124,14 @@ pub fn markdown(report: &BenchReport, previous: &str) -> String {
 
     out.push_str("## How it is measured\n\n");
     out.push_str(&format!(
-        "Every function runs as its **release bootstrap** (`make smoke-build`: the release profile with fat LTO, for this machine's architecture) in its own process under the local Lambda Runtime API (`local/testkit/src/runtime_api.rs`), with the environment `template.yaml` gives it, exactly as `smoke` replays the samples. The Python + boto3 peer (`bench/python-peer/`) runs as `python -m awslambdaric handler.<fn>` under the same Runtime API, with the same environment, table, data and events. The latency of a request is taken two ways: the **invocation** time from queueing the event at the Runtime API to the answer posted back (what Lambda bills: the runtime client's polling and JSON work included), and the **handler** time the function logs itself in its request line (`latency_ms`).\n\n\
+        "Every function runs as its **release bootstrap** (`make smoke-build`: the release profile with fat LTO, for this machine's architecture) in its own process under the local Lambda Runtime API (`local/perf/src/bench/runtime_api.rs`), with the environment `template.yaml` gives it, exactly as `smoke` replays the samples. The Python + boto3 peer (`bench/python-peer/`) runs as `python -m awslambdaric handler.<fn>` under the same Runtime API, with the same environment, table, data and events. The latency of a request is taken two ways: the **invocation** time from queueing the event at the Runtime API to the answer posted back (what Lambda bills: the runtime client's polling and JSON work included), and the **handler** time the function logs itself in its request line (`latency_ms`).\n\n\
 Why not measure the handlers in-process, in a release build of the benchmark? Because that measures a different binary than the one shipped (another fat-LTO release build of `fleet-perf` and everything it links, 6-10 minutes on this machine, and it would not contain the runtime client), and the Python peer cannot run in that process anyway: one harness for both sides keeps the ratios fair. The cost is that the Runtime API emulator and the driver run in this debug-built process: their time is in the invocation figure of both sides alike (the handler figure excludes it), and the driver's CPU use is reported next to the throughputs.\n\n\
 Settings: {} measured calls per pattern after {} unmeasured; {} cold starts per bootstrap, each followed by {} warm invocations; throughput with {} devices sending at once, {} timed batches of 100 events each after one untimed batch, {} rounds.\n\n",
         s.calls, s.warmup, s.cold_runs, s.warm_invocations, s.devices, s.batches, s.rounds
     ));
 
     out.push_str("## 1. Access patterns\n\n");
-    out.push_str("Requests and capacity from the reference measurement of `make docs` (`fleet_perf::pricing::measure_priced`; RCU as DynamoDB Local reports them, WCU as DynamoDB bills them, priced from the items each case changed; seed 000's user with 10 devices x 10 events); latency from the calls of each pattern's route through its warm release bootstrap on the same dataset, taken in rounds of one call of every pattern (so other load on the machine spreads over all patterns alike). Latencies in ms, p50 / p99.\n\n");
+    out.push_str("Requests and capacity from the reference measurement of `make docs` (`fleet_testkit::pricing::measure_priced`; RCU as DynamoDB Local reports them, WCU as DynamoDB bills them, priced from the items each case changed; seed 000's user with 10 devices x 10 events); latency from the calls of each pattern's route through its warm release bootstrap on the same dataset, taken in rounds of one call of every pattern (so other load on the machine spreads over all patterns alike). Latencies in ms, p50 / p99.\n\n");
     out.push_str("| id | reference workload | requests | RCU | WCU | request timed | function | invocation p50 / p99 | handler p50 / p99 |\n|---|---|---:|---:|---:|---|---|---:|---:|\n");
     for row in &report.patterns {
         let (request, function, invocation, handler) = match &row.latency {
@@ -200,10 +201,10 @@ Settings: {} measured calls per pattern after {} unmeasured; {} cold starts per 
 
     out.push_str("\n## 3. Cold start and memory of each release bootstrap\n\n");
     out.push_str(&format!(
-        "Process start to first response through the local Runtime API (Lambda's own sandbox start-up is not in it), then warm invocations and peak resident memory (`VmHWM`), {} runs per bootstrap, each function's first 2xx sample event from `events/` on the demo data (`crate::cold_start::measure`, as `make cold-start`).\n\n",
+        "Process start to first response through the local Runtime API (Lambda's own sandbox start-up is not in it), then warm invocations and peak resident memory (`VmHWM`), {} runs per bootstrap, each function's first 2xx sample event from `events/` on the demo data (`crate::bench::cold_start::measure`, as `make cold-start`).\n\n",
         s.cold_runs
     ));
-    out.push_str(&crate::cold_start::markdown(&report.bootstraps));
+    out.push_str(&crate::bench::cold_start::markdown(&report.bootstraps));
 
     out.push_str("\n## 4. Rust and the Python + boto3 peer\n\n");
     out.push_str(&format!(
@@ -270,7 +271,7 @@ Settings: {} measured calls per pattern after {} unmeasured; {} cold starts per 
 
     out.push_str("## 5. Power tuning: Lambda-sized CPU\n\n");
     out.push_str(&format!(
-        "Sections 3 and 4 let each process use this machine's cores. Lambda gives a function CPU in proportion to its memory (one vCPU at 1,769 MB) and runs its Init phase with more. So here each process (Rust bootstrap and Python peer alike) starts unthrottled and, from its first `/next` poll of the Runtime API, runs in a cgroup of its own whose CFS quota is memory / 1,769 MB of one CPU per {} ms period (`fleet_testkit::cpu_quota`; only the processes the benchmark starts are moved, and their groups are removed afterwards). {} cold starts per size, path and implementation, each followed by {} warm invocations, on the reference dataset as in section 4. Cost per million requests: Lambda's arm64 price ($0.20 per million requests and $0.0000133334 per GB-second), billed in whole milliseconds of the warm p50.\n\n",
+        "Sections 3 and 4 let each process use this machine's cores. Lambda gives a function CPU in proportion to its memory (one vCPU at 1,769 MB) and runs its Init phase with more. So here each process (Rust bootstrap and Python peer alike) starts unthrottled and, from its first `/next` poll of the Runtime API, runs in a cgroup of its own whose CFS quota is memory / 1,769 MB of one CPU per {} ms period (`fleet_perf::bench::cpu_quota`; only the processes the benchmark starts are moved, and their groups are removed afterwards). {} cold starts per size, path and implementation, each followed by {} warm invocations, on the reference dataset as in section 4. Cost per million requests: Lambda's arm64 price ($0.20 per million requests and $0.0000133334 per GB-second), billed in whole milliseconds of the warm p50.\n\n",
         super::power::PERIOD.as_millis(),
         s.power_runs,
         s.warm_invocations
@@ -279,7 +280,7 @@ Settings: {} measured calls per pattern after {} unmeasured; {} cold starts per 
 
     out.push_str("\n## 6. TLS on the first call\n\n");
     out.push_str(&format!(
-        "DynamoDB Local speaks plain HTTP; on AWS a function's first DynamoDB request pays a TLS handshake. Here the same cold starts run twice, back to back: against DynamoDB Local directly, and through a local TLS endpoint in front of it (`fleet_testkit::tls_endpoint`: a throwaway CA and a certificate for 127.0.0.1/localhost; the processes trust it only through standard configuration, `SSL_CERT_FILE` for the Rust SDK's `rustls-native-certs` and `AWS_CA_BUNDLE` for botocore). {} cold starts each, unthrottled (section 5 gives the CPU of each memory size).\n\n",
+        "DynamoDB Local speaks plain HTTP; on AWS a function's first DynamoDB request pays a TLS handshake. Here the same cold starts run twice, back to back: against DynamoDB Local directly, and through a local TLS endpoint in front of it (`fleet_perf::bench::tls_endpoint`: a throwaway CA and a certificate for 127.0.0.1/localhost; the processes trust it only through standard configuration, `SSL_CERT_FILE` for the Rust SDK's `rustls-native-certs` and `AWS_CA_BUNDLE` for botocore). {} cold starts each, unthrottled (section 5 gives the CPU of each memory size).\n\n",
         s.power_runs
     ));
     out.push_str(&super::tls::markdown(&report.tls));
@@ -296,8 +297,8 @@ Settings: {} measured calls per pattern after {} unmeasured; {} cold starts per 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::bench::figures::{IngestFigures, Machine, Settings};
     use crate::bench::ingest::Throughput;
-    use crate::bench::{IngestFigures, Machine, Settings};
 
     fn report() -> BenchReport {
         let throughput = |events_per_second: f64| Throughput {

@@ -12,11 +12,11 @@ use serde::Serialize;
 use shared::model::timestamp::Timestamp;
 use shared::FleetTable;
 
+use super::common::BenchError;
 use super::peer::{self, PeerComparison};
-use super::BenchError;
-use crate::cold_start::{self, ColdStart};
+use crate::bench::cold_start::{self, ColdStart};
+use crate::bench::tls_endpoint::TlsEndpoint;
 use fleet_testkit::template::Template;
-use fleet_testkit::tls_endpoint::TlsEndpoint;
 
 /// Cold starts without and with TLS.
 #[derive(Clone, Debug, Serialize)]

@@ -1,4 +1,4 @@
-//! Driving the functions through the fault proxy ([`fleet_testkit::fault_proxy`]) and checking what
+//! Driving the functions through the fault proxy ([`crate::fault_proxy`]) and checking what
 //! they acknowledged against what DynamoDB Local holds. Used by `tests/it/faults.rs` and by
 //! `fleet-perf fault-run` (`make fault-run`), which records the figures in
 //! `docs/reliability.md`.
@@ -17,8 +17,8 @@ use shared::ops::devices::register::{register_device, DeviceRegistration};
 use shared::ops::ingest::{IngestConfig, Ingestor};
 use shared::FleetTable;
 
-use fleet_testkit::api_event::ApiEvent;
-use fleet_testkit::fault_proxy::{through_proxy, ClientTimeouts};
+use crate::api_event::ApiEvent;
+use crate::fault_proxy::{through_proxy, ClientTimeouts};
 
 type Error = Box<dyn std::error::Error + Send + Sync>;
 
@@ -69,7 +69,7 @@ pub struct IngestRun {
     /// Wall time.
     pub elapsed: Duration,
     /// What the proxy injected (filled in by the caller that owns the proxy).
-    pub stats: fleet_testkit::fault_proxy::ProxyStats,
+    pub stats: crate::fault_proxy::ProxyStats,
 }
 
 impl IngestRun {
@@ -332,16 +332,16 @@ pub async fn audit_ingest(table: &FleetTable, run: &IngestRun) -> Result<IngestA
 /// with `seed`, on a fresh table, checked against the table.
 pub async fn ingest_fault_run(
     dynamodb_endpoint: &str,
-    definition: &fleet_testkit::template::TableDefinition,
+    definition: &crate::template::TableDefinition,
     seed: u64,
     rate: f64,
     load: IngestLoad,
 ) -> Result<String, Error> {
-    use fleet_testkit::fault_proxy::{FaultProxy, FaultRates, ProxyConfig};
+    use crate::fault_proxy::{FaultProxy, FaultRates, ProxyConfig};
     let name = format!("fault-run-{seed}");
-    let table = fleet_testkit::stack::local_table(dynamodb_endpoint, &name).await;
+    let table = crate::stack::local_table(dynamodb_endpoint, &name).await;
     // Nothing reads the stream in a fault run (see `TableDefinition::without_stream`).
-    fleet_testkit::stack::create_table(&table.client, &definition.without_stream(), &name).await?;
+    crate::stack::create_table(&table.client, &definition.without_stream(), &name).await?;
     let config = ProxyConfig::new(seed, FaultRates::uniform(rate));
     let proxy = FaultProxy::start(dynamodb_endpoint, config.clone()).await?;
     let faulty = through_proxy(&table, proxy.endpoint(), ClientTimeouts::default()).await;

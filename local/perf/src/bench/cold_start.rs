@@ -10,13 +10,11 @@ use std::time::Duration;
 use serde::Serialize;
 use shared::FleetTable;
 
-use fleet_testkit::bootstrap::{
-    function_environment, host_bootstrap, retention_override, BootstrapError, CpuLimit, Launch,
-    RunningBootstrap,
-};
+use fleet_testkit::bootstrap::{function_environment, host_bootstrap, retention_override};
 use fleet_testkit::samples::{first_success, sample_events, SAMPLE_RETENTION_DAYS};
 use fleet_testkit::template::Template;
 
+use super::bootstrap::{BootstrapError, CpuLimit, Launch, RunningBootstrap, REQUEST_LIMITS};
 use crate::stats::quantile;
 
 /// Warm invocations after each cold one.
@@ -84,7 +82,7 @@ pub async fn measure(
 }
 
 /// [`measure`] with `extra_env` on top of each function's environment (e.g. a TLS endpoint
-/// and the CA to trust, [`fleet_testkit::tls_endpoint::TlsEndpoint::client_environment`]),
+/// and the CA to trust, [`crate::bench::tls_endpoint::TlsEndpoint::client_environment`]),
 /// logging under `logs` (relative to the repository root).
 pub async fn measure_with(
     template: &Template,
@@ -98,7 +96,7 @@ pub async fn measure_with(
     let mut overrides = retention_override(SAMPLE_RETENTION_DAYS);
     // Each run sends its sample 21 times back to back: the per-device and per-user limits
     // would answer 429 and the figures would be of the limits, not the code.
-    for limit in crate::bench::REQUEST_LIMITS {
+    for limit in REQUEST_LIMITS {
         overrides.insert(limit.to_string(), "0".to_string());
     }
     let logs = fleet_testkit::repo_root().join(logs);

@@ -7,7 +7,7 @@ use shared::store::with_expressions::WithExpressions;
 use std::collections::HashMap;
 
 use aws_sdk_dynamodb::types::{AttributeValue, ReturnConsumedCapacity};
-use fleet_perf::capacity::{index_entry, item_size, query_read_units, write_units};
+use fleet_testkit::capacity::{index_entry, item_size, query_read_units, write_units};
 use fleet_tests::*;
 use shared::model::entities::device::DEVICE_PREFIX;
 use shared::model::entities::profile::PROFILE_SK;

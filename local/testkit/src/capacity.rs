@@ -1,7 +1,7 @@
 //! DynamoDB's size and capacity-unit rules, applied to the real items of `shared`: how many
 //! bytes an item counts as, what an index entry holds, and how bytes round to request units.
 //! The key-distribution simulator and the cost model price items with these rules;
-//! `tests/it/simulator.rs` checks them against the consumed capacity DynamoDB Local reports.
+//! `local/perf/tests/it/simulator.rs` checks them against the consumed capacity DynamoDB Local reports.
 //!
 //! The rules (DynamoDB developer guide, "Item sizes and formats" and "Read/write capacity"):
 //! - an attribute counts its name's UTF-8 bytes plus its value: a string its UTF-8 bytes, a

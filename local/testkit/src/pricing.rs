@@ -9,8 +9,8 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use fleet_testkit::reference::cases::CASES;
-use fleet_testkit::reference::{Measurement, Tokens};
+use crate::reference::cases::CASES;
+use crate::reference::{Measurement, Tokens};
 use shared::store::metrics::RequestMeter;
 use shared::{FleetError, FleetTable};
 
@@ -147,7 +147,7 @@ pub fn case_write_units(
 }
 
 /// Every pattern case on the reference dataset, as
-/// [`measure_patterns`](fleet_testkit::reference::measure_patterns) runs them, with each
+/// [`measure_patterns`](crate::reference::measure_patterns) runs them, with each
 /// case's `write_units` replaced by what DynamoDB bills ([`case_write_units`] of the items it
 /// changed) instead of DynamoDB Local's report (1 per item of a transaction, no index entry
 /// counted). Read units stay as DynamoDB Local reports them.

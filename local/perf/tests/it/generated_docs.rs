@@ -3,7 +3,7 @@
 //! (`make docs` regenerates them).
 
 use fleet_perf::model_docs::{render, MARKDOWN_PATH, MODEL_PATH};
-use fleet_perf::pricing::measure_priced;
+use fleet_testkit::pricing::measure_priced;
 use fleet_tests::*;
 
 #[tokio::test]

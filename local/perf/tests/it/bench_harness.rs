@@ -6,10 +6,12 @@
 
 use std::time::Duration;
 
+use fleet_perf::bench::bootstrap::{Launch, RunningBootstrap};
+use fleet_perf::bench::common::{function_binaries, function_environments, INGEST_FROM};
+use fleet_perf::bench::patterns;
 use fleet_perf::bench::peer::peer_launch;
-use fleet_perf::bench::{function_binaries, function_environments, patterns, INGEST_FROM};
-use fleet_testkit::bootstrap::{host_bootstrap, Launch, RunningBootstrap};
-use fleet_testkit::runtime_api::Outcome;
+use fleet_testkit::bootstrap::host_bootstrap;
+use fleet_testkit::outcome::Outcome;
 use fleet_tests::*;
 use serde_json::Value;
 use shared::model::entities::{EntityType, ItemKey};

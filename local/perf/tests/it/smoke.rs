@@ -8,9 +8,8 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use fleet_testkit::bootstrap::{
-    function_environment, host_bootstrap, retention_override, RunningBootstrap,
-};
+use fleet_perf::bench::bootstrap::RunningBootstrap;
+use fleet_testkit::bootstrap::{function_environment, host_bootstrap, retention_override};
 use fleet_tests::*;
 use serde_json::Value;
 
@@ -126,7 +125,8 @@ async fn the_release_bootstrap_sends_its_spans_in_the_invocations_trace() {
         .unwrap();
     assert_eq!(invocation.outcome.status(), 200);
     // The first invocation of a fresh runtime API.
-    let header = fleet_testkit::runtime_api::trace_header("00000000-0000-4000-8000-000000000001");
+    let header =
+        fleet_perf::bench::runtime_api::trace_header("00000000-0000-4000-8000-000000000001");
     let expected = shared::observe::trace::TraceHeader::parse(&header).unwrap();
 
     let mut docs = Vec::new();

@@ -1,0 +1,208 @@
+//! The key-distribution simulator (docs/key-distribution.md).
+//!
+//! A workload profile (`bench/profiles/*.yaml`) describes users, a skewed number of devices
+//! per user (with explicit very large fleets), event rates (with hot devices), the event type
+//! mix and the read mix. The simulator draws the fleet with a seeded RNG, builds every
+//! partition key with the real builders of `shared::model::keys` and the real shard function and
+//! shard counts, prices the real items (`shared::model::entities`, serialized exactly as stored) with
+//! DynamoDB's size rules ([`fleet_testkit::capacity`]), and adds up steady-state **rates** (units per
+//! second) per partition key of the base table, GSI1 and GSI2. Keys whose load is complete
+//! (a user's or a device's) stream through a bounded top list, so a million devices take no
+//! more memory than the fleet-size list; only the low-cardinality sharded keys are kept.
+//!
+//! A key is flagged when it exceeds DynamoDB's per-partition limits (1,000 WCU/s, 3,000 RCU/s)
+//! or 10% of its table's or index's traffic (docs/key-distribution.md's target); for a write-sharded key the
+//! report gives the shard count that fixes it.
+mod fleet;
+mod numbers;
+mod partitions;
+mod profile;
+mod report;
+mod simulation;
+mod sizes;
+mod traffic;
+
+pub use fleet::{device_id, user_id};
+pub use numbers::group;
+pub use partitions::{
+    suggested_shards, Flag, KeyKind, KeyLoad, ShardFamily, TableLoad, MAX_SHARDS, RCU_LIMIT,
+    SHARE_LIMIT, TOP_KEYS, WCU_LIMIT,
+};
+pub use profile::{
+    documented_profiles, DeviceChanges, EventLoad, FleetSize, HotDevices, LargeFleet, Offline,
+    Profile, ReadMix, ShardSettings, TwinTraffic, DEFAULT_DAY, DEFAULT_RETENTION_DAYS,
+    PROFILES_DIR,
+};
+pub use report::{command, render, render_report, write_or_print, REPORT_PATH};
+pub use simulation::{simulate, Simulation};
+pub use sizes::{EventSize, ItemSizes};
+pub use traffic::{RolloutPeak, Workload, EVENT_PAGE, ROLLOUT_DEVICES_PER_SECOND, ROLLOUT_PAGE};
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use shared::model::keys::event_pk;
+
+    fn profile(yaml: &str) -> Profile {
+        let p: Profile = yaml_serde::from_str(yaml).unwrap();
+        p.check().unwrap();
+        p
+    }
+
+    const UNIFORM: &str = "
+name: uniform
+description: even fleet
+seed: 7
+users: 2000
+devices_per_user: {distribution: fixed, devices: 5}
+events: {per_device_per_minute: 1, batch_size: 10, types: {temperature: 1, humidity: 1, door: 1, power: 1}}
+reads: {dashboard_opens_per_minute: 100, device_event_reads_per_minute: 100}
+";
+
+    #[test]
+    fn tight_offline_detection_moves_the_due_entry_with_every_batch() {
+        let standard = simulate(profile(UNIFORM), "test").unwrap();
+        let tight = simulate(
+            profile(&format!(
+                "{UNIFORM}offline: {{per_day: 0.01, tight: 1.0}}\n"
+            )),
+            "test",
+        )
+        .unwrap();
+        // One event a minute in batches of 10: a batch every 10 minutes, each moving a tight
+        // device's entry (144 a day, 2 units each), against a standard device's SEEN# moves
+        // (at most one per 15-minute bucket: 96 a day).
+        let per_device = |s: &Simulation| s.workload.due_move_write_units_per_day / 10_000.0;
+        assert!(
+            (per_device(&standard) - 2.0 * 96.0).abs() < 1e-6,
+            "{}",
+            per_device(&standard)
+        );
+        assert!(
+            (per_device(&tight) - 2.0 * 144.0).abs() < 1e-6,
+            "{}",
+            per_device(&tight)
+        );
+    }
+
+    #[test]
+    fn a_uniform_profile_is_not_flagged() {
+        let sim = simulate(profile(UNIFORM), "test").unwrap();
+        assert_eq!(sim.workload.devices, 10_000);
+        assert!((sim.workload.events_per_second - 10_000.0 / 60.0).abs() < 1e-6);
+        for t in &sim.tables {
+            assert!(t.flags.is_empty(), "{}: {:?}", t.name, t.flags);
+        }
+    }
+
+    #[test]
+    fn one_absurd_device_is_flagged_on_the_base_table_by_name() {
+        let yaml = "
+name: one-hot
+description: one device at 120,000 events a minute
+users: 3
+devices_per_user: {distribution: fixed, devices: 1}
+events:
+  per_device_per_minute: 1
+  batch_size: 100
+  hot_devices: {count: 1, per_device_per_minute: 120000}
+  types: {temperature: 1}
+twin: {desired_changes_per_device_per_month: 0, commands_per_device_per_month: 0, rollouts_per_month: 0}
+";
+        let sim = simulate(profile(yaml), "test").unwrap();
+        let base = &sim.tables[0];
+        let hot = base
+            .flags
+            .iter()
+            .find(|f| f.over_limit)
+            .expect("the hot device is over 1,000 WCU/s");
+        assert_eq!(hot.load.kind, KeyKind::DeviceEvents);
+        // 2,000 events/s of 1-WCU items.
+        assert!((hot.load.wcu - 2000.0).abs() < 1e-6, "{}", hot.load.wcu);
+        // The key is the real event partition key of one of the simulated devices.
+        let keys: Vec<String> = (0..3)
+            .map(|i| event_pk(&user_id(i), &device_id(i, 0)))
+            .collect();
+        assert!(keys.contains(&hot.load.key), "{}", hot.load.key);
+        assert!(render(&sim).contains(&format!("`{}`", hot.load.key)));
+        assert!(
+            hot.suggested_shards.is_none(),
+            "an event partition is not sharded"
+        );
+    }
+
+    #[test]
+    fn shard_suggestion_matches_a_hand_computed_case() {
+        // One event type at 5,000 events/s, all of GSI1's traffic: the seed's rule asks for
+        // 2 x 5,000 / 1,000 = 10 shards, and 10 shards carry 10% each (not over).
+        let family = ShardFamily {
+            setting: "EVENT_TYPE_SHARDS",
+            shards: 8,
+            wcu: 5000.0,
+            rcu: 0.0,
+        };
+        assert_eq!(suggested_shards(&family, 5000.0, 0.0), 10);
+        // 30% of the index's writes at low volume: 3 shards for the share, never fewer than 8.
+        let small = ShardFamily {
+            wcu: 30.0,
+            ..family.clone()
+        };
+        assert_eq!(suggested_shards(&small, 100.0, 0.0), 8);
+        let small = ShardFamily { shards: 1, ..small };
+        assert_eq!(suggested_shards(&small, 100.0, 0.0), 3);
+        // Reads: 9,000 RCU/s over the family needs 2 x 9,000 / 3,000 = 6.
+        let reads = ShardFamily {
+            shards: 1,
+            wcu: 0.0,
+            rcu: 9000.0,
+            ..family
+        };
+        assert_eq!(suggested_shards(&reads, 0.0, 90_000.0), 6);
+    }
+
+    #[test]
+    fn a_type_that_is_every_event_holds_without_a_setting() {
+        // 60,000 events/s of one searchable type from 1,000 devices: each device's own key
+        // takes its 60 WCU/s, and the type's shared partitions one mark per device and hour
+        // (1,000 / 3,600 WCU/s over 8 shards), where per-event entries took 7,500 WCU/s each.
+        let yaml = "
+name: busy-type
+description: 1,000 devices at 3,600 events a minute
+users: 100
+devices_per_user: {distribution: fixed, devices: 10}
+events: {per_device_per_minute: 3600, batch_size: 100, types: {temperature: 1}}
+shards: {searchable: temperature}
+";
+        let sim = simulate(profile(yaml), "test").unwrap();
+        let gsi1 = &sim.tables[1];
+        assert!(gsi1.flags.is_empty(), "{:?}", gsi1.flags);
+        // The rest: the marks (1,000 / 3,600) and the live states' SEEN# moves (2 x 1,000 / 900).
+        let rest = 1_000.0 / 3_600.0 + 2.0 * 1_000.0 / 900.0;
+        assert!((gsi1.wcu - (60_000.0 + rest)).abs() < 1e-3, "{}", gsi1.wcu);
+        let busiest = &gsi1.top_writes[0];
+        assert_eq!(busiest.kind, KeyKind::DeviceType);
+        assert!((busiest.wcu - 60.0).abs() < 1e-9);
+        // The base table is fine: 60 WCU/s per device (and a mark put per batch), 1,000 devices.
+        assert!(sim.tables[0].flags.iter().all(|f| !f.over_limit));
+    }
+
+    #[test]
+    fn the_same_profile_draws_the_same_fleet() {
+        let yaml = "
+name: skewed
+description: lognormal
+seed: 11
+users: 500
+devices_per_user: {distribution: lognormal, median: 3, sigma: 1.2, max: 400}
+events: {per_device_per_minute: 1, batch_size: 5, types: {temperature: 1}}
+";
+        let a = simulate(profile(yaml), "a").unwrap();
+        let b = simulate(profile(yaml), "b").unwrap();
+        assert_eq!(a.workload, b.workload);
+        assert!(
+            a.workload.fleet_max > a.workload.fleet_median * 5,
+            "{:?}",
+            a.workload
+        );
+    }
+}

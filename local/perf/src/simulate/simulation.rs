@@ -1,0 +1,66 @@
+//! One profile's simulation: the fleet drawn, its traffic added up phase by phase.
+
+use rand::rngs::StdRng;
+use rand::SeedableRng;
+use shared::model::shard::ShardCounts;
+use shared::model::timestamp::Day;
+
+use super::fleet::Fleet;
+use super::partitions::TableLoad;
+use super::profile::Error;
+use super::profile::{Profile, DEFAULT_DAY};
+use super::sizes::ItemSizes;
+use super::traffic::{rollout_peak, Model, RolloutPeak, Traffic, Workload};
+
+/// One profile's simulation.
+pub struct Simulation {
+    /// The profile.
+    pub profile: Profile,
+    /// Where it was read from.
+    pub source: String,
+    /// Shard counts used.
+    pub shards: ShardCounts,
+    /// Item sizes used.
+    pub sizes: ItemSizes,
+    /// Base table, GSI1, GSI2, GSI3.
+    pub tables: [TableLoad; 4],
+    /// Totals.
+    pub workload: Workload,
+    /// One fleet-wide change of the largest fleet, at the worker's pace.
+    pub rollout_peak: RolloutPeak,
+}
+
+/// Runs `profile` (read from `source`).
+pub fn simulate(profile: Profile, source: &str) -> Result<Simulation, Error> {
+    profile.check()?;
+    let shards = profile.shard_counts();
+    let day = Day::parse_field("day", DEFAULT_DAY).expect("a valid default day");
+    let sizes = ItemSizes::of(&profile, shards.clone(), &day);
+    let fleet = Fleet::draw(&profile, &mut StdRng::seed_from_u64(profile.seed))?;
+    let model = Model::new(&profile, &sizes, &shards, &day, &fleet);
+    let mut traffic = Traffic::new(&model);
+    traffic.owners(&model);
+    traffic.type_marks(&model);
+    traffic.status_shards(&model);
+    traffic.offline_detection(&model);
+    traffic.storage_and_totals(&model);
+    traffic.flag();
+    let rollout_peak = rollout_peak(&model, &traffic.workload);
+    let Traffic {
+        base,
+        gsi1,
+        gsi2,
+        gsi3,
+        workload,
+        ..
+    } = traffic;
+    Ok(Simulation {
+        profile,
+        source: source.to_string(),
+        shards,
+        sizes,
+        tables: [base, gsi1, gsi2, gsi3],
+        workload,
+        rollout_peak,
+    })
+}
