@@ -703,7 +703,7 @@ export interface components {
             expiresAt: components["schemas"]["Timestamp"];
         }[];
         Acknowledged: components["schemas"]["CommandId"][];
-        TwinWork: {
+        TwinReply: {
             desired?: components["schemas"]["DesiredDelivery"];
             commands?: components["schemas"]["CommandDeliveries"];
             acknowledged?: components["schemas"]["Acknowledged"];
@@ -1544,7 +1544,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["TwinWork"];
+                    "application/json": components["schemas"]["TwinReply"];
                 };
             };
             400: components["responses"]["BadRequest"];
