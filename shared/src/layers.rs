@@ -148,16 +148,41 @@ fn layer(module: &str) -> Option<usize> {
     LAYERS.iter().position(|l| *l == top)
 }
 
-/// File-to-file uses, each file's use of itself left out.
+/// Whether `text` names a path starting at `name` (`name::x`, not `other::name::x`).
+fn names_relative(text: &str, name: &str) -> bool {
+    let pattern = format!("{name}::");
+    text.match_indices(&pattern).any(|(at, _)| {
+        !text[..at]
+            .chars()
+            .next_back()
+            .is_some_and(|c| c.is_alphanumeric() || c == '_' || c == ':')
+    })
+}
+
+/// File-to-file uses, each file's use of itself left out: the paths of [`named_paths`], and a
+/// parent's relative paths into its own submodules (`report::markdown` in `bench/mod.rs`).
 fn uses(files: &BTreeMap<String, String>) -> BTreeMap<&str, BTreeSet<&str>> {
     files
         .iter()
         .map(|(module, text)| {
-            let targets = named_paths(module, text)
+            let mut targets: BTreeSet<&str> = named_paths(module, text)
                 .iter()
                 .filter_map(|p| file_of(p, files))
                 .filter(|t| *t != module && !t.is_empty())
                 .collect();
+            let prefix = if module.is_empty() {
+                String::new()
+            } else {
+                format!("{module}::")
+            };
+            for child in files.keys() {
+                let Some(name) = child.strip_prefix(&prefix) else {
+                    continue;
+                };
+                if !name.is_empty() && !name.contains("::") && names_relative(text, name) {
+                    targets.insert(child.as_str());
+                }
+            }
             (module.as_str(), targets)
         })
         .collect()

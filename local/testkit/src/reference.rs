@@ -5,59 +5,22 @@
 //! fixed so the figures are the same on every run.
 
 pub mod cases;
+mod dataset;
 
 pub use cases::{measure_patterns, Measurement};
+pub use dataset::{Tokens, ALICE, BOB, REFERENCE_NOW, REFERENCE_RETENTION_DAYS};
 
-use std::collections::BTreeMap;
+use dataset::{ingest_at_reference_time, now};
+
 use std::time::{Duration, Instant};
 
 use serde_json::json;
-use shared::model::entities::registration::RegistrationItem;
 use shared::model::ids::{DeviceId, DeviceType, Tag, UserId};
-use shared::model::timestamp::Timestamp;
 use shared::ops::analytics::{run_daily_report, RunPlan};
 use shared::ops::devices::register::{register_device, DeviceRegistration};
-use shared::ops::ingest::{validate_batch, IngestConfig, IngestOutcome, Ingestor, SubmittedEvent};
+use shared::ops::ingest::{IngestConfig, Ingestor, SubmittedEvent};
 use shared::ops::profile::{upsert_profile, ProfileUpdate};
 use shared::{FleetError, FleetTable};
-
-/// The reference time: every event of the dataset is on this day, before it.
-pub const REFERENCE_NOW: &str = "2026-11-20T12:00:00.000Z";
-/// Retention the reference table runs with, so the fixed timestamps stay valid.
-pub const REFERENCE_RETENTION_DAYS: u32 = 3650;
-/// The user with 10 devices x 10 events.
-pub const ALICE: &str = "ref-alice";
-/// A second user.
-pub const BOB: &str = "ref-bob";
-
-fn now() -> Timestamp {
-    Timestamp::parse_field("now", REFERENCE_NOW).expect("valid constant")
-}
-
-/// The device tokens of the dataset, by device id.
-pub type Tokens = BTreeMap<String, String>;
-
-/// Validates `events` as the ingest function would at the reference time and stores them for
-/// the device of `registration`.
-async fn ingest_at_reference_time(
-    ingestor: &Ingestor,
-    registration: &RegistrationItem,
-    events: Vec<SubmittedEvent>,
-) -> Result<IngestOutcome, FleetError> {
-    let batch = validate_batch(
-        events,
-        now(),
-        REFERENCE_RETENTION_DAYS,
-        Duration::from_secs(300),
-    )?;
-    ingestor
-        .ingest(
-            registration,
-            batch,
-            Instant::now() + Duration::from_secs(30),
-        )
-        .await
-}
 
 /// Seeds the reference dataset into an empty `table` (whose retention must be
 /// [`REFERENCE_RETENTION_DAYS`]).

@@ -7,8 +7,8 @@ use std::fmt::Write as _;
 
 use serde_json::Value;
 
+use super::prices::{LambdaBilling, LAMBDA_ARM_GB_SECOND_USD, LAMBDA_REQUEST_USD, RRU_USD};
 use super::stack::HTTP_API_PER_MILLION_USD;
-use super::{LambdaBilling, LAMBDA_ARM_GB_SECOND_USD, LAMBDA_REQUEST_USD, RRU_USD};
 
 /// The console's poll interval (`POLL_SECONDS` in web/src/pages/Dashboard.tsx; a test keeps
 /// the two equal).

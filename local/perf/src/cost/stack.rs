@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 use serde_json::Value;
 use shared::store::metrics::MeterSnapshot;
 
-use super::{MonthlyCost, DAYS_PER_MONTH, GB, RRU_USD, SECONDS_PER_MONTH, WRU_USD};
+use super::prices::{MonthlyCost, DAYS_PER_MONTH, GB, RRU_USD, SECONDS_PER_MONTH, WRU_USD};
 use crate::simulate::{group, Simulation};
 
 fn count(v: f64) -> String {

@@ -11,105 +11,37 @@
 //! are merged into the report; running the day again reuses the finished checkpoints and writes
 //! the same report.
 
+mod plan;
 mod purge;
 mod report;
 mod scan;
 mod tally;
 
+pub use plan::RunPlan;
 pub use purge::PURGE_PER_RUN;
 pub use report::{
     build_report, DailyReport, DeviceFigures, EventFigures, KeyHeat, RunFigures, TopDevice,
-    UserFigures,
+    UserFigures, HOT_SHARE,
 };
 pub use scan::{CHECKPOINT_INTERVAL, UNITS_PER_CHECKPOINT};
-pub use tally::{PartitionCount, SegmentTally};
+pub use tally::{PartitionCount, SegmentTally, HEAT_KEYS, TOP_DEVICES};
 
 use std::collections::BTreeMap;
-use std::time::Instant;
-
-use serde::{Deserialize, Serialize};
 
 use aws_sdk_dynamodb::types::KeysAndAttributes;
 
-use crate::model::cursor::StartKey;
 use crate::model::entities::report::ReportItem;
-use crate::model::entities::{Entity, EntityType, ItemKey};
+use crate::model::entities::{Entity, ItemKey};
 use crate::model::error::{FleetError, ValidationError};
 use crate::model::pattern_id::PatternId;
 use crate::model::timestamp::{Day, Timestamp};
 use crate::ops::pattern::{implemented_by, AccessPattern, Frequency, RequestBudget};
 use crate::store::table::{sdk_error, FleetTable, MAX_ATTEMPTS};
-use scan::{scan_segment, OwnerProgress};
-
-/// Devices listed in `topDevices`.
-pub const TOP_DEVICES: usize = 10;
-/// Partition keys listed in `partitionHeat`.
-pub const HEAT_KEYS: usize = 10;
-/// Share of the day's writes above which a key is flagged hot (the target of docs/key-distribution.md).
-pub const HOT_SHARE: f64 = 0.10;
-/// Checkpoints are removed by TTL this long after the run.
-const CHECKPOINT_TTL_SECONDS: i64 = 14 * 86_400;
-
-/// How one invocation runs.
-#[derive(Clone, Debug)]
-pub struct RunPlan {
-    /// The report day.
-    pub day: Day,
-    /// Total scan segments (`SCAN_SEGMENTS`, default 4); fixed for a day once started.
-    pub segments: u32,
-    /// The segments this invocation works on (all when `None`): several invocations can share
-    /// a day when one 15-minute Lambda cannot scan the table.
-    pub only: Option<Vec<u32>>,
-    /// Directory page size (`None`: DynamoDB's 1 MB pages).
-    pub page_limit: Option<i32>,
-    /// Stop scanning (after checkpointing) at this instant.
-    pub deadline: Instant,
-    /// Forget earlier checkpoints of the day and scan again.
-    pub fresh: bool,
-    /// Units of work per segment in this invocation at most (`None`: until done or the
-    /// deadline); a bound on one invocation's work, like the deadline.
-    pub max_pages: Option<u32>,
-}
-
-impl RunPlan {
-    /// A plan for `day` with every segment and no page limit.
-    pub fn new(day: Day, segments: u32, deadline: Instant) -> Result<Self, ValidationError> {
-        if !(1..=1000).contains(&segments) {
-            return Err(ValidationError::new("segments", "must be 1..1000"));
-        }
-        Ok(Self {
-            day,
-            segments,
-            only: None,
-            page_limit: None,
-            deadline,
-            fresh: false,
-            max_pages: None,
-        })
-    }
-}
+use scan::{scan_segment, Checkpoint};
 
 /// The UTC day before `at` (the scheduled run at 00:15 reports the day that just ended).
 pub fn previous_day(at: &Timestamp) -> Day {
     at.day().previous()
-}
-
-/// A segment's checkpoint.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct Checkpoint {
-    day: Day,
-    segment: u32,
-    segments: u32,
-    done: bool,
-    /// The directory key of the last entry finished (the scan resumes after it).
-    #[serde(default)]
-    last_key: Option<StartKey>,
-    /// The owner whose partitions are being counted (its entry follows `last_key`).
-    #[serde(default)]
-    current: Option<OwnerProgress>,
-    tally: SegmentTally,
-    ttl: i64,
 }
 
 /// The outcome of one invocation.
@@ -124,16 +56,6 @@ pub struct RunOutcome {
     pub requested_done: bool,
     /// The report, when complete.
     pub report: Option<DailyReport>,
-}
-
-impl Entity for Checkpoint {
-    const ENTITY_TYPE: EntityType = EntityType::Checkpoint;
-    fn item_key(&self) -> ItemKey {
-        ItemKey::Checkpoint {
-            day: self.day,
-            segment: self.segment,
-        }
-    }
 }
 
 /// A figure [`run_daily_report`] computes into the daily report: no request of its own at read
@@ -281,6 +203,7 @@ async fn forget_checkpoints(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Instant;
 
     #[test]
     fn the_scheduled_run_reports_the_day_before() {

@@ -4,10 +4,13 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::{SegmentTally, HEAT_KEYS, HOT_SHARE, TOP_DEVICES};
+use super::tally::{SegmentTally, HEAT_KEYS, TOP_DEVICES};
 use crate::model::ids::{DeviceId, UserId};
 use crate::model::keys::parse_event_pk;
 use crate::model::timestamp::Day;
+
+/// Share of the day's writes above which a key is flagged hot (the target of docs/key-distribution.md).
+pub const HOT_SHARE: f64 = 0.10;
 
 /// The daily report as stored and as `GET /admin/reports/{date}` returns it (docs/openapi.yaml, plus
 /// the run's own figures).

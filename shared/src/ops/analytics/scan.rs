@@ -12,9 +12,9 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
+use super::plan::RunPlan;
 use super::purge::purge_device;
-use super::tally::{text, PageBounds};
-use super::{Checkpoint, RunPlan, CHECKPOINT_TTL_SECONDS};
+use super::tally::{text, PageBounds, SegmentTally};
 use crate::model::cursor::{exclusive_start_key, start_key, StartKey};
 use crate::model::entities::device::{DeviceItem, DEVICE_PREFIX};
 use crate::model::entities::device_state::{state_pk, DeviceStateItem};
@@ -29,11 +29,42 @@ use crate::model::expression::Expressions;
 use crate::model::ids::{DeviceId, EventType, UserId};
 use crate::model::keys::{event_pk, IndexKeys};
 use crate::model::schema::{Item, ENTITY_TYPE, GSI2, GSI2PK, GSI2SK, PK, SK};
-use crate::model::timestamp::Timestamp;
+use crate::model::timestamp::{Day, Timestamp};
 use crate::store::dynamo::{key_range, query};
 use crate::store::metrics::{MeterSnapshot, RequestMeter};
 use crate::store::retry::Retry;
 use crate::store::table::{sdk_error, FleetTable};
+
+/// Checkpoints are removed by TTL this long after the run.
+const CHECKPOINT_TTL_SECONDS: i64 = 14 * 86_400;
+
+/// A segment's checkpoint.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(super) struct Checkpoint {
+    pub(super) day: Day,
+    pub(super) segment: u32,
+    pub(super) segments: u32,
+    pub(super) done: bool,
+    /// The directory key of the last entry finished (the scan resumes after it).
+    #[serde(default)]
+    pub(super) last_key: Option<StartKey>,
+    /// The owner whose partitions are being counted (its entry follows `last_key`).
+    #[serde(default)]
+    pub(super) current: Option<OwnerProgress>,
+    pub(super) tally: SegmentTally,
+    pub(super) ttl: i64,
+}
+
+impl Entity for Checkpoint {
+    const ENTITY_TYPE: EntityType = EntityType::Checkpoint;
+    fn item_key(&self) -> ItemKey {
+        ItemKey::Checkpoint {
+            day: self.day,
+            segment: self.segment,
+        }
+    }
+}
 
 /// Attempts at one unit of work in one invocation (each after the SDK's own retries).
 const UNIT_ATTEMPTS: u32 = 6;

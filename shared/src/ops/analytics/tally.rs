@@ -6,9 +6,13 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::{HEAT_KEYS, TOP_DEVICES};
 use crate::model::schema::Item;
 use crate::model::timestamp::{Day, Timestamp};
+
+/// Devices listed in `topDevices`.
+pub const TOP_DEVICES: usize = 10;
+/// Partition keys listed in `partitionHeat`.
+pub const HEAT_KEYS: usize = 10;
 
 /// One partition's count of the day's events.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]

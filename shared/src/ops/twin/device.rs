@@ -12,7 +12,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::owner::{command_key, open_commands, watermark, CommandView};
-use super::read_state;
+use super::state::read_state;
 use crate::model::entities::desired_state::DesiredStateItem;
 use crate::model::entities::device_state::DeviceStateItem;
 use crate::model::entities::registration::RegistrationItem;

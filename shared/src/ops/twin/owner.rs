@@ -5,7 +5,7 @@ use aws_sdk_dynamodb::types::{Put, TransactWriteItem, Update};
 use serde::Serialize;
 use serde_json::Value;
 
-use super::{desired_write, owned_device, read_state, state_key_of, TwinView};
+use super::state::{desired_write, owned_device, read_state, state_key_of, TwinView};
 use crate::model::entities::command::{command_sk, CommandItem, COMMAND_PREFIX};
 use crate::model::entities::desired_state::{DesiredStateItem, TWIN_PREFIX};
 use crate::model::entities::reported_state::ReportedStateItem;

@@ -15,7 +15,7 @@ use futures::StreamExt;
 use serde::Serialize;
 use serde_json::Value;
 
-use super::{desired_write, read_state, state_key_of};
+use super::state::{desired_write, read_state, state_key_of};
 use crate::model::entities::desired_state::DesiredStateItem;
 use crate::model::entities::device::{device_sk, DeviceItem, DEVICE_PREFIX};
 use crate::model::entities::device_state::DeviceStateItem;

@@ -16,12 +16,12 @@ use shared::ops::pattern::BudgetScale;
 use shared::store::metrics::RequestMeter;
 use shared::{FleetError, FleetTable};
 
-use super::super::ingest_at_reference_time;
-use super::{
+use super::common::{
     alice, alice_device, device_id, every_call, found, now, one, read, route, write, PatternCase,
     BOB,
 };
 use crate::api_event::ApiEvent;
+use crate::reference::dataset::ingest_at_reference_time;
 use shared::model::alarm::rule::Rule;
 use shared::model::entities::alarm::AlarmItem;
 use shared::model::entities::rule_set::RuleSetItem;

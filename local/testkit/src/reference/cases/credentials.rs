@@ -4,7 +4,9 @@
 use shared::model::pattern_id::PatternId;
 use shared::ops::credentials::{revoke_token, rotate_token};
 
-use super::{alice, alice_device, device_id, every_call, one, route, write, PatternCase, ALICE};
+use super::common::{
+    alice, alice_device, device_id, every_call, one, route, write, PatternCase, ALICE,
+};
 use crate::api_event::ApiEvent;
 
 /// RotateToken: rotate a device's token.

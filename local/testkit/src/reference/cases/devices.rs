@@ -13,7 +13,7 @@ use shared::ops::devices::register::{register_device, DeviceRegistration};
 use shared::ops::devices::update::{update_device, DevicePatch};
 use shared::ops::pattern::BudgetScale;
 
-use super::{
+use super::common::{
     alice, alice_device, day, device_id, every_call, found, one, read, route, write, PatternCase,
     ALICE, DAY, OPERATOR,
 };

@@ -10,12 +10,12 @@ use shared::ops::ingest::{IngestConfig, Ingestor, SubmittedEvent};
 use shared::ops::pattern::BudgetScale;
 use shared::{FleetError, FleetTable};
 
-use super::super::ingest_at_reference_time;
-use super::{
+use super::common::{
     alice, alice_device, day, device_id, every_call, found, now, one, read, route, OverTheDay,
     PatternCase, RouteCall, Tokens, ALICE, INGEST, OPERATOR,
 };
 use crate::api_event::ApiEvent;
+use crate::reference::dataset::ingest_at_reference_time;
 
 /// DeviceEvents: a device's 10 events of the day.
 pub(super) const DEVICE_EVENTS: PatternCase = PatternCase {

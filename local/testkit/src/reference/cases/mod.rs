@@ -9,10 +9,11 @@
 //! then the tags at version 2; AP-08 deletes the device AP-07 registered).
 //!
 //! Each case sits in the module of its concern ([`devices`], [`events`], [`reports`],
-//! [`profile`], [`credentials`], [`twin`], [`alarms`]) with the fixtures only it uses; this
-//! module holds what they share and [`CASES`], the one list that fixes their order.
+//! [`profile`], [`credentials`], [`twin`], [`alarms`]) with the fixtures only it uses; [`common`] holds what they share, and this module
+//! [`CASES`], the one list that fixes their order.
 
 pub mod alarms;
+mod common;
 pub mod credentials;
 pub mod devices;
 pub mod events;
@@ -20,145 +21,17 @@ pub mod profile;
 pub mod reports;
 pub mod twin;
 
-use std::future::Future;
-use std::pin::Pin;
+pub use common::{Events, PatternCase, RouteCall, Run, RunFuture};
 
-use shared::model::ids::{DeviceId, UserId};
 use shared::model::pattern_id::PatternId;
-use shared::model::shard::ShardCounts;
-use shared::model::timestamp::Timestamp;
-use shared::ops::events::TimeRange;
 use shared::ops::pattern::BudgetScale;
 use shared::store::metrics::{MeterSnapshot, RequestMeter};
 use shared::{FleetError, FleetTable};
 
-use super::{now, Tokens, ALICE, BOB};
-use crate::api_event::ApiEvent;
+use crate::reference::dataset::Tokens;
 
 /// This file, relative to the workspace root, for the docs' links.
 pub const CASES_SOURCE: &str = file!();
-
-/// The operator who reads the `/admin` routes.
-const OPERATOR: &str = "ref-operator";
-/// The reference day, as the read patterns ask for it.
-const DAY: (&str, &str) = ("2026-11-20T00:00:00.000Z", "2026-11-20T23:59:59.999Z");
-/// Template logical ids of the functions the calls go to.
-const DASHBOARD: &str = "DashboardFunction";
-const DEVICE_UPDATES: &str = "DeviceUpdatesFunction";
-const INGEST: &str = "IngestFunction";
-
-/// A case's run in progress.
-pub type RunFuture<'a> = Pin<Box<dyn Future<Output = Result<(), FleetError>> + Send + 'a>>;
-
-/// Runs a case's workload on the seeded reference table (`tokens` from its seed), metered by
-/// the caller; fails when the pattern returns something else than the dataset holds.
-pub type Run = for<'a> fn(&'a FleetTable, &'a Tokens) -> RunFuture<'a>;
-
-/// The events of a route call: given the reference tokens and the first timestamp new events
-/// may take, the event of the `i`-th call (warm-up calls included).
-pub type Events = fn(&Tokens, Timestamp) -> Box<dyn FnMut(usize) -> Vec<u8> + Send>;
-
-/// One access pattern's case on the reference dataset.
-pub struct PatternCase {
-    /// The pattern.
-    pub id: PatternId,
-    /// What the run does, for the docs and the budget report.
-    pub workload: &'static str,
-    /// The run's scale, which turns the pattern's budget into a number of requests.
-    pub scale: fn(&ShardCounts) -> BudgetScale,
-    /// The run itself, through `shared::ops`.
-    pub run: Run,
-    /// The same pattern through its function's route (none for the report fields).
-    pub call: Option<RouteCall>,
-}
-
-/// A pattern's request through the Lambda that serves it, repeatable for the benchmark.
-pub struct RouteCall {
-    /// The request, for the report.
-    pub request: &'static str,
-    /// Template logical id of the function that serves it.
-    pub function: &'static str,
-    /// The status every call must answer.
-    pub expected: u16,
-    /// The call's events.
-    pub events: Events,
-}
-
-fn one(_: &ShardCounts) -> BudgetScale {
-    BudgetScale::one()
-}
-
-fn alice() -> Result<UserId, FleetError> {
-    Ok(UserId::parse(ALICE)?)
-}
-
-/// Alice's device `n` (`ref-alice-dev-{n}`).
-fn device_id(n: u32) -> String {
-    format!("{ALICE}-dev-{n}")
-}
-
-fn alice_device(n: u32) -> Result<DeviceId, FleetError> {
-    Ok(DeviceId::parse(device_id(n))?)
-}
-
-fn day() -> Result<TimeRange, FleetError> {
-    Ok(TimeRange::new(
-        Timestamp::parse_field("from", DAY.0)?,
-        Timestamp::parse_field("to", DAY.1)?,
-    )?)
-}
-
-/// The route key of `id` (every pattern with a call has one).
-fn route(id: PatternId) -> &'static str {
-    id.definition().route.unwrap_or_default()
-}
-
-/// Asks for the reference day (`from` and `to`).
-trait OverTheDay {
-    fn over_the_day(self) -> Self;
-}
-
-impl OverTheDay for ApiEvent {
-    fn over_the_day(self) -> Self {
-        self.query("from", DAY.0).query("to", DAY.1)
-    }
-}
-
-/// The same event for every call.
-fn every_call(event: ApiEvent) -> Box<dyn FnMut(usize) -> Vec<u8> + Send> {
-    Box::new(move |_| event.to_bytes())
-}
-
-/// A read through the dashboard function, answering 200.
-const fn read(request: &'static str, events: Events) -> Option<RouteCall> {
-    Some(RouteCall {
-        request,
-        function: DASHBOARD,
-        expected: 200,
-        events,
-    })
-}
-
-/// A write through the device-updates function.
-const fn write(request: &'static str, expected: u16, events: Events) -> Option<RouteCall> {
-    Some(RouteCall {
-        request,
-        function: DEVICE_UPDATES,
-        expected,
-        events,
-    })
-}
-
-/// `Ok` when the run found what the dataset holds.
-fn found(ok: bool, id: PatternId) -> Result<(), FleetError> {
-    if ok {
-        Ok(())
-    } else {
-        Err(FleetError::internal(format!(
-            "{id} returned an unexpected result on the reference dataset"
-        )))
-    }
-}
 
 /// Every case, in the order they run: reads, then writes that can follow one another.
 pub static CASES: &[PatternCase] = &[
@@ -253,6 +126,7 @@ pub async fn measure_patterns(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::reference::cases::common::{device_id, now, route};
 
     #[test]
     fn every_pattern_has_a_case_and_every_routed_pattern_a_call_on_its_route() {

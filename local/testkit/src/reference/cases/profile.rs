@@ -4,7 +4,7 @@ use serde_json::json;
 use shared::model::pattern_id::PatternId;
 use shared::ops::profile::{get_profile, upsert_profile, ProfileUpdate};
 
-use super::{alice, every_call, found, one, read, route, write, PatternCase, ALICE};
+use super::common::{alice, every_call, found, one, read, route, write, PatternCase, ALICE};
 use crate::api_event::ApiEvent;
 
 /// GetProfile: Alice's profile.

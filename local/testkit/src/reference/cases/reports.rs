@@ -6,7 +6,7 @@ use shared::ops::reports;
 use shared::store::metrics::RequestMeter;
 use shared::{FleetError, FleetTable};
 
-use super::{day, every_call, found, one, read, route, PatternCase, OPERATOR};
+use super::common::{day, every_call, found, one, read, route, PatternCase, OPERATOR};
 use crate::api_event::ApiEvent;
 
 /// DailyReport: the day's report.

@@ -13,7 +13,7 @@ use shared::ops::twin::rollout::{advance_rollouts, get_rollout, start_rollout};
 use shared::store::metrics::RequestMeter;
 use shared::{FleetError, FleetTable};
 
-use super::{
+use super::common::{
     alice, alice_device, device_id, every_call, found, one, read, route, write, PatternCase,
     RouteCall, Tokens, ALICE, DASHBOARD, INGEST,
 };

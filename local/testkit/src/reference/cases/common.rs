@@ -1,0 +1,143 @@
+//! What a case is ([`PatternCase`], [`RouteCall`]) and what the cases share: the dataset's
+//! names, the reference day, the functions' routes. A leaf, so the cases by concern and the
+//! ordered list in `mod.rs` do not use each other.
+
+use std::future::Future;
+use std::pin::Pin;
+
+use shared::model::ids::{DeviceId, UserId};
+use shared::model::pattern_id::PatternId;
+use shared::model::shard::ShardCounts;
+use shared::model::timestamp::Timestamp;
+use shared::ops::events::TimeRange;
+use shared::ops::pattern::BudgetScale;
+use shared::{FleetError, FleetTable};
+
+use crate::api_event::ApiEvent;
+pub(super) use crate::reference::dataset::{now, Tokens, ALICE, BOB};
+
+/// The operator who reads the `/admin` routes.
+pub(super) const OPERATOR: &str = "ref-operator";
+/// The reference day, as the read patterns ask for it.
+pub(super) const DAY: (&str, &str) = ("2026-11-20T00:00:00.000Z", "2026-11-20T23:59:59.999Z");
+/// Template logical ids of the functions the calls go to.
+pub(super) const DASHBOARD: &str = "DashboardFunction";
+pub(super) const DEVICE_UPDATES: &str = "DeviceUpdatesFunction";
+pub(super) const INGEST: &str = "IngestFunction";
+
+/// A case's run in progress.
+pub type RunFuture<'a> = Pin<Box<dyn Future<Output = Result<(), FleetError>> + Send + 'a>>;
+
+/// Runs a case's workload on the seeded reference table (`tokens` from its seed), metered by
+/// the caller; fails when the pattern returns something else than the dataset holds.
+pub type Run = for<'a> fn(&'a FleetTable, &'a Tokens) -> RunFuture<'a>;
+
+/// The events of a route call: given the reference tokens and the first timestamp new events
+/// may take, the event of the `i`-th call (warm-up calls included).
+pub type Events = fn(&Tokens, Timestamp) -> Box<dyn FnMut(usize) -> Vec<u8> + Send>;
+
+/// One access pattern's case on the reference dataset.
+pub struct PatternCase {
+    /// The pattern.
+    pub id: PatternId,
+    /// What the run does, for the docs and the budget report.
+    pub workload: &'static str,
+    /// The run's scale, which turns the pattern's budget into a number of requests.
+    pub scale: fn(&ShardCounts) -> BudgetScale,
+    /// The run itself, through `shared::ops`.
+    pub run: Run,
+    /// The same pattern through its function's route (none for the report fields).
+    pub call: Option<RouteCall>,
+}
+
+/// A pattern's request through the Lambda that serves it, repeatable for the benchmark.
+pub struct RouteCall {
+    /// The request, for the report.
+    pub request: &'static str,
+    /// Template logical id of the function that serves it.
+    pub function: &'static str,
+    /// The status every call must answer.
+    pub expected: u16,
+    /// The call's events.
+    pub events: Events,
+}
+
+pub(super) fn one(_: &ShardCounts) -> BudgetScale {
+    BudgetScale::one()
+}
+
+pub(super) fn alice() -> Result<UserId, FleetError> {
+    Ok(UserId::parse(ALICE)?)
+}
+
+/// Alice's device `n` (`ref-alice-dev-{n}`).
+pub(super) fn device_id(n: u32) -> String {
+    format!("{ALICE}-dev-{n}")
+}
+
+pub(super) fn alice_device(n: u32) -> Result<DeviceId, FleetError> {
+    Ok(DeviceId::parse(device_id(n))?)
+}
+
+pub(super) fn day() -> Result<TimeRange, FleetError> {
+    Ok(TimeRange::new(
+        Timestamp::parse_field("from", DAY.0)?,
+        Timestamp::parse_field("to", DAY.1)?,
+    )?)
+}
+
+/// The route key of `id` (every pattern with a call has one).
+pub(super) fn route(id: PatternId) -> &'static str {
+    id.definition().route.unwrap_or_default()
+}
+
+/// Asks for the reference day (`from` and `to`).
+pub(super) trait OverTheDay {
+    fn over_the_day(self) -> Self;
+}
+
+impl OverTheDay for ApiEvent {
+    fn over_the_day(self) -> Self {
+        self.query("from", DAY.0).query("to", DAY.1)
+    }
+}
+
+/// The same event for every call.
+pub(super) fn every_call(event: ApiEvent) -> Box<dyn FnMut(usize) -> Vec<u8> + Send> {
+    Box::new(move |_| event.to_bytes())
+}
+
+/// A read through the dashboard function, answering 200.
+pub(super) const fn read(request: &'static str, events: Events) -> Option<RouteCall> {
+    Some(RouteCall {
+        request,
+        function: DASHBOARD,
+        expected: 200,
+        events,
+    })
+}
+
+/// A write through the device-updates function.
+pub(super) const fn write(
+    request: &'static str,
+    expected: u16,
+    events: Events,
+) -> Option<RouteCall> {
+    Some(RouteCall {
+        request,
+        function: DEVICE_UPDATES,
+        expected,
+        events,
+    })
+}
+
+/// `Ok` when the run found what the dataset holds.
+pub(super) fn found(ok: bool, id: PatternId) -> Result<(), FleetError> {
+    if ok {
+        Ok(())
+    } else {
+        Err(FleetError::internal(format!(
+            "{id} returned an unexpected result on the reference dataset"
+        )))
+    }
+}
