@@ -5,8 +5,8 @@ use axum::extract::State;
 use axum::routing::get;
 use axum::Router;
 use lambda_http::http::{header, HeaderMap, HeaderValue, StatusCode};
-use serde::Deserialize;
-use serde_json::{json, Value};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
 use shared::http::api::{empty_response, json_response, ApiError, Caller};
 use shared::http::gateway::{DeviceIdPath, Operator, PathParams, QueryParams};
@@ -48,8 +48,72 @@ pub fn router(table: FleetTable) -> Router {
 /// What a route answers: its response, or an error in the contract.
 type Answer = Result<axum::response::Response, ApiError>;
 
-fn ok(body: Value) -> Answer {
-    Ok(json_response(StatusCode::OK, &body))
+/// `200 OK` with `body`'s JSON: through a [`Value`], so the bytes (key order) are those of
+/// the answer's JSON object, whatever the field order of its Rust type.
+fn ok(body: &impl Serialize) -> Answer {
+    Ok(json_response(StatusCode::OK, &json_value(body)))
+}
+
+fn json_value(body: &impl Serialize) -> Value {
+    serde_json::to_value(body).unwrap_or(Value::Null)
+}
+
+/// `{"profile": ...}`.
+#[derive(Serialize)]
+struct ProfileAnswer<T> {
+    profile: T,
+}
+
+/// `{"device": ...}`.
+#[derive(Serialize)]
+struct DeviceAnswer<T> {
+    device: T,
+}
+
+/// `{"devices": [...]}`: a listing without paging.
+#[derive(Serialize)]
+struct DevicesAnswer<T> {
+    devices: Vec<T>,
+}
+
+/// `{"devices": [...], "cursor": ...}`: one page of devices.
+#[derive(Serialize)]
+struct DevicesPage<T> {
+    devices: Vec<T>,
+    cursor: Option<String>,
+}
+
+/// `{"events": [...], "cursor": ...}`: one page of events.
+#[derive(Serialize)]
+struct EventsPage<T> {
+    events: Vec<T>,
+    cursor: Option<String>,
+}
+
+/// `{"alarms": [...], "cursor": ...}`: one page of alarms.
+#[derive(Serialize)]
+struct AlarmsPage<T> {
+    alarms: Vec<T>,
+    cursor: Option<String>,
+}
+
+/// `{"commands": [...]}`.
+#[derive(Serialize)]
+struct CommandsAnswer<T> {
+    commands: Vec<T>,
+}
+
+/// `{"rollout": ...}`.
+#[derive(Serialize)]
+struct RolloutAnswer<T> {
+    rollout: T,
+}
+
+/// `{"rules": [...], "limit": n}`: the owner's rules and how many one may keep.
+#[derive(Serialize)]
+struct RulesAnswer<T> {
+    rules: Vec<T>,
+    limit: usize,
 }
 
 /// The query parameters of the read routes, each validated by the route that uses it.
@@ -73,7 +137,7 @@ async fn get_profile(caller: Caller, State(table): State<FleetTable>) -> Answer 
     let profile = profile::get_profile(&table, &caller.user_id)
         .await?
         .ok_or(ApiError::not_found("profile"))?;
-    ok(json!({ "profile": profile }))
+    ok(&ProfileAnswer { profile })
 }
 
 /// `GET /me/dashboard`, with an `ETag` of the answer: a console polling with
@@ -86,13 +150,13 @@ async fn get_dashboard(
     QueryParams(q): QueryParams<ReadQuery>,
 ) -> Answer {
     let d = dashboard::dashboard(&table, &caller.user_id, q.cursor.as_deref()).await?;
-    let body = json!({ "profile": d.profile, "devices": d.devices, "cursor": d.cursor });
-    Ok(with_etag(&headers, &body))
+    Ok(with_etag(&headers, &d))
 }
 
 /// The JSON answer with a strong `ETag` over its bytes, or `304 Not Modified` (no body) when
 /// `If-None-Match` names that tag (or `*`).
-fn with_etag(request: &HeaderMap, body: &Value) -> axum::response::Response {
+fn with_etag(request: &HeaderMap, body: &impl Serialize) -> axum::response::Response {
+    let body = json_value(body);
     let text = body.to_string();
     // xxh3 is stable across builds and machines, so every Lambda gives the same tag.
     let tag = format!("\"{:016x}\"", xxhash_rust::xxh3::xxh3_64(text.as_bytes()));
@@ -106,7 +170,7 @@ fn with_etag(request: &HeaderMap, body: &Value) -> axum::response::Response {
     let mut response = if matches {
         empty_response(StatusCode::NOT_MODIFIED)
     } else {
-        json_response(StatusCode::OK, body)
+        json_response(StatusCode::OK, &body)
     };
     if let Ok(value) = HeaderValue::from_str(&tag) {
         response.headers_mut().insert(header::ETAG, value);
@@ -127,11 +191,17 @@ async fn device_listing(
             let tag = Tag::parse_field("tag", tag)?;
             let page =
                 dashboard::devices_with_tag(&table, &caller.user_id, &tag, limit, cursor).await?;
-            ok(json!({ "devices": page.items, "cursor": page.cursor }))
+            ok(&DevicesPage {
+                devices: page.items,
+                cursor: page.cursor,
+            })
         }
         None => {
             let page = dashboard::list_devices(&table, &caller.user_id, limit, cursor).await?;
-            ok(json!({ "devices": page.items, "cursor": page.cursor }))
+            ok(&DevicesPage {
+                devices: page.items,
+                cursor: page.cursor,
+            })
         }
     }
 }
@@ -145,7 +215,7 @@ async fn get_device(
     let device = devices::read::get_device(&table, &caller.user_id, &id)
         .await?
         .ok_or(ApiError::not_found("device"))?;
-    ok(json!({ "device": device }))
+    ok(&DeviceAnswer { device })
 }
 
 /// `GET /me/devices/{deviceId}/commands` (AP-T3).
@@ -157,7 +227,7 @@ async fn device_commands(
     let commands = twin::owner::list_commands(&table, &caller.user_id, &id)
         .await?
         .ok_or(ApiError::not_found("device"))?;
-    ok(json!({ "commands": commands }))
+    ok(&CommandsAnswer { commands })
 }
 
 #[derive(Deserialize)]
@@ -176,7 +246,7 @@ async fn get_rollout(
     let rollout = twin::rollout::get_rollout(&table, &caller.user_id, &id)
         .await?
         .ok_or(ApiError::not_found("rollout"))?;
-    ok(json!({ "rollout": rollout }))
+    ok(&RolloutAnswer { rollout })
 }
 
 /// `GET /me/devices/{deviceId}/events`.
@@ -196,7 +266,10 @@ async fn device_events(
         q.cursor.as_deref(),
     )
     .await?;
-    ok(json!({ "events": page.items, "cursor": page.cursor }))
+    ok(&EventsPage {
+        events: page.items,
+        cursor: page.cursor,
+    })
 }
 
 /// `GET /me/events`.
@@ -214,7 +287,10 @@ async fn user_events(
         q.cursor.as_deref(),
     )
     .await?;
-    ok(json!({ "events": page.items, "cursor": page.cursor }))
+    ok(&EventsPage {
+        events: page.items,
+        cursor: page.cursor,
+    })
 }
 
 /// `GET /admin/events?type=`.
@@ -225,7 +301,7 @@ async fn events_by_type(
 ) -> Answer {
     let event_type = EventType::parse_field("type", required("type", q.event_type.clone())?)?;
     let found = events::events_by_type(&table, &event_type, time_range(&q)?, limit(&q)?).await?;
-    ok(json!(found))
+    ok(&found)
 }
 
 /// `GET /admin/devices?status=`.
@@ -240,7 +316,7 @@ async fn devices_by_status(
         None => Timestamp::now().plus_seconds(-DEFAULT_RANGE_SECONDS),
     };
     let list = devices::by_status::devices_by_status(&table, status, since, limit(&q)?).await?;
-    ok(json!({ "devices": list }))
+    ok(&DevicesAnswer { devices: list })
 }
 
 #[derive(Deserialize)]
@@ -258,13 +334,16 @@ async fn get_report(
     let report = reports::get_report(&table, &day)
         .await?
         .ok_or(ApiError::not_found("report"))?;
-    ok(json!(report))
+    ok(&report)
 }
 
 /// `GET /me/rules`.
 async fn list_rules(caller: Caller, State(table): State<FleetTable>) -> Answer {
     let rules = rules::list_rules(&table, &caller.user_id).await?;
-    ok(json!({ "rules": rules, "limit": MAX_RULES_PER_OWNER }))
+    ok(&RulesAnswer {
+        rules,
+        limit: MAX_RULES_PER_OWNER,
+    })
 }
 
 /// `GET /me/alarms`: open first, then cleared, newest first within each.
@@ -275,7 +354,10 @@ async fn owner_alarms(
 ) -> Answer {
     let page =
         lifecycle::owner_alarms(&table, &caller.user_id, limit(&q)?, q.cursor.as_deref()).await?;
-    ok(json!({ "alarms": page.items, "cursor": page.cursor }))
+    ok(&AlarmsPage {
+        alarms: page.items,
+        cursor: page.cursor,
+    })
 }
 
 /// `GET /me/devices/{deviceId}/alarms`: the device's alarm history, newest first.
@@ -293,7 +375,10 @@ async fn device_alarms(
         q.cursor.as_deref(),
     )
     .await?;
-    ok(json!({ "alarms": page.items, "cursor": page.cursor }))
+    ok(&AlarmsPage {
+        alarms: page.items,
+        cursor: page.cursor,
+    })
 }
 
 /// `GET /admin/alarms?severity=`: open alarms of one severity across owners.
@@ -304,7 +389,10 @@ async fn open_alarms(
 ) -> Answer {
     let severity = Severity::parse_field("severity", &required("severity", q.severity.clone())?)?;
     let page = lifecycle::open_alarms(&table, severity, limit(&q)?, q.cursor.as_deref()).await?;
-    ok(json!({ "alarms": page.items, "cursor": page.cursor }))
+    ok(&AlarmsPage {
+        alarms: page.items,
+        cursor: page.cursor,
+    })
 }
 
 fn required(name: &str, value: Option<String>) -> Result<String, ValidationError> {

@@ -19,8 +19,7 @@ use axum::extract::{FromRef, State};
 use axum::routing::{patch, post, put};
 use axum::Router;
 use lambda_http::http::{header, HeaderMap, HeaderValue, StatusCode};
-use serde::Deserialize;
-use serde_json::json;
+use serde::{Deserialize, Serialize};
 
 use shared::http::api::{self, json_response, parse_json_body, ApiError, Caller, MAX_BODY_BYTES};
 use shared::http::gateway::{DeviceIdPath, PathParams};
@@ -118,7 +117,7 @@ async fn put_profile(
     let profile = profile::upsert_profile(&table, &caller.user_id, update).await?;
     Ok(json_response(
         StatusCode::OK,
-        &json!({ "profile": profile }),
+        &json_value(&ProfileAnswer { profile }),
     ))
 }
 
@@ -178,7 +177,10 @@ async fn register_device(
     let location = format!("/me/devices/{}", registered.device.device_id);
     let mut response = json_response(
         StatusCode::CREATED,
-        &json!({ "device": registered.device, "token": registered.token.reveal() }),
+        &json_value(&RegisteredAnswer {
+            device: &registered.device,
+            token: registered.token.reveal(),
+        }),
     );
     insert_etag(&mut response, registered.device.version);
     if let Ok(value) = HeaderValue::from_str(&location) {
@@ -239,7 +241,10 @@ async fn update_device(
         device_update::update_device(&table, &caller.user_id, &device_id, expected_version, patch)
             .await?;
     let version = device.version;
-    let mut response = json_response(StatusCode::OK, &json!({ "device": device }));
+    let mut response = json_response(
+        StatusCode::OK,
+        &json_value(&DeviceAnswer { device: &device }),
+    );
     insert_etag(&mut response, version);
     Ok(response)
 }
@@ -298,7 +303,10 @@ async fn set_desired(
     let document = TwinDocument::parse("desired", body.desired, MAX_DOCUMENT_BYTES)?;
     let desired =
         twin::set_desired(&table, &caller.user_id, &device_id, expected, document).await?;
-    let mut response = json_response(StatusCode::OK, &json!({ "desired": desired }));
+    let mut response = json_response(
+        StatusCode::OK,
+        &json_value(&DesiredAnswer { desired: &desired }),
+    );
     insert_etag(&mut response, desired.version);
     Ok(response)
 }
@@ -344,7 +352,7 @@ async fn queue_command(
     let queued = twin::queue_command(&table, &caller.user_id, &device_id, command).await?;
     Ok(json_response(
         StatusCode::CREATED,
-        &json!({ "command": queued }),
+        &json_value(&CommandAnswer { command: &queued }),
     ))
 }
 
@@ -373,7 +381,10 @@ async fn start_rollout(
     };
     let patch = TwinDocument::parse("desired", body.desired, MAX_DOCUMENT_BYTES)?;
     let started = rollout::start_rollout(&table, &caller.user_id, target, patch).await?;
-    let mut response = json_response(StatusCode::ACCEPTED, &json!({ "rollout": started }));
+    let mut response = json_response(
+        StatusCode::ACCEPTED,
+        &json_value(&RolloutAnswer { rollout: &started }),
+    );
     if let Ok(value) = HeaderValue::from_str(&format!("/me/rollouts/{}", started.rollout_id)) {
         response.headers_mut().insert(header::LOCATION, value);
     }
@@ -403,7 +414,10 @@ async fn create_rule(
     let rule = rules::create_rule(&table, &caller.user_id, definition).await?;
     let mut response = json_response(
         StatusCode::CREATED,
-        &json!({ "rule": rule, "limit": MAX_RULES_PER_OWNER }),
+        &json_value(&RuleWithLimitAnswer {
+            rule: &rule,
+            limit: MAX_RULES_PER_OWNER,
+        }),
     );
     insert_etag(&mut response, rule.version);
     if let Ok(value) = HeaderValue::from_str(&format!("/me/rules/{}", rule.rule_id)) {
@@ -424,7 +438,7 @@ async fn update_rule(
     let expected = if_match_version(&headers)?;
     let body: serde_json::Value = parse_json_body(&headers, &body, MAX_BODY_BYTES)?;
     let rule = rules::update_rule(&table, &caller.user_id, &id, expected, &body).await?;
-    let mut response = json_response(StatusCode::OK, &json!({ "rule": rule }));
+    let mut response = json_response(StatusCode::OK, &json_value(&RuleAnswer { rule: &rule }));
     insert_etag(&mut response, rule.version);
     Ok(response)
 }
@@ -453,7 +467,10 @@ async fn acknowledge_alarm(
 ) -> Answer {
     let id = AlarmId::parse(&path.alarm_id).map_err(|_| ApiError::not_found("alarm"))?;
     let alarm = lifecycle::acknowledge(&table, &caller.user_id, &id).await?;
-    Ok(json_response(StatusCode::OK, &json!({ "alarm": alarm })))
+    Ok(json_response(
+        StatusCode::OK,
+        &json_value(&AlarmAnswer { alarm }),
+    ))
 }
 
 /// The version in `If-Match`: `2`, `"2"` or `W/"2"`. Missing is a 428, anything else a 400.
@@ -481,6 +498,68 @@ fn if_match(headers: &HeaderMap, least: u64, hint: &str) -> Result<u64, ApiError
         .and_then(|d| d.parse::<u64>().ok())
         .filter(|v| *v >= least)
         .ok_or_else(|| ApiError::invalid("If-Match", hint))
+}
+
+/// `body` as a JSON value: the answer's bytes (key order) are those of its JSON object,
+/// whatever the field order of its Rust type.
+fn json_value(body: &impl Serialize) -> serde_json::Value {
+    serde_json::to_value(body).unwrap_or(serde_json::Value::Null)
+}
+
+/// `{"profile": ...}`.
+#[derive(Serialize)]
+struct ProfileAnswer<T> {
+    profile: T,
+}
+
+/// `{"device": ...}`.
+#[derive(Serialize)]
+struct DeviceAnswer<T> {
+    device: T,
+}
+
+/// `{"device": ..., "token": "..."}`: a new device and its token, shown this once.
+#[derive(Serialize)]
+struct RegisteredAnswer<'a, T> {
+    device: T,
+    token: &'a str,
+}
+
+/// `{"desired": ...}`.
+#[derive(Serialize)]
+struct DesiredAnswer<T> {
+    desired: T,
+}
+
+/// `{"command": ...}`.
+#[derive(Serialize)]
+struct CommandAnswer<T> {
+    command: T,
+}
+
+/// `{"rollout": ...}`.
+#[derive(Serialize)]
+struct RolloutAnswer<T> {
+    rollout: T,
+}
+
+/// `{"rule": ...}`.
+#[derive(Serialize)]
+struct RuleAnswer<T> {
+    rule: T,
+}
+
+/// `{"rule": ..., "limit": n}`: a new rule and how many rules one owner may keep.
+#[derive(Serialize)]
+struct RuleWithLimitAnswer<T> {
+    rule: T,
+    limit: usize,
+}
+
+/// `{"alarm": ...}`.
+#[derive(Serialize)]
+struct AlarmAnswer<T> {
+    alarm: T,
 }
 
 fn insert_etag(response: &mut axum::response::Response, version: u64) {
