@@ -14,16 +14,14 @@ use std::time::{Duration, Instant};
 
 use aws_lambda_events::event::dynamodb::EventRecord;
 use lambda_runtime::LambdaEvent;
-use serde::Deserialize;
-use serde_json::{json, Value};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
 use shared::model::timestamp::Timestamp;
-use shared::observe::served::serve_run;
-use shared::observe::trace::TraceHeader;
+use shared::observe::served::serve_invocation;
 use shared::ops::alarms::notify::{
     publish, AlarmRecord, DeadLetter, DeadLetters, EventEntry, Publisher, StreamRecord,
 };
 use shared::ops::alarms::watch::watch;
-use shared::store::deadline::Deadline;
 use shared::{FleetError, FleetTable, ValidationError};
 
 /// The function's `Timeout` in `template.yaml` (see [`shared::store::deadline`]): a run must
@@ -163,17 +161,32 @@ impl State<EventBridge, Sqs> {
 impl<P: Publisher + Sync, D: DeadLetters + Sync> State<P, D> {
     /// One Lambda invocation, until the deadline Lambda gave.
     pub async fn handle(&self, event: LambdaEvent<Value>) -> Result<Value, FleetError> {
-        let deadline = Deadline::from_lambda(event.context.deadline(), TIMEOUT);
-        let trace = event.context.xray_trace_id.clone();
-        let trace = trace.as_deref().and_then(TraceHeader::parse);
-        serve_run(
+        serve_invocation(
             "alarm-watch",
-            trace.as_ref(),
             RUN_SEGMENT,
-            Box::pin(handle(self, event.payload, deadline.instant())),
+            event.context.deadline(),
+            TIMEOUT,
+            event.context.xray_trace_id.as_deref(),
+            |deadline| handle(self, event.payload, deadline),
         )
         .await
     }
+}
+
+/// A stream batch's answer: the records Lambda retries (`{"batchItemFailures": [...]}`).
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BatchAnswer {
+    /// The first record not fully published (Lambda retries from it); empty when all were.
+    pub batch_item_failures: Vec<ItemFailure>,
+}
+
+/// One record Lambda retries, by its sequence number.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ItemFailure {
+    /// The record's `SequenceNumber`.
+    pub item_identifier: String,
 }
 
 #[derive(Deserialize)]
@@ -203,12 +216,15 @@ pub async fn handle<P: Publisher, D: DeadLetters>(
             failed_from = published.failed_from.as_deref(),
             "alarm notifications"
         );
-        let failures: Vec<Value> = published
+        let batch_item_failures = published
             .failed_from
             .into_iter()
-            .map(|id| json!({ "itemIdentifier": id }))
+            .map(|item_identifier| ItemFailure { item_identifier })
             .collect();
-        return Ok(json!({ "batchItemFailures": failures }));
+        return serde_json::to_value(BatchAnswer {
+            batch_item_failures,
+        })
+        .map_err(FleetError::internal);
     }
     let scheduled: Scheduled =
         serde_json::from_value(event).map_err(|e| ValidationError::new("event", e.to_string()))?;

@@ -12,14 +12,12 @@
 use std::time::{Duration, Instant};
 
 use lambda_runtime::LambdaEvent;
-use serde::Deserialize;
-use serde_json::{json, Value};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
 use shared::model::settings::{number_setting, optional_number_setting};
 use shared::model::timestamp::{Day, Timestamp};
-use shared::observe::served::serve_run;
-use shared::observe::trace::TraceHeader;
-use shared::ops::analytics::{previous_day, run_daily_report, RunPlan};
-use shared::store::deadline::Deadline;
+use shared::observe::served::{serve_invocation, serve_traced_run};
+use shared::ops::analytics::{previous_day, run_daily_report, DailyReport, RunPlan};
 use shared::{FleetError, FleetTable, ValidationError};
 
 /// The function's `Timeout` in `template.yaml`: the time an invocation gets when the runtime
@@ -81,14 +79,13 @@ impl State {
     /// One Lambda invocation, until the deadline Lambda gave (or [`TIMEOUT`] when it gave none
     /// usable).
     pub async fn handle(&self, event: LambdaEvent<Value>) -> Result<Value, FleetError> {
-        let deadline = Deadline::from_lambda(event.context.deadline(), TIMEOUT);
-        let trace = event.context.xray_trace_id.clone();
-        handle_traced(
-            &self.table,
-            &self.config,
-            event.payload,
-            deadline.instant(),
-            trace.as_deref(),
+        serve_invocation(
+            "daily-analytics",
+            RUN_SEGMENT,
+            event.context.deadline(),
+            TIMEOUT,
+            event.context.xray_trace_id.as_deref(),
+            |deadline| run(&self.table, &self.config, event.payload, deadline),
         )
         .await
     }
@@ -132,14 +129,39 @@ pub async fn handle_traced(
     deadline: Instant,
     trace_header: Option<&str>,
 ) -> Result<Value, FleetError> {
-    let trace = trace_header.and_then(TraceHeader::parse);
-    serve_run(
+    serve_traced_run(
         "daily-analytics",
-        trace.as_ref(),
+        trace_header,
         RUN_SEGMENT,
         Box::pin(run(table, config, event, deadline)),
     )
     .await
+}
+
+/// A run's answer: the report when the day is complete, else how far this invocation's share
+/// went.
+#[derive(Serialize)]
+#[serde(untagged)]
+pub enum RunAnswer {
+    /// `{"date", "complete": true, "report"}`.
+    Complete {
+        /// The report day.
+        date: Day,
+        /// Always `true`.
+        complete: bool,
+        /// The report written.
+        report: Box<DailyReport>,
+    },
+    /// `{"date", "complete": false, "segmentsDone"}`: other invocations' segments still run.
+    #[serde(rename_all = "camelCase")]
+    Shared {
+        /// The report day.
+        date: Day,
+        /// Always `false`.
+        complete: bool,
+        /// Segments done so far.
+        segments_done: u32,
+    },
 }
 
 async fn run(
@@ -168,18 +190,25 @@ async fn run(
     plan.fresh = invocation.fresh;
     plan.only = invocation.segments;
     let outcome = run_daily_report(table, &plan).await?;
-    match outcome.report {
-        Some(report) => Ok(json!({"date": day, "complete": true, "report": report})),
+    let answer = match outcome.report {
+        Some(report) => RunAnswer::Complete {
+            date: day,
+            complete: true,
+            report: Box::new(report),
+        },
         // This invocation's share is done; another invocation's segments are still running,
         // and whichever finishes last writes the report.
-        None if outcome.requested_done => Ok(json!({
-            "date": day,
-            "complete": false,
-            "segmentsDone": outcome.segments_done,
-        })),
-        None => Err(FleetError::Internal(format!(
-            "report for {day} incomplete: {} of {} segments done; invoke again to resume",
-            outcome.segments_done, config.segments
-        ))),
-    }
+        None if outcome.requested_done => RunAnswer::Shared {
+            date: day,
+            complete: false,
+            segments_done: outcome.segments_done,
+        },
+        None => {
+            return Err(FleetError::Internal(format!(
+                "report for {day} incomplete: {} of {} segments done; invoke again to resume",
+                outcome.segments_done, config.segments
+            )))
+        }
+    };
+    serde_json::to_value(answer).map_err(FleetError::internal)
 }

@@ -10,10 +10,9 @@
 use std::time::{Duration, Instant};
 
 use lambda_runtime::LambdaEvent;
-use serde_json::{json, Value};
-use shared::observe::served::serve_run;
-use shared::observe::trace::TraceHeader;
-use shared::store::deadline::Deadline;
+use serde_json::Value;
+use shared::observe::served::serve_invocation;
+use shared::ops::twin::rollout::{advance_rollouts, RolloutWorkerAnswer};
 use shared::{FleetError, FleetTable};
 
 /// The function's `Timeout` in `template.yaml`: the time an invocation gets when the runtime
@@ -47,23 +46,19 @@ impl State {
     /// One Lambda invocation, until the deadline Lambda gave (or [`TIMEOUT`] when it gave none
     /// usable).
     pub async fn handle(&self, event: LambdaEvent<Value>) -> Result<Value, FleetError> {
-        let deadline = Deadline::from_lambda(event.context.deadline(), TIMEOUT);
-        let trace = event
-            .context
-            .xray_trace_id
-            .as_deref()
-            .and_then(TraceHeader::parse);
-        serve_run(
+        serve_invocation(
             "rollout-worker",
-            trace.as_ref(),
             RUN_SEGMENT,
-            Box::pin(handle(&self.table, event.payload, deadline.instant())),
+            event.context.deadline(),
+            TIMEOUT,
+            event.context.xray_trace_id.as_deref(),
+            |deadline| handle(&self.table, event.payload, deadline),
         )
         .await
     }
 }
 
-/// One run, whatever the scheduled event says: `{"rollouts": {...}}`, what it did.
+/// One run, whatever the scheduled event says: [`RolloutWorkerAnswer`] as JSON.
 pub async fn handle(
     table: &FleetTable,
     _event: Value,
@@ -73,6 +68,6 @@ pub async fn handle(
         .checked_sub(MARGIN)
         .unwrap_or(deadline)
         .min(Instant::now() + ROLLOUT_RUN);
-    let run = shared::ops::twin::rollout::advance_rollouts(table, until).await?;
-    Ok(json!({ "rollouts": run }))
+    let rollouts = advance_rollouts(table, until).await?;
+    serde_json::to_value(RolloutWorkerAnswer { rollouts }).map_err(FleetError::internal)
 }

@@ -3,9 +3,10 @@
 //! taken. The caller then writes its own EMF document and log line from the figures.
 
 use std::future::Future;
-use std::time::{Instant, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use crate::observe::trace::{self, HandledRequest, TraceHeader};
+use crate::store::deadline::Deadline;
 use crate::store::metrics::{MeterSnapshot, RequestMeter};
 
 /// What served work did: its outcome and what it cost.
@@ -93,4 +94,37 @@ pub async fn serve_run<T, E>(
         "invocation"
     );
     outcome
+}
+
+/// One Lambda invocation of a scheduled or stream-triggered function, its handler one call:
+/// `work` runs until the deadline Lambda gave (`lambda_deadline`, or the function's `timeout`
+/// from now when that one is not usable, [`Deadline::from_lambda`]), served as in [`serve_run`]
+/// in the trace of `xray_trace_id` (the invocation's `Lambda-Runtime-Trace-Id`).
+pub async fn serve_invocation<T, E, F>(
+    function: &'static str,
+    segment: &str,
+    lambda_deadline: SystemTime,
+    timeout: Duration,
+    xray_trace_id: Option<&str>,
+    work: impl FnOnce(Instant) -> F,
+) -> Result<T, E>
+where
+    F: Future<Output = Result<T, E>>,
+{
+    let deadline = Deadline::from_lambda(lambda_deadline, timeout);
+    // Boxed: a run's future is large, and the runtime's own future holds this one.
+    let work = Box::pin(work(deadline.instant()));
+    serve_traced_run(function, xray_trace_id, segment, work).await
+}
+
+/// [`serve_run`] in the trace of `trace_header` (a `Lambda-Runtime-Trace-Id`; none, or one
+/// that does not parse, sends no segment). Box a large `work` (`Box::pin`) before passing it.
+pub async fn serve_traced_run<T, E>(
+    function: &'static str,
+    trace_header: Option<&str>,
+    segment: &str,
+    work: impl Future<Output = Result<T, E>>,
+) -> Result<T, E> {
+    let trace = trace_header.and_then(TraceHeader::parse);
+    serve_run(function, trace.as_ref(), segment, work).await
 }

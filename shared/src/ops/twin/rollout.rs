@@ -220,6 +220,13 @@ pub async fn get_rollout(
         .map(|r| RolloutView::of(&r)))
 }
 
+/// The rollout worker's answer to its scheduled event: `{"rollouts": {...}}`, what it did.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct RolloutWorkerAnswer {
+    /// What the run did.
+    pub rollouts: RolloutRun,
+}
+
 /// What a worker run did.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
