@@ -4,20 +4,12 @@
 //! budget for a day at 5 minutes, 30 days at hours and a year at days of a device reporting
 //! every minute, and raw paging (AP-04) over the same device for comparison.
 
-use std::collections::BTreeMap;
-
+use fleet_testkit::minute_meter::MinuteMeter;
 use fleet_testkit::reference::{ALICE, BOB};
 use fleet_tests::*;
 use serde_json::Value;
-use shared::model::entities::device_state::DeviceStateItem;
-use shared::model::entities::series::SeriesItem;
-use shared::model::entities::{Entity, ItemKey};
-use shared::model::ids::{DeviceId, EventType, UserId};
-use shared::model::readings::{EventValue, StoredReading};
-use shared::model::series::{
-    block_start, five_minute_buckets, month_start, Buckets, OpenSeries, Resolution, SeriesState,
-    Trail, BLOCK_MS,
-};
+use shared::model::ids::{DeviceId, UserId};
+use shared::model::series::Resolution;
 use shared::model::timestamp::Timestamp;
 use shared::ops::pattern::BudgetScale;
 use shared::FleetTable;
@@ -27,147 +19,17 @@ const HOUR: i64 = 60 * MINUTE;
 const DAY: i64 = 24 * HOUR;
 const METER: &str = "series-meter";
 
-/// The reading a per-minute meter sends at minute `m`: numbers, every 97th a text.
-fn power(m: i64) -> EventValue {
-    EventValue::Number(20.0 + (m % 97) as f64 * 0.1 + (m % 7) as f64 * 0.013)
-}
-
-/// A device reporting `power` every minute for `days` up to now and a `door` text now and
-/// then, with its summaries as ingest keeps them: month items (days) and day items (hours)
-/// before today, 5-minute blocks of the last four days before the current hour, the current
-/// hour open on the live state. Returns the readings by time, per type.
-struct Meter {
-    now: i64,
-    power: BTreeMap<i64, EventValue>,
-    door: BTreeMap<i64, EventValue>,
-}
-
-impl Meter {
-    fn new(days: i64) -> Self {
-        let now = Timestamp::now().epoch_millis();
-        let last = Resolution::FiveMinutes.bucket_start(now) - MINUTE;
-        let first = Resolution::Day.bucket_start(now) - days * DAY;
-        let power = (first / MINUTE..=last / MINUTE)
-            .map(|m| (m * MINUTE, power(m)))
-            .collect();
-        let door = (0..40)
-            .map(|i| {
-                (
-                    last - i * 37 * MINUTE - 17_000,
-                    EventValue::Text(format!("open{i}")),
-                )
-            })
-            .collect();
-        Self { now, power, door }
-    }
-
-    fn recompute(
-        readings: &BTreeMap<i64, EventValue>,
-        resolution: Resolution,
-        from: i64,
-        to: i64,
-    ) -> Buckets {
-        let mut b = Buckets::default();
-        for (at, v) in readings.range(resolution.bucket_start(from)..) {
-            let start = resolution.bucket_start(*at);
-            if start >= to {
-                break;
-            }
-            b.0.entry(start).or_default().record(v);
-        }
-        b
-    }
-
-    /// Stores the device, its summaries and its live state in `table` for `owner`.
-    async fn store(&self, table: &FleetTable, owner: &str) {
-        register_device(table, owner, METER).await;
-        let hour = Resolution::Hour.bucket_start(self.now);
-        let today = Resolution::Day.bucket_start(self.now);
-        let user = UserId::parse(owner).unwrap();
-        let device = DeviceId::parse(METER).unwrap();
-        let ttl = self.now / 1000 + 3650 * 86_400;
-        let mut series = SeriesState::default();
-        let mut items = Vec::new();
-        for (name, readings) in [("power", &self.power), ("door", &self.door)] {
-            let event_type = EventType::parse(name).unwrap();
-            let fine = five_minute_buckets(readings.iter().map(|(at, v)| (*at, v)));
-            let item = |resolution, start: i64, buckets: Buckets| SeriesItem {
-                user_id: user.clone(),
-                device_id: device.clone(),
-                event_type: event_type.clone(),
-                resolution,
-                start: Timestamp::from_epoch_millis(start).unwrap(),
-                buckets,
-                ttl,
-            };
-            let slice = |b: &Buckets, from: i64, to: i64| {
-                Buckets(b.within(from, to).map(|(s, b)| (*s, b.clone())).collect())
-            };
-            let closed = slice(&fine, i64::MIN, today);
-            let hours = closed.coarsen(Resolution::Hour);
-            let days = closed.coarsen(Resolution::Day);
-            let mut months: BTreeMap<i64, Buckets> = BTreeMap::new();
-            for (start, b) in &days.0 {
-                months
-                    .entry(month_start(*start))
-                    .or_default()
-                    .add(*start, b);
-            }
-            for (month, b) in months {
-                items.push(item(Resolution::Day, month, b));
-            }
-            let mut day = Resolution::Day.bucket_start(*readings.keys().next().unwrap());
-            while day < today {
-                let b = slice(&hours, day, day + DAY);
-                if !b.0.is_empty() {
-                    items.push(item(Resolution::Hour, day, b));
-                }
-                day += DAY;
-            }
-            let mut block = block_start(today - 4 * DAY);
-            while block < hour {
-                let b = slice(&fine, block, (block + BLOCK_MS).min(hour));
-                if !b.0.is_empty() {
-                    items.push(item(Resolution::FiveMinutes, block, b));
-                }
-                block += BLOCK_MS;
-            }
-            let mut trail = Trail::default();
-            trail.update(&slice(&fine, hour - DAY, hour).coarsen(Resolution::Hour));
-            series.0.insert(
-                name.to_string(),
-                OpenSeries {
-                    flushed_before: hour,
-                    rolled_before: today,
-                    open: slice(&fine, hour, i64::MAX),
-                    trail,
-                },
-            );
-        }
-        for item in &items {
-            put_entity(table, item).await;
-        }
-        let key = ItemKey::DeviceState {
-            user: user.clone(),
-            partition: 0,
-            device: device.clone(),
-        };
-        let mut state = DeviceStateItem::from_item(
-            fleet_tests::item(table, &key)
-                .await
-                .expect("the registered device's state"),
-        )
-        .unwrap();
-        for (name, readings) in [("power", &self.power), ("door", &self.door)] {
-            let (at, value) = readings.iter().next_back().unwrap();
-            state
-                .latest
-                .insert(name.to_string(), StoredReading(*at, value.clone()));
-        }
-        state.last_seen = Timestamp::from_epoch_millis(*self.power.keys().next_back().unwrap());
-        state.series = series;
-        put_entity(table, &state).await;
-    }
+/// A per-minute meter of `days` with its door texts, registered for Alice and its summaries
+/// stored as ingest keeps them.
+async fn meter(table: &FleetTable, days: i64) -> MinuteMeter {
+    let meter = MinuteMeter::new(Timestamp::now().epoch_millis(), days, true);
+    register_device(table, ALICE, METER).await;
+    let (user, device) = (
+        UserId::parse(ALICE).unwrap(),
+        DeviceId::parse(METER).unwrap(),
+    );
+    meter.store(table, &user, &device, true).await.unwrap();
+    meter
 }
 
 fn series(device: &str, params: &[(&str, &str)]) -> ApiRequest {
@@ -182,15 +44,16 @@ fn at(ms: i64) -> String {
     Timestamp::from_epoch_millis(ms).unwrap().to_string()
 }
 
-/// Checks an answer's buckets against a recompute of `readings` over `[from, to)`.
+/// Checks an answer's buckets against a recompute of the meter's `event_type` over `[from, to)`.
 fn assert_buckets(
     body: &Value,
-    readings: &BTreeMap<i64, EventValue>,
+    meter: &MinuteMeter,
+    event_type: &str,
     resolution: Resolution,
     from: i64,
     to: i64,
 ) {
-    let want = Meter::recompute(readings, resolution, from, to);
+    let want = meter.recompute(event_type, resolution, from, to);
     let got = body["buckets"].as_array().unwrap();
     assert_eq!(got.len(), want.0.len(), "{resolution:?} bucket count");
     for (g, (start, w)) in got.iter().zip(&want.0) {
@@ -214,7 +77,7 @@ fn assert_buckets(
 #[tokio::test]
 async fn bad_requests_name_their_field_and_another_owners_device_is_a_404() {
     let table = fresh_table().await;
-    Meter::new(2).store(&table, ALICE).await;
+    meter(&table, 2).await;
     let before = table_contents(&table).await;
     let now = Timestamp::now();
     let old = now.plus_seconds(-100 * 86_400).to_string();
@@ -259,8 +122,7 @@ async fn bad_requests_name_their_field_and_another_owners_device_is_a_404() {
 #[tokio::test]
 async fn auto_picks_the_resolution_and_every_bucket_equals_a_recompute() {
     let table = fresh_table().await;
-    let meter = Meter::new(50);
-    meter.store(&table, ALICE).await;
+    let meter = meter(&table, 50).await;
     let now = meter.now;
     for (from, to, want) in [
         (now - DAY, now, Resolution::FiveMinutes),
@@ -272,7 +134,7 @@ async fn auto_picks_the_resolution_and_every_bucket_equals_a_recompute() {
             Resolution::FiveMinutes,
         ),
     ] {
-        for (name, readings) in [("power", &meter.power), ("door", &meter.door)] {
+        for name in ["power", "door"] {
             let a = dashboard(
                 &table,
                 series(
@@ -287,7 +149,7 @@ async fn auto_picks_the_resolution_and_every_bucket_equals_a_recompute() {
             assert_eq!(a.body["type"], name);
             assert_eq!(a.body["from"], at(from));
             assert_eq!(a.body["to"], at(to));
-            assert_buckets(&a.body, readings, want, from, to);
+            assert_buckets(&a.body, &meter, name, want, from, to);
             assert!(a.used.requests() <= 3, "{:?}", a.used.operations);
         }
     }
@@ -309,7 +171,7 @@ async fn auto_picks_the_resolution_and_every_bucket_equals_a_recompute() {
         let to = Timestamp::parse_field("to", a.body["to"].as_str().unwrap())
             .unwrap()
             .epoch_millis();
-        assert_buckets(&a.body, &meter.power, resolution, now - DAY, to);
+        assert_buckets(&a.body, &meter, "power", resolution, now - DAY, to);
     }
     // The text type: counts only.
     let a = dashboard(&table, series(METER, &[("type", "door")])).await;
@@ -328,8 +190,8 @@ async fn auto_picks_the_resolution_and_every_bucket_equals_a_recompute() {
     assert_eq!(trail["type"], "power", "{trail}");
     let hours = trail["hours"].as_array().unwrap();
     assert!((23..=24).contains(&hours.len()), "{} hours", hours.len());
-    let exact = Meter::recompute(
-        &meter.power,
+    let exact = meter.recompute(
+        "power",
         Resolution::Hour,
         Resolution::Hour.bucket_start(now) - 23 * HOUR,
         now,
@@ -353,8 +215,7 @@ async fn auto_picks_the_resolution_and_every_bucket_equals_a_recompute() {
 #[tokio::test]
 async fn a_day_a_month_and_a_year_each_read_within_the_budget() {
     let table = fresh_table().await;
-    let meter = Meter::new(366);
-    meter.store(&table, ALICE).await;
+    let meter = meter(&table, 366).await;
     let now = meter.now;
     let pattern = shared::model::pattern_id::PatternId::DeviceSeries.definition();
     for (label, from, want, buckets) in [
@@ -376,7 +237,7 @@ async fn a_day_a_month_and_a_year_each_read_within_the_budget() {
         assert_eq!(a.body["resolution"], want.as_str());
         let n = a.body["buckets"].as_array().unwrap().len();
         assert!(buckets.contains(&n), "{label}: {n} buckets");
-        assert_buckets(&a.body, &meter.power, want, from, now);
+        assert_buckets(&a.body, &meter, "power", want, from, now);
         println!(
             "series {label}: 1 API request, {} DynamoDB requests {:?}, {} read units, {} buckets, {:.1} ms",
             a.used.requests(),
