@@ -456,11 +456,39 @@ impl Ingestor {
             if next == base && items.changed() == 0 {
                 return Ok(None);
             }
-            actions.extend(items.actions(
+            let mut summary = items.actions(
                 &self.table,
                 registration,
                 self.series_retention(registration),
-            )?);
+            )?;
+            // Late readings spread over more items than one transaction holds (a device sending
+            // weeks of backlog): the first items go ahead with a state update that only moves
+            // `ingestSeq` (so they are serialized like every summary write), the rest with
+            // the batch's update. What went ahead is recomputed the same on a redo.
+            let mut conflict = None;
+            while summary.len() + actions.len() >= MAX_TRANSACTION_ACTIONS {
+                let rest = summary.split_off(MAX_TRANSACTION_ACTIONS - 1);
+                let ahead = std::mem::replace(&mut summary, rest);
+                let (bump, bumped) = self.state_changes(registration, &base, base.clone())?;
+                match self
+                    .record_transitions(registration, bump, ahead, deadline)
+                    .await?
+                {
+                    Recorded::Committed => {
+                        self.remember_state(bumped.clone());
+                        base = bumped;
+                    }
+                    Recorded::StateChanged(current) => {
+                        conflict = Some(current);
+                        break;
+                    }
+                }
+            }
+            if let Some(current) = conflict {
+                base = self.after_conflict(device, current.as_ref())?;
+                continue;
+            }
+            actions.extend(summary);
             let (changes, stored) = self.state_changes(registration, &base, next)?;
             if !actions.is_empty() {
                 let recorded = self
