@@ -27,6 +27,7 @@ mod request_log;
 mod rie;
 mod rollouts;
 mod scale;
+mod series;
 mod series_read;
 mod simulator;
 mod smoke;
