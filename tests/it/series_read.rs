@@ -257,3 +257,109 @@ async fn a_day_a_month_and_a_year_each_read_within_the_budget() {
             .unwrap_or_else(|e| panic!("{label}: {e}"));
     }
 }
+
+/// Stores `meter`'s `power` readings as raw events of `device` (bypassing ingest: only AP-04's
+/// reads are measured), 25 to a BatchWriteItem, eight at a time.
+async fn store_raw_events(table: &FleetTable, meter: &MinuteMeter, device: &str) {
+    use aws_sdk_dynamodb::types::{PutRequest, WriteRequest};
+    use futures::StreamExt;
+    use shared::model::entities::event::EventItem;
+    use shared::model::entities::Entity;
+    use shared::model::ids::{DeviceType, EventId, EventType};
+    let user = UserId::parse(ALICE).unwrap();
+    let device = DeviceId::parse(device).unwrap();
+    let requests: Vec<WriteRequest> = meter.readings["power"]
+        .iter()
+        .map(|(at, value)| {
+            let item = EventItem {
+                user_id: user.clone(),
+                device_id: device.clone(),
+                id: EventId::parse(format!("m{at}")).unwrap(),
+                event_type: EventType::parse("power").unwrap(),
+                value: value.clone(),
+                at: Timestamp::from_epoch_millis(*at).unwrap(),
+                device_name: "Boiler room".into(),
+                device_type: DeviceType::parse("thermostat").unwrap(),
+                ttl: at / 1000 + 3650 * 86_400,
+            };
+            let put = PutRequest::builder()
+                .set_item(Some(item.to_item(&table.config.shards).unwrap()))
+                .build()
+                .unwrap();
+            WriteRequest::builder().put_request(put).build()
+        })
+        .collect();
+    let chunks: Vec<Vec<WriteRequest>> = requests.chunks(25).map(<[_]>::to_vec).collect();
+    futures::stream::iter(chunks)
+        .for_each_concurrent(8, |chunk| async move {
+            let left = shared::store::dynamo::write_all(
+                table,
+                chunk,
+                &mut shared::store::retry::Retry::attempts(8),
+            )
+            .await
+            .unwrap();
+            assert!(left.is_empty());
+        })
+        .await;
+}
+
+/// Pages `GET /me/devices/{METER}/events` over `[from, now)` 100 at a time, as the console did
+/// before summaries; returns (API requests, DynamoDB requests, read units, events, ms).
+async fn raw_paging(table: &FleetTable, from: i64, now: i64) -> (u32, u32, f64, usize, f64) {
+    let started = std::time::Instant::now();
+    let (mut calls, mut requests, mut units, mut events) = (0, 0, 0.0, 0);
+    let mut cursor: Option<String> = None;
+    loop {
+        let mut request = ApiRequest::get(&format!("/me/devices/{METER}/events"))
+            .caller(ALICE)
+            .query("from", &at(from))
+            .query("to", &at(now))
+            .query("limit", "100");
+        if let Some(c) = &cursor {
+            request = request.query("cursor", c);
+        }
+        let a = dashboard(table, request).await;
+        assert_eq!(a.status, 200, "{:?}", a.body);
+        calls += 1;
+        requests += a.used.requests();
+        units += a.used.read_units;
+        events += a.body["events"].as_array().unwrap().len();
+        cursor = a.body["cursor"].as_str().map(str::to_string);
+        if cursor.is_none() {
+            break;
+        }
+    }
+    (
+        calls,
+        requests,
+        units,
+        events,
+        started.elapsed().as_secs_f64() * 1000.0,
+    )
+}
+
+/// What the console paid before summaries, for the closing figures: a day of a per-minute
+/// device paged through AP-04 100 events at a time (`SERIES_RAW_DAYS=30` for a month).
+#[tokio::test]
+async fn raw_paging_of_the_same_device_for_comparison() {
+    let days: i64 = std::env::var("SERIES_RAW_DAYS")
+        .ok()
+        .and_then(|d| d.parse().ok())
+        .unwrap_or(1);
+    let table = fresh_table().await;
+    let meter = MinuteMeter::new(Timestamp::now().epoch_millis(), days, false);
+    register_device(&table, ALICE, METER).await;
+    store_raw_events(&table, &meter, METER).await;
+    let now = meter.now;
+    let (calls, requests, units, events, ms) = raw_paging(&table, now - days * DAY, now).await;
+    println!(
+        "raw paging {days} day(s): {calls} API requests, {requests} DynamoDB requests, {units} read units, {events} events, {ms:.0} ms"
+    );
+    let want = meter.readings["power"].range(now - days * DAY..).count();
+    assert_eq!(events, want);
+    assert!(
+        calls as usize >= want.div_ceil(100),
+        "one request per 100 events"
+    );
+}

@@ -1,15 +1,22 @@
-//! The case of summaries (AP-29): a month at hours of Alice's device 0, whose `power` the
-//! fixture lays out as a meter reporting every minute would have it ([`MinuteMeter`]).
+//! The case of summaries (AP-29): a month at hours of Bob's device 0, whose `power` the
+//! fixture lays out as a meter reporting every minute would have it ([`MinuteMeter`]). Bob's,
+//! so Alice's dashboard (AP-DASH's case) stays the reference workload it was.
 
+use shared::model::ids::{DeviceId, UserId};
 use shared::model::pattern_id::PatternId;
 use shared::ops::series::{device_series, SeriesRequest};
 use shared::{FleetError, FleetTable};
 
-use super::{
-    alice, alice_device, device_id, every_call, found, now, one, read, route, PatternCase,
-};
+use super::{every_call, found, now, one, read, route, PatternCase, BOB};
 use crate::api_event::ApiEvent;
 use crate::minute_meter::MinuteMeter;
+
+/// The device the fixture lays out.
+const METER: &str = "ref-bob-dev-0";
+
+fn bob_meter() -> Result<(UserId, DeviceId), FleetError> {
+    Ok((UserId::parse(BOB)?, DeviceId::parse(METER)?))
+}
 
 /// The month the case reads: 30 days up to the reference time.
 const MONTH: (&str, &str) = ("2026-10-21T12:00:00.000Z", "2026-11-20T12:00:00.000Z");
@@ -29,21 +36,21 @@ pub(super) const DEVICE_SERIES: PatternCase = PatternCase {
                 Some(MONTH.1),
                 None,
             )?;
-            let series = device_series(table, &alice()?, &alice_device(0)?, &request).await?;
+            let (user, device) = bob_meter()?;
+            let series = device_series(table, &user, &device, &request).await?;
             found(series.buckets.len() == 720, PatternId::DeviceSeries)
         })
     },
     call: read(
         "GET /me/devices/{deviceId}/series?type=power (30 days: 720 hours)",
         |_, _| {
-            let device = device_id(0);
             every_call(
                 ApiEvent::new(
                     route(PatternId::DeviceSeries),
-                    format!("/me/devices/{device}/series"),
+                    format!("/me/devices/{METER}/series"),
                 )
-                .caller(super::ALICE)
-                .param("deviceId", &device)
+                .caller(BOB)
+                .param("deviceId", METER)
                 .query("type", "power")
                 .query("from", MONTH.0)
                 .query("to", MONTH.1),
@@ -52,10 +59,11 @@ pub(super) const DEVICE_SERIES: PatternCase = PatternCase {
     ),
 };
 
-/// Lays out 40 days of Alice's device 0's `power` summaries up to the reference time (its
+/// Lays out 40 days of Bob's device 0's `power` summaries up to the reference time (its
 /// live state keeps the open part; its latest readings stay the seed's).
 pub async fn seed_series_fixtures(table: &FleetTable) -> Result<(), FleetError> {
+    let (user, device) = bob_meter()?;
     MinuteMeter::new(now().epoch_millis(), 40, false)
-        .store(table, &alice()?, &alice_device(0)?, false)
+        .store(table, &user, &device, false)
         .await
 }
