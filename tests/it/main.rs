@@ -23,6 +23,8 @@ mod request_log;
 mod rie;
 mod rollouts;
 mod scale;
+mod series;
+mod series_read;
 mod template_contract;
 mod traces;
 mod twin;

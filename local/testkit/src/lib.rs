@@ -15,6 +15,7 @@ pub mod fault_run;
 pub mod functions;
 pub mod http_server;
 pub mod iam;
+pub mod minute_meter;
 pub mod outcome;
 pub mod pricing;
 pub mod reference;

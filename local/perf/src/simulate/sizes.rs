@@ -165,6 +165,7 @@ impl ItemSizes {
             last_seen: Some(at),
             latest,
             recent,
+            series: Default::default(),
             ingest_seq: 48_213,
             device_version: 3,
             twin: Default::default(),
