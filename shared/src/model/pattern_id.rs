@@ -131,6 +131,12 @@ pub enum PatternId {
     /// AP-28: the schedule's alarm reminders.
     #[strum(serialize = "AP-28")]
     AlarmReminders,
+    /// AP-R1: shorten (or restore) the raw retention of the owner's devices of one type.
+    #[strum(serialize = "AP-R1")]
+    SetRetention,
+    /// AP-R2: the owner's retentions.
+    #[strum(serialize = "AP-R2")]
+    GetRetention,
 }
 
 impl PatternId {

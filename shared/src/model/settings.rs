@@ -190,9 +190,13 @@ mod tests {
         assert_eq!(c.hourly_retention_days, 400);
         assert_eq!(c.daily_retention_days, 1826);
         // A raw retention past the hourly default raises the summaries' defaults with it.
-        let long = FleetConfig::from_lookup(lookup(&[("TABLE_NAME", "t"), ("RETENTION_DAYS", "3650")]))
-            .unwrap();
-        assert_eq!((long.hourly_retention_days, long.daily_retention_days), (3650, 3650));
+        let long =
+            FleetConfig::from_lookup(lookup(&[("TABLE_NAME", "t"), ("RETENTION_DAYS", "3650")]))
+                .unwrap();
+        assert_eq!(
+            (long.hourly_retention_days, long.daily_retention_days),
+            (3650, 3650)
+        );
         assert_eq!(c.shards.event_type, 20);
         assert_eq!(c.token_overlap_seconds, 0);
         let alarm = EventType::parse("alarm").unwrap();

@@ -48,6 +48,8 @@ pub const CATALOG: &[AccessPattern] = &[
     ops::alarms::lifecycle::OPEN_ALARMS,
     ops::alarms::watch::OFFLINE_CHECK,
     ops::alarms::watch::ALARM_REMINDERS,
+    ops::retention::SET_RETENTION,
+    ops::retention::GET_RETENTION,
 ];
 
 impl PatternId {

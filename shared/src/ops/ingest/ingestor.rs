@@ -21,7 +21,7 @@ use super::state::{
     check_type_cap, evaluated, state_key, state_without_unstored, unchanged_since_read,
     FoldedState, Recorded, StateSlot, STATE_ATTEMPTS,
 };
-use super::store::{event_writes, EventWrite};
+use super::store::{event_writes, raw_retention_days, EventWrite};
 use super::validate::NewEvent;
 use crate::model::alarm::evaluation::Transition;
 use crate::model::alarm::rule::Rule;
@@ -823,7 +823,7 @@ impl Ingestor {
         let items = event_writes(
             registration,
             events,
-            self.table.config.retention_days,
+            raw_retention_days(registration, &self.table.config),
             &self.table.config.shards,
         )?;
         let chunks: Vec<Vec<_>> = items.chunks(BATCH_WRITE_SIZE).map(<[_]>::to_vec).collect();

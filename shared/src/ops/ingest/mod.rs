@@ -40,6 +40,7 @@ pub use state::{
     check_type_cap, state_with_batch, state_without_unstored, MAX_STATE_BYTES, MAX_STATE_TYPES,
     RECENT_EVENTS,
 };
+pub use store::raw_retention_days;
 pub use validate::{
     validate_batch, NewEvent, SubmittedEvent, MAX_EVENTS_PER_BATCH, MAX_TEXT_VALUE,
 };

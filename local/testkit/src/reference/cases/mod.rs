@@ -9,7 +9,7 @@
 //! then the tags at version 2; AP-08 deletes the device AP-07 registered).
 //!
 //! Each case sits in the module of its concern ([`devices`], [`events`], [`reports`],
-//! [`profile`], [`credentials`], [`twin`], [`alarms`]) with the fixtures only it uses; this
+//! [`profile`], [`credentials`], [`twin`], [`alarms`], [`retention`]) with the fixtures only it uses; this
 //! module holds what they share and [`CASES`], the one list that fixes their order.
 
 pub mod alarms;
@@ -18,6 +18,7 @@ pub mod devices;
 pub mod events;
 pub mod profile;
 pub mod reports;
+pub mod retention;
 pub mod twin;
 
 use std::future::Future;
@@ -215,6 +216,10 @@ pub static CASES: &[PatternCase] = &[
     // meter, and change nothing an earlier case reads.
     alarms::OFFLINE_CHECK,
     alarms::ALARM_REMINDERS,
+    // Retention per device type, on Bob's thermostats (kept at the reference retention, so
+    // nothing after them would notice), then read back.
+    retention::SET_RETENTION,
+    retention::GET_RETENTION,
 ];
 
 /// One case's run.
