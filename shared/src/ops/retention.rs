@@ -119,7 +119,7 @@ pub const SET_RETENTION: AccessPattern = AccessPattern {
     frequency: Frequency::Important,
     operations: &[Operation::GetItem, Operation::UpdateItem, Operation::Query],
     index: None,
-    key_condition: "PK = USER#{userId}, SK = FLEET (read, then retentionVersion = read); PK = USER#{userId} AND SK BETWEEN DEVICE# AND DEVICE#\u{10FFFF} (type filter); per device PK = DEVICE#{deviceId}, SK = REGISTRATION (retentionVersion older)",
+    key_condition: "PK = USER#{userId}, SK = FLEET (read, then retentionVersion = read); PK = USER#{userId} AND SK begins_with DEVICE# (consistent, type filter); per device PK = DEVICE#{deviceId}, SK = REGISTRATION (retentionVersion older)",
     budget: RequestBudget::FixedPlusPagesAndDevices(2),
     max_read_units: None,
     route: Some("PUT /me/retention"),
