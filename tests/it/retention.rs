@@ -248,3 +248,42 @@ async fn one_owners_retention_leaves_another_owners_devices_alone() {
     assert_eq!(retention_of(&table, BOB).await["deviceTypes"], json!([]));
     assert_eq!(stored_ttl_days(&table, "thermo-b", &bobs, "b-1").await, 90);
 }
+
+/// Validation stays at the template's retention: a reading older than its type's shortened
+/// retention is accepted (its summaries count it), and its raw copy is already expired, so
+/// the device's event list does not show it.
+#[tokio::test]
+async fn a_reading_older_than_its_types_retention_is_accepted_and_already_expired() {
+    let table = fresh_table().await;
+    let token = registered(&table, ALICE, "thermo-1", "thermostat").await;
+    let a = device_updates(
+        &table,
+        put_retention(json!({"deviceType": "thermostat", "rawDays": 7})).caller(ALICE),
+    )
+    .await;
+    assert_eq!(a.status, 200, "{:?}", a.body);
+    let ingestor = Arc::new(Ingestor::new(table.clone(), IngestConfig::default()));
+    let late = ago(10 * DAY);
+    let a = ingest(
+        &ingestor,
+        ingest_request(
+            "thermo-1",
+            &token,
+            json!([{"id": "late", "type": "temperature", "value": 20.0, "at": late}]),
+        ),
+    )
+    .await;
+    assert_eq!(a.status, 200, "{:?}", a.body);
+    assert_eq!(a.body["accepted"], 1);
+    let listed = dashboard(
+        &table,
+        ApiRequest::get("/me/devices/thermo-1/events")
+            .caller(ALICE)
+            .param("deviceId", "thermo-1")
+            .query("from", &ago(30 * DAY))
+            .query("to", &ago(0)),
+    )
+    .await;
+    assert_eq!(listed.status, 200, "{:?}", listed.body);
+    assert_eq!(listed.body["events"], json!([]), "expired on arrival");
+}

@@ -339,3 +339,48 @@ async fn read_fleet_item(
         .map_err(sdk_error)?;
     out.item.map(FleetItem::from_item).transpose()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::settings::FleetConfig;
+    use crate::model::timestamp::Timestamp;
+    use crate::ops::ingest::raw_retention_days;
+
+    #[test]
+    fn raw_days_run_from_one_to_the_template_retention() {
+        let kind = DeviceType::parse("thermostat").unwrap();
+        for ok in [Some(1), Some(90), None] {
+            assert!(RetentionChange::new(kind.clone(), ok, 90).is_ok(), "{ok:?}");
+        }
+        for bad in [0, 91, u64::MAX] {
+            let err = RetentionChange::new(kind.clone(), Some(bad), 90).unwrap_err();
+            assert_eq!(err.field, "rawDays", "{bad}");
+        }
+    }
+
+    #[test]
+    fn a_registrations_retention_is_its_owners_setting_capped_by_the_template() {
+        let config = FleetConfig::for_table("t");
+        let mut registration = RegistrationItem {
+            device_id: crate::model::ids::DeviceId::parse("d-1").unwrap(),
+            user_id: UserId::parse("u").unwrap(),
+            token_sha256: String::new(),
+            previous_token_sha256: None,
+            previous_token_until: None,
+            revoked_at: None,
+            device_name: "D".into(),
+            device_type: DeviceType::parse("thermostat").unwrap(),
+            partition: 0,
+            created_at: Timestamp::now(),
+            raw_retention_days: None,
+            retention_version: None,
+        };
+        assert_eq!(raw_retention_days(&registration, &config), 90);
+        registration.raw_retention_days = Some(7);
+        assert_eq!(raw_retention_days(&registration, &config), 7);
+        // Set under a longer template retention, then the template was shortened.
+        registration.raw_retention_days = Some(365);
+        assert_eq!(raw_retention_days(&registration, &config), 90);
+    }
+}
