@@ -351,10 +351,7 @@ async fn a_registration_attempt_older_than_the_deletion_cannot_land_after_it() {
             tags: Vec::new(),
         },
         &shared::model::token::DeviceToken::generate().unwrap(),
-        FleetSize {
-            partitions: None,
-            devices: 0,
-        },
+        FleetSize::default(),
         shared::model::timestamp::Timestamp::now(),
     )
     .unwrap();

@@ -20,6 +20,7 @@ mod openapi_contract;
 mod python_peer;
 mod replay;
 mod request_log;
+mod retention;
 mod rie;
 mod rollouts;
 mod scale;

@@ -3,7 +3,9 @@
 //! device, AP-07/06/08, and its token, AP-17/18) it serves the owner's profile (`PUT /me`,
 //! AP-16), a device's twin (`PUT .../desired` AP-T1, `POST .../commands` AP-T2), fleet-wide
 //! changes (`POST /me/rollouts`, AP-T5), alarm rules (`POST /me/rules`, `PATCH|DELETE
-//! /me/rules/{ruleId}`) and alarm acknowledgement (`POST /me/alarms/{alarmId}/ack`). The
+//! /me/rules/{ruleId}`), alarm acknowledgement (`POST /me/alarms/{alarmId}/ack`) and the
+//! owner's retention per device type (`PUT /me/retention`, AP-R1, and its read `GET
+//! /me/retention`, AP-R2, served beside the write it shows, as a settings page reads it). The
 //! functions split by caller and kind of request, not by entity: owners' reads are
 //! `dashboard`'s, what devices send is `ingest`'s, owners' writes are this one's. The name is
 //! kept because the template, Makefile, samples and docs all use it.
@@ -16,7 +18,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use axum::extract::{FromRef, State};
-use axum::routing::{patch, post, put};
+use axum::routing::{get, patch, post, put};
 use axum::Router;
 use lambda_http::http::{header, HeaderMap, HeaderValue, StatusCode};
 use serde::{Deserialize, Serialize};
@@ -43,6 +45,7 @@ use shared::ops::devices::update::{self as device_update, DevicePatch};
 use shared::ops::devices::{delete as deletion, MAX_DEVICE_NAME};
 use shared::ops::limits::{rate_limited, KeyedLimiter, RegistrationLimit};
 use shared::ops::profile::{self, ProfileUpdate, MAX_PROFILE_NAME};
+use shared::ops::retention::{self, RetentionChange};
 use shared::ops::twin::owner::{self as twin, NewCommand};
 use shared::ops::twin::rollout;
 use shared::FleetTable;
@@ -87,6 +90,7 @@ pub fn router(table: FleetTable, limit: RegistrationLimit) -> Router {
         .route("/me/rules", post(create_rule))
         .route("/me/rules/{ruleId}", patch(update_rule).delete(delete_rule))
         .route("/me/alarms/{alarmId}/ack", post(acknowledge_alarm))
+        .route("/me/retention", get(get_retention).put(put_retention))
         .with_state(DeviceUpdates {
             table,
             registrations: Arc::new(limit.limiter()),
@@ -119,6 +123,46 @@ async fn put_profile(
         StatusCode::OK,
         &json_value(&ProfileAnswer { profile }),
     ))
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct RetentionBody {
+    device_type: String,
+    #[serde(default, deserialize_with = "present")]
+    raw_days: Option<serde_json::Value>,
+}
+
+/// `PUT /me/retention`: `rawDays` a whole number of days up to `RETENTION_DAYS`, or `null`
+/// (the default again); it must be given either way.
+async fn put_retention(
+    caller: Caller,
+    State(table): State<FleetTable>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Answer {
+    let body: RetentionBody = parse_json_body(&headers, &body, MAX_BODY_BYTES)?;
+    let device_type = DeviceType::parse_field("deviceType", body.device_type)?;
+    let raw_days = match body.raw_days {
+        None => {
+            return Err(ApiError::invalid(
+                "rawDays",
+                "give a number of days, or null for the default",
+            ))
+        }
+        Some(serde_json::Value::Null) => None,
+        // Anything but a whole number (2.5, "30", -1) falls to u64::MAX: out of range.
+        Some(value) => Some(value.as_u64().unwrap_or(u64::MAX)),
+    };
+    let change = RetentionChange::new(device_type, raw_days, table.config.retention_days)?;
+    let retention = retention::set_raw_retention(&table, &caller.user_id, change).await?;
+    Ok(json_response(StatusCode::OK, &retention))
+}
+
+/// `GET /me/retention`.
+async fn get_retention(caller: Caller, State(table): State<FleetTable>) -> Answer {
+    let retention = retention::get_retention(&table, &caller.user_id).await?;
+    Ok(json_response(StatusCode::OK, &retention))
 }
 
 #[derive(Deserialize)]

@@ -69,6 +69,9 @@ fn budget(b: RequestBudget) -> String {
         RequestBudget::RolloutPages => {
             "1 + 3 per rollout + 4 per page of 50 devices + 1 transaction per device changed".into()
         }
+        RequestBudget::FixedPlusPagesAndDevices(n) => format!(
+            "{n} + 1 Query per page of the owner's devices + 1 UpdateItem per device of the type"
+        ),
         RequestBudget::DueShardPages => {
             "1 Query per shard page + 1 BatchGetItem per page with entries + 1 write per entry acted on".into()
         }

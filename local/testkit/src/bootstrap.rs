@@ -17,8 +17,20 @@ pub fn host_bootstrap(binary: &str) -> PathBuf {
 
 /// Parameter overrides that keep `RetentionDays` at `days` (like `sam local invoke
 /// --parameter-overrides`), for data with fixed timestamps.
+///
+/// The summaries' retentions are raised with it where their defaults would be shorter
+/// (functions refuse to start with hourly shorter than raw, or daily shorter than hourly).
 pub fn retention_override(days: u32) -> BTreeMap<String, String> {
-    BTreeMap::from([("RetentionDays".to_string(), days.to_string())])
+    use shared::model::settings::{DEFAULT_DAILY_RETENTION_DAYS, DEFAULT_HOURLY_RETENTION_DAYS};
+    let hourly = DEFAULT_HOURLY_RETENTION_DAYS.max(days);
+    BTreeMap::from([
+        ("RetentionDays".to_string(), days.to_string()),
+        ("HourlyRetentionDays".to_string(), hourly.to_string()),
+        (
+            "DailyRetentionDays".to_string(),
+            DEFAULT_DAILY_RETENTION_DAYS.max(hourly).to_string(),
+        ),
+    ])
 }
 
 /// Everything `function`'s bootstrap finds in its environment on Lambda, for a local run on

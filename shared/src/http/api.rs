@@ -354,7 +354,8 @@ pub fn parse_json_body<T: DeserializeOwned>(
     if bytes.len() > max_bytes {
         return Err(ApiError::too_large(max_bytes));
     }
-    if bytes.iter().all(u8::is_ascii_whitespace) {
+    // Every body is an object; serde would also fill a struct from an array (`["x"]`).
+    if bytes.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
         return Err(ApiError::invalid("body", "a JSON object is required"));
     }
     let mut de = serde_json::Deserializer::from_slice(bytes);

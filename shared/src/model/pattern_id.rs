@@ -134,6 +134,12 @@ pub enum PatternId {
     /// AP-29: one event type of a device summarised per 5 minutes, hour or day.
     #[strum(serialize = "AP-29")]
     DeviceSeries,
+    /// AP-R1: shorten (or restore) the raw retention of the owner's devices of one type.
+    #[strum(serialize = "AP-R1")]
+    SetRetention,
+    /// AP-R2: the owner's retentions.
+    #[strum(serialize = "AP-R2")]
+    GetRetention,
 }
 
 impl PatternId {

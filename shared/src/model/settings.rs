@@ -15,11 +15,11 @@ pub struct FleetConfig {
     pub table_name: String,
     /// `RETENTION_DAYS`: events expire this many days after `at` (default 90).
     pub retention_days: u32,
-    /// `HOURLY_RETENTION_DAYS`: hourly summaries expire this many days after their day ends
-    /// (default 400).
+    /// `HOURLY_RETENTION_DAYS`: hourly summaries expire this many days after their day
+    /// (default 400, never shorter than `RETENTION_DAYS`).
     pub hourly_retention_days: u32,
-    /// `DAILY_RETENTION_DAYS`: daily summaries expire this many days after their month ends
-    /// (default 1826, five years).
+    /// `DAILY_RETENTION_DAYS`: daily summaries expire this many days after their month
+    /// (default 1826, five years; never shorter than `HOURLY_RETENTION_DAYS`).
     pub daily_retention_days: u32,
     /// `STATUS_SHARDS`, `ACTIVE_STATUS_SHARDS`, `EVENT_TYPE_SHARDS`, `SEARCHABLE_EVENT_TYPES`.
     pub shards: ShardCounts,
@@ -37,10 +37,10 @@ pub struct FleetConfig {
 /// admitting a device's burst.
 pub const DEFAULT_DEVICES_PER_PARTITION: u32 = 100;
 
-/// Default of `HOURLY_RETENTION_DAYS` (template `HourlyRetentionDays`).
+/// Default of `HOURLY_RETENTION_DAYS`.
 pub const DEFAULT_HOURLY_RETENTION_DAYS: u32 = 400;
 
-/// Default of `DAILY_RETENTION_DAYS` (template `DailyRetentionDays`): five years.
+/// Default of `DAILY_RETENTION_DAYS` (five years, leap days included).
 pub const DEFAULT_DAILY_RETENTION_DAYS: u32 = 1826;
 
 /// Default of `TOKEN_OVERLAP_SECONDS`.
@@ -73,21 +73,26 @@ impl FleetConfig {
         let defaults = ShardCounts::default();
         let event_type =
             number_setting(&lookup, "EVENT_TYPE_SHARDS", defaults.event_type, 1..=1000)?;
+        let retention_days = number_setting(&lookup, "RETENTION_DAYS", 90, 1..=3650)?;
+        // Each resolution outlives the finer one it summarises: a series never has a range
+        // where the coarser summaries are gone and the finer ones still there.
+        let hourly_retention_days = number_setting(
+            &lookup,
+            "HOURLY_RETENTION_DAYS",
+            DEFAULT_HOURLY_RETENTION_DAYS.max(retention_days),
+            retention_days..=36_500,
+        )?;
+        let daily_retention_days = number_setting(
+            &lookup,
+            "DAILY_RETENTION_DAYS",
+            DEFAULT_DAILY_RETENTION_DAYS.max(hourly_retention_days),
+            hourly_retention_days..=36_500,
+        )?;
         Ok(Self {
             table_name,
-            retention_days: number_setting(&lookup, "RETENTION_DAYS", 90, 1..=3650)?,
-            hourly_retention_days: number_setting(
-                &lookup,
-                "HOURLY_RETENTION_DAYS",
-                DEFAULT_HOURLY_RETENTION_DAYS,
-                1..=36_500,
-            )?,
-            daily_retention_days: number_setting(
-                &lookup,
-                "DAILY_RETENTION_DAYS",
-                DEFAULT_DAILY_RETENTION_DAYS,
-                1..=36_500,
-            )?,
+            retention_days,
+            hourly_retention_days,
+            daily_retention_days,
             shards: ShardCounts {
                 status: number_setting(&lookup, "STATUS_SHARDS", defaults.status, 1..=1000)?,
                 active_status: number_setting(
@@ -182,6 +187,16 @@ mod tests {
         ]))
         .unwrap();
         assert_eq!(c.retention_days, 30);
+        assert_eq!(c.hourly_retention_days, 400);
+        assert_eq!(c.daily_retention_days, 1826);
+        // A raw retention past the hourly default raises the summaries' defaults with it.
+        let long =
+            FleetConfig::from_lookup(lookup(&[("TABLE_NAME", "t"), ("RETENTION_DAYS", "3650")]))
+                .unwrap();
+        assert_eq!(
+            (long.hourly_retention_days, long.daily_retention_days),
+            (3650, 3650)
+        );
         assert_eq!(c.shards.event_type, 20);
         assert_eq!(c.token_overlap_seconds, 0);
         let alarm = EventType::parse("alarm").unwrap();
@@ -222,6 +237,27 @@ mod tests {
         let err = FleetConfig::from_lookup(lookup(&[("TABLE_NAME", "t"), ("RETENTION_DAYS", "0")]))
             .unwrap_err();
         assert!(err.to_string().contains("RETENTION_DAYS"));
+        // Hourly summaries kept shorter than raw readings, daily shorter than hourly.
+        let err = FleetConfig::from_lookup(lookup(&[
+            ("TABLE_NAME", "t"),
+            ("RETENTION_DAYS", "90"),
+            ("HOURLY_RETENTION_DAYS", "60"),
+        ]))
+        .unwrap_err();
+        assert!(err.to_string().contains("HOURLY_RETENTION_DAYS"), "{err}");
+        let err = FleetConfig::from_lookup(lookup(&[
+            ("TABLE_NAME", "t"),
+            ("HOURLY_RETENTION_DAYS", "500"),
+            ("DAILY_RETENTION_DAYS", "499"),
+        ]))
+        .unwrap_err();
+        assert!(err.to_string().contains("DAILY_RETENTION_DAYS"), "{err}");
+        let err = FleetConfig::from_lookup(lookup(&[
+            ("TABLE_NAME", "t"),
+            ("DAILY_RETENTION_DAYS", "five years"),
+        ]))
+        .unwrap_err();
+        assert!(err.to_string().contains("DAILY_RETENTION_DAYS"), "{err}");
         let err = FleetConfig::from_lookup(lookup(&[
             ("TABLE_NAME", "t"),
             ("ACTIVE_STATUS_SHARDS", "many"),

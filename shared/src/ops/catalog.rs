@@ -49,6 +49,8 @@ pub const CATALOG: &[AccessPattern] = &[
     ops::alarms::watch::OFFLINE_CHECK,
     ops::alarms::watch::ALARM_REMINDERS,
     ops::series::DEVICE_SERIES,
+    ops::retention::SET_RETENTION,
+    ops::retention::GET_RETENTION,
 ];
 
 impl PatternId {

@@ -13,6 +13,7 @@ pub mod ownership;
 pub mod pattern;
 pub mod profile;
 pub mod reports;
+pub mod retention;
 pub mod series;
 pub mod twin;
 

@@ -109,6 +109,9 @@ pub enum RequestBudget {
     FixedPlusShardPagesAndAlarms(u32),
     /// Served from the daily report: nothing at read time.
     ZeroAtReadTime,
+    /// This many, plus one Query per page of the owner's devices (`pages`), plus one write
+    /// per device changed (`devices`).
+    FixedPlusPagesAndDevices(u32),
 }
 
 /// What a particular run of a pattern covered, to turn a budget into a number.
@@ -258,6 +261,7 @@ impl AccessPattern {
                 n + scale.shards.max(1) * scale.pages.max(1) + 2 * scale.devices
             }
             RequestBudget::ZeroAtReadTime => 0,
+            RequestBudget::FixedPlusPagesAndDevices(n) => n + scale.pages.max(1) + scale.devices,
         }
     }
 

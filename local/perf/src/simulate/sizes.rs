@@ -223,6 +223,8 @@ impl ItemSizes {
             previous_token_sha256: None,
             previous_token_until: None,
             revoked_at: None,
+            raw_retention_days: None,
+            retention_version: None,
         };
         // A desired document of a few settings (a reported one or a command is about as large).
         let twin_document = item_size(&to_item(

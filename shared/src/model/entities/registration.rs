@@ -39,6 +39,13 @@ pub struct RegistrationItem {
     pub partition: u32,
     /// Registration time.
     pub created_at: Timestamp,
+    /// The owner's raw retention for the device's type, when shortened (`PUT /me/retention`,
+    /// copied from the fleet item); absent: the template's `RETENTION_DAYS`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub raw_retention_days: Option<u32>,
+    /// The fleet item's `retentionVersion` the copy above came from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retention_version: Option<u64>,
 }
 
 attributes!(RegistrationItem {
@@ -62,9 +69,21 @@ attributes!(RegistrationItem {
     PARTITION = "shard",
     /// `createdAt`.
     CREATED_AT = "createdAt",
+    /// `rawRetentionDays`.
+    RAW_RETENTION_DAYS = "rawRetentionDays",
+    /// `retentionVersion`.
+    RETENTION_VERSION = "retentionVersion",
 });
 
 impl RegistrationItem {
+    /// Days this device's events are kept: its owner's setting for its type, never past
+    /// `template_days` (`RETENTION_DAYS`; a setting made under a longer template retention is
+    /// capped by a shorter one).
+    pub fn raw_retention_days(&self, template_days: u32) -> u32 {
+        self.raw_retention_days
+            .map_or(template_days, |days| days.clamp(1, template_days))
+    }
+
     /// Whether `token` authenticates the device at `now`: its current token, or the one a
     /// rotation replaced while its overlap lasts; never after a revocation. Both digests are
     /// always compared, in constant time, so timing tells nothing about which matched.

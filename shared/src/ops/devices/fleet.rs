@@ -1,6 +1,10 @@
 //! An owner's fleet item: how many devices it has and on how many live-state partitions they
 //! are placed. Registration reads it and counts one more ([`super::register`]); a deletion
-//! counts one less ([`super::delete`]).
+//! counts one less ([`super::delete`]). It also holds the owner's raw retention per device
+//! type ([`crate::ops::retention`]), which registration copies onto the new device's
+//! registration from the same read.
+
+use std::collections::BTreeMap;
 
 use aws_sdk_dynamodb::types::{TransactWriteItem, Update};
 
@@ -9,18 +13,23 @@ use crate::model::entities::Entity;
 use crate::model::entities::ItemKey;
 use crate::model::error::FleetError;
 use crate::model::expression::{Condition, Expressions, Update as UpdateExpression};
-use crate::model::ids::UserId;
+use crate::model::ids::{DeviceType, UserId};
 use crate::store::dynamo::number_value;
 use crate::store::table::{sdk_error, FleetTable};
 use crate::store::with_expressions::WithExpressions;
 
-/// An owner's fleet as registration reads it: live-state partitions and devices.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// An owner's fleet as registration reads it: live-state partitions and devices, and the
+/// raw retentions it copies onto a new registration.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct FleetSize {
-    /// Live-state partitions (`None`: the owner has no fleet item yet).
+    /// Live-state partitions (`None`: the owner has registered nothing yet).
     pub partitions: Option<u32>,
     /// Registered devices.
     pub devices: u64,
+    /// The owner's shortened raw retentions, days per device type.
+    pub raw_retention: BTreeMap<DeviceType, u32>,
+    /// The fleet item's `retentionVersion` as read.
+    pub retention_version: Option<u64>,
 }
 
 impl FleetSize {
@@ -51,23 +60,25 @@ pub(super) async fn read_fleet(table: &FleetTable, user: &UserId) -> Result<Flee
         Some(item) => {
             let fleet = FleetItem::from_item(item)?;
             FleetSize {
-                partitions: Some(fleet.partitions),
+                // A fleet item written only by a retention change places nothing yet.
+                partitions: Some(fleet.partitions).filter(|&p| p > 0),
                 devices: fleet.devices,
+                raw_retention: fleet.raw_retention,
+                retention_version: fleet.retention_version,
             }
         }
-        None => FleetSize {
-            partitions: None,
-            devices: 0,
-        },
+        None => FleetSize::default(),
     })
 }
 
 /// The transaction action counting one more device on the fleet item (creating it), setting
-/// its partitions to `shards`, on the condition that nobody changed them since `read`.
+/// its partitions to `shards`, on the condition that nobody changed them, nor the raw
+/// retentions, since `read` (a retention change in between would otherwise miss the new
+/// device: the change lists the owner's devices after writing the fleet item).
 pub(super) fn count_registration(
     table: &FleetTable,
     user: &UserId,
-    read: FleetSize,
+    read: &FleetSize,
     shards: u32,
 ) -> Result<TransactWriteItem, FleetError> {
     // The fleet item is created by its first registration: its type and directory entry
@@ -76,6 +87,8 @@ pub(super) fn count_registration(
         user_id: user.clone(),
         partitions: shards,
         devices: read.devices + 1,
+        raw_retention: BTreeMap::new(),
+        retention_version: None,
     };
     let changes = UpdateExpression::new()
         .set(FleetItem::PARTITIONS, number_value(shards))
@@ -86,6 +99,10 @@ pub(super) fn count_registration(
         Some(current) => Condition::equals(FleetItem::PARTITIONS, number_value(current)),
         None => Condition::absent(FleetItem::PARTITIONS),
     };
+    let unchanged = unchanged.and(match read.retention_version {
+        Some(version) => Condition::equals(FleetItem::RETENTION_VERSION, number_value(version)),
+        None => Condition::absent(FleetItem::RETENTION_VERSION),
+    });
     let update = Update::builder()
         .table_name(table.name())
         .set_key(Some(ItemKey::fleet(user).attributes()))

@@ -227,6 +227,8 @@ impl RegistrationAttempt {
         now: Timestamp,
     ) -> Result<Self, FleetError> {
         let shards = fleet.partitions_after_one_more(table.config.devices_per_partition);
+        // The owner's retention for this type, from the fleet item read to place the device.
+        let raw_retention_days = fleet.raw_retention.get(&registration.device_type).copied();
         let device = new_device(
             user,
             registration,
@@ -244,13 +246,15 @@ impl RegistrationAttempt {
             previous_token_sha256: None,
             previous_token_until: None,
             revoked_at: None,
+            raw_retention_days,
+            retention_version: fleet.retention_version,
         };
         // In the order of `RegistrationSlot`.
         let mut actions = vec![
             claim_registration(table, &registration_item)?,
             put(table, &device, Some(Condition::absent(PK)))?,
             put(table, &new_state(&device), None)?,
-            count_registration(table, user, fleet, shards)?,
+            count_registration(table, user, &fleet, shards)?,
         ];
         for tag in &device.tags {
             actions.push(put(table, &tag_link(&device, tag), None)?);

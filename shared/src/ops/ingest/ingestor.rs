@@ -18,14 +18,13 @@ use aws_sdk_dynamodb::types::{
 use super::config::IngestConfig;
 use super::receipt::{BatchReceipt, IncompleteBatch, StoredBatch};
 use super::series::{
-    buckets_of, classify, count_new, raw_retention_days, Classified, SeriesItems, SeriesRetention,
-    SeriesStore,
+    buckets_of, classify, count_new, Classified, SeriesItems, SeriesRetention, SeriesStore,
 };
 use super::state::{
     check_type_cap, evaluated, item_bytes, state_key, state_without_unstored, unchanged_since_read,
     FoldedState, Recorded, StateSlot, STATE_ATTEMPTS, STATE_FLUSH_BYTES,
 };
-use super::store::{event_writes, EventWrite};
+use super::store::{event_writes, raw_retention_days, EventWrite};
 use super::validate::NewEvent;
 use crate::model::alarm::evaluation::Transition;
 use crate::model::alarm::rule::Rule;
@@ -581,7 +580,7 @@ impl Ingestor {
     /// How long the device's summary items are kept.
     fn series_retention(&self, registration: &RegistrationItem) -> SeriesRetention {
         SeriesRetention {
-            raw_days: raw_retention_days(registration, self.table.config.retention_days),
+            raw_days: raw_retention_days(registration, &self.table.config),
             hourly_days: self.config.hourly_retention_days,
             daily_days: self.config.daily_retention_days,
         }
@@ -1004,7 +1003,7 @@ impl Ingestor {
         let items = event_writes(
             registration,
             events,
-            self.table.config.retention_days,
+            raw_retention_days(registration, &self.table.config),
             &self.table.config.shards,
         )?;
         let chunks: Vec<Vec<_>> = items.chunks(BATCH_WRITE_SIZE).map(<[_]>::to_vec).collect();

@@ -59,12 +59,6 @@ impl SeriesRetention {
     }
 }
 
-/// The raw retention of the device of `registration`, in days: the table's `RETENTION_DAYS`.
-/// Takes the registration so a per-device-type retention copied onto it can apply here.
-pub fn raw_retention_days(_registration: &RegistrationItem, table_days: u32) -> u32 {
-    table_days
-}
-
 /// A batch's readings as the summaries see them, against the state an attempt works from.
 #[derive(Debug, Default, PartialEq)]
 pub(super) struct Classified {

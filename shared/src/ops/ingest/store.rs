@@ -12,12 +12,21 @@ use crate::model::entities::type_mark::{type_window, TypeMarkItem, TYPE_WINDOW_S
 use crate::model::entities::Entity;
 use crate::model::error::FleetError;
 use crate::model::ids::{EventId, EventType};
+use crate::model::settings::FleetConfig;
 use crate::model::shard::ShardCounts;
 use crate::model::timestamp::Timestamp;
 
 /// One BatchWriteItem put and the (at, id) of the events that stand or fall with it: its own
 /// event, or every event a type mark leads AP-09 to.
 pub(super) type EventWrite = (Vec<(Timestamp, EventId)>, WriteRequest);
+
+/// Days `registration`'s raw readings are kept (their events' and 5-minute blocks' `ttl`):
+/// its owner's setting for its device type, copied onto the registration by
+/// `PUT /me/retention` and by registration (no read per batch), never past the template's
+/// `RETENTION_DAYS`.
+pub fn raw_retention_days(registration: &RegistrationItem, config: &FleetConfig) -> u32 {
+    registration.raw_retention_days(config.retention_days)
+}
 
 /// The puts of a batch: each event as its [`EventItem`] (expiring `retention_days` after its
 /// time), and one type mark per searchable type and window the batch holds

@@ -9,7 +9,7 @@
 //! then the tags at version 2; AP-08 deletes the device AP-07 registered).
 //!
 //! Each case sits in the module of its concern ([`devices`], [`events`], [`reports`],
-//! [`profile`], [`credentials`], [`twin`], [`alarms`], [`series`]) with the fixtures only it uses; [`common`] holds what they share, and this module
+//! [`profile`], [`credentials`], [`twin`], [`alarms`], [`series`], [`retention`]) with the fixtures only it uses; [`common`] holds what they share, and this module
 //! [`CASES`], the one list that fixes their order.
 
 pub mod alarms;
@@ -19,6 +19,7 @@ pub mod devices;
 pub mod events;
 pub mod profile;
 pub mod reports;
+pub mod retention;
 pub mod series;
 pub mod twin;
 
@@ -90,6 +91,10 @@ pub static CASES: &[PatternCase] = &[
     // meter, and change nothing an earlier case reads.
     alarms::OFFLINE_CHECK,
     alarms::ALARM_REMINDERS,
+    // Retention per device type, on Bob's thermostats (kept at the reference retention, so
+    // nothing after them would notice), then read back.
+    retention::SET_RETENTION,
+    retention::GET_RETENTION,
 ];
 
 /// One case's run.

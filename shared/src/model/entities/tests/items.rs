@@ -118,6 +118,8 @@ fn declared_attributes_are_exactly_the_stored_ones() {
                 user_id: user.clone(),
                 partitions: 1,
                 devices: 1,
+                raw_retention: [(kind.clone(), 30)].into(),
+                retention_version: Some(2),
             }
             .to_item(&shards)
             .unwrap(),
@@ -188,6 +190,8 @@ fn declared_attributes_are_exactly_the_stored_ones() {
                 device_type: kind.clone(),
                 partition: 0,
                 created_at: at,
+                raw_retention_days: Some(30),
+                retention_version: Some(2),
             }
             .to_item(&shards)
             .unwrap(),
