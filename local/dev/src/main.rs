@@ -107,7 +107,15 @@ async fn serve() -> Result<(), Error> {
     let stack = LocalStack::start()?;
     let table_name = "device-fleet-dev";
     let table = stack.table(table_name).await?;
-    let devices = demo::seed(&table).await?;
+    let mut devices = demo::seed(&table).await?;
+    let seeding = std::time::Instant::now();
+    devices.push(demo::seed_history(&table).await?);
+    eprintln!(
+        "Seeded {} days of minute readings for {} in {:.1} s.",
+        demo::HISTORY_DAYS,
+        demo::HISTORY_DEVICE.1,
+        seeding.elapsed().as_secs_f64()
+    );
     // The daily report for today's demo data, through the daily-analytics handler.
     let today = shared::model::timestamp::Timestamp::now().day();
     daily_analytics::handle(
@@ -235,6 +243,7 @@ fn print_banner(
     println!("  curl -s {url}/me/dashboard -H 'Authorization: Bearer {alice}'");
     println!("  curl -s '{url}/me/devices?tag=home' -H 'Authorization: Bearer {alice}'");
     println!("  curl -s '{url}/me/devices/thermo-kitchen/events?limit=5' -H 'Authorization: Bearer {alice}'");
+    println!("  curl -s '{url}/me/devices/weather-roof/series?type=temperature&resolution=1h' -H 'Authorization: Bearer {alice}'   # summaries of its 30 days");
     println!("  curl -s '{url}/admin/devices?status=active' -H 'Authorization: Bearer {operator}'");
     let today = shared::model::timestamp::Timestamp::now().day();
     println!("  curl -s {url}/admin/reports/{today} -H 'Authorization: Bearer {operator}'   # the daily report, run at start-up");
