@@ -17,7 +17,10 @@ use shared::model::status::DeviceStatus;
 use shared::model::timestamp::{Day, Timestamp};
 use shared::ops::alarms::{lifecycle, rules};
 use shared::ops::events::TimeRange;
-use shared::ops::{dashboard, devices, events, profile, reports, twin, DEFAULT_LIMIT, MAX_LIMIT};
+use shared::ops::series::SeriesRequest;
+use shared::ops::{
+    dashboard, devices, events, profile, reports, series, twin, DEFAULT_LIMIT, MAX_LIMIT,
+};
 use shared::{FleetTable, ValidationError};
 
 /// Default time range of event listings, when `from` is not given.
@@ -32,6 +35,7 @@ pub fn router(table: FleetTable) -> Router {
         .route("/me/devices", get(device_listing))
         .route("/me/devices/{deviceId}", get(get_device))
         .route("/me/devices/{deviceId}/events", get(device_events))
+        .route("/me/devices/{deviceId}/series", get(device_series))
         .route("/me/devices/{deviceId}/commands", get(device_commands))
         .route("/me/rollouts/{rolloutId}", get(get_rollout))
         .route("/me/events", get(user_events))
@@ -66,6 +70,7 @@ struct ReadQuery {
     status: Option<String>,
     seen_since: Option<String>,
     severity: Option<String>,
+    resolution: Option<String>,
 }
 
 /// `GET /me`.
@@ -197,6 +202,25 @@ async fn device_events(
     )
     .await?;
     ok(json!({ "events": page.items, "cursor": page.cursor }))
+}
+
+/// `GET /me/devices/{deviceId}/series` (AP-29).
+async fn device_series(
+    caller: Caller,
+    State(table): State<FleetTable>,
+    DeviceIdPath(id): DeviceIdPath,
+    QueryParams(q): QueryParams<ReadQuery>,
+) -> Answer {
+    let request = SeriesRequest::parse(
+        &table.config,
+        Timestamp::now(),
+        q.event_type.as_deref(),
+        q.from.as_deref(),
+        q.to.as_deref(),
+        q.resolution.as_deref(),
+    )?;
+    let found = series::device_series(&table, &caller.user_id, &id, &request).await?;
+    ok(json!(found))
 }
 
 /// `GET /me/events`.

@@ -131,6 +131,9 @@ pub enum PatternId {
     /// AP-28: the schedule's alarm reminders.
     #[strum(serialize = "AP-28")]
     AlarmReminders,
+    /// AP-29: one event type of a device summarised per 5 minutes, hour or day.
+    #[strum(serialize = "AP-29")]
+    DeviceSeries,
 }
 
 impl PatternId {

@@ -15,6 +15,12 @@ pub struct FleetConfig {
     pub table_name: String,
     /// `RETENTION_DAYS`: events expire this many days after `at` (default 90).
     pub retention_days: u32,
+    /// `HOURLY_RETENTION_DAYS`: hourly summaries expire this many days after their day ends
+    /// (default 400).
+    pub hourly_retention_days: u32,
+    /// `DAILY_RETENTION_DAYS`: daily summaries expire this many days after their month ends
+    /// (default 1826, five years).
+    pub daily_retention_days: u32,
     /// `STATUS_SHARDS`, `ACTIVE_STATUS_SHARDS`, `EVENT_TYPE_SHARDS`, `SEARCHABLE_EVENT_TYPES`.
     pub shards: ShardCounts,
     /// `DEVICES_PER_SHARD` (default 100): how many devices' live state one partition of an
@@ -31,6 +37,12 @@ pub struct FleetConfig {
 /// admitting a device's burst.
 pub const DEFAULT_DEVICES_PER_PARTITION: u32 = 100;
 
+/// Default of `HOURLY_RETENTION_DAYS` (template `HourlyRetentionDays`).
+pub const DEFAULT_HOURLY_RETENTION_DAYS: u32 = 400;
+
+/// Default of `DAILY_RETENTION_DAYS` (template `DailyRetentionDays`): five years.
+pub const DEFAULT_DAILY_RETENTION_DAYS: u32 = 1826;
+
 /// Default of `TOKEN_OVERLAP_SECONDS`.
 pub const DEFAULT_TOKEN_OVERLAP_SECONDS: u32 = 3600;
 
@@ -40,6 +52,8 @@ impl FleetConfig {
         Self {
             table_name: table_name.into(),
             retention_days: 90,
+            hourly_retention_days: DEFAULT_HOURLY_RETENTION_DAYS,
+            daily_retention_days: DEFAULT_DAILY_RETENTION_DAYS,
             shards: ShardCounts::default(),
             devices_per_partition: DEFAULT_DEVICES_PER_PARTITION,
             token_overlap_seconds: DEFAULT_TOKEN_OVERLAP_SECONDS,
@@ -62,6 +76,18 @@ impl FleetConfig {
         Ok(Self {
             table_name,
             retention_days: number_setting(&lookup, "RETENTION_DAYS", 90, 1..=3650)?,
+            hourly_retention_days: number_setting(
+                &lookup,
+                "HOURLY_RETENTION_DAYS",
+                DEFAULT_HOURLY_RETENTION_DAYS,
+                1..=3660,
+            )?,
+            daily_retention_days: number_setting(
+                &lookup,
+                "DAILY_RETENTION_DAYS",
+                DEFAULT_DAILY_RETENTION_DAYS,
+                1..=3660,
+            )?,
             shards: ShardCounts {
                 status: number_setting(&lookup, "STATUS_SHARDS", defaults.status, 1..=1000)?,
                 active_status: number_setting(

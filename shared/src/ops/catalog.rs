@@ -48,6 +48,7 @@ pub const CATALOG: &[AccessPattern] = &[
     ops::alarms::lifecycle::OPEN_ALARMS,
     ops::alarms::watch::OFFLINE_CHECK,
     ops::alarms::watch::ALARM_REMINDERS,
+    ops::series::DEVICE_SERIES,
 ];
 
 impl PatternId {

@@ -13,6 +13,7 @@ pub mod ownership;
 pub mod pattern;
 pub mod profile;
 pub mod reports;
+pub mod series;
 pub mod twin;
 
 /// Default and largest page sizes of the listing routes.

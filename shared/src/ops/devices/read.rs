@@ -38,6 +38,28 @@ pub async fn get_device(
     user: &UserId,
     device: &DeviceId,
 ) -> Result<Option<Device>, FleetError> {
+    let Some((item, state)) = device_and_state(table, user, device).await? else {
+        return Ok(None);
+    };
+    let id = device;
+    let registered = item.created_at;
+    let mut device = Device::with_state(item, state.as_ref());
+    // A device with a twin: its documents, one Query more.
+    if let Some(view) = device.twin.take() {
+        device.twin = Some(twin_documents(table, user, id, registered, view).await?);
+    }
+    Ok(Some(device))
+}
+
+/// `user`'s device `device` with its live state, or `None` (another user's, an unknown or a
+/// deleting device): one eventually consistent Query of the device item and the state beside
+/// it, one GetItem more for a state placed on another of a large owner's partitions. Also
+/// what AP-29 reads first (the state holds the open summaries).
+pub(crate) async fn device_and_state(
+    table: &FleetTable,
+    user: &UserId,
+    device: &DeviceId,
+) -> Result<Option<(DeviceItem, Option<DeviceStateItem>)>, FleetError> {
     let key = ItemKey::device(user, device).primary_key();
     let (items, _) = crate::store::dynamo::query(crate::store::dynamo::key_range(
         table,
@@ -74,12 +96,5 @@ pub async fn get_device(
             .map_err(sdk_error)?;
         state = out.item.map(DeviceStateItem::from_item).transpose()?;
     }
-    let id = device;
-    let registered = item.created_at;
-    let mut device = Device::with_state(item, state.as_ref());
-    // A device with a twin: its documents, one Query more.
-    if let Some(view) = device.twin.take() {
-        device.twin = Some(twin_documents(table, user, id, registered, view).await?);
-    }
-    Ok(Some(device))
+    Ok(Some((item, state)))
 }

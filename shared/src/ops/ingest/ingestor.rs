@@ -649,6 +649,14 @@ impl Ingestor {
             )
             .set(DeviceStateItem::READINGS, next.readings_attribute())
             .set(DeviceStateItem::INGEST_SEQ, number_value(next.ingest_seq));
+        // The open summaries change with nearly every batch of new readings; a replay or a
+        // batch of other types leaves them (and their bytes) alone.
+        if next.series != base.series {
+            changes = match next.series_attribute() {
+                Some(series) => changes.set(DeviceStateItem::SERIES, series),
+                None => changes.remove(DeviceStateItem::SERIES),
+            };
+        }
         if next.alarms != base.alarms {
             changes = if next.alarms.is_empty() {
                 changes.remove(DeviceStateItem::ALARMS)
