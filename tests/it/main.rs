@@ -27,6 +27,7 @@ mod request_log;
 mod rie;
 mod rollouts;
 mod scale;
+mod series;
 mod simulator;
 mod smoke;
 mod template_contract;
