@@ -41,7 +41,7 @@ function freePort() {
   });
 }
 
-/** `fleet-dev serve` on a free port; resolves once it printed its banner. */
+/** `fleet-dev serve` on a free port; resolves once it printed its banner and wrote the demo history. */
 async function startDevStack() {
   const port = await freePort();
   const child = spawn(devBin, ['serve'], {
@@ -54,7 +54,8 @@ async function startDevStack() {
     const timer = setTimeout(() => fail(new Error(`fleet-dev did not start in 180 s:\n${output}`)), 180_000);
     const read = (chunk) => {
       output += chunk;
-      if (output.includes('Device Fleet is running locally') && /DynamoDB Local\s+\S+\s+\(table [^,]+,/.test(output)) {
+      // The month of minute readings (weather-roof) is written after the banner: wait for it too.
+      if (output.includes('Device Fleet is running locally') && output.includes('Demo history ready') && /DynamoDB Local\s+\S+\s+\(table [^,]+,/.test(output)) {
         clearTimeout(timer);
         ok();
       }

@@ -107,15 +107,7 @@ async fn serve() -> Result<(), Error> {
     let stack = LocalStack::start()?;
     let table_name = "device-fleet-dev";
     let table = stack.table(table_name).await?;
-    let mut devices = demo::seed(&table).await?;
-    let seeding = std::time::Instant::now();
-    devices.push(demo::seed_history(&table).await?);
-    eprintln!(
-        "Seeded {} days of minute readings for {} in {:.1} s.",
-        demo::HISTORY_DAYS,
-        demo::HISTORY_DEVICE.1,
-        seeding.elapsed().as_secs_f64()
-    );
+    let devices = demo::seed(&table).await?;
     // The daily report for today's demo data, through the daily-analytics handler.
     let today = shared::model::timestamp::Timestamp::now().day();
     daily_analytics::handle(
@@ -125,6 +117,22 @@ async fn serve() -> Result<(), Error> {
         std::time::Instant::now() + std::time::Duration::from_secs(60),
     )
     .await?;
+    // The device with a month of minute readings is written while the API already serves (it
+    // takes about a minute): `make dev` is usable at once, and this line says when it is done.
+    let history_table = table.clone();
+    tokio::spawn(async move {
+        let seeding = std::time::Instant::now();
+        match demo::seed_history(&history_table).await {
+            Ok(device) => println!(
+                "Demo history ready: {} days of minute readings for {} (token {}) in {:.1} s.",
+                demo::HISTORY_DAYS,
+                device.device_id,
+                device.token,
+                seeding.elapsed().as_secs_f64()
+            ),
+            Err(e) => eprintln!("The demo history could not be written: {e}"),
+        }
+    });
     // alarm-watch as on AWS: the schedule every minute, the stream's transitions logged.
     tokio::spawn(fleet_dev::alarms::watch_alarms(
         table.clone(),
