@@ -51,7 +51,7 @@ async function startDevStack() {
   });
   let output = '';
   await new Promise((ok, fail) => {
-    const timer = setTimeout(() => fail(new Error(`fleet-dev did not start in 180 s:\n${output}`)), 180_000);
+    const timer = setTimeout(() => fail(new Error(`fleet-dev did not start and write its demo history in 300 s:\n${output}`)), 300_000);
     const read = (chunk) => {
       output += chunk;
       // The month of minute readings (weather-roof) is written after the banner: wait for it too.

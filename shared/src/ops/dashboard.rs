@@ -28,7 +28,7 @@ use crate::model::keys::{user_pk, PrimaryKey};
 use crate::model::pattern_id::PatternId;
 use crate::model::schema::{Item, PK, SK};
 use crate::ops::devices::state_key;
-use crate::ops::devices::view::Device;
+use crate::ops::devices::view::{Device, DeviceTrail};
 use crate::ops::pattern::{implemented_by, AccessPattern, Frequency, Operation, RequestBudget};
 use crate::store::dynamo::{get_all, key_prefix, key_range, query};
 use crate::store::retry::Retry;
@@ -101,6 +101,7 @@ pub const DASHBOARD_PAGE_ITEMS: u32 = 100;
 async fn devices_with_states(
     table: &FleetTable,
     items: Vec<Item>,
+    with_trails: bool,
 ) -> Result<(Vec<Device>, Option<ProfileItem>), FleetError> {
     let mut devices: Vec<(DeviceItem, Option<DeviceStateItem>)> = Vec::new();
     let mut profile = None;
@@ -150,7 +151,11 @@ async fn devices_with_states(
         .into_iter()
         .map(|(d, state)| {
             let state = state.or_else(|| placed.remove(&d.device_id));
-            Device::with_state(d, state.as_ref())
+            let mut device = Device::with_state(d, state.as_ref());
+            if with_trails {
+                device.trail = state.as_ref().and_then(DeviceTrail::of_state);
+            }
+            device
         })
         .collect();
     Ok((devices, profile))
@@ -174,7 +179,7 @@ pub const DASHBOARD: AccessPattern = AccessPattern {
 };
 
 /// AP-DASH: one Query per page, `PK = USER#u AND SK BETWEEN 'DEVICE#' AND 'PROFILE'`, which
-/// holds every device, the live states placed on the user partition (all of an ordinary
+/// holds every device (each with its sparkline `trail` from its live state's summaries), the live states placed on the user partition (all of an ordinary
 /// owner's), the fleet item and the profile, and never a tag link or an event; plus one
 /// BatchGetItem per page for the states of a large owner's devices placed elsewhere.
 pub async fn dashboard(
@@ -195,7 +200,7 @@ pub async fn dashboard(
         .set_exclusive_start_key(start_key),
     )
     .await?;
-    let (devices, profile) = devices_with_states(table, items).await?;
+    let (devices, profile) = devices_with_states(table, items, true).await?;
     Ok(Dashboard {
         profile: profile.map(Into::into),
         devices,
@@ -251,7 +256,7 @@ pub async fn list_devices(
             .and_then(PrimaryKey::of)
             .map(|k| k.attributes());
     }
-    let (devices, _) = devices_with_states(table, items).await?;
+    let (devices, _) = devices_with_states(table, items, false).await?;
     Ok(Page {
         items: devices,
         cursor: next_cursor(LIST_DEVICES.id, last),

@@ -13,8 +13,10 @@ use crate::model::alarm::status::open_summary;
 use crate::model::entities::device::DeviceItem;
 use crate::model::entities::device_state::DeviceStateItem;
 use crate::model::offline::OfflineDetection;
-use crate::model::readings::{Reading, RecentEvent};
+use crate::model::readings::{EventValue, Reading, RecentEvent};
+use crate::model::series::Resolution;
 use crate::model::status::DeviceStatus;
+use crate::model::timestamp::Timestamp;
 use crate::ops::twin::TwinView;
 
 /// A device as the API returns it.
@@ -62,6 +64,61 @@ pub struct Device {
     pub connectivity: Connectivity,
     /// The device's open alarms: how many, and the highest severity.
     pub alarms: AlarmSummary,
+    /// The dashboard's sparkline ([`DeviceTrail::of_state`]); other reads leave it out.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub trail: Option<DeviceTrail>,
+}
+
+/// Hourly averages of the last 24 hours of a device's first numeric event type
+/// (alphabetically), for the dashboard's sparkline: from the live state's summaries (the
+/// flushed hours' trail and the open 5-minute buckets), no read of its own. Approximate (the
+/// trail is quantized); `GET /me/devices/{deviceId}/series` has the exact figures.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct DeviceTrail {
+    /// The event type drawn.
+    #[serde(rename = "type")]
+    pub event_type: String,
+    /// Oldest first, hours without a numeric reading left out.
+    pub hours: Vec<TrailHour>,
+}
+
+/// One hour of a [`DeviceTrail`].
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct TrailHour {
+    /// The hour's start.
+    pub start: String,
+    /// The average of its numeric readings.
+    pub avg: f64,
+}
+
+impl DeviceTrail {
+    /// The trail of `state`'s first event type (alphabetically) whose latest reading is a
+    /// number and whose summaries hold a numeric hour: the 24 hours up to its newest one.
+    pub fn of_state(state: &DeviceStateItem) -> Option<Self> {
+        state
+            .latest
+            .iter()
+            .filter(|(_, r)| matches!(r.1, EventValue::Number(_)))
+            .find_map(|(event_type, _)| {
+                let series = state.series.0.get(event_type)?;
+                let mut hours = series.trail.clone();
+                hours.update(&series.open.coarsen(Resolution::Hour));
+                let hours: Vec<TrailHour> = hours
+                    .0
+                    .iter()
+                    .filter_map(|(start, avg)| {
+                        Some(TrailHour {
+                            start: Timestamp::from_epoch_millis(*start)?.to_string(),
+                            avg: *avg,
+                        })
+                    })
+                    .collect();
+                (!hours.is_empty()).then(|| DeviceTrail {
+                    event_type: event_type.clone(),
+                    hours,
+                })
+            })
+    }
 }
 
 /// Whether a device is reporting, from its live state.
@@ -147,6 +204,7 @@ impl From<DeviceItem> for Device {
             twin: None,
             connectivity: Connectivity::Unknown,
             alarms: AlarmSummary::default(),
+            trail: None,
         }
     }
 }
