@@ -28,6 +28,7 @@ mod rie;
 mod rollouts;
 mod scale;
 mod series;
+mod series_read;
 mod simulator;
 mod smoke;
 mod template_contract;

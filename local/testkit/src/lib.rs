@@ -14,6 +14,7 @@ pub mod fault_proxy;
 pub mod functions;
 pub mod http_server;
 pub mod iam;
+pub mod minute_meter;
 pub mod reference;
 pub mod rie;
 pub mod runtime_api;

@@ -121,6 +121,7 @@ pub async fn seed(table: &FleetTable) -> Result<Tokens, FleetError> {
         }
     }
     cases::alarms::seed_alarm_fixtures(table).await?;
+    cases::series::seed_series_fixtures(table).await?;
     let plan = RunPlan::new(now().day(), 4, Instant::now() + Duration::from_secs(60))?;
     let outcome = run_daily_report(table, &plan).await?;
     if !outcome.complete {

@@ -80,13 +80,13 @@ impl FleetConfig {
                 &lookup,
                 "HOURLY_RETENTION_DAYS",
                 DEFAULT_HOURLY_RETENTION_DAYS,
-                1..=3660,
+                1..=36_500,
             )?,
             daily_retention_days: number_setting(
                 &lookup,
                 "DAILY_RETENTION_DAYS",
                 DEFAULT_DAILY_RETENTION_DAYS,
-                1..=3660,
+                1..=36_500,
             )?,
             shards: ShardCounts {
                 status: number_setting(&lookup, "STATUS_SHARDS", defaults.status, 1..=1000)?,

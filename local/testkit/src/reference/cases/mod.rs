@@ -9,7 +9,7 @@
 //! then the tags at version 2; AP-08 deletes the device AP-07 registered).
 //!
 //! Each case sits in the module of its concern ([`devices`], [`events`], [`reports`],
-//! [`profile`], [`credentials`], [`twin`], [`alarms`]) with the fixtures only it uses; this
+//! [`profile`], [`credentials`], [`twin`], [`alarms`], [`series`]) with the fixtures only it uses; this
 //! module holds what they share and [`CASES`], the one list that fixes their order.
 
 pub mod alarms;
@@ -18,6 +18,7 @@ pub mod devices;
 pub mod events;
 pub mod profile;
 pub mod reports;
+pub mod series;
 pub mod twin;
 
 use std::future::Future;
@@ -168,6 +169,7 @@ pub static CASES: &[PatternCase] = &[
     events::DEVICE_EVENTS,
     events::USER_EVENTS,
     devices::OWNER_DASHBOARD,
+    series::DEVICE_SERIES,
     events::EVENTS_BY_TYPE,
     devices::DEVICES_BY_TAG,
     devices::DEVICES_BY_STATUS,

@@ -1,0 +1,259 @@
+//! `GET /me/devices/{deviceId}/series` (AP-29) end to end on DynamoDB Local: the 400s (each
+//! naming its field, the table unchanged), the 404 of another owner's device, `auto`'s choice,
+//! the buckets' shape (text types counted only) against a recompute of the readings, the read
+//! budget for a day at 5 minutes, 30 days at hours and a year at days of a device reporting
+//! every minute, and raw paging (AP-04) over the same device for comparison.
+
+use fleet_testkit::minute_meter::MinuteMeter;
+use fleet_testkit::reference::{ALICE, BOB};
+use fleet_tests::*;
+use serde_json::Value;
+use shared::model::ids::{DeviceId, UserId};
+use shared::model::series::Resolution;
+use shared::model::timestamp::Timestamp;
+use shared::ops::pattern::BudgetScale;
+use shared::FleetTable;
+
+const MINUTE: i64 = 60_000;
+const HOUR: i64 = 60 * MINUTE;
+const DAY: i64 = 24 * HOUR;
+const METER: &str = "series-meter";
+
+/// A per-minute meter of `days` with its door texts, registered for Alice and its summaries
+/// stored as ingest keeps them.
+async fn meter(table: &FleetTable, days: i64) -> MinuteMeter {
+    let meter = MinuteMeter::new(Timestamp::now().epoch_millis(), days, true);
+    register_device(table, ALICE, METER).await;
+    let (user, device) = (
+        UserId::parse(ALICE).unwrap(),
+        DeviceId::parse(METER).unwrap(),
+    );
+    meter.store(table, &user, &device, true).await.unwrap();
+    meter
+}
+
+fn series(device: &str, params: &[(&str, &str)]) -> ApiRequest {
+    let mut request = ApiRequest::get(&format!("/me/devices/{device}/series")).caller(ALICE);
+    for (k, v) in params {
+        request = request.query(k, v);
+    }
+    request
+}
+
+fn at(ms: i64) -> String {
+    Timestamp::from_epoch_millis(ms).unwrap().to_string()
+}
+
+/// Checks an answer's buckets against a recompute of the meter's `event_type` over `[from, to)`.
+fn assert_buckets(
+    body: &Value,
+    meter: &MinuteMeter,
+    event_type: &str,
+    resolution: Resolution,
+    from: i64,
+    to: i64,
+) {
+    let want = meter.recompute(event_type, resolution, from, to);
+    let got = body["buckets"].as_array().unwrap();
+    assert_eq!(got.len(), want.0.len(), "{resolution:?} bucket count");
+    for (g, (start, w)) in got.iter().zip(&want.0) {
+        assert_eq!(g["start"], at(*start));
+        assert_eq!(g["count"], w.count);
+        match w.numbers() {
+            Some((min, max, sum, avg)) => {
+                assert_eq!(g["min"].as_f64(), Some(min), "{g}");
+                assert_eq!(g["max"].as_f64(), Some(max), "{g}");
+                assert_eq!(g["sum"].as_f64(), Some(sum), "{g}");
+                assert_eq!(g["avg"].as_f64(), Some(avg), "{g}");
+            }
+            None => {
+                let keys: Vec<&String> = g.as_object().unwrap().keys().collect();
+                assert_eq!(keys, ["count", "start"], "counts only: {g}");
+            }
+        }
+    }
+}
+
+#[tokio::test]
+async fn bad_requests_name_their_field_and_another_owners_device_is_a_404() {
+    let table = fresh_table().await;
+    meter(&table, 2).await;
+    let before = table_contents(&table).await;
+    let now = Timestamp::now();
+    let old = now.plus_seconds(-100 * 86_400).to_string();
+    let ancient = now.plus_seconds(-6 * 365 * 86_400).to_string();
+    let cases: [(&[(&str, &str)], &str); 8] = [
+        (&[], "type"),
+        (&[("type", "power"), ("resolution", "15m")], "resolution"),
+        (&[("type", "power"), ("resolution", "")], "resolution"),
+        (
+            &[
+                ("type", "power"),
+                ("from", "2026-01-02T00:00:00Z"),
+                ("to", "2026-01-01T00:00:00Z"),
+            ],
+            "from",
+        ),
+        (&[("type", "power"), ("from", "yesterday")], "from"),
+        (
+            &[("type", "power"), ("from", &old), ("resolution", "5m")],
+            "from",
+        ),
+        (&[("type", "power"), ("from", &ancient)], "from"),
+        (&[("type", "power"), ("to", "later")], "to"),
+    ];
+    for (params, field) in cases {
+        let a = dashboard(&table, series(METER, params)).await;
+        assert_eq!(
+            (a.status, a.error_code(), a.error_field()),
+            (400, "invalid_request", field),
+            "{params:?}: {:?}",
+            a.body
+        );
+        assert_eq!(a.used.requests(), 0, "refused before any read");
+    }
+    let theirs = dashboard(&table, series(METER, &[("type", "power")]).caller(BOB)).await;
+    assert_eq!((theirs.status, theirs.error_code()), (404, "not_found"));
+    let unknown = dashboard(&table, series("no-such-meter", &[("type", "power")])).await;
+    assert_eq!((unknown.status, unknown.error_code()), (404, "not_found"));
+    assert_eq!(table_contents(&table).await, before, "reads change nothing");
+}
+
+#[tokio::test]
+async fn auto_picks_the_resolution_and_every_bucket_equals_a_recompute() {
+    let table = fresh_table().await;
+    let meter = meter(&table, 50).await;
+    let now = meter.now;
+    for (from, to, want) in [
+        (now - DAY, now, Resolution::FiveMinutes),
+        (now - 30 * DAY, now, Resolution::Hour),
+        (now - 45 * DAY, now - 3 * DAY + 17_000, Resolution::Day),
+        (
+            now - 3 * DAY - 5 * HOUR,
+            now - HOUR / 2,
+            Resolution::FiveMinutes,
+        ),
+    ] {
+        for name in ["power", "door"] {
+            let a = dashboard(
+                &table,
+                series(
+                    METER,
+                    &[("type", name), ("from", &at(from)), ("to", &at(to))],
+                ),
+            )
+            .await;
+            assert_eq!(a.status, 200, "{:?}", a.body);
+            assert_eq!(a.body["resolution"], want.as_str());
+            assert_eq!(a.body["deviceId"], METER);
+            assert_eq!(a.body["type"], name);
+            assert_eq!(a.body["from"], at(from));
+            assert_eq!(a.body["to"], at(to));
+            assert_buckets(&a.body, &meter, name, want, from, to);
+            assert!(a.used.requests() <= 3, "{:?}", a.used.operations);
+        }
+    }
+    // Each resolution asked for by name, over the same day.
+    for resolution in Resolution::ALL {
+        let a = dashboard(
+            &table,
+            series(
+                METER,
+                &[
+                    ("type", "power"),
+                    ("from", &at(now - DAY)),
+                    ("resolution", resolution.as_str()),
+                ],
+            ),
+        )
+        .await;
+        assert_eq!(a.body["resolution"], resolution.as_str());
+        let to = Timestamp::parse_field("to", a.body["to"].as_str().unwrap())
+            .unwrap()
+            .epoch_millis();
+        assert_buckets(&a.body, &meter, "power", resolution, now - DAY, to);
+    }
+    // The text type: counts only.
+    let a = dashboard(&table, series(METER, &[("type", "door")])).await;
+    assert!(!a.body["buckets"].as_array().unwrap().is_empty());
+    assert!(a.body["buckets"][0].get("min").is_none());
+    // A type the device never sent: no buckets.
+    let a = dashboard(&table, series(METER, &[("type", "pressure")])).await;
+    assert_eq!(
+        (a.status, a.body["buckets"].as_array().unwrap().len()),
+        (200, 0)
+    );
+    // The dashboard's sparkline: the first numeric type's last 24 hours, no extra read.
+    let d = dashboard(&table, ApiRequest::get("/me/dashboard").caller(ALICE)).await;
+    assert_eq!(d.used.requests(), 1);
+    let trail = &d.body["devices"][0]["trail"];
+    assert_eq!(trail["type"], "power", "{trail}");
+    let hours = trail["hours"].as_array().unwrap();
+    assert!((23..=24).contains(&hours.len()), "{} hours", hours.len());
+    let exact = meter.recompute(
+        "power",
+        Resolution::Hour,
+        Resolution::Hour.bucket_start(now) - 23 * HOUR,
+        now,
+    );
+    for h in hours {
+        let start = Timestamp::parse_field("start", h["start"].as_str().unwrap())
+            .unwrap()
+            .epoch_millis();
+        let avg = exact.0[&start].numbers().unwrap().3;
+        // Quantized to 1/254 of the trail's range (about 10).
+        assert!(
+            (h["avg"].as_f64().unwrap() - avg).abs() < 0.05,
+            "{h} vs {avg}"
+        );
+    }
+}
+
+/// The read budget: a day at 5 minutes, 30 days at hours and a year at days of a
+/// device reporting every minute are each one API request, at most 3 DynamoDB requests and 8
+/// read units. Prints the figures (`--nocapture`).
+#[tokio::test]
+async fn a_day_a_month_and_a_year_each_read_within_the_budget() {
+    let table = fresh_table().await;
+    let meter = meter(&table, 366).await;
+    let now = meter.now;
+    let pattern = shared::model::pattern_id::PatternId::DeviceSeries.definition();
+    for (label, from, want, buckets) in [
+        ("1 day", now - DAY, Resolution::FiveMinutes, 288..=289),
+        ("30 days", now - 30 * DAY, Resolution::Hour, 720..=721),
+        ("1 year", now - 365 * DAY, Resolution::Day, 365..=366),
+    ] {
+        let started = std::time::Instant::now();
+        let a = dashboard(
+            &table,
+            series(
+                METER,
+                &[("type", "power"), ("from", &at(from)), ("to", &at(now))],
+            ),
+        )
+        .await;
+        let took = started.elapsed();
+        assert_eq!(a.status, 200, "{:?}", a.body);
+        assert_eq!(a.body["resolution"], want.as_str());
+        let n = a.body["buckets"].as_array().unwrap().len();
+        assert!(buckets.contains(&n), "{label}: {n} buckets");
+        assert_buckets(&a.body, &meter, "power", want, from, now);
+        println!(
+            "series {label}: 1 API request, {} DynamoDB requests {:?}, {} read units, {} buckets, {:.1} ms",
+            a.used.requests(),
+            a.used.operations,
+            a.used.read_units,
+            n,
+            took.as_secs_f64() * 1000.0
+        );
+        assert!(a.used.requests() <= 3, "{label}: {:?}", a.used.operations);
+        assert!(
+            a.used.read_units <= 8.0,
+            "{label}: {} RCU",
+            a.used.read_units
+        );
+        pattern
+            .check(&a.used, &BudgetScale::one())
+            .unwrap_or_else(|e| panic!("{label}: {e}"));
+    }
+}
