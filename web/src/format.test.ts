@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { ago, intervalValue, retryAfterSeconds, sparkPoints, toCsv, toNdjson, series } from './format';
+import { ago, bandColumns, intervalValue, retryAfterSeconds, seriesCsv, seriesNdjson, sparkPoints, toCsv, toNdjson, series, trailValues } from './format';
 
 const events = [
   { id: 'b', type: 'temperature', value: 21.5, at: '2026-11-20T10:05:00Z' },
@@ -52,5 +52,41 @@ describe('charts', () => {
   it('sparkline points span the box, highest value at the top', () => {
     expect(sparkPoints([1, 3], 100, 20)).toBe('0.0,19.0 100.0,1.0');
     expect(sparkPoints([5, 5], 100, 20)).toBe('0.0,10.0 100.0,10.0');
+  });
+});
+
+const summaries = {
+  deviceId: 'weather-roof',
+  type: 'temperature',
+  resolution: '1h' as const,
+  from: '2026-11-20T10:00:00Z',
+  to: '2026-11-20T13:00:00Z',
+  buckets: [
+    { start: '2026-11-20T10:00:00.000Z', count: 60, min: 10.5, max: 12.25, avg: 11.5, sum: 690 },
+    { start: '2026-11-20T12:00:00.000Z', count: 2 },
+  ],
+};
+
+describe('downloads and chart of the summaries', () => {
+  it('CSV has one bucket a line, oldest first, empty cells where a bucket has counts only', () => {
+    expect(seriesCsv(summaries)).toBe(
+      'start,type,resolution,count,min,max,avg,sum\r\n' +
+        '2026-11-20T10:00:00.000Z,temperature,1h,60,10.5,12.25,11.5,690\r\n' +
+        '2026-11-20T12:00:00.000Z,temperature,1h,2,,,,\r\n',
+    );
+  });
+  it('NDJSON has one bucket object a line with its type and resolution', () => {
+    const lines = seriesNdjson(summaries).trimEnd().split('\n').map((l) => JSON.parse(l));
+    expect(lines).toEqual([
+      { type: 'temperature', resolution: '1h', ...summaries.buckets[0] },
+      { type: 'temperature', resolution: '1h', ...summaries.buckets[1] },
+    ]);
+    expect(seriesNdjson({ ...summaries, buckets: [] })).toBe('');
+  });
+  it('the chart draws the average with its min-max band, skipping count-only buckets', () => {
+    expect(bandColumns(summaries)).toEqual([[Date.parse('2026-11-20T10:00:00Z') / 1000], [11.5], [10.5], [12.25]]);
+  });
+  it("the dashboard's trail is its hourly averages, oldest first", () => {
+    expect(trailValues({ type: 'temperature', hours: [{ start: '2026-11-20T11:00:00Z', avg: 2 }, { start: '2026-11-20T10:00:00Z', avg: 1 }] })).toEqual([1, 2]);
   });
 });

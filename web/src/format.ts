@@ -56,6 +56,36 @@ export function toNdjson(events: ApiEvent[]): string {
   return rows.map((e) => JSON.stringify({ at: e.at, type: e.type, value: e.value, id: e.id })).join('\n') + (rows.length ? '\n' : '');
 }
 
+/** A series answer of `GET /me/devices/{deviceId}/series` (the summaries of one type). */
+type ApiSeries = Schemas['Series'];
+
+/** The summaries as CSV (RFC 4180), one bucket a line, oldest first; empty cells for a count-only bucket. */
+export function seriesCsv(answer: ApiSeries): string {
+  const lines = ['start,type,resolution,count,min,max,avg,sum'];
+  for (const b of answer.buckets)
+    lines.push([b.start, answer.type, answer.resolution, String(b.count), ...[b.min, b.max, b.avg, b.sum].map((v) => (v === undefined ? '' : String(v)))].map(csvField).join(','));
+  return lines.join('\r\n') + '\r\n';
+}
+
+/** The summaries as NDJSON, one bucket object a line (with its type and resolution), oldest first. */
+export function seriesNdjson(answer: ApiSeries): string {
+  return answer.buckets.map((b) => JSON.stringify({ type: answer.type, resolution: answer.resolution, ...b })).join('\n') + (answer.buckets.length ? '\n' : '');
+}
+
+/**
+ * The chart's columns of a series: [epoch seconds, avg, min, max], oldest first, for the
+ * buckets with numeric readings (a count-only bucket has nothing to draw).
+ */
+export function bandColumns(answer: ApiSeries): [number[], number[], number[], number[]] {
+  const numeric = answer.buckets.filter((b) => b.avg !== undefined && b.min !== undefined && b.max !== undefined);
+  return [numeric.map((b) => Date.parse(b.start) / 1000), numeric.map((b) => b.avg as number), numeric.map((b) => b.min as number), numeric.map((b) => b.max as number)];
+}
+
+/** The dashboard trail's hourly averages, oldest first. */
+export function trailValues(trail: NonNullable<Schemas['Device']['trail']>): number[] {
+  return [...trail.hours].sort((a, b) => a.start.localeCompare(b.start)).map((h) => h.avg);
+}
+
 /** Numeric readings of one type as [epoch seconds, value] pairs, oldest first. */
 export function series(events: ApiEvent[], type: string): [number[], number[]] {
   const points = events

@@ -41,7 +41,7 @@ function freePort() {
   });
 }
 
-/** `fleet-dev serve` on a free port; resolves once it printed its banner. */
+/** `fleet-dev serve` on a free port; resolves once it printed its banner and wrote the demo history. */
 async function startDevStack() {
   const port = await freePort();
   const child = spawn(devBin, ['serve'], {
@@ -51,10 +51,11 @@ async function startDevStack() {
   });
   let output = '';
   await new Promise((ok, fail) => {
-    const timer = setTimeout(() => fail(new Error(`fleet-dev did not start in 180 s:\n${output}`)), 180_000);
+    const timer = setTimeout(() => fail(new Error(`fleet-dev did not start and write its demo history in 300 s:\n${output}`)), 300_000);
     const read = (chunk) => {
       output += chunk;
-      if (output.includes('Device Fleet is running locally') && /DynamoDB Local\s+\S+\s+\(table [^,]+,/.test(output)) {
+      // The month of minute readings (weather-roof) is written after the banner: wait for it too.
+      if (output.includes('Device Fleet is running locally') && output.includes('Demo history ready') && /DynamoDB Local\s+\S+\s+\(table [^,]+,/.test(output)) {
         clearTimeout(timer);
         ok();
       }
@@ -79,6 +80,7 @@ const PATTERNS = [
   ['GET', /^\/me\/dashboard$/, 'AP-DASH'],
   ['GET', /^\/me\/devices\/[^/]+$/, 'AP-03'],
   ['GET', /^\/me\/devices\/[^/]+\/events$/, 'AP-04'],
+  ['GET', /^\/me\/devices\/[^/]+\/series$/, 'AP-29'],
   ['POST', /^\/me\/devices$/, 'AP-07'],
   ['PATCH', /^\/me\/devices\/[^/]+$/, 'AP-06'],
   ['DELETE', /^\/me\/devices\/[^/]+$/, 'AP-08'],
@@ -288,7 +290,7 @@ test('a demo user signs in and sees the demo fleet with readings and sparklines'
   assert.match(await text(kitchen.locator('th')), /Kitchen thermostat/);
   assert.equal(await text(kitchen.locator('.status')), 'active');
   assert.match(await text(kitchen.locator('[data-reading="temperature"]')), /^\d/);
-  assert.match(await kitchen.locator('svg.spark').getAttribute('aria-label'), /^(humidity|temperature), last \d+ values/);
+  assert.match(await kitchen.locator('svg.spark').getAttribute('aria-label'), /^(humidity|temperature), (last \d+ values|hourly averages of the last 24 hours)/);
   assert.equal(await page.locator('tr[data-device="thermo-office"]').count(), 0, "Bob's device is not Alice's");
   await axe(page, 'dashboard');
   await shot(page, 'dashboard');
@@ -379,6 +381,81 @@ test("the device page charts its history, downloads it, and shows a bad edit's 4
   await page.getByRole('button', { name: 'Save changes' }).click();
   await page.locator('#edit-tags-error').waitFor();
   assert.match(await text(page.locator('#edit-tags-error')), /tags/i);
+});
+
+/** Pixels of the chart's canvas in the min–max band's colour (the line's blue, translucent). */
+async function bandPixels(page) {
+  return page.locator('.chart canvas').first().evaluate((canvas) => {
+    const { data } = canvas.getContext('2d').getImageData(0, 0, canvas.width, canvas.height);
+    // The band is rgba(29, 95, 168, 0.18) on a transparent canvas: alpha about 46 (84 under its
+    // edges), the colour un-premultiplied only roughly; the line itself is opaque.
+    let n = 0;
+    for (let i = 0; i < data.length; i += 4) {
+      const [r, g, b, a] = [data[i], data[i + 1], data[i + 2], data[i + 3]];
+      if (a >= 25 && a <= 100 && Math.abs(r - 29) < 25 && Math.abs(g - 95) < 25 && Math.abs(b - 168) < 25) n++;
+    }
+    return n;
+  });
+}
+
+test('30 days of the minute-by-minute demo device are one summaries request, drawn as an average with its min–max band; 90 days and a year too; the summaries download', async ({ page, base }) => {
+  await signIn(page, base, 'demo-alice');
+  // The dashboard's sparkline: the last 24 hours' hourly averages, from the dashboard answer.
+  const roof = page.locator('tr[data-device="weather-roof"]');
+  await roof.waitFor();
+  assert.equal(await roof.locator('svg.spark').getAttribute('data-trail'), 'hourly');
+  assert.match(await roof.locator('svg.spark').getAttribute('aria-label'), /^temperature, hourly averages of the last 24 hours \((24|25)\), oldest first: /);
+
+  await roof.getByRole('link', { name: 'Roof weather station' }).click();
+  await page.getByRole('heading', { level: 1, name: 'Roof weather station' }).waitFor();
+  // The first range (24 hours) is the raw events, as before.
+  await page.getByText(/^\d+ events in the range/).waitFor();
+  const reads = { series: 0, events: 0 };
+  page.on('request', (r) => {
+    const path = new URL(r.url()).pathname;
+    if (path === '/me/devices/weather-roof/series') reads.series++;
+    if (path === '/me/devices/weather-roof/events') reads.events++;
+  });
+
+  await page.getByRole('button', { name: 'Last 30 days' }).click();
+  const chart = page.locator('.chart[data-band="min-max"]');
+  await chart.locator('canvas').first().waitFor();
+  await sleep(1000); // any stray request would have gone by now
+  metrics.thirtyDayChartRequests = { ...reads };
+  assert.deepEqual(reads, { series: 1, events: 0 }, '30 days: one request, the summaries');
+  assert.equal(await page.locator('[data-summaries]').getAttribute('data-summaries'), '1h');
+  const summary = await text(page.locator('[data-summaries]'));
+  const [, readings, buckets] = summary.match(/^(\d+) temperature readings in (\d+) hourly summaries/) ?? [];
+  assert.ok(Number(readings) > 42_000 && Number(readings) <= 43_200, summary);
+  assert.ok(Number(buckets) >= 719 && Number(buckets) <= 721, summary);
+  assert.match(await chart.getAttribute('aria-label'), /average with its minimum–maximum band/);
+  const band = await bandPixels(page);
+  metrics.thirtyDayBandPixels = band;
+  assert.ok(band > 5000, `the min–max band is drawn (${band} pixels in its colour)`);
+  assert.equal(await page.locator('.events').count(), 0, 'no raw events were read for the table');
+  await axe(page, 'device (30 days of summaries)');
+  await shot(page, 'device-summaries');
+
+  // The summaries as CSV: a bucket a line, the readings counted as on screen.
+  const [csv] = await Promise.all([page.waitForEvent('download'), page.getByRole('button', { name: 'Download summaries CSV' }).click()]);
+  const lines = readFileSync(await csv.path(), 'utf8').trim().split('\r\n');
+  assert.equal(lines[0], 'start,type,resolution,count,min,max,avg,sum');
+  assert.equal(lines.length - 1, Number(buckets));
+  assert.equal(lines.slice(1).reduce((n, l) => n + Number(l.split(',')[3]), 0), Number(readings));
+  assert.match(lines[1], /^\d{4}-\d\d-\d\dT\d\d:00:00(\.000)?Z,temperature,1h,\d+,[-\d.]+,[-\d.]+,[-\d.]+,[-\d.]+$/);
+  const [nd] = await Promise.all([page.waitForEvent('download'), page.getByRole('button', { name: 'Download summaries NDJSON' }).click()]);
+  assert.equal(readFileSync(await nd.path(), 'utf8').trim().split('\n').length, Number(buckets));
+  assert.deepEqual(reads, { series: 1, events: 0 }, 'the downloads are what was read');
+
+  // 90 days and a year: one request each, daily summaries.
+  for (const [range, total] of [['Last 90 days', 2], ['Last year', 3]]) {
+    await Promise.all([page.waitForResponse((r) => new URL(r.url()).pathname.endsWith('/series')), page.getByRole('button', { name: range }).click()]);
+    await page.locator('[data-summaries="1d"]').waitFor();
+    await chart.locator('canvas').first().waitFor();
+    assert.ok((await bandPixels(page)) > 0, `${range}: the band is drawn`);
+    await sleep(500);
+    assert.deepEqual(reads, { series: total, events: 0 }, `${range}: one request`);
+  }
 });
 
 test("the device page edits the desired state, sends a command and shows its state as the device takes them", async ({ page, base }) => {

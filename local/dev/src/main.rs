@@ -117,6 +117,22 @@ async fn serve() -> Result<(), Error> {
         std::time::Instant::now() + std::time::Duration::from_secs(60),
     )
     .await?;
+    // The device with a month of minute readings is written while the API already serves (it
+    // takes about a minute): `make dev` is usable at once, and this line says when it is done.
+    let history_table = table.clone();
+    tokio::spawn(async move {
+        let seeding = std::time::Instant::now();
+        match demo::seed_history(&history_table).await {
+            Ok(device) => println!(
+                "Demo history ready: {} days of minute readings for {} (token {}) in {:.1} s.",
+                demo::HISTORY_DAYS,
+                device.device_id,
+                device.token,
+                seeding.elapsed().as_secs_f64()
+            ),
+            Err(e) => eprintln!("The demo history could not be written: {e}"),
+        }
+    });
     // alarm-watch as on AWS: the schedule every minute, the stream's transitions logged.
     tokio::spawn(fleet_dev::alarms::watch_alarms(
         table.clone(),
@@ -235,6 +251,7 @@ fn print_banner(
     println!("  curl -s {url}/me/dashboard -H 'Authorization: Bearer {alice}'");
     println!("  curl -s '{url}/me/devices?tag=home' -H 'Authorization: Bearer {alice}'");
     println!("  curl -s '{url}/me/devices/thermo-kitchen/events?limit=5' -H 'Authorization: Bearer {alice}'");
+    println!("  curl -s '{url}/me/devices/weather-roof/series?type=temperature&resolution=1h' -H 'Authorization: Bearer {alice}'   # summaries of its 30 days");
     println!("  curl -s '{url}/admin/devices?status=active' -H 'Authorization: Bearer {operator}'");
     let today = shared::model::timestamp::Timestamp::now().day();
     println!("  curl -s {url}/admin/reports/{today} -H 'Authorization: Bearer {operator}'   # the daily report, run at start-up");

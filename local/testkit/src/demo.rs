@@ -332,6 +332,100 @@ async fn ingest_demo_events(
     store_readings(table, device, token, submitted).await
 }
 
+/// The demo device with a month of history: Alice's roof weather station, which reported its
+/// temperature every minute for [`HISTORY_DAYS`] days (the console's long-range charts and
+/// summaries have something real to show).
+pub const HISTORY_DEVICE: (&str, &str, &str, &str, &[&str]) = (
+    "demo-alice",
+    "weather-roof",
+    "Roof weather station",
+    "weather-station",
+    &["roof"],
+);
+/// Days of minute-by-minute readings of [`HISTORY_DEVICE`].
+pub const HISTORY_DAYS: i64 = 30;
+/// Readings per batch of the history, as a device uploading its backlog would send them.
+const HISTORY_BATCH: usize = 100;
+
+/// Registers [`HISTORY_DEVICE`] and ingests its [`HISTORY_DAYS`] days of one reading a minute
+/// (43,200), oldest first in batches of [`HISTORY_BATCH`], through the ingest path (so
+/// whatever ingest writes beside the events, the summaries included, is written too). Kept
+/// apart from [`seed`], which the integration tests and benchmarks use: only `fleet-dev serve`
+/// (`make dev`, the browser tests) pays for it.
+pub async fn seed_history(table: &FleetTable) -> Result<DemoDevice, FleetError> {
+    let (owner, id, name, kind, tags) = HISTORY_DEVICE;
+    let registered = register_device(
+        table,
+        &UserId::parse(owner)?,
+        DeviceRegistration {
+            offline_detection: Default::default(),
+            report_every_seconds: Some(60),
+            device_id: DeviceId::parse(id)?,
+            name: name.to_string(),
+            device_type: DeviceType::parse(kind)?,
+            tags: tags
+                .iter()
+                .map(|t| Tag::parse(*t))
+                .collect::<Result<_, _>>()?,
+        },
+    )
+    .await?;
+    let token = registered.token.reveal().to_string();
+    let ingestor = Ingestor::new(table.clone(), IngestConfig::default());
+    let registration = ingestor.authenticate(&DeviceId::parse(id)?, &token).await?;
+    let now = Timestamp::now();
+    // Whole minutes, the newest a minute ago.
+    let newest = now.epoch_seconds() / 60 * 60 - 60;
+    let minutes = HISTORY_DAYS * 24 * 60;
+    let readings = (0..minutes)
+        .map(|i| {
+            let at = newest - (minutes - 1 - i) * 60;
+            Ok(SubmittedEvent {
+                id: Some(format!("h{i}")),
+                event_type: "temperature".into(),
+                value: serde_json::json!(roof_temperature(at)),
+                at: Timestamp::from_epoch_millis(at * 1000)
+                    .ok_or_else(|| FleetError::internal("demo history time"))?
+                    .to_string(),
+            })
+        })
+        .collect::<Result<Vec<_>, FleetError>>()?;
+    for batch in readings.chunks(HISTORY_BATCH) {
+        let events = validate_batch(
+            batch.to_vec(),
+            Timestamp::now(),
+            table.config.retention_days,
+            Duration::from_secs(300),
+        )?;
+        let outcome = ingestor
+            .ingest(
+                &registration,
+                events,
+                Instant::now() + Duration::from_secs(30),
+            )
+            .await?;
+        if !outcome.failed.is_empty() {
+            return Err(FleetError::internal("demo history not stored"));
+        }
+    }
+    Ok(DemoDevice {
+        owner,
+        device_id: id,
+        token,
+    })
+}
+
+/// A roof's temperature at `epoch` seconds: a daily swing around a slowly drifting mean, with
+/// a deterministic minute-to-minute wobble (two decimals, as a sensor reports).
+fn roof_temperature(epoch: i64) -> f64 {
+    use std::f64::consts::TAU;
+    let day = (epoch % 86_400) as f64 / 86_400.0;
+    let weeks = epoch as f64 / (7.0 * 86_400.0);
+    let wobble = ((epoch / 60) * 7919 % 101) as f64 / 100.0 - 0.5;
+    let celsius = 12.0 + 3.0 * (TAU * weeks).sin() + 6.0 * (TAU * (day - 0.375)).sin() + wobble;
+    (celsius * 100.0).round() / 100.0
+}
+
 /// Ingests `submitted` for `device` as its batch would be.
 async fn store_readings(
     table: &FleetTable,

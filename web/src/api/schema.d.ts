@@ -233,6 +233,28 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/me/devices/{deviceId}/series": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                deviceId: components["parameters"]["DeviceIdPath"];
+            };
+            cookie?: never;
+        };
+        /**
+         * One event type's readings summarised per 5 minutes, hour or day (AP-29).
+         * @description Buckets aligned to UTC, oldest first, each whole: every bucket overlapping `[from, to)` is returned entire (the first may start before `from`, the last end after `to`); empty buckets are left out. Numeric readings are summarised (`count`, `min`, `max`, `sum`, `avg`); a type whose readings are text or flags gets counts only (a bucket without a numeric reading has no `min`, `max`, `sum` or `avg`; in a mixed bucket they cover its numbers and `count` every reading). The figures are exact: equal to a recompute over the stored raw readings, replays and late readings included. Each resolution is kept for its own time: `5m` as long as the raw readings (`RETENTION_DAYS`, default 90 days), `1h` `HOURLY_RETENTION_DAYS` (default 400), `1d` `DAILY_RETENTION_DAYS` (default 1826); a range starting before what the resolution keeps is a 400 on `from`. One request of any length reads at most 3 DynamoDB requests and 8 read units (the budget of AP-29).
+         */
+        get: operations["getDeviceSeries"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/me/events": {
         parameters: {
             query?: never;
@@ -637,6 +659,14 @@ export interface components {
             /** @description The newest events, newest first. */
             recent: components["schemas"]["RecentEvent"][];
             twin?: components["schemas"]["Twin"];
+            /** @description Dashboard only, for a sparkline: hourly averages of the last 24 hours of the device's first numeric event type (alphabetically), from its live state (no read per device). Approximate (quantized to 1/254 of their range); exact figures come from `GET /me/devices/{deviceId}/series`. Absent when the device has no numeric readings in that time. */
+            trail?: {
+                type: components["schemas"]["EventType"];
+                hours: {
+                    start: components["schemas"]["Timestamp"];
+                    avg: number;
+                }[];
+            };
             /**
              * @description `offline` while an offline alarm is open; `unknown` before the first report.
              * @enum {string}
@@ -742,6 +772,28 @@ export interface components {
             deviceId?: components["schemas"]["DeviceId"];
             deviceName?: string;
             userId?: components["schemas"]["UserId"];
+        };
+        Series: {
+            deviceId: components["schemas"]["DeviceId"];
+            type: components["schemas"]["EventType"];
+            /**
+             * @description The resolution answered (what `auto` picked).
+             * @enum {string}
+             */
+            resolution: "5m" | "1h" | "1d";
+            from: components["schemas"]["Timestamp"];
+            to: components["schemas"]["Timestamp"];
+            /** @description Oldest first; empty buckets left out. */
+            buckets: components["schemas"]["SeriesBucket"][];
+        };
+        /** @description The readings of one UTC-aligned interval. `min`, `max`, `sum` and `avg` cover its numeric readings and are absent when it has none (text and flag types: counts only). */
+        SeriesBucket: {
+            start: components["schemas"]["Timestamp"];
+            count: number;
+            min?: number;
+            max?: number;
+            avg?: number;
+            sum?: number;
         };
         EventPage: {
             events: components["schemas"]["Event"][];
@@ -1583,6 +1635,43 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["EventPage"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    getDeviceSeries: {
+        parameters: {
+            query: {
+                /** @description The event type to summarise (a missing one is a 400 on `type`). */
+                type: components["schemas"]["EventType"];
+                /** @description Range start, RFC 3339 (default 24 hours before `to`). Not before `to`, or before what the resolution keeps, is a 400 on `from`. */
+                from?: components["schemas"]["Timestamp"];
+                /** @description Range end (exclusive), RFC 3339 (default now). */
+                to?: components["schemas"]["Timestamp"];
+                /** @description `auto` (default): the finest resolution giving at most 1,000 buckets whose retention covers `from`; `1d` when even that gives more. Anything else is a 400 on `resolution`. */
+                resolution?: "auto" | "5m" | "1h" | "1d";
+            };
+            header?: never;
+            path: {
+                deviceId: components["parameters"]["DeviceIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The buckets of the range. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Series"];
                 };
             };
             400: components["responses"]["BadRequest"];

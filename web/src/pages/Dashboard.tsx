@@ -102,7 +102,7 @@ export function Dashboard() {
                 <th scope="col">Active alarms</th>
                 <th scope="col">Last seen</th>
                 <th scope="col">Latest readings</th>
-                <th scope="col">Recent</th>
+                <th scope="col">Trend</th>
               </tr>
             </thead>
             <tbody>
@@ -140,7 +140,7 @@ export function Dashboard() {
                         </dl>
                       )}
                     </td>
-                    <td>{firstNumeric ? <Sparkline recent={d.recent ?? []} type={firstNumeric} /> : <span class="muted">—</span>}</td>
+                    <td>{d.trail || firstNumeric ? <Sparkline trail={d.trail} recent={d.recent ?? []} type={d.trail?.type ?? firstNumeric ?? ''} /> : <span class="muted">—</span>}</td>
                   </tr>
                 );
               })}

@@ -1,6 +1,6 @@
-import { useEffect, useMemo, useState } from 'preact/hooks';
+import { useEffect, useMemo, useRef, useState } from 'preact/hooks';
 import { api, ApiError, apiUrl, bodyOf, fieldOf, messageOf, type Schemas } from '../api/client';
-import { dateTime, fromInputTime, intervalValue, series, showValue, toCsv, toInputTime, toNdjson } from '../format';
+import { bandColumns, dateTime, fromInputTime, intervalValue, series, seriesCsv, seriesNdjson, showValue, toCsv, toInputTime, toNdjson } from '../format';
 import { TimeChart } from '../components/TimeChart';
 import { Confirm } from '../components/Confirm';
 import { FieldError } from '../components/FieldError';
@@ -12,6 +12,7 @@ import { ConnectivityBadge } from '../components/AlarmBadges';
 import { readPages, useCursorPages } from '../hooks/useCursorPages';
 
 type Device = Schemas['Device'];
+type Summaries = Schemas['Series'];
 
 /** AP-04 pages are at most 100 events; a range is read page after page up to this many. */
 const PAGE = 100;
@@ -22,7 +23,18 @@ const RANGES: [string, number][] = [
   ['Last 24 hours', 86400],
   ['Last 7 days', 7 * 86400],
   ['Last 30 days', 30 * 86400],
+  ['Last 90 days', 90 * 86400],
+  ['Last year', 365 * 86400],
 ];
+
+/**
+ * Ranges longer than this are drawn from the summaries (`GET .../series`, one request of any
+ * length); shorter ones from the raw events (AP-04 pages), which the table lists too. A day
+ * and its minute. The quick ranges end a minute after now.
+ */
+const RAW_UP_TO_MS = 86400_000 + 60_000;
+
+const RESOLUTION_NAMES: Record<Summaries['resolution'], string> = { '5m': '5-minute', '1h': 'hourly', '1d': 'daily' };
 
 function download(name: string, type: string, text: string) {
   const url = URL.createObjectURL(new Blob([text], { type }));
@@ -53,8 +65,13 @@ export function DevicePage({ deviceId }: { deviceId: string }) {
     return { from: toInputTime(now - 86400_000), to: toInputTime(now + 60_000) };
   });
   const [rangeErrors, setRangeErrors] = useState<Record<string, string>>({});
+  /** The range shown, RFC 3339; null until the first one is read. */
+  const [shown, setShown] = useState<{ from: string; to: string } | null>(null);
   const [events, setEvents] = useState<Schemas['Event'][] | null>(null);
   const [truncated, setTruncated] = useState(false);
+  const [summaries, setSummaries] = useState<Summaries | null>(null);
+  /** The latest read asked for: an answer to an older one (the user moved on) is dropped. */
+  const latestRead = useRef(0);
   const [chartType, setChartType] = useState<string | null>(null);
   const [edit, setEdit] = useState<Edit | null>(null);
   const [editErrors, setEditErrors] = useState<Record<string, string>>({});
@@ -77,7 +94,25 @@ export function DevicePage({ deviceId }: { deviceId: string }) {
   };
 
   /** AP-04, page after page, until the range is read (or MAX_EVENTS). */
-  const loadEvents = async (from: string, to: string) => {
+  const readEvents = (from: string, to: string) =>
+    readPages(async (cursor) => {
+      const page = bodyOf(await api.GET('/me/devices/{deviceId}/events', { params: { path: { deviceId }, query: { from, to, limit: PAGE, cursor: cursor ?? undefined } } }));
+      return { items: page.events, cursor: page.cursor };
+    }, MAX_EVENTS);
+
+  /** AP-29: the summaries of one type over the range, in one request (the API picks the resolution). */
+  const readSummaries = async (from: string, to: string, type: string) =>
+    bodyOf(await api.GET('/me/devices/{deviceId}/series', { params: { path: { deviceId }, query: { type, from, to } } }));
+
+  /** A failed read: beside the range field the API named, else instead of the page. */
+  const readFailed = (e: unknown) => {
+    const field = fieldOf(e);
+    if (field === 'from' || field === 'to') setRangeErrors({ [field]: messageOf(e) });
+    else setError(messageOf(e));
+  };
+
+  /** Checks the typed range and shows it (the effects below read it). */
+  const show = (from: string, to: string) => {
     const fromIso = fromInputTime(from);
     const toIso = fromInputTime(to);
     setRangeErrors({});
@@ -85,30 +120,86 @@ export function DevicePage({ deviceId }: { deviceId: string }) {
       setRangeErrors(fromIso ? { to: 'Enter a date and time.' } : { from: 'Enter a date and time.' });
       return;
     }
-    setEvents(null);
-    try {
-      const { items, truncated } = await readPages(async (cursor) => {
-        const page = bodyOf(await api.GET('/me/devices/{deviceId}/events', { params: { path: { deviceId }, query: { from: fromIso, to: toIso, limit: PAGE, cursor: cursor ?? undefined } } }));
-        return { items: page.events, cursor: page.cursor };
-      }, MAX_EVENTS);
-      setTruncated(truncated);
-      setEvents(items);
-    } catch (e) {
-      const field = fieldOf(e);
-      if (field === 'from' || field === 'to') setRangeErrors({ [field]: messageOf(e) });
-      else setError(messageOf(e));
-      setEvents([]);
-    }
+    setShown({ from: fromIso, to: toIso });
   };
 
   useEffect(() => {
     void loadDevice();
-    void loadEvents(range.from, range.to);
+    show(range.from, range.to);
   }, [deviceId]);
 
-  const numericTypes = useMemo(() => [...new Set((events ?? []).filter((e) => typeof e.value === 'number').map((e) => e.type))].sort(), [events]);
+  const long = shown !== null && Date.parse(shown.to) - Date.parse(shown.from) > RAW_UP_TO_MS;
+  const eventTypes = useMemo(() => [...new Set((events ?? []).filter((e) => typeof e.value === 'number').map((e) => e.type))].sort(), [events]);
+  // A long range charts a type the device reports numbers for (its latest readings say which).
+  const deviceTypes = useMemo(
+    () =>
+      Object.entries(device?.latest ?? {})
+        .filter(([, r]) => typeof r.value === 'number')
+        .map(([type]) => type)
+        .sort(),
+    [device],
+  );
+  const numericTypes = long ? deviceTypes : eventTypes;
   const shownType = chartType && numericTypes.includes(chartType) ? chartType : numericTypes[0];
   const [x, y] = useMemo(() => (shownType ? series(events ?? [], shownType) : [[], []]), [events, shownType]);
+  const [bx, avg, low, high] = useMemo(() => (summaries ? bandColumns(summaries) : [[], [], [], []]), [summaries]);
+  const band = useMemo(() => ({ min: low, max: high }), [low, high]);
+
+  // Up to a day: the raw events.
+  useEffect(() => {
+    if (!shown || long) return;
+    const read = ++latestRead.current;
+    setEvents(null);
+    setSummaries(null);
+    readEvents(shown.from, shown.to).then(
+      ({ items, truncated }) => {
+        if (read !== latestRead.current) return;
+        setTruncated(truncated);
+        setEvents(items);
+      },
+      (e) => {
+        if (read !== latestRead.current) return;
+        readFailed(e);
+        setEvents([]);
+      },
+    );
+  }, [shown]);
+
+  // Longer: the chosen type's summaries, one request (again when another type is chosen).
+  useEffect(() => {
+    if (!shown || !long || !shownType) return;
+    const read = ++latestRead.current;
+    setEvents(null);
+    setSummaries(null);
+    readSummaries(shown.from, shown.to, shownType).then(
+      (answer) => read === latestRead.current && setSummaries(answer),
+      (e) => read === latestRead.current && readFailed(e),
+    );
+  }, [shown, long ? shownType : null]);
+
+  /** The range's raw events for a download: those read, else read now (a long range). */
+  const rawForDownload = async () => (events ? { items: events, truncated } : shown ? await readEvents(shown.from, shown.to) : { items: [], truncated: false });
+  /** The range's summaries for a download: those read, else read now (a range up to a day). */
+  const summariesForDownload = async () => summaries ?? (shown && shownType ? await readSummaries(shown.from, shown.to, shownType) : null);
+  const downloadRaw = async (csv: boolean) => {
+    try {
+      const { items, truncated } = await rawForDownload();
+      if (truncated) setNotice(`The download holds the first ${items.length} events of the range; narrow the range for the rest.`);
+      download(`${stamp}.${csv ? 'csv' : 'ndjson'}`, csv ? 'text/csv' : 'application/x-ndjson', csv ? toCsv(items) : toNdjson(items));
+    } catch (e) {
+      readFailed(e);
+    }
+  };
+  const downloadSummaries = async (csv: boolean) => {
+    try {
+      const answer = await summariesForDownload();
+      if (!answer) return;
+      const name = `${stamp}-${answer.type}-${answer.resolution}`;
+      download(`${name}.${csv ? 'csv' : 'ndjson'}`, csv ? 'text/csv' : 'application/x-ndjson', csv ? seriesCsv(answer) : seriesNdjson(answer));
+    } catch (e) {
+      readFailed(e);
+    }
+  };
 
   const save = async (e: Event) => {
     e.preventDefault();
@@ -182,7 +273,7 @@ export function DevicePage({ deviceId }: { deviceId: string }) {
         class="range"
         onSubmit={(e) => {
           e.preventDefault();
-          void loadEvents(range.from, range.to);
+          show(range.from, range.to);
         }}
       >
         <div class="field">
@@ -207,7 +298,7 @@ export function DevicePage({ deviceId }: { deviceId: string }) {
                 const now = Date.now();
                 const next = { from: toInputTime(now - seconds * 1000), to: toInputTime(now + 60_000) };
                 setRange(next);
-                void loadEvents(next.from, next.to);
+                show(next.from, next.to);
               }}
             >
               {label}
@@ -215,8 +306,8 @@ export function DevicePage({ deviceId }: { deviceId: string }) {
           ))}
         </span>
       </form>
-      {events === null && <p role="status">Loading events…</p>}
-      {events && (
+      {!long && events === null && <p role="status">Loading events…</p>}
+      {!long && events && (
         <>
           <p class="muted">
             {events.length} event{events.length === 1 ? '' : 's'} in the range{truncated ? ` (the first ${events.length}; narrow the range for the rest)` : ''}.
@@ -236,12 +327,18 @@ export function DevicePage({ deviceId }: { deviceId: string }) {
               <TimeChart label={shownType ?? ''} x={x} y={y} />
             </>
           )}
-          <p>
-            <button type="button" disabled={events.length === 0} onClick={() => download(`${stamp}.csv`, 'text/csv', toCsv(events))}>
+          <p class="downloads">
+            <button type="button" disabled={events.length === 0} onClick={() => void downloadRaw(true)}>
               Download CSV
             </button>{' '}
-            <button type="button" disabled={events.length === 0} onClick={() => download(`${stamp}.ndjson`, 'application/x-ndjson', toNdjson(events))}>
+            <button type="button" disabled={events.length === 0} onClick={() => void downloadRaw(false)}>
               Download NDJSON
+            </button>{' '}
+            <button type="button" disabled={!shownType || summaries?.buckets.length === 0} onClick={() => void downloadSummaries(true)}>
+              Download summaries CSV
+            </button>{' '}
+            <button type="button" disabled={!shownType || summaries?.buckets.length === 0} onClick={() => void downloadSummaries(false)}>
+              Download summaries NDJSON
             </button>
           </p>
           {events.length > 0 && (
@@ -273,6 +370,40 @@ export function DevicePage({ deviceId }: { deviceId: string }) {
         </>
       )}
 
+      {long && !shownType && device && <p class="muted">This device has no numeric readings to summarise.</p>}
+      {long && shownType && summaries === null && <p role="status">Loading summaries…</p>}
+      {long && summaries && (
+        <>
+          <p class="muted" data-summaries={summaries.resolution}>
+            {summaries.buckets.reduce((n, b) => n + b.count, 0)} {summaries.type} readings in {summaries.buckets.length} {RESOLUTION_NAMES[summaries.resolution]} summaries: the average, with the minimum and maximum of each as a band.
+          </p>
+              <div class="field inline">
+                <label for="chart-type">Chart</label>
+                <select id="chart-type" value={shownType} onChange={(e) => setChartType(e.currentTarget.value)}>
+                  {numericTypes.map((t) => (
+                    <option key={t} value={t}>
+                      {t}
+                    </option>
+                  ))}
+                </select>
+              </div>
+          {bx.length > 0 && <TimeChart label={shownType ?? ''} x={bx} y={avg} band={band} />}
+          <p class="downloads">
+            <button type="button" disabled={!long && events?.length === 0} onClick={() => void downloadRaw(true)}>
+              Download CSV
+            </button>{' '}
+            <button type="button" disabled={!long && events?.length === 0} onClick={() => void downloadRaw(false)}>
+              Download NDJSON
+            </button>{' '}
+            <button type="button" disabled={!shownType || summaries?.buckets.length === 0} onClick={() => void downloadSummaries(true)}>
+              Download summaries CSV
+            </button>{' '}
+            <button type="button" disabled={!shownType || summaries?.buckets.length === 0} onClick={() => void downloadSummaries(false)}>
+              Download summaries NDJSON
+            </button>
+          </p>
+        </>
+      )}
       <section aria-labelledby="device-alarms-title">
         <h2 id="device-alarms-title">Alarms</h2>
         {history.error && (
