@@ -23,6 +23,7 @@ mod request_log;
 mod rie;
 mod rollouts;
 mod scale;
+mod series;
 mod template_contract;
 mod traces;
 mod twin;

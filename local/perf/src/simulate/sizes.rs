@@ -177,6 +177,7 @@ impl ItemSizes {
             learned_every_seconds: Some(300),
             learned_jitter_seconds: Some(12),
             indexed_due: None,
+            series: Default::default(),
         };
         let state_attrs = to_item(&state, &shards);
         let state_gsi1 = index_entry(&state_attrs, &INDEXES[0]).map_or(0, |e| item_size(&e));

@@ -19,6 +19,7 @@ use crate::model::offline::{
 };
 use crate::model::readings::{LiveReadings, StoredEvent, StoredReading};
 use crate::model::schema::Item;
+use crate::model::series::SeriesState;
 use crate::model::shard::{shard_of, ShardCounts};
 use crate::model::status::DeviceStatus;
 use crate::model::timestamp::Timestamp;
@@ -94,6 +95,11 @@ pub struct DeviceStateItem {
     /// with to decide whether the entry moves.
     #[serde(skip)]
     pub indexed_due: Option<Timestamp>,
+    /// The open part of the device's summaries per event type (issue 32,
+    /// [`crate::model::series`]): stored in the compact binary attribute `series`, absent on
+    /// a state written before summaries (no open summaries) and while there are none.
+    #[serde(skip)]
+    pub series: SeriesState,
 }
 
 attributes!(DeviceStateItem {
@@ -131,6 +137,8 @@ attributes!(DeviceStateItem {
     LEARNED_EVERY_SECONDS = "learnedEverySeconds",
     /// `learnedJitterSeconds`: the learned jitter of the interval.
     LEARNED_JITTER_SECONDS = "learnedJitterSeconds",
+    /// `series`: the open summaries ([`SeriesState::encode`]).
+    SERIES = "series",
 });
 
 impl DeviceStateItem {
@@ -172,6 +180,9 @@ impl Entity for DeviceStateItem {
             DeviceStateItem::READINGS.name().into(),
             self.readings_attribute(),
         );
+        if let Some(series) = self.series_attribute() {
+            item.insert(DeviceStateItem::SERIES.name().into(), series);
+        }
         Ok(item)
     }
     /// Owner, device and shard come from the key (GSI1 projects the table's key as well).
@@ -187,6 +198,15 @@ impl Entity for DeviceStateItem {
             }
             None => None,
         };
+        let series = match item.remove(DeviceStateItem::SERIES.name()) {
+            Some(AttributeValue::B(bytes)) => SeriesState::decode(bytes.as_ref())?,
+            Some(_) => {
+                return Err(crate::model::error::FleetError::internal(
+                    "live state series are not binary",
+                ))
+            }
+            None => SeriesState::default(),
+        };
         let indexed_due = item
             .get(crate::model::schema::GSI3SK.name())
             .and_then(|v| v.as_s().ok())
@@ -194,6 +214,7 @@ impl Entity for DeviceStateItem {
             .map(|(at, _)| at);
         let mut state: Self = crate::model::entities::checked_item(item)?;
         state.indexed_due = indexed_due;
+        state.series = series;
         if let Some(readings) = readings {
             state.latest = readings.latest;
             state.recent = readings.recent;
@@ -264,6 +285,16 @@ impl DeviceStateItem {
         AttributeValue::B(aws_sdk_dynamodb::primitives::Blob::new(
             crate::model::readings::encode(&self.latest, &self.recent),
         ))
+    }
+
+    /// The open summaries as the state item stores them (attribute
+    /// [`DeviceStateItem::SERIES`]), `None` while there are none (the attribute is absent).
+    pub fn series_attribute(&self) -> Option<AttributeValue> {
+        (!self.series.0.is_empty()).then(|| {
+            AttributeValue::B(aws_sdk_dynamodb::primitives::Blob::new(
+                self.series.encode(),
+            ))
+        })
     }
 }
 

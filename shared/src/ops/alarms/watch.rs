@@ -688,6 +688,7 @@ mod tests {
             offline_detection: Default::default(),
             learned_every_seconds: None,
             learned_jitter_seconds: None,
+            series: Default::default(),
             indexed_due: None,
             twin: Default::default(),
         }

@@ -105,6 +105,7 @@ fn new_state(device: &DeviceItem) -> DeviceStateItem {
         offline_detection: device.offline_detection,
         learned_every_seconds: None,
         learned_jitter_seconds: None,
+        series: Default::default(),
         indexed_due: None,
     }
 }

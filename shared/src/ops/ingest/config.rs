@@ -30,6 +30,12 @@ pub struct IngestConfig {
     /// 429 with `Retry-After` above it. See [`crate::ops::limits`] for what a per-container limit
     /// does when API Gateway spreads requests.
     pub device_rate: Rate,
+    /// `HOURLY_RETENTION_DAYS` (default 400, template `HourlyRetentionDays`): days a day item
+    /// of hourly summaries is kept after its day ends.
+    pub hourly_retention_days: u32,
+    /// `DAILY_RETENTION_DAYS` (default 1826, template `DailyRetentionDays`): days a month item
+    /// of daily summaries is kept after its month ends.
+    pub daily_retention_days: u32,
 }
 
 impl Default for IngestConfig {
@@ -41,6 +47,8 @@ impl Default for IngestConfig {
             negative_cache: Duration::from_secs(10),
             rules_cache: Duration::from_secs(60),
             device_rate: Rate::UNLIMITED,
+            hourly_retention_days: 400,
+            daily_retention_days: 1826,
         }
     }
 }
@@ -81,6 +89,18 @@ impl IngestConfig {
                     0.0..=1e6,
                 )?,
             },
+            hourly_retention_days: number_setting(
+                &lookup,
+                "HOURLY_RETENTION_DAYS",
+                d.hourly_retention_days,
+                1..=36_500,
+            )?,
+            daily_retention_days: number_setting(
+                &lookup,
+                "DAILY_RETENTION_DAYS",
+                d.daily_retention_days,
+                1..=36_500,
+            )?,
         })
     }
 }
@@ -111,11 +131,16 @@ mod tests {
             ("INGEST_RETRY_MS", "400"),
             ("INGEST_DEVICE_RATE_PER_SECOND", "2.5"),
             ("INGEST_DEVICE_BURST", "10"),
+            ("HOURLY_RETENTION_DAYS", "30"),
         ])
         .unwrap();
         assert_eq!(c.registration_cache, Duration::from_secs(5));
         assert_eq!(c.retry_window, Duration::from_millis(400));
         assert_eq!((c.device_rate.per_second, c.device_rate.burst), (2.5, 10.0));
+        assert_eq!(
+            (c.hourly_retention_days, c.daily_retention_days),
+            (30, 1826)
+        );
         for (name, bad) in [
             ("INGEST_RETRY_MS", "soon"),
             ("NEGATIVE_CACHE_SECONDS", "-1"),

@@ -17,9 +17,13 @@ use aws_sdk_dynamodb::types::{
 
 use super::config::IngestConfig;
 use super::receipt::{BatchReceipt, IncompleteBatch, StoredBatch};
+use super::series::{
+    buckets_of, classify, count_new, raw_retention_days, Classified, SeriesItems, SeriesRetention,
+    SeriesStore,
+};
 use super::state::{
-    check_type_cap, evaluated, state_key, state_without_unstored, unchanged_since_read,
-    FoldedState, Recorded, StateSlot, STATE_ATTEMPTS,
+    check_type_cap, evaluated, item_bytes, state_key, state_without_unstored, unchanged_since_read,
+    FoldedState, Recorded, StateSlot, STATE_ATTEMPTS, STATE_FLUSH_BYTES,
 };
 use super::store::{event_writes, EventWrite};
 use super::validate::NewEvent;
@@ -330,9 +334,16 @@ impl Ingestor {
         // The live state's update goes out with the event writes, not after them: it is the
         // one request a batch would otherwise wait for on its own. Should an event not be
         // stored, the state is repaired before the answer (below).
+        // A recompute of summaries from the raw readings waits until this batch's own events
+        // are stored (the common path, new readings only, does not wait).
+        let (stored_tx, stored_rx) = tokio::sync::watch::channel(false);
         let (unstored, folded) = tokio::join!(
-            self.store_events(registration, &events, deadline),
-            self.update_state(registration, state, &rules, &events, deadline),
+            async {
+                let unstored = self.store_events(registration, &events, deadline).await;
+                let _ = stored_tx.send(true);
+                unstored
+            },
+            self.update_state(registration, state, &rules, &events, stored_rx, deadline),
         );
         let unstored = match unstored {
             Ok(unstored) => unstored,
@@ -413,6 +424,7 @@ impl Ingestor {
         mut base: DeviceStateItem,
         rules: &[Rule],
         events: &[NewEvent],
+        events_stored: tokio::sync::watch::Receiver<bool>,
         deadline: Instant,
     ) -> Result<Option<FoldedState>, FleetError> {
         let device = &registration.device_id;
@@ -428,13 +440,31 @@ impl Ingestor {
                 next.alarms = base.alarms.clone();
                 transitions.clear();
             }
-            if next == base {
+            let mut actions = if transitions.is_empty() {
+                Vec::new()
+            } else {
+                self.alarm_actions(registration, &base, rules, &transitions)?
+            };
+            let classified = classify(&base, events);
+            if !classified.recompute.is_empty() {
+                // Ignored when the event writes failed: the recompute then reads what is stored.
+                let _ = events_stored.clone().wait_for(|stored| *stored).await;
+            }
+            let items = self
+                .summarise(registration, &mut next, classified, actions.len())
+                .await?;
+            if next == base && items.changed() == 0 {
                 return Ok(None);
             }
+            actions.extend(items.actions(
+                &self.table,
+                registration,
+                self.series_retention(registration),
+            )?);
             let (changes, stored) = self.state_changes(registration, &base, next)?;
-            if !transitions.is_empty() {
+            if !actions.is_empty() {
                 let recorded = self
-                    .record_transitions(registration, &base, changes, rules, &transitions, deadline)
+                    .record_transitions(registration, changes, actions, deadline)
                     .await;
                 let recorded = match recorded {
                     Ok(recorded) => recorded,
@@ -446,7 +476,7 @@ impl Ingestor {
                         // a cancellation no retry changes). Resending would be refused the same
                         // way forever, so the readings are stored and folded in without this
                         // batch's alarm changes, and the refusal is logged as an error.
-                        tracing::error!(device = %registration.device_id, error = %err, transitions = transitions.len(), "alarm writes refused: the batch is stored without its alarm changes");
+                        tracing::error!(device = %registration.device_id, error = %err, transitions = transitions.len(), "alarm or summary writes refused: the batch is stored without its alarm changes");
                         record_alarms = false;
                         continue;
                     }
@@ -501,16 +531,106 @@ impl Ingestor {
         Err(gave_up.error())
     }
 
-    /// Sends the live state's update with the alarm writes of `transitions` in one
+    /// The alarm writes of `transitions` as transaction actions.
+    fn alarm_actions(
+        &self,
+        registration: &RegistrationItem,
+        base: &DeviceStateItem,
+        rules: &[Rule],
+        transitions: &[Transition],
+    ) -> Result<Vec<TransactWriteItem>, FleetError> {
+        let device = AlarmDevice {
+            user: registration.user_id.clone(),
+            device: registration.device_id.clone(),
+            partition: registration.partition,
+            name: base.name.clone(),
+        };
+        transition_actions(&self.table, &device, rules, transitions)
+    }
+
+    /// How long the device's summary items are kept.
+    fn series_retention(&self, registration: &RegistrationItem) -> SeriesRetention {
+        SeriesRetention {
+            raw_days: raw_retention_days(registration, self.table.config.retention_days),
+            hourly_days: self.config.hourly_retention_days,
+            daily_days: self.config.daily_retention_days,
+        }
+    }
+
+    /// The summaries' part of an attempt on `next` (the state with the batch merged in): new
+    /// readings counted into the open buckets, the `classified` buckets to recompute
+    /// recomputed from raw (the caller waited for the batch's events to be stored), and, when
+    /// the state item would be over one write unit, the closed hours flushed, if the
+    /// transaction has room for them beside `other_actions` and the state's update. Returns
+    /// the summary items to write with the state.
+    async fn summarise(
+        &self,
+        registration: &RegistrationItem,
+        next: &mut DeviceStateItem,
+        classified: Classified,
+        other_actions: usize,
+    ) -> Result<SeriesItems, FleetError> {
+        let store = SeriesStore {
+            table: &self.table,
+            registration,
+        };
+        let mut series = std::mem::take(&mut next.series);
+        count_new(&mut series, &classified.new);
+        let mut items = SeriesItems::default();
+        store
+            .recompute(&mut series, &next.latest, &classified.recompute, &mut items)
+            .await?;
+        next.series = series;
+        let size = item_bytes(&next.to_item(&self.table.config.shards)?);
+        if size > STATE_FLUSH_BYTES {
+            let mut flushed = next.series.clone();
+            let mut flushed_items = items.clone();
+            store
+                .flush(&mut flushed, &next.latest, &mut flushed_items)
+                .await?;
+            // A flush that does not fit the transaction waits for a batch with more room.
+            if 1 + other_actions + flushed_items.changed() <= MAX_TRANSACTION_ACTIONS {
+                next.series = flushed;
+                items = flushed_items;
+            }
+        }
+        Ok(items)
+    }
+
+    /// Recomputes from raw the open and stored buckets of `unstored` events on `repaired` (a
+    /// repair): the summaries show only stored readings again.
+    async fn summaries_without(
+        &self,
+        registration: &RegistrationItem,
+        repaired: &mut DeviceStateItem,
+        unstored: &[NewEvent],
+    ) -> Result<SeriesItems, FleetError> {
+        let store = SeriesStore {
+            table: &self.table,
+            registration,
+        };
+        let mut series = std::mem::take(&mut repaired.series);
+        let mut items = SeriesItems::default();
+        store
+            .recompute(
+                &mut series,
+                &repaired.latest,
+                &buckets_of(unstored),
+                &mut items,
+            )
+            .await?;
+        repaired.series = series;
+        Ok(items)
+    }
+
+    /// Sends the live state's update with `others` (alarm and summary writes) in one
     /// transaction. A clear whose alarm item is gone (expired or removed by hand) is dropped
     /// and the rest sent again, so a lost item never blocks a device's ingestion.
     async fn record_transitions(
         &self,
         registration: &RegistrationItem,
-        base: &DeviceStateItem,
         changes: Expressions,
-        rules: &[Rule],
-        transitions: &[Transition],
+        others: Vec<TransactWriteItem>,
         deadline: Instant,
     ) -> Result<Recorded, FleetError> {
         let state = UpdateAction::builder()
@@ -520,19 +640,8 @@ impl Ingestor {
             .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
             .build()
             .map_err(FleetError::internal)?;
-        let device = AlarmDevice {
-            user: registration.user_id.clone(),
-            device: registration.device_id.clone(),
-            partition: registration.partition,
-            name: base.name.clone(),
-        };
         let mut actions = vec![TransactWriteItem::builder().update(state).build()];
-        actions.extend(transition_actions(
-            &self.table,
-            &device,
-            rules,
-            transitions,
-        )?);
+        actions.extend(others);
         loop {
             let retry = Retry::until(deadline).at_most(STATE_ATTEMPTS);
             let reasons = match transact(&self.table, actions.clone(), retry).await? {
@@ -584,11 +693,39 @@ impl Ingestor {
             let mut retry = Retry::until(deadline).at_most(STATE_ATTEMPTS);
             let mut gave_up = Transient::Busy;
             while retry.next_attempt().await {
-                let repaired = state_without_unstored(&current, &folded.before, stored, unstored);
-                if repaired == current {
+                let mut repaired =
+                    state_without_unstored(&current, &folded.before, stored, unstored);
+                let items = self
+                    .summaries_without(registration, &mut repaired, unstored)
+                    .await?;
+                if repaired == current && items.changed() == 0 {
                     return Ok(());
                 }
+                let actions = items.actions(
+                    &self.table,
+                    registration,
+                    self.series_retention(registration),
+                )?;
                 let (changes, stored) = self.state_changes(registration, &current, repaired)?;
+                if !actions.is_empty() {
+                    match self
+                        .record_transitions(registration, changes, actions, deadline)
+                        .await?
+                    {
+                        Recorded::Committed => {
+                            self.remember_state(stored);
+                            return Ok(());
+                        }
+                        Recorded::StateChanged(now) => {
+                            match self.after_conflict(device, now.as_ref()) {
+                                Ok(now) => current = now,
+                                Err(FleetError::Unauthorized) => return Ok(()),
+                                Err(other) => return Err(other),
+                            }
+                            continue;
+                        }
+                    }
+                }
                 let err = match self.state_request(registration, changes).send().await {
                     Ok(_) => {
                         self.remember_state(stored);
@@ -649,6 +786,14 @@ impl Ingestor {
             )
             .set(DeviceStateItem::READINGS, next.readings_attribute())
             .set(DeviceStateItem::INGEST_SEQ, number_value(next.ingest_seq));
+        // The open summaries change with nearly every batch of new readings; a replay or a
+        // batch of other types leaves them (and their bytes) alone.
+        if next.series != base.series {
+            changes = match next.series_attribute() {
+                Some(series) => changes.set(DeviceStateItem::SERIES, series),
+                None => changes.remove(DeviceStateItem::SERIES),
+            };
+        }
         if next.alarms != base.alarms {
             changes = if next.alarms.is_empty() {
                 changes.remove(DeviceStateItem::ALARMS)
@@ -857,6 +1002,9 @@ impl Ingestor {
             .collect())
     }
 }
+
+/// Most actions of one TransactWriteItems (DynamoDB's limit).
+const MAX_TRANSACTION_ACTIONS: usize = 100;
 
 /// Time kept in reserve before the Lambda's deadline to answer the device.
 const ANSWER_MARGIN: Duration = Duration::from_millis(500);

@@ -29,6 +29,7 @@
 mod config;
 mod ingestor;
 mod receipt;
+mod series;
 mod state;
 mod store;
 mod validate;
@@ -36,9 +37,10 @@ mod validate;
 pub use config::IngestConfig;
 pub use ingestor::{batch_deadline, IngestOutcome, Ingestor};
 pub use receipt::{BatchReceipt, IncompleteBatch, StoredBatch};
+pub use series::{raw_retention_days, SeriesRetention};
 pub use state::{
-    check_type_cap, state_with_batch, state_without_unstored, MAX_STATE_BYTES, MAX_STATE_TYPES,
-    RECENT_EVENTS,
+    check_type_cap, item_bytes, state_with_batch, state_without_unstored, MAX_STATE_BYTES,
+    MAX_STATE_TYPES, RECENT_EVENTS,
 };
 pub use validate::{
     validate_batch, NewEvent, SubmittedEvent, MAX_EVENTS_PER_BATCH, MAX_TEXT_VALUE,

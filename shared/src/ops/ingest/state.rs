@@ -34,6 +34,28 @@ pub const MAX_STATE_TYPES: usize = 8;
 /// field at its longest. A typical device's is under 1 KB.
 pub const MAX_STATE_BYTES: usize = 4096;
 
+/// DynamoDB's size of `item`: attribute names plus values (numbers about 1 byte per 2 digits
+/// + 1, lists and maps 3 bytes + 1 per element), what its write units are counted from.
+pub fn item_bytes(item: &Item) -> usize {
+    use aws_sdk_dynamodb::types::AttributeValue as A;
+    fn value(v: &A) -> usize {
+        match v {
+            A::S(s) => s.len(),
+            A::B(b) => b.as_ref().len(),
+            A::N(n) => n.trim_start_matches('-').replace('.', "").len().div_ceil(2) + 1,
+            A::Bool(_) | A::Null(_) => 1,
+            A::L(l) => 3 + l.iter().map(|v| 1 + value(v)).sum::<usize>(),
+            A::M(m) => 3 + m.iter().map(|(k, v)| 1 + k.len() + value(v)).sum::<usize>(),
+            _ => 0,
+        }
+    }
+    item.iter().map(|(k, v)| k.len() + value(v)).sum()
+}
+
+/// The state size past which ingest writes closed hours of the open summaries out: one write
+/// unit.
+pub(super) const STATE_FLUSH_BYTES: usize = 1024;
+
 /// Conditional-update attempts on the live state before giving up (each conflict means
 /// another batch for the same device committed, so N concurrent batches need up to N).
 pub(super) const STATE_ATTEMPTS: u32 = 16;
@@ -275,6 +297,7 @@ mod tests {
             offline_detection: Default::default(),
             learned_every_seconds: None,
             learned_jitter_seconds: None,
+            series: Default::default(),
             indexed_due: None,
         }
     }
@@ -411,24 +434,6 @@ mod tests {
         );
     }
 
-    /// DynamoDB's item size: attribute names plus values (numbers ~1 byte per 2 digits + 1,
-    /// lists and maps 3 bytes + 1 per element).
-    fn dynamodb_size(item: &crate::model::schema::Item) -> usize {
-        use aws_sdk_dynamodb::types::AttributeValue as A;
-        fn value(v: &A) -> usize {
-            match v {
-                A::S(s) => s.len(),
-                A::B(b) => b.as_ref().len(),
-                A::N(n) => n.trim_start_matches('-').replace('.', "").len().div_ceil(2) + 1,
-                A::Bool(_) | A::Null(_) => 1,
-                A::L(l) => 3 + l.iter().map(|v| 1 + value(v)).sum::<usize>(),
-                A::M(m) => 3 + m.iter().map(|(k, v)| 1 + k.len() + value(v)).sum::<usize>(),
-                _ => 0,
-            }
-        }
-        item.iter().map(|(k, v)| k.len() + value(v)).sum()
-    }
-
     #[test]
     fn a_state_stays_under_its_documented_bounds() {
         let shards = ShardCounts::default();
@@ -450,7 +455,7 @@ mod tests {
             .collect();
         typical = state_with_batch(&typical, &batch);
         typical.ingest_seq = 123_456;
-        let size = dynamodb_size(&typical.to_item(&shards).unwrap());
+        let size = item_bytes(&typical.to_item(&shards).unwrap());
         assert!(
             size < 1024,
             "a typical state is one write unit: {size} bytes"
@@ -478,7 +483,7 @@ mod tests {
         largest = state_with_batch(&largest, &batch);
         largest.ingest_seq = u64::MAX;
         largest.device_version = u64::MAX;
-        let size = dynamodb_size(&largest.to_item(&shards).unwrap());
+        let size = item_bytes(&largest.to_item(&shards).unwrap());
         assert!(size <= MAX_STATE_BYTES, "largest state {size} bytes");
         assert!(
             size > MAX_STATE_BYTES / 2,

@@ -153,6 +153,7 @@ fn declared_attributes_are_exactly_the_stored_ones() {
                 learned_every_seconds: Some(61),
                 learned_jitter_seconds: Some(2),
                 indexed_due: None,
+                series: Default::default(),
             }
             .to_item(&shards)
             .unwrap(),
@@ -344,6 +345,7 @@ fn device_state_reads_its_owner_device_and_shard_back_from_its_key() {
         offline_detection: Default::default(),
         learned_every_seconds: None,
         learned_jitter_seconds: None,
+        series: Default::default(),
         indexed_due: None,
     };
     let shards = ShardCounts::default();

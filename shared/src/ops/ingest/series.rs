@@ -1,0 +1,478 @@
+//! A batch's part in the device's summaries (issue 32, docs/design.md "13. Summaries"): which
+//! readings are counted into the live state's open buckets, which 5-minute buckets are
+//! recomputed from the stored raw readings, and the summary items (5-minute blocks, day and
+//! month items) a batch writes, in the transaction of its live-state update.
+//!
+//! A reading newer than its type's latest reading in the state the attempt works from was
+//! never counted: it is counted in. Any other reading (a replay, out of order, late) may or may
+//! not have been: its bucket is recomputed from what is stored, which is right either way.
+//! Every summary item is written in a transaction with the state update conditioned on
+//! `ingestSeq`, so a device's summary writes are serialized by its state, and
+//! read-modify-write of an item needs no version of its own.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use aws_sdk_dynamodb::types::{Put, TransactWriteItem};
+
+use super::validate::NewEvent;
+use crate::model::entities::device_state::DeviceStateItem;
+use crate::model::entities::event::{EventItem, EVENT_PREFIX};
+use crate::model::entities::registration::RegistrationItem;
+use crate::model::entities::series::{series_sk, SeriesItem};
+use crate::model::entities::{Entity, EntityType};
+use crate::model::error::FleetError;
+use crate::model::ids::EventType;
+use crate::model::keys::event_pk;
+use crate::model::readings::{EventValue, StoredReading};
+use crate::model::series::{
+    block_start, five_minute_buckets, month_start, Bucket, Buckets, OpenSeries, Resolution,
+    SeriesState, BLOCK_MS,
+};
+use crate::model::timestamp::Timestamp;
+use crate::store::dynamo::{delete_action, key_range, query, ttl_now};
+use crate::store::table::FleetTable;
+
+/// How long the summary items of each resolution are kept: the 5-minute blocks as long as the
+/// raw readings, hours and days longer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SeriesRetention {
+    /// Days after its block ends that a 5-minute block is kept (the raw retention).
+    pub raw_days: u32,
+    /// Days after its day ends that a day item (hourly buckets) is kept.
+    pub hourly_days: u32,
+    /// Days after its month ends that a month item (daily buckets) is kept.
+    pub daily_days: u32,
+}
+
+impl SeriesRetention {
+    /// The expiry (epoch seconds) of an item of `resolution` starting at `start_ms`.
+    fn ttl(&self, resolution: Resolution, start_ms: i64) -> i64 {
+        let (end_ms, days) = match resolution {
+            Resolution::FiveMinutes => (start_ms + BLOCK_MS, self.raw_days),
+            Resolution::Hour => (start_ms + Resolution::Day.millis(), self.hourly_days),
+            Resolution::Day => (
+                month_start(start_ms + 32 * Resolution::Day.millis()),
+                self.daily_days,
+            ),
+        };
+        end_ms.div_euclid(1000) + i64::from(days) * 86_400
+    }
+}
+
+/// The raw retention of the device of `registration`, in days: the table's `RETENTION_DAYS`.
+/// Takes the registration so a per-device-type retention copied onto it can apply here.
+pub fn raw_retention_days(_registration: &RegistrationItem, table_days: u32) -> u32 {
+    table_days
+}
+
+/// A batch's readings as the summaries see them, against the state an attempt works from.
+#[derive(Debug, Default, PartialEq)]
+pub(super) struct Classified {
+    /// Per type, the readings newer than the type's latest: counted in.
+    pub(super) new: BTreeMap<String, Vec<(i64, EventValue)>>,
+    /// `(type, 5-minute bucket start)` of every other reading: recomputed from raw.
+    pub(super) recompute: BTreeSet<(String, i64)>,
+}
+
+/// Sorts `events` into readings to count and buckets to recompute, against `base`.
+pub(super) fn classify(base: &DeviceStateItem, events: &[NewEvent]) -> Classified {
+    let mut classified = Classified::default();
+    for e in events {
+        let at = e.at.epoch_millis();
+        let kind = e.event_type.as_str();
+        if base.latest.get(kind).is_none_or(|latest| at > latest.0) {
+            classified
+                .new
+                .entry(kind.to_string())
+                .or_default()
+                .push((at, e.value.clone()));
+        } else {
+            classified
+                .recompute
+                .insert((kind.to_string(), Resolution::FiveMinutes.bucket_start(at)));
+        }
+    }
+    classified
+}
+
+/// The `(type, bucket)` of `events`: what a repair recomputes.
+pub(super) fn buckets_of(events: &[NewEvent]) -> BTreeSet<(String, i64)> {
+    events
+        .iter()
+        .map(|e| {
+            (
+                e.event_type.to_string(),
+                Resolution::FiveMinutes.bucket_start(e.at.epoch_millis()),
+            )
+        })
+        .collect()
+}
+
+/// Counts the new readings into `series` (a type's first counted reading opens its summaries).
+pub(super) fn count_new(series: &mut SeriesState, new: &BTreeMap<String, Vec<(i64, EventValue)>>) {
+    for (kind, readings) in new {
+        let first = readings.iter().map(|(at, _)| *at).min().unwrap_or_default();
+        let open = series
+            .0
+            .entry(kind.clone())
+            .or_insert_with(|| OpenSeries::starting_at(first));
+        for (at, value) in readings {
+            if open.is_open(*at) {
+                open.record(*at, value);
+            }
+        }
+    }
+}
+
+/// The summary items one attempt reads and rewrites, loaded at most once each.
+#[derive(Clone, Default)]
+pub(super) struct SeriesItems {
+    /// By (type, resolution, start): the buckets as loaded (`None`: no item) and as they will be.
+    items: BTreeMap<(String, Resolution, i64), (Option<Buckets>, Buckets)>,
+}
+
+impl SeriesItems {
+    /// The items that change, as transaction actions: a put, or a delete of an item left
+    /// with no bucket.
+    pub(super) fn actions(
+        &self,
+        table: &FleetTable,
+        registration: &RegistrationItem,
+        retention: SeriesRetention,
+    ) -> Result<Vec<TransactWriteItem>, FleetError> {
+        let mut actions = Vec::new();
+        for ((kind, resolution, start), (loaded, now)) in &self.items {
+            if loaded.as_ref() == Some(now) || (loaded.is_none() && now.0.is_empty()) {
+                continue;
+            }
+            let item = SeriesItem {
+                user_id: registration.user_id.clone(),
+                device_id: registration.device_id.clone(),
+                event_type: EventType::parse(kind).map_err(|e| FleetError::internal(e.reason))?,
+                resolution: *resolution,
+                start: timestamp(*start)?,
+                buckets: now.clone(),
+                ttl: retention.ttl(*resolution, *start),
+            };
+            if now.0.is_empty() {
+                actions.push(delete_action(table, &item.item_key())?);
+                continue;
+            }
+            let put = Put::builder()
+                .table_name(table.name())
+                .set_item(Some(item.to_item(&table.config.shards)?))
+                .build()
+                .map_err(FleetError::internal)?;
+            actions.push(TransactWriteItem::builder().put(put).build());
+        }
+        Ok(actions)
+    }
+
+    /// How many items change.
+    pub(super) fn changed(&self) -> usize {
+        self.items
+            .values()
+            .filter(|(loaded, now)| {
+                loaded.as_ref() != Some(now) && !(loaded.is_none() && now.0.is_empty())
+            })
+            .count()
+    }
+}
+
+/// Reads and recomputes summaries for one device: the event partition and its summary items.
+pub(super) struct SeriesStore<'a> {
+    pub(super) table: &'a FleetTable,
+    pub(super) registration: &'a RegistrationItem,
+}
+
+impl SeriesStore<'_> {
+    /// The items of `kind` at `resolution` starting in `[from, to]` that are not loaded yet,
+    /// read consistently (the state's condition serializes writers; a consistent read sees the
+    /// last committed transaction).
+    async fn load_range(
+        &self,
+        items: &mut SeriesItems,
+        kind: &str,
+        resolution: Resolution,
+        from: i64,
+        to: i64,
+    ) -> Result<(), FleetError> {
+        let event_type = EventType::parse(kind).map_err(|e| FleetError::internal(e.reason))?;
+        let pk = event_pk(&self.registration.user_id, &self.registration.device_id);
+        let first = series_sk(&event_type, resolution, &timestamp(from)?);
+        let last = series_sk(&event_type, resolution, &timestamp(to)?);
+        let mut found = BTreeMap::new();
+        let mut start_key = None;
+        loop {
+            let request = key_range(
+                self.table,
+                pk.clone(),
+                first.clone(),
+                last.clone(),
+                crate::model::expression::Expressions::builder(),
+            )
+            .consistent_read(true)
+            .set_exclusive_start_key(start_key);
+            let (page, next) = query(request).await?;
+            for item in page {
+                if EntityType::of(&item) == Some(EntityType::Series) {
+                    let item = SeriesItem::from_item(item)?;
+                    found.insert(item.start.epoch_millis(), item.buckets);
+                }
+            }
+            match next {
+                Some(key) => start_key = Some(key),
+                None => break,
+            }
+        }
+        let step = match resolution {
+            Resolution::FiveMinutes => BLOCK_MS,
+            Resolution::Hour => Resolution::Day.millis(),
+            Resolution::Day => 0,
+        };
+        let mut starts: BTreeSet<i64> = found.keys().copied().collect();
+        if step > 0 {
+            starts.extend((from..=to).step_by(step as usize));
+        } else {
+            starts.insert(from);
+        }
+        for start in starts {
+            items
+                .items
+                .entry((kind.to_string(), resolution, start))
+                .or_insert_with(|| {
+                    let loaded = found.remove(&start);
+                    let now = loaded.clone().unwrap_or_default();
+                    (loaded, now)
+                });
+        }
+        Ok(())
+    }
+
+    /// One item, loaded (consistently) when not loaded yet.
+    async fn item<'i>(
+        &self,
+        items: &'i mut SeriesItems,
+        kind: &str,
+        resolution: Resolution,
+        start: i64,
+    ) -> Result<&'i mut Buckets, FleetError> {
+        let key = (kind.to_string(), resolution, start);
+        if !items.items.contains_key(&key) {
+            self.load_range(items, kind, resolution, start, start)
+                .await?;
+        }
+        Ok(&mut items.items.get_mut(&key).expect("loaded").1)
+    }
+
+    /// The stored raw readings' 5-minute buckets of `wanted` (`(type, start)`), read with one
+    /// consistent Query of the event partition per run of nearby buckets, expired events left
+    /// out as readers leave them out.
+    async fn raw_buckets(
+        &self,
+        wanted: &BTreeSet<(String, i64)>,
+    ) -> Result<BTreeMap<String, Buckets>, FleetError> {
+        let starts: BTreeSet<i64> = wanted.iter().map(|(_, s)| *s).collect();
+        let types: BTreeSet<&str> = wanted.iter().map(|(t, _)| t.as_str()).collect();
+        // Runs of buckets less than an hour apart are read together: a Query's page holds
+        // hundreds of events, fewer requests than one per bucket.
+        let mut runs: Vec<(i64, i64)> = Vec::new();
+        let five = Resolution::FiveMinutes.millis();
+        for start in starts {
+            match runs.last_mut() {
+                Some((_, end)) if start <= *end + Resolution::Hour.millis() => *end = start + five,
+                _ => runs.push((start, start + five)),
+            }
+        }
+        let pk = event_pk(&self.registration.user_id, &self.registration.device_id);
+        let mut readings: BTreeMap<String, Vec<(i64, EventValue)>> = BTreeMap::new();
+        for (from, to) in runs {
+            let first = format!("{EVENT_PREFIX}{}", timestamp(from)?);
+            let last = format!("{EVENT_PREFIX}{}#~", timestamp(to - 1)?);
+            let mut start_key = None;
+            loop {
+                let read = crate::model::expression::Expressions::builder().condition(
+                    crate::model::expression::Condition::above(EventItem::TTL, ttl_now()),
+                );
+                let request = key_range(self.table, pk.clone(), first.clone(), last.clone(), read)
+                    .consistent_read(true)
+                    .set_exclusive_start_key(start_key);
+                let (page, next) = query(request).await?;
+                for item in page {
+                    if EntityType::of(&item) != Some(EntityType::Event) {
+                        continue;
+                    }
+                    let event = EventItem::from_item(item)?;
+                    if types.contains(event.event_type.as_str()) {
+                        readings
+                            .entry(event.event_type.to_string())
+                            .or_default()
+                            .push((event.at.epoch_millis(), event.value));
+                    }
+                }
+                match next {
+                    Some(key) => start_key = Some(key),
+                    None => break,
+                }
+            }
+        }
+        Ok(readings
+            .into_iter()
+            .map(|(kind, values)| {
+                let buckets = five_minute_buckets(values.iter().map(|(at, v)| (*at, v)));
+                (kind, buckets)
+            })
+            .collect())
+    }
+
+    /// Recomputes the buckets `wanted` from the stored raw readings: an open bucket is
+    /// replaced in `series`; a flushed one (late) in its block, and where its day is rolled, in
+    /// the day's hour and the month's day.
+    pub(super) async fn recompute(
+        &self,
+        series: &mut SeriesState,
+        latest: &BTreeMap<String, StoredReading>,
+        wanted: &BTreeSet<(String, i64)>,
+        items: &mut SeriesItems,
+    ) -> Result<(), FleetError> {
+        if wanted.is_empty() {
+            return Ok(());
+        }
+        let raw = self.raw_buckets(wanted).await?;
+        for (kind, start) in wanted {
+            let exact = raw
+                .get(kind)
+                .and_then(|b| b.0.get(start))
+                .cloned()
+                .unwrap_or_default();
+            // A type whose summaries started before this state had them (or whose state was
+            // written before summaries) opens at its latest reading.
+            let since = latest.get(kind).map_or(*start, |r| r.0.max(*start));
+            let open = series
+                .0
+                .entry(kind.clone())
+                .or_insert_with(|| OpenSeries::starting_at(since));
+            if open.is_open(*start) {
+                replace(&mut open.open, *start, exact);
+                continue;
+            }
+            let rolled_before = open.rolled_before;
+            let block = self
+                .item(items, kind, Resolution::FiveMinutes, block_start(*start))
+                .await?;
+            replace(block, *start, exact);
+            let hour = Resolution::Hour.bucket_start(*start);
+            let hour_bucket = Buckets(
+                block
+                    .within(hour, hour + Resolution::Hour.millis())
+                    .map(|(s, b)| (*s, b.clone()))
+                    .collect(),
+            )
+            .coarsen(Resolution::Hour);
+            let day = Resolution::Day.bucket_start(*start);
+            if day < rolled_before {
+                let hours = self.item(items, kind, Resolution::Hour, day).await?;
+                replace(
+                    hours,
+                    hour,
+                    hour_bucket.0.get(&hour).cloned().unwrap_or_default(),
+                );
+                let total = hours
+                    .coarsen(Resolution::Day)
+                    .0
+                    .remove(&day)
+                    .unwrap_or_default();
+                let days = self
+                    .item(items, kind, Resolution::Day, month_start(day))
+                    .await?;
+                replace(days, day, total);
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes the closed hours of every type out of `series` (into their blocks) and rolls
+    /// the days now wholly flushed into day and month items; the trail follows.
+    pub(super) async fn flush(
+        &self,
+        series: &mut SeriesState,
+        latest: &BTreeMap<String, StoredReading>,
+        items: &mut SeriesItems,
+    ) -> Result<(), FleetError> {
+        for (kind, open) in series.0.iter_mut() {
+            let Some(newest) = latest.get(kind).map(|r| r.0) else {
+                continue;
+            };
+            let hour = Resolution::Hour.bucket_start(newest);
+            if open.open.0.range(..hour).next().is_none() {
+                continue;
+            }
+            let closed = open.take_closed(hour);
+            for (start, bucket) in &closed.0 {
+                let block = self
+                    .item(items, kind, Resolution::FiveMinutes, block_start(*start))
+                    .await?;
+                block.0.insert(*start, bucket.clone());
+            }
+            open.trail.update(&closed.coarsen(Resolution::Hour));
+            let days = open.take_days_to_roll();
+            let (Some(first), Some(last)) = (days.first(), days.last()) else {
+                continue;
+            };
+            let day_ms = Resolution::Day.millis();
+            self.load_range(
+                items,
+                kind,
+                Resolution::FiveMinutes,
+                *first,
+                last + day_ms - BLOCK_MS,
+            )
+            .await?;
+            self.load_range(items, kind, Resolution::Hour, *first, *last)
+                .await?;
+            for day in days {
+                let mut hours = Buckets::default();
+                for ((k, resolution, start), (_, blocks)) in items.items.range(
+                    (kind.clone(), Resolution::FiveMinutes, day)
+                        ..(kind.clone(), Resolution::FiveMinutes, day + day_ms),
+                ) {
+                    debug_assert!(
+                        k == kind && *resolution == Resolution::FiveMinutes && *start >= day
+                    );
+                    for (s, b) in &blocks.0 {
+                        hours.add(Resolution::Hour.bucket_start(*s), b);
+                    }
+                }
+                if hours.0.is_empty() {
+                    continue;
+                }
+                let total = hours
+                    .coarsen(Resolution::Day)
+                    .0
+                    .remove(&day)
+                    .unwrap_or_default();
+                *self.item(items, kind, Resolution::Hour, day).await? = hours;
+                let days = self
+                    .item(items, kind, Resolution::Day, month_start(day))
+                    .await?;
+                replace(days, day, total);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// `buckets` with the bucket at `start` replaced by `exact` (removed when it counts nothing).
+fn replace(buckets: &mut Buckets, start: i64, exact: Bucket) {
+    if exact.count == 0 {
+        buckets.0.remove(&start);
+    } else {
+        buckets.0.insert(start, exact);
+    }
+}
+
+/// The timestamp of `ms` (every bucket start is a valid time).
+fn timestamp(ms: i64) -> Result<Timestamp, FleetError> {
+    Timestamp::from_epoch_millis(ms)
+        .ok_or_else(|| FleetError::internal(format!("no timestamp for {ms} ms")))
+}
