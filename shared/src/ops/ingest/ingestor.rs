@@ -446,21 +446,51 @@ impl Ingestor {
                 self.alarm_actions(registration, &base, rules, &transitions)?
             };
             let classified = classify(&base, events);
-            if !classified.recompute.is_empty() {
-                // Ignored when the event writes failed: the recompute then reads what is stored.
-                let _ = events_stored.clone().wait_for(|stored| *stored).await;
-            }
             let items = self
-                .summarise(registration, &mut next, classified, actions.len())
+                .summarise(
+                    registration,
+                    &mut next,
+                    classified,
+                    &events_stored,
+                    actions.len(),
+                )
                 .await?;
             if next == base && items.changed() == 0 {
                 return Ok(None);
             }
-            actions.extend(items.actions(
+            let mut summary = items.actions(
                 &self.table,
                 registration,
                 self.series_retention(registration),
-            )?);
+            )?;
+            // Late readings spread over more items than one transaction holds (a device sending
+            // weeks of backlog): the first items go ahead with a state update that only moves
+            // `ingestSeq` (so they are serialized like every summary write), the rest with
+            // the batch's update. What went ahead is recomputed the same on a redo.
+            let mut conflict = None;
+            while summary.len() + actions.len() >= MAX_TRANSACTION_ACTIONS {
+                let rest = summary.split_off(MAX_TRANSACTION_ACTIONS - 1);
+                let ahead = std::mem::replace(&mut summary, rest);
+                let (bump, bumped) = self.state_changes(registration, &base, base.clone())?;
+                match self
+                    .record_transitions(registration, bump, ahead, deadline)
+                    .await?
+                {
+                    Recorded::Committed => {
+                        self.remember_state(bumped.clone());
+                        base = bumped;
+                    }
+                    Recorded::StateChanged(current) => {
+                        conflict = Some(current);
+                        break;
+                    }
+                }
+            }
+            if let Some(current) = conflict {
+                base = self.after_conflict(device, current.as_ref())?;
+                continue;
+            }
+            actions.extend(summary);
             let (changes, stored) = self.state_changes(registration, &base, next)?;
             if !actions.is_empty() {
                 let recorded = self
@@ -559,7 +589,7 @@ impl Ingestor {
 
     /// The summaries' part of an attempt on `next` (the state with the batch merged in): new
     /// readings counted into the open buckets, the `classified` buckets to recompute
-    /// recomputed from raw (the caller waited for the batch's events to be stored), and, when
+    /// recomputed from raw (once `events_stored` says the batch's events are), and, when
     /// the state item would be over one write unit, the closed hours flushed, if the
     /// transaction has room for them beside `other_actions` and the state's update. Returns
     /// the summary items to write with the state.
@@ -568,6 +598,7 @@ impl Ingestor {
         registration: &RegistrationItem,
         next: &mut DeviceStateItem,
         classified: Classified,
+        events_stored: &tokio::sync::watch::Receiver<bool>,
         other_actions: usize,
     ) -> Result<SeriesItems, FleetError> {
         let store = SeriesStore {
@@ -575,10 +606,15 @@ impl Ingestor {
             registration,
         };
         let mut series = std::mem::take(&mut next.series);
-        count_new(&mut series, &classified.new);
+        let mut recompute = classified.recompute;
+        recompute.extend(count_new(&mut series, &classified.new));
+        if !recompute.is_empty() {
+            // Ignored when the event writes failed: the recompute then reads what is stored.
+            let _ = events_stored.clone().wait_for(|stored| *stored).await;
+        }
         let mut items = SeriesItems::default();
         store
-            .recompute(&mut series, &next.latest, &classified.recompute, &mut items)
+            .recompute(&mut series, &next.latest, &recompute, &mut items)
             .await?;
         next.series = series;
         let size = item_bytes(&next.to_item(&self.table.config.shards)?);

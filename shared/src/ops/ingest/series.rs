@@ -109,7 +109,13 @@ pub(super) fn buckets_of(events: &[NewEvent]) -> BTreeSet<(String, i64)> {
 }
 
 /// Counts the new readings into `series` (a type's first counted reading opens its summaries).
-pub(super) fn count_new(series: &mut SeriesState, new: &BTreeMap<String, Vec<(i64, EventValue)>>) {
+/// Returns the buckets of new readings before the open part (a state whose latest reading went
+/// back in a repair): those are recomputed instead.
+pub(super) fn count_new(
+    series: &mut SeriesState,
+    new: &BTreeMap<String, Vec<(i64, EventValue)>>,
+) -> BTreeSet<(String, i64)> {
+    let mut flushed = BTreeSet::new();
     for (kind, readings) in new {
         let first = readings.iter().map(|(at, _)| *at).min().unwrap_or_default();
         let open = series
@@ -119,9 +125,12 @@ pub(super) fn count_new(series: &mut SeriesState, new: &BTreeMap<String, Vec<(i6
         for (at, value) in readings {
             if open.is_open(*at) {
                 open.record(*at, value);
+            } else {
+                flushed.insert((kind.clone(), Resolution::FiveMinutes.bucket_start(*at)));
             }
         }
     }
+    flushed
 }
 
 /// The summary items one attempt reads and rewrites, loaded at most once each.
@@ -475,4 +484,74 @@ fn replace(buckets: &mut Buckets, start: i64, exact: Bucket) {
 fn timestamp(ms: i64) -> Result<Timestamp, FleetError> {
     Timestamp::from_epoch_millis(ms)
         .ok_or_else(|| FleetError::internal(format!("no timestamp for {ms} ms")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::ids::{EventId, EventType};
+
+    fn event(id: &str, at_ms: i64, value: f64) -> NewEvent {
+        NewEvent {
+            id: EventId::parse(id).unwrap(),
+            event_type: EventType::parse("power").unwrap(),
+            value: EventValue::Number(value),
+            at: Timestamp::from_epoch_millis(at_ms).unwrap(),
+        }
+    }
+
+    const T0: i64 = 1_767_225_600_000; // 2026-01-01T00:00:00Z
+
+    #[test]
+    fn readings_newer_than_the_latest_count_and_others_are_recomputed() {
+        let mut state: DeviceStateItem = serde_json::from_value(serde_json::json!({
+            "status": "active", "name": "n", "type": "meter", "userId": "u", "deviceId": "d"
+        }))
+        .unwrap_or_else(|_| panic!("a minimal state"));
+        state.latest.insert(
+            "power".into(),
+            StoredReading(T0 + 600_000, EventValue::Number(1.0)),
+        );
+        let batch = [
+            event("a", T0 + 660_000, 2.0),
+            event("b", T0 + 600_000, 1.0),
+            event("c", T0 + 30_000, 3.0),
+        ];
+        let classified = classify(&state, &batch);
+        assert_eq!(
+            classified.new["power"],
+            vec![(T0 + 660_000, EventValue::Number(2.0))]
+        );
+        assert_eq!(
+            classified.recompute,
+            BTreeSet::from([
+                ("power".to_string(), T0 + 600_000),
+                ("power".to_string(), T0)
+            ])
+        );
+        let mut series = SeriesState::default();
+        assert!(count_new(&mut series, &classified.new).is_empty());
+        assert_eq!(series.0["power"].flushed_before, T0);
+        assert_eq!(series.0["power"].open.0[&(T0 + 600_000)].count, 1);
+    }
+
+    #[test]
+    fn items_expire_after_their_span_and_their_resolutions_retention() {
+        let keep = SeriesRetention {
+            raw_days: 90,
+            hourly_days: 400,
+            daily_days: 1826,
+        };
+        let day = 86_400;
+        assert_eq!(
+            keep.ttl(Resolution::FiveMinutes, T0),
+            T0 / 1000 + 7200 + 90 * day
+        );
+        assert_eq!(keep.ttl(Resolution::Hour, T0), T0 / 1000 + day + 400 * day);
+        // January has 31 days.
+        assert_eq!(
+            keep.ttl(Resolution::Day, T0),
+            T0 / 1000 + 31 * day + 1826 * day
+        );
+    }
 }

@@ -153,7 +153,10 @@ fn declared_attributes_are_exactly_the_stored_ones() {
                 learned_every_seconds: Some(61),
                 learned_jitter_seconds: Some(2),
                 indexed_due: None,
-                series: Default::default(),
+                series: crate::model::series::SeriesState(BTreeMap::from([(
+                    "temp".to_string(),
+                    crate::model::series::OpenSeries::starting_at(at.epoch_millis()),
+                )])),
             }
             .to_item(&shards)
             .unwrap(),
