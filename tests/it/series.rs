@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Instant;
 
-use fleet_perf::pricing::{self, WriteKind};
+use fleet_testkit::pricing::{self, WriteKind};
 use fleet_tests::*;
 use serde_json::{json, Value};
 use shared::model::entities::device_state::DeviceStateItem;
