@@ -250,11 +250,12 @@ fn assert_same_changes(rust: (&Items, &Items), peer: (&Items, &Items)) {
     }
 }
 
-/// A meter's batch of 100 minutes of two new types, every 2 minutes each, with values that
+/// A meter's batch of 100 minutes of two new types, every 2 minutes each (and a reading of
+/// each of the demo's types), with values that
 /// need full doubles: its open 5-minute buckets push the state past one write unit, so the
 /// batch flushes its closed hours into 5-minute blocks in the state's transaction.
 fn meter_batch(now: Timestamp) -> ApiRequest {
-    let events: Vec<Value> = (0..100)
+    let events: Vec<Value> = (0..98)
         .map(|i: i64| {
             let (kind, value) = if i % 2 == 0 {
                 ("power", 200.0 + i as f64 * 0.37)
@@ -264,6 +265,12 @@ fn meter_batch(now: Timestamp) -> ApiRequest {
             json!({"id": format!("m-{i}"), "type": kind, "value": value,
                    "at": now.plus_seconds(-6000 + 60 * i).to_string()})
         })
+        .chain([
+            // The demo's own types too: their latest readings were stamped with each
+            // seeding's clock, and the state stores them relative to the newest.
+            json!({"id": "m-t", "type": "temperature", "value": 21.25, "at": now.to_string()}),
+            json!({"id": "m-h", "type": "humidity", "value": 40, "at": now.to_string()}),
+        ])
         .collect();
     ingest_request("thermo-kitchen", DEMO_KITCHEN_TOKEN, json!(events))
 }
