@@ -1590,12 +1590,18 @@ def classify(base, events):
 
 
 def count_new(series, new):
+    """Counts the new readings in; returns the buckets of those before the open part (a state
+    whose latest reading went back in a repair), to be recomputed instead."""
+    flushed = set()
     for event_type in sorted(new):
         readings = new[event_type]
         s = series.setdefault(event_type, starting_at(min(at for at, _ in readings)))
         for at, value in readings:
             if at >= s["flushed"]:
                 bucket_record(s["open"].setdefault(bucket_start(at, FIVE_MINUTES_MS), new_bucket()), value)
+            else:
+                flushed.add((event_type, bucket_start(at, FIVE_MINUTES_MS)))
+    return flushed
 
 
 def _query_all(**request):
@@ -1772,13 +1778,39 @@ class SeriesItems:
                 _replace(self.item(event_type, DAY_MS, month_start(day)), day, total)
 
 
+def _transact_state(key, expression, values, actions):
+    """The state update with `actions` in one transaction, conditioned on ingestSeq: True when
+    committed; the current state item when the condition failed ({} when it is gone); None
+    when the transaction should be tried again."""
+    try:
+        DYNAMODB.transact_write_items(TransactItems=[{"Update": {
+            "TableName": TABLE_NAME,
+            "Key": key,
+            "UpdateExpression": expression,
+            "ConditionExpression": "attribute_exists(PK) AND ingestSeq = :seq",
+            "ExpressionAttributeValues": values,
+            "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+        }}] + actions, ReturnConsumedCapacity="TOTAL")
+    except ClientError as err:
+        reasons = err.response.get("CancellationReasons") or [{}]
+        if reasons[0].get("Code") == "ConditionalCheckFailed":
+            return reasons[0].get("Item") or {}
+        if err.response.get("Error", {}).get("Code") != "TransactionCanceledException" \
+                and not _retryable(err):
+            raise sdk_error(err) from None
+        return None
+    except (BotoConnectionError, ReadTimeoutError):
+        return None
+    return True
+
+
 def summarise(registration, base, nxt, events, state_item):
     """The summaries' part of an attempt (shared::ops::ingest::Ingestor::summarise): new
     readings counted in, the others' buckets recomputed from raw, and the closed hours flushed
     when the state item (`state_item` with the new series) would be over one write unit."""
     new, recompute = classify(base, events)
     series = copy_series(base["series"])
-    count_new(series, new)
+    recompute |= count_new(series, new)
     items = SeriesItems(registration)
     items.recompute(series, nxt["latest"], recompute)
     sized = dict(state_item)
@@ -1853,32 +1885,35 @@ def update_state(registration, base, events, deadline):
         key = state_key(registration["userId"], registration["shard"], device)
         expression = "SET " + ", ".join(sets) + " REMOVE " + ", ".join(removes)
         if actions:
-            # Every summary item goes with the state update, conditioned on ingestSeq: a
-            # device's summary writes are serialized by its state.
-            try:
-                DYNAMODB.transact_write_items(TransactItems=[{"Update": {
-                    "TableName": TABLE_NAME,
-                    "Key": key,
-                    "UpdateExpression": expression,
-                    "ConditionExpression": "attribute_exists(PK) AND ingestSeq = :seq",
-                    "ExpressionAttributeValues": values,
-                    "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
-                }}] + actions, ReturnConsumedCapacity="TOTAL")
-            except ClientError as err:
-                reasons = err.response.get("CancellationReasons") or [{}]
-                if reasons[0].get("Code") == "ConditionalCheckFailed":
-                    current = reasons[0].get("Item")
-                    if current is None:
+            # Late readings spread over more items than one transaction holds (weeks of
+            # backlog): the first items go ahead with an update that only moves ingestSeq
+            # (serialized like every summary write), the rest with the batch's update.
+            conflict = False
+            while len(actions) >= MAX_TRANSACTION_ACTIONS:
+                ahead, actions = actions[:MAX_TRANSACTION_ACTIONS - 1], actions[MAX_TRANSACTION_ACTIONS - 1:]
+                bumped_seq = base["ingestSeq"] + 1
+                outcome = _transact_state(key, "SET ingestSeq = :nextSeq", {
+                    ":seq": {"N": str(base["ingestSeq"])}, ":nextSeq": {"N": str(bumped_seq)}}, ahead)
+                if outcome is not True:
+                    conflict = True
+                    break
+                base = {**base, "ingestSeq": bumped_seq,
+                        "item": {**base["item"], "ingestSeq": {"N": str(bumped_seq)}}}
+                _remember(device, base)
+            if not conflict:
+                next_seq = base["ingestSeq"] + 1
+                values[":seq"] = {"N": str(base["ingestSeq"])}
+                values[":nextSeq"] = {"N": str(next_seq)}
+                # Every summary item goes with the state update, conditioned on ingestSeq: a
+                # device's summary writes are serialized by its state.
+                outcome = _transact_state(key, expression, values, actions)
+            if outcome is not True:
+                if outcome is not None:
+                    if outcome == {}:
                         _forget(device)
-                        raise device_unauthorized() from None
-                    base = state_from_item(current)
+                        raise device_unauthorized()
+                    base = state_from_item(outcome)
                     _remember(device, base)
-                    continue
-                if err.response.get("Error", {}).get("Code") != "TransactionCanceledException" \
-                        and not _retryable(err):
-                    raise sdk_error(err) from None
-                continue
-            except (BotoConnectionError, ReadTimeoutError):
                 continue
             written_item = {k: v for k, v in projected.items() if k != "series"}
             written_item["ingestSeq"] = {"N": str(next_seq)}
