@@ -970,6 +970,10 @@ def state_from_item(item):
         "lastSeen": Timestamp.parse("lastSeen", item["lastSeen"]["S"]) if "lastSeen" in item else None,
         "latest": latest,
         "recent": recent,
+        "series": decode_series(item["series"]["B"]) if "series" in item else {},
+        # The item as stored, for its size (a flush when it would pass one write unit); the
+        # seeding's timestamps are not fields of the Rust state.
+        "item": {k: v for k, v in item.items() if k not in ("createdAt", "updatedAt")},
     }
 
 
@@ -1178,6 +1182,649 @@ def check_type_cap(state, events):
                           f"already has {', '.join(sorted(state['latest']))}")
 
 
+# ---------------------------------------------------------------------------------------------
+# Summaries per 5 minutes, hour and day (issue 32; shared::model::series and
+# shared::ops::ingest::series). A bucket is [count, numeric, min, max, exact-sum partials]; the
+# partials are Shewchuk's, added in the order Rust adds them (Python's msum recipe), so the
+# stored bytes are the same. Buckets of one resolution: {start millis: bucket}. A type's open
+# summaries: {"flushed", "rolled", "open": buckets, "trail": {hour start: average}}.
+
+FIVE_MINUTES_MS = 5 * 60 * 1000
+HOUR_MS = 60 * 60 * 1000
+DAY_MS = 24 * HOUR_MS
+BLOCK_MS = 2 * HOUR_MS
+TRAIL_HOURS = 24
+RESOLUTION_NAMES = {FIVE_MINUTES_MS: "5m", HOUR_MS: "1h", DAY_MS: "1d"}
+HOURLY_RETENTION_DAYS = _number("HOURLY_RETENTION_DAYS", 400, 1, 36_500)
+DAILY_RETENTION_DAYS = _number("DAILY_RETENTION_DAYS", 1826, 1, 36_500)
+# The state size past which closed hours are written out: one write unit.
+STATE_FLUSH_BYTES = 1024
+MAX_TRANSACTION_ACTIONS = 100
+
+
+def bucket_start(millis, step):
+    return millis // step * step
+
+
+def month_start(millis):
+    d = (EPOCH + dt.timedelta(milliseconds=millis)).date().replace(day=1)
+    return int((dt.datetime(d.year, d.month, 1, tzinfo=dt.timezone.utc) - EPOCH).total_seconds()) * 1000
+
+
+def exact_add(partials, value):
+    """Adds `value` to the non-overlapping partials (shared::model::series::ExactSum::add)."""
+    x, kept = value, 0
+    for i in range(len(partials)):
+        y = partials[i]
+        if abs(x) < abs(y):
+            x, y = y, x
+        hi = x + y
+        lo = y - (hi - x)
+        if lo != 0.0:
+            partials[kept] = lo
+            kept += 1
+        x = hi
+    del partials[kept:]
+    partials.append(x)
+
+
+def exact_value(p):
+    """The partials' exact sum rounded once, as math.fsum."""
+    if not p:
+        return 0.0
+    n = len(p) - 1
+    hi, lo = p[n], 0.0
+    while n > 0:
+        x = hi
+        n -= 1
+        y = p[n]
+        hi = x + y
+        lo = y - (hi - x)
+        if lo != 0.0:
+            break
+    if n > 0 and ((lo < 0.0 and p[n - 1] < 0.0) or (lo > 0.0 and p[n - 1] > 0.0)):
+        y = lo * 2.0
+        x = hi + y
+        if y == x - hi:
+            hi = x
+    return hi
+
+
+def new_bucket():
+    return {"count": 0, "numeric": 0, "min": 0.0, "max": 0.0, "sum": []}
+
+
+def copy_buckets(buckets):
+    return {s: {**b, "sum": list(b["sum"])} for s, b in buckets.items()}
+
+
+def bucket_record(b, value):
+    b["count"] += 1
+    if value[0] != "n":
+        return
+    v = value[1]
+    if b["numeric"] == 0:
+        b["min"] = b["max"] = v
+    else:
+        b["min"] = v if v < b["min"] else b["min"]
+        b["max"] = v if v > b["max"] else b["max"]
+    b["numeric"] += 1
+    exact_add(b["sum"], v)
+
+
+def bucket_merge(b, o):
+    if o["numeric"] > 0:
+        if b["numeric"] == 0:
+            b["min"], b["max"] = o["min"], o["max"]
+        else:
+            b["min"] = o["min"] if o["min"] < b["min"] else b["min"]
+            b["max"] = o["max"] if o["max"] > b["max"] else b["max"]
+    b["count"] += o["count"]
+    b["numeric"] += o["numeric"]
+    for p in list(o["sum"]):
+        exact_add(b["sum"], p)
+
+
+def buckets_add(buckets, start, bucket):
+    bucket_merge(buckets.setdefault(start, new_bucket()), bucket)
+
+
+def coarsen(buckets, step):
+    coarse = {}
+    for start in sorted(buckets):
+        buckets_add(coarse, bucket_start(start, step), buckets[start])
+    return coarse
+
+
+def five_minute_buckets(readings):
+    buckets = {}
+    for at, value in readings:
+        bucket_record(buckets.setdefault(bucket_start(at, FIVE_MINUTES_MS), new_bucket()), value)
+    return buckets
+
+
+# Stored forms (postcard): enum StoredBuckets { V1 { step: i64, first: i64,
+# buckets: Vec<(u64, StoredForm)> } }, enum StoredForm { One(CompactNumber), Many { count: u64,
+# numeric: Option<u64>, numbers: Option<(CompactNumber, CompactNumber, Vec<CompactNumber>)> } },
+# enum CompactNumber { Whole(i64), Single(f32), Double(f64) }.
+
+def _single(v):
+    """`v` as the bytes of an f32 that gives `v` back, or None."""
+    try:
+        single = struct.pack("<f", v)
+    except OverflowError:
+        return None
+    return single if struct.pack("<d", struct.unpack("<f", single)[0]) == struct.pack("<d", v) else None
+
+
+def _compact_number(v, out):
+    if v.is_integer() and abs(v) < _EXACT_WHOLE and not (v == 0 and math.copysign(1, v) < 0):
+        out.append(0)
+        _zigzag(int(v), out)
+        return
+    single = _single(v)
+    if single is not None:
+        out.append(1)
+        out.extend(single)
+    else:
+        out.append(2)
+        out.extend(struct.pack("<d", v))
+
+
+def _stored_bucket(b, out):
+    if b["count"] == 1 and b["numeric"] == 1:
+        out.append(0)
+        _compact_number(b["min"], out)
+        return
+    out.append(1)
+    _varint(b["count"], out)
+    if b["numeric"] != b["count"]:
+        out.append(1)
+        _varint(b["numeric"], out)
+    else:
+        out.append(0)
+    if b["numeric"] > 0:
+        out.append(1)
+        _compact_number(b["min"], out)
+        _compact_number(b["max"], out)
+        _varint(len(b["sum"]), out)
+        for p in b["sum"]:
+            _compact_number(p, out)
+    else:
+        out.append(0)
+
+
+def encode_buckets(buckets, step):
+    """shared::model::series::Buckets::encode."""
+    starts = sorted(buckets)
+    first = starts[0] if starts else 0
+    out = bytearray([0])
+    _zigzag(step, out)
+    _zigzag(first, out)
+    _varint(len(starts), out)
+    previous = first
+    for start in starts:
+        _varint((start - previous) // step, out)
+        previous = start
+        _stored_bucket(buckets[start], out)
+    return bytes(out)
+
+
+class _Reader:
+    def __init__(self, raw):
+        self.raw, self.pos = raw, 0
+
+    def byte(self):
+        if self.pos >= len(self.raw):
+            raise ValueError("summary ends early")
+        self.pos += 1
+        return self.raw[self.pos - 1]
+
+    def take(self, n):
+        if self.pos + n > len(self.raw):
+            raise ValueError("summary ends early")
+        self.pos += n
+        return self.raw[self.pos - n:self.pos]
+
+    def varint(self):
+        n, shift = 0, 0
+        while True:
+            b = self.byte()
+            n |= (b & 0x7F) << shift
+            shift += 7
+            if not b & 0x80:
+                return n
+
+    def zigzag(self):
+        n = self.varint()
+        return (n >> 1) ^ -(n & 1)
+
+    def number(self):
+        kind = self.varint()
+        if kind == 0:
+            return float(self.zigzag())
+        if kind == 1:
+            return struct.unpack("<f", self.take(4))[0]
+        if kind == 2:
+            return struct.unpack("<d", self.take(8))[0]
+        raise ValueError(f"unknown number kind {kind}")
+
+
+def decode_buckets(raw):
+    r = _Reader(raw)
+    if r.varint() != 0:
+        raise ValueError("unknown summary form")
+    step, start = r.zigzag(), r.zigzag()
+    buckets = {}
+    for _ in range(r.varint()):
+        start += r.varint() * step
+        if r.varint() == 0:
+            b = new_bucket()
+            bucket_record(b, ("n", r.number()))
+        else:
+            count = r.varint()
+            numeric = r.varint() if r.byte() == 1 else count
+            b = {**new_bucket(), "count": count, "numeric": numeric}
+            if r.byte() == 1:
+                b["min"], b["max"] = r.number(), r.number()
+                b["sum"] = [r.number() for _ in range(r.varint())]
+        buckets[start] = b
+    return buckets
+
+
+def _f32(v):
+    try:
+        return struct.unpack("<f", struct.pack("<f", v))[0]
+    except OverflowError:
+        return math.copysign(math.inf, v)
+
+
+def _round_half_away(x):
+    whole = math.floor(x)
+    return whole + 1 if x - whole >= 0.5 else whole
+
+
+def _stored_trail(trail, out):
+    """Option<StoredTrail { first_hour: i64, lo: f32, hi: f32, points: Vec<u8> }>."""
+    if not trail:
+        out.append(0)
+        return
+    first, last = min(trail), max(trail)
+    lo, hi = _f32(min(trail.values())), _f32(max(trail.values()))
+    spread = hi - lo
+    points = bytearray((last - first) // HOUR_MS + 1)
+    for start, avg in trail.items():
+        q = 0
+        if spread > 0.0:
+            q = int(min(max(_round_half_away((avg - lo) / spread * 254.0), 0), 254))
+        points[(start - first) // HOUR_MS] = q + 1
+    out.append(1)
+    _zigzag(first // HOUR_MS, out)
+    out.extend(struct.pack("<f", lo))
+    out.extend(struct.pack("<f", hi))
+    _varint(len(points), out)
+    out.extend(points)
+
+
+def trail_update(trail, hours):
+    for start in sorted(hours):
+        b = hours[start]
+        if b["numeric"] > 0:
+            trail[start] = exact_value(b["sum"]) / b["numeric"]
+        else:
+            trail.pop(start, None)
+    if trail:
+        cut = max(trail) - (TRAIL_HOURS - 1) * HOUR_MS
+        for start in [s for s in trail if s < cut]:
+            del trail[start]
+
+
+def encode_series(series):
+    """shared::model::series::SeriesState::encode: enum { V1(Vec<StoredOpenSeries { event_type,
+    flushed_before_hour: i64, rolled_days_back: u32, open: Vec<u8>, trail }>) }."""
+    out = bytearray([0])
+    _varint(len(series), out)
+    for event_type in sorted(series):
+        s = series[event_type]
+        _text(event_type, out)
+        _zigzag(s["flushed"] // HOUR_MS, out)
+        _varint(max(0, (bucket_start(s["flushed"], DAY_MS) - s["rolled"]) // DAY_MS), out)
+        open_bytes = encode_buckets(s["open"], FIVE_MINUTES_MS) if s["open"] else b""
+        _varint(len(open_bytes), out)
+        out.extend(open_bytes)
+        _stored_trail(s["trail"], out)
+    return bytes(out)
+
+
+def decode_series(raw):
+    r = _Reader(raw)
+    if r.varint() != 0:
+        raise ValueError("unknown open series form")
+    series = {}
+    for _ in range(r.varint()):
+        event_type = r.take(r.varint()).decode()
+        flushed = r.zigzag() * HOUR_MS
+        back = r.varint()
+        open_bytes = r.take(r.varint())
+        trail = {}
+        if r.byte() == 1:
+            first_hour = r.zigzag()
+            lo = struct.unpack("<f", r.take(4))[0]
+            hi = struct.unpack("<f", r.take(4))[0]
+            spread = hi - lo
+            for i, q in enumerate(r.take(r.varint())):
+                if q > 0:
+                    trail[(first_hour + i) * HOUR_MS] = lo + (q - 1) / 254.0 * spread
+        series[event_type] = {
+            "flushed": flushed,
+            "rolled": bucket_start(flushed, DAY_MS) - back * DAY_MS,
+            "open": decode_buckets(bytes(open_bytes)) if open_bytes else {},
+            "trail": trail,
+        }
+    return series
+
+
+def copy_series(series):
+    return {t: {**s, "open": copy_buckets(s["open"]), "trail": dict(s["trail"])}
+            for t, s in series.items()}
+
+
+def starting_at(at):
+    hour = bucket_start(at, HOUR_MS)
+    return {"flushed": hour, "rolled": bucket_start(hour, DAY_MS), "open": {}, "trail": {}}
+
+
+def take_closed(s, before):
+    before = max(bucket_start(before, HOUR_MS), s["flushed"])
+    closed = {k: v for k, v in s["open"].items() if k < before}
+    s["open"] = {k: v for k, v in s["open"].items() if k >= before}
+    s["flushed"] = before
+    return closed
+
+
+def take_days_to_roll(s):
+    until = bucket_start(s["flushed"], DAY_MS)
+    days = list(range(s["rolled"], until, DAY_MS))
+    s["rolled"] = max(until, s["rolled"])
+    return days
+
+
+def _replace(buckets, start, exact):
+    if exact["count"] == 0:
+        buckets.pop(start, None)
+    else:
+        buckets[start] = exact
+
+
+def item_bytes(item):
+    """DynamoDB's size of an item (shared::ops::ingest::item_bytes)."""
+    def size(v):
+        if "S" in v:
+            return len(v["S"].encode())
+        if "B" in v:
+            return len(v["B"])
+        if "N" in v:
+            return (len(v["N"].lstrip("-").replace(".", "")) + 1) // 2 + 1
+        if "BOOL" in v or "NULL" in v:
+            return 1
+        if "L" in v:
+            return 3 + sum(1 + size(x) for x in v["L"])
+        if "M" in v:
+            return 3 + sum(1 + len(k) + size(x) for k, x in v["M"].items())
+        return 0
+    return sum(len(k) + size(v) for k, v in item.items())
+
+
+def classify(base, events):
+    """Readings newer than their type's latest are counted in; the buckets of the others are
+    recomputed from the stored raw readings."""
+    new, recompute = {}, set()
+    for e in events:
+        at = e["at"].millis
+        latest = base["latest"].get(e["type"])
+        if latest is None or at > latest[0]:
+            new.setdefault(e["type"], []).append((at, e["value"]))
+        else:
+            recompute.add((e["type"], bucket_start(at, FIVE_MINUTES_MS)))
+    return new, recompute
+
+
+def count_new(series, new):
+    """Counts the new readings in; returns the buckets of those before the open part (a state
+    whose latest reading went back in a repair), to be recomputed instead."""
+    flushed = set()
+    for event_type in sorted(new):
+        readings = new[event_type]
+        s = series.setdefault(event_type, starting_at(min(at for at, _ in readings)))
+        for at, value in readings:
+            if at >= s["flushed"]:
+                bucket_record(s["open"].setdefault(bucket_start(at, FIVE_MINUTES_MS), new_bucket()), value)
+            else:
+                flushed.add((event_type, bucket_start(at, FIVE_MINUTES_MS)))
+    return flushed
+
+
+def _query_all(**request):
+    items, start = [], None
+    while True:
+        if start is not None:
+            request["ExclusiveStartKey"] = start
+        try:
+            out = DYNAMODB.query(ConsistentRead=True, ReturnConsumedCapacity="TOTAL", **request)
+        except (ClientError, BotoConnectionError, ReadTimeoutError) as err:
+            raise sdk_error(err) from None
+        items += out.get("Items", [])
+        start = out.get("LastEvaluatedKey")
+        if start is None:
+            return items
+
+
+class SeriesItems:
+    """The summary items an attempt reads and rewrites: {(type, step, start): [loaded, now]}."""
+
+    def __init__(self, registration):
+        self.registration = registration
+        self.items = {}
+
+    def copy(self):
+        other = SeriesItems(self.registration)
+        other.items = {k: [l, copy_buckets(n)] for k, (l, n) in self.items.items()}
+        return other
+
+    def _pk(self):
+        return f"USER#{self.registration['userId']}#DEVICE#{self.registration['deviceId']}"
+
+    def load_range(self, event_type, step, start, end):
+        name = RESOLUTION_NAMES[step]
+        found = {}
+        for item in _query_all(
+                TableName=TABLE_NAME,
+                KeyConditionExpression="PK = :pk AND SK BETWEEN :first AND :last",
+                ExpressionAttributeValues={
+                    ":pk": {"S": self._pk()},
+                    ":first": {"S": f"SERIES#{event_type}#{name}#{Timestamp(start)}"},
+                    ":last": {"S": f"SERIES#{event_type}#{name}#{Timestamp(end)}"},
+                }):
+            if item.get("entityType", {}).get("S") == "series":
+                at = Timestamp.parse("SK", item["SK"]["S"].rsplit("#", 1)[1]).millis
+                found[at] = decode_buckets(item["buckets"]["B"])
+        span = {FIVE_MINUTES_MS: BLOCK_MS, HOUR_MS: DAY_MS}.get(step)
+        starts = set(found) | (set(range(start, end + 1, span)) if span else {start})
+        for s in sorted(starts):
+            key = (event_type, step, s)
+            if key not in self.items:
+                loaded = found.get(s)
+                self.items[key] = [loaded, copy_buckets(loaded) if loaded else {}]
+
+    def item(self, event_type, step, start):
+        key = (event_type, step, start)
+        if key not in self.items:
+            self.load_range(event_type, step, start, start)
+        return self.items[key][1]
+
+    def changed_keys(self):
+        return [k for k, (loaded, now) in sorted(self.items.items())
+                if loaded != now and not (loaded is None and not now)]
+
+    def ttl(self, step, start):
+        if step == FIVE_MINUTES_MS:
+            end, days = start + BLOCK_MS, RETENTION_DAYS
+        elif step == HOUR_MS:
+            end, days = start + DAY_MS, HOURLY_RETENTION_DAYS
+        else:
+            end, days = month_start(start + 32 * DAY_MS), DAILY_RETENTION_DAYS
+        return end // 1000 + days * 86_400
+
+    def actions(self):
+        actions = []
+        for key in self.changed_keys():
+            event_type, step, start = key
+            now = self.items[key][1]
+            item_key = {"PK": {"S": self._pk()},
+                        "SK": {"S": f"SERIES#{event_type}#{RESOLUTION_NAMES[step]}#{Timestamp(start)}"}}
+            if not now:
+                actions.append({"Delete": {"TableName": TABLE_NAME, "Key": item_key}})
+                continue
+            actions.append({"Put": {"TableName": TABLE_NAME, "Item": {
+                **item_key,
+                "entityType": {"S": "series"},
+                "ttl": {"N": str(self.ttl(step, start))},
+                "buckets": {"B": encode_buckets(now, step)},
+            }}})
+        return actions
+
+    def raw_buckets(self, wanted):
+        """The stored raw readings' 5-minute buckets of `wanted`, one consistent Query per run of
+        buckets less than an hour apart, expired events left out."""
+        types = {t for t, _ in wanted}
+        runs = []
+        for start in sorted({s for _, s in wanted}):
+            if runs and start <= runs[-1][1] + HOUR_MS:
+                runs[-1][1] = start + FIVE_MINUTES_MS
+            else:
+                runs.append([start, start + FIVE_MINUTES_MS])
+        readings = {}
+        for start, end in runs:
+            for item in _query_all(
+                    TableName=TABLE_NAME,
+                    KeyConditionExpression="PK = :pk AND SK BETWEEN :first AND :last",
+                    FilterExpression="#ttl > :now",
+                    ExpressionAttributeNames={"#ttl": "ttl"},
+                    ExpressionAttributeValues={
+                        ":pk": {"S": self._pk()},
+                        ":first": {"S": f"EVENT#{Timestamp(start)}"},
+                        ":last": {"S": f"EVENT#{Timestamp(end - 1)}#~"},
+                        ":now": {"N": str(int(time.time()))},
+                    }):
+                if item.get("entityType", {}).get("S") != "event" or item["type"]["S"] not in types:
+                    continue
+                at = Timestamp.parse("at", item["at"]["S"]).millis
+                readings.setdefault(item["type"]["S"], []).append((at, value_from_attr(item["value"])))
+        return {t: five_minute_buckets(r) for t, r in readings.items()}
+
+    def recompute(self, series, latest, wanted):
+        if not wanted:
+            return
+        raw = self.raw_buckets(wanted)
+        for event_type, start in sorted(wanted):
+            exact = raw.get(event_type, {}).get(start) or new_bucket()
+            since = max(latest[event_type][0], start) if event_type in latest else start
+            s = series.setdefault(event_type, starting_at(since))
+            if start >= s["flushed"]:
+                _replace(s["open"], start, exact)
+                continue
+            rolled = s["rolled"]
+            block = self.item(event_type, FIVE_MINUTES_MS, bucket_start(start, BLOCK_MS))
+            _replace(block, start, exact)
+            hour = bucket_start(start, HOUR_MS)
+            hour_bucket = coarsen({k: v for k, v in block.items() if hour <= k < hour + HOUR_MS}, HOUR_MS)
+            day = bucket_start(start, DAY_MS)
+            if day < rolled:
+                hours = self.item(event_type, HOUR_MS, day)
+                _replace(hours, hour, hour_bucket.get(hour) or new_bucket())
+                total = coarsen(hours, DAY_MS).get(day) or new_bucket()
+                _replace(self.item(event_type, DAY_MS, month_start(day)), day, total)
+
+    def flush(self, series, latest):
+        for event_type in sorted(series):
+            s = series[event_type]
+            if event_type not in latest:
+                continue
+            hour = bucket_start(latest[event_type][0], HOUR_MS)
+            if not any(k < hour for k in s["open"]):
+                continue
+            closed = take_closed(s, hour)
+            for start in sorted(closed):
+                self.item(event_type, FIVE_MINUTES_MS, bucket_start(start, BLOCK_MS))[start] = closed[start]
+            trail_update(s["trail"], coarsen(closed, HOUR_MS))
+            days = take_days_to_roll(s)
+            if not days:
+                continue
+            self.load_range(event_type, FIVE_MINUTES_MS, days[0], days[-1] + DAY_MS - BLOCK_MS)
+            self.load_range(event_type, HOUR_MS, days[0], days[-1])
+            for day in days:
+                hours = {}
+                for key in sorted(self.items):
+                    t, step, start = key
+                    if t == event_type and step == FIVE_MINUTES_MS and day <= start < day + DAY_MS:
+                        blocks = self.items[key][1]
+                        for s5 in sorted(blocks):
+                            buckets_add(hours, bucket_start(s5, HOUR_MS), blocks[s5])
+                if not hours:
+                    continue
+                total = coarsen(hours, DAY_MS).get(day) or new_bucket()
+                self.item(event_type, HOUR_MS, day)
+                self.items[(event_type, HOUR_MS, day)][1] = hours
+                _replace(self.item(event_type, DAY_MS, month_start(day)), day, total)
+
+
+def _transact_state(key, expression, values, actions):
+    """The state update with `actions` in one transaction, conditioned on ingestSeq: True when
+    committed; the current state item when the condition failed ({} when it is gone); None
+    when the transaction should be tried again."""
+    try:
+        DYNAMODB.transact_write_items(TransactItems=[{"Update": {
+            "TableName": TABLE_NAME,
+            "Key": key,
+            "UpdateExpression": expression,
+            "ConditionExpression": "attribute_exists(PK) AND ingestSeq = :seq",
+            "ExpressionAttributeValues": values,
+            "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+        }}] + actions, ReturnConsumedCapacity="TOTAL")
+    except ClientError as err:
+        reasons = err.response.get("CancellationReasons") or [{}]
+        if reasons[0].get("Code") == "ConditionalCheckFailed":
+            return reasons[0].get("Item") or {}
+        if err.response.get("Error", {}).get("Code") != "TransactionCanceledException" \
+                and not _retryable(err):
+            raise sdk_error(err) from None
+        return None
+    except (BotoConnectionError, ReadTimeoutError):
+        return None
+    return True
+
+
+def summarise(registration, base, nxt, events, state_item):
+    """The summaries' part of an attempt (shared::ops::ingest::Ingestor::summarise): new
+    readings counted in, the others' buckets recomputed from raw, and the closed hours flushed
+    when the state item (`state_item` with the new series) would be over one write unit."""
+    new, recompute = classify(base, events)
+    series = copy_series(base["series"])
+    recompute |= count_new(series, new)
+    items = SeriesItems(registration)
+    items.recompute(series, nxt["latest"], recompute)
+    sized = dict(state_item)
+    sized.pop("series", None)
+    if series:
+        sized["series"] = {"B": encode_series(series)}
+    if item_bytes(sized) > STATE_FLUSH_BYTES:
+        flushed, flushed_items = copy_series(series), items.copy()
+        flushed_items.flush(flushed, nxt["latest"])
+        if 1 + len(flushed_items.changed_keys()) <= MAX_TRANSACTION_ACTIONS:
+            series, items = flushed, flushed_items
+    return series, items
+
+
 def update_state(registration, base, events, deadline):
     device = registration["deviceId"]
     for attempt in range(1, STATE_ATTEMPTS + 1):
@@ -1186,8 +1833,6 @@ def update_state(registration, base, events, deadline):
                 break
             backoff(attempt - 1)
         nxt = merged(base, events)
-        if same_state(nxt, base):
-            return None  # a replay: nothing to write (the twin versions are read if needed)
         next_seq = base["ingestSeq"] + 1
         sets = ["lastSeen = :lastSeen", "readings = :readings", "ingestSeq = :nextSeq"]
         values = {
@@ -1217,12 +1862,71 @@ def update_state(registration, base, events, deadline):
                 values[":duePk"] = {"S": f"DUE#{shard}"}
                 values[":dueSk"] = {"S": f"{due}#{device}"}
         nxt = {**nxt, "indexedDue": due}
+        # The state as Rust sizes it: the base item with this attempt's changes (and the
+        # sequence number it was read with).
+        projected = {k: v for k, v in base["item"].items() if k not in removes}
+        for assignment in sets:
+            name, value = assignment.split(" = ")
+            projected[name] = values[value]
+        projected["ingestSeq"] = values[":seq"]
+        series, items = summarise(registration, base, nxt, events, projected)
+        series_bytes = encode_series(series) if series else None
+        base_bytes = encode_series(base["series"]) if base["series"] else None
+        actions = items.actions()
+        if same_state(nxt, base) and series_bytes == base_bytes and not actions:
+            return None  # a replay: nothing to write (the twin versions are read if needed)
+        if series_bytes != base_bytes:
+            if series_bytes is None:
+                removes.append("series")
+            else:
+                sets.append("series = :series")
+                values[":series"] = {"B": series_bytes}
+        nxt = {**nxt, "series": series}
+        key = state_key(registration["userId"], registration["shard"], device)
+        expression = "SET " + ", ".join(sets) + " REMOVE " + ", ".join(removes)
+        if actions:
+            # Late readings spread over more items than one transaction holds (weeks of
+            # backlog): the first items go ahead with an update that only moves ingestSeq
+            # (serialized like every summary write), the rest with the batch's update.
+            conflict = False
+            while len(actions) >= MAX_TRANSACTION_ACTIONS:
+                ahead, actions = actions[:MAX_TRANSACTION_ACTIONS - 1], actions[MAX_TRANSACTION_ACTIONS - 1:]
+                bumped_seq = base["ingestSeq"] + 1
+                outcome = _transact_state(key, "SET ingestSeq = :nextSeq", {
+                    ":seq": {"N": str(base["ingestSeq"])}, ":nextSeq": {"N": str(bumped_seq)}}, ahead)
+                if outcome is not True:
+                    conflict = True
+                    break
+                base = {**base, "ingestSeq": bumped_seq,
+                        "item": {**base["item"], "ingestSeq": {"N": str(bumped_seq)}}}
+                _remember(device, base)
+            if not conflict:
+                next_seq = base["ingestSeq"] + 1
+                values[":seq"] = {"N": str(base["ingestSeq"])}
+                values[":nextSeq"] = {"N": str(next_seq)}
+                # Every summary item goes with the state update, conditioned on ingestSeq: a
+                # device's summary writes are serialized by its state.
+                outcome = _transact_state(key, expression, values, actions)
+            if outcome is not True:
+                if outcome is not None:
+                    if outcome == {}:
+                        _forget(device)
+                        raise device_unauthorized()
+                    base = state_from_item(outcome)
+                    _remember(device, base)
+                continue
+            written_item = {k: v for k, v in projected.items() if k != "series"}
+            written_item["ingestSeq"] = {"N": str(next_seq)}
+            if series_bytes is not None:
+                written_item["series"] = {"B": series_bytes}
+            _remember(device, {**nxt, "ingestSeq": next_seq, "item": written_item})
+            return twin_versions(written_item)
         try:
             written = DYNAMODB.update_item(
                 TableName=TABLE_NAME,
-                Key=state_key(registration["userId"], registration["shard"], device),
+                Key=key,
                 # The lists of a state written before `readings` go as it is rewritten.
-                UpdateExpression="SET " + ", ".join(sets) + " REMOVE " + ", ".join(removes),
+                UpdateExpression=expression,
                 ConditionExpression="attribute_exists(PK) AND ingestSeq = :seq",
                 ExpressionAttributeValues=values,
                 ReturnValuesOnConditionCheckFailure="ALL_OLD",
@@ -1244,7 +1948,9 @@ def update_state(registration, base, events, deadline):
             continue
         except (BotoConnectionError, ReadTimeoutError):
             continue
-        _remember(device, {**nxt, "ingestSeq": next_seq})
+        written_item = {k: v for k, v in (written.get("Attributes") or {}).items()
+                        if k not in ("createdAt", "updatedAt")}
+        _remember(device, {**nxt, "ingestSeq": next_seq, "item": written_item})
         return twin_versions(written.get("Attributes"))
     raise busy()
 

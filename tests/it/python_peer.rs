@@ -213,6 +213,122 @@ fn changes(before: &Items, after: &Items) -> Items {
         .collect()
 }
 
+/// The items a batch added or changed on each table are the same, byte for byte, but for the
+/// learned rhythm: it follows the gap from the demo's last reading, stamped with each seeding's
+/// own clock, so each side is checked against the shared rule applied to its own state before
+/// the batch, and the rest compared as it is.
+fn assert_same_changes(rust: (&Items, &Items), peer: (&Items, &Items)) {
+    let ((rust_before, rust_changes), (peer_before, peer_changes)) = (rust, peer);
+    assert_eq!(
+        rust_changes.keys().collect::<Vec<_>>(),
+        peer_changes.keys().collect::<Vec<_>>()
+    );
+    let rhythm = ["learnedEverySeconds", "learnedJitterSeconds", "GSI3SK"];
+    for (key, item) in rust_changes {
+        let mut ours = item.clone();
+        let mut theirs = peer_changes.get(key).cloned().unwrap_or_default();
+        if entity_type(item) == Some(EntityType::DeviceState) {
+            for (before, after) in [(rust_before, item), (peer_before, &theirs)] {
+                let after = DeviceStateItem::from_item(after.clone()).unwrap();
+                let mut expected = after.clone();
+                expected.learn_rhythm(&DeviceStateItem::from_item(before[key].clone()).unwrap());
+                assert_eq!(
+                    (
+                        expected.learned_every_seconds,
+                        expected.learned_jitter_seconds
+                    ),
+                    (after.learned_every_seconds, after.learned_jitter_seconds),
+                    "{key:?}: the rhythm learned from the state before"
+                );
+            }
+            for name in rhythm {
+                ours.remove(name);
+                theirs.remove(name);
+            }
+        }
+        assert_eq!(ours, theirs, "{key:?}");
+    }
+}
+
+/// A meter's batch of 100 minutes of two new types, every 2 minutes each (and a reading of
+/// each of the demo's types), with values that
+/// need full doubles: its open 5-minute buckets push the state past one write unit, so the
+/// batch flushes its closed hours into 5-minute blocks in the state's transaction.
+fn meter_batch(now: Timestamp) -> ApiRequest {
+    let events: Vec<Value> = (0..98)
+        .map(|i: i64| {
+            let (kind, value) = if i % 2 == 0 {
+                ("power", 200.0 + i as f64 * 0.37)
+            } else {
+                ("voltage", 229.0 + (i % 7) as f64 * 0.113)
+            };
+            json!({"id": format!("m-{i}"), "type": kind, "value": value,
+                   "at": now.plus_seconds(-6000 + 60 * i).to_string()})
+        })
+        .chain([
+            // The demo's own types too: their latest readings were stamped with each
+            // seeding's clock, and the state stores them relative to the newest.
+            json!({"id": "m-t", "type": "temperature", "value": 21.25, "at": now.to_string()}),
+            json!({"id": "m-h", "type": "humidity", "value": 40, "at": now.to_string()}),
+        ])
+        .collect();
+    ingest_request("thermo-kitchen", DEMO_KITCHEN_TOKEN, json!(events))
+}
+
+/// Readings of `power` 40 to 90 minutes old that the meter batch did not send (late: their
+/// buckets are flushed), one of its readings again (a replay) and a text reading.
+fn late_batch(now: Timestamp) -> ApiRequest {
+    let mut events: Vec<Value> = (0..10)
+        .map(|i: i64| {
+            json!({"id": format!("late-{i}"), "type": "power", "value": 150.5 + i as f64,
+                   "at": now.plus_seconds(-5400 + 300 * i + 17).to_string()})
+        })
+        .collect();
+    events.push(
+        json!({"id": "m-10", "type": "power", "value": 200.0 + 10.0 * 0.37,
+                       "at": now.plus_seconds(-6000 + 600).to_string()}),
+    );
+    events.push(
+        json!({"id": "late-text", "type": "power", "value": "calibrating",
+                       "at": now.plus_seconds(-4000).to_string()}),
+    );
+    ingest_request("thermo-kitchen", DEMO_KITCHEN_TOKEN, json!(events))
+}
+
+#[tokio::test]
+async fn a_batch_that_flushes_summaries_and_late_readings_store_exactly_what_rust_stores() {
+    let (rust_table, _) = demo_table().await;
+    let (peer_table, _) = demo_table().await;
+    let now = Timestamp::now();
+    for (what, batch) in [
+        ("flush", meter_batch(now)),
+        ("late and replayed", late_batch(now)),
+    ] {
+        let rust_before = keyed(&rust_table).await;
+        let peer_before = keyed(&peer_table).await;
+        let rust = rust_ingest(&rust_table, &batch.event()).await;
+        let (status, body) = peer(&peer_table, "ingest_handler", &batch.event()).await;
+        assert_eq!(rust.status, 200, "{what}: {}", rust.body);
+        assert_eq!((status, &body), (rust.status, &rust.body), "{what}");
+        let rust_changes = changes(&rust_before, &keyed(&rust_table).await);
+        let peer_changes = changes(&peer_before, &keyed(&peer_table).await);
+        let blocks = rust_changes
+            .keys()
+            .filter(|(_, sk)| sk.starts_with("SERIES#power#5m#"))
+            .count();
+        assert!(blocks >= 1, "{what}: the batch wrote a 5-minute block");
+        let state = rust_changes
+            .values()
+            .find(|i| entity_type(i) == Some(EntityType::DeviceState))
+            .expect("the state changed");
+        assert!(
+            state.contains_key("series"),
+            "{what}: the state carries open summaries"
+        );
+        assert_same_changes((&rust_before, &rust_changes), (&peer_before, &peer_changes));
+    }
+}
+
 #[tokio::test]
 async fn an_ingest_batch_stores_exactly_the_items_the_rust_handler_stores() {
     let (rust_table, _) = demo_table().await;
@@ -235,34 +351,7 @@ async fn an_ingest_batch_stores_exactly_the_items_the_rust_handler_stores() {
         rust_changes.keys().collect::<Vec<_>>(),
         peer_changes.keys().collect::<Vec<_>>()
     );
-    // The learned rhythm (and the due time it gives) follows the gap from the demo's last
-    // reading, stamped with each seeding's own clock: each side is checked against the shared
-    // rule applied to its own state before the batch, the rest compared as it is.
-    let rhythm = ["learnedEverySeconds", "learnedJitterSeconds", "GSI3SK"];
-    for (key, item) in &rust_changes {
-        let mut ours = item.clone();
-        let mut theirs = peer_changes.get(key).cloned().unwrap_or_default();
-        if entity_type(item) == Some(EntityType::DeviceState) {
-            for (before, after) in [(&rust_before, item), (&peer_before, &theirs)] {
-                let after = DeviceStateItem::from_item(after.clone()).unwrap();
-                let mut expected = after.clone();
-                expected.learn_rhythm(&DeviceStateItem::from_item(before[key].clone()).unwrap());
-                assert_eq!(
-                    (
-                        expected.learned_every_seconds,
-                        expected.learned_jitter_seconds
-                    ),
-                    (after.learned_every_seconds, after.learned_jitter_seconds),
-                    "{key:?}: the rhythm learned from the state before"
-                );
-            }
-            for name in rhythm {
-                ours.remove(name);
-                theirs.remove(name);
-            }
-        }
-        assert_eq!(ours, theirs, "{key:?}");
-    }
+    assert_same_changes((&rust_before, &rust_changes), (&peer_before, &peer_changes));
 
     // A replay through the peer stores nothing new and answers the same.
     let (status, again) = peer(&peer_table, "ingest_handler", &batch.event()).await;

@@ -175,6 +175,40 @@ pub fn render_report(
         );
     }
     out.push_str(
+        "\n### Summaries (issue 32)\n\nPart of the figures above: per device and event type, a \
+         flush transaction when the live state's open 5-minute buckets would take it past one \
+         write unit (the state and the closed hours' 2-hour blocks, 2 units per KB per item), a \
+         daily roll (the day item of hourly buckets and the month item's day, read and written \
+         the same way), and the stored blocks (kept as long as the raw readings), day items (400 \
+         days) and month items (5 years), all in the device's event partition \
+         (`local/perf/src/simulate/traffic.rs`, `device_series`).\n\n\
+         | profile | flushes / day | write units / day | per event | read units / day | items | storage | writes + reads + storage / month |\n\
+         |---|---|---|---|---|---|---|---|\n",
+    );
+    for sim in sims {
+        let w = &sim.workload;
+        let events_per_day = w.events_per_second * 86_400.0;
+        let gb = w.series_storage_bytes / GB;
+        let _ = writeln!(
+            out,
+            "| {} | {} | {} | {:.3} | {} | {} | {} GB | {} |",
+            sim.profile.name,
+            millions(w.series_flushes_per_day),
+            millions(w.series_write_units_per_day),
+            if events_per_day > 0.0 {
+                w.series_write_units_per_day / events_per_day
+            } else {
+                0.0
+            },
+            millions(w.series_read_units_per_day),
+            millions(w.series_items),
+            gigabytes(gb),
+            usd(w.series_write_units_per_day * DAYS_PER_MONTH * WRU_USD
+                + w.series_read_units_per_day * DAYS_PER_MONTH * RRU_USD
+                + gb * STORAGE_GB_MONTH_USD),
+        );
+    }
+    out.push_str(
         "\nWhat drives these: writes are about 1 unit per telemetry event (one item under 1 KB, \
          on no index; a searchable type adds its GSI1 entry) plus a 1-unit live-state update per \
          ingest request, so larger batches cost less. Storage grows with events/s x 90 days. The \

@@ -10,14 +10,16 @@ use shared::model::entities::event::EventItem;
 use shared::model::entities::open_alarm::OpenAlarmItem;
 use shared::model::entities::profile::ProfileItem;
 use shared::model::entities::registration::RegistrationItem;
+use shared::model::entities::series::SeriesItem;
 use shared::model::entities::tag_link::TagLinkItem;
 use shared::model::entities::type_mark::{type_window, TypeMarkItem};
 use shared::model::entities::Entity;
-use shared::model::ids::{DeviceType, EventId, EventType, Tag};
+use shared::model::ids::{DeviceId, DeviceType, EventId, EventType, Tag, UserId};
 use shared::model::offline::OFFLINE_SEVERITY;
 use shared::model::readings::derive_event_id;
 use shared::model::readings::{EventValue, StoredEvent, StoredReading};
 use shared::model::schema::INDEXES;
+use shared::model::series::{five_minute_buckets, Buckets, Resolution};
 use shared::model::shard::ShardCounts;
 use shared::model::status::DeviceStatus;
 use shared::model::timestamp::Day;
@@ -63,6 +65,12 @@ pub struct ItemSizes {
     pub open_pointer: u64,
     /// The pointer's GSI3 entry (`OPEN#{severity}#{shard}`).
     pub open_pointer_gsi3: u64,
+    /// Summaries (issue 32) of a type read every minute: a 5-minute block item (24 buckets of
+    /// 5 readings), a day item (24 hourly buckets), a month item (31 daily buckets), bytes.
+    pub series_items: [u64; 3],
+    /// Bytes a 5-minute bucket adds to the live state's `series` attribute: of 5 readings
+    /// (a type read every minute), of one reading (every 5 minutes or slower).
+    pub series_bucket_bytes: [f64; 2],
 }
 
 fn to_item(entity: &impl Entity, shards: &ShardCounts) -> Item {
@@ -165,7 +173,6 @@ impl ItemSizes {
             last_seen: Some(at),
             latest,
             recent,
-            series: Default::default(),
             ingest_seq: 48_213,
             device_version: 3,
             twin: Default::default(),
@@ -178,6 +185,7 @@ impl ItemSizes {
             learned_every_seconds: Some(300),
             learned_jitter_seconds: Some(12),
             indexed_due: None,
+            series: Default::default(),
         };
         let state_attrs = to_item(&state, &shards);
         let state_gsi1 = index_entry(&state_attrs, &INDEXES[0]).map_or(0, |e| item_size(&e));
@@ -261,6 +269,76 @@ impl ItemSizes {
             offline_alarm: item_size(&offline_alarm),
             open_pointer_gsi3: gsi3(&pointer),
             open_pointer: item_size(&pointer),
+            series_items: series_item_sizes(&user, &device_id(0, 0), day, &shards),
+            series_bucket_bytes: series_bucket_bytes(day),
         }
     }
+}
+
+/// Readings of a meter: values that need a full double (the costlier stored form), `count`
+/// of them per 5 minutes from `start_ms` for `buckets` buckets.
+fn meter_buckets(start_ms: i64, step_ms: i64, buckets: i64, per_bucket: i64) -> Buckets {
+    let values: Vec<(i64, EventValue)> = (0..buckets * per_bucket)
+        .map(|i| {
+            (
+                start_ms + i / per_bucket * step_ms + i % per_bucket,
+                EventValue::Number(20.0 + (i % 97) as f64 * 0.013),
+            )
+        })
+        .collect();
+    let fine = five_minute_buckets(values.iter().map(|(at, v)| (*at, v)));
+    match step_ms {
+        s if s == Resolution::FiveMinutes.millis() => fine,
+        s if s == Resolution::Hour.millis() => fine.coarsen(Resolution::Hour),
+        _ => fine.coarsen(Resolution::Day),
+    }
+}
+
+/// The sizes of a block, a day item and a month item of a type read every minute.
+fn series_item_sizes(
+    user: &UserId,
+    device: &DeviceId,
+    day: &Day,
+    shards: &ShardCounts,
+) -> [u64; 3] {
+    let start = day.start().epoch_millis();
+    let kind = EventType::parse("temperature").expect("valid");
+    let size = |resolution: Resolution, buckets: Buckets| {
+        item_size(&to_item(
+            &SeriesItem {
+                user_id: user.clone(),
+                device_id: device.clone(),
+                event_type: kind.clone(),
+                resolution,
+                start: day.start(),
+                buckets,
+                ttl: start / 1000,
+            },
+            shards,
+        ))
+    };
+    let five = Resolution::FiveMinutes.millis();
+    [
+        size(Resolution::FiveMinutes, meter_buckets(start, five, 24, 5)),
+        size(
+            Resolution::Hour,
+            meter_buckets(start, Resolution::Hour.millis(), 24, 5),
+        ),
+        size(
+            Resolution::Day,
+            meter_buckets(start, Resolution::Day.millis(), 31, 5),
+        ),
+    ]
+}
+
+/// Bytes per 5-minute bucket in the state's open summaries: dense (5 readings) and sparse (1).
+fn series_bucket_bytes(day: &Day) -> [f64; 2] {
+    let start = day.start().epoch_millis();
+    let five = Resolution::FiveMinutes.millis();
+    [5, 1].map(|per_bucket| {
+        meter_buckets(start, five, 24, per_bucket)
+            .encode(Resolution::FiveMinutes)
+            .len() as f64
+            / 24.0
+    })
 }

@@ -107,6 +107,129 @@ pub struct Workload {
     pub storm_wcu_per_due_shard: f64,
     /// The same storm on the busiest `OPEN#major#{shard}` key.
     pub storm_wcu_per_open_shard: f64,
+    /// Summaries (issue 32): write units a day of flush transactions (the state's extra unit
+    /// and the 5-minute blocks) and daily rolls (day and month items).
+    pub series_write_units_per_day: f64,
+    /// Summaries: consistent read units a day (blocks read at a flush, the day's blocks and
+    /// the month item read at a roll).
+    pub series_read_units_per_day: f64,
+    /// Summaries: flush transactions a day, fleet-wide.
+    pub series_flushes_per_day: f64,
+    /// Summaries: stored bytes (with overhead) of blocks, day and month items at steady state.
+    pub series_storage_bytes: f64,
+    /// Summaries: stored items (blocks, day and month items).
+    pub series_items: f64,
+}
+
+/// The live state's room for open summaries before a flush: one write unit.
+const STATE_FLUSH_BYTES: f64 = 1024.0;
+/// What each type adds to the state's `series` attribute besides its buckets (its name,
+/// boundaries and the 24-hour trail), bytes.
+const SERIES_TYPE_BYTES: f64 = 40.0;
+/// A summary item's key and attributes besides its buckets, bytes (about).
+const SERIES_KEY_BYTES: f64 = 120.0;
+/// Days an hourly (day) item and a daily (month) item are kept: the template's defaults.
+const SERIES_HOURLY_DAYS: f64 = 400.0;
+/// See [`SERIES_HOURLY_DAYS`].
+const SERIES_DAILY_DAYS: f64 = 1826.0;
+
+/// The chance that a type read `type_rate` times a second has a reading in a 2-hour block.
+fn in_block_of(type_rate: f64) -> f64 {
+    1.0 - (-type_rate * 7200.0).exp()
+}
+
+/// One device's summaries, per second: write and read units on its event partition, the
+/// extra write units on its live state (a flush's transaction bills the state twice), the
+/// flushes, and the stored bytes and items.
+#[derive(Default)]
+struct DeviceSeries {
+    partition_wcu: f64,
+    partition_rcu: f64,
+    state_wcu: f64,
+    flushes: f64,
+    bytes: f64,
+    items: f64,
+}
+
+/// The summaries of a device sending `rate` events a second with the profile's type mix
+/// (docs/design.md section 13): open 5-minute buckets grow the live state until it passes one
+/// write unit, then a transaction writes the closed hours to their 2-hour blocks (2 units per
+/// KB per item, the state's update billed twice); each day a roll writes the day item (hourly
+/// buckets) and the month item's day; blocks are kept as long as the raw readings, day items
+/// 400 days, month items 5 years.
+fn device_series(m: &Model, rate: f64, retention_days: f64) -> DeviceSeries {
+    let sizes = m.sizes;
+    let mut out = DeviceSeries::default();
+    if rate <= 0.0 {
+        return out;
+    }
+    let five = 300.0;
+    let mut growth = 0.0; // state bytes a second
+    let mut active_types = 0.0;
+    for (_, share) in &m.types {
+        let type_rate = rate * share;
+        if type_rate <= 0.0 {
+            continue;
+        }
+        active_types += 1.0;
+        let per_bucket = type_rate * five;
+        let present = 1.0 - (-per_bucket).exp();
+        let [dense, sparse] = sizes.series_bucket_bytes;
+        let bytes = sparse + (dense - sparse) * ((per_bucket - 1.0) / 4.0).clamp(0.0, 1.0);
+        growth += present / five * bytes;
+    }
+    let room =
+        (STATE_FLUSH_BYTES - sizes.state as f64 - active_types * SERIES_TYPE_BYTES).max(100.0);
+    // Closed hours only: at most one flush an hour.
+    let interval = (room / growth).max(3600.0);
+    let flushes = 1.0 / interval;
+    let [block, day_item, month_item] = sizes.series_items;
+    let tx = |bytes: u64| 2.0 * write_units(bytes) as f64;
+    let mut flush_wcu = 0.0;
+    let mut flush_rcu = 0.0;
+    let mut roll_wcu = 0.0;
+    let mut roll_rcu = 0.0;
+    for (_, share) in &m.types {
+        let type_rate = rate * share;
+        if type_rate <= 0.0 {
+            continue;
+        }
+        // A flush writes the type's blocks of the closed hours (plus the one partly flushed
+        // before), if the type had readings since the last one.
+        let in_flush = 1.0 - (-type_rate * interval).exp();
+        let blocks = interval / 7200.0 * in_block_of(type_rate) + 1.0;
+        flush_wcu += in_flush * blocks * tx(block);
+        flush_rcu += in_flush * blocks * strong_read_units(block);
+        // A roll a day the type reports: the day item and the month item, read then written.
+        let in_day = 1.0 - (-type_rate * 86_400.0).exp();
+        roll_wcu += in_day * (tx(day_item) + tx(month_item)) / 86_400.0;
+        roll_rcu += in_day
+            * (query_read_units((12.0 * in_block_of(type_rate) * block as f64) as u64) * 2.0
+                + strong_read_units(month_item))
+            / 86_400.0;
+        let o = STORAGE_OVERHEAD_BYTES as f64;
+        // Only spans with readings have an item.
+        let in_block = in_block_of(type_rate);
+        let in_month = 1.0 - (-type_rate * 30.4 * 86_400.0).exp();
+        let blocks_kept = in_block * 12.0 * retention_days;
+        let days_kept = in_day * SERIES_HOURLY_DAYS;
+        let months_kept = in_month * SERIES_DAILY_DAYS / 30.4;
+        // An item holds only the buckets with readings: a sparse type's are smaller.
+        let in_five = 1.0 - (-type_rate * 300.0).exp();
+        let in_hour = 1.0 - (-type_rate * 3600.0).exp();
+        let filled = |full: u64, fill: f64| {
+            SERIES_KEY_BYTES + (full as f64 - SERIES_KEY_BYTES).max(0.0) * fill.min(1.0)
+        };
+        out.bytes += blocks_kept * (filled(block, in_five / in_block) + o)
+            + days_kept * (filled(day_item, in_hour / in_day) + o)
+            + months_kept * (filled(month_item, in_day / in_month) + o);
+        out.items += blocks_kept + days_kept + months_kept;
+    }
+    out.partition_wcu = flushes * flush_wcu + roll_wcu;
+    out.partition_rcu = flushes * flush_rcu + roll_rcu;
+    out.state_wcu = flushes * m.state_update_wcu;
+    out.flushes = flushes;
+    out
 }
 
 /// Bytes of a directory (GSI2) entry: keys, entity type, user id, shards and device count.
@@ -408,8 +531,18 @@ impl Traffic {
                 family: None,
             });
         }
-        let device_wcu = rate * m.event_wcu + mark_puts_wcu + m.twin_device_wcu;
-        let device_rcu = event_read_rcu + m.twin_device_rcu;
+        // Its summaries live in the same partition (no key of their own).
+        let retention_days = f64::from(profile.retention_days.unwrap_or(DEFAULT_RETENTION_DAYS));
+        let series = device_series(m, rate, retention_days);
+        let w = &mut self.workload;
+        w.series_write_units_per_day += (series.partition_wcu + series.state_wcu) * 86_400.0;
+        w.series_read_units_per_day += series.partition_rcu * 86_400.0;
+        w.series_flushes_per_day += series.flushes * 86_400.0;
+        w.series_storage_bytes += series.bytes;
+        w.series_items += series.items;
+        let device_wcu =
+            rate * m.event_wcu + mark_puts_wcu + m.twin_device_wcu + series.partition_wcu;
+        let device_rcu = event_read_rcu + m.twin_device_rcu + series.partition_rcu;
         self.base.add(device_wcu, device_rcu, || KeyLoad {
             key: event_pk(user, &device),
             kind: KeyKind::DeviceEvents,
@@ -420,7 +553,8 @@ impl Traffic {
         if owner.twin.len() <= placed {
             owner.twin.resize(placed + 1, 0.0);
         }
-        owner.twin[placed] += m.twin_state_wcu;
+        // The twin's and the summaries' flushes' writes on the live state.
+        owner.twin[placed] += m.twin_state_wcu + series.state_wcu;
         // The registration: one eventually consistent read per batch (a consistent one
         // only for a registration or rotation of the last second). API Gateway spreads a
         // device's batches over containers, so the per-container cache is assumed to miss.
@@ -668,12 +802,15 @@ impl Traffic {
             + users as f64 * sizes.profile as f64;
         w.items = stored_events + 3.0 * d + users as f64;
         w.scanned_bytes = base_items_bytes;
+        // The summaries' items, with their overhead (the daily run never reads them).
+        let series_bytes = w.series_storage_bytes;
+        w.items += w.series_items;
         // The directory: one entry per profile and per fleet (about 100 bytes each), Scanned.
         let directory_bytes = 2.0 * users as f64 * DIRECTORY_ENTRY_BYTES;
         w.analytics_read_units_per_day += query_read_units(directory_bytes as u64);
         w.analytics_items_per_day += 2.0 * users as f64;
         w.storage_bytes = [
-            base_items_bytes + w.items * o,
+            base_items_bytes + (w.items - w.series_items) * o + series_bytes,
             stored_events * per_event(&|e| e.2) + d * (sizes.state_gsi1 as f64 + o),
             stored_events * per_event(&|e| e.3),
         ];
