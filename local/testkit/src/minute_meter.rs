@@ -18,9 +18,9 @@ use shared::model::series::{
     Trail, BLOCK_MS,
 };
 use shared::model::timestamp::Timestamp;
-use shared::store::dynamo::write_all;
+use shared::store::dynamo::{put_item, read_consistent, write_all};
 use shared::store::retry::Retry;
-use shared::store::table::{sdk_error, MAX_ATTEMPTS};
+use shared::store::table::MAX_ATTEMPTS;
 use shared::{FleetError, FleetTable};
 
 const MINUTE: i64 = 60_000;
@@ -186,18 +186,9 @@ impl MinuteMeter {
             partition: 0,
             device: device.clone(),
         };
-        let found = table
-            .client
-            .get_item()
-            .table_name(table.name())
-            .set_key(Some(key.attributes()))
-            .consistent_read(true)
-            .send()
-            .await
-            .map_err(sdk_error)?
-            .item
+        let mut state: DeviceStateItem = read_consistent(table, &key)
+            .await?
             .ok_or_else(|| FleetError::internal("the device has no live state"))?;
-        let mut state = DeviceStateItem::from_item(found)?;
         if latest {
             for (name, readings) in &self.readings {
                 if let Some((at, value)) = readings.iter().next_back() {
@@ -214,14 +205,6 @@ impl MinuteMeter {
             state.last_seen = newest.and_then(|at| Timestamp::from_epoch_millis(*at));
         }
         state.series.0.extend(series.0);
-        table
-            .client
-            .put_item()
-            .table_name(table.name())
-            .set_item(Some(state.to_item(&table.config.shards)?))
-            .send()
-            .await
-            .map_err(sdk_error)?;
-        Ok(())
+        put_item(table, &state).await
     }
 }

@@ -284,7 +284,7 @@ pub(crate) fn ttl_now() -> AttributeValue {
 }
 
 /// Writes `item` with one metered PutItem (replacing any item with its key).
-pub(crate) async fn put_item(
+pub async fn put_item(
     table: &crate::store::table::FleetTable,
     item: &impl crate::model::entities::Entity,
 ) -> Result<(), FleetError> {
