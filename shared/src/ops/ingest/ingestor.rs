@@ -453,6 +453,7 @@ impl Ingestor {
                     classified,
                     &events_stored,
                     actions.len(),
+                    deadline,
                 )
                 .await?;
             if next == base && items.changed() == 0 {
@@ -590,9 +591,10 @@ impl Ingestor {
     /// The summaries' part of an attempt on `next` (the state with the batch merged in): new
     /// readings counted into the open buckets, the `classified` buckets to recompute
     /// recomputed from raw (once `events_stored` says the batch's events are), and, when
-    /// the state item would be over one write unit, the closed hours flushed, if the
-    /// transaction has room for them beside `other_actions` and the state's update. Returns
-    /// the summary items to write with the state.
+    /// the state item would be over one write unit, the closed 5-minute buckets flushed, if
+    /// the transaction has room for them beside `other_actions` and the state's update.
+    /// Returns the summary items to write with the state; a 503 when an open bucket to
+    /// recompute still counts readings not stored by `deadline` (a concurrent batch's).
     async fn summarise(
         &self,
         registration: &RegistrationItem,
@@ -600,6 +602,7 @@ impl Ingestor {
         classified: Classified,
         events_stored: &tokio::sync::watch::Receiver<bool>,
         other_actions: usize,
+        deadline: Instant,
     ) -> Result<SeriesItems, FleetError> {
         let store = SeriesStore {
             table: &self.table,
@@ -614,7 +617,13 @@ impl Ingestor {
         }
         let mut items = SeriesItems::default();
         store
-            .recompute(&mut series, &next.latest, &recompute, &mut items)
+            .recompute(
+                &mut series,
+                &next.latest,
+                &recompute,
+                &mut items,
+                Some(deadline),
+            )
             .await?;
         next.series = series;
         let size = item_bytes(&next.to_item(&self.table.config.shards)?);
@@ -653,6 +662,7 @@ impl Ingestor {
                 &repaired.latest,
                 &buckets_of(unstored),
                 &mut items,
+                None,
             )
             .await?;
         repaired.series = series;

@@ -11,6 +11,7 @@
 //! read-modify-write of an item needs no version of its own.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::time::{Duration, Instant};
 
 use aws_sdk_dynamodb::types::{Put, TransactWriteItem};
 
@@ -30,7 +31,7 @@ use crate::model::series::{
 };
 use crate::model::timestamp::Timestamp;
 use crate::store::dynamo::{delete_action, key_range, query, ttl_now};
-use crate::store::table::FleetTable;
+use crate::store::table::{FleetTable, Transient};
 
 /// How long the summary items of each resolution are kept: the 5-minute blocks as long as the
 /// raw readings, hours and days longer.
@@ -337,17 +338,37 @@ impl SeriesStore<'_> {
     /// Recomputes the buckets `wanted` from the stored raw readings: an open bucket is
     /// replaced in `series`; a flushed one (late) in its block, and where its day is rolled, in
     /// the day's hour and the month's day.
+    ///
+    /// `counted`: what the state's open buckets count is stored or on its way (the ingest
+    /// path), so an open bucket is never replaced by one of fewer readings. A concurrent batch
+    /// sends its events and its state update together: its state, counting its new readings,
+    /// can commit before those events are stored. Fewer raw readings than counted means some
+    /// are still in flight: the raw readings are read again after a pause (50 ms, doubling)
+    /// until `counted`'s deadline, then the batch is refused with a 503 (the device resends).
+    /// `None` (a repair of events that failed to store): the raw readings are the truth.
     pub(super) async fn recompute(
         &self,
         series: &mut SeriesState,
         latest: &BTreeMap<String, StoredReading>,
         wanted: &BTreeSet<(String, i64)>,
         items: &mut SeriesItems,
+        counted: Option<Instant>,
     ) -> Result<(), FleetError> {
         if wanted.is_empty() {
             return Ok(());
         }
-        let raw = self.raw_buckets(wanted).await?;
+        let mut raw = self.raw_buckets(wanted).await?;
+        if let Some(deadline) = counted {
+            let mut pause = Duration::from_millis(50);
+            while !in_flight(series, wanted, &raw).is_empty() {
+                if Instant::now() + pause > deadline {
+                    return Err(Transient::Busy.error());
+                }
+                tokio::time::sleep(pause).await;
+                pause *= 2;
+                raw = self.raw_buckets(wanted).await?;
+            }
+        }
         for (kind, start) in wanted {
             let exact = raw
                 .get(kind)
@@ -400,8 +421,10 @@ impl SeriesStore<'_> {
         Ok(())
     }
 
-    /// Writes the closed hours of every type out of `series` (into their blocks) and rolls
-    /// the days now wholly flushed into day and month items; the trail follows.
+    /// Writes the closed 5-minute buckets of every type out of `series` (those before the
+    /// bucket of the type's newest reading, into their blocks) and rolls the days now wholly
+    /// flushed into day and month items; the trail's hours follow from the merged blocks and
+    /// the open buckets together.
     pub(super) async fn flush(
         &self,
         series: &mut SeriesState,
@@ -412,18 +435,30 @@ impl SeriesStore<'_> {
             let Some(newest) = latest.get(kind).map(|r| r.0) else {
                 continue;
             };
-            let hour = Resolution::Hour.bucket_start(newest);
-            if open.open.0.range(..hour).next().is_none() {
+            let current = Resolution::FiveMinutes.bucket_start(newest);
+            if open.open.0.range(..current).next().is_none() {
                 continue;
             }
-            let closed = open.take_closed(hour);
+            let closed = open.take_closed(current);
+            let mut hours = BTreeSet::new();
             for (start, bucket) in &closed.0 {
                 let block = self
                     .item(items, kind, Resolution::FiveMinutes, block_start(*start))
                     .await?;
                 block.0.insert(*start, bucket.clone());
+                hours.insert(Resolution::Hour.bucket_start(*start));
             }
-            open.trail.update(&closed.coarsen(Resolution::Hour));
+            // An hour's buckets all lie in one block (blocks are two whole hours).
+            let mut stored = Buckets::default();
+            for hour in hours {
+                let block = self
+                    .item(items, kind, Resolution::FiveMinutes, block_start(hour))
+                    .await?;
+                for (start, bucket) in block.within(hour, hour + Resolution::Hour.millis()) {
+                    stored.add(*start, bucket);
+                }
+            }
+            open.update_trail(&stored);
             let days = open.take_days_to_roll();
             let (Some(first), Some(last)) = (days.first(), days.last()) else {
                 continue;
@@ -469,6 +504,29 @@ impl SeriesStore<'_> {
         }
         Ok(())
     }
+}
+
+/// The `wanted` open buckets whose `raw` recompute holds fewer readings than `series` counted.
+pub(super) fn in_flight(
+    series: &SeriesState,
+    wanted: &BTreeSet<(String, i64)>,
+    raw: &BTreeMap<String, Buckets>,
+) -> Vec<(String, i64)> {
+    wanted
+        .iter()
+        .filter(|(kind, start)| {
+            let Some(open) = series.0.get(kind).filter(|o| o.is_open(*start)) else {
+                return false;
+            };
+            let counted = open.open.0.get(start).map_or(0, |b| b.count);
+            let stored = raw
+                .get(kind)
+                .and_then(|b| b.0.get(start))
+                .map_or(0, |b| b.count);
+            stored < counted
+        })
+        .cloned()
+        .collect()
 }
 
 /// `buckets` with the bucket at `start` replaced by `exact` (removed when it counts nothing).
@@ -531,7 +589,8 @@ mod tests {
         );
         let mut series = SeriesState::default();
         assert!(count_new(&mut series, &classified.new).is_empty());
-        assert_eq!(series.0["power"].flushed_before, T0);
+        // Opened at the 5-minute bucket of the type's first counted reading.
+        assert_eq!(series.0["power"].flushed_before, T0 + 600_000);
         assert_eq!(series.0["power"].open.0[&(T0 + 600_000)].count, 1);
     }
 
