@@ -522,6 +522,27 @@ impl OpenSeries {
         self.trail.update(&hours);
     }
 
+    /// The sparkline's hourly averages of the last 24 hours: the trail's hours, and the hours
+    /// after `flushed_before`'s hour from the open buckets. The hour split by `flushed_before`
+    /// keeps the trail's average, taken from the whole hour (block and open buckets) at its
+    /// last flush; the open buckets alone hold only its later part.
+    pub fn hourly_averages(&self) -> BTreeMap<i64, f64> {
+        let split = Resolution::Hour.bucket_start(self.flushed_before);
+        let mut averages = self.trail.0.clone();
+        for (hour, bucket) in self.open.coarsen(Resolution::Hour).0 {
+            if hour == split && averages.contains_key(&hour) {
+                continue;
+            }
+            if let Some((_, _, _, avg)) = bucket.numbers() {
+                averages.insert(hour, avg);
+            }
+        }
+        if let Some(newest) = averages.keys().next_back().copied() {
+            averages = averages.split_off(&(newest - (Trail::HOURS - 1) * HOUR_MS));
+        }
+        averages
+    }
+
     /// The days now wholly in stored blocks and not yet in the day and month items: their
     /// starts, oldest first; the rolled part now ends before the first day still open.
     pub fn take_days_to_roll(&mut self) -> Vec<i64> {
@@ -1061,6 +1082,21 @@ mod assembly {
         );
         assert!(!store.months.0.is_empty());
         assert!(split_hours > 50, "flushes split hours: {split_hours}");
+        // The sparkline: 24 hours; an hour wholly open averages its open buckets, the others
+        // come from the trail.
+        let averages = s.hourly_averages();
+        assert_eq!(averages.len(), 24);
+        let newest = *averages.keys().next_back().unwrap();
+        assert_eq!(newest, Resolution::Hour.bucket_start(latest));
+        let split = Resolution::Hour.bucket_start(s.flushed_before);
+        for (hour, avg) in &averages {
+            if *hour > split || !s.trail.0.contains_key(hour) {
+                let want = recompute(&raw, Resolution::Hour, *hour, hour + HOUR_MS);
+                assert!((avg - want.0[hour].numbers().unwrap().3).abs() < 1e-9);
+            } else {
+                assert_eq!(*avg, s.trail.0[hour], "flushed hours from the trail");
+            }
+        }
         let end = T0 + 3 * DAY_MS;
         for resolution in Resolution::ALL {
             for (from, to) in [

@@ -22,7 +22,7 @@ use crate::model::entities::registration::RegistrationItem;
 use crate::model::entities::series::{series_sk, SeriesItem};
 use crate::model::entities::{Entity, EntityType};
 use crate::model::error::FleetError;
-use crate::model::ids::EventType;
+use crate::model::ids::{EventId, EventType};
 use crate::model::keys::event_pk;
 use crate::model::readings::{EventValue, StoredReading};
 use crate::model::series::{
@@ -73,6 +73,19 @@ pub(super) struct Classified {
     pub(super) new: BTreeMap<String, Vec<(i64, EventValue)>>,
     /// `(type, 5-minute bucket start)` of every other reading: recomputed from raw.
     pub(super) recompute: BTreeSet<(String, i64)>,
+    /// The key `(at, id)` and `(type, 5-minute bucket start)` of every reading.
+    pub(super) keyed: Vec<((Timestamp, EventId), (String, i64))>,
+}
+
+/// What a recompute on the ingest path allows for: the open buckets' counts are all stored or
+/// on their way, except this batch's own readings that failed to store (counted by this
+/// attempt or by an earlier one whose answer was lost; the device resends them, and a repair
+/// or their resend's recompute sets the bucket right).
+pub(super) struct CountedCheck {
+    /// Until when to wait for counted readings in flight.
+    pub(super) deadline: Instant,
+    /// Per `(type, 5-minute bucket start)`: this batch's readings not stored.
+    pub(super) unstored: BTreeMap<(String, i64), u64>,
 }
 
 /// Sorts `events` into readings to count and buckets to recompute, against `base`.
@@ -81,6 +94,10 @@ pub(super) fn classify(base: &DeviceStateItem, events: &[NewEvent]) -> Classifie
     for e in events {
         let at = e.at.epoch_millis();
         let kind = e.event_type.as_str();
+        classified.keyed.push((
+            (e.at, e.id.clone()),
+            (kind.to_string(), Resolution::FiveMinutes.bucket_start(at)),
+        ));
         if base.latest.get(kind).is_none_or(|latest| at > latest.0) {
             classified
                 .new
@@ -340,7 +357,8 @@ impl SeriesStore<'_> {
     /// the day's hour and the month's day.
     ///
     /// `counted`: what the state's open buckets count is stored or on its way (the ingest
-    /// path), so an open bucket is never replaced by one of fewer readings. A concurrent batch
+    /// path; this batch's own readings that failed to store aside), so an open bucket is never
+    /// replaced by one of fewer readings. A concurrent batch
     /// sends its events and its state update together: its state, counting its new readings,
     /// can commit before those events are stored. Fewer raw readings than counted means some
     /// are still in flight: the raw readings are read again after a pause (50 ms, doubling)
@@ -352,16 +370,16 @@ impl SeriesStore<'_> {
         latest: &BTreeMap<String, StoredReading>,
         wanted: &BTreeSet<(String, i64)>,
         items: &mut SeriesItems,
-        counted: Option<Instant>,
+        counted: Option<&CountedCheck>,
     ) -> Result<(), FleetError> {
         if wanted.is_empty() {
             return Ok(());
         }
         let mut raw = self.raw_buckets(wanted).await?;
-        if let Some(deadline) = counted {
+        if let Some(check) = counted {
             let mut pause = Duration::from_millis(50);
-            while !in_flight(series, wanted, &raw).is_empty() {
-                if Instant::now() + pause > deadline {
+            while !in_flight(series, wanted, &raw, &check.unstored).is_empty() {
+                if Instant::now() + pause > check.deadline {
                     return Err(Transient::Busy.error());
                 }
                 tokio::time::sleep(pause).await;
@@ -506,11 +524,13 @@ impl SeriesStore<'_> {
     }
 }
 
-/// The `wanted` open buckets whose `raw` recompute holds fewer readings than `series` counted.
+/// The `wanted` open buckets whose `raw` recompute holds fewer readings than `series` counted,
+/// `unstored` (the batch's own counted readings that failed to store) aside.
 pub(super) fn in_flight(
     series: &SeriesState,
     wanted: &BTreeSet<(String, i64)>,
     raw: &BTreeMap<String, Buckets>,
+    unstored: &BTreeMap<(String, i64), u64>,
 ) -> Vec<(String, i64)> {
     wanted
         .iter()
@@ -523,7 +543,8 @@ pub(super) fn in_flight(
                 .get(kind)
                 .and_then(|b| b.0.get(start))
                 .map_or(0, |b| b.count);
-            stored < counted
+            let own = unstored.get(&(kind.clone(), *start)).copied().unwrap_or(0);
+            stored + own < counted
         })
         .cloned()
         .collect()
