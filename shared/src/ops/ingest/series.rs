@@ -616,6 +616,42 @@ mod tests {
     }
 
     #[test]
+    fn an_open_bucket_with_fewer_stored_readings_than_counted_waits_for_them() {
+        let mut open = OpenSeries::starting_at(T0);
+        for i in 0..3 {
+            open.record(T0 + i * 1000, &EventValue::Number(1.0));
+        }
+        let series = SeriesState([("power".to_string(), open)].into());
+        let wanted = BTreeSet::from([("power".to_string(), T0)]);
+        let stored = |n: i64| {
+            let values: Vec<(i64, EventValue)> =
+                (0..n).map(|i| (T0 + i, EventValue::Number(1.0))).collect();
+            BTreeMap::from([(
+                "power".to_string(),
+                five_minute_buckets(values.iter().map(|(at, v)| (*at, v))),
+            )])
+        };
+        let none = BTreeMap::new();
+        assert_eq!(
+            in_flight(&series, &wanted, &stored(2), &none),
+            wanted.iter().cloned().collect::<Vec<_>>()
+        );
+        assert!(in_flight(&series, &wanted, &stored(3), &none).is_empty());
+        assert!(in_flight(&series, &wanted, &stored(4), &none).is_empty());
+        // The batch's own reading that failed to store is no reading in flight.
+        let own = BTreeMap::from([(("power".to_string(), T0), 1)]);
+        assert!(in_flight(&series, &wanted, &stored(2), &own).is_empty());
+        // A flushed bucket is recomputed from raw as it is (late readings).
+        let mut flushed = series.clone();
+        flushed
+            .0
+            .get_mut("power")
+            .unwrap()
+            .take_closed(T0 + 300_000);
+        assert!(in_flight(&flushed, &wanted, &stored(0), &none).is_empty());
+    }
+
+    #[test]
     fn items_expire_after_their_span_and_their_resolutions_retention() {
         let keep = SeriesRetention {
             raw_days: 90,
