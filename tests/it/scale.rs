@@ -121,9 +121,12 @@ async fn an_event_costs_about_one_write_unit_by_dynamodbs_rules_with_a_searchabl
         let put = marks_put(&body);
         let a = ingest(&cold(), ingest_request("meter-1", &token, body)).await;
         assert_eq!(a.status, 200, "{:?}", a.body);
+        // A batch whose state update went out in a transaction (it wrote summary items,
+        // issue 32) gets no item back, so its twin versions are read once more.
+        let twin_read = a.used.count("TransactWriteItems");
         assert_eq!(
             a.used.count("GetItem") + a.used.count("BatchGetItem"),
-            2,
+            2 + twin_read,
             "a cold container reads (the registration; the state with the rules), never fails a write"
         );
         let after = snapshot(&table).await;
@@ -212,6 +215,20 @@ async fn register_with(table: &FleetTable, owner: &str, device: &str, body: Valu
     a.body["token"].as_str().unwrap().to_string()
 }
 
+/// `snapshot` without the summaries (issue 32: summary items and the state's `series`),
+/// which two devices flush at different requests as their states differ in size.
+fn without_summaries(snapshot: &pricing::Snapshot) -> pricing::Snapshot {
+    snapshot
+        .iter()
+        .filter(|(_, item)| EntityType::of(item) != Some(EntityType::Series))
+        .map(|(key, item)| {
+            let mut item = item.clone();
+            item.remove(DeviceStateItem::SERIES.name());
+            (key.clone(), item)
+        })
+        .collect()
+}
+
 /// Write units of the same requests for a one-minute device with standard and with tight
 /// offline detection: (100-event batches per event, single-event requests per request, the due
 /// entry's share of each), by DynamoDB's rules.
@@ -232,19 +249,19 @@ async fn tight_offline_detection_costs_its_due_entry_move_per_batch_and_standard
         .await;
         let (mut units, mut due_units) = (0, 0);
         for batch in 0..3 {
-            let before = snapshot(&table).await;
+            let before = without_summaries(&snapshot(&table).await);
             let body = telemetry(100, 200 - 30 * batch);
             let put = marks_put(&body);
             let a = ingest(&cold(), ingest_request(device, &token, body)).await;
             assert_eq!(a.status, 200, "{:?}", a.body);
-            let after = snapshot(&table).await;
+            let after = without_summaries(&snapshot(&table).await);
             due_units += due_entry_units(&before, &after);
             units += billed_request(&before, &after, put);
         }
         let batched = (units as f64 / 300.0, due_units as f64 / 300.0);
         let (mut units, mut due_units) = (0, 0);
         for minute in 0..30 {
-            let before = snapshot(&table).await;
+            let before = without_summaries(&snapshot(&table).await);
             let body = if minute % 10 == 9 {
                 json!([{"type": "fault", "value": minute, "at": ago((90 - minute) * 60)}])
             } else {
@@ -253,7 +270,7 @@ async fn tight_offline_detection_costs_its_due_entry_move_per_batch_and_standard
             let put = marks_put(&body);
             let a = ingest(&cold(), ingest_request(device, &token, body)).await;
             assert_eq!(a.status, 200, "{:?}", a.body);
-            let after = snapshot(&table).await;
+            let after = without_summaries(&snapshot(&table).await);
             due_units += due_entry_units(&before, &after);
             units += billed_request(&before, &after, put);
         }

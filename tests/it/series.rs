@@ -463,3 +463,87 @@ async fn a_late_reading_shows_in_its_buckets_when_its_batch_is_answered() {
     );
     assert_exact(&table, device, "power", &sent).await;
 }
+
+#[tokio::test]
+async fn a_recompute_waits_for_readings_the_state_counts_and_never_drops_them() {
+    // A concurrent batch's state update (counting its new readings) can commit before its
+    // events are stored. Set up that moment: the state counts r1..r3 of one open 5-minute
+    // bucket, but r2 and r3 are not stored (yet). A replayed-order reading of that bucket
+    // must not replace it with the fewer stored readings: 503, state unchanged; once the
+    // events are stored, the resend is answered 200 and the bucket is exact.
+    let table = fresh_table().await;
+    let device = "meter-race";
+    let token = register_device(&table, OWNER, device).await;
+    let config = IngestConfig {
+        retry_window: std::time::Duration::from_millis(800),
+        ..IngestConfig::default()
+    };
+    let ingestor = Arc::new(Ingestor::new(table.clone(), config));
+    let bucket =
+        Resolution::FiveMinutes.bucket_start(Timestamp::now().epoch_millis() - DAY_MS / 24);
+    let reading = |i: i64| {
+        (
+            bucket + (1 + i) * 50_000,
+            format!("r{i}"),
+            EventValue::Number(i as f64),
+        )
+    };
+    let body = Value::Array(
+        (1..=3)
+            .map(|i| {
+                let (at, id, v) = reading(i);
+                event_json(&id, "power", &v, at)
+            })
+            .collect(),
+    );
+    assert_eq!(
+        ingest(&ingestor, ingest_request(device, &token, body))
+            .await
+            .status,
+        200
+    );
+    let in_flight: Vec<_> = table_contents(&table)
+        .await
+        .into_iter()
+        .filter(|i| entity_type(i) == Some(EntityType::Event))
+        .filter(|i| {
+            let e = shared::model::entities::event::EventItem::from_item(i.clone()).unwrap();
+            ["r2", "r3"].contains(&e.id.as_str())
+        })
+        .collect();
+    assert_eq!(in_flight.len(), 2);
+    for item in &in_flight {
+        table
+            .client
+            .delete_item()
+            .table_name(table.name())
+            .set_key(Some(key_of(item).attributes()))
+            .send()
+            .await
+            .unwrap();
+    }
+    let state_before = item(&table, &key::state(OWNER, 0, device)).await;
+    let (at, id, value) = reading(0);
+    let late = Value::Array(vec![event_json(&id, "power", &value, at)]);
+    let a = ingest(&ingestor, ingest_request(device, &token, late.clone())).await;
+    assert_eq!(a.status, 503, "{:?}", a.body);
+    assert_eq!(a.body["failed"], json!(["r0"]), "{:?}", a.body);
+    assert_eq!(
+        item(&table, &key::state(OWNER, 0, device)).await,
+        state_before,
+        "the counted readings stay counted"
+    );
+    for item in in_flight {
+        put_item(&table, item.into_iter().collect()).await;
+    }
+    let a = ingest(&ingestor, ingest_request(device, &token, late)).await;
+    assert_eq!(a.status, 200, "{:?}", a.body);
+    let mut sent = Sent::new();
+    for i in 0..=3 {
+        let (at, id, v) = reading(i);
+        sent.insert((at, id), ("power".into(), v));
+    }
+    let (state, _) = read_series(&table, device, "power").await;
+    assert_eq!(state.series.0["power"].open.0[&bucket].count, 4);
+    assert_exact(&table, device, "power", &sent).await;
+}

@@ -447,28 +447,31 @@ pub fn month_start(at_ms: i64) -> i64 {
 /// What a device's live state keeps of one event type's summaries: the 5-minute buckets not
 /// yet written to the stored blocks, and where the stored items end. Ingest counts every
 /// reading newer than the type's latest in here (no extra write: the state is written with
-/// every batch anyway), and writes the closed hours out when the state needs the room.
+/// every batch anyway), and writes the closed 5-minute buckets out when the state needs the
+/// room.
 #[derive(Clone, Debug, PartialEq)]
 pub struct OpenSeries {
-    /// Hour-aligned: the 5-minute buckets before this instant are in the stored blocks; the
-    /// open buckets hold every reading at or after it.
+    /// 5-minute aligned: the 5-minute buckets before this instant are in the stored blocks;
+    /// the open buckets hold every reading at or after it. An hour may be split by it: its
+    /// first buckets in a block, the rest open.
     pub flushed_before: i64,
     /// Day-aligned, never after `flushed_before`: the days before it are in the stored hourly
     /// (day) and daily (month) items; the days from it on are in blocks and open buckets only.
     pub rolled_before: i64,
     /// The 5-minute buckets at or after `flushed_before`.
     pub open: Buckets,
-    /// Hourly averages of the flushed hours of the last day, for the dashboard's sparkline.
+    /// Hourly averages of the flushed hours of the last day, for the dashboard's sparkline;
+    /// an hour split by `flushed_before` averages the whole hour as of its last flush.
     pub trail: Trail,
 }
 
 impl OpenSeries {
     /// The summaries of a type whose first counted reading is at `at_ms`: nothing stored yet.
     pub fn starting_at(at_ms: i64) -> Self {
-        let hour = Resolution::Hour.bucket_start(at_ms);
+        let bucket = Resolution::FiveMinutes.bucket_start(at_ms);
         Self {
-            flushed_before: hour,
-            rolled_before: Resolution::Day.bucket_start(hour),
+            flushed_before: bucket,
+            rolled_before: Resolution::Day.bucket_start(bucket),
             open: Buckets::default(),
             trail: Trail::default(),
         }
@@ -483,7 +486,7 @@ impl OpenSeries {
     pub fn record(&mut self, at_ms: i64, value: &EventValue) {
         debug_assert!(
             self.is_open(at_ms),
-            "a new reading is never before the open hours"
+            "a new reading is never before the open buckets"
         );
         self.open
             .0
@@ -492,16 +495,52 @@ impl OpenSeries {
             .record(value);
     }
 
-    /// Takes the open buckets of the hours before `before` (hour-aligned) out, to be written
+    /// Takes the open buckets before `before` (aligned down to 5 minutes) out, to be written
     /// to the stored blocks; the stored part now ends at `before`.
     pub fn take_closed(&mut self, before: i64) -> Buckets {
-        let before = Resolution::Hour
+        let before = Resolution::FiveMinutes
             .bucket_start(before)
             .max(self.flushed_before);
         let kept = self.open.0.split_off(&before);
         let closed = std::mem::replace(&mut self.open.0, kept);
         self.flushed_before = before;
         Buckets(closed)
+    }
+
+    /// Sets the trail's averages of the hours a flush wrote to: `stored` holds those hours'
+    /// 5-minute buckets as their blocks now hold them (after the flush's merge); the open
+    /// buckets of the same hours are added, so an hour split between a block and the open
+    /// buckets averages all of its readings, never the flushed part alone.
+    pub fn update_trail(&mut self, stored: &Buckets) {
+        let mut hours = stored.coarsen(Resolution::Hour);
+        let starts: Vec<i64> = hours.0.keys().copied().collect();
+        for hour in starts {
+            for (start, bucket) in self.open.within(hour, hour + HOUR_MS) {
+                hours.add(Resolution::Hour.bucket_start(*start), bucket);
+            }
+        }
+        self.trail.update(&hours);
+    }
+
+    /// The sparkline's hourly averages of the last 24 hours: the trail's hours, and the hours
+    /// after `flushed_before`'s hour from the open buckets. The hour split by `flushed_before`
+    /// keeps the trail's average, taken from the whole hour (block and open buckets) at its
+    /// last flush; the open buckets alone hold only its later part.
+    pub fn hourly_averages(&self) -> BTreeMap<i64, f64> {
+        let split = Resolution::Hour.bucket_start(self.flushed_before);
+        let mut averages = self.trail.0.clone();
+        for (hour, bucket) in self.open.coarsen(Resolution::Hour).0 {
+            if hour == split && averages.contains_key(&hour) {
+                continue;
+            }
+            if let Some((_, _, _, avg)) = bucket.numbers() {
+                averages.insert(hour, avg);
+            }
+        }
+        if let Some(newest) = averages.keys().next_back().copied() {
+            averages = averages.split_off(&(newest - (Trail::HOURS - 1) * HOUR_MS));
+        }
+        averages
     }
 
     /// The days now wholly in stored blocks and not yet in the day and month items: their
@@ -603,8 +642,8 @@ enum StoredSeriesState {
 #[derive(Serialize, Deserialize)]
 struct StoredOpenSeries {
     event_type: String,
-    /// Hours since the epoch.
-    flushed_before_hour: i64,
+    /// `flushed_before` in 5-minute periods since the epoch (milliseconds / 300,000).
+    flushed_before_five_minutes: i64,
     /// Days before `flushed_before`'s day.
     rolled_days_back: u32,
     /// The open buckets ([`Buckets::encode`] at 5 minutes), empty when there are none.
@@ -620,7 +659,7 @@ impl SeriesState {
             .iter()
             .map(|(event_type, series)| StoredOpenSeries {
                 event_type: event_type.clone(),
-                flushed_before_hour: series.flushed_before / HOUR_MS,
+                flushed_before_five_minutes: series.flushed_before / FIVE_MINUTES_MS,
                 rolled_days_back: ((Resolution::Day.bucket_start(series.flushed_before)
                     - series.rolled_before)
                     / DAY_MS)
@@ -644,9 +683,9 @@ impl SeriesState {
         let mut state = BTreeMap::new();
         for stored in types {
             let flushed_before = stored
-                .flushed_before_hour
-                .checked_mul(HOUR_MS)
-                .ok_or_else(|| bad("hour out of range".into()))?;
+                .flushed_before_five_minutes
+                .checked_mul(FIVE_MINUTES_MS)
+                .ok_or_else(|| bad("flushed_before out of range".into()))?;
             let open = if stored.open.is_empty() {
                 Buckets::default()
             } else {
@@ -932,14 +971,15 @@ mod assembly {
     #[test]
     fn open_and_stored_buckets_assemble_into_a_recompute_of_every_reading() {
         // 3 days of minute readings arriving in shuffled batches; every 7th batch replayed;
-        // some readings held back and sent 1 to 40 hours late; flushes whenever 90 open
-        // buckets pile up. Ingest's rule in memory: a reading newer than the latest counts
+        // some readings held back and sent 1 to 40 hours late; flushes (at 5-minute
+        // boundaries, mostly inside an hour) whenever 7 open buckets pile up. Ingest's rule in memory: a reading newer than the latest counts
         // in; anything else recomputes its bucket from the stored readings.
         let mut raw: BTreeMap<(i64, u32), EventValue> = BTreeMap::new();
         let mut series: Option<OpenSeries> = None;
         let mut latest = i64::MIN;
         let mut store = Store::default();
         let mut late: Vec<(i64, EventValue)> = Vec::new();
+        let mut split_hours = 0;
         let mut seed = 7u64;
         let mut next = || {
             seed = seed
@@ -975,9 +1015,10 @@ mod assembly {
             for _ in 0..copies {
                 batch.reverse();
                 let mut recompute_buckets = std::collections::BTreeSet::new();
+                let first = batch.iter().map(|(a, _)| *a).min().unwrap();
                 for (at, value) in &batch {
                     raw.insert((*at, 0), value.clone());
-                    let s = series.get_or_insert_with(|| OpenSeries::starting_at(*at));
+                    let s = series.get_or_insert_with(|| OpenSeries::starting_at(first));
                     if *at > latest {
                         s.record(*at, value);
                     } else {
@@ -1000,12 +1041,32 @@ mod assembly {
                         store.replace(start, start + FIVE_MINUTES_MS, &exact, s.rolled_before);
                     }
                 }
-                if s.open.0.len() > 90 {
-                    let closed = s.take_closed(Resolution::Hour.bucket_start(latest));
+                if s.open.0.len() > 7 {
+                    let closed = s.take_closed(latest);
+                    assert_eq!(
+                        s.flushed_before,
+                        Resolution::FiveMinutes.bucket_start(latest)
+                    );
+                    split_hours += usize::from(s.flushed_before % HOUR_MS != 0);
+                    let mut hours = std::collections::BTreeSet::new();
                     for (start, b) in &closed.0 {
                         store.blocks.add(*start, b);
+                        hours.insert(Resolution::Hour.bucket_start(*start));
                     }
-                    s.trail.update(&closed.coarsen(Resolution::Hour));
+                    let stored = Buckets(
+                        hours
+                            .iter()
+                            .flat_map(|h| store.blocks.within(*h, h + HOUR_MS))
+                            .map(|(s, b)| (*s, b.clone()))
+                            .collect(),
+                    );
+                    s.update_trail(&stored);
+                    // The trail averages every reading of the hour so far, flushed or open.
+                    for hour in hours {
+                        let whole = recompute(&raw, Resolution::Hour, hour, hour + HOUR_MS);
+                        let avg = whole.0[&hour].numbers().unwrap().3;
+                        assert!((s.trail.0[&hour] - avg).abs() < 1e-9, "trail at {hour}");
+                    }
                     let rolled_from = s.rolled_before;
                     for day in s.take_days_to_roll() {
                         store.reroll(day, day + 1);
@@ -1020,6 +1081,22 @@ mod assembly {
             "the test rolled days and kept open hours"
         );
         assert!(!store.months.0.is_empty());
+        assert!(split_hours > 50, "flushes split hours: {split_hours}");
+        // The sparkline: 24 hours; an hour wholly open averages its open buckets, the others
+        // come from the trail.
+        let averages = s.hourly_averages();
+        assert_eq!(averages.len(), 24);
+        let newest = *averages.keys().next_back().unwrap();
+        assert_eq!(newest, Resolution::Hour.bucket_start(latest));
+        let split = Resolution::Hour.bucket_start(s.flushed_before);
+        for (hour, avg) in &averages {
+            if *hour > split || !s.trail.0.contains_key(hour) {
+                let want = recompute(&raw, Resolution::Hour, *hour, hour + HOUR_MS);
+                assert!((avg - want.0[hour].numbers().unwrap().3).abs() < 1e-9);
+            } else {
+                assert_eq!(*avg, s.trail.0[hour], "flushed hours from the trail");
+            }
+        }
         let end = T0 + 3 * DAY_MS;
         for resolution in Resolution::ALL {
             for (from, to) in [

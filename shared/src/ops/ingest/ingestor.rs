@@ -4,7 +4,7 @@
 //! an event not be stored, and the twin's part of the answer. The pure parts (merging a batch
 //! into a state, the event items) are in the sibling modules.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
@@ -18,7 +18,8 @@ use aws_sdk_dynamodb::types::{
 use super::config::IngestConfig;
 use super::receipt::{BatchReceipt, IncompleteBatch, StoredBatch};
 use super::series::{
-    buckets_of, classify, count_new, Classified, SeriesItems, SeriesRetention, SeriesStore,
+    buckets_of, classify, count_new, Classified, CountedCheck, SeriesItems, SeriesRetention,
+    SeriesStore,
 };
 use super::state::{
     check_type_cap, evaluated, item_bytes, state_key, state_without_unstored, unchanged_since_read,
@@ -335,11 +336,15 @@ impl Ingestor {
         // stored, the state is repaired before the answer (below).
         // A recompute of summaries from the raw readings waits until this batch's own events
         // are stored (the common path, new readings only, does not wait).
-        let (stored_tx, stored_rx) = tokio::sync::watch::channel(false);
+        let (stored_tx, stored_rx) = tokio::sync::watch::channel(None);
         let (unstored, folded) = tokio::join!(
             async {
                 let unstored = self.store_events(registration, &events, deadline).await;
-                let _ = stored_tx.send(true);
+                let sent = match &unstored {
+                    Ok(unstored) => unstored.clone(),
+                    Err(_) => events.iter().map(|e| (e.at, e.id.clone())).collect(),
+                };
+                let _ = stored_tx.send(Some(Arc::new(sent)));
                 unstored
             },
             self.update_state(registration, state, &rules, &events, stored_rx, deadline),
@@ -423,7 +428,7 @@ impl Ingestor {
         mut base: DeviceStateItem,
         rules: &[Rule],
         events: &[NewEvent],
-        events_stored: tokio::sync::watch::Receiver<bool>,
+        events_stored: EventsStored,
         deadline: Instant,
     ) -> Result<Option<FoldedState>, FleetError> {
         let device = &registration.device_id;
@@ -452,6 +457,7 @@ impl Ingestor {
                     classified,
                     &events_stored,
                     actions.len(),
+                    deadline,
                 )
                 .await?;
             if next == base && items.changed() == 0 {
@@ -589,16 +595,18 @@ impl Ingestor {
     /// The summaries' part of an attempt on `next` (the state with the batch merged in): new
     /// readings counted into the open buckets, the `classified` buckets to recompute
     /// recomputed from raw (once `events_stored` says the batch's events are), and, when
-    /// the state item would be over one write unit, the closed hours flushed, if the
-    /// transaction has room for them beside `other_actions` and the state's update. Returns
-    /// the summary items to write with the state.
+    /// the state item would be over one write unit, the closed 5-minute buckets flushed, if
+    /// the transaction has room for them beside `other_actions` and the state's update.
+    /// Returns the summary items to write with the state; a 503 when an open bucket to
+    /// recompute still counts readings not stored by `deadline` (a concurrent batch's).
     async fn summarise(
         &self,
         registration: &RegistrationItem,
         next: &mut DeviceStateItem,
         classified: Classified,
-        events_stored: &tokio::sync::watch::Receiver<bool>,
+        events_stored: &EventsStored,
         other_actions: usize,
+        deadline: Instant,
     ) -> Result<SeriesItems, FleetError> {
         let store = SeriesStore {
             table: &self.table,
@@ -607,13 +615,33 @@ impl Ingestor {
         let mut series = std::mem::take(&mut next.series);
         let mut recompute = classified.recompute;
         recompute.extend(count_new(&mut series, &classified.new));
+        let mut check = CountedCheck {
+            deadline,
+            unstored: BTreeMap::new(),
+        };
         if !recompute.is_empty() {
-            // Ignored when the event writes failed: the recompute then reads what is stored.
-            let _ = events_stored.clone().wait_for(|stored| *stored).await;
+            let unstored = events_stored
+                .clone()
+                .wait_for(|stored| stored.is_some())
+                .await
+                .ok()
+                .and_then(|stored| stored.clone())
+                .unwrap_or_default();
+            for (key, bucket) in &classified.keyed {
+                if unstored.contains(key) {
+                    *check.unstored.entry(bucket.clone()).or_default() += 1;
+                }
+            }
         }
         let mut items = SeriesItems::default();
         store
-            .recompute(&mut series, &next.latest, &recompute, &mut items)
+            .recompute(
+                &mut series,
+                &next.latest,
+                &recompute,
+                &mut items,
+                Some(&check),
+            )
             .await?;
         next.series = series;
         let size = item_bytes(&next.to_item(&self.table.config.shards)?);
@@ -652,6 +680,7 @@ impl Ingestor {
                 &repaired.latest,
                 &buckets_of(unstored),
                 &mut items,
+                None,
             )
             .await?;
         repaired.series = series;
@@ -1040,6 +1069,9 @@ impl Ingestor {
 
 /// Most actions of one TransactWriteItems (DynamoDB's limit).
 const MAX_TRANSACTION_ACTIONS: usize = 100;
+
+/// Sent once the batch's event writes are done: the `(at, id)` of the events not stored.
+type EventsStored = tokio::sync::watch::Receiver<Option<Arc<HashSet<(Timestamp, EventId)>>>>;
 
 /// Time kept in reserve before the Lambda's deadline to answer the device.
 const ANSWER_MARGIN: Duration = Duration::from_millis(500);

@@ -15,6 +15,12 @@
 //! moves). So a 100-event batch of telemetry costs about 1.01 units per event and a
 //! single-event request about 2.
 //!
+//! Summaries (`series`, docs/design.md section 13) add nothing to the common path: new
+//! readings are counted into the live state the batch writes anyway. A replayed, out-of-order
+//! or late reading adds one consistent Query of the stored events (after they are stored), and
+//! a late one a transaction rewriting its summary items; about once an hour a device's closed
+//! hours go into their summary items in the state's transaction.
+//!
 //! The device twin adds nothing when nothing is pending: the live-state update returns the
 //! item as written (`ReturnValues=ALL_NEW`, which costs no capacity), whose twin versions say
 //! whether a desired state or a command waits ([`IngestOutcome::twin`]); only then does
@@ -23,8 +29,8 @@
 //!
 //! [`Ingestor`] and its one `impl` (the write path, in order) are in `ingestor.rs`; the
 //! modules beside it hold what it is made of and import nothing back: `validate` (the
-//! submitted batch), `state` (merging a batch into the live state), `store` (the event
-//! items), `config` and `receipt` (the answer).
+//! submitted batch), `state` (merging a batch into the live state), `series` (the
+//! summaries' part), `store` (the event items), `config` and `receipt` (the answer).
 
 mod config;
 mod ingestor;

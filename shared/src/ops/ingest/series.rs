@@ -11,6 +11,7 @@
 //! read-modify-write of an item needs no version of its own.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::time::{Duration, Instant};
 
 use aws_sdk_dynamodb::types::{Put, TransactWriteItem};
 
@@ -21,7 +22,7 @@ use crate::model::entities::registration::RegistrationItem;
 use crate::model::entities::series::{series_sk, SeriesItem};
 use crate::model::entities::{Entity, EntityType};
 use crate::model::error::FleetError;
-use crate::model::ids::EventType;
+use crate::model::ids::{EventId, EventType};
 use crate::model::keys::event_pk;
 use crate::model::readings::{EventValue, StoredReading};
 use crate::model::series::{
@@ -30,7 +31,7 @@ use crate::model::series::{
 };
 use crate::model::timestamp::Timestamp;
 use crate::store::dynamo::{delete_action, key_range, query, ttl_now};
-use crate::store::table::FleetTable;
+use crate::store::table::{FleetTable, Transient};
 
 /// How long the summary items of each resolution are kept: the 5-minute blocks as long as the
 /// raw readings, hours and days longer.
@@ -66,6 +67,19 @@ pub(super) struct Classified {
     pub(super) new: BTreeMap<String, Vec<(i64, EventValue)>>,
     /// `(type, 5-minute bucket start)` of every other reading: recomputed from raw.
     pub(super) recompute: BTreeSet<(String, i64)>,
+    /// The key `(at, id)` and `(type, 5-minute bucket start)` of every reading.
+    pub(super) keyed: Vec<((Timestamp, EventId), (String, i64))>,
+}
+
+/// What a recompute on the ingest path allows for: the open buckets' counts are all stored or
+/// on their way, except this batch's own readings that failed to store (counted by this
+/// attempt or by an earlier one whose answer was lost; the device resends them, and a repair
+/// or their resend's recompute sets the bucket right).
+pub(super) struct CountedCheck {
+    /// Until when to wait for counted readings in flight.
+    pub(super) deadline: Instant,
+    /// Per `(type, 5-minute bucket start)`: this batch's readings not stored.
+    pub(super) unstored: BTreeMap<(String, i64), u64>,
 }
 
 /// Sorts `events` into readings to count and buckets to recompute, against `base`.
@@ -74,6 +88,10 @@ pub(super) fn classify(base: &DeviceStateItem, events: &[NewEvent]) -> Classifie
     for e in events {
         let at = e.at.epoch_millis();
         let kind = e.event_type.as_str();
+        classified.keyed.push((
+            (e.at, e.id.clone()),
+            (kind.to_string(), Resolution::FiveMinutes.bucket_start(at)),
+        ));
         if base.latest.get(kind).is_none_or(|latest| at > latest.0) {
             classified
                 .new
@@ -331,17 +349,38 @@ impl SeriesStore<'_> {
     /// Recomputes the buckets `wanted` from the stored raw readings: an open bucket is
     /// replaced in `series`; a flushed one (late) in its block, and where its day is rolled, in
     /// the day's hour and the month's day.
+    ///
+    /// `counted`: what the state's open buckets count is stored or on its way (the ingest
+    /// path; this batch's own readings that failed to store aside), so an open bucket is never
+    /// replaced by one of fewer readings. A concurrent batch
+    /// sends its events and its state update together: its state, counting its new readings,
+    /// can commit before those events are stored. Fewer raw readings than counted means some
+    /// are still in flight: the raw readings are read again after a pause (50 ms, doubling)
+    /// until `counted`'s deadline, then the batch is refused with a 503 (the device resends).
+    /// `None` (a repair of events that failed to store): the raw readings are the truth.
     pub(super) async fn recompute(
         &self,
         series: &mut SeriesState,
         latest: &BTreeMap<String, StoredReading>,
         wanted: &BTreeSet<(String, i64)>,
         items: &mut SeriesItems,
+        counted: Option<&CountedCheck>,
     ) -> Result<(), FleetError> {
         if wanted.is_empty() {
             return Ok(());
         }
-        let raw = self.raw_buckets(wanted).await?;
+        let mut raw = self.raw_buckets(wanted).await?;
+        if let Some(check) = counted {
+            let mut pause = Duration::from_millis(50);
+            while !in_flight(series, wanted, &raw, &check.unstored).is_empty() {
+                if Instant::now() + pause > check.deadline {
+                    return Err(Transient::Busy.error());
+                }
+                tokio::time::sleep(pause).await;
+                pause *= 2;
+                raw = self.raw_buckets(wanted).await?;
+            }
+        }
         for (kind, start) in wanted {
             let exact = raw
                 .get(kind)
@@ -394,8 +433,10 @@ impl SeriesStore<'_> {
         Ok(())
     }
 
-    /// Writes the closed hours of every type out of `series` (into their blocks) and rolls
-    /// the days now wholly flushed into day and month items; the trail follows.
+    /// Writes the closed 5-minute buckets of every type out of `series` (those before the
+    /// bucket of the type's newest reading, into their blocks) and rolls the days now wholly
+    /// flushed into day and month items; the trail's hours follow from the merged blocks and
+    /// the open buckets together.
     pub(super) async fn flush(
         &self,
         series: &mut SeriesState,
@@ -406,18 +447,30 @@ impl SeriesStore<'_> {
             let Some(newest) = latest.get(kind).map(|r| r.0) else {
                 continue;
             };
-            let hour = Resolution::Hour.bucket_start(newest);
-            if open.open.0.range(..hour).next().is_none() {
+            let current = Resolution::FiveMinutes.bucket_start(newest);
+            if open.open.0.range(..current).next().is_none() {
                 continue;
             }
-            let closed = open.take_closed(hour);
+            let closed = open.take_closed(current);
+            let mut hours = BTreeSet::new();
             for (start, bucket) in &closed.0 {
                 let block = self
                     .item(items, kind, Resolution::FiveMinutes, block_start(*start))
                     .await?;
                 block.0.insert(*start, bucket.clone());
+                hours.insert(Resolution::Hour.bucket_start(*start));
             }
-            open.trail.update(&closed.coarsen(Resolution::Hour));
+            // An hour's buckets all lie in one block (blocks are two whole hours).
+            let mut stored = Buckets::default();
+            for hour in hours {
+                let block = self
+                    .item(items, kind, Resolution::FiveMinutes, block_start(hour))
+                    .await?;
+                for (start, bucket) in block.within(hour, hour + Resolution::Hour.millis()) {
+                    stored.add(*start, bucket);
+                }
+            }
+            open.update_trail(&stored);
             let days = open.take_days_to_roll();
             let (Some(first), Some(last)) = (days.first(), days.last()) else {
                 continue;
@@ -463,6 +516,32 @@ impl SeriesStore<'_> {
         }
         Ok(())
     }
+}
+
+/// The `wanted` open buckets whose `raw` recompute holds fewer readings than `series` counted,
+/// `unstored` (the batch's own counted readings that failed to store) aside.
+pub(super) fn in_flight(
+    series: &SeriesState,
+    wanted: &BTreeSet<(String, i64)>,
+    raw: &BTreeMap<String, Buckets>,
+    unstored: &BTreeMap<(String, i64), u64>,
+) -> Vec<(String, i64)> {
+    wanted
+        .iter()
+        .filter(|(kind, start)| {
+            let Some(open) = series.0.get(kind).filter(|o| o.is_open(*start)) else {
+                return false;
+            };
+            let counted = open.open.0.get(start).map_or(0, |b| b.count);
+            let stored = raw
+                .get(kind)
+                .and_then(|b| b.0.get(start))
+                .map_or(0, |b| b.count);
+            let own = unstored.get(&(kind.clone(), *start)).copied().unwrap_or(0);
+            stored + own < counted
+        })
+        .cloned()
+        .collect()
 }
 
 /// `buckets` with the bucket at `start` replaced by `exact` (removed when it counts nothing).
@@ -525,8 +604,45 @@ mod tests {
         );
         let mut series = SeriesState::default();
         assert!(count_new(&mut series, &classified.new).is_empty());
-        assert_eq!(series.0["power"].flushed_before, T0);
+        // Opened at the 5-minute bucket of the type's first counted reading.
+        assert_eq!(series.0["power"].flushed_before, T0 + 600_000);
         assert_eq!(series.0["power"].open.0[&(T0 + 600_000)].count, 1);
+    }
+
+    #[test]
+    fn an_open_bucket_with_fewer_stored_readings_than_counted_waits_for_them() {
+        let mut open = OpenSeries::starting_at(T0);
+        for i in 0..3 {
+            open.record(T0 + i * 1000, &EventValue::Number(1.0));
+        }
+        let series = SeriesState([("power".to_string(), open)].into());
+        let wanted = BTreeSet::from([("power".to_string(), T0)]);
+        let stored = |n: i64| {
+            let values: Vec<(i64, EventValue)> =
+                (0..n).map(|i| (T0 + i, EventValue::Number(1.0))).collect();
+            BTreeMap::from([(
+                "power".to_string(),
+                five_minute_buckets(values.iter().map(|(at, v)| (*at, v))),
+            )])
+        };
+        let none = BTreeMap::new();
+        assert_eq!(
+            in_flight(&series, &wanted, &stored(2), &none),
+            wanted.iter().cloned().collect::<Vec<_>>()
+        );
+        assert!(in_flight(&series, &wanted, &stored(3), &none).is_empty());
+        assert!(in_flight(&series, &wanted, &stored(4), &none).is_empty());
+        // The batch's own reading that failed to store is no reading in flight.
+        let own = BTreeMap::from([(("power".to_string(), T0), 1)]);
+        assert!(in_flight(&series, &wanted, &stored(2), &own).is_empty());
+        // A flushed bucket is recomputed from raw as it is (late readings).
+        let mut flushed = series.clone();
+        flushed
+            .0
+            .get_mut("power")
+            .unwrap()
+            .take_closed(T0 + 300_000);
+        assert!(in_flight(&flushed, &wanted, &stored(0), &none).is_empty());
     }
 
     #[test]

@@ -52,8 +52,8 @@ pub fn item_bytes(item: &Item) -> usize {
     item.iter().map(|(k, v)| k.len() + value(v)).sum()
 }
 
-/// The state size past which ingest writes closed hours of the open summaries out: one write
-/// unit.
+/// The state size past which ingest writes the closed 5-minute buckets of the open summaries
+/// out: one write unit.
 pub(super) const STATE_FLUSH_BYTES: usize = 1024;
 
 /// Conditional-update attempts on the live state before giving up (each conflict means
