@@ -468,82 +468,108 @@ async fn a_late_reading_shows_in_its_buckets_when_its_batch_is_answered() {
 async fn a_recompute_waits_for_readings_the_state_counts_and_never_drops_them() {
     // A concurrent batch's state update (counting its new readings) can commit before its
     // events are stored. Set up that moment: the state counts r1..r3 of one open 5-minute
-    // bucket, but r2 and r3 are not stored (yet). A replayed-order reading of that bucket
-    // must not replace it with the fewer stored readings: 503, state unchanged; once the
-    // events are stored, the resend is answered 200 and the bucket is exact.
+    // bucket, but r2 and r3 are not stored (yet). An out-of-order reading of that bucket must
+    // not replace it with the fewer stored readings while they are on their way: it waits, and
+    // when they land (150 ms later) its bucket holds all four. Readings that never land (their
+    // batch failed) are not waited for forever: after the wait the stored readings are the
+    // truth, and the device's resend of what it was not answered 200 for makes the bucket exact.
     let table = fresh_table().await;
     let device = "meter-race";
     let token = register_device(&table, OWNER, device).await;
-    let config = IngestConfig {
-        retry_window: std::time::Duration::from_millis(800),
-        ..IngestConfig::default()
-    };
-    let ingestor = Arc::new(Ingestor::new(table.clone(), config));
+    let ingestor = Arc::new(Ingestor::new(table.clone(), IngestConfig::default()));
     let bucket =
         Resolution::FiveMinutes.bucket_start(Timestamp::now().epoch_millis() - DAY_MS / 24);
     let reading = |i: i64| {
         (
-            bucket + (1 + i) * 50_000,
+            bucket + (1 + i) * 40_000,
             format!("r{i}"),
             EventValue::Number(i as f64),
         )
     };
-    let body = Value::Array(
-        (1..=3)
-            .map(|i| {
+    let batch = |ids: std::ops::RangeInclusive<i64>| {
+        Value::Array(
+            ids.map(|i| {
                 let (at, id, v) = reading(i);
                 event_json(&id, "power", &v, at)
             })
             .collect(),
-    );
-    assert_eq!(
-        ingest(&ingestor, ingest_request(device, &token, body))
-            .await
-            .status,
-        200
-    );
-    let in_flight: Vec<_> = table_contents(&table)
-        .await
-        .into_iter()
-        .filter(|i| entity_type(i) == Some(EntityType::Event))
-        .filter(|i| {
-            let e = shared::model::entities::event::EventItem::from_item(i.clone()).unwrap();
-            ["r2", "r3"].contains(&e.id.as_str())
-        })
-        .collect();
+        )
+    };
+    let sent_through = |last: i64| {
+        let mut sent = Sent::new();
+        for i in 0..=last {
+            let (at, id, v) = reading(i);
+            sent.insert((at, id), ("power".into(), v));
+        }
+        sent
+    };
+    let status = |body: Value| {
+        let ingestor = ingestor.clone();
+        let token = token.clone();
+        async move { ingest(&ingestor, ingest_request(device, &token, body)).await }
+    };
+    assert_eq!(status(batch(1..=3)).await.status, 200);
+    let take_out = |ids: &'static [&'static str]| {
+        let table = table.clone();
+        async move {
+            let found: Vec<_> = table_contents(&table)
+                .await
+                .into_iter()
+                .filter(|i| entity_type(i) == Some(EntityType::Event))
+                .filter(|i| {
+                    let e =
+                        shared::model::entities::event::EventItem::from_item(i.clone()).unwrap();
+                    ids.contains(&e.id.as_str())
+                })
+                .collect();
+            for item in &found {
+                table
+                    .client
+                    .delete_item()
+                    .table_name(table.name())
+                    .set_key(Some(key_of(item).attributes()))
+                    .send()
+                    .await
+                    .unwrap();
+            }
+            found
+        }
+    };
+    // In flight: r2 and r3 land 150 ms after r0's batch starts recomputing.
+    let in_flight = take_out(&["r2", "r3"]).await;
     assert_eq!(in_flight.len(), 2);
-    for item in &in_flight {
-        table
-            .client
-            .delete_item()
-            .table_name(table.name())
-            .set_key(Some(key_of(item).attributes()))
-            .send()
-            .await
-            .unwrap();
-    }
-    let state_before = item(&table, &key::state(OWNER, 0, device)).await;
-    let (at, id, value) = reading(0);
-    let late = Value::Array(vec![event_json(&id, "power", &value, at)]);
-    let a = ingest(&ingestor, ingest_request(device, &token, late.clone())).await;
-    assert_eq!(a.status, 503, "{:?}", a.body);
-    assert_eq!(a.body["failed"], json!(["r0"]), "{:?}", a.body);
-    assert_eq!(
-        item(&table, &key::state(OWNER, 0, device)).await,
-        state_before,
-        "the counted readings stay counted"
-    );
-    for item in in_flight {
-        put_item(&table, item.into_iter().collect()).await;
-    }
-    let a = ingest(&ingestor, ingest_request(device, &token, late)).await;
-    assert_eq!(a.status, 200, "{:?}", a.body);
-    let mut sent = Sent::new();
-    for i in 0..=3 {
-        let (at, id, v) = reading(i);
-        sent.insert((at, id), ("power".into(), v));
-    }
+    let landing = {
+        let table = table.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(std::time::Duration::from_millis(150)).await;
+            for item in in_flight {
+                put_item(&table, item.into_iter().collect()).await;
+            }
+        })
+    };
+    let answer = status(batch(0..=0)).await;
+    landing.await.unwrap();
+    assert_eq!(answer.status, 200, "{:?}", answer.body);
     let (state, _) = read_series(&table, device, "power").await;
-    assert_eq!(state.series.0["power"].open.0[&bucket].count, 4);
-    assert_exact(&table, device, "power", &sent).await;
+    assert_eq!(
+        state.series.0["power"].open.0[&bucket].count, 4,
+        "the readings in flight were waited for, not dropped"
+    );
+    assert_exact(&table, device, "power", &sent_through(3)).await;
+    // Never landing: r3 is gone for good (its batch failed). A replay of r0 waits for it,
+    // then takes the stored readings as the truth; resending r3 makes the bucket exact again.
+    assert_eq!(take_out(&["r3"]).await.len(), 1);
+    let started = Instant::now();
+    assert_eq!(status(batch(0..=0)).await.status, 200);
+    assert!(
+        started.elapsed() >= std::time::Duration::from_millis(300),
+        "waited for r3 before giving up on it"
+    );
+    let (state, _) = read_series(&table, device, "power").await;
+    assert_eq!(
+        state.series.0["power"].open.0[&bucket].count, 3,
+        "r0, r1, r2 are what is stored"
+    );
+    assert_eq!(status(batch(3..=3)).await.status, 200);
+    assert_exact(&table, device, "power", &sent_through(3)).await;
 }

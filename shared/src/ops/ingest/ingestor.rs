@@ -597,8 +597,8 @@ impl Ingestor {
     /// recomputed from raw (once `events_stored` says the batch's events are), and, when
     /// the state item would be over one write unit, the closed 5-minute buckets flushed, if
     /// the transaction has room for them beside `other_actions` and the state's update.
-    /// Returns the summary items to write with the state; a 503 when an open bucket to
-    /// recompute still counts readings not stored by `deadline` (a concurrent batch's).
+    /// Returns the summary items to write with the state. An open bucket to recompute that
+    /// counts readings not stored yet (a concurrent batch's) waits for them (`IN_FLIGHT_WAIT`).
     async fn summarise(
         &self,
         registration: &RegistrationItem,

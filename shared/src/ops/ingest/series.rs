@@ -31,7 +31,7 @@ use crate::model::series::{
 };
 use crate::model::timestamp::Timestamp;
 use crate::store::dynamo::{delete_action, key_range, query, ttl_now};
-use crate::store::table::{FleetTable, Transient};
+use crate::store::table::FleetTable;
 
 /// How long the summary items of each resolution are kept: the 5-minute blocks as long as the
 /// raw readings, hours and days longer.
@@ -81,6 +81,11 @@ pub(super) struct CountedCheck {
     /// Per `(type, 5-minute bucket start)`: this batch's readings not stored.
     pub(super) unstored: BTreeMap<(String, i64), u64>,
 }
+
+/// How long a recompute waits for readings the state counts but the table does not hold yet
+/// (a concurrent batch's, whose state update landed before its event writes): well beyond a
+/// write's round trip, well within a batch's deadline.
+pub(super) const IN_FLIGHT_WAIT: Duration = Duration::from_secs(1);
 
 /// Sorts `events` into readings to count and buckets to recompute, against `base`.
 pub(super) fn classify(base: &DeviceStateItem, events: &[NewEvent]) -> Classified {
@@ -356,7 +361,10 @@ impl SeriesStore<'_> {
     /// sends its events and its state update together: its state, counting its new readings,
     /// can commit before those events are stored. Fewer raw readings than counted means some
     /// are still in flight: the raw readings are read again after a pause (50 ms, doubling)
-    /// until `counted`'s deadline, then the batch is refused with a 503 (the device resends).
+    /// for up to [`IN_FLIGHT_WAIT`] (within `counted`'s deadline). Readings still missing then
+    /// were not stored (their batch was answered 503 and its repair did not land): the stored
+    /// readings are the truth, as for a repair. Refusing the batch instead kept devices under
+    /// heavy faults from ever getting their resends through (`faults::` tests).
     /// `None` (a repair of events that failed to store): the raw readings are the truth.
     pub(super) async fn recompute(
         &self,
@@ -371,10 +379,22 @@ impl SeriesStore<'_> {
         }
         let mut raw = self.raw_buckets(wanted).await?;
         if let Some(check) = counted {
+            let give_up = check.deadline.min(Instant::now() + IN_FLIGHT_WAIT);
             let mut pause = Duration::from_millis(50);
-            while !in_flight(series, wanted, &raw, &check.unstored).is_empty() {
-                if Instant::now() + pause > check.deadline {
-                    return Err(Transient::Busy.error());
+            loop {
+                let short = in_flight(series, wanted, &raw, &check.unstored);
+                if short.is_empty() {
+                    break;
+                }
+                if Instant::now() + pause > give_up {
+                    // Still short: those readings' batch failed to store them (and its repair
+                    // did not land), so the stored readings are the truth; the device resends
+                    // what it was not answered 200 for, and that resend's recompute counts it.
+                    tracing::warn!(
+                        buckets = short.len(),
+                        "summaries: counted readings not stored; recomputed from what is stored"
+                    );
+                    break;
                 }
                 tokio::time::sleep(pause).await;
                 pause *= 2;
