@@ -528,7 +528,24 @@ def device_json(item, state):
         **({"offlineDetection": "tight"}
            if item.get("offlineDetection", {}).get("S") == "tight" else {}),
         **({"twin": twin_summary(versions)} if any(versions.values()) else {}),
+        **({"trail": trail} if (trail := device_trail(readings)) else {}),
     }
+
+
+def device_trail(readings):
+    """The dashboard's sparkline (shared::ops::devices::view::DeviceTrail::of_state): the first
+    type (alphabetically) whose latest reading is a number and whose summaries hold a numeric
+    hour; its trail updated with the open buckets' hours, the 24 up to the newest."""
+    for event_type in sorted(readings["latest"]):
+        s = readings["series"].get(event_type)
+        if readings["latest"][event_type][1][0] != "n" or s is None:
+            continue
+        hours = dict(s["trail"])
+        trail_update(hours, coarsen(s["open"], HOUR_MS))
+        if hours:
+            return {"type": event_type,
+                    "hours": [{"start": _ts(h), "avg": hours[h]} for h in sorted(hours)]}
+    return None
 
 
 def twin_versions(item):
@@ -1197,9 +1214,11 @@ TRAIL_HOURS = 24
 RESOLUTION_NAMES = {FIVE_MINUTES_MS: "5m", HOUR_MS: "1h", DAY_MS: "1d"}
 HOURLY_RETENTION_DAYS = _number("HOURLY_RETENTION_DAYS", 400, 1, 36_500)
 DAILY_RETENTION_DAYS = _number("DAILY_RETENTION_DAYS", 1826, 1, 36_500)
-# The state size past which closed hours are written out: one write unit.
+# The state size past which the closed 5-minute buckets are written out: one write unit.
 STATE_FLUSH_BYTES = 1024
 MAX_TRANSACTION_ACTIONS = 100
+# Rereads of the raw readings while a recompute finds fewer than the state counted.
+RECOMPUTE_REREADS = 4
 
 
 def bucket_start(millis, step):
@@ -1481,13 +1500,14 @@ def trail_update(trail, hours):
 
 def encode_series(series):
     """shared::model::series::SeriesState::encode: enum { V1(Vec<StoredOpenSeries { event_type,
-    flushed_before_hour: i64, rolled_days_back: u32, open: Vec<u8>, trail }>) }."""
+    flushed_before_five_minutes: i64 (ms / 300,000), rolled_days_back: u32, open: Vec<u8>,
+    trail }>) }."""
     out = bytearray([0])
     _varint(len(series), out)
     for event_type in sorted(series):
         s = series[event_type]
         _text(event_type, out)
-        _zigzag(s["flushed"] // HOUR_MS, out)
+        _zigzag(s["flushed"] // FIVE_MINUTES_MS, out)
         _varint(max(0, (bucket_start(s["flushed"], DAY_MS) - s["rolled"]) // DAY_MS), out)
         open_bytes = encode_buckets(s["open"], FIVE_MINUTES_MS) if s["open"] else b""
         _varint(len(open_bytes), out)
@@ -1503,7 +1523,7 @@ def decode_series(raw):
     series = {}
     for _ in range(r.varint()):
         event_type = r.take(r.varint()).decode()
-        flushed = r.zigzag() * HOUR_MS
+        flushed = r.zigzag() * FIVE_MINUTES_MS
         back = r.varint()
         open_bytes = r.take(r.varint())
         trail = {}
@@ -1530,16 +1550,30 @@ def copy_series(series):
 
 
 def starting_at(at):
-    hour = bucket_start(at, HOUR_MS)
-    return {"flushed": hour, "rolled": bucket_start(hour, DAY_MS), "open": {}, "trail": {}}
+    """Opens at the 5-minute bucket of the type's first counted reading."""
+    bucket = bucket_start(at, FIVE_MINUTES_MS)
+    return {"flushed": bucket, "rolled": bucket_start(bucket, DAY_MS), "open": {}, "trail": {}}
 
 
 def take_closed(s, before):
-    before = max(bucket_start(before, HOUR_MS), s["flushed"])
+    """The open buckets before `before` (aligned down to 5 minutes), taken out: an hour may be
+    split, its first buckets in a block, the rest open."""
+    before = max(bucket_start(before, FIVE_MINUTES_MS), s["flushed"])
     closed = {k: v for k, v in s["open"].items() if k < before}
     s["open"] = {k: v for k, v in s["open"].items() if k >= before}
     s["flushed"] = before
     return closed
+
+
+def update_trail(s, stored):
+    """OpenSeries::update_trail: `stored` holds the flushed hours' 5-minute buckets as their
+    blocks now hold them; the open buckets of those hours are added, so a split hour averages
+    all of its readings, never the flushed part alone."""
+    hours = coarsen(stored, HOUR_MS)
+    for hour in sorted(hours):
+        for start in sorted(k for k in s["open"] if hour <= k < hour + HOUR_MS):
+            buckets_add(hours, bucket_start(start, HOUR_MS), s["open"][start])
+    trail_update(s["trail"], hours)
 
 
 def take_days_to_roll(s):
@@ -1722,10 +1756,21 @@ class SeriesItems:
                 readings.setdefault(item["type"]["S"], []).append((at, value_from_attr(item["value"])))
         return {t: five_minute_buckets(r) for t, r in readings.items()}
 
-    def recompute(self, series, latest, wanted):
+    def recompute(self, series, latest, wanted, deadline):
+        """An open bucket is never replaced by fewer readings than the state counted while
+        some may be in flight (a concurrent batch's state can commit before its events are
+        stored): the raw readings are read again after 50 ms, doubling, a few times (not past
+        `deadline`); then the raw readings are the truth."""
         if not wanted:
             return
         raw = self.raw_buckets(wanted)
+        pause = 0.05
+        for _ in range(RECOMPUTE_REREADS):
+            if not in_flight(series, wanted, raw) or time.monotonic() + pause > deadline:
+                break
+            time.sleep(pause)
+            pause *= 2
+            raw = self.raw_buckets(wanted)
         for event_type, start in sorted(wanted):
             exact = raw.get(event_type, {}).get(start) or new_bucket()
             since = max(latest[event_type][0], start) if event_type in latest else start
@@ -1750,13 +1795,21 @@ class SeriesItems:
             s = series[event_type]
             if event_type not in latest:
                 continue
-            hour = bucket_start(latest[event_type][0], HOUR_MS)
-            if not any(k < hour for k in s["open"]):
+            current = bucket_start(latest[event_type][0], FIVE_MINUTES_MS)
+            if not any(k < current for k in s["open"]):
                 continue
-            closed = take_closed(s, hour)
+            closed = take_closed(s, current)
+            hours = set()
             for start in sorted(closed):
                 self.item(event_type, FIVE_MINUTES_MS, bucket_start(start, BLOCK_MS))[start] = closed[start]
-            trail_update(s["trail"], coarsen(closed, HOUR_MS))
+                hours.add(bucket_start(start, HOUR_MS))
+            # The trail from the merged blocks (an hour lies in one block) and the open buckets.
+            stored = {}
+            for hour in sorted(hours):
+                block = self.item(event_type, FIVE_MINUTES_MS, bucket_start(hour, BLOCK_MS))
+                for start in sorted(k for k in block if hour <= k < hour + HOUR_MS):
+                    buckets_add(stored, start, block[start])
+            update_trail(s, stored)
             days = take_days_to_roll(s)
             if not days:
                 continue
@@ -1804,15 +1857,29 @@ def _transact_state(key, expression, values, actions):
     return True
 
 
-def summarise(registration, base, nxt, events, state_item):
+def in_flight(series, wanted, raw):
+    """The `wanted` open buckets whose raw readings are fewer than the state counted."""
+    found = []
+    for event_type, start in sorted(wanted):
+        s = series.get(event_type)
+        if s is None or start < s["flushed"]:
+            continue
+        counted = s["open"].get(start, {}).get("count", 0)
+        if raw.get(event_type, {}).get(start, {}).get("count", 0) < counted:
+            found.append((event_type, start))
+    return found
+
+
+def summarise(registration, base, nxt, events, state_item, deadline):
     """The summaries' part of an attempt (shared::ops::ingest::Ingestor::summarise): new
-    readings counted in, the others' buckets recomputed from raw, and the closed hours flushed
+    readings counted in, the others' buckets recomputed from raw, and the closed 5-minute
+    buckets flushed
     when the state item (`state_item` with the new series) would be over one write unit."""
     new, recompute = classify(base, events)
     series = copy_series(base["series"])
     recompute |= count_new(series, new)
     items = SeriesItems(registration)
-    items.recompute(series, nxt["latest"], recompute)
+    items.recompute(series, nxt["latest"], recompute, deadline)
     sized = dict(state_item)
     sized.pop("series", None)
     if series:
@@ -1869,7 +1936,7 @@ def update_state(registration, base, events, deadline):
             name, value = assignment.split(" = ")
             projected[name] = values[value]
         projected["ingestSeq"] = values[":seq"]
-        series, items = summarise(registration, base, nxt, events, projected)
+        series, items = summarise(registration, base, nxt, events, projected, deadline)
         series_bytes = encode_series(series) if series else None
         base_bytes = encode_series(base["series"]) if base["series"] else None
         actions = items.actions()

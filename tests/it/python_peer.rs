@@ -253,7 +253,7 @@ fn assert_same_changes(rust: (&Items, &Items), peer: (&Items, &Items)) {
 /// A meter's batch of 100 minutes of two new types, every 2 minutes each (and a reading of
 /// each of the demo's types), with values that
 /// need full doubles: its open 5-minute buckets push the state past one write unit, so the
-/// batch flushes its closed hours into 5-minute blocks in the state's transaction.
+/// batch flushes its closed 5-minute buckets into their blocks in the state's transaction.
 fn meter_batch(now: Timestamp) -> ApiRequest {
     let events: Vec<Value> = (0..98)
         .map(|i: i64| {
