@@ -194,7 +194,7 @@ mod tests {
             .unwrap_err();
         assert!(err.reason.contains("Scan"), "{err}");
         let err = dash
-            .check(&used(&[("Query", 1)], 1.5), &BudgetScale::one())
+            .check(&used(&[("Query", 1)], 2.0), &BudgetScale::one())
             .unwrap_err();
         assert!(err.reason.contains("RCU"), "{err}");
     }

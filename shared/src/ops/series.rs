@@ -18,7 +18,7 @@ use crate::model::ids::{DeviceId, EventType, UserId};
 use crate::model::keys::event_pk;
 use crate::model::pattern_id::PatternId;
 use crate::model::series::{
-    assemble, block_start, month_start, stored_ranges, Buckets, Resolution, StoredSeries,
+    assemble, block_start, month_start, stored_ranges, Buckets, Resolution, StoredSeries, DAY_MS,
 };
 use crate::model::settings::FleetConfig;
 use crate::model::timestamp::Timestamp;
@@ -33,8 +33,7 @@ pub const AUTO_MAX_BUCKETS: i64 = 1000;
 /// one page of each Query, whatever resolution the caller names.
 pub const MAX_BUCKETS: i64 = 2000;
 /// The range when `from` is not given: the day before `to`.
-const DEFAULT_RANGE_MS: i64 = 24 * 3600 * 1000;
-const DAY_MS: i64 = 24 * 3600 * 1000;
+const DEFAULT_RANGE_MS: i64 = DAY_MS;
 
 /// A validated `series` request.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -101,8 +101,12 @@ pub fn assemble(
 }
 
 #[cfg(test)]
-mod assembly {
+mod tests {
     use super::*;
+    use crate::model::readings::EventValue;
+    use crate::model::series::open::SeriesState;
+    use crate::model::series::resolution::{DAY_MS, FIVE_MINUTES_MS, HOUR_MS};
+    use std::collections::BTreeMap;
 
     const T0: i64 = 1_767_225_600_000; // 2026-01-01T00:00:00Z
 

@@ -23,4 +23,6 @@ pub mod resolution;
 pub use assembly::{assemble, stored_ranges, StoredSeries};
 pub use bucket::{five_minute_buckets, Bucket, Buckets, ExactSum};
 pub use open::{OpenSeries, SeriesState, Trail};
-pub use resolution::{block_start, month_start, Resolution, BLOCK_MS, DAY_MS, FIVE_MINUTES_MS, HOUR_MS};
+pub use resolution::{
+    block_start, month_start, Resolution, BLOCK_MS, DAY_MS, FIVE_MINUTES_MS, HOUR_MS,
+};

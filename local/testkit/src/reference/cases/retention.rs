@@ -9,7 +9,7 @@ use shared::FleetError;
 
 use super::common::{found, one, route, write, PatternCase, RouteCall, BOB, DEVICE_UPDATES};
 use crate::api_event::ApiEvent;
-use crate::reference::REFERENCE_RETENTION_DAYS;
+use crate::reference::dataset::REFERENCE_RETENTION_DAYS;
 
 /// Bob's devices: both thermostats, none registered or deleted by another case.
 const BOB_THERMOSTATS: u32 = 2;
