@@ -385,6 +385,27 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/me/retention": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The caller's retentions (AP-R2): raw readings by default (the template's RetentionDays), hourly and daily summaries, and each device type whose raw retention the caller shortened. */
+        get: operations["getRetention"];
+        /**
+         * Shorten (or restore) the raw retention of the caller's devices of one type (AP-R1).
+         * @description `rawDays` from 1 to the template's RetentionDays (never longer); `null` restores the default. Applies to the events (and 5-minute summaries) stored from then on by every device of that `type`, present and future; those already stored keep their expiry. Hourly and daily summaries keep their own retention, so they outlive the raw readings. Readings older than the shortened retention are still accepted (up to RetentionDays) and counted in the summaries; their raw copies expire at once.
+         */
+        put: operations["putRetention"];
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/me/devices/{deviceId}/alarms": {
         parameters: {
             query?: never;
@@ -496,6 +517,19 @@ export interface components {
         EventId: string;
         Tag: string;
         EventType: string;
+        Retention: {
+            /** @description The template's RetentionDays. */
+            defaultRawDays: number;
+            /** @description The template's HourlyRetentionDays. */
+            hourlyDays: number;
+            /** @description The template's DailyRetentionDays. */
+            dailyDays: number;
+            /** @description The device types whose raw retention the caller shortened, by type. */
+            deviceTypes: {
+                deviceType: components["schemas"]["DeviceType"];
+                rawDays: number;
+            }[];
+        };
         DeviceType: string;
         /** @description Duplicates are removed; stored sorted. */
         TagList: components["schemas"]["Tag"][];
@@ -1650,7 +1684,7 @@ export interface operations {
             query: {
                 /** @description The event type to summarise (a missing one is a 400 on `type`). */
                 type: components["schemas"]["EventType"];
-                /** @description Range start, RFC 3339 (default 24 hours before `to`). Not before `to`, or before what the resolution keeps, is a 400 on `from`. */
+                /** @description Range start, RFC 3339 (default 24 hours before `to`). Not before `to`, before what the resolution keeps, or a range of more than 2,000 buckets at the resolution is a 400 on `from`. */
                 from?: components["schemas"]["Timestamp"];
                 /** @description Range end (exclusive), RFC 3339 (default now). */
                 to?: components["schemas"]["Timestamp"];
@@ -2031,6 +2065,65 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    getRetention: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The retentions. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Retention"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    putRetention: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    deviceType: components["schemas"]["DeviceType"];
+                    /** @description Days, at most the template's RetentionDays; null for the default. */
+                    rawDays: number | null;
+                };
+            };
+        };
+        responses: {
+            /** @description The caller's retentions after the change. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Retention"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            413: components["responses"]["TooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Unavailable"];

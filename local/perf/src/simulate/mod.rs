@@ -117,8 +117,13 @@ twin: {desired_changes_per_device_per_month: 0, commands_per_device_per_month: 0
             .find(|f| f.over_limit)
             .expect("the hot device is over 1,000 WCU/s");
         assert_eq!(hot.load.kind, KeyKind::DeviceEvents);
-        // 2,000 events/s of 1-WCU items.
-        assert!((hot.load.wcu - 2000.0).abs() < 1e-6, "{}", hot.load.wcu);
+        // 2,000 events/s of 1-WCU items, and its summaries' flushes (a hot device fills its
+        // open buckets fastest, yet flushes at most once an hour: a fraction of a unit).
+        assert!(
+            (0.0..1.0).contains(&(hot.load.wcu - 2000.0)),
+            "{}",
+            hot.load.wcu
+        );
         // The key is the real event partition key of one of the simulated devices.
         let keys: Vec<String> = (0..3)
             .map(|i| event_pk(&user_id(i), &device_id(i, 0)))

@@ -53,8 +53,8 @@ async fn every_benchmarked_request_answers_as_expected_and_does_its_work() {
     }
     assert_eq!(
         ids.len(),
-        34,
-        "AP-06 twice (a status and a tag change), AP-T4 three times (nothing pending, delivery, a report)"
+        37,
+        "AP-06 twice (a status and a tag change), AP-T4 three times (nothing pending, delivery, a report), AP-29, AP-R1 and AP-R2 once"
     );
     for r in &results {
         assert_eq!(
