@@ -298,14 +298,18 @@ async fn tight_offline_detection_costs_its_due_entry_move_per_batch_and_standard
     // moves (2 each; batches 30 minutes apart move a standard device's entry as well).
     assert_eq!(tight_single.1, 2.0, "{tight_single:?}");
     assert_eq!(tight_batched.1, 5.0 / 300.0, "{tight_batched:?}");
+    // Only the due entry costs more. The summaries' flushes (issue 32) bill the live state as
+    // a transaction item (2 units, not 1) at whichever requests fill its room, and the tight
+    // state is the larger: the two devices flush at different requests, up to two flushes'
+    // state units apart over a run.
     let extra_single = tight_single.0 - std_single.0;
     let extra_batched = tight_batched.0 - std_batched.0;
     assert!(
-        (extra_single - (tight_single.1 - std_single.1)).abs() < 1e-9,
+        (extra_single - (tight_single.1 - std_single.1)).abs() <= 4.0 / 30.0 + 1e-9,
         "only the due entry costs more: {extra_single}"
     );
     assert!(
-        (extra_batched - (tight_batched.1 - std_batched.1)).abs() < 1e-9,
+        (extra_batched - (tight_batched.1 - std_batched.1)).abs() <= 4.0 / 300.0 + 1e-9,
         "only the due entry costs more: {extra_batched}"
     );
 }
