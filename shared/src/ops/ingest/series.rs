@@ -439,17 +439,30 @@ impl SeriesStore<'_> {
                     hour,
                     hour_bucket.0.get(&hour).cloned().unwrap_or_default(),
                 );
-                let total = hours
-                    .coarsen(Resolution::Day)
-                    .0
-                    .remove(&day)
-                    .unwrap_or_default();
-                let days = self
-                    .item(items, kind, Resolution::Day, month_start(day))
-                    .await?;
-                replace(days, day, total);
+                let hours = hours.clone();
+                self.set_day_total(items, kind, day, &hours).await?;
             }
         }
+        Ok(())
+    }
+
+    /// Sets day `day`'s bucket in its month item to the total of its `hours` (the day item's).
+    async fn set_day_total(
+        &self,
+        items: &mut SeriesItems,
+        kind: &str,
+        day: i64,
+        hours: &Buckets,
+    ) -> Result<(), FleetError> {
+        let total = hours
+            .coarsen(Resolution::Day)
+            .0
+            .remove(&day)
+            .unwrap_or_default();
+        let days = self
+            .item(items, kind, Resolution::Day, month_start(day))
+            .await?;
+        replace(days, day, total);
         Ok(())
     }
 
@@ -522,16 +535,8 @@ impl SeriesStore<'_> {
                 if hours.0.is_empty() {
                     continue;
                 }
-                let total = hours
-                    .coarsen(Resolution::Day)
-                    .0
-                    .remove(&day)
-                    .unwrap_or_default();
+                self.set_day_total(items, kind, day, &hours).await?;
                 *self.item(items, kind, Resolution::Hour, day).await? = hours;
-                let days = self
-                    .item(items, kind, Resolution::Day, month_start(day))
-                    .await?;
-                replace(days, day, total);
             }
         }
         Ok(())
