@@ -93,6 +93,15 @@ pub enum FleetError {
         /// The queue's bound.
         limit: u64,
     },
+    /// A member of the organization whose role does not include what the route needs (403,
+    /// naming the role needed). A non-member is [`FleetError::NotFound`] instead.
+    #[error("this needs the {needed} role; yours is {held}")]
+    RoleRequired {
+        /// The least role that may do it.
+        needed: crate::model::org::Role,
+        /// The caller's role.
+        held: crate::model::org::Role,
+    },
     /// Anything else (500); the detail is logged, never returned.
     #[error("internal error: {0}")]
     Internal(String),
