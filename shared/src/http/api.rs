@@ -28,7 +28,7 @@ pub struct ApiError {
     /// Seconds for `Retry-After`, for 429/503.
     pub retry_after: Option<u32>,
     /// The role a 403 `role_required` names.
-    pub required_role: Option<crate::model::org::Role>,
+    pub required_role: Option<&'static str>,
 }
 
 impl ApiError {
@@ -147,7 +147,7 @@ impl ApiError {
             #[serde(skip_serializing_if = "Option::is_none")]
             field: Option<&'a str>,
             #[serde(rename = "requiredRole", skip_serializing_if = "Option::is_none")]
-            required_role: Option<crate::model::org::Role>,
+            required_role: Option<&'a str>,
         }
         let mut response = json_response(
             self.status,

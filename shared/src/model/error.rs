@@ -97,10 +97,11 @@ pub enum FleetError {
     /// naming the role needed). A non-member is [`FleetError::NotFound`] instead.
     #[error("this needs the {needed} role; yours is {held}")]
     RoleRequired {
-        /// The least role that may do it.
-        needed: crate::model::org::Role,
+        /// The least role that may do it (its API name: `model::org::Role`'s, which this
+        /// bottom file cannot name).
+        needed: &'static str,
         /// The caller's role.
-        held: crate::model::org::Role,
+        held: &'static str,
     },
     /// Anything else (500); the detail is logged, never returned.
     #[error("internal error: {0}")]

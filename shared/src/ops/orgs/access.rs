@@ -80,6 +80,9 @@ pub fn require(held: Role, needed: Role) -> Result<Role, FleetError> {
     if held.includes(needed) {
         Ok(held)
     } else {
-        Err(FleetError::RoleRequired { needed, held })
+        Err(FleetError::RoleRequired {
+            needed: needed.as_str(),
+            held: held.as_str(),
+        })
     }
 }

@@ -4,10 +4,6 @@
 //! lookup of the invitee by e-mail: whoever signs in with the code (Cognito or any JWT issuer)
 //! becomes the member.
 
-use super::access::require;
-use super::members::Actor;
-use super::view::{Invitation, NewInvitation, Org};
-use super::writes;
 use crate::model::entities::invitation::{InvitationItem, INVITATION_PREFIX};
 use crate::model::entities::membership::MembershipItem;
 use crate::model::entities::org_member::OrgMemberItem;
@@ -23,6 +19,10 @@ use crate::model::org::{
 use crate::model::pattern_id::PatternId;
 use crate::model::schema::PK;
 use crate::model::timestamp::Timestamp;
+use crate::ops::orgs::access::require;
+use crate::ops::orgs::members::Actor;
+use crate::ops::orgs::view::{Invitation, NewInvitation, Org};
+use crate::ops::orgs::writes;
 use crate::ops::pattern::{implemented_by, AccessPattern, Frequency, Operation, RequestBudget};
 use crate::store::dynamo::{
     key_prefix, number_value, query, read_consistent, transact, Transaction,

@@ -2,8 +2,6 @@
 
 use aws_sdk_dynamodb::types::{KeysAndAttributes, WriteRequest};
 
-use super::view::Org;
-use super::writes;
 use crate::model::entities::fleet::FleetItem;
 use crate::model::entities::membership::{membership_pk, MembershipItem, ORG_PREFIX};
 use crate::model::entities::org_member::OrgMemberItem;
@@ -17,6 +15,8 @@ use crate::model::org::{Role, MAX_ORGS_PER_USER};
 use crate::model::pattern_id::PatternId;
 use crate::model::schema::{Item, PK, SK};
 use crate::model::timestamp::Timestamp;
+use crate::ops::orgs::view::Org;
+use crate::ops::orgs::writes;
 use crate::ops::pattern::{implemented_by, AccessPattern, Frequency, Operation, RequestBudget};
 use crate::store::dynamo::{
     get_all, key_prefix, query, read_consistent, string_value, transact, write_all, Transaction,

@@ -2,9 +2,6 @@
 //! (AP-O7), a removal or a leave (AP-O8). The org member and membership items of a person are
 //! always written in one transaction, so they never differ.
 
-use super::access::require;
-use super::view::Member;
-use super::writes;
 use crate::model::cursor::{self, Page};
 use crate::model::entities::membership::MembershipItem;
 use crate::model::entities::org_member::{OrgMemberItem, MEMBER_PREFIX};
@@ -16,6 +13,9 @@ use crate::model::ids::{OrgId, UserId};
 use crate::model::org::Role;
 use crate::model::pattern_id::PatternId;
 use crate::model::schema::{PK, SK};
+use crate::ops::orgs::access::require;
+use crate::ops::orgs::view::Member;
+use crate::ops::orgs::writes;
 use crate::ops::pattern::{implemented_by, AccessPattern, Frequency, Operation, RequestBudget};
 use crate::store::dynamo::{
     key_prefix, number_value, query, read_consistent, string_value, transact, Transaction,

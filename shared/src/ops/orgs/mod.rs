@@ -8,4 +8,4 @@ pub mod invitations;
 pub mod manage;
 pub mod members;
 pub mod view;
-mod writes;
+pub(crate) mod writes;

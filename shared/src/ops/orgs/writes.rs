@@ -10,7 +10,7 @@ use crate::store::table::FleetTable;
 use crate::store::with_expressions::WithExpressions;
 
 /// Puts `entity`, under `condition` when given.
-pub(super) fn put(
+pub(crate) fn put(
     table: &FleetTable,
     entity: &impl Entity,
     condition: Option<Condition>,
@@ -27,7 +27,7 @@ pub(super) fn put(
 }
 
 /// Deletes the item at `key`, under `condition` when given.
-pub(super) fn delete(
+pub(crate) fn delete(
     table: &FleetTable,
     key: &ItemKey,
     condition: Option<Condition>,
@@ -44,7 +44,7 @@ pub(super) fn delete(
 }
 
 /// Applies `update` to the item at `key` under `condition`.
-pub(super) fn update(
+pub(crate) fn update(
     table: &FleetTable,
     key: &ItemKey,
     update: Update,
