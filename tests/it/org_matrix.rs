@@ -1233,6 +1233,40 @@ async fn every_route_for_every_caller_answers_by_role_and_leaks_nothing() {
         rows.push((route.clone(), row));
     }
 
+    // A is gone for everyone (the last cell deleted it), and what of it is left.
+    for p in Person::ALL {
+        let orgs = ok(&world.gateway, ("GET", "/orgs"), p.id(), None).await;
+        if orgs.to_string().contains(&world.org_a) {
+            failures.push(format!("GET /orgs as {}: lists deleted A: {orgs}", p.id()));
+        }
+    }
+    let gone = send(
+        &world.gateway,
+        "GET /orgs/{orgId}",
+        ApiRequest::get(&format!("/orgs/{}", world.org_a)).caller(Person::Owner.id()),
+    )
+    .await;
+    if gone.status != 404 {
+        failures.push(format!(
+            "GET /orgs/{{A}} after its deletion: {} {}",
+            gone.status, gone.body
+        ));
+    }
+    let mut residue: BTreeMap<String, usize> = BTreeMap::new();
+    for item in table_contents(&world.table).await {
+        let text = format!("{item:?}");
+        if world.markers(&Fleet::OrgA)[..2]
+            .iter()
+            .any(|m| text.contains(m.as_str()))
+        {
+            let kind = entity_type(&item).map_or("unknown".to_string(), |t| format!("{t:?}"));
+            *residue.entry(kind).or_default() += 1;
+        }
+    }
+    println!(
+        "org_matrix: after DELETE /orgs/{{A}}, items still naming A (events of its deleted devices expire by TTL): {residue:?}"
+    );
+
     println!("org_matrix: route × caller → status");
     println!(
         "{:<52} {}",
