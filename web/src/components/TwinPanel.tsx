@@ -1,12 +1,17 @@
 import { useEffect, useState } from 'preact/hooks';
-import { api, ApiError, bodyOf, fieldOf, messageOf, type Schemas } from '../api/client';
+import { ApiError, bodyOf, fieldOf, messageOf, type Schemas } from '../api/client';
+import { useFleet } from '../hooks/useFleet';
+import { NEEDS } from '../fleet';
 import { dateTime } from '../format';
 import { FieldError } from './FieldError';
 
 /** The device twin on the device page: desired and reported configuration with their delta
  * and versions (AP-03's answer), the desired state edited with `If-Match` on its version
- * (AP-T1), a command sent (AP-T2) and the commands with their state (AP-T3). */
+ * (AP-T1), a command sent (AP-T2) and the commands with their state (AP-T3). The forms only
+ * for a role that may use them (an organization's operator and above). */
 export function TwinPanel({ deviceId, twin, onChanged }: { deviceId: string; twin?: Schemas['Twin']; onChanged: () => Promise<void> }) {
+  const { api, can } = useFleet();
+  const operate = can(NEEDS.operate);
   const [desired, setDesired] = useState(() => JSON.stringify(twin?.desired ?? {}, null, 2));
   const [command, setCommand] = useState({ name: '', parameters: '{}', expires: '3600' });
   const [commands, setCommands] = useState<Schemas['Command'][] | null>(null);
@@ -106,6 +111,14 @@ export function TwinPanel({ deviceId, twin, onChanged }: { deviceId: string; twi
           <pre id="twin-delta">{JSON.stringify(twin.delta, null, 2)}</pre>
         </>
       )}
+      {!operate && (
+        <>
+          <h3>Desired state</h3>
+          <pre id="twin-desired-view">{JSON.stringify(twin?.desired ?? {}, null, 2)}</pre>
+        </>
+      )}
+      {operate && (
+      <>
       <form class="edit" onSubmit={saveDesired} noValidate>
         <div class="field">
           <label for="twin-desired">Desired state (JSON)</label>
@@ -141,6 +154,8 @@ export function TwinPanel({ deviceId, twin, onChanged }: { deviceId: string; twi
           Send command
         </button>
       </form>
+      </>
+      )}
       {commands && commands.length > 0 && (
         <table id="commands">
           <caption>Commands, newest first</caption>

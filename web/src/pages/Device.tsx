@@ -1,5 +1,7 @@
 import { useEffect, useMemo, useRef, useState } from 'preact/hooks';
-import { api, ApiError, apiUrl, bodyOf, fieldOf, messageOf, type Schemas } from '../api/client';
+import { ApiError, apiUrl, bodyOf, fieldOf, messageOf, type Schemas } from '../api/client';
+import { useFleet } from '../hooks/useFleet';
+import { NEEDS } from '../fleet';
 import { bandColumns, dateTime, fromInputTime, intervalValue, series, seriesCsv, seriesNdjson, showValue, toCsv, toInputTime, toNdjson } from '../format';
 import { TimeChart } from '../components/TimeChart';
 import { Confirm } from '../components/Confirm';
@@ -58,6 +60,7 @@ function editOf(device: Device): Edit {
 }
 
 export function DevicePage({ deviceId }: { deviceId: string }) {
+  const { api, href, can, org } = useFleet();
   const [device, setDevice] = useState<Device | null>(null);
   const [error, setError] = useState<string | null>(null);
   const [range, setRange] = useState<{ from: string; to: string }>(() => {
@@ -89,7 +92,7 @@ export function DevicePage({ deviceId }: { deviceId: string }) {
       setDevice(device);
       setEdit(editOf(device));
     } catch (e) {
-      setError(e instanceof ApiError && e.status === 404 ? 'No such device in your fleet.' : messageOf(e));
+      setError(e instanceof ApiError && e.status === 404 && e.message !== 'organization not found' ? `No such device in ${org ? `${org.name}'s fleet` : 'your fleet'}.` : messageOf(e));
     }
   };
 
@@ -237,7 +240,7 @@ export function DevicePage({ deviceId }: { deviceId: string }) {
         <p class="error" role="alert">
           {error}
         </p>
-        <a href="#/">Back to the fleet</a>
+        <a href={href('/')}>Back to the fleet</a>
       </section>
     );
 
@@ -413,7 +416,7 @@ export function DevicePage({ deviceId }: { deviceId: string }) {
         )}
         {history.items === null && !history.error && <p role="status">Loading alarms…</p>}
         {history.items && history.items.length === 0 && <p class="muted">No alarms for this device.</p>}
-        {history.items && history.items.length > 0 && <AlarmTable alarms={history.items} caption="This device's alarms, newest first" showDevice={false} onChanged={history.replace} onReload={() => void history.reload()} />}
+        {history.items && history.items.length > 0 && <AlarmTable alarms={history.items} caption="This device's alarms, newest first" showDevice={false} onChanged={can(NEEDS.operate) ? history.replace : undefined} onReload={() => void history.reload()} />}
         {history.hasMore && (
           <button type="button" onClick={() => void history.more()} disabled={history.loading}>
             Older alarms
@@ -421,7 +424,10 @@ export function DevicePage({ deviceId }: { deviceId: string }) {
         )}
       </section>
 
-      {device && edit && (
+      {device && !can(NEEDS.manage) && (
+        <TwinPanel deviceId={deviceId} twin={device.twin} onChanged={loadDevice} />
+      )}
+      {device && edit && can(NEEDS.manage) && (
         <>
           <h2>Settings</h2>
           <form class="edit" onSubmit={save} noValidate>
@@ -513,7 +519,7 @@ export function DevicePage({ deviceId }: { deviceId: string }) {
               onConfirm={async () => {
                 try {
                   await api.DELETE('/me/devices/{deviceId}', { params: { path: { deviceId } } });
-                  location.hash = '#/';
+                  location.hash = href('/');
                 } catch (e) {
                   setNotice(messageOf(e));
                 }
