@@ -180,6 +180,15 @@ export function fieldOf(error: unknown): string | null {
   return error.field.replace(/\[\d+\].*$/, '').replace(/\..*$/, '');
 }
 
+/**
+ * The API's 403 `role_required`: the person's role in the organization does not allow what
+ * was asked (it may have been lowered since the page was drawn). Pages say it outside the form
+ * that sent it, since that form goes away once the console follows the role.
+ */
+export function isRoleRefusal(error: unknown): error is ApiError {
+  return error instanceof ApiError && error.code === 'role_required';
+}
+
 export function messageOf(error: unknown): string {
   return error instanceof Error ? error.message : String(error);
 }

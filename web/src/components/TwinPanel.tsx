@@ -1,5 +1,5 @@
 import { useEffect, useState } from 'preact/hooks';
-import { ApiError, bodyOf, fieldOf, messageOf, type Schemas } from '../api/client';
+import { ApiError, bodyOf, fieldOf, isRoleRefusal, messageOf, type Schemas } from '../api/client';
 import { useFleet } from '../hooks/useFleet';
 import { NEEDS } from '../fleet';
 import { dateTime } from '../format';
@@ -17,6 +17,7 @@ export function TwinPanel({ deviceId, twin, onChanged }: { deviceId: string; twi
   const [commands, setCommands] = useState<Schemas['Command'][] | null>(null);
   const [errors, setErrors] = useState<Record<string, string>>({});
   const [notice, setNotice] = useState<string | null>(null);
+  const [refused, setRefused] = useState<string | null>(null);
 
   const loadCommands = async () => {
     try {
@@ -53,7 +54,8 @@ export function TwinPanel({ deviceId, twin, onChanged }: { deviceId: string; twi
       await onChanged();
     } catch (err) {
       const field = fieldOf(err);
-      if (err instanceof ApiError && err.status === 412) {
+      if (isRoleRefusal(err)) setRefused(messageOf(err));
+      else if (err instanceof ApiError && err.status === 412) {
         setErrors({ desired: 'Someone changed the desired state meanwhile; the form now shows theirs. Apply your change again.' });
         await onChanged();
       } else setErrors({ desired: field && field !== 'desired' ? `${field}: ${messageOf(err)}` : messageOf(err) });
@@ -83,7 +85,8 @@ export function TwinPanel({ deviceId, twin, onChanged }: { deviceId: string; twi
       await onChanged();
     } catch (err) {
       const field = fieldOf(err);
-      if (field && ['name', 'parameters', 'expiresInSeconds'].includes(field)) setErrors({ [field === 'expiresInSeconds' ? 'expires' : field]: messageOf(err) });
+      if (isRoleRefusal(err)) setRefused(messageOf(err));
+      else if (field && ['name', 'parameters', 'expiresInSeconds'].includes(field)) setErrors({ [field === 'expiresInSeconds' ? 'expires' : field]: messageOf(err) });
       else setErrors({ command: messageOf(err) });
     }
   };
@@ -94,6 +97,11 @@ export function TwinPanel({ deviceId, twin, onChanged }: { deviceId: string; twi
       {notice && (
         <p class="notice" role="status">
           {notice}
+        </p>
+      )}
+      {refused && (
+        <p class="error" role="alert" id="twin-refused">
+          Refused: {refused}
         </p>
       )}
       <p id="twin-versions">

@@ -1,5 +1,5 @@
 import { useEffect, useMemo, useRef, useState } from 'preact/hooks';
-import { ApiError, apiUrl, bodyOf, fieldOf, messageOf, type Schemas } from '../api/client';
+import { ApiError, apiUrl, bodyOf, fieldOf, isRoleRefusal, messageOf, type Schemas } from '../api/client';
 import { useFleet } from '../hooks/useFleet';
 import { NEEDS } from '../fleet';
 import { bandColumns, dateTime, fromInputTime, intervalValue, series, seriesCsv, seriesNdjson, showValue, toCsv, toInputTime, toNdjson } from '../format';
@@ -79,6 +79,8 @@ export function DevicePage({ deviceId }: { deviceId: string }) {
   const [edit, setEdit] = useState<Edit | null>(null);
   const [editErrors, setEditErrors] = useState<Record<string, string>>({});
   const [notice, setNotice] = useState<string | null>(null);
+  /** The API's 403 `role_required` for a change: said at the top, as the form may go away. */
+  const [refused, setRefused] = useState<string | null>(null);
   const [token, setToken] = useState<{ token: string; until: string | null } | null>(null);
   const history = useCursorPages(
     async (cursor) => alarmPage(bodyOf(await api.GET('/me/devices/{deviceId}/alarms', { params: { path: { deviceId }, query: { limit: ALARM_PAGE, cursor: cursor ?? undefined } } }))),
@@ -225,7 +227,8 @@ export function DevicePage({ deviceId }: { deviceId: string }) {
       setNotice('Saved.');
     } catch (err) {
       const field = fieldOf(err);
-      if (err instanceof ApiError && err.status === 412) {
+      if (isRoleRefusal(err)) setRefused(messageOf(err));
+      else if (err instanceof ApiError && err.status === 412) {
         setEditErrors({ form: 'Someone changed this device meanwhile; the form now shows their version. Apply your change again.' });
         void loadDevice();
       } else if (field && ['name', 'status', 'tags', 'reportEverySeconds'].includes(field)) setEditErrors({ [field]: messageOf(err) });
@@ -268,6 +271,11 @@ export function DevicePage({ deviceId }: { deviceId: string }) {
       {notice && (
         <p role="status" class="notice">
           {notice}
+        </p>
+      )}
+      {refused && (
+        <p role="alert" class="error">
+          Refused: {refused}
         </p>
       )}
 
@@ -492,7 +500,8 @@ export function DevicePage({ deviceId }: { deviceId: string }) {
                   setToken({ token: answer.token, until: answer.previousTokenValidUntil });
                   setNotice('New token issued.');
                 } catch (e) {
-                  setNotice(messageOf(e));
+                  if (isRoleRefusal(e)) setRefused(messageOf(e));
+                  else setNotice(messageOf(e));
                 }
               }}
             />
@@ -507,7 +516,8 @@ export function DevicePage({ deviceId }: { deviceId: string }) {
                   setToken(null);
                   setNotice('Token revoked: the device can no longer send events.');
                 } catch (e) {
-                  setNotice(messageOf(e));
+                  if (isRoleRefusal(e)) setRefused(messageOf(e));
+                  else setNotice(messageOf(e));
                 }
               }}
             />
@@ -521,7 +531,8 @@ export function DevicePage({ deviceId }: { deviceId: string }) {
                   await api.DELETE('/me/devices/{deviceId}', { params: { path: { deviceId } } });
                   location.hash = href('/');
                 } catch (e) {
-                  setNotice(messageOf(e));
+                  if (isRoleRefusal(e)) setRefused(messageOf(e));
+                  else setNotice(messageOf(e));
                 }
               }}
             />

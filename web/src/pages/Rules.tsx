@@ -1,5 +1,5 @@
 import { useEffect, useRef, useState } from 'preact/hooks';
-import { ApiError, bodyOf, messageOf, type Schemas } from '../api/client';
+import { ApiError, bodyOf, isRoleRefusal, messageOf, type Schemas } from '../api/client';
 import { useFleet } from '../hooks/useFleet';
 import { NEEDS } from '../fleet';
 import {
@@ -158,6 +158,10 @@ export function Rules() {
         setForm(EMPTY_RULE_FORM);
       }
     } catch (err) {
+      if (isRoleRefusal(err)) {
+        setLoadError(`Refused: ${messageOf(err)}`);
+        return;
+      }
       if (editing && err instanceof ApiError && err.status === 412) {
         // Someone else saved this rule since it was opened: show theirs, keep nothing stale.
         const fresh = (await load())?.find((r) => r.ruleId === editing.ruleId);
