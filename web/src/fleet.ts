@@ -93,7 +93,10 @@ export function assignableRoles(mine: Role, theirs: Role): Role[] {
   return ROLES.filter((r) => r !== 'owner');
 }
 
+/** A role an invitation can give. */
+export type InvitedRole = Exclude<Role, 'owner'>;
+
 /** The roles `mine` may invite with (never owner: ownership is handed over, not invited). */
-export function invitableRoles(mine: Role): Role[] {
-  return atLeast(mine, 'admin') ? ROLES.filter((r) => r !== 'owner' && atLeast(mine, r)) : [];
+export function invitableRoles(mine: Role): InvitedRole[] {
+  return atLeast(mine, 'admin') ? ROLES.filter((r): r is InvitedRole => r !== 'owner' && atLeast(mine, r)) : [];
 }

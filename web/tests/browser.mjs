@@ -103,19 +103,19 @@ const FLEET_PATTERNS = [
   ['POST', /^\/me\/devices\/[^/]+\/commands$/, 'AP-T2'],
   ['GET', /^\/me\/devices\/[^/]+\/commands$/, 'AP-T3'],
 ];
-/** Every API request the console may make: the fleet routes, their organizations' twins (the same pattern on the organization's fleet, after the membership read) and the organizations' own. */
+/** Every API request the console may make: the fleet routes, their organizations' twins (the same pattern on the organization's fleet, after AP-O13, the caller's membership) and the organizations' own (AP-O1 to AP-O12). */
 const PATTERNS = [
   ...FLEET_PATTERNS,
-  ...FLEET_PATTERNS.filter(([, re]) => re.source.startsWith('^\\/me\\/')).map(([method, re, id]) => [method, new RegExp(re.source.replace('^\\/me\\/', '^\\/orgs\\/[^/]+\\/')), `${id} (organization)`]),
-  ['GET', /^\/orgs$/, 'GET /orgs'],
-  ['POST', /^\/orgs$/, 'POST /orgs'],
-  ['GET', /^\/orgs\/[^/]+\/members$/, 'GET /orgs/{orgId}/members'],
-  ['PATCH', /^\/orgs\/[^/]+\/members\/[^/]+$/, 'PATCH /orgs/{orgId}/members/{userId}'],
-  ['DELETE', /^\/orgs\/[^/]+\/members\/[^/]+$/, 'DELETE /orgs/{orgId}/members/{userId}'],
-  ['GET', /^\/orgs\/[^/]+\/invitations$/, 'GET /orgs/{orgId}/invitations'],
-  ['POST', /^\/orgs\/[^/]+\/invitations$/, 'POST /orgs/{orgId}/invitations'],
-  ['DELETE', /^\/orgs\/[^/]+\/invitations\/[^/]+$/, 'DELETE /orgs/{orgId}/invitations/{invitationId}'],
-  ['POST', /^\/invitations\/[^/]+\/accept$/, 'POST /invitations/{code}/accept'],
+  ...FLEET_PATTERNS.filter(([, re]) => re.source.startsWith('^\\/me\\/')).map(([method, re, id]) => [method, new RegExp(re.source.replace('^\\/me\\/', '^\\/orgs\\/[^/]+\\/')), `${id} + AP-O13`]),
+  ['GET', /^\/orgs$/, 'AP-O2'],
+  ['POST', /^\/orgs$/, 'AP-O1'],
+  ['GET', /^\/orgs\/[^/]+\/members$/, 'AP-O6'],
+  ['PATCH', /^\/orgs\/[^/]+\/members\/[^/]+$/, 'AP-O7'],
+  ['DELETE', /^\/orgs\/[^/]+\/members\/[^/]+$/, 'AP-O8'],
+  ['GET', /^\/orgs\/[^/]+\/invitations$/, 'AP-O10'],
+  ['POST', /^\/orgs\/[^/]+\/invitations$/, 'AP-O9'],
+  ['DELETE', /^\/orgs\/[^/]+\/invitations\/[^/]+$/, 'AP-O11'],
+  ['POST', /^\/invitations\/[^/]+\/accept$/, 'AP-O12'],
 ];
 /** What the console loads that is not the API: its own files and, locally, the stand-in sign-in. */
 const CONSOLE_FILES = /^\/(|index\.html|config\.json|assets\/.+|local\/users(\/[^/]+\/token)?)$/;
@@ -292,7 +292,7 @@ test('the sign-in page lists one button per demo user, labelled with the user', 
   await page.goto(`${base}/`);
   await page.getByRole('heading', { name: 'Sign in to Device Fleet' }).waitFor();
   const buttons = await page.getByRole('list').getByRole('button').allTextContents();
-  assert.deepEqual(buttons, ['demo-alice', 'demo-bob', 'demo-utility', 'demo-operator', 'demo-newcomer']);
+  assert.deepEqual(buttons, ['demo-alice', 'demo-bob', 'demo-utility', 'demo-operator', 'demo-carol', 'demo-dave', 'demo-erin']);
   await axe(page, 'sign-in');
   await shot(page, 'sign-in');
 });
@@ -933,16 +933,16 @@ test('a device silent past its interval shows offline with an offline alarm, and
 });
 
 // ------------------------------------------------------------------ organizations (issue 33)
-/** The demo organization (local/testkit/src/demo.rs): Alice owns it, Bob is its admin, Olga its operator, the utility its viewer. */
-const ACME = 'Acme Water';
+/** The demo organization (local/testkit/src/demo_orgs.rs): Alice owns it, Carol is its admin, Dave its operator, Bob and Erin its viewers; the utility is no member. */
+const ACME = 'Acme Facilities';
 
 /** The demo organization's id, as its admin's `GET /orgs` lists it. */
 async function acmeId(base) {
-  const answer = await callApi(base, await userToken(base, 'demo-bob'), 'GET', '/orgs');
+  const answer = await callApi(base, await userToken(base, 'demo-carol'), 'GET', '/orgs');
   if (answer.status === 404 && (answer.body?.message === 'Not Found' || answer.body?.error?.message === 'Not Found')) throw new Skip('the API has no route GET /orgs yet');
   assert.equal(answer.status, 200, JSON.stringify(answer.body));
   const org = answer.body.orgs.find((o) => o.name === ACME);
-  assert.ok(org, `${ACME} is among Bob's organizations: ${JSON.stringify(answer.body)}`);
+  assert.ok(org, `${ACME} is among Carol's organizations: ${JSON.stringify(answer.body)}`);
   return org.orgId;
 }
 
@@ -963,12 +963,12 @@ async function buttonsAmong(page, names) {
 
 test("an admin invites by link with the viewer role; the invitee signs in, accepts, and sees the organization's fleet with no button a viewer cannot use; the API refuses the rest with 403 role_required", async ({ page, base, browser }) => {
   const orgId = await acmeId(base);
-  // Bob, the organization's admin, switches to it and creates a viewer invitation.
+  // Carol, the organization's admin, switches to it and creates a viewer invitation.
   await page.context().grantPermissions(['clipboard-read', 'clipboard-write'], { origin: base });
-  await signIn(page, base, 'demo-bob');
+  await signIn(page, base, 'demo-carol');
   await switchFleet(page, `${ACME} (admin)`, ACME);
   assert.equal(new URL(page.url()).hash, `#/orgs/${orgId}`, 'the address names the fleet');
-  await page.locator('tr[data-device="acme-pump-1"]').waitFor();
+  await page.locator('tr[data-device="acme-boiler"]').waitFor();
   await page.getByRole('link', { name: 'Invitations' }).click();
   await page.getByRole('heading', { level: 1, name: `Invitations to ${ACME}` }).waitFor();
   assert.deepEqual(await page.locator('#invite-role option').allTextContents(), ['viewer', 'operator', 'admin'], 'an admin invites up to admin');
@@ -981,18 +981,20 @@ test("an admin invites by link with the viewer role; the invitee signs in, accep
   await page.getByRole('button', { name: 'Copy link' }).click();
   await page.getByText('link copied').waitFor();
   assert.equal(await page.evaluate(() => navigator.clipboard.readText()), link, 'the copied link is the one shown');
-  const openRow = page.locator('table.invitations tbody tr', { hasText: 'viewer' });
-  await openRow.first().waitFor();
+  // Listed among the open ones (the demo's own open invitation included).
+  await page.locator('table.invitations tbody tr').first().waitFor();
+  const openBefore = (await page.locator('table.invitations tbody tr').count()) - 1;
+  assert.ok(openBefore >= 0);
   await axe(page, 'invitations (link shown)');
   await shot(page, 'org-invitations');
 
-  // The newcomer opens the link in their own browser, signs in there, and accepts.
+  // The utility, no member yet, opens the link in its own browser, signs in there, and accepts.
   const invitee = await browser.newContext({ viewport: { width: 1280, height: 860 }, locale: 'en-GB', timezoneId: 'UTC' });
   try {
     const other = await invitee.newPage();
     other.on('request', (r) => recordRequest(base, r));
     await other.goto(link);
-    await other.getByRole('button', { name: 'demo-newcomer', exact: true }).click();
+    await other.getByRole('button', { name: 'demo-utility', exact: true }).click();
     await other.getByRole('heading', { level: 1, name: 'Invitation to an organization' }).waitFor();
     await axe(other, 'accept an invitation');
     await other.getByRole('button', { name: 'Accept invitation' }).click();
@@ -1001,16 +1003,17 @@ test("an admin invites by link with the viewer role; the invitee signs in, accep
     assert.equal(await other.getByLabel('Fleet', { exact: true }).inputValue(), orgId, 'the switcher names it');
     assert.match(await text(other.locator('[data-role]')), /your role: viewer/);
     // The organization's dashboard and devices show.
-    for (const device of ['acme-pump-1', 'acme-flow-1', 'acme-level-1']) await other.locator(`tr[data-device="${device}"]`).waitFor();
-    assert.equal(await other.locator('tr[data-device="thermo-kitchen"]').count(), 0, "Alice's own devices are not the organization's");
+    for (const device of ['acme-boiler', 'acme-pump']) await other.locator(`tr[data-device="${device}"]`).waitFor();
+    assert.equal(await other.locator('tr[data-device="utility-meter-1"]').count(), 0, "the utility's own devices are not the organization's");
+    assert.equal(await other.locator('tr[data-device="thermo-kitchen"]').count(), 0, "nor its owner's");
     assert.equal(await other.getByRole('link', { name: 'Register a device' }).count(), 0, 'no registration for a viewer');
     assert.equal(await other.getByRole('link', { name: 'Invitations' }).count(), 0, 'no invitations for a viewer');
     await axe(other, 'organization dashboard (viewer)');
     await shot(other, 'org-dashboard');
     // A device page: history and settings readable, nothing to change.
-    await other.getByRole('link', { name: 'Pump station 1' }).click();
-    await other.getByRole('heading', { level: 1, name: 'Pump station 1' }).waitFor();
-    assert.equal(new URL(other.url()).hash, `#/orgs/${orgId}/devices/acme-pump-1`);
+    await other.getByRole('link', { name: 'Boiler' }).click();
+    await other.getByRole('heading', { level: 1, name: 'Boiler' }).waitFor();
+    assert.equal(new URL(other.url()).hash, `#/orgs/${orgId}/devices/acme-boiler`);
     await other.getByText(/^\d+ events? in the range/).waitFor();
     await other.locator('section[aria-labelledby="device-alarms-title"] tbody tr').first().waitFor();
     await other.locator('#twin-desired-view').waitFor();
@@ -1025,7 +1028,7 @@ test("an admin invites by link with the viewer role; the invitee signs in, accep
     }
     const roles = await other.locator('table.members tbody tr').evaluateAll((rows) => rows.map((r) => r.getAttribute('data-role')));
     for (const role of ['owner', 'admin', 'operator', 'viewer']) assert.ok(roles.includes(role), `a member of every role: ${roles}`);
-    assert.equal(await other.locator('tr[data-member="demo-newcomer"]').getAttribute('data-role'), 'viewer');
+    assert.equal(await other.locator('tr[data-member="demo-utility"]').getAttribute('data-role'), 'viewer');
     assert.equal(await other.getByRole('button', { name: 'Leave organization…' }).count(), 1, 'a viewer can leave');
     await axe(other, 'organization members (viewer)');
     await shot(other, 'org-members');
@@ -1037,41 +1040,42 @@ test("an admin invites by link with the viewer role; the invitee signs in, accep
   }
 
   // The API refuses what the console does not offer: 403 role_required, naming the role.
-  const viewer = await userToken(base, 'demo-newcomer');
+  const viewer = await userToken(base, 'demo-utility');
   const refused = await callApi(base, viewer, 'POST', `/orgs/${orgId}/devices`, { deviceId: `viewer-${Date.now().toString(36)}`, name: 'Nope', type: 'pump' });
   assert.equal(refused.status, 403, JSON.stringify(refused.body));
   assert.equal(refused.body.error.code, 'role_required');
   assert.equal(refused.body.error.requiredRole, 'admin');
-  const ack = await callApi(base, viewer, 'PUT', `/orgs/${orgId}/devices/acme-pump-1/desired`, { desired: { speed: 1 } }, { 'if-match': '0' });
-  assert.equal(ack.status, 403, JSON.stringify(ack.body));
-  assert.equal(ack.body.error.requiredRole, 'operator');
+  const desired = await callApi(base, viewer, 'PUT', `/orgs/${orgId}/devices/acme-pump/desired`, { desired: { speed: 1 } }, { 'if-match': '0' });
+  assert.equal(desired.status, 403, JSON.stringify(desired.body));
+  assert.equal(desired.body.error.requiredRole, 'operator');
   // The invitation was used: it is gone from the admin's list, and a second accept is refused.
   await page.reload();
-  await page.getByRole('button', { name: 'demo-bob', exact: true }).click();
+  await page.getByRole('button', { name: 'demo-carol', exact: true }).click();
   await page.getByRole('heading', { level: 1, name: `Invitations to ${ACME}` }).waitFor();
-  await page.getByText(/^None\.$|Revoke…/).first().waitFor();
+  await page.locator('table.invitations, p:text("None.")').first().waitFor();
+  assert.equal(await page.locator('table.invitations tbody tr').count(), openBefore, 'the used invitation is no longer open');
   const code = decodeURIComponent(link.split('#/invitations/')[1]);
-  const again = await callApi(base, await userToken(base, 'demo-utility'), 'POST', `/invitations/${encodeURIComponent(code)}/accept`);
+  const again = await callApi(base, await userToken(base, 'demo-operator'), 'POST', `/invitations/${encodeURIComponent(code)}/accept`);
   assert.equal(again.status, 404, JSON.stringify(again.body));
 });
 
 test("an organization's operator acknowledges its alarm and sets a desired state, but sees no admin action; a role lowered meanwhile is the API's 403, said on the page", async ({ page, base }) => {
   const orgId = await acmeId(base);
-  await signIn(page, base, 'demo-operator');
+  await signIn(page, base, 'demo-dave');
   await switchFleet(page, `${ACME} (operator)`, ACME);
   assert.equal(await page.getByRole('link', { name: 'Register a device' }).count(), 0);
   await page.getByRole('link', { name: 'Alarms', exact: true }).click();
-  const row = page.locator('table.alarms tbody tr[data-device="acme-pump-1"][data-state="active"]').first();
+  const row = page.locator('table.alarms tbody tr[data-device="acme-boiler"][data-state="active"]').first();
   await row.waitFor();
   await row.getByRole('button', { name: /^Acknowledge/ }).click();
   await page.getByText(/^Acknowledged: /).waitFor();
-  await page.goto(`${base}/#/orgs/${orgId}/devices/acme-flow-1`);
-  await page.getByRole('heading', { level: 1, name: 'Main flow meter' }).waitFor();
+  await page.goto(`${base}/#/orgs/${orgId}/devices/acme-pump`);
+  await page.getByRole('heading', { level: 1, name: 'Circulation pump' }).waitFor();
   await page.getByRole('button', { name: 'Save desired state' }).waitFor();
   assert.deepEqual(await buttonsAmong(page, [/Save changes/, /Rotate token/, /Revoke token/, /Delete device/]), [], 'no admin action for an operator');
   // The owner lowers the operator to viewer; the next change is refused and the page says why.
   const alice = await userToken(base, 'demo-alice');
-  const lowered = await callApi(base, alice, 'PATCH', `/orgs/${orgId}/members/demo-operator`, { role: 'viewer' });
+  const lowered = await callApi(base, alice, 'PATCH', `/orgs/${orgId}/members/demo-dave`, { role: 'viewer' });
   assert.equal(lowered.status, 200, JSON.stringify(lowered.body));
   try {
     await page.getByLabel('Desired state (JSON)').fill('{"valve": "open"}');
@@ -1082,7 +1086,7 @@ test("an organization's operator acknowledges its alarm and sets a desired state
     assert.equal(await page.getByRole('button', { name: 'Save desired state' }).count(), 0);
     await page.getByLabel('Fleet', { exact: true }).locator('option', { hasText: `${ACME} (viewer)` }).waitFor({ state: 'attached' });
   } finally {
-    const restored = await callApi(base, alice, 'PATCH', `/orgs/${orgId}/members/demo-operator`, { role: 'operator' });
+    const restored = await callApi(base, alice, 'PATCH', `/orgs/${orgId}/members/demo-dave`, { role: 'operator' });
     assert.equal(restored.status, 200, JSON.stringify(restored.body));
   }
 });

@@ -43,8 +43,11 @@ pub struct DemoDevice {
     pub token: String,
 }
 
-/// The demo users.
-pub const USERS: [DemoUser; 4] = [
+/// The demo users: Alice, Bob and the utility with fleets of their own, Olga the operator
+/// (the `admin` group), and Carol, Dave and Erin, who have no devices and work in the demo
+/// organization (`demo_orgs`: Alice its owner, Carol its admin, Dave its operator, Bob and Erin
+/// its viewers), so the console can be tried at every role.
+pub const USERS: [DemoUser; 7] = [
     DemoUser {
         sub: "demo-alice",
         email: "alice@example.com",
@@ -68,6 +71,24 @@ pub const USERS: [DemoUser; 4] = [
         email: "ops@example.com",
         name: "Olga Operator",
         admin: true,
+    },
+    DemoUser {
+        sub: "demo-carol",
+        email: "carol@example.com",
+        name: "Carol",
+        admin: false,
+    },
+    DemoUser {
+        sub: "demo-dave",
+        email: "dave@example.com",
+        name: "Dave",
+        admin: false,
+    },
+    DemoUser {
+        sub: "demo-erin",
+        email: "erin@example.com",
+        name: "Erin",
+        admin: false,
     },
 ];
 

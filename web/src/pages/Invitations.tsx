@@ -4,7 +4,7 @@ import { Confirm } from '../components/Confirm';
 import { CopyButton } from '../components/CopyButton';
 import { FieldError } from '../components/FieldError';
 import { RoleNeeded } from '../components/RoleNeeded';
-import { atLeast, invitableRoles, invitationLink, NEEDS, type OrgFleet, type Role } from '../fleet';
+import { atLeast, invitableRoles, invitationLink, NEEDS, type InvitedRole, type OrgFleet, type Role } from '../fleet';
 import { dateTime } from '../format';
 
 /** An open invitation as `GET /orgs/{orgId}/invitations` lists it (never its code). */
@@ -23,7 +23,7 @@ interface Invitation {
 export function Invitations({ org }: { org: OrgFleet }) {
   const orgId = org.orgId;
   const roles = invitableRoles(org.role);
-  const [role, setRole] = useState<Role>('viewer');
+  const [role, setRole] = useState<InvitedRole>('viewer');
   const [days, setDays] = useState('7');
   const [errors, setErrors] = useState<Record<string, string>>({});
   const [link, setLink] = useState<{ url: string; role: Role; expiresAt: string } | null>(null);
@@ -90,7 +90,7 @@ export function Invitations({ org }: { org: OrgFleet }) {
         )}
         <div class="field">
           <label for="invite-role">Role</label>
-          <select id="invite-role" value={role} aria-invalid={Boolean(errors.role)} aria-describedby={errors.role ? 'invite-role-error' : undefined} onChange={(e) => setRole(e.currentTarget.value as Role)}>
+          <select id="invite-role" value={role} aria-invalid={Boolean(errors.role)} aria-describedby={errors.role ? 'invite-role-error' : undefined} onChange={(e) => setRole(e.currentTarget.value as InvitedRole)}>
             {roles.map((r) => (
               <option key={r} value={r}>
                 {r}
