@@ -3,6 +3,7 @@
 //
 //   node tests/browser.mjs                 the tests; prints "test result: ok. N passed; M failed;"
 //   node tests/browser.mjs --screenshots   the same, writing a PNG of each page into docs/
+//   BROWSER_ONLY=regex node tests/browser.mjs   only the tests whose name matches (while working on them)
 //
 // Environment: FLEET_DEV_BIN (default $CARGO_TARGET_DIR/debug/fleet-dev), CHROMIUM
 // (default /usr/bin/chromium), CONSOLE_METRICS (where the measured budgets go, JSON).
@@ -969,6 +970,10 @@ test("an admin invites by link with the viewer role; the invitee signs in, accep
   await switchFleet(page, `${ACME} (admin)`, ACME);
   assert.equal(new URL(page.url()).hash, `#/orgs/${orgId}`, 'the address names the fleet');
   await page.locator('tr[data-device="acme-boiler"]').waitFor();
+  // An admin has every device action (so the viewer's missing buttons below are the role's doing).
+  await page.getByRole('link', { name: 'Boiler' }).click();
+  await page.getByRole('heading', { level: 1, name: 'Boiler' }).waitFor();
+  for (const name of ['Save changes', 'Rotate token…', 'Delete device…', 'Save desired state', 'Send command']) await page.getByRole('button', { name }).waitFor();
   await page.getByRole('link', { name: 'Invitations' }).click();
   await page.getByRole('heading', { level: 1, name: `Invitations to ${ACME}` }).waitFor();
   assert.deepEqual(await page.locator('#invite-role option').allTextContents(), ['viewer', 'operator', 'admin'], 'an admin invites up to admin');
@@ -1021,7 +1026,7 @@ test("an admin invites by link with the viewer role; the invitee signs in, accep
     await axe(other, 'organization device (viewer)');
     // Alarms, rules, members: read, never changed.
     for (const [link, heading] of [['Alarms', 'Alarms'], ['Alarm rules', 'Alarm rules'], ['Members', `Members of ${ACME}`]]) {
-      await other.getByRole('link', { name: link, exact: true }).click();
+      await other.getByRole('navigation').getByRole('link', { name: link, exact: true }).click();
       await other.getByRole('heading', { level: 1, name: heading }).waitFor();
       await other.locator('tbody tr').first().waitFor();
       assert.deepEqual(await buttonsAmong(other, MANAGING_BUTTONS), [], `${link}: no button a viewer cannot use`);
@@ -1064,7 +1069,7 @@ test("an organization's operator acknowledges its alarm and sets a desired state
   await signIn(page, base, 'demo-dave');
   await switchFleet(page, `${ACME} (operator)`, ACME);
   assert.equal(await page.getByRole('link', { name: 'Register a device' }).count(), 0);
-  await page.getByRole('link', { name: 'Alarms', exact: true }).click();
+  await page.getByRole('navigation').getByRole('link', { name: 'Alarms', exact: true }).click();
   const row = page.locator('table.alarms tbody tr[data-device="acme-boiler"][data-state="active"]').first();
   await row.waitFor();
   await row.getByRole('button', { name: /^Acknowledge/ }).click();
@@ -1122,7 +1127,8 @@ async function main() {
   let failed = 0;
   let ignored = 0;
   try {
-    for (const t of tests) {
+    const only = process.env.BROWSER_ONLY ? new RegExp(process.env.BROWSER_ONLY) : null;
+    for (const t of tests.filter((t) => !only || only.test(t.name))) {
       const context = await browser.newContext({ viewport: { width: 1280, height: 860 }, acceptDownloads: true, locale: 'en-GB', timezoneId: 'UTC' });
       context.setDefaultTimeout(15_000);
       const page = await context.newPage();
