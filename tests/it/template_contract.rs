@@ -87,6 +87,35 @@ async fn every_template_route_is_served_by_its_function() {
     }
 }
 
+/// An organization's fleet is served by the code that serves a person's: each
+/// `/orgs/{orgId}/...` twin of a `/me/...` route is on the same function, so its IAM policy,
+/// memory and alarms are the ones the `/me` route was measured with.
+#[test]
+fn every_me_fleet_route_has_its_org_twin_on_the_same_function() {
+    let routes = &template().routes;
+    let function_of = |route_key: &str| {
+        routes
+            .iter()
+            .find(|r| r.route_key() == route_key)
+            .map(|r| r.function.as_str())
+    };
+    let mut twins = 0;
+    for route in routes {
+        let Some(rest) = route.path.strip_prefix("/me/") else {
+            continue;
+        };
+        let twin = format!("{} /orgs/{{orgId}}/{rest}", route.method);
+        assert_eq!(
+            function_of(&twin),
+            Some(route.function.as_str()),
+            "{twin}: the twin of {}",
+            route.route_key()
+        );
+        twins += 1;
+    }
+    assert!(twins >= 26, "only {twins} twins");
+}
+
 #[tokio::test]
 async fn the_table_created_from_the_template_has_the_declared_schema() {
     let table = fresh_table().await;
