@@ -45,7 +45,7 @@ pub struct DemoDevice {
 
 /// The demo users: Alice, Bob and the utility with fleets of their own, Olga the operator
 /// (the `admin` group), and Carol, Dave and Erin, who have no devices and work in the demo
-/// organization (`demo_orgs`: Alice its owner, Carol its admin, Dave its operator, Bob and Erin
+/// organization ([`crate::demo_orgs`]: Alice its owner, Carol its admin, Dave its operator, Bob and Erin
 /// its viewers), so the console can be tried at every role.
 pub const USERS: [DemoUser; 7] = [
     DemoUser {
