@@ -113,6 +113,8 @@ const PATTERNS = [
   ['GET', /^\/orgs\/[^/]+\/members$/, 'AP-O6'],
   ['PATCH', /^\/orgs\/[^/]+\/members\/[^/]+$/, 'AP-O7'],
   ['DELETE', /^\/orgs\/[^/]+\/members\/[^/]+$/, 'AP-O8'],
+  ['PATCH', /^\/orgs\/[^/]+$/, 'AP-O4'],
+  ['DELETE', /^\/orgs\/[^/]+$/, 'AP-O5'],
   ['GET', /^\/orgs\/[^/]+\/invitations$/, 'AP-O10'],
   ['POST', /^\/orgs\/[^/]+\/invitations$/, 'AP-O9'],
   ['DELETE', /^\/orgs\/[^/]+\/invitations\/[^/]+$/, 'AP-O11'],
@@ -954,7 +956,7 @@ async function switchFleet(page, label, heading) {
 }
 
 /** The buttons a viewer must not see on the page as it is (none may exist at all). */
-const MANAGING_BUTTONS = [/^Register$/, /Save changes/, /Rotate token/, /Revoke token/, /Delete device/, /Save desired state/, /Send command/, /^Acknowledge$/, /Create rule/, /^Edit$/, /^Delete…$/, /Save role/, /^Remove…$/, /Create invitation/, /^Revoke…$/, /Hand ownership over/];
+const MANAGING_BUTTONS = [/^Register$/, /Save changes/, /Rotate token/, /Revoke token/, /Delete device/, /Save desired state/, /Send command/, /^Acknowledge$/, /Create rule/, /^Edit$/, /^Delete…$/, /Save role/, /^Remove…$/, /Create invitation/, /^Revoke…$/, /Hand ownership over/, /^Rename$/, /Delete organization/];
 
 async function buttonsAmong(page, names) {
   const found = [];
@@ -1095,6 +1097,53 @@ test("an organization's operator acknowledges its alarm and sets a desired state
     assert.equal(restored.status, 200, JSON.stringify(restored.body));
   }
 });
+
+test('a person creates an organization and becomes its owner: it opens empty, is renamed, and is deleted; one with devices is not', async ({ page, base }) => {
+  await acmeId(base);
+  await signIn(page, base, 'demo-alice');
+  await page.getByRole('link', { name: 'New organization' }).click();
+  await page.getByRole('heading', { level: 1, name: 'New organization' }).waitFor();
+  await page.getByRole('button', { name: 'Create organization' }).click();
+  await page.locator('#org-name-error').waitFor();
+  assert.match(await text(page.locator('#org-name-error')), /name/i, "the API's 400 beside the name");
+  await axe(page, 'new organization (with a field error)');
+  const name = `Night shift ${Date.now().toString(36)}`;
+  await page.getByLabel('Name').fill(name);
+  await page.getByRole('button', { name: 'Create organization' }).click();
+  await page.getByRole('heading', { level: 1, name }).waitFor();
+  const orgId = splitHash(page.url());
+  assert.match(orgId, /^o[0-9a-f]{20}$/);
+  assert.match(await text(page.locator('[data-role]')), /your role: owner/);
+  await page.getByRole('link', { name: 'Register the first device' }).waitFor();
+  assert.equal(await page.getByLabel('Fleet', { exact: true }).inputValue(), orgId);
+
+  await page.getByRole('navigation').getByRole('link', { name: 'Members' }).click();
+  await page.getByRole('heading', { level: 1, name: `Members of ${name}` }).waitFor();
+  await page.locator('tr[data-member="demo-alice"][data-role="owner"]').waitFor();
+  assert.equal(await page.locator('table.members tbody tr').count(), 1, 'its owner alone');
+  assert.equal(await page.getByRole('button', { name: 'Leave organization…' }).count(), 0, 'the owner cannot leave');
+  await page.getByLabel('Name').fill(`${name} (renamed)`);
+  await page.getByRole('button', { name: 'Rename' }).click();
+  await page.getByText(`Renamed to ${name} (renamed).`).waitFor();
+  await page.getByLabel('Fleet', { exact: true }).locator('option', { hasText: `${name} (renamed) (owner)` }).waitFor({ state: 'attached' });
+  await axe(page, 'organization members (owner)');
+  await page.getByRole('button', { name: 'Delete organization…' }).click();
+  await page.getByRole('button', { name: 'Delete organization', exact: true }).click();
+  await page.getByRole('heading', { level: 1, name: 'Your fleet' }).waitFor();
+  assert.equal(await page.getByLabel('Fleet', { exact: true }).locator(`option[value="${orgId}"]`).count(), 0, 'gone from the switcher');
+
+  // The demo organization has devices: deleting it is the API's 409, said on the page.
+  await switchFleet(page, `${ACME} (owner)`, ACME);
+  await page.getByRole('navigation').getByRole('link', { name: 'Members' }).click();
+  await page.getByRole('button', { name: 'Delete organization…' }).click();
+  await page.getByRole('button', { name: 'Delete organization', exact: true }).click();
+  await page.getByRole('alert').filter({ hasText: /has \d+ devices: move or delete them first/ }).waitFor();
+});
+
+/** The organization id in a console address (`#/orgs/{orgId}/...`). */
+function splitHash(url) {
+  return new URL(url).hash.match(/^#\/orgs\/([^/]+)/)?.[1] ?? '';
+}
 
 test('every request the console made is a catalog access pattern, and nothing came from elsewhere', async () => {
   metrics.requests = requests;

@@ -1,5 +1,6 @@
 import { useState } from 'preact/hooks';
-import { api, bodyOf, messageOf } from '../api/client';
+import { api, bodyOf, fieldOf, messageOf } from '../api/client';
+import { FieldError } from '../components/FieldError';
 import { Confirm } from '../components/Confirm';
 import { assignableRoles, fleetHref, NEEDS, atLeast, type OrgFleet, type Role } from '../fleet';
 import { dateTime } from '../format';
@@ -38,6 +39,66 @@ function RoleChange({ member, choices, onSave }: { member: Member; choices: Role
         </button>
       )}
     </div>
+  );
+}
+
+/** The organization itself: an admin renames it; its owner deletes it (once it has no devices). */
+function OrgSettings({ org, onOrgsChanged }: { org: OrgFleet; onOrgsChanged: () => Promise<void> }) {
+  const [name, setName] = useState(org.name);
+  const [error, setError] = useState<{ field: boolean; text: string } | null>(null);
+  const [saved, setSaved] = useState<string | null>(null);
+  const rename = async (e: Event) => {
+    e.preventDefault();
+    setError(null);
+    setSaved(null);
+    try {
+      const answer = bodyOf(await api.PATCH('/orgs/{orgId}', { params: { path: { orgId: org.orgId } }, body: { name } }));
+      setSaved(`Renamed to ${answer.org.name}.`);
+      await onOrgsChanged();
+    } catch (err) {
+      setError({ field: fieldOf(err) === 'name', text: messageOf(err) });
+    }
+  };
+  const remove = async () => {
+    setError(null);
+    try {
+      await api.DELETE('/orgs/{orgId}', { params: { path: { orgId: org.orgId } } });
+      await onOrgsChanged();
+      location.hash = '#/';
+    } catch (err) {
+      // 409 `org_not_empty` says how many devices are left to move or delete.
+      setError({ field: false, text: messageOf(err) });
+    }
+  };
+  return (
+    <section aria-labelledby="org-settings-title">
+      <h2 id="org-settings-title">Organization</h2>
+      {saved && (
+        <p role="status" class="notice">
+          {saved}
+        </p>
+      )}
+      {error && !error.field && (
+        <p role="alert" class="error">
+          {error.text}
+        </p>
+      )}
+      <form class="edit" onSubmit={rename} noValidate>
+        <div class="field">
+          <label for="org-rename">Name</label>
+          <input id="org-rename" value={name} aria-invalid={Boolean(error?.field)} aria-describedby={error?.field ? 'org-rename-error' : undefined} onInput={(e) => setName(e.currentTarget.value)} />
+          <FieldError id="org-rename-error" message={error?.field ? error.text : undefined} />
+        </div>
+        <button type="submit" class="primary" disabled={name === org.name}>
+          Rename
+        </button>
+      </form>
+      {org.role === 'owner' && (
+        <p class="actions">
+          <Confirm label="Delete organization…" danger question={`Delete ${org.name}, its members, invitations and rules? Only an organization without devices can be deleted.`} confirmLabel="Delete organization" onConfirm={remove} />
+        </p>
+      )}
+    </section>
   );
 }
 
@@ -150,6 +211,7 @@ export function Members({ org, me, onOrgsChanged }: { org: OrgFleet; me: string;
           More members
         </button>
       )}
+      {manage && <OrgSettings org={org} onOrgsChanged={onOrgsChanged} />}
     </section>
   );
 }
