@@ -220,6 +220,12 @@ fn documented_limits_are_the_codes_limits() {
             ["orgs"]["maxItems"],
         org::MAX_ORGS_PER_USER
     );
+    let members = doc.operation("GET /orgs/{orgId}/members").unwrap();
+    assert_eq!(
+        members.spec["responses"]["200"]["content"]["application/json"]["schema"]["properties"]
+            ["members"]["maxItems"],
+        shared::ops::orgs::members::MEMBERS_PAGE
+    );
     let days = &doc
         .request_schema("POST /orgs/{orgId}/invitations")
         .unwrap()["properties"]["expiresInDays"];
@@ -312,6 +318,39 @@ fn the_id_schemas_accept_exactly_what_the_code_accepts() {
                 code_accepts(sample),
                 "{name}: {sample:?}"
             );
+        }
+    }
+    // Display names are trimmed before they are checked: the document may not refuse a name
+    // the code takes, and agrees with it on names without surrounding white space.
+    let names = [
+        "W".to_string(),
+        "W\t".into(),
+        "\tW".into(),
+        " W ".into(),
+        "\u{85}W".into(),
+        "W\u{2003}".into(),
+        "W\tX".into(),
+        "W\u{7f}".into(),
+        "Zoë's".into(),
+        "\u{feff}W".into(),
+        "".into(),
+        "a".repeat(100),
+        "a".repeat(101),
+    ];
+    let display_names = [
+        ("DeviceName", shared::ops::devices::MAX_DEVICE_NAME),
+        ("ProfileName", shared::ops::profile::MAX_PROFILE_NAME),
+        ("OrgName", org::MAX_ORG_NAME),
+    ];
+    for (name, max) in display_names {
+        for sample in &names {
+            let code_accepts = shared::model::ids::parse_display_name("name", sample, max).is_ok();
+            let documented = doc.validate(doc.schema(name), &json!(sample)).is_ok();
+            if sample.trim() == sample {
+                assert_eq!(documented, code_accepts, "{name}: {sample:?}");
+            } else {
+                assert!(documented || !code_accepts, "{name}: {sample:?}");
+            }
         }
     }
     let timestamp = doc.schema("Timestamp");

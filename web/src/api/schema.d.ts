@@ -542,7 +542,7 @@ export interface paths {
             };
             cookie?: never;
         };
-        /** The organization's members (AP-O6), a page at a time. */
+        /** The organization's members (AP-O6), 500 a page, by user id. */
         get: operations["listOrgMembers"];
         put?: never;
         post?: never;
@@ -1110,9 +1110,9 @@ export interface components {
         DeviceType: string;
         /** @description Duplicates are removed; stored sorted. */
         TagList: components["schemas"]["Tag"][];
-        /** @description Free text (not a key), trimmed; no control characters. */
+        /** @description Free text (not a key), trimmed (of leading and trailing white space, control characters among it); no control characters. */
         DeviceName: string;
-        /** @description Free text (not a key), trimmed; no control characters. */
+        /** @description Free text (not a key), trimmed (of leading and trailing white space, control characters among it); no control characters. */
         ProfileName: string;
         /** @enum {string} */
         DeviceStatus: "active" | "inactive" | "maintenance" | "error";
@@ -1467,7 +1467,7 @@ export interface components {
          * @enum {string}
          */
         Role: "viewer" | "operator" | "admin" | "owner";
-        /** @description Free text (not a key), trimmed; no control characters. */
+        /** @description Free text (not a key), trimmed (of leading and trailing white space, control characters among it); no control characters. */
         OrgName: string;
         /** @description An organization as one of its members sees it. */
         Org: {
@@ -3095,8 +3095,6 @@ export interface operations {
     listOrgMembers: {
         parameters: {
             query?: {
-                /** @description Page size. */
-                limit?: components["parameters"]["Limit"];
                 /** @description The `cursor` of the previous page of the same listing, unchanged. */
                 cursor?: components["parameters"]["Cursor"];
             };
