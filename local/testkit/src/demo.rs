@@ -179,8 +179,8 @@ async fn seed_rules(table: &FleetTable) -> Result<(), FleetError> {
     Ok(())
 }
 
-/// Seeds profiles, alarm rules and devices (whose readings raise the demo's alarm); returns
-/// each device's token.
+/// Seeds profiles, alarm rules and devices (whose readings raise the demo's alarm), and the
+/// demo organizations ([`crate::demo_orgs`]); returns each personal device's token.
 pub async fn seed(table: &FleetTable) -> Result<Vec<DemoDevice>, FleetError> {
     seed_rules(table).await?;
     for user in &USERS {
@@ -245,6 +245,7 @@ pub async fn seed(table: &FleetTable) -> Result<Vec<DemoDevice>, FleetError> {
         });
     }
     fill_command_queue(table).await?;
+    crate::demo_orgs::seed_orgs(table).await?;
     Ok(devices)
 }
 
