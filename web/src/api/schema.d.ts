@@ -542,7 +542,7 @@ export interface paths {
             };
             cookie?: never;
         };
-        /** The organization's members (AP-O6), a page at a time. */
+        /** The organization's members (AP-O6), 500 a page, by user id. */
         get: operations["listOrgMembers"];
         put?: never;
         post?: never;
@@ -663,7 +663,7 @@ export interface paths {
         put?: never;
         /**
          * Move one of the caller's devices to an organization's fleet, with its history.
-         * @description The device must be in the caller's personal fleet (on `POST /orgs/{orgId}/devices/{deviceId}/move`: in that organization's fleet, the caller an admin of it), and the caller must be an admin of the organization `toOrgId` names (`null`: the caller's personal fleet). The device keeps its id and its token (only its registration's owner changes); its twin, alarms and readings move with it: `history.status` is `moved` when everything is in the new fleet, `moving` while its readings are still being copied.
+         * @description The device must be in the caller's personal fleet (on `POST /orgs/{orgId}/devices/{deviceId}/move`: in that organization's fleet, the caller an admin of it), and the caller must be an admin of the organization `toOrgId` names (`null`: the caller's personal fleet). The device keeps its id and its token (only its registration's owner changes); its twin, alarms and readings move with it: `history.status` is `moved` when everything is in the new fleet, `moving` while its readings are still being copied. Moving a device to the fleet it is in is a 400 on `toOrgId`.
          */
         post: operations["moveDevice"];
         delete?: never;
@@ -1060,10 +1060,10 @@ export interface components {
         Error: {
             error: {
                 /**
-                 * @description Every code a handler answers (tests/it/openapi_contract.rs reads them from the code and fails on one missing here). The 409s: `device_id_taken`, `version_mismatch`, `command_queue_full`, `rule_limit`, `busy` (the owner's rules changed concurrently too often: retry) and `alarm_cleared`. Organizations add the 403 `role_required` and the 409s `org_not_empty`, `already_member`, `owner_must_stay`, `org_limit` and `member_limit`.
+                 * @description Every code a handler answers (tests/it/openapi_contract.rs reads them from the code and fails on one missing here). The 409s: `device_id_taken`, `version_mismatch`, `command_queue_full`, `rule_limit`, `busy` (the owner's rules changed concurrently too often: retry) and `alarm_cleared`. Organizations add the 403 `role_required` and the 409s `org_not_empty`, `already_member`, `owner_must_stay`, `org_limit` and `member_limit`; a device's move the 409 `move_in_progress`.
                  * @enum {string}
                  */
-                code: "invalid_request" | "unauthorized" | "forbidden" | "not_found" | "no_route" | "device_id_taken" | "version_mismatch" | "payload_too_large" | "unsupported_media_type" | "precondition_required" | "rate_limited" | "unavailable" | "dependency_unreachable" | "command_queue_full" | "rollout_limit" | "rule_limit" | "busy" | "alarm_cleared" | "internal" | "role_required" | "org_not_empty" | "already_member" | "owner_must_stay" | "org_limit" | "member_limit";
+                code: "invalid_request" | "unauthorized" | "forbidden" | "not_found" | "no_route" | "device_id_taken" | "version_mismatch" | "payload_too_large" | "unsupported_media_type" | "precondition_required" | "rate_limited" | "unavailable" | "dependency_unreachable" | "command_queue_full" | "rollout_limit" | "rule_limit" | "busy" | "alarm_cleared" | "internal" | "role_required" | "org_not_empty" | "already_member" | "owner_must_stay" | "org_limit" | "member_limit" | "move_in_progress";
                 message: string;
                 field?: string;
                 /** @description With `role_required`, the least role that may do it. */
@@ -1110,9 +1110,9 @@ export interface components {
         DeviceType: string;
         /** @description Duplicates are removed; stored sorted. */
         TagList: components["schemas"]["Tag"][];
-        /** @description Free text (not a key), trimmed; no control characters. */
+        /** @description Free text (not a key), trimmed (of leading and trailing white space, control characters among it); no control characters. */
         DeviceName: string;
-        /** @description Free text (not a key), trimmed; no control characters. */
+        /** @description Free text (not a key), trimmed (of leading and trailing white space, control characters among it); no control characters. */
         ProfileName: string;
         /** @enum {string} */
         DeviceStatus: "active" | "inactive" | "maintenance" | "error";
@@ -1467,7 +1467,7 @@ export interface components {
          * @enum {string}
          */
         Role: "viewer" | "operator" | "admin" | "owner";
-        /** @description Free text (not a key), trimmed; no control characters. */
+        /** @description Free text (not a key), trimmed (of leading and trailing white space, control characters among it); no control characters. */
         OrgName: string;
         /** @description An organization as one of its members sees it. */
         Org: {
@@ -1508,10 +1508,11 @@ export interface components {
             /** @description `{orgId}.{secret}`: what `POST /invitations/{code}/accept` takes. */
             code: string;
         };
-        /** @description Where the device's stored readings are: `moved` when they are all in the new fleet, `moving` while they are still being copied. */
+        /** @description How far the device's history (events, summaries, twin documents, commands, alarms) has come: `moved` when it is all in the new fleet, `moving` while the scheduled worker still copies it (readers of the new fleet see it as it arrives). */
         MoveHistory: {
             /** @enum {string} */
             status: "moving" | "moved";
+            itemsMoved: number;
         };
     };
     responses: {
@@ -3095,8 +3096,6 @@ export interface operations {
     listOrgMembers: {
         parameters: {
             query?: {
-                /** @description Page size. */
-                limit?: components["parameters"]["Limit"];
                 /** @description The `cursor` of the previous page of the same listing, unchanged. */
                 cursor?: components["parameters"]["Cursor"];
             };
@@ -3406,7 +3405,7 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["RoleRequired"];
             404: components["responses"]["NotFound"];
-            /** @description The device is in that fleet already, or is being moved. */
+            /** @description `move_in_progress`: the device's previous move is still copying its history. */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -3458,7 +3457,7 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["RoleRequired"];
             404: components["responses"]["NotFound"];
-            /** @description The device is in that fleet already, or is being moved. */
+            /** @description `move_in_progress`: the device's previous move is still copying its history. */
             409: {
                 headers: {
                     [name: string]: unknown;
