@@ -1815,7 +1815,7 @@ export interface operations {
             201: {
                 headers: {
                     ETag: components["headers"]["ETag"];
-                    /** @description `/me/devices/{deviceId}` */
+                    /** @description The device's route: `/me/devices/{deviceId}`, or `/orgs/{orgId}/devices/{deviceId}` for an organization's device. */
                     Location?: string;
                     [name: string]: unknown;
                 };
@@ -3589,7 +3589,7 @@ export interface operations {
             201: {
                 headers: {
                     ETag: components["headers"]["ETag"];
-                    /** @description `/me/devices/{deviceId}` */
+                    /** @description The device's route: `/me/devices/{deviceId}`, or `/orgs/{orgId}/devices/{deviceId}` for an organization's device. */
                     Location?: string;
                     [name: string]: unknown;
                 };
