@@ -4,8 +4,8 @@
 //! free of circles; matches are exhaustive, so a new variant cannot be left out.
 
 use crate::model::entities::{
-    alarm, checkpoint, command, desired_state, device, device_state, event, fleet, open_alarm,
-    profile, purge_marker, registration, report, reported_state, rollout, rule_set,
+    alarm, checkpoint, command, desired_state, device, device_move, device_state, event, fleet,
+    open_alarm, profile, purge_marker, registration, report, reported_state, rollout, rule_set,
     running_rollout, series, tag_link, type_mark, EntityType, ItemKey,
 };
 use crate::model::error::ValidationError;
@@ -15,7 +15,7 @@ use strum::IntoEnumIterator;
 /// Every key shape's parser, in the order a stored key is tried: an open alarm's before an
 /// alarm's (an alarm's sort key `{raisedAt}#{source}` has the shape of `OPEN#{source}`).
 type ParseKey = fn(&KeyParts) -> Option<Result<ItemKey, ValidationError>>;
-const PARSERS: [ParseKey; 20] = [
+const PARSERS: [ParseKey; 21] = [
     profile::parse_key,
     device::parse_key,
     fleet::parse_key,
@@ -36,6 +36,7 @@ const PARSERS: [ParseKey; 20] = [
     open_alarm::parse_key,
     alarm::parse_key,
     series::parse_key,
+    device_move::parse_key,
 ];
 
 impl ItemKey {
@@ -93,6 +94,7 @@ impl ItemKey {
                 resolution,
                 start,
             } => series::primary_key(user, device, event_type, *resolution, start),
+            ItemKey::DeviceMove { device } => device_move::primary_key(device),
         }
     }
 
@@ -133,6 +135,7 @@ impl EntityType {
             EntityType::Alarm => alarm::KEY_TEMPLATE,
             EntityType::OpenAlarm => open_alarm::KEY_TEMPLATE,
             EntityType::Series => series::KEY_TEMPLATE,
+            EntityType::DeviceMove => device_move::KEY_TEMPLATE,
         })
     }
 
