@@ -7,6 +7,7 @@ mod budgets;
 mod credentials;
 mod daily_analytics;
 mod dashboard;
+mod device_move;
 mod device_updates;
 mod emulator;
 mod faults;
