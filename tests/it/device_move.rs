@@ -429,11 +429,21 @@ async fn a_month_of_minute_readings_moves_to_an_organization_with_everything_and
     assert!(partition(&table, &alarm_pk(&user(PERSON), &id))
         .await
         .is_empty());
-    let alarms = partition(&table, &alarm_pk(&user(ORG), &id)).await;
-    assert_eq!(alarms.len(), 2, "the alarm and its open pointer");
-    for alarm in &alarms {
-        assert_eq!(alarm["userId"].as_s().unwrap(), ORG);
-    }
+    let moved_alarms = alarm_pk(&user(ORG), &id);
+    assert_eq!(
+        snapshot_after
+            .keys()
+            .filter(|(pk, _)| *pk == moved_alarms)
+            .count(),
+        2,
+        "the alarm and its open pointer, moved"
+    );
+    // The reading of 70 after the move cleared the alarm at the new owner: its open pointer
+    // is gone, the alarm is kept as cleared.
+    let alarms = partition(&table, &moved_alarms).await;
+    assert_eq!(alarms.len(), 1, "{alarms:?}");
+    assert_eq!(alarms[0]["userId"].as_s().unwrap(), ORG);
+    assert_eq!(alarms[0]["state"].as_s().unwrap(), "cleared");
     // Every event as it was, under the new owner's keys (and owner attribute).
     let source_events: BTreeMap<String, &Item> = before_items
         .iter()

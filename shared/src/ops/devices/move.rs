@@ -66,6 +66,9 @@ const PAGE_ITEMS: i32 = 1_000;
 /// BatchWriteItem calls in flight at once while copying events.
 const CONCURRENT_BATCHES: usize = 8;
 
+/// Items copied between two looks at the deadline: one round of [`CONCURRENT_BATCHES`].
+const CHUNK_ITEMS: usize = CONCURRENT_BATCHES * BATCH_WRITE_SIZE;
+
 /// Items per transaction when copying what can change under the copy (each is a put at the
 /// target and a delete at the source: two of DynamoDB's 100 actions).
 const ITEMS_PER_TRANSACTION: usize = 50;
@@ -452,23 +455,27 @@ pub async fn copy_history(
             .limit(PAGE_ITEMS)
             .set_exclusive_start_key(start);
         let (items, next) = query(request).await?;
-        let last = items.last().and_then(PrimaryKey::of).map(|k| k.sk);
-        let count = items.len() as u64;
-        if marker.phase == MovePhase::Events {
-            copy_events(table, marker, items).await?;
-        } else {
-            copy_changing(table, marker, items).await?;
+        // A page goes in chunks, so a run stops close to its deadline.
+        for chunk in items.chunks(CHUNK_ITEMS) {
+            if Instant::now() >= until {
+                return Ok(false);
+            }
+            if marker.phase == MovePhase::Events {
+                copy_events(table, marker, chunk).await?;
+            } else {
+                copy_changing(table, marker, chunk).await?;
+            }
+            marker.items_moved += chunk.len() as u64;
+            marker.resume_after = chunk.last().and_then(PrimaryKey::of).map(|k| k.sk);
         }
-        marker.items_moved += count;
-        match next {
-            Some(_) => marker.resume_after = last,
-            None => match marker.phase.next() {
+        if next.is_none() {
+            match marker.phase.next() {
                 Some(phase) => {
                     marker.phase = phase;
                     marker.resume_after = None;
                 }
                 None => return Ok(true),
-            },
+            }
         }
     }
 }
@@ -538,11 +545,11 @@ fn key_of(item: &Item) -> Result<Item, FleetError> {
 async fn copy_events(
     table: &FleetTable,
     marker: &DeviceMoveItem,
-    items: Vec<Item>,
+    items: &[Item],
 ) -> Result<(), FleetError> {
     let mut puts = Vec::with_capacity(items.len());
     let mut deletes = Vec::with_capacity(items.len());
-    for item in &items {
+    for item in items {
         let put = PutRequest::builder()
             .set_item(Some(rehomed(table, marker, item)?))
             .build()
@@ -587,7 +594,7 @@ async fn write_batches(table: &FleetTable, requests: Vec<WriteRequest>) -> Resul
 async fn copy_changing(
     table: &FleetTable,
     marker: &DeviceMoveItem,
-    items: Vec<Item>,
+    items: &[Item],
 ) -> Result<(), FleetError> {
     for chunk in items.chunks(ITEMS_PER_TRANSACTION) {
         let mut pending: Vec<&Item> = chunk.iter().collect();

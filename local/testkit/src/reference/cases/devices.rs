@@ -2,12 +2,13 @@
 //! operators' listing by status, and the owner's writes (update, register, delete).
 
 use serde_json::json;
-use shared::model::ids::{DeviceId, DeviceType, Tag};
+use shared::model::ids::{DeviceId, DeviceType, Tag, UserId};
 use shared::model::pattern_id::PatternId;
 use shared::model::status::DeviceStatus;
 use shared::ops::dashboard;
 use shared::ops::devices::by_status::devices_by_status;
 use shared::ops::devices::delete::delete_device;
+use shared::ops::devices::r#move::{move_device, HistoryStatus};
 use shared::ops::devices::read::get_device;
 use shared::ops::devices::register::{register_device, DeviceRegistration};
 use shared::ops::devices::update::{update_device, DevicePatch};
@@ -228,6 +229,65 @@ pub(super) const DELETE_DEVICE: PatternCase = PatternCase {
         })
     }),
 };
+
+/// MoveDevice: move a device without history from Alice's fleet to an organization's.
+pub(super) const MOVE_DEVICE: PatternCase = PatternCase {
+    id: PatternId::MoveDevice,
+    workload: "move a device (2 tags, no history yet) to an organization's fleet",
+    scale: one,
+    run: |table, _| {
+        Box::pin(async move {
+            // Registered outside the meter: the case measures the move alone.
+            let registration = DeviceRegistration {
+                offline_detection: Default::default(),
+                report_every_seconds: None,
+                device_id: DeviceId::parse(MOVED_DEVICE)?,
+                name: "Moved".into(),
+                device_type: DeviceType::parse("thermostat")?,
+                tags: vec![Tag::parse("home")?, Tag::parse("new")?],
+            };
+            shared::store::metrics::RequestMeter::new()
+                .scope(register_device(table, &alice()?, registration))
+                .await?;
+            let moved = move_device(
+                table,
+                &DeviceId::parse(MOVED_DEVICE)?,
+                &alice()?,
+                &UserId::parse(REFERENCE_ORG_FLEET)?,
+            )
+            .await?;
+            found(
+                moved.history.status == HistoryStatus::Moved,
+                PatternId::MoveDevice,
+            )
+        })
+    },
+    // Moves a device of Alice's to the reference organization (the route needs Alice to be
+    // an admin of it; `bench-{i}` is the AP-07 call's device of the round).
+    call: write(
+        "POST /me/devices/{deviceId}/move (to an organization)",
+        200,
+        |_, _| {
+            Box::new(|i| {
+                let device = format!("bench-{i}");
+                ApiEvent::new(
+                    route(PatternId::MoveDevice),
+                    format!("/me/devices/{device}/move"),
+                )
+                .caller(ALICE)
+                .param("deviceId", &device)
+                .json(&json!({ "toOrgId": REFERENCE_ORG }))
+                .to_bytes()
+            })
+        },
+    ),
+};
+
+/// The device the AP-M1 run moves.
+const MOVED_DEVICE: &str = "ref-moved";
+/// The organization the AP-M1 case moves a device to, and its fleet's owner key.
+const REFERENCE_ORG: &str = "o00000000000000000ref";
+const REFERENCE_ORG_FLEET: &str = "org:o00000000000000000ref";
 
 /// `PATCH /me/devices/{deviceId}` of Alice's device `n` with `body(i)` on the `i`-th call; the
 /// device is at version 1 after the seed and every call bumps it by one.

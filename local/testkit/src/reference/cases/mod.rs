@@ -95,6 +95,10 @@ pub static CASES: &[PatternCase] = &[
     // nothing after them would notice), then read back.
     retention::SET_RETENTION,
     retention::GET_RETENTION,
+    // A device registered outside the meter moves to an organization, last: nothing after it
+    // reads Alice's fleet. Its call needs the route (device-updates) and an organization
+    // Alice administers in the dataset.
+    devices::MOVE_DEVICE,
 ];
 
 /// One case's run.
