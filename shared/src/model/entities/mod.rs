@@ -18,8 +18,9 @@ use strum::{EnumIter, IntoEnumIterator, IntoStaticStr};
 use crate::model::alarm::ids::AlarmSource;
 use crate::model::error::{FleetError, ValidationError};
 use crate::model::expression::Attribute;
-use crate::model::ids::{DeviceId, EventId, EventType, RolloutId, Tag, UserId};
+use crate::model::ids::{DeviceId, EventId, EventType, OrgId, RolloutId, Tag, UserId};
 use crate::model::keys::{IndexKeys, PrimaryKey};
+use crate::model::org::InvitationId;
 use crate::model::schema::{Item, ENTITY_TYPE};
 use crate::model::series::Resolution;
 use crate::model::shard::ShardCounts;
@@ -48,7 +49,11 @@ pub mod device_move;
 pub mod device_state;
 pub mod event;
 pub mod fleet;
+pub mod invitation;
+pub mod membership;
 pub mod open_alarm;
+pub mod org_member;
+pub mod organization;
 pub mod profile;
 pub mod purge_marker;
 pub mod registration;
@@ -186,6 +191,10 @@ pub enum EntityType {
     Series,
     /// A device move whose history is still being copied.
     DeviceMove,
+    Organization,
+    OrgMember,
+    Membership,
+    Invitation,
 }
 
 impl EntityType {
@@ -305,6 +314,14 @@ item_keys! {
     Series { user: UserId, device: DeviceId, event_type: EventType, resolution: Resolution, start: Timestamp },
     /// A device move whose history is still being copied.
     DeviceMove { device: DeviceId },
+    /// An organization.
+    Organization { org: OrgId },
+    /// A member in an organization's member list.
+    OrgMember { org: OrgId, member: UserId },
+    /// A person's membership of an organization (what authorization reads).
+    Membership { member: UserId, org: OrgId },
+    /// An invitation into an organization.
+    Invitation { org: OrgId, invitation: InvitationId },
 }
 
 impl ItemKey {
