@@ -2,7 +2,7 @@
 //! operators' listing by status, and the owner's writes (update, register, delete).
 
 use serde_json::json;
-use shared::model::ids::{DeviceId, DeviceType, Tag, UserId};
+use shared::model::ids::{DeviceId, DeviceType, OrgId, Tag, UserId};
 use shared::model::pattern_id::PatternId;
 use shared::model::status::DeviceStatus;
 use shared::ops::dashboard;
@@ -253,7 +253,7 @@ pub(super) const MOVE_DEVICE: PatternCase = PatternCase {
                 table,
                 &DeviceId::parse(MOVED_DEVICE)?,
                 &alice()?,
-                &UserId::parse(REFERENCE_ORG_FLEET)?,
+                &UserId::org_fleet(&OrgId::parse(REFERENCE_ORG)?),
             )
             .await?;
             found(
@@ -285,9 +285,8 @@ pub(super) const MOVE_DEVICE: PatternCase = PatternCase {
 
 /// The device the AP-M1 run moves.
 const MOVED_DEVICE: &str = "ref-moved";
-/// The organization the AP-M1 case moves a device to, and its fleet's owner key.
+/// The organization the AP-M1 case moves a device to.
 const REFERENCE_ORG: &str = "o00000000000000000ref";
-const REFERENCE_ORG_FLEET: &str = "org:o00000000000000000ref";
 
 /// `PATCH /me/devices/{deviceId}` of Alice's device `n` with `body(i)` on the `i`-th call; the
 /// device is at version 1 after the seed and every call bumps it by one.
