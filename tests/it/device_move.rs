@@ -682,3 +682,33 @@ async fn a_deleted_device_is_still_refused_by_a_warm_lambda() {
     let a = ingest(&warm, ingest_request("gone-1", &token, two)).await;
     assert_eq!(a.status, 401, "{}", a.body);
 }
+
+#[tokio::test]
+async fn a_warm_lambda_syncs_a_moved_device_as_its_new_owners() {
+    let table = fresh_table().await;
+    let id = device("sync-1");
+    let token = register_device(&table, PERSON, "sync-1").await;
+    let warm = Arc::new(Ingestor::new(table.clone(), IngestConfig::default()));
+    let sync = |body: serde_json::Value| {
+        ApiRequest::post("/devices/sync-1/sync")
+            .header("Authorization", &format!("Bearer {token}"))
+            .json(body)
+    };
+    let a = ingest(&warm, sync(json!({}))).await;
+    assert_eq!(a.status, 200, "{}", a.body);
+    move_device(&table, &id, &user(PERSON), &user(ORG))
+        .await
+        .unwrap();
+    // The cached registration names the person; the report lands at the organization.
+    let a = ingest(
+        &warm,
+        sync(json!({"reported": {"version": 0, "state": {"led": true}}})),
+    )
+    .await;
+    assert_eq!(a.status, 200, "{}", a.body);
+    let reported = partition(&table, &event_pk(&user(ORG), &id)).await;
+    assert_eq!(by_type(&reported)["reportedState"], 1, "{reported:?}");
+    assert!(partition(&table, &event_pk(&user(PERSON), &id))
+        .await
+        .is_empty());
+}

@@ -291,8 +291,13 @@ impl Ingestor {
         let Some(moved) = self.moved_registration(registration).await? else {
             return first;
         };
-        self.forget_strays(registration, &events).await;
-        self.receive_as(&moved, events, report, deadline).await
+        let answer = self
+            .receive_as(&moved, events.clone(), report, deadline)
+            .await;
+        if answer.is_ok() {
+            self.forget_strays(registration, &events, report).await;
+        }
+        answer
     }
 
     /// [`Ingestor::receive`] as the owner `registration` names.
@@ -342,7 +347,11 @@ impl Ingestor {
         let reply = match sync_device(&self.table, registration, report).await {
             // Moved since this Lambda cached the registration: as the new owner's.
             Err(FleetError::Unauthorized) => match self.moved_registration(registration).await? {
-                Some(moved) => sync_device(&self.table, &moved, report).await?,
+                Some(moved) => {
+                    let reply = sync_device(&self.table, &moved, report).await?;
+                    self.forget_strays(registration, &[], report).await;
+                    reply
+                }
                 None => return Err(FleetError::Unauthorized),
             },
             other => other?,
@@ -382,20 +391,32 @@ impl Ingestor {
         Ok(moved)
     }
 
-    /// Deletes, best effort, what a batch of a moved device may have stored under its old
-    /// owner before the old live state was found gone (the event writes go out beside the
-    /// state's update): the same events are stored under the new owner, and nothing of the
-    /// device stays behind at the old one. One delete per event, only on this rare path.
-    async fn forget_strays(&self, stale: &RegistrationItem, events: &[NewEvent]) {
+    /// Deletes, best effort, what a request of a moved device may have stored under its old
+    /// owner before the old live state was found gone (the event writes and the report go out
+    /// beside the state's update): the same events and the report are stored under the new
+    /// owner, so nothing of the device stays behind at the old one. One delete per event
+    /// (and the reported document when the device reported), only on this rare path, after
+    /// the request succeeded as the new owner's.
+    async fn forget_strays(
+        &self,
+        stale: &RegistrationItem,
+        events: &[NewEvent],
+        report: &DeviceReport,
+    ) {
+        let reported = report.reported.is_some().then(|| ItemKey::Reported {
+            user: stale.user_id.clone(),
+            device: stale.device_id.clone(),
+        });
         let deletes: Vec<WriteRequest> = events
             .iter()
-            .filter_map(|e| {
-                let key = ItemKey::Event {
-                    user: stale.user_id.clone(),
-                    device: stale.device_id.clone(),
-                    at: e.at,
-                    event: e.id.clone(),
-                };
+            .map(|e| ItemKey::Event {
+                user: stale.user_id.clone(),
+                device: stale.device_id.clone(),
+                at: e.at,
+                event: e.id.clone(),
+            })
+            .chain(reported)
+            .filter_map(|key| {
                 let delete = aws_sdk_dynamodb::types::DeleteRequest::builder()
                     .set_key(Some(key.attributes()))
                     .build()
