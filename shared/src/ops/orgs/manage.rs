@@ -261,7 +261,9 @@ pub const DELETE_ORG: AccessPattern = AccessPattern {
     ],
     index: None,
     key_condition: "USER#org:{orgId}/FLEET; PK = ORG#{orgId} (all); PK = USER#org:{orgId} (all)",
-    budget: RequestBudget::BatchOf25Plus(3),
+    // The fleet item's GetItem, one Query of each partition, and the deletions: the
+    // memberships in batches of their own first, so the two deletions round up apart (+1).
+    budget: RequestBudget::BatchOf25Plus(4),
     max_read_units: None,
     route: Some("DELETE /orgs/{orgId}"),
     implemented_by: implemented_by!(delete_org),
