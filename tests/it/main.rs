@@ -18,6 +18,7 @@ mod least_privilege;
 mod metrics_emf;
 mod openapi_contract;
 mod org_cost;
+mod orgs;
 mod python_peer;
 mod replay;
 mod request_log;
