@@ -14,6 +14,9 @@
 
 use std::sync::Mutex;
 
+use fleet_testkit::demo_orgs::{
+    DEMO_INVITATION_SECRET, DEMO_ORG_ID, DEMO_REVOKED_INVITATION_SECRET, EMPTY_ORG_ID,
+};
 use fleet_tests::api_doc::{api_doc, Operation};
 use fleet_tests::gateway::{check_answer, Gateway};
 use fleet_tests::*;
@@ -21,8 +24,9 @@ use percent_encoding::{utf8_percent_encode, NON_ALPHANUMERIC};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, RngAlgorithm, TestCaseError, TestRng, TestRunner};
 use serde_json::{json, Value};
-use shared::model::ids::Tag;
+use shared::model::ids::{OrgId, Tag};
 use shared::model::keys;
+use shared::model::org::InvitationCode;
 use shared::model::pattern_id::PatternId;
 use shared::model::status::DeviceStatus;
 use shared::model::timestamp::{Day, Timestamp};
@@ -100,6 +104,8 @@ fn injections() -> Vec<String> {
 
 /// Delimiter-carrying and other hostile values that are not keys of ours.
 const OTHER_INJECTIONS: &[&str] = &[
+    // An organization's owner key as a caller: refused at the door (no person acts as one).
+    "org:o0000000000000000ac3e",
     "#",
     "%23",
     "%2523",
@@ -412,6 +418,39 @@ fn profile_body() -> BoxedStrategy<Value> {
     with_extra(name_value().prop_map(|n| json!({"name": n})).boxed())
 }
 
+/// A member's new role, or an invitation's role and days.
+fn role_body() -> BoxedStrategy<Value> {
+    let role = field(
+        prop::sample::select(vec![
+            "viewer", "operator", "admin", "owner", "Admin", "root",
+        ])
+        .prop_map(Value::from)
+        .boxed(),
+    );
+    let days = prop::option::weighted(0.5, field(edge_number()));
+    with_extra(
+        (role, days)
+            .prop_map(|(role, days)| {
+                let mut body = json!({"role": role});
+                if let Some(days) = days {
+                    body["expiresInDays"] = days;
+                }
+                body
+            })
+            .boxed(),
+    )
+}
+
+/// Where a device moves: an organization, or `null` for the caller's own fleet.
+fn move_body() -> BoxedStrategy<Value> {
+    let to = prop_oneof![
+        3 => prop::sample::select(vec![DEMO_ORG_ID, EMPTY_ORG_ID]).prop_map(Value::from),
+        1 => Just(Value::Null),
+        1 => field(id_value()),
+    ];
+    with_extra(to.prop_map(|to| json!({"toOrgId": to})).boxed())
+}
+
 fn register_body() -> BoxedStrategy<Value> {
     with_extra(
         (id_value(), name_value(), id_value(), tags())
@@ -601,6 +640,15 @@ fn query_value(name: &str, cursors: &[String]) -> BoxedStrategy<String> {
     prop_oneof![3 => plausible, 1 => hostile_string()].boxed()
 }
 
+/// The id an invitation whose code's secret is `secret` is stored and revoked by.
+fn invitation_id(secret: &str) -> String {
+    let org = OrgId::parse(DEMO_ORG_ID).expect("demo organization id");
+    InvitationCode::parse(&format!("{org}.{secret}"))
+        .expect("demo invitation code")
+        .invitation_id()
+        .to_string()
+}
+
 /// Hostile requests to one route: its own parameters and body shape, mostly plausible values
 /// with hostile ones mixed in, plus foreign parameters and bodies.
 fn route_strategy(route: usize, route_key: &str, cursors: &[String]) -> BoxedStrategy<Hostile> {
@@ -622,8 +670,29 @@ fn route_strategy(route: usize, route_key: &str, cursors: &[String]) -> BoxedStr
                 2 => hostile_string(),
             ]
             .boxed(),
+            // The demo organizations (Alice owns both; Bob is a viewer; the operator no member).
+            "orgId" => prop_oneof![
+                4 => prop::sample::select(vec![DEMO_ORG_ID, EMPTY_ORG_ID, "o00000000000000000000"]).prop_map(String::from),
+                2 => hostile_string(),
+            ]
+            .boxed(),
+            "userId" => prop_oneof![
+                3 => prop::sample::select(vec!["demo-alice", "demo-bob", "demo-carol", "demo-erin", "demo-operator"]).prop_map(String::from),
+                2 => hostile_string(),
+            ]
+            .boxed(),
+            "invitationId" => prop_oneof![
+                3 => prop::sample::select(vec![invitation_id(DEMO_REVOKED_INVITATION_SECRET), invitation_id(DEMO_INVITATION_SECRET), "0".repeat(32)]),
+                2 => hostile_string(),
+            ]
+            .boxed(),
+            "code" => prop_oneof![
+                3 => prop::sample::select(vec![format!("{DEMO_ORG_ID}.{DEMO_INVITATION_SECRET}"), format!("{EMPTY_ORG_ID}.{DEMO_INVITATION_SECRET}"), format!("{DEMO_ORG_ID}.{}", "0".repeat(32))]),
+                2 => hostile_string(),
+            ]
+            .boxed(),
             _ => prop_oneof![
-                3 => prop::sample::select(vec!["thermo-kitchen", "door-front", "thermo-office", "meter-garage"]).prop_map(String::from),
+                3 => prop::sample::select(vec!["thermo-kitchen", "door-front", "thermo-office", "meter-garage", "acme-boiler", "acme-pump"]).prop_map(String::from),
                 3 => hostile_string(),
             ]
             .boxed(),
@@ -684,13 +753,22 @@ fn route_strategy(route: usize, route_key: &str, cursors: &[String]) -> BoxedStr
             1 => header_value(),
         ],
     );
+    // An organization's fleet route takes its /me twin's body.
+    let fleet_route = route_key.replacen(" /orgs/{orgId}/", " /me/", 1);
     let own_body = match route_key {
-        "PUT /me" => Some(profile_body()),
-        "POST /me/devices" => Some(register_body()),
-        "PATCH /me/devices/{deviceId}" => Some(patch_body()),
-        "POST /devices/{deviceId}/events" => Some(ingest_body()),
-        "POST /me/rules" | "PATCH /me/rules/{ruleId}" => Some(rule_body()),
-        _ => None,
+        "POST /orgs" | "PATCH /orgs/{orgId}" => Some(profile_body()),
+        "PATCH /orgs/{orgId}/members/{userId}" | "POST /orgs/{orgId}/invitations" => {
+            Some(role_body())
+        }
+        _ => match fleet_route.as_str() {
+            "PUT /me" => Some(profile_body()),
+            "POST /me/devices" => Some(register_body()),
+            "PATCH /me/devices/{deviceId}" => Some(patch_body()),
+            "POST /devices/{deviceId}/events" => Some(ingest_body()),
+            "POST /me/rules" | "PATCH /me/rules/{ruleId}" => Some(rule_body()),
+            "POST /me/devices/{deviceId}/move" => Some(move_body()),
+            _ => None,
+        },
     };
     (
         who,
