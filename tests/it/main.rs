@@ -18,6 +18,8 @@ mod isolation;
 mod least_privilege;
 mod metrics_emf;
 mod openapi_contract;
+mod org_cost;
+mod org_matrix;
 mod orgs;
 mod python_peer;
 mod replay;

@@ -234,7 +234,11 @@ async fn register_device(
         .take(&fleet.owner, Instant::now())
         .map_err(rate_limited)?;
     let registered = register::register_device(&table, &fleet.owner, registration).await?;
-    let location = format!("/me/devices/{}", registered.device.device_id);
+    let location = format!(
+        "{}/devices/{}",
+        fleet.base_path(),
+        registered.device.device_id
+    );
     let mut response = json_response(
         StatusCode::CREATED,
         &json_value(&RegisteredAnswer {
@@ -444,7 +448,11 @@ async fn start_rollout(
         StatusCode::ACCEPTED,
         &json_value(&RolloutAnswer { rollout: &started }),
     );
-    if let Ok(value) = HeaderValue::from_str(&format!("/me/rollouts/{}", started.rollout_id)) {
+    if let Ok(value) = HeaderValue::from_str(&format!(
+        "{}/rollouts/{}",
+        fleet.base_path(),
+        started.rollout_id
+    )) {
         response.headers_mut().insert(header::LOCATION, value);
     }
     Ok(response)
@@ -479,7 +487,9 @@ async fn create_rule(
         }),
     );
     insert_etag(&mut response, rule.version);
-    if let Ok(value) = HeaderValue::from_str(&format!("/me/rules/{}", rule.rule_id)) {
+    if let Ok(value) =
+        HeaderValue::from_str(&format!("{}/rules/{}", fleet.base_path(), rule.rule_id))
+    {
         response.headers_mut().insert(header::LOCATION, value);
     }
     Ok(response)
