@@ -262,30 +262,15 @@ pub(super) const MOVE_DEVICE: PatternCase = PatternCase {
             )
         })
     },
-    // Moves a device of Alice's to the reference organization (the route needs Alice to be
-    // an admin of it; `bench-{i}` is the AP-07 call's device of the round).
-    call: write(
-        "POST /me/devices/{deviceId}/move (to an organization)",
-        200,
-        |_, _| {
-            Box::new(|i| {
-                let device = format!("bench-{i}");
-                ApiEvent::new(
-                    route(PatternId::MoveDevice),
-                    format!("/me/devices/{device}/move"),
-                )
-                .caller(ALICE)
-                .param("deviceId", &device)
-                .json(&json!({ "toOrgId": REFERENCE_ORG }))
-                .to_bytes()
-            })
-        },
-    ),
+    // No route yet: device-updates serves the move once the lead wires it; the call then
+    // needs a device of the caller's per round and an organization the caller administers.
+    call: None,
 };
 
 /// The device the AP-M1 run moves.
 const MOVED_DEVICE: &str = "ref-moved";
-/// The organization the AP-M1 case moves a device to.
+/// The organization whose fleet the AP-M1 case moves a device to (an owner key only: the
+/// operation needs no organization item).
 const REFERENCE_ORG: &str = "o00000000000000000ref";
 
 /// `PATCH /me/devices/{deviceId}` of Alice's device `n` with `body(i)` on the `i`-th call; the
