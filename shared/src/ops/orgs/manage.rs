@@ -261,8 +261,11 @@ pub const DELETE_ORG: AccessPattern = AccessPattern {
         Operation::BatchWriteItem,
     ],
     index: None,
-    key_condition: "USER#org:{orgId}/FLEET; PK = ORG#{orgId} (all); PK = USER#org:{orgId} (all)",
-    budget: RequestBudget::BatchOf25Plus(3),
+    key_condition: "USER#org:{orgId}/FLEET; PK = ORG#{orgId} (all); PK = USER#org:{orgId} (all); ROLLOUTS#RUNNING begins_with org:{orgId}#",
+    // The fleet item's GetItem, one Query of each partition and of the running list, and the
+    // deletions: the memberships in batches of their own first, so the two deletions round up
+    // apart (+1).
+    budget: RequestBudget::BatchOf25Plus(5),
     max_read_units: None,
     route: Some("DELETE /orgs/{orgId}"),
     implemented_by: implemented_by!(delete_org),
