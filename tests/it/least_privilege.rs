@@ -71,6 +71,33 @@ async fn every_function_is_granted_exactly_the_dynamodb_actions_its_code_uses() 
             sample.file
         );
     }
+    // The worker also carries on the history of a moved device that did not fit its request:
+    // a move given no time at all leaves its whole history to the scheduled run.
+    let bob = shared::model::ids::UserId::parse("demo-bob").unwrap();
+    let acme = shared::model::ids::OrgId::parse(fleet_testkit::demo_orgs::DEMO_ORG_ID).unwrap();
+    let moved = shared::ops::devices::r#move::move_device_until(
+        &table,
+        &shared::model::ids::DeviceId::parse("thermo-office").unwrap(),
+        &bob,
+        &shared::model::ids::UserId::org_fleet(&acme),
+        std::time::Instant::now(),
+    )
+    .await
+    .expect("a move left to the worker");
+    assert_eq!(
+        moved.history.status,
+        shared::ops::devices::r#move::HistoryStatus::Moving
+    );
+    let scheduled = sample_events()
+        .into_iter()
+        .find(|s| s.file == "scheduled-rollouts.json")
+        .expect("the worker's scheduled sample");
+    let mut recorded = table.clone();
+    recorded.client = recorders[&scheduled.function].client(&table.client);
+    let run = invoke(template(), &recorded, &scheduled.function, &scheduled.text)
+        .await
+        .expect("the worker's run");
+    assert_eq!(run["body"]["moves"][0]["history"]["status"], "moved", "{run}");
     for (function, recorder) in &recorders {
         let used = recorder.grants();
         let granted = granted(function);

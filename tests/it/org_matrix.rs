@@ -829,6 +829,10 @@ fn body_for(
         ("PATCH", _, "/devices/{deviceId}") => json!({"name": "Matrix renamed"}),
         ("PUT", _, "/devices/{deviceId}/desired") => json!({"desired": {"mode": "eco"}}),
         ("POST", _, "/devices/{deviceId}/commands") => json!({"name": "reboot"}),
+        // From a person's fleet into A (for A's admins another person's device is a 404, for
+        // A's other members the target's role is refused, for strangers A is a 404); from A's
+        // fleet into the caller's own.
+        (_, "POST /me/devices/{deviceId}/move", _) => json!({"toOrgId": world.org_a}),
         ("POST", _, "/devices/{deviceId}/move") => json!({"toOrgId": null}),
         ("POST", _, "/rollouts") => json!({"tag": tag, "desired": {"mode": "eco"}}),
         ("POST", _, "/rules") => rule_body("Matrix new rule", device, 90.0),
@@ -950,6 +954,13 @@ impl World {
 
         let a_member = caller.role_in_a();
         let expect = match need {
+            Need::OwnFleet if aims_at_others && route == "POST /me/devices/{deviceId}/move" => {
+                match a_member {
+                    Some(held) if held.includes(Role::Admin) => Expect::NotFound,
+                    Some(_) => Expect::RoleRequired(Role::Admin),
+                    None => Expect::NotFound,
+                }
+            }
             Need::OwnFleet if aims_at_others => Expect::NotFound,
             Need::OwnFleet => Expect::Success,
             Need::SignedIn if route.ends_with("/accept") && a_member.is_some() => {
@@ -1018,8 +1029,15 @@ impl World {
                 .await;
             }
             Undo::Moved(p, device) => {
-                self.secrets.get_mut(&Fleet::OrgA).unwrap().remove(&device);
-                self.secret(&Fleet::Personal(p), [device]);
+                // Moved back into A by the same admin, from their own fleet: the device and
+                // its tags are A's again, and the personal fleets stay as the fixture made them.
+                ok(
+                    &self.gateway,
+                    ("POST", &format!("/me/devices/{device}/move")),
+                    p.id(),
+                    Some(json!({ "toOrgId": self.org_a })),
+                )
+                .await;
             }
         }
     }

@@ -124,9 +124,8 @@ pub const MOVE_DEVICE: AccessPattern = AccessPattern {
     key_condition: "PK = USER#{from}, SK = DEVICE#{deviceId}; its live state; PK = USER#{to}, SK = FLEET; one transaction; then PK = ALARM#{from}#{deviceId} and PK = USER#{from}#DEVICE#{deviceId} page by page",
     budget: RequestBudget::Fixed(MOVE_FIXED_REQUESTS),
     max_read_units: None,
-    // `POST /me/devices/{deviceId}/move` and its `/orgs/{orgId}/...` twin, once device-updates
-    // serves them (its reference case then gets a call on the route).
-    route: None,
+    // And its `/orgs/{orgId}/...` twin.
+    route: Some("POST /me/devices/{deviceId}/move"),
     implemented_by: implemented_by!(move_device),
 };
 

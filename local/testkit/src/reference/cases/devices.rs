@@ -262,8 +262,9 @@ pub(super) const MOVE_DEVICE: PatternCase = PatternCase {
             )
         })
     },
-    // No route yet: device-updates serves the move once the lead wires it; the call then
-    // needs a device of the caller's per round and an organization the caller administers.
+    // No repeated call: every round would need a device of its own to move (a move of a moved
+    // device is a 400); the route is exercised by tests/it/device_move.rs, the route matrix
+    // and the samples, and its cost by the month-of-readings test.
     call: None,
 };
 
