@@ -97,7 +97,10 @@ async fn every_function_is_granted_exactly_the_dynamodb_actions_its_code_uses() 
     let run = invoke(template(), &recorded, &scheduled.function, &scheduled.text)
         .await
         .expect("the worker's run");
-    assert_eq!(run["body"]["moves"][0]["history"]["status"], "moved", "{run}");
+    assert_eq!(
+        run["body"]["moves"][0]["history"]["status"], "moved",
+        "{run}"
+    );
     for (function, recorder) in &recorders {
         let used = recorder.grants();
         let granted = granted(function);
