@@ -18,6 +18,7 @@ use super::common::{
     alice, alice_device, day, device_id, every_call, found, one, read, route, write, PatternCase,
     ALICE, DAY, OPERATOR,
 };
+use super::orgs::{movable_device, BENCH_ORG, BENCH_ORG_OWNER};
 use crate::api_event::ApiEvent;
 
 /// ListDevices: Alice's 10 devices, one page.
@@ -262,10 +263,21 @@ pub(super) const MOVE_DEVICE: PatternCase = PatternCase {
             )
         })
     },
-    // No repeated call: every round would need a device of its own to move (a move of a moved
-    // device is a 400); the route is exercised by tests/it/device_move.rs, the route matrix
-    // and the samples, and its cost by the month-of-readings test.
-    call: None,
+    // Each call moves a device of its own (a fixture per call), from the bench organization's
+    // owner's fleet into the organization; a month of history is tests/it/device_move.rs.
+    call: write("POST /me/devices/{deviceId}/move", 200, |_, _| {
+        Box::new(|i| {
+            let device = movable_device(i);
+            ApiEvent::new(
+                route(PatternId::MoveDevice),
+                format!("/me/devices/{device}/move"),
+            )
+            .caller(BENCH_ORG_OWNER)
+            .param("deviceId", &device)
+            .json(&json!({ "toOrgId": BENCH_ORG }))
+            .to_bytes()
+        })
+    }),
 };
 
 /// The device the AP-M1 run moves.

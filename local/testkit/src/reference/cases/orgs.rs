@@ -343,9 +343,9 @@ const JOINER: &str = "ref-org-joiner";
 /// Who creates the organization AP-O5's run deletes.
 const FOUNDER: &str = "ref-org-founder";
 /// The organization the bench's membership calls change (its owner makes them).
-const BENCH_ORG: &str = "o00000000000000000002";
+pub(super) const BENCH_ORG: &str = "o00000000000000000002";
 /// The bench organization's owner.
-const BENCH_ORG_OWNER: &str = "ref-bench-org-owner";
+pub(super) const BENCH_ORG_OWNER: &str = "ref-bench-org-owner";
 /// The fixture invitations of the bench organization: the ones its AP-O12 calls accept, and
 /// the ones its AP-O11 calls revoke.
 const ACCEPTED: char = 'a';
@@ -402,7 +402,8 @@ fn deletable_org_owner(i: usize) -> String {
 }
 
 /// What the organization routes' bench calls consume, written directly (fixtures, not
-/// operations): the bench organization with its owner and, per call, an invitation to accept
+/// operations): the bench organization with its owner and, per call, a device of the owner's
+/// own fleet to move into it (registered as any), an invitation to accept
 /// and one to revoke; and an organization without devices per call to delete.
 pub async fn seed_org_fixtures(table: &FleetTable) -> Result<(), FleetError> {
     let shards = &table.config.shards;
@@ -464,5 +465,24 @@ pub async fn seed_org_fixtures(table: &FleetTable) -> Result<(), FleetError> {
             );
         }
     }
-    put_fixtures(table, items).await
+    put_fixtures(table, items).await?;
+    let owner = person(BENCH_ORG_OWNER)?;
+    for i in 0..FIXTURE_CALLS {
+        let registration = shared::ops::devices::register::DeviceRegistration {
+            offline_detection: Default::default(),
+            report_every_seconds: None,
+            device_id: shared::model::ids::DeviceId::parse(movable_device(i))?,
+            name: "Movable".into(),
+            device_type: shared::model::ids::DeviceType::parse("thermostat")?,
+            tags: Vec::new(),
+        };
+        shared::ops::devices::register::register_device(table, &owner, registration).await?;
+    }
+    Ok(())
+}
+
+/// The device the `i`-th AP-M1 call moves from the bench organization's owner's own fleet
+/// into the organization.
+pub(super) fn movable_device(i: usize) -> String {
+    format!("ref-move-{i:03}")
 }
