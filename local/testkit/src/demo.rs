@@ -333,7 +333,7 @@ async fn ingest_power_spike(
         value: serde_json::json!(6200),
         at: at.to_string(),
     }];
-    store_readings(table, device, token, submitted).await
+    crate::demo_readings::store_readings(table, device, token, submitted).await
 }
 
 /// A few readings from the last hour, so the dashboard has something to show.
@@ -351,7 +351,7 @@ async fn ingest_demo_events(
             at: now.plus_seconds(-600 * (6 - i as i64)).to_string(),
         })
         .collect();
-    store_readings(table, device, token, submitted).await
+    crate::demo_readings::store_readings(table, device, token, submitted).await
 }
 
 /// The demo device with a month of history: Alice's roof weather station, which reported its
@@ -446,36 +446,4 @@ fn roof_temperature(epoch: i64) -> f64 {
     let wobble = ((epoch / 60) * 7919 % 101) as f64 / 100.0 - 0.5;
     let celsius = 12.0 + 3.0 * (TAU * weeks).sin() + 6.0 * (TAU * (day - 0.375)).sin() + wobble;
     (celsius * 100.0).round() / 100.0
-}
-
-/// Ingests `submitted` for `device` as its batch would be.
-async fn store_readings(
-    table: &FleetTable,
-    device: &str,
-    token: &str,
-    submitted: Vec<SubmittedEvent>,
-) -> Result<(), FleetError> {
-    let ingestor = Ingestor::new(table.clone(), IngestConfig::default());
-    let registration = ingestor
-        .authenticate(&DeviceId::parse(device)?, token)
-        .await?;
-    let now = Timestamp::now();
-    let events = validate_batch(
-        submitted,
-        now,
-        table.config.retention_days,
-        Duration::from_secs(300),
-    )?;
-    let outcome = ingestor
-        .ingest(
-            &registration,
-            events,
-            Instant::now() + Duration::from_secs(30),
-        )
-        .await?;
-    if outcome.failed.is_empty() {
-        Ok(())
-    } else {
-        Err(FleetError::internal("demo events not stored"))
-    }
 }

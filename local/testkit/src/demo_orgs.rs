@@ -4,7 +4,6 @@
 //! invitations whose codes are published; and Old labs, with no devices (deleted by
 //! `events/delete-org.json`). Items are stored as the organization routes store them.
 
-use std::time::{Duration, Instant};
 
 use shared::model::alarm::ids::RuleId;
 use shared::model::alarm::rule::{Rule, RuleDefinition};
@@ -18,7 +17,7 @@ use shared::model::ids::{DeviceId, DeviceType, OrgId, Tag, UserId};
 use shared::model::org::{InvitationCode, Role};
 use shared::model::timestamp::Timestamp;
 use shared::ops::devices::register::{register_device, DeviceRegistration};
-use shared::ops::ingest::{validate_batch, IngestConfig, Ingestor, SubmittedEvent};
+use shared::ops::ingest::SubmittedEvent;
 use shared::{FleetError, FleetTable};
 
 /// Acme Facilities: the organization of the samples.
@@ -249,30 +248,7 @@ async fn ingest_boiler_readings(
         value: serde_json::json!(1.8 + f64::from(i) / 10.0),
         at: now.plus_seconds(-600 * (6 - i64::from(i))).to_string(),
     }));
-    let ingestor = Ingestor::new(table.clone(), IngestConfig::default());
-    let registration = ingestor
-        .authenticate(&DeviceId::parse(device)?, token)
-        .await?;
-    let events = validate_batch(
-        submitted,
-        now,
-        table.config.retention_days,
-        Duration::from_secs(300),
-    )?;
-    let outcome = ingestor
-        .ingest(
-            &registration,
-            events,
-            Instant::now() + Duration::from_secs(30),
-        )
-        .await?;
-    if outcome.failed.is_empty() {
-        Ok(())
-    } else {
-        Err(FleetError::internal(
-            "demo organization readings not stored",
-        ))
-    }
+    crate::demo_readings::store_readings(table, device, token, submitted).await
 }
 
 async fn put(table: &FleetTable, entity: &impl Entity) -> Result<(), FleetError> {

@@ -10,6 +10,7 @@ pub mod bootstrap;
 pub mod capacity;
 pub mod demo;
 pub mod demo_orgs;
+mod demo_readings;
 pub mod dynamodb_local;
 pub mod fault_proxy;
 pub mod fault_run;
