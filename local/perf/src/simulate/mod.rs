@@ -246,6 +246,24 @@ events: {per_device_per_minute: 1, batch_size: 10, types: {temperature: 1}}
             incident.rcu > ordinary.rcu * 2.0,
             "{incident:?} {ordinary:?}"
         );
+        // The team size at which the incident's reads reach the partition's limit: just under
+        // it, the owner partition holds; just over, it is over 3,000 RCU/s.
+        let at_limit = org.incident_members_at_read_limit;
+        for (members, over) in [(at_limit.floor(), false), (at_limit.ceil() + 1.0, true)] {
+            let bigger = simulate(
+                profile(&ORG.replace("members: 100,", &format!("members: {members},"))),
+                "test",
+            )
+            .unwrap();
+            let incident = &bigger.orgs[0].scenarios[1];
+            assert_eq!(incident.name, "incident");
+            let owner_key = incident.keys.iter().find(|k| k.key == owner).unwrap();
+            assert_eq!(
+                owner_key.rcu > RCU_LIMIT,
+                over,
+                "{members} members: {owner_key:?}"
+            );
+        }
         assert!(!busiest.over_limit());
         assert!(render(&sim).contains(&format!("**Busiest key of the organization: `{owner}`**")));
         // The member wave: 100 acceptances a minute, each a transaction of three items on

@@ -271,6 +271,9 @@ pub struct OrgReport {
     pub steady: OrgSteady,
     /// The bursts.
     pub scenarios: Vec<Scenario>,
+    /// Members at which the incident's reads of the owner partition reach 3,000 RCU/s (the
+    /// same activity per member; the member limit is 10,000).
+    pub incident_members_at_read_limit: f64,
 }
 
 impl OrgReport {
@@ -337,6 +340,13 @@ pub(super) fn scenarios(
     let dashboards = opens + polls;
     let (device_key, device_w, device_r) = steady.busiest_device.clone();
     let fleet_read = strong_read_units(org_sizes.fleet);
+    // Per member, the incident's reads of the owner partition: its dashboards and its device
+    // page (the ordinary moment's polls give way to the incident's; its device pages stay).
+    let incident_per_member = (1.0 / a.incident_seconds + 1.0 / a.poll_seconds) * o.page_query_rcu
+        + (o.device_page_owner_rcu + fleet_read) / a.incident_seconds
+        + a.online * a.device_pages_per_minute / 60.0 * o.device_page_owner_rcu;
+    let owner_base = owner_r - o.owner_partition_rcu();
+    let incident_members_at_read_limit = (RCU_LIMIT - owner_base) / incident_per_member;
     let incident = vec![
         peak(
             owner_key.clone(),
@@ -499,6 +509,7 @@ pub(super) fn scenarios(
         membership_rcu: o.requests() * half,
         steady: steady.clone(),
         scenarios: out,
+        incident_members_at_read_limit,
     }
 }
 

@@ -312,6 +312,11 @@ fn render_org(out: &mut String, org: &OrgReport) {
             pct(k.of_limit()),
         );
     }
+    let _ = writeln!(
+        out,
+        "With the same activity per member, the incident's reads of the owner partition reach 3,000 RCU/s at {} members (the limit per organization is 10,000): every poll and opening reads the same first dashboard page there.\n",
+        group(org.incident_members_at_read_limit.floor() as u64),
+    );
 }
 
 /// The whole `docs/key-distribution.md` for `sims`.
