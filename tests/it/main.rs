@@ -17,6 +17,7 @@ mod isolation;
 mod least_privilege;
 mod metrics_emf;
 mod openapi_contract;
+mod orgs;
 mod python_peer;
 mod replay;
 mod request_log;

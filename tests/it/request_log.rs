@@ -157,3 +157,49 @@ async fn an_unreachable_table_is_answered_logged_and_counted_apart_from_throttli
         }
     }
 }
+
+// An invitation code admits its holder: it is in the answer to its creator and in the path of
+// its acceptance, and in no log line of either.
+#[tokio::test(flavor = "current_thread")]
+async fn an_invitation_code_is_never_logged() {
+    let table = fresh_table().await;
+    let (captured, _logging) = capture_logs();
+    let created = device_updates(
+        &table,
+        ApiRequest::new("POST /orgs", "/orgs")
+            .caller("log-owner")
+            .json(json!({"name": "Logged Org"})),
+    )
+    .await;
+    let org = created.body["org"]["orgId"].as_str().unwrap().to_string();
+    let invited = device_updates(
+        &table,
+        ApiRequest::new(
+            "POST /orgs/{orgId}/invitations",
+            &format!("/orgs/{org}/invitations"),
+        )
+        .param("orgId", &org)
+        .caller("log-owner")
+        .json(json!({"role": "viewer"})),
+    )
+    .await;
+    let code = invited.body["invitation"]["code"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let accepted = device_updates(
+        &table,
+        ApiRequest::new(
+            "POST /invitations/{code}/accept",
+            &format!("/invitations/{code}/accept"),
+        )
+        .param("code", &code)
+        .caller("log-invitee"),
+    )
+    .await;
+    assert_eq!(accepted.status, 200, "{:?}", accepted.body);
+    let secret = code.rsplit_once('.').unwrap().1;
+    let logged = captured.raw();
+    assert_eq!(captured.lines().len(), 3, "{logged}");
+    assert!(!logged.contains(secret), "{logged}");
+}

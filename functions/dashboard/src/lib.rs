@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use shared::http::api::{empty_response, json_response, ApiError, Caller};
+use shared::http::fleet::{AdminRole, Fleet, FleetRoutes, ViewerRole};
 use shared::http::gateway::{DeviceIdPath, Operator, PathParams, QueryParams};
 use shared::model::alarm::severity::Severity;
 use shared::model::alarm::MAX_RULES_PER_OWNER;
@@ -17,6 +18,7 @@ use shared::model::status::DeviceStatus;
 use shared::model::timestamp::{Day, Timestamp};
 use shared::ops::alarms::{lifecycle, rules};
 use shared::ops::events::TimeRange;
+use shared::ops::orgs::{invitations, manage, members};
 use shared::ops::series::SeriesRequest;
 use shared::ops::{
     dashboard, devices, events, profile, reports, series, twin, DEFAULT_LIMIT, MAX_LIMIT,
@@ -31,21 +33,25 @@ const DEFAULT_RANGE_SECONDS: i64 = 24 * 3600;
 pub fn router(table: FleetTable) -> Router {
     Router::new()
         .route("/me", get(get_profile))
-        .route("/me/dashboard", get(get_dashboard))
-        .route("/me/devices", get(device_listing))
-        .route("/me/devices/{deviceId}", get(get_device))
-        .route("/me/devices/{deviceId}/events", get(device_events))
-        .route("/me/devices/{deviceId}/series", get(device_series))
-        .route("/me/devices/{deviceId}/commands", get(device_commands))
-        .route("/me/rollouts/{rolloutId}", get(get_rollout))
-        .route("/me/events", get(user_events))
+        .fleet_route("/dashboard", get(get_dashboard))
+        .fleet_route("/devices", get(device_listing))
+        .fleet_route("/devices/{deviceId}", get(get_device))
+        .fleet_route("/devices/{deviceId}/events", get(device_events))
+        .fleet_route("/devices/{deviceId}/series", get(device_series))
+        .fleet_route("/devices/{deviceId}/commands", get(device_commands))
+        .fleet_route("/rollouts/{rolloutId}", get(get_rollout))
+        .fleet_route("/events", get(user_events))
         .route("/admin/events", get(events_by_type))
         .route("/admin/devices", get(devices_by_status))
         .route("/admin/reports/{date}", get(get_report))
-        .route("/me/rules", get(list_rules))
-        .route("/me/alarms", get(owner_alarms))
-        .route("/me/devices/{deviceId}/alarms", get(device_alarms))
+        .fleet_route("/rules", get(list_rules))
+        .fleet_route("/alarms", get(owner_alarms))
+        .fleet_route("/devices/{deviceId}/alarms", get(device_alarms))
         .route("/admin/alarms", get(open_alarms))
+        .route("/orgs", get(my_orgs))
+        .route("/orgs/{orgId}", get(get_org))
+        .route("/orgs/{orgId}/members", get(org_members))
+        .route("/orgs/{orgId}/invitations", get(org_invitations))
         .with_state(table)
 }
 
@@ -137,6 +143,64 @@ struct ReadQuery {
     resolution: Option<String>,
 }
 
+/// `{"orgs": [...]}`.
+#[derive(Serialize)]
+struct OrgsAnswer<T> {
+    orgs: Vec<T>,
+}
+
+/// `{"org": ...}`.
+#[derive(Serialize)]
+struct OrgAnswer<T> {
+    org: T,
+}
+
+/// `{"members": [...], "cursor": ...}`: one page of members.
+#[derive(Serialize)]
+struct MembersPage<T> {
+    members: Vec<T>,
+    cursor: Option<String>,
+}
+
+/// `{"invitations": [...]}`.
+#[derive(Serialize)]
+struct InvitationsAnswer<T> {
+    invitations: Vec<T>,
+}
+
+/// `GET /orgs`: the caller's organizations, with their role in each (AP-O2).
+async fn my_orgs(caller: Caller, State(table): State<FleetTable>) -> Answer {
+    let orgs = manage::my_orgs(&table, &caller.user_id).await?;
+    ok(&OrgsAnswer { orgs })
+}
+
+/// `GET /orgs/{orgId}` (viewer; AP-O3).
+async fn get_org(fleet: Fleet<ViewerRole>, State(table): State<FleetTable>) -> Answer {
+    let access = fleet.org_access()?;
+    let org = manage::get_org(&table, &access.org_id, access.role).await?;
+    ok(&OrgAnswer { org })
+}
+
+/// `GET /orgs/{orgId}/members` (viewer; AP-O6).
+async fn org_members(
+    fleet: Fleet<ViewerRole>,
+    State(table): State<FleetTable>,
+    QueryParams(q): QueryParams<ReadQuery>,
+) -> Answer {
+    let page =
+        members::list_members(&table, &fleet.org_access()?.org_id, q.cursor.as_deref()).await?;
+    ok(&MembersPage {
+        members: page.items,
+        cursor: page.cursor,
+    })
+}
+
+/// `GET /orgs/{orgId}/invitations` (admin; AP-O10).
+async fn org_invitations(fleet: Fleet<AdminRole>, State(table): State<FleetTable>) -> Answer {
+    let invitations = invitations::list_invitations(&table, &fleet.org_access()?.org_id).await?;
+    ok(&InvitationsAnswer { invitations })
+}
+
 /// `GET /me`.
 async fn get_profile(caller: Caller, State(table): State<FleetTable>) -> Answer {
     let profile = profile::get_profile(&table, &caller.user_id)
@@ -149,12 +213,12 @@ async fn get_profile(caller: Caller, State(table): State<FleetTable>) -> Answer 
 /// `If-None-Match` gets a bodiless 304 while nothing changed. The read is the same one
 /// (AP-DASH's budget), so the tag is a hash of what it read, not a further request.
 async fn get_dashboard(
-    caller: Caller,
+    fleet: Fleet<ViewerRole>,
     State(table): State<FleetTable>,
     headers: HeaderMap,
     QueryParams(q): QueryParams<ReadQuery>,
 ) -> Answer {
-    let d = dashboard::dashboard(&table, &caller.user_id, q.cursor.as_deref()).await?;
+    let d = dashboard::dashboard(&table, &fleet.owner, q.cursor.as_deref()).await?;
     Ok(with_etag(&headers, &d))
 }
 
@@ -185,7 +249,7 @@ fn with_etag(request: &HeaderMap, body: &impl Serialize) -> axum::response::Resp
 
 /// `GET /me/devices`: all the caller's devices (AP-02), or those with `tag` (AP-12).
 async fn device_listing(
-    caller: Caller,
+    fleet: Fleet<ViewerRole>,
     State(table): State<FleetTable>,
     QueryParams(q): QueryParams<ReadQuery>,
 ) -> Answer {
@@ -195,14 +259,14 @@ async fn device_listing(
         Some(tag) => {
             let tag = Tag::parse_field("tag", tag)?;
             let page =
-                dashboard::devices_with_tag(&table, &caller.user_id, &tag, limit, cursor).await?;
+                dashboard::devices_with_tag(&table, &fleet.owner, &tag, limit, cursor).await?;
             ok(&DevicesPage {
                 devices: page.items,
                 cursor: page.cursor,
             })
         }
         None => {
-            let page = dashboard::list_devices(&table, &caller.user_id, limit, cursor).await?;
+            let page = dashboard::list_devices(&table, &fleet.owner, limit, cursor).await?;
             ok(&DevicesPage {
                 devices: page.items,
                 cursor: page.cursor,
@@ -213,11 +277,11 @@ async fn device_listing(
 
 /// `GET /me/devices/{deviceId}`.
 async fn get_device(
-    caller: Caller,
+    fleet: Fleet<ViewerRole>,
     State(table): State<FleetTable>,
     DeviceIdPath(id): DeviceIdPath,
 ) -> Answer {
-    let device = devices::read::get_device(&table, &caller.user_id, &id)
+    let device = devices::read::get_device(&table, &fleet.owner, &id)
         .await?
         .ok_or(ApiError::not_found("device"))?;
     ok(&DeviceAnswer { device })
@@ -225,11 +289,11 @@ async fn get_device(
 
 /// `GET /me/devices/{deviceId}/commands` (AP-T3).
 async fn device_commands(
-    caller: Caller,
+    fleet: Fleet<ViewerRole>,
     State(table): State<FleetTable>,
     DeviceIdPath(id): DeviceIdPath,
 ) -> Answer {
-    let commands = twin::owner::list_commands(&table, &caller.user_id, &id)
+    let commands = twin::owner::list_commands(&table, &fleet.owner, &id)
         .await?
         .ok_or(ApiError::not_found("device"))?;
     ok(&CommandsAnswer { commands })
@@ -243,12 +307,12 @@ struct RolloutPath {
 
 /// `GET /me/rollouts/{rolloutId}` (AP-T6).
 async fn get_rollout(
-    caller: Caller,
+    fleet: Fleet<ViewerRole>,
     State(table): State<FleetTable>,
     PathParams(path): PathParams<RolloutPath>,
 ) -> Answer {
     let id = RolloutId::parse(path.rollout_id)?;
-    let rollout = twin::rollout::get_rollout(&table, &caller.user_id, &id)
+    let rollout = twin::rollout::get_rollout(&table, &fleet.owner, &id)
         .await?
         .ok_or(ApiError::not_found("rollout"))?;
     ok(&RolloutAnswer { rollout })
@@ -256,7 +320,7 @@ async fn get_rollout(
 
 /// `GET /me/devices/{deviceId}/events`.
 async fn device_events(
-    caller: Caller,
+    fleet: Fleet<ViewerRole>,
     State(table): State<FleetTable>,
     DeviceIdPath(id): DeviceIdPath,
     QueryParams(q): QueryParams<ReadQuery>,
@@ -264,7 +328,7 @@ async fn device_events(
     let range = time_range(&q)?;
     let page = events::device_events(
         &table,
-        &caller.user_id,
+        &fleet.owner,
         &id,
         range,
         limit(&q)?,
@@ -279,7 +343,7 @@ async fn device_events(
 
 /// `GET /me/devices/{deviceId}/series` (AP-29).
 async fn device_series(
-    caller: Caller,
+    fleet: Fleet<ViewerRole>,
     State(table): State<FleetTable>,
     DeviceIdPath(id): DeviceIdPath,
     QueryParams(q): QueryParams<ReadQuery>,
@@ -292,25 +356,19 @@ async fn device_series(
         q.to.as_deref(),
         q.resolution.as_deref(),
     )?;
-    let found = series::device_series(&table, &caller.user_id, &id, &request).await?;
+    let found = series::device_series(&table, &fleet.owner, &id, &request).await?;
     ok(&found)
 }
 
 /// `GET /me/events`.
 async fn user_events(
-    caller: Caller,
+    fleet: Fleet<ViewerRole>,
     State(table): State<FleetTable>,
     QueryParams(q): QueryParams<ReadQuery>,
 ) -> Answer {
     let range = time_range(&q)?;
-    let page = events::user_events(
-        &table,
-        &caller.user_id,
-        range,
-        limit(&q)?,
-        q.cursor.as_deref(),
-    )
-    .await?;
+    let page =
+        events::user_events(&table, &fleet.owner, range, limit(&q)?, q.cursor.as_deref()).await?;
     ok(&EventsPage {
         events: page.items,
         cursor: page.cursor,
@@ -362,8 +420,8 @@ async fn get_report(
 }
 
 /// `GET /me/rules`.
-async fn list_rules(caller: Caller, State(table): State<FleetTable>) -> Answer {
-    let rules = rules::list_rules(&table, &caller.user_id).await?;
+async fn list_rules(fleet: Fleet<ViewerRole>, State(table): State<FleetTable>) -> Answer {
+    let rules = rules::list_rules(&table, &fleet.owner).await?;
     ok(&RulesAnswer {
         rules,
         limit: MAX_RULES_PER_OWNER,
@@ -372,12 +430,12 @@ async fn list_rules(caller: Caller, State(table): State<FleetTable>) -> Answer {
 
 /// `GET /me/alarms`: open first, then cleared, newest first within each.
 async fn owner_alarms(
-    caller: Caller,
+    fleet: Fleet<ViewerRole>,
     State(table): State<FleetTable>,
     QueryParams(q): QueryParams<ReadQuery>,
 ) -> Answer {
     let page =
-        lifecycle::owner_alarms(&table, &caller.user_id, limit(&q)?, q.cursor.as_deref()).await?;
+        lifecycle::owner_alarms(&table, &fleet.owner, limit(&q)?, q.cursor.as_deref()).await?;
     ok(&AlarmsPage {
         alarms: page.items,
         cursor: page.cursor,
@@ -386,19 +444,13 @@ async fn owner_alarms(
 
 /// `GET /me/devices/{deviceId}/alarms`: the device's alarm history, newest first.
 async fn device_alarms(
-    caller: Caller,
+    fleet: Fleet<ViewerRole>,
     State(table): State<FleetTable>,
     DeviceIdPath(id): DeviceIdPath,
     QueryParams(q): QueryParams<ReadQuery>,
 ) -> Answer {
-    let page = lifecycle::device_alarms(
-        &table,
-        &caller.user_id,
-        &id,
-        limit(&q)?,
-        q.cursor.as_deref(),
-    )
-    .await?;
+    let page = lifecycle::device_alarms(&table, &fleet.owner, &id, limit(&q)?, q.cursor.as_deref())
+        .await?;
     ok(&AlarmsPage {
         alarms: page.items,
         cursor: page.cursor,

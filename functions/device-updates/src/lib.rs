@@ -24,6 +24,7 @@ use lambda_http::http::{header, HeaderMap, HeaderValue, StatusCode};
 use serde::{Deserialize, Serialize};
 
 use shared::http::api::{self, json_response, parse_json_body, ApiError, Caller, MAX_BODY_BYTES};
+use shared::http::fleet::{AdminRole, Fleet, FleetRoutes, OperatorRole, OwnerRole, ViewerRole};
 use shared::http::gateway::{DeviceIdPath, PathParams};
 use shared::model::alarm::ids::{AlarmId, RuleId};
 use shared::model::alarm::rule::RuleDefinition;
@@ -33,6 +34,7 @@ use shared::model::ids::{
 };
 use shared::model::offline::{parse_report_every, OfflineDetection};
 use shared::model::optional::not_null;
+use shared::model::org::{InvitationId, Role, MAX_ORG_NAME};
 use shared::model::status::DeviceStatus;
 use shared::model::twin::{
     RolloutTarget, TwinDocument, DEFAULT_COMMAND_EXPIRY_SECONDS, MAX_COMMAND_EXPIRY_SECONDS,
@@ -44,6 +46,8 @@ use shared::ops::devices::register::{self as register, DeviceRegistration};
 use shared::ops::devices::update::{self as device_update, DevicePatch};
 use shared::ops::devices::{delete as deletion, MAX_DEVICE_NAME};
 use shared::ops::limits::{rate_limited, KeyedLimiter, RegistrationLimit};
+use shared::ops::orgs::invitations::{self, InvitationTerms};
+use shared::ops::orgs::{manage, members};
 use shared::ops::profile::{self, ProfileUpdate, MAX_PROFILE_NAME};
 use shared::ops::retention::{self, RetentionChange};
 use shared::ops::twin::owner::{self as twin, NewCommand};
@@ -75,22 +79,34 @@ impl FromRef<DeviceUpdates> for Arc<KeyedLimiter<UserId>> {
 pub fn router(table: FleetTable, limit: RegistrationLimit) -> Router {
     Router::new()
         .route("/me", put(put_profile))
-        .route("/me/devices", post(register_device))
-        .route(
-            "/me/devices/{deviceId}",
+        .fleet_route("/devices", post(register_device))
+        .fleet_route(
+            "/devices/{deviceId}",
             patch(update_device).delete(delete_device),
         )
-        .route(
-            "/me/devices/{deviceId}/token",
+        .fleet_route(
+            "/devices/{deviceId}/token",
             post(rotate_token).delete(revoke_token),
         )
-        .route("/me/devices/{deviceId}/desired", put(set_desired))
-        .route("/me/devices/{deviceId}/commands", post(queue_command))
-        .route("/me/rollouts", post(start_rollout))
-        .route("/me/rules", post(create_rule))
-        .route("/me/rules/{ruleId}", patch(update_rule).delete(delete_rule))
-        .route("/me/alarms/{alarmId}/ack", post(acknowledge_alarm))
-        .route("/me/retention", get(get_retention).put(put_retention))
+        .fleet_route("/devices/{deviceId}/desired", put(set_desired))
+        .fleet_route("/devices/{deviceId}/commands", post(queue_command))
+        .fleet_route("/rollouts", post(start_rollout))
+        .fleet_route("/rules", post(create_rule))
+        .fleet_route("/rules/{ruleId}", patch(update_rule).delete(delete_rule))
+        .fleet_route("/alarms/{alarmId}/ack", post(acknowledge_alarm))
+        .fleet_route("/retention", get(get_retention).put(put_retention))
+        .route("/orgs", post(create_org))
+        .route("/orgs/{orgId}", patch(rename_org).delete(delete_org))
+        .route(
+            "/orgs/{orgId}/members/{userId}",
+            patch(change_member_role).delete(remove_member),
+        )
+        .route("/orgs/{orgId}/invitations", post(invite))
+        .route(
+            "/orgs/{orgId}/invitations/{invitationId}",
+            axum::routing::delete(revoke_invitation),
+        )
+        .route("/invitations/{code}/accept", post(accept_invitation))
         .with_state(DeviceUpdates {
             table,
             registrations: Arc::new(limit.limiter()),
@@ -136,7 +152,7 @@ struct RetentionBody {
 /// `PUT /me/retention`: `rawDays` a whole number of days up to `RETENTION_DAYS`, or `null`
 /// (the default again); it must be given either way.
 async fn put_retention(
-    caller: Caller,
+    fleet: Fleet<AdminRole>,
     State(table): State<FleetTable>,
     headers: HeaderMap,
     body: Bytes,
@@ -155,13 +171,13 @@ async fn put_retention(
         Some(value) => Some(value.as_u64().unwrap_or(u64::MAX)),
     };
     let change = RetentionChange::new(device_type, raw_days, table.config.retention_days)?;
-    let retention = retention::set_raw_retention(&table, &caller.user_id, change).await?;
+    let retention = retention::set_raw_retention(&table, &fleet.owner, change).await?;
     Ok(json_response(StatusCode::OK, &retention))
 }
 
 /// `GET /me/retention`.
-async fn get_retention(caller: Caller, State(table): State<FleetTable>) -> Answer {
-    let retention = retention::get_retention(&table, &caller.user_id).await?;
+async fn get_retention(fleet: Fleet<ViewerRole>, State(table): State<FleetTable>) -> Answer {
+    let retention = retention::get_retention(&table, &fleet.owner).await?;
     Ok(json_response(StatusCode::OK, &retention))
 }
 
@@ -192,7 +208,7 @@ fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<serde_json::
 
 /// `POST /me/devices`.
 async fn register_device(
-    caller: Caller,
+    fleet: Fleet<AdminRole>,
     State(table): State<FleetTable>,
     State(registrations): State<Arc<KeyedLimiter<UserId>>>,
     headers: HeaderMap,
@@ -215,9 +231,9 @@ async fn register_device(
         tags: parse_tags(body.tags)?,
     };
     registrations
-        .take(&caller.user_id, Instant::now())
+        .take(&fleet.owner, Instant::now())
         .map_err(rate_limited)?;
-    let registered = register::register_device(&table, &caller.user_id, registration).await?;
+    let registered = register::register_device(&table, &fleet.owner, registration).await?;
     let location = format!("/me/devices/{}", registered.device.device_id);
     let mut response = json_response(
         StatusCode::CREATED,
@@ -251,7 +267,7 @@ struct PatchDeviceBody {
 
 /// `PATCH /me/devices/{deviceId}`.
 async fn update_device(
-    caller: Caller,
+    fleet: Fleet<AdminRole>,
     State(table): State<FleetTable>,
     DeviceIdPath(device_id): DeviceIdPath,
     headers: HeaderMap,
@@ -282,7 +298,7 @@ async fn update_device(
             .transpose()?,
     };
     let device =
-        device_update::update_device(&table, &caller.user_id, &device_id, expected_version, patch)
+        device_update::update_device(&table, &fleet.owner, &device_id, expected_version, patch)
             .await?;
     let version = device.version;
     let mut response = json_response(
@@ -295,31 +311,31 @@ async fn update_device(
 
 /// `DELETE /me/devices/{deviceId}`.
 async fn delete_device(
-    caller: Caller,
+    fleet: Fleet<AdminRole>,
     State(table): State<FleetTable>,
     DeviceIdPath(device_id): DeviceIdPath,
 ) -> Answer {
-    deletion::delete_device(&table, &caller.user_id, &device_id).await?;
+    deletion::delete_device(&table, &fleet.owner, &device_id).await?;
     Ok(api::empty_response(StatusCode::NO_CONTENT))
 }
 
 /// `POST /me/devices/{deviceId}/token`.
 async fn rotate_token(
-    caller: Caller,
+    fleet: Fleet<AdminRole>,
     State(table): State<FleetTable>,
     DeviceIdPath(device_id): DeviceIdPath,
 ) -> Answer {
-    let rotated = credentials::rotate_token(&table, &caller.user_id, &device_id).await?;
+    let rotated = credentials::rotate_token(&table, &fleet.owner, &device_id).await?;
     Ok(json_response(StatusCode::OK, &rotated))
 }
 
 /// `DELETE /me/devices/{deviceId}/token`.
 async fn revoke_token(
-    caller: Caller,
+    fleet: Fleet<AdminRole>,
     State(table): State<FleetTable>,
     DeviceIdPath(device_id): DeviceIdPath,
 ) -> Answer {
-    credentials::revoke_token(&table, &caller.user_id, &device_id).await?;
+    credentials::revoke_token(&table, &fleet.owner, &device_id).await?;
     Ok(api::empty_response(StatusCode::NO_CONTENT))
 }
 
@@ -332,7 +348,7 @@ struct DesiredBody {
 /// `PUT /me/devices/{deviceId}/desired` (AP-T1): `If-Match` is the desired version the
 /// caller read (`0` before the first).
 async fn set_desired(
-    caller: Caller,
+    fleet: Fleet<OperatorRole>,
     State(table): State<FleetTable>,
     DeviceIdPath(device_id): DeviceIdPath,
     headers: HeaderMap,
@@ -345,8 +361,7 @@ async fn set_desired(
     )?;
     let body: DesiredBody = parse_json_body(&headers, &body, MAX_BODY_BYTES)?;
     let document = TwinDocument::parse("desired", body.desired, MAX_DOCUMENT_BYTES)?;
-    let desired =
-        twin::set_desired(&table, &caller.user_id, &device_id, expected, document).await?;
+    let desired = twin::set_desired(&table, &fleet.owner, &device_id, expected, document).await?;
     let mut response = json_response(
         StatusCode::OK,
         &json_value(&DesiredAnswer { desired: &desired }),
@@ -367,7 +382,7 @@ struct CommandBody {
 
 /// `POST /me/devices/{deviceId}/commands` (AP-T2): 201 with the queued command.
 async fn queue_command(
-    caller: Caller,
+    fleet: Fleet<OperatorRole>,
     State(table): State<FleetTable>,
     DeviceIdPath(device_id): DeviceIdPath,
     headers: HeaderMap,
@@ -393,7 +408,7 @@ async fn queue_command(
         )?,
         expires_in_seconds,
     };
-    let queued = twin::queue_command(&table, &caller.user_id, &device_id, command).await?;
+    let queued = twin::queue_command(&table, &fleet.owner, &device_id, command).await?;
     Ok(json_response(
         StatusCode::CREATED,
         &json_value(&CommandAnswer { command: &queued }),
@@ -412,7 +427,7 @@ struct RolloutBody {
 
 /// `POST /me/rollouts` (AP-T5): 202, the change is applied by the scheduled worker.
 async fn start_rollout(
-    caller: Caller,
+    fleet: Fleet<AdminRole>,
     State(table): State<FleetTable>,
     headers: HeaderMap,
     body: Bytes,
@@ -424,7 +439,7 @@ async fn start_rollout(
         _ => return Err(ApiError::invalid("tag", "name exactly one of tag and type")),
     };
     let patch = TwinDocument::parse("desired", body.desired, MAX_DOCUMENT_BYTES)?;
-    let started = rollout::start_rollout(&table, &caller.user_id, target, patch).await?;
+    let started = rollout::start_rollout(&table, &fleet.owner, target, patch).await?;
     let mut response = json_response(
         StatusCode::ACCEPTED,
         &json_value(&RolloutAnswer { rollout: &started }),
@@ -448,14 +463,14 @@ fn rule_id(path: &RulePath) -> Result<RuleId, ApiError> {
 
 /// `POST /me/rules`.
 async fn create_rule(
-    caller: Caller,
+    fleet: Fleet<AdminRole>,
     State(table): State<FleetTable>,
     headers: HeaderMap,
     body: Bytes,
 ) -> Answer {
     let body: serde_json::Value = parse_json_body(&headers, &body, MAX_BODY_BYTES)?;
     let definition = RuleDefinition::parse(&body)?;
-    let rule = rules::create_rule(&table, &caller.user_id, definition).await?;
+    let rule = rules::create_rule(&table, &fleet.owner, definition).await?;
     let mut response = json_response(
         StatusCode::CREATED,
         &json_value(&RuleWithLimitAnswer {
@@ -472,7 +487,7 @@ async fn create_rule(
 
 /// `PATCH /me/rules/{ruleId}` (If-Match: the rule's version).
 async fn update_rule(
-    caller: Caller,
+    fleet: Fleet<AdminRole>,
     State(table): State<FleetTable>,
     PathParams(path): PathParams<RulePath>,
     headers: HeaderMap,
@@ -481,7 +496,7 @@ async fn update_rule(
     let id = rule_id(&path)?;
     let expected = if_match_version(&headers)?;
     let body: serde_json::Value = parse_json_body(&headers, &body, MAX_BODY_BYTES)?;
-    let rule = rules::update_rule(&table, &caller.user_id, &id, expected, &body).await?;
+    let rule = rules::update_rule(&table, &fleet.owner, &id, expected, &body).await?;
     let mut response = json_response(StatusCode::OK, &json_value(&RuleAnswer { rule: &rule }));
     insert_etag(&mut response, rule.version);
     Ok(response)
@@ -489,11 +504,11 @@ async fn update_rule(
 
 /// `DELETE /me/rules/{ruleId}`.
 async fn delete_rule(
-    caller: Caller,
+    fleet: Fleet<AdminRole>,
     State(table): State<FleetTable>,
     PathParams(path): PathParams<RulePath>,
 ) -> Answer {
-    rules::delete_rule(&table, &caller.user_id, &rule_id(&path)?).await?;
+    rules::delete_rule(&table, &fleet.owner, &rule_id(&path)?).await?;
     Ok(api::empty_response(StatusCode::NO_CONTENT))
 }
 
@@ -505,12 +520,12 @@ struct AlarmPath {
 
 /// `POST /me/alarms/{alarmId}/ack`.
 async fn acknowledge_alarm(
-    caller: Caller,
+    fleet: Fleet<OperatorRole>,
     State(table): State<FleetTable>,
     PathParams(path): PathParams<AlarmPath>,
 ) -> Answer {
     let id = AlarmId::parse(&path.alarm_id).map_err(|_| ApiError::not_found("alarm"))?;
-    let alarm = lifecycle::acknowledge(&table, &caller.user_id, &id).await?;
+    let alarm = lifecycle::acknowledge(&table, &fleet.owner, &id).await?;
     Ok(json_response(
         StatusCode::OK,
         &json_value(&AlarmAnswer { alarm }),
@@ -610,4 +625,184 @@ fn insert_etag(response: &mut axum::response::Response, version: u64) {
     if let Ok(value) = HeaderValue::from_str(&format!("\"{version}\"")) {
         response.headers_mut().insert(header::ETAG, value);
     }
+}
+
+/// `{"org": ...}`.
+#[derive(Serialize)]
+struct OrgAnswer<T> {
+    org: T,
+}
+
+/// `{"member": ...}`.
+#[derive(Serialize)]
+struct MemberAnswer<T> {
+    member: T,
+}
+
+/// `{"invitation": ...}`.
+#[derive(Serialize)]
+struct InvitationAnswer<T> {
+    invitation: T,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct OrgBody {
+    name: String,
+}
+
+/// An organization's name from a body.
+fn org_name(headers: &HeaderMap, body: &Bytes) -> Result<String, ApiError> {
+    let body: OrgBody = parse_json_body(headers, body, MAX_BODY_BYTES)?;
+    Ok(parse_display_name("name", &body.name, MAX_ORG_NAME)?)
+}
+
+/// `POST /orgs`: a new organization, the caller its owner (AP-O1).
+async fn create_org(
+    caller: Caller,
+    State(table): State<FleetTable>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Answer {
+    let name = org_name(&headers, &body)?;
+    let org = manage::create_org(&table, &caller.user_id, caller.email.clone(), name).await?;
+    Ok(json_response(
+        StatusCode::CREATED,
+        &json_value(&OrgAnswer { org }),
+    ))
+}
+
+/// `PATCH /orgs/{orgId}` (admin; AP-O4).
+async fn rename_org(
+    fleet: Fleet<AdminRole>,
+    State(table): State<FleetTable>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Answer {
+    let name = org_name(&headers, &body)?;
+    let access = fleet.org_access()?;
+    let org = manage::rename_org(&table, &access.org_id, access.role, name).await?;
+    Ok(json_response(
+        StatusCode::OK,
+        &json_value(&OrgAnswer { org }),
+    ))
+}
+
+/// `DELETE /orgs/{orgId}` (owner; AP-O5): 409 `org_not_empty` while it has devices.
+async fn delete_org(fleet: Fleet<OwnerRole>, State(table): State<FleetTable>) -> Answer {
+    manage::delete_org(&table, &fleet.org_access()?.org_id).await?;
+    Ok(api::empty_response(StatusCode::NO_CONTENT))
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct MemberPath {
+    user_id: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RoleBody {
+    role: String,
+}
+
+/// `PATCH /orgs/{orgId}/members/{userId}` `{"role"}` (admin; the owner for `owner`, which
+/// hands ownership over; AP-O7).
+async fn change_member_role(
+    fleet: Fleet<AdminRole>,
+    State(table): State<FleetTable>,
+    PathParams(path): PathParams<MemberPath>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Answer {
+    let target = UserId::parse(path.user_id)?;
+    let body: RoleBody = parse_json_body(&headers, &body, MAX_BODY_BYTES)?;
+    let role = Role::parse_field("role", &body.role)?;
+    let org = &fleet.org_access()?.org_id;
+    let member = members::change_role(&table, org, &fleet.actor()?, &target, role).await?;
+    Ok(json_response(
+        StatusCode::OK,
+        &json_value(&MemberAnswer { member }),
+    ))
+}
+
+/// `DELETE /orgs/{orgId}/members/{userId}`: an admin removes a member, or anyone leaves
+/// (their own id; AP-O8).
+async fn remove_member(
+    fleet: Fleet<ViewerRole>,
+    State(table): State<FleetTable>,
+    PathParams(path): PathParams<MemberPath>,
+) -> Answer {
+    let target = UserId::parse(path.user_id)?;
+    let org = &fleet.org_access()?.org_id;
+    members::remove_member(&table, org, &fleet.actor()?, &target).await?;
+    Ok(api::empty_response(StatusCode::NO_CONTENT))
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct InvitationBody {
+    role: String,
+    #[serde(default, deserialize_with = "not_null")]
+    expires_in_days: Option<serde_json::Value>,
+}
+
+/// `POST /orgs/{orgId}/invitations` `{"role", "expiresInDays"?}` (admin; AP-O9): the code,
+/// shown this once.
+async fn invite(
+    fleet: Fleet<AdminRole>,
+    State(table): State<FleetTable>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Answer {
+    let body: InvitationBody = parse_json_body(&headers, &body, MAX_BODY_BYTES)?;
+    let role = Role::parse_field("role", &body.role)?;
+    // Anything but a whole number (2.5, "7", -1) falls to u64::MAX: out of range.
+    let days = body.expires_in_days.map(|d| d.as_u64().unwrap_or(u64::MAX));
+    let terms = InvitationTerms::new(role, days)?;
+    let org = &fleet.org_access()?.org_id;
+    let invitation = invitations::invite(&table, org, &fleet.actor()?, terms).await?;
+    Ok(json_response(
+        StatusCode::CREATED,
+        &json_value(&InvitationAnswer { invitation }),
+    ))
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct InvitationPath {
+    invitation_id: String,
+}
+
+/// `DELETE /orgs/{orgId}/invitations/{invitationId}` (admin; AP-O11).
+async fn revoke_invitation(
+    fleet: Fleet<AdminRole>,
+    State(table): State<FleetTable>,
+    PathParams(path): PathParams<InvitationPath>,
+) -> Answer {
+    // An id that cannot be an invitation's names none (404, like an unknown one).
+    let id =
+        InvitationId::parse(&path.invitation_id).map_err(|_| ApiError::not_found("invitation"))?;
+    invitations::revoke_invitation(&table, &fleet.org_access()?.org_id, &id).await?;
+    Ok(api::empty_response(StatusCode::NO_CONTENT))
+}
+
+#[derive(Deserialize)]
+struct CodePath {
+    code: String,
+}
+
+/// `POST /invitations/{code}/accept`: the caller joins with the invitation's role (AP-O12).
+async fn accept_invitation(
+    caller: Caller,
+    State(table): State<FleetTable>,
+    PathParams(path): PathParams<CodePath>,
+) -> Answer {
+    let org =
+        invitations::accept_invitation(&table, &caller.user_id, caller.email.clone(), &path.code)
+            .await?;
+    Ok(json_response(
+        StatusCode::OK,
+        &json_value(&OrgAnswer { org }),
+    ))
 }

@@ -27,6 +27,8 @@ pub struct ApiError {
     pub field: Option<String>,
     /// Seconds for `Retry-After`, for 429/503.
     pub retry_after: Option<u32>,
+    /// The role a 403 `role_required` names.
+    pub required_role: Option<&'static str>,
 }
 
 impl ApiError {
@@ -43,6 +45,7 @@ impl ApiError {
             message: message.into(),
             field: None,
             retry_after: None,
+            required_role: None,
         }
     }
 
@@ -143,6 +146,8 @@ impl ApiError {
             message: &'a str,
             #[serde(skip_serializing_if = "Option::is_none")]
             field: Option<&'a str>,
+            #[serde(rename = "requiredRole", skip_serializing_if = "Option::is_none")]
+            required_role: Option<&'a str>,
         }
         let mut response = json_response(
             self.status,
@@ -151,6 +156,7 @@ impl ApiError {
                     code: self.code,
                     message: &self.message,
                     field: self.field.as_deref(),
+                    required_role: self.required_role,
                 },
             },
         );
@@ -227,6 +233,11 @@ impl From<FleetError> for ApiError {
             FleetError::CommandQueueFull { .. } => {
                 Self::new(StatusCode::CONFLICT, "command_queue_full", err.to_string())
             }
+            FleetError::RoleRequired { needed, .. } => {
+                let mut denied = Self::new(StatusCode::FORBIDDEN, "role_required", err.to_string());
+                denied.required_role = Some(needed);
+                denied
+            }
             FleetError::Internal(detail) => Self::internal(&detail),
         }
     }
@@ -284,6 +295,11 @@ impl Caller {
         // A sub that cannot be a key part is not a caller we can serve; it is not the
         // client's input, so it is not a 400 either.
         let user_id = UserId::parse(sub.as_str()).map_err(|_| ApiError::unauthorized())?;
+        // `org:` names organizations' fleets where fleet items name their owner: a person
+        // with such a subject would act as that organization's owner key.
+        if user_id.is_org_fleet() {
+            return Err(ApiError::unauthorized());
+        }
         Ok(Self {
             user_id,
             email: claims.get("email").cloned(),

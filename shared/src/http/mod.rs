@@ -2,4 +2,5 @@
 //! API Gateway front that serves an axum Router. Top layer.
 
 pub mod api;
+pub mod fleet;
 pub mod gateway;

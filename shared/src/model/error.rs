@@ -93,6 +93,16 @@ pub enum FleetError {
         /// The queue's bound.
         limit: u64,
     },
+    /// A member of the organization whose role does not include what the route needs (403,
+    /// naming the role needed). A non-member is [`FleetError::NotFound`] instead.
+    #[error("this needs the {needed} role; yours is {held}")]
+    RoleRequired {
+        /// The least role that may do it (its API name: `model::org::Role`'s, which this
+        /// bottom file cannot name).
+        needed: &'static str,
+        /// The caller's role.
+        held: &'static str,
+    },
     /// Anything else (500); the detail is logged, never returned.
     #[error("internal error: {0}")]
     Internal(String),

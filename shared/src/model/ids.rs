@@ -159,6 +159,50 @@ impl RolloutId {
     }
 }
 
+key_token!(
+    /// An organization: generated when it is created (`o` and 20 hex digits); a path's value is
+    /// validated like any id, and an unknown one is a 404 like a non-member's.
+    OrgId, field = "orgId", max = 64
+);
+
+/// How an organization's fleet is named where every fleet item names its owner: the owner key
+/// `org:{orgId}`. People never have it: [`UserId::is_org_fleet`] callers are refused at the
+/// door (`http::api::Caller`).
+pub const ORG_FLEET_PREFIX: &str = "org:";
+
+impl OrgId {
+    /// A new random id: `o` and 20 lowercase hex digits (80 random bits).
+    pub fn generate() -> Self {
+        let mut bytes = [0u8; 10];
+        getrandom::fill(&mut bytes).expect("the OS has a random source");
+        Self(format!(
+            "o{}",
+            bytes.iter().map(|b| format!("{b:02x}")).collect::<String>()
+        ))
+    }
+}
+
+impl UserId {
+    /// The owner key of `org`'s fleet (`org:{orgId}`): every fleet operation takes it where it
+    /// takes a person's id, so an organization's devices, rules, alarms and rollouts are keyed,
+    /// sharded and budgeted exactly as a person's.
+    pub fn org_fleet(org: &OrgId) -> Self {
+        Self(format!("{ORG_FLEET_PREFIX}{org}"))
+    }
+
+    /// Whether this owner key is an organization's fleet (never a person).
+    pub fn is_org_fleet(&self) -> bool {
+        self.0.starts_with(ORG_FLEET_PREFIX)
+    }
+
+    /// The organization whose fleet this owner key is, if it is one.
+    pub fn fleet_org(&self) -> Option<OrgId> {
+        self.0
+            .strip_prefix(ORG_FLEET_PREFIX)
+            .and_then(|org| OrgId::parse(org).ok())
+    }
+}
+
 /// Most tags one device may carry (each one is a tag-link item in the registration
 /// transaction, which DynamoDB caps at 100 actions).
 pub const MAX_TAGS_PER_DEVICE: usize = 10;
@@ -224,6 +268,20 @@ mod tests {
         for id in &ids {
             assert_eq!(RolloutId::parse(id.as_str()).unwrap(), *id);
         }
+    }
+
+    #[test]
+    fn an_organization_fleet_key_names_its_organization_and_no_person() {
+        let org = OrgId::generate();
+        assert_eq!(org.as_str().len(), 21);
+        assert_eq!(OrgId::parse(org.as_str()).unwrap(), org);
+        let fleet = UserId::org_fleet(&org);
+        assert_eq!(fleet.as_str(), format!("org:{org}"));
+        assert!(fleet.is_org_fleet());
+        assert_eq!(fleet.fleet_org(), Some(org));
+        let person = UserId::parse("4f1c-user").unwrap();
+        assert!(!person.is_org_fleet());
+        assert_eq!(person.fleet_org(), None);
     }
 
     #[test]

@@ -9,6 +9,7 @@ pub mod ids;
 pub mod keys;
 pub mod offline;
 pub mod optional;
+pub mod org;
 pub mod pattern_id;
 pub mod readings;
 pub mod schema;

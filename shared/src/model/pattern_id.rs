@@ -140,6 +140,46 @@ pub enum PatternId {
     /// AP-R2: the owner's retentions.
     #[strum(serialize = "AP-R2")]
     GetRetention,
+
+    /// AP-O1: create an organization (the caller its owner).
+    #[strum(serialize = "AP-O1")]
+    CreateOrg,
+    /// AP-O2: the caller's organizations, with their role in each.
+    #[strum(serialize = "AP-O2")]
+    MyOrgs,
+    /// AP-O3: one organization.
+    #[strum(serialize = "AP-O3")]
+    GetOrg,
+    /// AP-O4: rename an organization.
+    #[strum(serialize = "AP-O4")]
+    RenameOrg,
+    /// AP-O5: delete an organization without devices.
+    #[strum(serialize = "AP-O5")]
+    DeleteOrg,
+    /// AP-O6: an organization's members.
+    #[strum(serialize = "AP-O6")]
+    OrgMembers,
+    /// AP-O7: change a member's role (or hand ownership over).
+    #[strum(serialize = "AP-O7")]
+    ChangeMemberRole,
+    /// AP-O8: remove a member, or leave.
+    #[strum(serialize = "AP-O8")]
+    RemoveMember,
+    /// AP-O9: invite someone with a role (a one-time code).
+    #[strum(serialize = "AP-O9")]
+    Invite,
+    /// AP-O10: an organization's open invitations.
+    #[strum(serialize = "AP-O10")]
+    OrgInvitations,
+    /// AP-O11: revoke an invitation.
+    #[strum(serialize = "AP-O11")]
+    RevokeInvitation,
+    /// AP-O12: accept an invitation.
+    #[strum(serialize = "AP-O12")]
+    AcceptInvitation,
+    /// AP-O13: the caller's role in an organization (every `/orgs/{orgId}/...` request).
+    #[strum(serialize = "AP-O13")]
+    MemberRole,
 }
 
 impl PatternId {

@@ -51,6 +51,19 @@ pub const CATALOG: &[AccessPattern] = &[
     ops::series::DEVICE_SERIES,
     ops::retention::SET_RETENTION,
     ops::retention::GET_RETENTION,
+    ops::orgs::manage::CREATE_ORG,
+    ops::orgs::manage::MY_ORGS,
+    ops::orgs::manage::GET_ORG,
+    ops::orgs::manage::RENAME_ORG,
+    ops::orgs::manage::DELETE_ORG,
+    ops::orgs::members::ORG_MEMBERS,
+    ops::orgs::members::CHANGE_MEMBER_ROLE,
+    ops::orgs::members::REMOVE_MEMBER,
+    ops::orgs::invitations::INVITE,
+    ops::orgs::invitations::ORG_INVITATIONS,
+    ops::orgs::invitations::REVOKE_INVITATION,
+    ops::orgs::invitations::ACCEPT_INVITATION,
+    ops::orgs::access::MEMBER_ROLE,
 ];
 
 impl PatternId {

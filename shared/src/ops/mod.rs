@@ -9,6 +9,7 @@ pub mod devices;
 pub mod events;
 pub mod ingest;
 pub mod limits;
+pub mod orgs;
 pub mod ownership;
 pub mod pattern;
 pub mod profile;

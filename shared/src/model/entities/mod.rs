@@ -18,8 +18,9 @@ use strum::{EnumIter, IntoEnumIterator, IntoStaticStr};
 use crate::model::alarm::ids::AlarmSource;
 use crate::model::error::{FleetError, ValidationError};
 use crate::model::expression::Attribute;
-use crate::model::ids::{DeviceId, EventId, EventType, RolloutId, Tag, UserId};
+use crate::model::ids::{DeviceId, EventId, EventType, OrgId, RolloutId, Tag, UserId};
 use crate::model::keys::{IndexKeys, PrimaryKey};
+use crate::model::org::InvitationId;
 use crate::model::schema::{Item, ENTITY_TYPE};
 use crate::model::series::Resolution;
 use crate::model::shard::ShardCounts;
@@ -47,7 +48,11 @@ pub mod device;
 pub mod device_state;
 pub mod event;
 pub mod fleet;
+pub mod invitation;
+pub mod membership;
 pub mod open_alarm;
+pub mod org_member;
+pub mod organization;
 pub mod profile;
 pub mod purge_marker;
 pub mod registration;
@@ -183,6 +188,10 @@ pub enum EntityType {
     OpenAlarm,
     /// A device's summaries of one event type over one span (5-minute block, day or month).
     Series,
+    Organization,
+    OrgMember,
+    Membership,
+    Invitation,
 }
 
 impl EntityType {
@@ -300,6 +309,14 @@ item_keys! {
     Alarm { user: UserId, device: DeviceId, raised_at: Timestamp, source: AlarmSource },
     /// A device's summaries of one type at one resolution, from `start` (a block, day or month).
     Series { user: UserId, device: DeviceId, event_type: EventType, resolution: Resolution, start: Timestamp },
+    /// An organization.
+    Organization { org: OrgId },
+    /// A member in an organization's member list.
+    OrgMember { org: OrgId, member: UserId },
+    /// A person's membership of an organization (what authorization reads).
+    Membership { member: UserId, org: OrgId },
+    /// An invitation into an organization.
+    Invitation { org: OrgId, invitation: InvitationId },
 }
 
 impl ItemKey {

@@ -4,9 +4,10 @@
 //! free of circles; matches are exhaustive, so a new variant cannot be left out.
 
 use crate::model::entities::{
-    alarm, checkpoint, command, desired_state, device, device_state, event, fleet, open_alarm,
-    profile, purge_marker, registration, report, reported_state, rollout, rule_set,
-    running_rollout, series, tag_link, type_mark, EntityType, ItemKey,
+    alarm, checkpoint, command, desired_state, device, device_state, event, fleet, invitation,
+    membership, open_alarm, org_member, organization, profile, purge_marker, registration, report,
+    reported_state, rollout, rule_set, running_rollout, series, tag_link, type_mark, EntityType,
+    ItemKey,
 };
 use crate::model::error::ValidationError;
 use crate::model::keys::{KeyParts, KeyTemplate, PrimaryKey};
@@ -15,7 +16,7 @@ use strum::IntoEnumIterator;
 /// Every key shape's parser, in the order a stored key is tried: an open alarm's before an
 /// alarm's (an alarm's sort key `{raisedAt}#{source}` has the shape of `OPEN#{source}`).
 type ParseKey = fn(&KeyParts) -> Option<Result<ItemKey, ValidationError>>;
-const PARSERS: [ParseKey; 20] = [
+const PARSERS: [ParseKey; 24] = [
     profile::parse_key,
     device::parse_key,
     fleet::parse_key,
@@ -36,6 +37,10 @@ const PARSERS: [ParseKey; 20] = [
     open_alarm::parse_key,
     alarm::parse_key,
     series::parse_key,
+    organization::parse_key,
+    org_member::parse_key,
+    membership::parse_key,
+    invitation::parse_key,
 ];
 
 impl ItemKey {
@@ -93,6 +98,10 @@ impl ItemKey {
                 resolution,
                 start,
             } => series::primary_key(user, device, event_type, *resolution, start),
+            ItemKey::Organization { org } => organization::primary_key(org),
+            ItemKey::OrgMember { org, member } => org_member::primary_key(org, member),
+            ItemKey::Membership { member, org } => membership::primary_key(member, org),
+            ItemKey::Invitation { org, invitation } => invitation::primary_key(org, invitation),
         }
     }
 
@@ -133,6 +142,10 @@ impl EntityType {
             EntityType::Alarm => alarm::KEY_TEMPLATE,
             EntityType::OpenAlarm => open_alarm::KEY_TEMPLATE,
             EntityType::Series => series::KEY_TEMPLATE,
+            EntityType::Organization => organization::KEY_TEMPLATE,
+            EntityType::OrgMember => org_member::KEY_TEMPLATE,
+            EntityType::Membership => membership::KEY_TEMPLATE,
+            EntityType::Invitation => invitation::KEY_TEMPLATE,
         })
     }
 

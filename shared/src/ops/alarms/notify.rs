@@ -132,6 +132,11 @@ pub fn alarm_detail(alarm: &AlarmItem, notice: &Notice) -> Result<Value, FleetEr
     let offline = view.kind == AlarmKind::Offline;
     let mut detail = serde_json::to_value(&view).map_err(FleetError::internal)?;
     detail["ruleName"] = json!(alarm.rule_name);
+    // An organization's alarm names it, so a subscriber routes it to the team (its `userId`
+    // is the fleet's owner key `org:{orgId}`).
+    if let Some(org) = alarm.user_id.fleet_org() {
+        detail["orgId"] = json!(org);
+    }
     if offline {
         detail["reading"] = json!({ "lastSeen": alarm.last_seen.map(|t| t.to_string()) });
     }
@@ -448,7 +453,26 @@ mod tests {
         assert_eq!(detail["kind"], "offline");
         assert_eq!(detail["reminder"], 2);
         assert_eq!(detail["userId"], "u");
+        assert!(
+            detail.get("orgId").is_none(),
+            "a person's alarm names no organization"
+        );
         assert!(detail.get("ruleId").is_none());
+        let org = crate::model::ids::OrgId::parse("o1").unwrap();
+        let team_alarm = AlarmItem {
+            user_id: UserId::org_fleet(&org),
+            ..reminded.clone()
+        };
+        let detail = alarm_detail(
+            &team_alarm,
+            &Notice {
+                detail_type: Raised,
+                reminder: None,
+            },
+        )
+        .unwrap();
+        assert_eq!(detail["orgId"], "o1");
+        assert_eq!(detail["userId"], "org:o1");
         assert_eq!(detail["reading"]["lastSeen"], active.raised_at.to_string());
     }
 }

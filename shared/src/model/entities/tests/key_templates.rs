@@ -38,7 +38,7 @@ fn every_template_names_its_entity_type() {
             assert_eq!(t.entity_type, entity.as_str());
         }
     }
-    assert_eq!(EntityType::key_templates().count(), 20);
+    assert_eq!(EntityType::key_templates().count(), 24);
     assert_eq!(
         EntityType::ReleasedRegistration.as_str(),
         "releasedRegistration"
@@ -157,4 +157,52 @@ fn templates_match_the_builders() {
     let (g1pk, g1sk) = template("typeMark").gsi1.unwrap();
     assert_eq!(fill(g1pk, &v), type_gsi1pk(&kind, &day, 3));
     assert_eq!(fill(g1sk, &v), type_mark_gsi1sk(&at, &user, &device));
+}
+
+#[test]
+fn organization_templates_match_their_builders_and_parse_back() {
+    use crate::model::entities::{invitation, membership, org_member, organization, ItemKey};
+    use crate::model::ids::OrgId;
+    use crate::model::org::InvitationId;
+    let org = OrgId::parse("o1").unwrap();
+    let user = UserId::parse("u").unwrap();
+    let invite = InvitationId::parse("0123456789abcdef0123456789abcdef").unwrap();
+    let v = [
+        ("orgId", "o1"),
+        ("userId", "u"),
+        ("invitationId", invite.as_str()),
+    ];
+    let keys = [
+        (
+            organization::KEY_TEMPLATE,
+            ItemKey::Organization { org: org.clone() },
+        ),
+        (
+            org_member::KEY_TEMPLATE,
+            ItemKey::OrgMember {
+                org: org.clone(),
+                member: user.clone(),
+            },
+        ),
+        (
+            membership::KEY_TEMPLATE,
+            ItemKey::Membership {
+                member: user.clone(),
+                org: org.clone(),
+            },
+        ),
+        (
+            invitation::KEY_TEMPLATE,
+            ItemKey::Invitation {
+                org: org.clone(),
+                invitation: invite.clone(),
+            },
+        ),
+    ];
+    for (template, key) in keys {
+        let built = key.primary_key();
+        assert_eq!(fill(template.pk, &v), built.pk, "{}", template.entity_type);
+        assert_eq!(fill(template.sk, &v), built.sk, "{}", template.entity_type);
+        assert_eq!(ItemKey::parse(&built.pk, &built.sk).unwrap(), key);
+    }
 }
