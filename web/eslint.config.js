@@ -19,7 +19,7 @@ export default tseslint.config(
     // the browser.
     languageOptions: {
       globals: Object.fromEntries(
-        ['process', 'console', 'setTimeout', 'clearTimeout', 'URL', 'fetch', 'window', 'document', 'performance', 'sessionStorage', 'localStorage'].map((g) => [g, 'readonly']),
+        ['process', 'console', 'setTimeout', 'clearTimeout', 'URL', 'fetch', 'window', 'document', 'performance', 'sessionStorage', 'localStorage', 'navigator'].map((g) => [g, 'readonly']),
       ),
     },
     rules: { 'no-console': 'off' },

@@ -73,3 +73,34 @@ fn a_budget_violation_is_reported() {
     used.operations.insert("Scan".into(), 1);
     assert!(dash.check(&used, &BudgetScale::one()).is_err());
 }
+
+#[tokio::test]
+async fn every_case_call_answers_its_expected_status_round_after_round() {
+    // The bench's rounds (`make bench`, each round one call of every case in order), in
+    // process: the calls' fixtures and ordering hold for repeated rounds, not only the first.
+    let (table, tokens) = reference_table().await;
+    let from = shared::model::timestamp::Timestamp::parse_field("from", "2026-11-21T00:00:00.000Z")
+        .unwrap();
+    let mut calls: Vec<_> = fleet_testkit::reference::cases::CASES
+        .iter()
+        .filter_map(|case| {
+            let call = case.call.as_ref()?;
+            Some((case.id, call, (call.events)(&tokens, from)))
+        })
+        .collect();
+    for round in 0..3 {
+        for (id, call, events) in &mut calls {
+            let event = String::from_utf8(events(round)).unwrap();
+            let answer =
+                fleet_testkit::functions::invoke(template(), &table, call.function, &event)
+                    .await
+                    .unwrap();
+            assert_eq!(
+                answer["statusCode"].as_u64(),
+                Some(u64::from(call.expected)),
+                "{id} {} (round {round}): {answer}",
+                call.request
+            );
+        }
+    }
+}

@@ -14,6 +14,9 @@
 
 use std::sync::Mutex;
 
+use fleet_testkit::demo_orgs::{
+    DEMO_INVITATION_SECRET, DEMO_ORG_ID, DEMO_REVOKED_INVITATION_SECRET, EMPTY_ORG_ID,
+};
 use fleet_tests::api_doc::{api_doc, Operation};
 use fleet_tests::gateway::{check_answer, Gateway};
 use fleet_tests::*;
@@ -21,8 +24,9 @@ use percent_encoding::{utf8_percent_encode, NON_ALPHANUMERIC};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, RngAlgorithm, TestCaseError, TestRng, TestRunner};
 use serde_json::{json, Value};
-use shared::model::ids::Tag;
+use shared::model::ids::{OrgId, Tag};
 use shared::model::keys;
+use shared::model::org::InvitationCode;
 use shared::model::pattern_id::PatternId;
 use shared::model::status::DeviceStatus;
 use shared::model::timestamp::{Day, Timestamp};
@@ -100,6 +104,8 @@ fn injections() -> Vec<String> {
 
 /// Delimiter-carrying and other hostile values that are not keys of ours.
 const OTHER_INJECTIONS: &[&str] = &[
+    // An organization's owner key as a caller: refused at the door (no person acts as one).
+    "org:o0000000000000000ac3e",
     "#",
     "%23",
     "%2523",
@@ -412,6 +418,39 @@ fn profile_body() -> BoxedStrategy<Value> {
     with_extra(name_value().prop_map(|n| json!({"name": n})).boxed())
 }
 
+/// A member's new role, or an invitation's role and days.
+fn role_body() -> BoxedStrategy<Value> {
+    let role = field(
+        prop::sample::select(vec![
+            "viewer", "operator", "admin", "owner", "Admin", "root",
+        ])
+        .prop_map(Value::from)
+        .boxed(),
+    );
+    let days = prop::option::weighted(0.5, field(edge_number()));
+    with_extra(
+        (role, days)
+            .prop_map(|(role, days)| {
+                let mut body = json!({"role": role});
+                if let Some(days) = days {
+                    body["expiresInDays"] = days;
+                }
+                body
+            })
+            .boxed(),
+    )
+}
+
+/// Where a device moves: an organization, or `null` for the caller's own fleet.
+fn move_body() -> BoxedStrategy<Value> {
+    let to = prop_oneof![
+        3 => prop::sample::select(vec![DEMO_ORG_ID, EMPTY_ORG_ID]).prop_map(Value::from),
+        1 => Just(Value::Null),
+        1 => field(id_value()),
+    ];
+    with_extra(to.prop_map(|to| json!({"toOrgId": to})).boxed())
+}
+
 fn register_body() -> BoxedStrategy<Value> {
     with_extra(
         (id_value(), name_value(), id_value(), tags())
@@ -601,6 +640,15 @@ fn query_value(name: &str, cursors: &[String]) -> BoxedStrategy<String> {
     prop_oneof![3 => plausible, 1 => hostile_string()].boxed()
 }
 
+/// The id an invitation whose code's secret is `secret` is stored and revoked by.
+fn invitation_id(secret: &str) -> String {
+    let org = OrgId::parse(DEMO_ORG_ID).expect("demo organization id");
+    InvitationCode::parse(&format!("{org}.{secret}"))
+        .expect("demo invitation code")
+        .invitation_id()
+        .to_string()
+}
+
 /// Hostile requests to one route: its own parameters and body shape, mostly plausible values
 /// with hostile ones mixed in, plus foreign parameters and bodies.
 fn route_strategy(route: usize, route_key: &str, cursors: &[String]) -> BoxedStrategy<Hostile> {
@@ -622,8 +670,29 @@ fn route_strategy(route: usize, route_key: &str, cursors: &[String]) -> BoxedStr
                 2 => hostile_string(),
             ]
             .boxed(),
+            // The demo organizations (Alice owns both; Bob is a viewer; the operator no member).
+            "orgId" => prop_oneof![
+                4 => prop::sample::select(vec![DEMO_ORG_ID, EMPTY_ORG_ID, "o00000000000000000000"]).prop_map(String::from),
+                2 => hostile_string(),
+            ]
+            .boxed(),
+            "userId" => prop_oneof![
+                3 => prop::sample::select(vec!["demo-alice", "demo-bob", "demo-carol", "demo-erin", "demo-operator"]).prop_map(String::from),
+                2 => hostile_string(),
+            ]
+            .boxed(),
+            "invitationId" => prop_oneof![
+                3 => prop::sample::select(vec![invitation_id(DEMO_REVOKED_INVITATION_SECRET), invitation_id(DEMO_INVITATION_SECRET), "0".repeat(32)]),
+                2 => hostile_string(),
+            ]
+            .boxed(),
+            "code" => prop_oneof![
+                3 => prop::sample::select(vec![format!("{DEMO_ORG_ID}.{DEMO_INVITATION_SECRET}"), format!("{EMPTY_ORG_ID}.{DEMO_INVITATION_SECRET}"), format!("{DEMO_ORG_ID}.{}", "0".repeat(32))]),
+                2 => hostile_string(),
+            ]
+            .boxed(),
             _ => prop_oneof![
-                3 => prop::sample::select(vec!["thermo-kitchen", "door-front", "thermo-office", "meter-garage"]).prop_map(String::from),
+                3 => prop::sample::select(vec!["thermo-kitchen", "door-front", "thermo-office", "meter-garage", "acme-boiler", "acme-pump"]).prop_map(String::from),
                 3 => hostile_string(),
             ]
             .boxed(),
@@ -684,13 +753,22 @@ fn route_strategy(route: usize, route_key: &str, cursors: &[String]) -> BoxedStr
             1 => header_value(),
         ],
     );
+    // An organization's fleet route takes its /me twin's body.
+    let fleet_route = route_key.replacen(" /orgs/{orgId}/", " /me/", 1);
     let own_body = match route_key {
-        "PUT /me" => Some(profile_body()),
-        "POST /me/devices" => Some(register_body()),
-        "PATCH /me/devices/{deviceId}" => Some(patch_body()),
-        "POST /devices/{deviceId}/events" => Some(ingest_body()),
-        "POST /me/rules" | "PATCH /me/rules/{ruleId}" => Some(rule_body()),
-        _ => None,
+        "POST /orgs" | "PATCH /orgs/{orgId}" => Some(profile_body()),
+        "PATCH /orgs/{orgId}/members/{userId}" | "POST /orgs/{orgId}/invitations" => {
+            Some(role_body())
+        }
+        _ => match fleet_route.as_str() {
+            "PUT /me" => Some(profile_body()),
+            "POST /me/devices" => Some(register_body()),
+            "PATCH /me/devices/{deviceId}" => Some(patch_body()),
+            "POST /devices/{deviceId}/events" => Some(ingest_body()),
+            "POST /me/rules" | "PATCH /me/rules/{ruleId}" => Some(rule_body()),
+            "POST /me/devices/{deviceId}/move" => Some(move_body()),
+            _ => None,
+        },
     };
     (
         who,
@@ -1335,4 +1413,393 @@ fn changed_items(before: &[Item], after: &[Item]) -> String {
     gone.map(|i| format!("\n- {i:?}"))
         .chain(new.map(|i| format!("\n+ {i:?}")))
         .collect()
+}
+
+/// Organization inputs (issue 33), as the organization's owner (so a refusal is about the
+/// input, never the role): hostile organization ids on every `/orgs/{orgId}...` route, hostile
+/// member and invitation ids, invitation codes malformed, unknown, expired, revoked and used
+/// twice, a JWT `sub` in the organizations' reserved `org:` namespace, and role values that
+/// are no role. Each is a 4xx with the documented error body, and nothing is written.
+#[tokio::test]
+async fn organization_inputs_are_refused_and_change_nothing() {
+    use shared::model::entities::invitation::InvitationItem;
+    use shared::model::ids::OrgId;
+    use shared::model::org::{InvitationCode, Role};
+
+    let table = fresh_table().await;
+    let gateway = Gateway::new(&table);
+    let owner = "hz-owner";
+    let created = gateway
+        .send(
+            "POST /orgs",
+            ApiRequest::post("/orgs")
+                .caller(owner)
+                .json(json!({"name": "Hostile Inc"})),
+        )
+        .await;
+    assert_eq!(created.status, 201, "{}", created.body);
+    let org = created.body["org"]["orgId"].as_str().unwrap().to_string();
+    let registered = gateway
+        .send(
+            "POST /orgs/{orgId}/devices",
+            ApiRequest::post(&format!("/orgs/{org}/devices"))
+                .caller(owner)
+                .json(json!({"deviceId": "hz-dev-1", "name": "Hostile meter", "type": "meter"})),
+        )
+        .await;
+    assert_eq!(registered.status, 201, "{}", registered.body);
+    let invite = |role: &str| {
+        ApiRequest::post(&format!("/orgs/{org}/invitations"))
+            .caller(owner)
+            .json(json!({ "role": role }))
+    };
+    let code_of = |a: &Answer| a.body["invitation"]["code"].as_str().unwrap().to_string();
+    let viewer_code = code_of(
+        &gateway
+            .send("POST /orgs/{orgId}/invitations", invite("viewer"))
+            .await,
+    );
+    let accepted = gateway
+        .send(
+            "POST /invitations/{code}/accept",
+            ApiRequest::post(&format!("/invitations/{viewer_code}/accept")).caller("hz-viewer"),
+        )
+        .await;
+    assert_eq!(accepted.status, 200, "{}", accepted.body);
+    // An open invitation, one revoked, and one expired (stored as it would be, a day old).
+    let open_code = code_of(
+        &gateway
+            .send("POST /orgs/{orgId}/invitations", invite("operator"))
+            .await,
+    );
+    let revoked = gateway
+        .send("POST /orgs/{orgId}/invitations", invite("admin"))
+        .await;
+    let revoked_id = revoked.body["invitation"]["invitationId"].as_str().unwrap();
+    let revoke = gateway
+        .send(
+            "DELETE /orgs/{orgId}/invitations/{invitationId}",
+            ApiRequest::delete(&format!("/orgs/{org}/invitations/{revoked_id}")).caller(owner),
+        )
+        .await;
+    assert_eq!(revoke.status, 204, "{}", revoke.body);
+    let org_id = OrgId::parse(org.as_str()).unwrap();
+    let expired = InvitationCode::generate(&org_id);
+    let now = Timestamp::now();
+    put_entity(
+        &table,
+        &InvitationItem {
+            org_id: org_id.clone(),
+            invitation_id: expired.invitation_id(),
+            role: Role::Viewer,
+            created_by: key::user(owner),
+            created_at: now.plus_seconds(-8 * 86_400),
+            expires_at: now.plus_seconds(-86_400),
+            ttl: now.plus_seconds(86_400).epoch_seconds(),
+        },
+    )
+    .await;
+
+    let mut before = table_contents(&table).await;
+    let mut tried = 0usize;
+    let mut by_status: std::collections::BTreeMap<u16, usize> = Default::default();
+    // Sends `request` to `route`, checks the answer is a documented 4xx, with `expect`ed
+    // status and code where given, and that the table is unchanged.
+    let mut wrong: Vec<String> = Vec::new();
+    macro_rules! refused {
+        ($route:expr, $request:expr, $expect:expr) => {{
+            let route: &str = $route;
+            let answer = gateway.send(route, $request).await;
+            if let Err(e) = check_answer(route, &answer) {
+                wrong.push(e);
+            }
+            let expect: &[(u16, &str)] = $expect;
+            if !expect.iter().any(|(s, field_or_code)| {
+                answer.status == *s
+                    && (field_or_code.is_empty()
+                        || answer.error_code() == *field_or_code
+                        || answer.error_field() == *field_or_code)
+            }) {
+                wrong.push(format!(
+                    "{route}: expected one of {expect:?}, got {} {}",
+                    answer.status, answer.body
+                ));
+            }
+            let after = table_contents(&table).await;
+            assert!(
+                before == after,
+                "{route}: {} changed the table: {}",
+                answer.status,
+                changed_items(&before, &after)
+            );
+            tried += 1;
+            *by_status.entry(answer.status).or_default() += 1;
+            answer
+        }};
+    }
+
+    // 1. Hostile organization ids on every organization route (the caller owns the real one).
+    let long_id = format!("o{}", "a".repeat(64));
+    let bad_orgs: Vec<(String, String)> = [
+        "org:x",
+        "..",
+        "%23",
+        "%2523",
+        "ORG%23x",
+        "%2E%2E",
+        "o%00",
+        "*",
+        &format!("{org}%23x"),
+        &format!("org:{org}"),
+        &format!("ORG%23{org}"),
+        &format!("{org}%20"),
+        &org.to_uppercase(),
+        &long_id,
+    ]
+    .iter()
+    .map(|raw| {
+        let decoded = percent_encoding::percent_decode_str(raw)
+            .decode_utf8_lossy()
+            .into_owned();
+        (raw.to_string(), decoded)
+    })
+    .collect();
+    let org_routes: Vec<_> = template()
+        .routes
+        .iter()
+        .filter(|r| r.path.starts_with("/orgs/{orgId}"))
+        .collect();
+    for route in &org_routes {
+        let route_key = route.route_key();
+        for (raw, decoded) in &bad_orgs {
+            let mut path = route.path.replace("{orgId}", raw);
+            let mut values = vec![("orgId", decoded.clone())];
+            for (name, value) in [
+                ("deviceId", "hz-dev-1"),
+                ("userId", "hz-viewer"),
+                ("ruleId", "01JRULE0000000000000000000"),
+                ("alarmId", "01JALARM000000000000000000"),
+                ("rolloutId", "01JROLLOUT0000000000000000"),
+                ("invitationId", "00000000000000000000000000000000"),
+            ] {
+                if path.contains(&format!("{{{name}}}")) {
+                    path = path.replace(&format!("{{{name}}}"), value);
+                    values.push((name, value.to_string()));
+                }
+            }
+            let mut request = ApiRequest::new(&route_key, &path).caller(owner);
+            for (name, value) in &values {
+                request = request.param(name, value);
+            }
+            if matches!(route.method.as_str(), "POST" | "PUT" | "PATCH") {
+                request = request.header("if-match", "1").json(json!({"name": "x"}));
+            }
+            refused!(&route_key, request, &[(400, "orgId"), (404, "not_found")]);
+        }
+    }
+
+    // 2. Hostile member and invitation ids in the real organization.
+    for raw in [
+        "org:x",
+        "..",
+        "%23",
+        "a%23b",
+        &"u".repeat(65),
+        &format!("org:{org}"),
+    ] {
+        let decoded = percent_encoding::percent_decode_str(raw)
+            .decode_utf8_lossy()
+            .into_owned();
+        for (route, body) in [
+            (
+                "PATCH /orgs/{orgId}/members/{userId}",
+                Some(json!({"role": "viewer"})),
+            ),
+            ("DELETE /orgs/{orgId}/members/{userId}", None),
+        ] {
+            let mut request = ApiRequest::new(route, &format!("/orgs/{org}/members/{raw}"))
+                .caller(owner)
+                .param("orgId", &org)
+                .param("userId", &decoded);
+            if let Some(b) = body {
+                request = request.json(b);
+            }
+            refused!(route, request, &[(400, "userId"), (404, "not_found")]);
+        }
+        let route = "DELETE /orgs/{orgId}/invitations/{invitationId}";
+        refused!(
+            route,
+            ApiRequest::new(route, &format!("/orgs/{org}/invitations/{raw}"))
+                .caller(owner)
+                .param("orgId", &org)
+                .param("invitationId", &decoded),
+            &[(404, "not_found")]
+        );
+    }
+    // The revoked invitation's id again, and an id of the right shape that names nothing.
+    for id in [revoked_id, "0123456789abcdef0123456789abcdef"] {
+        refused!(
+            "DELETE /orgs/{orgId}/invitations/{invitationId}",
+            ApiRequest::delete(&format!("/orgs/{org}/invitations/{id}")).caller(owner),
+            &[(404, "not_found")]
+        );
+    }
+
+    // 3. Invitation codes that admit nobody: malformed, unknown, expired, revoked.
+    let secret = open_code.rsplit_once('.').unwrap().1.to_string();
+    let unknown = InvitationCode::generate(&org_id).reveal();
+    let malformed: Vec<String> = vec![
+        "abc".into(),
+        org.clone(),
+        format!("{org}."),
+        format!(".{secret}"),
+        format!("{org}.{}", &secret[1..]),
+        format!("{org}.{secret}0"),
+        format!("{org}.{}", secret.to_uppercase()),
+        format!("{org}.{}", "g".repeat(32)),
+        format!("org:x.{secret}"),
+        format!("{long_id}.{secret}"),
+        format!("{org}%23.{secret}"),
+        format!("..%2F{org}.{secret}"),
+        format!("{org}.{secret}%00"),
+        format!("{org}..{secret}"),
+        unknown,
+        expired.reveal(),
+    ];
+    for raw in &malformed {
+        let decoded = percent_encoding::percent_decode_str(raw)
+            .decode_utf8_lossy()
+            .into_owned();
+        let route = "POST /invitations/{code}/accept";
+        let answer = refused!(
+            route,
+            ApiRequest::new(route, &format!("/invitations/{raw}/accept"))
+                .caller("hz-joiner")
+                .param("code", &decoded),
+            &[(404, "not_found")]
+        );
+        assert!(
+            !answer.body.to_string().contains(&org),
+            "a refused code reveals nothing of the organization: {}",
+            answer.body
+        );
+    }
+
+    // 4. A JWT whose sub is in the organizations' namespace: 401 everywhere, even with a
+    //    valid code (which then still admits its rightful holder).
+    for sub in ["org:o123", &format!("org:{org}"), "org:"] {
+        for (route, request) in [
+            ("GET /me", ApiRequest::get("/me")),
+            ("GET /me/devices", ApiRequest::get("/me/devices")),
+            (
+                "POST /me/devices",
+                ApiRequest::post("/me/devices")
+                    .json(json!({"deviceId": "hz-dev-9", "name": "As the org", "type": "meter"})),
+            ),
+            ("GET /orgs", ApiRequest::get("/orgs")),
+            (
+                "POST /orgs",
+                ApiRequest::post("/orgs").json(json!({"name": "x"})),
+            ),
+            (
+                "GET /orgs/{orgId}/devices",
+                ApiRequest::get(&format!("/orgs/{org}/devices")),
+            ),
+            (
+                "POST /invitations/{code}/accept",
+                ApiRequest::post(&format!("/invitations/{open_code}/accept")),
+            ),
+        ] {
+            refused!(route, request.caller(sub), &[(401, "")]);
+        }
+    }
+
+    // 5. Role values that are no role (and `owner`, never given by an invitation).
+    let member = |body: Value| {
+        ApiRequest::patch(&format!("/orgs/{org}/members/hz-viewer"))
+            .caller(owner)
+            .json(body)
+    };
+    let invitation = |body: Value| {
+        ApiRequest::post(&format!("/orgs/{org}/invitations"))
+            .caller(owner)
+            .json(body)
+    };
+    let bad_roles = [
+        json!("Owner"),
+        json!("ADMIN"),
+        json!("root"),
+        json!(" viewer"),
+        json!("viewer "),
+        json!(""),
+        json!(7),
+        json!(null),
+        json!(true),
+        json!(["viewer"]),
+        json!({"role": "viewer"}),
+    ];
+    for role in &bad_roles {
+        refused!(
+            "PATCH /orgs/{orgId}/members/{userId}",
+            member(json!({ "role": role })),
+            &[(400, "role"), (400, "")]
+        );
+        refused!(
+            "POST /orgs/{orgId}/invitations",
+            invitation(json!({ "role": role })),
+            &[(400, "role"), (400, "")]
+        );
+    }
+    refused!(
+        "PATCH /orgs/{orgId}/members/{userId}",
+        member(json!({})),
+        &[(400, "role"), (400, "")]
+    );
+    refused!(
+        "POST /orgs/{orgId}/invitations",
+        invitation(json!({"role": "owner"})),
+        &[(400, "role")]
+    );
+    for days in [
+        json!(0),
+        json!(31),
+        json!(-1),
+        json!(2.5),
+        json!("7"),
+        json!(null),
+        json!(1e300),
+    ] {
+        refused!(
+            "POST /orgs/{orgId}/invitations",
+            invitation(json!({"role": "viewer", "expiresInDays": days})),
+            &[(400, "expiresInDays")]
+        );
+    }
+
+    // 6. A code used twice: the second person is refused, the first stays the only member.
+    let used = gateway
+        .send(
+            "POST /invitations/{code}/accept",
+            ApiRequest::post(&format!("/invitations/{open_code}/accept")).caller("hz-first"),
+        )
+        .await;
+    assert_eq!(used.status, 200, "the rightful holder: {}", used.body);
+    before = table_contents(&table).await;
+    for who in ["hz-second", "hz-first"] {
+        refused!(
+            "POST /invitations/{code}/accept",
+            ApiRequest::post(&format!("/invitations/{open_code}/accept")).caller(who),
+            &[(404, "not_found"), (409, "already_member")]
+        );
+    }
+    println!(
+        "hostile_input: {tried} hostile organization requests (orgId, userId, invitationId, invitation codes, org: subs, roles) over {} organization routes, all refused, nothing written: {by_status:?}",
+        org_routes.len() + 1
+    );
+    assert!(
+        wrong.is_empty(),
+        "{} wrong answers:\n{}",
+        wrong.len(),
+        wrong.join("\n")
+    );
 }

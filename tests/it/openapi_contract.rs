@@ -8,7 +8,8 @@ use fleet_testkit::functions::invoke;
 use fleet_tests::api_doc::api_doc;
 use fleet_tests::*;
 use serde_json::{json, Value};
-use shared::model::ids::{DeviceId, DeviceType, EventId, EventType, Tag, UserId};
+use shared::model::ids::{DeviceId, DeviceType, EventId, EventType, OrgId, Tag, UserId};
+use shared::model::org::{self, Role};
 
 #[test]
 fn documents_exactly_the_template_routes() {
@@ -55,10 +56,11 @@ fn each_route_declares_the_authorization_the_template_configures() {
             "{}: x-required-group",
             route.route_key()
         );
+        let org_role = op.spec.get("x-required-role").is_some();
         assert_eq!(
             responses.get("403").is_some(),
-            admin,
-            "{}: 403 documented exactly on operator routes",
+            admin || org_role,
+            "{}: 403 documented exactly on operator routes and routes that need an organization role",
             route.route_key()
         );
         for status in responses.as_object().unwrap().keys() {
@@ -67,11 +69,108 @@ fn each_route_declares_the_authorization_the_template_configures() {
                 let response = doc.resolve(&responses[status]);
                 let schema = &response["content"]["application/json"]["schema"];
                 // Every error answer carries the error contract.
-                let probe = json!({"error": {"code": "internal", "message": "m", "field": "f"}});
+                let probe = json!({"error": {"code": "internal", "message": "m", "field": "f",
+                    "requiredRole": "admin"}});
                 assert!(
                     doc.validate(schema, &probe).is_ok(),
                     "{} {status}: the error contract body must validate",
                     route.route_key()
+                );
+            }
+        }
+    }
+}
+
+/// `x-required-role` names the least organization role of every `/orgs/{orgId}/...` route and
+/// of the device move (the target organization's), and of no other route.
+#[test]
+fn exactly_the_organization_routes_name_the_role_they_need() {
+    let doc = api_doc();
+    let roles: Vec<&Value> = doc.schema("Role")["enum"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .collect();
+    for op in doc.operations() {
+        let needs_role =
+            op.path.starts_with("/orgs/{orgId}") || op.path == "/me/devices/{deviceId}/move";
+        let role = op.spec.get("x-required-role");
+        assert_eq!(role.is_some(), needs_role, "{}", op.route_key());
+        if let Some(role) = role {
+            assert!(roles.contains(&role), "{}: {role}", op.route_key());
+        }
+    }
+}
+
+/// Every `/me/...` fleet route has its `/orgs/{orgId}/...` twin documented with the same
+/// operation (parameters, request body, answers), plus the `orgId` path parameter and the
+/// organization's refusals: 403 `role_required`, 404 for a non-member (and 400 for a malformed
+/// `orgId`) where the `/me` route does not document them already.
+#[test]
+fn every_me_fleet_route_has_its_org_twin_documented_alike() {
+    let doc = api_doc();
+    let org_path = json!({"$ref": "#/components/parameters/OrgIdPath"});
+    let refusals = [
+        ("400", json!({"$ref": "#/components/responses/BadRequest"})),
+        (
+            "403",
+            json!({"$ref": "#/components/responses/RoleRequired"}),
+        ),
+        ("404", json!({"$ref": "#/components/responses/NotFound"})),
+    ];
+    let mut twins = 0;
+    for me in doc.operations() {
+        let Some(rest) = me.path.strip_prefix("/me/") else {
+            continue;
+        };
+        let route = format!("{} /orgs/{{orgId}}/{rest}", me.method);
+        let twin = doc
+            .operation(&route)
+            .unwrap_or_else(|| panic!("{}: no twin {route}", me.route_key()));
+        let mut path_parameters = vec![org_path.clone()];
+        if let Some(own) = me.path_item.get("parameters").and_then(Value::as_array) {
+            path_parameters.extend(own.iter().cloned());
+        }
+        assert_eq!(
+            twin.path_item["parameters"],
+            json!(path_parameters),
+            "{route}"
+        );
+        for field in ["parameters", "requestBody", "tags"] {
+            assert_eq!(twin.spec.get(field), me.spec.get(field), "{route}: {field}");
+        }
+        let mut expected = me.spec["responses"].as_object().unwrap().clone();
+        for (status, response) in &refusals {
+            if *status == "403" {
+                // A route that needs a role refuses a member without it; the move's /me route
+                // refuses one without the role in the target organization already.
+                expected.insert(status.to_string(), response.clone());
+            } else {
+                expected
+                    .entry(status.to_string())
+                    .or_insert(response.clone());
+            }
+        }
+        assert_eq!(
+            twin.spec["responses"].as_object().unwrap(),
+            &expected,
+            "{route}: answers"
+        );
+        twins += 1;
+    }
+    assert!(twins >= 26, "only {twins} twins");
+    // And no organization fleet route without its /me route.
+    for op in doc.operations() {
+        if let Some(rest) = op.path.strip_prefix("/orgs/{orgId}/") {
+            let management = ["members", "invitations"]
+                .iter()
+                .any(|m| rest == *m || rest.starts_with(&format!("{m}/")));
+            if !management {
+                assert!(
+                    doc.operation(&format!("{} /me/{rest}", op.method))
+                        .is_some(),
+                    "{}: no /me route",
+                    op.route_key()
                 );
             }
         }
@@ -108,6 +207,41 @@ fn documented_limits_are_the_codes_limits() {
     assert_eq!(limit["default"], shared::ops::DEFAULT_LIMIT);
     let cursor = &doc.doc["components"]["parameters"]["Cursor"]["schema"];
     assert_eq!(cursor["maxLength"], shared::model::cursor::MAX_CURSOR);
+
+    assert_eq!(max_len("OrgId"), OrgId::MAX_LEN);
+    assert_eq!(max_len("OrgName"), org::MAX_ORG_NAME);
+    assert_eq!(
+        doc.schema("Org")["properties"]["memberCount"]["maximum"],
+        org::MAX_MEMBERS_PER_ORG
+    );
+    let mine = doc.operation("GET /orgs").unwrap();
+    assert_eq!(
+        mine.spec["responses"]["200"]["content"]["application/json"]["schema"]["properties"]
+            ["orgs"]["maxItems"],
+        org::MAX_ORGS_PER_USER
+    );
+    let members = doc.operation("GET /orgs/{orgId}/members").unwrap();
+    assert_eq!(
+        members.spec["responses"]["200"]["content"]["application/json"]["schema"]["properties"]
+            ["members"]["maxItems"],
+        shared::ops::orgs::members::MEMBERS_PAGE
+    );
+    let days = &doc
+        .request_schema("POST /orgs/{orgId}/invitations")
+        .unwrap()["properties"]["expiresInDays"];
+    assert_eq!(days["maximum"], org::MAX_INVITATION_DAYS);
+    assert_eq!(days["default"], org::DEFAULT_INVITATION_DAYS);
+    // The documented roles are the code's, in the order of their rights.
+    let roles: Vec<Role> = doc.schema("Role")["enum"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| Role::parse_field("role", r.as_str().unwrap()).unwrap())
+        .collect();
+    assert_eq!(
+        roles,
+        [Role::Viewer, Role::Operator, Role::Admin, Role::Owner]
+    );
 
     let ingest = "POST /devices/{deviceId}/events";
     assert_eq!(
@@ -168,13 +302,14 @@ fn the_id_schemas_accept_exactly_what_the_code_accepts() {
         "d".repeat(129),
     ];
     type Accepts = fn(&str) -> bool;
-    let cases: [(&str, Accepts); 6] = [
+    let cases: [(&str, Accepts); 7] = [
         ("UserId", |v| UserId::parse(v).is_ok()),
         ("DeviceId", |v| DeviceId::parse(v).is_ok()),
         ("EventId", |v| EventId::parse(v).is_ok()),
         ("Tag", |v| Tag::parse(v).is_ok()),
         ("EventType", |v| EventType::parse(v).is_ok()),
         ("DeviceType", |v| DeviceType::parse(v).is_ok()),
+        ("OrgId", |v| OrgId::parse(v).is_ok()),
     ];
     for (name, code_accepts) in cases {
         for sample in &samples {
@@ -183,6 +318,39 @@ fn the_id_schemas_accept_exactly_what_the_code_accepts() {
                 code_accepts(sample),
                 "{name}: {sample:?}"
             );
+        }
+    }
+    // Display names are trimmed before they are checked: the document may not refuse a name
+    // the code takes, and agrees with it on names without surrounding white space.
+    let names = [
+        "W".to_string(),
+        "W\t".into(),
+        "\tW".into(),
+        " W ".into(),
+        "\u{85}W".into(),
+        "W\u{2003}".into(),
+        "W\tX".into(),
+        "W\u{7f}".into(),
+        "Zoë's".into(),
+        "\u{feff}W".into(),
+        "".into(),
+        "a".repeat(100),
+        "a".repeat(101),
+    ];
+    let display_names = [
+        ("DeviceName", shared::ops::devices::MAX_DEVICE_NAME),
+        ("ProfileName", shared::ops::profile::MAX_PROFILE_NAME),
+        ("OrgName", org::MAX_ORG_NAME),
+    ];
+    for (name, max) in display_names {
+        for sample in &names {
+            let code_accepts = shared::model::ids::parse_display_name("name", sample, max).is_ok();
+            let documented = doc.validate(doc.schema(name), &json!(sample)).is_ok();
+            if sample.trim() == sample {
+                assert_eq!(documented, code_accepts, "{name}: {sample:?}");
+            } else {
+                assert!(documented || !code_accepts, "{name}: {sample:?}");
+            }
         }
     }
     let timestamp = doc.schema("Timestamp");
@@ -452,5 +620,76 @@ fn every_error_code_the_handlers_answer_is_in_the_contract() {
     assert!(
         missing.is_empty(),
         "error codes the handlers answer that docs/openapi.yaml's Error.code does not list: {missing:?}"
+    );
+}
+
+/// The role `x-required-role` documents is the one the handler requires: each organization
+/// route's sample, sent by a member whose role is one below it, is a 403 `role_required` naming
+/// exactly the documented role (and, for a route every member may use, a non-member's 404).
+/// The refusals change nothing, so one demo table serves every route.
+#[tokio::test]
+async fn each_documented_role_is_the_role_the_handler_requires() {
+    use fleet_testkit::demo_orgs::DEMO_ORG_MEMBERS;
+    let doc = api_doc();
+    let (mut table, _) = demo_table().await;
+    table.config.retention_days = fleet_testkit::samples::SAMPLE_RETENTION_DAYS;
+    let samples = fleet_testkit::samples::sample_events();
+    let member_with = |role: Role| {
+        DEMO_ORG_MEMBERS
+            .iter()
+            .find(|(_, r)| *r == role)
+            .map(|(user, _)| *user)
+            .unwrap()
+    };
+    let before = table_contents(&table).await;
+    let mut checked = 0;
+    for op in doc.operations() {
+        let Some(role) = op.spec.get("x-required-role").and_then(Value::as_str) else {
+            continue;
+        };
+        let needed = Role::parse_field("role", role).unwrap();
+        let route = op.route_key();
+        let sample = samples
+            .iter()
+            .find(|s| serde_json::from_str::<Value>(&s.text).unwrap()["routeKey"] == route)
+            .unwrap_or_else(|| panic!("{route}: no sample"));
+        let mut event: Value = serde_json::from_str(&sample.text).unwrap();
+        // One role below the documented one; below viewer is no member at all. The move's
+        // /me route needs the role in the target organization: Bob is a viewer there.
+        let caller = match needed {
+            _ if op.path == "/me/devices/{deviceId}/move" => "demo-bob",
+            Role::Viewer => "demo-operator",
+            Role::Operator => member_with(Role::Viewer),
+            Role::Admin => member_with(Role::Operator),
+            Role::Owner => member_with(Role::Admin),
+        };
+        if op.path == "/me/devices/{deviceId}/move" {
+            event["pathParameters"]["deviceId"] = json!("thermo-office");
+        }
+        event["requestContext"]["authorizer"]["jwt"]["claims"]["sub"] = json!(caller);
+        let response = invoke(template(), &table, &sample.function, &event.to_string())
+            .await
+            .unwrap();
+        let status = response["statusCode"].as_u64().unwrap();
+        let body: Value = serde_json::from_str(response["body"].as_str().unwrap()).unwrap();
+        if needed == Role::Viewer && op.path.starts_with("/orgs/{orgId}") {
+            assert_eq!(status, 404, "{route} by a non-member: {body}");
+            assert_eq!(body["error"]["code"], "not_found", "{route}");
+        } else {
+            assert_eq!(status, 403, "{route} by {caller}: {body}");
+            assert_eq!(body["error"]["code"], "role_required", "{route}");
+            assert_eq!(
+                body["error"]["requiredRole"], role,
+                "{route}: documented {role}, the handler requires another"
+            );
+        }
+        doc.check_response(&route, status as u16, &body)
+            .unwrap_or_else(|e| panic!("{e}"));
+        checked += 1;
+    }
+    assert!(checked >= 36, "only {checked} routes checked");
+    assert!(
+        table_contents(&table).await == before,
+        "a refused request changed the table"
     );
 }

@@ -87,6 +87,35 @@ async fn every_template_route_is_served_by_its_function() {
     }
 }
 
+/// An organization's fleet is served by the code that serves a person's: each
+/// `/orgs/{orgId}/...` twin of a `/me/...` route is on the same function, so its IAM policy,
+/// memory and alarms are the ones the `/me` route was measured with.
+#[test]
+fn every_me_fleet_route_has_its_org_twin_on_the_same_function() {
+    let routes = &template().routes;
+    let function_of = |route_key: &str| {
+        routes
+            .iter()
+            .find(|r| r.route_key() == route_key)
+            .map(|r| r.function.as_str())
+    };
+    let mut twins = 0;
+    for route in routes {
+        let Some(rest) = route.path.strip_prefix("/me/") else {
+            continue;
+        };
+        let twin = format!("{} /orgs/{{orgId}}/{rest}", route.method);
+        assert_eq!(
+            function_of(&twin),
+            Some(route.function.as_str()),
+            "{twin}: the twin of {}",
+            route.route_key()
+        );
+        twins += 1;
+    }
+    assert!(twins >= 26, "only {twins} twins");
+}
+
 #[tokio::test]
 async fn the_table_created_from_the_template_has_the_declared_schema() {
     let table = fresh_table().await;
@@ -443,5 +472,77 @@ fn the_http_api_logs_every_request_with_bounded_retention_and_throttles_every_ro
             .as_f64()
             .unwrap_or_else(|| panic!("{setting} is not a parameter with a default"));
         assert!(default >= 1.0, "{setting} default {default}");
+    }
+}
+
+/// Lambda keeps one resource-based policy per function, at most 20,480 bytes, and SAM adds a
+/// statement to it for each HttpApi event (the API's permission to invoke that route). With
+/// every organization twin the device-updates function has 39 of them: this holds each
+/// function's policy, estimated as Lambda stores it for samconfig.toml's stack in the region
+/// with the longest name, under the limit (a deploy past it fails on the last permissions).
+#[test]
+fn each_functions_invoke_permissions_fit_lambdas_policy_size_limit() {
+    const LIMIT: usize = 20_480;
+    let samconfig =
+        std::fs::read_to_string(fleet_testkit::repo_root().join("samconfig.toml")).unwrap();
+    let stack = samconfig
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("stack_name = "))
+        .map(|v| v.trim_matches('"').to_string())
+        .expect("samconfig.toml names the stack");
+    let (region, account, api, suffix) = (
+        "ap-southeast-2",
+        "123456789012",
+        "abcdefghij",
+        "A".repeat(12),
+    );
+    let doc = raw_template();
+    for (id, resource) in doc["Resources"].as_mapping().unwrap() {
+        let id = id.as_str().unwrap();
+        let Some(events) = resource["Properties"]["Events"].as_mapping() else {
+            continue;
+        };
+        let mut statements = Vec::new();
+        for (event, spec) in events {
+            if spec["Type"].as_str() != Some("HttpApi") {
+                continue;
+            }
+            let event = event.as_str().unwrap();
+            let method = spec["Properties"]["Method"]
+                .as_str()
+                .unwrap()
+                .to_uppercase();
+            // SAM's source ARN names the route with each path parameter as `*`.
+            let path: Vec<&str> = spec["Properties"]["Path"]
+                .as_str()
+                .unwrap()
+                .split('/')
+                .map(|s| if s.starts_with('{') { "*" } else { s })
+                .collect();
+            statements.push(serde_json::json!({
+                "Sid": format!("{stack}-{id}{event}Permission-{suffix}"),
+                "Effect": "Allow",
+                "Principal": {"Service": "apigateway.amazonaws.com"},
+                "Action": "lambda:InvokeFunction",
+                "Resource": format!("arn:aws:lambda:{region}:{account}:function:{stack}-{id}-{suffix}"),
+                "Condition": {"ArnLike": {"AWS:SourceArn":
+                    format!("arn:aws:execute-api:{region}:{account}:{api}/*/{method}{}", path.join("/"))}},
+            }));
+        }
+        if statements.is_empty() {
+            continue;
+        }
+        let policy =
+            serde_json::json!({"Version": "2012-10-17", "Id": "default", "Statement": statements});
+        let size = policy.to_string().len();
+        println!(
+            "{id}: {} invoke permissions, {size} of {LIMIT} bytes",
+            statements.len()
+        );
+        assert!(
+            size < LIMIT,
+            "{id}: {} HttpApi events make a {size}-byte resource policy, over Lambda's {LIMIT}",
+            statements.len()
+        );
     }
 }

@@ -3,7 +3,7 @@ import { useEffect, useState } from 'preact/hooks';
 import { Route, Router, Switch } from 'wouter-preact';
 import { useHashLocation } from 'wouter-preact/use-hash-location';
 import './style.css';
-import { configureApi } from './api/client';
+import { api, bodyOf, configureApi, messageOf } from './api/client';
 import {
   ConfigError,
   clearSession,
@@ -23,6 +23,12 @@ import { Register } from './pages/Register';
 import { Operators } from './pages/Operators';
 import { Alarms } from './pages/Alarms';
 import { Rules } from './pages/Rules';
+import { NewOrg } from './pages/NewOrg';
+import { Members } from './pages/Members';
+import { Invitations } from './pages/Invitations';
+import { AcceptInvitation } from './pages/AcceptInvitation';
+import { fleetHref, NEEDS, splitRoute, type OrgFleet } from './fleet';
+import { FleetContext, fleetView } from './hooks/useFleet';
 
 /** Hash routes: the console is one index.html, so any static host serves every page. */
 function route(): string {
@@ -56,8 +62,42 @@ function Banner() {
   return null;
 }
 
+/** The switcher between My fleet and each of the person's organizations (the address names the fleet). */
+function FleetSwitcher({ orgs, orgId }: { orgs: OrgFleet[] | null; orgId: string | null }) {
+  return (
+    <span class="switcher">
+      <label for="fleet-switcher">Fleet</label>
+      <select id="fleet-switcher" value={orgId ?? ''} onChange={(e) => (location.hash = fleetHref(e.currentTarget.value || null, '/'))}>
+        <option value="">My fleet</option>
+        {orgId && !orgs?.some((o) => o.orgId === orgId) && <option value={orgId}>{orgId}</option>}
+        {orgs?.map((o) => (
+          <option key={o.orgId} value={o.orgId}>
+            {o.name} ({o.role})
+          </option>
+        ))}
+      </select>
+      <a href="#/orgs/new">New organization</a>
+    </span>
+  );
+}
+
+/** An organization the person is not (or no longer) a member of: the API's 404 says no more. */
+function NoSuchOrg({ error }: { error: string | null }) {
+  return (
+    <section>
+      <h1 tabIndex={-1}>Organization not found</h1>
+      <p class="error" role="alert">
+        {error ?? 'No organization of yours has this address: it does not exist, or you are not a member of it (any more).'}
+      </p>
+      <a href="#/">Back to my fleet</a>
+    </section>
+  );
+}
+
 function App({ config, initial }: { config: Config; initial: Session | null }) {
   const [session, setSession] = useState<Session | null>(initial);
+  const [orgs, setOrgs] = useState<OrgFleet[] | null>(null);
+  const [orgsError, setOrgsError] = useState<string | null>(null);
   const [path] = useHashLocation();
   const signOut = () => {
     clearSession();
@@ -66,10 +106,29 @@ function App({ config, initial }: { config: Config; initial: Session | null }) {
     if (config.mode === 'cognito') location.assign(cognitoSignOutUrl(config));
     else location.hash = '#/';
   };
-  configureApi(config.mode === 'cognito' ? config.apiUrl : '', session?.token ?? null, () => {
-    clearSession();
-    setSession(null);
-  });
+  /** The person's organizations with their role (`GET /orgs`): the switcher and every page's buttons follow them. */
+  const loadOrgs = async () => {
+    try {
+      const answer = bodyOf(await api.GET('/orgs'));
+      setOrgs(answer.orgs.map((o) => ({ orgId: o.orgId, name: o.name, role: o.role })));
+      setOrgsError(null);
+    } catch (e) {
+      setOrgsError(messageOf(e));
+    }
+  };
+  configureApi(
+    config.mode === 'cognito' ? config.apiUrl : '',
+    session?.token ?? null,
+    () => {
+      clearSession();
+      setSession(null);
+    },
+    () => void loadOrgs(),
+  );
+  useEffect(() => {
+    setOrgs(null);
+    if (session) void loadOrgs();
+  }, [session?.token]);
   // Focus the page's heading on navigation, so keyboard and screen reader users start there.
   useEffect(() => {
     document.querySelector<HTMLElement>('main h1')?.focus();
@@ -92,7 +151,41 @@ function App({ config, initial }: { config: Config; initial: Session | null }) {
       </>
     );
 
-  const current = (href: string) => (path === href ? 'page' : undefined);
+  const { orgId, page } = splitRoute(path);
+  const accepting = /^\/invitations\/([^/]+)$/.exec(path);
+  const org = orgId ? (orgs?.find((o) => o.orgId === orgId) ?? null) : null;
+  const fleet = fleetView(org);
+  const current = (target: string) => (page === target ? 'page' : undefined);
+  const fleetRoutes = (
+    <Switch>
+      <Route path="/devices/:deviceId">{(params) => <DevicePage deviceId={segment(params.deviceId)} />}</Route>
+      <Route path="/register" component={Register} />
+      <Route path="/alarms" component={Alarms} />
+      <Route path="/rules" component={Rules} />
+      {org && <Route path="/members">{() => <Members org={org} me={session.userId} onOrgsChanged={loadOrgs} />}</Route>}
+      {org && <Route path="/invitations">{() => <Invitations org={org} />}</Route>}
+      {!org && session.admin && <Route path="/operators" component={Operators} />}
+      {/* Any other address: the fleet. */}
+      <Route component={Dashboard} />
+    </Switch>
+  );
+  let content;
+  if (path === '/orgs/new') content = <NewOrg onCreated={loadOrgs} />;
+  else if (accepting) content = <AcceptInvitation code={segment(accepting[1])} onAccepted={loadOrgs} />;
+  else if (orgId && orgs === null && !orgsError) content = <p role="status">Loading your organizations…</p>;
+  else if (orgId && !org) content = <NoSuchOrg error={orgsError} />;
+  else
+    content = (
+      <FleetContext.Provider value={fleet} key={orgId ?? 'me'}>
+        {org ? (
+          <Router hook={useHashLocation} base={`/orgs/${encodeURIComponent(org.orgId)}`}>
+            {fleetRoutes}
+          </Router>
+        ) : (
+          <Router hook={useHashLocation}>{fleetRoutes}</Router>
+        )}
+      </FleetContext.Provider>
+    );
   return (
     <>
       <a class="skip" href="#main" onClick={(e) => { e.preventDefault(); document.querySelector<HTMLElement>('main h1')?.focus(); }}>
@@ -100,13 +193,22 @@ function App({ config, initial }: { config: Config; initial: Session | null }) {
       </a>
       <header class="top">
         <span class="brand">Device Fleet</span>
+        <FleetSwitcher orgs={orgs} orgId={orgId} />
         <nav aria-label="Console">
-          <a href="#/" aria-current={current('/')}>Fleet</a>
-          <a href="#/alarms" aria-current={current('/alarms')}>Alarms</a>
-          <a href="#/rules" aria-current={current('/rules')}>Alarm rules</a>
-          <a href="#/register" aria-current={current('/register')}>Register a device</a>
+          <a href={fleet.href('/')} aria-current={current('/')}>Fleet</a>
+          <a href={fleet.href('/alarms')} aria-current={current('/alarms')}>Alarms</a>
+          <a href={fleet.href('/rules')} aria-current={current('/rules')}>Alarm rules</a>
+          {fleet.can(NEEDS.manage) && (
+            <a href={fleet.href('/register')} aria-current={current('/register')}>Register a device</a>
+          )}
+          {org && (
+            <a href={fleet.href('/members')} aria-current={current('/members')}>Members</a>
+          )}
+          {org && fleet.can(NEEDS.members) && (
+            <a href={fleet.href('/invitations')} aria-current={current('/invitations')}>Invitations</a>
+          )}
           {session.admin && (
-            <a href="#/operators" aria-current={current('/operators')}>Operators</a>
+            <a href="#/operators" aria-current={orgId ? undefined : current('/operators')}>Operators</a>
           )}
         </nav>
         <span class="who">
@@ -115,19 +217,7 @@ function App({ config, initial }: { config: Config; initial: Session | null }) {
         </span>
       </header>
       <Banner />
-      <main id="main">
-        <Router hook={useHashLocation}>
-          <Switch>
-            <Route path="/devices/:deviceId">{(params) => <DevicePage deviceId={segment(params.deviceId)} />}</Route>
-            <Route path="/register" component={Register} />
-            <Route path="/alarms" component={Alarms} />
-            <Route path="/rules" component={Rules} />
-            {session.admin && <Route path="/operators" component={Operators} />}
-            {/* Any other address: the fleet. */}
-            <Route component={Dashboard} />
-          </Switch>
-        </Router>
-      </main>
+      <main id="main">{content}</main>
     </>
   );
 }

@@ -30,7 +30,7 @@ use shared::model::alarm::ids::{AlarmId, RuleId};
 use shared::model::alarm::rule::RuleDefinition;
 use shared::model::alarm::MAX_RULES_PER_OWNER;
 use shared::model::ids::{
-    parse_display_name, parse_tags, CommandName, DeviceId, DeviceType, Tag, UserId,
+    parse_display_name, parse_tags, CommandName, DeviceId, DeviceType, OrgId, Tag, UserId,
 };
 use shared::model::offline::{parse_report_every, OfflineDetection};
 use shared::model::optional::not_null;
@@ -42,10 +42,12 @@ use shared::model::twin::{
 };
 use shared::ops::alarms::{lifecycle, rules};
 use shared::ops::credentials;
+use shared::ops::devices::r#move as device_move;
 use shared::ops::devices::register::{self as register, DeviceRegistration};
 use shared::ops::devices::update::{self as device_update, DevicePatch};
 use shared::ops::devices::{delete as deletion, MAX_DEVICE_NAME};
 use shared::ops::limits::{rate_limited, KeyedLimiter, RegistrationLimit};
+use shared::ops::orgs::access::authorize;
 use shared::ops::orgs::invitations::{self, InvitationTerms};
 use shared::ops::orgs::{manage, members};
 use shared::ops::profile::{self, ProfileUpdate, MAX_PROFILE_NAME};
@@ -107,6 +109,7 @@ pub fn router(table: FleetTable, limit: RegistrationLimit) -> Router {
             axum::routing::delete(revoke_invitation),
         )
         .route("/invitations/{code}/accept", post(accept_invitation))
+        .fleet_route("/devices/{deviceId}/move", post(move_device))
         .with_state(DeviceUpdates {
             table,
             registrations: Arc::new(limit.limiter()),
@@ -234,7 +237,11 @@ async fn register_device(
         .take(&fleet.owner, Instant::now())
         .map_err(rate_limited)?;
     let registered = register::register_device(&table, &fleet.owner, registration).await?;
-    let location = format!("/me/devices/{}", registered.device.device_id);
+    let location = format!(
+        "{}/devices/{}",
+        fleet.base_path(),
+        registered.device.device_id
+    );
     let mut response = json_response(
         StatusCode::CREATED,
         &json_value(&RegisteredAnswer {
@@ -444,7 +451,11 @@ async fn start_rollout(
         StatusCode::ACCEPTED,
         &json_value(&RolloutAnswer { rollout: &started }),
     );
-    if let Ok(value) = HeaderValue::from_str(&format!("/me/rollouts/{}", started.rollout_id)) {
+    if let Ok(value) = HeaderValue::from_str(&format!(
+        "{}/rollouts/{}",
+        fleet.base_path(),
+        started.rollout_id
+    )) {
         response.headers_mut().insert(header::LOCATION, value);
     }
     Ok(response)
@@ -479,7 +490,9 @@ async fn create_rule(
         }),
     );
     insert_etag(&mut response, rule.version);
-    if let Ok(value) = HeaderValue::from_str(&format!("/me/rules/{}", rule.rule_id)) {
+    if let Ok(value) =
+        HeaderValue::from_str(&format!("{}/rules/{}", fleet.base_path(), rule.rule_id))
+    {
         response.headers_mut().insert(header::LOCATION, value);
     }
     Ok(response)
@@ -805,4 +818,46 @@ async fn accept_invitation(
         StatusCode::OK,
         &json_value(&OrgAnswer { org }),
     ))
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct MoveBody {
+    #[serde(default, deserialize_with = "present")]
+    to_org_id: Option<serde_json::Value>,
+}
+
+/// `POST .../devices/{deviceId}/move` `{"toOrgId": "o..." | null}` (admin of the device's
+/// fleet, and of the target organization; `null` is the caller's own fleet): the device, its
+/// history and token go with it (AP-M1).
+async fn move_device(
+    fleet: Fleet<AdminRole>,
+    State(table): State<FleetTable>,
+    DeviceIdPath(device_id): DeviceIdPath,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Answer {
+    let body: MoveBody = parse_json_body(&headers, &body, MAX_BODY_BYTES)?;
+    let target = match body.to_org_id {
+        None => {
+            return Err(ApiError::invalid(
+                "toOrgId",
+                "give the organization to move the device to, or null for your own fleet",
+            ))
+        }
+        Some(serde_json::Value::Null) => fleet.caller.user_id.clone(),
+        Some(serde_json::Value::String(org)) => {
+            let org = OrgId::parse_field("toOrgId", org)?;
+            authorize(&table, &fleet.caller.user_id, &org, Role::Admin).await?;
+            UserId::org_fleet(&org)
+        }
+        Some(_) => {
+            return Err(ApiError::invalid(
+                "toOrgId",
+                "must be an organization id or null",
+            ))
+        }
+    };
+    let moved = device_move::move_device(&table, &device_id, &fleet.owner, &target).await?;
+    Ok(json_response(StatusCode::OK, &json_value(&moved)))
 }

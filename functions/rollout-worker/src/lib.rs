@@ -4,6 +4,9 @@
 //! page at a time, a device it cannot change is recorded on its rollout, and a rollout's
 //! position only moves forward.
 //!
+//! It also continues the history copies of moved devices that did not fit their request
+//! (`shared::ops::devices::r#move::continue_moves`, issue 33).
+//!
 //! A function of its own (issue 30, item 9) so that only this role may write devices' desired
 //! state and live state: the daily report's role reads and purges, and never writes a device.
 
@@ -12,7 +15,7 @@ use std::time::{Duration, Instant};
 use lambda_runtime::LambdaEvent;
 use serde_json::Value;
 use shared::observe::served::serve_invocation;
-use shared::ops::twin::rollout::{advance_rollouts, RolloutWorkerAnswer};
+use shared::ops::worker::scheduled_run;
 use shared::{FleetError, FleetTable};
 
 /// The function's `Timeout` in `template.yaml`: the time an invocation gets when the runtime
@@ -58,7 +61,8 @@ impl State {
     }
 }
 
-/// One run, whatever the scheduled event says: [`RolloutWorkerAnswer`] as JSON.
+/// One run, whatever the scheduled event says: `shared::ops::worker::WorkerAnswer` as JSON
+/// (the rollouts carried forward, then moved devices' histories).
 pub async fn handle(
     table: &FleetTable,
     _event: Value,
@@ -68,6 +72,6 @@ pub async fn handle(
         .checked_sub(MARGIN)
         .unwrap_or(deadline)
         .min(Instant::now() + ROLLOUT_RUN);
-    let rollouts = advance_rollouts(table, until).await?;
-    serde_json::to_value(RolloutWorkerAnswer { rollouts }).map_err(FleetError::internal)
+    let run = scheduled_run(table, until).await?;
+    serde_json::to_value(run).map_err(FleetError::internal)
 }

@@ -43,8 +43,11 @@ pub struct DemoDevice {
     pub token: String,
 }
 
-/// The demo users.
-pub const USERS: [DemoUser; 4] = [
+/// The demo users: Alice, Bob and the utility with fleets of their own, Olga the operator
+/// (the `admin` group), and Carol, Dave and Erin, who have no devices and work in the demo
+/// organization ([`crate::demo_orgs`]: Alice its owner, Carol its admin, Dave its operator, Bob and Erin
+/// its viewers), so the console can be tried at every role.
+pub const USERS: [DemoUser; 7] = [
     DemoUser {
         sub: "demo-alice",
         email: "alice@example.com",
@@ -68,6 +71,24 @@ pub const USERS: [DemoUser; 4] = [
         email: "ops@example.com",
         name: "Olga Operator",
         admin: true,
+    },
+    DemoUser {
+        sub: "demo-carol",
+        email: "carol@example.com",
+        name: "Carol",
+        admin: false,
+    },
+    DemoUser {
+        sub: "demo-dave",
+        email: "dave@example.com",
+        name: "Dave",
+        admin: false,
+    },
+    DemoUser {
+        sub: "demo-erin",
+        email: "erin@example.com",
+        name: "Erin",
+        admin: false,
     },
 ];
 
@@ -179,8 +200,8 @@ async fn seed_rules(table: &FleetTable) -> Result<(), FleetError> {
     Ok(())
 }
 
-/// Seeds profiles, alarm rules and devices (whose readings raise the demo's alarm); returns
-/// each device's token.
+/// Seeds profiles, alarm rules and devices (whose readings raise the demo's alarm), and the
+/// demo organizations ([`crate::demo_orgs`]); returns each personal device's token.
 pub async fn seed(table: &FleetTable) -> Result<Vec<DemoDevice>, FleetError> {
     seed_rules(table).await?;
     for user in &USERS {
@@ -245,6 +266,7 @@ pub async fn seed(table: &FleetTable) -> Result<Vec<DemoDevice>, FleetError> {
         });
     }
     fill_command_queue(table).await?;
+    crate::demo_orgs::seed_orgs(table).await?;
     Ok(devices)
 }
 

@@ -9,6 +9,7 @@ pub mod api_event;
 pub mod bootstrap;
 pub mod capacity;
 pub mod demo;
+pub mod demo_orgs;
 pub mod dynamodb_local;
 pub mod fault_proxy;
 pub mod fault_run;

@@ -76,6 +76,14 @@ impl<R> Fleet<R> {
             .ok_or_else(|| ApiError::internal("an organization route without {orgId}"))
     }
 
+    /// Where this fleet's routes are: `/me`, or `/orgs/{orgId}` (for `Location` headers).
+    pub fn base_path(&self) -> String {
+        match &self.org {
+            Some(access) => format!("/orgs/{}", access.org_id),
+            None => "/me".to_string(),
+        }
+    }
+
     /// The caller acting on the organization's members.
     pub fn actor(&self) -> Result<Actor, ApiError> {
         Ok(Actor {

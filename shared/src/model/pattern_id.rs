@@ -140,6 +140,9 @@ pub enum PatternId {
     /// AP-R2: the owner's retentions.
     #[strum(serialize = "AP-R2")]
     GetRetention,
+    /// AP-M1: move a device to another owner key (a person's fleet or an organization's).
+    #[strum(serialize = "AP-M1")]
+    MoveDevice,
 
     /// AP-O1: create an organization (the caller its owner).
     #[strum(serialize = "AP-O1")]

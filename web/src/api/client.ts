@@ -7,6 +7,7 @@
 import createClient from 'openapi-fetch';
 import { retryAfterSeconds } from '../format';
 import { setConnection } from '../connection';
+import { fleetUrl } from '../fleet';
 import type { components, paths } from './schema';
 
 /** The API's JSON shapes, as docs/openapi.yaml declares them. */
@@ -22,6 +23,8 @@ export class ApiError extends Error {
     message: string,
     /** The request field the API named (`deviceId`, `tags[1]`, `from`...). */
     readonly field?: string,
+    /** On a 403 `role_required`: the role the action needs. */
+    readonly requiredRole?: string,
   ) {
     super(message);
   }
@@ -30,12 +33,16 @@ export class ApiError extends Error {
 let apiBase = '';
 let bearer: string | null = null;
 let onUnauthorized: () => void = () => {};
+let onRoleRefused: () => void = () => {};
 
-export function configureApi(base: string, token: string | null, unauthorized: () => void): void {
-  apiBase = base.replace(/\/$/, '');
+export function configureApi(base: string, token: string | null, unauthorized: () => void, roleRefused: () => void = () => {}): void {
+  const next = base.replace(/\/$/, '');
+  if (next !== apiBase) fleetClients.clear();
+  apiBase = next;
   bearer = token;
   onUnauthorized = unauthorized;
-  api = createClient<paths>({ baseUrl: apiBase, fetch: fetchWithRules });
+  onRoleRefused = roleRefused;
+  api = createClient<paths>({ baseUrl: apiBase, fetch: (r) => fetchWithRules(r, null) });
 }
 
 export function apiUrl(path: string): string {
@@ -67,12 +74,15 @@ async function probeUntilOnline(): Promise<void> {
   setConnection({ offline: false });
 }
 
-/** `fetch` with the console's failure rules; the generated client builds `request`. */
-async function fetchWithRules(request: Request): Promise<Response> {
+/**
+ * `fetch` with the console's failure rules; the generated client builds `request`. `orgId`
+ * sends a fleet route (`/me/...`) to that organization's twin (`/orgs/{orgId}/...`).
+ */
+async function fetchWithRules(request: Request, orgId: string | null): Promise<Response> {
   const headers = new Headers(request.headers);
   if (bearer) headers.set('authorization', `Bearer ${bearer}`);
   // The dashboard's own ETag logic decides; the browser cache must not answer for the API.
-  const prepared = new Request(request.url, {
+  const prepared = new Request(fleetUrl(request.url, orgId, apiBase), {
     method: request.method,
     headers,
     body: request.body === null ? undefined : await request.text(),
@@ -108,7 +118,13 @@ async function fetchWithRules(request: Request): Promise<Response> {
       onUnauthorized();
       throw new ApiError(401, 'unauthorized', 'Your session has ended; sign in again.');
     }
-    if (!response.ok && response.status !== 304) throw await errorOf(response);
+    if (!response.ok && response.status !== 304) {
+      const error = await errorOf(response);
+      // A role lowered (or a membership ended) since the page was drawn: the console reloads
+      // the person's organizations, so the page stops offering what the role cannot do.
+      if (error.code === 'role_required' || (orgId && error.status === 404 && error.message === 'organization not found')) onRoleRefused();
+      throw error;
+    }
     return response;
   }
 }
@@ -123,14 +139,34 @@ async function errorOf(response: Response): Promise<ApiError> {
   }
   const error = body?.error;
   const message = error?.message ?? body?.message ?? `HTTP ${response.status}`;
-  return new ApiError(response.status, error?.code ?? 'http_error', message, error?.field);
+  return new ApiError(response.status, error?.code ?? 'http_error', message, error?.field, error?.requiredRole);
 }
 
 /**
  * The API, typed by docs/openapi.yaml: `api.GET('/me/devices/{deviceId}', { params: ... })`.
  * Every failure is thrown (above), so a call that returns has the success answer.
  */
-export let api = createClient<paths>({ fetch: fetchWithRules });
+export let api = createClient<paths>({ fetch: (r) => fetchWithRules(r, null) });
+
+/** A client of the API, typed by docs/openapi.yaml. */
+export type Api = typeof api;
+
+const fleetClients = new Map<string, Api>();
+
+/**
+ * The API of one fleet: its paths are the `/me/...` fleet routes, sent as they are for My
+ * fleet (`orgId` null) and to the organization's `/orgs/{orgId}/...` twin otherwise (same
+ * method, body and answer). Pages take it from `useFleet()`; other routes use `api`.
+ */
+export function fleetApi(orgId: string | null): Api {
+  if (orgId === null) return api;
+  let client = fleetClients.get(orgId);
+  if (!client) {
+    client = createClient<paths>({ baseUrl: apiBase, fetch: (r) => fetchWithRules(r, orgId) });
+    fleetClients.set(orgId, client);
+  }
+  return client;
+}
 
 /** A success answer's body: `bodyOf(await api.GET(...))`. */
 export function bodyOf<T>(answer: { data?: T; response: Response }): T {
@@ -142,6 +178,15 @@ export function bodyOf<T>(answer: { data?: T; response: Response }): T {
 export function fieldOf(error: unknown): string | null {
   if (!(error instanceof ApiError) || !error.field) return null;
   return error.field.replace(/\[\d+\].*$/, '').replace(/\..*$/, '');
+}
+
+/**
+ * The API's 403 `role_required`: the person's role in the organization does not allow what
+ * was asked (it may have been lowered since the page was drawn). Pages say it outside the form
+ * that sent it, since that form goes away once the console follows the role.
+ */
+export function isRoleRefusal(error: unknown): error is ApiError {
+  return error instanceof ApiError && error.code === 'role_required';
 }
 
 export function messageOf(error: unknown): string {

@@ -1,5 +1,6 @@
 import { useRef, useState } from 'preact/hooks';
-import { api, ApiError, bodyOf, messageOf, type Schemas } from '../api/client';
+import { ApiError, bodyOf, messageOf, type Api, type Schemas } from '../api/client';
+import { useFleet } from '../hooks/useFleet';
 import { alarmTitle, readingText } from '../alarms';
 import { dateTime as when } from '../format';
 import type { CursorPage } from '../hooks/useCursorPages';
@@ -14,18 +15,20 @@ export const ALARM_PAGE = 25;
 export const alarmPage = (page: Schemas['AlarmPage']): CursorPage<Alarm> => ({ items: page.alarms, cursor: page.cursor });
 
 /**
- * `POST /me/alarms/{alarmId}/ack`: the alarm as it is now. An alarm that cleared meanwhile is
- * the API's 409; the caller shows the message and reloads.
+ * `POST .../alarms/{alarmId}/ack` in the fleet of `api`: the alarm as it is now. An alarm that
+ * cleared meanwhile is the API's 409; the caller shows the message and reloads.
  */
-export async function acknowledge(alarm: Alarm): Promise<Alarm> {
+export async function acknowledge(api: Api, alarm: Alarm): Promise<Alarm> {
   return bodyOf(await api.POST('/me/alarms/{alarmId}/ack', { params: { path: { alarmId: alarm.alarmId } } })).alarm;
 }
 
 /**
  * Alarms as a table: severity and state badges, what raised it, and an Acknowledge button on
- * active ones (when `onChanged` is given: the owner's pages, not the operators').
+ * active ones (when `onChanged` is given: the fleet's pages for a role that may acknowledge,
+ * not the operators' pages).
  */
 export function AlarmTable({ alarms, caption, showDevice = true, showOwner = false, onChanged, onReload }: { alarms: Alarm[]; caption: string; showDevice?: boolean; showOwner?: boolean; onChanged?: (alarm: Alarm) => void; onReload?: () => void }) {
+  const { api, href } = useFleet();
   const [busy, setBusy] = useState<string | null>(null);
   const [notice, setNotice] = useState<{ text: string; error: boolean } | null>(null);
   // The Acknowledge button goes away once used: keyboard focus moves to what happened instead.
@@ -34,7 +37,7 @@ export function AlarmTable({ alarms, caption, showDevice = true, showOwner = fal
     setBusy(alarm.alarmId);
     setNotice(null);
     try {
-      const now = await acknowledge(alarm);
+      const now = await acknowledge(api, alarm);
       onChanged?.(now);
       setNotice({ text: `Acknowledged: ${alarmTitle(alarm)} on ${alarm.deviceName ?? alarm.deviceId}.`, error: false });
     } catch (e) {
@@ -77,7 +80,7 @@ export function AlarmTable({ alarms, caption, showDevice = true, showOwner = fal
                 </th>
                 {showDevice && (
                   <td>
-                    <a href={`#/devices/${encodeURIComponent(a.deviceId)}`}>{a.deviceName ?? a.deviceId}</a>
+                    <a href={href(`/devices/${encodeURIComponent(a.deviceId)}`)}>{a.deviceName ?? a.deviceId}</a>
                     {a.deviceName && <div class="muted mono">{a.deviceId}</div>}
                   </td>
                 )}

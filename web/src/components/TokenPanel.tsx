@@ -1,25 +1,4 @@
-import { useState } from 'preact/hooks';
-
-async function copy(text: string): Promise<boolean> {
-  try {
-    await navigator.clipboard.writeText(text);
-    return true;
-  } catch {
-    return false;
-  }
-}
-
-function CopyButton({ text, what }: { text: string; what: string }) {
-  const [done, setDone] = useState<string | null>(null);
-  return (
-    <>
-      <button type="button" onClick={async () => setDone((await copy(text)) ? `${what} copied` : 'Copy failed: select the text and copy it')}>
-        Copy {what}
-      </button>
-      <span role="status" class="muted">{done ?? ''}</span>
-    </>
-  );
-}
+import { CopyButton } from './CopyButton';
 
 /** A device token, shown once, with what a device runs to send its first event. */
 export function TokenPanel({ deviceId, token, apiBase, note }: { deviceId: string; token: string; apiBase: string; note?: string }) {

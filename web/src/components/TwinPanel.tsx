@@ -1,17 +1,23 @@
 import { useEffect, useState } from 'preact/hooks';
-import { api, ApiError, bodyOf, fieldOf, messageOf, type Schemas } from '../api/client';
+import { ApiError, bodyOf, fieldOf, isRoleRefusal, messageOf, type Schemas } from '../api/client';
+import { useFleet } from '../hooks/useFleet';
+import { NEEDS } from '../fleet';
 import { dateTime } from '../format';
 import { FieldError } from './FieldError';
 
 /** The device twin on the device page: desired and reported configuration with their delta
  * and versions (AP-03's answer), the desired state edited with `If-Match` on its version
- * (AP-T1), a command sent (AP-T2) and the commands with their state (AP-T3). */
+ * (AP-T1), a command sent (AP-T2) and the commands with their state (AP-T3). The forms only
+ * for a role that may use them (an organization's operator and above). */
 export function TwinPanel({ deviceId, twin, onChanged }: { deviceId: string; twin?: Schemas['Twin']; onChanged: () => Promise<void> }) {
+  const { api, can } = useFleet();
+  const operate = can(NEEDS.operate);
   const [desired, setDesired] = useState(() => JSON.stringify(twin?.desired ?? {}, null, 2));
   const [command, setCommand] = useState({ name: '', parameters: '{}', expires: '3600' });
   const [commands, setCommands] = useState<Schemas['Command'][] | null>(null);
   const [errors, setErrors] = useState<Record<string, string>>({});
   const [notice, setNotice] = useState<string | null>(null);
+  const [refused, setRefused] = useState<string | null>(null);
 
   const loadCommands = async () => {
     try {
@@ -48,7 +54,8 @@ export function TwinPanel({ deviceId, twin, onChanged }: { deviceId: string; twi
       await onChanged();
     } catch (err) {
       const field = fieldOf(err);
-      if (err instanceof ApiError && err.status === 412) {
+      if (isRoleRefusal(err)) setRefused(messageOf(err));
+      else if (err instanceof ApiError && err.status === 412) {
         setErrors({ desired: 'Someone changed the desired state meanwhile; the form now shows theirs. Apply your change again.' });
         await onChanged();
       } else setErrors({ desired: field && field !== 'desired' ? `${field}: ${messageOf(err)}` : messageOf(err) });
@@ -78,7 +85,8 @@ export function TwinPanel({ deviceId, twin, onChanged }: { deviceId: string; twi
       await onChanged();
     } catch (err) {
       const field = fieldOf(err);
-      if (field && ['name', 'parameters', 'expiresInSeconds'].includes(field)) setErrors({ [field === 'expiresInSeconds' ? 'expires' : field]: messageOf(err) });
+      if (isRoleRefusal(err)) setRefused(messageOf(err));
+      else if (field && ['name', 'parameters', 'expiresInSeconds'].includes(field)) setErrors({ [field === 'expiresInSeconds' ? 'expires' : field]: messageOf(err) });
       else setErrors({ command: messageOf(err) });
     }
   };
@@ -89,6 +97,11 @@ export function TwinPanel({ deviceId, twin, onChanged }: { deviceId: string; twi
       {notice && (
         <p class="notice" role="status">
           {notice}
+        </p>
+      )}
+      {refused && (
+        <p class="error" role="alert" id="twin-refused">
+          Refused: {refused}
         </p>
       )}
       <p id="twin-versions">
@@ -106,6 +119,14 @@ export function TwinPanel({ deviceId, twin, onChanged }: { deviceId: string; twi
           <pre id="twin-delta">{JSON.stringify(twin.delta, null, 2)}</pre>
         </>
       )}
+      {!operate && (
+        <>
+          <h3>Desired state</h3>
+          <pre id="twin-desired-view">{JSON.stringify(twin?.desired ?? {}, null, 2)}</pre>
+        </>
+      )}
+      {operate && (
+      <>
       <form class="edit" onSubmit={saveDesired} noValidate>
         <div class="field">
           <label for="twin-desired">Desired state (JSON)</label>
@@ -141,6 +162,8 @@ export function TwinPanel({ deviceId, twin, onChanged }: { deviceId: string; twi
           Send command
         </button>
       </form>
+      </>
+      )}
       {commands && commands.length > 0 && (
         <table id="commands">
           <caption>Commands, newest first</caption>

@@ -1,14 +1,17 @@
 import { useEffect, useRef, useState } from 'preact/hooks';
-import { api, bodyOf, messageOf } from '../api/client';
+import { bodyOf, messageOf } from '../api/client';
+import { useFleet } from '../hooks/useFleet';
+import { NEEDS } from '../fleet';
 import { ago, showValue } from '../format';
 import { Sparkline } from '../components/Sparkline';
 import { ActiveAlarms, ConnectivityBadge } from '../components/AlarmBadges';
 import { useCursorPages } from '../hooks/useCursorPages';
 
-/** How often an open, visible dashboard asks `GET /me/dashboard` whether anything changed. */
+/** How often an open, visible dashboard asks `GET .../dashboard` whether anything changed. */
 export const POLL_SECONDS = 5;
 
 export function Dashboard() {
+  const { api, href, can, title, org } = useFleet();
   // The first page comes from the poll below; "More devices" reads the next ones.
   const pages = useCursorPages(
     async (cursor) => {
@@ -74,7 +77,8 @@ export function Dashboard() {
 
   return (
     <section>
-      <h1 tabIndex={-1}>Your fleet</h1>
+      <h1 tabIndex={-1}>{title}</h1>
+      {org && <p class="muted" data-role={org.role}>An organization's fleet; your role: <strong>{org.role}</strong>.</p>}
       <p class="muted" aria-live="off">
         {devices ? `${devices.length} device${devices.length === 1 ? '' : 's'}` : 'Loading…'}
         {checked ? ` · checked ${checked.toLocaleTimeString()}, every ${POLL_SECONDS} s while this tab is visible` : ''}
@@ -86,7 +90,8 @@ export function Dashboard() {
       )}
       {devices && devices.length === 0 && (
         <p>
-          No devices yet. <a href="#/register">Register your first device</a>.
+          No devices yet.{' '}
+          {can(NEEDS.manage) ? <a href={href('/register')}>Register the first device</a> : 'An admin of this organization registers them.'}
         </p>
       )}
       {devices && devices.length > 0 && (
@@ -112,7 +117,7 @@ export function Dashboard() {
                 return (
                   <tr key={d.deviceId} data-device={d.deviceId}>
                     <th scope="row">
-                      <a href={`#/devices/${encodeURIComponent(d.deviceId)}`}>{d.name}</a>
+                      <a href={href(`/devices/${encodeURIComponent(d.deviceId)}`)}>{d.name}</a>
                       <div class="muted mono">{d.deviceId}</div>
                     </th>
                     <td>{d.type}</td>

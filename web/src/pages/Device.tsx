@@ -1,5 +1,7 @@
 import { useEffect, useMemo, useRef, useState } from 'preact/hooks';
-import { api, ApiError, apiUrl, bodyOf, fieldOf, messageOf, type Schemas } from '../api/client';
+import { ApiError, apiUrl, bodyOf, fieldOf, isRoleRefusal, messageOf, type Schemas } from '../api/client';
+import { useFleet } from '../hooks/useFleet';
+import { NEEDS } from '../fleet';
 import { bandColumns, dateTime, fromInputTime, intervalValue, series, seriesCsv, seriesNdjson, showValue, toCsv, toInputTime, toNdjson } from '../format';
 import { TimeChart } from '../components/TimeChart';
 import { Confirm } from '../components/Confirm';
@@ -58,6 +60,7 @@ function editOf(device: Device): Edit {
 }
 
 export function DevicePage({ deviceId }: { deviceId: string }) {
+  const { api, href, can, org } = useFleet();
   const [device, setDevice] = useState<Device | null>(null);
   const [error, setError] = useState<string | null>(null);
   const [range, setRange] = useState<{ from: string; to: string }>(() => {
@@ -76,6 +79,8 @@ export function DevicePage({ deviceId }: { deviceId: string }) {
   const [edit, setEdit] = useState<Edit | null>(null);
   const [editErrors, setEditErrors] = useState<Record<string, string>>({});
   const [notice, setNotice] = useState<string | null>(null);
+  /** The API's 403 `role_required` for a change: said at the top, as the form may go away. */
+  const [refused, setRefused] = useState<string | null>(null);
   const [token, setToken] = useState<{ token: string; until: string | null } | null>(null);
   const history = useCursorPages(
     async (cursor) => alarmPage(bodyOf(await api.GET('/me/devices/{deviceId}/alarms', { params: { path: { deviceId }, query: { limit: ALARM_PAGE, cursor: cursor ?? undefined } } }))),
@@ -89,7 +94,7 @@ export function DevicePage({ deviceId }: { deviceId: string }) {
       setDevice(device);
       setEdit(editOf(device));
     } catch (e) {
-      setError(e instanceof ApiError && e.status === 404 ? 'No such device in your fleet.' : messageOf(e));
+      setError(e instanceof ApiError && e.status === 404 && e.message !== 'organization not found' ? `No such device in ${org ? `${org.name}'s fleet` : 'your fleet'}.` : messageOf(e));
     }
   };
 
@@ -222,7 +227,8 @@ export function DevicePage({ deviceId }: { deviceId: string }) {
       setNotice('Saved.');
     } catch (err) {
       const field = fieldOf(err);
-      if (err instanceof ApiError && err.status === 412) {
+      if (isRoleRefusal(err)) setRefused(messageOf(err));
+      else if (err instanceof ApiError && err.status === 412) {
         setEditErrors({ form: 'Someone changed this device meanwhile; the form now shows their version. Apply your change again.' });
         void loadDevice();
       } else if (field && ['name', 'status', 'tags', 'reportEverySeconds'].includes(field)) setEditErrors({ [field]: messageOf(err) });
@@ -237,7 +243,7 @@ export function DevicePage({ deviceId }: { deviceId: string }) {
         <p class="error" role="alert">
           {error}
         </p>
-        <a href="#/">Back to the fleet</a>
+        <a href={href('/')}>Back to the fleet</a>
       </section>
     );
 
@@ -265,6 +271,11 @@ export function DevicePage({ deviceId }: { deviceId: string }) {
       {notice && (
         <p role="status" class="notice">
           {notice}
+        </p>
+      )}
+      {refused && (
+        <p role="alert" class="error">
+          Refused: {refused}
         </p>
       )}
 
@@ -413,7 +424,7 @@ export function DevicePage({ deviceId }: { deviceId: string }) {
         )}
         {history.items === null && !history.error && <p role="status">Loading alarms…</p>}
         {history.items && history.items.length === 0 && <p class="muted">No alarms for this device.</p>}
-        {history.items && history.items.length > 0 && <AlarmTable alarms={history.items} caption="This device's alarms, newest first" showDevice={false} onChanged={history.replace} onReload={() => void history.reload()} />}
+        {history.items && history.items.length > 0 && <AlarmTable alarms={history.items} caption="This device's alarms, newest first" showDevice={false} onChanged={can(NEEDS.operate) ? history.replace : undefined} onReload={() => void history.reload()} />}
         {history.hasMore && (
           <button type="button" onClick={() => void history.more()} disabled={history.loading}>
             Older alarms
@@ -421,7 +432,10 @@ export function DevicePage({ deviceId }: { deviceId: string }) {
         )}
       </section>
 
-      {device && edit && (
+      {device && !can(NEEDS.manage) && (
+        <TwinPanel deviceId={deviceId} twin={device.twin} onChanged={loadDevice} />
+      )}
+      {device && edit && can(NEEDS.manage) && (
         <>
           <h2>Settings</h2>
           <form class="edit" onSubmit={save} noValidate>
@@ -486,7 +500,8 @@ export function DevicePage({ deviceId }: { deviceId: string }) {
                   setToken({ token: answer.token, until: answer.previousTokenValidUntil });
                   setNotice('New token issued.');
                 } catch (e) {
-                  setNotice(messageOf(e));
+                  if (isRoleRefusal(e)) setRefused(messageOf(e));
+                  else setNotice(messageOf(e));
                 }
               }}
             />
@@ -501,7 +516,8 @@ export function DevicePage({ deviceId }: { deviceId: string }) {
                   setToken(null);
                   setNotice('Token revoked: the device can no longer send events.');
                 } catch (e) {
-                  setNotice(messageOf(e));
+                  if (isRoleRefusal(e)) setRefused(messageOf(e));
+                  else setNotice(messageOf(e));
                 }
               }}
             />
@@ -513,9 +529,10 @@ export function DevicePage({ deviceId }: { deviceId: string }) {
               onConfirm={async () => {
                 try {
                   await api.DELETE('/me/devices/{deviceId}', { params: { path: { deviceId } } });
-                  location.hash = '#/';
+                  location.hash = href('/');
                 } catch (e) {
-                  setNotice(messageOf(e));
+                  if (isRoleRefusal(e)) setRefused(messageOf(e));
+                  else setNotice(messageOf(e));
                 }
               }}
             />

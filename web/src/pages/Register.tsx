@@ -1,5 +1,8 @@
 import { useEffect, useState } from 'preact/hooks';
-import { api, ApiError, apiUrl, bodyOf, fieldOf, messageOf, type Schemas } from '../api/client';
+import { ApiError, apiUrl, bodyOf, fieldOf, messageOf, type Schemas } from '../api/client';
+import { useFleet } from '../hooks/useFleet';
+import { NEEDS } from '../fleet';
+import { RoleNeeded } from '../components/RoleNeeded';
 import { FieldError } from '../components/FieldError';
 import { TokenPanel } from '../components/TokenPanel';
 import { intervalValue } from '../format';
@@ -24,6 +27,7 @@ const HINTS: Partial<Record<Field, string>> = {
 const EMPTY: Record<Field, string> = { deviceId: '', name: '', type: '', tags: '', reportEverySeconds: '' };
 
 export function Register() {
+  const { api, href, can, org } = useFleet();
   const [form, setForm] = useState<Record<Field, string>>(EMPTY);
   const [errors, setErrors] = useState<Record<string, string>>({});
   const [created, setCreated] = useState<{ device: Schemas['Device']; token: string } | null>(null);
@@ -68,8 +72,8 @@ export function Register() {
         <h1 tabIndex={-1}>Registered {created.device.name}</h1>
         <TokenPanel deviceId={created.device.deviceId} token={created.token} apiBase={apiUrl('') || location.origin} />
         <p>
-          <a href={`#/devices/${encodeURIComponent(created.device.deviceId)}`}>Open {created.device.name}</a> ·{' '}
-          <a href="#/">Back to the fleet</a> ·{' '}
+          <a href={href(`/devices/${encodeURIComponent(created.device.deviceId)}`)}>Open {created.device.name}</a> ·{' '}
+          <a href={href('/')}>Back to the fleet</a> ·{' '}
           <button
             type="button"
             class="link"
@@ -84,9 +88,11 @@ export function Register() {
       </section>
     );
 
+  if (!can(NEEDS.manage)) return <RoleNeeded title="Register a device" needed={NEEDS.manage} org={org} />;
+
   return (
     <section>
-      <h1 tabIndex={-1}>Register a device</h1>
+      <h1 tabIndex={-1}>Register a device{org ? ` in ${org.name}` : ''}</h1>
       <form onSubmit={submit} noValidate class="register">
         {errors.form && (
           <p class="error" role="alert">

@@ -1,5 +1,7 @@
 import { useEffect, useRef, useState } from 'preact/hooks';
-import { api, ApiError, bodyOf, messageOf, type Schemas } from '../api/client';
+import { ApiError, bodyOf, isRoleRefusal, messageOf, type Schemas } from '../api/client';
+import { useFleet } from '../hooks/useFleet';
+import { NEEDS } from '../fleet';
 import {
   COMPARISONS,
   conditionText,
@@ -83,8 +85,10 @@ function ConditionInputs({ field, legend, kind, value, high, errors, allowNone, 
   );
 }
 
-/** The owner's alarm rules (`GET /me/rules`): list, create, edit (If-Match), delete. */
+/** The fleet's alarm rules (`GET .../rules`): list, and for a role that may, create, edit (If-Match), delete. */
 export function Rules() {
+  const { api, href, can, org } = useFleet();
+  const manage = can(NEEDS.manage);
   const [rules, setRules] = useState<Rule[] | null>(null);
   const [limit, setLimit] = useState<number | null>(null);
   const [loadError, setLoadError] = useState<string | null>(null);
@@ -107,7 +111,7 @@ export function Rules() {
       return null;
     }
   };
-  useEffect(() => void load(), []);
+  useEffect(() => void load(), [org?.orgId]);
 
   const startEdit = (rule: Rule) => {
     setEditing(rule);
@@ -154,6 +158,10 @@ export function Rules() {
         setForm(EMPTY_RULE_FORM);
       }
     } catch (err) {
+      if (isRoleRefusal(err)) {
+        setLoadError(`Refused: ${messageOf(err)}`);
+        return;
+      }
       if (editing && err instanceof ApiError && err.status === 412) {
         // Someone else saved this rule since it was opened: show theirs, keep nothing stale.
         const fresh = (await load())?.find((r) => r.ruleId === editing.ruleId);
@@ -172,7 +180,7 @@ export function Rules() {
       } else {
         const field = err instanceof ApiError ? ruleFieldOf(err.field) : null;
         if (field) showErrors({ [field]: messageOf(err) });
-        else if (err instanceof ApiError && err.status === 404 && form.scopeKind === 'deviceId') showErrors({ scope: `No device ${form.scopeValue.trim()} in your fleet.` });
+        else if (err instanceof ApiError && err.status === 404 && form.scopeKind === 'deviceId') showErrors({ scope: `No device ${form.scopeValue.trim()} in ${org ? `${org.name}'s fleet` : 'your fleet'}.` });
         else showErrors({ form: messageOf(err) });
       }
     } finally {
@@ -200,7 +208,7 @@ export function Rules() {
       <h1 tabIndex={-1}>Alarm rules</h1>
       <p class="muted">
         A rule raises an alarm when a device's readings of one type meet its condition (for at least the time it says), and clears it when the clear condition holds.{' '}
-        <a href="#/alarms">Alarms</a>
+        <a href={href('/alarms')}>Alarms</a>
       </p>
       <p role="status" class="notice">
         {notice ?? ''}
@@ -220,7 +228,7 @@ export function Rules() {
       {rules && rules.length > 0 && (
         <div class="scroll">
           <table class="rules">
-            <caption class="sr-only">Your alarm rules</caption>
+            <caption class="sr-only">{org ? `${org.name}'s alarm rules` : 'Your alarm rules'}</caption>
             <thead>
               <tr>
                 <th scope="col">Rule</th>
@@ -229,9 +237,11 @@ export function Rules() {
                 <th scope="col">Clears when</th>
                 <th scope="col">Severity</th>
                 <th scope="col">Reminders</th>
-                <th scope="col">
-                  <span class="sr-only">Actions</span>
-                </th>
+                {manage && (
+                  <th scope="col">
+                    <span class="sr-only">Actions</span>
+                  </th>
+                )}
               </tr>
             </thead>
             <tbody>
@@ -251,14 +261,16 @@ export function Rules() {
                     <SeverityBadge severity={r.severity} />
                   </td>
                   <td>{r.remindEverySeconds ? `every ${durationText(r.remindEverySeconds)}` : <span class="muted">none</span>}</td>
-                  <td>
-                    <div class="actions">
-                      <button type="button" aria-label={`Edit ${r.name}`} onClick={() => startEdit(r)}>
-                        Edit
-                      </button>
-                      <Confirm label={`Delete…`} danger question={`Delete the rule “${r.name}”? Its open alarms stay in the history.`} confirmLabel="Delete rule" onConfirm={() => remove(r)} />
-                    </div>
-                  </td>
+                  {manage && (
+                    <td>
+                      <div class="actions">
+                        <button type="button" aria-label={`Edit ${r.name}`} onClick={() => startEdit(r)}>
+                          Edit
+                        </button>
+                        <Confirm label={`Delete…`} danger question={`Delete the rule “${r.name}”? Its open alarms stay in the history.`} confirmLabel="Delete rule" onConfirm={() => remove(r)} />
+                      </div>
+                    </td>
+                  )}
                 </tr>
               ))}
             </tbody>
@@ -266,6 +278,9 @@ export function Rules() {
         </div>
       )}
 
+      {!manage && <p class="muted">An admin of {org?.name ?? 'the organization'} creates and changes the rules; your role is {org?.role}.</p>}
+      {manage && (
+      <>
       <h2 tabIndex={-1} ref={formHeading}>
         {editing ? `Edit “${editing.name}”` : 'New rule'}
       </h2>
@@ -365,6 +380,8 @@ export function Rules() {
           )}
         </div>
       </form>
+      </>
+      )}
     </section>
   );
 }

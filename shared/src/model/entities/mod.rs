@@ -45,6 +45,7 @@ pub mod checkpoint;
 pub mod command;
 pub mod desired_state;
 pub mod device;
+pub mod device_move;
 pub mod device_state;
 pub mod event;
 pub mod fleet;
@@ -188,6 +189,8 @@ pub enum EntityType {
     OpenAlarm,
     /// A device's summaries of one event type over one span (5-minute block, day or month).
     Series,
+    /// A device move whose history is still being copied.
+    DeviceMove,
     Organization,
     OrgMember,
     Membership,
@@ -309,6 +312,8 @@ item_keys! {
     Alarm { user: UserId, device: DeviceId, raised_at: Timestamp, source: AlarmSource },
     /// A device's summaries of one type at one resolution, from `start` (a block, day or month).
     Series { user: UserId, device: DeviceId, event_type: EventType, resolution: Resolution, start: Timestamp },
+    /// A device move whose history is still being copied.
+    DeviceMove { device: DeviceId },
     /// An organization.
     Organization { org: OrgId },
     /// A member in an organization's member list.

@@ -4,10 +4,10 @@
 //! free of circles; matches are exhaustive, so a new variant cannot be left out.
 
 use crate::model::entities::{
-    alarm, checkpoint, command, desired_state, device, device_state, event, fleet, invitation,
-    membership, open_alarm, org_member, organization, profile, purge_marker, registration, report,
-    reported_state, rollout, rule_set, running_rollout, series, tag_link, type_mark, EntityType,
-    ItemKey,
+    alarm, checkpoint, command, desired_state, device, device_move, device_state, event, fleet,
+    invitation, membership, open_alarm, org_member, organization, profile, purge_marker,
+    registration, report, reported_state, rollout, rule_set, running_rollout, series, tag_link,
+    type_mark, EntityType, ItemKey,
 };
 use crate::model::error::ValidationError;
 use crate::model::keys::{KeyParts, KeyTemplate, PrimaryKey};
@@ -16,7 +16,7 @@ use strum::IntoEnumIterator;
 /// Every key shape's parser, in the order a stored key is tried: an open alarm's before an
 /// alarm's (an alarm's sort key `{raisedAt}#{source}` has the shape of `OPEN#{source}`).
 type ParseKey = fn(&KeyParts) -> Option<Result<ItemKey, ValidationError>>;
-const PARSERS: [ParseKey; 24] = [
+const PARSERS: [ParseKey; 25] = [
     profile::parse_key,
     device::parse_key,
     fleet::parse_key,
@@ -37,6 +37,7 @@ const PARSERS: [ParseKey; 24] = [
     open_alarm::parse_key,
     alarm::parse_key,
     series::parse_key,
+    device_move::parse_key,
     organization::parse_key,
     org_member::parse_key,
     membership::parse_key,
@@ -98,6 +99,7 @@ impl ItemKey {
                 resolution,
                 start,
             } => series::primary_key(user, device, event_type, *resolution, start),
+            ItemKey::DeviceMove { device } => device_move::primary_key(device),
             ItemKey::Organization { org } => organization::primary_key(org),
             ItemKey::OrgMember { org, member } => org_member::primary_key(org, member),
             ItemKey::Membership { member, org } => membership::primary_key(member, org),
@@ -142,6 +144,7 @@ impl EntityType {
             EntityType::Alarm => alarm::KEY_TEMPLATE,
             EntityType::OpenAlarm => open_alarm::KEY_TEMPLATE,
             EntityType::Series => series::KEY_TEMPLATE,
+            EntityType::DeviceMove => device_move::KEY_TEMPLATE,
             EntityType::Organization => organization::KEY_TEMPLATE,
             EntityType::OrgMember => org_member::KEY_TEMPLATE,
             EntityType::Membership => membership::KEY_TEMPLATE,

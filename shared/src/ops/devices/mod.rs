@@ -17,6 +17,7 @@
 pub mod by_status;
 pub mod delete;
 pub mod fleet;
+pub mod r#move;
 pub mod read;
 pub mod register;
 pub mod update;

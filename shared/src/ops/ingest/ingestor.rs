@@ -270,7 +270,38 @@ impl Ingestor {
     /// (nothing is read when nothing is pending; only a replay, which sends no update, reads
     /// the live state). Counts the request's `EventsAccepted`, `EventsFailed` and
     /// `TwinRequests`.
+    ///
+    /// A device moved to another owner since this Lambda cached its registration finds its
+    /// old live state gone (a 401 for a deleted device): the registration is read again, and
+    /// when it is the same registration under another owner ([`Ingestor::moved_registration`])
+    /// the batch is written under the new owner, so the device never notices the move.
     pub async fn receive(
+        &self,
+        registration: &RegistrationItem,
+        events: Vec<NewEvent>,
+        report: &DeviceReport,
+        deadline: Instant,
+    ) -> Result<BatchReceipt, FleetError> {
+        let first = self
+            .receive_as(registration, events.clone(), report, deadline)
+            .await;
+        if !matches!(first, Err(FleetError::Unauthorized)) {
+            return first;
+        }
+        let Some(moved) = self.moved_registration(registration).await? else {
+            return first;
+        };
+        let answer = self
+            .receive_as(&moved, events.clone(), report, deadline)
+            .await;
+        if answer.is_ok() {
+            self.forget_strays(registration, &events, report).await;
+        }
+        answer
+    }
+
+    /// [`Ingestor::receive`] as the owner `registration` names.
+    async fn receive_as(
         &self,
         registration: &RegistrationItem,
         events: Vec<NewEvent>,
@@ -313,9 +344,92 @@ impl Ingestor {
         registration: &RegistrationItem,
         report: &DeviceReport,
     ) -> Result<TwinReply, FleetError> {
-        let reply = sync_device(&self.table, registration, report).await?;
+        let reply = match sync_device(&self.table, registration, report).await {
+            // Moved since this Lambda cached the registration: as the new owner's.
+            Err(FleetError::Unauthorized) => match self.moved_registration(registration).await? {
+                Some(moved) => {
+                    let reply = sync_device(&self.table, &moved, report).await?;
+                    self.forget_strays(registration, &[], report).await;
+                    reply
+                }
+                None => return Err(FleetError::Unauthorized),
+            },
+            other => other?,
+        };
         RequestMeter::add_figure("TwinRequests", f64::from(reply.requests));
         Ok(reply)
+    }
+
+    /// The registration of a device that moved to another owner since `stale` (this Lambda's
+    /// cached copy) was read: read again consistently, the same registration (its
+    /// `createdAt`: a move keeps it, a deletion and a new registration of the id do not)
+    /// under another owner, its token not revoked. Cached in place of `stale`. `None` (and the
+    /// cache dropped) when the device was deleted or its id registered again: the 401 stands.
+    async fn moved_registration(
+        &self,
+        stale: &RegistrationItem,
+    ) -> Result<Option<RegistrationItem>, FleetError> {
+        let device = &stale.device_id;
+        let fresh = self.read_registration(device, true).await?;
+        let moved = fresh.filter(|r| {
+            r.user_id != stale.user_id && r.created_at == stale.created_at && r.revoked_at.is_none()
+        });
+        match &moved {
+            Some(registration) => {
+                self.states.lock().expect("cache lock").remove(device);
+                self.remember(
+                    device,
+                    CachedRegistration {
+                        registration: Some(registration.clone()),
+                        fetched: Instant::now(),
+                        refused: None,
+                    },
+                );
+            }
+            None => self.forget(device),
+        }
+        Ok(moved)
+    }
+
+    /// Deletes, best effort, what a request of a moved device may have stored under its old
+    /// owner before the old live state was found gone (the event writes and the report go out
+    /// beside the state's update): the same events and the report are stored under the new
+    /// owner, so nothing of the device stays behind at the old one. One delete per event
+    /// (and the reported document when the device reported), only on this rare path, after
+    /// the request succeeded as the new owner's.
+    async fn forget_strays(
+        &self,
+        stale: &RegistrationItem,
+        events: &[NewEvent],
+        report: &DeviceReport,
+    ) {
+        let reported = report.reported.is_some().then(|| ItemKey::Reported {
+            user: stale.user_id.clone(),
+            device: stale.device_id.clone(),
+        });
+        let deletes: Vec<WriteRequest> = events
+            .iter()
+            .map(|e| ItemKey::Event {
+                user: stale.user_id.clone(),
+                device: stale.device_id.clone(),
+                at: e.at,
+                event: e.id.clone(),
+            })
+            .chain(reported)
+            .filter_map(|key| {
+                let delete = aws_sdk_dynamodb::types::DeleteRequest::builder()
+                    .set_key(Some(key.attributes()))
+                    .build()
+                    .ok()?;
+                Some(WriteRequest::builder().delete_request(delete).build())
+            })
+            .collect();
+        for chunk in deletes.chunks(BATCH_WRITE_SIZE) {
+            let mut retry = Retry::attempts(crate::store::table::MAX_ATTEMPTS);
+            if let Err(err) = write_all(&self.table, chunk.to_vec(), &mut retry).await {
+                tracing::warn!(device = %stale.device_id, error = %err, "a moved device's stray events were not deleted");
+            }
+        }
     }
 
     /// Stores `events` for the device of `registration` and folds them into its live state,

@@ -6,6 +6,7 @@ use crate::model::entities::fleet::FleetItem;
 use crate::model::entities::membership::{membership_pk, MembershipItem, ORG_PREFIX};
 use crate::model::entities::org_member::OrgMemberItem;
 use crate::model::entities::organization::{org_pk, OrganizationItem};
+use crate::model::entities::running_rollout::{running_rollout_prefix, RUNNING_ROLLOUTS_PK};
 use crate::model::entities::{Entity, ItemKey};
 use crate::model::error::FleetError;
 use crate::model::expression::{Condition, Expressions, Update};
@@ -260,8 +261,11 @@ pub const DELETE_ORG: AccessPattern = AccessPattern {
         Operation::BatchWriteItem,
     ],
     index: None,
-    key_condition: "USER#org:{orgId}/FLEET; PK = ORG#{orgId} (all); PK = USER#org:{orgId} (all)",
-    budget: RequestBudget::BatchOf25Plus(3),
+    key_condition: "USER#org:{orgId}/FLEET; PK = ORG#{orgId} (all); PK = USER#org:{orgId} (all); ROLLOUTS#RUNNING begins_with org:{orgId}#",
+    // The fleet item's GetItem, one Query of each partition and of the running list, and the
+    // deletions: the memberships in batches of their own first, so the two deletions round up
+    // apart (+1).
+    budget: RequestBudget::BatchOf25Plus(5),
     max_read_units: None,
     route: Some("DELETE /orgs/{orgId}"),
     implemented_by: implemented_by!(delete_org),
@@ -271,7 +275,8 @@ pub const DELETE_ORG: AccessPattern = AccessPattern {
 /// million devices' histories are never deleted as a side effect; they are moved or deleted
 /// first, each a request its caller sees). Memberships go first, so nobody acts on the
 /// organization while the rest is removed; then its members, invitations, the organization
-/// item and what remains of its fleet (fleet item, rules, rollouts).
+/// item and what remains of its fleet (fleet item, rules, rollouts and their entries on the
+/// worker's running list). Deleted devices' events go by their purge markers, as ever.
 pub async fn delete_org(table: &FleetTable, org: &OrgId) -> Result<(), FleetError> {
     let fleet_owner = UserId::org_fleet(org);
     let fleet: Option<FleetItem> = read_consistent(
@@ -311,6 +316,19 @@ pub async fn delete_org(table: &FleetTable, org: &OrgId) -> Result<(), FleetErro
             .into_iter()
             .map(|(pk, sk)| key_item(pk, sk)),
     );
+    // Its rollouts still on the worker's running list: the worker would otherwise write
+    // their progress back into the deleted fleet's partition.
+    let (running, _) = query(key_prefix(
+        table,
+        RUNNING_ROLLOUTS_PK,
+        running_rollout_prefix(&fleet_owner),
+        Expressions::builder().projection(&[PK, SK]),
+    ))
+    .await?;
+    rest.extend(running.into_iter().filter_map(|item| {
+        let text = |name: &str| item.get(name).and_then(|v| v.as_s().ok()).cloned();
+        Some(key_item(text(PK.name())?, text(SK.name())?))
+    }));
     delete_keys(table, rest).await
 }
 

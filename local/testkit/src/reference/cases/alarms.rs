@@ -17,8 +17,8 @@ use shared::store::metrics::RequestMeter;
 use shared::{FleetError, FleetTable};
 
 use super::common::{
-    alice, alice_device, device_id, every_call, found, now, one, read, route, write, PatternCase,
-    BOB,
+    alice, alice_device, device_id, every_call, found, now, one, put_fixtures, read, route, write,
+    PatternCase, BOB, FIXTURE_CALLS,
 };
 use crate::api_event::ApiEvent;
 use crate::reference::dataset::ingest_at_reference_time;
@@ -287,8 +287,6 @@ const ALARM_DEVICE: u32 = 2;
 const BOB_RULE: &str = "r00000000000000b0";
 /// Bob's device whose fixture alarms the AP-25 calls acknowledge.
 const BOB_ALARM_DEVICE: &str = "ref-bob-dev-0";
-/// Fixture alarms and deletable rules: enough for `make bench`'s warm-up and calls.
-const FIXTURE_CALLS: usize = 400;
 
 /// Bob's `i`-th fixture alarm (warning, active), a minute apart before the reference time.
 fn bob_fixture_alarm(i: usize) -> AlarmId {
@@ -372,37 +370,7 @@ pub async fn seed_alarm_fixtures(table: &FleetTable) -> Result<(), FleetError> {
         };
         items.push(alarm.to_item(&table.config.shards)?);
     }
-    for chunk in items.chunks(25) {
-        let requests = chunk
-            .iter()
-            .map(|item| {
-                let request = aws_sdk_dynamodb::types::WriteRequest::builder()
-                    .put_request(
-                        aws_sdk_dynamodb::types::PutRequest::builder()
-                            .set_item(Some(item.clone()))
-                            .build()
-                            .map_err(FleetError::internal)?,
-                    )
-                    .build();
-                Ok(request)
-            })
-            .collect::<Result<Vec<_>, FleetError>>()?;
-        let mut pending = requests;
-        while !pending.is_empty() {
-            let out = table
-                .client
-                .batch_write_item()
-                .request_items(table.name(), pending)
-                .send()
-                .await
-                .map_err(shared::store::table::sdk_error)?;
-            pending = out
-                .unprocessed_items
-                .and_then(|mut u| u.remove(table.name()))
-                .unwrap_or_default();
-        }
-    }
-    Ok(())
+    put_fixtures(table, items).await
 }
 
 /// The id of Alice's one rule, read outside the meter.

@@ -7,6 +7,7 @@ use std::pin::Pin;
 
 use shared::model::ids::{DeviceId, UserId};
 use shared::model::pattern_id::PatternId;
+use shared::model::schema::Item;
 use shared::model::shard::ShardCounts;
 use shared::model::timestamp::Timestamp;
 use shared::ops::events::TimeRange;
@@ -20,6 +21,9 @@ pub(super) use crate::reference::dataset::{now, Tokens, ALICE, BOB};
 pub(super) const OPERATOR: &str = "ref-operator";
 /// The reference day, as the read patterns ask for it.
 pub(super) const DAY: (&str, &str) = ("2026-11-20T00:00:00.000Z", "2026-11-20T23:59:59.999Z");
+/// Fixtures the bench's calls consume one per call (alarms, rules, invitations,
+/// organizations): enough for `make bench`'s warm-up and calls.
+pub(super) const FIXTURE_CALLS: usize = 400;
 /// Template logical ids of the functions the calls go to.
 pub(super) const DASHBOARD: &str = "DashboardFunction";
 pub(super) const DEVICE_UPDATES: &str = "DeviceUpdatesFunction";
@@ -140,4 +144,37 @@ pub(super) fn found(ok: bool, id: PatternId) -> Result<(), FleetError> {
             "{id} returned an unexpected result on the reference dataset"
         )))
     }
+}
+
+/// Puts fixture `items` (written directly, not through the operations), 25 per
+/// BatchWriteItem, retrying what DynamoDB leaves unprocessed.
+pub(super) async fn put_fixtures(table: &FleetTable, items: Vec<Item>) -> Result<(), FleetError> {
+    for chunk in items.chunks(25) {
+        let mut pending = chunk
+            .iter()
+            .map(|item| {
+                let put = aws_sdk_dynamodb::types::PutRequest::builder()
+                    .set_item(Some(item.clone()))
+                    .build()
+                    .map_err(FleetError::internal)?;
+                Ok(aws_sdk_dynamodb::types::WriteRequest::builder()
+                    .put_request(put)
+                    .build())
+            })
+            .collect::<Result<Vec<_>, FleetError>>()?;
+        while !pending.is_empty() {
+            let out = table
+                .client
+                .batch_write_item()
+                .request_items(table.name(), pending)
+                .send()
+                .await
+                .map_err(shared::store::table::sdk_error)?;
+            pending = out
+                .unprocessed_items
+                .and_then(|mut u| u.remove(table.name()))
+                .unwrap_or_default();
+        }
+    }
+    Ok(())
 }

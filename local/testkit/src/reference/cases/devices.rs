@@ -2,12 +2,13 @@
 //! operators' listing by status, and the owner's writes (update, register, delete).
 
 use serde_json::json;
-use shared::model::ids::{DeviceId, DeviceType, Tag};
+use shared::model::ids::{DeviceId, DeviceType, OrgId, Tag, UserId};
 use shared::model::pattern_id::PatternId;
 use shared::model::status::DeviceStatus;
 use shared::ops::dashboard;
 use shared::ops::devices::by_status::devices_by_status;
 use shared::ops::devices::delete::delete_device;
+use shared::ops::devices::r#move::{move_device, HistoryStatus};
 use shared::ops::devices::read::get_device;
 use shared::ops::devices::register::{register_device, DeviceRegistration};
 use shared::ops::devices::update::{update_device, DevicePatch};
@@ -228,6 +229,50 @@ pub(super) const DELETE_DEVICE: PatternCase = PatternCase {
         })
     }),
 };
+
+/// MoveDevice: move a device without history from Alice's fleet to an organization's.
+pub(super) const MOVE_DEVICE: PatternCase = PatternCase {
+    id: PatternId::MoveDevice,
+    workload: "move a device (2 tags, no history yet) to an organization's fleet",
+    scale: one,
+    run: |table, _| {
+        Box::pin(async move {
+            // Registered outside the meter: the case measures the move alone.
+            let registration = DeviceRegistration {
+                offline_detection: Default::default(),
+                report_every_seconds: None,
+                device_id: DeviceId::parse(MOVED_DEVICE)?,
+                name: "Moved".into(),
+                device_type: DeviceType::parse("thermostat")?,
+                tags: vec![Tag::parse("home")?, Tag::parse("new")?],
+            };
+            shared::store::metrics::RequestMeter::new()
+                .scope(register_device(table, &alice()?, registration))
+                .await?;
+            let moved = move_device(
+                table,
+                &DeviceId::parse(MOVED_DEVICE)?,
+                &alice()?,
+                &UserId::org_fleet(&OrgId::parse(REFERENCE_ORG)?),
+            )
+            .await?;
+            found(
+                moved.history.status == HistoryStatus::Moved,
+                PatternId::MoveDevice,
+            )
+        })
+    },
+    // No repeated call: every round would need a device of its own to move (a move of a moved
+    // device is a 400); the route is exercised by tests/it/device_move.rs, the route matrix
+    // and the samples, and its cost by the month-of-readings test.
+    call: None,
+};
+
+/// The device the AP-M1 run moves.
+const MOVED_DEVICE: &str = "ref-moved";
+/// The organization whose fleet the AP-M1 case moves a device to (an owner key only: the
+/// operation needs no organization item).
+const REFERENCE_ORG: &str = "o00000000000000000ref";
 
 /// `PATCH /me/devices/{deviceId}` of Alice's device `n` with `body(i)` on the `i`-th call; the
 /// device is at version 1 after the seed and every call bumps it by one.

@@ -9,7 +9,7 @@
 //! then the tags at version 2; AP-08 deletes the device AP-07 registered).
 //!
 //! Each case sits in the module of its concern ([`devices`], [`events`], [`reports`],
-//! [`profile`], [`credentials`], [`twin`], [`alarms`], [`series`], [`retention`]) with the fixtures only it uses; [`common`] holds what they share, and this module
+//! [`profile`], [`credentials`], [`twin`], [`alarms`], [`series`], [`retention`], [`orgs`]) with the fixtures only it uses; [`common`] holds what they share, and this module
 //! [`CASES`], the one list that fixes their order.
 
 pub mod alarms;
@@ -17,6 +17,7 @@ mod common;
 pub mod credentials;
 pub mod devices;
 pub mod events;
+pub mod orgs;
 pub mod profile;
 pub mod reports;
 pub mod retention;
@@ -50,6 +51,12 @@ pub static CASES: &[PatternCase] = &[
     reports::DAILY_REPORT,
     reports::DEVICE_COUNT_BY_STATUS,
     reports::ACTIVE_USERS,
+    // Organizations' reads, on the reference organization.
+    orgs::MEMBER_ROLE,
+    orgs::MY_ORGS,
+    orgs::GET_ORG,
+    orgs::ORG_MEMBERS,
+    orgs::ORG_INVITATIONS,
     profile::PUT_PROFILE,
     // The runs change device 0; the calls change devices 9 and 7, both at version 1 after the
     // seed. Device 9 leaves `active` for good on the first call (AP-13 then always finds 11);
@@ -95,6 +102,21 @@ pub static CASES: &[PatternCase] = &[
     // nothing after them would notice), then read back.
     retention::SET_RETENTION,
     retention::GET_RETENTION,
+    // Organizations' writes, last, leaving the reference organization's members as they were:
+    // an invitation made then revoked; a newcomer who accepts one, has their role changed and
+    // is removed; the admin's rename; an organization created then deleted.
+    orgs::INVITE,
+    orgs::REVOKE_INVITATION,
+    orgs::ACCEPT_INVITATION,
+    orgs::CHANGE_MEMBER_ROLE,
+    orgs::REMOVE_MEMBER,
+    orgs::RENAME_ORG,
+    orgs::CREATE_ORG,
+    orgs::DELETE_ORG,
+    // A device registered outside the meter moves to an organization, last: nothing after it
+    // reads Alice's fleet. Its call needs the route (device-updates) and an organization
+    // Alice administers in the dataset.
+    devices::MOVE_DEVICE,
 ];
 
 /// One case's run.

@@ -38,7 +38,7 @@ fn every_template_names_its_entity_type() {
             assert_eq!(t.entity_type, entity.as_str());
         }
     }
-    assert_eq!(EntityType::key_templates().count(), 24);
+    assert_eq!(EntityType::key_templates().count(), 25);
     assert_eq!(
         EntityType::ReleasedRegistration.as_str(),
         "releasedRegistration"
@@ -131,6 +131,11 @@ fn templates_match_the_builders() {
             "runningRollout",
             RUNNING_ROLLOUTS_PK.to_string(),
             "u#r-1".to_string(),
+        ),
+        (
+            "deviceMove",
+            crate::model::entities::device_move::RUNNING_MOVES_PK.to_string(),
+            "d".to_string(),
         ),
     ];
     for (name, pk, sk) in twin {
