@@ -16,6 +16,7 @@ use crate::simulate::{group, Simulation};
 use fleet_testkit::capacity::query_read_units;
 
 pub mod console;
+pub mod orgs;
 pub mod stack;
 
 mod prices;
@@ -277,6 +278,8 @@ pub fn render_report(
     }
     out.push('\n');
     out.push_str(&console::section(model, billing));
+    out.push('\n');
+    out.push_str(&orgs::section(sims, billing));
     out
 }
 

@@ -23,6 +23,7 @@ pub mod compare;
 pub mod cpu_quota;
 pub mod figures;
 pub mod ingest;
+pub mod orgs;
 pub mod patterns;
 pub mod peer;
 pub mod power;
@@ -77,9 +78,17 @@ pub async fn run(settings: Settings) -> Result<BenchReport, BenchError> {
     eprintln!("bench: reference dataset and per-pattern requests and capacity");
     let reference = new_table("bench-reference".to_string()).await?;
     let tokens = seed(&reference).await.map_err(BenchError::setup)?;
-    let measured = measure_priced(&reference, &tokens)
+    let mut measured = measure_priced(&reference, &tokens)
         .await
         .map_err(BenchError::setup)?;
+    // An organization's dashboard beside the owner's (issue 33), seeded after the reference
+    // measurement so its figures are unchanged.
+    let org = orgs::seed(&reference).await.map_err(BenchError::setup)?;
+    measured.push(
+        orgs::measure(&reference, &org)
+            .await
+            .map_err(BenchError::setup)?,
+    );
     let reference_env = environments(reference.name())?;
 
     eprintln!(
@@ -87,7 +96,10 @@ pub async fn run(settings: Settings) -> Result<BenchReport, BenchError> {
         settings.calls
     );
     let latencies = patterns::measure(
-        patterns::cases(&tokens, ingest_from),
+        patterns::cases(&tokens, ingest_from)
+            .into_iter()
+            .chain(orgs::cases(&org))
+            .collect(),
         &reference_env,
         &binaries,
         settings.warmup,

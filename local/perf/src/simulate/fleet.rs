@@ -6,7 +6,7 @@ use std::collections::HashSet;
 use rand::rngs::StdRng;
 use rand::Rng;
 use rand_distr::{Distribution, LogNormal, Zipf};
-use shared::model::ids::{DeviceId, UserId};
+use shared::model::ids::{DeviceId, OrgId, UserId};
 
 use super::profile::Error;
 use super::profile::{FleetSize, Profile};
@@ -39,6 +39,22 @@ pub fn device_id(i: u64, j: u64) -> DeviceId {
     DeviceId::parse(format!("dev-{:012x}", h & 0xffff_ffff_ffff)).expect("valid id")
 }
 
+/// The simulated organization number `k`: `o` and 20 hex digits, as generated.
+pub fn org_id(k: u64) -> OrgId {
+    OrgId::parse(format!(
+        "o{:04x}{:016x}",
+        k & 0xffff,
+        splitmix(k ^ 0x6f72_6773)
+    ))
+    .expect("hex digits form a valid id")
+}
+
+/// Member `m` of organization `k`: a person like any user (a UUID `sub`), numbered apart from
+/// the fleets' owners.
+pub fn member_id(k: u64, m: u64) -> UserId {
+    user_id((1 << 62) | (k << 32) | m)
+}
+
 fn draw_fleet(size: &FleetSize, rng: &mut StdRng) -> Result<u32, Error> {
     Ok(match size {
         FleetSize::Fixed { devices } => *devices,
@@ -60,6 +76,8 @@ pub(super) struct Fleet {
     pub(super) devices: u64,
     pub(super) users: u64,
     pub(super) hot: HashSet<u64>,
+    /// The organizations' fleets: (index in `sizes`, organization), after the large fleets.
+    pub(super) orgs: Vec<(u64, OrgId)>,
 }
 
 impl Fleet {
@@ -74,6 +92,11 @@ impl Fleet {
             for _ in 0..large.owners {
                 fleets.push((large.devices, large.events_per_device_per_minute));
             }
+        }
+        let mut orgs = Vec::new();
+        for (k, org) in profile.organizations.iter().enumerate() {
+            orgs.push((fleets.len() as u64, org_id(k as u64)));
+            fleets.push((org.devices, org.events_per_device_per_minute));
         }
         let devices: u64 = fleets.iter().map(|(n, _)| u64::from(*n)).sum();
         let users = fleets.len() as u64;
@@ -93,6 +116,20 @@ impl Fleet {
             devices,
             users,
             hot,
+            orgs,
         })
+    }
+
+    /// The owner key of fleet `i`: `org:{orgId}` for an organization's, else a person's id.
+    pub(super) fn owner(&self, i: u64) -> UserId {
+        match self.org_of(i) {
+            Some(k) => UserId::org_fleet(&self.orgs[k].1),
+            None => user_id(i),
+        }
+    }
+
+    /// Which organization fleet `i` is, if it is one (its place in the profile's list).
+    pub(super) fn org_of(&self, i: u64) -> Option<usize> {
+        self.orgs.iter().position(|(index, _)| *index == i)
     }
 }

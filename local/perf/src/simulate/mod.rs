@@ -15,6 +15,7 @@
 //! report gives the shard count that fixes it.
 mod fleet;
 mod numbers;
+mod orgs;
 mod partitions;
 mod profile;
 mod report;
@@ -23,19 +24,21 @@ mod sizes;
 mod traffic;
 
 pub use fleet::{device_id, user_id};
+pub use fleet::{member_id, org_id};
 pub use numbers::group;
+pub use orgs::{KeyPeak, OrgItemSizes, OrgReport, OrgSteady, Scenario, MEMBERSHIP_READ_UNITS};
 pub use partitions::{
     suggested_shards, Flag, KeyKind, KeyLoad, ShardFamily, TableLoad, MAX_SHARDS, RCU_LIMIT,
     SHARE_LIMIT, TOP_KEYS, WCU_LIMIT,
 };
 pub use profile::{
-    documented_profiles, DeviceChanges, EventLoad, FleetSize, HotDevices, LargeFleet, Offline,
-    Profile, ReadMix, ShardSettings, TwinTraffic, DEFAULT_DAY, DEFAULT_RETENTION_DAYS,
-    PROFILES_DIR,
+    documented_profiles, DeviceChanges, EventLoad, FleetSize, HotDevices, LargeFleet,
+    MemberActivity, Offline, Organization, Profile, ReadMix, ShardSettings, TwinTraffic,
+    DEFAULT_DAY, DEFAULT_RETENTION_DAYS, PROFILES_DIR,
 };
 pub use report::{command, render, render_report, write_or_print, REPORT_PATH};
 pub use simulation::{simulate, Simulation};
-pub use sizes::{EventSize, ItemSizes};
+pub use sizes::{event_item, type_mark_item, EventSize, ItemSizes};
 pub use traffic::{RolloutPeak, Workload, EVENT_PAGE, ROLLOUT_DEVICES_PER_SECOND, ROLLOUT_PAGE};
 
 #[cfg(test)]
@@ -189,6 +192,100 @@ shards: {searchable: temperature}
         assert!((busiest.wcu - 60.0).abs() < 1e-9);
         // The base table is fine: 60 WCU/s per device (and a mark put per batch), 1,000 devices.
         assert!(sim.tables[0].flags.iter().all(|f| !f.over_limit));
+    }
+
+    const ORG: &str = "
+name: org
+description: one organization beside ordinary owners
+seed: 5
+users: 200
+devices_per_user: {distribution: fixed, devices: 3}
+organizations:
+  - {devices: 20000, members: 100, activity: {online: 0.5, poll_seconds: 5, device_pages_per_minute: 2}}
+events: {per_device_per_minute: 1, batch_size: 10, types: {temperature: 1}}
+";
+
+    #[test]
+    fn an_organizations_fleet_is_an_owner_keyed_org_and_each_request_checks_the_membership() {
+        let sim = simulate(profile(ORG), "test").unwrap();
+        assert_eq!(sim.workload.devices, 200 * 3 + 20_000);
+        let [org] = sim.orgs.as_slice() else {
+            panic!("one organization: {:?}", sim.orgs.len())
+        };
+        let owner = format!("USER#org:{}", org.org);
+        // Owner-adaptive sharding: 20,000 devices over partitions of 100 (doubling: 256).
+        assert_eq!(org.steady.partitions, 256);
+        // 50 members online: a poll every 5 s each (10/s) and 2 device pages a minute (5/3 a
+        // second, 3 requests each): 15 requests a second, 0.5 units each.
+        assert!((org.requests_per_second - 15.0).abs() < 1e-9);
+        assert!((org.membership_rcu - 7.5).abs() < 1e-9);
+        // Each member's key carries its share, in the base table's total.
+        let members: f64 = 100.0 * (15.0 / 100.0) * MEMBERSHIP_READ_UNITS;
+        assert!(sim.tables[0].rcu > members);
+        // The busiest key is the organization's owner partition: with 100 members, the
+        // import's 50 registrations a second (device item, tag link and the fleet item's
+        // count in a transaction: 6 units) outweigh the incident's reads.
+        let (scenario, busiest) = org.busiest().unwrap();
+        assert_eq!(
+            (scenario, busiest.key.as_str()),
+            ("device import", owner.as_str())
+        );
+        let on_owner = |name: &str| {
+            let s = org.scenarios.iter().find(|s| s.name == name).unwrap();
+            s.keys.iter().find(|k| k.key == owner).unwrap().clone()
+        };
+        let ordinary = on_owner("ordinary moment");
+        assert!(
+            (busiest.wcu - ordinary.wcu - 50.0 * 6.0).abs() < 1e-9,
+            "{busiest:?}"
+        );
+        // The incident: 10 opens and 20 polls a second of the first dashboard page, where 10
+        // polls were.
+        let incident = on_owner("incident");
+        assert!(
+            incident.rcu > ordinary.rcu * 2.0,
+            "{incident:?} {ordinary:?}"
+        );
+        // The team size at which the incident's reads reach the partition's limit: just under
+        // it, the owner partition holds; just over, it is over 3,000 RCU/s.
+        let at_limit = org.incident_members_at_read_limit;
+        for (members, over) in [(at_limit.floor(), false), (at_limit.ceil() + 1.0, true)] {
+            let bigger = simulate(
+                profile(&ORG.replace("members: 100,", &format!("members: {members},"))),
+                "test",
+            )
+            .unwrap();
+            let incident = &bigger.orgs[0].scenarios[1];
+            assert_eq!(incident.name, "incident");
+            let owner_key = incident.keys.iter().find(|k| k.key == owner).unwrap();
+            assert_eq!(
+                owner_key.rcu > RCU_LIMIT,
+                over,
+                "{members} members: {owner_key:?}"
+            );
+        }
+        assert!(!busiest.over_limit());
+        assert!(render(&sim).contains(&format!("**Busiest key of the organization: `{owner}`**")));
+        // The member wave: 100 acceptances a minute, each a transaction of three items on
+        // the organization's partition (2 units per KB each: 6) and a consistent read.
+        let wave = org
+            .scenarios
+            .iter()
+            .find(|s| s.name == "member wave")
+            .unwrap();
+        let org_key = &wave.keys[0];
+        assert_eq!(org_key.key, format!("ORG#{}", org.org));
+        assert!(
+            (org_key.wcu - 100.0 / 60.0 * 6.0).abs() < 1e-9,
+            "{org_key:?}"
+        );
+    }
+
+    #[test]
+    fn a_profile_without_organizations_has_none() {
+        let sim = simulate(profile(UNIFORM), "test").unwrap();
+        assert!(sim.orgs.is_empty());
+        assert_eq!(sim.workload.org_requests_per_second, 0.0);
     }
 
     #[test]

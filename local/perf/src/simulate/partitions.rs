@@ -40,6 +40,8 @@ pub enum KeyKind {
     Due,
     /// `OPEN#severity#shard` on GSI3: open alarms across owners.
     OpenAlarms,
+    /// `MEMBER#u`: a person's memberships, read by each of their organization requests.
+    Membership,
 }
 
 impl KeyKind {
@@ -56,6 +58,7 @@ impl KeyKind {
             KeyKind::Owner => "a user's events, one shard",
             KeyKind::Due => "devices' offline-check due times, one shard (moves with SEEN#)",
             KeyKind::OpenAlarms => "open alarms of a severity across owners, one shard",
+            KeyKind::Membership => "a member's memberships (each organization request's check)",
         }
     }
 }

@@ -56,6 +56,68 @@ pub struct Profile {
     /// Devices going silent (offline detection; default: [`Offline::default`]).
     #[serde(default)]
     pub offline: Offline,
+    /// Organizations (issue 33): fleets run by their members through the console.
+    #[serde(default)]
+    pub organizations: Vec<Organization>,
+}
+
+/// An organization (issue 33): its fleet is an owner like any other (owner key
+/// `org:{orgId}`, owner-adaptive sharding), drawn after the large fleets; its members reach it
+/// through the console, each request reading the caller's membership first.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Organization {
+    /// Devices of its fleet.
+    pub devices: u32,
+    /// Members (each a person with their own `MEMBER#{userId}` partition).
+    pub members: u32,
+    /// Its devices' rate, if not the profile's.
+    #[serde(default)]
+    pub events_per_device_per_minute: Option<f64>,
+    /// What its members do (default: [`MemberActivity::default`]).
+    #[serde(default)]
+    pub activity: MemberActivity,
+}
+
+/// What an organization's members do through the console: an ordinary day's polling, and the
+/// bursts the simulator reports as peaks (a storm is not an average).
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct MemberActivity {
+    /// Share of members with a visible dashboard at an ordinary moment.
+    pub online: f64,
+    /// How often a visible dashboard asks again (the console's `POLL_SECONDS`).
+    pub poll_seconds: f64,
+    /// Device pages (the device, its events and its summaries) an online member opens a minute.
+    pub device_pages_per_minute: f64,
+    /// The incident: every member opens the console (their organizations, the dashboard, the
+    /// alarms, the alarming device's page) within this many seconds, then keeps polling.
+    pub incident_seconds: f64,
+    /// An admin's import: devices registered (`POST /orgs/{orgId}/devices`) ...
+    pub import_devices: u32,
+    /// ... at this many a second (a script's concurrency).
+    pub import_per_second: f64,
+    /// The member wave: an admin invites every member, and they accept, within this many
+    /// seconds each.
+    pub invitation_seconds: f64,
+}
+
+impl Default for MemberActivity {
+    /// Assumptions, not measurements: a quarter of the members have the dashboard open; each
+    /// opens a device page a minute; an incident brings every member in within 10 seconds; an
+    /// admin imports 10,000 devices at 50 a second; a whole team is invited and joins within a
+    /// minute each. Polling is the console's (`web/src/pages/Dashboard.tsx`: every 5 s).
+    fn default() -> Self {
+        Self {
+            online: 0.25,
+            poll_seconds: 5.0,
+            device_pages_per_minute: 1.0,
+            incident_seconds: 10.0,
+            import_devices: 10_000,
+            import_per_second: 50.0,
+            invitation_seconds: 60.0,
+        }
+    }
 }
 
 /// The device twin's traffic (docs/design.md section 12), per device per month.
@@ -258,6 +320,28 @@ impl Profile {
         }
         if e.per_device_per_minute.is_nan() || e.per_device_per_minute < 0.0 {
             return Err("events.per_device_per_minute must be >= 0".into());
+        }
+        for org in &self.organizations {
+            let a = &org.activity;
+            if org.members == 0
+                || u64::from(org.members) > shared::model::org::MAX_MEMBERS_PER_ORG
+                || !(0.0..=1.0).contains(&a.online)
+                || [
+                    a.poll_seconds,
+                    a.incident_seconds,
+                    a.invitation_seconds,
+                    a.import_per_second,
+                ]
+                .iter()
+                .any(|v| v.is_nan() || *v <= 0.0)
+                || a.device_pages_per_minute.is_nan()
+                || a.device_pages_per_minute < 0.0
+            {
+                return Err(
+                    "organizations: members 1..=10,000, online a share, seconds and rates > 0"
+                        .into(),
+                );
+            }
         }
         if let Some(text) = self.shards.as_ref().and_then(|s| s.searchable.as_deref()) {
             shared::model::shard::parse_searchable(text, 8)

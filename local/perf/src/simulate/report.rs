@@ -7,6 +7,7 @@ use std::fmt::Write as _;
 use shared::model::pattern_id::PatternId;
 
 use super::numbers::{group, num, pct};
+use super::orgs::OrgReport;
 use super::partitions::{Flag, TableLoad, MAX_SHARDS, RCU_LIMIT, WCU_LIMIT};
 use super::profile::{documented_profiles, Error, Profile};
 use super::simulation::{simulate, Simulation};
@@ -243,7 +244,79 @@ pub fn render(sim: &Simulation) -> String {
         num(w.storm_wcu_per_due_shard),
         num(w.storm_wcu_per_open_shard),
     );
+    for org in &sim.orgs {
+        render_org(&mut out, org);
+    }
     out
+}
+
+/// An organization's section: its ordinary moment and bursts, each key's units a second while
+/// it lasts against the per-partition limits, and its busiest key.
+fn render_org(out: &mut String, org: &OrgReport) {
+    let _ = writeln!(
+        out,
+        "### Organization `{}` ({} devices, {} members)\n\n\
+         Its fleet is an owner like any other, under the owner key `org:{}`: its devices' keys, \
+         live-state partitions ({} of them) and due entries are in the tables above. At an \
+         ordinary moment its members make {} organization requests a second, each reading the \
+         caller's membership on the caller's own `MEMBER#` partition ({} RCU/s in all, 0.5 per \
+         request). The bursts below are peaks, not averages: each key's steady load plus the \
+         burst, in units per second while the burst lasts.\n\n\
+         | scenario | lasts | key | table | holds | WCU/s | RCU/s | of the partition's limit |\n|---|---|---|---|---|---|---|---|",
+        org.org,
+        group(org.devices),
+        group(u64::from(org.members)),
+        org.org,
+        group(u64::from(org.steady.partitions)),
+        num(org.requests_per_second),
+        num(org.membership_rcu),
+    );
+    for s in &org.scenarios {
+        for (n, k) in s.keys.iter().enumerate() {
+            let lasts = if s.seconds > 0.0 {
+                format!("{} s", num(s.seconds))
+            } else {
+                "steady".to_string()
+            };
+            let _ = writeln!(
+                out,
+                "| {} | {} | `{}` | {} | {} | {} | {} | {} |",
+                if n == 0 { s.name } else { "" },
+                if n == 0 { lasts.as_str() } else { "" },
+                k.key,
+                k.table,
+                k.holds,
+                num(k.wcu),
+                num(k.rcu),
+                pct(k.of_limit()),
+            );
+        }
+    }
+    out.push('\n');
+    for s in &org.scenarios {
+        let _ = writeln!(out, "- **{}**: {}.", s.name, s.what);
+    }
+    if let Some((scenario, k)) = org.busiest() {
+        let verdict = if k.over_limit() {
+            "over DynamoDB's per-partition limits: this key throttles"
+        } else {
+            "under DynamoDB's per-partition limits"
+        };
+        let _ = writeln!(
+            out,
+            "\n**Busiest key of the organization: `{}`** ({}) during the {scenario}: {} WCU/s and {} RCU/s, {} of a partition's limit (1,000 WCU/s, 3,000 RCU/s): {verdict}.\n",
+            k.key,
+            k.holds,
+            num(k.wcu),
+            num(k.rcu),
+            pct(k.of_limit()),
+        );
+    }
+    let _ = writeln!(
+        out,
+        "With the same activity per member, the incident's reads of the owner partition reach 3,000 RCU/s at {} members (the limit per organization is 10,000): every poll and opening reads the same first dashboard page there.\n",
+        group(org.incident_members_at_read_limit.floor() as u64),
+    );
 }
 
 /// The whole `docs/key-distribution.md` for `sims`.
@@ -284,7 +357,12 @@ pub fn render_report(sims: &[Simulation]) -> String {
             .iter()
             .any(|t| t.flags.iter().any(|f| f.over_limit))
             || w.storm_wcu_per_due_shard > WCU_LIMIT
-            || w.storm_wcu_per_open_shard > WCU_LIMIT;
+            || w.storm_wcu_per_open_shard > WCU_LIMIT
+            || sim
+                .orgs
+                .iter()
+                .filter_map(|o| o.busiest())
+                .any(|(_, k)| k.over_limit());
         let uneven = sim.tables.iter().any(|t| !t.flags.is_empty());
         let verdict = if limit {
             "keys over the per-partition limits"

@@ -6,6 +6,7 @@ use shared::model::shard::ShardCounts;
 use shared::model::timestamp::Day;
 
 use super::fleet::Fleet;
+use super::orgs::{scenarios, OrgItemSizes, OrgReport};
 use super::partitions::TableLoad;
 use super::profile::Error;
 use super::profile::{Profile, DEFAULT_DAY};
@@ -28,6 +29,8 @@ pub struct Simulation {
     pub workload: Workload,
     /// One fleet-wide change of the largest fleet, at the worker's pace.
     pub rollout_peak: RolloutPeak,
+    /// The organizations' bursts (issue 33), one per organization of the profile.
+    pub orgs: Vec<OrgReport>,
 }
 
 /// Runs `profile` (read from `source`).
@@ -46,6 +49,16 @@ pub fn simulate(profile: Profile, source: &str) -> Result<Simulation, Error> {
     traffic.storage_and_totals(&model);
     traffic.flag();
     let rollout_peak = rollout_peak(&model, &traffic.workload);
+    let orgs: Vec<OrgReport> = model
+        .orgs
+        .iter()
+        .zip(&traffic.org_steady)
+        .map(|(o, steady)| {
+            let org_sizes = OrgItemSizes::of(&o.org, &day, &shards);
+            let devices = u64::from(fleet.sizes[o.index as usize].0);
+            scenarios(o, steady, &sizes, &org_sizes, devices)
+        })
+        .collect();
     let Traffic {
         base,
         gsi1,
@@ -62,5 +75,6 @@ pub fn simulate(profile: Profile, source: &str) -> Result<Simulation, Error> {
         tables: [base, gsi1, gsi2, gsi3],
         workload,
         rollout_peak,
+        orgs,
     })
 }

@@ -22,7 +22,7 @@ use shared::model::schema::INDEXES;
 use shared::model::series::{five_minute_buckets, Buckets, Resolution};
 use shared::model::shard::ShardCounts;
 use shared::model::status::DeviceStatus;
-use shared::model::timestamp::Day;
+use shared::model::timestamp::{Day, Timestamp};
 use shared::ops::ingest::RECENT_EVENTS;
 
 use super::fleet::{device_id, user_id};
@@ -75,6 +75,53 @@ pub struct ItemSizes {
 
 fn to_item(entity: &impl Entity, shards: &ShardCounts) -> Item {
     entity.to_item(shards).expect("items serialize")
+}
+
+/// The event item of `owner`'s `device` of type `t` read `at` (a reading of `21.5`), as
+/// ingestion stores it: what the simulator sizes and what a device move copies.
+pub fn event_item(
+    owner: &UserId,
+    device: &DeviceId,
+    t: &EventType,
+    at: Timestamp,
+    shards: &ShardCounts,
+) -> Item {
+    let value = EventValue::Number(21.5);
+    to_item(
+        &EventItem {
+            user_id: owner.clone(),
+            device_id: device.clone(),
+            id: derive_event_id(t, &value, &at),
+            event_type: t.clone(),
+            value,
+            at,
+            device_name: "Kitchen thermostat".to_string(),
+            device_type: DeviceType::parse("thermostat").expect("valid"),
+            ttl: at.epoch_seconds() + 90 * 86_400,
+        },
+        shards,
+    )
+}
+
+/// The type mark of `owner`'s `device` for type `t` in the window holding `at`.
+pub fn type_mark_item(
+    owner: &UserId,
+    device: &DeviceId,
+    t: &EventType,
+    at: Timestamp,
+    shards: &ShardCounts,
+) -> Item {
+    to_item(
+        &TypeMarkItem {
+            user_id: owner.clone(),
+            device_id: device.clone(),
+            event_type: t.clone(),
+            window: type_window(&at),
+            device_name: "Kitchen thermostat".to_string(),
+            ttl: at.epoch_seconds() + 90 * 86_400,
+        },
+        shards,
+    )
 }
 
 impl ItemSizes {

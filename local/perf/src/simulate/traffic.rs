@@ -18,7 +18,8 @@ use shared::model::status::DeviceStatus;
 use shared::model::timestamp::Day;
 use shared::ops::events::MAX_TYPE_DEVICES;
 
-use super::fleet::{device_id, user_id, Fleet};
+use super::fleet::{device_id, Fleet};
+use super::orgs::{OrgModel, OrgSteady, MEMBERSHIP_READ_UNITS};
 use super::partitions::{KeyKind, KeyLoad, ShardFamily, TableLoad};
 use super::profile::{Profile, DEFAULT_RETENTION_DAYS};
 use super::sizes::{EventSize, ItemSizes};
@@ -119,6 +120,9 @@ pub struct Workload {
     pub series_storage_bytes: f64,
     /// Summaries: stored items (blocks, day and month items).
     pub series_items: f64,
+    /// Organization requests a second at an ordinary moment (each reads the caller's
+    /// membership: 0.5 units), part of the API's reads.
+    pub org_requests_per_second: f64,
 }
 
 /// The live state's room for open summaries before a flush: one write unit.
@@ -269,6 +273,8 @@ pub(super) struct Model<'a> {
     twin_device_wcu: f64,
     twin_device_rcu: f64,
     twin_state_wcu: f64,
+    /// The profile's organizations.
+    pub(super) orgs: Vec<OrgModel>,
 }
 
 impl<'a> Model<'a> {
@@ -328,12 +334,19 @@ impl<'a> Model<'a> {
             twin_state_wcu: desired_rate * 3.0 * state_update_wcu
                 + command_rate * 3.0 * state_update_wcu,
             types,
+            orgs: Vec::new(),
         };
         // Per-event costs, weighted by the type mix.
         model.event_wcu = model.weighted(&|e| write_units(e.1) as f64);
         model.event_bytes = model.weighted(&|e| e.1 as f64);
+        model.orgs = super::orgs::models(profile, fleet, sizes, model.event_bytes);
         model.devices_with_type = model.devices_with_type();
         model
+    }
+
+    /// Organization `k` of the profile when fleet `i` is its fleet.
+    fn org_of(&self, i: u64) -> Option<(usize, &OrgModel)> {
+        self.orgs.iter().enumerate().find(|(_, o)| o.index == i)
     }
 
     /// `f` of each event type's sizes, weighted by the type mix.
@@ -387,6 +400,10 @@ struct OwnerPartitions {
     state: Vec<f64>,
     twin: Vec<f64>,
     placed_shards: u32,
+    /// An organization's fleet: the first dashboard page's devices per partition, and its
+    /// busiest device (key, WCU/s, RCU/s).
+    page: Vec<f64>,
+    busiest_device: (String, f64, f64),
 }
 
 /// The load added up so far: per table and index, per sharded key family, and the totals.
@@ -406,6 +423,8 @@ pub(super) struct Traffic {
     status_wcu: Vec<f64>,
     status_devices: Vec<u64>,
     registration_reads: f64,
+    /// Per organization of the profile: the steady load of its busiest keys.
+    pub(super) org_steady: Vec<OrgSteady>,
 }
 
 impl Traffic {
@@ -432,6 +451,7 @@ impl Traffic {
             status_wcu: vec![0.0_f64; usize::from(m.active_shards)],
             status_devices: vec![0u64; usize::from(m.active_shards)],
             registration_reads: 0.0,
+            org_steady: vec![OrgSteady::default(); m.orgs.len()],
         }
     }
 
@@ -440,19 +460,47 @@ impl Traffic {
         let mut global = 0u64;
         for (i, (fleet, rate_override)) in m.fleet.sizes.iter().enumerate() {
             let i = i as u64;
-            let user = user_id(i);
+            let user = m.fleet.owner(i);
             let mut owner = OwnerPartitions {
                 events: 0.0,
                 state: Vec::new(),
                 twin: Vec::new(),
                 placed_shards: 1,
+                page: Vec::new(),
+                busiest_device: (String::new(), 0.0, 0.0),
             };
             for j in 0..u64::from(*fleet) {
                 let per_minute = m.per_minute(global, *rate_override);
                 global += 1;
                 self.device(m, &user, i, j, per_minute, &mut owner);
             }
-            self.owner(m, &user, *fleet, &owner);
+            self.owner(m, i, &user, *fleet, &owner);
+        }
+        self.org_members(m);
+    }
+
+    /// The organizations' members at an ordinary moment: each request's membership check on
+    /// the caller's own partition, and the device pages' reads of states and events spread
+    /// over the fleet (in the table's total, far below any key's limit).
+    fn org_members(&mut self, m: &Model) {
+        for (k, o) in m.orgs.iter().enumerate() {
+            let per_member = o.requests() / f64::from(o.members.max(1));
+            let rcu = per_member * MEMBERSHIP_READ_UNITS;
+            for member in 0..u64::from(o.members) {
+                self.base.add(0.0, rcu, || KeyLoad {
+                    key: shared::model::entities::membership::membership_pk(
+                        &super::fleet::member_id(k as u64, member),
+                    ),
+                    kind: KeyKind::Membership,
+                    wcu: 0.0,
+                    rcu,
+                    family: None,
+                });
+            }
+            let sizes = m.sizes;
+            self.base.rcu +=
+                o.device_pages() * (eventual_read_units(sizes.state) + o.device_page_device_rcu);
+            self.workload.org_requests_per_second += o.requests();
         }
     }
 
@@ -543,6 +591,17 @@ impl Traffic {
         let device_wcu =
             rate * m.event_wcu + mark_puts_wcu + m.twin_device_wcu + series.partition_wcu;
         let device_rcu = event_read_rcu + m.twin_device_rcu + series.partition_rcu;
+        if let Some((_, o)) = m.org_of(i) {
+            if o.first_page.contains(&device) {
+                if owner.page.len() <= placed {
+                    owner.page.resize(placed + 1, 0.0);
+                }
+                owner.page[placed] += 1.0;
+            }
+            if device_wcu > owner.busiest_device.1 || owner.busiest_device.0.is_empty() {
+                owner.busiest_device = (event_pk(user, &device), device_wcu, device_rcu);
+            }
+        }
         self.base.add(device_wcu, device_rcu, || KeyLoad {
             key: event_pk(user, &device),
             kind: KeyKind::DeviceEvents,
@@ -587,7 +646,8 @@ impl Traffic {
     /// The owner's partitions: one live-state update per batch of each device placed there;
     /// dashboards read the user partition (device items, shard 0's states, the profile) and
     /// the states placed elsewhere by key. AP-05 reads the devices' own partitions.
-    fn owner(&mut self, m: &Model, user: &UserId, fleet: u32, owner: &OwnerPartitions) {
+    fn owner(&mut self, m: &Model, i: u64, user: &UserId, fleet: u32, owner: &OwnerPartitions) {
+        let org = m.org_of(i);
         let (sizes, w) = (m.sizes, &mut self.workload);
         // The daily run reads each of the owner's partitions once (one unit, one checkpoint):
         // the user partition with every device item, and each partition's live states.
@@ -605,8 +665,19 @@ impl Traffic {
             let wcu = batches * m.state_update_wcu + owner.twin.get(k).copied().unwrap_or(0.0);
             // Each batch reads the live state first (a cache miss, as for the registration).
             let state_reads = batches * strong_read_units(sizes.state);
+            // An organization's members poll the first dashboard page (its Query here, the
+            // states placed elsewhere read by key) and open device pages.
+            let org_reads = org.map_or(0.0, |(_, o)| match k {
+                0 => o.owner_partition_rcu(),
+                _ => {
+                    owner.page.get(k).copied().unwrap_or(0.0)
+                        * o.polls()
+                        * eventual_read_units(sizes.state)
+                }
+            });
             let rcu = state_reads
-                + if k == 0 {
+                + org_reads
+                + if k == 0 && org.is_none() {
                     let dashboard_bytes = sizes.profile
                         + u64::from(fleet) * sizes.device_item
                         + (u64::from(fleet) / u64::from(owner.placed_shards).max(1)) * sizes.state;
@@ -614,6 +685,18 @@ impl Traffic {
                 } else {
                     0.0
                 };
+            if let Some((n, _)) = org {
+                let steady = &mut self.org_steady[n];
+                if k == 0 {
+                    steady.owner_partition = (wcu, rcu);
+                }
+                let page = owner.page.get(k).copied().unwrap_or(0.0);
+                if page > steady.page_partition.1
+                    || (page == steady.page_partition.1 && rcu > steady.page_partition.3)
+                {
+                    steady.page_partition = (state_pk(user, k as u32), page, wcu, rcu);
+                }
+            }
             self.base.add(wcu, rcu, || KeyLoad {
                 key: state_pk(user, k as u32),
                 kind: KeyKind::UserPartition,
@@ -621,6 +704,11 @@ impl Traffic {
                 rcu,
                 family: None,
             });
+        }
+        if let Some((n, _)) = org {
+            let steady = &mut self.org_steady[n];
+            steady.busiest_device = owner.busiest_device.clone();
+            steady.partitions = owner.placed_shards;
         }
         w.events_per_second += owner.events;
         w.ingest_requests_per_second += owner.state.iter().sum::<f64>();
@@ -815,12 +903,15 @@ impl Traffic {
             stored_events * per_event(&|e| e.3),
         ];
         w.registration_reads_per_second = self.registration_reads;
-        w.dashboard_per_second = reads.dashboard_opens_per_minute / 60.0;
+        // An organization's members' polls are dashboards; their device pages three reads each.
+        w.dashboard_per_second =
+            reads.dashboard_opens_per_minute / 60.0 + m.orgs.iter().map(|o| o.polls()).sum::<f64>();
         w.other_reads_per_second = (reads.device_event_reads_per_minute
             + reads.user_event_reads_per_minute
             + reads.admin_event_type_reads_per_minute
             + reads.admin_status_reads_per_minute)
-            / 60.0;
+            / 60.0
+            + m.orgs.iter().map(|o| 3.0 * o.device_pages()).sum::<f64>();
         let mut sorted: Vec<u32> = m.fleet.sizes.iter().map(|(n, _)| *n).collect();
         sorted.sort_unstable();
         w.fleet_min = sorted.first().copied().unwrap_or(0);

@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use fleet_perf::bench::bootstrap::{Launch, RunningBootstrap};
 use fleet_perf::bench::common::{function_binaries, function_environments, INGEST_FROM};
-use fleet_perf::bench::patterns;
 use fleet_perf::bench::peer::peer_launch;
+use fleet_perf::bench::{orgs, patterns};
 use fleet_testkit::bootstrap::host_bootstrap;
 use fleet_testkit::outcome::Outcome;
 use fleet_tests::*;
@@ -27,7 +27,13 @@ async fn every_benchmarked_request_answers_as_expected_and_does_its_work() {
     let (table, tokens) = reference_table().await;
     let environments = function_environments(template(), endpoint(), table.name()).unwrap();
     let from = Timestamp::parse_field("from", INGEST_FROM).unwrap();
-    let cases = patterns::cases(&tokens, from);
+    // Beside the owner's dashboard, an organization's (issue 33): Alice's organization with a
+    // copy of her fleet, read through `GET /orgs/{orgId}/dashboard`.
+    let org = orgs::seed(&table).await.unwrap();
+    let cases: Vec<patterns::Case> = patterns::cases(&tokens, from)
+        .into_iter()
+        .chain(orgs::cases(&org))
+        .collect();
     let ids: Vec<PatternId> = cases.iter().map(|c| c.id).collect();
     let results = patterns::measure(
         cases,
@@ -53,9 +59,20 @@ async fn every_benchmarked_request_answers_as_expected_and_does_its_work() {
     }
     assert_eq!(
         ids.len(),
-        37,
-        "AP-06 twice (a status and a tag change), AP-T4 three times (nothing pending, delivery, a report), AP-29, AP-R1 and AP-R2 once"
+        50,
+        "AP-06 twice (a status and a tag change), AP-T4 three times (nothing pending, delivery, a report), AP-29, AP-R1 and AP-R2 once, the 12 organization routes (AP-O1 to AP-O12) once, AP-DASH twice (the owner's and an organization's)"
     );
+    let org_dashboard = results.last().unwrap();
+    assert_eq!(
+        (org_dashboard.id, org_dashboard.request),
+        (
+            PatternId::Dashboard,
+            "GET /orgs/{orgId}/dashboard (10 devices x 10 events)"
+        )
+    );
+    // The measurement beside it: one membership read (0.5 units) before the dashboard.
+    let measured = orgs::measure(&table, &org).await.unwrap();
+    assert_eq!(measured.used.operations.get("GetItem"), Some(&1));
     for r in &results {
         assert_eq!(
             (r.invocation_ms.n, r.handler_ms.n),
