@@ -4,7 +4,6 @@
 //! invitations whose codes are published; and Old labs, with no devices (deleted by
 //! `events/delete-org.json`). Items are stored as the organization routes store them.
 
-
 use shared::model::alarm::ids::RuleId;
 use shared::model::alarm::rule::{Rule, RuleDefinition};
 use shared::model::entities::invitation::InvitationItem;

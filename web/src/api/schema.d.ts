@@ -3287,7 +3287,7 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["RoleRequired"];
             404: components["responses"]["NotFound"];
-            /** @description `member_limit`: the organization has 10,000 members. */
+            /** @description `member_limit`: the organization has 2,000 members. */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -3357,7 +3357,7 @@ export interface operations {
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             404: components["responses"]["NotFound"];
-            /** @description `already_member`: the caller belongs to the organization already; `org_limit`: the caller belongs to 100 organizations; `member_limit`: the organization has 10,000 members. */
+            /** @description `already_member`: the caller belongs to the organization already; `org_limit`: the caller belongs to 100 organizations; `member_limit`: the organization has 2,000 members. */
             409: {
                 headers: {
                     [name: string]: unknown;

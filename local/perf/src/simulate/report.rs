@@ -314,8 +314,9 @@ fn render_org(out: &mut String, org: &OrgReport) {
     }
     let _ = writeln!(
         out,
-        "With the same activity per member, the incident's reads of the owner partition reach 3,000 RCU/s at {} members (the limit per organization is 10,000): every poll and opening reads the same first dashboard page there.\n",
+        "With the same activity per member, the incident's reads of the owner partition reach 3,000 RCU/s at {} members (the limit per organization, `MAX_MEMBERS_PER_ORG`, is {}, under it): every poll and opening reads the same first dashboard page there.\n",
         group(org.incident_members_at_read_limit.floor() as u64),
+        group(shared::model::org::MAX_MEMBERS_PER_ORG),
     );
 }
 
