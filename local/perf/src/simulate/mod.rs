@@ -249,6 +249,12 @@ events: {per_device_per_minute: 1, batch_size: 10, types: {temperature: 1}}
         // The team size at which the incident's reads reach the partition's limit: just under
         // it, the owner partition holds; just over, it is over 3,000 RCU/s.
         let at_limit = org.incident_members_at_read_limit;
+        // This profile's activity is the console's (a 5 s poll): the product's member limit
+        // keeps a whole team under the key's limit.
+        assert!(
+            at_limit > shared::model::org::MAX_MEMBERS_PER_ORG as f64,
+            "{at_limit} members reach the owner partition's limit"
+        );
         for (members, over) in [(at_limit.floor(), false), (at_limit.ceil() + 1.0, true)] {
             let bigger = simulate(
                 profile(&ORG.replace("members: 100,", &format!("members: {members},"))),
