@@ -12,7 +12,7 @@ use std::fmt::Write as _;
 use serde_json::Value;
 use shared::model::pattern_id::PatternId;
 
-use crate::simulate::{group, Simulation};
+use crate::simulate::{group, millions, Simulation};
 use fleet_testkit::capacity::query_read_units;
 
 pub mod console;
@@ -44,16 +44,6 @@ fn gigabytes(v: f64) -> String {
         group(v.round() as u64)
     } else {
         format!("{v:.1}")
-    }
-}
-
-fn millions(v: f64) -> String {
-    if v >= 1e8 {
-        format!("{} M", group((v / 1e6).round() as u64))
-    } else if v >= 1e6 {
-        format!("{:.1} M", v / 1e6)
-    } else {
-        group(v.round() as u64)
     }
 }
 

@@ -9,7 +9,7 @@ use shared::model::timestamp::Day;
 
 use super::prices::{LambdaBilling, MonthlyCost, RRU_USD, SECONDS_PER_MONTH, WRU_USD};
 use crate::simulate::{
-    device_id, event_item, group, org_id, type_mark_item, user_id, ItemSizes, Simulation,
+    device_id, event_item, group, millions, org_id, type_mark_item, user_id, ItemSizes, Simulation,
     DEFAULT_DAY, MEMBERSHIP_READ_UNITS,
 };
 use fleet_testkit::capacity::{
@@ -138,8 +138,8 @@ pub fn section(sims: &[Simulation], billing: &LambdaBilling) -> String {
             out,
             "| {} | {} | {} | ${:.2} | {:.2}% |",
             sim.profile.name,
-            super::millions(requests),
-            super::millions(units),
+            millions(requests),
+            millions(units),
             units * RRU_USD,
             100.0 * units / (m.read_units + m.scan_read_units).max(f64::MIN_POSITIVE),
         );
@@ -179,7 +179,7 @@ pub fn section(sims: &[Simulation], billing: &LambdaBilling) -> String {
                 "| {} | {} | {} | {} | ${:.4} |",
                 i.what,
                 group(i.count as u64),
-                super::millions(i.count * i.read_units),
+                millions(i.count * i.read_units),
                 group((i.count * i.write_units).round() as u64),
                 i.usd()
             );
@@ -190,7 +190,7 @@ pub fn section(sims: &[Simulation], billing: &LambdaBilling) -> String {
         let _ = writeln!(
             out,
             "| **one device, `{t}`** | | **{}** | **{}** | **${usd:.4}** |",
-            super::millions(reads),
+            millions(reads),
             group(writes.round() as u64),
         );
         per_event.push((t, items[0].read_units, items[0].write_units, usd));

@@ -25,7 +25,7 @@ mod traffic;
 
 pub use fleet::{device_id, user_id};
 pub use fleet::{member_id, org_id};
-pub use numbers::group;
+pub use numbers::{group, millions};
 pub use orgs::{KeyPeak, OrgItemSizes, OrgReport, OrgSteady, Scenario, MEMBERSHIP_READ_UNITS};
 pub use partitions::{
     suggested_shards, Flag, KeyKind, KeyLoad, ShardFamily, TableLoad, MAX_SHARDS, RCU_LIMIT,
@@ -38,8 +38,9 @@ pub use profile::{
 };
 pub use report::{command, render, render_report, write_or_print, REPORT_PATH};
 pub use simulation::{simulate, Simulation};
+pub use sizes::EVENT_PAGE;
 pub use sizes::{event_item, type_mark_item, EventSize, ItemSizes};
-pub use traffic::{RolloutPeak, Workload, EVENT_PAGE, ROLLOUT_DEVICES_PER_SECOND, ROLLOUT_PAGE};
+pub use traffic::{RolloutPeak, Workload, ROLLOUT_DEVICES_PER_SECOND, ROLLOUT_PAGE};
 
 #[cfg(test)]
 mod tests {

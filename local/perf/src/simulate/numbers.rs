@@ -33,3 +33,14 @@ pub fn group(v: u64) -> String {
 pub(super) fn pct(v: f64) -> String {
     format!("{:.1}%", v * 100.0)
 }
+
+/// A count for the cost tables: whole millions from 100 M, one decimal from 1 M, grouped below.
+pub fn millions(v: f64) -> String {
+    if v >= 1e8 {
+        format!("{} M", group((v / 1e6).round() as u64))
+    } else if v >= 1e6 {
+        format!("{:.1} M", v / 1e6)
+    } else {
+        group(v.round() as u64)
+    }
+}

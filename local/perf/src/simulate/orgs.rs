@@ -31,8 +31,7 @@ use shared::ops::dashboard::DASHBOARD_PAGE_ITEMS;
 use super::fleet::{device_id, member_id, Fleet};
 use super::partitions::{RCU_LIMIT, WCU_LIMIT};
 use super::profile::{MemberActivity, Profile};
-use super::sizes::ItemSizes;
-use super::traffic::EVENT_PAGE;
+use super::sizes::{ItemSizes, EVENT_PAGE};
 use fleet_testkit::capacity::{
     eventual_read_units, item_size, query_read_units, strong_read_units, write_units,
 };

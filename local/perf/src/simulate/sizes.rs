@@ -25,6 +25,9 @@ use shared::model::status::DeviceStatus;
 use shared::model::timestamp::{Day, Timestamp};
 use shared::ops::ingest::RECENT_EVENTS;
 
+/// Events an event-list read returns (the API's default page).
+pub const EVENT_PAGE: f64 = 50.0;
+
 use super::fleet::{device_id, user_id};
 use super::profile::Profile;
 use fleet_testkit::capacity::{index_entry, item_size, Item};

@@ -22,6 +22,7 @@ use super::fleet::{device_id, Fleet};
 use super::orgs::{OrgModel, OrgSteady, MEMBERSHIP_READ_UNITS};
 use super::partitions::{KeyKind, KeyLoad, ShardFamily, TableLoad};
 use super::profile::{Profile, DEFAULT_RETENTION_DAYS};
+use super::sizes::EVENT_PAGE;
 use super::sizes::{EventSize, ItemSizes};
 use fleet_testkit::capacity::{
     eventual_read_units, query_read_units, strong_read_units, write_units, STORAGE_OVERHEAD_BYTES,
@@ -239,8 +240,6 @@ fn device_series(m: &Model, rate: f64, retention_days: f64) -> DeviceSeries {
 /// Bytes of a directory (GSI2) entry: keys, entity type, user id, shards and device count.
 const DIRECTORY_ENTRY_BYTES: f64 = 100.0;
 
-/// Events an event-list read returns (the API's default page).
-pub const EVENT_PAGE: f64 = 50.0;
 /// Type marks one AP-09 Query of a (day, shard) returns at most.
 const MARKS_PER_PAGE: f64 = 4.0 * MAX_TYPE_DEVICES as f64;
 
