@@ -535,16 +535,35 @@ async fn a_recompute_waits_for_readings_the_state_counts_and_never_drops_them() 
             found
         }
     };
-    // In flight: r2 and r3 land 150 ms after r0's batch starts recomputing.
+    // In flight: r2 and r3 land 150 ms after r0's batch starts recomputing, in one
+    // BatchWriteItem as their batch's events would.
     let in_flight = take_out(&["r2", "r3"]).await;
     assert_eq!(in_flight.len(), 2);
     let landing = {
         let table = table.clone();
         tokio::spawn(async move {
             tokio::time::sleep(std::time::Duration::from_millis(150)).await;
-            for item in in_flight {
-                put_item(&table, item.into_iter().collect()).await;
-            }
+            let puts = in_flight
+                .into_iter()
+                .map(|item| {
+                    aws_sdk_dynamodb::types::WriteRequest::builder()
+                        .put_request(
+                            aws_sdk_dynamodb::types::PutRequest::builder()
+                                .set_item(Some(item))
+                                .build()
+                                .unwrap(),
+                        )
+                        .build()
+                })
+                .collect::<Vec<_>>();
+            let out = table
+                .client
+                .batch_write_item()
+                .request_items(table.name(), puts)
+                .send()
+                .await
+                .unwrap();
+            assert!(out.unprocessed_items.unwrap_or_default().is_empty());
         })
     };
     let answer = status(batch(0..=0)).await;
