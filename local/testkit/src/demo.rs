@@ -319,14 +319,7 @@ async fn ingest_power_spike(
     device: &str,
     token: &str,
 ) -> Result<(), FleetError> {
-    let now = Timestamp::now();
-    let fixed = Timestamp::parse_field("at", DEMO_SPIKE_AT)?;
-    let retention = i64::from(table.config.retention_days) * 86_400;
-    let at = if fixed.epoch_seconds() > now.epoch_seconds() - retention + 86_400 {
-        fixed
-    } else {
-        now.plus_seconds(-3600)
-    };
+    let at = crate::demo_readings::fixed_or_recent(table, DEMO_SPIKE_AT)?;
     let submitted = vec![SubmittedEvent {
         id: Some("demo-spike".into()),
         event_type: "power".into(),

@@ -228,13 +228,7 @@ async fn ingest_boiler_readings(
     token: &str,
 ) -> Result<(), FleetError> {
     let now = Timestamp::now();
-    let fixed = Timestamp::parse_field("at", DEMO_OVERHEAT_AT)?;
-    let retention = i64::from(table.config.retention_days) * 86_400;
-    let overheat_at = if fixed.epoch_seconds() > now.epoch_seconds() - retention + 86_400 {
-        fixed
-    } else {
-        now.plus_seconds(-3600)
-    };
+    let overheat_at = crate::demo_readings::fixed_or_recent(table, DEMO_OVERHEAT_AT)?;
     let mut submitted = vec![SubmittedEvent {
         id: Some("acme-overheat".into()),
         event_type: "temperature".into(),

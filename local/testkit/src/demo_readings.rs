@@ -41,3 +41,18 @@ pub(crate) async fn store_readings(
         )))
     }
 }
+
+/// When a demo reading fixed at `fixed` happens: then, while that is inside the table's
+/// retention (with a day to spare), else an hour ago, so an old demo time still stores.
+pub(crate) fn fixed_or_recent(table: &FleetTable, fixed: &str) -> Result<Timestamp, FleetError> {
+    let now = Timestamp::now();
+    let fixed = Timestamp::parse_field("at", fixed)?;
+    let retention = i64::from(table.config.retention_days) * 86_400;
+    Ok(
+        if fixed.epoch_seconds() > now.epoch_seconds() - retention + 86_400 {
+            fixed
+        } else {
+            now.plus_seconds(-3600)
+        },
+    )
+}
