@@ -231,6 +231,7 @@ fn expected() -> Value {
     json!({
         "date": DAY,
         "users": {"total": 6, "active30d": 3},
+        "organizations": {"active30d": 0},
         "devices": {"total": 5, "online24h": 3,
             "byStatus": {"active": 3, "maintenance": 1, "error": 1},
             "byType": {"thermostat": 3, "door-sensor": 1, "power-meter": 1}},
@@ -752,5 +753,44 @@ async fn checkpoints_stay_small_and_few_however_long_the_directory_page() {
     assert!(
         writes <= units.div_ceil(u64::from(UNITS_PER_CHECKPOINT)) + 2,
         "{writes} checkpoint writes for {units} units"
+    );
+}
+
+/// `users` counts people: `users.active30d` counts the people whose own fleet was active, and
+/// an organization's fleet is counted apart (`organizations.active30d`), never as a user.
+#[tokio::test]
+async fn active_users_are_people_and_organizations_are_counted_apart() {
+    let mut table = fresh_table().await;
+    table.config.retention_days = 3650;
+    profile(&table, "an-person").await;
+    add_device(
+        &table,
+        "an-person",
+        "pd1",
+        "thermostat",
+        &[("temperature", 2, "2026-11-20T08:00:00Z")],
+    )
+    .await;
+    let org_fleet =
+        UserId::org_fleet(&shared::model::ids::OrgId::parse("o00000000000000000039").unwrap());
+    add_device(
+        &table,
+        org_fleet.as_str(),
+        "od1",
+        "thermostat",
+        &[("temperature", 3, "2026-11-20T09:00:00Z")],
+    )
+    .await;
+    let outcome = run_daily_report(&table, &plan(2)).await.unwrap();
+    assert!(outcome.complete);
+    let a = read_report(&table).await;
+    assert_eq!(a.status, 200, "{:?}", a.body);
+    assert_eq!(
+        (&a.body["users"], &a.body["organizations"]),
+        (
+            &json!({"total": 1, "active30d": 1}),
+            &json!({"active30d": 1})
+        ),
+        "one person, active; one organization, active, not a user"
     );
 }

@@ -21,8 +21,11 @@ pub struct DailyReport {
     pub date: Day,
     /// Live devices.
     pub devices: DeviceFigures,
-    /// Users.
+    /// Users: people (profiles; the active ones by their own fleets).
     pub users: UserFigures,
+    /// Organizations, counted apart from people (absent from reports stored before: zero).
+    #[serde(default)]
+    pub organizations: OrgFigures,
     /// The day's events.
     pub events: EventFigures,
     /// The devices with the most events of the day, most first.
@@ -59,7 +62,16 @@ pub struct DeviceFigures {
 pub struct UserFigures {
     /// Profiles.
     pub total: u64,
-    /// Users with a device seen in the 30 days before the day's end.
+    /// People whose own fleet has a device seen in the 30 days before the day's end (an
+    /// organization's fleet counts in `organizations`, not here).
+    #[serde(rename = "active30d")]
+    pub active_30d: u64,
+}
+
+/// The report's `organizations`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct OrgFigures {
+    /// Organizations whose fleet has a device seen in the 30 days before the day's end.
     #[serde(rename = "active30d")]
     pub active_30d: u64,
 }
@@ -164,6 +176,9 @@ pub fn build_report(day: Day, tallies: &[&SegmentTally], segments: u32) -> Daily
         users: UserFigures {
             total: total.users,
             active_30d: total.active_users,
+        },
+        organizations: OrgFigures {
+            active_30d: total.active_orgs,
         },
         events: EventFigures {
             total: total.events,

@@ -270,7 +270,12 @@ async fn next_unit(
                 ..owner
             });
         } else {
-            checkpoint.tally.active_users += u64::from(active);
+            // `users` counts people: an organization's fleet is counted apart.
+            if owner.user.is_org_fleet() {
+                checkpoint.tally.active_orgs += u64::from(active);
+            } else {
+                checkpoint.tally.active_users += u64::from(active);
+            }
             checkpoint.last_key = Some(owner.entry);
         }
         return Ok(UnitKind::Owner);

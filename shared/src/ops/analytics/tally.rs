@@ -29,8 +29,13 @@ pub struct PartitionCount {
 pub struct SegmentTally {
     /// Profiles.
     pub users: u64,
-    /// Users with a device that had an event in the 30 days before the day's end.
+    /// People whose own fleet has a device that had an event in the 30 days before the day's
+    /// end (organizations' fleets are counted apart, in `active_orgs`: `users` counts people).
     pub active_users: u64,
+    /// Organizations whose fleet has such a device (absent from checkpoints written before
+    /// it was counted apart: 0).
+    #[serde(default)]
+    pub active_orgs: u64,
     /// Live devices.
     pub devices: u64,
     /// Devices per status.
@@ -80,6 +85,7 @@ impl SegmentTally {
     pub(super) fn add(&mut self, other: &SegmentTally) {
         self.users += other.users;
         self.active_users += other.active_users;
+        self.active_orgs += other.active_orgs;
         self.devices += other.devices;
         self.online_24h += other.online_24h;
         self.events += other.events;
