@@ -546,3 +546,31 @@ fn each_functions_invoke_permissions_fit_lambdas_policy_size_limit() {
         );
     }
 }
+
+/// Every queue is encrypted at rest, explicitly (checkov CKV_AWS_27): SQS-managed keys
+/// (`SqsManagedSseEnabled: true`) or a KMS key. The alarm dead-letter queue holds stream
+/// records that could not be read: alarm transitions of people's devices.
+#[test]
+fn every_queue_is_encrypted_at_rest_explicitly() {
+    let doc = raw_template();
+    let queues: Vec<_> = doc["Resources"]
+        .as_mapping()
+        .unwrap()
+        .iter()
+        .filter(|(_, r)| r["Type"].as_str() == Some("AWS::SQS::Queue"))
+        .collect();
+    assert!(
+        queues
+            .iter()
+            .any(|(name, _)| name.as_str() == Some("AlarmTransitionsDeadLetterQueue")),
+        "the alarm dead-letter queue is a queue of the template"
+    );
+    for (name, queue) in queues {
+        let properties = &queue["Properties"];
+        assert!(
+            properties["SqsManagedSseEnabled"].as_bool() == Some(true)
+                || !properties["KmsMasterKeyId"].is_null(),
+            "{name:?}: not encrypted explicitly"
+        );
+    }
+}

@@ -32,18 +32,51 @@ const MARGIN: Duration = Duration::from_secs(5);
 /// The name of a run's subsegment in its trace.
 pub const RUN_SEGMENT: &str = "alarm watch";
 
-/// `ALARM_BUS_NAME` (the template sets it to the bus `AlarmBus`'s name).
-pub fn bus_from_env() -> String {
-    std::env::var("ALARM_BUS_NAME")
-        .ok()
-        .filter(|s| !s.trim().is_empty())
+/// The function's own settings, read like every other one ([`shared::FleetConfig`]): from
+/// the environment, or a map in tests.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AlarmWatchSettings {
+    /// `ALARM_BUS_NAME` (the template sets it to the bus `AlarmBus`'s name; default
+    /// `AlarmBus`).
+    pub bus_name: String,
+    /// `ALARM_DEAD_LETTER_QUEUE_URL` (the template sets it to the queue
+    /// `AlarmTransitionsDeadLetterQueue`'s URL): required, so a function that could not set
+    /// a record aside fails at start-up, not on the first record it cannot read.
+    pub dead_letter_queue_url: String,
+}
+
+impl AlarmWatchSettings {
+    /// Reads the settings from the process environment.
+    pub fn from_env() -> Result<Self, FleetError> {
+        Self::from_lookup(|name| std::env::var(name).ok())
+    }
+
+    /// Reads the settings through `lookup`: an error naming `ALARM_DEAD_LETTER_QUEUE_URL` when
+    /// it is unset or blank.
+    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Self, FleetError> {
+        let dead_letter_queue_url = lookup("ALARM_DEAD_LETTER_QUEUE_URL")
+            .map(|v| v.trim().to_string())
+            .filter(|v| !v.is_empty())
+            .ok_or_else(|| FleetError::internal("ALARM_DEAD_LETTER_QUEUE_URL is not set"))?;
+        Ok(Self {
+            bus_name: bus_name(&lookup),
+            dead_letter_queue_url,
+        })
+    }
+}
+
+/// `ALARM_BUS_NAME` through `lookup`, `AlarmBus` when unset or blank.
+fn bus_name(lookup: &impl Fn(&str) -> Option<String>) -> String {
+    lookup("ALARM_BUS_NAME")
+        .map(|v| v.trim().to_string())
+        .filter(|v| !v.is_empty())
         .unwrap_or_else(|| "AlarmBus".to_string())
 }
 
-/// `ALARM_DEAD_LETTER_QUEUE_URL` (the template sets it to the queue
-/// `AlarmTransitionsDeadLetterQueue`'s URL); empty when unset.
-pub fn dead_letter_queue_from_env() -> String {
-    std::env::var("ALARM_DEAD_LETTER_QUEUE_URL").unwrap_or_default()
+/// `ALARM_BUS_NAME` from the environment, for the local stand-ins that need no dead-letter
+/// queue (they record what they would send).
+pub fn bus_from_env() -> String {
+    bus_name(&|name: &str| std::env::var(name).ok())
 }
 
 /// SendMessage to the stream's dead-letter queue on Amazon SQS.
@@ -65,11 +98,6 @@ impl Sqs {
 
 impl DeadLetters for Sqs {
     async fn send_message(&self, body: String) -> Result<(), FleetError> {
-        if self.queue_url.is_empty() {
-            return Err(FleetError::internal(
-                "ALARM_DEAD_LETTER_QUEUE_URL is not set",
-            ));
-        }
         self.client
             .send_message()
             .queue_url(&self.queue_url)
@@ -149,11 +177,12 @@ pub struct State<P, D> {
 impl State<EventBridge, Sqs> {
     /// The table, EventBridge, the bus and the dead-letter queue from the environment.
     pub async fn from_env() -> Result<Self, FleetError> {
+        let settings = AlarmWatchSettings::from_env()?;
         Ok(Self {
             table: FleetTable::from_env().await?,
             publisher: EventBridge::from_env().await,
-            bus: bus_from_env(),
-            dead_letters: Sqs::from_env(dead_letter_queue_from_env()).await,
+            bus: settings.bus_name,
+            dead_letters: Sqs::from_env(settings.dead_letter_queue_url).await,
         })
     }
 }
@@ -277,5 +306,61 @@ pub fn stream_record(raw: &Value) -> StreamRecord {
             reason: format!("not a DynamoDB stream record: {err}"),
             record: raw.clone(),
         }),
+    }
+}
+
+#[cfg(test)]
+mod settings {
+    use super::*;
+
+    fn lookup(pairs: &'static [(&'static str, &'static str)]) -> impl Fn(&str) -> Option<String> {
+        move |name| {
+            pairs
+                .iter()
+                .find(|(n, _)| *n == name)
+                .map(|(_, v)| v.to_string())
+        }
+    }
+
+    #[test]
+    fn a_missing_dead_letter_queue_fails_at_start_up() {
+        for pairs in [
+            &[][..],
+            &[("ALARM_DEAD_LETTER_QUEUE_URL", "")][..],
+            &[
+                ("ALARM_DEAD_LETTER_QUEUE_URL", "  "),
+                ("ALARM_BUS_NAME", "b"),
+            ][..],
+        ] {
+            let err = AlarmWatchSettings::from_lookup(lookup(pairs)).unwrap_err();
+            assert!(
+                err.to_string()
+                    .contains("ALARM_DEAD_LETTER_QUEUE_URL is not set"),
+                "{err}"
+            );
+        }
+    }
+
+    #[test]
+    fn reads_the_bus_and_the_queue() {
+        let url = "https://sqs.eu-west-1.amazonaws.com/1/dlq";
+        let s = AlarmWatchSettings::from_lookup(lookup(&[
+            (
+                "ALARM_DEAD_LETTER_QUEUE_URL",
+                "https://sqs.eu-west-1.amazonaws.com/1/dlq",
+            ),
+            ("ALARM_BUS_NAME", "fleet-alarms"),
+        ]))
+        .unwrap();
+        assert_eq!(
+            (s.bus_name.as_str(), s.dead_letter_queue_url.as_str()),
+            ("fleet-alarms", url)
+        );
+        let s = AlarmWatchSettings::from_lookup(lookup(&[(
+            "ALARM_DEAD_LETTER_QUEUE_URL",
+            "https://sqs.eu-west-1.amazonaws.com/1/dlq",
+        )]))
+        .unwrap();
+        assert_eq!(s.bus_name, "AlarmBus");
     }
 }

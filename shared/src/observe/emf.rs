@@ -171,8 +171,32 @@ thread_local! {
 }
 
 fn to_stdout() -> bool {
-    std::env::var_os("AWS_LAMBDA_FUNCTION_NAME").is_some()
-        || std::env::var("FLEET_EMF").is_ok_and(|v| v == "stdout")
+    static SINK: std::sync::OnceLock<EmfSink> = std::sync::OnceLock::new();
+    SINK.get_or_init(EmfSink::from_env).stdout
+}
+
+/// Where [`emit`] writes outside a capture, read like every other setting: from the
+/// environment once, or through a lookup in tests.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EmfSink {
+    /// Stdout, where CloudWatch reads the documents: inside Lambda (`AWS_LAMBDA_FUNCTION_NAME`
+    /// set) or when `FLEET_EMF=stdout`; else nowhere.
+    pub stdout: bool,
+}
+
+impl EmfSink {
+    /// From the process environment.
+    pub fn from_env() -> Self {
+        Self::from_lookup(|name| std::env::var(name).ok())
+    }
+
+    /// Through `lookup`.
+    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Self {
+        Self {
+            stdout: lookup("AWS_LAMBDA_FUNCTION_NAME").is_some()
+                || lookup("FLEET_EMF").is_some_and(|v| v.trim() == "stdout"),
+        }
+    }
 }
 
 /// The function dimension's value.
@@ -221,4 +245,26 @@ fn document(
         doc.insert((*name).into(), json!(value));
     }
     Value::Object(doc)
+}
+
+#[cfg(test)]
+mod sink {
+    use super::EmfSink;
+
+    #[test]
+    fn documents_go_to_stdout_inside_lambda_or_when_asked() {
+        let of = |pairs: &'static [(&'static str, &'static str)]| {
+            EmfSink::from_lookup(move |name| {
+                pairs
+                    .iter()
+                    .find(|(n, _)| *n == name)
+                    .map(|(_, v)| v.to_string())
+            })
+            .stdout
+        };
+        assert!(!of(&[]));
+        assert!(of(&[("AWS_LAMBDA_FUNCTION_NAME", "ingest")]));
+        assert!(of(&[("FLEET_EMF", "stdout")]));
+        assert!(!of(&[("FLEET_EMF", "off")]));
+    }
 }
