@@ -109,8 +109,15 @@ function App({ config, initial }: { config: Config; initial: Session | null }) {
   /** The person's organizations with their role (`GET /orgs`): the switcher and every page's buttons follow them. */
   const loadOrgs = async () => {
     try {
-      const answer = bodyOf(await api.GET('/orgs'));
-      setOrgs(answer.orgs.map((o) => ({ orgId: o.orgId, name: o.name, role: o.role })));
+      // Every page (a person is in at most 100: one page, but the cursor is followed all the same).
+      const all: OrgFleet[] = [];
+      let cursor: string | null = null;
+      do {
+        const answer: { orgs: OrgFleet[]; cursor?: string | null } = bodyOf(await api.GET('/orgs', { params: { query: { cursor: cursor ?? undefined } } }));
+        all.push(...answer.orgs.map((o) => ({ orgId: o.orgId, name: o.name, role: o.role })));
+        cursor = answer.cursor ?? null;
+      } while (cursor);
+      setOrgs(all);
       setOrgsError(null);
     } catch (e) {
       setOrgsError(messageOf(e));

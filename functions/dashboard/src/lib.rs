@@ -143,10 +143,11 @@ struct ReadQuery {
     resolution: Option<String>,
 }
 
-/// `{"orgs": [...]}`.
+/// `{"orgs": [...], "cursor": ...}`: one page of the caller's organizations.
 #[derive(Serialize)]
 struct OrgsAnswer<T> {
     orgs: Vec<T>,
+    cursor: Option<String>,
 }
 
 /// `{"org": ...}`.
@@ -162,16 +163,24 @@ struct MembersPage<T> {
     cursor: Option<String>,
 }
 
-/// `{"invitations": [...]}`.
+/// `{"invitations": [...], "cursor": ...}`: one page of open invitations.
 #[derive(Serialize)]
 struct InvitationsAnswer<T> {
     invitations: Vec<T>,
+    cursor: Option<String>,
 }
 
-/// `GET /orgs`: the caller's organizations, with their role in each (AP-O2).
-async fn my_orgs(caller: Caller, State(table): State<FleetTable>) -> Answer {
-    let orgs = manage::my_orgs(&table, &caller.user_id).await?;
-    ok(&OrgsAnswer { orgs })
+/// `GET /orgs`: a page of the caller's organizations, with their role in each (AP-O2).
+async fn my_orgs(
+    caller: Caller,
+    State(table): State<FleetTable>,
+    QueryParams(q): QueryParams<ReadQuery>,
+) -> Answer {
+    let page = manage::my_orgs(&table, &caller.user_id, q.cursor.as_deref()).await?;
+    ok(&OrgsAnswer {
+        orgs: page.items,
+        cursor: page.cursor,
+    })
 }
 
 /// `GET /orgs/{orgId}` (viewer; AP-O3).
@@ -195,10 +204,19 @@ async fn org_members(
     })
 }
 
-/// `GET /orgs/{orgId}/invitations` (admin; AP-O10).
-async fn org_invitations(fleet: Fleet<AdminRole>, State(table): State<FleetTable>) -> Answer {
-    let invitations = invitations::list_invitations(&table, &fleet.org_access()?.org_id).await?;
-    ok(&InvitationsAnswer { invitations })
+/// `GET /orgs/{orgId}/invitations` (admin; AP-O10): a page of the open invitations.
+async fn org_invitations(
+    fleet: Fleet<AdminRole>,
+    State(table): State<FleetTable>,
+    QueryParams(q): QueryParams<ReadQuery>,
+) -> Answer {
+    let page =
+        invitations::list_invitations(&table, &fleet.org_access()?.org_id, q.cursor.as_deref())
+            .await?;
+    ok(&InvitationsAnswer {
+        invitations: page.items,
+        cursor: page.cursor,
+    })
 }
 
 /// `GET /me`.

@@ -678,7 +678,7 @@ async fn create_org(
     body: Bytes,
 ) -> Answer {
     let name = org_name(&headers, &body)?;
-    let org = manage::create_org(&table, &caller.user_id, caller.email.clone(), name).await?;
+    let org = manage::create_org(&table, &caller.user_id, caller.verified_email(), name).await?;
     Ok(json_response(
         StatusCode::CREATED,
         &json_value(&OrgAnswer { org }),
@@ -811,9 +811,13 @@ async fn accept_invitation(
     State(table): State<FleetTable>,
     PathParams(path): PathParams<CodePath>,
 ) -> Answer {
-    let org =
-        invitations::accept_invitation(&table, &caller.user_id, caller.email.clone(), &path.code)
-            .await?;
+    let org = invitations::accept_invitation(
+        &table,
+        &caller.user_id,
+        caller.verified_email(),
+        &path.code,
+    )
+    .await?;
     Ok(json_response(
         StatusCode::OK,
         &json_value(&OrgAnswer { org }),

@@ -276,6 +276,9 @@ pub struct Caller {
     pub user_id: UserId,
     /// The `email` claim, if present.
     pub email: Option<String>,
+    /// The `email_verified` claim is `true`: the issuer checked that the caller receives
+    /// mail there (anyone can put any address in an unverified claim).
+    pub email_verified: bool,
     /// The `cognito:groups` claim.
     pub groups: Vec<String>,
 }
@@ -303,11 +306,21 @@ impl Caller {
         Ok(Self {
             user_id,
             email: claims.get("email").cloned(),
+            // API Gateway passes claims as text: `true`, or `"true"` from some issuers.
+            email_verified: claims
+                .get("email_verified")
+                .is_some_and(|v| v.trim_matches('"').eq_ignore_ascii_case("true")),
             groups: claims
                 .get("cognito:groups")
                 .map(|g| parse_groups(g))
                 .unwrap_or_default(),
         })
+    }
+
+    /// The e-mail other people may be shown as the caller's: only a verified one (an
+    /// organization's member list shows it to the other members).
+    pub fn verified_email(&self) -> Option<String> {
+        self.email.clone().filter(|_| self.email_verified)
     }
 
     /// Whether the caller is in the admin group.

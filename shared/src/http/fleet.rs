@@ -6,10 +6,11 @@
 use std::collections::HashMap;
 use std::marker::PhantomData;
 
-use axum::extract::{FromRef, FromRequestParts, Path};
+use axum::extract::{FromRef, FromRequestParts};
 use axum::http::request::Parts;
 
 use crate::http::api::{ApiError, Caller};
+use crate::http::gateway::PathParams;
 use crate::model::ids::{OrgId, UserId};
 use crate::model::org::Role;
 use crate::ops::orgs::access;
@@ -103,10 +104,10 @@ where
 
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
         let caller = Caller::from_request_parts(parts, state).await?;
-        let params = Path::<HashMap<String, String>>::from_request_parts(parts, state)
-            .await
-            .map(|Path(params)| params)
-            .unwrap_or_default();
+        // Fail closed: a path that cannot be read (a parameter not UTF-8 once decoded) is a
+        // 400, never the caller's personal fleet in place of the organization it named.
+        let PathParams(params) =
+            PathParams::<HashMap<String, String>>::from_request_parts(parts, state).await?;
         let Some(org) = params.get("orgId") else {
             return Ok(Self {
                 owner: caller.user_id.clone(),

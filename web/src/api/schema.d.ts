@@ -491,8 +491,8 @@ export interface paths {
             cookie?: never;
         };
         /**
-         * The caller's organizations (AP-O2), each with the caller's role in it.
-         * @description At most 100 (the most one person may belong to), so one page; in no particular order.
+         * The caller's organizations (AP-O2), each with the caller's role in it, 100 a page.
+         * @description By organization id. A person belongs to at most 100 (one page); the cursor serves anyone past it (who joined before the limit held on accepting, or by requests at the same instant).
          */
         get: operations["listOrgs"];
         put?: never;
@@ -591,12 +591,15 @@ export interface paths {
             };
             cookie?: never;
         };
-        /** The organization's open invitations (AP-O10), never their codes. */
+        /**
+         * The organization's open invitations (AP-O10), never their codes, 100 a page.
+         * @description By invitation id; expired ones are left out (a page can hold fewer than 100 and still have a `cursor`). An organization has at most 200 open, so every one can be seen and revoked.
+         */
         get: operations["listOrgInvitations"];
         put?: never;
         /**
          * Invite someone with a role (AP-O9); the answer's `code` is shown this once.
-         * @description The code (`{orgId}.{secret}`) admits one person, signed in with any identity provider, until `expiresAt` (`expiresInDays`, 7 by default, at most 30): hand it over and they accept it with `POST /invitations/{code}/accept`. Only a hash of its secret is stored; it is never logged. An admin invites with a role up to admin (the owner is never invited).
+         * @description The code (`{orgId}.{secret}`) admits one person, signed in with any identity provider, until `expiresAt` (`expiresInDays`, 7 by default, at most 30): hand it over and they accept it with `POST /invitations/{code}/accept`. Only a hash of its secret is stored; it is never logged. An admin invites with a role up to admin (the owner is never invited). An organization has at most 200 open invitations (409 `invitation_limit`). An invitation admits nobody once its maker is removed or lowered below admin: their invitations are revoked then, and accepting checks the maker's role again.
          */
         post: operations["createOrgInvitation"];
         delete?: never;
@@ -641,7 +644,7 @@ export interface paths {
         put?: never;
         /**
          * Join an organization with an invitation's code (AP-O12); any signed-in caller.
-         * @description The invitation is used up: the caller becomes a member with its role. An unknown, used, revoked or expired code is a 404 (`invitation not found`); a member already is a 409 `already_member` (the invitation stays open).
+         * @description The invitation is used up: the caller becomes a member with its role. An unknown, used, revoked or expired code is a 404 (`invitation not found`), and so is one whose maker no longer holds a role that may make it (removed, or lowered below admin) and one of an organization that is gone (`organization not found`); a member already is a 409 `already_member` (the invitation stays open). The caller's e-mail is shown to the other members only when their identity token says it is verified (`email_verified`).
          */
         post: operations["acceptInvitation"];
         delete?: never;
@@ -1060,10 +1063,10 @@ export interface components {
         Error: {
             error: {
                 /**
-                 * @description Every code a handler answers (tests/it/openapi_contract.rs reads them from the code and fails on one missing here). The 409s: `device_id_taken`, `version_mismatch`, `command_queue_full`, `rule_limit`, `busy` (the owner's rules changed concurrently too often: retry) and `alarm_cleared`. Organizations add the 403 `role_required` and the 409s `org_not_empty`, `already_member`, `owner_must_stay`, `org_limit` and `member_limit`; a device's move the 409 `move_in_progress`.
+                 * @description Every code a handler answers (tests/it/openapi_contract.rs reads them from the code and fails on one missing here). The 409s: `device_id_taken`, `version_mismatch`, `command_queue_full`, `rule_limit`, `busy` (the owner's rules changed concurrently too often: retry) and `alarm_cleared`. Organizations add the 403 `role_required` and the 409s `org_not_empty`, `already_member`, `owner_must_stay`, `org_limit`, `member_limit` and `invitation_limit`; a device's move the 409 `move_in_progress`.
                  * @enum {string}
                  */
-                code: "invalid_request" | "unauthorized" | "forbidden" | "not_found" | "no_route" | "device_id_taken" | "version_mismatch" | "payload_too_large" | "unsupported_media_type" | "precondition_required" | "rate_limited" | "unavailable" | "dependency_unreachable" | "command_queue_full" | "rollout_limit" | "rule_limit" | "busy" | "alarm_cleared" | "internal" | "role_required" | "org_not_empty" | "already_member" | "owner_must_stay" | "org_limit" | "member_limit" | "move_in_progress";
+                code: "invalid_request" | "unauthorized" | "forbidden" | "not_found" | "no_route" | "device_id_taken" | "version_mismatch" | "payload_too_large" | "unsupported_media_type" | "precondition_required" | "rate_limited" | "unavailable" | "dependency_unreachable" | "command_queue_full" | "rollout_limit" | "rule_limit" | "busy" | "alarm_cleared" | "internal" | "role_required" | "org_not_empty" | "already_member" | "owner_must_stay" | "org_limit" | "member_limit" | "move_in_progress" | "invitation_limit";
                 message: string;
                 field?: string;
                 /** @description With `role_required`, the least role that may do it. */
@@ -1434,8 +1437,13 @@ export interface components {
                 };
                 online24h: number;
             };
+            /** @description People: `total` profiles, `active30d` the people whose own fleet has a device seen in the 30 days before the day's end (organizations' fleets are counted in `organizations`). */
             users: {
                 total: number;
+                active30d: number;
+            };
+            /** @description `active30d`: organizations whose fleet has a device seen in the 30 days before the day's end (absent from reports made before it was counted apart). */
+            organizations?: {
                 active30d: number;
             };
             events: {
@@ -1485,7 +1493,7 @@ export interface components {
             userId: components["schemas"]["UserId"];
             role: components["schemas"]["Role"];
             joinedAt: components["schemas"]["Timestamp"];
-            /** @description The e-mail of the member's identity token when they joined, when it had one. */
+            /** @description The e-mail of the member's identity token when they joined, only when that token said it was verified (`email_verified`): an unverified claim is not shown. */
             email?: string;
         };
         /** @description The first 32 hex digits of SHA-256 over the code's secret. */
@@ -2922,14 +2930,17 @@ export interface operations {
     };
     listOrgs: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description The `cursor` of the previous page of the same listing, unchanged. */
+                cursor?: components["parameters"]["Cursor"];
+            };
             header?: never;
             path?: never;
             cookie?: never;
         };
         requestBody?: never;
         responses: {
-            /** @description The organizations. */
+            /** @description One page of organizations. */
             200: {
                 headers: {
                     [name: string]: unknown;
@@ -2937,9 +2948,11 @@ export interface operations {
                 content: {
                     "application/json": {
                         orgs: components["schemas"]["Org"][];
+                        cursor: components["schemas"]["NextCursor"];
                     };
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
@@ -3221,7 +3234,10 @@ export interface operations {
     };
     listOrgInvitations: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description The `cursor` of the previous page of the same listing, unchanged. */
+                cursor?: components["parameters"]["Cursor"];
+            };
             header?: never;
             path: {
                 /** @description An organization the caller is a member of; any other (unknown included) is a 404. */
@@ -3231,7 +3247,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description The invitations not yet accepted, revoked or expired. */
+            /** @description One page of the invitations not yet accepted, revoked or expired. */
             200: {
                 headers: {
                     [name: string]: unknown;
@@ -3239,6 +3255,7 @@ export interface operations {
                 content: {
                     "application/json": {
                         invitations: components["schemas"]["Invitation"][];
+                        cursor: components["schemas"]["NextCursor"];
                     };
                 };
             };
@@ -3287,7 +3304,7 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["RoleRequired"];
             404: components["responses"]["NotFound"];
-            /** @description `member_limit`: the organization has 2,000 members. */
+            /** @description `invitation_limit`: the organization has 200 open invitations. */
             409: {
                 headers: {
                     [name: string]: unknown;

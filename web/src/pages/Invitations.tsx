@@ -34,7 +34,15 @@ export function Invitations({ org }: { org: OrgFleet }) {
 
   const load = async () => {
     try {
-      setList(bodyOf(await api.GET('/orgs/{orgId}/invitations', { params: { path: { orgId } } })).invitations);
+      // Every open one, page by page (at most 200 open: two pages), so each can be revoked.
+      const all: Invitation[] = [];
+      let cursor: string | null = null;
+      do {
+        const page: { invitations: Invitation[]; cursor?: string | null } = bodyOf(await api.GET('/orgs/{orgId}/invitations', { params: { path: { orgId }, query: { cursor: cursor ?? undefined } } }));
+        all.push(...page.invitations);
+        cursor = page.cursor ?? null;
+      } while (cursor);
+      setList(all);
       setListError(null);
     } catch (e) {
       setListError(messageOf(e));

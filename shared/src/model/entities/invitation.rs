@@ -35,6 +35,8 @@ pub struct InvitationItem {
 attributes!(InvitationItem {
     /// `expiresAt`.
     EXPIRES_AT = "expiresAt",
+    /// `createdBy`.
+    CREATED_BY = "createdBy",
 });
 
 impl Entity for InvitationItem {

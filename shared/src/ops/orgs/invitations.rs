@@ -3,9 +3,18 @@
 //! the table never holds what admits someone and the code is shown once. Accepting needs no
 //! lookup of the invitee by e-mail: whoever signs in with the code (Cognito or any JWT issuer)
 //! becomes the member.
+//!
+//! An invitation admits nobody once its maker could no longer make it: a member removed, or
+//! lowered below admin, has their invitations revoked
+//! ([`crate::ops::orgs::revocation::revoke_made_by`]), and accepting is
+//! conditioned on the maker's membership still holding a role that may make it, in the same
+//! transaction (the fence, should a revocation be interrupted).
 
+use aws_sdk_dynamodb::types::Select;
+
+use crate::model::cursor::{self, Page};
 use crate::model::entities::invitation::{InvitationItem, INVITATION_PREFIX};
-use crate::model::entities::membership::MembershipItem;
+use crate::model::entities::membership::{membership_pk, MembershipItem, ORG_PREFIX};
 use crate::model::entities::org_member::OrgMemberItem;
 use crate::model::entities::organization::{org_pk, OrganizationItem};
 use crate::model::entities::{Entity, ItemKey};
@@ -14,10 +23,10 @@ use crate::model::expression::{Condition, Expressions, Update};
 use crate::model::ids::{OrgId, UserId};
 use crate::model::org::{
     InvitationCode, InvitationId, Role, DEFAULT_INVITATION_DAYS, MAX_INVITATION_DAYS,
-    MAX_MEMBERS_PER_ORG,
+    MAX_MEMBERS_PER_ORG, MAX_ORGS_PER_USER,
 };
 use crate::model::pattern_id::PatternId;
-use crate::model::schema::PK;
+use crate::model::schema::{PK, SK};
 use crate::model::timestamp::Timestamp;
 use crate::ops::orgs::access::require;
 use crate::ops::orgs::members::Actor;
@@ -25,13 +34,19 @@ use crate::ops::orgs::view::{Invitation, NewInvitation, Org};
 use crate::ops::orgs::writes;
 use crate::ops::pattern::{implemented_by, AccessPattern, Frequency, Operation, RequestBudget};
 use crate::store::dynamo::{
-    key_prefix, number_value, query, read_consistent, transact, Transaction,
+    key_prefix, number_value, query, read_consistent, string_value, transact, Transaction,
 };
 use crate::store::retry::Retry;
 use crate::store::table::{sdk_error, FleetTable};
 
-/// Most open invitations one organization lists (one page).
-pub const MAX_OPEN_INVITATIONS: i32 = 200;
+/// Most open (unexpired) invitations an organization has at once (409 `invitation_limit`
+/// past it). Far above an onboarding wave, and small enough that every open invitation fits
+/// one Query page (200 items of about 300 bytes, 60 KB) for the count [`invite`] makes and
+/// the revocation of a removed member's invitations, and two pages of the list.
+pub const MAX_OPEN_INVITATIONS: u32 = 200;
+
+/// Invitations per page of `GET /orgs/{orgId}/invitations`.
+pub const INVITATIONS_PAGE: i32 = 100;
 
 /// What an invitation gives: a role below owner, for a number of days.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -70,23 +85,37 @@ pub const INVITE: AccessPattern = AccessPattern {
     id: PatternId::Invite,
     description: "invite someone into an organization with a role (a one-time code)",
     frequency: Frequency::Analytics,
-    operations: &[Operation::PutItem],
+    operations: &[Operation::Query, Operation::PutItem],
     index: None,
-    key_condition: "put ORG#{orgId}/INVITATION#{invitationId}",
-    budget: RequestBudget::Fixed(1),
+    key_condition: "PK = ORG#{orgId}, SK begins_with INVITATION# (count of the open ones); put ORG#{orgId}/INVITATION#{invitationId}",
+    // The count is one page: the open invitations are capped, and expired ones live only
+    // until TTL removes them.
+    budget: RequestBudget::Fixed(2),
     max_read_units: None,
     route: Some("POST /orgs/{orgId}/invitations"),
     implemented_by: implemented_by!(invite),
 };
 
-/// AP-O9: a new invitation into `org` on `terms`; nobody invites above their own role.
+/// AP-O9: a new invitation into `org` on `terms`; nobody invites above their own role, and
+/// an organization has at most [`MAX_OPEN_INVITATIONS`] open (409 `invitation_limit`). The
+/// count is read before the put: admins inviting at the same instant can pass it together,
+/// by as many as they are (the limit bounds what a list shows and a revocation reads, not a
+/// right).
 pub async fn invite(
     table: &FleetTable,
     org: &OrgId,
     actor: &Actor,
     terms: InvitationTerms,
 ) -> Result<NewInvitation, FleetError> {
-    require(actor.role, terms.role.max(Role::Admin))?;
+    require(actor.role, maker_role(terms.role))?;
+    if open_invitations(table, org).await? >= MAX_OPEN_INVITATIONS {
+        return Err(FleetError::Conflict {
+            code: "invitation_limit",
+            message: format!(
+                "an organization has at most {MAX_OPEN_INVITATIONS} open invitations: revoke some first"
+            ),
+        });
+    }
     let code = InvitationCode::generate(org);
     let created_at = Timestamp::now();
     let expires_at = created_at.plus_seconds(i64::from(terms.days) * 86_400);
@@ -116,41 +145,89 @@ pub async fn invite(
 /// AP-O10, implemented by [`list_invitations`].
 pub const ORG_INVITATIONS: AccessPattern = AccessPattern {
     id: PatternId::OrgInvitations,
-    description: "an organization's open invitations",
+    description: "an organization's open invitations, a page",
     frequency: Frequency::Analytics,
     operations: &[Operation::Query],
     index: None,
-    key_condition: "PK = ORG#{orgId}, SK begins_with INVITATION#",
-    budget: RequestBudget::Fixed(1),
+    key_condition: "PK = ORG#{orgId}, SK begins_with INVITATION#, expiresAt > now",
+    budget: RequestBudget::PerPage(1),
     max_read_units: None,
     route: Some("GET /orgs/{orgId}/invitations"),
     implemented_by: implemented_by!(list_invitations),
 };
 
-/// AP-O10: `org`'s unexpired invitations (TTL deletes late, so expired ones are left out here).
+/// AP-O10: one page of `org`'s unexpired invitations, by id (TTL deletes late, so expired ones
+/// are filtered out: a page can hold fewer than [`INVITATIONS_PAGE`] and still have a next).
 pub async fn list_invitations(
     table: &FleetTable,
     org: &OrgId,
-) -> Result<Vec<Invitation>, FleetError> {
-    let (items, _) = query(
+    cursor: Option<&str>,
+) -> Result<Page<Invitation>, FleetError> {
+    let pk = org_pk(org);
+    let start = cursor::resume(
+        PatternId::OrgInvitations,
+        cursor,
+        &[(PK, &pk)],
+        &[(SK, INVITATION_PREFIX)],
+    )?;
+    let (items, next) = query(
         key_prefix(
+            table,
+            pk.clone(),
+            INVITATION_PREFIX,
+            Expressions::builder().condition(unexpired()),
+        )
+        .limit(INVITATIONS_PAGE)
+        .set_exclusive_start_key(start),
+    )
+    .await?;
+    let invitations = items
+        .into_iter()
+        .map(|item| InvitationItem::from_item(item).map(|i| Invitation::from(&i)))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(Page {
+        items: invitations,
+        cursor: cursor::after(PatternId::OrgInvitations, next.as_ref()),
+    })
+}
+
+/// The filter of invitations that still admit: `expiresAt` after now.
+fn unexpired() -> Condition {
+    Condition::above(
+        InvitationItem::EXPIRES_AT,
+        string_value(Timestamp::now().to_string()),
+    )
+}
+
+/// The least role that may make an invitation giving `role` (an admin at least: viewers and
+/// operators invite nobody).
+fn maker_role(role: Role) -> Role {
+    role.max(Role::Admin)
+}
+
+/// How many of `org`'s invitations are open (a consistent count, every page).
+async fn open_invitations(table: &FleetTable, org: &OrgId) -> Result<u32, FleetError> {
+    let mut count = 0;
+    let mut start = None;
+    loop {
+        let out = key_prefix(
             table,
             org_pk(org),
             INVITATION_PREFIX,
-            Expressions::builder(),
+            Expressions::builder().condition(unexpired()),
         )
-        .limit(MAX_OPEN_INVITATIONS),
-    )
-    .await?;
-    let now = Timestamp::now();
-    let mut open = Vec::new();
-    for item in items {
-        let invitation = InvitationItem::from_item(item)?;
-        if invitation.expires_at > now {
-            open.push(Invitation::from(&invitation));
+        .select(Select::Count)
+        .consistent_read(true)
+        .set_exclusive_start_key(start)
+        .send()
+        .await
+        .map_err(sdk_error)?;
+        count += u32::try_from(out.count).unwrap_or(0);
+        match out.last_evaluated_key {
+            Some(next) => start = Some(next),
+            None => return Ok(count),
         }
     }
-    Ok(open)
 }
 
 /// AP-O11, implemented by [`revoke_invitation`].
@@ -199,10 +276,14 @@ pub const ACCEPT_INVITATION: AccessPattern = AccessPattern {
     id: PatternId::AcceptInvitation,
     description: "accept an invitation: the caller joins with its role",
     frequency: Frequency::Analytics,
-    operations: &[Operation::GetItem, Operation::TransactWriteItems],
+    operations: &[
+        Operation::GetItem,
+        Operation::Query,
+        Operation::TransactWriteItems,
+    ],
     index: None,
-    key_condition: "ORG#{orgId}/INVITATION#{invitationId}; delete it, put ORG#{orgId}/MEMBER#{userId} and MEMBER#{userId}/ORG#{orgId}, ORG#{orgId}/ORG memberCount + 1",
-    budget: RequestBudget::Fixed(3),
+    key_condition: "ORG#{orgId}/INVITATION#{invitationId}; PK = MEMBER#{userId} (count); delete it, put ORG#{orgId}/MEMBER#{userId} and MEMBER#{userId}/ORG#{orgId}, ORG#{orgId}/ORG memberCount + 1, check MEMBER#{createdBy}/ORG#{orgId} role; ORG#{orgId}/ORG",
+    budget: RequestBudget::Fixed(4),
     max_read_units: None,
     route: Some("POST /invitations/{code}/accept"),
     implemented_by: implemented_by!(accept_invitation),
@@ -210,7 +291,11 @@ pub const ACCEPT_INVITATION: AccessPattern = AccessPattern {
 
 /// AP-O12: `user` accepts the invitation `code` (as its text in the path): they join its
 /// organization with its role, and the code admits nobody else. An unknown, used, revoked,
-/// expired or malformed code is the same 404; a member already is a 409 `already_member`.
+/// expired or malformed code is the same 404, and so is one whose maker no longer holds a
+/// role that may make it (removed, or lowered: checked in the joining transaction) and one of
+/// an organization that is gone. A member already is a 409 `already_member`, a person in
+/// [`MAX_ORGS_PER_USER`] organizations a 409 `org_limit`, a full organization a 409
+/// `member_limit`. `email` is shown to the other members: give it only when verified.
 pub async fn accept_invitation(
     table: &FleetTable,
     user: &UserId,
@@ -229,6 +314,14 @@ pub async fn accept_invitation(
     if invitation.expires_at <= now {
         return Err(not_found());
     }
+    // As creating one does: counted before the transaction, so two acceptances at the same
+    // instant can pass it together (by as many as they are).
+    if memberships(table, user).await? >= MAX_ORGS_PER_USER {
+        return Err(FleetError::Conflict {
+            code: "org_limit",
+            message: format!("a person belongs to at most {MAX_ORGS_PER_USER} organizations"),
+        });
+    }
     let member = OrgMemberItem {
         org_id: org.clone(),
         user_id: user.clone(),
@@ -242,25 +335,35 @@ pub async fn accept_invitation(
         role: invitation.role,
         joined_at: now,
     };
+    let organization_key = ItemKey::Organization { org: org.clone() };
     let actions = vec![
         writes::delete(
             table,
             &key,
             Some(Condition::above(
                 InvitationItem::EXPIRES_AT,
-                crate::store::dynamo::string_value(now.to_string()),
+                string_value(now.to_string()),
             )),
         )?,
         writes::put(table, &member, Some(Condition::absent(PK)))?,
         writes::put(table, &membership, Some(Condition::absent(PK)))?,
         writes::update(
             table,
-            &ItemKey::Organization { org: org.clone() },
+            &organization_key,
             Update::new().increment(OrganizationItem::MEMBER_COUNT, number_value(1)),
             Condition::exists(PK).and(Condition::below(
                 OrganizationItem::MEMBER_COUNT,
                 number_value(MAX_MEMBERS_PER_ORG),
             )),
+        )?,
+        // The fence: the maker still holds a role that may make this invitation.
+        writes::check(
+            table,
+            &ItemKey::Membership {
+                member: invitation.created_by.clone(),
+                org: org.clone(),
+            },
+            may_make(invitation.role),
         )?,
     ];
     match transact(table, actions, Retry::attempts(4)).await? {
@@ -278,18 +381,62 @@ pub async fn accept_invitation(
                     message: "you are a member of this organization already".into(),
                 }
             } else if failed(3) {
-                FleetError::Conflict {
-                    code: "member_limit",
-                    message: format!("an organization has at most {MAX_MEMBERS_PER_ORG} members"),
-                }
+                refused_by_organization(table, &organization_key).await?
             } else {
                 not_found()
             });
         }
     }
-    let organization: OrganizationItem =
-        read_consistent(table, &ItemKey::Organization { org: org.clone() })
-            .await?
-            .ok_or(FleetError::NotFound("organization"))?;
+    let organization: OrganizationItem = read_consistent(table, &organization_key)
+        .await?
+        .ok_or(FleetError::NotFound("organization"))?;
     Ok(Org::of(&organization, invitation.role))
+}
+
+/// The condition on a maker's membership under which their invitation giving `role` admits:
+/// their role now is one that may make it.
+fn may_make(role: Role) -> Condition {
+    let needed = maker_role(role);
+    [Role::Admin, Role::Owner]
+        .into_iter()
+        .filter(|held| held.includes(needed))
+        .map(|held| Condition::equals(MembershipItem::ROLE, string_value(held.as_str())))
+        .reduce(Condition::or)
+        .unwrap_or_else(|| Condition::absent(PK))
+}
+
+/// Why the organization item refused a new member: a 409 `member_limit` only when the
+/// organization is there and its count is at the limit; anything else its condition refuses
+/// (the item gone: a deletion under way or done) is the 404 of an organization that does not
+/// exist. One consistent read, on this failure only.
+async fn refused_by_organization(
+    table: &FleetTable,
+    key: &ItemKey,
+) -> Result<FleetError, FleetError> {
+    let organization: Option<OrganizationItem> = read_consistent(table, key).await?;
+    Ok(match organization {
+        Some(o) if o.member_count >= MAX_MEMBERS_PER_ORG => FleetError::Conflict {
+            code: "member_limit",
+            message: format!("an organization has at most {MAX_MEMBERS_PER_ORG} members"),
+        },
+        _ => FleetError::NotFound("organization"),
+    })
+}
+
+/// How many organizations `user` belongs to, up to [`MAX_ORGS_PER_USER`] (a consistent count,
+/// one page).
+async fn memberships(table: &FleetTable, user: &UserId) -> Result<usize, FleetError> {
+    let out = key_prefix(
+        table,
+        membership_pk(user),
+        ORG_PREFIX,
+        Expressions::builder(),
+    )
+    .select(Select::Count)
+    .limit(MAX_ORGS_PER_USER as i32)
+    .consistent_read(true)
+    .send()
+    .await
+    .map_err(sdk_error)?;
+    Ok(usize::try_from(out.count).unwrap_or(0))
 }

@@ -2,6 +2,7 @@
 
 use aws_sdk_dynamodb::types::{KeysAndAttributes, WriteRequest};
 
+use crate::model::cursor::{self, Page};
 use crate::model::entities::fleet::FleetItem;
 use crate::model::entities::membership::{membership_pk, MembershipItem, ORG_PREFIX};
 use crate::model::entities::org_member::OrgMemberItem;
@@ -103,41 +104,50 @@ pub async fn create_org(
 /// AP-O2, implemented by [`my_orgs`].
 pub const MY_ORGS: AccessPattern = AccessPattern {
     id: PatternId::MyOrgs,
-    description: "the caller's organizations, with their role in each",
+    description: "the caller's organizations, with their role in each, a page",
     frequency: Frequency::Important,
     operations: &[Operation::Query, Operation::BatchGetItem],
     index: None,
     key_condition: "PK = MEMBER#{userId}, SK begins_with ORG#; then each ORG#{orgId}/ORG",
-    budget: RequestBudget::Fixed(2),
+    budget: RequestBudget::PerPage(2),
     max_read_units: None,
     route: Some("GET /orgs"),
     implemented_by: implemented_by!(my_orgs),
 };
 
-/// AP-O2: every organization `user` belongs to, with their role (one Query of their
-/// memberships, one BatchGetItem of the organizations: at most [`MAX_ORGS_PER_USER`] = one page
-/// of each).
-pub async fn my_orgs(table: &FleetTable, user: &UserId) -> Result<Vec<Org>, FleetError> {
-    let (items, _) = query(
-        key_prefix(
-            table,
-            membership_pk(user),
-            ORG_PREFIX,
-            Expressions::builder(),
-        )
-        .limit(MAX_ORGS_PER_USER as i32),
+/// Organizations per page of `GET /orgs`: one BatchGetItem's worth.
+pub const ORGS_PAGE: usize = BATCH_GET_SIZE;
+
+/// AP-O2: one page of the organizations `user` belongs to, by id, with their role (one Query
+/// of their memberships, one BatchGetItem of the organizations). A person is in at most
+/// [`MAX_ORGS_PER_USER`], one page; the cursor serves anyone past it (joined before the limit
+/// held on accept, or by racing requests).
+pub async fn my_orgs(
+    table: &FleetTable,
+    user: &UserId,
+    cursor: Option<&str>,
+) -> Result<Page<Org>, FleetError> {
+    let pk = membership_pk(user);
+    let start = cursor::resume(PatternId::MyOrgs, cursor, &[(PK, &pk)], &[(SK, ORG_PREFIX)])?;
+    let (items, next) = query(
+        key_prefix(table, pk.clone(), ORG_PREFIX, Expressions::builder())
+            .limit(ORGS_PAGE as i32)
+            .set_exclusive_start_key(start),
     )
     .await?;
+    let cursor = cursor::after(PatternId::MyOrgs, next.as_ref());
     let memberships = items
         .into_iter()
         .map(MembershipItem::from_item)
         .collect::<Result<Vec<_>, _>>()?;
     if memberships.is_empty() {
-        return Ok(Vec::new());
+        return Ok(Page {
+            items: Vec::new(),
+            cursor,
+        });
     }
     let keys = memberships
         .iter()
-        .take(BATCH_GET_SIZE)
         .map(|m| {
             ItemKey::Organization {
                 org: m.org_id.clone(),
@@ -156,14 +166,15 @@ pub async fn my_orgs(table: &FleetTable, user: &UserId) -> Result<Vec<Org>, Flee
         .collect::<Result<Vec<_>, _>>()?;
     // In membership order (by id); a membership whose organization is gone (deleted while
     // the membership's removal was still under way) lists nothing.
-    Ok(memberships
+    let items = memberships
         .iter()
         .filter_map(|m| {
             orgs.iter()
                 .find(|o| o.org_id == m.org_id)
                 .map(|o| Org::of(o, m.role))
         })
-        .collect())
+        .collect();
+    Ok(Page { items, cursor })
 }
 
 /// AP-O3, implemented by [`get_org`].

@@ -14,6 +14,7 @@ use crate::model::org::Role;
 use crate::model::pattern_id::PatternId;
 use crate::model::schema::{PK, SK};
 use crate::ops::orgs::access::require;
+use crate::ops::orgs::revocation::revoke_made_by;
 use crate::ops::orgs::view::Member;
 use crate::ops::orgs::writes;
 use crate::ops::pattern::{implemented_by, AccessPattern, Frequency, Operation, RequestBudget};
@@ -74,10 +75,17 @@ pub const CHANGE_MEMBER_ROLE: AccessPattern = AccessPattern {
     id: PatternId::ChangeMemberRole,
     description: "change a member's role, or hand ownership over",
     frequency: Frequency::Analytics,
-    operations: &[Operation::GetItem, Operation::TransactWriteItems],
+    operations: &[
+        Operation::GetItem,
+        Operation::TransactWriteItems,
+        Operation::Query,
+        Operation::BatchWriteItem,
+    ],
     index: None,
-    key_condition: "ORG#{orgId}/MEMBER#{userId} and MEMBER#{userId}/ORG#{orgId} (both members' for a hand-over, and ORG#{orgId}/ORG)",
-    budget: RequestBudget::Fixed(2),
+    key_condition: "ORG#{orgId}/MEMBER#{userId} and MEMBER#{userId}/ORG#{orgId} (both members' for a hand-over, and ORG#{orgId}/ORG); an admin lowered below admin: PK = ORG#{orgId}, SK begins_with INVITATION#, createdBy = {userId}, deleted",
+    // An admin lowered below admin: the Query of their invitations (one page, the open ones
+    // capped) and their deletion, 25 a batch.
+    budget: RequestBudget::BatchOf25Plus(3),
     max_read_units: None,
     route: Some("PATCH /orgs/{orgId}/members/{userId}"),
     implemented_by: implemented_by!(change_role),
@@ -138,9 +146,15 @@ pub async fn change_role(
         )?,
     ];
     match transact(table, actions, Retry::attempts(4)).await? {
-        Transaction::Committed => Ok(Member::from(&OrgMemberItem { role, ..current })),
-        Transaction::Cancelled(_) => Err(changed_meanwhile()),
+        Transaction::Committed => {}
+        Transaction::Cancelled(_) => return Err(changed_meanwhile()),
     }
+    // A role that invites nobody any more: what they invited goes (accepting checks the
+    // maker's role too, should this be cut short).
+    if current.role.includes(Role::Admin) && !role.includes(Role::Admin) {
+        revoke_made_by(table, org, target).await?;
+    }
+    Ok(Member::from(&OrgMemberItem { role, ..current }))
 }
 
 async fn hand_over(
@@ -209,17 +223,25 @@ pub const REMOVE_MEMBER: AccessPattern = AccessPattern {
     id: PatternId::RemoveMember,
     description: "remove a member, or leave",
     frequency: Frequency::Analytics,
-    operations: &[Operation::GetItem, Operation::TransactWriteItems],
+    operations: &[
+        Operation::GetItem,
+        Operation::TransactWriteItems,
+        Operation::Query,
+        Operation::BatchWriteItem,
+    ],
     index: None,
-    key_condition: "delete ORG#{orgId}/MEMBER#{userId} and MEMBER#{userId}/ORG#{orgId}; ORG#{orgId}/ORG memberCount - 1",
-    budget: RequestBudget::Fixed(2),
+    key_condition: "delete ORG#{orgId}/MEMBER#{userId} and MEMBER#{userId}/ORG#{orgId}; ORG#{orgId}/ORG memberCount - 1; an admin's: PK = ORG#{orgId}, SK begins_with INVITATION#, createdBy = {userId}, deleted",
+    // An admin's removal: the Query of their invitations (one page, the open ones capped) and
+    // their deletion, 25 a batch.
+    budget: RequestBudget::BatchOf25Plus(3),
     max_read_units: None,
     route: Some("DELETE /orgs/{orgId}/members/{userId}"),
     implemented_by: implemented_by!(remove_member),
 };
 
 /// AP-O8: `target` leaves `org`: by their own request at any role but owner (who hands
-/// ownership over first), or removed by an admin or the owner (never the owner).
+/// ownership over first), or removed by an admin or the owner (never the owner). An admin's
+/// invitations are revoked with them.
 pub async fn remove_member(
     table: &FleetTable,
     org: &OrgId,
@@ -259,9 +281,13 @@ pub async fn remove_member(
         )?,
     ];
     match transact(table, actions, Retry::attempts(4)).await? {
-        Transaction::Committed => Ok(()),
-        Transaction::Cancelled(_) => Err(changed_meanwhile()),
+        Transaction::Committed => {}
+        Transaction::Cancelled(_) => return Err(changed_meanwhile()),
     }
+    if current.role.includes(Role::Admin) {
+        revoke_made_by(table, org, target).await?;
+    }
+    Ok(())
 }
 
 /// `target`'s entry in `org`'s member list, read consistently, or 404 `member`.

@@ -7,5 +7,6 @@ pub mod access;
 pub mod invitations;
 pub mod manage;
 pub mod members;
+pub mod revocation;
 pub mod view;
 pub(crate) mod writes;

@@ -1,7 +1,9 @@
 //! The transaction actions the organization operations are made of: puts, deletes and updates
 //! of whole entities, each with its condition.
 
-use aws_sdk_dynamodb::types::{Delete, Put, TransactWriteItem, Update as SdkUpdate};
+use aws_sdk_dynamodb::types::{
+    ConditionCheck, Delete, Put, TransactWriteItem, Update as SdkUpdate,
+};
 
 use crate::model::entities::{Entity, ItemKey};
 use crate::model::error::FleetError;
@@ -56,6 +58,24 @@ pub(crate) fn update(
                 .table_name(table.name())
                 .set_key(Some(key.attributes()))
                 .expressions(Expressions::write(update, Some(condition)))
+                .build()
+                .map_err(FleetError::internal)?,
+        )
+        .build())
+}
+
+/// Checks `condition` on the item at `key` without writing it.
+pub(crate) fn check(
+    table: &FleetTable,
+    key: &ItemKey,
+    condition: Condition,
+) -> Result<TransactWriteItem, FleetError> {
+    Ok(TransactWriteItem::builder()
+        .condition_check(
+            ConditionCheck::builder()
+                .table_name(table.name())
+                .set_key(Some(key.attributes()))
+                .expressions(Expressions::condition(condition))
                 .build()
                 .map_err(FleetError::internal)?,
         )

@@ -27,6 +27,7 @@ use shared::model::timestamp::Timestamp;
 use shared::ops::orgs::access::member_role;
 use shared::ops::orgs::invitations::{
     accept_invitation, invite, list_invitations, revoke_invitation, InvitationTerms,
+    MAX_OPEN_INVITATIONS,
 };
 use shared::ops::orgs::manage::{create_org, delete_org, get_org, my_orgs, rename_org};
 use shared::ops::orgs::members::{change_role, list_members, remove_member, Actor};
@@ -61,7 +62,7 @@ pub(super) const MY_ORGS: PatternCase = PatternCase {
     scale: one,
     run: |table, _| {
         Box::pin(async move {
-            let orgs = my_orgs(table, &person(ORG_OWNER)?).await?;
+            let orgs = my_orgs(table, &person(ORG_OWNER)?, None).await?.items;
             found(
                 orgs.len() == 1 && orgs[0].org_id == REF_ORG && orgs[0].role == Role::Owner,
                 PatternId::MyOrgs,
@@ -115,7 +116,7 @@ pub(super) const ORG_INVITATIONS: PatternCase = PatternCase {
     scale: one,
     run: |table, _| {
         Box::pin(async move {
-            let open = list_invitations(table, &ref_org()?).await?;
+            let open = list_invitations(table, &ref_org()?, None).await?.items;
             found(open.len() == 1, PatternId::OrgInvitations)
         })
     },
@@ -137,11 +138,12 @@ pub(super) const INVITE: PatternCase = PatternCase {
         })
     },
     call: write("POST /orgs/{orgId}/invitations (a viewer)", 201, |_, _| {
-        every_call(
-            on_bench_org(PatternId::Invite, "/invitations")
+        Box::new(|i| {
+            on_org(PatternId::Invite, &inviting_org(i), "/invitations")
                 .caller(BENCH_ORG_OWNER)
-                .json(&json!({"role": "viewer"})),
-        )
+                .json(&json!({"role": "viewer"}))
+                .to_bytes()
+        })
     }),
 };
 
@@ -155,8 +157,9 @@ pub(super) const REVOKE_INVITATION: PatternCase = PatternCase {
             let org = ref_org()?;
             // AP-O9's, told from the seed's open one (the owner's) by its maker.
             let made = RequestMeter::new()
-                .scope(list_invitations(table, &org))
+                .scope(list_invitations(table, &org, None))
                 .await?
+                .items
                 .into_iter()
                 .find(|i| i.created_by == ORG_ADMIN)
                 .ok_or_else(|| FleetError::internal("AP-O9 made no invitation"))?;
@@ -316,7 +319,10 @@ pub(super) const DELETE_ORG: PatternCase = PatternCase {
     run: |table, _| {
         Box::pin(async move {
             let founder = person(FOUNDER)?;
-            let orgs = RequestMeter::new().scope(my_orgs(table, &founder)).await?;
+            let orgs = RequestMeter::new()
+                .scope(my_orgs(table, &founder, None))
+                .await?
+                .items;
             let throwaway = orgs
                 .first()
                 .ok_or_else(|| FleetError::internal("AP-O1 created no organization"))?;
@@ -391,6 +397,16 @@ fn bench_joiner(i: usize) -> String {
     format!("ref-bench-joiner-{i}")
 }
 
+/// The organization the `i`-th AP-O9 call invites into: a new one every
+/// [`INVITATIONS_PER_INVITING_ORG`] calls, so the calls stay under the cap of open invitations
+/// (the bench organization holds its fixture invitations, past the cap).
+fn inviting_org(i: usize) -> String {
+    format!("o{:020x}", 0x2_0000 + i / INVITATIONS_PER_INVITING_ORG)
+}
+
+/// AP-O9 calls per inviting organization: half the cap.
+const INVITATIONS_PER_INVITING_ORG: usize = MAX_OPEN_INVITATIONS as usize / 2;
+
 /// The `i`-th fixture organization the AP-O5 calls delete.
 fn deletable_org(i: usize) -> String {
     format!("o{:020x}", 0x1_0000 + i)
@@ -402,7 +418,8 @@ fn deletable_org_owner(i: usize) -> String {
 }
 
 /// What the organization routes' bench calls consume, written directly (fixtures, not
-/// operations): the bench organization with its owner and, per call, a device of the owner's
+/// operations): the bench organization with its owner, the organizations the AP-O9 calls
+/// invite into (the same owner) and, per call, a device of the owner's
 /// own fleet to move into it (registered as any), an invitation to accept
 /// and one to revoke; and an organization without devices per call to delete.
 pub async fn seed_org_fixtures(table: &FleetTable) -> Result<(), FleetError> {
@@ -445,6 +462,9 @@ pub async fn seed_org_fixtures(table: &FleetTable) -> Result<(), FleetError> {
         Ok(())
     };
     org_with_owner(BENCH_ORG, BENCH_ORG_OWNER)?;
+    for i in (0..FIXTURE_CALLS).step_by(INVITATIONS_PER_INVITING_ORG) {
+        org_with_owner(&inviting_org(i), BENCH_ORG_OWNER)?;
+    }
     for i in 0..FIXTURE_CALLS {
         org_with_owner(&deletable_org(i), &deletable_org_owner(i))?;
     }
