@@ -418,26 +418,38 @@ async fn get_orgs_pages_past_the_first_hundred() {
 }
 
 /// An organization path whose id cannot be read (not UTF-8 once decoded) is a 400: the
-/// request never falls back to the caller's personal fleet.
+/// request never falls back to the caller's personal fleet. Behind API Gateway the path is
+/// rebuilt from its (UTF-8) parameters, so this is reached where the URI is routed as it is:
+/// a route key without a path template, the dev server.
 #[tokio::test]
 async fn an_unreadable_organization_path_is_a_400_not_the_personal_fleet() {
     let table = fresh_table().await;
     register_device(&table, OWNER, "personal-1").await;
     let read = dashboard(
         &table,
-        ApiRequest::new("GET /orgs/{orgId}/devices", "/orgs/%FF/devices").caller(OWNER),
+        ApiRequest::new("GET", "/orgs/%FF/devices").caller(OWNER),
     )
     .await;
-    assert_eq!(read.status, 400, "{:?}", read.body);
+    assert_eq!(
+        (read.status, read.error_field()),
+        (400, "path"),
+        "{:?}",
+        read.body
+    );
     let before = table_contents(&table).await;
     let write = device_updates(
         &table,
-        ApiRequest::new("POST /orgs/{orgId}/devices", "/orgs/%FF/devices")
+        ApiRequest::new("POST", "/orgs/%FF/devices")
             .caller(OWNER)
             .json(json!({"deviceId": "stray-1", "name": "Stray", "type": "thermostat"})),
     )
     .await;
-    assert_eq!(write.status, 400, "{:?}", write.body);
+    assert_eq!(
+        (write.status, write.error_field()),
+        (400, "path"),
+        "{:?}",
+        write.body
+    );
     assert_eq!(table_contents(&table).await, before, "nothing written");
 }
 
