@@ -947,9 +947,8 @@ def merged(state, events):
             latest[e["type"]] = (e["at"].millis, e["value"])
         if not any(r[0] == e["at"].millis and r[1] == e["id"] for r in recent):
             recent.append((e["at"].millis, e["id"], e["type"], e["value"]))
-    while len(latest) > MAX_STATE_TYPES:
-        oldest = min(sorted(latest.items()), key=lambda kv: kv[1][0])[0]
-        del latest[oldest]
+    # No type is dropped past MAX_STATE_TYPES (racing batches): its latest reading is its
+    # readings' newness to the summaries (issue 38).
     recent.sort(key=lambda r: (r[0], r[1]), reverse=True)
     nxt = {**state, "lastSeen": last_seen, "latest": latest, "recent": recent[:RECENT_EVENTS]}
     nxt["learned"], nxt["jitter"] = learn_rhythm(state, nxt, state["deviceId"])
@@ -1192,8 +1191,9 @@ def _remember(device, state):
 def check_type_cap(state, events):
     types = set(state["latest"])
     for i, e in enumerate(events):
+        known = e["type"] in types
         types.add(e["type"])
-        if len(types) > MAX_STATE_TYPES:
+        if not known and len(types) > MAX_STATE_TYPES:
             raise invalid(f"events[{i}].type",
                           f"a device reports at most {MAX_STATE_TYPES} event types; this one "
                           f"already has {', '.join(sorted(state['latest']))}")
@@ -1231,7 +1231,31 @@ def month_start(millis):
 
 
 def exact_add(partials, value):
-    """Adds `value` to the non-overlapping partials (shared::model::series::ExactSum::add)."""
+    """Adds `value` to the partials, kept canonical (shared::model::series::ExactSum::add)."""
+    _grow(partials, value)
+    _canonicalize(partials)
+
+
+def _canonicalize(partials):
+    """The greedy expansion of the partials' exact sum, smallest first
+    (ExactSum::canonicalize): equal sums are stored alike whatever their order."""
+    if not partials:
+        return
+    rest, out = list(partials), []
+    while True:
+        s = exact_value(rest)
+        out.append(s)
+        if s == 0.0 or not math.isfinite(s):
+            break
+        _grow(rest, -s)
+        if all(p == 0.0 for p in rest):
+            break
+    out.reverse()
+    partials[:] = out
+
+
+def _grow(partials, value):
+    """Shewchuk's grow-expansion (ExactSum::grow)."""
     x, kept = value, 0
     for i in range(len(partials)):
         y = partials[i]

@@ -30,6 +30,7 @@ mod rie;
 mod rollouts;
 mod scale;
 mod series;
+mod series_counting;
 mod series_read;
 mod template_contract;
 mod traces;

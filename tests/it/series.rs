@@ -18,14 +18,14 @@ use shared::model::timestamp::Timestamp;
 use shared::ops::ingest::{IngestConfig, Ingestor};
 use shared::FleetTable;
 
-const OWNER: &str = "series-owner";
-const MINUTE_MS: i64 = 60_000;
-const DAY_MS: i64 = 86_400_000;
+pub(super) const OWNER: &str = "series-owner";
+pub(super) const MINUTE_MS: i64 = 60_000;
+pub(super) const DAY_MS: i64 = 86_400_000;
 
 /// What was sent, by (at, id): a replay overwrites the same entry, as the table does.
-type Sent = BTreeMap<(i64, String), (String, EventValue)>;
+pub(super) type Sent = BTreeMap<(i64, String), (String, EventValue)>;
 
-fn event_json(id: &str, kind: &str, value: &EventValue, at_ms: i64) -> Value {
+pub(super) fn event_json(id: &str, kind: &str, value: &EventValue, at_ms: i64) -> Value {
     let at = Timestamp::from_epoch_millis(at_ms).unwrap().to_string();
     let value = match value {
         EventValue::Number(n) => json!(n),
@@ -36,10 +36,10 @@ fn event_json(id: &str, kind: &str, value: &EventValue, at_ms: i64) -> Value {
 }
 
 /// A small deterministic generator (the test must be repeatable).
-struct Lcg(u64);
+pub(super) struct Lcg(pub(super) u64);
 
 impl Lcg {
-    fn next(&mut self) -> u64 {
+    pub(super) fn next(&mut self) -> u64 {
         self.0 = self
             .0
             .wrapping_mul(6364136223846793005)
@@ -47,7 +47,7 @@ impl Lcg {
         self.0 >> 33
     }
 
-    fn shuffle<T>(&mut self, items: &mut [T]) {
+    pub(super) fn shuffle<T>(&mut self, items: &mut [T]) {
         for i in (1..items.len()).rev() {
             let j = (self.next() % (i as u64 + 1)) as usize;
             items.swap(i, j);
@@ -56,7 +56,7 @@ impl Lcg {
 }
 
 /// The device's open summaries and stored items of `kind`, as the read route gets them.
-async fn read_series(
+pub(super) async fn read_series(
     table: &FleetTable,
     device: &str,
     kind: &str,
@@ -109,7 +109,7 @@ async fn read_series(
 }
 
 /// The buckets of `kind` at `resolution` recomputed from what was sent.
-fn recompute(sent: &Sent, kind: &str, resolution: Resolution) -> Buckets {
+pub(super) fn recompute(sent: &Sent, kind: &str, resolution: Resolution) -> Buckets {
     let mut buckets = Buckets::default();
     for ((at, _), (k, value)) in sent {
         if k == kind {
@@ -125,7 +125,12 @@ fn recompute(sent: &Sent, kind: &str, resolution: Resolution) -> Buckets {
 
 /// Every bucket of `kind` at every resolution, as stored items and state assemble them,
 /// equals the recompute, bit for bit. Returns the number of buckets compared.
-async fn assert_exact(table: &FleetTable, device: &str, kind: &str, sent: &Sent) -> usize {
+pub(super) async fn assert_exact(
+    table: &FleetTable,
+    device: &str,
+    kind: &str,
+    sent: &Sent,
+) -> usize {
     let (state, stored) = read_series(table, device, kind).await;
     let open = state.series.0.get(kind);
     assert!(open.is_some(), "the state carries {kind}'s open summaries");

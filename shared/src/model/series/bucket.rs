@@ -13,6 +13,12 @@ use crate::model::series::resolution::{Resolution, DAY_MS, FIVE_MINUTES_MS, HOUR
 /// (Shewchuk 1997, as CPython's `math.fsum`). Adding values in any order, or merging two
 /// sums, gives the same exact sum; [`ExactSum::value`] rounds it once, correctly.
 ///
+/// The partials are kept canonical: the greedy expansion `s1 = fsum(x)`, `s2 = fsum(x - s1)`,
+/// ... (smallest first), a function of the exact sum alone. Shewchuk's own partials depend on
+/// the order the values came in, so equal sums would be stored differently and a replay
+/// (whose recompute reads readings in time order) would rewrite a bucket it did not change
+/// (issue 38).
+///
 /// Hand-written rather than the `fsum` crate: the partials are stored (a bucket's sum must
 /// combine exactly with another bucket's), and that crate keeps them private.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -23,6 +29,12 @@ pub struct ExactSum {
 impl ExactSum {
     /// Adds one value exactly.
     pub fn add(&mut self, value: f64) {
+        self.grow(value);
+        self.canonicalize();
+    }
+
+    /// Shewchuk's grow-expansion: adds `value` exactly, the partials left as it leaves them.
+    fn grow(&mut self, value: f64) {
         let mut x = value;
         let mut kept = 0;
         for i in 0..self.partials.len() {
@@ -45,8 +57,34 @@ impl ExactSum {
     /// Adds another exact sum (exactly: its partials are values like any other).
     pub fn merge(&mut self, other: &ExactSum) {
         for &p in &other.partials {
-            self.add(p);
+            self.grow(p);
         }
+        self.canonicalize();
+    }
+
+    /// Rewrites the partials as the greedy expansion of their exact sum: each the correctly
+    /// rounded remainder of the ones above it, smallest first (non-overlapping, so still a
+    /// valid expansion). A zero sum keeps its one rounded zero; no partials stay none.
+    fn canonicalize(&mut self) {
+        if self.partials.is_empty() {
+            return;
+        }
+        let mut rest = ExactSum {
+            partials: std::mem::take(&mut self.partials),
+        };
+        loop {
+            let s = rest.value();
+            self.partials.push(s);
+            // An overflowing sum (beyond any reading's range) has no finite remainder.
+            if s == 0.0 || !s.is_finite() {
+                break;
+            }
+            rest.grow(-s);
+            if rest.partials.iter().all(|p| *p == 0.0) {
+                break;
+            }
+        }
+        self.partials.reverse();
     }
 
     /// The exact sum rounded to the nearest `f64` (ties to even), as `math.fsum`.
@@ -383,6 +421,41 @@ mod tests {
         [1e-16, 1.0, 1e16].iter().for_each(|v| halfway.add(*v));
         assert_eq!(halfway.value(), 1.0000000000000002e16);
         assert_eq!(ExactSum::default().value(), 0.0);
+    }
+
+    #[test]
+    fn equal_exact_sums_have_equal_partials_whatever_the_order() {
+        // Shewchuk's partials of these four differ by order; the canonical ones do not.
+        let values = [-2.97, 246.6, 217.32, 39.27];
+        let mut orders = Vec::new();
+        for rotation in 0..values.len() {
+            for reversed in [false, true] {
+                let mut order = values.to_vec();
+                order.rotate_left(rotation);
+                if reversed {
+                    order.reverse();
+                }
+                let mut sum = ExactSum::default();
+                order.iter().for_each(|v| sum.add(*v));
+                orders.push(sum);
+            }
+        }
+        let mut merged = ExactSum::default();
+        let (mut a, mut b) = (ExactSum::default(), ExactSum::default());
+        a.add(values[3]);
+        a.add(values[0]);
+        b.add(values[2]);
+        b.add(values[1]);
+        merged.merge(&b);
+        merged.merge(&a);
+        orders.push(merged);
+        for sum in &orders {
+            assert_eq!(sum.partials(), orders[0].partials());
+        }
+        assert_eq!(orders[0].value(), 500.21999999999997);
+        // The greedy expansion: the rounded sum on top, the remainder below it.
+        assert_eq!(orders[0].partials().last(), Some(&500.21999999999997));
+        assert_eq!(orders[0].partials().len(), 2);
     }
 
     #[test]

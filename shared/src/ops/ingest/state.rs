@@ -62,8 +62,11 @@ pub(super) const STATE_ATTEMPTS: u32 = 16;
 
 /// `state` with `events` merged in: `lastSeen` never moves backwards, a late event never
 /// replaces a newer reading, `recent` keeps the newest [`RECENT_EVENTS`] without duplicates,
-/// and `latest` at most [`MAX_STATE_TYPES`] types (the oldest reading goes, should concurrent
-/// batches of two containers get past the cap together).
+/// and `latest` every type's newest reading. Concurrent batches of two containers can take
+/// `latest` past [`MAX_STATE_TYPES`] together (each checked the cap against the state it
+/// read); no type is dropped then: a type's latest reading decides whether its readings are
+/// new to the summaries, and a dropped type's replayed readings would be counted again
+/// (issue 38). [`check_type_cap`] then refuses further types, not the ones the state has.
 pub fn state_with_batch(state: &DeviceStateItem, events: &[NewEvent]) -> DeviceStateItem {
     let mut next = state.clone();
     for e in events {
@@ -87,15 +90,6 @@ pub fn state_with_batch(state: &DeviceStateItem, events: &[NewEvent]) -> DeviceS
                 e.value.clone(),
             ));
         }
-    }
-    while next.latest.len() > MAX_STATE_TYPES {
-        let oldest = next
-            .latest
-            .iter()
-            .min_by_key(|(_, r)| r.0)
-            .map(|(t, _)| t.clone())
-            .expect("not empty");
-        next.latest.remove(&oldest);
     }
     next.recent
         .sort_by(|a, b| (b.0, b.1.as_str()).cmp(&(a.0, a.1.as_str())));
@@ -165,8 +159,9 @@ pub fn state_without_unstored(
 pub fn check_type_cap(state: &DeviceStateItem, events: &[NewEvent]) -> Result<(), ValidationError> {
     let mut types: BTreeSet<&str> = state.latest.keys().map(String::as_str).collect();
     for (i, e) in events.iter().enumerate() {
-        types.insert(e.event_type.as_str());
-        if types.len() > MAX_STATE_TYPES {
+        // A type the state has is never refused, even by a state past the cap (two racing
+        // batches, above).
+        if types.insert(e.event_type.as_str()) && types.len() > MAX_STATE_TYPES {
             return Err(ValidationError::new(
                 format!("events[{i}].type"),
                 format!(
@@ -373,10 +368,23 @@ mod tests {
             "{}",
             err.reason
         );
-        // Even past the check (two containers racing), merging never keeps more than the cap.
+        // Past the check (two containers racing), merging drops no type: a type's latest
+        // reading is its readings' newness (issue 38). The state over the cap still takes
+        // readings of its own types, and refuses any other.
         let over = state_with_batch(&state, &batch);
-        assert_eq!(over.latest.len(), MAX_STATE_TYPES);
-        assert!(over.latest.contains_key("t9"), "the newest reading stays");
+        assert_eq!(over.latest.len(), MAX_STATE_TYPES + 1);
+        assert!(over.latest.contains_key("t9") && over.latest.contains_key("t0"));
+        check_type_cap(&over, &batch).unwrap();
+        let another = [event(
+            "c",
+            "t10",
+            EventValue::Flag(true),
+            "2024-04-10T10:02:00Z",
+        )];
+        assert_eq!(
+            check_type_cap(&over, &another).unwrap_err().field,
+            "events[0].type"
+        );
     }
 
     #[test]

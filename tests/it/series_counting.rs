@@ -1,0 +1,474 @@
+//! How a reading reaches its summaries (issue 38, the counting mechanism), on DynamoDB Local:
+//! nothing shrinks when raw readings expire (a per-type `rawDays` shorter than a reading's
+//! age, a bucket straddling the retention edge), a type never loses its newness record to
+//! racing batches of more than 8 types, and a replay rewrites nothing because equal exact sums
+//! are stored alike whatever order their readings came in.
+
+use std::sync::Arc;
+
+use fleet_tests::*;
+use serde_json::{json, Value};
+use shared::model::entities::series::SeriesItem;
+use shared::model::entities::{Entity, EntityType};
+use shared::model::readings::EventValue;
+use shared::model::series::Resolution;
+use shared::model::timestamp::Timestamp;
+use shared::ops::ingest::{IngestConfig, Ingestor};
+use shared::FleetTable;
+
+use super::series::{
+    assert_exact, event_json, read_series, recompute, Sent, DAY_MS, MINUTE_MS, OWNER,
+};
+
+/// Sets `OWNER`'s raw retention of thermostats (the test kit's device type) to `days`.
+async fn raw_days(table: &FleetTable, days: u32) {
+    let a = device_updates(
+        table,
+        ApiRequest::put("/me/retention")
+            .caller(OWNER)
+            .json(json!({"deviceType": "thermostat", "rawDays": days})),
+    )
+    .await;
+    assert_eq!(a.status, 200, "{:?}", a.body);
+}
+
+/// Sends `readings` (at, id, type, value) as one batch; asserts a 200.
+async fn send(
+    ingestor: &Arc<Ingestor>,
+    device: &str,
+    token: &str,
+    readings: &[(i64, String, String, EventValue)],
+    sent: &mut Sent,
+) {
+    let body = Value::Array(
+        readings
+            .iter()
+            .map(|(at, id, kind, v)| event_json(id, kind, v, *at))
+            .collect(),
+    );
+    let a = ingest(ingestor, ingest_request(device, token, body)).await;
+    assert_eq!(a.status, 200, "{:?}", a.body);
+    assert!(
+        a.body["failed"].as_array().is_none_or(Vec::is_empty),
+        "{:?}",
+        a.body
+    );
+    for (at, id, kind, v) in readings {
+        sent.insert((*at, id.clone()), (kind.clone(), v.clone()));
+    }
+}
+
+/// The device's summary items (blocks, day and month items) as stored.
+async fn summary_items(table: &FleetTable) -> Vec<SeriesItem> {
+    table_contents(table)
+        .await
+        .into_iter()
+        .filter(|i| entity_type(i) == Some(EntityType::Series))
+        .map(|i| SeriesItem::from_item(i).unwrap())
+        .collect()
+}
+
+#[tokio::test]
+#[ignore = "issue 38 item 1, not fixed yet (needs counting without recompute, e.g. per-bucket id sets): on main the replay's recompute from expired raw readings drops every 5m bucket older than 7 days (`power FiveMinutes: the same buckets` differ from the first one on)"]
+async fn a_backlog_older_than_its_types_raw_retention_replayed_and_a_late_reading_lose_nothing() {
+    // Issue 38 item 1: with `rawDays: 7`, readings up to 90 days old are still accepted, but
+    // their raw events expire at once. A replay or a late reading must not replace their
+    // buckets by a recompute from the (expired) raw readings: no bucket shrinks, and the late
+    // reading is counted once.
+    let table = fresh_table().await;
+    raw_days(&table, 7).await;
+    let device = "meter-7d";
+    let token = register_device(&table, OWNER, device).await;
+    let ingestor = Arc::new(Ingestor::new(table.clone(), IngestConfig::default()));
+    let now = Timestamp::now().epoch_millis();
+    let hour = 60 * MINUTE_MS;
+    // 30 days of hourly readings, oldest first, in batches of 100.
+    let backlog: Vec<(i64, String, String, EventValue)> = (0..30 * 24)
+        .map(|h| {
+            (
+                now - 30 * DAY_MS + h * hour + 7 * MINUTE_MS,
+                format!("h{h}"),
+                "power".to_string(),
+                EventValue::Number(20.0 + (h % 17) as f64 * 0.25),
+            )
+        })
+        .collect();
+    let mut sent = Sent::new();
+    for batch in backlog.chunks(100) {
+        send(&ingestor, device, &token, batch, &mut sent).await;
+    }
+    assert_exact(&table, device, "power", &sent).await;
+    // The whole backlog sent again (a gateway replaying after a lost answer).
+    for batch in backlog.chunks(100) {
+        send(&ingestor, device, &token, batch, &mut sent).await;
+    }
+    assert_exact(&table, device, "power", &sent).await;
+    // A new reading 20 days late, in a 5-minute bucket of its own.
+    let at = now - 20 * DAY_MS - 31 * MINUTE_MS;
+    let late = [(
+        at,
+        "late-20d".to_string(),
+        "power".to_string(),
+        EventValue::Number(99.5),
+    )];
+    send(&ingestor, device, &token, &late, &mut sent).await;
+    send(&ingestor, device, &token, &late, &mut sent).await;
+    assert_exact(&table, device, "power", &sent).await;
+}
+
+#[tokio::test]
+#[ignore = "issue 38 item 1, not fixed yet: on main `edge-1d: the bucket keeps r1 (raw expired) and counts r2`: left Some(1) (None when the machine is slow enough for r2 to expire too), right Some(2)"]
+async fn a_bucket_straddling_the_retention_edge_keeps_its_expired_readings() {
+    // Issue 38 item 1, the edge: a 5-minute bucket whose first reading's raw event has just
+    // expired (ttl passed) and whose later reading comes out of order. Once with a 1-day
+    // per-type retention, once at the global 90-day edge.
+    for (device, days) in [("edge-1d", Some(1u32)), ("edge-90d", None)] {
+        let table = fresh_table().await;
+        if let Some(days) = days {
+            raw_days(&table, days).await;
+        }
+        let days = i64::from(days.unwrap_or(90));
+        let token = register_device(&table, OWNER, device).await;
+        let ingestor = Arc::new(Ingestor::new(table.clone(), IngestConfig::default()));
+        // The first reading's raw event expires about a second from now (ttl in seconds);
+        // the second, 10 s later in the same bucket, outlives the test.
+        let mut first = Timestamp::now().epoch_millis() - days * DAY_MS + 1_500;
+        let bucket = Resolution::FiveMinutes.bucket_start(first);
+        if bucket + Resolution::FiveMinutes.millis() - first < 15_000 {
+            tokio::time::sleep(std::time::Duration::from_millis(
+                (bucket + Resolution::FiveMinutes.millis() - first + 200) as u64,
+            ))
+            .await;
+            first = Timestamp::now().epoch_millis() - days * DAY_MS + 1_500;
+        }
+        let kind = "power".to_string();
+        let mut sent = Sent::new();
+        let first_batch = [
+            (first, "r1".into(), kind.clone(), EventValue::Number(1.0)),
+            (
+                Timestamp::now().epoch_millis() - MINUTE_MS,
+                "now".into(),
+                kind.clone(),
+                EventValue::Number(5.0),
+            ),
+        ];
+        send(&ingestor, device, &token, &first_batch, &mut sent).await;
+        tokio::time::sleep(std::time::Duration::from_millis(3_000)).await;
+        let out_of_order = [(first + 10_000, "r2".into(), kind, EventValue::Number(2.0))];
+        send(&ingestor, device, &token, &out_of_order, &mut sent).await;
+        let (state, stored) = read_series(&table, device, "power").await;
+        let got = shared::model::series::assemble(
+            Resolution::FiveMinutes,
+            bucket,
+            bucket + 1,
+            state.series.0.get("power"),
+            &stored,
+        );
+        assert_eq!(
+            got.0.get(&bucket).map(|b| b.count),
+            Some(2),
+            "{device}: the bucket keeps r1 (raw expired) and counts r2"
+        );
+        assert_eq!(
+            got.0.get(&bucket),
+            recompute(&sent, "power", Resolution::FiveMinutes)
+                .0
+                .get(&bucket),
+            "{device}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn racing_batches_past_eight_types_never_evict_a_type_whose_replay_then_counts_twice() {
+    // Issue 38 item 9: two ingest instances each believe the device has 7 types and each adds
+    // one more; the second one's conflict merge holds 9 types. The state must not drop a
+    // type's latest reading then: newness of its readings depends on it, and a replay of the
+    // dropped type's reading would be counted again.
+    let table = fresh_table().await;
+    let device = "many-types";
+    let token = register_device(&table, OWNER, device).await;
+    let a = Arc::new(Ingestor::new(table.clone(), IngestConfig::default()));
+    let b = Arc::new(Ingestor::new(table.clone(), IngestConfig::default()));
+    let now = Timestamp::now().epoch_millis();
+    let reading = |kind: &str, minutes_ago: i64| {
+        (
+            now - minutes_ago * MINUTE_MS,
+            format!("{kind}-{minutes_ago}"),
+            kind.to_string(),
+            EventValue::Number(minutes_ago as f64),
+        )
+    };
+    let mut sent = Sent::new();
+    // Seven types; `t0`'s reading is the oldest of all.
+    let seven: Vec<_> = (0..7).map(|t| reading(&format!("t{t}"), 30 - t)).collect();
+    send(&a, device, &token, &seven, &mut sent).await;
+    // `b` reads and caches the 7-type state.
+    send(&b, device, &token, &[reading("t1", 20)], &mut sent).await;
+    // `a` adds an eighth type; `b`, from its cached 7 types, a ninth.
+    send(&a, device, &token, &[reading("t7", 10)], &mut sent).await;
+    send(&b, device, &token, &[reading("t8", 9)], &mut sent).await;
+    // `t0`'s reading replayed (a fresh instance, as another Lambda would).
+    let c = Arc::new(Ingestor::new(table.clone(), IngestConfig::default()));
+    send(&c, device, &token, &seven[..1], &mut sent).await;
+    let (state, stored) = read_series(&table, device, "t0").await;
+    let bucket = Resolution::FiveMinutes.bucket_start(seven[0].0);
+    let got = shared::model::series::assemble(
+        Resolution::FiveMinutes,
+        bucket,
+        bucket + 1,
+        state.series.0.get("t0"),
+        &stored,
+    );
+    assert_eq!(
+        got.0.get(&bucket).map(|b| b.count),
+        Some(1),
+        "t0's one reading, replayed, is counted once (latest types: {:?})",
+        state.latest.keys().collect::<Vec<_>>()
+    );
+    for t in 0..9 {
+        assert_exact(&table, device, &format!("t{t}"), &sent).await;
+    }
+}
+
+#[tokio::test]
+async fn a_replay_in_another_order_rewrites_neither_the_state_nor_a_block() {
+    // Issue 38 item 9: these four readings' exact sum has different Shewchuk partials when
+    // added newest first (as they arrive) and oldest first (as a recompute from raw reads
+    // them). Equal sums must be stored alike, so a replay writes nothing.
+    let table = fresh_table().await;
+    let device = "meter-order";
+    let token = register_device(&table, OWNER, device).await;
+    let ingestor = Arc::new(Ingestor::new(table.clone(), IngestConfig::default()));
+    let start = Resolution::Day.bucket_start(Timestamp::now().epoch_millis()) - DAY_MS;
+    let kind = "power".to_string();
+    let values = [-2.97, 246.6, 217.32, 39.27];
+    let mut first: Vec<_> = values
+        .iter()
+        .enumerate()
+        .map(|(i, v)| {
+            (
+                start + i as i64 * 30_000,
+                format!("o{i}"),
+                kind.clone(),
+                EventValue::Number(*v),
+            )
+        })
+        .collect();
+    first.reverse();
+    let mut sent = Sent::new();
+    send(&ingestor, device, &token, &first, &mut sent).await;
+    let state_series = |table: FleetTable| async move {
+        item(&table, &key::state(OWNER, 0, device))
+            .await
+            .unwrap()
+            .get("series")
+            .cloned()
+    };
+    let before = state_series(table.clone()).await;
+    send(&ingestor, device, &token, &first, &mut sent).await;
+    assert_eq!(
+        state_series(table.clone()).await,
+        before,
+        "a replay of an open bucket leaves the state's summaries as they were"
+    );
+    // Enough later readings (every minute for a day) to flush that bucket into its block.
+    let later: Vec<_> = (1..24 * 60)
+        .map(|m| {
+            (
+                start + 5 * MINUTE_MS + m * MINUTE_MS,
+                format!("m{m}"),
+                kind.clone(),
+                EventValue::Number(20.0 + (m % 7) as f64 * 0.25),
+            )
+        })
+        .collect();
+    for batch in later.chunks(100) {
+        send(&ingestor, device, &token, batch, &mut sent).await;
+    }
+    let (state, _) = read_series(&table, device, "power").await;
+    assert!(
+        !state.series.0["power"].is_open(start),
+        "the first bucket is flushed"
+    );
+    let blocks_before = summary_items(&table).await;
+    send(&ingestor, device, &token, &first, &mut sent).await;
+    assert_eq!(
+        summary_items(&table).await,
+        blocks_before,
+        "a replay of a flushed bucket rewrites no summary item"
+    );
+    assert_exact(&table, device, "power", &sent).await;
+}
+
+#[tokio::test]
+#[ignore = "issue 38 item 2, not fixed yet: on main the repair recomputes from raw (which holds the applied events) and reverts latest, so the resend counts them again: count Some(6), want Some(3)"]
+async fn an_ambiguous_event_write_then_its_resend_counts_each_reading_once() {
+    // Issue 38 item 2: the batch's BatchWriteItem is applied but answered with a throttling
+    // error every time (the answer lost), so the batch is answered as not stored while its
+    // events are in the table. The device resends them; each reading is counted once.
+    use fleet_testkit::fault_proxy::{
+        through_proxy, Aimed, ClientTimeouts, FaultProxy, FaultRates, ProxyConfig,
+    };
+    let table = fresh_table().await;
+    let device = "meter-ambiguous";
+    let token = register_device(&table, OWNER, device).await;
+    let aimed = Aimed::throttle_after_applying("BatchWriteItem", u32::MAX);
+    let Aimed::ThrottleAfterApplying { times, .. } = &aimed else {
+        unreachable!("a throttle after applying")
+    };
+    let times = times.clone();
+    let config = ProxyConfig {
+        aimed: vec![aimed],
+        ..ProxyConfig::new(38, FaultRates::none())
+    };
+    let proxy = FaultProxy::start(endpoint(), config)
+        .await
+        .expect("start the fault proxy");
+    let faulty = through_proxy(&table, proxy.endpoint(), ClientTimeouts::default()).await;
+    let ingestor = Arc::new(Ingestor::new(
+        faulty,
+        IngestConfig {
+            retry_window: std::time::Duration::from_millis(800),
+            ..IngestConfig::default()
+        },
+    ));
+    let bucket =
+        Resolution::FiveMinutes.bucket_start(Timestamp::now().epoch_millis() - 60 * MINUTE_MS);
+    let batch: Vec<_> = (0..3)
+        .map(|i| {
+            (
+                bucket + (i + 1) * 20_000,
+                format!("a{i}"),
+                "power".to_string(),
+                EventValue::Number(1.5 + i as f64),
+            )
+        })
+        .collect();
+    let body = Value::Array(
+        batch
+            .iter()
+            .map(|(at, id, kind, v)| event_json(id, kind, v, *at))
+            .collect(),
+    );
+    let first = ingest(&ingestor, ingest_request(device, &token, body)).await;
+    assert!(
+        first.status == 503
+            || first.body["failed"]
+                .as_array()
+                .is_some_and(|f| f.len() == batch.len()),
+        "the batch is answered as not stored: {} {:?}",
+        first.status,
+        first.body
+    );
+    times.store(0, std::sync::atomic::Ordering::SeqCst);
+    let mut sent = Sent::new();
+    send(&ingestor, device, &token, &batch, &mut sent).await;
+    let (state, stored) = read_series(&table, device, "power").await;
+    let got = shared::model::series::assemble(
+        Resolution::FiveMinutes,
+        bucket,
+        bucket + 1,
+        state.series.0.get("power"),
+        &stored,
+    );
+    assert_eq!(
+        got.0.get(&bucket).map(|b| b.count),
+        Some(3),
+        "three readings, written twice, counted once"
+    );
+    assert_exact(&table, device, "power", &sent).await;
+}
+
+#[tokio::test]
+async fn requests_per_batch_by_arrival_order() {
+    // Issue 38 items 10 and 11: the DynamoDB requests a 100-event batch costs, by operation,
+    // for a live device (oldest first, one a minute), a backfill newest first (one a
+    // millisecond), a shuffled one and a replay; counted by the test kit's proxy, 20 batches
+    // each. Printed for the closing note (type marks and retries included); every order ends
+    // exact.
+    use fleet_testkit::fault_proxy::ProxyConfig;
+    use fleet_testkit::fault_proxy::{through_proxy, ClientTimeouts, FaultProxy, FaultRates};
+    let table = fresh_table().await;
+    let proxy = FaultProxy::start(endpoint(), ProxyConfig::new(38, FaultRates::none()))
+        .await
+        .expect("start the proxy");
+    // Long timeouts: a loaded machine's slow answer is not retried (and counted twice).
+    let timeouts = ClientTimeouts {
+        attempt: std::time::Duration::from_secs(20),
+        operation: std::time::Duration::from_secs(60),
+    };
+    let counted = through_proxy(&table, proxy.endpoint(), timeouts).await;
+    let now = Timestamp::now().epoch_millis();
+    let mut rng = super::series::Lcg(38);
+    let minutes = |device: &str| -> Vec<(i64, String, String, EventValue)> {
+        (0..2000)
+            .map(|m| {
+                (
+                    now - (2000 - m) * MINUTE_MS,
+                    format!("{device}-{m}"),
+                    "power".to_string(),
+                    EventValue::Number(200.0 + (m % 97) as f64 * 0.37),
+                )
+            })
+            .collect()
+    };
+    let oldest_first = minutes("live");
+    let mut newest_first: Vec<_> = (0..2000)
+        .map(|i| {
+            (
+                now - DAY_MS + i,
+                format!("ms-{i}"),
+                "power".to_string(),
+                EventValue::Number(1.0 + (i % 13) as f64 * 0.25),
+            )
+        })
+        .collect();
+    newest_first.reverse();
+    let mut shuffled = minutes("shuffled");
+    rng.shuffle(&mut shuffled);
+    let orders = [
+        (
+            "oldest first, 1 a minute",
+            "order-live",
+            oldest_first.clone(),
+        ),
+        (
+            "newest first, 1 a millisecond",
+            "order-backfill",
+            newest_first,
+        ),
+        ("shuffled, 1 a minute", "order-shuffled", shuffled),
+        (
+            "replay of the oldest-first batches",
+            "order-live",
+            oldest_first,
+        ),
+    ];
+    let mut tokens = std::collections::BTreeMap::new();
+    for (order, device, readings) in orders {
+        if !tokens.contains_key(device) {
+            tokens.insert(device, register_device(&table, OWNER, device).await);
+        }
+        let ingestor = Arc::new(Ingestor::new(counted.clone(), IngestConfig::default()));
+        let before = proxy.stats().requests;
+        let mut sent = Sent::new();
+        for batch in readings.chunks(100) {
+            send(&ingestor, device, &tokens[device], batch, &mut sent).await;
+        }
+        let after = proxy.stats().requests;
+        let batches = readings.len() / 100;
+        let per_batch: Vec<String> = after
+            .iter()
+            .filter_map(|(op, n)| {
+                let d = n - before.get(op).copied().unwrap_or(0);
+                (d > 0).then(|| format!("{op} {:.2}", d as f64 / batches as f64))
+            })
+            .collect();
+        eprintln!(
+            "requests per 100-event batch, {order}: {}",
+            per_batch.join(", ")
+        );
+        assert_exact(&table, device, "power", &sent).await;
+    }
+}
