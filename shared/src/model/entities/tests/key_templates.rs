@@ -13,6 +13,7 @@ use crate::model::entities::registration::*;
 use crate::model::entities::report::*;
 use crate::model::entities::reported_state::*;
 use crate::model::entities::rollout::*;
+use crate::model::entities::rollout_slots::ROLLOUT_SLOTS_SK;
 use crate::model::entities::running_rollout::*;
 use crate::model::entities::tag_link::*;
 use crate::model::entities::type_mark::*;
@@ -132,6 +133,7 @@ fn templates_match_the_builders() {
             RUNNING_ROLLOUTS_PK.to_string(),
             "u#r-1".to_string(),
         ),
+        ("rolloutSlots", user_pk(&user), ROLLOUT_SLOTS_SK.to_string()),
         (
             "deviceMove",
             crate::model::entities::device_move::RUNNING_MOVES_PK.to_string(),
