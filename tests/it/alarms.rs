@@ -358,6 +358,84 @@ async fn rules_are_listed_changed_with_if_match_and_deleted_and_a_deleted_rules_
     assert!(alarms[0]["clearReading"].is_null());
 }
 
+/// Issue 39 item 7: a warm ingest container holds the owner's rules for `rules_cache` (60 s
+/// by default). After the rule's deletion it evaluates a hot reading with its cached copy;
+/// the alarm it would raise must not be left open by a device that then stays silent (no
+/// later batch would clear it). The raise is refused by its transaction's check that the
+/// rule still exists: the batch is stored (200) with no alarm, and the container takes the
+/// rules the refusal returned, so its next batch raises nothing either.
+#[tokio::test]
+async fn a_deleted_rules_alarm_never_stays_open_however_warm_the_ingest_container() {
+    let table = fresh_table().await;
+    let token = register_device(&table, OWNER, "boiler-9").await;
+    let created = create_rule(&table, OWNER, hot_rule("boiler-9")).await;
+    let id = created.body["rule"]["ruleId"].as_str().unwrap().to_string();
+    // Two containers: a warm one (the default 60 s rules cache) that caches the rule with a
+    // quiet reading, and a cold one that sees every change at once.
+    let warm = Arc::new(Ingestor::new(table.clone(), IngestConfig::default()));
+    let cold = ingestor(&table);
+    let quiet = ingest(
+        &warm,
+        ingest_request("boiler-9", &token, readings("q", &[(20.0, 300)])),
+    )
+    .await;
+    assert_eq!(quiet.status, 200, "{}", quiet.body);
+    let deleted = device_updates(
+        &table,
+        ApiRequest::delete(&format!("/me/rules/{id}")).caller(OWNER),
+    )
+    .await;
+    assert_eq!(deleted.status, 204);
+    // Within the cache window the warm container still holds the deleted rule.
+    let hot = ingest(
+        &warm,
+        ingest_request("boiler-9", &token, readings("w", &[(95.0, 200)])),
+    )
+    .await;
+    assert_eq!(hot.status, 200, "the readings are stored: {}", hot.body);
+    let (_, open) = alarm_items(&table_contents(&table).await);
+    assert_eq!(
+        open, 0,
+        "an alarm of the deleted rule {id} is open, and the silent device would keep it open"
+    );
+    assert!(
+        owner_alarms(&table, OWNER)
+            .await
+            .iter()
+            .all(|a| a["state"] != "active"),
+        "no active alarm is listed"
+    );
+    // The same container's next hot batch, and another container's, raise nothing.
+    let again = ingest(
+        &warm,
+        ingest_request("boiler-9", &token, readings("w2", &[(97.0, 100)])),
+    )
+    .await;
+    assert_eq!(again.status, 200, "{}", again.body);
+    let other = ingest(
+        &cold,
+        ingest_request("boiler-9", &token, readings("c", &[(99.0, 50)])),
+    )
+    .await;
+    assert_eq!(other.status, 200, "{}", other.body);
+    assert_eq!(
+        alarm_items(&table_contents(&table).await),
+        (0, 0),
+        "no alarm at all"
+    );
+    let device = dashboard(
+        &table,
+        ApiRequest::get("/me/devices/boiler-9").caller(OWNER),
+    )
+    .await;
+    assert_eq!(device.status, 200, "{}", device.body);
+    assert_eq!(
+        device.body["device"]["alarms"]["active"], 0,
+        "{}",
+        device.body
+    );
+}
+
 #[tokio::test]
 async fn another_owner_gets_404s_and_changes_nothing() {
     let table = fresh_table().await;
@@ -741,8 +819,8 @@ async fn the_worst_batch_every_rule_flapping_is_one_transaction_within_its_limit
         "one new open alarm per rule"
     );
     eprintln!(
-        "worst batch: {limit} rules flapping on 100 readings, 1 TransactWriteItems of {} actions, {units} write units in all ({:.2} per event)",
-        1 + 3 * limit,
+        "worst batch: {limit} rules flapping on 100 readings, 1 TransactWriteItems of {} actions (the state, 3 per rule, the rules' check), {units} write units in all ({:.2} per event)",
+        2 + 3 * limit,
         units as f64 / 100.0
     );
 }

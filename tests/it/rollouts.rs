@@ -315,6 +315,82 @@ async fn an_owners_running_rollouts_are_capped_with_a_409_naming_the_limit() {
     .await;
 }
 
+/// Issue 39 item 8: the cap is a conditional write, not a count read before the start, so
+/// racing starts cannot all pass it: of `MAX_RUNNING_ROLLOUTS + 6` concurrent starts exactly
+/// `MAX_RUNNING_ROLLOUTS` run and the rest are the 409 with its body; once the worker ends
+/// them the owner starts again, and the slots the ends gave back are exactly the cap.
+#[tokio::test]
+async fn racing_starts_never_run_more_than_the_cap() {
+    let table = fresh_table().await;
+    register(&table, "racing", "r-1", "meter", &[]).await;
+    let starts = (0..MAX_RUNNING_ROLLOUTS + 6).map(|i| {
+        let table = table.clone();
+        tokio::spawn(async move {
+            start(
+                &table,
+                "racing",
+                json!({"type": "meter", "desired": {"step": i}}),
+            )
+            .await
+        })
+    });
+    let answers: Vec<Answer> = futures::future::join_all(starts)
+        .await
+        .into_iter()
+        .map(|joined| joined.unwrap())
+        .collect();
+    let accepted = answers.iter().filter(|a| a.status == 202).count();
+    for refused in answers.iter().filter(|a| a.status != 202) {
+        assert_eq!(refused.status, 409, "{:?}", refused.body);
+        assert_eq!(refused.body["error"]["code"], "rollout_limit");
+        api_doc::api_doc()
+            .check_response("POST /me/rollouts", 409, &refused.body)
+            .unwrap();
+    }
+    let running = rollout_items(&table)
+        .await
+        .into_iter()
+        .filter(|r| r.status == RolloutStatus::Running)
+        .count();
+    assert_eq!(
+        (accepted, running),
+        (MAX_RUNNING_ROLLOUTS, MAX_RUNNING_ROLLOUTS),
+        "accepted and running rollouts of {} racing starts",
+        MAX_RUNNING_ROLLOUTS + 6
+    );
+    // Every end gives its slot back: after the worker, the cap is free again, whole.
+    run(&table).await;
+    for i in 0..MAX_RUNNING_ROLLOUTS {
+        started(
+            &table,
+            "racing",
+            json!({"type": "meter", "desired": {"again": i}}),
+        )
+        .await;
+    }
+    let over = start(
+        &table,
+        "racing",
+        json!({"type": "meter", "desired": {"x": 1}}),
+    )
+    .await;
+    assert_eq!(over.status, 409, "{:?}", over.body);
+}
+
+/// Every rollout item in the table.
+async fn rollout_items(table: &FleetTable) -> Vec<RolloutItem> {
+    table_contents(table)
+        .await
+        .into_iter()
+        .filter(|item| {
+            item.get("entityType")
+                .and_then(|v| v.as_s().ok())
+                .is_some_and(|t| t == "rollout")
+        })
+        .map(|item| RolloutItem::from_item(item).unwrap())
+        .collect()
+}
+
 #[tokio::test]
 async fn an_owners_rollouts_are_applied_in_creation_order_so_the_newest_value_wins() {
     let table = fresh_table().await;

@@ -474,8 +474,10 @@ async fn a_fleet_wide_change_reaches_every_device_of_a_tag_and_of_a_type_in_pace
         used.read_units / 60.0,
         priced as f64 / 60.0,
     );
+    // Beside 4 units per device, the rollout's own bookkeeping: its checkpoints and its end,
+    // a transaction of the running entry's deletion and the owner's count (issue 39 item 8).
     assert!(
-        priced <= 4 * 60 + 8,
+        priced <= 4 * 60 + 11,
         "4 units per device (a transaction of two small items): {priced}"
     );
 

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { assignableRoles, atLeast, fleetHref, fleetUrl, invitableRoles, invitationLink, orgOfCode, splitRoute } from './fleet';
+import { assignableRoles, atLeast, fleetHref, fleetUrl, invitableRoles, invitationLink, moveTargets, orgOfCode, splitRoute } from './fleet';
 
 const ORG = 'o0123456789abcdef0123';
 
@@ -67,5 +67,29 @@ describe('invitations', () => {
     expect(invitationLink(code, { origin: 'https://console.example.com', pathname: '/' })).toBe(`https://console.example.com/#/invitations/${code}`);
     expect(orgOfCode(code)).toBe(ORG);
     expect(orgOfCode('nodot')).toBeNull();
+  });
+});
+
+describe('moving a device', () => {
+  const orgs = [
+    { orgId: 'oa', name: 'Acme', role: 'owner' as const },
+    { orgId: 'ob', name: 'Beta', role: 'admin' as const },
+    { orgId: 'oc', name: 'Gamma', role: 'operator' as const },
+    { orgId: 'od', name: 'Delta', role: 'viewer' as const },
+  ];
+  it('goes to organizations the person administers, never the fleet it is in', () => {
+    expect(moveTargets(orgs, null)).toEqual([
+      { orgId: 'oa', label: 'Acme' },
+      { orgId: 'ob', label: 'Beta' },
+    ]);
+  });
+  it('from an organization, also back to My fleet', () => {
+    expect(moveTargets(orgs, 'oa')).toEqual([
+      { orgId: null, label: 'My fleet' },
+      { orgId: 'ob', label: 'Beta' },
+    ]);
+  });
+  it('has nowhere to go before the organizations are read', () => {
+    expect(moveTargets(null, null)).toEqual([]);
   });
 });

@@ -100,3 +100,20 @@ export type InvitedRole = Exclude<Role, 'owner'>;
 export function invitableRoles(mine: Role): InvitedRole[] {
   return atLeast(mine, 'admin') ? ROLES.filter((r): r is InvitedRole => r !== 'owner' && atLeast(mine, r)) : [];
 }
+
+/** A fleet a device may be moved into: an organization, or My fleet (`orgId` null). */
+export interface MoveTarget {
+  orgId: string | null;
+  label: string;
+}
+
+/**
+ * Where a device of the fleet `from` (null: My fleet) may be moved: My fleet (from an
+ * organization's) and each other organization in which the person is at least an admin (the
+ * API wants admin on both sides; the page offers the move only where they are admin).
+ */
+export function moveTargets(orgs: readonly OrgFleet[] | null, from: string | null): MoveTarget[] {
+  const targets: MoveTarget[] = from ? [{ orgId: null, label: 'My fleet' }] : [];
+  for (const o of orgs ?? []) if (o.orgId !== from && atLeast(o.role, NEEDS.manage)) targets.push({ orgId: o.orgId, label: o.name });
+  return targets;
+}

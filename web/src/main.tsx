@@ -23,6 +23,7 @@ import { Register } from './pages/Register';
 import { Operators } from './pages/Operators';
 import { Alarms } from './pages/Alarms';
 import { Rules } from './pages/Rules';
+import { Settings } from './pages/Settings';
 import { NewOrg } from './pages/NewOrg';
 import { Members } from './pages/Members';
 import { Invitations } from './pages/Invitations';
@@ -165,10 +166,11 @@ function App({ config, initial }: { config: Config; initial: Session | null }) {
   const current = (target: string) => (page === target ? 'page' : undefined);
   const fleetRoutes = (
     <Switch>
-      <Route path="/devices/:deviceId">{(params) => <DevicePage deviceId={segment(params.deviceId)} />}</Route>
+      <Route path="/devices/:deviceId">{(params) => <DevicePage deviceId={segment(params.deviceId)} orgs={orgs} />}</Route>
       <Route path="/register" component={Register} />
       <Route path="/alarms" component={Alarms} />
       <Route path="/rules" component={Rules} />
+      <Route path="/settings" component={Settings} />
       {org && <Route path="/members">{() => <Members org={org} me={session.userId} onOrgsChanged={loadOrgs} />}</Route>}
       {org && <Route path="/invitations">{() => <Invitations org={org} />}</Route>}
       {!org && session.admin && <Route path="/operators" component={Operators} />}
@@ -205,6 +207,7 @@ function App({ config, initial }: { config: Config; initial: Session | null }) {
           <a href={fleet.href('/')} aria-current={current('/')}>Fleet</a>
           <a href={fleet.href('/alarms')} aria-current={current('/alarms')}>Alarms</a>
           <a href={fleet.href('/rules')} aria-current={current('/rules')}>Alarm rules</a>
+          <a href={fleet.href('/settings')} aria-current={current('/settings')}>Settings</a>
           {fleet.can(NEEDS.manage) && (
             <a href={fleet.href('/register')} aria-current={current('/register')}>Register a device</a>
           )}

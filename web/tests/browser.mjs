@@ -103,6 +103,10 @@ const FLEET_PATTERNS = [
   ['PUT', /^\/me\/devices\/[^/]+\/desired$/, 'AP-T1'],
   ['POST', /^\/me\/devices\/[^/]+\/commands$/, 'AP-T2'],
   ['GET', /^\/me\/devices\/[^/]+\/commands$/, 'AP-T3'],
+  // Moves and retention (issues 33 and 32).
+  ['POST', /^\/me\/devices\/[^/]+\/move$/, 'AP-M1'],
+  ['GET', /^\/me\/retention$/, 'AP-R2'],
+  ['PUT', /^\/me\/retention$/, 'AP-R1'],
 ];
 /** Every API request the console may make: the fleet routes, their organizations' twins (the same pattern on the organization's fleet, after AP-O13, the caller's membership) and the organizations' own (AP-O1 to AP-O12). */
 const PATTERNS = [
@@ -956,7 +960,7 @@ async function switchFleet(page, label, heading) {
 }
 
 /** The buttons a viewer must not see on the page as it is (none may exist at all). */
-const MANAGING_BUTTONS = [/^Register$/, /Save changes/, /Rotate token/, /Revoke token/, /Delete device/, /Save desired state/, /Send command/, /^Acknowledge$/, /Create rule/, /^Edit$/, /^Delete…$/, /Save role/, /^Remove…$/, /Create invitation/, /^Revoke…$/, /Hand ownership over/, /^Rename$/, /Delete organization/];
+const MANAGING_BUTTONS = [/^Register$/, /Save changes/, /Rotate token/, /Revoke token/, /Delete device/, /Save desired state/, /Send command/, /^Acknowledge$/, /Create rule/, /^Edit$/, /^Delete…$/, /Save role/, /^Remove…$/, /Create invitation/, /^Revoke…$/, /Hand ownership over/, /^Rename$/, /Delete organization/, /Move device/, /Save retention/, /Restore default/];
 
 async function buttonsAmong(page, names) {
   const found = [];
@@ -1138,6 +1142,95 @@ test('a person creates an organization and becomes its owner: it opens empty, is
   await page.getByRole('button', { name: 'Delete organization…' }).click();
   await page.getByRole('button', { name: 'Delete organization', exact: true }).click();
   await page.getByRole('alert').filter({ hasText: /has \d+ devices: move or delete them first/ }).waitFor();
+});
+
+/** Goes to a console address in the signed-in page (a reload would sign out). */
+async function goTo(page, hash) {
+  await page.evaluate((h) => {
+    window.location.hash = h;
+  }, hash);
+}
+
+test("an admin sets a device's offline detection to tight, moves it into an organization and back from its page, and sets a device type's raw retention on the settings page; an operator sees neither action", async ({ page, base }) => {
+  const orgId = await acmeId(base);
+  const alice = await userToken(base, 'demo-alice');
+  const deviceId = `mover-${Date.now().toString(36)}`;
+  const registered = await callApi(base, alice, 'POST', '/me/devices', { deviceId, name: 'Mover', type: 'meter' });
+  assert.equal(registered.status, 201, JSON.stringify(registered.body));
+
+  await signIn(page, base, 'demo-alice');
+  await goTo(page, `#/devices/${deviceId}`);
+  await page.getByRole('heading', { level: 1, name: 'Mover' }).waitFor();
+  // Tight offline detection, where the interval is set.
+  assert.equal(await page.getByLabel('Standard').isChecked(), true, 'a new device is standard');
+  await page.getByLabel('Tight').check();
+  await page.getByRole('button', { name: 'Save changes' }).click();
+  await page.getByRole('status').filter({ hasText: 'Saved.' }).waitFor();
+  const tight = await callApi(base, alice, 'GET', `/me/devices/${deviceId}`);
+  assert.equal(tight.body.device.offlineDetection, 'tight', JSON.stringify(tight.body));
+  assert.equal(await page.getByLabel('Tight').isChecked(), true);
+  await axe(page, 'device page (move and detection)');
+  await shot(page, 'device-move');
+
+  // Into the organization Alice owns: asked first, then said with the history's progress.
+  await page.getByLabel('Move to').selectOption({ label: ACME });
+  await page.getByRole('button', { name: 'Move device…' }).click();
+  await page.getByRole('button', { name: 'Move device', exact: true }).click();
+  await page.getByRole('heading', { level: 1, name: `Mover moved to ${ACME}` }).waitFor();
+  assert.match(await text(page.locator('[data-moved]')), /keeps its id and its token/);
+  await shot(page, 'device-moved');
+  assert.equal((await callApi(base, alice, 'GET', `/me/devices/${deviceId}`)).status, 404, 'gone from her own fleet');
+  assert.equal((await callApi(base, alice, 'GET', `/orgs/${orgId}/devices/${deviceId}`)).status, 200, "in the organization's");
+
+  // The organization's operator sees the device but neither the move nor the detection, and
+  // the settings page without its form.
+  await page.getByRole('button', { name: 'Sign out' }).click();
+  await signIn(page, base, 'demo-dave');
+  await goTo(page, `#/orgs/${orgId}/devices/${deviceId}`);
+  await page.getByRole('heading', { level: 1, name: 'Mover' }).waitFor();
+  assert.equal(await page.getByLabel('Move to').count(), 0, 'no move for an operator');
+  assert.equal(await page.getByLabel('Tight').count(), 0, 'no detection choice for an operator');
+  await goTo(page, `#/orgs/${orgId}/settings`);
+  await page.getByRole('heading', { level: 1, name: 'Settings' }).waitFor();
+  await page.locator('[data-retention-default]').waitFor();
+  assert.match(await text(page.locator('[data-role-note]')), /needs the admin role; yours is operator/);
+  assert.deepEqual(await buttonsAmong(page, MANAGING_BUTTONS), [], 'no managing button on the settings page');
+  await page.getByRole('button', { name: 'Sign out' }).click();
+
+  // Back to her own fleet, from the device's page in the organization.
+  await signIn(page, base, 'demo-alice');
+  await goTo(page, `#/orgs/${orgId}/devices/${deviceId}`);
+  await page.getByRole('heading', { level: 1, name: 'Mover' }).waitFor();
+  await page.getByLabel('Move to').selectOption({ label: 'My fleet' });
+  await page.getByRole('button', { name: 'Move device…' }).click();
+  await page.getByRole('button', { name: 'Move device', exact: true }).click();
+  await page.getByRole('heading', { level: 1, name: 'Mover moved to My fleet' }).waitFor();
+  await page.getByRole('link', { name: 'Open it in My fleet' }).click();
+  await page.getByRole('heading', { level: 1, name: 'Mover' }).waitFor();
+  assert.equal((await callApi(base, alice, 'GET', `/me/devices/${deviceId}`)).body.device.offlineDetection, 'tight', 'the detection moved with it');
+
+  // The settings page: a bad value is the API's 400 beside its field; a type's retention is
+  // shortened, listed, and restored.
+  await page.getByRole('navigation').getByRole('link', { name: 'Settings' }).click();
+  await page.getByRole('heading', { level: 1, name: 'Settings' }).waitFor();
+  await page.getByLabel('Device type').fill('meter');
+  await page.getByLabel('Raw readings kept (days)').fill('0');
+  await page.getByRole('button', { name: 'Save retention' }).click();
+  await page.locator('#retention-days-error').waitFor();
+  assert.match(await text(page.locator('#retention-days-error')), /rawDays/);
+  await page.getByLabel('Raw readings kept (days)').fill('7');
+  await page.getByRole('button', { name: 'Save retention' }).click();
+  const row = page.locator('tr[data-retention-type="meter"]');
+  await row.waitFor();
+  assert.match(await text(row), /7 days/);
+  const kept = await callApi(base, alice, 'GET', '/me/retention');
+  assert.deepEqual(kept.body.deviceTypes.find((t) => t.deviceType === 'meter'), { deviceType: 'meter', rawDays: 7 });
+  await axe(page, 'settings');
+  await shot(page, 'settings');
+  await page.getByRole('button', { name: 'Restore default for meter' }).click();
+  await row.waitFor({ state: 'detached' });
+  assert.equal((await callApi(base, alice, 'GET', '/me/retention')).body.deviceTypes.some((t) => t.deviceType === 'meter'), false);
+  await callApi(base, alice, 'DELETE', `/me/devices/${deviceId}`);
 });
 
 /** The organization id in a console address (`#/orgs/{orgId}/...`). */

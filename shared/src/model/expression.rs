@@ -63,6 +63,8 @@ pub enum Condition {
     Exists(Attribute),
     /// `attribute_not_exists(a)`.
     Absent(Attribute),
+    /// `attribute_exists(a.#key)`: the map `a` has an entry `key`.
+    HasEntry(Attribute, String),
     /// `a <op> :value`.
     Compare(Attribute, ComparisonOp, AttributeValue),
     /// `begins_with(a, :prefix)`.
@@ -87,6 +89,11 @@ impl Condition {
     /// `attribute_not_exists(attribute)`.
     pub fn absent(attribute: Attribute) -> Self {
         Condition::Absent(attribute)
+    }
+    /// `attribute_exists(map.key)`: the map attribute `map` has an entry named `key` (a
+    /// name chosen at run time, such as a rule's id, sent through its own placeholder).
+    pub fn has_entry(map: Attribute, key: impl Into<String>) -> Self {
+        Condition::HasEntry(map, key.into())
     }
     /// `attribute = value`.
     pub fn equals(attribute: Attribute, value: AttributeValue) -> Self {
@@ -137,6 +144,10 @@ impl Condition {
         match self {
             Condition::Exists(a) => format!("attribute_exists({})", into.name(*a)),
             Condition::Absent(a) => format!("attribute_not_exists({})", into.name(*a)),
+            Condition::HasEntry(a, key) => {
+                let map = into.name(*a);
+                format!("attribute_exists({map}.{})", into.entry_name(key))
+            }
             Condition::Compare(a, op, value) => {
                 let name = into.name(*a);
                 format!("{name} {} {}", op.0.symbol(), into.value(value.clone()))
@@ -172,6 +183,8 @@ enum NewValue {
     CopyOf(Attribute),
     /// The attribute's own value plus a number.
     Plus(AttributeValue),
+    /// The attribute's own value, or a start where it has none, plus a number.
+    StartPlus(AttributeValue, AttributeValue),
 }
 
 /// An update: SET, ADD and REMOVE clauses over typed attributes.
@@ -205,6 +218,18 @@ impl Update {
     /// `SET attribute = attribute + amount`.
     pub fn increment(mut self, attribute: Attribute, amount: AttributeValue) -> Self {
         self.sets.push((attribute, NewValue::Plus(amount)));
+        self
+    }
+    /// `SET attribute = if_not_exists(attribute, start) + amount`: a count that starts at
+    /// `start` where the item has none yet.
+    pub fn increment_from(
+        mut self,
+        attribute: Attribute,
+        start: AttributeValue,
+        amount: AttributeValue,
+    ) -> Self {
+        self.sets
+            .push((attribute, NewValue::StartPlus(start, amount)));
         self
     }
     /// `ADD attribute amount` (creates the number at `amount`).
@@ -244,6 +269,10 @@ impl Update {
                         }
                         NewValue::CopyOf(source) => into.name(*source),
                         NewValue::Plus(v) => format!("{name} + {}", into.value(v.clone())),
+                        NewValue::StartPlus(start, v) => {
+                            let start = into.value(start.clone());
+                            format!("if_not_exists({name}, {start}) + {}", into.value(v.clone()))
+                        }
                     };
                     format!("{name} = {right}")
                 })
@@ -281,6 +310,16 @@ impl Placeholders {
         let placeholder = format!("#n{}", self.names.len());
         self.names
             .insert(placeholder.clone(), attribute.0.to_string());
+        placeholder
+    }
+
+    /// A placeholder for a map entry's name chosen at run time (each name once).
+    fn entry_name(&mut self, key: &str) -> String {
+        if let Some((placeholder, _)) = self.names.iter().find(|(_, n)| *n == key) {
+            return placeholder.clone();
+        }
+        let placeholder = format!("#n{}", self.names.len());
+        self.names.insert(placeholder.clone(), key.to_string());
         placeholder
     }
 
@@ -443,5 +482,28 @@ mod tests {
             either.condition.as_deref(),
             Some("(attribute_not_exists(#n0) OR #n0 = :v0) AND #n1 < :v1")
         );
+    }
+
+    #[test]
+    fn a_map_entry_and_a_count_from_a_start_go_through_placeholders() {
+        let rules = Attribute::named("rules");
+        let e = Expressions::write(
+            Update::new().increment_from(VERSION, n(4), n(1)),
+            Some(Condition::has_entry(rules, "r1.a").and(Condition::has_entry(rules, "r2"))),
+        );
+        assert_eq!(
+            e.update.as_deref(),
+            Some("SET #n0 = if_not_exists(#n0, :v0) + :v1")
+        );
+        assert_eq!(
+            e.condition.as_deref(),
+            Some("attribute_exists(#n1.#n2) AND attribute_exists(#n1.#n3)")
+        );
+        let names = e.names.unwrap();
+        assert_eq!(
+            names["#n2"], "r1.a",
+            "a run-time name is never spelled in the expression"
+        );
+        assert_eq!(names["#n3"], "r2");
     }
 }

@@ -1,7 +1,7 @@
 import { useEffect, useMemo, useRef, useState } from 'preact/hooks';
 import { ApiError, apiUrl, bodyOf, fieldOf, isRoleRefusal, messageOf, type Schemas } from '../api/client';
 import { useFleet } from '../hooks/useFleet';
-import { NEEDS } from '../fleet';
+import { fleetHref, moveTargets, NEEDS, type OrgFleet } from '../fleet';
 import { bandColumns, dateTime, fromInputTime, intervalValue, series, seriesCsv, seriesNdjson, showValue, toCsv, toInputTime, toNdjson } from '../format';
 import { TimeChart } from '../components/TimeChart';
 import { Confirm } from '../components/Confirm';
@@ -53,13 +53,14 @@ interface Edit {
   status: Device['status'];
   tags: string;
   reportEverySeconds: string;
+  offlineDetection: Schemas['OfflineDetection'];
 }
 
 function editOf(device: Device): Edit {
-  return { name: device.name, status: device.status, tags: device.tags.join(', '), reportEverySeconds: device.reportEverySeconds ? String(device.reportEverySeconds) : '' };
+  return { name: device.name, status: device.status, tags: device.tags.join(', '), reportEverySeconds: device.reportEverySeconds ? String(device.reportEverySeconds) : '', offlineDetection: device.offlineDetection ?? 'standard' };
 }
 
-export function DevicePage({ deviceId }: { deviceId: string }) {
+export function DevicePage({ deviceId, orgs = null }: { deviceId: string; orgs?: OrgFleet[] | null }) {
   const { api, href, can, org } = useFleet();
   const [device, setDevice] = useState<Device | null>(null);
   const [error, setError] = useState<string | null>(null);
@@ -82,6 +83,14 @@ export function DevicePage({ deviceId }: { deviceId: string }) {
   /** The API's 403 `role_required` for a change: said at the top, as the form may go away. */
   const [refused, setRefused] = useState<string | null>(null);
   const [token, setToken] = useState<{ token: string; until: string | null } | null>(null);
+  /** The fleet chosen to move the device into ('' for My fleet). */
+  const [moveTo, setMoveTo] = useState<string | null>(null);
+  /** The move that took the device out of this fleet: where to, and its history's progress. */
+  const [moved, setMoved] = useState<{ label: string; href: string; history: Schemas['MoveHistory'] | null } | null>(null);
+  // The page turns into the move's outcome: its heading takes the focus, as a new page's does.
+  useEffect(() => {
+    if (moved) document.querySelector<HTMLElement>('main h1')?.focus();
+  }, [moved]);
   const history = useCursorPages(
     async (cursor) => alarmPage(bodyOf(await api.GET('/me/devices/{deviceId}/alarms', { params: { path: { deviceId }, query: { limit: ALARM_PAGE, cursor: cursor ?? undefined } } }))),
     deviceId,
@@ -214,12 +223,20 @@ export function DevicePage({ deviceId }: { deviceId: string }) {
     // The interval only when it changed: empty means "learn it" (null), as the API says.
     const interval = edit.reportEverySeconds.trim() ? intervalValue(edit.reportEverySeconds) : null;
     const intervalChanged = interval !== (device.reportEverySeconds ?? null);
+    // The detection only when it changed, so saving a name leaves a standard device as it was.
+    const detectionChanged = edit.offlineDetection !== (device.offlineDetection ?? 'standard');
     try {
       const answer = bodyOf(
         await api.PATCH('/me/devices/{deviceId}', {
           params: { path: { deviceId }, header: { 'If-Match': String(device.version) } },
           // A typed interval that is no number is sent as typed, for the API's 400 to name it.
-          body: { name: edit.name, status: edit.status, tags, ...(intervalChanged ? { reportEverySeconds: interval as number | null } : {}) },
+          body: {
+            name: edit.name,
+            status: edit.status,
+            tags,
+            ...(intervalChanged ? { reportEverySeconds: interval as number | null } : {}),
+            ...(detectionChanged ? { offlineDetection: edit.offlineDetection } : {}),
+          },
         }),
       );
       setDevice(answer.device);
@@ -231,10 +248,39 @@ export function DevicePage({ deviceId }: { deviceId: string }) {
       else if (err instanceof ApiError && err.status === 412) {
         setEditErrors({ form: 'Someone changed this device meanwhile; the form now shows their version. Apply your change again.' });
         void loadDevice();
-      } else if (field && ['name', 'status', 'tags', 'reportEverySeconds'].includes(field)) setEditErrors({ [field]: messageOf(err) });
+      } else if (field && ['name', 'status', 'tags', 'reportEverySeconds', 'offlineDetection'].includes(field)) setEditErrors({ [field]: messageOf(err) });
       else setEditErrors({ form: messageOf(err) });
     }
   };
+
+  /** POST .../move: any 2xx is done (the history's progress shown as the answer gives it). */
+  const move = async (toOrgId: string | null, label: string) => {
+    try {
+      const answer = bodyOf(await api.POST('/me/devices/{deviceId}/move', { params: { path: { deviceId } }, body: { toOrgId } })) as { history?: Schemas['MoveHistory'] } | undefined;
+      setMoved({ label, href: fleetHref(toOrgId, `/devices/${encodeURIComponent(deviceId)}`), history: answer?.history ?? null });
+    } catch (e) {
+      if (isRoleRefusal(e)) setRefused(messageOf(e));
+      else setNotice(messageOf(e));
+    }
+  };
+
+  if (moved)
+    return (
+      <section>
+        <h1 tabIndex={-1}>
+          {device?.name ?? deviceId} moved to {moved.label}
+        </h1>
+        <p role="status" data-moved={moved.history?.status ?? 'moved'}>
+          {moved.history?.status === 'moving'
+            ? `Its readings are still being copied (${moved.history.itemsMoved} items so far); the new fleet shows them as they arrive.`
+            : `Everything moved with it${moved.history ? ` (${moved.history.itemsMoved} items)` : ''}.`}{' '}
+          The device keeps its id and its token.
+        </p>
+        <p>
+          <a href={moved.href}>Open it in {moved.label}</a> · <a href={href('/')}>Back to the fleet</a>
+        </p>
+      </section>
+    );
 
   if (error)
     return (
@@ -480,6 +526,19 @@ export function DevicePage({ deviceId }: { deviceId: string }) {
               </span>
               <FieldError id="edit-interval-error" message={editErrors.reportEverySeconds} />
             </div>
+            <fieldset class="field" aria-describedby="edit-detection-hint">
+              <legend>Offline detection</legend>
+              {(['standard', 'tight'] as const).map((d) => (
+                <label key={d} class="inline">
+                  <input type="radio" name="edit-detection" value={d} checked={edit.offlineDetection === d} onChange={() => setEdit({ ...edit, offlineDetection: d })} />{' '}
+                  {d === 'standard' ? 'Standard' : 'Tight'}
+                </label>
+              ))}
+              <span id="edit-detection-hint" class="hint">
+                Standard: offline within its interval plus a grace and up to 15 minutes. Tight: within its interval plus two minutes of its last report, for 2 more write units per request that moves its last report.
+              </span>
+              <FieldError id="edit-detection-error" message={editErrors.offlineDetection} />
+            </fieldset>
             <button type="submit" class="primary">
               Save changes
             </button>
@@ -544,6 +603,39 @@ export function DevicePage({ deviceId }: { deviceId: string }) {
               apiBase={apiBase}
               note={token.until ? `The previous token works until ${dateTime(token.until)}.` : undefined}
             />
+          )}
+
+          {moveTargets(orgs, org?.orgId ?? null).length > 0 && (
+            <section aria-labelledby="move-title">
+              <h2 id="move-title">Move</h2>
+              <p>Move this device, with its history, twin and alarms, to another fleet you administer. It keeps its id and its token; this fleet's members lose sight of it.</p>
+              <div class="actions">
+                <div class="field inline">
+                  <label for="move-to">Move to</label>
+                  <select id="move-to" value={moveTo ?? ''} onChange={(e) => setMoveTo(e.currentTarget.value)}>
+                    <option value="" disabled>
+                      Choose a fleet
+                    </option>
+                    {moveTargets(orgs, org?.orgId ?? null).map((t) => (
+                      <option key={t.orgId ?? 'me'} value={t.orgId ?? 'me'}>
+                        {t.label}
+                      </option>
+                    ))}
+                  </select>
+                </div>
+                {moveTo && (
+                  <Confirm
+                    label="Move device…"
+                    question={`Move ${deviceId} to ${moveTargets(orgs, org?.orgId ?? null).find((t) => (t.orgId ?? 'me') === moveTo)?.label ?? moveTo}?`}
+                    confirmLabel="Move device"
+                    onConfirm={() => {
+                      const target = moveTargets(orgs, org?.orgId ?? null).find((t) => (t.orgId ?? 'me') === moveTo);
+                      return target ? move(target.orgId, target.label) : undefined;
+                    }}
+                  />
+                )}
+              </div>
+            </section>
           )}
         </>
       )}

@@ -63,8 +63,10 @@ pub struct Subject<'a> {
 }
 
 /// The most alarm writes (transaction actions) one batch's transitions may take: DynamoDB's
-/// 100 actions per transaction less the live state's update that goes with them.
-pub const MAX_ALARM_WRITES: usize = 99;
+/// 100 actions per transaction less the live state's update that goes with them and the
+/// check that the rules they open alarms for still exist (`ops::alarms::record::rule_check`).
+/// An owner's 32 rules take at most 96, and an offline clear 2.
+pub const MAX_ALARM_WRITES: usize = 98;
 
 /// The writes that record one source's transitions of one batch (see
 /// `ops::alarms::transition_actions`): a clear of the alarm that was open before the batch

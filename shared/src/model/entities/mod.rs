@@ -62,6 +62,7 @@ pub mod released_registration;
 pub mod report;
 pub mod reported_state;
 pub mod rollout;
+pub mod rollout_slots;
 pub mod rule_set;
 pub mod running_rollout;
 pub mod series;
@@ -181,6 +182,8 @@ pub enum EntityType {
     Rollout,
     /// A rollout the scheduled worker has not finished.
     RunningRollout,
+    /// How many of an owner's rollouts are running (the cap's conditional write).
+    RolloutSlots,
     /// An owner's alarm rules.
     RuleSet,
     /// One alarm of one device (its history entry).
@@ -304,6 +307,8 @@ item_keys! {
     Rollout { user: UserId, rollout: RolloutId },
     /// A rollout the scheduled worker still has to carry out.
     RunningRollout { user: UserId, rollout: RolloutId },
+    /// How many of an owner's rollouts are running.
+    RolloutSlots { user: UserId },
     /// An owner's alarm rules (all in one item: ingestion reads them with the live state).
     RuleSet { user: UserId },
     /// The open alarm of a device and source, while there is one (at most one per pair).

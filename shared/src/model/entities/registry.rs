@@ -6,8 +6,8 @@
 use crate::model::entities::{
     alarm, checkpoint, command, desired_state, device, device_move, device_state, event, fleet,
     invitation, membership, open_alarm, org_member, organization, profile, purge_marker,
-    registration, report, reported_state, rollout, rule_set, running_rollout, series, tag_link,
-    type_mark, EntityType, ItemKey,
+    registration, report, reported_state, rollout, rollout_slots, rule_set, running_rollout,
+    series, tag_link, type_mark, EntityType, ItemKey,
 };
 use crate::model::error::ValidationError;
 use crate::model::keys::{KeyParts, KeyTemplate, PrimaryKey};
@@ -16,7 +16,7 @@ use strum::IntoEnumIterator;
 /// Every key shape's parser, in the order a stored key is tried: an open alarm's before an
 /// alarm's (an alarm's sort key `{raisedAt}#{source}` has the shape of `OPEN#{source}`).
 type ParseKey = fn(&KeyParts) -> Option<Result<ItemKey, ValidationError>>;
-const PARSERS: [ParseKey; 25] = [
+const PARSERS: [ParseKey; 26] = [
     profile::parse_key,
     device::parse_key,
     fleet::parse_key,
@@ -33,6 +33,7 @@ const PARSERS: [ParseKey; 25] = [
     command::parse_key,
     rollout::parse_key,
     running_rollout::parse_key,
+    rollout_slots::parse_key,
     rule_set::parse_key,
     open_alarm::parse_key,
     alarm::parse_key,
@@ -81,6 +82,7 @@ impl ItemKey {
                 running_rollout::primary_key(user, rollout)
             }
             ItemKey::RuleSet { user } => rule_set::primary_key(user),
+            ItemKey::RolloutSlots { user } => rollout_slots::primary_key(user),
             ItemKey::OpenAlarm {
                 user,
                 device,
@@ -141,6 +143,7 @@ impl EntityType {
             EntityType::Rollout => rollout::KEY_TEMPLATE,
             EntityType::RunningRollout => running_rollout::KEY_TEMPLATE,
             EntityType::RuleSet => rule_set::KEY_TEMPLATE,
+            EntityType::RolloutSlots => rollout_slots::KEY_TEMPLATE,
             EntityType::Alarm => alarm::KEY_TEMPLATE,
             EntityType::OpenAlarm => open_alarm::KEY_TEMPLATE,
             EntityType::Series => series::KEY_TEMPLATE,

@@ -2,7 +2,10 @@
 //! update, as actions of the transaction that also writes the device's live state, so an
 //! alarm is recorded exactly when the state that says it is open is.
 
-use aws_sdk_dynamodb::types::{Put, TransactWriteItem, Update as UpdateAction};
+use aws_sdk_dynamodb::types::{
+    ConditionCheck, Put, ReturnValuesOnConditionCheckFailure, TransactWriteItem,
+    Update as UpdateAction,
+};
 
 use crate::model::alarm::evaluation::Transition;
 
@@ -14,6 +17,7 @@ use crate::model::alarm::status::AlarmState;
 use crate::model::entities::alarm::owner_alarms_gsi3sk;
 use crate::model::entities::alarm::AlarmItem;
 use crate::model::entities::open_alarm::OpenAlarmItem;
+use crate::model::entities::rule_set::RuleSetItem;
 use crate::model::entities::Entity;
 use crate::model::entities::ItemKey;
 use crate::model::error::FleetError;
@@ -42,7 +46,9 @@ pub struct AlarmDevice {
 /// the alarm and its open pointer; a clear updates the alarm (cleared, out of the open part
 /// of its owner's list, no reminder, an expiry) and deletes the pointer. A raise and clear of
 /// the same alarm in one batch are one put of the cleared alarm. At most three actions per
-/// rule: see [`crate::model::alarm::MAX_RULES_PER_OWNER`].
+/// rule: see [`crate::model::alarm::MAX_RULES_PER_OWNER`]. An alarm a rule leaves open is
+/// conditioned on the rule still being in its owner's rule set ([`rule_check`]): one
+/// action more, whatever the number of such alarms.
 pub fn transition_actions(
     table: &FleetTable,
     device: &AlarmDevice,
@@ -131,7 +137,42 @@ pub fn transition_actions(
             actions.push(put(table, &OpenAlarmItem::of(alarm))?);
         }
     }
+    let opened_by_rules: Vec<&str> = puts
+        .iter()
+        .filter(|p| p.state != AlarmState::Cleared && p.source != AlarmSource::Offline.as_str())
+        .map(|p| p.source.as_str())
+        .collect();
+    if !opened_by_rules.is_empty() {
+        actions.push(rule_check(table, &device.user, &opened_by_rules)?);
+    }
     Ok(actions)
+}
+
+/// The check that every rule of `rule_ids` is still in `user`'s rule set, as a transaction
+/// action (issue 39 item 7): a warm ingest container evaluates with rules cached for up to
+/// `RULES_CACHE_SECONDS`, and an alarm it opened from a rule deleted meanwhile would stay
+/// open for good on a device that then stays silent (the deletion's clearing pass has run;
+/// only the device's next batch clears it). With the check the raise is refused instead,
+/// and the refusal returns the rule set as it is (`ALL_OLD`), so the batch is evaluated
+/// again with the current rules and no extra read. The only `ConditionCheck` of a
+/// transition's transaction: that is how the caller tells its refusal from others.
+pub fn rule_check(
+    table: &FleetTable,
+    user: &UserId,
+    rule_ids: &[&str],
+) -> Result<TransactWriteItem, FleetError> {
+    let mut condition = Condition::exists(PK);
+    for id in rule_ids {
+        condition = condition.and(Condition::has_entry(RuleSetItem::RULES, *id));
+    }
+    let check = ConditionCheck::builder()
+        .table_name(table.name())
+        .set_key(Some(ItemKey::RuleSet { user: user.clone() }.attributes()))
+        .expressions(Expressions::condition(condition))
+        .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+        .build()
+        .map_err(FleetError::internal)?;
+    Ok(TransactWriteItem::builder().condition_check(check).build())
 }
 
 fn put(table: &FleetTable, item: &impl Entity) -> Result<TransactWriteItem, FleetError> {

@@ -22,8 +22,9 @@ use super::series::{
     SeriesStore,
 };
 use super::state::{
-    check_type_cap, evaluated, item_bytes, state_key, state_without_unstored, unchanged_since_read,
-    FoldedState, Recorded, StateSlot, STATE_ATTEMPTS, STATE_FLUSH_BYTES,
+    check_type_cap, evaluated, item_bytes, no_rule_check, rules_refused, state_key,
+    state_without_unstored, unchanged_since_read, FoldedState, Recorded, StateSlot, STATE_ATTEMPTS,
+    STATE_FLUSH_BYTES,
 };
 use super::store::{event_writes, raw_retention_days, EventWrite};
 use super::validate::NewEvent;
@@ -552,7 +553,10 @@ impl Ingestor {
         // Whether this batch's alarm changes are written; a refused alarm write must not
         // refuse the readings (see below).
         let mut record_alarms = true;
+        // The owner's rules as a refused raise returned them (issue 39 item 7).
+        let mut current_rules: Option<Vec<Rule>> = None;
         while retry.next_attempt().await {
+            let rules = current_rules.as_deref().unwrap_or(rules);
             let (mut next, mut transitions) = evaluated(registration, &base, rules, events);
             if !record_alarms {
                 next.alarms = base.alarms.clone();
@@ -603,6 +607,7 @@ impl Ingestor {
                         conflict = Some(current);
                         break;
                     }
+                    Recorded::RulesChanged(_) => return Err(no_rule_check()),
                 }
             }
             if let Some(current) = conflict {
@@ -641,6 +646,15 @@ impl Ingestor {
                     }
                     Recorded::StateChanged(current) => {
                         base = self.after_conflict(device, current.as_ref())?;
+                        continue;
+                    }
+                    Recorded::RulesChanged(fresh) => {
+                        self.remember_rules(
+                            &registration.user_id,
+                            Arc::new(fresh.clone()),
+                            Instant::now(),
+                        );
+                        current_rules = Some(fresh);
                         continue;
                     }
                 }
@@ -829,6 +843,9 @@ impl Ingestor {
             if condition_failed(&reasons, StateSlot) {
                 return Ok(Recorded::StateChanged(reasons[0].item().cloned()));
             }
+            if let Some(rules) = rules_refused(&actions, &reasons)? {
+                return Ok(Recorded::RulesChanged(rules));
+            }
             let failed: Vec<usize> = (1..actions.len())
                 .filter(|i| {
                     reasons
@@ -894,6 +911,7 @@ impl Ingestor {
                             self.remember_state(stored);
                             return Ok(());
                         }
+                        Recorded::RulesChanged(_) => return Err(no_rule_check()),
                         Recorded::StateChanged(now) => {
                             match self.after_conflict(device, now.as_ref()) {
                                 Ok(now) => current = now,

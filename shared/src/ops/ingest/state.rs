@@ -10,13 +10,17 @@
 
 use std::collections::BTreeSet;
 
+use aws_sdk_dynamodb::types::{CancellationReason, TransactWriteItem};
+
 use super::validate::NewEvent;
 use crate::model::alarm::evaluation::{evaluate, Observed, Subject, Transition};
 use crate::model::alarm::rule::Rule;
 use crate::model::entities::device_state::DeviceStateItem;
 use crate::model::entities::registration::RegistrationItem;
+use crate::model::entities::rule_set::RuleSetItem;
+use crate::model::entities::Entity;
 use crate::model::entities::ItemKey;
-use crate::model::error::ValidationError;
+use crate::model::error::{FleetError, ValidationError};
 use crate::model::expression::Condition;
 use crate::model::readings::{newest_millis, StoredEvent, StoredReading};
 use crate::model::schema::{Item, PK};
@@ -230,6 +234,34 @@ pub(super) enum Recorded {
     Committed,
     /// The state changed since it was read: the item as it is now (`None`: gone).
     StateChanged(Option<Item>),
+    /// A rule the batch opened an alarm for is gone (deleted since the rules were cached):
+    /// nothing was written; the owner's rules as they are now, to evaluate again with.
+    RulesChanged(Vec<Rule>),
+}
+
+/// The owner's rules as a refused transaction returned them, when what refused it was the
+/// check that the rules it opens alarms for still exist (the transaction's only
+/// `ConditionCheck`, [`crate::ops::alarms::record::rule_check`]); `None` otherwise.
+pub(super) fn rules_refused(
+    actions: &[TransactWriteItem],
+    reasons: &[CancellationReason],
+) -> Result<Option<Vec<Rule>>, FleetError> {
+    let refused = actions.iter().zip(reasons).find(|(action, reason)| {
+        action.condition_check().is_some()
+            && reason.code().is_some_and(|c| c == "ConditionalCheckFailed")
+    });
+    let Some((_, reason)) = refused else {
+        return Ok(None);
+    };
+    Ok(Some(match reason.item() {
+        Some(item) => RuleSetItem::from_item(item.clone())?.rule_list(),
+        None => Vec::new(),
+    }))
+}
+
+/// A summary write refused as if it were the rule check: never, as summary writes carry none.
+pub(super) fn no_rule_check() -> FleetError {
+    FleetError::internal("a transaction without a rule check was refused as one")
 }
 
 /// The live state's update is the first action of a transition's transaction.

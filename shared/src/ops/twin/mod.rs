@@ -15,6 +15,7 @@
 pub mod device;
 pub mod owner;
 pub mod rollout;
+mod running;
 mod state;
 
 pub use device::{DeviceReport, TwinReply};

@@ -1,6 +1,7 @@
 //! Fleet-wide desired-state changes (rollouts): one setting for every device of a tag or a
 //! device type, as a first-class operation. Starting one is a count of the owner's running
-//! rollouts and two small writes (AP-T5); the scheduled worker (AP-T7, the rollout-worker
+//! rollouts and one transaction of three small writes, the cap a conditional one (AP-T5;
+//! the count in `running.rs`); the scheduled worker (AP-T7, the rollout-worker
 //! function on a one-minute schedule) applies them, owners taking turns a page of
 //! [`ROLLOUT_PAGE`] devices at a time, at most [`ROLLOUT_DEVICES_PER_SECOND`] per owner,
 //! checkpointing the position on the rollout after every page (forward only), so no request
@@ -15,6 +16,7 @@ use futures::StreamExt;
 use serde::Serialize;
 use serde_json::Value;
 
+use super::running::{condition_failed, delete_running, rollout_limit, take_slot};
 use super::state::{desired_write, read_state, state_key_of};
 use crate::model::entities::desired_state::DesiredStateItem;
 use crate::model::entities::device::{device_sk, DeviceItem, DEVICE_PREFIX};
@@ -102,7 +104,7 @@ pub const START_ROLLOUT: AccessPattern = AccessPattern {
     frequency: Frequency::Analytics,
     operations: &[Operation::Query, Operation::TransactWriteItems],
     index: None,
-    key_condition: "PK = ROLLOUTS#RUNNING, SK begins_with {userId}# (the owner's running count); PK = USER#{userId}, SK = ROLLOUT#{rolloutId}; PK = ROLLOUTS#RUNNING, SK = {userId}#{rolloutId}",
+    key_condition: "PK = ROLLOUTS#RUNNING, SK begins_with {userId}# (the owner's running entries); PK = USER#{userId}, SK = ROLLOUT#{rolloutId}; PK = ROLLOUTS#RUNNING, SK = {userId}#{rolloutId}; PK = USER#{userId}, SK = ROLLOUTS (the running count, conditioned under the cap)",
     budget: RequestBudget::Fixed(2),
     max_read_units: None,
     route: Some("POST /me/rollouts"),
@@ -111,8 +113,11 @@ pub const START_ROLLOUT: AccessPattern = AccessPattern {
 
 /// AP-T5: records a rollout of `patch` to `user`'s devices of `target` and lists it for the
 /// worker, in one transaction; nothing is applied in the request. A 409 `rollout_limit`,
-/// before any write, when the owner has [`MAX_RUNNING_ROLLOUTS`] running (one Query of their
-/// running-list keys, at most that many). Its id sorts after every earlier one of the owner's
+/// with nothing written, when the owner has [`MAX_RUNNING_ROLLOUTS`] running: early from one
+/// Query of their running-list keys (at most that many), and for certain from the
+/// transaction's conditional increment of their count
+/// ([`crate::model::entities::rollout_slots::RolloutSlotsItem`]), so racing
+/// starts cannot both pass. Its id sorts after every earlier one of the owner's
 /// ([`RolloutId::generate`]), so it is applied after them.
 pub async fn start_rollout(
     table: &FleetTable,
@@ -132,12 +137,7 @@ pub async fn start_rollout(
     )
     .await?;
     if running.len() >= MAX_RUNNING_ROLLOUTS {
-        return Err(FleetError::Conflict {
-            code: "rollout_limit",
-            message: format!(
-                "an owner has at most {MAX_RUNNING_ROLLOUTS} rollouts running: wait for one to finish"
-            ),
-        });
+        return Err(rollout_limit());
     }
     let created_at = Timestamp::now();
     let rollout_id = RolloutId::generate(created_at);
@@ -154,7 +154,7 @@ pub async fn start_rollout(
         created_at,
         finished_at: None,
     };
-    let running = RunningRolloutItem {
+    let running_entry = RunningRolloutItem {
         user_id: user.clone(),
         rollout_id,
     };
@@ -171,10 +171,13 @@ pub async fn start_rollout(
     };
     let actions = vec![
         put(item.to_item(&table.config.shards)?)?,
-        put(running.to_item(&table.config.shards)?)?,
+        put(running_entry.to_item(&table.config.shards)?)?,
+        // The cap itself (issue 39 item 8); the Query above only answers early.
+        take_slot(table, user, running.len())?,
     ];
     match transact(table, actions, Retry::attempts(4)).await? {
         Transaction::Committed => Ok(RolloutView::of(&item)),
+        Transaction::Cancelled(reasons) if condition_failed(&reasons, 2) => Err(rollout_limit()),
         Transaction::Cancelled(_) => Err(FleetError::internal("a new rollout id was taken")),
     }
 }
@@ -832,19 +835,4 @@ async fn finish(
     )
     .await?;
     Ok(true)
-}
-
-async fn delete_running(
-    table: &FleetTable,
-    running: &RunningRolloutItem,
-) -> Result<(), FleetError> {
-    table
-        .client
-        .delete_item()
-        .table_name(table.name())
-        .set_key(Some(running.item_key().attributes()))
-        .send()
-        .await
-        .map_err(sdk_error)?;
-    Ok(())
 }

@@ -97,6 +97,7 @@ fn every_key_round_trips() {
             user: user(),
             rollout: RolloutId::parse("r-1").unwrap(),
         },
+        ItemKey::RolloutSlots { user: user() },
     ];
     for key in keys {
         let PrimaryKey { pk, sk } = key.primary_key();

@@ -13,6 +13,7 @@ use crate::model::entities::registration::*;
 use crate::model::entities::report::*;
 use crate::model::entities::reported_state::*;
 use crate::model::entities::rollout::*;
+use crate::model::entities::rollout_slots::ROLLOUT_SLOTS_SK;
 use crate::model::entities::running_rollout::*;
 use crate::model::entities::tag_link::*;
 use crate::model::entities::type_mark::*;
@@ -38,7 +39,7 @@ fn every_template_names_its_entity_type() {
             assert_eq!(t.entity_type, entity.as_str());
         }
     }
-    assert_eq!(EntityType::key_templates().count(), 25);
+    assert_eq!(EntityType::key_templates().count(), 26);
     assert_eq!(
         EntityType::ReleasedRegistration.as_str(),
         "releasedRegistration"
@@ -132,6 +133,7 @@ fn templates_match_the_builders() {
             RUNNING_ROLLOUTS_PK.to_string(),
             "u#r-1".to_string(),
         ),
+        ("rolloutSlots", user_pk(&user), ROLLOUT_SLOTS_SK.to_string()),
         (
             "deviceMove",
             crate::model::entities::device_move::RUNNING_MOVES_PK.to_string(),

@@ -4,6 +4,7 @@ use crate::model::entities::command::CommandItem;
 use crate::model::entities::desired_state::DesiredStateItem;
 use crate::model::entities::reported_state::ReportedStateItem;
 use crate::model::entities::rollout::RolloutItem;
+use crate::model::entities::rollout_slots::RolloutSlotsItem;
 use crate::model::entities::running_rollout::RunningRolloutItem;
 use crate::model::entities::Entity;
 use crate::model::expression::Attribute;
@@ -131,4 +132,11 @@ fn declared_attributes_are_exactly_the_stored_ones_and_keys_read_back() {
     let item = running.to_item(&shards).unwrap();
     assert_eq!(stored(&item), declared(RunningRolloutItem::ATTRIBUTES));
     assert_eq!(RunningRolloutItem::from_item(item).unwrap(), running);
+    let slots = RolloutSlotsItem {
+        user_id: running.user_id.clone(),
+        running: 3,
+    };
+    let item = slots.to_item(&shards).unwrap();
+    assert_eq!(stored(&item), declared(RolloutSlotsItem::ATTRIBUTES));
+    assert_eq!(RolloutSlotsItem::from_item(item).unwrap(), slots);
 }
