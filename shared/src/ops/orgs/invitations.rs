@@ -257,7 +257,7 @@ pub async fn accept_invitation(
             table,
             &ItemKey::Organization { org: org.clone() },
             Update::new().increment(OrganizationItem::MEMBER_COUNT, number_value(1)),
-            Condition::exists(PK).and(Condition::below(
+            crate::model::entities::organization::admits().and(Condition::below(
                 OrganizationItem::MEMBER_COUNT,
                 number_value(MAX_MEMBERS_PER_ORG),
             )),
@@ -277,11 +277,14 @@ pub async fn accept_invitation(
                     code: "already_member",
                     message: "you are a member of this organization already".into(),
                 }
-            } else if failed(3) {
+            } else if failed(3) && organization_admits(table, &org).await? {
                 FleetError::Conflict {
                     code: "member_limit",
                     message: format!("an organization has at most {MAX_MEMBERS_PER_ORG} members"),
                 }
+            } else if failed(3) {
+                // Gone, or being deleted: no invitation admits anyone any more.
+                FleetError::NotFound("organization")
             } else {
                 not_found()
             });
@@ -292,4 +295,12 @@ pub async fn accept_invitation(
             .await?
             .ok_or(FleetError::NotFound("organization"))?;
     Ok(Org::of(&organization, invitation.role))
+}
+
+/// Whether `org` exists and is not being deleted (read consistently), to tell a full
+/// organization from one that admits nobody when an accept's condition on it failed.
+async fn organization_admits(table: &FleetTable, org: &OrgId) -> Result<bool, FleetError> {
+    let organization: Option<OrganizationItem> =
+        read_consistent(table, &ItemKey::Organization { org: org.clone() }).await?;
+    Ok(organization.is_some_and(|o| o.deleting_at.is_none()))
 }
