@@ -19,6 +19,7 @@ mod least_privilege;
 mod metrics_emf;
 mod openapi_contract;
 mod org_cost;
+mod org_deletion;
 mod org_invites;
 mod org_matrix;
 mod orgs;

@@ -829,11 +829,15 @@ async fn accept_invitation(
 struct MoveBody {
     #[serde(default, deserialize_with = "present")]
     to_org_id: Option<serde_json::Value>,
+    #[serde(default)]
+    rotate_token: bool,
 }
 
-/// `POST .../devices/{deviceId}/move` `{"toOrgId": "o..." | null}` (admin of the device's
-/// fleet, and of the target organization; `null` is the caller's own fleet): the device, its
-/// history and token go with it (AP-M1).
+/// `POST .../devices/{deviceId}/move` `{"toOrgId": "o..." | null, "rotateToken": bool}` (admin
+/// of the device's fleet, and of the target organization; `null` is the caller's own fleet):
+/// the device, its history and token go with it (AP-M1); `"rotateToken": true` gives it a new
+/// token in the same transaction (the previous owner knows the current one). 200 when the
+/// history is all moved within the request, 202 while the scheduled worker continues it.
 async fn move_device(
     fleet: Fleet<AdminRole>,
     State(table): State<FleetTable>,
@@ -862,6 +866,14 @@ async fn move_device(
             ))
         }
     };
-    let moved = device_move::move_device(&table, &device_id, &fleet.owner, &target).await?;
-    Ok(json_response(StatusCode::OK, &json_value(&moved)))
+    let options = device_move::MoveOptions {
+        rotate_token: body.rotate_token,
+    };
+    let moved =
+        device_move::move_device_with(&table, &device_id, &fleet.owner, &target, options).await?;
+    let status = match moved.history.status {
+        device_move::HistoryStatus::Moved => StatusCode::OK,
+        _ => StatusCode::ACCEPTED,
+    };
+    Ok(json_response(status, &json_value(&moved)))
 }

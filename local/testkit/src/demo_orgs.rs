@@ -128,6 +128,7 @@ async fn seed_org(
             created_by: owner,
             created_at: now,
             member_count: members.len() as u64,
+            deleting_at: None,
         },
     )
     .await?;

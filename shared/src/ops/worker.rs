@@ -1,6 +1,7 @@
-//! The scheduled worker's run (the rollout-worker function, every minute): running fleet-wide
-//! changes first (AP-T7), then the history copies of moved devices that did not fit their
-//! request (AP-M1), each with its share of the run.
+//! The scheduled worker's run (the rollout-worker function, every minute): organization
+//! deletions that did not fit their request (AP-O5) first, then running fleet-wide changes
+//! (AP-T7), then the history copies of moved devices that did not fit their request (AP-M1),
+//! each with its share of the run.
 
 use std::time::{Duration, Instant};
 
@@ -8,12 +9,17 @@ use serde::Serialize;
 
 use crate::model::error::FleetError;
 use crate::ops::devices::r#move::{continue_moves, MoveProgress};
+use crate::ops::orgs::manage::{continue_org_deletions, OrgDeletionProgress};
 use crate::ops::twin::rollout::{advance_rollouts, RolloutRun};
 use crate::store::table::FleetTable;
 
 /// Time of a run kept for moves, so a long rollout never starves a device's history (and
 /// a run with no move to continue gives it back at once).
 pub const MOVES_SHARE: Duration = Duration::from_secs(15);
+
+/// Longest time of a run spent on organization deletions (a deletion is a few pages of
+/// deletes; an organization with thousands of invitations takes several runs).
+pub const ORG_DELETIONS_SHARE: Duration = Duration::from_secs(10);
 
 /// What a run did: `{"rollouts": {...}, "moves": [...]}`.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -22,15 +28,25 @@ pub struct WorkerAnswer {
     pub rollouts: RolloutRun,
     /// Each moved device's history worked on, and how far it has come.
     pub moves: Vec<MoveProgress>,
+    /// Each organization deletion worked on, and whether it is finished.
+    #[serde(rename = "orgDeletions")]
+    pub org_deletions: Vec<OrgDeletionProgress>,
 }
 
-/// One run until `until`: rollouts until [`MOVES_SHARE`] before it, then moves.
+/// One run until `until`: organization deletions for at most [`ORG_DELETIONS_SHARE`],
+/// rollouts until [`MOVES_SHARE`] before `until`, then moves.
 pub async fn scheduled_run(table: &FleetTable, until: Instant) -> Result<WorkerAnswer, FleetError> {
+    let deletions_until = (Instant::now() + ORG_DELETIONS_SHARE).min(until);
+    let org_deletions = continue_org_deletions(table, deletions_until).await?;
     let rollouts_until = until
         .checked_sub(MOVES_SHARE)
         .unwrap_or(until)
         .max(Instant::now());
     let rollouts = advance_rollouts(table, rollouts_until).await?;
     let moves = continue_moves(table, until).await?;
-    Ok(WorkerAnswer { rollouts, moves })
+    Ok(WorkerAnswer {
+        rollouts,
+        moves,
+        org_deletions,
+    })
 }

@@ -523,7 +523,7 @@ export interface paths {
         post?: never;
         /**
          * Delete the organization (AP-O5), once its fleet has no device.
-         * @description Its members, invitations, rules and rollouts go with it. Its devices never do: while it has any, a 409 `org_not_empty` (move them with `POST /orgs/{orgId}/devices/{deviceId}/move` or delete them first).
+         * @description Its members, invitations, rules and rollouts go with it. Its devices never do: while it has any, a 409 `org_not_empty` (move them with `POST /orgs/{orgId}/devices/{deviceId}/move` or delete them first). From the 204 on the organization admits nobody (no invitation is accepted, no device registered or moved into it); what the request could not remove within half the function's timeout the scheduled worker finishes.
          */
         delete: operations["deleteOrg"];
         options?: never;
@@ -1516,10 +1516,22 @@ export interface components {
             /** @description `{orgId}.{secret}`: what `POST /invitations/{code}/accept` takes. */
             code: string;
         };
-        /** @description How far the device's history (events, summaries, twin documents, commands, alarms) has come: `moved` when it is all in the new fleet, `moving` while the scheduled worker still copies it (readers of the new fleet see it as it arrives). */
+        /** @description The answer to a move. */
+        MovedDevice: {
+            device: components["schemas"]["Device"];
+            history: components["schemas"]["MoveHistory"];
+            /** @description The device's new token, when the move was asked to rotate it (shown once). */
+            token?: string;
+            /**
+             * Format: date-time
+             * @description Until when the replaced token is still accepted, when the move rotated it.
+             */
+            previousTokenValidUntil?: string;
+        };
+        /** @description How far the device's history (events, summaries, twin documents, commands, alarms) has come: `moved` when it is all in the new fleet, `moving` while the scheduled worker still copies it (readers of the new fleet see it as it arrives), `cancelled` when the device was deleted before its history was all copied (the worker's report only). */
         MoveHistory: {
             /** @enum {string} */
-            status: "moving" | "moved";
+            status: "moving" | "moved" | "cancelled";
             itemsMoved: number;
         };
     };
@@ -3402,20 +3414,31 @@ export interface operations {
                 "application/json": {
                     /** @description The organization to move the device into; `null` for the caller's personal fleet. */
                     toOrgId: components["schemas"]["OrgId"] | null;
+                    /**
+                     * @description Give the device a new token in the move's transaction (the previous owner knows the current one). The answer carries it once; the current token keeps working for the overlap a rotation gives (`previousTokenValidUntil`), so the device can be given the new one.
+                     * @default false
+                     */
+                    rotateToken?: boolean;
                 };
             };
         };
         responses: {
-            /** @description The device, in its new fleet. */
+            /** @description The device, in its new fleet, its history all moved within the request. */
             200: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        device: components["schemas"]["Device"];
-                        history: components["schemas"]["MoveHistory"];
-                    };
+                    "application/json": components["schemas"]["MovedDevice"];
+                };
+            };
+            /** @description The device, in its new fleet (the move is made); its history is still being copied by the scheduled worker (`history.status` `moving`, `itemsMoved` so far). The request works for at most half the function's timeout. */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["MovedDevice"];
                 };
             };
             400: components["responses"]["BadRequest"];
@@ -3454,20 +3477,31 @@ export interface operations {
                 "application/json": {
                     /** @description The organization to move the device into; `null` for the caller's personal fleet. */
                     toOrgId: components["schemas"]["OrgId"] | null;
+                    /**
+                     * @description Give the device a new token in the move's transaction (the previous owner knows the current one). The answer carries it once; the current token keeps working for the overlap a rotation gives (`previousTokenValidUntil`), so the device can be given the new one.
+                     * @default false
+                     */
+                    rotateToken?: boolean;
                 };
             };
         };
         responses: {
-            /** @description The device, in its new fleet. */
+            /** @description The device, in its new fleet, its history all moved within the request. */
             200: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        device: components["schemas"]["Device"];
-                        history: components["schemas"]["MoveHistory"];
-                    };
+                    "application/json": components["schemas"]["MovedDevice"];
+                };
+            };
+            /** @description The device, in its new fleet (the move is made); its history is still being copied by the scheduled worker (`history.status` `moving`, `itemsMoved` so far). The request works for at most half the function's timeout. */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["MovedDevice"];
                 };
             };
             400: components["responses"]["BadRequest"];

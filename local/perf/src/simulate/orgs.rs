@@ -78,6 +78,7 @@ impl OrgItemSizes {
                     created_by: person.clone(),
                     created_at: at,
                     member_count: 1000,
+                    deleting_at: None,
                 }
                 .to_item(shards),
             ),

@@ -92,6 +92,7 @@ pub(crate) async fn seed_organization(
         created_by: owner.clone(),
         created_at,
         member_count: 1,
+        deleting_at: None,
     };
     let member = OrgMemberItem {
         org_id: org.clone(),

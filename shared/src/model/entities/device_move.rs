@@ -64,6 +64,14 @@ pub struct DeviceMoveItem {
     pub items_moved: u64,
     /// Until when a run holds the move (another run leaves it alone until then).
     pub lease_until: Timestamp,
+    /// The moved registration's `createdAt`: a run copies only while the id's registration
+    /// is still this one at the new owner (a move made before this was kept has none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub registered_at: Option<Timestamp>,
+    /// Set when a run found the device deleted (or its id registered again) at the new
+    /// owner: the copy stops and what is left at the old owner is deleted, not copied.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cancelled_at: Option<Timestamp>,
 }
 
 attributes!(DeviceMoveItem {
@@ -83,6 +91,10 @@ attributes!(DeviceMoveItem {
     ITEMS_MOVED = "itemsMoved",
     /// `leaseUntil`.
     LEASE_UNTIL = "leaseUntil",
+    /// `registeredAt`.
+    REGISTERED_AT = "registeredAt",
+    /// `cancelledAt`.
+    CANCELLED_AT = "cancelledAt",
 });
 
 impl Entity for DeviceMoveItem {

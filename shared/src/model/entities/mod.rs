@@ -52,6 +52,7 @@ pub mod fleet;
 pub mod invitation;
 pub mod membership;
 pub mod open_alarm;
+pub mod org_deletion;
 pub mod org_member;
 pub mod organization;
 pub mod profile;
@@ -198,6 +199,8 @@ pub enum EntityType {
     OrgMember,
     Membership,
     Invitation,
+    /// An organization being deleted (the worker's list).
+    OrgDeletion,
 }
 
 impl EntityType {
@@ -327,6 +330,8 @@ item_keys! {
     Membership { member: UserId, org: OrgId },
     /// An invitation into an organization.
     Invitation { org: OrgId, invitation: InvitationId },
+    /// An organization whose deletion is under way.
+    OrgDeletion { org: OrgId },
 }
 
 impl ItemKey {

@@ -26,6 +26,10 @@ pub struct OrganizationItem {
     pub created_at: Timestamp,
     /// Members, owner included (changed in every membership transaction).
     pub member_count: u64,
+    /// Set when its deletion began: from then on no invitation is accepted and no device is
+    /// registered or moved into its fleet (each is conditioned on its absence).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deleting_at: Option<Timestamp>,
 }
 
 attributes!(OrganizationItem {
@@ -41,6 +45,8 @@ attributes!(OrganizationItem {
     CREATED_AT = "createdAt",
     /// `memberCount`.
     MEMBER_COUNT = "memberCount",
+    /// `deletingAt`.
+    DELETING_AT = "deletingAt",
 });
 
 impl Entity for OrganizationItem {
@@ -50,6 +56,14 @@ impl Entity for OrganizationItem {
             org: self.org_id.clone(),
         }
     }
+}
+
+/// The condition every accept, registration into its fleet and move into it is written on:
+/// the organization exists and is not being deleted.
+pub fn admits() -> crate::model::expression::Condition {
+    use crate::model::expression::Condition;
+    Condition::exists(crate::model::schema::PK)
+        .and(Condition::absent(OrganizationItem::DELETING_AT))
 }
 
 /// Sort key of the organization item.

@@ -5,9 +5,9 @@
 
 use crate::model::entities::{
     alarm, checkpoint, command, desired_state, device, device_move, device_state, event, fleet,
-    invitation, membership, open_alarm, org_member, organization, profile, purge_marker,
-    registration, report, reported_state, rollout, rollout_slots, rule_set, running_rollout,
-    series, tag_link, type_mark, EntityType, ItemKey,
+    invitation, membership, open_alarm, org_deletion, org_member, organization, profile,
+    purge_marker, registration, report, reported_state, rollout, rollout_slots, rule_set,
+    running_rollout, series, tag_link, type_mark, EntityType, ItemKey,
 };
 use crate::model::error::ValidationError;
 use crate::model::keys::{KeyParts, KeyTemplate, PrimaryKey};
@@ -16,7 +16,7 @@ use strum::IntoEnumIterator;
 /// Every key shape's parser, in the order a stored key is tried: an open alarm's before an
 /// alarm's (an alarm's sort key `{raisedAt}#{source}` has the shape of `OPEN#{source}`).
 type ParseKey = fn(&KeyParts) -> Option<Result<ItemKey, ValidationError>>;
-const PARSERS: [ParseKey; 26] = [
+const PARSERS: [ParseKey; 27] = [
     profile::parse_key,
     device::parse_key,
     fleet::parse_key,
@@ -43,6 +43,7 @@ const PARSERS: [ParseKey; 26] = [
     org_member::parse_key,
     membership::parse_key,
     invitation::parse_key,
+    org_deletion::parse_key,
 ];
 
 impl ItemKey {
@@ -106,6 +107,7 @@ impl ItemKey {
             ItemKey::OrgMember { org, member } => org_member::primary_key(org, member),
             ItemKey::Membership { member, org } => membership::primary_key(member, org),
             ItemKey::Invitation { org, invitation } => invitation::primary_key(org, invitation),
+            ItemKey::OrgDeletion { org } => org_deletion::primary_key(org),
         }
     }
 
@@ -152,6 +154,7 @@ impl EntityType {
             EntityType::OrgMember => org_member::KEY_TEMPLATE,
             EntityType::Membership => membership::KEY_TEMPLATE,
             EntityType::Invitation => invitation::KEY_TEMPLATE,
+            EntityType::OrgDeletion => org_deletion::KEY_TEMPLATE,
         })
     }
 

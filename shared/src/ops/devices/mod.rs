@@ -73,3 +73,28 @@ pub(crate) fn state_key(device: &DeviceItem) -> ItemKey {
         device: device.device_id.clone(),
     }
 }
+
+/// For an organization's fleet (`org:{orgId}`), the transaction action that checks the
+/// organization still admits devices: it exists and its deletion has not begun
+/// ([`crate::model::entities::organization::admits`]). A registration or a move into the fleet
+/// carries it, so none commits after a deletion marked the organization. `None` for a
+/// person's fleet.
+pub(crate) fn org_admits_check(
+    table: &FleetTable,
+    owner: &crate::model::ids::UserId,
+) -> Result<Option<TransactWriteItem>, FleetError> {
+    let Some(org) = owner.fleet_org() else {
+        return Ok(None);
+    };
+    let check = aws_sdk_dynamodb::types::ConditionCheck::builder()
+        .table_name(table.name())
+        .set_key(Some(ItemKey::Organization { org }.attributes()))
+        .expressions(Expressions::condition(
+            crate::model::entities::organization::admits(),
+        ))
+        .build()
+        .map_err(FleetError::internal)?;
+    Ok(Some(
+        TransactWriteItem::builder().condition_check(check).build(),
+    ))
+}

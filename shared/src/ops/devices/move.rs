@@ -42,6 +42,7 @@ use crate::model::keys::{event_pk, PrimaryKey};
 use crate::model::pattern_id::PatternId;
 use crate::model::schema::{Item, KEY_ATTRIBUTES, PK, SK};
 use crate::model::timestamp::Timestamp;
+use crate::model::token::DeviceToken;
 use crate::ops::pattern::{implemented_by, AccessPattern, Frequency, Operation, RequestBudget};
 use crate::store::dynamo::{
     number_value, query, read_consistent, string_value, transact, write_all, Transaction,
@@ -51,9 +52,11 @@ use crate::store::retry::Retry;
 use crate::store::table::{condition_failed, sdk_error, FleetTable, TransactionSlot, MAX_ATTEMPTS};
 use crate::store::with_expressions::WithExpressions;
 
-/// How long a move request copies history before it answers (the rest is the scheduled
-/// worker's): well inside the device-updates function's timeout.
-pub const MOVE_REQUEST_BUDGET: Duration = Duration::from_secs(10);
+/// How long a move request works (its live transaction and then history) before it answers
+/// (the rest is the scheduled worker's): at most half the device-updates function's timeout
+/// (10 s in template.yaml; `tests/it/device_move.rs` reads both), so a large history never
+/// has the function killed after the live transaction committed.
+pub const MOVE_REQUEST_BUDGET: Duration = Duration::from_secs(4);
 
 /// What a run's lease adds to its own deadline, so another run never takes a move over
 /// while this one may still be writing.
@@ -77,21 +80,40 @@ const ITEMS_PER_TRANSACTION: usize = 50;
 /// state, a PATCH, a registration growing the target fleet).
 const MOVE_ATTEMPTS: u32 = 5;
 
-/// The answer to a move: the device as it is now, at its new owner, and how far its history
-/// has come.
+/// The answer to a move: the device as it is now, at its new owner, how far its history
+/// has come, and its new token when the move rotated it.
 #[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct MovedDevice {
     /// The device at its new owner.
     pub device: Device,
     /// Its history's progress.
     pub history: MoveHistory,
+    /// The device's new token, when the move rotated it (`"rotateToken": true`): shown once,
+    /// only its digest is stored.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub token: Option<String>,
+    /// Until when the replaced token is still accepted (the overlap a rotation gives), when
+    /// the move rotated the token and the overlap is not 0.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub previous_token_valid_until: Option<String>,
+}
+
+/// What a move is asked to do besides moving.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct MoveOptions {
+    /// Give the device a new token in the move's transaction (`"rotateToken": true`): the
+    /// previous owner knows the current one. The current one keeps working for the overlap a
+    /// rotation gives (`TOKEN_OVERLAP_SECONDS`), so the device can be given the new one.
+    pub rotate_token: bool,
 }
 
 /// How far a moved device's history has been copied.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct MoveHistory {
-    /// `moved` when every item is at the new owner; `moving` while the worker continues.
+    /// `moved` when every item is at the new owner; `moving` while the worker continues;
+    /// `cancelled` when the device was deleted before its history was all copied.
     pub status: HistoryStatus,
     /// Items copied so far (events, summaries, twin documents, commands, alarms).
     pub items_moved: u64,
@@ -105,6 +127,9 @@ pub enum HistoryStatus {
     Moving,
     /// All copied.
     Moved,
+    /// Stopped: the device was deleted at its new owner while its history was copying; what
+    /// had not been copied is deleted at the old owner.
+    Cancelled,
 }
 
 /// AP-M1, implemented by [`move_device`].
@@ -146,11 +171,23 @@ pub async fn move_device(
     from: &UserId,
     to: &UserId,
 ) -> Result<MovedDevice, FleetError> {
-    move_device_until(
+    move_device_with(table, device, from, to, MoveOptions::default()).await
+}
+
+/// [`move_device`] with `options` (a token rotated in the move's transaction).
+pub async fn move_device_with(
+    table: &FleetTable,
+    device: &DeviceId,
+    from: &UserId,
+    to: &UserId,
+    options: MoveOptions,
+) -> Result<MovedDevice, FleetError> {
+    move_device_until_with(
         table,
         device,
         from,
         to,
+        options,
         Instant::now() + MOVE_REQUEST_BUDGET,
     )
     .await
@@ -164,10 +201,30 @@ pub async fn move_device_until(
     to: &UserId,
     until: Instant,
 ) -> Result<MovedDevice, FleetError> {
+    move_device_until_with(table, device, from, to, MoveOptions::default(), until).await
+}
+
+/// [`move_device_with`] copying history until `until`.
+pub async fn move_device_until_with(
+    table: &FleetTable,
+    device: &DeviceId,
+    from: &UserId,
+    to: &UserId,
+    options: MoveOptions,
+    until: Instant,
+) -> Result<MovedDevice, FleetError> {
     if from == to {
         return Err(ValidationError::new("toOrgId", "the device is already in that fleet").into());
     }
-    let (moved, state, mut marker) = move_live_items(table, device, from, to, until).await?;
+    let token = options
+        .rotate_token
+        .then(DeviceToken::generate)
+        .transpose()?;
+    let overlap = i64::from(table.config.token_overlap_seconds);
+    let previous_until = Timestamp::now().plus_seconds(overlap);
+    let rotation = token.as_ref().map(|t| (t, previous_until));
+    let (moved, state, mut marker) =
+        move_live_items(table, device, from, to, rotation, until).await?;
     let done = copy_history(table, &mut marker, until).await?;
     save_progress(table, &marker, done).await?;
     Ok(MovedDevice {
@@ -180,6 +237,9 @@ pub async fn move_device_until(
             },
             items_moved: marker.items_moved,
         },
+        token: token.as_ref().map(|t| t.reveal().to_string()),
+        previous_token_valid_until: (token.is_some() && overlap > 0)
+            .then(|| previous_until.to_string()),
     })
 }
 
@@ -194,6 +254,8 @@ enum MoveSlot {
     TargetFleet = 6,
     /// The move marker (fails while an earlier move of the device is still copying).
     Marker = 7,
+    /// For a move into an organization: it exists and is not being deleted.
+    TargetOrganization = 8,
 }
 
 impl TransactionSlot for MoveSlot {
@@ -202,9 +264,9 @@ impl TransactionSlot for MoveSlot {
     }
 }
 
-// The live transaction fits DynamoDB's 100 actions: 8 fixed, the old links (tags and links of
+// The live transaction fits DynamoDB's 100 actions: 9 fixed, the old links (tags and links of
 // an unfinished sync) and the new ones.
-const _: () = assert!(8 + 3 * crate::model::ids::MAX_TAGS_PER_DEVICE <= 100);
+const _: () = assert!(9 + 3 * crate::model::ids::MAX_TAGS_PER_DEVICE <= 100);
 
 /// The live move: reads the device and its live state at `from` and `to`'s fleet item, then
 /// one transaction moves device, live state (placed on `to`'s partitions), tag links and the
@@ -215,6 +277,7 @@ async fn move_live_items(
     device: &DeviceId,
     from: &UserId,
     to: &UserId,
+    rotation: Option<(&DeviceToken, Timestamp)>,
     until: Instant,
 ) -> Result<(DeviceItem, Option<DeviceStateItem>, DeviceMoveItem), FleetError> {
     for _ in 0..MOVE_ATTEMPTS {
@@ -249,6 +312,8 @@ async fn move_live_items(
             resume_after: None,
             items_moved: 0,
             lease_until: lease_until(until),
+            registered_at: Some(item.created_at),
+            cancelled_at: None,
         };
         let source_device = Delete::builder()
             .table_name(table.name())
@@ -287,13 +352,16 @@ async fn move_live_items(
                 Some(state) => put(table, state, Some(Condition::absent(PK)))?,
                 // A device without a live state (never in practice: registration writes it)
                 // keeps having none; the slot checks the target has none either.
-                None => condition_check_absent(table, &state_key(&moved))?,
+                None => super::register::condition_check_absent(table, &state_key(&moved))?,
             },
-            registration_owner(table, &moved, from, &fleet)?,
+            registration_owner(table, &moved, from, &fleet, rotation)?,
             count_deletion(table, from)?,
             count_registration(table, to, &fleet, shards)?,
             put(table, &marker, Some(Condition::absent(PK)))?,
         ];
+        let into_org = super::org_admits_check(table, to)?;
+        let checks_org = into_org.is_some();
+        actions.extend(into_org);
         let old_links: BTreeSet<_> = item.linked_tags.iter().chain(item.tags.iter()).collect();
         for tag in old_links {
             actions.push(crate::store::dynamo::delete_action(
@@ -311,10 +379,12 @@ async fn move_live_items(
         match transact(table, actions, Retry::attempts(MAX_ATTEMPTS)).await? {
             Transaction::Committed => return Ok((moved, moved_state, marker)),
             Transaction::Cancelled(reasons) if condition_failed(&reasons, MoveSlot::Marker) => {
-                return Err(FleetError::Conflict {
-                    code: "move_in_progress",
-                    message: "an earlier move of this device is still copying its history: try again in a minute".into(),
-                })
+                return Err(super::register::move_in_progress())
+            }
+            Transaction::Cancelled(reasons)
+                if checks_org && condition_failed(&reasons, MoveSlot::TargetOrganization) =>
+            {
+                return Err(FleetError::NotFound("organization"))
             }
             // Changed in between (a PATCH, a batch, a registration growing the target fleet,
             // another move or a deletion): read again; a device gone is a 404 then.
@@ -333,30 +403,38 @@ async fn move_live_items(
     Err(crate::store::dynamo::throttled())
 }
 
-/// A transaction action that only checks nothing is at `key`.
-fn condition_check_absent(
-    table: &FleetTable,
-    key: &ItemKey,
-) -> Result<TransactWriteItem, FleetError> {
-    let check = aws_sdk_dynamodb::types::ConditionCheck::builder()
-        .table_name(table.name())
-        .set_key(Some(key.attributes()))
-        .expressions(Expressions::condition(Condition::absent(PK)))
-        .build()
-        .map_err(FleetError::internal)?;
-    Ok(TransactWriteItem::builder().condition_check(check).build())
-}
-
 /// The registration's new owner and placement (and the new owner's raw retention for the
 /// device's type, as registration copies it), on the condition that it still names `from`:
-/// of two concurrent moves only one can win. Its token digests are not touched.
+/// of two concurrent moves only one can win. Its token digests are not touched, unless the
+/// move rotates the token (`rotation`: the new token and until when the current one is still
+/// accepted), which it does as AP-17 does (`ops::credentials::rotate_token`).
 fn registration_owner(
     table: &FleetTable,
     moved: &DeviceItem,
     from: &UserId,
     fleet: &super::fleet::FleetSize,
+    rotation: Option<(&DeviceToken, Timestamp)>,
 ) -> Result<TransactWriteItem, FleetError> {
-    let mut changes = UpdateExpression::new()
+    let mut changes = UpdateExpression::new();
+    if let Some((token, previous_until)) = rotation {
+        // The replaced digest moves aside for the overlap; after a revocation it is the
+        // revoked marker, which matches no token, so nothing revoked comes back.
+        changes = changes
+            .copy(
+                RegistrationItem::PREVIOUS_TOKEN_SHA256,
+                RegistrationItem::TOKEN_SHA256,
+            )
+            .set(
+                RegistrationItem::PREVIOUS_TOKEN_UNTIL,
+                string_value(previous_until.to_string()),
+            )
+            .set(
+                RegistrationItem::TOKEN_SHA256,
+                string_value(token.sha256_hex()),
+            )
+            .remove(RegistrationItem::REVOKED_AT);
+    }
+    changes = changes
         .set(
             RegistrationItem::USER_ID,
             string_value(moved.user_id.as_str()),
@@ -461,12 +539,16 @@ pub async fn copy_history(
             if Instant::now() >= until {
                 return Ok(false);
             }
-            if marker.phase == MovePhase::Events {
+            if marker.cancelled_at.is_some() {
+                delete_source(table, chunk).await?;
+            } else if marker.phase == MovePhase::Events {
                 copy_events(table, marker, chunk).await?;
             } else {
                 copy_changing(table, marker, chunk).await?;
             }
-            marker.items_moved += chunk.len() as u64;
+            if marker.cancelled_at.is_none() {
+                marker.items_moved += chunk.len() as u64;
+            }
             marker.resume_after = chunk.last().and_then(PrimaryKey::of).map(|k| k.sk);
         }
         if next.is_none() {
@@ -563,6 +645,20 @@ async fn copy_events(
         deletes.push(WriteRequest::builder().delete_request(delete).build());
     }
     write_batches(table, puts).await?;
+    write_batches(table, deletes).await
+}
+
+/// Deletes `items` at the source of a cancelled move (the device was deleted at its new
+/// owner): what the copy had not reached yet goes with the deleted device.
+async fn delete_source(table: &FleetTable, items: &[Item]) -> Result<(), FleetError> {
+    let mut deletes = Vec::with_capacity(items.len());
+    for item in items {
+        let delete = DeleteRequest::builder()
+            .set_key(Some(key_of(item)?))
+            .build()
+            .map_err(FleetError::internal)?;
+        deletes.push(WriteRequest::builder().delete_request(delete).build());
+    }
     write_batches(table, deletes).await
 }
 
@@ -828,12 +924,22 @@ pub async fn continue_moves(
         if marker.lease_until > Timestamp::now() || !take_lease(table, &marker, until).await? {
             continue;
         }
+        if marker.cancelled_at.is_none() && !still_the_moved_device(table, &marker).await? {
+            // Deleted at its new owner (or its id released and registered again): copying on
+            // would hand whatever its old partition holds to an owner it no longer is. What is
+            // left there is the deleted device's and goes.
+            marker.cancelled_at = Some(Timestamp::now());
+            marker.phase = MovePhase::Alarms;
+            marker.resume_after = None;
+        }
         let done = copy_history(table, &mut marker, until).await?;
         save_progress(table, &marker, done).await?;
         progress.push(MoveProgress {
             device_id: marker.device_id.to_string(),
             history: MoveHistory {
-                status: if done {
+                status: if marker.cancelled_at.is_some() {
+                    HistoryStatus::Cancelled
+                } else if done {
                     HistoryStatus::Moved
                 } else {
                     HistoryStatus::Moving
@@ -843,6 +949,38 @@ pub async fn continue_moves(
         });
     }
     Ok(progress)
+}
+
+/// Whether the id of the move of `marker` is still registered to the device that moved: its
+/// registration names the new owner and has the moved one's `createdAt` (one consistent
+/// GetItem per run). A marker from before `registeredAt` was kept checks the owner only.
+async fn still_the_moved_device(
+    table: &FleetTable,
+    marker: &DeviceMoveItem,
+) -> Result<bool, FleetError> {
+    let key = ItemKey::Registration {
+        device: marker.device_id.clone(),
+    };
+    let out = table
+        .client
+        .get_item()
+        .table_name(table.name())
+        .set_key(Some(key.attributes()))
+        .consistent_read(true)
+        .send()
+        .await
+        .map_err(sdk_error)?;
+    let Some(stored) = out.item else {
+        return Ok(false);
+    };
+    if EntityType::of(&stored) != Some(EntityType::Registration) {
+        return Ok(false);
+    }
+    let registration = RegistrationItem::from_item(stored)?;
+    Ok(registration.user_id == marker.to_user_id
+        && marker
+            .registered_at
+            .is_none_or(|at| at == registration.created_at))
 }
 
 /// Takes the move of `marker` for a run until `until`, if its lease is still the one read.

@@ -174,6 +174,13 @@ pub async fn register_device(
                         registration.device_id.to_string(),
                     ));
                 }
+                if condition_failed(&reasons, RegistrationSlot::NoRunningMove) {
+                    return Err(move_in_progress());
+                }
+                if user.is_org_fleet() && condition_failed(&reasons, RegistrationSlot::Organization)
+                {
+                    return Err(FleetError::NotFound("organization"));
+                }
                 // The fleet grew in between: place again.
                 if condition_failed(&reasons, RegistrationSlot::FleetCount) {
                     continue;
@@ -207,6 +214,13 @@ pub enum RegistrationSlot {
     State,
     /// Counts the device on the fleet item (fails if the placement changed since it was read).
     FleetCount,
+    /// Checks no move of a device with this id is still copying its history (fails while one
+    /// is: the copy reads the old owner's partition of this id, which a new device's events
+    /// would join; 409 `move_in_progress`).
+    NoRunningMove,
+    /// For an organization's fleet only: checks the organization exists and is not being
+    /// deleted (fails once its deletion began: 404 `organization not found`).
+    Organization,
 }
 
 impl TransactionSlot for RegistrationSlot {
@@ -255,7 +269,14 @@ impl RegistrationAttempt {
             put(table, &device, Some(Condition::absent(PK)))?,
             put(table, &new_state(&device), None)?,
             count_registration(table, user, &fleet, shards)?,
+            condition_check_absent(
+                table,
+                &crate::model::entities::ItemKey::DeviceMove {
+                    device: registration.device_id.clone(),
+                },
+            )?,
         ];
+        actions.extend(super::org_admits_check(table, user)?);
         for tag in &device.tags {
             actions.push(put(table, &tag_link(&device, tag), None)?);
         }
@@ -285,6 +306,30 @@ fn claim_registration(
     .build()
     .map_err(FleetError::internal)?;
     Ok(TransactWriteItem::builder().put(put).build())
+}
+
+/// The 409 of a registration (or a second move) while a move of the same device id still
+/// copies its history.
+pub(crate) fn move_in_progress() -> FleetError {
+    FleetError::Conflict {
+        code: "move_in_progress",
+        message: "a move of this device id is still copying its history: try again in a minute"
+            .into(),
+    }
+}
+
+/// A transaction action that only checks nothing is at `key`.
+pub(super) fn condition_check_absent(
+    table: &FleetTable,
+    key: &crate::model::entities::ItemKey,
+) -> Result<TransactWriteItem, FleetError> {
+    let check = aws_sdk_dynamodb::types::ConditionCheck::builder()
+        .table_name(table.name())
+        .set_key(Some(key.attributes()))
+        .expressions(Expressions::condition(Condition::absent(PK)))
+        .build()
+        .map_err(FleetError::internal)?;
+    Ok(TransactWriteItem::builder().condition_check(check).build())
 }
 
 /// A put of `item` at a device id's registration key under `condition`.

@@ -351,7 +351,7 @@ pub async fn accept_invitation(
             table,
             &organization_key,
             Update::new().increment(OrganizationItem::MEMBER_COUNT, number_value(1)),
-            Condition::exists(PK).and(Condition::below(
+            crate::model::entities::organization::admits().and(Condition::below(
                 OrganizationItem::MEMBER_COUNT,
                 number_value(MAX_MEMBERS_PER_ORG),
             )),
@@ -415,10 +415,12 @@ async fn refused_by_organization(
 ) -> Result<FleetError, FleetError> {
     let organization: Option<OrganizationItem> = read_consistent(table, key).await?;
     Ok(match organization {
-        Some(o) if o.member_count >= MAX_MEMBERS_PER_ORG => FleetError::Conflict {
-            code: "member_limit",
-            message: format!("an organization has at most {MAX_MEMBERS_PER_ORG} members"),
-        },
+        Some(o) if o.deleting_at.is_none() && o.member_count >= MAX_MEMBERS_PER_ORG => {
+            FleetError::Conflict {
+                code: "member_limit",
+                message: format!("an organization has at most {MAX_MEMBERS_PER_ORG} members"),
+            }
+        }
         _ => FleetError::NotFound("organization"),
     })
 }

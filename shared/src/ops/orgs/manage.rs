@@ -1,11 +1,16 @@
 //! Creating, listing, reading, renaming and deleting organizations (AP-O1 to AP-O5).
 
-use aws_sdk_dynamodb::types::{KeysAndAttributes, WriteRequest};
+use std::time::{Duration, Instant};
+
+use aws_sdk_dynamodb::types::{KeysAndAttributes, TransactWriteItem, WriteRequest};
+use serde::Serialize;
 
 use crate::model::cursor::{self, Page};
 use crate::model::entities::fleet::FleetItem;
+use crate::model::entities::invitation::INVITATION_PREFIX;
 use crate::model::entities::membership::{membership_pk, MembershipItem, ORG_PREFIX};
-use crate::model::entities::org_member::OrgMemberItem;
+use crate::model::entities::org_deletion::{OrgDeletionItem, DELETING_ORGS_PK};
+use crate::model::entities::org_member::{OrgMemberItem, MEMBER_PREFIX};
 use crate::model::entities::organization::{org_pk, OrganizationItem};
 use crate::model::entities::running_rollout::{running_rollout_prefix, RUNNING_ROLLOUTS_PK};
 use crate::model::entities::{Entity, ItemKey};
@@ -21,11 +26,11 @@ use crate::ops::orgs::view::Org;
 use crate::ops::orgs::writes;
 use crate::ops::pattern::{implemented_by, AccessPattern, Frequency, Operation, RequestBudget};
 use crate::store::dynamo::{
-    get_all, key_prefix, query, read_consistent, string_value, transact, write_all, Transaction,
-    BATCH_GET_SIZE, BATCH_WRITE_SIZE,
+    get_all, key_prefix, number_value, query, read_consistent, string_value, transact, write_all,
+    Transaction, BATCH_GET_SIZE, BATCH_WRITE_SIZE,
 };
 use crate::store::retry::Retry;
-use crate::store::table::{sdk_error, FleetTable};
+use crate::store::table::{condition_failed, sdk_error, FleetTable, TransactionSlot};
 use crate::store::with_expressions::WithExpressions;
 
 /// AP-O1, implemented by [`create_org`].
@@ -75,6 +80,7 @@ pub async fn create_org(
         created_by: owner.clone(),
         created_at: now,
         member_count: 1,
+        deleting_at: None,
     };
     let member = OrgMemberItem {
         org_id: org.org_id.clone(),
@@ -164,13 +170,13 @@ pub async fn my_orgs(
         .into_iter()
         .map(OrganizationItem::from_item)
         .collect::<Result<Vec<_>, _>>()?;
-    // In membership order (by id); a membership whose organization is gone (deleted while
-    // the membership's removal was still under way) lists nothing.
+    // In membership order (by id); a membership whose organization is gone or being deleted
+    // (its memberships' removal still under way) lists nothing.
     let items = memberships
         .iter()
         .filter_map(|m| {
             orgs.iter()
-                .find(|o| o.org_id == m.org_id)
+                .find(|o| o.org_id == m.org_id && o.deleting_at.is_none())
                 .map(|o| Org::of(o, m.role))
         })
         .collect();
@@ -206,6 +212,7 @@ pub async fn get_org(table: &FleetTable, org: &OrgId, role: Role) -> Result<Org,
     out.item
         .map(OrganizationItem::from_item)
         .transpose()?
+        .filter(|o| o.deleting_at.is_none())
         .map(|o| Org::of(&o, role))
         .ok_or(FleetError::NotFound("organization"))
 }
@@ -268,79 +275,316 @@ pub const DELETE_ORG: AccessPattern = AccessPattern {
     frequency: Frequency::Analytics,
     operations: &[
         Operation::GetItem,
+        Operation::TransactWriteItems,
         Operation::Query,
         Operation::BatchWriteItem,
     ],
     index: None,
-    key_condition: "USER#org:{orgId}/FLEET; PK = ORG#{orgId} (all); PK = USER#org:{orgId} (all); ROLLOUTS#RUNNING begins_with org:{orgId}#",
-    // The fleet item's GetItem, one Query of each partition and of the running list, and the
-    // deletions: the memberships in batches of their own first, so the two deletions round up
-    // apart (+1).
-    budget: RequestBudget::BatchOf25Plus(5),
+    key_condition: "USER#org:{orgId}/FLEET; mark ORG#{orgId}/ORG, put ORGS#DELETING/{orgId}; PK = ORG#{orgId} begins_with MEMBER#, INVITATION#; PK = USER#org:{orgId}; ROLLOUTS#RUNNING begins_with org:{orgId}#",
+    // The fleet item's GetItem, the marking transaction, one Query per step (members,
+    // invitations, fleet partition, running rollouts) and the deletions in batches of 25, each
+    // step's rounded up apart (the memberships' own batches before the member list's: +1),
+    // and the last batch: the organization item and its entry on the worker's list.
+    budget: RequestBudget::BatchOf25Plus(8),
     max_read_units: None,
     route: Some("DELETE /orgs/{orgId}"),
     implemented_by: implemented_by!(delete_org),
 };
 
+/// How long a deletion request works before it answers (the worker finishes the rest): at
+/// most half the device-updates function's timeout, so it is never killed midway.
+pub const ORG_DELETION_REQUEST_BUDGET: Duration = Duration::from_secs(4);
+
+/// Keys read per Query of a deletion step: four BatchWriteItems, well under a second.
+const DELETION_PAGE: i32 = 100;
+
 /// AP-O5: deletes `org` when its fleet has no device (409 `org_not_empty` otherwise: a
 /// million devices' histories are never deleted as a side effect; they are moved or deleted
-/// first, each a request its caller sees). Memberships go first, so nobody acts on the
-/// organization while the rest is removed; then its members, invitations, the organization
-/// item and what remains of its fleet (fleet item, rules, rollouts and their entries on the
-/// worker's running list). Deleted devices' events go by their purge markers, as ever.
+/// first, each a request its caller sees).
+///
+/// The organization is marked as being deleted first, in the transaction that checks its
+/// fleet is empty and puts it on the worker's list (`ORGS#DELETING`): from then on no
+/// invitation is accepted and no device registered or moved into it (each is conditioned on
+/// the mark), so a deletion interrupted after any step admits nobody. Then, for at most
+/// [`ORG_DELETION_REQUEST_BUDGET`], each member's membership (what authorization reads) with
+/// its member-list entry, the invitations, the fleet's partition (fleet item, rules,
+/// rollouts), its rollouts on the worker's running list, and last the organization item and
+/// its entry on the list. What does not fit is finished by the scheduled worker
+/// ([`continue_org_deletions`]); every step is a delete of what it reads, so repeating one is
+/// harmless.
 pub async fn delete_org(table: &FleetTable, org: &OrgId) -> Result<(), FleetError> {
-    let fleet_owner = UserId::org_fleet(org);
-    let fleet: Option<FleetItem> = read_consistent(
-        table,
-        &ItemKey::Fleet {
-            user: fleet_owner.clone(),
-        },
-    )
-    .await?;
-    let devices = fleet.map_or(0, |f| f.devices);
-    if devices > 0 {
-        return Err(FleetError::Conflict {
-            code: "org_not_empty",
-            message: format!("the organization has {devices} devices: move or delete them first"),
-        });
-    }
-    let org_items = partition_keys(table, org_pk(org)).await?;
-    let mut deletes = Vec::new();
-    // Each member's own membership item first (what authorization reads).
-    for (_, sk) in org_items.iter().filter(|(_, sk)| sk.starts_with("MEMBER#")) {
-        if let Some(member) = sk.strip_prefix("MEMBER#") {
-            let member = UserId::parse(member)?;
-            deletes.push(ItemKey::Membership {
-                member,
-                org: org.clone(),
-            });
+    let limit = DeletionLimit::Until(Instant::now() + ORG_DELETION_REQUEST_BUDGET);
+    delete_org_within(table, org, limit).await.map(|_| ())
+}
+
+/// How much of a deletion a run may do: until a deadline (requests, the worker), or a number
+/// of steps' pages (a test interrupting it after each one).
+#[derive(Clone, Copy, Debug)]
+pub enum DeletionLimit {
+    /// Until this instant.
+    Until(Instant),
+    /// This many pages (a Query and its deletes; the last delete of the organization item
+    /// counts as one).
+    Pages(u32),
+}
+
+impl DeletionLimit {
+    /// Takes one page's work from the limit: `false` when none is left.
+    fn take(&mut self) -> bool {
+        match self {
+            DeletionLimit::Until(until) => Instant::now() < *until,
+            DeletionLimit::Pages(0) => false,
+            DeletionLimit::Pages(left) => {
+                *left -= 1;
+                true
+            }
         }
     }
-    delete_keys(table, deletes.iter().map(ItemKey::attributes).collect()).await?;
-    let mut rest: Vec<Item> = org_items
-        .into_iter()
-        .map(|(pk, sk)| key_item(pk, sk))
-        .collect();
-    rest.extend(
-        partition_keys(table, user_pk(&fleet_owner))
-            .await?
-            .into_iter()
-            .map(|(pk, sk)| key_item(pk, sk)),
-    );
+}
+
+/// [`delete_org`] within `limit`: whether the deletion is finished (else the worker's).
+pub async fn delete_org_within(
+    table: &FleetTable,
+    org: &OrgId,
+    limit: DeletionLimit,
+) -> Result<bool, FleetError> {
+    mark_deleting(table, org).await?;
+    finish_org_deletion(table, org, limit).await
+}
+
+/// The slots of the marking transaction.
+#[derive(Clone, Copy, Debug)]
+enum MarkSlot {
+    /// The organization item, marked (fails when it is gone).
+    Organization = 0,
+    /// The fleet item: no device (fails when one was registered or moved in since read).
+    EmptyFleet = 1,
+}
+
+impl TransactionSlot for MarkSlot {
+    fn position(self) -> usize {
+        self as usize
+    }
+}
+
+/// Marks `org` as being deleted and puts it on the worker's list, on the condition that its
+/// fleet has no device (one transaction, after a GetItem of the fleet that answers the common
+/// 409 without writing). A deletion already under way is marked again harmlessly.
+async fn mark_deleting(table: &FleetTable, org: &OrgId) -> Result<(), FleetError> {
+    let fleet_key = ItemKey::Fleet {
+        user: UserId::org_fleet(org),
+    };
+    let not_empty = |devices: u64| FleetError::Conflict {
+        code: "org_not_empty",
+        message: format!("the organization has {devices} devices: move or delete them first"),
+    };
+    let fleet: Option<FleetItem> = read_consistent(table, &fleet_key).await?;
+    let devices = fleet.map_or(0, |f| f.devices);
+    if devices > 0 {
+        return Err(not_empty(devices));
+    }
+    let now = Timestamp::now();
+    let empty = aws_sdk_dynamodb::types::ConditionCheck::builder()
+        .table_name(table.name())
+        .set_key(Some(fleet_key.attributes()))
+        .expressions(Expressions::condition(
+            Condition::absent(PK).or(Condition::equals(FleetItem::DEVICES, number_value(0))),
+        ))
+        .build()
+        .map_err(FleetError::internal)?;
+    // In the order of `MarkSlot`.
+    let actions = vec![
+        writes::update(
+            table,
+            &ItemKey::Organization { org: org.clone() },
+            Update::new()
+                .set_if_absent(OrganizationItem::DELETING_AT, string_value(now.to_string())),
+            Condition::exists(PK),
+        )?,
+        TransactWriteItem::builder().condition_check(empty).build(),
+        writes::put(
+            table,
+            &OrgDeletionItem {
+                org_id: org.clone(),
+                started_at: now,
+            },
+            None,
+        )?,
+    ];
+    match transact(table, actions, Retry::attempts(4)).await? {
+        Transaction::Committed => Ok(()),
+        Transaction::Cancelled(reasons) if condition_failed(&reasons, MarkSlot::EmptyFleet) => {
+            let fleet: Option<FleetItem> = read_consistent(table, &fleet_key).await?;
+            Err(not_empty(fleet.map_or(1, |f| f.devices.max(1))))
+        }
+        Transaction::Cancelled(reasons) if condition_failed(&reasons, MarkSlot::Organization) => {
+            Err(FleetError::NotFound("organization"))
+        }
+        Transaction::Cancelled(reasons) => Err(FleetError::internal(format!(
+            "organization deletion cancelled: {reasons:?}"
+        ))),
+    }
+}
+
+/// Carries on the deletion of `org` (marked already) within `limit`: returns whether it is
+/// finished. Each step deletes what a Query finds until it finds nothing, so a run stopped
+/// anywhere is continued by the next one.
+pub async fn finish_org_deletion(
+    table: &FleetTable,
+    org: &OrgId,
+    mut limit: DeletionLimit,
+) -> Result<bool, FleetError> {
+    let fleet_owner = UserId::org_fleet(org);
+    // Members first: each one's membership (what authorization reads), then its entry in
+    // the member list, so an entry is never gone while its membership is left.
+    let members = || {
+        key_prefix(
+            table,
+            org_pk(org),
+            MEMBER_PREFIX,
+            Expressions::builder().projection(&[PK, SK]),
+        )
+    };
+    if !delete_pages(table, &mut limit, members, |sk: &str| {
+        let member = sk.strip_prefix(MEMBER_PREFIX)?;
+        UserId::parse(member).ok().map(|member| {
+            ItemKey::Membership {
+                member,
+                org: org.clone(),
+            }
+            .attributes()
+        })
+    })
+    .await?
+    {
+        return Ok(false);
+    }
+    let invitations = || {
+        key_prefix(
+            table,
+            org_pk(org),
+            INVITATION_PREFIX,
+            Expressions::builder().projection(&[PK, SK]),
+        )
+    };
+    if !delete_pages(table, &mut limit, invitations, |_: &str| None).await? {
+        return Ok(false);
+    }
+    let fleet_partition = || {
+        table.client.query().table_name(table.name()).expressions(
+            Expressions::builder()
+                .key_condition(Condition::equals(PK, string_value(user_pk(&fleet_owner))))
+                .projection(&[PK, SK])
+                .build(),
+        )
+    };
+    if !delete_pages(table, &mut limit, fleet_partition, |_: &str| None).await? {
+        return Ok(false);
+    }
     // Its rollouts still on the worker's running list: the worker would otherwise write
     // their progress back into the deleted fleet's partition.
-    let (running, _) = query(key_prefix(
+    let running = || {
+        key_prefix(
+            table,
+            RUNNING_ROLLOUTS_PK,
+            running_rollout_prefix(&fleet_owner),
+            Expressions::builder().projection(&[PK, SK]),
+        )
+    };
+    if !delete_pages(table, &mut limit, running, |_: &str| None).await? {
+        return Ok(false);
+    }
+    // Last, the organization item (with its mark) and its entry on the worker's list: until
+    // then the mark refuses every accept, registration and move-in.
+    if !limit.take() {
+        return Ok(false);
+    }
+    delete_keys(
         table,
-        RUNNING_ROLLOUTS_PK,
-        running_rollout_prefix(&fleet_owner),
-        Expressions::builder().projection(&[PK, SK]),
-    ))
+        vec![
+            ItemKey::Organization { org: org.clone() }.attributes(),
+            ItemKey::OrgDeletion { org: org.clone() }.attributes(),
+        ],
+    )
     .await?;
-    rest.extend(running.into_iter().filter_map(|item| {
-        let text = |name: &str| item.get(name).and_then(|v| v.as_s().ok()).cloned();
-        Some(key_item(text(PK.name())?, text(SK.name())?))
-    }));
-    delete_keys(table, rest).await
+    Ok(true)
+}
+
+/// Deletes what the Query `pages` finds, a page of [`DELETION_PAGE`] keys at a time, until it
+/// finds nothing (`true`) or `limit` is used up (`false`). For each key found, `first` may name
+/// another item to delete before it (in batches of their own, earlier).
+async fn delete_pages(
+    table: &FleetTable,
+    limit: &mut DeletionLimit,
+    pages: impl Fn() -> aws_sdk_dynamodb::operation::query::builders::QueryFluentBuilder,
+    first: impl Fn(&str) -> Option<Item>,
+) -> Result<bool, FleetError> {
+    loop {
+        if !limit.take() {
+            return Ok(false);
+        }
+        let (items, next) = query(pages().consistent_read(true).limit(DELETION_PAGE)).await?;
+        let keys: Vec<(String, String)> = items
+            .iter()
+            .filter_map(|item| {
+                let text = |name: &str| item.get(name).and_then(|v| v.as_s().ok()).cloned();
+                Some((text(PK.name())?, text(SK.name())?))
+            })
+            .collect();
+        delete_keys(table, keys.iter().filter_map(|(_, sk)| first(sk)).collect()).await?;
+        delete_keys(
+            table,
+            keys.into_iter().map(|(pk, sk)| key_item(pk, sk)).collect(),
+        )
+        .await?;
+        if next.is_none() {
+            return Ok(true);
+        }
+    }
+}
+
+/// One organization deletion's progress after a run of the scheduled worker.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct OrgDeletionProgress {
+    /// The organization.
+    pub org_id: String,
+    /// Whether it is all gone.
+    pub finished: bool,
+}
+
+/// The scheduled worker's part: lists the organizations being deleted (one Query of
+/// `ORGS#DELETING`) and carries each deletion on until `until`. Two runs at once only repeat
+/// deletes.
+pub async fn continue_org_deletions(
+    table: &FleetTable,
+    until: Instant,
+) -> Result<Vec<OrgDeletionProgress>, FleetError> {
+    let request = table
+        .client
+        .query()
+        .table_name(table.name())
+        .expressions(
+            Expressions::builder()
+                .key_condition(Condition::equals(PK, string_value(DELETING_ORGS_PK)))
+                .build(),
+        )
+        .consistent_read(true);
+    let (items, _) = query(request).await?;
+    let mut progress = Vec::new();
+    for item in items {
+        if Instant::now() >= until {
+            break;
+        }
+        let deletion = OrgDeletionItem::from_item(item)?;
+        let finished =
+            finish_org_deletion(table, &deletion.org_id, DeletionLimit::Until(until)).await?;
+        progress.push(OrgDeletionProgress {
+            org_id: deletion.org_id.to_string(),
+            finished,
+        });
+    }
+    Ok(progress)
 }
 
 fn key_item(pk: String, sk: String) -> Item {
@@ -348,41 +592,6 @@ fn key_item(pk: String, sk: String) -> Item {
         (PK.name().to_string(), string_value(pk)),
         (SK.name().to_string(), string_value(sk)),
     ])
-}
-
-/// Every key of partition `pk`, all pages.
-async fn partition_keys(
-    table: &FleetTable,
-    pk: String,
-) -> Result<Vec<(String, String)>, FleetError> {
-    let mut keys = Vec::new();
-    let mut start = None;
-    loop {
-        let (items, next) = query(
-            table
-                .client
-                .query()
-                .table_name(table.name())
-                .expressions(
-                    Expressions::builder()
-                        .key_condition(Condition::equals(PK, string_value(pk.clone())))
-                        .projection(&[PK, SK])
-                        .build(),
-                )
-                .set_exclusive_start_key(start),
-        )
-        .await?;
-        for item in items {
-            let text = |name: &str| item.get(name).and_then(|v| v.as_s().ok()).cloned();
-            if let (Some(pk), Some(sk)) = (text(PK.name()), text(SK.name())) {
-                keys.push((pk, sk));
-            }
-        }
-        match next {
-            Some(next) => start = Some(next),
-            None => return Ok(keys),
-        }
-    }
 }
 
 /// Deletes the items at `keys`, 25 per BatchWriteItem.

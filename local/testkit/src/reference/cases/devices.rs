@@ -250,6 +250,30 @@ pub(super) const MOVE_DEVICE: PatternCase = PatternCase {
             shared::store::metrics::RequestMeter::new()
                 .scope(register_device(table, &alice()?, registration))
                 .await?;
+            // The organization it moves into exists (a move into one checks it is not being
+            // deleted), written outside the meter too.
+            let organization = shared::model::entities::organization::OrganizationItem {
+                org_id: OrgId::parse(REFERENCE_ORG)?,
+                name: "Reference moves".into(),
+                owner: alice()?,
+                created_by: alice()?,
+                created_at: shared::model::timestamp::Timestamp::now(),
+                member_count: 1,
+                deleting_at: None,
+            };
+            shared::store::metrics::RequestMeter::new()
+                .scope(async {
+                    use shared::model::entities::Entity;
+                    table
+                        .client
+                        .put_item()
+                        .table_name(table.name())
+                        .set_item(Some(organization.to_item(&table.config.shards)?))
+                        .send()
+                        .await
+                        .map_err(shared::FleetError::internal)
+                })
+                .await?;
             let moved = move_device(
                 table,
                 &DeviceId::parse(MOVED_DEVICE)?,
@@ -282,8 +306,8 @@ pub(super) const MOVE_DEVICE: PatternCase = PatternCase {
 
 /// The device the AP-M1 run moves.
 const MOVED_DEVICE: &str = "ref-moved";
-/// The organization whose fleet the AP-M1 case moves a device to (an owner key only: the
-/// operation needs no organization item).
+/// The organization whose fleet the AP-M1 case moves a device to (its item written by the
+/// case: a move into an organization checks it is not being deleted).
 const REFERENCE_ORG: &str = "o00000000000000000ref";
 
 /// `PATCH /me/devices/{deviceId}` of Alice's device `n` with `body(i)` on the `i`-th call; the

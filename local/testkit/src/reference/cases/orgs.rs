@@ -437,6 +437,7 @@ pub async fn seed_org_fixtures(table: &FleetTable) -> Result<(), FleetError> {
                 created_by: owner.clone(),
                 created_at: now,
                 member_count: 1,
+                deleting_at: None,
             }
             .to_item(shards)?,
         );
