@@ -421,3 +421,52 @@ async fn readings_ingested_read_back_through_the_route_exactly() {
         assert!(a.used.requests() <= 3);
     }
 }
+
+/// Issue 38 item 7: for a day not yet rolled (its hours still in 5-minute blocks), a `1d` or
+/// `1h` read with bounds inside the day returns every overlapping bucket whole, from the
+/// blocks before `from` and after `to` too. The meter is laid out at 15:30 two days ago, so
+/// its day is unrolled whatever time the test runs.
+#[tokio::test]
+async fn unaligned_bounds_inside_an_unrolled_day_return_whole_buckets() {
+    let table = fresh_table().await;
+    let today = Resolution::Day.bucket_start(Timestamp::now().epoch_millis());
+    let day = today - 2 * DAY;
+    let meter = MinuteMeter::new(day + 15 * HOUR + 30 * MINUTE, 5, true);
+    register_device(&table, ALICE, METER).await;
+    let (user, device) = (
+        UserId::parse(ALICE).unwrap(),
+        DeviceId::parse(METER).unwrap(),
+    );
+    meter.store(&table, &user, &device, true).await.unwrap();
+    for (from, to) in [
+        // Both bounds inside the unrolled day: before and after are blocks.
+        (day + 9 * HOUR + 30 * MINUTE, day + 12 * HOUR + 10 * MINUTE),
+        // From inside the day to after its open buckets.
+        (day + 9 * HOUR + 30 * MINUTE, day + DAY + 10 * HOUR),
+        // From inside a rolled day into the unrolled one.
+        (day - DAY + 9 * HOUR + 30 * MINUTE, day + 10 * HOUR),
+        (
+            day - DAY + 9 * HOUR + 30 * MINUTE,
+            day + 3 * HOUR + 10 * MINUTE,
+        ),
+    ] {
+        for resolution in [Resolution::Day, Resolution::Hour] {
+            let a = dashboard(
+                &table,
+                series(
+                    METER,
+                    &[
+                        ("type", "power"),
+                        ("from", &at(from)),
+                        ("to", &at(to)),
+                        ("resolution", resolution.as_str()),
+                    ],
+                ),
+            )
+            .await;
+            assert_eq!(a.status, 200, "{:?}", a.body);
+            assert_buckets(&a.body, &meter, "power", resolution, from, to);
+            assert!(a.used.requests() <= 3, "{:?}", a.used.operations);
+        }
+    }
+}
