@@ -722,6 +722,11 @@ def authenticate(device, token):
         registration = {k: item[k]["S"] for k in
                         ("deviceId", "userId", "tokenSha256", "deviceName", "deviceType")}
         registration["shard"] = int(item["shard"]["N"]) if "shard" in item else 0
+        # The owner's raw retention for the device's type (PUT /me/retention), never past
+        # RETENTION_DAYS: events, type marks and 5-minute blocks expire by it, as in
+        # shared::ops::ingest::raw_retention_days.
+        registration["rawDays"] = (min(max(int(item["rawRetentionDays"]["N"]), 1), RETENTION_DAYS)
+                                   if "rawRetentionDays" in item else RETENTION_DAYS)
         with _lock:
             if len(_registrations) >= CACHE_CAPACITY:
                 _registrations.clear()
@@ -805,7 +810,7 @@ def event_item(registration, e):
         "at": {"S": at},
         "deviceName": {"S": registration["deviceName"]},
         "deviceType": {"S": registration["deviceType"]},
-        "ttl": {"N": str(e["at"].epoch_seconds() + RETENTION_DAYS * 86_400)},
+        "ttl": {"N": str(e["at"].epoch_seconds() + registration["rawDays"] * 86_400)},
     }
     # Only the types operators search are on GSI1, under the device and type; every other
     # event is one item.
@@ -832,7 +837,8 @@ def type_mark_item(registration, event_type, window_seconds):
         "type": {"S": event_type},
         "at": {"S": str(window)},
         "deviceName": {"S": registration["deviceName"]},
-        "ttl": {"N": str(window_seconds + TYPE_WINDOW_SECONDS + RETENTION_DAYS * 86_400)},
+        "ttl": {"N": str(window_seconds + TYPE_WINDOW_SECONDS
+                         + registration["rawDays"] * 86_400)},
         "GSI1PK": {"S": f"TYPE#{event_type}#{window.day()}#{shard_of(f'{user}#{device}', shards)}"},
         "GSI1SK": {"S": f"{window}#{user}#{device}"},
     }
@@ -1726,7 +1732,7 @@ class SeriesItems:
 
     def ttl(self, step, start):
         if step == FIVE_MINUTES_MS:
-            end, days = start + BLOCK_MS, RETENTION_DAYS
+            end, days = start + BLOCK_MS, self.registration["rawDays"]
         elif step == HOUR_MS:
             end, days = start + DAY_MS, HOURLY_RETENTION_DAYS
         else:

@@ -576,3 +576,43 @@ async fn the_twins_delivery_report_and_acknowledgement_match_the_rust_handler() 
     }
     assert_eq!(answers[0], answers[1]);
 }
+
+/// Issue 38 item 9: with the owner's raw retention of thermostats shortened to 7 days
+/// (`PUT /me/retention`), the peer writes the events, type marks and 5-minute blocks with the
+/// same `ttl` as the Rust ingest (it wrote them from `RETENTION_DAYS`, ignoring the setting).
+#[tokio::test]
+async fn a_shortened_raw_retention_gives_the_peers_items_the_same_ttl() {
+    let (rust_table, _) = demo_table().await;
+    let (peer_table, _) = demo_table().await;
+    for table in [&rust_table, &peer_table] {
+        let a = device_updates(
+            table,
+            ApiRequest::put("/me/retention")
+                .caller("demo-alice")
+                .json(json!({"deviceType": "thermostat", "rawDays": 7})),
+        )
+        .await;
+        assert_eq!(a.status, 200, "{:?}", a.body);
+    }
+    let now = Timestamp::now();
+    let batch = meter_batch(now);
+    let rust_before = keyed(&rust_table).await;
+    let peer_before = keyed(&peer_table).await;
+    let rust = rust_ingest(&rust_table, &batch.event()).await;
+    let (status, body) = peer(&peer_table, "ingest_handler", &batch.event()).await;
+    assert_eq!(rust.status, 200, "{}", rust.body);
+    assert_eq!((status, &body), (rust.status, &rust.body));
+    let rust_changes = changes(&rust_before, &keyed(&rust_table).await);
+    let peer_changes = changes(&peer_before, &keyed(&peer_table).await);
+    let event = rust_changes
+        .values()
+        .find(|i| entity_type(i) == Some(EntityType::Event))
+        .expect("an event stored");
+    let at = Timestamp::parse_field("at", event["at"].as_s().unwrap()).unwrap();
+    assert_eq!(
+        event["ttl"].as_n().unwrap().parse::<i64>().unwrap(),
+        at.epoch_seconds() + 7 * 86_400,
+        "Rust's events expire by the shortened retention"
+    );
+    assert_same_changes((&rust_before, &rust_changes), (&peer_before, &peer_changes));
+}

@@ -421,3 +421,178 @@ async fn readings_ingested_read_back_through_the_route_exactly() {
         assert!(a.used.requests() <= 3);
     }
 }
+
+/// Issue 38 item 7: for a day not yet rolled (its hours still in 5-minute blocks), a `1d` or
+/// `1h` read with bounds inside the day returns every overlapping bucket whole, from the
+/// blocks before `from` and after `to` too. The meter is laid out at 15:30 two days ago, so
+/// its day is unrolled whatever time the test runs.
+#[tokio::test]
+async fn unaligned_bounds_inside_an_unrolled_day_return_whole_buckets() {
+    let table = fresh_table().await;
+    let today = Resolution::Day.bucket_start(Timestamp::now().epoch_millis());
+    let day = today - 2 * DAY;
+    let meter = MinuteMeter::new(day + 15 * HOUR + 30 * MINUTE, 5, true);
+    register_device(&table, ALICE, METER).await;
+    let (user, device) = (
+        UserId::parse(ALICE).unwrap(),
+        DeviceId::parse(METER).unwrap(),
+    );
+    meter.store(&table, &user, &device, true).await.unwrap();
+    for (from, to) in [
+        // Both bounds inside the unrolled day: before and after are blocks.
+        (day + 9 * HOUR + 30 * MINUTE, day + 12 * HOUR + 10 * MINUTE),
+        // From inside the day to after its open buckets.
+        (day + 9 * HOUR + 30 * MINUTE, day + DAY + 10 * HOUR),
+        // From inside a rolled day into the unrolled one.
+        (day - DAY + 9 * HOUR + 30 * MINUTE, day + 10 * HOUR),
+        (
+            day - DAY + 9 * HOUR + 30 * MINUTE,
+            day + 3 * HOUR + 10 * MINUTE,
+        ),
+    ] {
+        for resolution in [Resolution::Day, Resolution::Hour] {
+            let a = dashboard(
+                &table,
+                series(
+                    METER,
+                    &[
+                        ("type", "power"),
+                        ("from", &at(from)),
+                        ("to", &at(to)),
+                        ("resolution", resolution.as_str()),
+                    ],
+                ),
+            )
+            .await;
+            assert_eq!(a.status, 200, "{:?}", a.body);
+            assert_buckets(&a.body, &meter, "power", resolution, from, to);
+            assert!(a.used.requests() <= 3, "{:?}", a.used.operations);
+        }
+    }
+}
+
+/// Issue 38 item 5: a deleted device's events route is a 404 at once (it answered 200 with the
+/// deleted device's events until the daily purge); a device registered again under the id
+/// reads an empty series for every type the old one had, at every resolution; the daily
+/// purge deletes a deleted device's summary items (blocks, day and month items) with its
+/// events.
+#[tokio::test]
+async fn a_deleted_device_reads_nothing_and_its_summaries_are_purged() {
+    use shared::model::entities::EntityType;
+    use shared::ops::analytics::{run_daily_report, RunPlan};
+    let table = fresh_table().await;
+    let token = register_device(&table, ALICE, METER).await;
+    let ingestor = std::sync::Arc::new(shared::ops::ingest::Ingestor::new(
+        table.clone(),
+        shared::ops::ingest::IngestConfig::default(),
+    ));
+    let sent = ingest(
+        &ingestor,
+        ingest_request(
+            METER,
+            &token,
+            serde_json::json!([
+                {"id": "e1", "type": "power", "value": 20.5, "at": ago(120)},
+                {"id": "e2", "type": "power", "value": 21.5, "at": ago(60)},
+            ]),
+        ),
+    )
+    .await;
+    assert_eq!(sent.status, 200, "{:?}", sent.body);
+    let meter = MinuteMeter::new(Timestamp::now().epoch_millis(), 2, true);
+    let (user, device) = (
+        UserId::parse(ALICE).unwrap(),
+        DeviceId::parse(METER).unwrap(),
+    );
+    meter.store(&table, &user, &device, true).await.unwrap();
+    let events = |table: &FleetTable| {
+        let table = table.clone();
+        async move {
+            dashboard(
+                &table,
+                ApiRequest::get(&format!("/me/devices/{METER}/events")).caller(ALICE),
+            )
+            .await
+        }
+    };
+    let before = events(&table).await;
+    assert_eq!(before.status, 200);
+    assert_eq!(before.body["events"].as_array().unwrap().len(), 2);
+
+    let deleted = device_updates(
+        &table,
+        ApiRequest::delete(&format!("/me/devices/{METER}")).caller(ALICE),
+    )
+    .await;
+    assert_eq!(deleted.status, 204, "{:?}", deleted.body);
+    let after = events(&table).await;
+    assert_eq!(
+        (after.status, after.error_code()),
+        (404, "not_found"),
+        "{:?}",
+        after.body
+    );
+
+    register_device(&table, ALICE, METER).await;
+    let now = Timestamp::now().epoch_millis();
+    for name in ["power", "door"] {
+        for (resolution, from) in [
+            (Resolution::FiveMinutes, now - DAY),
+            (Resolution::Hour, now - 3 * DAY),
+            (Resolution::Day, now - 30 * DAY),
+        ] {
+            let a = dashboard(
+                &table,
+                series(
+                    METER,
+                    &[
+                        ("type", name),
+                        ("from", &at(from)),
+                        ("resolution", resolution.as_str()),
+                    ],
+                ),
+            )
+            .await;
+            assert_eq!(a.status, 200, "{:?}", a.body);
+            assert_eq!(
+                a.body["buckets"].as_array().unwrap().len(),
+                0,
+                "{name} {resolution:?}: the old device's buckets"
+            );
+        }
+    }
+
+    // Deleted again, the daily run purges the old device's events and summary items (while
+    // the id is registered again, the partition's summaries may be the new device's: kept).
+    let deleted = device_updates(
+        &table,
+        ApiRequest::delete(&format!("/me/devices/{METER}")).caller(ALICE),
+    )
+    .await;
+    assert_eq!(deleted.status, 204, "{:?}", deleted.body);
+    let summaries = |items: &[shared::model::schema::Item]| {
+        items
+            .iter()
+            .filter(|i| entity_type(i) == Some(EntityType::Series))
+            .count()
+    };
+    assert!(summaries(&table_contents(&table).await) > 0);
+    let day =
+        shared::model::timestamp::Day::parse_field("date", &Timestamp::now().to_string()[..10])
+            .unwrap();
+    let plan = RunPlan::new(
+        day,
+        1,
+        std::time::Instant::now() + std::time::Duration::from_secs(60),
+    )
+    .unwrap();
+    run_daily_report(&table, &plan).await.unwrap();
+    let left = table_contents(&table).await;
+    assert_eq!(summaries(&left), 0, "summary items left after the purge");
+    assert!(
+        !left
+            .iter()
+            .any(|i| entity_type(i) == Some(EntityType::Event)),
+        "events left after the purge"
+    );
+}

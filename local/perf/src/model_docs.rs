@@ -38,6 +38,9 @@ fn budget(b: RequestBudget) -> String {
         RequestBudget::PerPagePlusEmptyCheck(n) => {
             format!("{n} per page, +1 GetItem when the first page is empty")
         }
+        RequestBudget::PerPagePlusFirstPageCheck(n) => {
+            format!("{n} per page, +1 GetItem on the first page")
+        }
         RequestBudget::PerShardPage => "1 per shard per page".into(),
         RequestBudget::PerShardPagePlus(n) => format!("1 per shard per page + {n}"),
         RequestBudget::PerPagePlusPlacedStates(n) => format!(

@@ -80,13 +80,21 @@ impl FleetConfig {
             &lookup,
             "HOURLY_RETENTION_DAYS",
             DEFAULT_HOURLY_RETENTION_DAYS.max(retention_days),
-            retention_days..=36_500,
+            1..=36_500,
         )?;
         let daily_retention_days = number_setting(
             &lookup,
             "DAILY_RETENTION_DAYS",
             DEFAULT_DAILY_RETENTION_DAYS.max(hourly_retention_days),
-            hourly_retention_days..=36_500,
+            1..=36_500,
+        )?;
+        outlives(
+            ("HOURLY_RETENTION_DAYS", hourly_retention_days),
+            ("RETENTION_DAYS", retention_days),
+        )?;
+        outlives(
+            ("DAILY_RETENTION_DAYS", daily_retention_days),
+            ("HOURLY_RETENTION_DAYS", hourly_retention_days),
         )?;
         Ok(Self {
             table_name,
@@ -122,6 +130,22 @@ impl FleetConfig {
             )?,
         })
     }
+}
+
+/// Ok when the coarser retention `(name, days)` is at least the finer one. The error names
+/// both and what to raise: a replay run with a long `RETENTION_DAYS` (the samples' 3650) under
+/// the template's summary retentions (400, 1826) otherwise only learns a range.
+fn outlives(coarse: (&str, u32), fine: (&str, u32)) -> Result<(), FleetError> {
+    if coarse.1 >= fine.1 {
+        return Ok(());
+    }
+    Err(FleetError::Internal(format!(
+        "{}={} is shorter than {}={}: a coarser summary must outlive the finer data it \
+         summarises, so a longer RETENTION_DAYS needs the summaries' retentions raised with it: \
+         raise HOURLY_RETENTION_DAYS and DAILY_RETENTION_DAYS to at least RETENTION_DAYS \
+         (and DAILY_RETENTION_DAYS to at least HOURLY_RETENTION_DAYS)",
+        coarse.0, coarse.1, fine.0, fine.1
+    )))
 }
 
 /// The setting `name` read through `lookup`: `default` when unset or blank, an error naming
@@ -275,5 +299,44 @@ mod tests {
                 "{bad}: {err}"
             );
         }
+    }
+
+    #[test]
+    fn a_long_raw_retention_under_the_template_summaries_says_to_raise_both() {
+        // The samples' replay runs with RETENTION_DAYS=3650 while the template passes its
+        // summaries' retentions (400 and 1826): the error says what to raise, not just a range.
+        let err = FleetConfig::from_lookup(lookup(&[
+            ("TABLE_NAME", "t"),
+            ("RETENTION_DAYS", "3650"),
+            ("HOURLY_RETENTION_DAYS", "400"),
+            ("DAILY_RETENTION_DAYS", "1826"),
+        ]))
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.contains("HOURLY_RETENTION_DAYS=400 is shorter than RETENTION_DAYS=3650")
+                && err.contains("raise HOURLY_RETENTION_DAYS and DAILY_RETENTION_DAYS"),
+            "{err}"
+        );
+        let err = FleetConfig::from_lookup(lookup(&[
+            ("TABLE_NAME", "t"),
+            ("RETENTION_DAYS", "3650"),
+            ("HOURLY_RETENTION_DAYS", "3650"),
+            ("DAILY_RETENTION_DAYS", "1826"),
+        ]))
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.contains("DAILY_RETENTION_DAYS=1826 is shorter than HOURLY_RETENTION_DAYS=3650"),
+            "{err}"
+        );
+        let all = FleetConfig::from_lookup(lookup(&[
+            ("TABLE_NAME", "t"),
+            ("RETENTION_DAYS", "3650"),
+            ("HOURLY_RETENTION_DAYS", "3650"),
+            ("DAILY_RETENTION_DAYS", "3650"),
+        ]))
+        .unwrap();
+        assert_eq!(all.daily_retention_days, 3650);
     }
 }

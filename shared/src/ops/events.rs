@@ -11,7 +11,7 @@ use crate::model::entities::event::{
     device_type_gsi1pk, parse_event_index_sk, EventItem, EVENT_PREFIX,
 };
 use crate::model::entities::type_mark::{parse_type_mark_gsi1sk, type_gsi1pk, type_window};
-use crate::model::entities::{Entity, EntityType};
+use crate::model::entities::{Entity, EntityType, ItemKey};
 use crate::model::error::{FleetError, ValidationError};
 use crate::model::expression::{Condition, Expressions, ExpressionsBuilder};
 use crate::model::ids::{DeviceId, EventType, UserId};
@@ -22,7 +22,8 @@ use crate::model::schema::{Item, ENTITY_TYPE, GSI1, GSI1PK, GSI1SK, PK, SK};
 use crate::model::timestamp::{Day, Timestamp};
 use crate::ops::pattern::{implemented_by, AccessPattern, Frequency, Operation, RequestBudget};
 use crate::store::dynamo::{
-    key_prefix, key_range, newest_first, query, scatter_gather, string_value, ttl_now,
+    key_prefix, key_range, newest_first, query, read_consistent, scatter_gather, string_value,
+    ttl_now,
 };
 use crate::store::table::FleetTable;
 use crate::store::with_expressions::WithExpressions;
@@ -175,15 +176,17 @@ pub const DEVICE_EVENTS: AccessPattern = AccessPattern {
     index: None,
     key_condition:
         "PK = USER#{userId}#DEVICE#{deviceId} AND SK BETWEEN EVENT#{from} AND EVENT#{to}~",
-    budget: RequestBudget::PerPagePlusEmptyCheck(1),
+    budget: RequestBudget::PerPagePlusFirstPageCheck(1),
     max_read_units: None,
     route: Some("GET /me/devices/{deviceId}/events"),
     implemented_by: implemented_by!(device_events),
 };
 
-/// AP-04: a page of one device's events in `range`, newest first. One Query per page; when the
-/// first page is empty, one GetItem tells "no events" from "no such device" (another user's
-/// device is a 404, like a missing one).
+/// AP-04: a page of one device's events in `range`, newest first. One Query per page; the
+/// first page also reads the device item (a consistent GetItem, beside the Query): another
+/// user's, an unknown, a deleting or a deleted device is a 404, though its events stay in
+/// its partition until the daily purge (issue 38: right after `DELETE` this answered 200 with
+/// the deleted device's events).
 pub async fn device_events(
     table: &FleetTable,
     user: &UserId,
@@ -199,16 +202,17 @@ pub async fn device_events(
         &[(PK, &pk)],
         &[(SK, EVENT_PREFIX)],
     )?;
-    let (items, last) =
-        query(device_range(table, &pk, range, limit).set_exclusive_start_key(start_key.clone()))
-            .await?;
-    if items.is_empty()
-        && start_key.is_none()
-        && last.is_none()
-        && crate::ops::devices::read::get_device(table, user, device)
-            .await?
-            .is_none()
-    {
+    let first_page = start_key.is_none();
+    let page = query(device_range(table, &pk, range, limit).set_exclusive_start_key(start_key));
+    let ((items, last), registered) = if first_page {
+        let key = ItemKey::device(user, device);
+        let device_item = read_consistent::<DeviceItem>(table, &key);
+        let (page, device_item) = futures::future::try_join(page, device_item).await?;
+        (page, device_item.is_some_and(|d| d.deleting_at.is_none()))
+    } else {
+        (page.await?, true)
+    };
+    if !registered {
         return Err(FleetError::NotFound("device"));
     }
     let events = items

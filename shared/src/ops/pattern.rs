@@ -71,6 +71,9 @@ pub enum RequestBudget {
     /// This many per page, plus one GetItem when the first page is empty (to tell "nothing in
     /// range" from "no such device").
     PerPagePlusEmptyCheck(u32),
+    /// This many per page, plus one GetItem on the first page (run beside its Query: the
+    /// device must exist, so a deleted device's events are never answered).
+    PerPagePlusFirstPageCheck(u32),
     /// One per shard per page.
     PerShardPage,
     /// One per shard per page, plus this many (a read that finds the shards).
@@ -235,6 +238,7 @@ impl AccessPattern {
             RequestBudget::PerPagePlusEmptyCheck(n) => {
                 n * scale.pages.max(1) + u32::from(scale.follow_up)
             }
+            RequestBudget::PerPagePlusFirstPageCheck(n) => n * scale.pages.max(1) + 1,
             RequestBudget::PerShardPage => scale.shards.max(1) * scale.pages.max(1),
             RequestBudget::PerShardPagePlus(n) => scale.shards.max(1) * scale.pages.max(1) + n,
             RequestBudget::PerPagePlusPlacedStates(n) => {

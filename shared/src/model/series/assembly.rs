@@ -28,6 +28,11 @@ pub fn stored_ranges(
     let (rolled, flushed) = open.map_or((i64::MAX, i64::MAX), |o| {
         (o.rolled_before, o.flushed_before)
     });
+    // Every overlapping bucket is answered whole: a bucket of an unrolled day is summed from
+    // blocks before `from` and after `to` too (issue 38 item 7), so the ranges start at the
+    // first bucket's start and end at the last one's end.
+    let from_ms = resolution.bucket_start(from_ms);
+    let to_ms = resolution.bucket_start(to_ms - 1) + resolution.millis();
     let mut ranges = Vec::new();
     let mut push = |r: Resolution, from: i64, to: i64| {
         if from < to {

@@ -7,16 +7,19 @@ use std::time::{Duration, Instant};
 
 use aws_sdk_dynamodb::types::{DeleteRequest, WriteRequest};
 
+use crate::model::entities::device::DeviceItem;
 use crate::model::entities::event::EVENT_PREFIX;
 use crate::model::entities::purge_marker::PurgeMarkerItem;
+use crate::model::entities::series::SERIES_PREFIX;
 use crate::model::entities::type_mark::{TypeMarkItem, TYPE_MARK_PREFIX};
-use crate::model::entities::Entity;
+use crate::model::entities::{Entity, ItemKey};
 use crate::model::error::FleetError;
 use crate::model::expression::{Condition, Expressions};
 use crate::model::keys::{event_pk, PrimaryKey};
 use crate::model::schema::{PK, SK};
 use crate::store::dynamo::{
-    key_prefix, key_range, query, string_value, throttled, write_all, BATCH_WRITE_SIZE,
+    key_prefix, key_range, query, read_consistent, string_value, throttled, write_all,
+    BATCH_WRITE_SIZE,
 };
 use crate::store::retry::Retry;
 use crate::store::table::{sdk_error, FleetTable};
@@ -29,7 +32,7 @@ pub const PURGE_PER_RUN: i32 = 1_000;
 const PURGE_GRACE: Duration = Duration::from_secs(30);
 
 /// Deletes up to [`PURGE_PER_RUN`] of the marker's device's events from before its deletion,
-/// then its type marks from before it, and the marker once none is left. Returns how many
+/// then its type marks from before it and its summary items, and the marker once none is left. Returns how many
 /// events it deleted.
 pub(super) async fn purge_device(
     table: &FleetTable,
@@ -70,7 +73,27 @@ pub(super) async fn purge_device(
         )
         .await?;
         delete_all(table, &marks, deadline).await?;
-        if more_marks.is_none() {
+        // Its summary items (5-minute blocks, day and month items: everything `SERIES#` in
+        // the partition) go with its events (issue 38: they stayed up to 5 years). Not when
+        // the id was registered again meanwhile: the partition's summaries may then hold the
+        // new device's readings, and nothing tells them apart (docs/design.md section 13).
+        let more_series = if more_marks.is_none() && !registered_again(table, marker).await? {
+            let (series, more_series) = query(
+                key_prefix(
+                    table,
+                    event_pk(&marker.user_id, &marker.device_id),
+                    SERIES_PREFIX,
+                    Expressions::builder().projection(&[PK, SK]),
+                )
+                .limit(PURGE_PER_RUN),
+            )
+            .await?;
+            delete_all(table, &series, deadline).await?;
+            more_series
+        } else {
+            None
+        };
+        if more_marks.is_none() && more_series.is_none() {
             table
                 .client
                 .delete_item()
@@ -82,6 +105,16 @@ pub(super) async fn purge_device(
         }
     }
     Ok(purged)
+}
+
+/// Whether the marker's device id is registered again to the same owner (its device item
+/// exists): one consistent GetItem.
+async fn registered_again(
+    table: &FleetTable,
+    marker: &PurgeMarkerItem,
+) -> Result<bool, FleetError> {
+    let key = ItemKey::device(&marker.user_id, &marker.device_id);
+    Ok(read_consistent::<DeviceItem>(table, &key).await?.is_some())
 }
 
 /// Deletes `items` (keys) in BatchWriteItem calls of 25, retrying unprocessed ones while the
