@@ -229,9 +229,9 @@ async fn an_organization_whose_deletion_is_interrupted_after_any_step_admits_nob
             .is_some());
         // Nobody lists it any more.
         for who in [ALICE, BOB] {
-            let listed = my_orgs(&table, &user(who)).await.unwrap();
+            let listed = my_orgs(&table, &user(who), None).await.unwrap();
             assert!(
-                listed.iter().all(|o| o.org_id != org.as_str()),
+                listed.items.iter().all(|o| o.org_id != org.as_str()),
                 "{context}: {who}"
             );
         }
@@ -268,7 +268,11 @@ async fn an_accept_racing_a_deletion_leaves_no_member() {
             .await
             .unwrap();
         assert_all_gone(&table, &org, &format!("round {round}")).await;
-        assert!(my_orgs(&table, &user(CAROL)).await.unwrap().is_empty());
+        assert!(my_orgs(&table, &user(CAROL), None)
+            .await
+            .unwrap()
+            .items
+            .is_empty());
     }
 }
 

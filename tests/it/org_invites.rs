@@ -154,6 +154,7 @@ async fn seed_membership(table: &FleetTable, org: &OrgId, member: &str) {
             created_by: user.clone(),
             created_at: now,
             member_count: 1,
+            deleting_at: None,
         },
     )
     .await;
