@@ -1197,14 +1197,24 @@ test("an admin sets a device's offline detection to tight, moves it into an orga
   assert.deepEqual(await buttonsAmong(page, MANAGING_BUTTONS), [], 'no managing button on the settings page');
   await page.getByRole('button', { name: 'Sign out' }).click();
 
-  // Back to her own fleet, from the device's page in the organization.
+  // Back to her own fleet, from the device's page in the organization: leaving it, the move
+  // offers to rotate the token (its members know it), ticked, and shows the new one once.
   await signIn(page, base, 'demo-alice');
   await goTo(page, `#/orgs/${orgId}/devices/${deviceId}`);
   await page.getByRole('heading', { level: 1, name: 'Mover' }).waitFor();
+  const rotate = page.getByLabel('Rotate the device token (the previous owner knows it)');
+  assert.equal(await rotate.isChecked(), true, 'a move out of an organization rotates the token by default');
   await page.getByLabel('Move to').selectOption({ label: 'My fleet' });
   await page.getByRole('button', { name: 'Move device…' }).click();
   await page.getByRole('button', { name: 'Move device', exact: true }).click();
   await page.getByRole('heading', { level: 1, name: 'Mover moved to My fleet' }).waitFor();
+  assert.match(await text(page.locator('[data-moved]')), /keeps its id and has a new token/);
+  await page.locator('#token-value').waitFor();
+  const newToken = await page.locator('#token-value').inputValue();
+  assert.ok(newToken && newToken !== registered.body.token, 'the move shows a new token');
+  assert.match(await text(page.locator('section.token')), /The previous token works until /);
+  await page.getByRole('button', { name: 'Copy token' }).waitFor();
+  assert.equal(await sendEvent(base, deviceId, newToken, 1), 200, 'the new token is accepted');
   await page.getByRole('link', { name: 'Open it in My fleet' }).click();
   await page.getByRole('heading', { level: 1, name: 'Mover' }).waitFor();
   assert.equal((await callApi(base, alice, 'GET', `/me/devices/${deviceId}`)).body.device.offlineDetection, 'tight', 'the detection moved with it');

@@ -86,7 +86,9 @@ export function DevicePage({ deviceId, orgs = null }: { deviceId: string; orgs?:
   /** The fleet chosen to move the device into ('' for My fleet). */
   const [moveTo, setMoveTo] = useState<string | null>(null);
   /** The move that took the device out of this fleet: where to, and its history's progress. */
-  const [moved, setMoved] = useState<{ label: string; href: string; history: Schemas['MoveHistory'] | null } | null>(null);
+  const [moved, setMoved] = useState<{ label: string; href: string; history: Schemas['MoveHistory'] | null; token: { token: string; until: string | null } | null } | null>(null);
+  /** Whether a move out of an organization gives the device a new token: its members know the current one. */
+  const [rotateOnMove, setRotateOnMove] = useState(true);
   // The page turns into the move's outcome: its heading takes the focus, as a new page's does.
   useEffect(() => {
     if (moved) document.querySelector<HTMLElement>('main h1')?.focus();
@@ -253,11 +255,20 @@ export function DevicePage({ deviceId, orgs = null }: { deviceId: string; orgs?:
     }
   };
 
-  /** POST .../move: any 2xx is done (the history's progress shown as the answer gives it). */
+  /**
+   * POST .../move: any 2xx is done (the history's progress shown as the answer gives it). Out
+   * of an organization the token is rotated unless the admin unticks it; the new one is shown once.
+   */
   const move = async (toOrgId: string | null, label: string) => {
+    const rotateToken = org !== null && rotateOnMove;
     try {
-      const answer = bodyOf(await api.POST('/me/devices/{deviceId}/move', { params: { path: { deviceId } }, body: { toOrgId } })) as { history?: Schemas['MoveHistory'] } | undefined;
-      setMoved({ label, href: fleetHref(toOrgId, `/devices/${encodeURIComponent(deviceId)}`), history: answer?.history ?? null });
+      const answer = bodyOf(await api.POST('/me/devices/{deviceId}/move', { params: { path: { deviceId } }, body: rotateToken ? { toOrgId, rotateToken } : { toOrgId } })) as Partial<Schemas['MovedDevice']> | undefined;
+      setMoved({
+        label,
+        href: fleetHref(toOrgId, `/devices/${encodeURIComponent(deviceId)}`),
+        history: answer?.history ?? null,
+        token: answer?.token ? { token: answer.token, until: answer.previousTokenValidUntil ?? null } : null,
+      });
     } catch (e) {
       if (isRoleRefusal(e)) setRefused(messageOf(e));
       else setNotice(messageOf(e));
@@ -274,11 +285,19 @@ export function DevicePage({ deviceId, orgs = null }: { deviceId: string; orgs?:
           {moved.history?.status === 'moving'
             ? `Its readings are still being copied (${moved.history.itemsMoved} items so far); the new fleet shows them as they arrive.`
             : `Everything moved with it${moved.history ? ` (${moved.history.itemsMoved} items)` : ''}.`}{' '}
-          The device keeps its id and its token.
+          {moved.token ? 'The device keeps its id and has a new token, shown below once.' : 'The device keeps its id and its token.'}
         </p>
         <p>
           <a href={moved.href}>Open it in {moved.label}</a> · <a href={href('/')}>Back to the fleet</a>
         </p>
+        {moved.token && (
+          <TokenPanel
+            deviceId={deviceId}
+            token={moved.token.token}
+            apiBase={apiUrl('') || location.origin}
+            note={moved.token.until ? `The previous token works until ${dateTime(moved.token.until)}: give the device the new one before then.` : 'The previous token no longer works.'}
+          />
+        )}
       </section>
     );
 
@@ -608,7 +627,17 @@ export function DevicePage({ deviceId, orgs = null }: { deviceId: string; orgs?:
           {moveTargets(orgs, org?.orgId ?? null).length > 0 && (
             <section aria-labelledby="move-title">
               <h2 id="move-title">Move</h2>
-              <p>Move this device, with its history, twin and alarms, to another fleet you administer. It keeps its id and its token; this fleet's members lose sight of it.</p>
+              <p>
+                Move this device, with its history, twin and alarms, to another fleet you administer; this fleet's members lose sight of it. It keeps its id
+                {org ? ', and its token unless the move rotates it.' : ' and its token.'}
+              </p>
+              {org && (
+                <div class="field">
+                  <label>
+                    <input type="checkbox" checked={rotateOnMove} onChange={(e) => setRotateOnMove(e.currentTarget.checked)} /> Rotate the device token (the previous owner knows it)
+                  </label>
+                </div>
+              )}
               <div class="actions">
                 <div class="field inline">
                   <label for="move-to">Move to</label>
