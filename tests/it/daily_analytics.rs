@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use fleet_tests::*;
 use serde_json::{json, Value};
-use shared::model::entities::{EntityType, ItemKey};
+use shared::model::entities::{Entity, EntityType, ItemKey};
 use shared::model::ids::{DeviceId, DeviceType, UserId};
 use shared::model::status::DeviceStatus;
 use shared::model::timestamp::{Day, Timestamp};
@@ -771,8 +771,24 @@ async fn active_users_are_people_and_organizations_are_counted_apart() {
         &[("temperature", 2, "2026-11-20T08:00:00Z")],
     )
     .await;
-    let org_fleet =
-        UserId::org_fleet(&shared::model::ids::OrgId::parse("o00000000000000000039").unwrap());
+    let org = shared::model::ids::OrgId::parse("o00000000000000000039").unwrap();
+    // A registration into an organization's fleet needs the organization (not being deleted).
+    put_item(
+        &table,
+        shared::model::entities::organization::OrganizationItem {
+            org_id: org.clone(),
+            name: "Counted apart".into(),
+            owner: UserId::parse("an-person").unwrap(),
+            created_by: UserId::parse("an-person").unwrap(),
+            created_at: Timestamp::now(),
+            member_count: 1,
+            deleting_at: None,
+        }
+        .to_item(&table.config.shards)
+        .unwrap(),
+    )
+    .await;
+    let org_fleet = UserId::org_fleet(&org);
     add_device(
         &table,
         org_fleet.as_str(),
