@@ -5,9 +5,8 @@
 
 use std::time::{Duration, Instant};
 
-use aws_sdk_dynamodb::types::{DeleteRequest, WriteRequest};
+use aws_sdk_dynamodb::types::{DeleteRequest, KeysAndAttributes, WriteRequest};
 
-use crate::model::entities::device::DeviceItem;
 use crate::model::entities::event::EVENT_PREFIX;
 use crate::model::entities::purge_marker::PurgeMarkerItem;
 use crate::model::entities::series::SERIES_PREFIX;
@@ -18,8 +17,7 @@ use crate::model::expression::{Condition, Expressions};
 use crate::model::keys::{event_pk, PrimaryKey};
 use crate::model::schema::{PK, SK};
 use crate::store::dynamo::{
-    key_prefix, key_range, query, read_consistent, string_value, throttled, write_all,
-    BATCH_WRITE_SIZE,
+    get_all, key_prefix, key_range, query, string_value, throttled, write_all, BATCH_WRITE_SIZE,
 };
 use crate::store::retry::Retry;
 use crate::store::table::{sdk_error, FleetTable};
@@ -108,13 +106,21 @@ pub(super) async fn purge_device(
 }
 
 /// Whether the marker's device id is registered again to the same owner (its device item
-/// exists): one consistent GetItem.
+/// exists): one consistent BatchGetItem of that one key. Not a GetItem: the daily run's role
+/// has no single-item read (it reads in batches and never reads a device for a write).
 async fn registered_again(
     table: &FleetTable,
     marker: &PurgeMarkerItem,
 ) -> Result<bool, FleetError> {
     let key = ItemKey::device(&marker.user_id, &marker.device_id);
-    Ok(read_consistent::<DeviceItem>(table, &key).await?.is_some())
+    let request = KeysAndAttributes::builder()
+        .keys(key.attributes())
+        .consistent_read(true)
+        .build()
+        .map_err(FleetError::internal)?;
+    Ok(!get_all(table, request, &mut Retry::attempts(4))
+        .await?
+        .is_empty())
 }
 
 /// Deletes `items` (keys) in BatchWriteItem calls of 25, retrying unprocessed ones while the
