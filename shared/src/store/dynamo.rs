@@ -19,7 +19,7 @@ use aws_sdk_dynamodb::types::AttributeValue;
 
 use crate::model::entities::{Entity, ItemKey};
 use crate::model::error::FleetError;
-use crate::model::expression::{Condition, ExpressionsBuilder};
+use crate::model::expression::{Condition, Expressions, ExpressionsBuilder};
 use crate::model::schema::{Item, PK, SK};
 use crate::model::token::random_id;
 use crate::store::metrics::{RequestMeter, DEPENDENCY_UNREACHABLE};
@@ -237,6 +237,35 @@ pub(crate) async fn query(
         Err(err) => return Err(query_error(err, resumes)),
     };
     Ok((out.items.unwrap_or_default(), out.last_evaluated_key))
+}
+
+/// Every item of the small partition `pk`, read consistently, page after page: the worker's
+/// lists of unfinished work (moves, organization deletions), whose every entry it must see.
+pub(crate) async fn whole_partition(
+    table: &crate::store::table::FleetTable,
+    pk: &str,
+) -> Result<Vec<Item>, FleetError> {
+    let mut items = Vec::new();
+    let mut start: Option<Item> = None;
+    loop {
+        let request = table
+            .client
+            .query()
+            .table_name(table.name())
+            .expressions(
+                Expressions::builder()
+                    .key_condition(Condition::equals(PK, string_value(pk)))
+                    .build(),
+            )
+            .set_exclusive_start_key(start.take())
+            .consistent_read(true);
+        let (page, last) = query(request).await?;
+        items.extend(page);
+        match last {
+            Some(key) => start = Some(key),
+            None => return Ok(items),
+        }
+    }
 }
 
 /// A Query of partition `pk` over the sort keys `first..=last` (`PK = pk AND SK BETWEEN first

@@ -45,8 +45,8 @@ use crate::model::timestamp::Timestamp;
 use crate::model::token::DeviceToken;
 use crate::ops::pattern::{implemented_by, AccessPattern, Frequency, Operation, RequestBudget};
 use crate::store::dynamo::{
-    number_value, query, read_consistent, string_value, transact, write_all, Transaction,
-    BATCH_WRITE_SIZE,
+    number_value, query, read_consistent, string_value, transact, whole_partition, write_all,
+    Transaction, BATCH_WRITE_SIZE,
 };
 use crate::store::retry::Retry;
 use crate::store::table::{condition_failed, sdk_error, FleetTable, TransactionSlot, MAX_ATTEMPTS};
@@ -904,17 +904,7 @@ pub async fn continue_moves(
     table: &FleetTable,
     until: Instant,
 ) -> Result<Vec<MoveProgress>, FleetError> {
-    let request = table
-        .client
-        .query()
-        .table_name(table.name())
-        .expressions(
-            Expressions::builder()
-                .key_condition(Condition::equals(PK, string_value(RUNNING_MOVES_PK)))
-                .build(),
-        )
-        .consistent_read(true);
-    let (items, _) = query(request).await?;
+    let items = whole_partition(table, RUNNING_MOVES_PK).await?;
     let mut progress = Vec::new();
     for item in items {
         if Instant::now() >= until {

@@ -26,8 +26,8 @@ use crate::ops::orgs::view::Org;
 use crate::ops::orgs::writes;
 use crate::ops::pattern::{implemented_by, AccessPattern, Frequency, Operation, RequestBudget};
 use crate::store::dynamo::{
-    get_all, key_prefix, number_value, query, read_consistent, string_value, transact, write_all,
-    Transaction, BATCH_GET_SIZE, BATCH_WRITE_SIZE,
+    get_all, key_prefix, number_value, query, read_consistent, string_value, transact,
+    whole_partition, write_all, Transaction, BATCH_GET_SIZE, BATCH_WRITE_SIZE,
 };
 use crate::store::retry::Retry;
 use crate::store::table::{condition_failed, sdk_error, FleetTable, TransactionSlot};
@@ -560,17 +560,7 @@ pub async fn continue_org_deletions(
     table: &FleetTable,
     until: Instant,
 ) -> Result<Vec<OrgDeletionProgress>, FleetError> {
-    let request = table
-        .client
-        .query()
-        .table_name(table.name())
-        .expressions(
-            Expressions::builder()
-                .key_condition(Condition::equals(PK, string_value(DELETING_ORGS_PK)))
-                .build(),
-        )
-        .consistent_read(true);
-    let (items, _) = query(request).await?;
+    let items = whole_partition(table, DELETING_ORGS_PK).await?;
     let mut progress = Vec::new();
     for item in items {
         if Instant::now() >= until {
