@@ -19,10 +19,10 @@ TOOLS_ENV := PATH="$(CURDIR)/$(VENV)/bin:$$PATH" SAM_CLI_TELEMETRY=0
 help: ## List the commands
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-16s %s\n", $$1, $$2}'
 
-dev: dynamodb-local web ## Run the whole system locally: DynamoDB Local, demo data, the HTTP API and the web console on 127.0.0.1:$${PORT:-3000}
+dev: dynamodb-local moto-server web ## Run the whole system locally: DynamoDB Local, demo data, the HTTP API and the web console on 127.0.0.1:$${PORT:-3000}
 	FLEET_CONSOLE_DIR="$(CURDIR)/web/dist" $(CARGO) run --quiet -p fleet-dev -- serve
 
-test: dynamodb-local python-tools python-peer smoke-build web ## Everything: fmt, clippy, template lint, web type check and lint, unit, DynamoDB Local integration, event replay, shipped-bootstrap smoke, budgets, the console in a browser
+test: dynamodb-local moto-server python-tools python-peer smoke-build web ## Everything: fmt, clippy, template lint, web type check and lint, unit, DynamoDB Local integration, event replay, shipped-bootstrap smoke, budgets, the console in a browser
 	$(CARGO) fmt --all --check
 	$(CARGO) clippy --workspace --all-targets --locked -- -D warnings
 	$(VENV)/bin/cfn-lint template.yaml
@@ -118,7 +118,7 @@ $(PY_STAMP): tools/requirements.txt
 
 clean: ## Remove build output and installed tools
 	$(CARGO) clean
-	rm -rf .tools $(VENV) $(PEER_VENV) web/node_modules web/dist
+	rm -rf .tools $(VENV) $(PEER_VENV) $(MOTO_VENV) web/node_modules web/dist
 
 # ---------------------------------------------------------------- hostile input, fuzzing, load
 .PHONY: hostile fuzz fuzz-tools load
@@ -155,6 +155,17 @@ cost: ## Monthly DynamoDB + Lambda cost: make cost [PROFILE=...]; without PROFIL
 PEER_VENV  := .venv-peer
 PEER_STAMP := $(PEER_VENV)/.installed
 .PHONY: python-peer
+# moto's server (PyPI): the local S3 and SQS for firmware images and webhook deliveries; the tests
+# and `make dev` start it on a free loopback port (local/testkit/src/moto_server.rs).
+MOTO_VENV  := .venv-moto
+MOTO_STAMP := $(MOTO_VENV)/.installed
+.PHONY: moto-server
+moto-server: $(MOTO_STAMP) ## Install moto's server (local S3 and SQS) into .venv-moto/
+$(MOTO_STAMP): tools/moto/requirements.txt
+	python3 -m venv $(MOTO_VENV)
+	$(MOTO_VENV)/bin/pip install --quiet --disable-pip-version-check -r tools/moto/requirements.txt
+	touch $@
+
 python-peer: $(PEER_STAMP) ## Install the Python + boto3 reference peer's requirements into .venv-peer/
 $(PEER_STAMP): bench/python-peer/requirements.txt
 	python3 -m venv $(PEER_VENV)

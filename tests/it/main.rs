@@ -16,6 +16,7 @@ mod ingest;
 mod ingest_limits;
 mod isolation;
 mod least_privilege;
+mod local_aws;
 mod metrics_emf;
 mod openapi_contract;
 mod org_cost;

@@ -18,6 +18,7 @@ pub mod functions;
 pub mod http_server;
 pub mod iam;
 pub mod minute_meter;
+pub mod moto_server;
 pub mod outcome;
 pub mod pricing;
 pub mod reference;

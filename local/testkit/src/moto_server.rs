@@ -1,0 +1,134 @@
+//! Starts moto's server (`moto[server]` from PyPI, installed by `make moto-server` into
+//! `.venv-moto/`) on a free loopback port: a real S3 and SQS API for the AWS SDK for Rust
+//! (issues 40 and 41), found by the functions through the SDK's standard
+//! `AWS_ENDPOINT_URL_S3` / `AWS_ENDPOINT_URL_SQS`.
+//!
+//! As with DynamoDB Local, the server runs under a small shell guard that kills it as soon as
+//! our end of its stdin closes, so it never outlives the process that started it.
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Why moto's server could not be started.
+#[derive(Debug, thiserror::Error)]
+pub enum MotoError {
+    /// The virtualenv is not installed.
+    #[error("moto's server is not installed under {0}: run `make moto-server` (or `make test`/`make dev`, which install it)")]
+    NotInstalled(PathBuf),
+    /// Process or socket failure.
+    #[error("starting moto's server: {0}")]
+    Io(#[from] std::io::Error),
+    /// It did not answer in time.
+    #[error("moto's server did not answer on {0} within 30 s")]
+    NotReady(String),
+}
+
+/// Where `make moto-server` installs it (override with `MOTO_VENV`).
+pub fn default_venv_dir() -> PathBuf {
+    std::env::var_os("MOTO_VENV")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| crate::repo_root().join(".venv-moto"))
+}
+
+/// A running moto server; stops when dropped.
+pub struct MotoServer {
+    endpoint: String,
+    guard: Child,
+    // Closing this makes the guard kill the server.
+    lifeline: Option<ChildStdin>,
+}
+
+impl MotoServer {
+    /// Starts moto's server from `venv_dir` on a free loopback port and waits until it answers.
+    pub fn start(venv_dir: &Path) -> Result<Self, MotoError> {
+        let server = venv_dir.join("bin/moto_server");
+        if !server.is_file() {
+            return Err(MotoError::NotInstalled(venv_dir.to_path_buf()));
+        }
+        let port = TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
+        let guard_script = r#""$1" -H 127.0.0.1 -p "$2" </dev/null >/dev/null 2>&1 &
+server=$!
+trap 'kill $server 2>/dev/null' EXIT INT TERM HUP
+read -r _ignored || true
+kill $server 2>/dev/null
+wait $server 2>/dev/null
+"#;
+        let mut guard = Command::new("sh")
+            .arg("-c")
+            .arg(guard_script)
+            .arg("moto-server-guard")
+            .arg(&server)
+            .arg(port.to_string())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()?;
+        let lifeline = guard.stdin.take();
+        let moto = Self {
+            endpoint: format!("http://127.0.0.1:{port}"),
+            guard,
+            lifeline,
+        };
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while Instant::now() < deadline {
+            if answers_http(port) {
+                return Ok(moto);
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        Err(MotoError::NotReady(moto.endpoint.clone()))
+    }
+
+    /// Starts it from [`default_venv_dir`].
+    pub fn start_default() -> Result<Self, MotoError> {
+        Self::start(&default_venv_dir())
+    }
+
+    /// `http://127.0.0.1:{port}`: the value of `AWS_ENDPOINT_URL_S3` and `AWS_ENDPOINT_URL_SQS`.
+    pub fn endpoint(&self) -> &str {
+        &self.endpoint
+    }
+}
+
+impl Drop for MotoServer {
+    fn drop(&mut self) {
+        if let Some(mut lifeline) = self.lifeline.take() {
+            let _ = lifeline.write_all(b"stop\n");
+        }
+        let _ = self.guard.wait();
+    }
+}
+
+/// Whether moto answers its own API on `port` (`GET /moto-api/data.json` is 200 once ready).
+fn answers_http(port: u16) -> bool {
+    let Ok(mut stream) = TcpStream::connect(("127.0.0.1", port)) else {
+        return false;
+    };
+    let _ = stream.set_read_timeout(Some(Duration::from_secs(2)));
+    if stream
+        .write_all(
+            b"GET /moto-api/data.json HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n",
+        )
+        .is_err()
+    {
+        return false;
+    }
+    let mut head = [0u8; 12];
+    stream.read_exact(&mut head).is_ok() && head.starts_with(b"HTTP/1.1 200")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_missing_install_says_how_to_install_it() {
+        let Err(error) = MotoServer::start(Path::new("/nonexistent-moto-venv")) else {
+            panic!("started without an install");
+        };
+        assert!(error.to_string().contains("make moto-server"), "{error}");
+    }
+}
