@@ -69,7 +69,7 @@ async fn summary_items(table: &FleetTable) -> Vec<SeriesItem> {
 }
 
 #[tokio::test]
-#[ignore = "issue 38 item 1, not fixed yet (needs counting without recompute, e.g. per-bucket id sets): on main the replay's recompute from expired raw readings drops every 5m bucket older than 7 days (`power FiveMinutes: the same buckets` differ from the first one on)"]
+// Before the redesign (failed on main): issue 38 item 1: on main the replay's recompute from expired raw readings drops every 5m bucket older than 7 days (`power FiveMinutes: the same buckets` differ from the first one on)
 async fn a_backlog_older_than_its_types_raw_retention_replayed_and_a_late_reading_lose_nothing() {
     // Issue 38 item 1: with `rawDays: 7`, readings up to 90 days old are still accepted, but
     // their raw events expire at once. A replay or a late reading must not replace their
@@ -117,7 +117,7 @@ async fn a_backlog_older_than_its_types_raw_retention_replayed_and_a_late_readin
 }
 
 #[tokio::test]
-#[ignore = "issue 38 item 1, not fixed yet: on main `edge-1d: the bucket keeps r1 (raw expired) and counts r2`: left Some(1) (None when the machine is slow enough for r2 to expire too), right Some(2)"]
+// Before the redesign (failed on main): issue 38 item 1: on main `edge-1d: the bucket keeps r1 (raw expired) and counts r2`: left Some(1) (None when the machine is slow enough for r2 to expire too), right Some(2)
 async fn a_bucket_straddling_the_retention_edge_keeps_its_expired_readings() {
     // Issue 38 item 1, the edge: a 5-minute bucket whose first reading's raw event has just
     // expired (ttl passed) and whose later reading comes out of order. Once with a 1-day
@@ -302,7 +302,7 @@ async fn a_replay_in_another_order_rewrites_neither_the_state_nor_a_block() {
 }
 
 #[tokio::test]
-#[ignore = "issue 38 item 2, not fixed yet: on main the repair recomputes from raw (which holds the applied events) and reverts latest, so the resend counts them again: count Some(6), want Some(3)"]
+// Before the redesign (failed on main): issue 38 item 2: on main the repair recomputes from raw (which holds the applied events) and reverts latest, so the resend counts them again: count Some(6), want Some(3)
 async fn an_ambiguous_event_write_then_its_resend_counts_each_reading_once() {
     // Issue 38 item 2: the batch's BatchWriteItem is applied but answered with a throttling
     // error every time (the answer lost), so the batch is answered as not stored while its

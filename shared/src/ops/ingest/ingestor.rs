@@ -4,7 +4,7 @@
 //! an event not be stored, and the twin's part of the answer. The pure parts (merging a batch
 //! into a state, the event items) are in the sibling modules.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
@@ -17,14 +17,10 @@ use aws_sdk_dynamodb::types::{
 
 use super::config::IngestConfig;
 use super::receipt::{BatchReceipt, IncompleteBatch, StoredBatch};
-use super::series::{
-    buckets_of, classify, count_new, Classified, CountedCheck, SeriesItems, SeriesRetention,
-    SeriesStore,
-};
+use super::series::{SeriesItems, SeriesRetention, SeriesStore};
 use super::state::{
-    check_type_cap, evaluated, item_bytes, no_rule_check, rules_refused, state_key,
-    state_without_unstored, unchanged_since_read, FoldedState, Recorded, StateSlot, STATE_ATTEMPTS,
-    STATE_FLUSH_BYTES,
+    check_type_cap, evaluated, item_bytes, rules_refused, state_key, unchanged_since_read,
+    FoldedState, Recorded, StateSlot, STATE_ATTEMPTS, STATE_FLUSH_BYTES,
 };
 use super::store::{event_writes, raw_retention_days, EventWrite};
 use super::validate::NewEvent;
@@ -446,50 +442,31 @@ impl Ingestor {
         let deadline = deadline.min(Instant::now() + self.config.retry_window);
         let (state, rules) = self.live_state(registration).await?;
         check_type_cap(&state, &events)?;
-        // The live state's update goes out with the event writes, not after them: it is the
-        // one request a batch would otherwise wait for on its own. Should an event not be
-        // stored, the state is repaired before the answer (below).
-        // A recompute of summaries from the raw readings waits until this batch's own events
-        // are stored (the common path, new readings only, does not wait).
-        let (stored_tx, stored_rx) = tokio::sync::watch::channel(None);
-        let (unstored, folded) = tokio::join!(
-            async {
-                let unstored = self.store_events(registration, &events, deadline).await;
-                let sent = match &unstored {
-                    Ok(unstored) => unstored.clone(),
-                    Err(_) => events.iter().map(|e| (e.at, e.id.clone())).collect(),
-                };
-                let _ = stored_tx.send(Some(Arc::new(sent)));
-                unstored
-            },
-            self.update_state(registration, state, &rules, &events, stored_rx, deadline),
-        );
-        let unstored = match unstored {
-            Ok(unstored) => unstored,
-            Err(err) => {
-                if let Ok(Some(folded)) = folded {
-                    self.repair_state(registration, folded, &[], &events, deadline)
-                        .await;
-                }
-                return Err(err);
-            }
-        };
+        // The events are written first (concurrent BatchWriteItem calls), then the live state
+        // counts exactly the readings whose write succeeded (issue 38): a reading is never
+        // counted before its raw event is stored, so nothing needs repairing when a write
+        // fails or is ambiguous; the device resends what failed and its resend is counted
+        // once (the buckets' reading identities).
+        let unstored = self.store_events(registration, &events, deadline).await?;
         let (stored, failed): (Vec<NewEvent>, Vec<NewEvent>) = events
             .into_iter()
             .partition(|e| !unstored.contains(&(e.at, e.id.clone())));
-        match folded {
-            Ok(written) => {
-                let twin = written.as_ref().and_then(|folded| folded.twin);
-                if let (Some(folded), false) = (written, failed.is_empty()) {
-                    self.repair_state(registration, folded, &stored, &failed, deadline)
-                        .await;
-                }
-                Ok(IngestOutcome {
-                    accepted: stored.into_iter().map(|e| e.id).collect(),
-                    failed: failed.into_iter().map(|e| e.id).collect(),
-                    twin,
-                })
-            }
+        if stored.is_empty() {
+            return Ok(IngestOutcome {
+                accepted: Vec::new(),
+                failed: failed.into_iter().map(|e| e.id).collect(),
+                twin: None,
+            });
+        }
+        match self
+            .update_state(registration, state, &rules, &stored, deadline)
+            .await
+        {
+            Ok(written) => Ok(IngestOutcome {
+                accepted: stored.into_iter().map(|e| e.id).collect(),
+                failed: failed.into_iter().map(|e| e.id).collect(),
+                twin: written.and_then(|folded| folded.twin),
+            }),
             Err(FleetError::Unauthorized) => Err(FleetError::Unauthorized),
             // Stored but not on the dashboard yet: acknowledge nothing, so the device resends
             // the whole batch (idempotent) and the live state catches up.
@@ -543,7 +520,6 @@ impl Ingestor {
         mut base: DeviceStateItem,
         rules: &[Rule],
         events: &[NewEvent],
-        events_stored: EventsStored,
         deadline: Instant,
     ) -> Result<Option<FoldedState>, FleetError> {
         let device = &registration.device_id;
@@ -567,53 +543,13 @@ impl Ingestor {
             } else {
                 self.alarm_actions(registration, &base, rules, &transitions)?
             };
-            let classified = classify(&base, events);
-            let items = self
-                .summarise(
-                    registration,
-                    &mut next,
-                    classified,
-                    &events_stored,
-                    actions.len(),
-                    deadline,
-                )
+            let (items, complete) = self
+                .summarise(registration, &mut next, events, actions.len())
                 .await?;
             if next == base && items.changed() == 0 {
                 return Ok(None);
             }
-            let mut summary = items.actions(
-                &self.table,
-                registration,
-                self.series_retention(registration),
-            )?;
-            // Late readings spread over more items than one transaction holds (a device sending
-            // weeks of backlog): the first items go ahead with a state update that only moves
-            // `ingestSeq` (so they are serialized like every summary write), the rest with
-            // the batch's update. What went ahead is recomputed the same on a redo.
-            let mut conflict = None;
-            while summary.len() + actions.len() >= MAX_TRANSACTION_ACTIONS {
-                let rest = summary.split_off(MAX_TRANSACTION_ACTIONS - 1);
-                let ahead = std::mem::replace(&mut summary, rest);
-                let (bump, bumped) = self.state_changes(registration, &base, base.clone())?;
-                match self
-                    .record_transitions(registration, bump, ahead, deadline)
-                    .await?
-                {
-                    Recorded::Committed => {
-                        self.remember_state(bumped.clone());
-                        base = bumped;
-                    }
-                    Recorded::StateChanged(current) => {
-                        conflict = Some(current);
-                        break;
-                    }
-                    Recorded::RulesChanged(_) => return Err(no_rule_check()),
-                }
-            }
-            if let Some(current) = conflict {
-                base = self.after_conflict(device, current.as_ref())?;
-                continue;
-            }
+            let summary = items.actions(&self.table, registration, self.series_retention())?;
             actions.extend(summary);
             let (changes, stored) = self.state_changes(registration, &base, next)?;
             if !actions.is_empty() {
@@ -636,13 +572,18 @@ impl Ingestor {
                     }
                 };
                 match recorded {
+                    Recorded::Committed if !complete => {
+                        // Late readings spread over more items than one transaction holds (weeks
+                        // of backlog): the next round counts the rest (those counted now are in
+                        // their buckets' identities), each reading's items in one transaction.
+                        self.remember_state(stored.clone());
+                        base = stored;
+                        retry = Retry::until(deadline).at_most(STATE_ATTEMPTS);
+                        continue;
+                    }
                     Recorded::Committed => {
                         self.remember_state(stored.clone());
-                        return Ok(Some(FoldedState {
-                            before: base,
-                            written: stored,
-                            twin: None,
-                        }));
+                        return Ok(Some(FoldedState { twin: None }));
                     }
                     Recorded::StateChanged(current) => {
                         base = self.after_conflict(device, current.as_ref())?;
@@ -673,11 +614,7 @@ impl Ingestor {
                         None => (None, stored),
                     };
                     self.remember_state(stored.clone());
-                    return Ok(Some(FoldedState {
-                        before: base,
-                        written: stored,
-                        twin,
-                    }));
+                    return Ok(Some(FoldedState { twin }));
                 }
                 Err(err) => err,
             };
@@ -712,68 +649,37 @@ impl Ingestor {
     }
 
     /// How long the device's summary items are kept.
-    fn series_retention(&self, registration: &RegistrationItem) -> SeriesRetention {
+    fn series_retention(&self) -> SeriesRetention {
         SeriesRetention {
-            raw_days: raw_retention_days(registration, &self.table.config),
+            block_days: self.table.config.retention_days,
             hourly_days: self.config.hourly_retention_days,
             daily_days: self.config.daily_retention_days,
         }
     }
 
-    /// The summaries' part of an attempt on `next` (the state with the batch merged in): new
-    /// readings counted into the open buckets, the `classified` buckets to recompute
-    /// recomputed from raw (once `events_stored` says the batch's events are), and, when
-    /// the state item would be over one write unit, the closed 5-minute buckets flushed, if
-    /// the transaction has room for them beside `other_actions` and the state's update.
-    /// Returns the summary items to write with the state. An open bucket to recompute that
-    /// counts readings not stored yet (a concurrent batch's) waits for them (`IN_FLIGHT_WAIT`).
+    /// The summaries' part of an attempt on `next` (the state with the batch merged in): the
+    /// batch's stored readings counted once each ([`SeriesStore::count`]) and, when the state
+    /// item would be over one write unit, the closed 5-minute buckets flushed, if the
+    /// transaction has room for them beside `other_actions` and the state's update. Returns the
+    /// summary items to write with the state.
     async fn summarise(
         &self,
         registration: &RegistrationItem,
         next: &mut DeviceStateItem,
-        classified: Classified,
-        events_stored: &EventsStored,
+        events: &[NewEvent],
         other_actions: usize,
-        deadline: Instant,
-    ) -> Result<SeriesItems, FleetError> {
+    ) -> Result<(SeriesItems, bool), FleetError> {
         let store = SeriesStore {
             table: &self.table,
             registration,
         };
         let mut series = std::mem::take(&mut next.series);
-        let mut recompute = classified.recompute;
-        recompute.extend(count_new(&mut series, &classified.new));
-        let mut check = CountedCheck {
-            deadline,
-            unstored: BTreeMap::new(),
-        };
-        if !recompute.is_empty() {
-            let unstored = events_stored
-                .clone()
-                .wait_for(|stored| stored.is_some())
-                .await
-                .ok()
-                .and_then(|stored| stored.clone())
-                .unwrap_or_default();
-            for (key, bucket) in &classified.keyed {
-                if unstored.contains(key) {
-                    *check.unstored.entry(bucket.clone()).or_default() += 1;
-                }
-            }
-        }
         let mut items = SeriesItems::default();
-        store
-            .recompute(
-                &mut series,
-                &next.latest,
-                &recompute,
-                &mut items,
-                Some(&check),
-            )
-            .await?;
+        let room = MAX_TRANSACTION_ACTIONS.saturating_sub(1 + other_actions);
+        let complete = store.count(&mut series, events, &mut items, room).await?;
         next.series = series;
         let size = item_bytes(&next.to_item(&self.table.config.shards)?);
-        if size > STATE_FLUSH_BYTES {
+        if complete && size > STATE_FLUSH_BYTES {
             let mut flushed = next.series.clone();
             let mut flushed_items = items.clone();
             store
@@ -785,34 +691,7 @@ impl Ingestor {
                 items = flushed_items;
             }
         }
-        Ok(items)
-    }
-
-    /// Recomputes from raw the open and stored buckets of `unstored` events on `repaired` (a
-    /// repair): the summaries show only stored readings again.
-    async fn summaries_without(
-        &self,
-        registration: &RegistrationItem,
-        repaired: &mut DeviceStateItem,
-        unstored: &[NewEvent],
-    ) -> Result<SeriesItems, FleetError> {
-        let store = SeriesStore {
-            table: &self.table,
-            registration,
-        };
-        let mut series = std::mem::take(&mut repaired.series);
-        let mut items = SeriesItems::default();
-        store
-            .recompute(
-                &mut series,
-                &repaired.latest,
-                &buckets_of(unstored),
-                &mut items,
-                None,
-            )
-            .await?;
-        repaired.series = series;
-        Ok(items)
+        Ok((items, complete))
     }
 
     /// Sends the live state's update with `others` (alarm and summary writes) in one
@@ -866,89 +745,6 @@ impl Ingestor {
                 .filter(|(i, _)| !failed.contains(i))
                 .map(|(_, a)| a)
                 .collect();
-        }
-    }
-
-    /// Takes `unstored` events back out of the live state after an update that folded them in
-    /// (`folded`) while their writes failed: the state shows only stored events again.
-    /// Conditioned like every update; on a conflict the current state is repaired instead.
-    /// Best effort within `deadline`, logged when it cannot be made: the device is told to
-    /// resend these events, and a resend that stores them makes the state right either way.
-    async fn repair_state(
-        &self,
-        registration: &RegistrationItem,
-        folded: FoldedState,
-        stored: &[NewEvent],
-        unstored: &[NewEvent],
-        deadline: Instant,
-    ) {
-        let repaired = async {
-            let device = &registration.device_id;
-            let mut current = folded.written;
-            let mut retry = Retry::until(deadline).at_most(STATE_ATTEMPTS);
-            let mut gave_up = Transient::Busy;
-            while retry.next_attempt().await {
-                let mut repaired =
-                    state_without_unstored(&current, &folded.before, stored, unstored);
-                let items = self
-                    .summaries_without(registration, &mut repaired, unstored)
-                    .await?;
-                if repaired == current && items.changed() == 0 {
-                    return Ok(());
-                }
-                let actions = items.actions(
-                    &self.table,
-                    registration,
-                    self.series_retention(registration),
-                )?;
-                let (changes, stored) = self.state_changes(registration, &current, repaired)?;
-                if !actions.is_empty() {
-                    match self
-                        .record_transitions(registration, changes, actions, deadline)
-                        .await?
-                    {
-                        Recorded::Committed => {
-                            self.remember_state(stored);
-                            return Ok(());
-                        }
-                        Recorded::RulesChanged(_) => return Err(no_rule_check()),
-                        Recorded::StateChanged(now) => {
-                            match self.after_conflict(device, now.as_ref()) {
-                                Ok(now) => current = now,
-                                Err(FleetError::Unauthorized) => return Ok(()),
-                                Err(other) => return Err(other),
-                            }
-                            continue;
-                        }
-                    }
-                }
-                let err = match self.state_request(registration, changes).send().await {
-                    Ok(_) => {
-                        self.remember_state(stored);
-                        return Ok(());
-                    }
-                    Err(err) => err,
-                };
-                match err.as_service_error() {
-                    Some(UpdateItemError::ConditionalCheckFailedException(failed)) => {
-                        match self.after_conflict(device, failed.item()) {
-                            Ok(now) => current = now,
-                            // The device is gone: nothing left to repair.
-                            Err(FleetError::Unauthorized) => return Ok(()),
-                            Err(other) => return Err(other),
-                        }
-                    }
-                    _ => match transient(&err) {
-                        Some(kind) => gave_up = kind,
-                        None => return Err(sdk_error(err)),
-                    },
-                }
-            }
-            Err(gave_up.error())
-        };
-        let result: Result<(), FleetError> = repaired.await;
-        if let Err(err) = result {
-            tracing::warn!(device = %registration.device_id, error = %err, "live state shows events that were not stored until they are resent");
         }
     }
 
@@ -1201,9 +997,6 @@ impl Ingestor {
 
 /// Most actions of one TransactWriteItems (DynamoDB's limit).
 const MAX_TRANSACTION_ACTIONS: usize = 100;
-
-/// Sent once the batch's event writes are done: the `(at, id)` of the events not stored.
-type EventsStored = tokio::sync::watch::Receiver<Option<Arc<HashSet<(Timestamp, EventId)>>>>;
 
 /// Time kept in reserve before the Lambda's deadline to answer the device.
 const ANSWER_MARGIN: Duration = Duration::from_millis(500);
