@@ -81,6 +81,11 @@ pub struct Ingestor {
     config: IngestConfig,
     registrations: Mutex<HashMap<DeviceId, CachedRegistration>>,
     states: Mutex<HashMap<DeviceId, DeviceStateItem>>,
+    /// Per device, the newest block of each type as this ingestor last wrote it, with the
+    /// state's `ingestSeq` after that write: a flush finds it here instead of reading it.
+    blocks: Mutex<HashMap<DeviceId, (u64, SeriesItems)>>,
+    /// Attempts redone because another writer moved the state first (for tests and logs).
+    conflict_redoes: std::sync::atomic::AtomicU64,
     /// Owners' alarm rules.
     rules: Mutex<HashMap<UserId, CachedRules>>,
     /// Per-device batch rate (authenticated devices only, so guessed ids take no bucket).
@@ -106,6 +111,8 @@ impl Ingestor {
             table,
             registrations: Mutex::new(HashMap::new()),
             states: Mutex::new(HashMap::new()),
+            blocks: Mutex::new(HashMap::new()),
+            conflict_redoes: std::sync::atomic::AtomicU64::new(0),
             rules: Mutex::new(HashMap::new()),
             device_limiter: KeyedLimiter::new(config.device_rate, CACHE_CAPACITY),
             config,
@@ -129,6 +136,12 @@ impl Ingestor {
     /// The settings.
     pub fn config(&self) -> &IngestConfig {
         &self.config
+    }
+
+    /// How many state updates this ingestor redid from a newer state after a conflict.
+    pub fn conflict_redoes(&self) -> u64 {
+        self.conflict_redoes
+            .load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// The registration of `device` if `token` is its token; otherwise
@@ -551,7 +564,12 @@ impl Ingestor {
             }
             let summary = items.actions(&self.table, registration, self.series_retention())?;
             actions.extend(summary);
-            let (changes, stored) = self.state_changes(registration, &base, next)?;
+            // A transaction returns no item: its state update is also conditioned on the twin's
+            // versions as `base` has them, so the committed state has them too and the answer
+            // needs no read to tell the device's pending work (a change meanwhile is a
+            // conflict, redone from the item it returns).
+            let fenced = !actions.is_empty();
+            let (changes, stored) = self.state_changes(registration, &base, next, fenced)?;
             if !actions.is_empty() {
                 let recorded = self
                     .record_transitions(registration, changes, actions, deadline)
@@ -576,14 +594,18 @@ impl Ingestor {
                         // Late readings spread over more items than one transaction holds (weeks
                         // of backlog): the next round counts the rest (those counted now are in
                         // their buckets' identities), each reading's items in one transaction.
+                        self.remember_blocks(device, stored.ingest_seq, &items);
                         self.remember_state(stored.clone());
                         base = stored;
                         retry = Retry::until(deadline).at_most(STATE_ATTEMPTS);
                         continue;
                     }
                     Recorded::Committed => {
+                        self.remember_blocks(device, stored.ingest_seq, &items);
                         self.remember_state(stored.clone());
-                        return Ok(Some(FoldedState { twin: None }));
+                        return Ok(Some(FoldedState {
+                            twin: Some(stored.twin),
+                        }));
                     }
                     Recorded::StateChanged(current) => {
                         base = self.after_conflict(device, current.as_ref())?;
@@ -613,6 +635,9 @@ impl Ingestor {
                         }
                         None => (None, stored),
                     };
+                    // No summary item was written: the cached blocks are still current.
+                    let carried = self.cached_blocks(device, base.ingest_seq);
+                    self.remember_blocks(device, stored.ingest_seq, &carried);
                     self.remember_state(stored.clone());
                     return Ok(Some(FoldedState { twin }));
                 }
@@ -674,7 +699,7 @@ impl Ingestor {
             registration,
         };
         let mut series = std::mem::take(&mut next.series);
-        let mut items = SeriesItems::default();
+        let mut items = self.cached_blocks(&registration.device_id, next.ingest_seq);
         let room = MAX_TRANSACTION_ACTIONS.saturating_sub(1 + other_actions);
         let complete = store.count(&mut series, events, &mut items, room).await?;
         next.series = series;
@@ -752,6 +777,25 @@ impl Ingestor {
         self.states.lock().expect("cache lock").get(device).cloned()
     }
 
+    /// Keeps the newest blocks `items` leave, as of the state's `ingest_seq` after their write.
+    fn remember_blocks(&self, device: &DeviceId, ingest_seq: u64, items: &SeriesItems) {
+        let mut cache = self.blocks.lock().expect("cache lock");
+        if cache.len() >= CACHE_CAPACITY && !cache.contains_key(device) {
+            cache.clear();
+        }
+        cache.insert(device.clone(), (ingest_seq, items.newest_blocks()));
+    }
+
+    /// The blocks this ingestor wrote for `device` if the state is still at `ingest_seq` (no
+    /// summary write since: each moves it); else nothing (read them).
+    fn cached_blocks(&self, device: &DeviceId, ingest_seq: u64) -> SeriesItems {
+        let cache = self.blocks.lock().expect("cache lock");
+        match cache.get(device) {
+            Some((seq, items)) if *seq == ingest_seq => items.clone(),
+            _ => SeriesItems::default(),
+        }
+    }
+
     fn remember_state(&self, state: DeviceStateItem) {
         let mut cache = self.states.lock().expect("cache lock");
         if cache.len() >= CACHE_CAPACITY && !cache.contains_key(&state.device_id) {
@@ -768,6 +812,7 @@ impl Ingestor {
         registration: &RegistrationItem,
         base: &DeviceStateItem,
         mut next: DeviceStateItem,
+        twin_fenced: bool,
     ) -> Result<(Expressions, DeviceStateItem), FleetError> {
         let device = &registration.device_id;
         next.ingest_seq = base.ingest_seq + 1;
@@ -838,10 +883,11 @@ impl Ingestor {
         let changes = changes
             .remove(DeviceStateItem::LEGACY_LATEST)
             .remove(DeviceStateItem::LEGACY_RECENT);
-        Ok((
-            Expressions::write(changes, Some(unchanged_since_read(base))),
-            next,
-        ))
+        let mut condition = unchanged_since_read(base);
+        if twin_fenced {
+            condition = condition.and(twin_unchanged(&base.twin));
+        }
+        Ok((Expressions::write(changes, Some(condition)), next))
     }
 
     /// The UpdateItem of `changes` on the device's live state; a failed condition returns the
@@ -871,6 +917,8 @@ impl Ingestor {
             self.forget(device);
             return Err(FleetError::Unauthorized);
         };
+        self.conflict_redoes
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let current = DeviceStateItem::from_item(current.clone())?;
         self.remember_state(current.clone());
         Ok(current)
@@ -993,6 +1041,30 @@ impl Ingestor {
             .flat_map(|(events, _)| events)
             .collect())
     }
+}
+
+/// The twin's versions on the live state are still `twin` (a version of 0 is stored absent).
+fn twin_unchanged(twin: &TwinVersions) -> crate::model::expression::Condition {
+    use crate::model::expression::Condition;
+    let values = [
+        twin.desired_version,
+        twin.reported_version,
+        twin.command_seq,
+        twin.commands_done,
+    ];
+    let mut all: Option<Condition> = None;
+    for (attribute, value) in TwinVersions::ATTRIBUTES.into_iter().zip(values) {
+        let one = if value == 0 {
+            Condition::absent(attribute).or(Condition::equals(attribute, number_value(0)))
+        } else {
+            Condition::equals(attribute, number_value(value))
+        };
+        all = Some(match all {
+            Some(all) => all.and(one),
+            None => one,
+        });
+    }
+    all.expect("four versions")
 }
 
 /// Most actions of one TransactWriteItems (DynamoDB's limit).

@@ -17,17 +17,16 @@ use aws_sdk_dynamodb::types::{KeysAndAttributes, Put, TransactWriteItem};
 
 use super::validate::NewEvent;
 use crate::model::entities::registration::RegistrationItem;
-use crate::model::entities::series::{series_sk, SeriesItem};
+use crate::model::entities::series::SeriesItem;
 use crate::model::entities::{Entity, EntityType, ItemKey};
 use crate::model::error::FleetError;
 use crate::model::ids::EventType;
-use crate::model::keys::event_pk;
 use crate::model::readings::StoredReading;
 use crate::model::series::{
     block_start, month_start, BucketIds, Buckets, OpenSeries, Resolution, SeriesState, BLOCK_MS,
 };
 use crate::model::timestamp::Timestamp;
-use crate::store::dynamo::{delete_action, get_all, key_range, query};
+use crate::store::dynamo::{delete_action, get_all};
 use crate::store::retry::Retry;
 use crate::store::table::FleetTable;
 
@@ -141,6 +140,27 @@ impl SeriesItems {
             .count()
     }
 
+    /// The newest 5-minute block of each type as this attempt leaves it, taken as loaded: what
+    /// a warm ingestor keeps for the device's next batch, whose flush then needs no read while
+    /// the state's `ingestSeq` shows nobody wrote since (every summary write moves it).
+    pub(super) fn newest_blocks(&self) -> SeriesItems {
+        let mut newest: BTreeMap<&str, (&(String, Resolution, i64), &Stored)> = BTreeMap::new();
+        for (key, (_, now)) in &self.items {
+            if key.1 == Resolution::FiveMinutes {
+                newest.insert(key.0.as_str(), (key, now));
+            }
+        }
+        SeriesItems {
+            items: newest
+                .into_values()
+                .map(|(key, now)| {
+                    let loaded = (!now.buckets.0.is_empty()).then(|| now.clone());
+                    (key.clone(), (loaded, now.clone()))
+                })
+                .collect(),
+        }
+    }
+
     fn loaded(&mut self, key: (String, Resolution, i64), found: Option<Stored>) {
         self.items.entry(key).or_insert_with(|| {
             let now = found.clone().unwrap_or_default();
@@ -156,68 +176,6 @@ pub(super) struct SeriesStore<'a> {
 }
 
 impl SeriesStore<'_> {
-    /// The items of `kind` at `resolution` starting in `[from, to]` that are not loaded yet,
-    /// read consistently (the state's condition serializes writers; a consistent read sees the
-    /// last committed transaction). A flush's roll of whole days only.
-    async fn load_range(
-        &self,
-        items: &mut SeriesItems,
-        kind: &str,
-        resolution: Resolution,
-        from: i64,
-        to: i64,
-    ) -> Result<(), FleetError> {
-        let event_type = EventType::parse(kind).map_err(|e| FleetError::internal(e.reason))?;
-        let pk = event_pk(&self.registration.user_id, &self.registration.device_id);
-        let first = series_sk(&event_type, resolution, &timestamp(from)?);
-        let last = series_sk(&event_type, resolution, &timestamp(to)?);
-        let mut found = BTreeMap::new();
-        let mut start_key = None;
-        loop {
-            let request = key_range(
-                self.table,
-                pk.clone(),
-                first.clone(),
-                last.clone(),
-                crate::model::expression::Expressions::builder(),
-            )
-            .consistent_read(true)
-            .set_exclusive_start_key(start_key);
-            let (page, next) = query(request).await?;
-            for item in page {
-                if EntityType::of(&item) == Some(EntityType::Series) {
-                    let item = SeriesItem::from_item(item)?;
-                    found.insert(
-                        item.start.epoch_millis(),
-                        Stored {
-                            buckets: item.buckets,
-                            ids: item.ids,
-                        },
-                    );
-                }
-            }
-            match next {
-                Some(key) => start_key = Some(key),
-                None => break,
-            }
-        }
-        let step = match resolution {
-            Resolution::FiveMinutes => BLOCK_MS,
-            Resolution::Hour => Resolution::Day.millis(),
-            Resolution::Day => 0,
-        };
-        let mut starts: BTreeSet<i64> = found.keys().copied().collect();
-        if step > 0 {
-            starts.extend((from..=to).step_by(step as usize));
-        } else {
-            starts.insert(from);
-        }
-        for start in starts {
-            items.loaded((kind.to_string(), resolution, start), found.remove(&start));
-        }
-        Ok(())
-    }
-
     /// The items `wanted` that are not loaded yet, with one consistent BatchGetItem per 100
     /// (a late reading's block, day and month items: O(1) requests per batch whatever the
     /// readings' order).
@@ -425,12 +383,20 @@ impl SeriesStore<'_> {
             if open.open.0.range(..current).next().is_none() {
                 continue;
             }
+            // A block after the one `flushed_before` falls in holds nothing yet: only a flush
+            // writes past `flushed_before` (late readings are before it), and it moves it on. So
+            // only that one block is read (none when this ingestor wrote it last).
+            let first_block = block_start(open.flushed_before);
             let (closed, mut ids) = open.take_closed_with_ids(current);
-            let blocks: BTreeSet<(String, Resolution, i64)> = closed
-                .0
-                .keys()
-                .map(|s| (kind.clone(), Resolution::FiveMinutes, block_start(*s)))
-                .collect();
+            let mut blocks = BTreeSet::new();
+            for start in closed.0.keys() {
+                let key = (kind.clone(), Resolution::FiveMinutes, block_start(*start));
+                if key.2 > first_block {
+                    items.loaded(key, None);
+                } else {
+                    blocks.insert(key);
+                }
+            }
             self.load_keys(items, &blocks).await?;
             let mut hours = BTreeSet::new();
             for (start, bucket) in &closed.0 {
@@ -457,20 +423,20 @@ impl SeriesStore<'_> {
             }
             open.update_trail(&stored);
             let days = open.take_days_to_roll();
-            let (Some(first), Some(last)) = (days.first(), days.last()) else {
+            if days.is_empty() {
                 continue;
-            };
+            }
             let day_ms = Resolution::Day.millis();
-            self.load_range(
-                items,
-                kind,
-                Resolution::FiveMinutes,
-                *first,
-                last + day_ms - BLOCK_MS,
-            )
-            .await?;
-            self.load_range(items, kind, Resolution::Hour, *first, *last)
-                .await?;
+            // The days' blocks and day items, one consistent BatchGetItem per 100 keys.
+            let mut keys = BTreeSet::new();
+            for day in &days {
+                keys.insert((kind.clone(), Resolution::Hour, *day));
+                keys.insert((kind.clone(), Resolution::Day, month_start(*day)));
+                for block in (*day..day + day_ms).step_by(BLOCK_MS as usize) {
+                    keys.insert((kind.clone(), Resolution::FiveMinutes, block));
+                }
+            }
+            self.load_keys(items, &keys).await?;
             for day in days {
                 let mut hours = Buckets::default();
                 for ((k, resolution, start), (_, blocks)) in items.items.range(
