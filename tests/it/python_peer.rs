@@ -327,6 +327,57 @@ async fn a_batch_that_flushes_summaries_and_late_readings_store_exactly_what_rus
         );
         assert_same_changes((&rust_before, &rust_changes), (&peer_before, &peer_changes));
     }
+    // Issue 38: days-late readings in shuffled order (their days are rolled: block, hour and
+    // day added once each), the same batch again and the late batch again (replays: nothing
+    // written), then the first late batch's readings newest first with new ones among them.
+    for (what, batch) in [
+        ("days late, shuffled", days_late_batch(now, false)),
+        ("days late, replayed", days_late_batch(now, false)),
+        ("late, replayed", late_batch(now)),
+        ("days late, newest first with new ones", days_late_batch(now, true)),
+    ] {
+        let rust_before = keyed(&rust_table).await;
+        let peer_before = keyed(&peer_table).await;
+        let rust = rust_ingest(&rust_table, &batch.event()).await;
+        let (status, body) = peer(&peer_table, "ingest_handler", &batch.event()).await;
+        assert_eq!(rust.status, 200, "{what}: {}", rust.body);
+        assert_eq!((status, &body), (rust.status, &rust.body), "{what}");
+        let rust_changes = changes(&rust_before, &keyed(&rust_table).await);
+        let peer_changes = changes(&peer_before, &keyed(&peer_table).await);
+        if what.ends_with("replayed") {
+            assert!(
+                !rust_changes.keys().any(|(_, sk)| sk.starts_with("SERIES#")),
+                "{what}: a replay writes no summary item"
+            );
+        }
+        assert_same_changes((&rust_before, &rust_changes), (&peer_before, &peer_changes));
+    }
+}
+
+/// Readings of `power` two to three days old, in a shuffled order; `newest_first`: the same
+/// readings newest first with as many new ones between them.
+fn days_late_batch(now: Timestamp, newest_first: bool) -> ApiRequest {
+    let reading = |i: i64, id: String| {
+        json!({"id": id, "type": "power", "value": 180.25 + (i % 9) as f64 * 0.37,
+               "at": now.plus_seconds(-3 * 86_400 + 420 * i).to_string()})
+    };
+    let events: Vec<Value> = if newest_first {
+        (0..40)
+            .rev()
+            .flat_map(|i| {
+                [
+                    reading(2 * i, format!("old-{i}")),
+                    reading(2 * i + 1, format!("new-{i}")),
+                ]
+            })
+            .collect()
+    } else {
+        (0..40)
+            .map(|k| (k * 17) % 40)
+            .map(|i| reading(2 * i, format!("old-{i}")))
+            .collect()
+    };
+    ingest_request("thermo-kitchen", DEMO_KITCHEN_TOKEN, json!(events))
 }
 
 #[tokio::test]
