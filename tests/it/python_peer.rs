@@ -334,7 +334,10 @@ async fn a_batch_that_flushes_summaries_and_late_readings_store_exactly_what_rus
         ("days late, shuffled", days_late_batch(now, false)),
         ("days late, replayed", days_late_batch(now, false)),
         ("late, replayed", late_batch(now)),
-        ("days late, newest first with new ones", days_late_batch(now, true)),
+        (
+            "days late, newest first with new ones",
+            days_late_batch(now, true),
+        ),
     ] {
         let rust_before = keyed(&rust_table).await;
         let peer_before = keyed(&peer_table).await;

@@ -1,8 +1,13 @@
-//! [`Ingestor`]: the warm-Lambda caches and the whole write path of a batch in one `impl`,
-//! in the order a batch takes it: authenticate, read what is not cached (the live state and the
-//! owner's alarm rules), store the events beside the live-state update, repair the state should
-//! an event not be stored, and the twin's part of the answer. The pure parts (merging a batch
-//! into a state, the event items) are in the sibling modules.
+//! [`Ingestor`]: the write path of a batch in the order a batch takes it: authenticate, read
+//! what is not cached (the live state and the owner's alarm rules), store the events, then
+//! count what was stored into the live state and its summaries, and the twin's part of the
+//! answer. The pure parts (merging a batch
+//! into a state, the event items) are in the sibling modules; the registrations, the caches and
+//! the event writes in the child modules.
+
+mod caches;
+mod events;
+mod registrations;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
@@ -144,135 +149,6 @@ impl Ingestor {
             .load(std::sync::atomic::Ordering::Relaxed)
     }
 
-    /// The registration of `device` if `token` is its token; otherwise
-    /// [`FleetError::Unauthorized`], the same for an unknown device and a wrong token. A device
-    /// over its batch rate is [`FleetError::RateLimited`].
-    ///
-    /// A registration read stays cached for `registration_cache`; an unknown device, and a
-    /// registration a read showed not to match a presented token, are answered without a read
-    /// for `negative_cache`, so a flood of guesses costs two reads (eventually consistent,
-    /// then consistent) per device and window, not per attempt. The token is always compared
-    /// in constant time with the stored hash.
-    pub async fn authenticate(
-        &self,
-        device: &DeviceId,
-        token: &str,
-    ) -> Result<RegistrationItem, FleetError> {
-        let now = Instant::now();
-        if let Some(cached) = self.cached_registration(device, now) {
-            match &cached.registration {
-                Some(r) if r.accepts(token, Timestamp::now()) => {
-                    return self.admit(device, r, now);
-                }
-                None => return Err(FleetError::Unauthorized),
-                Some(_)
-                    if cached
-                        .refused
-                        .is_some_and(|t| now - t < self.config.negative_cache) =>
-                {
-                    return Err(FleetError::Unauthorized);
-                }
-                // The token may be new (re-registration): read again.
-                Some(_) => {}
-            }
-        }
-        let accepted = |r: &Option<RegistrationItem>| {
-            r.as_ref()
-                .is_some_and(|r| r.accepts(token, Timestamp::now()))
-        };
-        // An eventually consistent read (half the units) is right for a device registered more
-        // than a moment ago, which is nearly every read. A miss or a mismatch may be a
-        // registration or rotation of the last second: read consistently before refusing.
-        let mut registration = self.read_registration(device, false).await?;
-        if !accepted(&registration) {
-            registration = self.read_registration(device, true).await?;
-        }
-        let matched = accepted(&registration);
-        self.remember(
-            device,
-            CachedRegistration {
-                registration: registration.clone(),
-                fetched: now,
-                refused: (!matched).then_some(now),
-            },
-        );
-        match registration {
-            Some(r) if matched => self.admit(device, &r, now),
-            _ => {
-                self.states.lock().expect("cache lock").remove(device);
-                Err(FleetError::Unauthorized)
-            }
-        }
-    }
-
-    /// The cached read of `device` while it is fresh: a registration for `registration_cache`,
-    /// an absent device for `negative_cache`.
-    fn cached_registration(&self, device: &DeviceId, now: Instant) -> Option<CachedRegistration> {
-        let cache = self.registrations.lock().expect("cache lock");
-        let cached = cache.get(device)?;
-        let ttl = match cached.registration {
-            Some(_) => self.config.registration_cache,
-            None => self.config.negative_cache,
-        };
-        (now - cached.fetched < ttl).then(|| cached.clone())
-    }
-
-    fn remember(&self, device: &DeviceId, entry: CachedRegistration) {
-        let mut cache = self.registrations.lock().expect("cache lock");
-        if cache.len() >= CACHE_CAPACITY && !cache.contains_key(device) {
-            cache.clear();
-        }
-        cache.insert(device.clone(), entry);
-    }
-
-    /// An authenticated device's batch, within its rate or refused with a 429.
-    fn admit(
-        &self,
-        device: &DeviceId,
-        registration: &RegistrationItem,
-        now: Instant,
-    ) -> Result<RegistrationItem, FleetError> {
-        self.device_limiter
-            .take(device, now)
-            .map_err(crate::ops::limits::rate_limited)?;
-        Ok(registration.clone())
-    }
-
-    async fn read_registration(
-        &self,
-        device: &DeviceId,
-        consistent: bool,
-    ) -> Result<Option<RegistrationItem>, FleetError> {
-        let out = self
-            .table
-            .client
-            .get_item()
-            .table_name(self.table.name())
-            .set_key(Some(
-                ItemKey::Registration {
-                    device: device.clone(),
-                }
-                .attributes(),
-            ))
-            .consistent_read(consistent)
-            .send()
-            .await
-            .map_err(sdk_error)?;
-        // A released registration (the device was deleted) authenticates nothing.
-        out.item
-            .filter(|item| EntityType::of(item) == Some(EntityType::Registration))
-            .map(RegistrationItem::from_item)
-            .transpose()
-    }
-
-    fn forget(&self, device: &DeviceId) {
-        self.registrations
-            .lock()
-            .expect("cache lock")
-            .remove(device);
-        self.states.lock().expect("cache lock").remove(device);
-    }
-
     /// AP-14 with the device's twin: stores `events` ([`Ingestor::ingest`]) while the device's
     /// `report` and acknowledgements are applied (they go out with the batch's writes, none
     /// when it sends neither, so they add no round of requests); then, when every event was
@@ -370,78 +246,6 @@ impl Ingestor {
         Ok(reply)
     }
 
-    /// The registration of a device that moved to another owner since `stale` (this Lambda's
-    /// cached copy) was read: read again consistently, the same registration (its
-    /// `createdAt`: a move keeps it, a deletion and a new registration of the id do not)
-    /// under another owner, its token not revoked. Cached in place of `stale`. `None` (and the
-    /// cache dropped) when the device was deleted or its id registered again: the 401 stands.
-    async fn moved_registration(
-        &self,
-        stale: &RegistrationItem,
-    ) -> Result<Option<RegistrationItem>, FleetError> {
-        let device = &stale.device_id;
-        let fresh = self.read_registration(device, true).await?;
-        let moved = fresh.filter(|r| {
-            r.user_id != stale.user_id && r.created_at == stale.created_at && r.revoked_at.is_none()
-        });
-        match &moved {
-            Some(registration) => {
-                self.states.lock().expect("cache lock").remove(device);
-                self.remember(
-                    device,
-                    CachedRegistration {
-                        registration: Some(registration.clone()),
-                        fetched: Instant::now(),
-                        refused: None,
-                    },
-                );
-            }
-            None => self.forget(device),
-        }
-        Ok(moved)
-    }
-
-    /// Deletes, best effort, what a request of a moved device may have stored under its old
-    /// owner before the old live state was found gone (the event writes and the report go out
-    /// beside the state's update): the same events and the report are stored under the new
-    /// owner, so nothing of the device stays behind at the old one. One delete per event
-    /// (and the reported document when the device reported), only on this rare path, after
-    /// the request succeeded as the new owner's.
-    async fn forget_strays(
-        &self,
-        stale: &RegistrationItem,
-        events: &[NewEvent],
-        report: &DeviceReport,
-    ) {
-        let reported = report.reported.is_some().then(|| ItemKey::Reported {
-            user: stale.user_id.clone(),
-            device: stale.device_id.clone(),
-        });
-        let deletes: Vec<WriteRequest> = events
-            .iter()
-            .map(|e| ItemKey::Event {
-                user: stale.user_id.clone(),
-                device: stale.device_id.clone(),
-                at: e.at,
-                event: e.id.clone(),
-            })
-            .chain(reported)
-            .filter_map(|key| {
-                let delete = aws_sdk_dynamodb::types::DeleteRequest::builder()
-                    .set_key(Some(key.attributes()))
-                    .build()
-                    .ok()?;
-                Some(WriteRequest::builder().delete_request(delete).build())
-            })
-            .collect();
-        for chunk in deletes.chunks(BATCH_WRITE_SIZE) {
-            let mut retry = Retry::attempts(crate::store::table::MAX_ATTEMPTS);
-            if let Err(err) = write_all(&self.table, chunk.to_vec(), &mut retry).await {
-                tracing::warn!(device = %stale.device_id, error = %err, "a moved device's stray events were not deleted");
-            }
-        }
-    }
-
     /// Stores `events` for the device of `registration` and folds them into its live state,
     /// with retries until `deadline`. Returns what was stored and what the device must resend;
     /// a device deleted since it authenticated is [`FleetError::Unauthorized`]; a batch that
@@ -491,33 +295,6 @@ impl Ingestor {
                     twin: None,
                 })
             }
-        }
-    }
-
-    /// The live state of the device of `registration` and its owner's alarm rules: this warm
-    /// Lambda's copies, or one consistent BatchGetItem of what is not cached (a read costs half
-    /// of a failed conditional write of the item, and API Gateway spreads a device's batches
-    /// over containers, so most batches miss the state cache). A device without a state item
-    /// is gone: [`FleetError::Unauthorized`].
-    async fn live_state(
-        &self,
-        registration: &RegistrationItem,
-    ) -> Result<(DeviceStateItem, Arc<Vec<Rule>>), FleetError> {
-        let cached = self.cached_state(&registration.device_id);
-        let read = self
-            .read_state_and_rules(registration, state_key(registration), cached.is_none())
-            .await;
-        match read {
-            Ok((Some(state), rules)) => {
-                self.remember_state(state.clone());
-                Ok((state, rules))
-            }
-            Ok((None, rules)) => Ok((cached.expect("the state was cached"), rules)),
-            Err(FleetError::Unauthorized) => {
-                self.forget(&registration.device_id);
-                Err(FleetError::Unauthorized)
-            }
-            Err(err) => Err(err),
         }
     }
 
@@ -773,37 +550,6 @@ impl Ingestor {
         }
     }
 
-    fn cached_state(&self, device: &DeviceId) -> Option<DeviceStateItem> {
-        self.states.lock().expect("cache lock").get(device).cloned()
-    }
-
-    /// Keeps the newest blocks `items` leave, as of the state's `ingest_seq` after their write.
-    fn remember_blocks(&self, device: &DeviceId, ingest_seq: u64, items: &SeriesItems) {
-        let mut cache = self.blocks.lock().expect("cache lock");
-        if cache.len() >= CACHE_CAPACITY && !cache.contains_key(device) {
-            cache.clear();
-        }
-        cache.insert(device.clone(), (ingest_seq, items.newest_blocks()));
-    }
-
-    /// The blocks this ingestor wrote for `device` if the state is still at `ingest_seq` (no
-    /// summary write since: each moves it); else nothing (read them).
-    fn cached_blocks(&self, device: &DeviceId, ingest_seq: u64) -> SeriesItems {
-        let cache = self.blocks.lock().expect("cache lock");
-        match cache.get(device) {
-            Some((seq, items)) if *seq == ingest_seq => items.clone(),
-            _ => SeriesItems::default(),
-        }
-    }
-
-    fn remember_state(&self, state: DeviceStateItem) {
-        let mut cache = self.states.lock().expect("cache lock");
-        if cache.len() >= CACHE_CAPACITY && !cache.contains_key(&state.device_id) {
-            cache.clear();
-        }
-        cache.insert(state.device_id.clone(), state);
-    }
-
     /// The conditional update that turns `base` (what this Lambda believes is stored) into
     /// `next`, and the state stored once it succeeds. Only what ingestion owns is written, so
     /// an owner's concurrent status or name change is never overwritten.
@@ -922,124 +668,6 @@ impl Ingestor {
         let current = DeviceStateItem::from_item(current.clone())?;
         self.remember_state(current.clone());
         Ok(current)
-    }
-
-    /// The owner's rules while this Lambda's copy is fresh.
-    fn cached_rules(&self, user: &UserId, now: Instant) -> Option<Arc<Vec<Rule>>> {
-        let cache = self.rules.lock().expect("cache lock");
-        cache
-            .get(user)
-            .filter(|c| now - c.fetched < self.config.rules_cache)
-            .map(|c| c.rules.clone())
-    }
-
-    fn remember_rules(&self, user: &UserId, rules: Arc<Vec<Rule>>, fetched: Instant) {
-        let mut cache = self.rules.lock().expect("cache lock");
-        if cache.len() >= CACHE_CAPACITY && !cache.contains_key(user) {
-            cache.clear();
-        }
-        cache.insert(user.clone(), CachedRules { rules, fetched });
-    }
-
-    /// Reads what is not cached of the device's live state and its owner's rules, in one
-    /// request: a consistent BatchGetItem of both, or a GetItem-like read of one. Returns the
-    /// state read (`None` when it was not asked for) and the rules (`None`: not asked for).
-    /// A state asked for and absent means the device is gone ([`FleetError::Unauthorized`]).
-    async fn read_state_and_rules(
-        &self,
-        registration: &RegistrationItem,
-        state_key: ItemKey,
-        want_state: bool,
-    ) -> Result<(Option<DeviceStateItem>, Arc<Vec<Rule>>), FleetError> {
-        let now = Instant::now();
-        let user = &registration.user_id;
-        let cached = self.cached_rules(user, now);
-        let rules_key = ItemKey::RuleSet { user: user.clone() };
-        let mut keys = Vec::new();
-        if want_state {
-            keys.push(state_key.attributes());
-        }
-        if cached.is_none() {
-            keys.push(rules_key.attributes());
-        }
-        if keys.is_empty() {
-            return Ok((None, cached.unwrap_or_default()));
-        }
-        let request = KeysAndAttributes::builder()
-            .set_keys(Some(keys))
-            .consistent_read(true)
-            .build()
-            .map_err(FleetError::internal)?;
-        let mut retry = Retry::until(now + self.config.retry_window).at_most(4);
-        let items = get_all(&self.table, request, &mut retry).await?;
-        let mut state = None;
-        let mut rules = cached.clone();
-        let mut read_rules = Vec::new();
-        for item in items {
-            match EntityType::of(&item) {
-                Some(EntityType::DeviceState) => state = Some(DeviceStateItem::from_item(item)?),
-                Some(EntityType::RuleSet) => read_rules = RuleSetItem::from_item(item)?.rule_list(),
-                _ => {}
-            }
-        }
-        if cached.is_none() {
-            let fresh = Arc::new(read_rules);
-            self.remember_rules(user, fresh.clone(), now);
-            rules = Some(fresh);
-        }
-        if want_state && state.is_none() {
-            return Err(FleetError::Unauthorized);
-        }
-        Ok((state, rules.unwrap_or_default()))
-    }
-
-    /// Writes the events, and one type mark per searchable type and window the batch holds
-    /// ([`TypeMarkItem`]), in concurrent BatchWriteItem calls of 25, retrying unprocessed items
-    /// and throttled calls with full-jitter backoff until `deadline`. Returns the (at, id) of
-    /// the events that could not be written; a mark that could not be written fails every
-    /// event of its type and window (AP-09 finds a device's events through its marks), so the
-    /// device resends them and the resend writes the mark again.
-    async fn store_events(
-        &self,
-        registration: &RegistrationItem,
-        events: &[NewEvent],
-        deadline: Instant,
-    ) -> Result<HashSet<(Timestamp, EventId)>, FleetError> {
-        let items = event_writes(
-            registration,
-            events,
-            raw_retention_days(registration, &self.table.config),
-            &self.table.config.shards,
-        )?;
-        let chunks: Vec<Vec<_>> = items.chunks(BATCH_WRITE_SIZE).map(<[_]>::to_vec).collect();
-        let unstored = scatter_gather(
-            chunks
-                .into_iter()
-                .map(|chunk| self.write_chunk(chunk, deadline)),
-        )
-        .await?;
-        Ok(unstored.into_iter().flatten().collect())
-    }
-
-    async fn write_chunk(
-        &self,
-        chunk: Vec<EventWrite>,
-        deadline: Instant,
-    ) -> Result<Vec<(Timestamp, EventId)>, FleetError> {
-        let requests = chunk.iter().map(|(_, r)| r.clone()).collect();
-        let unprocessed = write_all(&self.table, requests, &mut Retry::until(deadline)).await?;
-        let key = |request: &WriteRequest| {
-            request
-                .put_request
-                .as_ref()
-                .and_then(|p| PrimaryKey::of(&p.item))
-        };
-        let unprocessed: Vec<_> = unprocessed.iter().filter_map(key).collect();
-        Ok(chunk
-            .into_iter()
-            .filter(|(_, request)| key(request).is_some_and(|k| unprocessed.contains(&k)))
-            .flat_map(|(events, _)| events)
-            .collect())
     }
 }
 
