@@ -1544,6 +1544,7 @@ def encode_series(series):
         id_bytes = encode_ids(s["ids"], s["flushed"]) if any(s["ids"].values()) else b""
         _varint(len(id_bytes), out)
         out.extend(id_bytes)
+        out.append(1 if s["firstBlockWritten"] else 0)
     return bytes(out)
 
 
@@ -1568,7 +1569,9 @@ def decode_series(raw):
                 if q > 0:
                     trail[(first_hour + i) * HOUR_MS] = lo + (q - 1) / 254.0 * spread
         id_bytes = bytes(r.take(r.varint())) if form == 1 else b""
+        first_block_written = r.byte() == 1 if form == 1 else True
         series[event_type] = {
+            "firstBlockWritten": first_block_written,
             "ids": decode_ids(id_bytes, flushed) if id_bytes else {},
             "flushed": flushed,
             "rolled": bucket_start(flushed, DAY_MS) - back * DAY_MS,
@@ -1643,7 +1646,7 @@ def starting_at(at):
     """Opens at the 5-minute bucket of the type's first counted reading."""
     bucket = bucket_start(at, FIVE_MINUTES_MS)
     return {"flushed": bucket, "rolled": bucket_start(bucket, DAY_MS), "open": {}, "ids": {},
-            "trail": {}}
+            "firstBlockWritten": False, "trail": {}}
 
 
 def take_closed(s, before):
@@ -1850,6 +1853,8 @@ class SeriesItems:
                 complete = False
                 continue
             touched.update(keys)
+            if block_key[2] == bucket_start(s["flushed"], BLOCK_MS):
+                s["firstBlockWritten"] = True
             block = self.item(*block_key)
             ids_insert(block["ids"], at, event_id)
             bucket_record(block["buckets"].setdefault(bucket_start(at, FIVE_MINUTES_MS), new_bucket()),
@@ -1872,15 +1877,19 @@ class SeriesItems:
             # Blocks after the one `flushed` falls in hold nothing yet (only a flush writes
             # past it): not read.
             first_block = bucket_start(s["flushed"], BLOCK_MS)
+            first_written = s["firstBlockWritten"]
             closed, ids = take_closed(s, current)
             blocks = set()
             for start in closed:
                 key = (event_type, FIVE_MINUTES_MS, bucket_start(start, BLOCK_MS))
-                if key[2] > first_block:
+                if key[2] > first_block or not first_written:
                     self.loaded(key, None)
                 else:
                     blocks.add(key)
             self.load_keys(blocks)
+            now_first = bucket_start(s["flushed"], BLOCK_MS)
+            s["firstBlockWritten"] = (now_first == first_block and first_written) or any(
+                bucket_start(k, BLOCK_MS) == now_first for k in closed)
             hours = set()
             for start in sorted(closed):
                 block = self.item(event_type, FIVE_MINUTES_MS, bucket_start(start, BLOCK_MS))

@@ -149,6 +149,7 @@ impl MinuteMeter {
                     rolled_before: today,
                     open: slice(&fine, hour, i64::MAX),
                     ids: Default::default(),
+                    first_block_written: true,
                     trail,
                 },
             );

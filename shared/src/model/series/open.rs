@@ -29,6 +29,10 @@ pub struct OpenSeries {
     pub open: Buckets,
     /// Which readings the open buckets hold (issue 38): a reading is counted once.
     pub ids: BucketIds,
+    /// Whether the block `flushed_before` falls in may hold buckets already (an earlier flush
+    /// into it, or a late reading's): only then does a flush read it. No block after it holds
+    /// anything (only a flush writes past `flushed_before`).
+    pub first_block_written: bool,
     /// Hourly averages of the flushed hours of the last day, for the dashboard's sparkline;
     /// an hour split by `flushed_before` averages the whole hour as of its last flush.
     pub trail: Trail,
@@ -43,6 +47,7 @@ impl OpenSeries {
             rolled_before: Resolution::Day.bucket_start(bucket),
             open: Buckets::default(),
             ids: BucketIds::default(),
+            first_block_written: false,
             trail: Trail::default(),
         }
     }
@@ -224,7 +229,7 @@ pub struct SeriesState(pub BTreeMap<String, OpenSeries>);
 enum StoredSeriesState {
     V1(Vec<StoredOpenSeries>),
     /// V1 with each type's reading identities after it (issue 38).
-    V2(Vec<(StoredOpenSeries, Vec<u8>)>),
+    V2(Vec<(StoredOpenSeries, Vec<u8>, bool)>),
 }
 
 #[derive(Serialize, Deserialize)]
@@ -259,13 +264,15 @@ impl SeriesState {
                 },
                 trail: series.trail.stored(),
             })
-            .zip(self.0.values().map(|series| {
-                if series.ids.0.values().all(|ids| ids.is_empty()) {
+            .zip(self.0.values())
+            .map(|(stored, series)| {
+                let ids = if series.ids.0.values().all(|ids| ids.is_empty()) {
                     Vec::new()
                 } else {
                     series.ids.encode(series.flushed_before)
-                }
-            }))
+                };
+                (stored, ids, series.first_block_written)
+            })
             .collect();
         postcard::to_allocvec(&StoredSeriesState::V2(types)).expect("series encode into memory")
     }
@@ -276,11 +283,13 @@ impl SeriesState {
         // A V1 state (before issue 38) holds no identities: its open readings are taken as
         // they are, and a replay of one of them would count again until the bucket flushes.
         let types = match postcard::from_bytes(bytes).map_err(|e| bad(e.to_string()))? {
-            StoredSeriesState::V1(types) => types.into_iter().map(|t| (t, Vec::new())).collect(),
+            StoredSeriesState::V1(types) => {
+                types.into_iter().map(|t| (t, Vec::new(), true)).collect()
+            }
             StoredSeriesState::V2(types) => types,
         };
         let mut state = BTreeMap::new();
-        for (stored, ids) in types {
+        for (stored, ids, first_block_written) in types {
             let flushed_before = stored
                 .flushed_before_five_minutes
                 .checked_mul(FIVE_MINUTES_MS)
@@ -302,6 +311,7 @@ impl SeriesState {
                     } else {
                         BucketIds::decode(&ids, flushed_before)?
                     },
+                    first_block_written,
                     trail: stored.trail.map(Trail::from_stored).unwrap_or_default(),
                 },
             );

@@ -292,6 +292,7 @@ impl SeriesStore<'_> {
             }
             let rolled_before = open.rolled_before;
             let block_key = (kind.to_string(), Resolution::FiveMinutes, block_start(at));
+            let first_block = block_key.2 == block_start(open.flushed_before);
             if self
                 .item(items, kind, Resolution::FiveMinutes, block_key.2)
                 .await?
@@ -314,6 +315,9 @@ impl SeriesStore<'_> {
                 continue;
             }
             touched.extend(keys);
+            if first_block {
+                open.first_block_written = true;
+            }
             let block = self
                 .item(items, kind, Resolution::FiveMinutes, block_start(at))
                 .await?;
@@ -384,20 +388,25 @@ impl SeriesStore<'_> {
                 continue;
             }
             // A block after the one `flushed_before` falls in holds nothing yet: only a flush
-            // writes past `flushed_before` (late readings are before it), and it moves it on. So
-            // only that one block is read (none when this ingestor wrote it last).
+            // writes past `flushed_before` (late readings are before it), and it moves it on.
+            // That one block is read only when something was written to it (and not when this
+            // ingestor wrote it last).
             let first_block = block_start(open.flushed_before);
+            let first_written = open.first_block_written;
             let (closed, mut ids) = open.take_closed_with_ids(current);
             let mut blocks = BTreeSet::new();
             for start in closed.0.keys() {
                 let key = (kind.clone(), Resolution::FiveMinutes, block_start(*start));
-                if key.2 > first_block {
+                if key.2 > first_block || !first_written {
                     items.loaded(key, None);
                 } else {
                     blocks.insert(key);
                 }
             }
             self.load_keys(items, &blocks).await?;
+            let now_first = block_start(open.flushed_before);
+            open.first_block_written = (now_first == first_block && first_written)
+                || closed.0.keys().any(|s| block_start(*s) == now_first);
             let mut hours = BTreeSet::new();
             for (start, bucket) in &closed.0 {
                 let block = self
