@@ -1223,8 +1223,6 @@ DAILY_RETENTION_DAYS = _number("DAILY_RETENTION_DAYS", 1826, 1, 36_500)
 # The state size past which the closed 5-minute buckets are written out: one write unit.
 STATE_FLUSH_BYTES = 1024
 MAX_TRANSACTION_ACTIONS = 100
-# Rereads of the raw readings while a recompute finds fewer than the state counted.
-RECOMPUTE_REREADS = 4
 
 
 def bucket_start(millis, step):
@@ -1529,10 +1527,10 @@ def trail_update(trail, hours):
 
 
 def encode_series(series):
-    """shared::model::series::SeriesState::encode: enum { V1(Vec<StoredOpenSeries { event_type,
-    flushed_before_five_minutes: i64 (ms / 300,000), rolled_days_back: u32, open: Vec<u8>,
-    trail }>) }."""
-    out = bytearray([0])
+    """shared::model::series::SeriesState::encode: enum { V1(..), V2(Vec<(StoredOpenSeries {
+    event_type, flushed_before_five_minutes: i64 (ms / 300,000), rolled_days_back: u32,
+    open: Vec<u8>, trail }, ids: Vec<u8>)>) }, the ids `encode_ids` from `flushed`."""
+    out = bytearray([1])
     _varint(len(series), out)
     for event_type in sorted(series):
         s = series[event_type]
@@ -1543,12 +1541,17 @@ def encode_series(series):
         _varint(len(open_bytes), out)
         out.extend(open_bytes)
         _stored_trail(s["trail"], out)
+        id_bytes = encode_ids(s["ids"], s["flushed"]) if any(s["ids"].values()) else b""
+        _varint(len(id_bytes), out)
+        out.extend(id_bytes)
+        out.append(1 if s["firstBlockWritten"] else 0)
     return bytes(out)
 
 
 def decode_series(raw):
     r = _Reader(raw)
-    if r.varint() != 0:
+    form = r.varint()
+    if form not in (0, 1):
         raise ValueError("unknown open series form")
     series = {}
     for _ in range(r.varint()):
@@ -1565,7 +1568,11 @@ def decode_series(raw):
             for i, q in enumerate(r.take(r.varint())):
                 if q > 0:
                     trail[(first_hour + i) * HOUR_MS] = lo + (q - 1) / 254.0 * spread
+        id_bytes = bytes(r.take(r.varint())) if form == 1 else b""
+        first_block_written = r.byte() == 1 if form == 1 else True
         series[event_type] = {
+            "firstBlockWritten": first_block_written,
+            "ids": decode_ids(id_bytes, flushed) if id_bytes else {},
             "flushed": flushed,
             "rolled": bucket_start(flushed, DAY_MS) - back * DAY_MS,
             "open": decode_buckets(bytes(open_bytes)) if open_bytes else {},
@@ -1574,25 +1581,84 @@ def decode_series(raw):
     return series
 
 
+def reading_id(at, event_id):
+    """shared::model::series::reading_id: (bucket start, offset << 16 | low 16 bits of the
+    event id's xxh3)."""
+    bucket = bucket_start(at, FIVE_MINUTES_MS)
+    return bucket, (at - bucket) << 16 | (xxhash.xxh3_64_intdigest(event_id.encode()) & 0xFFFF)
+
+
+def ids_insert(ids, at, event_id):
+    """Adds a reading's identity; False when its bucket holds it already."""
+    bucket, rid = reading_id(at, event_id)
+    held = ids.setdefault(bucket, set())
+    if rid in held:
+        return False
+    held.add(rid)
+    return True
+
+
+def ids_contains(ids, at, event_id):
+    bucket, rid = reading_id(at, event_id)
+    return rid in ids.get(bucket, ())
+
+
+def encode_ids(ids, origin):
+    """shared::model::series::BucketIds::encode: postcard Vec<(u32, Vec<u64>)>, buckets as
+    5-minute periods after `origin`, each set as its first identity and the differences."""
+    out = bytearray()
+    kept = [(start, sorted(held)) for start, held in sorted(ids.items()) if held]
+    _varint(len(kept), out)
+    for start, held in kept:
+        _varint((start - origin) // FIVE_MINUTES_MS, out)
+        _varint(len(held), out)
+        previous = 0
+        for rid in held:
+            _varint(rid - previous, out)
+            previous = rid
+    return bytes(out)
+
+
+def decode_ids(raw, origin):
+    r = _Reader(raw)
+    ids = {}
+    for _ in range(r.varint()):
+        start = origin + r.varint() * FIVE_MINUTES_MS
+        rid, held = 0, set()
+        for _ in range(r.varint()):
+            rid += r.varint()
+            held.add(rid)
+        ids[start] = held
+    return ids
+
+
+def copy_ids(ids):
+    return {k: set(v) for k, v in ids.items()}
+
+
 def copy_series(series):
-    return {t: {**s, "open": copy_buckets(s["open"]), "trail": dict(s["trail"])}
+    return {t: {**s, "open": copy_buckets(s["open"]), "ids": copy_ids(s["ids"]),
+                "trail": dict(s["trail"])}
             for t, s in series.items()}
 
 
 def starting_at(at):
     """Opens at the 5-minute bucket of the type's first counted reading."""
     bucket = bucket_start(at, FIVE_MINUTES_MS)
-    return {"flushed": bucket, "rolled": bucket_start(bucket, DAY_MS), "open": {}, "trail": {}}
+    return {"flushed": bucket, "rolled": bucket_start(bucket, DAY_MS), "open": {}, "ids": {},
+            "firstBlockWritten": False, "trail": {}}
 
 
 def take_closed(s, before):
-    """The open buckets before `before` (aligned down to 5 minutes), taken out: an hour may be
-    split, its first buckets in a block, the rest open."""
+    """The open buckets before `before` (aligned down to 5 minutes) and their reading
+    identities, taken out: an hour may be split, its first buckets in a block, the rest open."""
     before = max(bucket_start(before, FIVE_MINUTES_MS), s["flushed"])
     closed = {k: v for k, v in s["open"].items() if k < before}
     s["open"] = {k: v for k, v in s["open"].items() if k >= before}
+    ids = {k: v for k, v in s["ids"].items() if k < before}
+    s["ids"] = {k: v for k, v in s["ids"].items() if k >= before}
     s["flushed"] = before
-    return closed
+    return closed, ids
 
 
 def update_trail(s, stored):
@@ -1639,52 +1705,27 @@ def item_bytes(item):
     return sum(len(k) + size(v) for k, v in item.items())
 
 
-def classify(base, events):
-    """Readings newer than their type's latest are counted in; the buckets of the others are
-    recomputed from the stored raw readings."""
-    new, recompute = {}, set()
+def open_types(series, events):
+    """A type the state has no summaries of opens at its earliest reading of the batch."""
+    firsts = {}
     for e in events:
         at = e["at"].millis
-        latest = base["latest"].get(e["type"])
-        if latest is None or at > latest[0]:
-            new.setdefault(e["type"], []).append((at, e["value"]))
-        else:
-            recompute.add((e["type"], bucket_start(at, FIVE_MINUTES_MS)))
-    return new, recompute
+        firsts[e["type"]] = min(firsts.get(e["type"], at), at)
+    for event_type in sorted(firsts):
+        series.setdefault(event_type, starting_at(firsts[event_type]))
 
 
-def count_new(series, new):
-    """Counts the new readings in; returns the buckets of those before the open part (a state
-    whose latest reading went back in a repair), to be recomputed instead."""
-    flushed = set()
-    for event_type in sorted(new):
-        readings = new[event_type]
-        s = series.setdefault(event_type, starting_at(min(at for at, _ in readings)))
-        for at, value in readings:
-            if at >= s["flushed"]:
-                bucket_record(s["open"].setdefault(bucket_start(at, FIVE_MINUTES_MS), new_bucket()), value)
-            else:
-                flushed.add((event_type, bucket_start(at, FIVE_MINUTES_MS)))
-    return flushed
+def _empty_stored():
+    return {"buckets": {}, "ids": {}}
 
 
-def _query_all(**request):
-    items, start = [], None
-    while True:
-        if start is not None:
-            request["ExclusiveStartKey"] = start
-        try:
-            out = DYNAMODB.query(ConsistentRead=True, ReturnConsumedCapacity="TOTAL", **request)
-        except (ClientError, BotoConnectionError, ReadTimeoutError) as err:
-            raise sdk_error(err) from None
-        items += out.get("Items", [])
-        start = out.get("LastEvaluatedKey")
-        if start is None:
-            return items
+def _copy_stored(st):
+    return {"buckets": copy_buckets(st["buckets"]), "ids": copy_ids(st["ids"])}
 
 
 class SeriesItems:
-    """The summary items an attempt reads and rewrites: {(type, step, start): [loaded, now]}."""
+    """The summary items an attempt reads and rewrites: {(type, step, start): [loaded, now]},
+    each {"buckets", "ids"} (loaded None: no item)."""
 
     def __init__(self, registration):
         self.registration = registration
@@ -1692,47 +1733,63 @@ class SeriesItems:
 
     def copy(self):
         other = SeriesItems(self.registration)
-        other.items = {k: [l, copy_buckets(n)] for k, (l, n) in self.items.items()}
+        other.items = {k: [l, _copy_stored(n)] for k, (l, n) in self.items.items()}
         return other
 
     def _pk(self):
         return f"USER#{self.registration['userId']}#DEVICE#{self.registration['deviceId']}"
 
-    def load_range(self, event_type, step, start, end):
-        name = RESOLUTION_NAMES[step]
-        found = {}
-        for item in _query_all(
-                TableName=TABLE_NAME,
-                KeyConditionExpression="PK = :pk AND SK BETWEEN :first AND :last",
-                ExpressionAttributeValues={
-                    ":pk": {"S": self._pk()},
-                    ":first": {"S": f"SERIES#{event_type}#{name}#{Timestamp(start)}"},
-                    ":last": {"S": f"SERIES#{event_type}#{name}#{Timestamp(end)}"},
-                }):
-            if item.get("entityType", {}).get("S") == "series":
-                at = Timestamp.parse("SK", item["SK"]["S"].rsplit("#", 1)[1]).millis
-                found[at] = decode_buckets(item["buckets"]["B"])
-        span = {FIVE_MINUTES_MS: BLOCK_MS, HOUR_MS: DAY_MS}.get(step)
-        starts = set(found) | (set(range(start, end + 1, span)) if span else {start})
-        for s in sorted(starts):
-            key = (event_type, step, s)
-            if key not in self.items:
-                loaded = found.get(s)
-                self.items[key] = [loaded, copy_buckets(loaded) if loaded else {}]
+    def _key(self, event_type, step, start):
+        return {"PK": {"S": self._pk()},
+                "SK": {"S": f"SERIES#{event_type}#{RESOLUTION_NAMES[step]}#{Timestamp(start)}"}}
+
+    def loaded(self, key, found):
+        if key not in self.items:
+            self.items[key] = [found, _copy_stored(found) if found else _empty_stored()]
+
+    def load_keys(self, wanted):
+        """The items `wanted` not loaded yet: one consistent BatchGetItem per 100 keys."""
+        missing = [k for k in sorted(wanted) if k not in self.items]
+        for i in range(0, len(missing), 100):
+            chunk = missing[i:i + 100]
+            keys = [self._key(*k) for k in chunk]
+            found = {}
+            while keys:
+                try:
+                    got = DYNAMODB.batch_get_item(
+                        RequestItems={TABLE_NAME: {"Keys": keys, "ConsistentRead": True}},
+                        ReturnConsumedCapacity="TOTAL")
+                except (ClientError, BotoConnectionError, ReadTimeoutError) as err:
+                    raise sdk_error(err) from None
+                for item in got.get("Responses", {}).get(TABLE_NAME, []):
+                    if item.get("entityType", {}).get("S") != "series":
+                        continue
+                    found[item["SK"]["S"]] = item
+                keys = got.get("UnprocessedKeys", {}).get(TABLE_NAME, {}).get("Keys", [])
+            for k in chunk:
+                item = found.get(self._key(*k)["SK"]["S"])
+                stored = None
+                if item is not None:
+                    start = k[2]
+                    stored = {"buckets": decode_buckets(item["buckets"]["B"]),
+                              "ids": decode_ids(item["ids"]["B"], start) if "ids" in item else {}}
+                self.loaded(k, stored)
 
     def item(self, event_type, step, start):
         key = (event_type, step, start)
         if key not in self.items:
-            self.load_range(event_type, step, start, start)
+            self.load_keys({key})
         return self.items[key][1]
 
     def changed_keys(self):
         return [k for k, (loaded, now) in sorted(self.items.items())
-                if loaded != now and not (loaded is None and not now)]
+                if loaded != now and not (loaded is None and not now["buckets"])]
 
     def ttl(self, step, start):
+        # Blocks are kept for the window readings are accepted in (RETENTION_DAYS), never a
+        # type's shorter rawDays: their reading identities must outlive any late reading.
         if step == FIVE_MINUTES_MS:
-            end, days = start + BLOCK_MS, self.registration["rawDays"]
+            end, days = start + BLOCK_MS, RETENTION_DAYS
         elif step == HOUR_MS:
             end, days = start + DAY_MS, HOURLY_RETENTION_DAYS
         else:
@@ -1744,81 +1801,70 @@ class SeriesItems:
         for key in self.changed_keys():
             event_type, step, start = key
             now = self.items[key][1]
-            item_key = {"PK": {"S": self._pk()},
-                        "SK": {"S": f"SERIES#{event_type}#{RESOLUTION_NAMES[step]}#{Timestamp(start)}"}}
-            if not now:
+            item_key = self._key(event_type, step, start)
+            if not now["buckets"]:
                 actions.append({"Delete": {"TableName": TABLE_NAME, "Key": item_key}})
                 continue
-            actions.append({"Put": {"TableName": TABLE_NAME, "Item": {
+            item = {
                 **item_key,
                 "entityType": {"S": "series"},
                 "ttl": {"N": str(self.ttl(step, start))},
-                "buckets": {"B": encode_buckets(now, step)},
-            }}})
+                "buckets": {"B": encode_buckets(now["buckets"], step)},
+            }
+            if now["ids"]:
+                item["ids"] = {"B": encode_ids(now["ids"], start)}
+            actions.append({"Put": {"TableName": TABLE_NAME, "Item": item}})
         return actions
 
-    def raw_buckets(self, wanted):
-        """The stored raw readings' 5-minute buckets of `wanted`, one consistent Query per run of
-        buckets less than an hour apart, expired events left out."""
-        types = {t for t, _ in wanted}
-        runs = []
-        for start in sorted({s for _, s in wanted}):
-            if runs and start <= runs[-1][1] + HOUR_MS:
-                runs[-1][1] = start + FIVE_MINUTES_MS
-            else:
-                runs.append([start, start + FIVE_MINUTES_MS])
-        readings = {}
-        for start, end in runs:
-            for item in _query_all(
-                    TableName=TABLE_NAME,
-                    KeyConditionExpression="PK = :pk AND SK BETWEEN :first AND :last",
-                    FilterExpression="#ttl > :now",
-                    ExpressionAttributeNames={"#ttl": "ttl"},
-                    ExpressionAttributeValues={
-                        ":pk": {"S": self._pk()},
-                        ":first": {"S": f"EVENT#{Timestamp(start)}"},
-                        ":last": {"S": f"EVENT#{Timestamp(end - 1)}#~"},
-                        ":now": {"N": str(int(time.time()))},
-                    }):
-                if item.get("entityType", {}).get("S") != "event" or item["type"]["S"] not in types:
-                    continue
-                at = Timestamp.parse("at", item["at"]["S"]).millis
-                readings.setdefault(item["type"]["S"], []).append((at, value_from_attr(item["value"])))
-        return {t: five_minute_buckets(r) for t, r in readings.items()}
-
-    def recompute(self, series, latest, wanted, deadline):
-        """An open bucket is never replaced by fewer readings than the state counted while
-        some may be in flight (a concurrent batch's state can commit before its events are
-        stored): the raw readings are read again after 50 ms, doubling, a few times (not past
-        `deadline`); then the raw readings are the truth."""
-        if not wanted:
-            return
-        raw = self.raw_buckets(wanted)
-        pause = 0.05
-        for _ in range(RECOMPUTE_REREADS):
-            if not in_flight(series, wanted, raw) or time.monotonic() + pause > deadline:
-                break
-            time.sleep(pause)
-            pause *= 2
-            raw = self.raw_buckets(wanted)
-        for event_type, start in sorted(wanted):
-            exact = raw.get(event_type, {}).get(start) or new_bucket()
-            since = max(latest[event_type][0], start) if event_type in latest else start
-            s = series.setdefault(event_type, starting_at(since))
-            if start >= s["flushed"]:
-                _replace(s["open"], start, exact)
+    def count(self, series, events, room):
+        """SeriesStore::count: each stored reading once, into its open bucket (the state's
+        identities decide) or its block (the block's decide), and for a rolled day additively
+        into the day's hour and the month's day; at most `room` items change. False when
+        readings were left for another round."""
+        open_types(series, events)
+        wanted = set()
+        for e in events:
+            at, s = e["at"].millis, series[e["type"]]
+            if at >= s["flushed"]:
                 continue
-            rolled = s["rolled"]
-            block = self.item(event_type, FIVE_MINUTES_MS, bucket_start(start, BLOCK_MS))
-            _replace(block, start, exact)
-            hour = bucket_start(start, HOUR_MS)
-            hour_bucket = coarsen({k: v for k, v in block.items() if hour <= k < hour + HOUR_MS}, HOUR_MS)
-            day = bucket_start(start, DAY_MS)
-            if day < rolled:
-                hours = self.item(event_type, HOUR_MS, day)
-                _replace(hours, hour, hour_bucket.get(hour) or new_bucket())
-                total = coarsen(hours, DAY_MS).get(day) or new_bucket()
-                _replace(self.item(event_type, DAY_MS, month_start(day)), day, total)
+            wanted.add((e["type"], FIVE_MINUTES_MS, bucket_start(at, BLOCK_MS)))
+            day = bucket_start(at, DAY_MS)
+            if day < s["rolled"]:
+                wanted.add((e["type"], HOUR_MS, day))
+                wanted.add((e["type"], DAY_MS, month_start(day)))
+        self.load_keys(wanted)
+        touched, complete = set(), True
+        for e in events:
+            event_type, at, event_id = e["type"], e["at"].millis, e["id"]
+            s = series[event_type]
+            if at >= s["flushed"]:
+                if ids_insert(s["ids"], at, event_id):
+                    bucket_record(s["open"].setdefault(bucket_start(at, FIVE_MINUTES_MS), new_bucket()),
+                                  e["value"])
+                continue
+            block_key = (event_type, FIVE_MINUTES_MS, bucket_start(at, BLOCK_MS))
+            if ids_contains(self.item(*block_key)["ids"], at, event_id):
+                continue
+            day = bucket_start(at, DAY_MS)
+            keys = [block_key]
+            if day < s["rolled"]:
+                keys += [(event_type, HOUR_MS, day), (event_type, DAY_MS, month_start(day))]
+            if len(touched) + len([k for k in keys if k not in touched]) > room:
+                complete = False
+                continue
+            touched.update(keys)
+            if block_key[2] == bucket_start(s["flushed"], BLOCK_MS):
+                s["firstBlockWritten"] = True
+            block = self.item(*block_key)
+            ids_insert(block["ids"], at, event_id)
+            bucket_record(block["buckets"].setdefault(bucket_start(at, FIVE_MINUTES_MS), new_bucket()),
+                          e["value"])
+            if day < s["rolled"]:
+                hours = self.item(event_type, HOUR_MS, day)["buckets"]
+                bucket_record(hours.setdefault(bucket_start(at, HOUR_MS), new_bucket()), e["value"])
+                days = self.item(event_type, DAY_MS, month_start(day))["buckets"]
+                bucket_record(days.setdefault(day, new_bucket()), e["value"])
+        return complete
 
     def flush(self, series, latest):
         for event_type in sorted(series):
@@ -1828,37 +1874,60 @@ class SeriesItems:
             current = bucket_start(latest[event_type][0], FIVE_MINUTES_MS)
             if not any(k < current for k in s["open"]):
                 continue
-            closed = take_closed(s, current)
+            # Blocks after the one `flushed` falls in hold nothing yet (only a flush writes
+            # past it): not read.
+            first_block = bucket_start(s["flushed"], BLOCK_MS)
+            first_written = s["firstBlockWritten"]
+            closed, ids = take_closed(s, current)
+            blocks = set()
+            for start in closed:
+                key = (event_type, FIVE_MINUTES_MS, bucket_start(start, BLOCK_MS))
+                if key[2] > first_block or not first_written:
+                    self.loaded(key, None)
+                else:
+                    blocks.add(key)
+            self.load_keys(blocks)
+            now_first = bucket_start(s["flushed"], BLOCK_MS)
+            s["firstBlockWritten"] = (now_first == first_block and first_written) or any(
+                bucket_start(k, BLOCK_MS) == now_first for k in closed)
             hours = set()
             for start in sorted(closed):
-                self.item(event_type, FIVE_MINUTES_MS, bucket_start(start, BLOCK_MS))[start] = closed[start]
+                block = self.item(event_type, FIVE_MINUTES_MS, bucket_start(start, BLOCK_MS))
+                block["buckets"][start] = closed[start]
+                if start in ids:
+                    block["ids"][start] = ids[start]
                 hours.add(bucket_start(start, HOUR_MS))
             # The trail from the merged blocks (an hour lies in one block) and the open buckets.
             stored = {}
             for hour in sorted(hours):
-                block = self.item(event_type, FIVE_MINUTES_MS, bucket_start(hour, BLOCK_MS))
+                block = self.item(event_type, FIVE_MINUTES_MS, bucket_start(hour, BLOCK_MS))["buckets"]
                 for start in sorted(k for k in block if hour <= k < hour + HOUR_MS):
                     buckets_add(stored, start, block[start])
             update_trail(s, stored)
             days = take_days_to_roll(s)
             if not days:
                 continue
-            self.load_range(event_type, FIVE_MINUTES_MS, days[0], days[-1] + DAY_MS - BLOCK_MS)
-            self.load_range(event_type, HOUR_MS, days[0], days[-1])
+            keys = set()
+            for day in days:
+                keys.add((event_type, HOUR_MS, day))
+                keys.add((event_type, DAY_MS, month_start(day)))
+                for block in range(day, day + DAY_MS, BLOCK_MS):
+                    keys.add((event_type, FIVE_MINUTES_MS, block))
+            self.load_keys(keys)
             for day in days:
                 hours = {}
                 for key in sorted(self.items):
                     t, step, start = key
                     if t == event_type and step == FIVE_MINUTES_MS and day <= start < day + DAY_MS:
-                        blocks = self.items[key][1]
+                        blocks = self.items[key][1]["buckets"]
                         for s5 in sorted(blocks):
                             buckets_add(hours, bucket_start(s5, HOUR_MS), blocks[s5])
                 if not hours:
                     continue
                 total = coarsen(hours, DAY_MS).get(day) or new_bucket()
                 self.item(event_type, HOUR_MS, day)
-                self.items[(event_type, HOUR_MS, day)][1] = hours
-                _replace(self.item(event_type, DAY_MS, month_start(day)), day, total)
+                self.items[(event_type, HOUR_MS, day)][1]["buckets"] = hours
+                _replace(self.item(event_type, DAY_MS, month_start(day))["buckets"], day, total)
 
 
 def _transact_state(key, expression, values, actions):
@@ -1887,44 +1956,31 @@ def _transact_state(key, expression, values, actions):
     return True
 
 
-def in_flight(series, wanted, raw):
-    """The `wanted` open buckets whose raw readings are fewer than the state counted."""
-    found = []
-    for event_type, start in sorted(wanted):
-        s = series.get(event_type)
-        if s is None or start < s["flushed"]:
-            continue
-        counted = s["open"].get(start, {}).get("count", 0)
-        if raw.get(event_type, {}).get(start, {}).get("count", 0) < counted:
-            found.append((event_type, start))
-    return found
-
-
-def summarise(registration, base, nxt, events, state_item, deadline):
-    """The summaries' part of an attempt (shared::ops::ingest::Ingestor::summarise): new
-    readings counted in, the others' buckets recomputed from raw, and the closed 5-minute
-    buckets flushed
-    when the state item (`state_item` with the new series) would be over one write unit."""
-    new, recompute = classify(base, events)
+def summarise(registration, base, nxt, events, state_item, room):
+    """The summaries' part of an attempt (shared::ops::ingest::Ingestor::summarise): the
+    stored readings counted once each, and the closed 5-minute buckets flushed when the state
+    item (`state_item` with the new series) would be over one write unit. Returns the series,
+    the items and whether every reading was counted (else another round counts the rest)."""
     series = copy_series(base["series"])
-    recompute |= count_new(series, new)
     items = SeriesItems(registration)
-    items.recompute(series, nxt["latest"], recompute, deadline)
+    complete = items.count(series, events, room)
     sized = dict(state_item)
     sized.pop("series", None)
     if series:
         sized["series"] = {"B": encode_series(series)}
-    if item_bytes(sized) > STATE_FLUSH_BYTES:
+    if complete and item_bytes(sized) > STATE_FLUSH_BYTES:
         flushed, flushed_items = copy_series(series), items.copy()
         flushed_items.flush(flushed, nxt["latest"])
         if 1 + len(flushed_items.changed_keys()) <= MAX_TRANSACTION_ACTIONS:
             series, items = flushed, flushed_items
-    return series, items
+    return series, items, complete
 
 
 def update_state(registration, base, events, deadline):
     device = registration["deviceId"]
-    for attempt in range(1, STATE_ATTEMPTS + 1):
+    attempt = 0
+    while attempt < STATE_ATTEMPTS:
+        attempt += 1
         if attempt > 1:
             if time.monotonic() >= deadline:
                 break
@@ -1966,7 +2022,8 @@ def update_state(registration, base, events, deadline):
             name, value = assignment.split(" = ")
             projected[name] = values[value]
         projected["ingestSeq"] = values[":seq"]
-        series, items = summarise(registration, base, nxt, events, projected, deadline)
+        series, items, complete = summarise(registration, base, nxt, events, projected,
+                                            MAX_TRANSACTION_ACTIONS - 1)
         series_bytes = encode_series(series) if series else None
         base_bytes = encode_series(base["series"]) if base["series"] else None
         actions = items.actions()
@@ -1982,28 +2039,9 @@ def update_state(registration, base, events, deadline):
         key = state_key(registration["userId"], registration["shard"], device)
         expression = "SET " + ", ".join(sets) + " REMOVE " + ", ".join(removes)
         if actions:
-            # Late readings spread over more items than one transaction holds (weeks of
-            # backlog): the first items go ahead with an update that only moves ingestSeq
-            # (serialized like every summary write), the rest with the batch's update.
-            conflict = False
-            while len(actions) >= MAX_TRANSACTION_ACTIONS:
-                ahead, actions = actions[:MAX_TRANSACTION_ACTIONS - 1], actions[MAX_TRANSACTION_ACTIONS - 1:]
-                bumped_seq = base["ingestSeq"] + 1
-                outcome = _transact_state(key, "SET ingestSeq = :nextSeq", {
-                    ":seq": {"N": str(base["ingestSeq"])}, ":nextSeq": {"N": str(bumped_seq)}}, ahead)
-                if outcome is not True:
-                    conflict = True
-                    break
-                base = {**base, "ingestSeq": bumped_seq,
-                        "item": {**base["item"], "ingestSeq": {"N": str(bumped_seq)}}}
-                _remember(device, base)
-            if not conflict:
-                next_seq = base["ingestSeq"] + 1
-                values[":seq"] = {"N": str(base["ingestSeq"])}
-                values[":nextSeq"] = {"N": str(next_seq)}
-                # Every summary item goes with the state update, conditioned on ingestSeq: a
-                # device's summary writes are serialized by its state.
-                outcome = _transact_state(key, expression, values, actions)
+            # Every summary item goes with the state update, conditioned on ingestSeq: a
+            # device's summary writes are serialized by its state.
+            outcome = _transact_state(key, expression, values, actions)
             if outcome is not True:
                 if outcome is not None:
                     if outcome == {}:
@@ -2016,7 +2054,13 @@ def update_state(registration, base, events, deadline):
             written_item["ingestSeq"] = {"N": str(next_seq)}
             if series_bytes is not None:
                 written_item["series"] = {"B": series_bytes}
-            _remember(device, {**nxt, "ingestSeq": next_seq, "item": written_item})
+            written = {**nxt, "ingestSeq": next_seq, "item": written_item}
+            _remember(device, written)
+            if not complete:
+                # Late readings over more items than one transaction holds: the next round
+                # counts the rest, each reading's items in one transaction.
+                base, attempt = written, 0
+                continue
             return twin_versions(written_item)
         try:
             written = DYNAMODB.update_item(

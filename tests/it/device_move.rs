@@ -317,6 +317,7 @@ fn month_of_readings(table: &FleetTable, owner: &UserId, id: &DeviceId) -> (Vec<
             resolution,
             start: Timestamp::from_epoch_millis(start).unwrap(),
             buckets,
+            ids: Default::default(),
             ttl,
         };
         summaries.push(item.to_item(&table.config.shards).unwrap());

@@ -217,6 +217,24 @@ fn changes(before: &Items, after: &Items) -> Items {
 /// learned rhythm: it follows the gap from the demo's last reading, stamped with each seeding's
 /// own clock, so each side is checked against the shared rule applied to its own state before
 /// the batch, and the rest compared as it is.
+/// Two tables holding the same demo data, item for item: the second a copy of the first, so
+/// the summaries' reading identities (which hold each seeded reading's millisecond) match.
+async fn twin_demo_tables() -> (FleetTable, FleetTable) {
+    let (rust_table, _) = demo_table().await;
+    let peer_table = fresh_table().await;
+    for item in table_contents(&rust_table).await {
+        peer_table
+            .client
+            .put_item()
+            .table_name(peer_table.name())
+            .set_item(Some(item))
+            .send()
+            .await
+            .expect("copy a demo item");
+    }
+    (rust_table, peer_table)
+}
+
 fn assert_same_changes(rust: (&Items, &Items), peer: (&Items, &Items)) {
     let ((rust_before, rust_changes), (peer_before, peer_changes)) = (rust, peer);
     assert_eq!(
@@ -297,8 +315,7 @@ fn late_batch(now: Timestamp) -> ApiRequest {
 
 #[tokio::test]
 async fn a_batch_that_flushes_summaries_and_late_readings_store_exactly_what_rust_stores() {
-    let (rust_table, _) = demo_table().await;
-    let (peer_table, _) = demo_table().await;
+    let (rust_table, peer_table) = twin_demo_tables().await;
     let now = Timestamp::now();
     for (what, batch) in [
         ("flush", meter_batch(now)),
@@ -327,12 +344,65 @@ async fn a_batch_that_flushes_summaries_and_late_readings_store_exactly_what_rus
         );
         assert_same_changes((&rust_before, &rust_changes), (&peer_before, &peer_changes));
     }
+    // Issue 38: days-late readings in shuffled order (their days are rolled: block, hour and
+    // day added once each), the same batch again and the late batch again (replays: nothing
+    // written), then the first late batch's readings newest first with new ones among them.
+    for (what, batch) in [
+        ("days late, shuffled", days_late_batch(now, false)),
+        ("days late, replayed", days_late_batch(now, false)),
+        ("late, replayed", late_batch(now)),
+        (
+            "days late, newest first with new ones",
+            days_late_batch(now, true),
+        ),
+    ] {
+        let rust_before = keyed(&rust_table).await;
+        let peer_before = keyed(&peer_table).await;
+        let rust = rust_ingest(&rust_table, &batch.event()).await;
+        let (status, body) = peer(&peer_table, "ingest_handler", &batch.event()).await;
+        assert_eq!(rust.status, 200, "{what}: {}", rust.body);
+        assert_eq!((status, &body), (rust.status, &rust.body), "{what}");
+        let rust_changes = changes(&rust_before, &keyed(&rust_table).await);
+        let peer_changes = changes(&peer_before, &keyed(&peer_table).await);
+        if what.ends_with("replayed") {
+            assert!(
+                !rust_changes.keys().any(|(_, sk)| sk.starts_with("SERIES#")),
+                "{what}: a replay writes no summary item"
+            );
+        }
+        assert_same_changes((&rust_before, &rust_changes), (&peer_before, &peer_changes));
+    }
+}
+
+/// Readings of `power` two to three days old, in a shuffled order; `newest_first`: the same
+/// readings newest first with as many new ones between them.
+fn days_late_batch(now: Timestamp, newest_first: bool) -> ApiRequest {
+    let reading = |i: i64, id: String| {
+        json!({"id": id, "type": "power", "value": 180.25 + (i % 9) as f64 * 0.37,
+               "at": now.plus_seconds(-3 * 86_400 + 420 * i).to_string()})
+    };
+    let events: Vec<Value> = if newest_first {
+        (0..40)
+            .rev()
+            .flat_map(|i| {
+                [
+                    reading(2 * i, format!("old-{i}")),
+                    reading(2 * i + 1, format!("new-{i}")),
+                ]
+            })
+            .collect()
+    } else {
+        (0..40)
+            .map(|k| (k * 17) % 40)
+            .map(|i| reading(2 * i, format!("old-{i}")))
+            .collect()
+    };
+    ingest_request("thermo-kitchen", DEMO_KITCHEN_TOKEN, json!(events))
 }
 
 #[tokio::test]
 async fn an_ingest_batch_stores_exactly_the_items_the_rust_handler_stores() {
-    let (rust_table, _) = demo_table().await;
-    let (peer_table, _) = demo_table().await;
+    let (rust_table, peer_table) = twin_demo_tables().await;
     let batch = kitchen_batch(Timestamp::now());
     let rust_before = keyed(&rust_table).await;
     let peer_before = keyed(&peer_table).await;
@@ -385,8 +455,7 @@ async fn tighten_kitchen(table: &FleetTable) {
 
 #[tokio::test]
 async fn a_tight_devices_due_entry_moves_with_each_batch_in_the_peer_as_in_rust() {
-    let (rust_table, _) = demo_table().await;
-    let (peer_table, _) = demo_table().await;
+    let (rust_table, peer_table) = twin_demo_tables().await;
     tighten_kitchen(&rust_table).await;
     tighten_kitchen(&peer_table).await;
     let now = Timestamp::now();
@@ -582,8 +651,7 @@ async fn the_twins_delivery_report_and_acknowledgement_match_the_rust_handler() 
 /// same `ttl` as the Rust ingest (it wrote them from `RETENTION_DAYS`, ignoring the setting).
 #[tokio::test]
 async fn a_shortened_raw_retention_gives_the_peers_items_the_same_ttl() {
-    let (rust_table, _) = demo_table().await;
-    let (peer_table, _) = demo_table().await;
+    let (rust_table, peer_table) = twin_demo_tables().await;
     for table in [&rust_table, &peer_table] {
         let a = device_updates(
             table,

@@ -106,6 +106,7 @@ impl MinuteMeter {
                         start: Timestamp::from_epoch_millis(start)
                             .ok_or_else(|| FleetError::internal("start out of range"))?,
                         buckets,
+                        ids: Default::default(),
                         ttl,
                     });
                 }
@@ -147,6 +148,8 @@ impl MinuteMeter {
                     flushed_before: hour,
                     rolled_before: today,
                     open: slice(&fine, hour, i64::MAX),
+                    ids: Default::default(),
+                    first_block_written: true,
                     trail,
                 },
             );

@@ -362,6 +362,7 @@ fn series_item_sizes(
                 resolution,
                 start: day.start(),
                 buckets,
+                ids: Default::default(),
                 ttl: start / 1000,
             },
             shards,

@@ -9,7 +9,7 @@ use crate::model::error::{FleetError, ValidationError};
 use crate::model::ids::{DeviceId, EventType, UserId};
 use crate::model::keys::{event_pk, KeyParts, KeyTemplate, PrimaryKey};
 use crate::model::schema::Item;
-use crate::model::series::{Buckets, Resolution};
+use crate::model::series::{BucketIds, Buckets, Resolution};
 use crate::model::shard::ShardCounts;
 use crate::model::timestamp::Timestamp;
 
@@ -42,6 +42,11 @@ pub struct SeriesItem {
     /// The buckets (stored in the compact binary attribute `buckets`).
     #[serde(skip)]
     pub buckets: Buckets,
+    /// A block's reading identities (issue 38: a late reading is added once), in the binary
+    /// attribute `ids` ([`BucketIds::encode`] from the block's start); empty for day and month
+    /// items and absent while empty.
+    #[serde(skip)]
+    pub ids: BucketIds,
     /// Expiry, epoch seconds: the span's end + what its resolution keeps.
     pub ttl: i64,
 }
@@ -51,6 +56,8 @@ attributes!(SeriesItem {
     BUCKETS = "buckets",
     /// `ttl`.
     TTL = "ttl",
+    /// `ids`: [`BucketIds::encode`] from the item's start.
+    IDS = "ids",
 });
 
 impl Entity for SeriesItem {
@@ -70,6 +77,12 @@ impl Entity for SeriesItem {
             SeriesItem::BUCKETS.name().into(),
             AttributeValue::B(self.buckets.encode(self.resolution).into()),
         );
+        if !self.ids.0.is_empty() {
+            item.insert(
+                SeriesItem::IDS.name().into(),
+                AttributeValue::B(self.ids.encode(self.start.epoch_millis()).into()),
+            );
+        }
         Ok(item)
     }
     fn from_item(mut item: Item) -> Result<Self, FleetError> {
@@ -81,6 +94,7 @@ impl Entity for SeriesItem {
                 ))
             }
         };
+        let ids = item.remove(SeriesItem::IDS.name());
         let key = ItemKey::of(&item).map_err(|e| FleetError::internal(e.to_string()))?;
         let ItemKey::Series {
             user,
@@ -101,6 +115,12 @@ impl Entity for SeriesItem {
         if EntityType::of(&item) != Some(EntityType::Series) {
             return Err(FleetError::internal("expected a series item"));
         }
+        let ids = match ids {
+            Some(AttributeValue::B(bytes)) => {
+                BucketIds::decode(bytes.as_ref(), start.epoch_millis())?
+            }
+            _ => BucketIds::default(),
+        };
         Ok(SeriesItem {
             user_id: user,
             device_id: device,
@@ -108,6 +128,7 @@ impl Entity for SeriesItem {
             resolution,
             start,
             buckets,
+            ids,
             ttl,
         })
     }
@@ -201,6 +222,12 @@ mod tests {
             resolution: Resolution::FiveMinutes,
             start,
             buckets: five_minute_buckets([(at, &values[0]), (at + 60_000, &values[1])]),
+            ids: {
+                let mut ids = BucketIds::default();
+                ids.insert(at, "a");
+                ids.insert(at + 60_000, "b");
+                ids
+            },
             ttl: 1_800_000_000,
         };
         let stored = item.to_item(&ShardCounts::default()).unwrap();

@@ -17,11 +17,13 @@
 
 pub mod assembly;
 pub mod bucket;
+pub mod ids;
 pub mod open;
 pub mod resolution;
 
 pub use assembly::{assemble, stored_ranges, StoredSeries};
 pub use bucket::{five_minute_buckets, Bucket, Buckets, ExactSum};
+pub use ids::{reading_id, BucketIds};
 pub use open::{OpenSeries, SeriesState, Trail};
 pub use resolution::{
     block_start, month_start, Resolution, BLOCK_MS, DAY_MS, FIVE_MINUTES_MS, HOUR_MS,

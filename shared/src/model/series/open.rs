@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 use crate::model::error::FleetError;
 use crate::model::readings::EventValue;
 use crate::model::series::bucket::Buckets;
+use crate::model::series::ids::BucketIds;
 use crate::model::series::resolution::{Resolution, DAY_MS, FIVE_MINUTES_MS, HOUR_MS};
 
 /// What a device's live state keeps of one event type's summaries: the 5-minute buckets not
@@ -26,6 +27,12 @@ pub struct OpenSeries {
     pub rolled_before: i64,
     /// The 5-minute buckets at or after `flushed_before`.
     pub open: Buckets,
+    /// Which readings the open buckets hold (issue 38): a reading is counted once.
+    pub ids: BucketIds,
+    /// Whether the block `flushed_before` falls in may hold buckets already (an earlier flush
+    /// into it, or a late reading's): only then does a flush read it. No block after it holds
+    /// anything (only a flush writes past `flushed_before`).
+    pub first_block_written: bool,
     /// Hourly averages of the flushed hours of the last day, for the dashboard's sparkline;
     /// an hour split by `flushed_before` averages the whole hour as of its last flush.
     pub trail: Trail,
@@ -39,6 +46,8 @@ impl OpenSeries {
             flushed_before: bucket,
             rolled_before: Resolution::Day.bucket_start(bucket),
             open: Buckets::default(),
+            ids: BucketIds::default(),
+            first_block_written: false,
             trail: Trail::default(),
         }
     }
@@ -48,7 +57,17 @@ impl OpenSeries {
         at_ms >= self.flushed_before
     }
 
-    /// Counts in a reading not counted before (ingest: newer than the type's latest reading).
+    /// Counts in the reading `event_id` at `at_ms` unless its open bucket holds it already;
+    /// whether it was new.
+    pub fn record_once(&mut self, at_ms: i64, event_id: &str, value: &EventValue) -> bool {
+        if !self.ids.insert(at_ms, event_id) {
+            return false;
+        }
+        self.record(at_ms, value);
+        true
+    }
+
+    /// Counts in a reading, without its identity (a recompute's, or a test's).
     pub fn record(&mut self, at_ms: i64, value: &EventValue) {
         debug_assert!(
             self.is_open(at_ms),
@@ -64,13 +83,19 @@ impl OpenSeries {
     /// Takes the open buckets before `before` (aligned down to 5 minutes) out, to be written
     /// to the stored blocks; the stored part now ends at `before`.
     pub fn take_closed(&mut self, before: i64) -> Buckets {
+        self.take_closed_with_ids(before).0
+    }
+
+    /// [`OpenSeries::take_closed`] with the closed buckets' reading identities.
+    pub fn take_closed_with_ids(&mut self, before: i64) -> (Buckets, BucketIds) {
         let before = Resolution::FiveMinutes
             .bucket_start(before)
             .max(self.flushed_before);
         let kept = self.open.0.split_off(&before);
         let closed = std::mem::replace(&mut self.open.0, kept);
+        let ids = self.ids.take_before(before);
         self.flushed_before = before;
-        Buckets(closed)
+        (Buckets(closed), ids)
     }
 
     /// Sets the trail's averages of the hours a flush wrote to: `stored` holds those hours'
@@ -203,6 +228,8 @@ pub struct SeriesState(pub BTreeMap<String, OpenSeries>);
 #[derive(Serialize, Deserialize)]
 enum StoredSeriesState {
     V1(Vec<StoredOpenSeries>),
+    /// V1 with each type's reading identities after it (issue 38).
+    V2(Vec<(StoredOpenSeries, Vec<u8>, bool)>),
 }
 
 #[derive(Serialize, Deserialize)]
@@ -237,17 +264,32 @@ impl SeriesState {
                 },
                 trail: series.trail.stored(),
             })
+            .zip(self.0.values())
+            .map(|(stored, series)| {
+                let ids = if series.ids.0.values().all(|ids| ids.is_empty()) {
+                    Vec::new()
+                } else {
+                    series.ids.encode(series.flushed_before)
+                };
+                (stored, ids, series.first_block_written)
+            })
             .collect();
-        postcard::to_allocvec(&StoredSeriesState::V1(types)).expect("series encode into memory")
+        postcard::to_allocvec(&StoredSeriesState::V2(types)).expect("series encode into memory")
     }
 
     /// The summaries `bytes` hold, checked.
     pub fn decode(bytes: &[u8]) -> Result<Self, FleetError> {
         let bad = |why: String| FleetError::internal(format!("unreadable open series: {why}"));
-        let StoredSeriesState::V1(types) =
-            postcard::from_bytes(bytes).map_err(|e| bad(e.to_string()))?;
+        // A V1 state (before issue 38) holds no identities: its open readings are taken as
+        // they are, and a replay of one of them would count again until the bucket flushes.
+        let types = match postcard::from_bytes(bytes).map_err(|e| bad(e.to_string()))? {
+            StoredSeriesState::V1(types) => {
+                types.into_iter().map(|t| (t, Vec::new(), true)).collect()
+            }
+            StoredSeriesState::V2(types) => types,
+        };
         let mut state = BTreeMap::new();
-        for stored in types {
+        for (stored, ids, first_block_written) in types {
             let flushed_before = stored
                 .flushed_before_five_minutes
                 .checked_mul(FIVE_MINUTES_MS)
@@ -264,6 +306,12 @@ impl SeriesState {
                     rolled_before: Resolution::Day.bucket_start(flushed_before)
                         - i64::from(stored.rolled_days_back) * DAY_MS,
                     open,
+                    ids: if ids.is_empty() {
+                        BucketIds::default()
+                    } else {
+                        BucketIds::decode(&ids, flushed_before)?
+                    },
+                    first_block_written,
                     trail: stored.trail.map(Trail::from_stored).unwrap_or_default(),
                 },
             );

@@ -1,10 +1,15 @@
-//! [`Ingestor`]: the warm-Lambda caches and the whole write path of a batch in one `impl`,
-//! in the order a batch takes it: authenticate, read what is not cached (the live state and the
-//! owner's alarm rules), store the events beside the live-state update, repair the state should
-//! an event not be stored, and the twin's part of the answer. The pure parts (merging a batch
-//! into a state, the event items) are in the sibling modules.
+//! [`Ingestor`]: the write path of a batch in the order a batch takes it: authenticate, read
+//! what is not cached (the live state and the owner's alarm rules), store the events, then
+//! count what was stored into the live state and its summaries, and the twin's part of the
+//! answer. The pure parts (merging a batch
+//! into a state, the event items) are in the sibling modules; the registrations, the caches and
+//! the event writes in the child modules.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+mod caches;
+mod events;
+mod registrations;
+
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
@@ -17,14 +22,10 @@ use aws_sdk_dynamodb::types::{
 
 use super::config::IngestConfig;
 use super::receipt::{BatchReceipt, IncompleteBatch, StoredBatch};
-use super::series::{
-    buckets_of, classify, count_new, Classified, CountedCheck, SeriesItems, SeriesRetention,
-    SeriesStore,
-};
+use super::series::{SeriesItems, SeriesRetention, SeriesStore};
 use super::state::{
-    check_type_cap, evaluated, item_bytes, no_rule_check, rules_refused, state_key,
-    state_without_unstored, unchanged_since_read, FoldedState, Recorded, StateSlot, STATE_ATTEMPTS,
-    STATE_FLUSH_BYTES,
+    check_type_cap, evaluated, item_bytes, rules_refused, state_key, unchanged_since_read,
+    FoldedState, Recorded, StateSlot, STATE_ATTEMPTS, STATE_FLUSH_BYTES,
 };
 use super::store::{event_writes, raw_retention_days, EventWrite};
 use super::validate::NewEvent;
@@ -85,6 +86,11 @@ pub struct Ingestor {
     config: IngestConfig,
     registrations: Mutex<HashMap<DeviceId, CachedRegistration>>,
     states: Mutex<HashMap<DeviceId, DeviceStateItem>>,
+    /// Per device, the newest block of each type as this ingestor last wrote it, with the
+    /// state's `ingestSeq` after that write: a flush finds it here instead of reading it.
+    blocks: Mutex<HashMap<DeviceId, (u64, SeriesItems)>>,
+    /// Attempts redone because another writer moved the state first (for tests and logs).
+    conflict_redoes: std::sync::atomic::AtomicU64,
     /// Owners' alarm rules.
     rules: Mutex<HashMap<UserId, CachedRules>>,
     /// Per-device batch rate (authenticated devices only, so guessed ids take no bucket).
@@ -110,6 +116,8 @@ impl Ingestor {
             table,
             registrations: Mutex::new(HashMap::new()),
             states: Mutex::new(HashMap::new()),
+            blocks: Mutex::new(HashMap::new()),
+            conflict_redoes: std::sync::atomic::AtomicU64::new(0),
             rules: Mutex::new(HashMap::new()),
             device_limiter: KeyedLimiter::new(config.device_rate, CACHE_CAPACITY),
             config,
@@ -135,133 +143,10 @@ impl Ingestor {
         &self.config
     }
 
-    /// The registration of `device` if `token` is its token; otherwise
-    /// [`FleetError::Unauthorized`], the same for an unknown device and a wrong token. A device
-    /// over its batch rate is [`FleetError::RateLimited`].
-    ///
-    /// A registration read stays cached for `registration_cache`; an unknown device, and a
-    /// registration a read showed not to match a presented token, are answered without a read
-    /// for `negative_cache`, so a flood of guesses costs two reads (eventually consistent,
-    /// then consistent) per device and window, not per attempt. The token is always compared
-    /// in constant time with the stored hash.
-    pub async fn authenticate(
-        &self,
-        device: &DeviceId,
-        token: &str,
-    ) -> Result<RegistrationItem, FleetError> {
-        let now = Instant::now();
-        if let Some(cached) = self.cached_registration(device, now) {
-            match &cached.registration {
-                Some(r) if r.accepts(token, Timestamp::now()) => {
-                    return self.admit(device, r, now);
-                }
-                None => return Err(FleetError::Unauthorized),
-                Some(_)
-                    if cached
-                        .refused
-                        .is_some_and(|t| now - t < self.config.negative_cache) =>
-                {
-                    return Err(FleetError::Unauthorized);
-                }
-                // The token may be new (re-registration): read again.
-                Some(_) => {}
-            }
-        }
-        let accepted = |r: &Option<RegistrationItem>| {
-            r.as_ref()
-                .is_some_and(|r| r.accepts(token, Timestamp::now()))
-        };
-        // An eventually consistent read (half the units) is right for a device registered more
-        // than a moment ago, which is nearly every read. A miss or a mismatch may be a
-        // registration or rotation of the last second: read consistently before refusing.
-        let mut registration = self.read_registration(device, false).await?;
-        if !accepted(&registration) {
-            registration = self.read_registration(device, true).await?;
-        }
-        let matched = accepted(&registration);
-        self.remember(
-            device,
-            CachedRegistration {
-                registration: registration.clone(),
-                fetched: now,
-                refused: (!matched).then_some(now),
-            },
-        );
-        match registration {
-            Some(r) if matched => self.admit(device, &r, now),
-            _ => {
-                self.states.lock().expect("cache lock").remove(device);
-                Err(FleetError::Unauthorized)
-            }
-        }
-    }
-
-    /// The cached read of `device` while it is fresh: a registration for `registration_cache`,
-    /// an absent device for `negative_cache`.
-    fn cached_registration(&self, device: &DeviceId, now: Instant) -> Option<CachedRegistration> {
-        let cache = self.registrations.lock().expect("cache lock");
-        let cached = cache.get(device)?;
-        let ttl = match cached.registration {
-            Some(_) => self.config.registration_cache,
-            None => self.config.negative_cache,
-        };
-        (now - cached.fetched < ttl).then(|| cached.clone())
-    }
-
-    fn remember(&self, device: &DeviceId, entry: CachedRegistration) {
-        let mut cache = self.registrations.lock().expect("cache lock");
-        if cache.len() >= CACHE_CAPACITY && !cache.contains_key(device) {
-            cache.clear();
-        }
-        cache.insert(device.clone(), entry);
-    }
-
-    /// An authenticated device's batch, within its rate or refused with a 429.
-    fn admit(
-        &self,
-        device: &DeviceId,
-        registration: &RegistrationItem,
-        now: Instant,
-    ) -> Result<RegistrationItem, FleetError> {
-        self.device_limiter
-            .take(device, now)
-            .map_err(crate::ops::limits::rate_limited)?;
-        Ok(registration.clone())
-    }
-
-    async fn read_registration(
-        &self,
-        device: &DeviceId,
-        consistent: bool,
-    ) -> Result<Option<RegistrationItem>, FleetError> {
-        let out = self
-            .table
-            .client
-            .get_item()
-            .table_name(self.table.name())
-            .set_key(Some(
-                ItemKey::Registration {
-                    device: device.clone(),
-                }
-                .attributes(),
-            ))
-            .consistent_read(consistent)
-            .send()
-            .await
-            .map_err(sdk_error)?;
-        // A released registration (the device was deleted) authenticates nothing.
-        out.item
-            .filter(|item| EntityType::of(item) == Some(EntityType::Registration))
-            .map(RegistrationItem::from_item)
-            .transpose()
-    }
-
-    fn forget(&self, device: &DeviceId) {
-        self.registrations
-            .lock()
-            .expect("cache lock")
-            .remove(device);
-        self.states.lock().expect("cache lock").remove(device);
+    /// How many state updates this ingestor redid from a newer state after a conflict.
+    pub fn conflict_redoes(&self) -> u64 {
+        self.conflict_redoes
+            .load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// AP-14 with the device's twin: stores `events` ([`Ingestor::ingest`]) while the device's
@@ -361,78 +246,6 @@ impl Ingestor {
         Ok(reply)
     }
 
-    /// The registration of a device that moved to another owner since `stale` (this Lambda's
-    /// cached copy) was read: read again consistently, the same registration (its
-    /// `createdAt`: a move keeps it, a deletion and a new registration of the id do not)
-    /// under another owner, its token not revoked. Cached in place of `stale`. `None` (and the
-    /// cache dropped) when the device was deleted or its id registered again: the 401 stands.
-    async fn moved_registration(
-        &self,
-        stale: &RegistrationItem,
-    ) -> Result<Option<RegistrationItem>, FleetError> {
-        let device = &stale.device_id;
-        let fresh = self.read_registration(device, true).await?;
-        let moved = fresh.filter(|r| {
-            r.user_id != stale.user_id && r.created_at == stale.created_at && r.revoked_at.is_none()
-        });
-        match &moved {
-            Some(registration) => {
-                self.states.lock().expect("cache lock").remove(device);
-                self.remember(
-                    device,
-                    CachedRegistration {
-                        registration: Some(registration.clone()),
-                        fetched: Instant::now(),
-                        refused: None,
-                    },
-                );
-            }
-            None => self.forget(device),
-        }
-        Ok(moved)
-    }
-
-    /// Deletes, best effort, what a request of a moved device may have stored under its old
-    /// owner before the old live state was found gone (the event writes and the report go out
-    /// beside the state's update): the same events and the report are stored under the new
-    /// owner, so nothing of the device stays behind at the old one. One delete per event
-    /// (and the reported document when the device reported), only on this rare path, after
-    /// the request succeeded as the new owner's.
-    async fn forget_strays(
-        &self,
-        stale: &RegistrationItem,
-        events: &[NewEvent],
-        report: &DeviceReport,
-    ) {
-        let reported = report.reported.is_some().then(|| ItemKey::Reported {
-            user: stale.user_id.clone(),
-            device: stale.device_id.clone(),
-        });
-        let deletes: Vec<WriteRequest> = events
-            .iter()
-            .map(|e| ItemKey::Event {
-                user: stale.user_id.clone(),
-                device: stale.device_id.clone(),
-                at: e.at,
-                event: e.id.clone(),
-            })
-            .chain(reported)
-            .filter_map(|key| {
-                let delete = aws_sdk_dynamodb::types::DeleteRequest::builder()
-                    .set_key(Some(key.attributes()))
-                    .build()
-                    .ok()?;
-                Some(WriteRequest::builder().delete_request(delete).build())
-            })
-            .collect();
-        for chunk in deletes.chunks(BATCH_WRITE_SIZE) {
-            let mut retry = Retry::attempts(crate::store::table::MAX_ATTEMPTS);
-            if let Err(err) = write_all(&self.table, chunk.to_vec(), &mut retry).await {
-                tracing::warn!(device = %stale.device_id, error = %err, "a moved device's stray events were not deleted");
-            }
-        }
-    }
-
     /// Stores `events` for the device of `registration` and folds them into its live state,
     /// with retries until `deadline`. Returns what was stored and what the device must resend;
     /// a device deleted since it authenticated is [`FleetError::Unauthorized`]; a batch that
@@ -446,50 +259,31 @@ impl Ingestor {
         let deadline = deadline.min(Instant::now() + self.config.retry_window);
         let (state, rules) = self.live_state(registration).await?;
         check_type_cap(&state, &events)?;
-        // The live state's update goes out with the event writes, not after them: it is the
-        // one request a batch would otherwise wait for on its own. Should an event not be
-        // stored, the state is repaired before the answer (below).
-        // A recompute of summaries from the raw readings waits until this batch's own events
-        // are stored (the common path, new readings only, does not wait).
-        let (stored_tx, stored_rx) = tokio::sync::watch::channel(None);
-        let (unstored, folded) = tokio::join!(
-            async {
-                let unstored = self.store_events(registration, &events, deadline).await;
-                let sent = match &unstored {
-                    Ok(unstored) => unstored.clone(),
-                    Err(_) => events.iter().map(|e| (e.at, e.id.clone())).collect(),
-                };
-                let _ = stored_tx.send(Some(Arc::new(sent)));
-                unstored
-            },
-            self.update_state(registration, state, &rules, &events, stored_rx, deadline),
-        );
-        let unstored = match unstored {
-            Ok(unstored) => unstored,
-            Err(err) => {
-                if let Ok(Some(folded)) = folded {
-                    self.repair_state(registration, folded, &[], &events, deadline)
-                        .await;
-                }
-                return Err(err);
-            }
-        };
+        // The events are written first (concurrent BatchWriteItem calls), then the live state
+        // counts exactly the readings whose write succeeded (issue 38): a reading is never
+        // counted before its raw event is stored, so nothing needs repairing when a write
+        // fails or is ambiguous; the device resends what failed and its resend is counted
+        // once (the buckets' reading identities).
+        let unstored = self.store_events(registration, &events, deadline).await?;
         let (stored, failed): (Vec<NewEvent>, Vec<NewEvent>) = events
             .into_iter()
             .partition(|e| !unstored.contains(&(e.at, e.id.clone())));
-        match folded {
-            Ok(written) => {
-                let twin = written.as_ref().and_then(|folded| folded.twin);
-                if let (Some(folded), false) = (written, failed.is_empty()) {
-                    self.repair_state(registration, folded, &stored, &failed, deadline)
-                        .await;
-                }
-                Ok(IngestOutcome {
-                    accepted: stored.into_iter().map(|e| e.id).collect(),
-                    failed: failed.into_iter().map(|e| e.id).collect(),
-                    twin,
-                })
-            }
+        if stored.is_empty() {
+            return Ok(IngestOutcome {
+                accepted: Vec::new(),
+                failed: failed.into_iter().map(|e| e.id).collect(),
+                twin: None,
+            });
+        }
+        match self
+            .update_state(registration, state, &rules, &stored, deadline)
+            .await
+        {
+            Ok(written) => Ok(IngestOutcome {
+                accepted: stored.into_iter().map(|e| e.id).collect(),
+                failed: failed.into_iter().map(|e| e.id).collect(),
+                twin: written.and_then(|folded| folded.twin),
+            }),
             Err(FleetError::Unauthorized) => Err(FleetError::Unauthorized),
             // Stored but not on the dashboard yet: acknowledge nothing, so the device resends
             // the whole batch (idempotent) and the live state catches up.
@@ -501,33 +295,6 @@ impl Ingestor {
                     twin: None,
                 })
             }
-        }
-    }
-
-    /// The live state of the device of `registration` and its owner's alarm rules: this warm
-    /// Lambda's copies, or one consistent BatchGetItem of what is not cached (a read costs half
-    /// of a failed conditional write of the item, and API Gateway spreads a device's batches
-    /// over containers, so most batches miss the state cache). A device without a state item
-    /// is gone: [`FleetError::Unauthorized`].
-    async fn live_state(
-        &self,
-        registration: &RegistrationItem,
-    ) -> Result<(DeviceStateItem, Arc<Vec<Rule>>), FleetError> {
-        let cached = self.cached_state(&registration.device_id);
-        let read = self
-            .read_state_and_rules(registration, state_key(registration), cached.is_none())
-            .await;
-        match read {
-            Ok((Some(state), rules)) => {
-                self.remember_state(state.clone());
-                Ok((state, rules))
-            }
-            Ok((None, rules)) => Ok((cached.expect("the state was cached"), rules)),
-            Err(FleetError::Unauthorized) => {
-                self.forget(&registration.device_id);
-                Err(FleetError::Unauthorized)
-            }
-            Err(err) => Err(err),
         }
     }
 
@@ -543,7 +310,6 @@ impl Ingestor {
         mut base: DeviceStateItem,
         rules: &[Rule],
         events: &[NewEvent],
-        events_stored: EventsStored,
         deadline: Instant,
     ) -> Result<Option<FoldedState>, FleetError> {
         let device = &registration.device_id;
@@ -567,55 +333,20 @@ impl Ingestor {
             } else {
                 self.alarm_actions(registration, &base, rules, &transitions)?
             };
-            let classified = classify(&base, events);
-            let items = self
-                .summarise(
-                    registration,
-                    &mut next,
-                    classified,
-                    &events_stored,
-                    actions.len(),
-                    deadline,
-                )
+            let (items, complete) = self
+                .summarise(registration, &mut next, events, actions.len())
                 .await?;
             if next == base && items.changed() == 0 {
                 return Ok(None);
             }
-            let mut summary = items.actions(
-                &self.table,
-                registration,
-                self.series_retention(registration),
-            )?;
-            // Late readings spread over more items than one transaction holds (a device sending
-            // weeks of backlog): the first items go ahead with a state update that only moves
-            // `ingestSeq` (so they are serialized like every summary write), the rest with
-            // the batch's update. What went ahead is recomputed the same on a redo.
-            let mut conflict = None;
-            while summary.len() + actions.len() >= MAX_TRANSACTION_ACTIONS {
-                let rest = summary.split_off(MAX_TRANSACTION_ACTIONS - 1);
-                let ahead = std::mem::replace(&mut summary, rest);
-                let (bump, bumped) = self.state_changes(registration, &base, base.clone())?;
-                match self
-                    .record_transitions(registration, bump, ahead, deadline)
-                    .await?
-                {
-                    Recorded::Committed => {
-                        self.remember_state(bumped.clone());
-                        base = bumped;
-                    }
-                    Recorded::StateChanged(current) => {
-                        conflict = Some(current);
-                        break;
-                    }
-                    Recorded::RulesChanged(_) => return Err(no_rule_check()),
-                }
-            }
-            if let Some(current) = conflict {
-                base = self.after_conflict(device, current.as_ref())?;
-                continue;
-            }
+            let summary = items.actions(&self.table, registration, self.series_retention())?;
             actions.extend(summary);
-            let (changes, stored) = self.state_changes(registration, &base, next)?;
+            // A transaction returns no item: its state update is also conditioned on the twin's
+            // versions as `base` has them, so the committed state has them too and the answer
+            // needs no read to tell the device's pending work (a change meanwhile is a
+            // conflict, redone from the item it returns).
+            let fenced = !actions.is_empty();
+            let (changes, stored) = self.state_changes(registration, &base, next, fenced)?;
             if !actions.is_empty() {
                 let recorded = self
                     .record_transitions(registration, changes, actions, deadline)
@@ -636,12 +367,21 @@ impl Ingestor {
                     }
                 };
                 match recorded {
+                    Recorded::Committed if !complete => {
+                        // Late readings spread over more items than one transaction holds (weeks
+                        // of backlog): the next round counts the rest (those counted now are in
+                        // their buckets' identities), each reading's items in one transaction.
+                        self.remember_blocks(device, stored.ingest_seq, &items);
+                        self.remember_state(stored.clone());
+                        base = stored;
+                        retry = Retry::until(deadline).at_most(STATE_ATTEMPTS);
+                        continue;
+                    }
                     Recorded::Committed => {
+                        self.remember_blocks(device, stored.ingest_seq, &items);
                         self.remember_state(stored.clone());
                         return Ok(Some(FoldedState {
-                            before: base,
-                            written: stored,
-                            twin: None,
+                            twin: Some(stored.twin),
                         }));
                     }
                     Recorded::StateChanged(current) => {
@@ -672,12 +412,11 @@ impl Ingestor {
                         }
                         None => (None, stored),
                     };
+                    // No summary item was written: the cached blocks are still current.
+                    let carried = self.cached_blocks(device, base.ingest_seq);
+                    self.remember_blocks(device, stored.ingest_seq, &carried);
                     self.remember_state(stored.clone());
-                    return Ok(Some(FoldedState {
-                        before: base,
-                        written: stored,
-                        twin,
-                    }));
+                    return Ok(Some(FoldedState { twin }));
                 }
                 Err(err) => err,
             };
@@ -712,68 +451,37 @@ impl Ingestor {
     }
 
     /// How long the device's summary items are kept.
-    fn series_retention(&self, registration: &RegistrationItem) -> SeriesRetention {
+    fn series_retention(&self) -> SeriesRetention {
         SeriesRetention {
-            raw_days: raw_retention_days(registration, &self.table.config),
+            block_days: self.table.config.retention_days,
             hourly_days: self.config.hourly_retention_days,
             daily_days: self.config.daily_retention_days,
         }
     }
 
-    /// The summaries' part of an attempt on `next` (the state with the batch merged in): new
-    /// readings counted into the open buckets, the `classified` buckets to recompute
-    /// recomputed from raw (once `events_stored` says the batch's events are), and, when
-    /// the state item would be over one write unit, the closed 5-minute buckets flushed, if
-    /// the transaction has room for them beside `other_actions` and the state's update.
-    /// Returns the summary items to write with the state. An open bucket to recompute that
-    /// counts readings not stored yet (a concurrent batch's) waits for them (`IN_FLIGHT_WAIT`).
+    /// The summaries' part of an attempt on `next` (the state with the batch merged in): the
+    /// batch's stored readings counted once each ([`SeriesStore::count`]) and, when the state
+    /// item would be over one write unit, the closed 5-minute buckets flushed, if the
+    /// transaction has room for them beside `other_actions` and the state's update. Returns the
+    /// summary items to write with the state.
     async fn summarise(
         &self,
         registration: &RegistrationItem,
         next: &mut DeviceStateItem,
-        classified: Classified,
-        events_stored: &EventsStored,
+        events: &[NewEvent],
         other_actions: usize,
-        deadline: Instant,
-    ) -> Result<SeriesItems, FleetError> {
+    ) -> Result<(SeriesItems, bool), FleetError> {
         let store = SeriesStore {
             table: &self.table,
             registration,
         };
         let mut series = std::mem::take(&mut next.series);
-        let mut recompute = classified.recompute;
-        recompute.extend(count_new(&mut series, &classified.new));
-        let mut check = CountedCheck {
-            deadline,
-            unstored: BTreeMap::new(),
-        };
-        if !recompute.is_empty() {
-            let unstored = events_stored
-                .clone()
-                .wait_for(|stored| stored.is_some())
-                .await
-                .ok()
-                .and_then(|stored| stored.clone())
-                .unwrap_or_default();
-            for (key, bucket) in &classified.keyed {
-                if unstored.contains(key) {
-                    *check.unstored.entry(bucket.clone()).or_default() += 1;
-                }
-            }
-        }
-        let mut items = SeriesItems::default();
-        store
-            .recompute(
-                &mut series,
-                &next.latest,
-                &recompute,
-                &mut items,
-                Some(&check),
-            )
-            .await?;
+        let mut items = self.cached_blocks(&registration.device_id, next.ingest_seq);
+        let room = MAX_TRANSACTION_ACTIONS.saturating_sub(1 + other_actions);
+        let complete = store.count(&mut series, events, &mut items, room).await?;
         next.series = series;
         let size = item_bytes(&next.to_item(&self.table.config.shards)?);
-        if size > STATE_FLUSH_BYTES {
+        if complete && size > STATE_FLUSH_BYTES {
             let mut flushed = next.series.clone();
             let mut flushed_items = items.clone();
             store
@@ -785,34 +493,7 @@ impl Ingestor {
                 items = flushed_items;
             }
         }
-        Ok(items)
-    }
-
-    /// Recomputes from raw the open and stored buckets of `unstored` events on `repaired` (a
-    /// repair): the summaries show only stored readings again.
-    async fn summaries_without(
-        &self,
-        registration: &RegistrationItem,
-        repaired: &mut DeviceStateItem,
-        unstored: &[NewEvent],
-    ) -> Result<SeriesItems, FleetError> {
-        let store = SeriesStore {
-            table: &self.table,
-            registration,
-        };
-        let mut series = std::mem::take(&mut repaired.series);
-        let mut items = SeriesItems::default();
-        store
-            .recompute(
-                &mut series,
-                &repaired.latest,
-                &buckets_of(unstored),
-                &mut items,
-                None,
-            )
-            .await?;
-        repaired.series = series;
-        Ok(items)
+        Ok((items, complete))
     }
 
     /// Sends the live state's update with `others` (alarm and summary writes) in one
@@ -869,101 +550,6 @@ impl Ingestor {
         }
     }
 
-    /// Takes `unstored` events back out of the live state after an update that folded them in
-    /// (`folded`) while their writes failed: the state shows only stored events again.
-    /// Conditioned like every update; on a conflict the current state is repaired instead.
-    /// Best effort within `deadline`, logged when it cannot be made: the device is told to
-    /// resend these events, and a resend that stores them makes the state right either way.
-    async fn repair_state(
-        &self,
-        registration: &RegistrationItem,
-        folded: FoldedState,
-        stored: &[NewEvent],
-        unstored: &[NewEvent],
-        deadline: Instant,
-    ) {
-        let repaired = async {
-            let device = &registration.device_id;
-            let mut current = folded.written;
-            let mut retry = Retry::until(deadline).at_most(STATE_ATTEMPTS);
-            let mut gave_up = Transient::Busy;
-            while retry.next_attempt().await {
-                let mut repaired =
-                    state_without_unstored(&current, &folded.before, stored, unstored);
-                let items = self
-                    .summaries_without(registration, &mut repaired, unstored)
-                    .await?;
-                if repaired == current && items.changed() == 0 {
-                    return Ok(());
-                }
-                let actions = items.actions(
-                    &self.table,
-                    registration,
-                    self.series_retention(registration),
-                )?;
-                let (changes, stored) = self.state_changes(registration, &current, repaired)?;
-                if !actions.is_empty() {
-                    match self
-                        .record_transitions(registration, changes, actions, deadline)
-                        .await?
-                    {
-                        Recorded::Committed => {
-                            self.remember_state(stored);
-                            return Ok(());
-                        }
-                        Recorded::RulesChanged(_) => return Err(no_rule_check()),
-                        Recorded::StateChanged(now) => {
-                            match self.after_conflict(device, now.as_ref()) {
-                                Ok(now) => current = now,
-                                Err(FleetError::Unauthorized) => return Ok(()),
-                                Err(other) => return Err(other),
-                            }
-                            continue;
-                        }
-                    }
-                }
-                let err = match self.state_request(registration, changes).send().await {
-                    Ok(_) => {
-                        self.remember_state(stored);
-                        return Ok(());
-                    }
-                    Err(err) => err,
-                };
-                match err.as_service_error() {
-                    Some(UpdateItemError::ConditionalCheckFailedException(failed)) => {
-                        match self.after_conflict(device, failed.item()) {
-                            Ok(now) => current = now,
-                            // The device is gone: nothing left to repair.
-                            Err(FleetError::Unauthorized) => return Ok(()),
-                            Err(other) => return Err(other),
-                        }
-                    }
-                    _ => match transient(&err) {
-                        Some(kind) => gave_up = kind,
-                        None => return Err(sdk_error(err)),
-                    },
-                }
-            }
-            Err(gave_up.error())
-        };
-        let result: Result<(), FleetError> = repaired.await;
-        if let Err(err) = result {
-            tracing::warn!(device = %registration.device_id, error = %err, "live state shows events that were not stored until they are resent");
-        }
-    }
-
-    fn cached_state(&self, device: &DeviceId) -> Option<DeviceStateItem> {
-        self.states.lock().expect("cache lock").get(device).cloned()
-    }
-
-    fn remember_state(&self, state: DeviceStateItem) {
-        let mut cache = self.states.lock().expect("cache lock");
-        if cache.len() >= CACHE_CAPACITY && !cache.contains_key(&state.device_id) {
-            cache.clear();
-        }
-        cache.insert(state.device_id.clone(), state);
-    }
-
     /// The conditional update that turns `base` (what this Lambda believes is stored) into
     /// `next`, and the state stored once it succeeds. Only what ingestion owns is written, so
     /// an owner's concurrent status or name change is never overwritten.
@@ -972,6 +558,7 @@ impl Ingestor {
         registration: &RegistrationItem,
         base: &DeviceStateItem,
         mut next: DeviceStateItem,
+        twin_fenced: bool,
     ) -> Result<(Expressions, DeviceStateItem), FleetError> {
         let device = &registration.device_id;
         next.ingest_seq = base.ingest_seq + 1;
@@ -1042,10 +629,11 @@ impl Ingestor {
         let changes = changes
             .remove(DeviceStateItem::LEGACY_LATEST)
             .remove(DeviceStateItem::LEGACY_RECENT);
-        Ok((
-            Expressions::write(changes, Some(unchanged_since_read(base))),
-            next,
-        ))
+        let mut condition = unchanged_since_read(base);
+        if twin_fenced {
+            condition = condition.and(twin_unchanged(&base.twin));
+        }
+        Ok((Expressions::write(changes, Some(condition)), next))
     }
 
     /// The UpdateItem of `changes` on the device's live state; a failed condition returns the
@@ -1075,135 +663,40 @@ impl Ingestor {
             self.forget(device);
             return Err(FleetError::Unauthorized);
         };
+        self.conflict_redoes
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let current = DeviceStateItem::from_item(current.clone())?;
         self.remember_state(current.clone());
         Ok(current)
     }
+}
 
-    /// The owner's rules while this Lambda's copy is fresh.
-    fn cached_rules(&self, user: &UserId, now: Instant) -> Option<Arc<Vec<Rule>>> {
-        let cache = self.rules.lock().expect("cache lock");
-        cache
-            .get(user)
-            .filter(|c| now - c.fetched < self.config.rules_cache)
-            .map(|c| c.rules.clone())
-    }
-
-    fn remember_rules(&self, user: &UserId, rules: Arc<Vec<Rule>>, fetched: Instant) {
-        let mut cache = self.rules.lock().expect("cache lock");
-        if cache.len() >= CACHE_CAPACITY && !cache.contains_key(user) {
-            cache.clear();
-        }
-        cache.insert(user.clone(), CachedRules { rules, fetched });
-    }
-
-    /// Reads what is not cached of the device's live state and its owner's rules, in one
-    /// request: a consistent BatchGetItem of both, or a GetItem-like read of one. Returns the
-    /// state read (`None` when it was not asked for) and the rules (`None`: not asked for).
-    /// A state asked for and absent means the device is gone ([`FleetError::Unauthorized`]).
-    async fn read_state_and_rules(
-        &self,
-        registration: &RegistrationItem,
-        state_key: ItemKey,
-        want_state: bool,
-    ) -> Result<(Option<DeviceStateItem>, Arc<Vec<Rule>>), FleetError> {
-        let now = Instant::now();
-        let user = &registration.user_id;
-        let cached = self.cached_rules(user, now);
-        let rules_key = ItemKey::RuleSet { user: user.clone() };
-        let mut keys = Vec::new();
-        if want_state {
-            keys.push(state_key.attributes());
-        }
-        if cached.is_none() {
-            keys.push(rules_key.attributes());
-        }
-        if keys.is_empty() {
-            return Ok((None, cached.unwrap_or_default()));
-        }
-        let request = KeysAndAttributes::builder()
-            .set_keys(Some(keys))
-            .consistent_read(true)
-            .build()
-            .map_err(FleetError::internal)?;
-        let mut retry = Retry::until(now + self.config.retry_window).at_most(4);
-        let items = get_all(&self.table, request, &mut retry).await?;
-        let mut state = None;
-        let mut rules = cached.clone();
-        let mut read_rules = Vec::new();
-        for item in items {
-            match EntityType::of(&item) {
-                Some(EntityType::DeviceState) => state = Some(DeviceStateItem::from_item(item)?),
-                Some(EntityType::RuleSet) => read_rules = RuleSetItem::from_item(item)?.rule_list(),
-                _ => {}
-            }
-        }
-        if cached.is_none() {
-            let fresh = Arc::new(read_rules);
-            self.remember_rules(user, fresh.clone(), now);
-            rules = Some(fresh);
-        }
-        if want_state && state.is_none() {
-            return Err(FleetError::Unauthorized);
-        }
-        Ok((state, rules.unwrap_or_default()))
-    }
-
-    /// Writes the events, and one type mark per searchable type and window the batch holds
-    /// ([`TypeMarkItem`]), in concurrent BatchWriteItem calls of 25, retrying unprocessed items
-    /// and throttled calls with full-jitter backoff until `deadline`. Returns the (at, id) of
-    /// the events that could not be written; a mark that could not be written fails every
-    /// event of its type and window (AP-09 finds a device's events through its marks), so the
-    /// device resends them and the resend writes the mark again.
-    async fn store_events(
-        &self,
-        registration: &RegistrationItem,
-        events: &[NewEvent],
-        deadline: Instant,
-    ) -> Result<HashSet<(Timestamp, EventId)>, FleetError> {
-        let items = event_writes(
-            registration,
-            events,
-            raw_retention_days(registration, &self.table.config),
-            &self.table.config.shards,
-        )?;
-        let chunks: Vec<Vec<_>> = items.chunks(BATCH_WRITE_SIZE).map(<[_]>::to_vec).collect();
-        let unstored = scatter_gather(
-            chunks
-                .into_iter()
-                .map(|chunk| self.write_chunk(chunk, deadline)),
-        )
-        .await?;
-        Ok(unstored.into_iter().flatten().collect())
-    }
-
-    async fn write_chunk(
-        &self,
-        chunk: Vec<EventWrite>,
-        deadline: Instant,
-    ) -> Result<Vec<(Timestamp, EventId)>, FleetError> {
-        let requests = chunk.iter().map(|(_, r)| r.clone()).collect();
-        let unprocessed = write_all(&self.table, requests, &mut Retry::until(deadline)).await?;
-        let key = |request: &WriteRequest| {
-            request
-                .put_request
-                .as_ref()
-                .and_then(|p| PrimaryKey::of(&p.item))
+/// The twin's versions on the live state are still `twin` (a version of 0 is stored absent).
+fn twin_unchanged(twin: &TwinVersions) -> crate::model::expression::Condition {
+    use crate::model::expression::Condition;
+    let values = [
+        twin.desired_version,
+        twin.reported_version,
+        twin.command_seq,
+        twin.commands_done,
+    ];
+    let mut all: Option<Condition> = None;
+    for (attribute, value) in TwinVersions::ATTRIBUTES.into_iter().zip(values) {
+        let one = if value == 0 {
+            Condition::absent(attribute).or(Condition::equals(attribute, number_value(0)))
+        } else {
+            Condition::equals(attribute, number_value(value))
         };
-        let unprocessed: Vec<_> = unprocessed.iter().filter_map(key).collect();
-        Ok(chunk
-            .into_iter()
-            .filter(|(_, request)| key(request).is_some_and(|k| unprocessed.contains(&k)))
-            .flat_map(|(events, _)| events)
-            .collect())
+        all = Some(match all {
+            Some(all) => all.and(one),
+            None => one,
+        });
     }
+    all.expect("four versions")
 }
 
 /// Most actions of one TransactWriteItems (DynamoDB's limit).
 const MAX_TRANSACTION_ACTIONS: usize = 100;
-
-/// Sent once the batch's event writes are done: the `(at, id)` of the events not stored.
-type EventsStored = tokio::sync::watch::Receiver<Option<Arc<HashSet<(Timestamp, EventId)>>>>;
 
 /// Time kept in reserve before the Lambda's deadline to answer the device.
 const ANSWER_MARGIN: Duration = Duration::from_millis(500);

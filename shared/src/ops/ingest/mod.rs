@@ -15,11 +15,14 @@
 //! moves). So a 100-event batch of telemetry costs about 1.01 units per event and a
 //! single-event request about 2.
 //!
-//! Summaries (`series`, docs/design.md section 13) add nothing to the common path: new
-//! readings are counted into the live state the batch writes anyway. A replayed, out-of-order
-//! or late reading adds one consistent Query of the stored events (after they are stored), and
-//! a late one a transaction rewriting its summary items; about once an hour a device's closed
-//! hours go into their summary items in the state's transaction.
+//! Summaries (`series`, docs/design.md section 13) add nothing to the common path: the state
+//! update, sent once the events are stored, counts the stored readings into the open buckets
+//! it writes anyway, each once (per-bucket reading identities). A reading of a flushed bucket
+//! (late, out of order, replayed) adds one consistent BatchGetItem of its block, day and month
+//! items per batch, and a late one makes the state's write a transaction with them; when the
+//! state passes one write unit, its closed 5-minute buckets go into their blocks in that
+//! transaction (the one block that may hold earlier buckets read unless this warm Lambda wrote
+//! it last). Nothing is ever recomputed from the raw readings.
 //!
 //! The device twin adds nothing when nothing is pending: the live-state update returns the
 //! item as written (`ReturnValues=ALL_NEW`, which costs no capacity), whose twin versions say

@@ -187,11 +187,8 @@ pub(super) fn unchanged_since_read(read: &DeviceStateItem) -> Condition {
     ))
 }
 
-/// A live-state update that folded a batch in: the state it merged onto and the state it
-/// stored (what a repair works from).
+/// A live-state update that folded a batch in.
 pub(super) struct FoldedState {
-    pub(super) before: DeviceStateItem,
-    pub(super) written: DeviceStateItem,
     /// The twin's versions as DynamoDB returned the item written (`None` when the write was a
     /// transaction, which returns no item: the caller reads them if it needs them).
     pub(super) twin: Option<TwinVersions>,
@@ -257,11 +254,6 @@ pub(super) fn rules_refused(
         Some(item) => RuleSetItem::from_item(item.clone())?.rule_list(),
         None => Vec::new(),
     }))
-}
-
-/// A summary write refused as if it were the rule check: never, as summary writes carry none.
-pub(super) fn no_rule_check() -> FleetError {
-    FleetError::internal("a transaction without a rule check was refused as one")
 }
 
 /// The live state's update is the first action of a transition's transaction.
