@@ -1212,6 +1212,7 @@ def check_type_cap(state, events):
 # stored bytes are the same. Buckets of one resolution: {start millis: bucket}. A type's open
 # summaries: {"flushed", "rolled", "open": buckets, "trail": {hour start: average}}.
 
+SILENT_TYPE_FLUSH_MS = 60 * 60 * 1000
 FIVE_MINUTES_MS = 5 * 60 * 1000
 HOUR_MS = 60 * 60 * 1000
 DAY_MS = 24 * HOUR_MS
@@ -1604,8 +1605,9 @@ def ids_contains(ids, at, event_id):
 
 
 def encode_ids(ids, origin):
-    """shared::model::series::BucketIds::encode: postcard Vec<(u32, Vec<u64>)>, buckets as
-    5-minute periods after `origin`, each set as its first identity and the differences."""
+    """shared::model::series::BucketIds::encode: the number of sets, then per set its
+    5-minute period after `origin`, its size and per reading the offset step (whole seconds
+    as seconds << 1, else ms << 1 | 1) and the 16-bit tag as 2 bytes little-endian."""
     out = bytearray()
     kept = [(start, sorted(held)) for start, held in sorted(ids.items()) if held]
     _varint(len(kept), out)
@@ -1614,8 +1616,11 @@ def encode_ids(ids, origin):
         _varint(len(held), out)
         previous = 0
         for rid in held:
-            _varint(rid - previous, out)
-            previous = rid
+            offset = rid >> 16
+            step = offset - previous
+            previous = offset
+            _varint(step // 1000 << 1 if step % 1000 == 0 else step << 1 | 1, out)
+            out += (rid & 0xFFFF).to_bytes(2, "little")
     return bytes(out)
 
 
@@ -1624,10 +1629,12 @@ def decode_ids(raw, origin):
     ids = {}
     for _ in range(r.varint()):
         start = origin + r.varint() * FIVE_MINUTES_MS
-        rid, held = 0, set()
+        offset, held = 0, set()
         for _ in range(r.varint()):
-            rid += r.varint()
-            held.add(rid)
+            step = r.varint()
+            offset += (step >> 1) * 1000 if step & 1 == 0 else step >> 1
+            tag = int.from_bytes(r.take(2), "little")
+            held.add(offset << 16 | tag)
         ids[start] = held
     return ids
 
@@ -1867,11 +1874,15 @@ class SeriesItems:
         return complete
 
     def flush(self, series, latest):
+        # A type silent for an hour while its device reports is flushed too (as the Rust
+        # ingest's SILENT_TYPE_FLUSH_MS).
+        device_newest = max((r[0] for r in latest.values()), default=None)
         for event_type in sorted(series):
             s = series[event_type]
             if event_type not in latest:
                 continue
-            current = bucket_start(latest[event_type][0], FIVE_MINUTES_MS)
+            current = bucket_start(max(latest[event_type][0], device_newest - SILENT_TYPE_FLUSH_MS),
+                                   FIVE_MINUTES_MS)
             if not any(k < current for k in s["open"]):
                 continue
             # Blocks after the one `flushed` falls in hold nothing yet (only a flush writes

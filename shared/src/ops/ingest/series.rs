@@ -379,11 +379,19 @@ impl SeriesStore<'_> {
         latest: &BTreeMap<String, StoredReading>,
         items: &mut SeriesItems,
     ) -> Result<(), FleetError> {
+        // Every type's closed buckets first, so the blocks they go into are read with one
+        // BatchGetItem for all types (a chain of one, not one read per type).
+        let mut flushes = Vec::new();
+        let mut blocks = BTreeSet::new();
+        let device_newest = latest.values().map(|r| r.0).max().unwrap_or(i64::MIN);
         for (kind, open) in series.0.iter_mut() {
             let Some(newest) = latest.get(kind).map(|r| r.0) else {
                 continue;
             };
-            let current = Resolution::FiveMinutes.bucket_start(newest);
+            // A type silent for [`SILENT_TYPE_FLUSH_MS`] while its device reports has its open
+            // buckets flushed too: they would otherwise ride in (and grow) every state write.
+            let current = Resolution::FiveMinutes
+                .bucket_start(newest.max(device_newest.saturating_sub(SILENT_TYPE_FLUSH_MS)));
             if open.open.0.range(..current).next().is_none() {
                 continue;
             }
@@ -393,8 +401,7 @@ impl SeriesStore<'_> {
             // ingestor wrote it last).
             let first_block = block_start(open.flushed_before);
             let first_written = open.first_block_written;
-            let (closed, mut ids) = open.take_closed_with_ids(current);
-            let mut blocks = BTreeSet::new();
+            let (closed, ids) = open.take_closed_with_ids(current);
             for start in closed.0.keys() {
                 let key = (kind.clone(), Resolution::FiveMinutes, block_start(*start));
                 if key.2 > first_block || !first_written {
@@ -403,14 +410,23 @@ impl SeriesStore<'_> {
                     blocks.insert(key);
                 }
             }
-            self.load_keys(items, &blocks).await?;
             let now_first = block_start(open.flushed_before);
             open.first_block_written = (now_first == first_block && first_written)
                 || closed.0.keys().any(|s| block_start(*s) == now_first);
+            flushes.push((kind.clone(), closed, ids));
+        }
+        self.load_keys(items, &blocks).await?;
+        // Then each type's buckets into their blocks, its trail, and the days it may roll: the
+        // days' blocks and day items of every type, one consistent BatchGetItem per 100 keys.
+        let day_ms = Resolution::Day.millis();
+        let mut rolls = Vec::new();
+        let mut keys = BTreeSet::new();
+        for (kind, closed, mut ids) in flushes {
+            let open = series.0.get_mut(&kind).expect("a type being flushed");
             let mut hours = BTreeSet::new();
             for (start, bucket) in &closed.0 {
                 let block = self
-                    .item(items, kind, Resolution::FiveMinutes, block_start(*start))
+                    .item(items, &kind, Resolution::FiveMinutes, block_start(*start))
                     .await?;
                 // Only the state held this bucket while it was open: the block has none of it.
                 block.buckets.0.insert(*start, bucket.clone());
@@ -423,7 +439,7 @@ impl SeriesStore<'_> {
             let mut stored = Buckets::default();
             for hour in hours {
                 let block = self
-                    .item(items, kind, Resolution::FiveMinutes, block_start(hour))
+                    .item(items, &kind, Resolution::FiveMinutes, block_start(hour))
                     .await?;
                 for (start, bucket) in block.buckets.within(hour, hour + Resolution::Hour.millis())
                 {
@@ -435,9 +451,6 @@ impl SeriesStore<'_> {
             if days.is_empty() {
                 continue;
             }
-            let day_ms = Resolution::Day.millis();
-            // The days' blocks and day items, one consistent BatchGetItem per 100 keys.
-            let mut keys = BTreeSet::new();
             for day in &days {
                 keys.insert((kind.clone(), Resolution::Hour, *day));
                 keys.insert((kind.clone(), Resolution::Day, month_start(*day)));
@@ -445,7 +458,11 @@ impl SeriesStore<'_> {
                     keys.insert((kind.clone(), Resolution::FiveMinutes, block));
                 }
             }
-            self.load_keys(items, &keys).await?;
+            rolls.push((kind, days));
+        }
+        self.load_keys(items, &keys).await?;
+        for (kind, days) in rolls {
+            let kind = &kind;
             for day in days {
                 let mut hours = Buckets::default();
                 for ((k, resolution, start), (_, blocks)) in items.items.range(
@@ -471,6 +488,10 @@ impl SeriesStore<'_> {
 }
 
 /// The timestamp of `ms` (every bucket start is a valid time).
+/// How long a type may stay silent while its device reports before its open buckets are
+/// flushed (one hour: a type a device buffers and sends late by less stays open and cheap).
+pub(super) const SILENT_TYPE_FLUSH_MS: i64 = 60 * 60 * 1000;
+
 fn timestamp(ms: i64) -> Result<Timestamp, FleetError> {
     Timestamp::from_epoch_millis(ms)
         .ok_or_else(|| FleetError::internal(format!("no timestamp for {ms} ms")))
