@@ -722,6 +722,9 @@ def authenticate(device, token):
         registration = {k: item[k]["S"] for k in
                         ("deviceId", "userId", "tokenSha256", "deviceName", "deviceType")}
         registration["shard"] = int(item["shard"]["N"]) if "shard" in item else 0
+        # The registration's stamp (`reg`) on every event and summary item it writes: its
+        # createdAt in epoch ms, as shared::model::entities::event::registration_stamp.
+        registration["stamp"] = Timestamp.parse("createdAt", item["createdAt"]["S"]).millis
         # The owner's raw retention for the device's type (PUT /me/retention), never past
         # RETENTION_DAYS: events, type marks and 5-minute blocks expire by it, as in
         # shared::ops::ingest::raw_retention_days.
@@ -795,6 +798,11 @@ def validate_batch(body, now):
     return valid
 
 
+def _stored_by(item, registration):
+    """Whether an item belongs to `registration`: its stamp, or none (stored before stamps)."""
+    return "reg" not in item or int(item["reg"]["N"]) == registration["stamp"]
+
+
 def event_item(registration, e):
     user, device = registration["userId"], registration["deviceId"]
     at = str(e["at"])
@@ -811,6 +819,7 @@ def event_item(registration, e):
         "deviceName": {"S": registration["deviceName"]},
         "deviceType": {"S": registration["deviceType"]},
         "ttl": {"N": str(e["at"].epoch_seconds() + registration["rawDays"] * 86_400)},
+        "reg": {"N": str(registration["stamp"])},
     }
     # Only the types operators search are on GSI1, under the device and type; every other
     # event is one item.
@@ -1709,7 +1718,8 @@ class SeriesItems:
                     ":first": {"S": f"SERIES#{event_type}#{name}#{Timestamp(start)}"},
                     ":last": {"S": f"SERIES#{event_type}#{name}#{Timestamp(end)}"},
                 }):
-            if item.get("entityType", {}).get("S") == "series":
+            # Another registration's item under the same id (a deleted device's) is absent.
+            if item.get("entityType", {}).get("S") == "series" and _stored_by(item, self.registration):
                 at = Timestamp.parse("SK", item["SK"]["S"].rsplit("#", 1)[1]).millis
                 found[at] = decode_buckets(item["buckets"]["B"])
         span = {FIVE_MINUTES_MS: BLOCK_MS, HOUR_MS: DAY_MS}.get(step)
@@ -1753,6 +1763,7 @@ class SeriesItems:
                 **item_key,
                 "entityType": {"S": "series"},
                 "ttl": {"N": str(self.ttl(step, start))},
+                "reg": {"N": str(self.registration["stamp"])},
                 "buckets": {"B": encode_buckets(now, step)},
             }}})
         return actions
@@ -1780,7 +1791,8 @@ class SeriesItems:
                         ":last": {"S": f"EVENT#{Timestamp(end - 1)}#~"},
                         ":now": {"N": str(int(time.time()))},
                     }):
-                if item.get("entityType", {}).get("S") != "event" or item["type"]["S"] not in types:
+                if item.get("entityType", {}).get("S") != "event" or item["type"]["S"] not in types \
+                        or not _stored_by(item, self.registration):
                     continue
                 at = Timestamp.parse("at", item["at"]["S"]).millis
                 readings.setdefault(item["type"]["S"], []).append((at, value_from_attr(item["value"])))

@@ -107,6 +107,7 @@ impl MinuteMeter {
                             .ok_or_else(|| FleetError::internal("start out of range"))?,
                         buckets,
                         ttl,
+                        registered_at: None,
                     });
                 }
                 Ok(())

@@ -17,7 +17,7 @@ use aws_sdk_dynamodb::types::{Put, TransactWriteItem};
 
 use super::validate::NewEvent;
 use crate::model::entities::device_state::DeviceStateItem;
-use crate::model::entities::event::{EventItem, EVENT_PREFIX};
+use crate::model::entities::event::{registration_stamp, stored_by, EventItem, EVENT_PREFIX};
 use crate::model::entities::registration::RegistrationItem;
 use crate::model::entities::series::{series_sk, SeriesItem};
 use crate::model::entities::{Entity, EntityType};
@@ -179,6 +179,7 @@ impl SeriesItems {
                 start: timestamp(*start)?,
                 buckets: now.clone(),
                 ttl: retention.ttl(*resolution, *start),
+                registered_at: Some(registration_stamp(&registration.created_at)),
             };
             if now.0.is_empty() {
                 actions.push(delete_action(table, &item.item_key())?);
@@ -212,6 +213,11 @@ pub(super) struct SeriesStore<'a> {
 }
 
 impl SeriesStore<'_> {
+    /// The stamp of the registration this store writes for (its items' `reg`).
+    fn stamp(&self) -> i64 {
+        registration_stamp(&self.registration.created_at)
+    }
+
     /// The items of `kind` at `resolution` starting in `[from, to]` that are not loaded yet,
     /// read consistently (the state's condition serializes writers; a consistent read sees the
     /// last committed transaction).
@@ -243,7 +249,11 @@ impl SeriesStore<'_> {
             for item in page {
                 if EntityType::of(&item) == Some(EntityType::Series) {
                     let item = SeriesItem::from_item(item)?;
-                    found.insert(item.start.epoch_millis(), item.buckets);
+                    // Another registration's item under the same id (a deleted device's,
+                    // left for the purge) is absent to this one: replaced, never merged.
+                    if stored_by(item.registered_at, self.stamp()) {
+                        found.insert(item.start.epoch_millis(), item.buckets);
+                    }
                 }
             }
             match next {
@@ -329,7 +339,9 @@ impl SeriesStore<'_> {
                         continue;
                     }
                     let event = EventItem::from_item(item)?;
-                    if types.contains(event.event_type.as_str()) {
+                    if types.contains(event.event_type.as_str())
+                        && stored_by(event.registered_at, self.stamp())
+                    {
                         readings
                             .entry(event.event_type.to_string())
                             .or_default()
