@@ -722,6 +722,9 @@ def authenticate(device, token):
         registration = {k: item[k]["S"] for k in
                         ("deviceId", "userId", "tokenSha256", "deviceName", "deviceType")}
         registration["shard"] = int(item["shard"]["N"]) if "shard" in item else 0
+        # The registration's stamp (`reg`) on every event and summary item it writes: its
+        # createdAt in epoch ms, as shared::model::entities::event::registration_stamp.
+        registration["stamp"] = Timestamp.parse("createdAt", item["createdAt"]["S"]).millis
         # The owner's raw retention for the device's type (PUT /me/retention), never past
         # RETENTION_DAYS: events, type marks and 5-minute blocks expire by it, as in
         # shared::ops::ingest::raw_retention_days.
@@ -795,6 +798,11 @@ def validate_batch(body, now):
     return valid
 
 
+def _stored_by(item, registration):
+    """Whether an item belongs to `registration`: its stamp, or none (stored before stamps)."""
+    return "reg" not in item or int(item["reg"]["N"]) == registration["stamp"]
+
+
 def event_item(registration, e):
     user, device = registration["userId"], registration["deviceId"]
     at = str(e["at"])
@@ -811,6 +819,7 @@ def event_item(registration, e):
         "deviceName": {"S": registration["deviceName"]},
         "deviceType": {"S": registration["deviceType"]},
         "ttl": {"N": str(e["at"].epoch_seconds() + registration["rawDays"] * 86_400)},
+        "reg": {"N": str(registration["stamp"])},
     }
     # Only the types operators search are on GSI1, under the device and type; every other
     # event is one item.
@@ -1769,7 +1778,9 @@ class SeriesItems:
                 except (ClientError, BotoConnectionError, ReadTimeoutError) as err:
                     raise sdk_error(err) from None
                 for item in got.get("Responses", {}).get(TABLE_NAME, []):
-                    if item.get("entityType", {}).get("S") != "series":
+                    # Another registration's item under the same id (a deleted device's) is absent.
+                    if item.get("entityType", {}).get("S") != "series" \
+                            or not _stored_by(item, self.registration):
                         continue
                     found[item["SK"]["S"]] = item
                 keys = got.get("UnprocessedKeys", {}).get(TABLE_NAME, {}).get("Keys", [])
@@ -1816,6 +1827,7 @@ class SeriesItems:
                 **item_key,
                 "entityType": {"S": "series"},
                 "ttl": {"N": str(self.ttl(step, start))},
+                "reg": {"N": str(self.registration["stamp"])},
                 "buckets": {"B": encode_buckets(now["buckets"], step)},
             }
             if now["ids"]:

@@ -282,6 +282,7 @@ fn month_of_readings(table: &FleetTable, owner: &UserId, id: &DeviceId) -> (Vec<
             device_name: "Boiler room".into(),
             device_type: DeviceType::parse("thermostat").unwrap(),
             ttl,
+            registered_at: None,
         };
         items.push(event.to_item(&table.config.shards).unwrap());
     }
@@ -319,6 +320,7 @@ fn month_of_readings(table: &FleetTable, owner: &UserId, id: &DeviceId) -> (Vec<
             buckets,
             ids: Default::default(),
             ttl,
+            registered_at: None,
         };
         summaries.push(item.to_item(&table.config.shards).unwrap());
     }

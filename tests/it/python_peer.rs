@@ -6,6 +6,7 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
+use aws_sdk_dynamodb::types::AttributeValue;
 use fleet_testkit::api_event::ApiEvent;
 use fleet_testkit::demo::DEMO_KITCHEN_TOKEN;
 use fleet_tests::*;
@@ -213,6 +214,17 @@ fn changes(before: &Items, after: &Items) -> Items {
         .collect()
 }
 
+/// The stamp (`reg`) of the registration whose event partition is `pk`, from `items`.
+fn registration_stamp(items: &Items, pk: &str) -> Option<AttributeValue> {
+    let device = pk.rsplit_once("#DEVICE#")?.1;
+    let registration = items.get(&(format!("DEVICE#{device}"), "REGISTRATION".to_string()))?;
+    let created = registration.get("createdAt")?.as_s().ok()?;
+    let created = Timestamp::parse_field("createdAt", created).ok()?;
+    Some(AttributeValue::N(
+        shared::model::entities::event::registration_stamp(&created).to_string(),
+    ))
+}
+
 /// The items a batch added or changed on each table are the same, byte for byte, but for the
 /// learned rhythm: it follows the gap from the demo's last reading, stamped with each seeding's
 /// own clock, so each side is checked against the shared rule applied to its own state before
@@ -245,6 +257,17 @@ fn assert_same_changes(rust: (&Items, &Items), peer: (&Items, &Items)) {
     for (key, item) in rust_changes {
         let mut ours = item.clone();
         let mut theirs = peer_changes.get(key).cloned().unwrap_or_default();
+        // The registration stamp (`reg`, events and summary items): each side's own
+        // registration's `createdAt` (the two tables registered the device moments apart).
+        for (before, after) in [(rust_before, &mut ours), (peer_before, &mut theirs)] {
+            if let Some(stamp) = after.remove("reg") {
+                assert_eq!(
+                    Some(stamp),
+                    registration_stamp(before, &key.0),
+                    "{key:?}: the stamp of the registration that wrote it"
+                );
+            }
+        }
         if entity_type(item) == Some(EntityType::DeviceState) {
             for (before, after) in [(rust_before, item), (peer_before, &theirs)] {
                 let after = DeviceStateItem::from_item(after.clone()).unwrap();

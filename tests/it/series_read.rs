@@ -283,6 +283,7 @@ async fn store_raw_events(table: &FleetTable, meter: &MinuteMeter, device: &str)
                 device_name: "Boiler room".into(),
                 device_type: DeviceType::parse("thermostat").unwrap(),
                 ttl: at / 1000 + 3650 * 86_400,
+                registered_at: None,
             };
             let put = PutRequest::builder()
                 .set_item(Some(item.to_item(&table.config.shards).unwrap()))
@@ -594,5 +595,268 @@ async fn a_deleted_device_reads_nothing_and_its_summaries_are_purged() {
             .iter()
             .any(|i| entity_type(i) == Some(EntityType::Event)),
         "events left after the purge"
+    );
+}
+
+/// Every event of `device` in `[from, to]` through AP-04, page after page: (ids, pages).
+async fn all_events(table: &FleetTable, device: &str, from: i64, to: i64) -> (Vec<String>, usize) {
+    let (mut ids, mut pages, mut cursor) = (Vec::new(), 0, None::<String>);
+    loop {
+        let mut request = ApiRequest::get(&format!("/me/devices/{device}/events"))
+            .caller(ALICE)
+            .query("from", &at(from))
+            .query("to", &at(to))
+            .query("limit", "100");
+        if let Some(c) = &cursor {
+            request = request.query("cursor", c);
+        }
+        let a = dashboard(table, request).await;
+        assert_eq!(a.status, 200, "{:?}", a.body);
+        pages += 1;
+        for e in a.body["events"].as_array().unwrap() {
+            ids.push(e["id"].as_str().unwrap().to_string());
+        }
+        match a.body["cursor"].as_str() {
+            Some(c) => cursor = Some(c.to_string()),
+            None => return (ids, pages),
+        }
+    }
+}
+
+/// Issue 38 item 5, the fence: a device deleted and registered again at once under the same
+/// id (no purge run) reads none of the old device's history, neither its summaries (blocks,
+/// day and month items its flushes and rolls wrote) nor its raw events; once the new device
+/// sends (a late reading into a bucket and day the old device's items hold among them), its
+/// series is exactly its own readings at every resolution; the daily purge then deletes
+/// every item of the old registration and keeps every item of the new one, its late reading
+/// from before the deletion included.
+#[tokio::test]
+async fn a_device_registered_again_reads_only_its_own_history_and_the_purge_keeps_it() {
+    use serde_json::json;
+    use shared::model::entities::event::EventItem;
+    use shared::model::entities::series::SeriesItem;
+    use shared::model::entities::{Entity, EntityType};
+    use shared::model::readings::EventValue;
+    use shared::ops::analytics::{run_daily_report, RunPlan};
+    use shared::ops::ingest::{IngestConfig, Ingestor};
+    let table = fresh_table().await;
+    let now = Timestamp::now().epoch_millis();
+    let start = Resolution::Day.bucket_start(now) - 3 * DAY;
+    let send = |ingestor: std::sync::Arc<Ingestor>, token: String, events: Vec<Value>| {
+        let table = table.clone();
+        async move {
+            let _ = &table;
+            let a = ingest(
+                &ingestor,
+                ingest_request(METER, &token, Value::Array(events)),
+            )
+            .await;
+            assert_eq!(a.status, 200, "{:?}", a.body);
+        }
+    };
+    // The old device: power and level every 10 minutes for three days and more, oldest first,
+    // so its flushes and rolls write blocks, day items and month items.
+    let old_token = register_device(&table, ALICE, METER).await;
+    let old_ingestor = std::sync::Arc::new(Ingestor::new(table.clone(), IngestConfig::default()));
+    let mut old_events = Vec::new();
+    let mut t = start + 60_000;
+    while t < now - 10 * MINUTE {
+        for (kind, value) in [("power", 20.0 + (t / 300_000 % 7) as f64), ("level", 3.5)] {
+            old_events.push(
+                json!({"id": format!("o{kind}{t}"), "type": kind, "value": value, "at": at(t)}),
+            );
+        }
+        t += 10 * MINUTE;
+    }
+    // Under one purge run's unit of work (`PURGE_PER_RUN`), so one daily run finishes it.
+    assert!(old_events.len() < 1_000);
+    for chunk in old_events.chunks(100) {
+        send(old_ingestor.clone(), old_token.clone(), chunk.to_vec()).await;
+    }
+    let series_items = |items: &[shared::model::schema::Item]| {
+        items
+            .iter()
+            .filter(|i| entity_type(i) == Some(EntityType::Series))
+            .map(|i| SeriesItem::from_item(i.clone()).unwrap())
+            .collect::<Vec<_>>()
+    };
+    let old_items = series_items(&table_contents(&table).await);
+    for resolution in Resolution::ALL {
+        assert!(
+            old_items.iter().any(|i| i.resolution == resolution),
+            "the old device wrote no {resolution:?} item"
+        );
+    }
+
+    let deleted = device_updates(
+        &table,
+        ApiRequest::delete(&format!("/me/devices/{METER}")).caller(ALICE),
+    )
+    .await;
+    assert_eq!(deleted.status, 204, "{:?}", deleted.body);
+    let new_token = register_device(&table, ALICE, METER).await;
+    let ranges = fence_ranges(start);
+    for kind in ["power", "level"] {
+        for (resolution, from) in ranges {
+            let body = read_until_now(&table, kind, resolution, from).await;
+            assert_eq!(
+                body["buckets"].as_array().unwrap().len(),
+                0,
+                "registered again, before sending: the old device's {kind} {resolution:?} buckets"
+            );
+        }
+    }
+    let (ids, pages) = all_events(&table, METER, start - HOUR, now + MINUTE).await;
+    assert!(
+        ids.is_empty(),
+        "registered again, before sending: {} of the old device's events in {pages} pages",
+        ids.len()
+    );
+
+    // The new device sends the last half hour, then a reading two days late, into a bucket,
+    // a block and a day the old device's items cover.
+    let new_ingestor = std::sync::Arc::new(Ingestor::new(table.clone(), IngestConfig::default()));
+    let mut sent: Vec<(i64, f64)> = (0..30)
+        .map(|i| (now - 30 * MINUTE + i * MINUTE, 40.0 + i as f64 * 0.5))
+        .collect();
+    let as_events = |readings: &[(i64, f64)]| -> Vec<Value> {
+        readings
+            .iter()
+            .map(|(t, v)| json!({"id": format!("n{t}"), "type": "power", "value": v, "at": at(*t)}))
+            .collect()
+    };
+    send(new_ingestor.clone(), new_token.clone(), as_events(&sent)).await;
+    let late = (start + DAY + 10 * HOUR + 2 * MINUTE, 99.25);
+    send(new_ingestor.clone(), new_token.clone(), as_events(&[late])).await;
+    sent.push(late);
+    let mut own = MinuteMeter {
+        now,
+        readings: Default::default(),
+    };
+    own.readings.insert(
+        "power".into(),
+        sent.iter()
+            .map(|(t, v)| (*t, EventValue::Number(*v)))
+            .collect(),
+    );
+    only_its_own(&table, &own, start, "after the new device sent").await;
+
+    // The daily purge: the old registration's events and summary items go, the new one's stay.
+    let day =
+        shared::model::timestamp::Day::parse_field("date", &Timestamp::now().to_string()[..10])
+            .unwrap();
+    let plan = RunPlan::new(
+        day,
+        1,
+        std::time::Instant::now() + std::time::Duration::from_secs(60),
+    )
+    .unwrap();
+    run_daily_report(&table, &plan).await.unwrap();
+    let left = table_contents(&table).await;
+    let stamp = left
+        .iter()
+        .find(|i| entity_type(i) == Some(EntityType::Device))
+        .map(|i| {
+            shared::model::entities::device::DeviceItem::from_item(i.clone())
+                .unwrap()
+                .created_at
+                .epoch_millis()
+        })
+        .unwrap();
+    let items = series_items(&left);
+    assert!(
+        !items.is_empty(),
+        "the new device's summary items were purged"
+    );
+    assert!(
+        items.iter().all(|i| i.registered_at == Some(stamp)),
+        "summary items of another registration left: {:?}",
+        items
+            .iter()
+            .filter(|i| i.registered_at != Some(stamp))
+            .map(|i| (i.event_type.to_string(), i.resolution, i.start))
+            .collect::<Vec<_>>()
+    );
+    let events: Vec<EventItem> = left
+        .iter()
+        .filter(|i| entity_type(i) == Some(EntityType::Event))
+        .map(|i| EventItem::from_item(i.clone()).unwrap())
+        .collect();
+    assert_eq!(events.len(), sent.len(), "events left after the purge");
+    assert!(events.iter().all(|e| e.registered_at == Some(stamp)));
+    only_its_own(&table, &own, start, "after the purge").await;
+}
+
+/// The ranges the fence test reads: 5 minutes, hours and days over the old device's history.
+fn fence_ranges(start: i64) -> [(Resolution, i64); 3] {
+    [
+        (Resolution::FiveMinutes, start),
+        (Resolution::Hour, start - DAY),
+        (Resolution::Day, start - 40 * DAY),
+    ]
+}
+
+/// `kind` of the meter device at `resolution` from `from` to a minute from now.
+async fn read_until_now(
+    table: &FleetTable,
+    kind: &str,
+    resolution: Resolution,
+    from: i64,
+) -> Value {
+    let a = dashboard(
+        table,
+        series(
+            METER,
+            &[
+                ("type", kind),
+                ("from", &at(from)),
+                ("to", &at(Timestamp::now().epoch_millis() + MINUTE)),
+                ("resolution", resolution.as_str()),
+            ],
+        ),
+    )
+    .await;
+    assert_eq!(a.status, 200, "{:?}", a.body);
+    a.body
+}
+
+/// The device registered again reads exactly `own` (its power readings) at every
+/// resolution, no level (only the old device sent it), and only its own raw events.
+async fn only_its_own(table: &FleetTable, own: &MinuteMeter, start: i64, stage: &str) {
+    for (resolution, from) in fence_ranges(start) {
+        let body = read_until_now(table, "power", resolution, from).await;
+        let to = Timestamp::now().epoch_millis() + MINUTE;
+        let want = own.recompute("power", resolution, from, to);
+        let got = body["buckets"].as_array().unwrap();
+        assert_eq!(
+            got.len(),
+            want.0.len(),
+            "{stage}: {resolution:?} buckets, {} of them the new device's",
+            want.0.len()
+        );
+        assert_buckets(&body, own, "power", resolution, from, to);
+        let level = read_until_now(table, "level", resolution, from).await;
+        assert_eq!(
+            level["buckets"].as_array().unwrap().len(),
+            0,
+            "{stage}: level {resolution:?}"
+        );
+    }
+    let (mut ids, _) = all_events(table, METER, start - HOUR, own.now + MINUTE).await;
+    ids.sort();
+    let mut want: Vec<String> = own.readings["power"]
+        .keys()
+        .map(|t| format!("n{t}"))
+        .collect();
+    want.sort();
+    assert_eq!(
+        ids.len(),
+        want.len(),
+        "{stage}: events on the pages, the new device's {}",
+        want.len()
+    );
+    assert_eq!(
+        ids, want,
+        "{stage}: the events pages hold the new device's only"
     );
 }

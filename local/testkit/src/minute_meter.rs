@@ -108,6 +108,7 @@ impl MinuteMeter {
                         buckets,
                         ids: Default::default(),
                         ttl,
+                        registered_at: None,
                     });
                 }
                 Ok(())

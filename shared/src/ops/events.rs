@@ -8,7 +8,8 @@ use serde::Serialize;
 use crate::model::cursor::{self, check_key, Page, StartKey};
 use crate::model::entities::device::{DeviceItem, DEVICE_PREFIX};
 use crate::model::entities::event::{
-    device_type_gsi1pk, parse_event_index_sk, EventItem, EVENT_PREFIX,
+    device_type_gsi1pk, parse_event_index_sk, registration_stamp, stored_by, EventItem,
+    EVENT_PREFIX,
 };
 use crate::model::entities::type_mark::{parse_type_mark_gsi1sk, type_gsi1pk, type_window};
 use crate::model::entities::{Entity, EntityType, ItemKey};
@@ -182,11 +183,44 @@ pub const DEVICE_EVENTS: AccessPattern = AccessPattern {
     implemented_by: implemented_by!(device_events),
 };
 
+/// The attribute of a device-events cursor's second key: the registration stamp its first page
+/// read from the device item, so later pages leave out another registration's events without
+/// reading the device again.
+const CURSOR_STAMP: &str = "reg";
+
+/// Where a page of AP-04 resumes and the registration stamp its cursor carries (`None`: a
+/// first page, or a cursor issued before stamps, whose page reads the device item).
+fn resume_device_events(
+    cursor: Option<&str>,
+    pk: &str,
+) -> Result<(Option<Item>, Option<i64>), ValidationError> {
+    let Some(text) = cursor else {
+        return Ok((None, None));
+    };
+    let mut keys = cursor::decode_up_to(DEVICE_EVENTS.id, text, 2)?.into_iter();
+    let key = keys.next().flatten().ok_or_else(cursor::invalid)?;
+    check_key(&key, &[(PK, pk)], &[(SK, EVENT_PREFIX)])?;
+    let stamp = match keys.next() {
+        None => None,
+        Some(fence) => {
+            let fence = fence.ok_or_else(cursor::invalid)?;
+            if fence.len() != 1 {
+                return Err(cursor::invalid());
+            }
+            let stamp = fence.get(CURSOR_STAMP).ok_or_else(cursor::invalid)?;
+            Some(stamp.parse().map_err(|_| cursor::invalid())?)
+        }
+    };
+    Ok((Some(cursor::exclusive_start_key(&key)), stamp))
+}
+
 /// AP-04: a page of one device's events in `range`, newest first. One Query per page; the
 /// first page also reads the device item (a consistent GetItem, beside the Query): another
 /// user's, an unknown, a deleting or a deleted device is a 404, though its events stay in
 /// its partition until the daily purge (issue 38: right after `DELETE` this answered 200 with
-/// the deleted device's events).
+/// the deleted device's events). Events another registration under the same id stored (a
+/// deleted device's, until the purge) are left out by their stamp (`reg`), the device item's
+/// on the first page and the cursor's after it: a page may hold fewer than `limit` events.
 pub async fn device_events(
     table: &FleetTable,
     user: &UserId,
@@ -196,43 +230,43 @@ pub async fn device_events(
     cursor: Option<&str>,
 ) -> Result<Page<EventView>, FleetError> {
     let pk = event_pk(user, device);
-    let start_key = cursor::resume(
-        DEVICE_EVENTS.id,
-        cursor,
-        &[(PK, &pk)],
-        &[(SK, EVENT_PREFIX)],
-    )?;
-    let first_page = start_key.is_none();
+    let (start_key, stamp) = resume_device_events(cursor, &pk)?;
     let page = query(device_range(table, &pk, range, limit).set_exclusive_start_key(start_key));
-    let ((items, last), registered) = if first_page {
-        let key = ItemKey::device(user, device);
-        let device_item = read_consistent::<DeviceItem>(table, &key);
-        let (page, device_item) = futures::future::try_join(page, device_item).await?;
-        (page, device_item.is_some_and(|d| d.deleting_at.is_none()))
-    } else {
-        (page.await?, true)
+    let ((items, last), stamp) = match stamp {
+        Some(stamp) => (page.await?, stamp),
+        None => {
+            let key = ItemKey::device(user, device);
+            let device_item = read_consistent::<DeviceItem>(table, &key);
+            let (page, device_item) = futures::future::try_join(page, device_item).await?;
+            let device_item = device_item
+                .filter(|d| d.deleting_at.is_none())
+                .ok_or(FleetError::NotFound("device"))?;
+            (page, registration_stamp(&device_item.created_at))
+        }
     };
-    if !registered {
-        return Err(FleetError::NotFound("device"));
+    let mut events = Vec::with_capacity(items.len());
+    for item in items {
+        let e = EventItem::from_item(item)?;
+        if !stored_by(e.registered_at, stamp) {
+            continue;
+        }
+        events.push(EventView {
+            id: e.id.to_string(),
+            event_type: e.event_type.to_string(),
+            value: e.value,
+            at: e.at.to_string(),
+            device_id: None,
+            device_name: None,
+            user_id: None,
+        });
     }
-    let events = items
-        .into_iter()
-        .map(|item| {
-            let e = EventItem::from_item(item)?;
-            Ok(EventView {
-                id: e.id.to_string(),
-                event_type: e.event_type.to_string(),
-                value: e.value,
-                at: e.at.to_string(),
-                device_id: None,
-                device_name: None,
-                user_id: None,
-            })
-        })
-        .collect::<Result<Vec<_>, FleetError>>()?;
+    let fence = StartKey::from([(CURSOR_STAMP.to_string(), stamp.to_string())]);
     Ok(Page {
         items: events,
-        cursor: cursor::after(DEVICE_EVENTS.id, last.as_ref()),
+        cursor: last
+            .as_ref()
+            .and_then(cursor::start_key)
+            .map(|key| cursor::encode(DEVICE_EVENTS.id, vec![Some(key), Some(fence)])),
     })
 }
 

@@ -10,6 +10,7 @@
 use aws_sdk_dynamodb::types::AttributeValue;
 use serde::Serialize;
 
+use crate::model::entities::event::{registration_stamp, stored_by};
 use crate::model::entities::series::{series_sk_range, SeriesItem};
 use crate::model::entities::Entity;
 use crate::model::error::{FleetError, ValidationError};
@@ -226,9 +227,12 @@ pub async fn device_series(
     device: &DeviceId,
     request: &SeriesRequest,
 ) -> Result<Series, FleetError> {
-    let (_, state) = device_and_state(table, user, device)
+    let (device_item, state) = device_and_state(table, user, device)
         .await?
         .ok_or(FleetError::NotFound("device"))?;
+    // Items another registration under the same id wrote (a deleted device's, until the
+    // purge) are not this device's (issue 38 item 5).
+    let stamp = registration_stamp(&device_item.created_at);
     let open = state
         .as_ref()
         .and_then(|s| s.series.0.get(request.event_type.as_str()));
@@ -263,6 +267,7 @@ pub async fn device_series(
         .await?
         .into_iter()
         .flatten()
+        .filter(|item| stored_by(item.registered_at, stamp))
     {
         let into = match item.resolution {
             Resolution::FiveMinutes => &mut stored.blocks,

@@ -28,6 +28,10 @@ use shared::ops::ingest::RECENT_EVENTS;
 /// Events an event-list read returns (the API's default page).
 pub const EVENT_PAGE: f64 = 50.0;
 
+/// A registration stamp as ingest writes it on events and summary items (`reg`: a
+/// registration's `createdAt` in epoch milliseconds, 13 digits in this century).
+const REGISTRATION_STAMP: i64 = 1_790_000_000_000;
+
 use super::fleet::{device_id, user_id};
 use super::profile::Profile;
 use fleet_testkit::capacity::{index_entry, item_size, Item};
@@ -101,6 +105,7 @@ pub fn event_item(
             device_name: "Kitchen thermostat".to_string(),
             device_type: DeviceType::parse("thermostat").expect("valid"),
             ttl: at.epoch_seconds() + 90 * 86_400,
+            registered_at: Some(REGISTRATION_STAMP),
         },
         shards,
     )
@@ -148,6 +153,7 @@ impl ItemSizes {
             device_name: name.clone(),
             device_type: kind.clone(),
             ttl,
+            registered_at: Some(REGISTRATION_STAMP),
         };
         let types = profile.type_shares();
         let events = types
@@ -364,6 +370,7 @@ fn series_item_sizes(
                 buckets,
                 ids: Default::default(),
                 ttl: start / 1000,
+                registered_at: Some(REGISTRATION_STAMP),
             },
             shards,
         ))

@@ -35,6 +35,12 @@ pub struct EventItem {
     pub device_type: DeviceType,
     /// Expiry, epoch seconds (`at` + retention).
     pub ttl: i64,
+    /// The registration that stored it ([`registration_stamp`] of its `createdAt`), stored as
+    /// `reg`: events are keyed by the reading's own time, so only this tells a deleted
+    /// device's events from those of a device registered again under the same id (issue 38).
+    /// Absent on events stored before the stamp: read as the current registration's.
+    #[serde(default, rename = "reg", skip_serializing_if = "Option::is_none")]
+    pub registered_at: Option<i64>,
 }
 
 attributes!(EventItem {
@@ -56,6 +62,8 @@ attributes!(EventItem {
     DEVICE_TYPE = "deviceType",
     /// `ttl`.
     TTL = "ttl",
+    /// `reg`: the registration stamp.
+    REGISTERED_AT = "reg",
 });
 
 impl Entity for EventItem {
@@ -78,6 +86,19 @@ impl Entity for EventItem {
             shards,
         )
     }
+}
+
+/// A registration's stamp on the items it stores (events and summary items, attribute `reg`):
+/// its `createdAt` in epoch milliseconds. A move keeps `createdAt`, so the stamp travels
+/// with the device; a deletion and a registration again under the id start a new one.
+pub fn registration_stamp(created_at: &Timestamp) -> i64 {
+    created_at.epoch_millis()
+}
+
+/// Whether an item stamped `stamp` belongs to the registration stamped `registration`: the
+/// same stamp, or no stamp (stored before stamps existed; nothing tells it apart).
+pub fn stored_by(stamp: Option<i64>, registration: i64) -> bool {
+    stamp.is_none_or(|s| s == registration)
 }
 
 /// Sort-key prefix of events in a device-event partition.

@@ -49,6 +49,11 @@ pub struct SeriesItem {
     pub ids: BucketIds,
     /// Expiry, epoch seconds: the span's end + what its resolution keeps.
     pub ttl: i64,
+    /// The registration that wrote it (`reg`, [`crate::model::entities::event::registration_stamp`]):
+    /// reads, flushes and rolls of another registration under the same id treat it as absent,
+    /// and the purge deletes it (issue 38 item 5). Absent on items written before the stamp.
+    #[serde(default, rename = "reg", skip_serializing_if = "Option::is_none")]
+    pub registered_at: Option<i64>,
 }
 
 attributes!(SeriesItem {
@@ -58,6 +63,8 @@ attributes!(SeriesItem {
     TTL = "ttl",
     /// `ids`: [`BucketIds::encode`] from the item's start.
     IDS = "ids",
+    /// `reg`: the registration stamp.
+    REGISTERED_AT = "reg",
 });
 
 impl Entity for SeriesItem {
@@ -112,6 +119,12 @@ impl Entity for SeriesItem {
                 .map_err(|_| FleetError::internal("a summary item's ttl is not a number"))?,
             _ => 0,
         };
+        let registered_at = match item.get(SeriesItem::REGISTERED_AT.name()) {
+            Some(AttributeValue::N(n)) => Some(n.parse().map_err(|_| {
+                FleetError::internal("a summary item's registration stamp is not a number")
+            })?),
+            _ => None,
+        };
         if EntityType::of(&item) != Some(EntityType::Series) {
             return Err(FleetError::internal("expected a series item"));
         }
@@ -130,6 +143,7 @@ impl Entity for SeriesItem {
             buckets,
             ids,
             ttl,
+            registered_at,
         })
     }
 }
@@ -229,6 +243,7 @@ mod tests {
                 ids
             },
             ttl: 1_800_000_000,
+            registered_at: Some(1_790_000_000_000),
         };
         let stored = item.to_item(&ShardCounts::default()).unwrap();
         assert_eq!(
@@ -236,6 +251,7 @@ mod tests {
             "SERIES#power#5m#2026-01-01T02:00:00.000Z"
         );
         assert_eq!(stored["PK"].as_s().unwrap(), "USER#u#DEVICE#d");
+        assert_eq!(stored["reg"].as_n().unwrap(), "1790000000000");
         assert_eq!(SeriesItem::from_item(stored).unwrap(), item);
         let template = KEY_TEMPLATE.sk.replace("${type}", "power");
         assert!(template.starts_with("SERIES#power#"));

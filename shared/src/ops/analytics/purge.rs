@@ -7,9 +7,10 @@ use std::time::{Duration, Instant};
 
 use aws_sdk_dynamodb::types::{DeleteRequest, KeysAndAttributes, WriteRequest};
 
-use crate::model::entities::event::EVENT_PREFIX;
+use crate::model::entities::device::DeviceItem;
+use crate::model::entities::event::{registration_stamp, EventItem, EVENT_PREFIX};
 use crate::model::entities::purge_marker::PurgeMarkerItem;
-use crate::model::entities::series::SERIES_PREFIX;
+use crate::model::entities::series::{SeriesItem, SERIES_PREFIX};
 use crate::model::entities::type_mark::{TypeMarkItem, TYPE_MARK_PREFIX};
 use crate::model::entities::{Entity, ItemKey};
 use crate::model::error::FleetError;
@@ -17,7 +18,8 @@ use crate::model::expression::{Condition, Expressions};
 use crate::model::keys::{event_pk, PrimaryKey};
 use crate::model::schema::{PK, SK};
 use crate::store::dynamo::{
-    get_all, key_prefix, key_range, query, string_value, throttled, write_all, BATCH_WRITE_SIZE,
+    get_all, key_prefix, key_range, number_value, query, string_value, throttled, write_all,
+    BATCH_WRITE_SIZE,
 };
 use crate::store::retry::Retry;
 use crate::store::table::{sdk_error, FleetTable};
@@ -37,6 +39,20 @@ pub(super) async fn purge_device(
     marker: &PurgeMarkerItem,
     deadline: Instant,
 ) -> Result<u64, FleetError> {
+    // The id registered again to the same owner: that registration's stamp. Its items (its
+    // late readings from before the deletion instant, its summaries) stay; every other
+    // registration's go.
+    let current = registered_again(table, marker).await?;
+    let not_current = |attribute| {
+        current.map(|stamp| {
+            Condition::absent(attribute).or(Condition::differs(attribute, number_value(stamp)))
+        })
+    };
+    let events = Expressions::builder().projection(&[PK, SK]);
+    let events = match not_current(EventItem::REGISTERED_AT) {
+        Some(condition) => events.condition(condition),
+        None => events,
+    };
     let (items, more) = query(
         key_range(
             table,
@@ -44,7 +60,7 @@ pub(super) async fn purge_device(
             EVENT_PREFIX,
             // Through the deletion instant: ids use only characters below `~`.
             format!("{EVENT_PREFIX}{}#~", marker.deleted_at),
-            Expressions::builder().projection(&[PK, SK]),
+            events,
         )
         .limit(PURGE_PER_RUN),
     )
@@ -72,26 +88,33 @@ pub(super) async fn purge_device(
         .await?;
         delete_all(table, &marks, deadline).await?;
         // Its summary items (5-minute blocks, day and month items: everything `SERIES#` in
-        // the partition) go with its events (issue 38: they stayed up to 5 years). Not when
-        // the id was registered again meanwhile: the partition's summaries may then hold the
-        // new device's readings, and nothing tells them apart (docs/design.md section 13).
-        let more_series = if more_marks.is_none() && !registered_again(table, marker).await? {
-            let (series, more_series) = query(
+        // the partition) go with its events (issue 38: they stayed up to 5 years). When the
+        // id is registered again, only the items stamped by another registration: the new
+        // device's are stamped with its own (`reg`); an unstamped item (written before
+        // stamps) may be either's and stays, as before.
+        let more_series = if more_marks.is_none() {
+            let series = Expressions::builder().projection(&[PK, SK]);
+            let series = match current {
+                Some(stamp) => series.condition(Condition::exists(SeriesItem::REGISTERED_AT).and(
+                    Condition::differs(SeriesItem::REGISTERED_AT, number_value(stamp)),
+                )),
+                None => series,
+            };
+            purge_pages(
+                table,
                 key_prefix(
                     table,
                     event_pk(&marker.user_id, &marker.device_id),
                     SERIES_PREFIX,
-                    Expressions::builder().projection(&[PK, SK]),
-                )
-                .limit(PURGE_PER_RUN),
+                    series,
+                ),
+                deadline,
             )
-            .await?;
-            delete_all(table, &series, deadline).await?;
-            more_series
+            .await?
         } else {
-            None
+            false
         };
-        if more_marks.is_none() && more_series.is_none() {
+        if more_marks.is_none() && !more_series {
             table
                 .client
                 .delete_item()
@@ -105,22 +128,56 @@ pub(super) async fn purge_device(
     Ok(purged)
 }
 
-/// Whether the marker's device id is registered again to the same owner (its device item
-/// exists): one consistent BatchGetItem of that one key. Not a GetItem: the daily run's role
-/// has no single-item read (it reads in batches and never reads a device for a write).
+/// The registration stamp of the marker's device id if it is registered again to the same
+/// owner (its device item exists): one consistent BatchGetItem of that one key. Not a
+/// GetItem: the daily run's role has no single-item read (it reads in batches and never
+/// reads a device for a write).
 async fn registered_again(
     table: &FleetTable,
     marker: &PurgeMarkerItem,
-) -> Result<bool, FleetError> {
+) -> Result<Option<i64>, FleetError> {
     let key = ItemKey::device(&marker.user_id, &marker.device_id);
     let request = KeysAndAttributes::builder()
         .keys(key.attributes())
         .consistent_read(true)
         .build()
         .map_err(FleetError::internal)?;
-    Ok(!get_all(table, request, &mut Retry::attempts(4))
+    match get_all(table, request, &mut Retry::attempts(4))
         .await?
-        .is_empty())
+        .into_iter()
+        .next()
+    {
+        Some(item) => Ok(Some(registration_stamp(
+            &DeviceItem::from_item(item)?.created_at,
+        ))),
+        None => Ok(None),
+    }
+}
+
+/// Deletes every item `request` finds, page after page (a filter may leave whole pages of
+/// items that stay, so one page is not enough to make progress), until the deadline.
+/// Whether items may be left.
+async fn purge_pages(
+    table: &FleetTable,
+    request: aws_sdk_dynamodb::operation::query::builders::QueryFluentBuilder,
+    deadline: Instant,
+) -> Result<bool, FleetError> {
+    let mut start = None;
+    loop {
+        let (items, last) = query(
+            request
+                .clone()
+                .limit(PURGE_PER_RUN)
+                .set_exclusive_start_key(start.take()),
+        )
+        .await?;
+        delete_all(table, &items, deadline).await?;
+        match last {
+            None => return Ok(false),
+            Some(_) if Instant::now() >= deadline => return Ok(true),
+            Some(key) => start = Some(key),
+        }
+    }
 }
 
 /// Deletes `items` (keys) in BatchWriteItem calls of 25, retrying unprocessed ones while the

@@ -16,6 +16,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use aws_sdk_dynamodb::types::{KeysAndAttributes, Put, TransactWriteItem};
 
 use super::validate::NewEvent;
+use crate::model::entities::event::{registration_stamp, stored_by};
 use crate::model::entities::registration::RegistrationItem;
 use crate::model::entities::series::SeriesItem;
 use crate::model::entities::{Entity, EntityType, ItemKey};
@@ -115,6 +116,7 @@ impl SeriesItems {
                 buckets: now.buckets.clone(),
                 ids: now.ids.clone(),
                 ttl: retention.ttl(*resolution, *start),
+                registered_at: Some(registration_stamp(&registration.created_at)),
             };
             if now.buckets.0.is_empty() {
                 actions.push(delete_action(table, &item.item_key())?);
@@ -176,6 +178,11 @@ pub(super) struct SeriesStore<'a> {
 }
 
 impl SeriesStore<'_> {
+    /// The stamp of the registration this store writes for (its items' `reg`).
+    fn stamp(&self) -> i64 {
+        registration_stamp(&self.registration.created_at)
+    }
+
     /// The items `wanted` that are not loaded yet, with one consistent BatchGetItem per 100
     /// (a late reading's block, day and month items: O(1) requests per batch whatever the
     /// readings' order).
@@ -213,6 +220,11 @@ impl SeriesStore<'_> {
             for item in get_all(self.table, request, &mut retry).await? {
                 if EntityType::of(&item) == Some(EntityType::Series) {
                     let item = SeriesItem::from_item(item)?;
+                    // Another registration's item under the same id (a deleted device's,
+                    // left for the purge) is absent to this one: replaced, never merged.
+                    if !stored_by(item.registered_at, self.stamp()) {
+                        continue;
+                    }
                     found.insert(
                         (
                             item.event_type.to_string(),

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use aws_sdk_dynamodb::types::{PutRequest, WriteRequest};
 
 use super::validate::NewEvent;
-use crate::model::entities::event::EventItem;
+use crate::model::entities::event::{registration_stamp, EventItem};
 use crate::model::entities::registration::RegistrationItem;
 use crate::model::entities::type_mark::{type_window, TypeMarkItem, TYPE_WINDOW_SECONDS};
 use crate::model::entities::Entity;
@@ -39,6 +39,7 @@ pub(super) fn event_writes(
     shards: &ShardCounts,
 ) -> Result<Vec<EventWrite>, FleetError> {
     let ttl_seconds = i64::from(retention_days) * 86_400;
+    let stamp = registration_stamp(&registration.created_at);
     let mut items = Vec::with_capacity(events.len() + 1);
     let mut marks: BTreeMap<(EventType, Timestamp), Vec<(Timestamp, EventId)>> = BTreeMap::new();
     for e in events {
@@ -52,6 +53,7 @@ pub(super) fn event_writes(
             device_name: registration.device_name.clone(),
             device_type: registration.device_type.clone(),
             ttl: e.at.epoch_seconds() + ttl_seconds,
+            registered_at: Some(stamp),
         };
         items.push((vec![(e.at, e.id.clone())], put(&item, shards)?));
         if shards.type_shards(&e.event_type).is_some() {

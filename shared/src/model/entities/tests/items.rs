@@ -216,6 +216,7 @@ fn declared_attributes_are_exactly_the_stored_ones() {
                 device_name: "K".into(),
                 device_type: kind.clone(),
                 ttl: 1,
+                registered_at: Some(1_790_000_000_000),
             }
             .to_item(&shards)
             .unwrap(),
