@@ -1221,7 +1221,6 @@ def check_type_cap(state, events):
 # stored bytes are the same. Buckets of one resolution: {start millis: bucket}. A type's open
 # summaries: {"flushed", "rolled", "open": buckets, "trail": {hour start: average}}.
 
-SILENT_TYPE_FLUSH_MS = 60 * 60 * 1000
 FIVE_MINUTES_MS = 5 * 60 * 1000
 HOUR_MS = 60 * 60 * 1000
 DAY_MS = 24 * HOUR_MS
@@ -1886,15 +1885,14 @@ class SeriesItems:
         return complete
 
     def flush(self, series, latest):
-        # A type silent for an hour while its device reports is flushed too (as the Rust
-        # ingest's SILENT_TYPE_FLUSH_MS).
+        # Every bucket before the device's newest 5-minute bucket goes, whatever its type (as
+        # the Rust ingest's flush).
         device_newest = max((r[0] for r in latest.values()), default=None)
         for event_type in sorted(series):
             s = series[event_type]
             if event_type not in latest:
                 continue
-            current = bucket_start(max(latest[event_type][0], device_newest - SILENT_TYPE_FLUSH_MS),
-                                   FIVE_MINUTES_MS)
+            current = bucket_start(max(latest[event_type][0], device_newest), FIVE_MINUTES_MS)
             if not any(k < current for k in s["open"]):
                 continue
             # Blocks after the one `flushed` falls in hold nothing yet (only a flush writes

@@ -618,6 +618,18 @@ fn billed(before: &pricing::Snapshot, after: &pricing::Snapshot, transacted: boo
         .sum()
 }
 
+/// Whether a request wrote an alarm (a transition). Not "it sent a transaction": summary
+/// flushes go in the state's transaction too (issue 38), alarm or not.
+fn wrote_an_alarm(before: &pricing::Snapshot, after: &pricing::Snapshot) -> bool {
+    pricing::changes(before, after).iter().any(|c| {
+        c.after
+            .as_ref()
+            .or(c.before.as_ref())
+            .and_then(EntityType::of)
+            .is_some_and(|t| matches!(t, EntityType::Alarm | EntityType::OpenAlarm))
+    })
+}
+
 /// One reading in a hundred over 80, the next back under 75.
 fn spike(i: usize) -> f64 {
     if i % 100 == 50 {
@@ -643,8 +655,9 @@ async fn units_per_event(table: &FleetTable, device: &str, token: &str) -> (f64,
         let before = snapshot().await;
         let a = send(table, device, token, Value::Array(body)).await;
         let transacted = a.used.count("TransactWriteItems") > 0;
-        transitions += usize::from(transacted);
-        units += billed(&before, &snapshot().await, transacted);
+        let after = snapshot().await;
+        transitions += usize::from(wrote_an_alarm(&before, &after));
+        units += billed(&before, &after, transacted);
         events += 100;
     }
     let batched = units as f64 / events as f64;
@@ -655,8 +668,9 @@ async fn units_per_event(table: &FleetTable, device: &str, token: &str) -> (f64,
         let before = snapshot().await;
         let a = send(table, device, token, body).await;
         let transacted = a.used.count("TransactWriteItems") > 0;
-        transitions += usize::from(transacted);
-        units += billed(&before, &snapshot().await, transacted);
+        let after = snapshot().await;
+        transitions += usize::from(wrote_an_alarm(&before, &after));
+        units += billed(&before, &after, transacted);
         requests += 1;
     }
     (batched, units as f64 / f64::from(requests), transitions)

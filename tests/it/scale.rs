@@ -171,6 +171,17 @@ async fn an_event_costs_about_one_write_unit_by_dynamodbs_rules_with_a_searchabl
         let after = snapshot(&table).await;
         due_units += due_entry_units(&before, &after);
         let these = billed_request(&before, &after, put);
+        if std::env::var_os("SCALE_DEBUG").is_some() {
+            let state: u64 = after
+                .values()
+                .filter(|i| EntityType::of(i) == Some(EntityType::DeviceState))
+                .map(fleet_testkit::capacity::item_size)
+                .sum();
+            eprintln!(
+                "minute {minute}: {these} units, {:?}, state {state} bytes",
+                a.used.operations
+            );
+        }
         worst = worst.max(these);
         units += these;
         requests += 1;
@@ -185,10 +196,12 @@ async fn an_event_costs_about_one_write_unit_by_dynamodbs_rules_with_a_searchabl
         "{per_event} write units per single-event request"
     );
     // A request whose event crosses the device's SEEN bucket also moves its SEEN# and due
-    // (offline detection) entries: 2 units each, once per bucket.
+    // (offline detection) entries: 2 units each, once per bucket. The request whose state
+    // passes one write unit flushes every type's closed buckets at once (issue 38: types gone
+    // silent too, so later states stay under the unit): 2 units per block in its transaction.
     assert!(
-        worst <= 9,
-        "at worst the event and its index entry, a new type mark and its index entry, the state, its SEEN# and due entries moving: {worst}"
+        worst <= 12,
+        "at worst the event and its index entry, a new type mark and its index entry, the state, its SEEN# and due entries moving, or a flush of four types' blocks: {worst}"
     );
 
     // A replayed single event changes nothing and writes nothing but the identical event.

@@ -119,7 +119,7 @@ const SINGLE_WRITES: [&str; 3] = ["PutItem", "UpdateItem", "DeleteItem"];
 /// Write units DynamoDB bills for a case that issued `used` and changed `changed`.
 ///
 /// A case without a TransactWriteItems prices every change as a single write. A case with
-/// one prices every changed item as a transaction item; its single-item writes (AP-06's update
+/// one prices every changed item but its events (BatchWriteItem's) as a transaction item; its single-item writes (AP-06's update
 /// before the link sync, AP-08's mark) wrote an item the transaction then rewrote or deleted,
 /// so the snapshots do not show them on their own: each bills as an update of the largest
 /// item the case changed (1 unit for items under 1 KB, as all of ours are).
@@ -143,7 +143,20 @@ pub fn case_write_units(
         .map(|c| table_write_units_of_change(c.before.as_ref(), c.after.as_ref()))
         .max()
         .unwrap_or(1);
-    write_units(changed, WriteKind::Transaction) + singles * largest
+    // Events are written by BatchWriteItem, never in a transaction: an ingest batch whose
+    // state update flushed summaries (a transaction) still bills its events as single writes.
+    let (events, others): (Vec<ItemChange>, Vec<ItemChange>) =
+        changed.iter().cloned().partition(|c| {
+            used.count("BatchWriteItem") > 0
+                && c.after
+                    .as_ref()
+                    .or(c.before.as_ref())
+                    .and_then(shared::model::entities::EntityType::of)
+                    == Some(shared::model::entities::EntityType::Event)
+        });
+    write_units(&others, WriteKind::Transaction)
+        + write_units(&events, WriteKind::Single)
+        + singles * largest
 }
 
 /// Every pattern case on the reference dataset, as

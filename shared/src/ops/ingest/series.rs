@@ -400,10 +400,10 @@ impl SeriesStore<'_> {
             let Some(newest) = latest.get(kind).map(|r| r.0) else {
                 continue;
             };
-            // A type silent for [`SILENT_TYPE_FLUSH_MS`] while its device reports has its open
-            // buckets flushed too: they would otherwise ride in (and grow) every state write.
-            let current = Resolution::FiveMinutes
-                .bucket_start(newest.max(device_newest.saturating_sub(SILENT_TYPE_FLUSH_MS)));
+            // A flush runs when the state is over one write unit: every bucket before the
+            // device's newest 5-minute bucket goes, whatever its type, so a type gone silent
+            // (or reporting late) does not keep the state over the unit on every write.
+            let current = Resolution::FiveMinutes.bucket_start(newest.max(device_newest));
             if open.open.0.range(..current).next().is_none() {
                 continue;
             }
@@ -500,10 +500,6 @@ impl SeriesStore<'_> {
 }
 
 /// The timestamp of `ms` (every bucket start is a valid time).
-/// How long a type may stay silent while its device reports before its open buckets are
-/// flushed (one hour: a type a device buffers and sends late by less stays open and cheap).
-pub(super) const SILENT_TYPE_FLUSH_MS: i64 = 60 * 60 * 1000;
-
 fn timestamp(ms: i64) -> Result<Timestamp, FleetError> {
     Timestamp::from_epoch_millis(ms)
         .ok_or_else(|| FleetError::internal(format!("no timestamp for {ms} ms")))
