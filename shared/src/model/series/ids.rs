@@ -68,8 +68,8 @@ impl BucketIds {
                 previous = offset;
                 put_varint(
                     &mut out,
-                    if step % 1000 == 0 {
-                        step / 1000 << 1
+                    if step.is_multiple_of(1000) {
+                        (step / 1000) << 1
                     } else {
                         step << 1 | 1
                     },
