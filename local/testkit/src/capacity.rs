@@ -32,15 +32,26 @@ pub const PAGE_BYTES: u64 = 1024 * 1024;
 
 /// Bytes of a stored number: 1 per two significant digits, plus 1.
 fn number_size(text: &str) -> u64 {
-    let digits: String = text
-        .split(['e', 'E'])
-        .next()
-        .unwrap_or_default()
-        .chars()
-        .filter(char::is_ascii_digit)
-        .collect();
-    let significant = digits.trim_start_matches('0').trim_end_matches('0').len();
-    (significant.max(1) as u64).div_ceil(2) + 1
+    // DynamoDB stores a number as base-100 digit pairs aligned at the decimal point, leading
+    // and trailing zero pairs dropped, plus one byte: 1,795,850,379,000 is the pairs
+    // 1|79|58|50|37|90 (7 bytes), not "ten significant digits" (6).
+    let text = text.trim_start_matches(['-', '+']);
+    let (mantissa, exponent) = match text.split_once(['e', 'E']) {
+        Some((m, e)) => (m, e.parse::<i64>().unwrap_or(0)),
+        None => (text, 0),
+    };
+    let (whole, fraction) = mantissa.split_once('.').unwrap_or((mantissa, ""));
+    let digits: String = whole.chars().chain(fraction.chars()).collect();
+    let leading = digits.len() - digits.trim_start_matches('0').len();
+    let significant = digits.trim_start_matches('0').trim_end_matches('0');
+    if significant.is_empty() {
+        return 2;
+    }
+    // The place (power of ten) of the first and the last significant digit.
+    let point = whole.len() as i64 + exponent - leading as i64;
+    let high = point - 1;
+    let low = point - significant.len() as i64;
+    (high.div_euclid(2) - low.div_euclid(2) + 1) as u64 + 1
 }
 
 /// Bytes an attribute value counts for (without its name).
@@ -180,6 +191,17 @@ pub fn query_read_units(bytes: u64) -> f64 {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn numbers_count_base_100_pairs_aligned_at_the_point() {
+        use super::number_size;
+        assert_eq!(number_size("1795850379454"), 8);
+        assert_eq!(number_size("1795850379000"), 7);
+        assert_eq!(number_size("100"), 2);
+        assert_eq!(number_size("12.5"), 3);
+        assert_eq!(number_size("-0.05"), 2);
+        assert_eq!(number_size("0"), 2);
+        assert_eq!(number_size("1.5e3"), 2);
+    }
     use super::*;
     use shared::model::schema::INDEXES;
 
