@@ -691,3 +691,102 @@ async fn four_ingestors_sending_batches_and_replays_concurrently_end_exact() {
     assert!(batches > 0);
     assert_exact(&table, device, "power", &sent).await;
 }
+
+#[tokio::test]
+// Issue 38 item 8, shown not real since item 1: 5-minute blocks are kept for the window
+// readings are accepted in (`RETENTION_DAYS`), never a type's shorter `rawDays`, so what
+// `auto` picks by the global retention is kept whatever the type's raw retention.
+async fn auto_with_a_seven_day_raw_retention_answers_five_minute_buckets_a_month_back() {
+    let table = fresh_table().await;
+    raw_days(&table, 7).await;
+    let device = "meter-auto-7d";
+    let token = register_device(&table, OWNER, device).await;
+    let ingestor = Arc::new(Ingestor::new(table.clone(), IngestConfig::default()));
+    let now = Timestamp::now().epoch_millis();
+    // Two days of readings every 10 minutes, 31 and 30 days ago: past the raw retention.
+    let first = Resolution::Day.bucket_start(now - 31 * DAY_MS);
+    let readings: Vec<(i64, String, String, EventValue)> = (0..2 * 144)
+        .map(|i| {
+            (
+                first + i * 10 * MINUTE_MS + 3_000,
+                format!("a{i}"),
+                "power".to_string(),
+                EventValue::Number(10.0 + (i % 11) as f64 * 0.5),
+            )
+        })
+        .collect();
+    let mut sent = Sent::new();
+    for batch in readings.chunks(100) {
+        send(&ingestor, device, &token, batch, &mut sent).await;
+    }
+    // And one now, so the backlog's buckets are flushed and its days rolled.
+    let live = [(
+        now - MINUTE_MS,
+        "live".to_string(),
+        "power".to_string(),
+        EventValue::Number(1.0),
+    )];
+    send(&ingestor, device, &token, &live, &mut sent).await;
+    let day = first + DAY_MS;
+    let read = |resolution: Option<&'static str>| {
+        let table = table.clone();
+        async move {
+            let mut request = ApiRequest::get(&format!("/me/devices/{device}/series"))
+                .caller(OWNER)
+                .query("type", "power")
+                .query("from", &Timestamp::from_epoch_millis(day).unwrap().to_string())
+                .query(
+                    "to",
+                    &Timestamp::from_epoch_millis(day + DAY_MS)
+                        .unwrap()
+                        .to_string(),
+                );
+            if let Some(r) = resolution {
+                request = request.query("resolution", r);
+            }
+            dashboard(&table, request).await
+        }
+    };
+    // The raw events of that day are gone for the API (their ttl passed)...
+    let events = dashboard(
+        &table,
+        ApiRequest::get(&format!("/me/devices/{device}/events"))
+            .caller(OWNER)
+            .query("from", &Timestamp::from_epoch_millis(day).unwrap().to_string())
+            .query(
+                "to",
+                &Timestamp::from_epoch_millis(day + DAY_MS)
+                    .unwrap()
+                    .to_string(),
+            ),
+    )
+    .await;
+    assert_eq!(events.status, 200, "{:?}", events.body);
+    assert_eq!(
+        events.body["events"].as_array().map(Vec::len),
+        Some(0),
+        "{:?}",
+        events.body
+    );
+    // ...and `auto` picks 5 minutes and answers every reading of the day, as `5m` does.
+    for resolution in [None, Some("5m")] {
+        let a = read(resolution).await;
+        assert_eq!(a.status, 200, "{resolution:?}: {:?}", a.body);
+        assert_eq!(a.body["resolution"], "5m", "{resolution:?}: {:?}", a.body);
+        let buckets = a.body["buckets"].as_array().unwrap();
+        let want = recompute(&sent, "power", Resolution::FiveMinutes);
+        let want: Vec<u64> = want
+            .0
+            .range(day..day + DAY_MS)
+            .map(|(_, b)| b.count)
+            .collect();
+        assert_eq!(want.len(), 144);
+        let got: Vec<u64> = buckets
+            .iter()
+            .map(|b| b["count"].as_u64().unwrap())
+            .collect();
+        assert_eq!(got, want, "{resolution:?}");
+        let count: u64 = buckets.iter().map(|b| b["count"].as_u64().unwrap()).sum();
+        assert_eq!(count, 144, "{resolution:?}: {:?}", a.body);
+    }
+}
