@@ -734,7 +734,10 @@ async fn auto_with_a_seven_day_raw_retention_answers_five_minute_buckets_a_month
             let mut request = ApiRequest::get(&format!("/me/devices/{device}/series"))
                 .caller(OWNER)
                 .query("type", "power")
-                .query("from", &Timestamp::from_epoch_millis(day).unwrap().to_string())
+                .query(
+                    "from",
+                    &Timestamp::from_epoch_millis(day).unwrap().to_string(),
+                )
                 .query(
                     "to",
                     &Timestamp::from_epoch_millis(day + DAY_MS)
@@ -752,7 +755,10 @@ async fn auto_with_a_seven_day_raw_retention_answers_five_minute_buckets_a_month
         &table,
         ApiRequest::get(&format!("/me/devices/{device}/events"))
             .caller(OWNER)
-            .query("from", &Timestamp::from_epoch_millis(day).unwrap().to_string())
+            .query(
+                "from",
+                &Timestamp::from_epoch_millis(day).unwrap().to_string(),
+            )
             .query(
                 "to",
                 &Timestamp::from_epoch_millis(day + DAY_MS)

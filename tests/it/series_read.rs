@@ -781,7 +781,12 @@ async fn a_device_registered_again_reads_only_its_own_history_and_the_purge_keep
         items
             .iter()
             .filter(|i| i.registered_at != Some(stamp))
-            .map(|i| (i.event_type.to_string(), i.resolution, i.start, i.registered_at))
+            .map(|i| (
+                i.event_type.to_string(),
+                i.resolution,
+                i.start,
+                i.registered_at
+            ))
             .collect::<Vec<_>>()
     );
     let events: Vec<EventItem> = left

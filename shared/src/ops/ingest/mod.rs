@@ -48,8 +48,7 @@ pub use ingestor::{batch_deadline, IngestOutcome, Ingestor};
 pub use receipt::{BatchReceipt, IncompleteBatch, StoredBatch};
 pub use series::SeriesRetention;
 pub use state::{
-    check_type_cap, item_bytes, state_with_batch, state_without_unstored, MAX_STATE_BYTES,
-    MAX_STATE_TYPES, RECENT_EVENTS,
+    check_type_cap, item_bytes, state_with_batch, MAX_STATE_BYTES, MAX_STATE_TYPES, RECENT_EVENTS,
 };
 pub use store::raw_retention_days;
 pub use validate::{

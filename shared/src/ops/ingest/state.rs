@@ -22,7 +22,7 @@ use crate::model::entities::Entity;
 use crate::model::entities::ItemKey;
 use crate::model::error::{FleetError, ValidationError};
 use crate::model::expression::Condition;
-use crate::model::readings::{newest_millis, StoredEvent, StoredReading};
+use crate::model::readings::{StoredEvent, StoredReading};
 use crate::model::schema::{Item, PK};
 use crate::model::twin::TwinVersions;
 use crate::store::dynamo::number_value;
@@ -100,62 +100,6 @@ pub fn state_with_batch(state: &DeviceStateItem, events: &[NewEvent]) -> DeviceS
     next.recent.truncate(RECENT_EVENTS);
     next.learn_rhythm(state);
     next
-}
-
-/// `state` without the `unstored` events, which an update folded in on top of `before`
-/// together with the `stored` ones: their recent entries go (and `before`'s come back in their
-/// place), a latest reading that is one of them falls back to `before`'s or a stored event's,
-/// and `lastSeen` is the newest of what is left.
-pub fn state_without_unstored(
-    state: &DeviceStateItem,
-    before: &DeviceStateItem,
-    stored: &[NewEvent],
-    unstored: &[NewEvent],
-) -> DeviceStateItem {
-    let gone = |at: i64, id: &crate::model::ids::EventId| {
-        unstored
-            .iter()
-            .any(|e| e.at.epoch_millis() == at && e.id == *id)
-    };
-    let mut next = state.clone();
-    next.recent.retain(|e| !gone(e.0, &e.1));
-    for e in &before.recent {
-        if !next.recent.iter().any(|r| r.0 == e.0 && r.1 == e.1) {
-            next.recent.push(e.clone());
-        }
-    }
-    next.recent
-        .sort_by(|a, b| (b.0, b.1.as_str()).cmp(&(a.0, a.1.as_str())));
-    next.recent.truncate(RECENT_EVENTS);
-    let replaced: Vec<String> = next
-        .latest
-        .iter()
-        .filter(|(kind, reading)| {
-            unstored.iter().any(|e| {
-                e.event_type.as_str() == kind.as_str()
-                    && e.at.epoch_millis() == reading.0
-                    && e.value == reading.1
-            })
-        })
-        .map(|(kind, _)| kind.clone())
-        .collect();
-    for kind in replaced {
-        match before.latest.get(&kind) {
-            Some(reading) => next.latest.insert(kind, reading.clone()),
-            None => next.latest.remove(&kind),
-        };
-    }
-    let newest = newest_millis(&next.latest, &next.recent)
-        .and_then(crate::model::timestamp::Timestamp::from_epoch_millis);
-    next.last_seen = before.last_seen.max(newest);
-    // The rhythm is learned from `before` to what is left, as if only the stored events came.
-    next.learned_every_seconds = before.learned_every_seconds;
-    next.learned_jitter_seconds = before.learned_jitter_seconds;
-    let mut repaired = state_with_batch(&next, stored);
-    repaired.learned_every_seconds = before.learned_every_seconds;
-    repaired.learned_jitter_seconds = before.learned_jitter_seconds;
-    repaired.learn_rhythm(before);
-    repaired
 }
 
 /// Refuses a batch that would make `state` keep more than [`MAX_STATE_TYPES`] types: a 400
@@ -408,61 +352,6 @@ mod tests {
         assert_eq!(
             check_type_cap(&over, &another).unwrap_err().field,
             "events[0].type"
-        );
-    }
-
-    #[test]
-    fn taking_unstored_events_out_restores_what_only_stored_ones_give() {
-        let before = state_with_batch(
-            &empty("u", "d", "n"),
-            &(0..10)
-                .map(|i| {
-                    event(
-                        &format!("old-{i}"),
-                        ["temp", "hum"][i % 2],
-                        EventValue::Number(i as f64),
-                        &format!("2024-04-10T09:{i:02}:00Z"),
-                    )
-                })
-                .collect::<Vec<_>>(),
-        );
-        let batch = [
-            event(
-                "kept",
-                "temp",
-                EventValue::Number(1.0),
-                "2024-04-10T10:00:00Z",
-            ),
-            event(
-                "lost-1",
-                "temp",
-                EventValue::Number(2.0),
-                "2024-04-10T10:05:00Z",
-            ),
-            event(
-                "lost-2",
-                "door",
-                EventValue::Flag(true),
-                "2024-04-10T10:06:00Z",
-            ),
-        ];
-        let written = state_with_batch(&before, &batch);
-        assert_eq!(written.latest["temp"].1, EventValue::Number(2.0));
-        let repaired = state_without_unstored(&written, &before, &batch[..1], &batch[1..]);
-        assert_eq!(
-            repaired,
-            state_with_batch(&before, &batch[..1]),
-            "as if only `kept` came"
-        );
-        assert_eq!(
-            repaired.recent.len(),
-            RECENT_EVENTS,
-            "older events come back"
-        );
-        // Nothing unstored: nothing changes.
-        assert_eq!(
-            state_without_unstored(&written, &before, &batch, &[]),
-            written
         );
     }
 
