@@ -32,6 +32,16 @@ async fn raw_days(table: &FleetTable, days: u32) {
     assert_eq!(a.status, 200, "{:?}", a.body);
 }
 
+/// A fresh table where `OWNER`'s thermostats keep raw readings 7 days, with `device`
+/// registered: the table, the device's token and a cold ingestor.
+async fn seven_day_meter(device: &str) -> (FleetTable, String, Arc<Ingestor>) {
+    let table = fresh_table().await;
+    raw_days(&table, 7).await;
+    let token = register_device(&table, OWNER, device).await;
+    let ingestor = Arc::new(Ingestor::new(table.clone(), IngestConfig::default()));
+    (table, token, ingestor)
+}
+
 /// Sends `readings` (at, id, type, value) as one batch; asserts a 200.
 async fn send(
     ingestor: &Arc<Ingestor>,
@@ -75,11 +85,8 @@ async fn a_backlog_older_than_its_types_raw_retention_replayed_and_a_late_readin
     // their raw events expire at once. A replay or a late reading must not replace their
     // buckets by a recompute from the (expired) raw readings: no bucket shrinks, and the late
     // reading is counted once.
-    let table = fresh_table().await;
-    raw_days(&table, 7).await;
     let device = "meter-7d";
-    let token = register_device(&table, OWNER, device).await;
-    let ingestor = Arc::new(Ingestor::new(table.clone(), IngestConfig::default()));
+    let (table, token, ingestor) = seven_day_meter(device).await;
     let now = Timestamp::now().epoch_millis();
     let hour = 60 * MINUTE_MS;
     // 30 days of hourly readings, oldest first, in batches of 100.
@@ -697,11 +704,8 @@ async fn four_ingestors_sending_batches_and_replays_concurrently_end_exact() {
 // readings are accepted in (`RETENTION_DAYS`), never a type's shorter `rawDays`, so what
 // `auto` picks by the global retention is kept whatever the type's raw retention.
 async fn auto_with_a_seven_day_raw_retention_answers_five_minute_buckets_a_month_back() {
-    let table = fresh_table().await;
-    raw_days(&table, 7).await;
     let device = "meter-auto-7d";
-    let token = register_device(&table, OWNER, device).await;
-    let ingestor = Arc::new(Ingestor::new(table.clone(), IngestConfig::default()));
+    let (table, token, ingestor) = seven_day_meter(device).await;
     let now = Timestamp::now().epoch_millis();
     // Two days of readings every 10 minutes, 31 and 30 days ago: past the raw retention.
     let first = Resolution::Day.bucket_start(now - 31 * DAY_MS);
