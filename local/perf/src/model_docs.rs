@@ -78,6 +78,9 @@ fn budget(b: RequestBudget) -> String {
         RequestBudget::DueShardPages => {
             "1 Query per shard page + 1 BatchGetItem per page with entries + 1 write per entry acted on".into()
         }
+        RequestBudget::SilentRollPages => {
+            "2 (checkpoint) + 1 Query per partition page + 2 per page with devices + 3 per transaction of a device rolled".into()
+        }
     }
 }
 

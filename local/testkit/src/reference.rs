@@ -13,7 +13,7 @@ pub use dataset::{
     REFERENCE_RETENTION_DAYS, REF_ORG,
 };
 
-use dataset::{ingest_at_reference_time, now, seed_organization};
+use dataset::{ingest_at_reference_time, now, seed_organization, SEEDED_FLEETS};
 
 use std::time::{Duration, Instant};
 
@@ -30,7 +30,7 @@ use shared::{FleetError, FleetTable};
 pub async fn seed(table: &FleetTable) -> Result<Tokens, FleetError> {
     let mut tokens = Tokens::new();
     let ingestor = Ingestor::new(table.clone(), IngestConfig::default());
-    for (user, name, devices, events) in [(ALICE, "Alice", 10, 10), (BOB, "Bob", 2, 5)] {
+    for (user, name, devices, events) in SEEDED_FLEETS {
         let user_id = UserId::parse(user)?;
         upsert_profile(
             table,

@@ -134,6 +134,9 @@ pub enum PatternId {
     /// AP-29: one event type of a device summarised per 5 minutes, hour or day.
     #[strum(serialize = "AP-29")]
     DeviceSeries,
+    /// AP-30: the scheduled worker rolls the summaries of devices gone silent.
+    #[strum(serialize = "AP-30")]
+    SilentRolls,
     /// AP-R1: shorten (or restore) the raw retention of the owner's devices of one type.
     #[strum(serialize = "AP-R1")]
     SetRetention,

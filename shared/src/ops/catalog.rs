@@ -49,6 +49,7 @@ pub const CATALOG: &[AccessPattern] = &[
     ops::alarms::watch::OFFLINE_CHECK,
     ops::alarms::watch::ALARM_REMINDERS,
     ops::series::DEVICE_SERIES,
+    ops::ingest::silent::SILENT_ROLLS,
     ops::retention::SET_RETENTION,
     ops::retention::GET_RETENTION,
     ops::devices::r#move::MOVE_DEVICE,

@@ -110,6 +110,13 @@ pub enum RequestBudget {
     /// This many, plus one Query per shard and page (`shards` x `pages`), plus a read and a
     /// transaction per alarm cleared (`devices`).
     FixedPlusShardPagesAndAlarms(u32),
+    /// The silent devices' roll: the checkpoint's read and last write (2), one Query per page
+    /// of a `SEEN#` partition (`shards`: the pages listed, empty ones included), per page that
+    /// listed devices one BatchGetItem of their states and device items and one checkpoint
+    /// write (`batch_items`), and per transaction (`devices`: one per device rolled, one per
+    /// type when its types do not fit one) two BatchGetItems (the blocks its buckets go into,
+    /// then the days' blocks and items it rolls) and the transaction.
+    SilentRollPages,
     /// Served from the daily report: nothing at read time.
     ZeroAtReadTime,
     /// This many, plus one Query per page of the owner's devices (`pages`), plus one write
@@ -263,6 +270,9 @@ impl AccessPattern {
             }
             RequestBudget::FixedPlusShardPagesAndAlarms(n) => {
                 n + scale.shards.max(1) * scale.pages.max(1) + 2 * scale.devices
+            }
+            RequestBudget::SilentRollPages => {
+                2 + scale.shards + 2 * scale.batch_items + 3 * scale.devices
             }
             RequestBudget::ZeroAtReadTime => 0,
             RequestBudget::FixedPlusPagesAndDevices(n) => n + scale.pages.max(1) + scale.devices,

@@ -1,14 +1,17 @@
 //! The scheduled worker's run (the rollout-worker function, every minute): organization
-//! deletions that did not fit their request (AP-O5) first, then running fleet-wide changes
-//! (AP-T7), then the history copies of moved devices that did not fit their request (AP-M1),
-//! each with its share of the run.
+//! deletions that did not fit their request (AP-O5) first, then the summaries of devices gone
+//! silent (AP-30, once a day after a day ends), then running fleet-wide changes (AP-T7), then
+//! the history copies of moved devices that did not fit their request (AP-M1), each with its
+//! share of the run.
 
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
 use crate::model::error::FleetError;
+use crate::model::timestamp::Timestamp;
 use crate::ops::devices::r#move::{continue_moves, MoveProgress};
+use crate::ops::ingest::silent::{roll_silent_devices, SilentRollRun};
 use crate::ops::orgs::manage::{continue_org_deletions, OrgDeletionProgress};
 use crate::ops::twin::rollout::{advance_rollouts, RolloutRun};
 use crate::store::table::FleetTable;
@@ -21,6 +24,10 @@ pub const MOVES_SHARE: Duration = Duration::from_secs(15);
 /// deletes; an organization with thousands of invitations takes several runs).
 pub const ORG_DELETIONS_SHARE: Duration = Duration::from_secs(10);
 
+/// Longest time of a run spent rolling silent devices' summaries (a walk of many devices
+/// goes on from its checkpoint in the next runs).
+pub const SILENT_ROLLS_SHARE: Duration = Duration::from_secs(15);
+
 /// What a run did: `{"rollouts": {...}, "moves": [...]}`.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct WorkerAnswer {
@@ -31,13 +38,19 @@ pub struct WorkerAnswer {
     /// Each organization deletion worked on, and whether it is finished.
     #[serde(rename = "orgDeletions")]
     pub org_deletions: Vec<OrgDeletionProgress>,
+    /// The silent devices' roll.
+    #[serde(rename = "silentRolls")]
+    pub silent_rolls: SilentRollRun,
 }
 
-/// One run until `until`: organization deletions for at most [`ORG_DELETIONS_SHARE`],
-/// rollouts until [`MOVES_SHARE`] before `until`, then moves.
+/// One run until `until`: organization deletions for at most [`ORG_DELETIONS_SHARE`], silent
+/// devices' rolls for at most [`SILENT_ROLLS_SHARE`], rollouts until [`MOVES_SHARE`] before
+/// `until`, then moves.
 pub async fn scheduled_run(table: &FleetTable, until: Instant) -> Result<WorkerAnswer, FleetError> {
     let deletions_until = (Instant::now() + ORG_DELETIONS_SHARE).min(until);
     let org_deletions = continue_org_deletions(table, deletions_until).await?;
+    let rolls_until = (Instant::now() + SILENT_ROLLS_SHARE).min(until);
+    let silent_rolls = roll_silent_devices(table, Timestamp::now(), rolls_until).await?;
     let rollouts_until = until
         .checked_sub(MOVES_SHARE)
         .unwrap_or(until)
@@ -48,5 +61,6 @@ pub async fn scheduled_run(table: &FleetTable, until: Instant) -> Result<WorkerA
         rollouts,
         moves,
         org_deletions,
+        silent_rolls,
     })
 }

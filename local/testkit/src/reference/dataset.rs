@@ -44,6 +44,11 @@ pub const ORG_VIEWER: &str = "ref-org-viewer";
 /// The one device of the organization's fleet.
 pub const ORG_DEVICE: &str = "ref-org-dev-0";
 
+/// The people the dataset seeds, each with their devices and the events each device sends at
+/// the reference time: (user, name, devices, events).
+pub const SEEDED_FLEETS: [(&str, &str, usize, usize); 2] =
+    [(ALICE, "Alice", 10, 10), (BOB, "Bob", 2, 5)];
+
 pub(crate) fn now() -> Timestamp {
     Timestamp::parse_field("now", REFERENCE_NOW).expect("valid constant")
 }

@@ -400,6 +400,23 @@ pub fn seen_since(since: &Timestamp) -> String {
     format!("{SEEN_PREFIX}{earlier}")
 }
 
+/// The GSI1 sort key between the devices whose `SEEN#` bucket starts before `at` and those
+/// whose bucket starts at or after it: `SEEN#{at}` (a bucket's key goes on with `#{deviceId}`).
+pub fn seen_bucket_bound(at: &Timestamp) -> String {
+    format!("{SEEN_PREFIX}{at}")
+}
+
+/// Every GSI1 partition a device's `SEEN#` entry may be in: each status's shards, in a fixed
+/// order (what a walk over every device seen, partition by partition, counts through).
+pub fn seen_partitions(shards: &ShardCounts) -> Vec<String> {
+    DeviceStatus::ALL
+        .into_iter()
+        .flat_map(|status| {
+            (0..shards.status_shards(status)).map(move |shard| status_gsi1pk(status, shard))
+        })
+        .collect()
+}
+
 /// The seen bucket of a device's GSI1 sort key `SEEN#{bucket}#{deviceId}`.
 pub fn parse_seen_gsi1sk(sk: &str) -> Result<Timestamp, ValidationError> {
     let bad = || ValidationError::new("key", format!("not a SEEN key: {sk}"));

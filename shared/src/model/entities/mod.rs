@@ -67,6 +67,7 @@ pub mod rollout_slots;
 pub mod rule_set;
 pub mod running_rollout;
 pub mod series;
+pub mod silent_roll;
 pub mod tag_link;
 #[cfg(test)]
 mod tests;
@@ -201,6 +202,8 @@ pub enum EntityType {
     Invitation,
     /// An organization being deleted (the worker's list).
     OrgDeletion,
+    /// Where the worker is in rolling silent devices' summaries.
+    SilentRoll,
 }
 
 impl EntityType {
@@ -266,10 +269,9 @@ macro_rules! item_keys {
             pub fn entity_fields(&self) -> Vec<(&'static str, AttributeValue)> {
                 match self {
                     $( ItemKey::$variant { $($field),* } => {
-                        [$(entity_field(stringify!($field), $field as &dyn Any)),*]
-                            .into_iter()
-                            .flatten()
-                            .collect()
+                        let fields: [Option<(&'static str, AttributeValue)>; 0 $(+ { let _ = stringify!($field); 1 })*] =
+                            [$(entity_field(stringify!($field), $field as &dyn Any)),*];
+                        fields.into_iter().flatten().collect()
                     } )*
                 }
             }
@@ -332,6 +334,8 @@ item_keys! {
     Invitation { org: OrgId, invitation: InvitationId },
     /// An organization whose deletion is under way.
     OrgDeletion { org: OrgId },
+    /// The worker's place in rolling silent devices' summaries (one item).
+    SilentRoll {},
 }
 
 impl ItemKey {

@@ -22,7 +22,7 @@ use aws_sdk_dynamodb::types::{
 
 use super::config::IngestConfig;
 use super::receipt::{BatchReceipt, IncompleteBatch, StoredBatch};
-use super::series::{SeriesItems, SeriesRetention, SeriesStore};
+use super::series::{SeriesItems, SeriesOwner, SeriesRetention, SeriesStore};
 use super::state::{
     check_type_cap, evaluated, item_bytes, rules_refused, state_key, unchanged_since_read,
     FoldedState, Recorded, StateSlot, STATE_ATTEMPTS, STATE_FLUSH_BYTES,
@@ -339,7 +339,11 @@ impl Ingestor {
             if next == base && items.changed() == 0 {
                 return Ok(None);
             }
-            let summary = items.actions(&self.table, registration, self.series_retention())?;
+            let summary = items.actions(
+                &self.table,
+                &SeriesOwner::of(registration),
+                self.series_retention(),
+            )?;
             actions.extend(summary);
             // A transaction returns no item: its state update is also conditioned on the twin's
             // versions as `base` has them, so the committed state has them too and the answer
@@ -473,7 +477,7 @@ impl Ingestor {
     ) -> Result<(SeriesItems, bool), FleetError> {
         let store = SeriesStore {
             table: &self.table,
-            registration,
+            owner: SeriesOwner::of(registration),
         };
         let mut series = std::mem::take(&mut next.series);
         let mut items = self.cached_blocks(&registration.device_id, next.ingest_seq);

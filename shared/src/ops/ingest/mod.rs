@@ -39,6 +39,7 @@ mod config;
 mod ingestor;
 mod receipt;
 mod series;
+pub mod silent;
 mod state;
 mod store;
 mod validate;

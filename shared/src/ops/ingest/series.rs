@@ -21,7 +21,7 @@ use crate::model::entities::registration::RegistrationItem;
 use crate::model::entities::series::SeriesItem;
 use crate::model::entities::{Entity, EntityType, ItemKey};
 use crate::model::error::FleetError;
-use crate::model::ids::EventType;
+use crate::model::ids::{DeviceId, EventType, UserId};
 use crate::model::readings::StoredReading;
 use crate::model::series::{
     block_start, month_start, BucketIds, Buckets, OpenSeries, Resolution, SeriesState, BLOCK_MS,
@@ -46,11 +46,23 @@ pub struct SeriesRetention {
     pub daily_days: u32,
 }
 
+/// How long after a day ends the scheduled worker rolls the devices silent since before it
+/// (AP-30): longer than a `SEEN#` bucket (15 minutes) and a usual reporting interval, so a
+/// device still reporting has moved its entry into the new day and is not read at all (the
+/// walk never touches the whole fleet at midnight).
+pub const ROLL_GRACE: std::time::Duration = std::time::Duration::from_secs(3600);
+
+/// Fewest days a 5-minute block is kept after it ends, whatever `RETENTION_DAYS` says (it may
+/// be 1): a block must outlive the roll of its day, which for a device gone silent the worker
+/// does [`ROLL_GRACE`] after the day ends, in a walk that may span runs (issue 38 item 6).
+/// Three days leave two for the walk and for runs that fail.
+pub const MIN_BLOCK_DAYS: u32 = 3;
+
 impl SeriesRetention {
     /// The expiry (epoch seconds) of an item of `resolution` starting at `start_ms`.
     fn ttl(&self, resolution: Resolution, start_ms: i64) -> i64 {
         let (end_ms, days) = match resolution {
-            Resolution::FiveMinutes => (start_ms + BLOCK_MS, self.block_days),
+            Resolution::FiveMinutes => (start_ms + BLOCK_MS, self.block_days.max(MIN_BLOCK_DAYS)),
             Resolution::Hour => (start_ms + Resolution::Day.millis(), self.hourly_days),
             Resolution::Day => (
                 month_start(start_ms + 32 * Resolution::Day.millis()),
@@ -99,7 +111,7 @@ impl SeriesItems {
     pub(super) fn actions(
         &self,
         table: &FleetTable,
-        registration: &RegistrationItem,
+        owner: &SeriesOwner,
         retention: SeriesRetention,
     ) -> Result<Vec<TransactWriteItem>, FleetError> {
         let mut actions = Vec::new();
@@ -108,15 +120,15 @@ impl SeriesItems {
                 continue;
             }
             let item = SeriesItem {
-                user_id: registration.user_id.clone(),
-                device_id: registration.device_id.clone(),
+                user_id: owner.user_id.clone(),
+                device_id: owner.device_id.clone(),
                 event_type: EventType::parse(kind).map_err(|e| FleetError::internal(e.reason))?,
                 resolution: *resolution,
                 start: timestamp(*start)?,
                 buckets: now.buckets.clone(),
                 ids: now.ids.clone(),
                 ttl: retention.ttl(*resolution, *start),
-                registered_at: Some(registration_stamp(&registration.created_at)),
+                registered_at: Some(owner.stamp),
             };
             if now.buckets.0.is_empty() {
                 actions.push(delete_action(table, &item.item_key())?);
@@ -171,16 +183,36 @@ impl SeriesItems {
     }
 }
 
+/// Whose summary items: the device's owner key, the device, and the stamp of its
+/// registration (its items' `reg`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) struct SeriesOwner {
+    pub(super) user_id: UserId,
+    pub(super) device_id: DeviceId,
+    pub(super) stamp: i64,
+}
+
+impl SeriesOwner {
+    /// The owner of a registered device's summaries.
+    pub(super) fn of(registration: &RegistrationItem) -> Self {
+        Self {
+            user_id: registration.user_id.clone(),
+            device_id: registration.device_id.clone(),
+            stamp: registration_stamp(&registration.created_at),
+        }
+    }
+}
+
 /// Reads and writes summaries for one device: its summary items.
 pub(super) struct SeriesStore<'a> {
     pub(super) table: &'a FleetTable,
-    pub(super) registration: &'a RegistrationItem,
+    pub(super) owner: SeriesOwner,
 }
 
 impl SeriesStore<'_> {
     /// The stamp of the registration this store writes for (its items' `reg`).
     fn stamp(&self) -> i64 {
-        registration_stamp(&self.registration.created_at)
+        self.owner.stamp
     }
 
     /// The items `wanted` that are not loaded yet, with one consistent BatchGetItem per 100
@@ -200,8 +232,8 @@ impl SeriesStore<'_> {
                 .iter()
                 .map(|(kind, resolution, start)| {
                     Ok(ItemKey::Series {
-                        user: self.registration.user_id.clone(),
-                        device: self.registration.device_id.clone(),
+                        user: self.owner.user_id.clone(),
+                        device: self.owner.device_id.clone(),
                         event_type: EventType::parse(kind)
                             .map_err(|e| FleetError::internal(e.reason))?,
                         resolution: *resolution,
@@ -391,19 +423,36 @@ impl SeriesStore<'_> {
         latest: &BTreeMap<String, StoredReading>,
         items: &mut SeriesItems,
     ) -> Result<(), FleetError> {
+        // A flush runs when the state is over one write unit: every bucket before the device's
+        // newest 5-minute bucket goes, whatever its type, so a type gone silent (or reporting
+        // late) does not keep the state over the unit on every write.
+        let Some(device_newest) = latest.values().map(|r| r.0).max() else {
+            return Ok(());
+        };
+        let current = Resolution::FiveMinutes.bucket_start(device_newest);
+        self.flush_before(series, current, |kind| latest.contains_key(kind), items)
+            .await
+    }
+
+    /// Writes the 5-minute buckets before `current` of every type `flushes` takes out of
+    /// `series` into their blocks and rolls the days now wholly flushed: a batch's flush
+    /// ([`Self::flush`]) and the worker's roll of a device gone silent (`current` the start of
+    /// a day that has begun).
+    pub(super) async fn flush_before(
+        &self,
+        series: &mut SeriesState,
+        current: i64,
+        flushes: impl Fn(&str) -> bool,
+        items: &mut SeriesItems,
+    ) -> Result<(), FleetError> {
         // Every type's closed buckets first, so the blocks they go into are read with one
         // BatchGetItem for all types (a chain of one, not one read per type).
-        let mut flushes = Vec::new();
+        let mut flushes_now = Vec::new();
         let mut blocks = BTreeSet::new();
-        let device_newest = latest.values().map(|r| r.0).max().unwrap_or(i64::MIN);
         for (kind, open) in series.0.iter_mut() {
-            let Some(newest) = latest.get(kind).map(|r| r.0) else {
+            if !flushes(kind) {
                 continue;
-            };
-            // A flush runs when the state is over one write unit: every bucket before the
-            // device's newest 5-minute bucket goes, whatever its type, so a type gone silent
-            // (or reporting late) does not keep the state over the unit on every write.
-            let current = Resolution::FiveMinutes.bucket_start(newest.max(device_newest));
+            }
             if open.open.0.range(..current).next().is_none() {
                 continue;
             }
@@ -425,7 +474,7 @@ impl SeriesStore<'_> {
             let now_first = block_start(open.flushed_before);
             open.first_block_written = (now_first == first_block && first_written)
                 || closed.0.keys().any(|s| block_start(*s) == now_first);
-            flushes.push((kind.clone(), closed, ids));
+            flushes_now.push((kind.clone(), closed, ids));
         }
         self.load_keys(items, &blocks).await?;
         // Then each type's buckets into their blocks, its trail, and the days it may roll: the
@@ -433,7 +482,7 @@ impl SeriesStore<'_> {
         let day_ms = Resolution::Day.millis();
         let mut rolls = Vec::new();
         let mut keys = BTreeSet::new();
-        for (kind, closed, mut ids) in flushes {
+        for (kind, closed, mut ids) in flushes_now {
             let open = series.0.get_mut(&kind).expect("a type being flushed");
             let mut hours = BTreeSet::new();
             for (start, bucket) in &closed.0 {
@@ -554,5 +603,18 @@ mod tests {
             keep.ttl(Resolution::Day, T0),
             T0 / 1000 + 31 * day + 1826 * day
         );
+    }
+
+    #[test]
+    fn a_block_outlives_the_roll_of_its_day_whatever_the_retention() {
+        let short = SeriesRetention {
+            block_days: 1,
+            hourly_days: 400,
+            daily_days: 1826,
+        };
+        // The first block of a day ends earliest; the worker rolls the day ROLL_GRACE after
+        // the day ends, and its walk may take the next runs: a day more at the least.
+        let rolled_by = T0 / 1000 + 86_400 + ROLL_GRACE.as_secs() as i64 + 86_400;
+        assert!(short.ttl(Resolution::FiveMinutes, T0) > rolled_by);
     }
 }

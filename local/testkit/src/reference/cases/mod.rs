@@ -117,6 +117,10 @@ pub static CASES: &[PatternCase] = &[
     // reads Alice's fleet. Its call needs the route (device-updates) and an organization
     // Alice administers in the dataset.
     devices::MOVE_DEVICE,
+    // The worker's walk of devices gone silent, last of all: it rolls every seeded device to
+    // the day after the reference day, after which a batch at the reference time is a late
+    // one (a block read more than AP-14's budget).
+    series::SILENT_ROLLS,
 ];
 
 /// One case's run.

@@ -4,7 +4,11 @@
 
 use shared::model::ids::{DeviceId, UserId};
 use shared::model::pattern_id::PatternId;
+use shared::model::series::Resolution;
+use shared::ops::ingest::silent::roll_silent_devices;
+use shared::ops::pattern::BudgetScale;
 use shared::ops::series::{device_series, SeriesRequest};
+use shared::store::metrics::RequestMeter;
 use shared::{FleetError, FleetTable};
 
 use super::common::{every_call, found, one, read, route, PatternCase};
@@ -67,4 +71,52 @@ pub async fn seed_series_fixtures(table: &FleetTable) -> Result<(), FleetError> 
     MinuteMeter::new(now().epoch_millis(), 40, false)
         .store(table, &user, &device, false)
         .await
+}
+
+/// SilentRolls: the worker's walk the day after the reference day, once every device seen
+/// before that day was walked: every `SEEN#` partition, and every device that reported on the
+/// reference day rolled (its open buckets into blocks, its day rolled): the seeded devices
+/// and the offline check's watched device.
+pub(super) const SILENT_ROLLS: PatternCase = PatternCase {
+    id: PatternId::SilentRolls,
+    workload: "the walk the day after the reference day: every SEEN# partition, each device seen that day rolled (its buckets and its day)",
+    scale: |shards| {
+        let partitions = shared::model::entities::device_state::seen_partitions(shards).len();
+        let reported = reported_on_the_reference_day();
+        BudgetScale {
+            shards: partitions as u32,
+            // At most a page per device's partition: each partition holds under a page.
+            batch_items: reported,
+            devices: reported,
+            ..BudgetScale::one()
+        }
+    },
+    run: |table, _| {
+        Box::pin(async move {
+            let until = std::time::Instant::now() + std::time::Duration::from_secs(60);
+            // The walk up to the reference day, outside the meter: what runs before it did.
+            RequestMeter::new()
+                .scope(roll_silent_devices(table, now(), until))
+                .await?;
+            let next_day = now().plus_millis(Resolution::Day.millis() + 2 * 3_600_000);
+            let run = roll_silent_devices(table, next_day, until).await?;
+            found(
+                run.finished
+                    && run.devices_seen == reported_on_the_reference_day()
+                    && run.devices_rolled == run.devices_seen,
+                PatternId::SilentRolls,
+            )
+        })
+    },
+    call: None,
+};
+
+/// Devices that reported on the reference day: the dataset's seeded devices (each sent its
+/// events at the reference time) and the offline check's watched device.
+fn reported_on_the_reference_day() -> u32 {
+    let seeded: usize = crate::reference::dataset::SEEDED_FLEETS
+        .iter()
+        .map(|(_, _, devices, _)| *devices)
+        .sum();
+    seeded as u32 + 1
 }
