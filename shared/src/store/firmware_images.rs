@@ -56,13 +56,14 @@ impl FirmwareImages {
     }
 
     /// The bucket from `FIRMWARE_BUCKET`, the client from the SDK's environment (region,
-    /// credentials, `AWS_ENDPOINT_URL_S3`). A custom endpoint is addressed path-style
-    /// (`{endpoint}/{bucket}/{key}`), as local servers need.
+    /// credentials, `AWS_ENDPOINT_URL_S3`). An endpoint other than AWS's is addressed
+    /// path-style (`{endpoint}/{bucket}/{key}`), as local servers need.
     pub async fn from_env() -> Result<Self, FleetError> {
         let bucket = std::env::var(FIRMWARE_BUCKET_ENV)
             .map_err(|_| FleetError::internal(format!("{FIRMWARE_BUCKET_ENV} is not set")))?;
         let sdk = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
-        let custom_endpoint = std::env::var("AWS_ENDPOINT_URL_S3").is_ok();
+        let custom_endpoint = std::env::var("AWS_ENDPOINT_URL_S3")
+            .is_ok_and(|endpoint| !endpoint.contains(".amazonaws.com"));
         let config = aws_sdk_s3::config::Builder::from(&sdk)
             .force_path_style(custom_endpoint)
             .build();

@@ -1,5 +1,5 @@
 //! The firmware routes' request budgets: how many DynamoDB requests each may issue, and of
-//! which operations. Asserted on DynamoDB Local by `tests/it/firmware.rs` with the request
+//! which operations. Asserted on DynamoDB Local by `tests/it/firmware_packages.rs` with the request
 //! meter, as `tests/it/budgets.rs` asserts the catalog's. (S3 requests are not DynamoDB
 //! capacity: a check of a pending package adds one HEAD and one GET of its image.)
 

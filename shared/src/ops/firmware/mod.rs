@@ -3,7 +3,7 @@
 //! Ed25519 signing keys per device type ([`keys`]). The staged rollout engine will offer
 //! `ready` packages only.
 //!
-//! Requests per route (asserted by `tests/it/firmware.rs`, see [`budgets`]).
+//! Requests per route (asserted by `tests/it/firmware_packages.rs`, see [`budgets`]).
 
 pub mod budgets;
 pub mod check;
