@@ -9,6 +9,7 @@ use axum::extract::FromRef;
 use axum::routing::{get, put};
 use axum::Router;
 
+use shared::http::fleet::FleetRoutes;
 use shared::store::firmware_images::FirmwareImages;
 use shared::FleetTable;
 
@@ -29,17 +30,18 @@ impl FromRef<FirmwareState> for FleetTable {
     }
 }
 
-/// The function's routes: the caller's own firmware packages and signing keys.
+/// The function's routes: a fleet's firmware packages and signing keys, at `/me...` and at
+/// `/orgs/{orgId}...` (viewers read; admins create, delete and set keys).
 pub fn router(state: FirmwareState) -> Router {
     Router::new()
-        .route(
-            "/me/firmware",
+        .fleet_route(
+            "/firmware",
             get(packages::list_firmware).post(packages::create_firmware),
         )
-        .route(
-            "/me/firmware/{firmwareId}",
+        .fleet_route(
+            "/firmware/{firmwareId}",
             get(packages::get_firmware).delete(packages::delete_firmware),
         )
-        .route("/me/firmware-keys/{deviceType}", put(keys::put_signing_key))
+        .fleet_route("/firmware-keys/{deviceType}", put(keys::put_signing_key))
         .with_state(state)
 }
