@@ -92,7 +92,7 @@ pub async fn set_signing_key(
         }
     }
     Err(FleetError::Conflict {
-        code: "concurrent_change",
+        code: "busy",
         message: "the signing keys changed meanwhile: retry".to_string(),
     })
 }
