@@ -120,19 +120,6 @@ fn answers_http(port: u16) -> bool {
     stream.read_exact(&mut head).is_ok() && head.starts_with(b"HTTP/1.1 200")
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_missing_install_says_how_to_install_it() {
-        let Err(error) = MotoServer::start(Path::new("/nonexistent-moto-venv")) else {
-            panic!("started without an install");
-        };
-        assert!(error.to_string().contains("make moto-server"), "{error}");
-    }
-}
-
 /// The firmware image store (issue 40) on a local S3-compatible server at `endpoint` (moto's):
 /// path-style, static credentials, as the functions reach it through `AWS_ENDPOINT_URL_S3`.
 /// Building it makes no request: presigning works offline.
@@ -191,4 +178,17 @@ pub fn firmware_images_from_env() -> shared::store::firmware_images::FirmwareIma
     let bucket = std::env::var(shared::store::firmware_images::FIRMWARE_BUCKET_ENV)
         .unwrap_or_else(|_| "firmware-images".to_string());
     local_firmware_images(&endpoint, &bucket)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_missing_install_says_how_to_install_it() {
+        let Err(error) = MotoServer::start(Path::new("/nonexistent-moto-venv")) else {
+            panic!("started without an install");
+        };
+        assert!(error.to_string().contains("make moto-server"), "{error}");
+    }
 }
