@@ -9,7 +9,7 @@ VENV      := .venv
 PY_STAMP  := $(VENV)/.installed
 CARGO     ?= cargo
 # The six Lambda functions (Cargo packages; each builds the bootstrap of the same name).
-FUNCTIONS := device-updates ingest dashboard daily-analytics alarm-watch rollout-worker
+FUNCTIONS := device-updates ingest dashboard daily-analytics alarm-watch rollout-worker firmware
 PACKAGES  := $(foreach f,$(FUNCTIONS),-p $(f))
 # cargo-lambda, zig and the SAM CLI come from .venv (tools/requirements.txt).
 TOOLS_ENV := PATH="$(CURDIR)/$(VENV)/bin:$$PATH" SAM_CLI_TELEMETRY=0

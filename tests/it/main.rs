@@ -11,6 +11,7 @@ mod device_move;
 mod device_updates;
 mod emulator;
 mod faults;
+mod firmware_packages;
 mod hostile_input;
 mod ingest;
 mod ingest_limits;

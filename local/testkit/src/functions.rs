@@ -29,6 +29,12 @@ pub fn router_for(code_uri: &str, table: &FleetTable) -> Option<Router> {
             RegistrationLimit::from_env().unwrap_or_default(),
         ),
         "functions/dashboard" => dashboard::router(table.clone()),
+        // The image bucket from the environment, like the Lambda (see
+        // `moto_server::firmware_images_from_env`).
+        "functions/firmware" => firmware::router(firmware::FirmwareState {
+            table: table.clone(),
+            images: crate::moto_server::firmware_images_from_env(),
+        }),
         // Settings from the environment, like the Lambda (defaults when unset).
         "functions/ingest" => ingest::router(Arc::new(Ingestor::new(
             table.clone(),

@@ -5,6 +5,7 @@ pub mod cursor;
 pub mod entities;
 pub mod error;
 pub mod expression;
+pub mod firmware;
 pub mod ids;
 pub mod keys;
 pub mod offline;

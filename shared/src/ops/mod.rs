@@ -7,6 +7,7 @@ pub mod credentials;
 pub mod dashboard;
 pub mod devices;
 pub mod events;
+pub mod firmware;
 pub mod ingest;
 pub mod limits;
 pub mod orgs;

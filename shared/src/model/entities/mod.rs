@@ -18,6 +18,7 @@ use strum::{EnumIter, IntoEnumIterator, IntoStaticStr};
 use crate::model::alarm::ids::AlarmSource;
 use crate::model::error::{FleetError, ValidationError};
 use crate::model::expression::Attribute;
+use crate::model::firmware::FirmwareId;
 use crate::model::ids::{DeviceId, EventId, EventType, OrgId, RolloutId, Tag, UserId};
 use crate::model::keys::{IndexKeys, PrimaryKey};
 use crate::model::org::InvitationId;
@@ -48,6 +49,8 @@ pub mod device;
 pub mod device_move;
 pub mod device_state;
 pub mod event;
+pub mod firmware;
+pub mod firmware_keys;
 pub mod fleet;
 pub mod invitation;
 pub mod membership;
@@ -201,6 +204,10 @@ pub enum EntityType {
     Invitation,
     /// An organization being deleted (the worker's list).
     OrgDeletion,
+    /// A firmware package (issue 40).
+    Firmware,
+    /// An owner's firmware signing keys by device type.
+    FirmwareKeys,
 }
 
 impl EntityType {
@@ -239,6 +246,12 @@ fn entity_field(part: &str, value: &dyn Any) -> Option<(&'static str, AttributeV
         "rollout" => text(
             "rolloutId",
             value.downcast_ref::<RolloutId>().map(RolloutId::to_string),
+        ),
+        "firmware" => text(
+            "firmwareId",
+            value
+                .downcast_ref::<FirmwareId>()
+                .map(FirmwareId::to_string),
         ),
         "partition" => value
             .downcast_ref::<u32>()
@@ -332,6 +345,10 @@ item_keys! {
     Invitation { org: OrgId, invitation: InvitationId },
     /// An organization whose deletion is under way.
     OrgDeletion { org: OrgId },
+    /// A firmware package of an owner.
+    Firmware { user: UserId, firmware: FirmwareId },
+    /// An owner's firmware signing keys.
+    FirmwareKeys { user: UserId },
 }
 
 impl ItemKey {
