@@ -38,3 +38,4 @@ mod template_contract;
 mod traces;
 mod twin;
 mod type_index;
+mod webhooks;

@@ -7,7 +7,7 @@ use crate::model::entities::{
     alarm, checkpoint, command, desired_state, device, device_move, device_state, event, fleet,
     invitation, membership, open_alarm, org_deletion, org_member, organization, profile,
     purge_marker, registration, report, reported_state, rollout, rollout_slots, rule_set,
-    running_rollout, series, tag_link, type_mark, EntityType, ItemKey,
+    running_rollout, series, tag_link, type_mark, webhook, webhook_delivery, EntityType, ItemKey,
 };
 use crate::model::error::ValidationError;
 use crate::model::keys::{KeyParts, KeyTemplate, PrimaryKey};
@@ -16,7 +16,7 @@ use strum::IntoEnumIterator;
 /// Every key shape's parser, in the order a stored key is tried: an open alarm's before an
 /// alarm's (an alarm's sort key `{raisedAt}#{source}` has the shape of `OPEN#{source}`).
 type ParseKey = fn(&KeyParts) -> Option<Result<ItemKey, ValidationError>>;
-const PARSERS: [ParseKey; 27] = [
+const PARSERS: [ParseKey; 29] = [
     profile::parse_key,
     device::parse_key,
     fleet::parse_key,
@@ -44,6 +44,8 @@ const PARSERS: [ParseKey; 27] = [
     membership::parse_key,
     invitation::parse_key,
     org_deletion::parse_key,
+    webhook::parse_key,
+    webhook_delivery::parse_key,
 ];
 
 impl ItemKey {
@@ -108,6 +110,12 @@ impl ItemKey {
             ItemKey::Membership { member, org } => membership::primary_key(member, org),
             ItemKey::Invitation { org, invitation } => invitation::primary_key(org, invitation),
             ItemKey::OrgDeletion { org } => org_deletion::primary_key(org),
+            ItemKey::Webhook { user, webhook } => webhook::primary_key(user, webhook),
+            ItemKey::WebhookDelivery {
+                user,
+                webhook,
+                delivery,
+            } => webhook_delivery::primary_key(user, webhook, delivery),
         }
     }
 
@@ -155,6 +163,8 @@ impl EntityType {
             EntityType::Membership => membership::KEY_TEMPLATE,
             EntityType::Invitation => invitation::KEY_TEMPLATE,
             EntityType::OrgDeletion => org_deletion::KEY_TEMPLATE,
+            EntityType::Webhook => webhook::KEY_TEMPLATE,
+            EntityType::WebhookDelivery => webhook_delivery::KEY_TEMPLATE,
         })
     }
 
