@@ -121,12 +121,14 @@ impl WebhookChanges {
                         Value::String(text) if text.chars().count() <= MAX_DESCRIPTION_CHARS => {
                             Some(text.clone())
                         }
-                        _ => return Err(ValidationError::new(
-                            "description",
-                            format!(
+                        _ => {
+                            return Err(ValidationError::new(
+                                "description",
+                                format!(
                                 "must be a string of at most {MAX_DESCRIPTION_CHARS} characters"
                             ),
-                        )),
+                            ))
+                        }
                     })
                 }
                 "format" => changes.format = Some(WebhookFormat::parse(value)?),
