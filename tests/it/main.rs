@@ -39,3 +39,4 @@ mod template_contract;
 mod traces;
 mod twin;
 mod type_index;
+mod webhooks;

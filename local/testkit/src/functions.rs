@@ -40,6 +40,13 @@ pub fn router_for(code_uri: &str, table: &FleetTable) -> Option<Router> {
             table.clone(),
             IngestConfig::from_env().unwrap_or_default(),
         ))),
+        // The queue and the target policy from the environment, like the Lambda
+        // (`WEBHOOK_QUEUE_URL`, `AWS_ENDPOINT_URL_SQS`, `WEBHOOK_ALLOWED_LOCAL_TARGETS`).
+        "functions/webhooks" => webhooks::router(webhooks::WebhooksState {
+            table: table.clone(),
+            queue: crate::webhook_queue::queue_from_env(),
+            policy: shared::model::webhook::target::TargetPolicy::from_env(),
+        }),
         _ => return None,
     })
 }
@@ -108,6 +115,27 @@ pub async fn invoke(
                 Err(err) => json!({"statusCode": 500, "errorMessage": err.to_string()}),
             },
         );
+    }
+    if template
+        .function_definitions
+        .get(function)
+        .is_some_and(|f| f.binary == "webhook-delivery")
+    {
+        let payload: Value =
+            serde_json::from_str(event).map_err(|e| InvokeError::BadEvent(e.to_string()))?;
+        let worker = webhooks::worker::DeliveryWorker::new(
+            table.clone(),
+            crate::webhook_queue::queue_from_env(),
+            shared::model::webhook::target::TargetPolicy::from_env(),
+            shared::ops::webhooks::deliveries::RetrySchedule::from_env(),
+        );
+        return Ok(match worker {
+            Ok(worker) => match worker.handle(payload).await {
+                Ok(result) => json!({"statusCode": 200, "body": result}),
+                Err(err) => json!({"statusCode": 500, "errorMessage": err.to_string()}),
+            },
+            Err(err) => json!({"statusCode": 500, "errorMessage": err.to_string()}),
+        });
     }
     if code_uri == "functions/daily-analytics" {
         let payload: Value =

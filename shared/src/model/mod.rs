@@ -21,3 +21,4 @@ pub mod status;
 pub mod timestamp;
 pub mod token;
 pub mod twin;
+pub mod webhook;

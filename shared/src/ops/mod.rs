@@ -18,6 +18,7 @@ pub mod reports;
 pub mod retention;
 pub mod series;
 pub mod twin;
+pub mod webhooks;
 pub mod worker;
 
 /// Default and largest page sizes of the listing routes.

@@ -309,6 +309,106 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/me/webhooks": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The caller's webhook endpoints (at most 16, one page: `cursor` is always null). Never their secrets. */
+        get: operations["listWebhooks"];
+        put?: never;
+        /** Create a webhook endpoint (issue 41). The URL must be https (http only in the local mode) and no private, loopback, link-local, CGNAT, unique-local, multicast or metadata address (400 naming `url`). The answer carries its secret this once; the endpoint first receives a `webhook.confirm` delivery. */
+        post: operations["createWebhook"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/me/webhooks/{webhookId}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A webhook's id (`wh_` and 22 URL-safe base64 characters); any other text is no webhook of the caller's (404). */
+                webhookId: components["parameters"]["WebhookIdPath"];
+            };
+            cookie?: never;
+        };
+        /** One webhook endpoint (never its secret). */
+        get: operations["getWebhook"];
+        put?: never;
+        post?: never;
+        /** Delete an endpoint; its queued deliveries are abandoned. */
+        delete: operations["deleteWebhook"];
+        options?: never;
+        head?: never;
+        /** Change an endpoint: `url` (it must confirm again), `events`, `description`, `format`, `enabled`. */
+        patch: operations["updateWebhook"];
+        trace?: never;
+    };
+    "/me/webhooks/{webhookId}/rotate-secret": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A webhook's id (`wh_` and 22 URL-safe base64 characters); any other text is no webhook of the caller's (404). */
+                webhookId: components["parameters"]["WebhookIdPath"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** A new secret (shown this once); the old one keeps signing beside it for 24 hours. */
+        post: operations["rotateWebhookSecret"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/me/webhooks/{webhookId}/confirm": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A webhook's id (`wh_` and 22 URL-safe base64 characters); any other text is no webhook of the caller's (404). */
+                webhookId: components["parameters"]["WebhookIdPath"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Confirm an endpoint with the `confirmationToken` its `webhook.confirm` delivery carried (400 naming `token` otherwise). */
+        post: operations["confirmWebhook"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/me/webhooks/{webhookId}/test": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A webhook's id (`wh_` and 22 URL-safe base64 characters); any other text is no webhook of the caller's (404). */
+                webhookId: components["parameters"]["WebhookIdPath"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Queue a `webhook.test` delivery: only to a confirmed (`webhook_unconfirmed` otherwise) and enabled (`webhook_disabled`) endpoint. */
+        post: operations["testWebhook"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/me/rules": {
         parameters: {
             query?: never;
@@ -989,6 +1089,117 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/orgs/{orgId}/webhooks": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description An organization the caller is a member of; any other (unknown included) is a 404. */
+                orgId: components["parameters"]["OrgIdPath"];
+            };
+            cookie?: never;
+        };
+        /** `GET /me/webhooks` for an organization's fleet (viewer role). */
+        get: operations["orgListWebhooks"];
+        put?: never;
+        /** `POST /me/webhooks` for an organization's fleet (admin role). */
+        post: operations["orgCreateWebhook"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/orgs/{orgId}/webhooks/{webhookId}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description An organization the caller is a member of; any other (unknown included) is a 404. */
+                orgId: components["parameters"]["OrgIdPath"];
+                /** @description A webhook's id (`wh_` and 22 URL-safe base64 characters); any other text is no webhook of the caller's (404). */
+                webhookId: components["parameters"]["WebhookIdPath"];
+            };
+            cookie?: never;
+        };
+        /** `GET /me/webhooks/{webhookId}` for an organization's fleet (viewer role). */
+        get: operations["orgGetWebhook"];
+        put?: never;
+        post?: never;
+        /** `DELETE /me/webhooks/{webhookId}` for an organization's fleet (admin role). */
+        delete: operations["orgDeleteWebhook"];
+        options?: never;
+        head?: never;
+        /** `PATCH /me/webhooks/{webhookId}` for an organization's fleet (admin role). */
+        patch: operations["orgUpdateWebhook"];
+        trace?: never;
+    };
+    "/orgs/{orgId}/webhooks/{webhookId}/rotate-secret": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description An organization the caller is a member of; any other (unknown included) is a 404. */
+                orgId: components["parameters"]["OrgIdPath"];
+                /** @description A webhook's id (`wh_` and 22 URL-safe base64 characters); any other text is no webhook of the caller's (404). */
+                webhookId: components["parameters"]["WebhookIdPath"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** `POST /me/webhooks/{webhookId}/rotate-secret` for an organization's fleet (admin role). */
+        post: operations["orgRotateWebhookSecret"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/orgs/{orgId}/webhooks/{webhookId}/confirm": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description An organization the caller is a member of; any other (unknown included) is a 404. */
+                orgId: components["parameters"]["OrgIdPath"];
+                /** @description A webhook's id (`wh_` and 22 URL-safe base64 characters); any other text is no webhook of the caller's (404). */
+                webhookId: components["parameters"]["WebhookIdPath"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** `POST /me/webhooks/{webhookId}/confirm` for an organization's fleet (admin role). */
+        post: operations["orgConfirmWebhook"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/orgs/{orgId}/webhooks/{webhookId}/test": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description An organization the caller is a member of; any other (unknown included) is a 404. */
+                orgId: components["parameters"]["OrgIdPath"];
+                /** @description A webhook's id (`wh_` and 22 URL-safe base64 characters); any other text is no webhook of the caller's (404). */
+                webhookId: components["parameters"]["WebhookIdPath"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** `POST /me/webhooks/{webhookId}/test` for an organization's fleet (admin role). */
+        post: operations["orgTestWebhook"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/orgs/{orgId}/rules": {
         parameters: {
             query?: never;
@@ -1192,7 +1403,7 @@ export interface components {
                  * @description Every code a handler answers (tests/it/openapi_contract.rs reads them from the code and fails on one missing here). The 409s: `device_id_taken`, `version_mismatch`, `command_queue_full`, `rule_limit`, `busy` (the owner's rules changed concurrently too often: retry) and `alarm_cleared`. Organizations add the 403 `role_required` and the 409s `org_not_empty`, `already_member`, `owner_must_stay`, `org_limit`, `member_limit` and `invitation_limit`; a device's move the 409 `move_in_progress`; firmware the 409s `firmware_in_use` and `signing_key_limit`.
                  * @enum {string}
                  */
-                code: "invalid_request" | "unauthorized" | "forbidden" | "not_found" | "no_route" | "device_id_taken" | "version_mismatch" | "payload_too_large" | "unsupported_media_type" | "precondition_required" | "rate_limited" | "unavailable" | "dependency_unreachable" | "command_queue_full" | "rollout_limit" | "rule_limit" | "busy" | "alarm_cleared" | "internal" | "role_required" | "org_not_empty" | "already_member" | "owner_must_stay" | "org_limit" | "member_limit" | "move_in_progress" | "invitation_limit" | "firmware_in_use" | "signing_key_limit";
+                code: "invalid_request" | "unauthorized" | "forbidden" | "not_found" | "no_route" | "device_id_taken" | "version_mismatch" | "payload_too_large" | "unsupported_media_type" | "precondition_required" | "rate_limited" | "unavailable" | "dependency_unreachable" | "command_queue_full" | "rollout_limit" | "rule_limit" | "busy" | "alarm_cleared" | "internal" | "role_required" | "org_not_empty" | "already_member" | "owner_must_stay" | "org_limit" | "member_limit" | "move_in_progress" | "invitation_limit" | "firmware_in_use" | "signing_key_limit" | "webhook_limit" | "webhook_unconfirmed" | "webhook_disabled";
                 message: string;
                 field?: string;
                 /** @description With `role_required`, the least role that may do it. */
@@ -1363,6 +1574,42 @@ export interface components {
             forSeconds?: number | null;
             severity?: components["schemas"]["Severity"];
             remindEverySeconds?: number | null;
+        };
+        /** @description A webhook endpoint (issue 41); never its secret. */
+        Webhook: {
+            webhookId: string;
+            url: string;
+            events: ("alarm.raised" | "alarm.cleared" | "alarm.acknowledged" | "device.offline" | "device.online" | "webhook.test" | "webhook.confirm")[];
+            description?: string;
+            /** @enum {string} */
+            format: "standard" | "slack";
+            enabled: boolean;
+            /** @description Whether the endpoint confirmed it wants the traffic; until then it receives only its confirmation. */
+            confirmed: boolean;
+            /**
+             * Format: date-time
+             * @description During a rotation's overlap
+             */
+            previousSecretUntil?: string;
+            /** Format: date-time */
+            createdAt: string;
+            /** Format: date-time */
+            updatedAt: string;
+        };
+        WebhookBody: {
+            url: string;
+            events: ("alarm.raised" | "alarm.cleared" | "alarm.acknowledged" | "device.offline" | "device.online" | "webhook.test" | "webhook.confirm")[];
+            description?: string | null;
+            /** @enum {string} */
+            format?: "standard" | "slack";
+        };
+        WebhookChange: {
+            url?: string;
+            events?: ("alarm.raised" | "alarm.cleared" | "alarm.acknowledged" | "device.offline" | "device.online" | "webhook.test" | "webhook.confirm")[];
+            description?: string | null;
+            /** @enum {string} */
+            format?: "standard" | "slack";
+            enabled?: boolean;
         };
         Rule: {
             ruleId: string;
@@ -1805,6 +2052,8 @@ export interface components {
         };
     };
     parameters: {
+        /** @description A webhook's id (`wh_` and 22 URL-safe base64 characters); any other text is no webhook of the caller's (404). */
+        WebhookIdPath: string;
         /** @description A rule's id (`r` and 16 hex digits); any other text is no rule of the caller's (404). */
         RuleIdPath: string;
         DeviceIdPath: components["schemas"]["DeviceId"];
@@ -2644,6 +2893,314 @@ export interface operations {
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    listWebhooks: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The endpoints, in id order. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        items: components["schemas"]["Webhook"][];
+                        cursor: null;
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    createWebhook: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["WebhookBody"];
+            };
+        };
+        responses: {
+            /** @description The endpoint and its secret (shown this once). */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        webhookId: string;
+                        secret: string;
+                        webhook: components["schemas"]["Webhook"];
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            /** @description The owner keeps the most webhooks allowed already (`webhook_limit`). */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            413: components["responses"]["TooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    getWebhook: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A webhook's id (`wh_` and 22 URL-safe base64 characters); any other text is no webhook of the caller's (404). */
+                webhookId: components["parameters"]["WebhookIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The endpoint. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        webhook: components["schemas"]["Webhook"];
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    deleteWebhook: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A webhook's id (`wh_` and 22 URL-safe base64 characters); any other text is no webhook of the caller's (404). */
+                webhookId: components["parameters"]["WebhookIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Deleted. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    updateWebhook: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A webhook's id (`wh_` and 22 URL-safe base64 characters); any other text is no webhook of the caller's (404). */
+                webhookId: components["parameters"]["WebhookIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["WebhookChange"];
+            };
+        };
+        responses: {
+            /** @description The endpoint. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        webhook: components["schemas"]["Webhook"];
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            /** @description Too many concurrent changes (`busy`), retry. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            413: components["responses"]["TooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    rotateWebhookSecret: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A webhook's id (`wh_` and 22 URL-safe base64 characters); any other text is no webhook of the caller's (404). */
+                webhookId: components["parameters"]["WebhookIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The new secret and the end of the overlap. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        secret: string;
+                        /** Format: date-time */
+                        previousSecretUntil: string;
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            /** @description Too many concurrent changes (`busy`), retry. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    confirmWebhook: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A webhook's id (`wh_` and 22 URL-safe base64 characters); any other text is no webhook of the caller's (404). */
+                webhookId: components["parameters"]["WebhookIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    token: string;
+                };
+            };
+        };
+        responses: {
+            /** @description The endpoint, confirmed. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        webhook: components["schemas"]["Webhook"];
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            /** @description Too many concurrent changes (`busy`), retry. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            413: components["responses"]["TooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    testWebhook: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A webhook's id (`wh_` and 22 URL-safe base64 characters); any other text is no webhook of the caller's (404). */
+                webhookId: components["parameters"]["WebhookIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Queued. */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        deliveryId: string;
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            /** @description The endpoint is not confirmed (`webhook_unconfirmed`) or is disabled (`webhook_disabled`). */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Unavailable"];
@@ -4563,6 +5120,340 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["RoleRequired"];
             404: components["responses"]["NotFound"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    orgListWebhooks: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description An organization the caller is a member of; any other (unknown included) is a 404. */
+                orgId: components["parameters"]["OrgIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The endpoints, in id order. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        items: components["schemas"]["Webhook"][];
+                        cursor: null;
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["RoleRequired"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    orgCreateWebhook: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description An organization the caller is a member of; any other (unknown included) is a 404. */
+                orgId: components["parameters"]["OrgIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["WebhookBody"];
+            };
+        };
+        responses: {
+            /** @description The endpoint and its secret (shown this once). */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        webhookId: string;
+                        secret: string;
+                        webhook: components["schemas"]["Webhook"];
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["RoleRequired"];
+            404: components["responses"]["NotFound"];
+            /** @description The owner keeps the most webhooks allowed already (`webhook_limit`). */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            413: components["responses"]["TooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    orgGetWebhook: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description An organization the caller is a member of; any other (unknown included) is a 404. */
+                orgId: components["parameters"]["OrgIdPath"];
+                /** @description A webhook's id (`wh_` and 22 URL-safe base64 characters); any other text is no webhook of the caller's (404). */
+                webhookId: components["parameters"]["WebhookIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The endpoint. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        webhook: components["schemas"]["Webhook"];
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["RoleRequired"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    orgDeleteWebhook: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description An organization the caller is a member of; any other (unknown included) is a 404. */
+                orgId: components["parameters"]["OrgIdPath"];
+                /** @description A webhook's id (`wh_` and 22 URL-safe base64 characters); any other text is no webhook of the caller's (404). */
+                webhookId: components["parameters"]["WebhookIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Deleted. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["RoleRequired"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    orgUpdateWebhook: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description An organization the caller is a member of; any other (unknown included) is a 404. */
+                orgId: components["parameters"]["OrgIdPath"];
+                /** @description A webhook's id (`wh_` and 22 URL-safe base64 characters); any other text is no webhook of the caller's (404). */
+                webhookId: components["parameters"]["WebhookIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["WebhookChange"];
+            };
+        };
+        responses: {
+            /** @description The endpoint. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        webhook: components["schemas"]["Webhook"];
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["RoleRequired"];
+            404: components["responses"]["NotFound"];
+            /** @description Too many concurrent changes (`busy`), retry. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            413: components["responses"]["TooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    orgRotateWebhookSecret: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description An organization the caller is a member of; any other (unknown included) is a 404. */
+                orgId: components["parameters"]["OrgIdPath"];
+                /** @description A webhook's id (`wh_` and 22 URL-safe base64 characters); any other text is no webhook of the caller's (404). */
+                webhookId: components["parameters"]["WebhookIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The new secret and the end of the overlap. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        secret: string;
+                        /** Format: date-time */
+                        previousSecretUntil: string;
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["RoleRequired"];
+            404: components["responses"]["NotFound"];
+            /** @description Too many concurrent changes (`busy`), retry. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    orgConfirmWebhook: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description An organization the caller is a member of; any other (unknown included) is a 404. */
+                orgId: components["parameters"]["OrgIdPath"];
+                /** @description A webhook's id (`wh_` and 22 URL-safe base64 characters); any other text is no webhook of the caller's (404). */
+                webhookId: components["parameters"]["WebhookIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    token: string;
+                };
+            };
+        };
+        responses: {
+            /** @description The endpoint, confirmed. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        webhook: components["schemas"]["Webhook"];
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["RoleRequired"];
+            404: components["responses"]["NotFound"];
+            /** @description Too many concurrent changes (`busy`), retry. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            413: components["responses"]["TooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    orgTestWebhook: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description An organization the caller is a member of; any other (unknown included) is a 404. */
+                orgId: components["parameters"]["OrgIdPath"];
+                /** @description A webhook's id (`wh_` and 22 URL-safe base64 characters); any other text is no webhook of the caller's (404). */
+                webhookId: components["parameters"]["WebhookIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Queued. */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        deliveryId: string;
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["RoleRequired"];
+            404: components["responses"]["NotFound"];
+            /** @description The endpoint is not confirmed (`webhook_unconfirmed`) or is disabled (`webhook_disabled`). */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Unavailable"];

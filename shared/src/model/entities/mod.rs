@@ -26,6 +26,7 @@ use crate::model::schema::{Item, ENTITY_TYPE};
 use crate::model::series::Resolution;
 use crate::model::shard::ShardCounts;
 use crate::model::timestamp::{Day, Timestamp};
+use crate::model::webhook::{DeliveryId, WebhookId};
 
 /// Declares an entity's stored attribute names as associated constants (the one spelling of
 /// each, used by every expression), and `ATTRIBUTES`, which a test checks against the names
@@ -74,6 +75,8 @@ pub mod tag_link;
 #[cfg(test)]
 mod tests;
 pub mod type_mark;
+pub mod webhook;
+pub mod webhook_delivery;
 
 /// A stored item type: its fields are the item's non-key attributes; the keys follow from them.
 pub trait Entity: Serialize + DeserializeOwned {
@@ -208,6 +211,10 @@ pub enum EntityType {
     Firmware,
     /// An owner's firmware signing keys by device type.
     FirmwareKeys,
+    /// A webhook endpoint of an owner.
+    Webhook,
+    /// One webhook message to one endpoint and its attempts.
+    WebhookDelivery,
 }
 
 impl EntityType {
@@ -349,6 +356,10 @@ item_keys! {
     Firmware { user: UserId, firmware: FirmwareId },
     /// An owner's firmware signing keys.
     FirmwareKeys { user: UserId },
+    /// A webhook endpoint of an owner.
+    Webhook { user: UserId, webhook: WebhookId },
+    /// One webhook message to one endpoint.
+    WebhookDelivery { user: UserId, webhook: WebhookId, delivery: DeliveryId },
 }
 
 impl ItemKey {

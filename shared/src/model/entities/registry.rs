@@ -7,7 +7,8 @@ use crate::model::entities::{
     alarm, checkpoint, command, desired_state, device, device_move, device_state, event, firmware,
     firmware_keys, fleet, invitation, membership, open_alarm, org_deletion, org_member,
     organization, profile, purge_marker, registration, report, reported_state, rollout,
-    rollout_slots, rule_set, running_rollout, series, tag_link, type_mark, EntityType, ItemKey,
+    rollout_slots, rule_set, running_rollout, series, tag_link, type_mark, webhook,
+    webhook_delivery, EntityType, ItemKey,
 };
 use crate::model::error::ValidationError;
 use crate::model::keys::{KeyParts, KeyTemplate, PrimaryKey};
@@ -16,7 +17,7 @@ use strum::IntoEnumIterator;
 /// Every key shape's parser, in the order a stored key is tried: an open alarm's before an
 /// alarm's (an alarm's sort key `{raisedAt}#{source}` has the shape of `OPEN#{source}`).
 type ParseKey = fn(&KeyParts) -> Option<Result<ItemKey, ValidationError>>;
-const PARSERS: [ParseKey; 29] = [
+const PARSERS: [ParseKey; 31] = [
     profile::parse_key,
     device::parse_key,
     fleet::parse_key,
@@ -46,6 +47,8 @@ const PARSERS: [ParseKey; 29] = [
     org_deletion::parse_key,
     firmware::parse_key,
     firmware_keys::parse_key,
+    webhook::parse_key,
+    webhook_delivery::parse_key,
 ];
 
 impl ItemKey {
@@ -112,6 +115,12 @@ impl ItemKey {
             ItemKey::OrgDeletion { org } => org_deletion::primary_key(org),
             ItemKey::Firmware { user, firmware } => firmware::primary_key(user, firmware),
             ItemKey::FirmwareKeys { user } => firmware_keys::primary_key(user),
+            ItemKey::Webhook { user, webhook } => webhook::primary_key(user, webhook),
+            ItemKey::WebhookDelivery {
+                user,
+                webhook,
+                delivery,
+            } => webhook_delivery::primary_key(user, webhook, delivery),
         }
     }
 
@@ -161,6 +170,8 @@ impl EntityType {
             EntityType::OrgDeletion => org_deletion::KEY_TEMPLATE,
             EntityType::Firmware => firmware::KEY_TEMPLATE,
             EntityType::FirmwareKeys => firmware_keys::KEY_TEMPLATE,
+            EntityType::Webhook => webhook::KEY_TEMPLATE,
+            EntityType::WebhookDelivery => webhook_delivery::KEY_TEMPLATE,
         })
     }
 
