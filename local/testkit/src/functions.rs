@@ -55,8 +55,14 @@ pub fn router_for(code_uri: &str, table: &FleetTable) -> Option<Router> {
 /// [`router_for`]), built once and served through the same [`gateway::app`] as its Lambda
 /// bootstrap.
 pub fn handler_for(code_uri: &str, table: &FleetTable) -> Option<Handler> {
-    let gateway = gateway::app(router_for(code_uri, table)?);
-    Some(Arc::new(move |req| Box::pin(gateway.handle(req))))
+    Some(handler_of(router_for(code_uri, table)?))
+}
+
+/// The handler serving `router` through the same [`gateway::app`] as a Lambda bootstrap: for a
+/// test that builds a function's Router itself (on its own moto S3 bucket or SQS queue).
+pub fn handler_of(router: Router) -> Handler {
+    let gateway = gateway::app(router);
+    Arc::new(move |req| Box::pin(gateway.handle(req)))
 }
 
 /// Why an event could not be invoked.
