@@ -8,8 +8,9 @@ DDB_STAMP := $(DDB_DIR)/.installed
 VENV      := .venv
 PY_STAMP  := $(VENV)/.installed
 CARGO     ?= cargo
-# The six Lambda functions (Cargo packages; each builds the bootstrap of the same name).
-FUNCTIONS := device-updates ingest dashboard daily-analytics alarm-watch rollout-worker
+# The Lambda functions' Cargo packages (each builds the bootstrap of the same name; webhooks
+# also builds webhook-delivery).
+FUNCTIONS := device-updates ingest dashboard daily-analytics alarm-watch rollout-worker firmware webhooks
 PACKAGES  := $(foreach f,$(FUNCTIONS),-p $(f))
 # cargo-lambda, zig and the SAM CLI come from .venv (tools/requirements.txt).
 TOOLS_ENV := PATH="$(CURDIR)/$(VENV)/bin:$$PATH" SAM_CLI_TELEMETRY=0
@@ -23,7 +24,7 @@ dev: dynamodb-local moto-server web ## Run the whole system locally: DynamoDB Lo
 	FLEET_CONSOLE_DIR="$(CURDIR)/web/dist" $(CARGO) run --quiet -p fleet-dev -- serve
 
 test: BOOTSTRAP_PROFILE = smoke
-test: dynamodb-local moto-server python-tools python-peer smoke-build web ## Everything: fmt, clippy, template lint, web type check and lint, unit, DynamoDB Local integration, event replay, shipped-bootstrap smoke, budgets, the console in a browser
+test: dynamodb-local moto-server webhook-verifier python-tools python-peer smoke-build web ## Everything: fmt, clippy, template lint, web type check and lint, unit, DynamoDB Local integration, event replay, shipped-bootstrap smoke, budgets, the console in a browser
 	$(CARGO) fmt --all --check
 	$(CARGO) clippy --workspace --all-targets --locked -- -D warnings
 	$(VENV)/bin/cfn-lint template.yaml
@@ -45,9 +46,9 @@ test: dynamodb-local moto-server python-tools python-peer smoke-build web ## Eve
 # ones with it too (make build BOOTSTRAP_PROFILE=smoke), to check the release path in minutes.
 BOOTSTRAP_PROFILE ?= release
 
-build: python-tools arm64-target ## The deployable arm64 bootstraps: target/lambda/<function>/bootstrap
+build: python-tools arm64-target ## The deployable arm64 bootstraps: target/lambda/<binary>/bootstrap (webhooks has two)
 	$(TOOLS_ENV) $(CARGO) lambda build --profile $(BOOTSTRAP_PROFILE) --arm64 --locked $(PACKAGES)
-	@for f in $(FUNCTIONS); do ls -l target/lambda/$$f/bootstrap; done
+	@for f in $(FUNCTIONS) webhook-delivery; do ls -l target/lambda/$$f/bootstrap; done
 
 arm64-target:
 	@rustup target list --installed | grep -qx aarch64-unknown-linux-gnu || rustup target add aarch64-unknown-linux-gnu
@@ -170,6 +171,16 @@ moto-server: $(MOTO_STAMP) ## Install moto's server (local S3 and SQS) into .ven
 $(MOTO_STAMP): tools/moto/requirements.txt
 	python3 -m venv $(MOTO_VENV)
 	$(MOTO_VENV)/bin/pip install --quiet --disable-pip-version-check -r tools/moto/requirements.txt
+	touch $@
+
+# The Standard Webhooks reference library (PyPI): the webhook tests verify signatures with it.
+WEBHOOKS_VENV  := .venv-webhooks
+WEBHOOKS_STAMP := $(WEBHOOKS_VENV)/.installed
+.PHONY: webhook-verifier
+webhook-verifier: $(WEBHOOKS_STAMP) ## Install the Standard Webhooks reference library into .venv-webhooks/
+$(WEBHOOKS_STAMP): tools/webhooks/requirements.txt
+	python3 -m venv $(WEBHOOKS_VENV)
+	$(WEBHOOKS_VENV)/bin/pip install --quiet --disable-pip-version-check -r tools/webhooks/requirements.txt
 	touch $@
 
 python-peer: $(PEER_STAMP) ## Install the Python + boto3 reference peer's requirements into .venv-peer/

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
-use fleet_testkit::functions::{handler_for, Handler};
+use fleet_testkit::functions::{handler_for, handler_of, Handler};
 use shared::FleetTable;
 
 use crate::api_doc::api_doc;
@@ -28,6 +28,33 @@ impl Gateway {
             .map(|r| {
                 let handler = handler_for(&r.code_uri, table)
                     .unwrap_or_else(|| panic!("{} has no handler", r.function));
+                (r.route_key(), handler)
+            })
+            .collect();
+        Self {
+            handlers,
+            sent: AtomicUsize::new(0),
+            statuses: Mutex::new(BTreeMap::new()),
+        }
+    }
+
+    /// Every HttpApi route of template.yaml on `table`, the functions named in `routers` (by
+    /// `CodeUri`) served by the Router given there instead of one built from the environment:
+    /// the firmware and webhooks functions on a test's own moto bucket and queue.
+    pub fn with_routers(table: &FleetTable, routers: BTreeMap<&str, axum::Router>) -> Self {
+        let handlers: BTreeMap<&str, Handler> = routers
+            .into_iter()
+            .map(|(code_uri, router)| (code_uri, handler_of(router)))
+            .collect();
+        let handlers = template()
+            .routes
+            .iter()
+            .map(|r| {
+                let handler = match handlers.get(r.code_uri.as_str()) {
+                    Some(handler) => handler.clone(),
+                    None => handler_for(&r.code_uri, table)
+                        .unwrap_or_else(|| panic!("{} has no handler", r.function)),
+                };
                 (r.route_key(), handler)
             })
             .collect();

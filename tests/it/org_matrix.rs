@@ -21,12 +21,20 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Instant;
 
+use base64::Engine as _;
+use fleet_testkit::moto_server::{create_versioned_bucket, local_firmware_images, MotoServer};
+use fleet_testkit::webhook_queue::{create_queue, sqs_client};
 use fleet_tests::api_doc::api_doc;
 use fleet_tests::gateway::{check_answer, Gateway};
 use fleet_tests::*;
 use serde_json::{json, Value};
+use shared::model::entities::webhook::WebhookItem;
+use shared::model::entities::{Entity, ItemKey};
+use shared::model::ids::{OrgId, UserId};
 use shared::model::org::Role;
 use shared::model::timestamp::Timestamp;
+use shared::model::webhook::target::TargetPolicy;
+use shared::model::webhook::WebhookId;
 use shared::FleetTable;
 
 /// The people of the matrix.
@@ -141,6 +149,22 @@ const NEEDS: &[(&str, Need)] = &[
     ("POST /me/alarms/{alarmId}/ack", Need::OwnFleet),
     ("GET /me/retention", Need::OwnFleet),
     ("PUT /me/retention", Need::OwnFleet),
+    ("POST /me/firmware", Need::OwnFleet),
+    ("GET /me/firmware", Need::OwnFleet),
+    ("GET /me/firmware/{firmwareId}", Need::OwnFleet),
+    ("DELETE /me/firmware/{firmwareId}", Need::OwnFleet),
+    ("PUT /me/firmware-keys/{deviceType}", Need::OwnFleet),
+    ("GET /me/webhooks", Need::OwnFleet),
+    ("POST /me/webhooks", Need::OwnFleet),
+    ("GET /me/webhooks/{webhookId}", Need::OwnFleet),
+    ("PATCH /me/webhooks/{webhookId}", Need::OwnFleet),
+    ("DELETE /me/webhooks/{webhookId}", Need::OwnFleet),
+    (
+        "POST /me/webhooks/{webhookId}/rotate-secret",
+        Need::OwnFleet,
+    ),
+    ("POST /me/webhooks/{webhookId}/confirm", Need::OwnFleet),
+    ("POST /me/webhooks/{webhookId}/test", Need::OwnFleet),
     // Organizations: management.
     ("POST /orgs", Need::SignedIn),
     ("GET /orgs", Need::SignedIn),
@@ -238,6 +262,48 @@ const NEEDS: &[(&str, Need)] = &[
     ),
     ("GET /orgs/{orgId}/retention", Need::Role(Role::Viewer)),
     ("PUT /orgs/{orgId}/retention", Need::Role(Role::Admin)),
+    // Firmware (design.md 15): viewers read; admins create, delete and set keys.
+    ("POST /orgs/{orgId}/firmware", Need::Role(Role::Admin)),
+    ("GET /orgs/{orgId}/firmware", Need::Role(Role::Viewer)),
+    (
+        "GET /orgs/{orgId}/firmware/{firmwareId}",
+        Need::Role(Role::Viewer),
+    ),
+    (
+        "DELETE /orgs/{orgId}/firmware/{firmwareId}",
+        Need::Role(Role::Admin),
+    ),
+    (
+        "PUT /orgs/{orgId}/firmware-keys/{deviceType}",
+        Need::Role(Role::Admin),
+    ),
+    // Webhooks (design.md 16): viewers read; admins manage.
+    ("GET /orgs/{orgId}/webhooks", Need::Role(Role::Viewer)),
+    ("POST /orgs/{orgId}/webhooks", Need::Role(Role::Admin)),
+    (
+        "GET /orgs/{orgId}/webhooks/{webhookId}",
+        Need::Role(Role::Viewer),
+    ),
+    (
+        "PATCH /orgs/{orgId}/webhooks/{webhookId}",
+        Need::Role(Role::Admin),
+    ),
+    (
+        "DELETE /orgs/{orgId}/webhooks/{webhookId}",
+        Need::Role(Role::Admin),
+    ),
+    (
+        "POST /orgs/{orgId}/webhooks/{webhookId}/rotate-secret",
+        Need::Role(Role::Admin),
+    ),
+    (
+        "POST /orgs/{orgId}/webhooks/{webhookId}/confirm",
+        Need::Role(Role::Admin),
+    ),
+    (
+        "POST /orgs/{orgId}/webhooks/{webhookId}/test",
+        Need::Role(Role::Admin),
+    ),
     // Operators and devices.
     ("GET /admin/events", Need::FleetOperator),
     ("GET /admin/devices", Need::FleetOperator),
@@ -279,10 +345,18 @@ struct World {
     a_device: String,
     a_alarm: String,
     a_rollout: String,
-    /// Each person's personal device, its token, and their personal rule.
+    /// A's firmware package (its image uploaded: the first read checks it on S3) and webhook.
+    a_firmware: String,
+    a_webhook: String,
+    /// Each person's personal device, its token, and their personal rule, firmware package
+    /// and webhook.
     personal_device: BTreeMap<Person, String>,
     personal_token: BTreeMap<Person, String>,
     personal_rule: BTreeMap<Person, String>,
+    personal_firmware: BTreeMap<Person, String>,
+    personal_webhook: BTreeMap<Person, String>,
+    /// moto's server: the firmware bucket and the webhook delivery queue (kept alive).
+    _moto: MotoServer,
     /// Strings only answers about one fleet may carry.
     secrets: BTreeMap<Fleet, BTreeSet<String>>,
     /// Names throwaway things.
@@ -321,6 +395,52 @@ async fn ok(gateway: &Gateway, path_route: (&str, &str), who: &str, body: Option
     answer.body
 }
 
+/// The image of every matrix package (1000 bytes), uploaded for each organization's package.
+fn firmware_image() -> Vec<u8> {
+    (0..1000u32).map(|i| (i * 31 % 251) as u8).collect()
+}
+
+/// A valid package declaration of [`firmware_image`] (its device type has no signing key).
+fn firmware_body() -> Value {
+    let sha256: String = <sha2::Sha256 as sha2::Digest>::digest(firmware_image())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    json!({"deviceType": "thermostat", "version": "1.2.3", "sha256": sha256, "size": 1000})
+}
+
+/// The device type whose signing key the matrix sets (not the packages' type, so a key set by
+/// one cell never makes a later package need a signature).
+const KEYED_TYPE: &str = "gateway";
+
+/// A valid Ed25519 public key, base64.
+fn signing_public_key() -> String {
+    base64::engine::general_purpose::STANDARD.encode(
+        ed25519_dalek::SigningKey::from_bytes(&[3u8; 32])
+            .verifying_key()
+            .to_bytes(),
+    )
+}
+
+/// A valid webhook endpoint at `url` (public https: the strict policy, as on AWS).
+fn webhook_body(url: &str) -> Value {
+    json!({"url": url, "events": ["alarm.raised"], "description": "Matrix hook"})
+}
+
+/// The confirmation token of `owner`'s webhook `webhook`, as stored (the receiver would have
+/// got it in its `webhook.confirm` delivery).
+async fn confirmation_token(table: &FleetTable, owner: UserId, webhook: &str) -> String {
+    let key = ItemKey::Webhook {
+        user: owner,
+        webhook: WebhookId::parse(webhook).unwrap(),
+    };
+    let stored = item(table, &key).await.expect("the webhook item");
+    WebhookItem::from_item(stored)
+        .unwrap()
+        .confirmation_token
+        .clone()
+}
+
 fn rule_body(name: &str, device: &str, above: f64) -> Value {
     json!({"name": name, "eventType": "temperature", "scope": {"deviceId": device},
            "condition": {"above": above}, "severity": "major"})
@@ -329,10 +449,37 @@ fn rule_body(name: &str, device: &str, above: f64) -> Value {
 impl World {
     async fn new() -> World {
         let table = fresh_table().await;
-        let gateway = Gateway::new(&table);
+        // The firmware and webhooks functions on moto's S3 bucket and SQS queue.
+        let moto = MotoServer::start_default().expect("moto's server (make moto-server)");
+        let images = local_firmware_images(moto.endpoint(), "matrix-firmware");
+        create_versioned_bucket(&images).await.unwrap();
+        let queue = create_queue(&sqs_client(moto.endpoint()), "matrix-webhooks")
+            .await
+            .unwrap();
+        let gateway = Gateway::with_routers(
+            &table,
+            BTreeMap::from([
+                (
+                    "functions/firmware",
+                    firmware::router(firmware::FirmwareState {
+                        table: table.clone(),
+                        images,
+                    }),
+                ),
+                (
+                    "functions/webhooks",
+                    webhooks::router(webhooks::WebhooksState {
+                        table: table.clone(),
+                        queue,
+                        policy: TargetPolicy::strict(),
+                    }),
+                ),
+            ]),
+        );
         let mut secrets: BTreeMap<Fleet, BTreeSet<String>> = BTreeMap::new();
         let (mut personal_device, mut personal_token, mut personal_rule) =
             (BTreeMap::new(), BTreeMap::new(), BTreeMap::new());
+        let (mut personal_firmware, mut personal_webhook) = (BTreeMap::new(), BTreeMap::new());
 
         // Everyone's personal fleet: a profile, a device, a rule.
         for p in Person::ALL {
@@ -363,7 +510,28 @@ impl World {
             )
             .await;
             let rule_id = rule["rule"]["ruleId"].as_str().unwrap().to_string();
+            let package = ok(
+                &gateway,
+                ("POST", "/me/firmware"),
+                id,
+                Some(firmware_body()),
+            )
+            .await["firmwareId"]
+                .as_str()
+                .unwrap()
+                .to_string();
+            let hook = ok(
+                &gateway,
+                ("POST", "/me/webhooks"),
+                id,
+                Some(webhook_body(&format!("https://hooks.example.com/{id}"))),
+            )
+            .await;
+            let hook_id = hook["webhookId"].as_str().unwrap().to_string();
             secrets.entry(Fleet::Personal(p)).or_default().extend([
+                package.clone(),
+                hook_id.clone(),
+                hook["secret"].as_str().unwrap().to_string(),
                 id.to_string(),
                 email(id),
                 device.clone(),
@@ -376,6 +544,8 @@ impl World {
             personal_token.insert(p, registered["token"].as_str().unwrap().to_string());
             personal_device.insert(p, device);
             personal_rule.insert(p, rule_id);
+            personal_firmware.insert(p, package);
+            personal_webhook.insert(p, hook_id);
         }
 
         // The two organizations.
@@ -466,14 +636,21 @@ impl World {
             a_device: "acme-dev-1".into(),
             a_alarm: String::new(),
             a_rollout: String::new(),
+            a_firmware: String::new(),
+            a_webhook: String::new(),
             personal_device,
             personal_token,
             personal_rule,
+            personal_firmware,
+            personal_webhook,
+            _moto: moto,
             secrets,
             counter: 0,
         };
         let mut alarms = Vec::new();
         let mut rollouts = Vec::new();
+        let mut packages = Vec::new();
+        let mut hooks = Vec::new();
         for (fleet, org, who, prefix, tag) in [
             (Fleet::OrgA, &org_a, Person::Owner, "acme", A_TAG),
             (Fleet::OrgB, &org_b, Person::BMember, "bravo", "bravo-zone"),
@@ -567,9 +744,49 @@ impl World {
             );
             alarms.push(alarm);
             rollouts.push(rollout);
+
+            // A firmware package whose image is uploaded (its first read checks it on S3) and
+            // a webhook.
+            let created = ok(
+                &world.gateway,
+                ("POST", &format!("/orgs/{org}/firmware")),
+                who.id(),
+                Some(firmware_body()),
+            )
+            .await;
+            let put = reqwest::Client::new()
+                .put(created["uploadUrl"].as_str().unwrap())
+                .body(firmware_image())
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(put.status(), 200, "{prefix}'s presigned PUT");
+            let url = format!("https://hooks.example.com/{prefix}-hook");
+            let hook = ok(
+                &world.gateway,
+                ("POST", &format!("/orgs/{org}/webhooks")),
+                who.id(),
+                Some(webhook_body(&url)),
+            )
+            .await;
+            let package = created["firmwareId"].as_str().unwrap().to_string();
+            let hook_id = hook["webhookId"].as_str().unwrap().to_string();
+            world.secret(
+                &fleet,
+                [
+                    package.clone(),
+                    hook_id.clone(),
+                    hook["secret"].as_str().unwrap().to_string(),
+                    url,
+                ],
+            );
+            packages.push(package);
+            hooks.push(hook_id);
         }
         world.a_alarm = alarms[0].clone();
         world.a_rollout = rollouts[0].clone();
+        world.a_firmware = packages[0].clone();
+        world.a_webhook = hooks[0].clone();
         world
     }
 
@@ -620,6 +837,57 @@ impl World {
             .to_string();
         self.secret(&Fleet::OrgA, [rule.clone()]);
         rule
+    }
+
+    /// A new firmware package of A's (pending), to be deleted.
+    async fn throwaway_firmware(&mut self) -> String {
+        let package = self
+            .as_owner(
+                "POST",
+                &format!("/orgs/{}/firmware", self.org_a),
+                Some(firmware_body()),
+            )
+            .await["firmwareId"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        self.secret(&Fleet::OrgA, [package.clone()]);
+        package
+    }
+
+    /// A new webhook of A's (confirmed when `confirmed`), to be changed or deleted. Removed
+    /// after its cell (an owner keeps at most 16 endpoints).
+    async fn throwaway_webhook(&mut self, confirmed: bool) -> String {
+        let created = self
+            .as_owner(
+                "POST",
+                &format!("/orgs/{}/webhooks", self.org_a),
+                Some(webhook_body("https://hooks.example.com/acme-spare")),
+            )
+            .await;
+        let id = created["webhookId"].as_str().unwrap().to_string();
+        self.secret(
+            &Fleet::OrgA,
+            [id.clone(), created["secret"].as_str().unwrap().to_string()],
+        );
+        if confirmed {
+            let token = confirmation_token(&self.table, self.fleet_owner(None), &id).await;
+            self.as_owner(
+                "POST",
+                &format!("/orgs/{}/webhooks/{id}/confirm", self.org_a),
+                Some(json!({ "token": token })),
+            )
+            .await;
+        }
+        id
+    }
+
+    /// The owner key of A's fleet (`None`) or of a person's.
+    fn fleet_owner(&self, person: Option<Person>) -> UserId {
+        match person {
+            None => UserId::org_fleet(&OrgId::parse(self.org_a.as_str()).unwrap()),
+            Some(p) => UserId::parse(p.id()).unwrap(),
+        }
     }
 
     /// A new invitation into A (role viewer): its id and code.
@@ -709,7 +977,11 @@ impl World {
     /// devices (registrations and shared index entries name the device).
     fn markers(&self, fleet: &Fleet) -> Vec<String> {
         let mut markers = match fleet {
-            Fleet::Personal(p) => vec![format!("USER#{}\"", p.id()), format!("USER#{}#", p.id())],
+            Fleet::Personal(p) => vec![
+                format!("USER#{}\"", p.id()),
+                format!("USER#{}#", p.id()),
+                format!("FIRMWARE#{}\"", p.id()),
+            ],
             Fleet::OrgA => vec![format!("ORG#{}", self.org_a), format!("org:{}", self.org_a)],
             Fleet::OrgB => vec![format!("ORG#{}", self.org_b), format!("org:{}", self.org_b)],
         };
@@ -788,6 +1060,8 @@ struct Plan {
     targets: Vec<Fleet>,
     expect: Expect,
     undo: Undo,
+    /// A throwaway webhook of A's (its path), deleted after the cell whatever the answer.
+    throwaway_webhook: Option<String>,
 }
 
 /// The path and fleet part of a route: `/me/devices/{deviceId}` and
@@ -838,6 +1112,10 @@ fn body_for(
         ("POST", _, "/rules") => rule_body("Matrix new rule", device, 90.0),
         ("PATCH", _, "/rules/{ruleId}") => json!({"condition": {"above": 95}}),
         ("PUT", _, "/retention") => json!({"deviceType": "thermostat", "rawDays": null}),
+        ("POST", _, "/firmware") => firmware_body(),
+        ("PUT", _, "/firmware-keys/{deviceType}") => json!({"publicKey": signing_public_key()}),
+        ("POST", _, "/webhooks") => webhook_body(&format!("https://hooks.example.com/{fresh}")),
+        ("PATCH", _, "/webhooks/{webhookId}") => json!({"description": "Matrix changed"}),
         ("PATCH", _, "/members/{userId}") => json!({"role": "viewer"}),
         ("POST", _, "/invitations") => json!({"role": "viewer"}),
         ("POST", "POST /devices/{deviceId}/events", _) => {
@@ -845,8 +1123,14 @@ fn body_for(
         }
         ("POST", "POST /devices/{deviceId}/sync", _) => json!({}),
         ("GET" | "DELETE", _, _) => return None,
+        // A confirmation's token is the webhook's own: `plan` reads it from the table.
         ("POST", _, p)
-            if p.ends_with("/token") || p.ends_with("/ack") || p.ends_with("/accept") =>
+            if p.ends_with("/token")
+                || p.ends_with("/ack")
+                || p.ends_with("/accept")
+                || p.ends_with("/rotate-secret")
+                || p.ends_with("/confirm")
+                || p.ends_with("/test") =>
         {
             return None
         }
@@ -878,6 +1162,9 @@ impl World {
         let mut if_match = None;
         let mut undo = Undo::Nothing;
         let mut aims_at_others = false;
+        let mut throwaway_webhook = None;
+        // The webhook aimed at: its owner and id (for a confirmation's token).
+        let mut webhook = None;
         for name in path_params(template_path) {
             let value = match (name, on_org) {
                 ("orgId", _) => self.org_a.clone(),
@@ -904,6 +1191,30 @@ impl World {
                     aims_at_others |= !on_org;
                     self.a_rollout.clone()
                 }
+                ("firmwareId", true) if mutating => self.throwaway_firmware().await,
+                ("firmwareId", true) => self.a_firmware.clone(),
+                ("firmwareId", false) => {
+                    aims_at_others = true;
+                    self.personal_firmware[&caller.next()].clone()
+                }
+                ("webhookId", true) => {
+                    let id = if mutating {
+                        let id = self.throwaway_webhook(route.ends_with("/test")).await;
+                        throwaway_webhook = Some(format!("/orgs/{}/webhooks/{id}", self.org_a));
+                        id
+                    } else {
+                        self.a_webhook.clone()
+                    };
+                    webhook = Some((self.fleet_owner(None), id.clone()));
+                    id
+                }
+                ("webhookId", false) => {
+                    aims_at_others = true;
+                    let id = self.personal_webhook[&caller.next()].clone();
+                    webhook = Some((self.fleet_owner(Some(caller.next())), id.clone()));
+                    id
+                }
+                ("deviceType", _) => KEYED_TYPE.to_string(),
                 ("userId", _) => self.throwaway_member().await,
                 ("invitationId", _) => self.throwaway_invitation().await.0,
                 ("code", _) => self.throwaway_invitation().await.1,
@@ -922,7 +1233,13 @@ impl World {
         } else {
             self.next_name(&format!("pd2-{}", caller.id()))
         };
-        let body = body_for(self, route, caller, on_org, &fresh);
+        let mut body = body_for(self, route, caller, on_org, &fresh);
+        if route.ends_with("/confirm") {
+            // The right token (another person's own, on /me): only the role or the owner
+            // can make it a refusal.
+            let (owner, id) = webhook.clone().expect("a webhook in the path");
+            body = Some(json!({"token": confirmation_token(&self.table, owner, &id).await}));
+        }
 
         let mut request = ApiRequest::new(route, &path).caller(caller.id());
         for (name, value) in template_path
@@ -1003,6 +1320,7 @@ impl World {
             targets,
             expect,
             undo,
+            throwaway_webhook,
         }
     }
 
@@ -1050,7 +1368,16 @@ fn named_ids(value: &Value, out: &mut Vec<String>) {
             for (k, v) in map {
                 if matches!(
                     k.as_str(),
-                    "deviceId" | "ruleId" | "rolloutId" | "invitationId" | "alarmId" | "commandId"
+                    "deviceId"
+                        | "ruleId"
+                        | "rolloutId"
+                        | "invitationId"
+                        | "alarmId"
+                        | "commandId"
+                        | "firmwareId"
+                        | "webhookId"
+                        | "deliveryId"
+                        | "secret"
                 ) {
                     if let Some(s) = v.as_str() {
                         out.push(s.to_string());
@@ -1087,7 +1414,8 @@ impl World {
             // Deleting A needs it empty (409 `org_not_empty` otherwise).
             self.empty_org_a().await;
         }
-        let plan = self.plan(route, caller).await;
+        let mut plan = self.plan(route, caller).await;
+        let throwaway_webhook = plan.throwaway_webhook.take();
         let before = table_contents(&self.table).await;
         let answer = send(&self.gateway, route, plan.request.clone()).await;
         let after = table_contents(&self.table).await;
@@ -1175,6 +1503,21 @@ impl World {
             }
             let undo = plan.undo;
             self.undo(undo, &answer).await;
+        }
+        if let Some(path) = throwaway_webhook {
+            // Gone already when the cell deleted it.
+            let removed = send(
+                &self.gateway,
+                "DELETE /orgs/{orgId}/webhooks/{webhookId}",
+                ApiRequest::delete(&path).caller(Person::Owner.id()),
+            )
+            .await;
+            assert!(
+                [204, 404].contains(&removed.status),
+                "removing {path}: {} {}",
+                removed.status,
+                removed.body
+            );
         }
         let refusal_cost = (route.contains("/orgs/{orgId}")
             && matches!(plan.expect, Expect::RoleRequired(_) | Expect::NotFound)

@@ -29,11 +29,24 @@ pub fn router_for(code_uri: &str, table: &FleetTable) -> Option<Router> {
             RegistrationLimit::from_env().unwrap_or_default(),
         ),
         "functions/dashboard" => dashboard::router(table.clone()),
+        // The image bucket from the environment, like the Lambda (see
+        // `moto_server::firmware_images_from_env`).
+        "functions/firmware" => firmware::router(firmware::FirmwareState {
+            table: table.clone(),
+            images: crate::moto_server::firmware_images_from_env(),
+        }),
         // Settings from the environment, like the Lambda (defaults when unset).
         "functions/ingest" => ingest::router(Arc::new(Ingestor::new(
             table.clone(),
             IngestConfig::from_env().unwrap_or_default(),
         ))),
+        // The queue and the target policy from the environment, like the Lambda
+        // (`WEBHOOK_QUEUE_URL`, `AWS_ENDPOINT_URL_SQS`, `WEBHOOK_ALLOWED_LOCAL_TARGETS`).
+        "functions/webhooks" => webhooks::router(webhooks::WebhooksState {
+            table: table.clone(),
+            queue: crate::webhook_queue::queue_from_env(),
+            policy: shared::model::webhook::target::TargetPolicy::from_env(),
+        }),
         _ => return None,
     })
 }
@@ -42,8 +55,14 @@ pub fn router_for(code_uri: &str, table: &FleetTable) -> Option<Router> {
 /// [`router_for`]), built once and served through the same [`gateway::app`] as its Lambda
 /// bootstrap.
 pub fn handler_for(code_uri: &str, table: &FleetTable) -> Option<Handler> {
-    let gateway = gateway::app(router_for(code_uri, table)?);
-    Some(Arc::new(move |req| Box::pin(gateway.handle(req))))
+    Some(handler_of(router_for(code_uri, table)?))
+}
+
+/// The handler serving `router` through the same [`gateway::app`] as a Lambda bootstrap: for a
+/// test that builds a function's Router itself (on its own moto S3 bucket or SQS queue).
+pub fn handler_of(router: Router) -> Handler {
+    let gateway = gateway::app(router);
+    Arc::new(move |req| Box::pin(gateway.handle(req)))
 }
 
 /// Why an event could not be invoked.
@@ -102,6 +121,27 @@ pub async fn invoke(
                 Err(err) => json!({"statusCode": 500, "errorMessage": err.to_string()}),
             },
         );
+    }
+    if template
+        .function_definitions
+        .get(function)
+        .is_some_and(|f| f.binary == "webhook-delivery")
+    {
+        let payload: Value =
+            serde_json::from_str(event).map_err(|e| InvokeError::BadEvent(e.to_string()))?;
+        let worker = webhooks::worker::DeliveryWorker::new(
+            table.clone(),
+            crate::webhook_queue::queue_from_env(),
+            shared::model::webhook::target::TargetPolicy::from_env(),
+            shared::ops::webhooks::deliveries::RetrySchedule::from_env(),
+        );
+        return Ok(match worker {
+            Ok(worker) => match worker.handle(payload).await {
+                Ok(result) => json!({"statusCode": 200, "body": result}),
+                Err(err) => json!({"statusCode": 500, "errorMessage": err.to_string()}),
+            },
+            Err(err) => json!({"statusCode": 500, "errorMessage": err.to_string()}),
+        });
     }
     if code_uri == "functions/daily-analytics" {
         let payload: Value =

@@ -26,6 +26,8 @@ pub mod rie;
 pub mod samples;
 pub mod stack;
 pub mod template;
+pub mod webhook_queue;
+pub mod webhook_receiver;
 
 use std::path::{Path, PathBuf};
 

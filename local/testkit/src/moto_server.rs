@@ -120,6 +120,66 @@ fn answers_http(port: u16) -> bool {
     stream.read_exact(&mut head).is_ok() && head.starts_with(b"HTTP/1.1 200")
 }
 
+/// The firmware image store (issue 40) on a local S3-compatible server at `endpoint` (moto's):
+/// path-style, static credentials, as the functions reach it through `AWS_ENDPOINT_URL_S3`.
+/// Building it makes no request: presigning works offline.
+pub fn local_firmware_images(
+    endpoint: &str,
+    bucket: &str,
+) -> shared::store::firmware_images::FirmwareImages {
+    let config = aws_sdk_s3::Config::builder()
+        .behavior_version_latest()
+        .region(aws_sdk_s3::config::Region::new("us-east-1"))
+        .credentials_provider(aws_sdk_s3::config::Credentials::new(
+            "local", "local", None, None, "local",
+        ))
+        .endpoint_url(endpoint)
+        .force_path_style(true)
+        .build();
+    shared::store::firmware_images::FirmwareImages::new(
+        aws_sdk_s3::Client::from_conf(config),
+        bucket,
+    )
+}
+
+/// Creates `bucket`, versioned as the template's `FirmwareBucket` is, on the server of
+/// `images`.
+pub async fn create_versioned_bucket(
+    images: &shared::store::firmware_images::FirmwareImages,
+) -> Result<(), String> {
+    images
+        .client
+        .create_bucket()
+        .bucket(&images.bucket)
+        .send()
+        .await
+        .map_err(|e| format!("creating {}: {e}", images.bucket))?;
+    images
+        .client
+        .put_bucket_versioning()
+        .bucket(&images.bucket)
+        .versioning_configuration(
+            aws_sdk_s3::types::VersioningConfiguration::builder()
+                .status(aws_sdk_s3::types::BucketVersioningStatus::Enabled)
+                .build(),
+        )
+        .send()
+        .await
+        .map_err(|e| format!("versioning {}: {e}", images.bucket))?;
+    Ok(())
+}
+
+/// The firmware function's image store for in-process runs (tests, the dev server): the
+/// server at `AWS_ENDPOINT_URL_S3` and the bucket `FIRMWARE_BUCKET` when set, otherwise a
+/// closed loopback port and `firmware-images` (routes that need no S3 request still answer).
+pub fn firmware_images_from_env() -> shared::store::firmware_images::FirmwareImages {
+    let endpoint =
+        std::env::var("AWS_ENDPOINT_URL_S3").unwrap_or_else(|_| "http://127.0.0.1:9".to_string());
+    let bucket = std::env::var(shared::store::firmware_images::FIRMWARE_BUCKET_ENV)
+        .unwrap_or_else(|_| "firmware-images".to_string());
+    local_firmware_images(&endpoint, &bucket)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

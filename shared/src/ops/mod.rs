@@ -7,6 +7,7 @@ pub mod credentials;
 pub mod dashboard;
 pub mod devices;
 pub mod events;
+pub mod firmware;
 pub mod ingest;
 pub mod limits;
 pub mod orgs;
@@ -17,6 +18,7 @@ pub mod reports;
 pub mod retention;
 pub mod series;
 pub mod twin;
+pub mod webhooks;
 pub mod worker;
 
 /// Default and largest page sizes of the listing routes.

@@ -2,6 +2,7 @@
 
 pub mod deadline;
 pub mod dynamo;
+pub mod firmware_images;
 pub mod metrics;
 pub mod retry;
 pub mod table;

@@ -309,6 +309,106 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/me/webhooks": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The caller's webhook endpoints (at most 16, one page: `cursor` is always null). Never their secrets. */
+        get: operations["listWebhooks"];
+        put?: never;
+        /** Create a webhook endpoint (issue 41). The URL must be https (http only in the local mode) and no private, loopback, link-local, CGNAT, unique-local, multicast or metadata address (400 naming `url`). The answer carries its secret this once; the endpoint first receives a `webhook.confirm` delivery. */
+        post: operations["createWebhook"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/me/webhooks/{webhookId}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A webhook's id (`wh_` and 22 URL-safe base64 characters); any other text is no webhook of the caller's (404). */
+                webhookId: components["parameters"]["WebhookIdPath"];
+            };
+            cookie?: never;
+        };
+        /** One webhook endpoint (never its secret). */
+        get: operations["getWebhook"];
+        put?: never;
+        post?: never;
+        /** Delete an endpoint; its queued deliveries are abandoned. */
+        delete: operations["deleteWebhook"];
+        options?: never;
+        head?: never;
+        /** Change an endpoint: `url` (it must confirm again), `events`, `description`, `format`, `enabled`. */
+        patch: operations["updateWebhook"];
+        trace?: never;
+    };
+    "/me/webhooks/{webhookId}/rotate-secret": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A webhook's id (`wh_` and 22 URL-safe base64 characters); any other text is no webhook of the caller's (404). */
+                webhookId: components["parameters"]["WebhookIdPath"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** A new secret (shown this once); the old one keeps signing beside it for 24 hours. */
+        post: operations["rotateWebhookSecret"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/me/webhooks/{webhookId}/confirm": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A webhook's id (`wh_` and 22 URL-safe base64 characters); any other text is no webhook of the caller's (404). */
+                webhookId: components["parameters"]["WebhookIdPath"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Confirm an endpoint with the `confirmationToken` its `webhook.confirm` delivery carried (400 naming `token` otherwise). */
+        post: operations["confirmWebhook"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/me/webhooks/{webhookId}/test": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A webhook's id (`wh_` and 22 URL-safe base64 characters); any other text is no webhook of the caller's (404). */
+                webhookId: components["parameters"]["WebhookIdPath"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Queue a `webhook.test` delivery: only to a confirmed (`webhook_unconfirmed` otherwise) and enabled (`webhook_disabled`) endpoint. */
+        post: operations["testWebhook"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/me/rules": {
         parameters: {
             query?: never;
@@ -399,6 +499,67 @@ export interface paths {
          * @description `rawDays` from 1 to the template's RetentionDays (never longer); `null` restores the default. Applies to the events (and 5-minute summaries) stored from then on by every device of that `type`, present and future; those already stored keep their expiry. Hourly and daily summaries keep their own retention, so they outlive the raw readings. Readings older than the shortened retention are still accepted (up to RetentionDays) and counted in the summaries; their raw copies expire at once.
          */
         put: operations["putRetention"];
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/me/firmware": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The caller's firmware packages, newest first, paged. */
+        get: operations["listFirmware"];
+        put?: never;
+        /**
+         * Create a firmware package and get a presigned URL to upload its image.
+         * @description The package is `pending` until the service has read the uploaded image itself and found the declared size and SHA-256 (and, where the device type has a signing key, a signature that verifies over the digest): then `ready`; otherwise `rejected` with a reason, for good. `uploadUrl` is a presigned S3 PUT valid 15 minutes.
+         */
+        post: operations["createFirmware"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/me/firmware/{firmwareId}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A firmware package's id; any other text is no package of the caller's (404). */
+                firmwareId: components["parameters"]["FirmwareIdPath"];
+            };
+            cookie?: never;
+        };
+        /** One package; a pending one is checked against its uploaded image first. */
+        get: operations["getFirmware"];
+        put?: never;
+        post?: never;
+        /** Delete a package and its image (409 while a running rollout uses it). */
+        delete: operations["deleteFirmware"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/me/firmware-keys/{deviceType}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                deviceType: components["parameters"]["DeviceTypePath"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        /** Set the Ed25519 public key of a device type; its packages then need a signature. */
+        put: operations["putFirmwareKey"];
         post?: never;
         delete?: never;
         options?: never;
@@ -928,6 +1089,117 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/orgs/{orgId}/webhooks": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description An organization the caller is a member of; any other (unknown included) is a 404. */
+                orgId: components["parameters"]["OrgIdPath"];
+            };
+            cookie?: never;
+        };
+        /** `GET /me/webhooks` for an organization's fleet (viewer role). */
+        get: operations["orgListWebhooks"];
+        put?: never;
+        /** `POST /me/webhooks` for an organization's fleet (admin role). */
+        post: operations["orgCreateWebhook"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/orgs/{orgId}/webhooks/{webhookId}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description An organization the caller is a member of; any other (unknown included) is a 404. */
+                orgId: components["parameters"]["OrgIdPath"];
+                /** @description A webhook's id (`wh_` and 22 URL-safe base64 characters); any other text is no webhook of the caller's (404). */
+                webhookId: components["parameters"]["WebhookIdPath"];
+            };
+            cookie?: never;
+        };
+        /** `GET /me/webhooks/{webhookId}` for an organization's fleet (viewer role). */
+        get: operations["orgGetWebhook"];
+        put?: never;
+        post?: never;
+        /** `DELETE /me/webhooks/{webhookId}` for an organization's fleet (admin role). */
+        delete: operations["orgDeleteWebhook"];
+        options?: never;
+        head?: never;
+        /** `PATCH /me/webhooks/{webhookId}` for an organization's fleet (admin role). */
+        patch: operations["orgUpdateWebhook"];
+        trace?: never;
+    };
+    "/orgs/{orgId}/webhooks/{webhookId}/rotate-secret": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description An organization the caller is a member of; any other (unknown included) is a 404. */
+                orgId: components["parameters"]["OrgIdPath"];
+                /** @description A webhook's id (`wh_` and 22 URL-safe base64 characters); any other text is no webhook of the caller's (404). */
+                webhookId: components["parameters"]["WebhookIdPath"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** `POST /me/webhooks/{webhookId}/rotate-secret` for an organization's fleet (admin role). */
+        post: operations["orgRotateWebhookSecret"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/orgs/{orgId}/webhooks/{webhookId}/confirm": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description An organization the caller is a member of; any other (unknown included) is a 404. */
+                orgId: components["parameters"]["OrgIdPath"];
+                /** @description A webhook's id (`wh_` and 22 URL-safe base64 characters); any other text is no webhook of the caller's (404). */
+                webhookId: components["parameters"]["WebhookIdPath"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** `POST /me/webhooks/{webhookId}/confirm` for an organization's fleet (admin role). */
+        post: operations["orgConfirmWebhook"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/orgs/{orgId}/webhooks/{webhookId}/test": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description An organization the caller is a member of; any other (unknown included) is a 404. */
+                orgId: components["parameters"]["OrgIdPath"];
+                /** @description A webhook's id (`wh_` and 22 URL-safe base64 characters); any other text is no webhook of the caller's (404). */
+                webhookId: components["parameters"]["WebhookIdPath"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** `POST /me/webhooks/{webhookId}/test` for an organization's fleet (admin role). */
+        post: operations["orgTestWebhook"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/orgs/{orgId}/rules": {
         parameters: {
             query?: never;
@@ -1035,6 +1307,71 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/orgs/{orgId}/firmware": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description An organization the caller is a member of; any other (unknown included) is a 404. */
+                orgId: components["parameters"]["OrgIdPath"];
+            };
+            cookie?: never;
+        };
+        /** `GET /me/firmware` for an organization's fleet (viewer role). */
+        get: operations["orgListFirmware"];
+        put?: never;
+        /** `POST /me/firmware` for an organization's fleet (admin role). */
+        post: operations["orgCreateFirmware"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/orgs/{orgId}/firmware/{firmwareId}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description An organization the caller is a member of; any other (unknown included) is a 404. */
+                orgId: components["parameters"]["OrgIdPath"];
+                /** @description A firmware package's id; any other text is no package of the caller's (404). */
+                firmwareId: components["parameters"]["FirmwareIdPath"];
+            };
+            cookie?: never;
+        };
+        /** `GET /me/firmware/{firmwareId}` for an organization's fleet (viewer role). */
+        get: operations["orgGetFirmware"];
+        put?: never;
+        post?: never;
+        /** `DELETE /me/firmware/{firmwareId}` for an organization's fleet (admin role). */
+        delete: operations["orgDeleteFirmware"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/orgs/{orgId}/firmware-keys/{deviceType}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description An organization the caller is a member of; any other (unknown included) is a 404. */
+                orgId: components["parameters"]["OrgIdPath"];
+                deviceType: components["parameters"]["DeviceTypePath"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        /** `PUT /me/firmware-keys/{deviceType}` for an organization's fleet (admin role). */
+        put: operations["orgPutFirmwareKey"];
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/orgs/{orgId}/devices/{deviceId}/alarms": {
         parameters: {
             query?: never;
@@ -1063,10 +1400,10 @@ export interface components {
         Error: {
             error: {
                 /**
-                 * @description Every code a handler answers (tests/it/openapi_contract.rs reads them from the code and fails on one missing here). The 409s: `device_id_taken`, `version_mismatch`, `command_queue_full`, `rule_limit`, `busy` (the owner's rules changed concurrently too often: retry) and `alarm_cleared`. Organizations add the 403 `role_required` and the 409s `org_not_empty`, `already_member`, `owner_must_stay`, `org_limit`, `member_limit` and `invitation_limit`; a device's move the 409 `move_in_progress`.
+                 * @description Every code a handler answers (tests/it/openapi_contract.rs reads them from the code and fails on one missing here). The 409s: `device_id_taken`, `version_mismatch`, `command_queue_full`, `rule_limit`, `busy` (the owner's rules changed concurrently too often: retry) and `alarm_cleared`. Organizations add the 403 `role_required` and the 409s `org_not_empty`, `already_member`, `owner_must_stay`, `org_limit`, `member_limit` and `invitation_limit`; a device's move the 409 `move_in_progress`; firmware the 409s `firmware_in_use` and `signing_key_limit`.
                  * @enum {string}
                  */
-                code: "invalid_request" | "unauthorized" | "forbidden" | "not_found" | "no_route" | "device_id_taken" | "version_mismatch" | "payload_too_large" | "unsupported_media_type" | "precondition_required" | "rate_limited" | "unavailable" | "dependency_unreachable" | "command_queue_full" | "rollout_limit" | "rule_limit" | "busy" | "alarm_cleared" | "internal" | "role_required" | "org_not_empty" | "already_member" | "owner_must_stay" | "org_limit" | "member_limit" | "move_in_progress" | "invitation_limit";
+                code: "invalid_request" | "unauthorized" | "forbidden" | "not_found" | "no_route" | "device_id_taken" | "version_mismatch" | "payload_too_large" | "unsupported_media_type" | "precondition_required" | "rate_limited" | "unavailable" | "dependency_unreachable" | "command_queue_full" | "rollout_limit" | "rule_limit" | "busy" | "alarm_cleared" | "internal" | "role_required" | "org_not_empty" | "already_member" | "owner_must_stay" | "org_limit" | "member_limit" | "move_in_progress" | "invitation_limit" | "firmware_in_use" | "signing_key_limit" | "webhook_limit" | "webhook_unconfirmed" | "webhook_disabled";
                 message: string;
                 field?: string;
                 /** @description With `role_required`, the least role that may do it. */
@@ -1109,6 +1446,42 @@ export interface components {
                 deviceType: components["schemas"]["DeviceType"];
                 rawDays: number;
             }[];
+        };
+        /** @description MAJOR.MINOR.PATCH, optionally with -prerelease and +build. */
+        FirmwareVersion: string;
+        /** @description A SHA-256 as 64 hex digits (answered in lowercase). */
+        Sha256: string;
+        Firmware: {
+            firmwareId: string;
+            deviceType: components["schemas"]["DeviceType"];
+            version: components["schemas"]["FirmwareVersion"];
+            sha256: components["schemas"]["Sha256"];
+            size: number;
+            signature?: string;
+            /** @description Whether the device type had a signing key when the package was created: ready then needs the signature to verify. */
+            signed: boolean;
+            /**
+             * @description `ready` once the service read the stored image and found the declared size and SHA-256 (and a verifying signature where needed); `rejected` for good otherwise.
+             * @enum {string}
+             */
+            status: "pending" | "ready" | "rejected";
+            /** @description Why it was rejected. */
+            reason?: string;
+            createdAt: components["schemas"]["Timestamp"];
+            checkedAt?: components["schemas"]["Timestamp"];
+        };
+        FirmwareCreated: components["schemas"]["Firmware"] & {
+            /** @description A presigned S3 PUT of the image, valid 15 minutes. */
+            uploadUrl: string;
+        };
+        FirmwarePage: {
+            firmware: components["schemas"]["Firmware"][];
+            /** @description The next page's cursor; absent on the last page. */
+            cursor?: string;
+        };
+        FirmwareKey: {
+            deviceType: components["schemas"]["DeviceType"];
+            publicKey: string;
         };
         DeviceType: string;
         /** @description Duplicates are removed; stored sorted. */
@@ -1201,6 +1574,42 @@ export interface components {
             forSeconds?: number | null;
             severity?: components["schemas"]["Severity"];
             remindEverySeconds?: number | null;
+        };
+        /** @description A webhook endpoint (issue 41); never its secret. */
+        Webhook: {
+            webhookId: string;
+            url: string;
+            events: ("alarm.raised" | "alarm.cleared" | "alarm.acknowledged" | "device.offline" | "device.online" | "webhook.test" | "webhook.confirm")[];
+            description?: string;
+            /** @enum {string} */
+            format: "standard" | "slack";
+            enabled: boolean;
+            /** @description Whether the endpoint confirmed it wants the traffic; until then it receives only its confirmation. */
+            confirmed: boolean;
+            /**
+             * Format: date-time
+             * @description During a rotation's overlap
+             */
+            previousSecretUntil?: string;
+            /** Format: date-time */
+            createdAt: string;
+            /** Format: date-time */
+            updatedAt: string;
+        };
+        WebhookBody: {
+            url: string;
+            events: ("alarm.raised" | "alarm.cleared" | "alarm.acknowledged" | "device.offline" | "device.online" | "webhook.test" | "webhook.confirm")[];
+            description?: string | null;
+            /** @enum {string} */
+            format?: "standard" | "slack";
+        };
+        WebhookChange: {
+            url?: string;
+            events?: ("alarm.raised" | "alarm.cleared" | "alarm.acknowledged" | "device.offline" | "device.online" | "webhook.test" | "webhook.confirm")[];
+            description?: string | null;
+            /** @enum {string} */
+            format?: "standard" | "slack";
+            enabled?: boolean;
         };
         Rule: {
             ruleId: string;
@@ -1643,11 +2052,16 @@ export interface components {
         };
     };
     parameters: {
+        /** @description A webhook's id (`wh_` and 22 URL-safe base64 characters); any other text is no webhook of the caller's (404). */
+        WebhookIdPath: string;
         /** @description A rule's id (`r` and 16 hex digits); any other text is no rule of the caller's (404). */
         RuleIdPath: string;
         DeviceIdPath: components["schemas"]["DeviceId"];
         /** @description An organization the caller is a member of; any other (unknown included) is a 404. */
         OrgIdPath: components["schemas"]["OrgId"];
+        /** @description A firmware package's id; any other text is no package of the caller's (404). */
+        FirmwareIdPath: string;
+        DeviceTypePath: components["schemas"]["DeviceType"];
         /** @description Range start, RFC 3339 (default 24 hours before `to`). */
         From: components["schemas"]["Timestamp"];
         /** @description Range end, RFC 3339 (default now). `from` after `to` is a 400 on `from`. */
@@ -2484,6 +2898,314 @@ export interface operations {
             503: components["responses"]["Unavailable"];
         };
     };
+    listWebhooks: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The endpoints, in id order. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        items: components["schemas"]["Webhook"][];
+                        cursor: null;
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    createWebhook: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["WebhookBody"];
+            };
+        };
+        responses: {
+            /** @description The endpoint and its secret (shown this once). */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        webhookId: string;
+                        secret: string;
+                        webhook: components["schemas"]["Webhook"];
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            /** @description The owner keeps the most webhooks allowed already (`webhook_limit`). */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            413: components["responses"]["TooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    getWebhook: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A webhook's id (`wh_` and 22 URL-safe base64 characters); any other text is no webhook of the caller's (404). */
+                webhookId: components["parameters"]["WebhookIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The endpoint. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        webhook: components["schemas"]["Webhook"];
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    deleteWebhook: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A webhook's id (`wh_` and 22 URL-safe base64 characters); any other text is no webhook of the caller's (404). */
+                webhookId: components["parameters"]["WebhookIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Deleted. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    updateWebhook: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A webhook's id (`wh_` and 22 URL-safe base64 characters); any other text is no webhook of the caller's (404). */
+                webhookId: components["parameters"]["WebhookIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["WebhookChange"];
+            };
+        };
+        responses: {
+            /** @description The endpoint. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        webhook: components["schemas"]["Webhook"];
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            /** @description Too many concurrent changes (`busy`), retry. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            413: components["responses"]["TooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    rotateWebhookSecret: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A webhook's id (`wh_` and 22 URL-safe base64 characters); any other text is no webhook of the caller's (404). */
+                webhookId: components["parameters"]["WebhookIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The new secret and the end of the overlap. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        secret: string;
+                        /** Format: date-time */
+                        previousSecretUntil: string;
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            /** @description Too many concurrent changes (`busy`), retry. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    confirmWebhook: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A webhook's id (`wh_` and 22 URL-safe base64 characters); any other text is no webhook of the caller's (404). */
+                webhookId: components["parameters"]["WebhookIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    token: string;
+                };
+            };
+        };
+        responses: {
+            /** @description The endpoint, confirmed. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        webhook: components["schemas"]["Webhook"];
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            /** @description Too many concurrent changes (`busy`), retry. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            413: components["responses"]["TooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    testWebhook: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A webhook's id (`wh_` and 22 URL-safe base64 characters); any other text is no webhook of the caller's (404). */
+                webhookId: components["parameters"]["WebhookIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Queued. */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        deliveryId: string;
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            /** @description The endpoint is not confirmed (`webhook_unconfirmed`) or is disabled (`webhook_disabled`). */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
     listRules: {
         parameters: {
             query?: never;
@@ -2784,6 +3506,183 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
+            413: components["responses"]["TooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    listFirmware: {
+        parameters: {
+            query?: {
+                /** @description Page size. */
+                limit?: components["parameters"]["Limit"];
+                /** @description The `cursor` of the previous page of the same listing, unchanged. */
+                cursor?: components["parameters"]["Cursor"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description One page of packages. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["FirmwarePage"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    createFirmware: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    deviceType: components["schemas"]["DeviceType"];
+                    version: components["schemas"]["FirmwareVersion"];
+                    sha256: components["schemas"]["Sha256"];
+                    /** @description The image's size in bytes (at most 256 MiB). */
+                    size: number;
+                    /** @description Base64 of the Ed25519 signature (64 bytes) of the image's SHA-256 digest (its 32 raw bytes). Required when the device type has a signing key. */
+                    signature?: string;
+                };
+            };
+        };
+        responses: {
+            /** @description The pending package and its upload URL. */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["FirmwareCreated"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            413: components["responses"]["TooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    getFirmware: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A firmware package's id; any other text is no package of the caller's (404). */
+                firmwareId: components["parameters"]["FirmwareIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The package. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Firmware"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    deleteFirmware: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A firmware package's id; any other text is no package of the caller's (404). */
+                firmwareId: components["parameters"]["FirmwareIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Deleted. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            /** @description A running rollout uses this package (`firmware_in_use`). */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    putFirmwareKey: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                deviceType: components["parameters"]["DeviceTypePath"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /** @description Base64 of an Ed25519 public key (32 bytes). */
+                    publicKey: string;
+                };
+            };
+        };
+        responses: {
+            /** @description The key set. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["FirmwareKey"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            /** @description Too many signing keys, or a concurrent change (retry). */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             413: components["responses"]["TooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
@@ -4226,6 +5125,340 @@ export interface operations {
             503: components["responses"]["Unavailable"];
         };
     };
+    orgListWebhooks: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description An organization the caller is a member of; any other (unknown included) is a 404. */
+                orgId: components["parameters"]["OrgIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The endpoints, in id order. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        items: components["schemas"]["Webhook"][];
+                        cursor: null;
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["RoleRequired"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    orgCreateWebhook: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description An organization the caller is a member of; any other (unknown included) is a 404. */
+                orgId: components["parameters"]["OrgIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["WebhookBody"];
+            };
+        };
+        responses: {
+            /** @description The endpoint and its secret (shown this once). */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        webhookId: string;
+                        secret: string;
+                        webhook: components["schemas"]["Webhook"];
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["RoleRequired"];
+            404: components["responses"]["NotFound"];
+            /** @description The owner keeps the most webhooks allowed already (`webhook_limit`). */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            413: components["responses"]["TooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    orgGetWebhook: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description An organization the caller is a member of; any other (unknown included) is a 404. */
+                orgId: components["parameters"]["OrgIdPath"];
+                /** @description A webhook's id (`wh_` and 22 URL-safe base64 characters); any other text is no webhook of the caller's (404). */
+                webhookId: components["parameters"]["WebhookIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The endpoint. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        webhook: components["schemas"]["Webhook"];
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["RoleRequired"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    orgDeleteWebhook: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description An organization the caller is a member of; any other (unknown included) is a 404. */
+                orgId: components["parameters"]["OrgIdPath"];
+                /** @description A webhook's id (`wh_` and 22 URL-safe base64 characters); any other text is no webhook of the caller's (404). */
+                webhookId: components["parameters"]["WebhookIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Deleted. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["RoleRequired"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    orgUpdateWebhook: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description An organization the caller is a member of; any other (unknown included) is a 404. */
+                orgId: components["parameters"]["OrgIdPath"];
+                /** @description A webhook's id (`wh_` and 22 URL-safe base64 characters); any other text is no webhook of the caller's (404). */
+                webhookId: components["parameters"]["WebhookIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["WebhookChange"];
+            };
+        };
+        responses: {
+            /** @description The endpoint. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        webhook: components["schemas"]["Webhook"];
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["RoleRequired"];
+            404: components["responses"]["NotFound"];
+            /** @description Too many concurrent changes (`busy`), retry. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            413: components["responses"]["TooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    orgRotateWebhookSecret: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description An organization the caller is a member of; any other (unknown included) is a 404. */
+                orgId: components["parameters"]["OrgIdPath"];
+                /** @description A webhook's id (`wh_` and 22 URL-safe base64 characters); any other text is no webhook of the caller's (404). */
+                webhookId: components["parameters"]["WebhookIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The new secret and the end of the overlap. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        secret: string;
+                        /** Format: date-time */
+                        previousSecretUntil: string;
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["RoleRequired"];
+            404: components["responses"]["NotFound"];
+            /** @description Too many concurrent changes (`busy`), retry. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    orgConfirmWebhook: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description An organization the caller is a member of; any other (unknown included) is a 404. */
+                orgId: components["parameters"]["OrgIdPath"];
+                /** @description A webhook's id (`wh_` and 22 URL-safe base64 characters); any other text is no webhook of the caller's (404). */
+                webhookId: components["parameters"]["WebhookIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    token: string;
+                };
+            };
+        };
+        responses: {
+            /** @description The endpoint, confirmed. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        webhook: components["schemas"]["Webhook"];
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["RoleRequired"];
+            404: components["responses"]["NotFound"];
+            /** @description Too many concurrent changes (`busy`), retry. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            413: components["responses"]["TooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    orgTestWebhook: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description An organization the caller is a member of; any other (unknown included) is a 404. */
+                orgId: components["parameters"]["OrgIdPath"];
+                /** @description A webhook's id (`wh_` and 22 URL-safe base64 characters); any other text is no webhook of the caller's (404). */
+                webhookId: components["parameters"]["WebhookIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Queued. */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        deliveryId: string;
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["RoleRequired"];
+            404: components["responses"]["NotFound"];
+            /** @description The endpoint is not confirmed (`webhook_unconfirmed`) or is disabled (`webhook_disabled`). */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
     orgListRules: {
         parameters: {
             query?: never;
@@ -4560,6 +5793,205 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["RoleRequired"];
             404: components["responses"]["NotFound"];
+            413: components["responses"]["TooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    orgListFirmware: {
+        parameters: {
+            query?: {
+                /** @description Page size. */
+                limit?: components["parameters"]["Limit"];
+                /** @description The `cursor` of the previous page of the same listing, unchanged. */
+                cursor?: components["parameters"]["Cursor"];
+            };
+            header?: never;
+            path: {
+                /** @description An organization the caller is a member of; any other (unknown included) is a 404. */
+                orgId: components["parameters"]["OrgIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description One page of packages. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["FirmwarePage"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["RoleRequired"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    orgCreateFirmware: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description An organization the caller is a member of; any other (unknown included) is a 404. */
+                orgId: components["parameters"]["OrgIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    deviceType: components["schemas"]["DeviceType"];
+                    version: components["schemas"]["FirmwareVersion"];
+                    sha256: components["schemas"]["Sha256"];
+                    /** @description The image's size in bytes (at most 256 MiB). */
+                    size: number;
+                    /** @description Base64 of the Ed25519 signature (64 bytes) of the image's SHA-256 digest (its 32 raw bytes). Required when the device type has a signing key. */
+                    signature?: string;
+                };
+            };
+        };
+        responses: {
+            /** @description The pending package and its upload URL. */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["FirmwareCreated"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["RoleRequired"];
+            404: components["responses"]["NotFound"];
+            413: components["responses"]["TooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    orgGetFirmware: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description An organization the caller is a member of; any other (unknown included) is a 404. */
+                orgId: components["parameters"]["OrgIdPath"];
+                /** @description A firmware package's id; any other text is no package of the caller's (404). */
+                firmwareId: components["parameters"]["FirmwareIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The package. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Firmware"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["RoleRequired"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    orgDeleteFirmware: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description An organization the caller is a member of; any other (unknown included) is a 404. */
+                orgId: components["parameters"]["OrgIdPath"];
+                /** @description A firmware package's id; any other text is no package of the caller's (404). */
+                firmwareId: components["parameters"]["FirmwareIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Deleted. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["RoleRequired"];
+            404: components["responses"]["NotFound"];
+            /** @description A running rollout uses this package (`firmware_in_use`). */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    orgPutFirmwareKey: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description An organization the caller is a member of; any other (unknown included) is a 404. */
+                orgId: components["parameters"]["OrgIdPath"];
+                deviceType: components["parameters"]["DeviceTypePath"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /** @description Base64 of an Ed25519 public key (32 bytes). */
+                    publicKey: string;
+                };
+            };
+        };
+        responses: {
+            /** @description The key set. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["FirmwareKey"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["RoleRequired"];
+            404: components["responses"]["NotFound"];
+            /** @description Too many signing keys, or a concurrent change (retry). */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             413: components["responses"]["TooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];

@@ -18,6 +18,7 @@ use strum::{EnumIter, IntoEnumIterator, IntoStaticStr};
 use crate::model::alarm::ids::AlarmSource;
 use crate::model::error::{FleetError, ValidationError};
 use crate::model::expression::Attribute;
+use crate::model::firmware::FirmwareId;
 use crate::model::ids::{DeviceId, EventId, EventType, OrgId, RolloutId, Tag, UserId};
 use crate::model::keys::{IndexKeys, PrimaryKey};
 use crate::model::org::InvitationId;
@@ -25,6 +26,7 @@ use crate::model::schema::{Item, ENTITY_TYPE};
 use crate::model::series::Resolution;
 use crate::model::shard::ShardCounts;
 use crate::model::timestamp::{Day, Timestamp};
+use crate::model::webhook::{DeliveryId, WebhookId};
 
 /// Declares an entity's stored attribute names as associated constants (the one spelling of
 /// each, used by every expression), and `ATTRIBUTES`, which a test checks against the names
@@ -48,6 +50,8 @@ pub mod device;
 pub mod device_move;
 pub mod device_state;
 pub mod event;
+pub mod firmware;
+pub mod firmware_keys;
 pub mod fleet;
 pub mod invitation;
 pub mod membership;
@@ -72,6 +76,8 @@ pub mod tag_link;
 #[cfg(test)]
 mod tests;
 pub mod type_mark;
+pub mod webhook;
+pub mod webhook_delivery;
 
 /// A stored item type: its fields are the item's non-key attributes; the keys follow from them.
 pub trait Entity: Serialize + DeserializeOwned {
@@ -202,6 +208,14 @@ pub enum EntityType {
     Invitation,
     /// An organization being deleted (the worker's list).
     OrgDeletion,
+    /// A firmware package (issue 40).
+    Firmware,
+    /// An owner's firmware signing keys by device type.
+    FirmwareKeys,
+    /// A webhook endpoint of an owner.
+    Webhook,
+    /// One webhook message to one endpoint and its attempts.
+    WebhookDelivery,
     /// Where the worker is in rolling silent devices' summaries.
     SilentRoll,
 }
@@ -242,6 +256,12 @@ fn entity_field(part: &str, value: &dyn Any) -> Option<(&'static str, AttributeV
         "rollout" => text(
             "rolloutId",
             value.downcast_ref::<RolloutId>().map(RolloutId::to_string),
+        ),
+        "firmware" => text(
+            "firmwareId",
+            value
+                .downcast_ref::<FirmwareId>()
+                .map(FirmwareId::to_string),
         ),
         "partition" => value
             .downcast_ref::<u32>()
@@ -334,6 +354,14 @@ item_keys! {
     Invitation { org: OrgId, invitation: InvitationId },
     /// An organization whose deletion is under way.
     OrgDeletion { org: OrgId },
+    /// A firmware package of an owner.
+    Firmware { user: UserId, firmware: FirmwareId },
+    /// An owner's firmware signing keys.
+    FirmwareKeys { user: UserId },
+    /// A webhook endpoint of an owner.
+    Webhook { user: UserId, webhook: WebhookId },
+    /// One webhook message to one endpoint.
+    WebhookDelivery { user: UserId, webhook: WebhookId, delivery: DeliveryId },
     /// The worker's place in rolling silent devices' summaries (one item).
     SilentRoll {},
 }

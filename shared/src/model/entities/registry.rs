@@ -4,10 +4,11 @@
 //! free of circles; matches are exhaustive, so a new variant cannot be left out.
 
 use crate::model::entities::{
-    alarm, checkpoint, command, desired_state, device, device_move, device_state, event, fleet,
-    invitation, membership, open_alarm, org_deletion, org_member, organization, profile,
-    purge_marker, registration, report, reported_state, rollout, rollout_slots, rule_set,
-    running_rollout, series, silent_roll, tag_link, type_mark, EntityType, ItemKey,
+    alarm, checkpoint, command, desired_state, device, device_move, device_state, event, firmware,
+    firmware_keys, fleet, invitation, membership, open_alarm, org_deletion, org_member,
+    organization, profile, purge_marker, registration, report, reported_state, rollout,
+    rollout_slots, rule_set, running_rollout, series, silent_roll, tag_link, type_mark, webhook,
+    webhook_delivery, EntityType, ItemKey,
 };
 use crate::model::error::ValidationError;
 use crate::model::keys::{KeyParts, KeyTemplate, PrimaryKey};
@@ -16,7 +17,7 @@ use strum::IntoEnumIterator;
 /// Every key shape's parser, in the order a stored key is tried: an open alarm's before an
 /// alarm's (an alarm's sort key `{raisedAt}#{source}` has the shape of `OPEN#{source}`).
 type ParseKey = fn(&KeyParts) -> Option<Result<ItemKey, ValidationError>>;
-const PARSERS: [ParseKey; 28] = [
+const PARSERS: [ParseKey; 32] = [
     profile::parse_key,
     device::parse_key,
     fleet::parse_key,
@@ -44,6 +45,10 @@ const PARSERS: [ParseKey; 28] = [
     membership::parse_key,
     invitation::parse_key,
     org_deletion::parse_key,
+    firmware::parse_key,
+    firmware_keys::parse_key,
+    webhook::parse_key,
+    webhook_delivery::parse_key,
     silent_roll::parse_key,
 ];
 
@@ -109,6 +114,14 @@ impl ItemKey {
             ItemKey::Membership { member, org } => membership::primary_key(member, org),
             ItemKey::Invitation { org, invitation } => invitation::primary_key(org, invitation),
             ItemKey::OrgDeletion { org } => org_deletion::primary_key(org),
+            ItemKey::Firmware { user, firmware } => firmware::primary_key(user, firmware),
+            ItemKey::FirmwareKeys { user } => firmware_keys::primary_key(user),
+            ItemKey::Webhook { user, webhook } => webhook::primary_key(user, webhook),
+            ItemKey::WebhookDelivery {
+                user,
+                webhook,
+                delivery,
+            } => webhook_delivery::primary_key(user, webhook, delivery),
             ItemKey::SilentRoll {} => silent_roll::primary_key(),
         }
     }
@@ -157,6 +170,10 @@ impl EntityType {
             EntityType::Membership => membership::KEY_TEMPLATE,
             EntityType::Invitation => invitation::KEY_TEMPLATE,
             EntityType::OrgDeletion => org_deletion::KEY_TEMPLATE,
+            EntityType::Firmware => firmware::KEY_TEMPLATE,
+            EntityType::FirmwareKeys => firmware_keys::KEY_TEMPLATE,
+            EntityType::Webhook => webhook::KEY_TEMPLATE,
+            EntityType::WebhookDelivery => webhook_delivery::KEY_TEMPLATE,
             EntityType::SilentRoll => silent_roll::KEY_TEMPLATE,
         })
     }

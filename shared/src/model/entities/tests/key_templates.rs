@@ -39,7 +39,7 @@ fn every_template_names_its_entity_type() {
             assert_eq!(t.entity_type, entity.as_str());
         }
     }
-    assert_eq!(EntityType::key_templates().count(), 28);
+    assert_eq!(EntityType::key_templates().count(), 32);
     assert_eq!(
         EntityType::ReleasedRegistration.as_str(),
         "releasedRegistration"
@@ -203,6 +203,43 @@ fn organization_templates_match_their_builders_and_parse_back() {
             ItemKey::Invitation {
                 org: org.clone(),
                 invitation: invite.clone(),
+            },
+        ),
+    ];
+    for (template, key) in keys {
+        let built = key.primary_key();
+        assert_eq!(fill(template.pk, &v), built.pk, "{}", template.entity_type);
+        assert_eq!(fill(template.sk, &v), built.sk, "{}", template.entity_type);
+        assert_eq!(ItemKey::parse(&built.pk, &built.sk).unwrap(), key);
+    }
+}
+
+#[test]
+fn webhook_templates_match_their_builders_and_parse_back() {
+    use crate::model::entities::{webhook, webhook_delivery, ItemKey};
+    use crate::model::webhook::{DeliveryId, WebhookId};
+    let user = UserId::parse("org:o1").unwrap();
+    let hook = WebhookId::generate().unwrap();
+    let message = DeliveryId::generate().unwrap();
+    let v = [
+        ("userId", user.as_str()),
+        ("webhookId", hook.as_str()),
+        ("deliveryId", message.as_str()),
+    ];
+    let keys = [
+        (
+            webhook::KEY_TEMPLATE,
+            ItemKey::Webhook {
+                user: user.clone(),
+                webhook: hook.clone(),
+            },
+        ),
+        (
+            webhook_delivery::KEY_TEMPLATE,
+            ItemKey::WebhookDelivery {
+                user: user.clone(),
+                webhook: hook.clone(),
+                delivery: message.clone(),
             },
         ),
     ];

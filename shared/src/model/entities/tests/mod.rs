@@ -2,6 +2,7 @@
 //! key templates match the builders, and every entity's declared attributes are exactly the
 //! ones serde stores.
 
+mod firmware_items;
 mod items;
 mod key_shapes;
 mod key_templates;

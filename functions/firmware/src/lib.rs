@@ -1,0 +1,47 @@
+//! firmware: firmware packages (issue 40) in a function of their own (device-updates' resource
+//! policy is near its 20 KB limit). A thin adapter: validate the path, query and body into the
+//! `shared` types, call one `shared::ops::firmware` operation, shape the JSON. The routes live
+//! in [`routes`]; this file only names them.
+
+mod routes;
+
+use axum::extract::FromRef;
+use axum::routing::{get, put};
+use axum::Router;
+
+use shared::http::fleet::FleetRoutes;
+use shared::store::firmware_images::FirmwareImages;
+use shared::FleetTable;
+
+use routes::{keys, packages};
+
+/// What the routes share: the table and the image bucket.
+#[derive(Clone, Debug)]
+pub struct FirmwareState {
+    /// The table.
+    pub table: FleetTable,
+    /// The firmware image bucket.
+    pub images: FirmwareImages,
+}
+
+impl FromRef<FirmwareState> for FleetTable {
+    fn from_ref(state: &FirmwareState) -> Self {
+        state.table.clone()
+    }
+}
+
+/// The function's routes: a fleet's firmware packages and signing keys, at `/me...` and at
+/// `/orgs/{orgId}...` (viewers read; admins create, delete and set keys).
+pub fn router(state: FirmwareState) -> Router {
+    Router::new()
+        .fleet_route(
+            "/firmware",
+            get(packages::list_firmware).post(packages::create_firmware),
+        )
+        .fleet_route(
+            "/firmware/{firmwareId}",
+            get(packages::get_firmware).delete(packages::delete_firmware),
+        )
+        .fleet_route("/firmware-keys/{deviceType}", put(keys::put_signing_key))
+        .with_state(state)
+}

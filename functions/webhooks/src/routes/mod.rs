@@ -1,0 +1,3 @@
+//! The function's routes, one module per resource.
+
+pub(crate) mod webhooks;

@@ -1,0 +1,139 @@
+//! A webhook endpoint of an owner: `USER#{userId}` / `WEBHOOK#{webhookId}`. The owner's
+//! endpoints are one partition (a Query lists them); the signing secret is kept in the item
+//! (encrypted at rest by DynamoDB, never logged, returned only by the create and rotate
+//! answers; see design.md section 16).
+
+use serde::{Deserialize, Serialize};
+
+use crate::model::entities::{Entity, EntityType, ItemKey};
+use crate::model::error::ValidationError;
+use crate::model::ids::UserId;
+use crate::model::keys::{user_pk, KeyParts, KeyTemplate, PrimaryKey};
+use crate::model::timestamp::Timestamp;
+use crate::model::webhook::{WebhookEvent, WebhookFormat, WebhookId, WebhookSecret};
+
+/// A webhook endpoint: `USER#{userId}` / `WEBHOOK#{webhookId}`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WebhookItem {
+    /// The owner (a person, or an organization's fleet).
+    pub user_id: UserId,
+    /// The endpoint's id.
+    pub webhook_id: WebhookId,
+    /// Where deliveries go (checked by `model::webhook::target`).
+    pub url: String,
+    /// The events it subscribes to.
+    pub events: Vec<WebhookEvent>,
+    /// The owner's note.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// The body's shape.
+    #[serde(default)]
+    pub format: WebhookFormat,
+    /// Whether deliveries are sent (the owner's switch).
+    pub enabled: bool,
+    /// Whether the endpoint confirmed it wants the traffic; until then it receives nothing
+    /// but its `webhook.confirm` delivery.
+    pub confirmed: bool,
+    /// The token the confirmation delivery carries.
+    pub confirmation_token: String,
+    /// The secret that signs.
+    pub secret: WebhookSecret,
+    /// The secret a rotation replaced, still signing beside it until `previousSecretUntil`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub previous_secret: Option<WebhookSecret>,
+    /// When the previous secret stops signing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub previous_secret_until: Option<Timestamp>,
+    /// When created.
+    pub created_at: Timestamp,
+    /// When last changed.
+    pub updated_at: Timestamp,
+    /// Every change adds one (the condition of the next change).
+    pub version: u64,
+}
+
+attributes!(WebhookItem {
+    /// `url`.
+    URL = "url",
+    /// `events`.
+    EVENTS = "events",
+    /// `description`.
+    DESCRIPTION = "description",
+    /// `format`.
+    FORMAT = "format",
+    /// `enabled`.
+    ENABLED = "enabled",
+    /// `confirmed`.
+    CONFIRMED = "confirmed",
+    /// `confirmationToken`.
+    CONFIRMATION_TOKEN = "confirmationToken",
+    /// `secret`.
+    SECRET = "secret",
+    /// `previousSecret`.
+    PREVIOUS_SECRET = "previousSecret",
+    /// `previousSecretUntil`.
+    PREVIOUS_SECRET_UNTIL = "previousSecretUntil",
+    /// `updatedAt`.
+    UPDATED_AT = "updatedAt",
+    /// `version`.
+    VERSION = "version",
+});
+
+impl Entity for WebhookItem {
+    const ENTITY_TYPE: EntityType = EntityType::Webhook;
+    fn item_key(&self) -> ItemKey {
+        ItemKey::Webhook {
+            user: self.user_id.clone(),
+            webhook: self.webhook_id.clone(),
+        }
+    }
+}
+
+impl WebhookItem {
+    /// The secrets that sign at `now`: the current one, and the previous one during a
+    /// rotation's overlap.
+    pub fn signing_secrets(&self, now: Timestamp) -> Vec<&WebhookSecret> {
+        let mut secrets = vec![&self.secret];
+        if let (Some(previous), Some(until)) = (&self.previous_secret, self.previous_secret_until) {
+            if now < until {
+                secrets.push(previous);
+            }
+        }
+        secrets
+    }
+}
+
+/// Sort-key prefix of an owner's webhook endpoints.
+pub const WEBHOOK_PREFIX: &str = "WEBHOOK#";
+
+/// `USER#{userId}` / `WEBHOOK#{webhookId}`.
+pub fn primary_key(user: &UserId, webhook: &WebhookId) -> PrimaryKey {
+    PrimaryKey {
+        pk: user_pk(user),
+        sk: format!("{WEBHOOK_PREFIX}{webhook}"),
+    }
+}
+
+/// An endpoint's key, if `key` has its shape.
+pub fn parse_key(key: &KeyParts) -> Option<Result<ItemKey, ValidationError>> {
+    match (key.pk_parts.as_slice(), key.sk_parts.as_slice()) {
+        (["USER", user], ["WEBHOOK", webhook]) => Some((|| {
+            Ok(ItemKey::Webhook {
+                user: UserId::parse(*user)?,
+                webhook: WebhookId::parse(webhook)?,
+            })
+        })()),
+        _ => None,
+    }
+}
+
+/// Its key templates, for the generated docs.
+pub const KEY_TEMPLATE: KeyTemplate = KeyTemplate {
+    entity_type: "webhook",
+    pk: "USER#${userId}",
+    sk: "WEBHOOK#${webhookId}",
+    gsi1: None,
+    gsi2: None,
+    gsi3: None,
+};

@@ -1,0 +1,124 @@
+//! One webhook message to one endpoint and its attempts (the delivery log):
+//! `USER#{userId}` / `WHDELIVERY#{webhookId}#{deliveryId}`. The body is stored as signed, so
+//! every retry sends the same bytes under the same `webhook-id`; kept 30 days (`ttl`).
+
+use serde::{Deserialize, Serialize};
+
+use crate::model::entities::{Entity, EntityType, ItemKey};
+use crate::model::error::ValidationError;
+use crate::model::ids::UserId;
+use crate::model::keys::{user_pk, KeyParts, KeyTemplate, PrimaryKey};
+use crate::model::timestamp::Timestamp;
+use crate::model::webhook::{DeliveryId, WebhookEvent, WebhookId};
+
+/// How long a delivery's log entry is kept.
+pub const DELIVERY_LOG_DAYS: i64 = 30;
+
+/// Where a delivery stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum DeliveryState {
+    /// Not yet answered with a 2xx; retried.
+    Pending,
+    /// Answered with a 2xx.
+    Delivered,
+    /// Given up (the endpoint was deleted, disabled, or its URL refused at send time).
+    Abandoned,
+}
+
+/// A delivery: `USER#{userId}` / `WHDELIVERY#{webhookId}#{deliveryId}`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WebhookDeliveryItem {
+    /// The owner.
+    pub user_id: UserId,
+    /// The endpoint.
+    pub webhook_id: WebhookId,
+    /// The message id (`webhook-id`).
+    pub delivery_id: DeliveryId,
+    /// The event.
+    pub event: WebhookEvent,
+    /// The body, exactly as sent and signed.
+    pub payload: String,
+    /// Where it stands.
+    pub state: DeliveryState,
+    /// Attempts made.
+    pub attempts: u32,
+    /// The last attempt's HTTP status, if it got an answer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_status: Option<u16>,
+    /// Why the last attempt failed without an answer (timeout, refused address).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_error: Option<String>,
+    /// The last attempt's latency.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latency_ms: Option<u64>,
+    /// When the next attempt is due, while pending after a failure.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_retry_at: Option<Timestamp>,
+    /// When created.
+    pub created_at: Timestamp,
+    /// DynamoDB TTL (epoch seconds): [`DELIVERY_LOG_DAYS`] after creation.
+    pub ttl: i64,
+}
+
+attributes!(WebhookDeliveryItem {
+    /// `state`.
+    STATE = "state",
+    /// `attempts`.
+    ATTEMPTS = "attempts",
+    /// `lastStatus`.
+    LAST_STATUS = "lastStatus",
+    /// `lastError`.
+    LAST_ERROR = "lastError",
+    /// `latencyMs`.
+    LATENCY_MS = "latencyMs",
+    /// `nextRetryAt`.
+    NEXT_RETRY_AT = "nextRetryAt",
+});
+
+impl Entity for WebhookDeliveryItem {
+    const ENTITY_TYPE: EntityType = EntityType::WebhookDelivery;
+    fn item_key(&self) -> ItemKey {
+        ItemKey::WebhookDelivery {
+            user: self.user_id.clone(),
+            webhook: self.webhook_id.clone(),
+            delivery: self.delivery_id.clone(),
+        }
+    }
+}
+
+/// Sort-key prefix of an owner's deliveries.
+pub const DELIVERY_PREFIX: &str = "WHDELIVERY#";
+
+/// `USER#{userId}` / `WHDELIVERY#{webhookId}#{deliveryId}`.
+pub fn primary_key(user: &UserId, webhook: &WebhookId, delivery: &DeliveryId) -> PrimaryKey {
+    PrimaryKey {
+        pk: user_pk(user),
+        sk: format!("{DELIVERY_PREFIX}{webhook}#{delivery}"),
+    }
+}
+
+/// A delivery's key, if `key` has its shape.
+pub fn parse_key(key: &KeyParts) -> Option<Result<ItemKey, ValidationError>> {
+    match (key.pk_parts.as_slice(), key.sk_parts.as_slice()) {
+        (["USER", user], ["WHDELIVERY", webhook, delivery]) => Some((|| {
+            Ok(ItemKey::WebhookDelivery {
+                user: UserId::parse(*user)?,
+                webhook: WebhookId::parse(webhook)?,
+                delivery: DeliveryId::parse(delivery)?,
+            })
+        })()),
+        _ => None,
+    }
+}
+
+/// Its key templates, for the generated docs.
+pub const KEY_TEMPLATE: KeyTemplate = KeyTemplate {
+    entity_type: "webhookDelivery",
+    pk: "USER#${userId}",
+    sk: "WHDELIVERY#${webhookId}#${deliveryId}",
+    gsi1: None,
+    gsi2: None,
+    gsi3: None,
+};

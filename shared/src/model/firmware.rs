@@ -1,0 +1,293 @@
+//! Firmware packages (issue 40): their ids, status and the rules a package's declared
+//! metadata and an owner's signing key must meet. No I/O.
+
+use std::fmt;
+
+use base64::engine::general_purpose::STANDARD;
+use base64::Engine as _;
+use serde::{Deserialize, Serialize};
+
+use crate::model::error::ValidationError;
+
+/// Smallest image accepted, in bytes (an empty image is never firmware).
+pub const MIN_IMAGE_BYTES: u64 = 1;
+/// Largest image accepted, in bytes: 256 MiB, beyond any microcontroller or Linux-gateway
+/// image the fleet carries, and small enough for the service to read and hash it within one
+/// API request (S3 in-region reads well above the 9 MB/s that 256 MiB in 29 s needs).
+pub const MAX_IMAGE_BYTES: u64 = 256 * 1024 * 1024;
+/// Longest version accepted, in characters.
+pub const MAX_VERSION_LEN: usize = 64;
+/// How long an upload URL stays valid, in seconds: long enough for one large upload, short
+/// enough that a leaked URL is soon useless.
+pub const UPLOAD_URL_SECONDS: u64 = 15 * 60;
+
+/// A firmware package's id: `f-{epoch millis, 15 digits}-{16 random hex digits}`, so an
+/// owner's packages list in creation order. Validated like every key part.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(transparent)]
+pub struct FirmwareId(String);
+
+impl FirmwareId {
+    /// A new id for a package created at `created`.
+    pub fn generate(created: crate::model::timestamp::Timestamp) -> Self {
+        let mut bytes = [0u8; 8];
+        getrandom::fill(&mut bytes).expect("the OS has a random source");
+        Self(format!(
+            "f-{:015}-{:016x}",
+            created.epoch_millis().max(0),
+            u64::from_be_bytes(bytes)
+        ))
+    }
+
+    /// Validates an id from a path or a stored item: exactly the generated shape.
+    pub fn parse(value: impl Into<String>) -> Result<Self, ValidationError> {
+        let value = value.into();
+        let bad = || ValidationError::new("firmwareId", "is not a firmware id");
+        let rest = value.strip_prefix("f-").ok_or_else(bad)?;
+        let (millis, random) = rest.split_once('-').ok_or_else(bad)?;
+        let digits = |s: &str, n: usize, hex: bool| {
+            s.len() == n
+                && s.chars()
+                    .all(|c| c.is_ascii_digit() || (hex && matches!(c, 'a'..='f')))
+        };
+        if !digits(millis, 15, false) || !digits(random, 16, true) {
+            return Err(bad());
+        }
+        Ok(Self(value))
+    }
+
+    /// The id's text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for FirmwareId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl<'de> Deserialize<'de> for FirmwareId {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        Self::parse(String::deserialize(d)?).map_err(serde::de::Error::custom)
+    }
+}
+
+/// Where a package is: waiting for its image, checked and usable, or refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum FirmwareStatus {
+    /// Created; its image is not uploaded or not checked yet.
+    Pending,
+    /// The service read the stored image: its size and SHA-256 are the declared ones (and its
+    /// signature verifies, where the device type has a key).
+    Ready,
+    /// The stored image did not match (see the package's `reason`); it never becomes ready.
+    Rejected,
+}
+
+/// A version: semver-ish, `MAJOR.MINOR.PATCH` with optional `-prerelease` and `+build` of
+/// letters, digits, `.` and `-`; at most [`MAX_VERSION_LEN`] characters.
+pub fn check_version(value: &str) -> Result<(), ValidationError> {
+    let bad = || {
+        ValidationError::new(
+            "version",
+            "must be MAJOR.MINOR.PATCH (digits), optionally with -prerelease or +build",
+        )
+    };
+    if value.len() > MAX_VERSION_LEN {
+        return Err(ValidationError::new(
+            "version",
+            format!("must be at most {MAX_VERSION_LEN} characters"),
+        ));
+    }
+    let (core, build) = match value.split_once('+') {
+        Some((core, build)) => (core, Some(build)),
+        None => (value, None),
+    };
+    let (core, pre) = match core.split_once('-') {
+        Some((core, pre)) => (core, Some(pre)),
+        None => (core, None),
+    };
+    let numbers: Vec<&str> = core.split('.').collect();
+    if numbers.len() != 3
+        || numbers
+            .iter()
+            .any(|n| n.is_empty() || n.len() > 9 || !n.chars().all(|c| c.is_ascii_digit()))
+    {
+        return Err(bad());
+    }
+    let label_ok = |s: &str| {
+        !s.is_empty()
+            && s.split('.').all(|part| {
+                !part.is_empty() && part.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
+            })
+    };
+    if pre.is_some_and(|p| !label_ok(p)) || build.is_some_and(|b| !label_ok(b)) {
+        return Err(bad());
+    }
+    Ok(())
+}
+
+/// A SHA-256 as 64 lowercase hex digits (uppercase is accepted and lowered).
+pub fn parse_sha256(value: &str) -> Result<String, ValidationError> {
+    if value.len() != 64 || !value.chars().all(|c| c.is_ascii_hexdigit()) {
+        return Err(ValidationError::new(
+            "sha256",
+            "must be the image's SHA-256 as 64 hex digits",
+        ));
+    }
+    Ok(value.to_ascii_lowercase())
+}
+
+/// A declared size, within [`MIN_IMAGE_BYTES`]..=[`MAX_IMAGE_BYTES`].
+pub fn check_size(size: u64) -> Result<(), ValidationError> {
+    if !(MIN_IMAGE_BYTES..=MAX_IMAGE_BYTES).contains(&size) {
+        return Err(ValidationError::new(
+            "size",
+            format!("must be {MIN_IMAGE_BYTES}..{MAX_IMAGE_BYTES} bytes"),
+        ));
+    }
+    Ok(())
+}
+
+/// An Ed25519 public key, base64 of its 32 bytes (and a valid curve point).
+pub fn parse_public_key(value: &str) -> Result<[u8; 32], ValidationError> {
+    let bad = || {
+        ValidationError::new(
+            "publicKey",
+            "must be an Ed25519 public key: 32 bytes, base64",
+        )
+    };
+    let bytes: [u8; 32] = STANDARD
+        .decode(value)
+        .ok()
+        .and_then(|b| b.try_into().ok())
+        .ok_or_else(bad)?;
+    ed25519_dalek::VerifyingKey::from_bytes(&bytes).map_err(|_| bad())?;
+    Ok(bytes)
+}
+
+/// An Ed25519 signature, base64 of its 64 bytes.
+pub fn parse_signature(value: &str) -> Result<[u8; 64], ValidationError> {
+    STANDARD
+        .decode(value)
+        .ok()
+        .and_then(|b| b.try_into().ok())
+        .ok_or_else(|| {
+            ValidationError::new(
+                "signature",
+                "must be an Ed25519 signature: 64 bytes, base64",
+            )
+        })
+}
+
+/// Whether `signature` (base64) is the Ed25519 signature by `public_key` (base64) of the
+/// image's SHA-256 digest: the 32 raw bytes of `sha256_hex`, not its hex text. Signing the
+/// digest lets a device check the signature after hashing its download as it streams, without
+/// holding the image; the digest is the one the service computed itself.
+pub fn signature_verifies(public_key: &str, signature: &str, sha256_hex: &str) -> bool {
+    let (Ok(key), Ok(signature)) = (parse_public_key(public_key), parse_signature(signature))
+    else {
+        return false;
+    };
+    let Some(digest) = hex_bytes(sha256_hex) else {
+        return false;
+    };
+    let Ok(key) = ed25519_dalek::VerifyingKey::from_bytes(&key) else {
+        return false;
+    };
+    key.verify_strict(&digest, &ed25519_dalek::Signature::from_bytes(&signature))
+        .is_ok()
+}
+
+fn hex_bytes(hex: &str) -> Option<Vec<u8>> {
+    if !hex.len().is_multiple_of(2) {
+        return None;
+    }
+    (0..hex.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(hex.get(i..i + 2)?, 16).ok())
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::timestamp::Timestamp;
+
+    #[test]
+    fn ids_round_trip_and_hostile_ids_are_refused() {
+        let id = FirmwareId::generate(Timestamp::now());
+        assert_eq!(FirmwareId::parse(id.as_str()).unwrap(), id);
+        for bad in [
+            "",
+            "f-",
+            "f-1-2",
+            "../x",
+            "f-000000000000001-ABCDEF0123456789",
+            "x-000000000000001-abcdef0123456789",
+        ] {
+            assert!(FirmwareId::parse(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn versions_are_semver_ish() {
+        for good in [
+            "1.0.0",
+            "10.20.30",
+            "1.2.3-rc.1",
+            "1.2.3+build.5",
+            "1.2.3-beta-2+x",
+        ] {
+            assert!(check_version(good).is_ok(), "{good}");
+        }
+        for bad in [
+            "",
+            "1",
+            "1.2",
+            "1.2.3.4",
+            "v1.2.3",
+            "1.2.x",
+            "1.2.3-",
+            "1.2.3+",
+            "1..3",
+            "1.2.3-a..b",
+            &"1".repeat(70),
+        ] {
+            assert!(check_version(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn hashes_sizes_and_keys_are_checked() {
+        assert!(parse_sha256(&"a".repeat(64)).is_ok());
+        assert_eq!(parse_sha256(&"A".repeat(64)).unwrap(), "a".repeat(64));
+        assert!(parse_sha256(&"g".repeat(64)).is_err());
+        assert!(parse_sha256(&"a".repeat(63)).is_err());
+        assert!(check_size(0).is_err());
+        assert!(check_size(MAX_IMAGE_BYTES + 1).is_err());
+        assert!(check_size(MAX_IMAGE_BYTES).is_ok());
+        assert!(parse_public_key("AAAA").is_err());
+        assert!(parse_signature(&STANDARD.encode([0u8; 63])).is_err());
+    }
+
+    #[test]
+    fn a_signature_verifies_only_over_its_digest_with_its_key() {
+        use ed25519_dalek::{Signer, SigningKey};
+        let signing = SigningKey::from_bytes(&[7u8; 32]);
+        let public = STANDARD.encode(signing.verifying_key().to_bytes());
+        let digest = "ab".repeat(32);
+        let signature = STANDARD.encode(signing.sign(&hex_bytes(&digest).unwrap()).to_bytes());
+        assert!(signature_verifies(&public, &signature, &digest));
+        assert!(!signature_verifies(&public, &signature, &"cd".repeat(32)));
+        let other = STANDARD.encode(
+            SigningKey::from_bytes(&[8u8; 32])
+                .verifying_key()
+                .to_bytes(),
+        );
+        assert!(!signature_verifies(&other, &signature, &digest));
+    }
+}

@@ -1,0 +1,71 @@
+//! The firmware routes' request budgets: how many DynamoDB requests each may issue, and of
+//! which operations. Asserted on DynamoDB Local by `tests/it/firmware_packages.rs` with the request
+//! meter, as `tests/it/budgets.rs` asserts the catalog's. (S3 requests are not DynamoDB
+//! capacity: a check of a pending package adds one HEAD and one GET of its image.)
+
+use crate::ops::pattern::Operation;
+
+/// One route's budget.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FirmwareBudget {
+    /// The route.
+    pub route: &'static str,
+    /// The operations it may issue.
+    pub operations: &'static [Operation],
+    /// The most requests it may issue.
+    pub max_requests: u32,
+    /// The key condition or keys it touches.
+    pub keys: &'static str,
+}
+
+/// `POST /me/firmware`: the owner's signing keys (GetItem), the package (PutItem).
+pub const CREATE_FIRMWARE: FirmwareBudget = FirmwareBudget {
+    route: "POST /me/firmware",
+    operations: &[Operation::GetItem, Operation::PutItem],
+    max_requests: 2,
+    keys: "FIRMWARE#{userId}/KEYS, FIRMWARE#{userId}/PACKAGE#{firmwareId}",
+};
+
+/// `GET /me/firmware/{firmwareId}`: the package (GetItem); a pending one whose image is
+/// there, its verdict (UpdateItem), and on losing a race with another check the stored one
+/// (GetItem).
+pub const GET_FIRMWARE: FirmwareBudget = FirmwareBudget {
+    route: "GET /me/firmware/{firmwareId}",
+    operations: &[Operation::GetItem, Operation::UpdateItem],
+    max_requests: 3,
+    keys: "FIRMWARE#{userId}/PACKAGE#{firmwareId}",
+};
+
+/// `GET /me/firmware`: one Query per page.
+pub const LIST_FIRMWARE: FirmwareBudget = FirmwareBudget {
+    route: "GET /me/firmware",
+    operations: &[Operation::Query],
+    max_requests: 1,
+    keys: "PK = FIRMWARE#{userId}, SK begins_with PACKAGE#",
+};
+
+/// `DELETE /me/firmware/{firmwareId}`: the package (GetItem), its deletion (DeleteItem).
+pub const DELETE_FIRMWARE: FirmwareBudget = FirmwareBudget {
+    route: "DELETE /me/firmware/{firmwareId}",
+    operations: &[Operation::GetItem, Operation::DeleteItem],
+    max_requests: 2,
+    keys: "FIRMWARE#{userId}/PACKAGE#{firmwareId}",
+};
+
+/// `PUT /me/firmware-keys/{deviceType}`: read and conditional write of the keys item, up to
+/// [`super::keys::CHANGE_ATTEMPTS`] times under concurrent changes (2 without).
+pub const SET_SIGNING_KEY: FirmwareBudget = FirmwareBudget {
+    route: "PUT /me/firmware-keys/{deviceType}",
+    operations: &[Operation::GetItem, Operation::PutItem],
+    max_requests: 2 * super::keys::CHANGE_ATTEMPTS,
+    keys: "FIRMWARE#{userId}/KEYS",
+};
+
+/// Every firmware route's budget.
+pub const FIRMWARE_BUDGETS: &[FirmwareBudget] = &[
+    CREATE_FIRMWARE,
+    GET_FIRMWARE,
+    LIST_FIRMWARE,
+    DELETE_FIRMWARE,
+    SET_SIGNING_KEY,
+];

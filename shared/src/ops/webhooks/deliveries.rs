@@ -1,0 +1,374 @@
+//! Deliveries: a message to one endpoint, its log item (`USER#{owner}` /
+//! `WHDELIVERY#{webhookId}#{deliveryId}`) and its queue message. The worker asks
+//! [`prepare_attempt`] what to send (the stored body, signed now by every secret that signs),
+//! sends it itself (HTTP is the function's, not the table's), then [`record_attempt`] records
+//! the answer and says whether and when to retry.
+
+use serde_json::{json, Value};
+
+use crate::model::entities::webhook::WebhookItem;
+use crate::model::entities::webhook_delivery::{
+    DeliveryState, WebhookDeliveryItem, DELIVERY_LOG_DAYS,
+};
+use crate::model::entities::ItemKey;
+use crate::model::error::FleetError;
+use crate::model::expression::{Condition, Update};
+use crate::model::timestamp::Timestamp;
+use crate::model::webhook::signature::signature_header;
+use crate::model::webhook::{DeliveryId, WebhookEvent};
+use crate::ops::webhooks::{DeliveryMessage, DeliveryQueue};
+use crate::store::dynamo::{number_value, put_item, read_consistent, string_value};
+use crate::store::table::{sdk_error, FleetTable};
+use crate::store::with_expressions::WithExpressions;
+
+/// How long deliveries are retried before they are abandoned (the issue's "at least 24
+/// hours").
+pub const RETRY_FOR_SECONDS: i64 = 24 * 3600;
+/// The longest pause between two attempts (SQS allows a visibility timeout of 12 hours).
+pub const MAX_BACKOFF_SECONDS: u32 = 3600;
+/// The first retry's pause, by default (`WEBHOOK_RETRY_BASE_SECONDS` overrides it, so the
+/// tests need not wait).
+pub const DEFAULT_BACKOFF_BASE_SECONDS: u32 = 5;
+/// How much of a response body is kept (to find a confirmation token in it), never stored.
+pub const RESPONSE_PREFIX_BYTES: usize = 4096;
+
+/// Creates a delivery of `event` with `data` to `endpoint`: its log item, then its queue
+/// message (a PutItem and an SQS SendMessage). Returns its id (the `webhook-id`).
+pub async fn send_new(
+    table: &FleetTable,
+    queue: &DeliveryQueue,
+    endpoint: &WebhookItem,
+    event: WebhookEvent,
+    data: Value,
+) -> Result<DeliveryId, FleetError> {
+    let now = Timestamp::now();
+    let delivery_id = DeliveryId::generate()?;
+    let mut body = json!({
+        "type": event.as_str(),
+        "timestamp": now,
+        "data": data,
+    });
+    match endpoint.user_id.fleet_org() {
+        Some(org) => body["orgId"] = json!(org),
+        None => body["ownerId"] = json!(endpoint.user_id),
+    }
+    let item = WebhookDeliveryItem {
+        user_id: endpoint.user_id.clone(),
+        webhook_id: endpoint.webhook_id.clone(),
+        delivery_id: delivery_id.clone(),
+        event,
+        payload: body.to_string(),
+        state: DeliveryState::Pending,
+        attempts: 0,
+        last_status: None,
+        last_error: None,
+        latency_ms: None,
+        next_retry_at: None,
+        created_at: now,
+        ttl: now.plus_seconds(DELIVERY_LOG_DAYS * 86_400).epoch_seconds(),
+    };
+    put_item(table, &item).await?;
+    queue
+        .enqueue(&DeliveryMessage {
+            owner: endpoint.user_id.clone(),
+            webhook_id: endpoint.webhook_id.clone(),
+            delivery_id: delivery_id.clone(),
+        })
+        .await?;
+    Ok(delivery_id)
+}
+
+/// One HTTP request to make.
+#[derive(Debug)]
+pub struct Attempt {
+    /// The target URL (checked again, resolved, by the sender).
+    pub url: String,
+    /// `content-type`, `webhook-id`, `webhook-timestamp`, `webhook-signature`.
+    pub headers: Vec<(&'static str, String)>,
+    /// The body.
+    pub body: String,
+    /// The delivery as read before the attempt.
+    pub delivery: WebhookDeliveryItem,
+    /// For a `webhook.confirm` delivery, the token a 2xx answer must echo to confirm.
+    pub confirmation_token: Option<String>,
+}
+
+/// What the worker should do with a message.
+#[derive(Debug)]
+pub enum Plan {
+    /// Send this.
+    Send(Box<Attempt>),
+    /// Nothing to send: the message is done (delivered already, or given up, with why).
+    Done(&'static str),
+}
+
+/// Reads the delivery and its endpoint (two consistent GetItems) and plans the attempt: a
+/// delivered or abandoned delivery is done (SQS delivers at least once); a deleted or
+/// disabled endpoint, or an unconfirmed one for anything but its confirmation, abandons it.
+pub async fn prepare_attempt(
+    table: &FleetTable,
+    message: &DeliveryMessage,
+) -> Result<Plan, FleetError> {
+    let key = ItemKey::WebhookDelivery {
+        user: message.owner.clone(),
+        webhook: message.webhook_id.clone(),
+        delivery: message.delivery_id.clone(),
+    };
+    let Some(delivery) = read_consistent::<WebhookDeliveryItem>(table, &key).await? else {
+        return Ok(Plan::Done("no such delivery"));
+    };
+    if delivery.state != DeliveryState::Pending {
+        return Ok(Plan::Done("delivered or abandoned already"));
+    }
+    let endpoint_key = ItemKey::Webhook {
+        user: message.owner.clone(),
+        webhook: message.webhook_id.clone(),
+    };
+    let endpoint = read_consistent::<WebhookItem>(table, &endpoint_key).await?;
+    let why_not = match &endpoint {
+        None => Some("the webhook was deleted"),
+        Some(e) if !e.enabled => Some("the webhook is disabled"),
+        Some(e) if !e.confirmed && delivery.event != WebhookEvent::WebhookConfirm => {
+            Some("the webhook is not confirmed")
+        }
+        _ => None,
+    };
+    let Some(endpoint) = endpoint.filter(|_| why_not.is_none()) else {
+        let why = why_not.unwrap_or("the webhook was deleted");
+        abandon(table, &delivery, why).await?;
+        return Ok(Plan::Done(why));
+    };
+    let now = Timestamp::now();
+    let timestamp = now.epoch_seconds();
+    let signature = signature_header(
+        &endpoint.signing_secrets(now),
+        delivery.delivery_id.as_str(),
+        timestamp,
+        delivery.payload.as_bytes(),
+    )?;
+    let confirmation_token = (delivery.event == WebhookEvent::WebhookConfirm)
+        .then(|| endpoint.confirmation_token.clone());
+    Ok(Plan::Send(Box::new(Attempt {
+        url: endpoint.url,
+        headers: vec![
+            ("content-type", "application/json".to_string()),
+            ("webhook-id", delivery.delivery_id.to_string()),
+            ("webhook-timestamp", timestamp.to_string()),
+            ("webhook-signature", signature),
+        ],
+        body: delivery.payload.clone(),
+        delivery,
+        confirmation_token,
+    })))
+}
+
+/// What one attempt got.
+#[derive(Debug, Clone)]
+pub struct AttemptOutcome {
+    /// The HTTP status, when an answer came.
+    pub status: Option<u16>,
+    /// Why there was no answer (timeout, connection refused, address refused).
+    pub error: Option<String>,
+    /// How long the attempt took.
+    pub latency_ms: u64,
+    /// The first [`RESPONSE_PREFIX_BYTES`] of the answer's body (never stored).
+    pub body_prefix: String,
+}
+
+impl AttemptOutcome {
+    /// A 2xx answer.
+    pub fn succeeded(&self) -> bool {
+        self.status.is_some_and(|s| (200..300).contains(&s))
+    }
+}
+
+/// What to do with the message after an attempt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    /// Delivered (or given up): delete the message.
+    Done,
+    /// Retry in this many seconds (the message's visibility timeout).
+    RetryIn(u32),
+}
+
+/// The backoff between attempts: `base * 2^(attempts-1)`, capped, with equal jitter (a
+/// random point in the upper half), so retries of a storm spread out instead of arriving
+/// together.
+#[derive(Debug, Clone, Copy)]
+pub struct RetrySchedule {
+    /// The first pause.
+    pub base_seconds: u32,
+    /// The longest pause.
+    pub cap_seconds: u32,
+}
+
+impl Default for RetrySchedule {
+    fn default() -> Self {
+        Self {
+            base_seconds: DEFAULT_BACKOFF_BASE_SECONDS,
+            cap_seconds: MAX_BACKOFF_SECONDS,
+        }
+    }
+}
+
+impl RetrySchedule {
+    /// From `WEBHOOK_RETRY_BASE_SECONDS` (default [`DEFAULT_BACKOFF_BASE_SECONDS`]).
+    pub fn from_env() -> Self {
+        let base_seconds = std::env::var("WEBHOOK_RETRY_BASE_SECONDS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .filter(|b| *b >= 1)
+            .unwrap_or(DEFAULT_BACKOFF_BASE_SECONDS);
+        Self {
+            base_seconds,
+            ..Self::default()
+        }
+    }
+
+    /// The pause after the `attempts`-th failed attempt, with `jitter` in 0..=1.
+    pub fn pause(&self, attempts: u32, jitter: f64) -> u32 {
+        let exponent = attempts.saturating_sub(1).min(20);
+        let full = (u64::from(self.base_seconds) << exponent).min(u64::from(self.cap_seconds));
+        let half = full / 2;
+        (half + ((full - half) as f64 * jitter.clamp(0.0, 1.0)).round() as u64).max(1) as u32
+    }
+}
+
+fn jitter() -> f64 {
+    let mut bytes = [0u8; 2];
+    let _ = getrandom::fill(&mut bytes);
+    f64::from(u16::from_le_bytes(bytes)) / f64::from(u16::MAX)
+}
+
+/// Records an attempt on the delivery's log item (one PutItem) and, for a confirmation
+/// answered with its token, confirms the endpoint (one UpdateItem conditioned on the token).
+/// Says whether to retry: a failure is retried with backoff until [`RETRY_FOR_SECONDS`]
+/// after the delivery was created, then abandoned.
+pub async fn record_attempt(
+    table: &FleetTable,
+    attempt: &Attempt,
+    outcome: &AttemptOutcome,
+    schedule: &RetrySchedule,
+) -> Result<Verdict, FleetError> {
+    let mut delivery = attempt.delivery.clone();
+    delivery.attempts += 1;
+    delivery.last_status = outcome.status;
+    delivery.last_error = outcome.error.clone();
+    delivery.latency_ms = Some(outcome.latency_ms);
+    let now = Timestamp::now();
+    let verdict = if outcome.succeeded() {
+        delivery.state = DeliveryState::Delivered;
+        delivery.next_retry_at = None;
+        Verdict::Done
+    } else if now.epoch_seconds() - delivery.created_at.epoch_seconds() >= RETRY_FOR_SECONDS {
+        delivery.state = DeliveryState::Abandoned;
+        delivery.next_retry_at = None;
+        Verdict::Done
+    } else {
+        let pause = schedule.pause(delivery.attempts, jitter());
+        delivery.next_retry_at = Some(now.plus_seconds(i64::from(pause)));
+        Verdict::RetryIn(pause)
+    };
+    put_item(table, &delivery).await?;
+    if let Some(token) = &attempt.confirmation_token {
+        if outcome.succeeded() && outcome.body_prefix.contains(token.as_str()) {
+            confirm_by_answer(table, &delivery, token).await?;
+        }
+    }
+    Ok(verdict)
+}
+
+/// Marks the endpoint confirmed if its token is still the one the delivery carried.
+async fn confirm_by_answer(
+    table: &FleetTable,
+    delivery: &WebhookDeliveryItem,
+    token: &str,
+) -> Result<(), FleetError> {
+    let key = ItemKey::Webhook {
+        user: delivery.user_id.clone(),
+        webhook: delivery.webhook_id.clone(),
+    };
+    let result = table
+        .client
+        .update_item()
+        .table_name(table.name())
+        .set_key(Some(key.attributes()))
+        .expressions(crate::model::expression::Expressions::write(
+            Update::new()
+                .set(
+                    WebhookItem::CONFIRMED,
+                    aws_sdk_dynamodb::types::AttributeValue::Bool(true),
+                )
+                .add(WebhookItem::VERSION, number_value(1)),
+            Some(Condition::equals(
+                WebhookItem::CONFIRMATION_TOKEN,
+                string_value(token),
+            )),
+        ))
+        .send()
+        .await;
+    match result {
+        Ok(_) => Ok(()),
+        Err(err) => match err.as_service_error() {
+            // The URL changed (a new token) or the endpoint is gone: nothing to confirm.
+            Some(e) if e.is_conditional_check_failed_exception() => Ok(()),
+            _ => Err(sdk_error(err)),
+        },
+    }
+}
+
+/// Marks a delivery abandoned (one PutItem).
+async fn abandon(
+    table: &FleetTable,
+    delivery: &WebhookDeliveryItem,
+    why: &str,
+) -> Result<(), FleetError> {
+    let mut delivery = delivery.clone();
+    delivery.state = DeliveryState::Abandoned;
+    delivery.last_error = Some(why.to_string());
+    delivery.next_retry_at = None;
+    put_item(table, &delivery).await
+}
+
+/// A delivery's log item (for the log route and the tests).
+pub async fn read_delivery(
+    table: &FleetTable,
+    message: &DeliveryMessage,
+) -> Result<Option<WebhookDeliveryItem>, FleetError> {
+    read_consistent(
+        table,
+        &ItemKey::WebhookDelivery {
+            user: message.owner.clone(),
+            webhook: message.webhook_id.clone(),
+            delivery: message.delivery_id.clone(),
+        },
+    )
+    .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_from_the_base_to_the_cap_with_jitter_in_the_upper_half() {
+        let s = RetrySchedule {
+            base_seconds: 5,
+            cap_seconds: 3600,
+        };
+        assert_eq!(s.pause(1, 1.0), 5);
+        assert_eq!(s.pause(2, 1.0), 10);
+        assert_eq!(s.pause(3, 0.0), 10);
+        assert_eq!(s.pause(30, 1.0), 3600);
+        assert_eq!(s.pause(30, 0.0), 1800);
+        for attempts in 1..12 {
+            let low = s.pause(attempts, 0.0);
+            let high = s.pause(attempts, 1.0);
+            let mid = s.pause(attempts, 0.5);
+            assert!(
+                low <= mid && mid <= high && low * 2 >= high - 1,
+                "{attempts}"
+            );
+        }
+    }
+}

@@ -1,0 +1,106 @@
+//! Webhooks (issue 41): an owner's endpoints ([`endpoints`]) and the deliveries to them
+//! ([`deliveries`]), sent through an SQS queue ([`DeliveryQueue`]) by the `webhooks`
+//! function's delivery worker, so a slow endpoint holds up a queue message, never an API
+//! request or the alarm stream.
+
+pub mod deliveries;
+pub mod endpoints;
+
+use serde::{Deserialize, Serialize};
+
+use crate::model::error::FleetError;
+use crate::model::ids::UserId;
+use crate::model::webhook::{DeliveryId, WebhookId};
+
+/// The environment variable that names the delivery queue (set from its `Ref` in
+/// `template.yaml`).
+pub const QUEUE_URL_ENV: &str = "WEBHOOK_QUEUE_URL";
+
+/// What a queue message names: one delivery of one endpoint (the body and attempts are in
+/// the delivery's log item, so a message is small and a retry re-reads the endpoint: a
+/// disabled or deleted endpoint gets nothing more).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DeliveryMessage {
+    /// The owner.
+    pub owner: UserId,
+    /// The endpoint.
+    pub webhook_id: WebhookId,
+    /// The delivery.
+    pub delivery_id: DeliveryId,
+}
+
+/// The delivery queue: SQS (moto's server locally, through `AWS_ENDPOINT_URL_SQS`).
+#[derive(Clone, Debug)]
+pub struct DeliveryQueue {
+    client: aws_sdk_sqs::Client,
+    url: String,
+}
+
+impl DeliveryQueue {
+    /// The queue at `url` through `client`.
+    pub fn new(client: aws_sdk_sqs::Client, url: impl Into<String>) -> Self {
+        Self {
+            client,
+            url: url.into(),
+        }
+    }
+
+    /// The queue named by [`QUEUE_URL_ENV`], with a client from the standard AWS variables.
+    pub async fn from_env() -> Result<Self, FleetError> {
+        let url = std::env::var(QUEUE_URL_ENV)
+            .map_err(|_| FleetError::internal(format!("{QUEUE_URL_ENV} is not set")))?;
+        let sdk = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
+        Ok(Self::new(aws_sdk_sqs::Client::new(&sdk), url))
+    }
+
+    /// The queue's URL.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// Puts `message` on the queue.
+    pub async fn enqueue(&self, message: &DeliveryMessage) -> Result<(), FleetError> {
+        let body = serde_json::to_string(message).map_err(FleetError::internal)?;
+        self.client
+            .send_message()
+            .queue_url(&self.url)
+            .message_body(body)
+            .send()
+            .await
+            .map_err(|e| FleetError::internal(format!("SQS SendMessage: {e:?}")))?;
+        Ok(())
+    }
+
+    /// Makes a received message visible again in `seconds` (its retry's backoff): the
+    /// message is not deleted, so SQS redelivers it then (and moves it to the dead-letter
+    /// queue after the redrive policy's receive count).
+    pub async fn retry_in(&self, receipt_handle: &str, seconds: u32) -> Result<(), FleetError> {
+        self.client
+            .change_message_visibility()
+            .queue_url(&self.url)
+            .receipt_handle(receipt_handle)
+            .visibility_timeout(seconds as i32)
+            .send()
+            .await
+            .map_err(|e| FleetError::internal(format!("SQS ChangeMessageVisibility: {e:?}")))?;
+        Ok(())
+    }
+
+    /// Deletes a message that is done with.
+    pub async fn delete(&self, receipt_handle: &str) -> Result<(), FleetError> {
+        self.client
+            .delete_message()
+            .queue_url(&self.url)
+            .receipt_handle(receipt_handle)
+            .send()
+            .await
+            .map_err(|e| FleetError::internal(format!("SQS DeleteMessage: {e:?}")))?;
+        Ok(())
+    }
+
+    /// The SDK client (for the local poller that stands in for the Lambda event source).
+    pub fn client(&self) -> &aws_sdk_sqs::Client {
+        &self.client
+    }
+}

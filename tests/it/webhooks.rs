@@ -1,0 +1,417 @@
+//! Webhooks (issue 41), end to end on DynamoDB Local, moto's SQS and a receiver on a loopback
+//! port: the API puts each delivery on the queue, the delivery worker (run as Lambda's SQS
+//! event source would run it) signs and sends it, and the signatures are verified with the
+//! Standard Webhooks reference library (PyPI `standardwebhooks`, `make webhook-verifier`),
+//! never with the project's own code.
+
+use std::io::Write;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use fleet_testkit::moto_server::MotoServer;
+use fleet_testkit::webhook_queue::{create_queue, pump, sqs_client};
+use fleet_testkit::webhook_receiver::{Received, WebhookReceiver};
+use fleet_tests::*;
+use serde_json::{json, Value};
+use shared::model::entities::webhook::WebhookItem;
+use shared::model::entities::webhook_delivery::{DeliveryState, WebhookDeliveryItem};
+use shared::model::entities::{Entity, ItemKey};
+use shared::model::ids::UserId;
+use shared::model::timestamp::Timestamp;
+use shared::model::webhook::target::TargetPolicy;
+use shared::model::webhook::{DeliveryId, WebhookId};
+use shared::ops::webhooks::deliveries::RetrySchedule;
+use shared::ops::webhooks::DeliveryQueue;
+use shared::FleetTable;
+use webhooks::worker::DeliveryWorker;
+use webhooks::WebhooksState;
+
+const ALICE: &str = "wh-alice";
+const BOB: &str = "wh-bob";
+
+/// A table, moto's queue, a receiver and the function's router and worker on them.
+struct Stack {
+    table: FleetTable,
+    queue: DeliveryQueue,
+    receiver: WebhookReceiver,
+    worker: DeliveryWorker,
+    policy: TargetPolicy,
+    _moto: MotoServer,
+}
+
+impl Stack {
+    /// `statuses`: what the receiver answers in turn (then 200); `echo`: whether a 2xx
+    /// answer echoes the body (so the confirmation confirms).
+    async fn start(statuses: &[u16], echo: bool) -> Self {
+        let moto = MotoServer::start_default().expect("moto's server (make moto-server)");
+        let queue = create_queue(&sqs_client(moto.endpoint()), "webhook-deliveries")
+            .await
+            .expect("queue");
+        let receiver = WebhookReceiver::start(statuses, echo).await.unwrap();
+        let policy = TargetPolicy::local(&receiver.target());
+        let table = fresh_table().await;
+        let worker = DeliveryWorker::new(
+            table.clone(),
+            queue.clone(),
+            policy.clone(),
+            RetrySchedule {
+                base_seconds: 1,
+                cap_seconds: 2,
+            },
+        )
+        .unwrap();
+        Self {
+            table,
+            queue,
+            receiver,
+            worker,
+            policy,
+            _moto: moto,
+        }
+    }
+
+    async fn call(&self, request: ApiRequest) -> Answer {
+        let state = WebhooksState {
+            table: self.table.clone(),
+            queue: self.queue.clone(),
+            policy: self.policy.clone(),
+        };
+        let (response, used) = metered(Box::pin(
+            gateway(webhooks::router(state)).handle(request.build()),
+        ))
+        .await;
+        answer(response, used)
+    }
+
+    /// Creates an endpoint at the receiver for `owner`; returns (id, secret).
+    async fn create(&self, owner: &str, events: Value) -> (String, String) {
+        let a = self
+            .call(ApiRequest::post("/me/webhooks").caller(owner).json(
+                json!({"url": self.receiver.url("/hook"), "events": events, "description": "ops"}),
+            ))
+            .await;
+        assert_eq!(a.status, 201, "{:?}", a.body);
+        (
+            a.body["webhookId"].as_str().unwrap().to_string(),
+            a.body["secret"].as_str().unwrap().to_string(),
+        )
+    }
+
+    /// Runs the worker over the queue until the receiver has `count` requests (or 20 s).
+    async fn deliver_until(&self, count: usize) -> Vec<Received> {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while self.receiver.received().len() < count && Instant::now() < deadline {
+            pump(&self.worker, &self.queue, 1).await.unwrap();
+        }
+        self.receiver.received()
+    }
+
+    /// Runs the worker until the queue has been empty for two seconds.
+    async fn drain(&self) {
+        let mut idle = 0;
+        while idle < 2 {
+            if pump(&self.worker, &self.queue, 1).await.unwrap() == 0 {
+                idle += 1;
+            } else {
+                idle = 0;
+            }
+        }
+    }
+
+    async fn webhook(&self, owner: &str, id: &str) -> Value {
+        let a = self
+            .call(ApiRequest::get(&format!("/me/webhooks/{id}")).caller(owner))
+            .await;
+        assert_eq!(a.status, 200, "{:?}", a.body);
+        a.body["webhook"].clone()
+    }
+}
+
+/// What the Standard Webhooks reference library says of each delivery under `secret`.
+fn reference_verdicts(secret: &str, deliveries: &[Received]) -> Vec<String> {
+    let python = fleet_testkit::repo_root().join(".venv-webhooks/bin/python");
+    assert!(
+        python.is_file(),
+        "the reference library is not installed: run `make webhook-verifier`"
+    );
+    let input = json!({
+        "secret": secret,
+        "deliveries": deliveries.iter().map(|d| json!({
+            "headers": {
+                "webhook-id": d.header("webhook-id"),
+                "webhook-timestamp": d.header("webhook-timestamp"),
+                "webhook-signature": d.header("webhook-signature"),
+            },
+            "body": d.body,
+        })).collect::<Vec<_>>(),
+    });
+    let mut child = Command::new(python)
+        .arg(fleet_testkit::repo_root().join("tools/webhooks/verify.py"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(input.to_string().as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "verify.py failed");
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+fn body(d: &Received) -> Value {
+    serde_json::from_str(&d.body).unwrap()
+}
+
+#[tokio::test]
+async fn a_new_endpoint_gets_a_signed_confirmation_and_answering_with_its_token_confirms_it() {
+    let stack = Stack::start(&[], true).await;
+    let (id, secret) = stack.create(ALICE, json!(["alarm.raised"])).await;
+    assert!(secret.starts_with("whsec_"), "{secret}");
+    assert_eq!(stack.webhook(ALICE, &id).await["confirmed"], false);
+    // The secret is shown once: no read answers it.
+    let listed = stack
+        .call(ApiRequest::get("/me/webhooks").caller(ALICE))
+        .await;
+    assert_eq!(listed.status, 200);
+    assert_eq!(listed.body["items"].as_array().unwrap().len(), 1);
+    assert!(!listed.body.to_string().contains(&secret));
+
+    let received = stack.deliver_until(1).await;
+    assert_eq!(received.len(), 1);
+    let confirm = &received[0];
+    assert_eq!(body(confirm)["type"], "webhook.confirm");
+    assert!(body(confirm)["data"]["confirmationToken"]
+        .as_str()
+        .unwrap()
+        .starts_with("whconf_"));
+    assert!(confirm.header("webhook-id").unwrap().starts_with("msg_"));
+    assert_eq!(reference_verdicts(&secret, &received), ["ok"]);
+    // Another secret does not verify it: the check can fail.
+    let other = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+    assert_ne!(reference_verdicts(other, &received), ["ok"]);
+    assert_eq!(stack.webhook(ALICE, &id).await["confirmed"], true);
+
+    let test = stack
+        .call(ApiRequest::post(&format!("/me/webhooks/{id}/test")).caller(ALICE))
+        .await;
+    assert_eq!(test.status, 202, "{:?}", test.body);
+    let received = stack.deliver_until(2).await;
+    assert_eq!(body(&received[1])["type"], "webhook.test");
+    assert_eq!(body(&received[1])["ownerId"], ALICE);
+    assert_eq!(
+        received[1].header("webhook-id"),
+        test.body["deliveryId"].as_str()
+    );
+    assert_eq!(reference_verdicts(&secret, &received[1..]), ["ok"]);
+}
+
+#[tokio::test]
+async fn an_unconfirmed_endpoint_receives_nothing_but_its_confirmation() {
+    // The receiver answers 200 without the token: delivered, but not confirmed.
+    let stack = Stack::start(&[], false).await;
+    let (id, _) = stack.create(ALICE, json!(["alarm.raised"])).await;
+    let received = stack.deliver_until(1).await;
+    stack.drain().await;
+    assert_eq!(stack.webhook(ALICE, &id).await["confirmed"], false);
+
+    let test = stack
+        .call(ApiRequest::post(&format!("/me/webhooks/{id}/test")).caller(ALICE))
+        .await;
+    assert_eq!(test.status, 409, "{:?}", test.body);
+    assert_eq!(test.body["error"]["code"], "webhook_unconfirmed");
+    stack.drain().await;
+    assert_eq!(stack.receiver.received().len(), 1, "only the confirmation");
+
+    // The owner confirms with the token instead: a wrong one is a 400 naming `token`.
+    let wrong = stack
+        .call(
+            ApiRequest::post(&format!("/me/webhooks/{id}/confirm"))
+                .caller(ALICE)
+                .json(json!({"token": "whconf_nope"})),
+        )
+        .await;
+    assert_eq!(wrong.status, 400, "{:?}", wrong.body);
+    assert_eq!(wrong.body["error"]["field"], "token");
+    let token = body(&received[0])["data"]["confirmationToken"].clone();
+    let right = stack
+        .call(
+            ApiRequest::post(&format!("/me/webhooks/{id}/confirm"))
+                .caller(ALICE)
+                .json(json!({"token": token})),
+        )
+        .await;
+    assert_eq!(right.status, 200, "{:?}", right.body);
+    assert_eq!(right.body["webhook"]["confirmed"], true);
+    let test = stack
+        .call(ApiRequest::post(&format!("/me/webhooks/{id}/test")).caller(ALICE))
+        .await;
+    assert_eq!(test.status, 202, "{:?}", test.body);
+    assert_eq!(stack.deliver_until(2).await.len(), 2);
+}
+
+#[tokio::test]
+async fn a_receiver_answering_500_then_200_gets_the_same_webhook_id_twice_and_the_log_shows_2_attempts(
+) {
+    let stack = Stack::start(&[500], true).await;
+    let (id, secret) = stack.create(ALICE, json!(["alarm.raised"])).await;
+    let received = stack.deliver_until(2).await;
+    stack.drain().await;
+    let received_after = stack.receiver.received();
+    assert_eq!(received_after.len(), 2, "one failure, one success, no more");
+    assert_eq!(
+        received[0].header("webhook-id"),
+        received[1].header("webhook-id")
+    );
+    assert_eq!(received[0].body, received[1].body);
+    assert_eq!(reference_verdicts(&secret, &received), ["ok", "ok"]);
+
+    let delivery_id = DeliveryId::parse(received[0].header("webhook-id").unwrap()).unwrap();
+    let log = item(
+        &stack.table,
+        &ItemKey::WebhookDelivery {
+            user: UserId::parse(ALICE).unwrap(),
+            webhook: WebhookId::parse(&id).unwrap(),
+            delivery: delivery_id,
+        },
+    )
+    .await
+    .expect("the delivery's log item");
+    let log = WebhookDeliveryItem::from_item(log).unwrap();
+    assert_eq!(log.attempts, 2);
+    assert_eq!(log.last_status, Some(200));
+    assert_eq!(log.state, DeliveryState::Delivered);
+    assert!(log.latency_ms.is_some());
+    assert_eq!(log.next_retry_at, None);
+    assert_eq!(stack.webhook(ALICE, &id).await["confirmed"], true);
+}
+
+#[tokio::test]
+async fn unsafe_urls_and_unknown_events_are_a_400_naming_them_and_change_nothing() {
+    let stack = Stack::start(&[], true).await;
+    let before = table_contents(&stack.table).await;
+    let allowed_port = stack.receiver.addr().port();
+    let other_port = allowed_port.wrapping_add(1).max(1024);
+    for url in [
+        format!("http://127.0.0.1:{other_port}/"),
+        format!("http://localhost:{allowed_port}/"),
+        "https://169.254.169.254/latest/meta-data/".to_string(),
+        "https://10.0.0.1/".to_string(),
+        "http://2130706433/".to_string(),
+        "https://0x7f.1/".to_string(),
+        format!("http://[::ffff:127.0.0.1]:{other_port}/"),
+        "https://[fd00:ec2::254]/".to_string(),
+        "https://100.64.0.1/".to_string(),
+        "ftp://example.com/".to_string(),
+        "javascript:alert(1)".to_string(),
+    ] {
+        let a = stack
+            .call(
+                ApiRequest::post("/me/webhooks")
+                    .caller(ALICE)
+                    .json(json!({"url": url, "events": ["alarm.raised"]})),
+            )
+            .await;
+        assert_eq!(a.status, 400, "{url}: {:?}", a.body);
+        assert_eq!(a.body["error"]["field"], "url", "{url}");
+    }
+    for events in [json!(["alarm.exploded"]), json!([]), json!("alarm.raised")] {
+        let a = stack
+            .call(
+                ApiRequest::post("/me/webhooks")
+                    .caller(ALICE)
+                    .json(json!({"url": stack.receiver.url("/"), "events": events})),
+            )
+            .await;
+        assert_eq!(a.status, 400, "{events}: {:?}", a.body);
+        assert_eq!(a.body["error"]["field"], "events");
+    }
+    assert_eq!(table_contents(&stack.table).await, before);
+    stack.drain().await;
+    assert!(stack.receiver.received().is_empty());
+}
+
+#[tokio::test]
+async fn another_owners_endpoint_is_a_404_for_every_route() {
+    let stack = Stack::start(&[], true).await;
+    let (id, _) = stack.create(ALICE, json!(["alarm.raised"])).await;
+    stack.deliver_until(1).await;
+    stack.drain().await;
+    let before = table_contents(&stack.table).await;
+    let path = format!("/me/webhooks/{id}");
+    for request in [
+        ApiRequest::get(&path),
+        ApiRequest::patch(&path).json(json!({"enabled": false})),
+        ApiRequest::delete(&path),
+        ApiRequest::post(&format!("{path}/rotate-secret")),
+        ApiRequest::post(&format!("{path}/test")),
+        ApiRequest::post(&format!("{path}/confirm")).json(json!({"token": "whconf_x"})),
+    ] {
+        let a = stack.call(request.caller(BOB)).await;
+        assert_eq!(a.status, 404, "{:?}", a.body);
+    }
+    let bobs = stack
+        .call(ApiRequest::get("/me/webhooks").caller(BOB))
+        .await;
+    assert_eq!(bobs.body["items"], json!([]));
+    assert_eq!(table_contents(&stack.table).await, before);
+}
+
+#[tokio::test]
+async fn after_a_rotation_both_secrets_verify_during_the_overlap_and_only_the_new_one_after() {
+    let stack = Stack::start(&[], true).await;
+    let (id, old) = stack.create(ALICE, json!(["alarm.raised"])).await;
+    stack.deliver_until(1).await;
+    let rotated = stack
+        .call(ApiRequest::post(&format!("/me/webhooks/{id}/rotate-secret")).caller(ALICE))
+        .await;
+    assert_eq!(rotated.status, 200, "{:?}", rotated.body);
+    let new = rotated.body["secret"].as_str().unwrap().to_string();
+    assert_ne!(new, old);
+    let test = stack
+        .call(ApiRequest::post(&format!("/me/webhooks/{id}/test")).caller(ALICE))
+        .await;
+    assert_eq!(test.status, 202);
+    let during = stack.deliver_until(2).await;
+    assert_eq!(
+        during[1]
+            .header("webhook-signature")
+            .unwrap()
+            .split(' ')
+            .count(),
+        2
+    );
+    assert_eq!(reference_verdicts(&old, &during[1..]), ["ok"]);
+    assert_eq!(reference_verdicts(&new, &during[1..]), ["ok"]);
+
+    // The overlap ends (moved into the past on the stored item).
+    let key = ItemKey::Webhook {
+        user: UserId::parse(ALICE).unwrap(),
+        webhook: WebhookId::parse(&id).unwrap(),
+    };
+    let mut endpoint = WebhookItem::from_item(item(&stack.table, &key).await.unwrap()).unwrap();
+    endpoint.previous_secret_until = Some(Timestamp::now().plus_seconds(-1));
+    put_entity(&stack.table, &endpoint).await;
+    let test = stack
+        .call(ApiRequest::post(&format!("/me/webhooks/{id}/test")).caller(ALICE))
+        .await;
+    assert_eq!(test.status, 202);
+    let after = stack.deliver_until(3).await;
+    assert_eq!(
+        after[2]
+            .header("webhook-signature")
+            .unwrap()
+            .split(' ')
+            .count(),
+        1
+    );
+    assert_eq!(reference_verdicts(&new, &after[2..]), ["ok"]);
+    assert_ne!(reference_verdicts(&old, &after[2..]), ["ok"]);
+}
