@@ -981,3 +981,129 @@ async fn a_move_can_rotate_the_token_the_previous_owner_knows() {
             .unwrap();
     assert_eq!(after.token_sha256, registration.token_sha256);
 }
+
+#[tokio::test]
+// Issue 38 item 4: before the fix, a late reading sent while the history was still at the old
+// owner started its block (and its rolled hour and day) over at the new owner, and the copy
+// kept the new owner's bucket: the copied readings of that bucket were lost for good.
+async fn a_late_reading_and_a_replay_during_the_copy_add_to_the_copied_summaries() {
+    let table = table_with_org().await;
+    let id = "late-1";
+    let token = register_device(&table, PERSON, id).await;
+    let ingestor = Arc::new(Ingestor::new(table.clone(), IngestConfig::default()));
+    let now = Timestamp::now().epoch_millis();
+    let day = Resolution::Day.millis();
+    let start = Resolution::Day.bucket_start(now) - 2 * day;
+    // Readings every 10 minutes from two days ago: flushed into blocks, the first day rolled.
+    let mut sent: BTreeMap<(i64, String), f64> = BTreeMap::new();
+    let mut readings = Vec::new();
+    let mut t = start + 7_000;
+    let mut n = 0;
+    while t < now - 10 * 60_000 {
+        readings.push((t, format!("r{n}"), 20.0 + (n % 9) as f64 * 0.5));
+        t += 10 * 60_000;
+        n += 1;
+    }
+    let send = |batch: Vec<(i64, String, f64)>| {
+        let (ingestor, token) = (ingestor.clone(), token.clone());
+        async move {
+            let body = serde_json::Value::Array(
+                batch
+                    .iter()
+                    .map(|(at, id, v)| {
+                        json!({"id": id, "type": "temperature", "value": v,
+                               "at": Timestamp::from_epoch_millis(*at).unwrap().to_string()})
+                    })
+                    .collect(),
+            );
+            let a = ingest(&ingestor, ingest_request(id, &token, body)).await;
+            assert_eq!(a.status, 200, "{}", a.body);
+        }
+    };
+    for chunk in readings.chunks(100) {
+        send(chunk.to_vec()).await;
+    }
+    for (at, id, v) in &readings {
+        sent.insert((*at, id.clone()), *v);
+    }
+    // The move, given no time: its whole history is left to the worker.
+    let moved = move_device_until(
+        &table,
+        &device(id),
+        &user(PERSON),
+        &user(ORG),
+        Instant::now(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(moved.history.status, HistoryStatus::Moving);
+    // While the history is at the person: a late reading into a bucket of the rolled first
+    // day that holds a reading already, and a replay of a reading counted before the move.
+    let late = (start + 10 * 3_600_000 + 60_000, "late".to_string(), 99.5);
+    let replayed = readings[100].clone();
+    send(vec![late.clone(), replayed]).await;
+    sent.insert((late.0, late.1.clone()), late.2);
+    for _ in 0..20 {
+        continue_moves(&table, Instant::now() + Duration::from_secs(50))
+            .await
+            .unwrap();
+        if running_move(&table, &device(id)).await.unwrap().is_none() {
+            break;
+        }
+    }
+    assert!(running_move(&table, &device(id)).await.unwrap().is_none());
+    // Every bucket at the organization equals a recompute from what was sent.
+    for (resolution, name) in [
+        (Resolution::FiveMinutes, "5m"),
+        (Resolution::Hour, "1h"),
+        (Resolution::Day, "1d"),
+    ] {
+        let a = dashboard(
+            &table,
+            ApiRequest::get(&format!("/orgs/{ORG_ID}/devices/{id}/series"))
+                .caller(PERSON)
+                .query("type", "temperature")
+                .query(
+                    "from",
+                    &Timestamp::from_epoch_millis(start).unwrap().to_string(),
+                )
+                .query(
+                    "to",
+                    &Timestamp::from_epoch_millis(now).unwrap().to_string(),
+                )
+                .query("resolution", name),
+        )
+        .await;
+        assert_eq!(a.status, 200, "{}", a.body);
+        let mut want: BTreeMap<i64, u64> = BTreeMap::new();
+        for (at, _) in sent.keys() {
+            *want.entry(resolution.bucket_start(*at)).or_default() += 1;
+        }
+        let got: BTreeMap<i64, u64> = a.body["buckets"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|b| {
+                let start = Timestamp::parse_field("start", b["start"].as_str().unwrap())
+                    .unwrap()
+                    .epoch_millis();
+                (start, b["count"].as_u64().unwrap())
+            })
+            .collect();
+        let wrong: Vec<_> = want
+            .iter()
+            .filter(|(s, w)| got.get(*s) != Some(*w))
+            .map(|(s, w)| {
+                (
+                    Timestamp::from_epoch_millis(*s).unwrap().to_string(),
+                    *w,
+                    got.get(s),
+                )
+            })
+            .collect();
+        assert!(
+            wrong.is_empty() && got.len() == want.len(),
+            "{name}: buckets (start, want, got) that differ: {wrong:?}"
+        );
+    }
+}

@@ -242,6 +242,7 @@ impl ItemSizes {
             learned_jitter_seconds: Some(12),
             indexed_due: None,
             series: Default::default(),
+            moving_from: None,
         };
         let state_attrs = to_item(&state, &shards);
         let state_gsi1 = index_entry(&state_attrs, &INDEXES[0]).map_or(0, |e| item_size(&e));

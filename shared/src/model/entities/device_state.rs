@@ -100,6 +100,12 @@ pub struct DeviceStateItem {
     /// a state written before summaries (no open summaries) and while there are none.
     #[serde(skip)]
     pub series: SeriesState,
+    /// While the device's history is being copied to this owner (a move, issue 33): the owner
+    /// it came from, whose summary items ingest reads where this owner has none yet, so a
+    /// late reading adds to the copied buckets instead of starting over (issue 38 item 4).
+    /// Removed when the copy is done.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub moving_from: Option<UserId>,
 }
 
 attributes!(DeviceStateItem {
@@ -139,6 +145,8 @@ attributes!(DeviceStateItem {
     LEARNED_JITTER_SECONDS = "learnedJitterSeconds",
     /// `series`: the open summaries ([`SeriesState::encode`]).
     SERIES = "series",
+    /// `movingFrom`: the previous owner while a move copies the history.
+    MOVING_FROM = "movingFrom",
 });
 
 impl DeviceStateItem {

@@ -144,6 +144,7 @@ pub const MOVE_DEVICE: AccessPattern = AccessPattern {
         Operation::BatchWriteItem,
         Operation::PutItem,
         Operation::DeleteItem,
+        Operation::UpdateItem,
     ],
     index: None,
     key_condition: "PK = USER#{from}, SK = DEVICE#{deviceId}; its live state; PK = USER#{to}, SK = FLEET; one transaction; then PK = ALARM#{from}#{deviceId} and PK = USER#{from}#DEVICE#{deviceId} page by page",
@@ -156,7 +157,8 @@ pub const MOVE_DEVICE: AccessPattern = AccessPattern {
 
 /// AP-M1's requests for a device with a small history (under a page per phase, at most 25
 /// events and 50 other items): 3 reads, the transaction, 4 Queries, a put and a delete batch,
-/// a transaction for the other items, and the marker's delete. Beyond that, per 25 events
+/// a transaction for the other items, the new state's `movingFrom` removed and the marker's
+/// delete. Beyond that, per 25 events
 /// two BatchWriteItems, per 50 other items a transaction, per page of 1,000 a Query
 /// (`tests/it/device_move.rs` holds a month of readings to that).
 pub const MOVE_FIXED_REQUESTS: u32 = 12;
@@ -300,6 +302,7 @@ async fn move_live_items(
         let moved_state = state.clone().map(|s| DeviceStateItem {
             user_id: to.clone(),
             partition,
+            moving_from: Some(from.clone()),
             ..s
         });
         let marker = DeviceMoveItem {
@@ -688,15 +691,27 @@ async fn write_batches(table: &FleetTable, requests: Vec<WriteRequest>) -> Resul
 /// put at the target where the new owner has no such item yet and deleted at the source.
 /// An item the new owner wrote since the move is newer than the copy and is kept; a summary
 /// item gets the copy's buckets the new owner's lacks ([`merge_summary`]).
+///
+/// Summary items are written by ingest only in transactions conditioned on the live state's
+/// `ingestSeq`, which reads them first (issue 38): a copy that wrote them behind its back
+/// could be overwritten by an attempt that read them before. So a transaction that copies
+/// summary items also moves the new owner's `ingestSeq` ([`fence_summaries`]): an ingest
+/// attempt that read before the copy fails its condition and reads again (finding the copy).
 async fn copy_changing(
     table: &FleetTable,
     marker: &DeviceMoveItem,
     items: &[Item],
 ) -> Result<(), FleetError> {
-    for chunk in items.chunks(ITEMS_PER_TRANSACTION) {
+    let per_transaction = if marker.phase == MovePhase::Summaries {
+        ITEMS_PER_TRANSACTION - 1
+    } else {
+        ITEMS_PER_TRANSACTION
+    };
+    for chunk in items.chunks(per_transaction) {
         let mut pending: Vec<&Item> = chunk.iter().collect();
+        let mut fenced = marker.phase == MovePhase::Summaries;
         while !pending.is_empty() {
-            let mut actions = Vec::with_capacity(2 * pending.len());
+            let mut actions = Vec::with_capacity(2 * pending.len() + 1);
             for item in &pending {
                 let put = Put::builder()
                     .table_name(table.name())
@@ -712,9 +727,21 @@ async fn copy_changing(
                     .map_err(FleetError::internal)?;
                 actions.push(TransactWriteItem::builder().delete(delete).build());
             }
+            if fenced {
+                actions.push(fence_summaries(table, marker)?);
+            }
             match transact(table, actions, Retry::attempts(MAX_ATTEMPTS)).await? {
                 Transaction::Committed => break,
                 Transaction::Cancelled(reasons) => {
+                    if fenced
+                        && reasons.get(2 * pending.len()).and_then(|r| r.code())
+                            == Some("ConditionalCheckFailed")
+                    {
+                        // No live state at the new owner: the device was deleted there (its
+                        // move is being cancelled) and nobody ingests for it.
+                        fenced = false;
+                        continue;
+                    }
                     let taken: Vec<usize> = (0..pending.len())
                         .filter(|i| {
                             reasons.get(2 * i).and_then(|r| r.code())
@@ -740,6 +767,29 @@ async fn copy_changing(
         }
     }
     Ok(())
+}
+
+/// The update that moves the new owner's live-state `ingestSeq` on, where that state exists:
+/// what serializes a copy of summary items with ingest's writes of them.
+fn fence_summaries(
+    table: &FleetTable,
+    marker: &DeviceMoveItem,
+) -> Result<TransactWriteItem, FleetError> {
+    let state = ItemKey::DeviceState {
+        user: marker.to_user_id.clone(),
+        partition: marker.partition,
+        device: marker.device_id.clone(),
+    };
+    let update = Update::builder()
+        .table_name(table.name())
+        .set_key(Some(state.attributes()))
+        .expressions(Expressions::write(
+            UpdateExpression::new().increment(DeviceStateItem::INGEST_SEQ, number_value(1)),
+            Some(Condition::exists(PK)),
+        ))
+        .build()
+        .map_err(FleetError::internal)?;
+    Ok(TransactWriteItem::builder().update(update).build())
 }
 
 /// An item of the source that the new owner wrote too since the move: a summary item is
@@ -777,6 +827,8 @@ async fn merge_summary(
         ..source.clone()
     }
     .item_key();
+    // Written with the new owner's `ingestSeq` moved on, as a copy is (see [`copy_changing`]).
+    let mut fenced = true;
     for _ in 0..MOVE_ATTEMPTS {
         let out = table
             .client
@@ -805,12 +857,16 @@ async fn merge_summary(
                 Condition::absent(PK),
             ),
         };
+        // Ingest builds a summary item the new owner lacks from the source's during a move
+        // (`ops::ingest`'s fallback read), so the new owner's holds the source's buckets; a
+        // bucket only the source has comes with its reading identities.
         for (start, bucket) in &source.buckets.0 {
-            merged
-                .buckets
-                .0
-                .entry(*start)
-                .or_insert_with(|| bucket.clone());
+            if !merged.buckets.0.contains_key(start) {
+                merged.buckets.0.insert(*start, bucket.clone());
+                if let Some(ids) = source.ids.0.get(start) {
+                    merged.ids.0.insert(*start, ids.clone());
+                }
+            }
         }
         merged.ttl = merged.ttl.max(source.ttl);
         let put = Put::builder()
@@ -824,14 +880,23 @@ async fn merge_summary(
             .set_key(Some(key_of(item)?))
             .build()
             .map_err(FleetError::internal)?;
-        let actions = vec![
+        let mut actions = vec![
             TransactWriteItem::builder().put(put).build(),
             TransactWriteItem::builder().delete(delete).build(),
         ];
-        if let Transaction::Committed =
-            transact(table, actions, Retry::attempts(MAX_ATTEMPTS)).await?
-        {
-            return Ok(());
+        if fenced {
+            actions.push(fence_summaries(table, marker)?);
+        }
+        match transact(table, actions, Retry::attempts(MAX_ATTEMPTS)).await? {
+            Transaction::Committed => return Ok(()),
+            // No live state at the new owner (deleted there): nothing to fence.
+            Transaction::Cancelled(reasons)
+                if fenced
+                    && reasons.get(2).and_then(|r| r.code()) == Some("ConditionalCheckFailed") =>
+            {
+                fenced = false
+            }
+            Transaction::Cancelled(_) => {}
         }
     }
     Err(crate::store::dynamo::throttled())
@@ -846,6 +911,35 @@ async fn save_progress(
     done: bool,
 ) -> Result<(), FleetError> {
     if done {
+        // Ingest no longer reads the previous owner's summary items (the state first: a run
+        // cut off here finds the marker and does this again).
+        let state = ItemKey::DeviceState {
+            user: marker.to_user_id.clone(),
+            partition: marker.partition,
+            device: marker.device_id.clone(),
+        };
+        let result = table
+            .client
+            .update_item()
+            .table_name(table.name())
+            .set_key(Some(state.attributes()))
+            .expressions(Expressions::write(
+                UpdateExpression::new().remove(DeviceStateItem::MOVING_FROM),
+                Some(Condition::exists(PK)),
+            ))
+            .send()
+            .await;
+        if let Err(err) = result {
+            // No live state there: the device was deleted at its new owner.
+            if !matches!(
+                err.as_service_error(),
+                Some(
+                    aws_sdk_dynamodb::operation::update_item::UpdateItemError::ConditionalCheckFailedException(_)
+                )
+            ) {
+                return Err(sdk_error(err));
+            }
+        }
         table
             .client
             .delete_item()

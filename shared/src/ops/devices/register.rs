@@ -106,6 +106,7 @@ fn new_state(device: &DeviceItem) -> DeviceStateItem {
         learned_every_seconds: None,
         learned_jitter_seconds: None,
         series: Default::default(),
+        moving_from: None,
         indexed_due: None,
     }
 }

@@ -341,7 +341,7 @@ impl Ingestor {
             }
             let summary = items.actions(
                 &self.table,
-                &SeriesOwner::of(registration),
+                &SeriesOwner::of(registration, &next),
                 self.series_retention(),
             )?;
             actions.extend(summary);
@@ -477,7 +477,7 @@ impl Ingestor {
     ) -> Result<(SeriesItems, bool), FleetError> {
         let store = SeriesStore {
             table: &self.table,
-            owner: SeriesOwner::of(registration),
+            owner: SeriesOwner::of(registration, next),
         };
         let mut series = std::mem::take(&mut next.series);
         let mut items = self.cached_blocks(&registration.device_id, next.ingest_seq);

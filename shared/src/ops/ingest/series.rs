@@ -16,6 +16,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use aws_sdk_dynamodb::types::{KeysAndAttributes, Put, TransactWriteItem};
 
 use super::validate::NewEvent;
+use crate::model::entities::device_state::DeviceStateItem;
 use crate::model::entities::event::{registration_stamp, stored_by};
 use crate::model::entities::registration::RegistrationItem;
 use crate::model::entities::series::SeriesItem;
@@ -190,15 +191,19 @@ pub(super) struct SeriesOwner {
     pub(super) user_id: UserId,
     pub(super) device_id: DeviceId,
     pub(super) stamp: i64,
+    /// The previous owner while a move copies the device's history (the live state's
+    /// `movingFrom`): a summary item this owner has no copy of yet is read from there.
+    pub(super) moving_from: Option<UserId>,
 }
 
 impl SeriesOwner {
-    /// The owner of a registered device's summaries.
-    pub(super) fn of(registration: &RegistrationItem) -> Self {
+    /// The owner of a registered device's summaries, its live state `state`.
+    pub(super) fn of(registration: &RegistrationItem, state: &DeviceStateItem) -> Self {
         Self {
             user_id: registration.user_id.clone(),
             device_id: registration.device_id.clone(),
             stamp: registration_stamp(&registration.created_at),
+            moving_from: state.moving_from.clone(),
         }
     }
 }
@@ -217,22 +222,50 @@ impl SeriesStore<'_> {
 
     /// The items `wanted` that are not loaded yet, with one consistent BatchGetItem per 100
     /// (a late reading's block, day and month items: O(1) requests per batch whatever the
-    /// readings' order).
+    /// readings' order). While a move copies the device's history, an item this owner has no
+    /// copy of yet is read from the previous owner (one more BatchGetItem, only during a move):
+    /// this owner's item then starts from it, and the copy, finding this owner's item, keeps it
+    /// (issue 38 item 4: a late reading never starts a bucket over).
     async fn load_keys(
         &self,
         items: &mut SeriesItems,
         wanted: &BTreeSet<(String, Resolution, i64)>,
     ) -> Result<(), FleetError> {
-        let missing: Vec<&(String, Resolution, i64)> = wanted
+        let missing: Vec<(String, Resolution, i64)> = wanted
             .iter()
             .filter(|k| !items.items.contains_key(*k))
+            .cloned()
             .collect();
-        for chunk in missing.chunks(100) {
+        let mut found = self.read_items(&self.owner.user_id, &missing).await?;
+        if let Some(previous) = &self.owner.moving_from {
+            let not_copied: Vec<(String, Resolution, i64)> = missing
+                .iter()
+                .filter(|k| !found.contains_key(*k))
+                .cloned()
+                .collect();
+            found.extend(self.read_items(previous, &not_copied).await?);
+        }
+        for key in missing {
+            let stored = found.remove(&key);
+            items.loaded(key, stored);
+        }
+        Ok(())
+    }
+
+    /// The summary items `keys` of this device under `user` that this registration wrote, read
+    /// consistently (one BatchGetItem per 100).
+    async fn read_items(
+        &self,
+        user: &UserId,
+        keys: &[(String, Resolution, i64)],
+    ) -> Result<BTreeMap<(String, Resolution, i64), Stored>, FleetError> {
+        let mut found = BTreeMap::new();
+        for chunk in keys.chunks(100) {
             let keys = chunk
                 .iter()
                 .map(|(kind, resolution, start)| {
                     Ok(ItemKey::Series {
-                        user: self.owner.user_id.clone(),
+                        user: user.clone(),
                         device: self.owner.device_id.clone(),
                         event_type: EventType::parse(kind)
                             .map_err(|e| FleetError::internal(e.reason))?,
@@ -248,7 +281,6 @@ impl SeriesStore<'_> {
                 .build()
                 .map_err(FleetError::internal)?;
             let mut retry = Retry::attempts(crate::store::table::MAX_ATTEMPTS);
-            let mut found = BTreeMap::new();
             for item in get_all(self.table, request, &mut retry).await? {
                 if EntityType::of(&item) == Some(EntityType::Series) {
                     let item = SeriesItem::from_item(item)?;
@@ -270,12 +302,8 @@ impl SeriesStore<'_> {
                     );
                 }
             }
-            for key in chunk {
-                let stored = found.remove(*key);
-                items.loaded((*key).clone(), stored);
-            }
         }
-        Ok(())
+        Ok(found)
     }
 
     /// One item, loaded (consistently) when not loaded yet.

@@ -220,6 +220,7 @@ pub async fn roll_device(
             user_id: state.user_id.clone(),
             device_id: state.device_id.clone(),
             stamp: registration_stamp(&device.created_at),
+            moving_from: state.moving_from.clone(),
         },
     };
     let retention = SeriesRetention {

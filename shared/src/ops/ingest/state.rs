@@ -261,6 +261,7 @@ mod tests {
             learned_every_seconds: None,
             learned_jitter_seconds: None,
             series: Default::default(),
+            moving_from: None,
             indexed_due: None,
         }
     }

@@ -159,6 +159,7 @@ fn declared_attributes_are_exactly_the_stored_ones() {
                     "temp".to_string(),
                     crate::model::series::OpenSeries::starting_at(at.epoch_millis()),
                 )])),
+                moving_from: Some(user.clone()),
             }
             .to_item(&shards)
             .unwrap(),
@@ -354,6 +355,7 @@ fn device_state_reads_its_owner_device_and_shard_back_from_its_key() {
         learned_every_seconds: None,
         learned_jitter_seconds: None,
         series: Default::default(),
+        moving_from: None,
         indexed_due: None,
     };
     let shards = ShardCounts::default();
