@@ -42,6 +42,27 @@ async fn seven_day_meter(device: &str) -> (FleetTable, String, Arc<Ingestor>) {
     (table, token, ingestor)
 }
 
+/// `kind` of `OWNER`'s `device` over the day from `day` through the series route, at
+/// `resolution` (`auto` when none).
+async fn read_day(
+    table: &FleetTable,
+    device: &str,
+    kind: &str,
+    day: i64,
+    resolution: Option<&str>,
+) -> Answer {
+    let at = |ms: i64| Timestamp::from_epoch_millis(ms).unwrap().to_string();
+    let mut request = ApiRequest::get(&format!("/me/devices/{device}/series"))
+        .caller(OWNER)
+        .query("type", kind)
+        .query("from", &at(day))
+        .query("to", &at(day + DAY_MS));
+    if let Some(r) = resolution {
+        request = request.query("resolution", r);
+    }
+    dashboard(table, request).await
+}
+
 /// Sends `readings` (at, id, type, value) as one batch; asserts a 200.
 async fn send(
     ingestor: &Arc<Ingestor>,
@@ -732,28 +753,8 @@ async fn auto_with_a_seven_day_raw_retention_answers_five_minute_buckets_a_month
     )];
     send(&ingestor, device, &token, &live, &mut sent).await;
     let day = first + DAY_MS;
-    let read = |resolution: Option<&'static str>| {
-        let table = table.clone();
-        async move {
-            let mut request = ApiRequest::get(&format!("/me/devices/{device}/series"))
-                .caller(OWNER)
-                .query("type", "power")
-                .query(
-                    "from",
-                    &Timestamp::from_epoch_millis(day).unwrap().to_string(),
-                )
-                .query(
-                    "to",
-                    &Timestamp::from_epoch_millis(day + DAY_MS)
-                        .unwrap()
-                        .to_string(),
-                );
-            if let Some(r) = resolution {
-                request = request.query("resolution", r);
-            }
-            dashboard(&table, request).await
-        }
-    };
+    let read =
+        |resolution: Option<&'static str>| read_day(&table, device, "power", day, resolution);
     // The raw events of that day are gone for the API (their ttl passed)...
     let events = dashboard(
         &table,
@@ -905,24 +906,7 @@ async fn a_silent_devices_last_day_is_rolled_by_the_workers_run_and_outlives_its
             .unwrap();
     }
     for (resolution, buckets) in [("1h", 4), ("1d", 1)] {
-        let a = dashboard(
-            &table,
-            ApiRequest::get(&format!("/me/devices/{device}/series"))
-                .caller(OWNER)
-                .query("type", "power")
-                .query(
-                    "from",
-                    &Timestamp::from_epoch_millis(day).unwrap().to_string(),
-                )
-                .query(
-                    "to",
-                    &Timestamp::from_epoch_millis(day + DAY_MS)
-                        .unwrap()
-                        .to_string(),
-                )
-                .query("resolution", resolution),
-        )
-        .await;
+        let a = read_day(&table, device, "power", day, Some(resolution)).await;
         assert_eq!(a.status, 200, "{:?}", a.body);
         let got = a.body["buckets"].as_array().unwrap();
         assert_eq!(got.len(), buckets, "{resolution}: {:?}", a.body);
