@@ -328,6 +328,41 @@ pub async fn put_item(
     Ok(())
 }
 
+/// Writes `item`, the next version of an item read at `read_version` (0: there was none), on
+/// the condition that nobody wrote it since (its `version` attribute still `read_version`):
+/// true when written, false when another writer came first (read again and retry).
+pub async fn put_if_version(
+    table: &crate::store::table::FleetTable,
+    item: &impl Entity,
+    version: crate::model::expression::Attribute,
+    read_version: u64,
+) -> Result<bool, FleetError> {
+    let unchanged = if read_version == 0 {
+        Condition::absent(PK)
+    } else {
+        Condition::equals(version, number_value(read_version))
+    };
+    let result = table
+        .client
+        .put_item()
+        .table_name(table.name())
+        .set_item(Some(item.to_item(&table.config.shards)?))
+        .expressions(Expressions::condition(unchanged))
+        .send()
+        .await;
+    match result {
+        Ok(_) => Ok(true),
+        Err(err) => match err.as_service_error() {
+            Some(
+                aws_sdk_dynamodb::operation::put_item::PutItemError::ConditionalCheckFailedException(
+                    _,
+                ),
+            ) => Ok(false),
+            _ => Err(sdk_error(err)),
+        },
+    }
+}
+
 /// The transaction action that deletes the item at `key`, unconditionally.
 pub(crate) fn delete_action(
     table: &crate::store::table::FleetTable,

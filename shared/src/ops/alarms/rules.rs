@@ -5,8 +5,6 @@
 //! read on every cold ingest batch, so the one-item layout favours the read (one key of a
 //! BatchGetItem that ingest sends anyway) over the write.
 
-use aws_sdk_dynamodb::operation::put_item::PutItemError;
-
 use crate::model::alarm::MAX_RULES_PER_OWNER;
 
 use crate::model::alarm::ids::RuleId;
@@ -16,15 +14,13 @@ use crate::model::entities::rule_set::RuleSetItem;
 use crate::model::entities::Entity;
 use crate::model::entities::ItemKey;
 use crate::model::error::FleetError;
-use crate::model::expression::{Condition, Expressions};
 use crate::model::ids::UserId;
 use crate::model::pattern_id::PatternId;
-use crate::model::schema::{GSI3, PK};
+use crate::model::schema::GSI3;
 use crate::model::timestamp::Timestamp;
 use crate::ops::pattern::{implemented_by, AccessPattern, Frequency, Operation, RequestBudget};
-use crate::store::dynamo::number_value;
+use crate::store::dynamo::put_if_version;
 use crate::store::table::{sdk_error, FleetTable};
-use crate::store::with_expressions::WithExpressions;
 
 /// Attempts of a change against concurrent changes of the same owner's rules.
 const CHANGE_ATTEMPTS: u32 = 5;
@@ -234,25 +230,8 @@ async fn change<T>(
         let read_version = set.version;
         let answer = edit(&mut set)?;
         set.version = read_version + 1;
-        let unchanged = if read_version == 0 {
-            Condition::absent(PK)
-        } else {
-            Condition::equals(RuleSetItem::VERSION, number_value(read_version))
-        };
-        let result = table
-            .client
-            .put_item()
-            .table_name(table.name())
-            .set_item(Some(set.to_item(&table.config.shards)?))
-            .expressions(Expressions::condition(unchanged))
-            .send()
-            .await;
-        match result {
-            Ok(_) => return Ok(answer),
-            Err(err) => match err.as_service_error() {
-                Some(PutItemError::ConditionalCheckFailedException(_)) => continue,
-                _ => return Err(sdk_error(err)),
-            },
+        if put_if_version(table, &set, RuleSetItem::VERSION, read_version).await? {
+            return Ok(answer);
         }
     }
     Err(FleetError::Conflict {

@@ -2,19 +2,15 @@
 //! All in one item (`FIRMWARE#{userId}` / `KEYS`), changed by a conditional PutItem on its
 //! version, so two owners' admins setting keys of two types at once both land.
 
-use aws_sdk_dynamodb::operation::put_item::PutItemError;
 use serde::Serialize;
 
 use crate::model::entities::firmware_keys::FirmwareKeysItem;
-use crate::model::entities::{Entity, ItemKey};
+use crate::model::entities::ItemKey;
 use crate::model::error::FleetError;
-use crate::model::expression::{Condition, Expressions};
 use crate::model::firmware::parse_public_key;
 use crate::model::ids::{DeviceType, UserId};
-use crate::model::schema::PK;
-use crate::store::dynamo::{number_value, read_consistent};
-use crate::store::table::{sdk_error, FleetTable};
-use crate::store::with_expressions::WithExpressions;
+use crate::store::dynamo::{put_if_version, read_consistent};
+use crate::store::table::FleetTable;
 
 /// Attempts of a key change against concurrent changes.
 pub const CHANGE_ATTEMPTS: u32 = 3;
@@ -65,30 +61,11 @@ pub async fn set_signing_key(
         set.keys
             .insert(device_type.to_string(), public_key.to_string());
         set.version = read_version + 1;
-        let unchanged = if read_version == 0 {
-            Condition::absent(PK)
-        } else {
-            Condition::equals(FirmwareKeysItem::VERSION, number_value(read_version))
-        };
-        let result = table
-            .client
-            .put_item()
-            .table_name(table.name())
-            .set_item(Some(set.to_item(&table.config.shards)?))
-            .expressions(Expressions::condition(unchanged))
-            .send()
-            .await;
-        match result {
-            Ok(_) => {
-                return Ok(SigningKey {
-                    device_type,
-                    public_key: public_key.to_string(),
-                })
-            }
-            Err(err) => match err.as_service_error() {
-                Some(PutItemError::ConditionalCheckFailedException(_)) => continue,
-                _ => return Err(sdk_error(err)),
-            },
+        if put_if_version(table, &set, FirmwareKeysItem::VERSION, read_version).await? {
+            return Ok(SigningKey {
+                device_type,
+                public_key: public_key.to_string(),
+            });
         }
     }
     Err(FleetError::Conflict {
