@@ -25,7 +25,7 @@ use super::receipt::{BatchReceipt, IncompleteBatch, StoredBatch};
 use super::series::{SeriesItems, SeriesOwner, SeriesRetention, SeriesStore};
 use super::state::{
     check_type_cap, evaluated, item_bytes, rules_refused, state_key, unchanged_since_read,
-    FoldedState, Recorded, StateSlot, STATE_ATTEMPTS, STATE_FLUSH_BYTES,
+    FoldedState, Recorded, StateSlot, MAX_TRANSACTION_ACTIONS, STATE_ATTEMPTS, STATE_FLUSH_BYTES,
 };
 use super::store::{event_writes, raw_retention_days, EventWrite};
 use super::validate::NewEvent;
@@ -698,9 +698,6 @@ fn twin_unchanged(twin: &TwinVersions) -> crate::model::expression::Condition {
     }
     all.expect("four versions")
 }
-
-/// Most actions of one TransactWriteItems (DynamoDB's limit).
-const MAX_TRANSACTION_ACTIONS: usize = 100;
 
 /// Time kept in reserve before the Lambda's deadline to answer the device.
 const ANSWER_MARGIN: Duration = Duration::from_millis(500);

@@ -577,7 +577,7 @@ impl SeriesStore<'_> {
 }
 
 /// The timestamp of `ms` (every bucket start is a valid time).
-fn timestamp(ms: i64) -> Result<Timestamp, FleetError> {
+pub(super) fn timestamp(ms: i64) -> Result<Timestamp, FleetError> {
     Timestamp::from_epoch_millis(ms)
         .ok_or_else(|| FleetError::internal(format!("no timestamp for {ms} ms")))
 }

@@ -18,9 +18,10 @@ use std::time::Instant;
 use aws_sdk_dynamodb::types::{KeysAndAttributes, TransactWriteItem, Update};
 use serde::Serialize;
 
+use super::series::timestamp;
 pub use super::series::ROLL_GRACE;
 use super::series::{SeriesItems, SeriesOwner, SeriesRetention, SeriesStore};
-use super::state::unchanged_since_read;
+use super::state::{unchanged_since_read, StateSlot, MAX_TRANSACTION_ACTIONS};
 use crate::model::entities::device::DeviceItem;
 use crate::model::entities::device_state::{seen_bucket_bound, seen_partitions, DeviceStateItem};
 use crate::model::entities::event::registration_stamp;
@@ -37,15 +38,12 @@ use crate::ops::pattern::{implemented_by, AccessPattern, Frequency, Operation, R
 use crate::store::dynamo::{get_all, number_value, put_item, query, string_value, transact};
 use crate::store::dynamo::{read_consistent, Transaction};
 use crate::store::retry::Retry;
-use crate::store::table::{FleetTable, MAX_ATTEMPTS};
+use crate::store::table::{condition_failed, FleetTable, MAX_ATTEMPTS};
 use crate::store::with_expressions::WithExpressions;
 
 /// Devices one page of a `SEEN#` partition lists: their live states and device items are read
 /// with one BatchGetItem of 100 keys.
 const SEEN_PAGE: i32 = 50;
-
-/// Most actions of one TransactWriteItems (DynamoDB's limit).
-const MAX_TRANSACTION_ACTIONS: usize = 100;
 
 /// AP-30, implemented by [`roll_silent_devices`].
 pub const SILENT_ROLLS: AccessPattern = AccessPattern {
@@ -180,7 +178,7 @@ pub async fn roll_silent_devices(
         // After every page of devices: a run cut off redoes at most a page (a device rolled
         // twice finds nothing left the second time).
         if !states.is_empty() {
-            save(table, &checkpoint).await?;
+            put_item(table, &checkpoint).await?;
         }
     }
     if checkpoint.partition as usize >= partitions.len() {
@@ -190,7 +188,7 @@ pub async fn roll_silent_devices(
         checkpoint.after = None;
         run.finished = true;
     }
-    save(table, &checkpoint).await?;
+    put_item(table, &checkpoint).await?;
     Ok(run)
 }
 
@@ -283,11 +281,7 @@ pub async fn roll_device(
                 base = next;
             }
             Transaction::Cancelled(reasons) => {
-                if reasons
-                    .first()
-                    .and_then(|r| r.code())
-                    .is_some_and(|c| c == "ConditionalCheckFailed")
-                {
+                if condition_failed(&reasons, StateSlot) {
                     return Ok(DeviceRoll::Reporting);
                 }
                 return Err(FleetError::internal(format!(
@@ -364,15 +358,4 @@ fn position(entry: &Item) -> Result<SeenPosition, FleetError> {
         pk: text(PK.name())?,
         sk: text(SK.name())?,
     })
-}
-
-/// Writes the checkpoint.
-async fn save(table: &FleetTable, checkpoint: &SilentRollItem) -> Result<(), FleetError> {
-    put_item(table, checkpoint).await
-}
-
-/// The timestamp of `ms` (a day start is a valid time).
-fn timestamp(ms: i64) -> Result<Timestamp, FleetError> {
-    Timestamp::from_epoch_millis(ms)
-        .ok_or_else(|| FleetError::internal(format!("no timestamp for {ms} ms")))
 }

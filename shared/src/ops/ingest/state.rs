@@ -200,6 +200,9 @@ pub(super) fn rules_refused(
     }))
 }
 
+/// Most actions of one TransactWriteItems (DynamoDB's limit).
+pub(super) const MAX_TRANSACTION_ACTIONS: usize = 100;
+
 /// The live state's update is the first action of a transition's transaction.
 #[derive(Clone, Copy)]
 pub(super) struct StateSlot;
