@@ -950,3 +950,93 @@ async fn a_silent_devices_last_day_is_rolled_by_the_workers_run_and_outlives_its
         "the late reading is in its rolled hour"
     );
 }
+
+#[tokio::test]
+async fn a_late_reading_from_a_container_that_missed_the_flush_lands_in_the_flushed_bucket_once() {
+    // Issue 38 item 3, built deterministically: container A knows the device's state while a
+    // 5-minute bucket is open; container B then sends the batches that flush that bucket into
+    // its block (a flush rides in the same transaction as B's counts); then A, its cached state
+    // now stale, sends a late reading for the flushed bucket and a replay of a reading already
+    // in it. A's write is conditioned on the state's `ingestSeq` it read, so it is refused and
+    // redone from the item the refusal returns, which says the bucket is in its block: the
+    // late reading is added to the block once, the replay is not counted again. Nothing
+    // waits or sleeps.
+    let table = fresh_table().await;
+    let device = "meter-flushed-race";
+    let token = register_device(&table, OWNER, device).await;
+    // Container A talks to DynamoDB Local through the test kit's proxy (no faults), which
+    // counts its requests and the statuses answered.
+    use fleet_testkit::fault_proxy::{
+        through_proxy, ClientTimeouts, FaultProxy, FaultRates, ProxyConfig,
+    };
+    let proxy = FaultProxy::start(endpoint(), ProxyConfig::new(3, FaultRates::none()))
+        .await
+        .expect("start the proxy");
+    let timeouts = ClientTimeouts {
+        attempt: std::time::Duration::from_secs(20),
+        operation: std::time::Duration::from_secs(60),
+    };
+    let counted = through_proxy(&table, proxy.endpoint(), timeouts).await;
+    let container_a = Arc::new(Ingestor::new(counted, IngestConfig::default()));
+    let container_b = Arc::new(Ingestor::new(table.clone(), IngestConfig::default()));
+    let start = Resolution::Day.bucket_start(Timestamp::now().epoch_millis()) - DAY_MS;
+    let reading = |minute: i64, id: String| {
+        (
+            start + minute * MINUTE_MS + 7_000,
+            id,
+            "power".to_string(),
+            EventValue::Number(100.0 + (minute % 13) as f64 * 0.37),
+        )
+    };
+    let mut sent = Sent::new();
+    // Few readings, so the state stays under the flush size and the bucket stays open.
+    let first: Vec<_> = (28..36).map(|m| reading(m, format!("m{m}"))).collect();
+    send(&container_a, device, &token, &first, &mut sent).await;
+    let bucket = Resolution::FiveMinutes.bucket_start(start + 30 * MINUTE_MS);
+    let (state, _) = read_series(&table, device, "power").await;
+    assert!(
+        state.series.0["power"].open.0.contains_key(&bucket),
+        "the bucket is open in the state container A has cached"
+    );
+    for chunk in (36..600).collect::<Vec<i64>>().chunks(100) {
+        let batch: Vec<_> = chunk.iter().map(|m| reading(*m, format!("m{m}"))).collect();
+        send(&container_b, device, &token, &batch, &mut sent).await;
+    }
+    let (state, stored) = read_series(&table, device, "power").await;
+    assert!(
+        !state.series.0["power"].open.0.contains_key(&bucket)
+            && state.series.0["power"].flushed_before > bucket,
+        "container B's batches flushed the bucket into its block"
+    );
+    assert!(
+        stored.blocks.0.contains_key(&bucket),
+        "the flushed bucket is in its block"
+    );
+    // A's late reading (new) and replay (minute 31, already counted) for the flushed bucket.
+    let late = vec![
+        (
+            bucket + 2 * MINUTE_MS + 31_000,
+            "late-1".to_string(),
+            "power".to_string(),
+            EventValue::Number(7.25),
+        ),
+        reading(31, "m31".to_string()),
+    ];
+    let before = proxy.stats();
+    send(&container_a, device, &token, &late, &mut sent).await;
+    let after = proxy.stats();
+    let refused = after.answers.get(&400).copied().unwrap_or(0)
+        - before.answers.get(&400).copied().unwrap_or(0);
+    assert_eq!(
+        refused, 1,
+        "A's write from its stale state is refused once (its ingestSeq moved), then redone: {:?}",
+        after.requests
+    );
+    let (_, stored) = read_series(&table, device, "power").await;
+    let block_bucket = stored.blocks.0.get(&bucket).expect("the bucket's block");
+    assert_eq!(
+        block_bucket.count, 6,
+        "five readings of the bucket and the late one, the replay counted once"
+    );
+    assert_exact(&table, device, "power", &sent).await;
+}
