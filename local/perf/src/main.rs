@@ -11,7 +11,7 @@
 
 use std::path::PathBuf;
 
-use clap::{Parser, Subcommand};
+use clap::{Args, Parser, Subcommand};
 use fleet_testkit::demo;
 use fleet_testkit::stack::LocalStack;
 
@@ -42,17 +42,11 @@ enum Command {
     },
     /// Only the bench's ingest comparison (Rust, raw BatchWriteItem ceiling, Python peer),
     /// printed: for working on ingest without the whole bench.
-    BenchIngest {
-        /// Devices sending at once.
-        #[arg(long, default_value_t = 8)]
-        devices: usize,
-        /// Timed batches of 100 events per device.
-        #[arg(long, default_value_t = 25)]
-        batches: usize,
-        /// Rounds (each contender once per round; the median round is reported).
-        #[arg(long, default_value_t = 3)]
-        rounds: usize,
-    },
+    BenchIngest(IngestRun),
+    /// Only the bench's ingest by arrival order (oldest first, newest first, shuffled, replay;
+    /// 100 events a request and one; unlimited and under the function's Lambda CPU), against
+    /// the raw ceiling, printed.
+    BenchOrders(IngestRun),
     /// Two builds of the release bootstraps, run by run in turns.
     BenchCompare {
         /// The "before" bootstraps (a directory like target/lambda-host).
@@ -156,24 +150,39 @@ const DEFAULT_FAULT_RUNS: [FaultRun; 4] = [
     },
 ];
 
+/// How much an ingest comparison sends.
+#[derive(Args)]
+struct IngestRun {
+    /// Devices sending at once.
+    #[arg(long, default_value_t = 8)]
+    devices: usize,
+    /// Timed batches of 100 events per device (for the orders, four times as many requests of
+    /// one event too).
+    #[arg(long, default_value_t = 25)]
+    batches: usize,
+    /// Rounds (each contender once per round; the median round is reported).
+    #[arg(long, default_value_t = 3)]
+    rounds: usize,
+}
+
+impl IngestRun {
+    fn settings(&self) -> fleet_perf::bench::figures::Settings {
+        fleet_perf::bench::figures::Settings {
+            devices: self.devices,
+            batches: self.batches,
+            rounds: self.rounds,
+            ..Default::default()
+        }
+    }
+}
+
 #[tokio::main]
 async fn main() {
     let result = match Cli::parse().command {
         Command::ColdStart { runs } => cold_start(runs).await,
         Command::Bench { calls } => fleet_perf::bench::command(calls).await,
-        Command::BenchIngest {
-            devices,
-            batches,
-            rounds,
-        } => {
-            fleet_perf::bench::ingest_command(fleet_perf::bench::figures::Settings {
-                devices,
-                batches,
-                rounds,
-                ..Default::default()
-            })
-            .await
-        }
+        Command::BenchIngest(run) => fleet_perf::bench::ingest_command(run.settings()).await,
+        Command::BenchOrders(run) => fleet_perf::bench::orders_command(run.settings()).await,
         Command::BenchCompare {
             before,
             after,

@@ -226,6 +226,8 @@ pub struct BenchReport {
     pub patterns: Vec<PatternRow>,
     /// Ingest throughput.
     pub ingest: IngestFigures,
+    /// Ingest by arrival order, against the raw ceiling of each.
+    pub orders: Vec<super::orders::OrderFigures>,
     /// Cold start and memory of each release bootstrap (on the demo data, its sample event).
     pub bootstraps: Vec<ColdStart>,
     /// Rust against the Python peer.

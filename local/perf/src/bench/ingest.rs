@@ -22,7 +22,7 @@ use shared::model::timestamp::Timestamp;
 use shared::ops::devices::register::{register_device, DeviceRegistration};
 use shared::FleetTable;
 
-use super::bootstrap::{Launch, RunningBootstrap};
+use super::bootstrap::{CpuLimit, Launch, RunningBootstrap};
 use super::common::{process_cpu_seconds, BenchError, Latency};
 use fleet_testkit::reference::cases::events::ingest_event;
 
@@ -106,18 +106,52 @@ pub async fn through_processes(
     from: Timestamp,
     logs: &Path,
 ) -> Result<Throughput, BenchError> {
+    let warm = |device: &str, token: &str| vec![ingest_event(device, token, "w", from, 0)];
+    let request = |device: &str, token: &str, b: usize| {
+        ingest_event(device, token, &format!("b{b}"), from, b + 1)
+    };
+    send_from_processes(
+        launch, function, env, devices, logs, None, &warm, &request, batches, 100,
+    )
+    .await
+}
+
+/// Builds the untimed requests a device sends before the timed ones (its warm-up).
+pub type WarmUp<'a> = dyn Fn(&str, &str) -> Vec<Vec<u8>> + Sync + 'a;
+/// Builds a device's `n`-th timed request from its id and token.
+pub type Request<'a> = dyn Fn(&str, &str, usize) -> Vec<u8> + Sync + 'a;
+
+/// Starts one `launch` process per device (its environment `env`; under `cpu` when given,
+/// from its first poll on), sends each device's `warm` requests untimed, then `requests`
+/// timed requests of `events_per_request` events from every device at once, each device one
+/// at a time.
+#[allow(clippy::too_many_arguments)]
+pub async fn send_from_processes(
+    launch: &Launch,
+    function: &str,
+    env: &BTreeMap<String, String>,
+    devices: &Devices,
+    logs: &Path,
+    cpu: Option<&CpuLimit>,
+    warm: &WarmUp<'_>,
+    request: &Request<'_>,
+    requests: usize,
+    events_per_request: usize,
+) -> Result<Throughput, BenchError> {
     let timeout = Duration::from_secs(30);
     let mut processes = Vec::new();
     for (d, (device, token)) in devices.iter().enumerate() {
         let log = logs.join(format!("throughput-{function}-{d}.log"));
-        let mut process = RunningBootstrap::launch(launch, function, env, &log)
+        let mut process = RunningBootstrap::launch_limited(launch, function, env, &log, cpu)
             .await
             .map_err(|e| BenchError::process(function, e))?;
-        let warm = process
-            .invoke(&ingest_event(device, token, "w", from, 0), timeout)
-            .await
-            .map_err(|e| BenchError::process(function, e))?;
-        expect_200(function, "warm-up batch", &warm.outcome)?;
+        for event in warm(device, token) {
+            let warm = process
+                .invoke(&event, timeout)
+                .await
+                .map_err(|e| BenchError::process(function, e))?;
+            expect_200(function, "warm-up request", &warm.outcome)?;
+        }
         processes.push((device.clone(), token.clone(), process));
     }
     let cpu_before: f64 = processes
@@ -128,21 +162,23 @@ pub async fn through_processes(
     let started = Instant::now();
     let runs = futures::future::join_all(processes.iter_mut().map(
         |(device, token, process)| async move {
-            let mut latencies = Vec::with_capacity(batches);
-            for b in 0..batches {
-                let event = ingest_event(device, token, &format!("b{b}"), from, b + 1);
+            let mut latencies = Vec::with_capacity(requests);
+            let mut events = 0;
+            for n in 0..requests {
+                let event = request(device, token, n);
                 let invocation = process
                     .invoke(&event, timeout)
                     .await
                     .map_err(|e| BenchError::process(function, e))?;
                 expect_200(
                     function,
-                    &format!("{device} batch {b}"),
+                    &format!("{device} request {n}"),
                     &invocation.outcome,
                 )?;
+                events += events_per_request;
                 latencies.push(invocation.latency.as_secs_f64() * 1000.0);
             }
-            Ok::<_, BenchError>(latencies)
+            Ok::<_, BenchError>((events, latencies))
         },
     ))
     .await;
@@ -156,10 +192,12 @@ pub async fn through_processes(
         process.stop().await;
     }
     let mut latencies = Vec::new();
+    let mut events = 0;
     for run in runs {
-        latencies.extend(run?);
+        let (n, l) = run?;
+        events += n;
+        latencies.extend(l);
     }
-    let events = latencies.len() * 100;
     Ok(Throughput {
         events,
         seconds,
@@ -274,17 +312,63 @@ pub async fn raw_ceiling(
     source: &str,
     target: &str,
 ) -> Result<Throughput, BenchError> {
+    raw_ceiling_of(
+        client,
+        source,
+        target,
+        RawShape {
+            per_request: 100,
+            warm: 100,
+            replay: false,
+        },
+    )
+    .await
+}
+
+/// How the bare client writes a device's items: `per_request` items a request (in chunks of
+/// 25 at once), the first `warm` untimed; with `replay`, every item is written once untimed
+/// first, so the timed writes overwrite items that exist (as a replayed batch does).
+#[derive(Clone, Copy, Debug)]
+pub struct RawShape {
+    /// Items per request.
+    pub per_request: usize,
+    /// Items written untimed first (the contender's warm-up).
+    pub warm: usize,
+    /// Whether the timed writes replace items already stored.
+    pub replay: bool,
+}
+
+/// The raw ceiling of any request shape: the event items of `source`, written again into
+/// the empty `target` by the bare `client` as `shape` says, every device at once, each one
+/// request at a time.
+pub async fn raw_ceiling_of(
+    client: &aws_sdk_dynamodb::Client,
+    source: &str,
+    target: &str,
+    shape: RawShape,
+) -> Result<Throughput, BenchError> {
     let by_device = stored_events(client, source).await?;
-    let batches: Vec<Vec<&[Item]>> = by_device
+    let batches: Vec<(&[Item], Vec<&[Item]>)> = by_device
         .values()
-        .map(|items| items.chunks(100).collect())
+        .map(|items| {
+            let (warm, timed) = items.split_at(shape.warm.min(items.len()));
+            (warm, timed.chunks(shape.per_request.max(1)).collect())
+        })
         .collect();
-    // The warm-up batch of each device first, untimed, as for the handlers.
-    for device in &batches {
-        if let Some(first) = device.first() {
-            write_batch(client, target, first).await?;
+    // The warm-up items of each device first (and every item, for a replay), untimed, as for
+    // the handlers.
+    for (warm, timed) in &batches {
+        write_batch(client, target, warm).await?;
+        if shape.replay {
+            for batch in timed {
+                write_batch(client, target, batch).await?;
+            }
         }
     }
+    let batches: Vec<Vec<&[Item]>> = batches
+        .into_iter()
+        .map(|(warm, timed)| std::iter::once(warm).chain(timed).collect())
+        .collect();
     let driver_before = process_cpu_seconds();
     let started = Instant::now();
     let runs = futures::future::join_all(batches.iter().map(|device| async move {

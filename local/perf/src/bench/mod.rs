@@ -5,7 +5,7 @@
 //! 1. every access pattern's requests and consumed capacity (the reference measurement that
 //!    `make docs` uses) and its latency over a few hundred warm calls of its route;
 //! 2. ingest throughput of the handler against the raw BatchWriteItem ceiling of the same
-//!    DynamoDB Local;
+//!    DynamoDB Local, and by arrival order (oldest first, newest first, shuffled, replay);
 //! 3. cold start and memory of each release bootstrap;
 //! 4. the Python + boto3 peer on the dashboard and ingest paths, cold and warm, as ratios;
 //! 5. the power-tuning table: both paths of both implementations under the CPU each Lambda
@@ -23,6 +23,7 @@ pub mod compare;
 pub mod cpu_quota;
 pub mod figures;
 pub mod ingest;
+pub mod orders;
 pub mod orgs;
 pub mod patterns;
 pub mod peer;
@@ -110,6 +111,20 @@ pub async fn run(settings: Settings) -> Result<BenchReport, BenchError> {
     let patterns = join_patterns(measured, latencies);
 
     let ingest = ingest_section(&settings, &binaries, &endpoint, &new_table, &logs).await?;
+    eprintln!(
+        "bench: ingest by arrival order ({} devices, {} rounds)",
+        settings.devices, settings.rounds
+    );
+    let orders = orders::measure(
+        &template,
+        &binaries,
+        &endpoint,
+        &new_table,
+        &settings,
+        ingest_from,
+        &logs.join("orders"),
+    )
+    .await?;
 
     eprintln!(
         "bench: cold start and memory of each release bootstrap ({} runs)",
@@ -185,6 +200,7 @@ pub async fn run(settings: Settings) -> Result<BenchReport, BenchError> {
         settings,
         patterns,
         ingest,
+        orders,
         bootstraps,
         peer,
         power,
@@ -312,6 +328,27 @@ pub async fn ingest_command(
         figures.python.events_per_second / figures.raw.events_per_second,
         figures.rust.batch_ms.p99 / figures.python.batch_ms.p99
     );
+    drop(dynamodb);
+    Ok(())
+}
+
+/// `fleet-perf bench-orders`: only the ingest by arrival order, printed (nothing written).
+pub async fn orders_command(
+    settings: Settings,
+) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+    let logs = fleet_testkit::repo_root().join("target/bench/orders");
+    std::fs::create_dir_all(&logs)?;
+    let template = Template::load(&default_template_path())?;
+    let binaries = function_binaries(&template);
+    let dynamodb = DynamoDbLocal::start(&default_install_dir())?;
+    let endpoint = dynamodb.endpoint().to_string();
+    let new_table = |name: String| bench_table(&template, &endpoint, name);
+    let from = Timestamp::parse_field("ingest_from", INGEST_FROM)?;
+    let figures = orders::measure(
+        &template, &binaries, &endpoint, &new_table, &settings, from, &logs,
+    )
+    .await?;
+    print!("{}", orders::markdown(&figures));
     drop(dynamodb);
     Ok(())
 }

@@ -27,6 +27,8 @@ pub const ORG_DASHBOARD_ROUTE: &str = "GET /orgs/{orgId}/dashboard";
 /// What it reads, for the report.
 pub const ORG_DASHBOARD_WORKLOAD: &str =
     "organization: 10 devices x 10 events, after the caller's membership read (AP-O13)";
+/// The request the organization's dashboard case times.
+pub const ORG_DASHBOARD_REQUEST: &str = "GET /orgs/{orgId}/dashboard (10 devices x 10 events)";
 /// Devices of the organization's fleet, and events of each (the reference user's).
 const DEVICES: usize = 10;
 const EVENTS: usize = 10;
@@ -138,7 +140,7 @@ pub fn cases(org: &OrgId) -> Vec<Case> {
         .caller(ALICE);
     vec![Case {
         id: PatternId::Dashboard,
-        request: "GET /orgs/{orgId}/dashboard (10 devices x 10 events)",
+        request: ORG_DASHBOARD_REQUEST,
         function: "DashboardFunction",
         expected: 200,
         event: Box::new(move |_| event.to_bytes()),

@@ -93,6 +93,29 @@ pub fn headline(report: &BenchReport) -> String {
         cpu_ms_per_batch(&i.rust),
         cpu_ms_per_batch(&i.python),
     ));
+    let unlimited: Vec<_> = report
+        .orders
+        .iter()
+        .filter(|o| o.memory_mb.is_none())
+        .collect();
+    if let (Some(worst), Some(best)) = (
+        unlimited
+            .iter()
+            .min_by(|a, b| a.of_ceiling().total_cmp(&b.of_ceiling())),
+        unlimited
+            .iter()
+            .max_by(|a, b| a.of_ceiling().total_cmp(&b.of_ceiling())),
+    ) {
+        out.push_str(&format!(
+            "- **ingest by arrival order** (section 2): from **{:.2}** ({}, {} a request) to **{:.2}** ({}, {} a request) of the raw ceiling.\n",
+            worst.of_ceiling(),
+            worst.workload.order.label(),
+            worst.workload.events_per_request,
+            best.of_ceiling(),
+            best.workload.order.label(),
+            best.workload.events_per_request,
+        ));
+    }
     out
 }
 
@@ -199,6 +222,13 @@ Settings: {} measured calls per pattern after {} unmeasured; {} cold starts per 
         ));
     }
 
+    out.push_str("\n### Ingest by arrival order\n\n");
+    out.push_str(&format!(
+        "The same readings (one a minute, three types, ids and values fixed by the minute) from {} devices at once, each one request at a time: {} requests of 100 events or {} of one event a device, reaching ingest **oldest first** (a live device), **newest first** (a backfill after an outage), **shuffled** (a gateway's buffer) and as a **replay** (the oldest-first requests sent again after they were stored), each against the raw BatchWriteItem ceiling of exactly the event items an untimed Rust run of that workload stored, written with the same request size and concurrency (for the replay, over items already there). {} rounds, Rust and raw in turns, median rounds shown (`local/perf/src/bench/orders.rs`; `make bench-orders` prints this table alone). Without a CPU limit, and under the CPU share of the ingest function's memory size (a cgroup quota from the first `/next` poll on, as in section 5). The last column is the bootstraps' CPU per event over the live order's, same request size and CPU: what a late reading costs beside a live one.\n\n",
+        s.devices, s.batches, 4 * s.batches, s.rounds
+    ));
+    out.push_str(&crate::bench::orders::markdown(&report.orders));
+
     out.push_str("\n## 3. Cold start and memory of each release bootstrap\n\n");
     out.push_str(&format!(
         "Process start to first response through the local Runtime API (Lambda's own sandbox start-up is not in it), then warm invocations and peak resident memory (`VmHWM`), {} runs per bootstrap, each function's first 2xx sample event from `events/` on the demo data (`crate::bench::cold_start::measure`, as `make cold-start`).\n\n",
@@ -294,6 +324,117 @@ Settings: {} measured calls per pattern after {} unmeasured; {} cold starts per 
     out
 }
 
+/// The (pattern, workload, timed request) rows a run of today's code writes, in order: every
+/// case of the reference catalog, then the organization's dashboard.
+pub fn expected_pattern_rows() -> Vec<(String, String, Option<String>)> {
+    let id = |id: PatternId| id.to_string();
+    fleet_testkit::reference::cases::CASES
+        .iter()
+        .map(|case| {
+            (
+                id(case.id),
+                case.workload.to_string(),
+                case.call.as_ref().map(|call| call.request.to_string()),
+            )
+        })
+        .chain(std::iter::once((
+            id(PatternId::Dashboard),
+            crate::bench::orgs::ORG_DASHBOARD_WORKLOAD.to_string(),
+            Some(crate::bench::orgs::ORG_DASHBOARD_REQUEST.to_string()),
+        )))
+        .collect()
+}
+
+#[cfg(test)]
+mod staleness {
+    //! `docs/benchmarks.md` is written by `make bench` only (minutes of release builds and
+    //! runs, never in `make test`): these fail when the code has cases, routes or sections the
+    //! last run did not measure (issue 38 item 12: it went two rounds without the summaries
+    //! and the organizations).
+
+    use super::{expected_pattern_rows, JSON_PATH, MARKDOWN_PATH};
+    use crate::bench::orders::Order;
+    use serde_json::Value;
+
+    fn generated() -> (Value, String) {
+        let root = fleet_testkit::repo_root();
+        let json = std::fs::read_to_string(root.join(JSON_PATH)).expect("docs/benchmarks.json");
+        let markdown =
+            std::fs::read_to_string(root.join(MARKDOWN_PATH)).expect("docs/benchmarks.md");
+        (serde_json::from_str(&json).expect("JSON"), markdown)
+    }
+
+    #[test]
+    fn every_pattern_case_of_the_catalog_was_benchmarked_as_it_is_now() {
+        let (json, _) = generated();
+        let measured: Vec<(String, String, Option<String>)> = json["patterns"]
+            .as_array()
+            .expect("patterns")
+            .iter()
+            .map(|row| {
+                (
+                    row["id"].as_str().unwrap_or_default().to_string(),
+                    row["workload"].as_str().unwrap_or_default().to_string(),
+                    row["latency"]["request"].as_str().map(str::to_string),
+                )
+            })
+            .collect();
+        let expected = expected_pattern_rows();
+        let missing: Vec<_> = expected.iter().filter(|r| !measured.contains(r)).collect();
+        let gone: Vec<_> = measured.iter().filter(|r| !expected.contains(r)).collect();
+        assert!(
+            missing.is_empty() && gone.is_empty(),
+            "docs/benchmarks.md is stale, run `make bench`: not measured {missing:#?}; measured but no longer a case {gone:#?}"
+        );
+    }
+
+    #[test]
+    fn every_benchmarked_route_is_a_route_of_the_template() {
+        let template = fleet_testkit::template::Template::load(
+            &fleet_testkit::template::default_template_path(),
+        )
+        .expect("template.yaml");
+        let routes: Vec<String> = template.routes.iter().map(|r| r.route_key()).collect();
+        let (json, _) = generated();
+        for row in json["patterns"].as_array().expect("patterns") {
+            let Some(request) = row["latency"]["request"].as_str() else {
+                continue;
+            };
+            let route: String = request
+                .split_whitespace()
+                .take(2)
+                .collect::<Vec<_>>()
+                .join(" ");
+            assert!(
+                routes.contains(&route),
+                "docs/benchmarks.md times `{request}`, which is no route of template.yaml: run `make bench`"
+            );
+        }
+    }
+
+    #[test]
+    fn every_arrival_order_was_benchmarked_at_both_request_sizes() {
+        let (json, markdown) = generated();
+        let orders = json["orders"].as_array().cloned().unwrap_or_default();
+        for order in Order::ALL {
+            let name = serde_json::to_value(order).expect("order");
+            for size in [100, 1] {
+                assert!(
+                    orders.iter().any(|o| o["workload"]["order"] == name
+                        && o["workload"]["events_per_request"] == size
+                        && o["memory_mb"].is_null()),
+                    "docs/benchmarks.json has no {name} run of {size} events a request: run `make bench`"
+                );
+            }
+            assert!(
+                markdown.contains(order.label()),
+                "docs/benchmarks.md has no row for {}: run `make bench`",
+                order.label()
+            );
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -321,6 +462,7 @@ mod tests {
                 python: throughput(300.0),
                 rounds: Vec::new(),
             },
+            orders: Vec::new(),
             bootstraps: Vec::new(),
             peer: Vec::new(),
             power: super::super::power::PowerTuning {

@@ -148,6 +148,12 @@ pub fn ingest_event(
                    "value": offset, "at": from.plus_seconds(offset).to_string()})
         })
         .collect();
+    ingest_request(device, token, events)
+}
+
+/// The API Gateway event of `POST /devices/{device}/events` sending `events` (each
+/// `{id, type, value, at}`) with the device's `token`.
+pub fn ingest_request(device: &str, token: &str, events: Vec<serde_json::Value>) -> Vec<u8> {
     ApiEvent::new(
         route(PatternId::IngestEvents),
         format!("/devices/{device}/events"),
