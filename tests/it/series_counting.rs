@@ -89,6 +89,26 @@ async fn send(
     }
 }
 
+/// The test kit's proxy in front of DynamoDB Local, injecting no fault (it counts requests by
+/// operation and answers by status), and `table` through it.
+async fn counting_proxy(
+    table: &FleetTable,
+) -> (fleet_testkit::fault_proxy::FaultProxy, FleetTable) {
+    use fleet_testkit::fault_proxy::{
+        through_proxy, ClientTimeouts, FaultProxy, FaultRates, ProxyConfig,
+    };
+    let proxy = FaultProxy::start(endpoint(), ProxyConfig::new(38, FaultRates::none()))
+        .await
+        .expect("start the proxy");
+    // Long timeouts: a loaded machine's slow answer is not retried (and counted twice).
+    let timeouts = ClientTimeouts {
+        attempt: std::time::Duration::from_secs(20),
+        operation: std::time::Duration::from_secs(60),
+    };
+    let counted = through_proxy(table, proxy.endpoint(), timeouts).await;
+    (proxy, counted)
+}
+
 /// The device's summary items (blocks, day and month items) as stored.
 async fn summary_items(table: &FleetTable) -> Vec<SeriesItem> {
     table_contents(table)
@@ -420,18 +440,8 @@ async fn requests_per_batch_by_arrival_order() {
     // shuffled BatchGetItem 0.05, BatchWriteItem 4.00, GetItem 1.05, Query 23.50,
     // TransactWriteItems 1.00; replay BatchGetItem 0.05, BatchWriteItem 4.00, GetItem 1.05,
     // Query 4.35.
-    use fleet_testkit::fault_proxy::ProxyConfig;
-    use fleet_testkit::fault_proxy::{through_proxy, ClientTimeouts, FaultProxy, FaultRates};
     let table = fresh_table().await;
-    let proxy = FaultProxy::start(endpoint(), ProxyConfig::new(38, FaultRates::none()))
-        .await
-        .expect("start the proxy");
-    // Long timeouts: a loaded machine's slow answer is not retried (and counted twice).
-    let timeouts = ClientTimeouts {
-        attempt: std::time::Duration::from_secs(20),
-        operation: std::time::Duration::from_secs(60),
-    };
-    let counted = through_proxy(&table, proxy.endpoint(), timeouts).await;
+    let (proxy, counted) = counting_proxy(&table).await;
     let now = Timestamp::now().epoch_millis();
     let mut rng = super::series::Lcg(38);
     let minutes = |device: &str| -> Vec<(i64, String, String, EventValue)> {
@@ -964,19 +974,9 @@ async fn a_late_reading_from_a_container_that_missed_the_flush_lands_in_the_flus
     let table = fresh_table().await;
     let device = "meter-flushed-race";
     let token = register_device(&table, OWNER, device).await;
-    // Container A talks to DynamoDB Local through the test kit's proxy (no faults), which
-    // counts its requests and the statuses answered.
-    use fleet_testkit::fault_proxy::{
-        through_proxy, ClientTimeouts, FaultProxy, FaultRates, ProxyConfig,
-    };
-    let proxy = FaultProxy::start(endpoint(), ProxyConfig::new(3, FaultRates::none()))
-        .await
-        .expect("start the proxy");
-    let timeouts = ClientTimeouts {
-        attempt: std::time::Duration::from_secs(20),
-        operation: std::time::Duration::from_secs(60),
-    };
-    let counted = through_proxy(&table, proxy.endpoint(), timeouts).await;
+    // Container A talks to DynamoDB Local through the test kit's proxy, which counts its
+    // requests and the statuses answered.
+    let (proxy, counted) = counting_proxy(&table).await;
     let container_a = Arc::new(Ingestor::new(counted, IngestConfig::default()));
     let container_b = Arc::new(Ingestor::new(table.clone(), IngestConfig::default()));
     let start = Resolution::Day.bucket_start(Timestamp::now().epoch_millis()) - DAY_MS;
