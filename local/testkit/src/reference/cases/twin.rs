@@ -247,12 +247,15 @@ pub(super) const START_ROLLOUT: PatternCase = PatternCase {
             found(started.devices_updated == 0, PatternId::StartRollout)
         })
     },
+    // Each call from another owner: an owner runs at most 10 rollouts at once (issue 39 item
+    // 8), and a repeated call would be its 409 after the tenth.
     call: write("POST /me/rollouts (tag)", 202, |_, _| {
-        every_call(
+        Box::new(|i| {
             ApiEvent::new(route(PatternId::StartRollout), "/me/rollouts")
-                .caller(ALICE)
-                .json(&json!({"tag": "bench", "desired": {"firmwareChannel": "beta"}})),
-        )
+                .caller(&format!("{ALICE}-rollouts-{i}"))
+                .json(&json!({"tag": "bench", "desired": {"firmwareChannel": "beta"}}))
+                .to_bytes()
+        })
     }),
 };
 
