@@ -47,6 +47,16 @@ impl Default for Settings {
     }
 }
 
+impl From<&Settings> for super::orders::Scale {
+    fn from(s: &Settings) -> Self {
+        Self {
+            devices: s.devices,
+            batches: s.batches,
+            rounds: s.rounds,
+        }
+    }
+}
+
 /// The machine and software the figures were measured on.
 #[derive(Clone, Debug, Serialize)]
 pub struct Machine {

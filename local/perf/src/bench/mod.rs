@@ -120,7 +120,7 @@ pub async fn run(settings: Settings) -> Result<BenchReport, BenchError> {
         &binaries,
         &endpoint,
         &new_table,
-        &settings,
+        (&settings).into(),
         ingest_from,
         &logs.join("orders"),
     )
@@ -345,7 +345,13 @@ pub async fn orders_command(
     let new_table = |name: String| bench_table(&template, &endpoint, name);
     let from = Timestamp::parse_field("ingest_from", INGEST_FROM)?;
     let figures = orders::measure(
-        &template, &binaries, &endpoint, &new_table, &settings, from, &logs,
+        &template,
+        &binaries,
+        &endpoint,
+        &new_table,
+        (&settings).into(),
+        from,
+        &logs,
     )
     .await?;
     print!("{}", orders::markdown(&figures));

@@ -20,7 +20,6 @@ use shared::FleetTable;
 use super::bootstrap::{CpuLimit, Launch};
 use super::common::BenchError;
 use super::cpu_quota::{Controller, CpuShare};
-use super::figures::Settings;
 use super::ingest::{self, RawShape, Throughput};
 use fleet_testkit::reference::cases::events::ingest_request;
 use fleet_testkit::template::Template;
@@ -123,6 +122,17 @@ fn reading(from: Timestamp, minute: usize) -> serde_json::Value {
     })
 }
 
+/// How much every workload sends (the bench's settings).
+#[derive(Clone, Copy, Debug)]
+pub struct Scale {
+    /// Devices sending at once.
+    pub devices: usize,
+    /// Timed requests of 100 events per device (four times as many of one event).
+    pub batches: usize,
+    /// Rounds, Rust and the raw ceiling in turns.
+    pub rounds: usize,
+}
+
 /// One workload under one CPU: the median rounds and every round.
 #[derive(Clone, Debug, Serialize)]
 pub struct OrderFigures {
@@ -150,15 +160,15 @@ impl OrderFigures {
     }
 }
 
-/// Every order from `settings.devices` devices at once at 100 events a request
-/// (`settings.batches` requests a device) and at one (4 x as many), `settings.rounds` rounds,
+/// Every order from `scale.devices` devices at once at 100 events a request
+/// (`scale.batches` requests a device) and at one (4 x as many), `scale.rounds` rounds,
 /// without a CPU limit and under the ingest function's memory size.
 pub async fn measure<F, Fut>(
     template: &Template,
     binaries: &BTreeMap<String, String>,
     endpoint: &str,
     new_table: &F,
-    settings: &Settings,
+    scale: Scale,
     from: Timestamp,
     logs: &Path,
 ) -> Result<Vec<OrderFigures>, BenchError>
@@ -196,7 +206,11 @@ where
         super::common::function_environments(template, endpoint, table)
             .map(|mut all| all.remove(FUNCTION).unwrap_or_default())
     };
-    let (devices, batches, rounds) = (settings.devices, settings.batches, settings.rounds);
+    let Scale {
+        devices,
+        batches,
+        rounds,
+    } = scale;
     let mut figures = Vec::new();
     for limit in &limits {
         for (events_per_request, requests) in [(100, batches), (1, 4 * batches)] {
