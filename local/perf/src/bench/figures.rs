@@ -208,11 +208,7 @@ impl IngestFigures {
         rounds: Vec<ingest::Round>,
     ) -> Result<Self, BenchError> {
         let median = |pick: fn(&ingest::Round) -> Option<&ingest::Throughput>| {
-            let mut runs: Vec<&ingest::Throughput> = rounds.iter().filter_map(pick).collect();
-            runs.sort_by(|a, b| a.events_per_second.total_cmp(&b.events_per_second));
-            runs.get(runs.len().saturating_sub(1) / 2)
-                .map(|t| (*t).clone())
-                .ok_or_else(|| BenchError::Setup("no ingest round ran".into()))
+            ingest::median_run(rounds.iter().filter_map(pick))
         };
         Ok(Self {
             devices,

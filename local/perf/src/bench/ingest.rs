@@ -163,7 +163,6 @@ pub async fn send_from_processes(
     let runs = futures::future::join_all(processes.iter_mut().map(
         |(device, token, process)| async move {
             let mut latencies = Vec::with_capacity(requests);
-            let mut events = 0;
             for n in 0..requests {
                 let event = request(device, token, n);
                 let invocation = process
@@ -175,10 +174,9 @@ pub async fn send_from_processes(
                     &format!("{device} request {n}"),
                     &invocation.outcome,
                 )?;
-                events += events_per_request;
                 latencies.push(invocation.latency.as_secs_f64() * 1000.0);
             }
-            Ok::<_, BenchError>((events, latencies))
+            Ok::<_, BenchError>(latencies)
         },
     ))
     .await;
@@ -192,12 +190,10 @@ pub async fn send_from_processes(
         process.stop().await;
     }
     let mut latencies = Vec::new();
-    let mut events = 0;
     for run in runs {
-        let (n, l) = run?;
-        events += n;
-        latencies.extend(l);
+        latencies.extend(run?);
     }
+    let events = latencies.len() * events_per_request;
     Ok(Throughput {
         events,
         seconds,
@@ -206,6 +202,17 @@ pub async fn send_from_processes(
         function_cpu_seconds: Some(cpu_after - cpu_before),
         driver_cpu_seconds,
     })
+}
+
+/// The run with the median events/s (the lower middle of an even count).
+pub fn median_run<'a>(
+    runs: impl Iterator<Item = &'a Throughput>,
+) -> Result<Throughput, BenchError> {
+    let mut runs: Vec<&Throughput> = runs.collect();
+    runs.sort_by(|a, b| a.events_per_second.total_cmp(&b.events_per_second));
+    runs.get(runs.len().saturating_sub(1) / 2)
+        .map(|t| (*t).clone())
+        .ok_or_else(|| BenchError::Setup("no ingest round ran".into()))
 }
 
 fn expect_200(

@@ -304,23 +304,14 @@ where
                 figures.push(OrderFigures {
                     workload,
                     memory_mb: limit.as_ref().map(|l| l.share.memory_mb),
-                    rust: median(measured.iter().map(|(r, _)| r))?,
-                    raw: median(measured.iter().map(|(_, r)| r))?,
+                    rust: ingest::median_run(measured.iter().map(|(r, _)| r))?,
+                    raw: ingest::median_run(measured.iter().map(|(_, r)| r))?,
                     rounds: measured,
                 });
             }
         }
     }
     Ok(figures)
-}
-
-/// The run with the median events/s.
-fn median<'a>(runs: impl Iterator<Item = &'a Throughput>) -> Result<Throughput, BenchError> {
-    let mut runs: Vec<&Throughput> = runs.collect();
-    runs.sort_by(|a, b| a.events_per_second.total_cmp(&b.events_per_second));
-    runs.get(runs.len().saturating_sub(1) / 2)
-        .map(|t| (*t).clone())
-        .ok_or_else(|| BenchError::Setup("no round ran".into()))
 }
 
 /// The table of [`measure`]'s figures (Markdown), with each order's CPU per event beside the
