@@ -13,7 +13,7 @@ use fleet_tests::*;
 
 /// The grants a function's policy statements give on the table and its indexes, in the
 /// recorder's terms. Grants on other resources (the table's stream, the alarm bus, the dead-letter queue) are not
-/// DynamoDB calls the code makes: [`alarm_watch_alone_reads_the_stream_publishes_on_the_bus_and_sends_dead_letters_only`]
+/// DynamoDB calls the code makes: [`only_alarm_watch_publishes_and_only_the_alarm_consumers_read_the_stream_and_send_dead_letters`]
 /// checks them.
 fn granted(function: &str) -> BTreeSet<Grant> {
     let table = &template().table.logical_id;
@@ -160,6 +160,7 @@ fn outside_the_table(table: &str, resource: &str) -> bool {
         || resource == "FirmwareBucket"
         || resource == "FirmwareBucket/*"
         || resource == "WebhookDeliveryQueue"
+        || resource == "WebhookDeliveryDeadLetterQueue"
 }
 
 /// The firmware function's samples cannot reach its S3 work (the replay has no S3 server), so
@@ -168,7 +169,7 @@ fn outside_the_table(table: &str, resource: &str) -> bool {
 const PROVEN_ELSEWHERE: &[&str] = &["FirmwareFunction"];
 
 #[test]
-fn alarm_watch_alone_reads_the_stream_publishes_on_the_bus_and_sends_dead_letters_only() {
+fn only_alarm_watch_publishes_and_only_the_alarm_consumers_read_the_stream_and_send_dead_letters() {
     let table = &template().table.logical_id;
     let mut stream_readers = BTreeSet::new();
     let mut publishers = BTreeSet::new();
@@ -188,6 +189,15 @@ fn alarm_watch_alone_reads_the_stream_publishes_on_the_bus_and_sends_dead_letter
                     }
                     if resource == "WebhookDeliveryQueue" {
                         webhook_queue_users.insert((function.clone(), action.clone()));
+                        continue;
+                    }
+                    if resource == "WebhookDeliveryDeadLetterQueue" {
+                        assert_eq!(
+                            (function.as_str(), action.as_str()),
+                            ("WebhookDeliveryFunction", "sqs:SendMessage"),
+                            "the delivery stream's failures only"
+                        );
+                        dead_letter_senders.insert(function.clone());
                         continue;
                     }
                     if action.starts_with("sqs:") || resource == "AlarmTransitionsDeadLetterQueue" {
@@ -219,12 +229,19 @@ fn alarm_watch_alone_reads_the_stream_publishes_on_the_bus_and_sends_dead_letter
     }
     let only = BTreeSet::from(["AlarmWatchFunction".to_string()]);
     assert_eq!(publishers, only);
-    assert_eq!(stream_readers, only);
-    assert_eq!(dead_letter_senders, only);
-    // The webhook delivery queue: the API sends, the worker is its event source (receive,
-    // delete, attributes) and delays retries; nothing else touches it.
+    // The delivery worker reads the alarm items' stream too, through a mapping of its own.
+    let readers = BTreeSet::from([
+        "AlarmWatchFunction".to_string(),
+        "WebhookDeliveryFunction".to_string(),
+    ]);
+    assert_eq!(stream_readers, readers);
+    assert_eq!(dead_letter_senders, readers);
+    // The webhook delivery queue: the API and the worker (an alarm's deliveries) send, the
+    // worker is its event source (receive, delete, attributes) and delays retries; nothing
+    // else touches it.
     let expected: BTreeSet<(String, String)> = [
         ("WebhooksFunction", "sqs:SendMessage"),
+        ("WebhookDeliveryFunction", "sqs:SendMessage"),
         ("WebhookDeliveryFunction", "sqs:ReceiveMessage"),
         ("WebhookDeliveryFunction", "sqs:DeleteMessage"),
         ("WebhookDeliveryFunction", "sqs:GetQueueAttributes"),
@@ -306,6 +323,16 @@ async fn webhook_flow(api: shared::FleetTable, worker_table: shared::FleetTable)
     while receiver.received().len() < 2 {
         pump(&worker, &queue, 1).await.unwrap();
     }
+    // An alarm transition from the table's stream: its fleet's endpoints are read.
+    let batch = std::fs::read_to_string(
+        fleet_testkit::repo_root().join("events/stream/alarm-stream-raised.json"),
+    )
+    .unwrap();
+    let answer = worker
+        .handle(serde_json::from_str(&batch).unwrap())
+        .await
+        .unwrap();
+    assert_eq!(answer["batchItemFailures"], json!([]), "{answer}");
     assert_eq!(call(ApiRequest::delete(&path)).await.status, 204);
 }
 

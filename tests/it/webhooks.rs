@@ -8,6 +8,7 @@ use std::io::Write;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use fleet_testkit::alarm_events::{lambda_event, AlarmStream};
 use fleet_testkit::moto_server::MotoServer;
 use fleet_testkit::webhook_queue::{create_queue, pump, sqs_client};
 use fleet_testkit::webhook_receiver::{Received, WebhookReceiver};
@@ -43,13 +44,17 @@ impl Stack {
     /// `statuses`: what the receiver answers in turn (then 200); `echo`: whether a 2xx
     /// answer echoes the body (so the confirmation confirms).
     async fn start(statuses: &[u16], echo: bool) -> Self {
+        Self::start_on(fresh_table().await, statuses, echo).await
+    }
+
+    /// Like [`Stack::start`], on `table`.
+    async fn start_on(table: FleetTable, statuses: &[u16], echo: bool) -> Self {
         let moto = MotoServer::start_default().expect("moto's server (make moto-server)");
         let queue = create_queue(&sqs_client(moto.endpoint()), "webhook-deliveries")
             .await
             .expect("queue");
         let receiver = WebhookReceiver::start(statuses, echo).await.unwrap();
         let policy = TargetPolicy::local(&receiver.target());
-        let table = fresh_table().await;
         let worker = DeliveryWorker::new(
             table.clone(),
             queue.clone(),
@@ -414,4 +419,112 @@ async fn after_a_rotation_both_secrets_verify_during_the_overlap_and_only_the_ne
     );
     assert_eq!(reference_verdicts(&new, &after[2..]), ["ok"]);
     assert_ne!(reference_verdicts(&old, &after[2..]), ["ok"]);
+}
+
+/// Registers `device` for `owner` with a rule "temperature above 8" and returns its token.
+async fn device_with_a_rule(table: &FleetTable, owner: &str, device: &str) -> String {
+    let a = device_updates(
+        table,
+        ApiRequest::post("/me/devices")
+            .caller(owner)
+            .json(json!({"deviceId": device, "name": "Cold room", "type": "thermostat"})),
+    )
+    .await;
+    assert_eq!(a.status, 201, "{:?}", a.body);
+    let rule = device_updates(
+        table,
+        ApiRequest::post("/me/rules").caller(owner).json(json!({
+            "name": "Too warm", "eventType": "temperature",
+            "scope": {"deviceType": "thermostat"}, "condition": {"above": 8},
+            "clear": {"below": 6}, "severity": "critical"})),
+    )
+    .await;
+    assert_eq!(rule.status, 201, "{:?}", rule.body);
+    a.body["token"].as_str().unwrap().to_string()
+}
+
+/// Sends one temperature reading for `device`, answered 200.
+async fn report(table: &FleetTable, device: &str, token: &str, value: f64) {
+    let ingestor = std::sync::Arc::new(shared::ops::ingest::Ingestor::new(
+        table.clone(),
+        shared::ops::ingest::IngestConfig::default(),
+    ));
+    let body = json!([{"type": "temperature", "value": value, "at": Timestamp::now()}]);
+    let answer = ingest(&ingestor, ingest_request(device, token, body)).await;
+    assert_eq!(answer.status, 200, "{:?}", answer.body);
+}
+
+#[tokio::test]
+async fn an_alarm_raised_on_a_device_reaches_its_fleets_subscribed_endpoint_once_signed() {
+    let stack = Stack::start_on(fresh_table_with_stream().await, &[], true).await;
+    let (hook, secret) = stack
+        .create(ALICE, json!(["alarm.raised", "alarm.cleared"]))
+        .await;
+    // Alice's endpoint for another event, and Bob's for this one: neither gets it.
+    let (_, offline_secret) = stack.create(ALICE, json!(["device.offline"])).await;
+    let (_, bob_secret) = stack.create(BOB, json!(["alarm.raised"])).await;
+    // An endpoint that never confirmed (its answer is not echoed): nothing but its confirmation.
+    let confirmations = stack.deliver_until(3).await.len();
+    assert_eq!(confirmations, 3);
+    assert_eq!(stack.webhook(ALICE, &hook).await["confirmed"], true);
+    let mut stream = AlarmStream::open(&stack.table, endpoint()).await.unwrap();
+    let token = device_with_a_rule(&stack.table, ALICE, "cold-1").await;
+    report(&stack.table, "cold-1", &token, 9.5).await;
+    let records = stream.read().await.unwrap();
+    assert_eq!(records.len(), 1, "one alarm item written: {records:?}");
+    let answer = stack.worker.handle(lambda_event(&records)).await.unwrap();
+    assert_eq!(answer["batchItemFailures"], json!([]));
+    // Lambda retries a batch (at least once): the same records make no second delivery.
+    let again = stack.worker.handle(lambda_event(&records)).await.unwrap();
+    assert_eq!(again["batchItemFailures"], json!([]));
+    stack.drain().await;
+    let received = stack.receiver.received();
+    let alarms = &received[confirmations..];
+    assert_eq!(
+        alarms.len(),
+        1,
+        "{:?}",
+        alarms.iter().map(body).collect::<Vec<_>>()
+    );
+    let delivered = body(&alarms[0]);
+    assert_eq!(delivered["type"], "alarm.raised");
+    assert_eq!(delivered["ownerId"], ALICE);
+    assert_eq!(delivered["data"]["deviceId"], "cold-1");
+    assert_eq!(delivered["data"]["transition"], "raised");
+    assert_eq!(delivered["data"]["ruleName"], "Too warm");
+    assert_eq!(delivered["data"]["severity"], "critical");
+    assert_eq!(reference_verdicts(&secret, alarms), ["ok"]);
+    // Signed with Alice's subscribed endpoint's secret, not the others'.
+    assert_ne!(reference_verdicts(&offline_secret, alarms), ["ok"]);
+    assert_ne!(reference_verdicts(&bob_secret, alarms), ["ok"]);
+    // One log item, delivered in one attempt.
+    let delivery_id = DeliveryId::parse(alarms[0].header("webhook-id").unwrap()).unwrap();
+    let log = item(
+        &stack.table,
+        &ItemKey::WebhookDelivery {
+            user: UserId::parse(ALICE).unwrap(),
+            webhook: WebhookId::parse(&hook).unwrap(),
+            delivery: delivery_id,
+        },
+    )
+    .await
+    .expect("the delivery's log item");
+    let item = WebhookDeliveryItem::from_item(log).unwrap();
+    assert_eq!((item.state, item.attempts), (DeliveryState::Delivered, 1));
+
+    // The clear reaches it too, as its own delivery.
+    report(&stack.table, "cold-1", &token, 5.0).await;
+    let records = stream.read().await.unwrap();
+    let answer = stack.worker.handle(lambda_event(&records)).await.unwrap();
+    assert_eq!(answer["batchItemFailures"], json!([]));
+    let received = stack.deliver_until(confirmations + 2).await;
+    stack.drain().await;
+    assert_eq!(stack.receiver.received().len(), confirmations + 2);
+    let cleared = body(&received[confirmations + 1]);
+    assert_eq!(cleared["type"], "alarm.cleared");
+    assert_eq!(cleared["data"]["alarmId"], delivered["data"]["alarmId"]);
+    assert_ne!(
+        received[confirmations + 1].header("webhook-id"),
+        alarms[0].header("webhook-id")
+    );
 }

@@ -9,17 +9,15 @@
 //!   could not be published as batch item failures so Lambda retries them; a record that
 //!   cannot be read goes to the dead-letter queue (SQS SendMessage) and the batch goes on.
 
-use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use aws_lambda_events::event::dynamodb::EventRecord;
 use lambda_runtime::LambdaEvent;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use shared::model::timestamp::Timestamp;
 use shared::observe::served::serve_invocation;
 use shared::ops::alarms::notify::{
-    publish, AlarmRecord, DeadLetter, DeadLetters, EventEntry, Publisher, StreamRecord,
+    publish, stream_record, DeadLetters, EventEntry, Publisher, StreamRecord,
 };
 use shared::ops::alarms::watch::watch;
 use shared::{FleetError, FleetTable, ValidationError};
@@ -284,29 +282,6 @@ pub async fn handle<P: Publisher, D: DeadLetters>(
         "offline check"
     );
     serde_json::to_value(run).map_err(FleetError::internal)
-}
-
-/// One record of a stream event, as the notifier reads it: each record on its own, so one
-/// that does not decode is a dead letter, not a failed batch.
-pub fn stream_record(raw: &Value) -> StreamRecord {
-    match serde_json::from_value::<EventRecord>(raw.clone()) {
-        Ok(r) => StreamRecord::Alarm(
-            AlarmRecord {
-                sequence_number: r.change.sequence_number.unwrap_or_default(),
-                old_image: HashMap::from(r.change.old_image),
-                new_image: HashMap::from(r.change.new_image),
-            },
-            raw.clone(),
-        ),
-        Err(err) => StreamRecord::Unreadable(DeadLetter {
-            sequence_number: raw["dynamodb"]["SequenceNumber"]
-                .as_str()
-                .unwrap_or_default()
-                .to_string(),
-            reason: format!("not a DynamoDB stream record: {err}"),
-            record: raw.clone(),
-        }),
-    }
 }
 
 #[cfg(test)]

@@ -1,4 +1,6 @@
-//! The delivery worker: triggered by the delivery queue (SQS, batches with
+//! The delivery worker. Fed by the table's stream of alarm items, it turns their transitions
+//! into deliveries on the queue ([`shared::ops::webhooks::alarm_notices`]). Triggered by the
+//! delivery queue (SQS, batches with
 //! `ReportBatchItemFailures`), it plans each message's attempt from the table, checks the
 //! target again (every address its host resolves to, through the client's own resolver, so a
 //! name that rebinds to a private address between the check and the connection is still
@@ -12,6 +14,8 @@ use std::time::{Duration, Instant};
 use reqwest::dns::{Addrs, Name, Resolve, Resolving};
 use serde_json::{json, Value};
 use shared::model::webhook::target::TargetPolicy;
+use shared::ops::alarms::notify::{stream_record, StreamRecord};
+use shared::ops::webhooks::alarm_notices::deliver_alarm_transitions;
 use shared::ops::webhooks::deliveries::{
     prepare_attempt, record_attempt, Attempt, AttemptOutcome, Plan, RetrySchedule, Verdict,
     RESPONSE_PREFIX_BYTES,
@@ -104,6 +108,12 @@ impl DeliveryWorker {
     /// failed too, so SQS keeps it.
     pub async fn handle(&self, event: Value) -> Result<Value, FleetError> {
         let records = event["Records"].as_array().cloned().unwrap_or_default();
+        if records
+            .first()
+            .is_some_and(|r| r["eventSource"] == "aws:dynamodb")
+        {
+            return self.handle_alarm_transitions(&records).await;
+        }
         let mut failures = Vec::new();
         for record in records {
             let id = record["messageId"].as_str().unwrap_or_default().to_string();
@@ -123,6 +133,30 @@ impl DeliveryWorker {
                 }
             }
         }
+        Ok(json!({"batchItemFailures": failures}))
+    }
+
+    /// Handles a batch of the table's stream (alarm items, as the event source's filter lets
+    /// through): each transition becomes deliveries to its fleet's endpoints
+    /// ([`deliver_alarm_transitions`]); the first record not fully handled is the batch item
+    /// failure Lambda retries from.
+    async fn handle_alarm_transitions(&self, records: &[Value]) -> Result<Value, FleetError> {
+        let records: Vec<StreamRecord> = records.iter().map(stream_record).collect();
+        let made = deliver_alarm_transitions(&self.table, &self.queue, &records).await?;
+        tracing::info!(
+            records = records.len(),
+            transitions = made.transitions,
+            queued = made.queued,
+            repeated = made.repeated,
+            unreadable = made.unreadable,
+            failed_from = made.failed_from.as_deref(),
+            "alarm deliveries"
+        );
+        let failures: Vec<Value> = made
+            .failed_from
+            .into_iter()
+            .map(|id| json!({"itemIdentifier": id}))
+            .collect();
         Ok(json!({"batchItemFailures": failures}))
     }
 

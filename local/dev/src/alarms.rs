@@ -3,8 +3,10 @@
 //! every few seconds the alarm records of DynamoDB Local's stream go through alarm-watch's
 //! handler, and each PutEvents request it would send to EventBridge (which has no local twin)
 //! is logged, one line per transition (and each record it would send to the dead-letter queue,
-//! one line per record).
+//! one line per record). The same records become webhook deliveries, which a loop of
+//! [`crate::local_aws`] sends for real.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use fleet_testkit::alarm_events::{
@@ -13,14 +15,20 @@ use fleet_testkit::alarm_events::{
 use serde_json::{json, Value};
 use shared::model::timestamp::Timestamp;
 use shared::FleetTable;
+use webhooks::worker::DeliveryWorker;
 
 /// How often the stream is read.
 const STREAM_POLL: Duration = Duration::from_secs(2);
 /// How often the scheduled run goes (the template's `rate(1 minute)`).
 const SCHEDULE: Duration = Duration::from_secs(60);
 
-/// Runs until the process ends: the schedule and the stream, logging each transition.
-pub async fn watch_alarms(table: FleetTable, endpoint: String) {
+/// Runs until the process ends: the schedule and the stream, logging each transition; the
+/// same records go to `webhooks` (the delivery function's own event source mapping on AWS).
+pub async fn watch_alarms(
+    table: FleetTable,
+    endpoint: String,
+    webhooks: Option<Arc<DeliveryWorker>>,
+) {
     let state = alarm_watch::State {
         table: table.clone(),
         publisher: RecordedPutEvents::default(),
@@ -54,6 +62,11 @@ pub async fn watch_alarms(table: FleetTable, endpoint: String) {
                     alarm_watch::handle(&state, lambda_event(&records), deadline).await
                 {
                     tracing::warn!(error = %err, "alarm notifications failed");
+                }
+                if let Some(worker) = &webhooks {
+                    if let Err(err) = worker.handle(lambda_event(&records)).await {
+                        tracing::warn!(error = %err, "alarm webhook deliveries failed");
+                    }
                 }
             }
             Ok(_) => {}

@@ -5,3 +5,4 @@
 pub mod alarms;
 pub mod console;
 pub mod dev_server;
+pub mod local_aws;

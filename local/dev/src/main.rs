@@ -133,10 +133,38 @@ async fn serve() -> Result<(), Error> {
             Err(e) => eprintln!("The demo history could not be written: {e}"),
         }
     });
-    // alarm-watch as on AWS: the schedule every minute, the stream's transitions logged.
+    // moto's server as SQS and S3 (webhook deliveries, firmware images), then the delivery
+    // worker on its queue; without it (not installed) the rest still runs.
+    let local_aws = match fleet_dev::local_aws::start_local_aws().await {
+        Ok(local_aws) => Some(local_aws),
+        Err(err) => {
+            eprintln!("webhooks and firmware images off ({err}); run `make moto-server`");
+            None
+        }
+    };
+    let webhooks = match &local_aws {
+        Some(aws) => {
+            let worker = webhooks::worker::DeliveryWorker::new(
+                table.clone(),
+                aws.queue.clone(),
+                shared::model::webhook::target::TargetPolicy::from_env(),
+                shared::ops::webhooks::deliveries::RetrySchedule::from_env(),
+            )?;
+            let worker = Arc::new(worker);
+            tokio::spawn(fleet_dev::local_aws::deliver_webhooks(
+                worker.clone(),
+                aws.queue.clone(),
+            ));
+            Some(worker)
+        }
+        None => None,
+    };
+    // alarm-watch as on AWS: the schedule every minute, the stream's transitions logged (and
+    // delivered to the fleets' webhooks).
     tokio::spawn(fleet_dev::alarms::watch_alarms(
         table.clone(),
         stack.endpoint().to_string(),
+        webhooks,
     ));
     let server = Arc::new(DevServer::new(&stack.template, &table));
     let console = Console {

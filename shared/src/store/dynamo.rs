@@ -363,6 +363,14 @@ pub async fn put_if_version(
     }
 }
 
+/// Writes `item` only if no item has its key: true when written, false when one was there.
+pub async fn put_new(
+    table: &crate::store::table::FleetTable,
+    item: &impl Entity,
+) -> Result<bool, FleetError> {
+    put_if_version(table, item, PK, 0).await
+}
+
 /// The transaction action that deletes the item at `key`, unconditionally.
 pub(crate) fn delete_action(
     table: &crate::store::table::FleetTable,

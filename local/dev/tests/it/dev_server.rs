@@ -208,3 +208,112 @@ async fn serves_the_console_and_its_stand_in_sign_in_beside_the_api() {
     assert_eq!((status, body), (401, json!({"message": "Unauthorized"})));
     std::fs::remove_dir_all(dir).ok();
 }
+
+/// `make dev` delivers webhooks for real: an endpoint registered through the API at a local
+/// receiver (allowed by `WEBHOOK_ALLOWED_LOCAL_TARGETS`) confirms itself by answering, and an
+/// alarm raised by a reading sent through the API reaches it, signed, within seconds, through
+/// DynamoDB Local's stream, moto's SQS and the delivery worker, as `fleet-dev serve` wires them.
+#[tokio::test]
+async fn an_alarm_raised_through_the_api_reaches_a_local_receiver_within_seconds() {
+    use fleet_testkit::webhook_receiver::WebhookReceiver;
+    let receiver = WebhookReceiver::start(&[], true).await.unwrap();
+    // Before the functions are built: they read these once (the other tests here use neither).
+    std::env::set_var("WEBHOOK_ALLOWED_LOCAL_TARGETS", receiver.target());
+    let aws = fleet_dev::local_aws::start_local_aws().await.unwrap();
+    let table = fresh_table_with_stream().await;
+    let server = Arc::new(DevServer::new(template(), &table));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(serve(listener, server.clone(), std::future::pending()));
+    let worker = Arc::new(
+        webhooks::worker::DeliveryWorker::new(
+            table.clone(),
+            aws.queue.clone(),
+            shared::model::webhook::target::TargetPolicy::from_env(),
+            shared::ops::webhooks::deliveries::RetrySchedule::from_env(),
+        )
+        .unwrap(),
+    );
+    tokio::spawn(fleet_dev::local_aws::deliver_webhooks(
+        worker.clone(),
+        aws.queue.clone(),
+    ));
+    tokio::spawn(fleet_dev::alarms::watch_alarms(
+        table.clone(),
+        endpoint().to_string(),
+        Some(worker),
+    ));
+    let http = reqwest::Client::new();
+    let token = server
+        .authorizer
+        .issue("user-hooks", "hooks@example.com", false);
+    let (status, body) = send(
+        http.post(format!("{url}/me/webhooks"))
+            .bearer_auth(&token)
+            .json(&json!({"url": receiver.url("/alarms"), "events": ["alarm.raised"]})),
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
+    let hook = body["webhookId"].as_str().unwrap().to_string();
+    let (status, body) = send(
+        http.post(format!("{url}/me/devices"))
+            .bearer_auth(&token)
+            .json(&json!({"deviceId": "freezer-1", "name": "Freezer", "type": "thermostat"})),
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
+    let device_token = body["token"].as_str().unwrap().to_string();
+    let (status, body) = send(
+        http.post(format!("{url}/me/rules"))
+            .bearer_auth(&token)
+            .json(&json!({"name": "Thawing", "eventType": "temperature",
+                "scope": {"deviceType": "thermostat"}, "condition": {"above": -10},
+                "severity": "critical"})),
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
+    let waited = std::time::Instant::now();
+    let confirmed = loop {
+        let (_, body) = send(
+            http.get(format!("{url}/me/webhooks/{hook}"))
+                .bearer_auth(&token),
+        )
+        .await;
+        if body["webhook"]["confirmed"] == true || waited.elapsed().as_secs() > 20 {
+            break body["webhook"]["confirmed"] == true;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    };
+    assert!(confirmed, "the endpoint confirmed itself by answering");
+    let sent = std::time::Instant::now();
+    let (status, body) = send(
+        http.post(format!("{url}/devices/freezer-1/events"))
+            .bearer_auth(&device_token)
+            .json(&json!({"events": [{"type": "temperature", "value": -2.5,
+                "at": shared::model::timestamp::Timestamp::now()}]})),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    let alarm = loop {
+        let found = receiver
+            .received()
+            .into_iter()
+            .find(|r| r.body.contains("\"alarm.raised\""));
+        if found.is_some() || sent.elapsed().as_secs() > 30 {
+            break found;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    };
+    let alarm = alarm.expect("the alarm reached the receiver within 30 s");
+    let body: Value = serde_json::from_str(&alarm.body).unwrap();
+    assert_eq!(body["data"]["deviceId"], "freezer-1");
+    assert_eq!(body["data"]["ruleName"], "Thawing");
+    assert!(alarm
+        .header("webhook-signature")
+        .unwrap()
+        .starts_with("v1,"));
+    eprintln!(
+        "alarm reached the local receiver {:.1} s after the reading was sent",
+        sent.elapsed().as_secs_f64()
+    );
+}

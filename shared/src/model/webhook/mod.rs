@@ -199,6 +199,22 @@ webhook_id!(
     DeliveryId, prefix = "msg_", field = "deliveryId"
 );
 
+impl DeliveryId {
+    /// The id of `notice`'s delivery to `webhook`: the same for every run that makes it (a
+    /// stream record retried, a batch replayed), so making it twice writes one log item and
+    /// the receiver sees one `webhook-id`. URL-safe base64 of SHA-256 over both, 43 characters.
+    pub fn of_notice(webhook: &WebhookId, notice: &str) -> Self {
+        use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+        use sha2::{Digest, Sha256};
+        let digest = Sha256::new()
+            .chain_update(webhook.0.as_bytes())
+            .chain_update([0u8])
+            .chain_update(notice.as_bytes())
+            .finalize();
+        Self(format!("msg_{}", URL_SAFE_NO_PAD.encode(digest)))
+    }
+}
+
 /// A signing secret, `whsec_` + base64 of [`SECRET_BYTES`] random bytes. Its `Debug` never
 /// shows it, so no log line carries one by accident.
 #[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -19,8 +19,10 @@
 //! stream poison records"). Only what may succeed on retry (a refused PutEvents entry, a
 //! failed SendMessage) becomes a batch item failure.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::future::Future;
+
+use aws_lambda_events::event::dynamodb::EventRecord;
 
 use serde::Serialize;
 use serde_json::{json, Value};
@@ -264,15 +266,60 @@ fn alarm_of(image: &Item) -> Result<Option<AlarmItem>, FleetError> {
     AlarmItem::from_item(image.clone()).map(Some)
 }
 
+/// The alarm a record is about (its new image, or its old one for a deletion) and the
+/// transitions it stands for; `None` for a record of anything but an alarm. An error is a
+/// record that cannot be read.
+pub fn record_transitions(
+    record: &AlarmRecord,
+) -> Result<Option<(AlarmItem, Vec<Notice>)>, FleetError> {
+    let old = alarm_of(&record.old_image)?;
+    let new = alarm_of(&record.new_image)?;
+    let notices = transitions(old.as_ref(), new.as_ref());
+    Ok(new.or(old).map(|alarm| (alarm, notices)))
+}
+
+/// One record of a stream event as Lambda delivers it, read on its own, so one that does
+/// not decode is a dead letter, not a failed batch.
+pub fn stream_record(raw: &Value) -> StreamRecord {
+    match serde_json::from_value::<EventRecord>(raw.clone()) {
+        Ok(r) => StreamRecord::Alarm(
+            AlarmRecord {
+                sequence_number: r.change.sequence_number.unwrap_or_default(),
+                old_image: HashMap::from(r.change.old_image),
+                new_image: HashMap::from(r.change.new_image),
+            },
+            raw.clone(),
+        ),
+        Err(err) => StreamRecord::Unreadable(DeadLetter {
+            sequence_number: raw["dynamodb"]["SequenceNumber"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string(),
+            reason: format!("not a DynamoDB stream record: {err}"),
+            record: raw.clone(),
+        }),
+    }
+}
+
+impl StreamRecord {
+    /// The record's sequence number (empty when even that could not be read): what a batch
+    /// item failure names.
+    pub fn sequence_number(&self) -> &str {
+        match self {
+            StreamRecord::Alarm(record, _) => &record.sequence_number,
+            StreamRecord::Unreadable(letter) => &letter.sequence_number,
+        }
+    }
+}
+
 /// The entries `record` publishes, with its device's key (all or nothing: an error is a
 /// record that cannot be read).
 fn entries_of(record: &AlarmRecord, bus: &str) -> Result<Vec<(String, EventEntry)>, FleetError> {
-    let old = alarm_of(&record.old_image)?;
-    let new = alarm_of(&record.new_image)?;
-    let Some(alarm) = new.as_ref().or(old.as_ref()) else {
+    let Some((alarm, notices)) = record_transitions(record)? else {
         return Ok(Vec::new());
     };
-    transitions(old.as_ref(), new.as_ref())
+    let alarm = &alarm;
+    notices
         .into_iter()
         .map(|notice| {
             Ok((
@@ -315,10 +362,7 @@ pub async fn publish(
             Err(letter) => steps.push(Step::DeadLetter { record: i, letter }),
         }
     }
-    let sequence_number = |i: usize| match &records[i] {
-        StreamRecord::Alarm(r, _) => r.sequence_number.clone(),
-        StreamRecord::Unreadable(letter) => letter.sequence_number.clone(),
-    };
+    let sequence_number = |i: usize| records[i].sequence_number().to_string();
     let mut published = Published::default();
     let mut rest = steps.as_slice();
     while let Some(first) = rest.first() {

@@ -17,7 +17,7 @@ use crate::model::timestamp::Timestamp;
 use crate::model::webhook::signature::signature_header;
 use crate::model::webhook::{DeliveryId, WebhookEvent};
 use crate::ops::webhooks::{DeliveryMessage, DeliveryQueue};
-use crate::store::dynamo::{number_value, put_item, read_consistent, string_value};
+use crate::store::dynamo::{number_value, put_item, put_new, read_consistent, string_value};
 use crate::store::table::{sdk_error, FleetTable};
 use crate::store::with_expressions::WithExpressions;
 
@@ -41,8 +41,25 @@ pub async fn send_new(
     event: WebhookEvent,
     data: Value,
 ) -> Result<DeliveryId, FleetError> {
-    let now = Timestamp::now();
     let delivery_id = DeliveryId::generate()?;
+    send_once(table, queue, endpoint, event, data, &delivery_id).await?;
+    Ok(delivery_id)
+}
+
+/// Creates the delivery `delivery_id` of `event` with `data` to `endpoint` unless it exists
+/// (a PutItem conditioned on its absence), then puts its message on the queue either way: a
+/// run that wrote the item but failed to send the message is made good by the next one, and
+/// a second message for a delivery already delivered is let go by the worker
+/// ([`prepare_attempt`]). True when the item was new.
+pub async fn send_once(
+    table: &FleetTable,
+    queue: &DeliveryQueue,
+    endpoint: &WebhookItem,
+    event: WebhookEvent,
+    data: Value,
+    delivery_id: &DeliveryId,
+) -> Result<bool, FleetError> {
+    let now = Timestamp::now();
     let mut body = json!({
         "type": event.as_str(),
         "timestamp": now,
@@ -67,7 +84,7 @@ pub async fn send_new(
         created_at: now,
         ttl: now.plus_seconds(DELIVERY_LOG_DAYS * 86_400).epoch_seconds(),
     };
-    put_item(table, &item).await?;
+    let new = put_new(table, &item).await?;
     queue
         .enqueue(&DeliveryMessage {
             owner: endpoint.user_id.clone(),
@@ -75,7 +92,7 @@ pub async fn send_new(
             delivery_id: delivery_id.clone(),
         })
         .await?;
-    Ok(delivery_id)
+    Ok(new)
 }
 
 /// One HTTP request to make.

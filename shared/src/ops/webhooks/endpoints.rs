@@ -228,6 +228,21 @@ pub async fn list_webhooks(
     table: &FleetTable,
     owner: &UserId,
 ) -> Result<Vec<WebhookView>, FleetError> {
+    let now = Timestamp::now();
+    Ok(webhook_items(table, owner)
+        .await?
+        .iter()
+        .map(|w| WebhookView::of(w, now))
+        .collect())
+}
+
+/// The owner's endpoint items, secrets included (for the senders): the Query of
+/// [`list_webhooks`], eventually consistent (an endpoint created a second ago may miss one
+/// alarm; a deleted or disabled one is checked again before every attempt).
+pub async fn webhook_items(
+    table: &FleetTable,
+    owner: &UserId,
+) -> Result<Vec<WebhookItem>, FleetError> {
     let out = key_prefix(
         table,
         user_pk(owner),
@@ -237,11 +252,10 @@ pub async fn list_webhooks(
     .send()
     .await
     .map_err(sdk_error)?;
-    let now = Timestamp::now();
     out.items
         .unwrap_or_default()
         .into_iter()
-        .map(|item| WebhookItem::from_item(item).map(|w| WebhookView::of(&w, now)))
+        .map(WebhookItem::from_item)
         .collect()
 }
 

@@ -3,6 +3,7 @@
 //! function's delivery worker, so a slow endpoint holds up a queue message, never an API
 //! request or the alarm stream.
 
+pub mod alarm_notices;
 pub mod deliveries;
 pub mod endpoints;
 

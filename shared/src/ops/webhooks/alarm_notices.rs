@@ -1,0 +1,199 @@
+//! Alarm transitions to webhook deliveries (issue 41): the table's stream of alarm items, the
+//! same records alarm-watch publishes to EventBridge, read by the delivery function through an
+//! event source mapping of its own, so webhooks neither wait for nor hold up the EventBridge
+//! notifications. Each transition of a record becomes one delivery per endpoint of the
+//! alarm's fleet that is enabled, confirmed and subscribed to its event.
+//!
+//! Exactly one delivery per transition and endpoint: its id is derived from the transition's
+//! `notificationId` and the endpoint ([`DeliveryId::of_notice`]), and its log item is written
+//! only if new, so a retried or replayed record makes the same delivery again (one
+//! `webhook-id`, delivered once) instead of a second one. Records are handled in stream order;
+//! the first that fails (a DynamoDB or SQS error) is answered as the batch item failure, so
+//! Lambda retries from it and a device's later transitions wait behind it.
+
+use std::collections::HashMap;
+
+use crate::model::alarm::ids::{AlarmKind, AlarmSource};
+use crate::model::entities::webhook::WebhookItem;
+use crate::model::error::FleetError;
+use crate::model::ids::UserId;
+use crate::model::webhook::{DeliveryId, WebhookEvent};
+use crate::ops::alarms::notify::{
+    alarm_detail, record_transitions, DetailType, Notice, StreamRecord,
+};
+use crate::ops::webhooks::deliveries::send_once;
+use crate::ops::webhooks::endpoints::webhook_items;
+use crate::ops::webhooks::DeliveryQueue;
+use crate::store::table::FleetTable;
+
+/// What a batch of stream records made.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct AlarmDeliveries {
+    /// Transitions read.
+    pub transitions: u64,
+    /// Deliveries queued (new or made again).
+    pub queued: u64,
+    /// Of those, deliveries whose log item already existed (a retried or replayed record).
+    pub repeated: u64,
+    /// Records that could not be read (alarm-watch sends them to the dead-letter queue).
+    pub unreadable: u64,
+    /// The sequence number of the first record not fully handled: the batch item failure
+    /// Lambda retries from.
+    pub failed_from: Option<String>,
+}
+
+/// The webhook events a transition of `alarm` is: every alarm's `alarm.raised` (reminders
+/// too, with `reminder` in the data), `alarm.acknowledged` and `alarm.cleared`; an offline
+/// alarm's raise is also `device.offline` and its clear `device.online`.
+pub fn webhook_events(kind: AlarmKind, notice: &Notice) -> Vec<WebhookEvent> {
+    let offline = kind == AlarmKind::Offline;
+    match notice.detail_type {
+        DetailType::Raised if offline && notice.reminder.is_none() => {
+            vec![WebhookEvent::AlarmRaised, WebhookEvent::DeviceOffline]
+        }
+        DetailType::Raised => vec![WebhookEvent::AlarmRaised],
+        DetailType::Acknowledged => vec![WebhookEvent::AlarmAcknowledged],
+        DetailType::Cleared if offline => {
+            vec![WebhookEvent::AlarmCleared, WebhookEvent::DeviceOnline]
+        }
+        DetailType::Cleared => vec![WebhookEvent::AlarmCleared],
+    }
+}
+
+/// Turns the transitions of `records` (in stream order) into deliveries to their fleets'
+/// endpoints. Per owner, one Query of its endpoints per batch; per delivery, a conditional
+/// PutItem and an SQS SendMessage.
+pub async fn deliver_alarm_transitions(
+    table: &FleetTable,
+    queue: &DeliveryQueue,
+    records: &[StreamRecord],
+) -> Result<AlarmDeliveries, FleetError> {
+    let mut made = AlarmDeliveries::default();
+    let mut endpoints: HashMap<UserId, Vec<WebhookItem>> = HashMap::new();
+    for record in records {
+        match deliver_record(table, queue, record, &mut endpoints, &mut made).await {
+            Ok(()) => {}
+            Err(err) => {
+                tracing::warn!(
+                    error = %err,
+                    sequence_number = record.sequence_number(),
+                    "alarm deliveries failed: retried from this record"
+                );
+                made.failed_from = Some(record.sequence_number().to_string());
+                return Ok(made);
+            }
+        }
+    }
+    Ok(made)
+}
+
+async fn deliver_record(
+    table: &FleetTable,
+    queue: &DeliveryQueue,
+    record: &StreamRecord,
+    endpoints: &mut HashMap<UserId, Vec<WebhookItem>>,
+    made: &mut AlarmDeliveries,
+) -> Result<(), FleetError> {
+    let read = match record {
+        StreamRecord::Alarm(record, _) => record_transitions(record),
+        StreamRecord::Unreadable(letter) => Err(FleetError::internal(letter.reason.clone())),
+    };
+    // A record no retry can read: alarm-watch keeps it in its dead-letter queue.
+    let (alarm, notices) = match read {
+        Ok(Some(found)) => found,
+        Ok(None) => return Ok(()),
+        Err(err) => {
+            tracing::warn!(error = %err, "an unreadable alarm record: no webhook delivery");
+            made.unreadable += 1;
+            return Ok(());
+        }
+    };
+    if notices.is_empty() {
+        return Ok(());
+    }
+    if !endpoints.contains_key(&alarm.user_id) {
+        let found = webhook_items(table, &alarm.user_id).await?;
+        endpoints.insert(alarm.user_id.clone(), found);
+    }
+    let fleet_endpoints = &endpoints[&alarm.user_id];
+    let kind = AlarmSource::parse(&alarm.source)?.kind();
+    for notice in &notices {
+        made.transitions += 1;
+        let detail = alarm_detail(&alarm, notice)?;
+        let notification = detail["notificationId"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        for event in webhook_events(kind, notice) {
+            for endpoint in fleet_endpoints
+                .iter()
+                .filter(|e| e.enabled && e.confirmed && e.events.contains(&event))
+            {
+                let id =
+                    DeliveryId::of_notice(&endpoint.webhook_id, &format!("{notification}:{event}"));
+                if !send_once(table, queue, endpoint, event, detail.clone(), &id).await? {
+                    made.repeated += 1;
+                }
+                made.queued += 1;
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::webhook::WebhookId;
+
+    fn notice(detail_type: DetailType, reminder: Option<u32>) -> Notice {
+        Notice {
+            detail_type,
+            reminder,
+        }
+    }
+
+    #[test]
+    fn an_offline_alarm_is_also_the_devices_offline_and_online_events() {
+        use WebhookEvent::*;
+        let threshold = AlarmKind::Threshold;
+        let offline = AlarmKind::Offline;
+        assert_eq!(
+            webhook_events(threshold, &notice(DetailType::Raised, None)),
+            [AlarmRaised]
+        );
+        assert_eq!(
+            webhook_events(offline, &notice(DetailType::Raised, None)),
+            [AlarmRaised, DeviceOffline]
+        );
+        // A reminder is the alarm's again, not the device going offline again.
+        assert_eq!(
+            webhook_events(offline, &notice(DetailType::Raised, Some(2))),
+            [AlarmRaised]
+        );
+        assert_eq!(
+            webhook_events(offline, &notice(DetailType::Cleared, None)),
+            [AlarmCleared, DeviceOnline]
+        );
+        assert_eq!(
+            webhook_events(threshold, &notice(DetailType::Acknowledged, None)),
+            [AlarmAcknowledged]
+        );
+    }
+
+    #[test]
+    fn a_notices_delivery_id_is_the_same_every_time_and_differs_by_endpoint_and_notice() {
+        let a = WebhookId::parse("wh_a").unwrap();
+        let b = WebhookId::parse("wh_b").unwrap();
+        let id = DeliveryId::of_notice(&a, "1.r1.d:raised:alarm.raised");
+        assert_eq!(id, DeliveryId::of_notice(&a, "1.r1.d:raised:alarm.raised"));
+        assert_ne!(id, DeliveryId::of_notice(&b, "1.r1.d:raised:alarm.raised"));
+        assert_ne!(
+            id,
+            DeliveryId::of_notice(&a, "1.r1.d:cleared:alarm.cleared")
+        );
+        // It has the shape the routes and the worker accept.
+        let text = serde_json::to_value(&id).unwrap();
+        assert_eq!(DeliveryId::parse(text.as_str().unwrap()).unwrap(), id);
+    }
+}
