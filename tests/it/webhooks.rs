@@ -528,3 +528,49 @@ async fn an_alarm_raised_on_a_device_reaches_its_fleets_subscribed_endpoint_once
         alarms[0].header("webhook-id")
     );
 }
+
+#[tokio::test]
+async fn a_slack_endpoint_gets_slacks_text_shape_signed_and_confirms_with_the_token_it_shows() {
+    // Slack answers "ok", never the token: the owner confirms with the token the message shows.
+    let stack = Stack::start(&[], false).await;
+    let created = stack
+        .call(ApiRequest::post("/me/webhooks").caller(ALICE).json(json!({
+            "url": stack.receiver.url("/services/T0/B0/x"), "events": ["alarm.raised"],
+            "format": "slack"})))
+        .await;
+    assert_eq!(created.status, 201, "{:?}", created.body);
+    let id = created.body["webhookId"].as_str().unwrap().to_string();
+    let secret = created.body["secret"].as_str().unwrap().to_string();
+    let received = stack.deliver_until(1).await;
+    let confirm = body(&received[0]);
+    assert_eq!(
+        confirm.as_object().unwrap().keys().collect::<Vec<_>>(),
+        ["text"],
+        "Slack's shape only: {confirm}"
+    );
+    let text = confirm["text"].as_str().unwrap();
+    let token = text
+        .split_whitespace()
+        .find(|w| w.starts_with("whconf_"))
+        .unwrap_or_else(|| panic!("the token in {text}"));
+    assert_eq!(reference_verdicts(&secret, &received), ["ok"]);
+    assert_eq!(stack.webhook(ALICE, &id).await["confirmed"], false);
+    let confirmed = stack
+        .call(
+            ApiRequest::post(&format!("/me/webhooks/{id}/confirm"))
+                .caller(ALICE)
+                .json(json!({ "token": token })),
+        )
+        .await;
+    assert_eq!(confirmed.status, 200, "{:?}", confirmed.body);
+    let test = stack
+        .call(ApiRequest::post(&format!("/me/webhooks/{id}/test")).caller(ALICE))
+        .await;
+    assert_eq!(test.status, 202, "{:?}", test.body);
+    let received = stack.deliver_until(2).await;
+    assert_eq!(
+        body(&received[1]),
+        json!({"text": "A test delivery from Device Fleet"})
+    );
+    assert_eq!(reference_verdicts(&secret, &received[1..]), ["ok"]);
+}

@@ -3,6 +3,7 @@
 //! signature ([`signature`], the Standard Webhooks scheme).
 
 pub mod signature;
+pub mod slack;
 pub mod target;
 
 use std::fmt;
@@ -129,7 +130,8 @@ pub enum WebhookFormat {
     /// The event as JSON (`{"type", "timestamp", "data"}`).
     #[default]
     Standard,
-    /// Slack's incoming-webhook shape (planned; stored so an endpoint can ask for it now).
+    /// Slack's incoming-webhook shape (`{"text"}`, [`slack::slack_message`]), signed like the
+    /// standard one.
     Slack,
 }
 

@@ -15,7 +15,8 @@ use crate::model::error::FleetError;
 use crate::model::expression::{Condition, Update};
 use crate::model::timestamp::Timestamp;
 use crate::model::webhook::signature::signature_header;
-use crate::model::webhook::{DeliveryId, WebhookEvent};
+use crate::model::webhook::slack::slack_message;
+use crate::model::webhook::{DeliveryId, WebhookEvent, WebhookFormat};
 use crate::ops::webhooks::{DeliveryMessage, DeliveryQueue};
 use crate::store::dynamo::{number_value, put_item, put_new, read_consistent, string_value};
 use crate::store::table::{sdk_error, FleetTable};
@@ -157,11 +158,20 @@ pub async fn prepare_attempt(
     };
     let now = Timestamp::now();
     let timestamp = now.epoch_seconds();
+    // The log keeps the standard body; a Slack endpoint is sent (and signed) its rendering.
+    let body = match endpoint.format {
+        WebhookFormat::Standard => delivery.payload.clone(),
+        WebhookFormat::Slack => {
+            let standard: Value =
+                serde_json::from_str(&delivery.payload).map_err(FleetError::internal)?;
+            slack_message(&standard).to_string()
+        }
+    };
     let signature = signature_header(
         &endpoint.signing_secrets(now),
         delivery.delivery_id.as_str(),
         timestamp,
-        delivery.payload.as_bytes(),
+        body.as_bytes(),
     )?;
     let confirmation_token = (delivery.event == WebhookEvent::WebhookConfirm)
         .then(|| endpoint.confirmation_token.clone());
@@ -173,7 +183,7 @@ pub async fn prepare_attempt(
             ("webhook-timestamp", timestamp.to_string()),
             ("webhook-signature", signature),
         ],
-        body: delivery.payload.clone(),
+        body,
         delivery,
         confirmation_token,
     })))
