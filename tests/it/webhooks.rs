@@ -49,12 +49,24 @@ impl Stack {
 
     /// Like [`Stack::start`], on `table`.
     async fn start_on(table: FleetTable, statuses: &[u16], echo: bool) -> Self {
+        Self::start_allowing(table, statuses, echo, &[]).await
+    }
+
+    /// Like [`Stack::start_on`], with more loopback targets allowed (`host:port`).
+    async fn start_allowing(
+        table: FleetTable,
+        statuses: &[u16],
+        echo: bool,
+        also: &[String],
+    ) -> Self {
         let moto = MotoServer::start_default().expect("moto's server (make moto-server)");
         let queue = create_queue(&sqs_client(moto.endpoint()), "webhook-deliveries")
             .await
             .expect("queue");
         let receiver = WebhookReceiver::start(statuses, echo).await.unwrap();
-        let policy = TargetPolicy::local(&receiver.target());
+        let mut targets = vec![receiver.target()];
+        targets.extend(also.iter().cloned());
+        let policy = TargetPolicy::local(&targets.join(","));
         let worker = DeliveryWorker::new(
             table.clone(),
             queue.clone(),
@@ -573,4 +585,102 @@ async fn a_slack_endpoint_gets_slacks_text_shape_signed_and_confirms_with_the_to
         json!({"text": "A test delivery from Device Fleet"})
     );
     assert_eq!(reference_verdicts(&secret, &received[1..]), ["ok"]);
+}
+
+/// A receiver that accepts connections and never answers; counts the connections.
+async fn silent_receiver() -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let target = listener.local_addr().unwrap().to_string();
+    let accepted = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counter = accepted.clone();
+    tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((socket, _)) = listener.accept().await {
+            counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            held.push(socket);
+        }
+    });
+    (target, accepted)
+}
+
+/// Sends `count` test deliveries of `owner`'s endpoint `id`.
+async fn send_tests(stack: &Stack, owner: &str, id: &str, count: usize) {
+    for _ in 0..count {
+        let a = stack
+            .call(ApiRequest::post(&format!("/me/webhooks/{id}/test")).caller(owner))
+            .await;
+        assert_eq!(a.status, 202, "{:?}", a.body);
+    }
+}
+
+#[tokio::test]
+async fn an_endpoint_that_never_answers_opens_its_breaker_and_another_owners_deliveries_still_go() {
+    let (silent, accepted) = silent_receiver().await;
+    let stack = Stack::start_allowing(fresh_table().await, &[], true, &[silent.clone()]).await;
+    let (alice_hook, _) = stack.create(ALICE, json!(["alarm.raised"])).await;
+    stack.deliver_until(1).await;
+    let created = stack
+        .call(
+            ApiRequest::post("/me/webhooks")
+                .caller(BOB)
+                .json(json!({"url": format!("http://{silent}/hook"), "events": ["alarm.raised"]})),
+        )
+        .await;
+    assert_eq!(created.status, 201, "{:?}", created.body);
+    let bob_hook = created.body["webhookId"].as_str().unwrap().to_string();
+    // Bob confirms by hand (his receiver never answers): the token from his endpoint's item.
+    let key = ItemKey::Webhook {
+        user: UserId::parse(BOB).unwrap(),
+        webhook: WebhookId::parse(&bob_hook).unwrap(),
+    };
+    let token = WebhookItem::from_item(item(&stack.table, &key).await.unwrap())
+        .unwrap()
+        .confirmation_token;
+    let a = stack
+        .call(
+            ApiRequest::post(&format!("/me/webhooks/{bob_hook}/confirm"))
+                .caller(BOB)
+                .json(json!({ "token": token })),
+        )
+        .await;
+    assert_eq!(a.status, 200, "{:?}", a.body);
+
+    // Alone: Alice's 5 test deliveries.
+    let started = Instant::now();
+    send_tests(&stack, ALICE, &alice_hook, 5).await;
+    stack.deliver_until(6).await;
+    let alone = started.elapsed();
+    assert_eq!(stack.receiver.received().len(), 6);
+
+    // Bob's 30 deliveries to a receiver that never answers, queued before Alice's 5 more.
+    send_tests(&stack, BOB, &bob_hook, 30).await;
+    let started = Instant::now();
+    send_tests(&stack, ALICE, &alice_hook, 5).await;
+    let received = stack.deliver_until(11).await;
+    let beside = started.elapsed();
+    assert_eq!(received.len(), 11, "Alice's deliveries all arrived");
+    let bob = WebhookItem::from_item(item(&stack.table, &key).await.unwrap()).unwrap();
+    let attempts = accepted.load(std::sync::atomic::Ordering::SeqCst);
+    eprintln!(
+        "Alice's 5 deliveries: {:.1} s alone, {:.1} s beside Bob's 30 to a receiver that never \
+         answers; Bob's receiver was tried {attempts} times (his confirmation included), his \
+         breaker after {} failures in a row is open until {:?}",
+        alone.as_secs_f64(),
+        beside.as_secs_f64(),
+        bob.consecutive_failures,
+        bob.breaker_open_until
+    );
+    // Bob's breaker opened: past the threshold, his messages wait instead of taking senders.
+    assert!(
+        bob.consecutive_failures >= shared::ops::webhooks::deliveries::BREAKER_THRESHOLD,
+        "{bob:?}"
+    );
+    assert!(bob
+        .breaker_open_until
+        .is_some_and(|until| until > Timestamp::now()));
+    // At most the threshold, plus one batch in flight when it opened, plus his confirmation.
+    assert!(
+        attempts <= 1 + shared::ops::webhooks::deliveries::BREAKER_THRESHOLD as usize + 10,
+        "{attempts} attempts on Bob's receiver"
+    );
 }

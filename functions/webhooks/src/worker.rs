@@ -114,25 +114,39 @@ impl DeliveryWorker {
         {
             return self.handle_alarm_transitions(&records).await;
         }
-        let mut failures = Vec::new();
-        for record in records {
+        // A delivery named twice in one batch (a retried stream record queues its delivery
+        // again) is sent once: the copies go with the first message's fate.
+        let mut seen = std::collections::HashSet::new();
+        let records: Vec<&Value> = records
+            .iter()
+            .filter(|r| seen.insert(r["body"].as_str().unwrap_or_default().to_string()))
+            .collect();
+        // The batch's messages at once: one endpoint that never answers costs the batch its
+        // 5 s timeout once, not once per message behind it.
+        let outcomes = futures::future::join_all(records.into_iter().map(|record| async move {
             let id = record["messageId"].as_str().unwrap_or_default().to_string();
             let receipt = record["receiptHandle"].as_str().unwrap_or_default();
             let body = record["body"].as_str().unwrap_or_default();
             match self.deliver_one(body).await {
-                Ok(Verdict::Done) => {}
+                Ok(Verdict::Done) => None,
                 Ok(Verdict::RetryIn(seconds)) => {
                     if let Err(err) = self.queue.retry_in(receipt, seconds).await {
                         tracing::warn!(error = %err, "could not delay a retry");
                     }
-                    failures.push(json!({"itemIdentifier": id}));
+                    Some(id)
                 }
                 Err(err) => {
                     tracing::warn!(error = %err, "delivery failed before an attempt");
-                    failures.push(json!({"itemIdentifier": id}));
+                    Some(id)
                 }
             }
-        }
+        }))
+        .await;
+        let failures: Vec<Value> = outcomes
+            .into_iter()
+            .flatten()
+            .map(|id| json!({"itemIdentifier": id}))
+            .collect();
         Ok(json!({"batchItemFailures": failures}))
     }
 
@@ -172,6 +186,10 @@ impl DeliveryWorker {
         };
         let attempt = match prepare_attempt(&self.table, &message).await? {
             Plan::Send(attempt) => attempt,
+            Plan::Wait(seconds) => {
+                tracing::info!(delivery = %message.delivery_id, seconds, "the endpoint's breaker is open");
+                return Ok(Verdict::RetryIn(seconds));
+            }
             Plan::Done(why) => {
                 tracing::info!(delivery = %message.delivery_id, why, "nothing to send");
                 return Ok(Verdict::Done);

@@ -51,6 +51,12 @@ pub struct WebhookItem {
     pub updated_at: Timestamp,
     /// Every change adds one (the condition of the next change).
     pub version: u64,
+    /// Attempts that failed in a row (the delivery worker's circuit breaker; reset by a 2xx).
+    #[serde(default)]
+    pub consecutive_failures: u32,
+    /// While in the future, the breaker is open: no attempt is made, messages wait.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub breaker_open_until: Option<Timestamp>,
 }
 
 attributes!(WebhookItem {
@@ -78,6 +84,10 @@ attributes!(WebhookItem {
     UPDATED_AT = "updatedAt",
     /// `version`.
     VERSION = "version",
+    /// `consecutiveFailures`.
+    CONSECUTIVE_FAILURES = "consecutiveFailures",
+    /// `breakerOpenUntil`.
+    BREAKER_OPEN_UNTIL = "breakerOpenUntil",
 });
 
 impl Entity for WebhookItem {

@@ -109,6 +109,8 @@ pub struct Attempt {
     pub delivery: WebhookDeliveryItem,
     /// For a `webhook.confirm` delivery, the token a 2xx answer must echo to confirm.
     pub confirmation_token: Option<String>,
+    /// The endpoint's failed attempts in a row, as read before the attempt.
+    pub endpoint_failures: u32,
 }
 
 /// What the worker should do with a message.
@@ -118,7 +120,14 @@ pub enum Plan {
     Send(Box<Attempt>),
     /// Nothing to send: the message is done (delivered already, or given up, with why).
     Done(&'static str),
+    /// The endpoint's circuit breaker is open: no attempt, the message waits this many seconds.
+    Wait(u32),
 }
+
+/// Failed attempts in a row that open an endpoint's circuit breaker.
+pub const BREAKER_THRESHOLD: u32 = 5;
+/// How long an open breaker holds an endpoint's messages before one attempt tries it again.
+pub const BREAKER_OPEN_SECONDS: i64 = 60;
 
 /// Reads the delivery and its endpoint (two consistent GetItems) and plans the attempt: a
 /// delivered or abandoned delivery is done (SQS delivers at least once); a deleted or
@@ -157,6 +166,13 @@ pub async fn prepare_attempt(
         return Ok(Plan::Done(why));
     };
     let now = Timestamp::now();
+    if let Some(until) = endpoint.breaker_open_until.filter(|until| *until > now) {
+        // Spread over a few seconds, so the held messages do not all come back at once.
+        let wait = until.epoch_seconds() - now.epoch_seconds() + (jitter() * 5.0).round() as i64;
+        return Ok(Plan::Wait(
+            wait.clamp(1, i64::from(MAX_BACKOFF_SECONDS)) as u32
+        ));
+    }
     let timestamp = now.epoch_seconds();
     // The log keeps the standard body; a Slack endpoint is sent (and signed) its rendering.
     let body = match endpoint.format {
@@ -186,6 +202,7 @@ pub async fn prepare_attempt(
         body,
         delivery,
         confirmation_token,
+        endpoint_failures: endpoint.consecutive_failures,
     })))
 }
 
@@ -297,12 +314,87 @@ pub async fn record_attempt(
         Verdict::RetryIn(pause)
     };
     put_item(table, &delivery).await?;
+    record_endpoint_health(table, attempt, outcome.succeeded(), now).await?;
     if let Some(token) = &attempt.confirmation_token {
         if outcome.succeeded() && outcome.body_prefix.contains(token.as_str()) {
             confirm_by_answer(table, &delivery, token).await?;
         }
     }
     Ok(verdict)
+}
+
+/// The endpoint's circuit breaker after an attempt: a failure counts one more in a row (one
+/// UpdateItem returning the count), and from the [`BREAKER_THRESHOLD`]th on (the trial attempt
+/// after a pause too) it opens the breaker for [`BREAKER_OPEN_SECONDS`] (a second
+/// UpdateItem); a success after failures closes it (one UpdateItem; none when there were no
+/// failures). The count is DynamoDB's, so concurrent attempts of one batch count each.
+/// Not versioned: an owner's change may overwrite it with what it read, which only makes the
+/// breaker forget (it learns again in five attempts).
+async fn record_endpoint_health(
+    table: &FleetTable,
+    attempt: &Attempt,
+    succeeded: bool,
+    now: Timestamp,
+) -> Result<(), FleetError> {
+    if succeeded {
+        if attempt.endpoint_failures == 0 {
+            return Ok(());
+        }
+        let closed = Update::new()
+            .set(WebhookItem::CONSECUTIVE_FAILURES, number_value(0))
+            .remove(WebhookItem::BREAKER_OPEN_UNTIL);
+        update_endpoint(table, attempt, closed).await?;
+        return Ok(());
+    }
+    let counted = Update::new().add(WebhookItem::CONSECUTIVE_FAILURES, number_value(1));
+    let failures = update_endpoint(table, attempt, counted)
+        .await?
+        .and_then(|new| {
+            new.get(WebhookItem::CONSECUTIVE_FAILURES.name())
+                .and_then(|v| v.as_n().ok())
+                .and_then(|n| n.parse::<u32>().ok())
+        })
+        .unwrap_or(0);
+    if failures >= BREAKER_THRESHOLD {
+        let open = Update::new().set(
+            WebhookItem::BREAKER_OPEN_UNTIL,
+            string_value(now.plus_seconds(BREAKER_OPEN_SECONDS).to_string()),
+        );
+        update_endpoint(table, attempt, open).await?;
+    }
+    Ok(())
+}
+
+/// One UpdateItem of the attempt's endpoint, never recreating a deleted one: the attributes it
+/// updated, or `None` when the endpoint is gone.
+async fn update_endpoint(
+    table: &FleetTable,
+    attempt: &Attempt,
+    update: Update,
+) -> Result<Option<crate::model::schema::Item>, FleetError> {
+    let key = ItemKey::Webhook {
+        user: attempt.delivery.user_id.clone(),
+        webhook: attempt.delivery.webhook_id.clone(),
+    };
+    let result = table
+        .client
+        .update_item()
+        .table_name(table.name())
+        .set_key(Some(key.attributes()))
+        .return_values(aws_sdk_dynamodb::types::ReturnValue::UpdatedNew)
+        .expressions(crate::model::expression::Expressions::write(
+            update,
+            Some(Condition::exists(crate::model::schema::PK)),
+        ))
+        .send()
+        .await;
+    match result {
+        Ok(out) => Ok(Some(out.attributes.unwrap_or_default())),
+        Err(err) => match err.as_service_error() {
+            Some(e) if e.is_conditional_check_failed_exception() => Ok(None),
+            _ => Err(sdk_error(err)),
+        },
+    }
 }
 
 /// Marks the endpoint confirmed if its token is still the one the delivery carried.

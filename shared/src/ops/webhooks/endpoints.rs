@@ -191,6 +191,8 @@ pub async fn create_webhook(
         created_at: now,
         updated_at: now,
         version: 1,
+        consecutive_failures: 0,
+        breaker_open_until: None,
     };
     table
         .client
