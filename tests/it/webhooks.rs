@@ -616,7 +616,13 @@ async fn send_tests(stack: &Stack, owner: &str, id: &str, count: usize) {
 #[tokio::test]
 async fn an_endpoint_that_never_answers_opens_its_breaker_and_another_owners_deliveries_still_go() {
     let (silent, accepted) = silent_receiver().await;
-    let stack = Stack::start_allowing(fresh_table().await, &[], true, &[silent.clone()]).await;
+    let stack = Stack::start_allowing(
+        fresh_table().await,
+        &[],
+        true,
+        std::slice::from_ref(&silent),
+    )
+    .await;
     let (alice_hook, _) = stack.create(ALICE, json!(["alarm.raised"])).await;
     stack.deliver_until(1).await;
     let created = stack
