@@ -498,12 +498,30 @@ pub async fn ingest(
     answer(response, used)
 }
 
-/// Sends `request` through the device-updates handler.
+/// Sends `request` through the device-updates handler (its image bucket from the
+/// environment, as in-process runs get it: asked only when a deleted organization has
+/// firmware).
 pub async fn device_updates(table: &FleetTable, request: ApiRequest) -> Answer {
+    device_updates_on(
+        table,
+        &fleet_testkit::moto_server::firmware_images_from_env(),
+        request,
+    )
+    .await
+}
+
+/// Sends `request` through the device-updates handler with `images` as its firmware image
+/// bucket.
+pub async fn device_updates_on(
+    table: &FleetTable,
+    images: &shared::store::firmware_images::FirmwareImages,
+    request: ApiRequest,
+) -> Answer {
     let (response, used) = metered(Box::pin(
         gateway(device_updates::router(
             FleetTable::clone(table),
             RegistrationLimit::default(),
+            images.clone(),
         ))
         .handle(request.build()),
     ))

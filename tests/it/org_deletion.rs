@@ -1,12 +1,20 @@
 //! Deleting an organization (issue 39 item 2) on DynamoDB Local: a deletion interrupted after
 //! any step leaves an organization that admits nobody (no accept, no registration into its
 //! fleet, no move into it) and that the scheduled worker finishes; an accept, a registration
-//! or a move-in racing a deletion leaves no member and no device behind.
+//! or a move-in racing a deletion leaves no member and no device behind. On moto's S3 (issue
+//! 40): the organization's firmware (signing keys, packages, their images) goes too, whether
+//! one request or the worker finishes the deletion.
 
 use std::time::{Duration, Instant};
 
+use base64::engine::general_purpose::STANDARD;
+use base64::Engine as _;
+use ed25519_dalek::{Signer, SigningKey};
+use fleet_testkit::moto_server::{create_versioned_bucket, local_firmware_images, MotoServer};
 use fleet_tests::*;
 use serde_json::{json, Value};
+use sha2::{Digest, Sha256};
+use shared::model::entities::firmware::firmware_pk;
 use shared::model::entities::org_deletion::DELETING_ORGS_PK;
 use shared::model::entities::organization::org_pk;
 use shared::model::entities::ItemKey;
@@ -17,11 +25,17 @@ use shared::ops::devices::register::{register_device as register, DeviceRegistra
 use shared::ops::orgs::manage::{
     continue_org_deletions, delete_org, delete_org_within, my_orgs, DeletionLimit,
 };
+use shared::store::firmware_images::FirmwareImages;
 use shared::{FleetError, FleetTable};
 
 const ALICE: &str = "del-alice";
 const BOB: &str = "del-bob";
 const CAROL: &str = "del-carol";
+
+/// The image bucket of organizations without firmware: a closed port, never asked.
+fn no_bucket() -> FirmwareImages {
+    fleet_testkit::moto_server::firmware_images_from_env()
+}
 
 fn user(id: &str) -> UserId {
     UserId::parse(id).unwrap()
@@ -175,7 +189,7 @@ async fn an_organization_whose_deletion_is_interrupted_after_any_step_admits_nob
     let mut finished_at = None;
     for pages in 0..10u32 {
         let (org, codes) = doomed_org(&table).await;
-        let finished = delete_org_within(&table, &org, DeletionLimit::Pages(pages))
+        let finished = delete_org_within(&table, &no_bucket(), &org, DeletionLimit::Pages(pages))
             .await
             .unwrap();
         let context = format!("interrupted after {pages} pages");
@@ -236,9 +250,13 @@ async fn an_organization_whose_deletion_is_interrupted_after_any_step_admits_nob
             );
         }
         // The worker finishes it.
-        let run = continue_org_deletions(&table, Instant::now() + Duration::from_secs(30))
-            .await
-            .unwrap();
+        let run = continue_org_deletions(
+            &table,
+            &no_bucket(),
+            Instant::now() + Duration::from_secs(30),
+        )
+        .await
+        .unwrap();
         assert!(
             run.iter().any(|p| p.org_id == org.as_str() && p.finished),
             "{context}: {run:?}"
@@ -254,19 +272,26 @@ async fn an_organization_whose_deletion_is_interrupted_after_any_step_admits_nob
 #[tokio::test]
 async fn an_accept_racing_a_deletion_leaves_no_member() {
     let table = fresh_table().await;
+    let images = no_bucket();
     for round in 0..4 {
         let (org, codes) = doomed_org(&table).await;
-        let (deleted, accepted) =
-            tokio::join!(delete_org(&table, &org), accept(&table, &codes[0], CAROL));
+        let (deleted, accepted) = tokio::join!(
+            delete_org(&table, &images, &org),
+            accept(&table, &codes[0], CAROL)
+        );
         deleted.unwrap();
         assert!(
             accepted.status == 200 || accepted.status == 404,
             "round {round}: {:?}",
             accepted.body
         );
-        continue_org_deletions(&table, Instant::now() + Duration::from_secs(30))
-            .await
-            .unwrap();
+        continue_org_deletions(
+            &table,
+            &no_bucket(),
+            Instant::now() + Duration::from_secs(30),
+        )
+        .await
+        .unwrap();
         assert_all_gone(&table, &org, &format!("round {round}")).await;
         assert!(my_orgs(&table, &user(CAROL), None)
             .await
@@ -281,6 +306,7 @@ async fn an_accept_racing_a_deletion_leaves_no_member() {
 #[tokio::test]
 async fn a_registration_or_move_in_racing_a_deletion_leaves_no_device() {
     let table = fresh_table().await;
+    let images = no_bucket();
     for round in 0..4 {
         let (org, _) = doomed_org(&table).await;
         let fleet = UserId::org_fleet(&org);
@@ -292,13 +318,17 @@ async fn a_registration_or_move_in_racing_a_deletion_leaves_no_device() {
         let own = DeviceId::parse(&own_id).unwrap();
         let alice = user(ALICE);
         let (deleted, registered, moved) = tokio::join!(
-            delete_org(&table, &org),
+            delete_org(&table, &images, &org),
             register(&table, &fleet, registration(&new_id)),
             move_device(&table, &own, &alice, &fleet),
         );
-        continue_org_deletions(&table, Instant::now() + Duration::from_secs(30))
-            .await
-            .unwrap();
+        continue_org_deletions(
+            &table,
+            &no_bucket(),
+            Instant::now() + Duration::from_secs(30),
+        )
+        .await
+        .unwrap();
         let context = format!(
             "round {round}: deletion {deleted:?}, registration {:?}, move {:?}",
             registered.as_ref().map(|_| ()),
@@ -355,4 +385,178 @@ async fn deleting_an_organization_answers_as_before() {
     let again = device_updates(&table, delete()).await;
     assert_eq!(again.status, 404, "{:?}", again.body);
     let _: Value = again.body;
+}
+
+/// Sends `request` through the firmware function on `images`.
+async fn firmware_route(
+    table: &FleetTable,
+    images: &FirmwareImages,
+    request: ApiRequest,
+) -> Answer {
+    let state = firmware::FirmwareState {
+        table: table.clone(),
+        images: images.clone(),
+    };
+    let (response, used) = metered(Box::pin(
+        gateway(firmware::router(state)).handle(request.build()),
+    ))
+    .await;
+    answer(response, used)
+}
+
+/// An organization of Alice's with firmware, through the firmware routes: a signing key for
+/// thermostats, a package whose image was uploaded and checked (`ready`) and one whose image
+/// was uploaded but never checked (`pending`). Returns it and the images' object keys.
+async fn org_with_firmware(table: &FleetTable, images: &FirmwareImages) -> (OrgId, Vec<String>) {
+    let org = create_org(table, ALICE).await;
+    let key = SigningKey::from_bytes(&[7u8; 32]);
+    let public = STANDARD.encode(key.verifying_key().to_bytes());
+    let a = firmware_route(
+        table,
+        images,
+        ApiRequest::put(&format!("/orgs/{org}/firmware-keys/thermostat"))
+            .caller(ALICE)
+            .json(json!({ "publicKey": public })),
+    )
+    .await;
+    assert_eq!(a.status, 200, "{:?}", a.body);
+    let mut objects = Vec::new();
+    for (seed, check) in [(1u8, true), (2u8, false)] {
+        let bytes: Vec<u8> = (0..4_096u32).map(|i| (i as u8) ^ seed).collect();
+        let digest = Sha256::digest(&bytes);
+        let sha256: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+        let a = firmware_route(
+            table,
+            images,
+            ApiRequest::post(&format!("/orgs/{org}/firmware"))
+                .caller(ALICE)
+                .json(json!({
+                    "deviceType": "thermostat",
+                    "version": format!("1.{seed}.0"),
+                    "sha256": sha256,
+                    "size": bytes.len(),
+                    "signature": STANDARD.encode(key.sign(&digest).to_bytes()),
+                })),
+        )
+        .await;
+        assert_eq!(a.status, 201, "{:?}", a.body);
+        let id = a.body["firmwareId"].as_str().unwrap().to_string();
+        let put = reqwest::Client::new()
+            .put(a.body["uploadUrl"].as_str().unwrap())
+            .body(bytes)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(put.status(), 200, "presigned PUT");
+        if check {
+            let a = firmware_route(
+                table,
+                images,
+                ApiRequest::get(&format!("/orgs/{org}/firmware/{id}")).caller(ALICE),
+            )
+            .await;
+            assert_eq!(a.body["status"], "ready", "{:?}", a.body);
+        }
+        objects.push(format!(
+            "firmware/{}/{id}",
+            UserId::org_fleet(&OrgId::parse(&org).unwrap())
+        ));
+    }
+    (OrgId::parse(&org).unwrap(), objects)
+}
+
+/// What is left of `org`'s firmware: the items of its firmware partition, and each image of
+/// `objects` that a GET still finds (a GET of the current version is a 404 once deleted: the
+/// bucket is versioned, so the delete leaves a marker and the lifecycle expires the version).
+async fn firmware_left(
+    table: &FleetTable,
+    images: &FirmwareImages,
+    org: &OrgId,
+    objects: &[String],
+) -> Vec<String> {
+    let mut left: Vec<String> = partition(table, &firmware_pk(&UserId::org_fleet(org)))
+        .await
+        .iter()
+        .map(|i| format!("item {}", i["SK"].as_s().unwrap()))
+        .collect();
+    for key in objects {
+        let got = images
+            .client
+            .get_object()
+            .bucket(&images.bucket)
+            .key(key)
+            .send()
+            .await;
+        match got {
+            Ok(_) => left.push(format!("image {key}")),
+            Err(e) => {
+                let status = e.raw_response().map(|r| r.status().as_u16());
+                assert_eq!(status, Some(404), "GET {key}: {e:?}");
+            }
+        }
+    }
+    left
+}
+
+/// A table and a versioned image bucket on moto's S3 (kept alive by the returned handle).
+async fn with_bucket() -> (FleetTable, FirmwareImages, MotoServer) {
+    let moto = MotoServer::start_default().expect("moto's server (make moto-server)");
+    let images = local_firmware_images(moto.endpoint(), "org-deletion-firmware");
+    create_versioned_bucket(&images).await.unwrap();
+    (fresh_table().await, images, moto)
+}
+
+/// Issue 40 and AP-O5: `DELETE /orgs/{orgId}` of an organization with firmware leaves none of
+/// it: no package, no signing keys, no image a GET finds.
+#[tokio::test]
+async fn deleting_an_organization_deletes_its_firmware_packages_keys_and_images() {
+    let (table, images, _moto) = with_bucket().await;
+    let (org, objects) = org_with_firmware(&table, &images).await;
+    assert_eq!(
+        firmware_left(&table, &images, &org, &objects).await.len(),
+        5,
+        "the fixture: the keys, two packages, two images"
+    );
+    let path = format!("/orgs/{org}");
+    let a = device_updates_on(
+        &table,
+        &images,
+        to("DELETE /orgs/{orgId}", &path, &[("orgId", org.as_str())]).caller(ALICE),
+    )
+    .await;
+    assert_eq!(a.status, 204, "{:?}", a.body);
+    assert_all_gone(&table, &org, "one request").await;
+    let left = firmware_left(&table, &images, &org, &objects).await;
+    assert!(left.is_empty(), "left after the deletion: {left:?}");
+}
+
+/// The same when the deletion is interrupted after any of its pages and the scheduled worker
+/// finishes it.
+#[tokio::test]
+async fn an_interrupted_deletion_finished_by_the_worker_deletes_the_organizations_firmware() {
+    let (table, images, _moto) = with_bucket().await;
+    for pages in 0..16u32 {
+        let (org, objects) = org_with_firmware(&table, &images).await;
+        let finished = delete_org_within(&table, &images, &org, DeletionLimit::Pages(pages))
+            .await
+            .unwrap();
+        if !finished {
+            let run =
+                continue_org_deletions(&table, &images, Instant::now() + Duration::from_secs(30))
+                    .await
+                    .unwrap();
+            assert!(
+                run.iter().any(|p| p.org_id == org.as_str() && p.finished),
+                "after {pages} pages: {run:?}"
+            );
+        }
+        let context = format!("interrupted after {pages} pages");
+        assert_all_gone(&table, &org, &context).await;
+        let left = firmware_left(&table, &images, &org, &objects).await;
+        assert!(left.is_empty(), "{context}: left {left:?}");
+        if finished {
+            return;
+        }
+    }
+    panic!("a deletion finishes within 16 pages");
 }

@@ -463,8 +463,17 @@ impl World {
                     "functions/firmware",
                     firmware::router(firmware::FirmwareState {
                         table: table.clone(),
-                        images,
+                        images: images.clone(),
                     }),
+                ),
+                // Deleting A deletes its firmware images from the same bucket.
+                (
+                    "functions/device-updates",
+                    device_updates::router(
+                        table.clone(),
+                        shared::ops::limits::RegistrationLimit::from_env().unwrap_or_default(),
+                        images,
+                    ),
                 ),
                 (
                     "functions/webhooks",

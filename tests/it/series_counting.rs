@@ -868,6 +868,7 @@ async fn a_silent_devices_last_day_is_rolled_by_the_workers_run_and_outlives_its
     // One run of the scheduled worker, as EventBridge invokes it every minute.
     let run = shared::ops::worker::scheduled_run(
         &table,
+        &fleet_testkit::moto_server::firmware_images_from_env(),
         std::time::Instant::now() + std::time::Duration::from_secs(50),
     )
     .await
@@ -928,6 +929,7 @@ async fn a_silent_devices_last_day_is_rolled_by_the_workers_run_and_outlives_its
     // the rolled day count as they would have.
     let again = shared::ops::worker::scheduled_run(
         &table,
+        &fleet_testkit::moto_server::firmware_images_from_env(),
         std::time::Instant::now() + std::time::Duration::from_secs(50),
     )
     .await

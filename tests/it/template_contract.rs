@@ -574,3 +574,40 @@ fn every_queue_is_encrypted_at_rest_explicitly() {
         );
     }
 }
+
+/// A deleted image (a package's DELETE, an organization's deletion) is a delete marker in the
+/// versioned image bucket: its version is gone only because the bucket's lifecycle expires
+/// noncurrent versions and then the markers left alone.
+#[test]
+fn the_image_bucket_expires_what_deletes_leave_behind() {
+    let doc = raw_template();
+    let bucket = &doc["Resources"]["FirmwareBucket"]["Properties"];
+    assert_eq!(
+        bucket["VersioningConfiguration"]["Status"].as_str(),
+        Some("Enabled")
+    );
+    let rules = bucket["LifecycleConfiguration"]["Rules"]
+        .as_sequence()
+        .expect("FirmwareBucket has lifecycle rules");
+    let whole_bucket = |rule: &&yaml_serde::Value| {
+        rule["Status"].as_str() == Some("Enabled")
+            && rule["Prefix"].is_null()
+            && rule["Filter"].is_null()
+    };
+    assert!(
+        rules
+            .iter()
+            .filter(whole_bucket)
+            .any(|r| r["NoncurrentVersionExpiration"]["NoncurrentDays"]
+                .as_u64()
+                .is_some()),
+        "an enabled rule on the whole bucket expires noncurrent versions: {rules:?}"
+    );
+    assert!(
+        rules
+            .iter()
+            .filter(whole_bucket)
+            .any(|r| r["ExpiredObjectDeleteMarker"].as_bool() == Some(true)),
+        "an enabled rule on the whole bucket removes expired delete markers: {rules:?}"
+    );
+}

@@ -32,6 +32,7 @@ async fn a_sampled_request_is_traced_under_the_invocations_segment() {
         gateway(device_updates::router(
             FleetTable::clone(&table),
             RegistrationLimit::default(),
+            fleet_testkit::moto_server::firmware_images_from_env(),
         ))
         .handle(traced(register("trace-1"), &header)),
     ))
@@ -90,6 +91,7 @@ async fn an_unsampled_or_untraced_request_sends_nothing_and_errors_are_marked() 
         gateway(device_updates::router(
             FleetTable::clone(&table),
             RegistrationLimit::default(),
+            fleet_testkit::moto_server::firmware_images_from_env(),
         ))
         .handle(traced(register("trace-2"), &unsampled)),
     )
@@ -100,6 +102,7 @@ async fn an_unsampled_or_untraced_request_sends_nothing_and_errors_are_marked() 
         gateway(device_updates::router(
             FleetTable::clone(&table),
             RegistrationLimit::default(),
+            fleet_testkit::moto_server::firmware_images_from_env(),
         ))
         .handle(register("trace-3").build()),
     )
@@ -112,6 +115,7 @@ async fn an_unsampled_or_untraced_request_sends_nothing_and_errors_are_marked() 
         gateway(device_updates::router(
             FleetTable::clone(&table),
             RegistrationLimit::default(),
+            fleet_testkit::moto_server::firmware_images_from_env(),
         ))
         .handle(traced(register("trace-2"), &sampled)),
     )

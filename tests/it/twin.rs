@@ -527,6 +527,7 @@ async fn a_fleet_wide_change_reaches_every_device_of_a_tag_and_of_a_type_in_pace
     assert_eq!(started.status, 202);
     let run = rollout_worker::handle(
         &table,
+        &fleet_testkit::moto_server::firmware_images_from_env(),
         json!({"detail-type": "Scheduled Event", "source": "aws.events"}),
         std::time::Instant::now() + Duration::from_secs(60),
     )

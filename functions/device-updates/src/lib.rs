@@ -26,23 +26,32 @@ use axum::Router;
 use shared::http::fleet::FleetRoutes;
 use shared::model::ids::UserId;
 use shared::ops::limits::{KeyedLimiter, RegistrationLimit};
+use shared::store::firmware_images::FirmwareImages;
 use shared::FleetTable;
 
 use routes::{
     alarms, devices, invitations, members, moves, organizations, profile, retention, rules, twin,
 };
 
-/// What the routes share in one execution environment: the table and the per-user
-/// registration buckets.
+/// What the routes share in one execution environment: the table, the per-user
+/// registration buckets and the firmware image bucket (an organization's deletion deletes its
+/// images).
 #[derive(Clone)]
 struct DeviceUpdates {
     table: FleetTable,
     registrations: Arc<KeyedLimiter<UserId>>,
+    images: FirmwareImages,
 }
 
 impl FromRef<DeviceUpdates> for FleetTable {
     fn from_ref(state: &DeviceUpdates) -> Self {
         state.table.clone()
+    }
+}
+
+impl FromRef<DeviceUpdates> for FirmwareImages {
+    fn from_ref(state: &DeviceUpdates) -> Self {
+        state.images.clone()
     }
 }
 
@@ -53,8 +62,9 @@ impl FromRef<DeviceUpdates> for Arc<KeyedLimiter<UserId>> {
 }
 
 /// The function's routes: the caller's profile and devices, registrations limited per user
-/// by `limit` (in this execution environment).
-pub fn router(table: FleetTable, limit: RegistrationLimit) -> Router {
+/// by `limit` (in this execution environment), a deleted organization's firmware images
+/// deleted from `images`.
+pub fn router(table: FleetTable, limit: RegistrationLimit, images: FirmwareImages) -> Router {
     Router::new()
         .route("/me", put(profile::put_profile))
         .fleet_route("/devices", post(devices::register_device))
@@ -101,5 +111,6 @@ pub fn router(table: FleetTable, limit: RegistrationLimit) -> Router {
         .with_state(DeviceUpdates {
             table,
             registrations: Arc::new(limit.limiter()),
+            images,
         })
 }

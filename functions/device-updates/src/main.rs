@@ -3,6 +3,7 @@
 use lambda_http::Error;
 use shared::http::gateway;
 use shared::ops::limits::RegistrationLimit;
+use shared::store::firmware_images::FirmwareImages;
 use shared::FleetTable;
 
 #[tokio::main]
@@ -11,6 +12,7 @@ async fn main() -> Result<(), Error> {
     let router = device_updates::router(
         FleetTable::from_env().await?,
         RegistrationLimit::from_env()?,
+        FirmwareImages::from_env().await?,
     );
     lambda_http::run(gateway::app(router)).await
 }

@@ -16,6 +16,7 @@ use lambda_runtime::LambdaEvent;
 use serde_json::Value;
 use shared::observe::served::serve_invocation;
 use shared::ops::worker::scheduled_run;
+use shared::store::firmware_images::FirmwareImages;
 use shared::{FleetError, FleetTable};
 
 /// The function's `Timeout` in `template.yaml`: the time an invocation gets when the runtime
@@ -32,17 +33,21 @@ const MARGIN: Duration = Duration::from_secs(5);
 /// The name of a run's subsegment in its trace.
 pub const RUN_SEGMENT: &str = "rollout run";
 
-/// What every invocation of this execution environment shares: the table client.
+/// What every invocation of this execution environment shares: the table client and the
+/// firmware image bucket (a deleted organization's images).
 pub struct State {
     /// The table.
     pub table: FleetTable,
+    /// The firmware image bucket.
+    pub images: FirmwareImages,
 }
 
 impl State {
-    /// The table from the environment.
+    /// The table and the bucket from the environment.
     pub async fn from_env() -> Result<Self, FleetError> {
         Ok(Self {
             table: FleetTable::from_env().await?,
+            images: FirmwareImages::from_env().await?,
         })
     }
 
@@ -55,7 +60,7 @@ impl State {
             event.context.deadline(),
             TIMEOUT,
             event.context.xray_trace_id.as_deref(),
-            |deadline| handle(&self.table, event.payload, deadline),
+            |deadline| handle(&self.table, &self.images, event.payload, deadline),
         )
         .await
     }
@@ -65,6 +70,7 @@ impl State {
 /// (the rollouts carried forward, then moved devices' histories).
 pub async fn handle(
     table: &FleetTable,
+    images: &FirmwareImages,
     _event: Value,
     deadline: Instant,
 ) -> Result<Value, FleetError> {
@@ -72,6 +78,6 @@ pub async fn handle(
         .checked_sub(MARGIN)
         .unwrap_or(deadline)
         .min(Instant::now() + ROLLOUT_RUN);
-    let run = scheduled_run(table, until).await?;
+    let run = scheduled_run(table, images, until).await?;
     serde_json::to_value(run).map_err(FleetError::internal)
 }

@@ -23,10 +23,12 @@ pub type Handler =
 /// function that has no HTTP handler yet. The one place a new function crate is wired in.
 pub fn router_for(code_uri: &str, table: &FleetTable) -> Option<Router> {
     Some(match code_uri {
-        // Settings from the environment, like the Lambda (defaults when unset).
+        // Settings and the image bucket (a deleted organization's firmware) from the
+        // environment, like the Lambda (defaults when unset).
         "functions/device-updates" => device_updates::router(
             table.clone(),
             RegistrationLimit::from_env().unwrap_or_default(),
+            crate::moto_server::firmware_images_from_env(),
         ),
         "functions/dashboard" => dashboard::router(table.clone()),
         // The image bucket from the environment, like the Lambda (see
@@ -115,8 +117,9 @@ pub async fn invoke(
         let payload: Value =
             serde_json::from_str(event).map_err(|e| InvokeError::BadEvent(e.to_string()))?;
         let deadline = std::time::Instant::now() + rollout_worker::TIMEOUT;
+        let images = crate::moto_server::firmware_images_from_env();
         return Ok(
-            match rollout_worker::handle(table, payload, deadline).await {
+            match rollout_worker::handle(table, &images, payload, deadline).await {
                 Ok(result) => json!({"statusCode": 200, "body": result}),
                 Err(err) => json!({"statusCode": 500, "errorMessage": err.to_string()}),
             },

@@ -14,6 +14,7 @@ use crate::ops::devices::r#move::{continue_moves, MoveProgress};
 use crate::ops::ingest::silent::{roll_silent_devices, SilentRollRun};
 use crate::ops::orgs::manage::{continue_org_deletions, OrgDeletionProgress};
 use crate::ops::twin::rollout::{advance_rollouts, RolloutRun};
+use crate::store::firmware_images::FirmwareImages;
 use crate::store::table::FleetTable;
 
 /// Time of a run kept for moves, so a long rollout never starves a device's history (and
@@ -43,12 +44,16 @@ pub struct WorkerAnswer {
     pub silent_rolls: SilentRollRun,
 }
 
-/// One run until `until`: organization deletions for at most [`ORG_DELETIONS_SHARE`], silent
-/// devices' rolls for at most [`SILENT_ROLLS_SHARE`], rollouts until [`MOVES_SHARE`] before
-/// `until`, then moves.
-pub async fn scheduled_run(table: &FleetTable, until: Instant) -> Result<WorkerAnswer, FleetError> {
+/// One run until `until`: organization deletions (their firmware images deleted from
+/// `images`) for at most [`ORG_DELETIONS_SHARE`], silent devices' rolls for at most
+/// [`SILENT_ROLLS_SHARE`], rollouts until [`MOVES_SHARE`] before `until`, then moves.
+pub async fn scheduled_run(
+    table: &FleetTable,
+    images: &FirmwareImages,
+    until: Instant,
+) -> Result<WorkerAnswer, FleetError> {
     let deletions_until = (Instant::now() + ORG_DELETIONS_SHARE).min(until);
-    let org_deletions = continue_org_deletions(table, deletions_until).await?;
+    let org_deletions = continue_org_deletions(table, images, deletions_until).await?;
     let rolls_until = (Instant::now() + SILENT_ROLLS_SHARE).min(until);
     let silent_rolls = roll_silent_devices(table, Timestamp::now(), rolls_until).await?;
     let rollouts_until = until

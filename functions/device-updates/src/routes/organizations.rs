@@ -11,6 +11,7 @@ use shared::http::fleet::{AdminRole, Fleet, OwnerRole};
 use shared::model::ids::parse_display_name;
 use shared::model::org::MAX_ORG_NAME;
 use shared::ops::orgs::manage;
+use shared::store::firmware_images::FirmwareImages;
 use shared::FleetTable;
 
 /// `{"org": ...}`.
@@ -62,8 +63,13 @@ pub(crate) async fn rename_org(
     ))
 }
 
-/// `DELETE /orgs/{orgId}` (owner; AP-O5): 409 `org_not_empty` while it has devices.
-pub(crate) async fn delete_org(fleet: Fleet<OwnerRole>, State(table): State<FleetTable>) -> Answer {
-    manage::delete_org(&table, &fleet.org_access()?.org_id).await?;
+/// `DELETE /orgs/{orgId}` (owner; AP-O5): 409 `org_not_empty` while it has devices. Its
+/// firmware goes too, images from `images`.
+pub(crate) async fn delete_org(
+    fleet: Fleet<OwnerRole>,
+    State(table): State<FleetTable>,
+    State(images): State<FirmwareImages>,
+) -> Answer {
+    manage::delete_org(&table, &images, &fleet.org_access()?.org_id).await?;
     Ok(api::empty_response(StatusCode::NO_CONTENT))
 }

@@ -93,8 +93,13 @@ impl FirmwareItem {
     /// Where its image is stored in the bucket: under the owner, so no presigned URL of one
     /// owner's package can name another's object.
     pub fn object_key(&self) -> String {
-        format!("firmware/{}/{}", self.user_id, self.firmware_id)
+        object_key(&self.user_id, &self.firmware_id)
     }
+}
+
+/// Where the image of `user`'s package `firmware` is stored in the bucket.
+pub fn object_key(user: &UserId, firmware: &FirmwareId) -> String {
+    format!("firmware/{user}/{firmware}")
 }
 
 /// Sort-key prefix of an owner's packages in their firmware partition.
@@ -108,6 +113,12 @@ pub fn firmware_pk(user: &UserId) -> String {
 /// `PACKAGE#{firmwareId}`.
 pub fn package_sk(firmware: &FirmwareId) -> String {
     format!("{PACKAGE_PREFIX}{firmware}")
+}
+
+/// The package a sort key of the firmware partition names, if it is a package's (the
+/// partition also holds the signing keys).
+pub fn package_of_sk(sk: &str) -> Option<FirmwareId> {
+    FirmwareId::parse(sk.strip_prefix(PACKAGE_PREFIX)?).ok()
 }
 
 /// `FIRMWARE#{userId}` / `PACKAGE#{firmwareId}`.

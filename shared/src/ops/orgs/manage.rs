@@ -3,9 +3,11 @@
 use std::time::{Duration, Instant};
 
 use aws_sdk_dynamodb::types::{KeysAndAttributes, TransactWriteItem, WriteRequest};
+use futures::TryStreamExt;
 use serde::Serialize;
 
 use crate::model::cursor::{self, Page};
+use crate::model::entities::firmware::{firmware_pk, object_key, package_of_sk};
 use crate::model::entities::fleet::FleetItem;
 use crate::model::entities::invitation::INVITATION_PREFIX;
 use crate::model::entities::membership::{membership_pk, MembershipItem, ORG_PREFIX};
@@ -29,6 +31,7 @@ use crate::store::dynamo::{
     get_all, key_prefix, number_value, query, read_consistent, string_value, transact,
     whole_partition, write_all, Transaction, BATCH_GET_SIZE, BATCH_WRITE_SIZE,
 };
+use crate::store::firmware_images::FirmwareImages;
 use crate::store::retry::Retry;
 use crate::store::table::{condition_failed, sdk_error, FleetTable, TransactionSlot};
 use crate::store::with_expressions::WithExpressions;
@@ -271,7 +274,7 @@ pub async fn rename_org(
 /// AP-O5, implemented by [`delete_org`].
 pub const DELETE_ORG: AccessPattern = AccessPattern {
     id: PatternId::DeleteOrg,
-    description: "delete an organization that has no devices, its members and invitations",
+    description: "delete an organization that has no devices, its members, invitations and firmware",
     frequency: Frequency::Analytics,
     operations: &[
         Operation::GetItem,
@@ -280,12 +283,13 @@ pub const DELETE_ORG: AccessPattern = AccessPattern {
         Operation::BatchWriteItem,
     ],
     index: None,
-    key_condition: "USER#org:{orgId}/FLEET; mark ORG#{orgId}/ORG, put ORGS#DELETING/{orgId}; PK = ORG#{orgId} begins_with MEMBER#, INVITATION#; PK = USER#org:{orgId}; ROLLOUTS#RUNNING begins_with org:{orgId}#",
+    key_condition: "USER#org:{orgId}/FLEET; mark ORG#{orgId}/ORG, put ORGS#DELETING/{orgId}; PK = ORG#{orgId} begins_with MEMBER#, INVITATION#; PK = USER#org:{orgId}; ROLLOUTS#RUNNING begins_with org:{orgId}#; PK = FIRMWARE#org:{orgId}",
     // The fleet item's GetItem, the marking transaction, one Query per step (members,
-    // invitations, fleet partition, running rollouts) and the deletions in batches of 25, each
-    // step's rounded up apart (the memberships' own batches before the member list's: +1),
-    // and the last batch: the organization item and its entry on the worker's list.
-    budget: RequestBudget::BatchOf25Plus(8),
+    // invitations, fleet partition, running rollouts, firmware partition) and the deletions in
+    // batches of 25, each step's rounded up apart (the memberships' own batches before the
+    // member list's: +1; the firmware's: +1), and the last batch: the organization item and
+    // its entry on the worker's list. The images' S3 deletes are not DynamoDB requests.
+    budget: RequestBudget::BatchOf25Plus(10),
     max_read_units: None,
     route: Some("DELETE /orgs/{orgId}"),
     implemented_by: implemented_by!(delete_org),
@@ -298,6 +302,9 @@ pub const ORG_DELETION_REQUEST_BUDGET: Duration = Duration::from_secs(4);
 /// Keys read per Query of a deletion step: four BatchWriteItems, well under a second.
 const DELETION_PAGE: i32 = 100;
 
+/// Firmware images deleted at once (S3 DeleteObject): a page's 100 in about ten round trips.
+const IMAGE_DELETES_AT_ONCE: usize = 10;
+
 /// AP-O5: deletes `org` when its fleet has no device (409 `org_not_empty` otherwise: a
 /// million devices' histories are never deleted as a side effect; they are moved or deleted
 /// first, each a request its caller sees).
@@ -308,13 +315,20 @@ const DELETION_PAGE: i32 = 100;
 /// the mark), so a deletion interrupted after any step admits nobody. Then, for at most
 /// [`ORG_DELETION_REQUEST_BUDGET`], each member's membership (what authorization reads) with
 /// its member-list entry, the invitations, the fleet's partition (fleet item, rules,
-/// rollouts), its rollouts on the worker's running list, and last the organization item and
-/// its entry on the list. What does not fit is finished by the scheduled worker
+/// rollouts), its rollouts on the worker's running list, its firmware (each package's image
+/// in `images`, then the packages and signing keys), and last the organization item and its
+/// entry on the list. What does not fit is finished by the scheduled worker
 /// ([`continue_org_deletions`]); every step is a delete of what it reads, so repeating one is
 /// harmless.
-pub async fn delete_org(table: &FleetTable, org: &OrgId) -> Result<(), FleetError> {
+pub async fn delete_org(
+    table: &FleetTable,
+    images: &FirmwareImages,
+    org: &OrgId,
+) -> Result<(), FleetError> {
     let limit = DeletionLimit::Until(Instant::now() + ORG_DELETION_REQUEST_BUDGET);
-    delete_org_within(table, org, limit).await.map(|_| ())
+    delete_org_within(table, images, org, limit)
+        .await
+        .map(|_| ())
 }
 
 /// How much of a deletion a run may do: until a deadline (requests, the worker), or a number
@@ -345,11 +359,12 @@ impl DeletionLimit {
 /// [`delete_org`] within `limit`: whether the deletion is finished (else the worker's).
 pub async fn delete_org_within(
     table: &FleetTable,
+    images: &FirmwareImages,
     org: &OrgId,
     limit: DeletionLimit,
 ) -> Result<bool, FleetError> {
     mark_deleting(table, org).await?;
-    finish_org_deletion(table, org, limit).await
+    finish_org_deletion(table, images, org, limit).await
 }
 
 /// The slots of the marking transaction.
@@ -429,8 +444,13 @@ async fn mark_deleting(table: &FleetTable, org: &OrgId) -> Result<(), FleetError
 /// Carries on the deletion of `org` (marked already) within `limit`: returns whether it is
 /// finished. Each step deletes what a Query finds until it finds nothing, so a run stopped
 /// anywhere is continued by the next one.
+///
+/// `images` is required, not optional: a deletion without the bucket would delete the
+/// packages and leave their images with nothing left that names them. It is asked only for
+/// an organization that has packages.
 pub async fn finish_org_deletion(
     table: &FleetTable,
+    images: &FirmwareImages,
     org: &OrgId,
     mut limit: DeletionLimit,
 ) -> Result<bool, FleetError> {
@@ -494,6 +514,13 @@ pub async fn finish_org_deletion(
     if !delete_pages(table, &mut limit, running, |_: &str| None).await? {
         return Ok(false);
     }
+    // Its firmware, once no rollout of the fleet runs (a running one would offer a package's
+    // image): each page's images first, then its items (packages, signing keys), so a run
+    // stopped in between finds the packages again and deletes their images again (a delete of
+    // a deleted object is harmless), and no image is ever left without its package.
+    if !delete_firmware_pages(table, images, &mut limit, &fleet_owner).await? {
+        return Ok(false);
+    }
     // Last, the organization item (with its mark) and its entry on the worker's list: until
     // then the mark refuses every accept, registration and move-in.
     if !limit.take() {
@@ -523,24 +550,73 @@ async fn delete_pages(
         if !limit.take() {
             return Ok(false);
         }
-        let (items, next) = query(pages().consistent_read(true).limit(DELETION_PAGE)).await?;
-        let keys: Vec<(String, String)> = items
-            .iter()
-            .filter_map(|item| {
-                let text = |name: &str| item.get(name).and_then(|v| v.as_s().ok()).cloned();
-                Some((text(PK.name())?, text(SK.name())?))
-            })
-            .collect();
+        let (keys, more) = page_keys(pages()).await?;
         delete_keys(table, keys.iter().filter_map(|(_, sk)| first(sk)).collect()).await?;
         delete_keys(
             table,
             keys.into_iter().map(|(pk, sk)| key_item(pk, sk)).collect(),
         )
         .await?;
-        if next.is_none() {
+        if !more {
             return Ok(true);
         }
     }
+}
+
+/// The firmware step of a deletion: [`delete_pages`] of the partition `FIRMWARE#{owner}`,
+/// each page's package images deleted from `images` before its items.
+async fn delete_firmware_pages(
+    table: &FleetTable,
+    images: &FirmwareImages,
+    limit: &mut DeletionLimit,
+    owner: &UserId,
+) -> Result<bool, FleetError> {
+    let partition = || {
+        table.client.query().table_name(table.name()).expressions(
+            Expressions::builder()
+                .key_condition(Condition::equals(PK, string_value(firmware_pk(owner))))
+                .projection(&[PK, SK])
+                .build(),
+        )
+    };
+    loop {
+        if !limit.take() {
+            return Ok(false);
+        }
+        let (keys, more) = page_keys(partition()).await?;
+        let objects: Vec<String> = keys
+            .iter()
+            .filter_map(|(_, sk)| package_of_sk(sk))
+            .map(|firmware| object_key(owner, &firmware))
+            .collect();
+        futures::stream::iter(objects.iter().map(Ok))
+            .try_for_each_concurrent(IMAGE_DELETES_AT_ONCE, |object| images.delete(object))
+            .await?;
+        delete_keys(
+            table,
+            keys.into_iter().map(|(pk, sk)| key_item(pk, sk)).collect(),
+        )
+        .await?;
+        if !more {
+            return Ok(true);
+        }
+    }
+}
+
+/// The keys of one page (at most [`DELETION_PAGE`], read consistently) the Query `page`
+/// finds, and whether there may be more.
+async fn page_keys(
+    page: aws_sdk_dynamodb::operation::query::builders::QueryFluentBuilder,
+) -> Result<(Vec<(String, String)>, bool), FleetError> {
+    let (items, next) = query(page.consistent_read(true).limit(DELETION_PAGE)).await?;
+    let keys = items
+        .iter()
+        .filter_map(|item| {
+            let text = |name: &str| item.get(name).and_then(|v| v.as_s().ok()).cloned();
+            Some((text(PK.name())?, text(SK.name())?))
+        })
+        .collect();
+    Ok((keys, next.is_some()))
 }
 
 /// One organization deletion's progress after a run of the scheduled worker.
@@ -554,10 +630,11 @@ pub struct OrgDeletionProgress {
 }
 
 /// The scheduled worker's part: lists the organizations being deleted (one Query of
-/// `ORGS#DELETING`) and carries each deletion on until `until`. Two runs at once only repeat
-/// deletes.
+/// `ORGS#DELETING`) and carries each deletion on until `until` (their firmware images deleted
+/// from `images`). Two runs at once only repeat deletes.
 pub async fn continue_org_deletions(
     table: &FleetTable,
+    images: &FirmwareImages,
     until: Instant,
 ) -> Result<Vec<OrgDeletionProgress>, FleetError> {
     let items = whole_partition(table, DELETING_ORGS_PK).await?;
@@ -568,7 +645,8 @@ pub async fn continue_org_deletions(
         }
         let deletion = OrgDeletionItem::from_item(item)?;
         let finished =
-            finish_org_deletion(table, &deletion.org_id, DeletionLimit::Until(until)).await?;
+            finish_org_deletion(table, images, &deletion.org_id, DeletionLimit::Until(until))
+                .await?;
         progress.push(OrgDeletionProgress {
             org_id: deletion.org_id.to_string(),
             finished,

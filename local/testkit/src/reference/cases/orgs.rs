@@ -326,7 +326,9 @@ pub(super) const DELETE_ORG: PatternCase = PatternCase {
             let throwaway = orgs
                 .first()
                 .ok_or_else(|| FleetError::internal("AP-O1 created no organization"))?;
-            delete_org(table, &OrgId::parse(&throwaway.org_id)?).await
+            // It has no firmware: the image store is never asked.
+            let images = crate::moto_server::firmware_images_from_env();
+            delete_org(table, &images, &OrgId::parse(&throwaway.org_id)?).await
         })
     },
     call: write(
