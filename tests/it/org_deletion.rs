@@ -24,6 +24,7 @@ use shared::ops::devices::r#move::move_device;
 use shared::ops::devices::register::{register_device as register, DeviceRegistration};
 use shared::ops::orgs::manage::{
     continue_org_deletions, delete_org, delete_org_within, my_orgs, DeletionLimit,
+    OrgDeletionProgress,
 };
 use shared::store::firmware_images::FirmwareImages;
 use shared::{FleetError, FleetTable};
@@ -182,6 +183,17 @@ async fn assert_all_gone(table: &FleetTable, org: &OrgId, context: &str) {
 /// the mark), a deletion leaves an organization that admits nobody, and a worker run finishes
 /// it. Before the fix the first step deleted the memberships (the owner's too) and nothing
 /// else: an invitation still admitted Carol into an organization nobody owned.
+/// One scheduled worker run carrying on deletions (30 s; no firmware in these tests).
+async fn worker_run(table: &FleetTable) -> Vec<OrgDeletionProgress> {
+    continue_org_deletions(
+        table,
+        &no_bucket(),
+        Instant::now() + Duration::from_secs(30),
+    )
+    .await
+    .unwrap()
+}
+
 #[tokio::test]
 async fn an_organization_whose_deletion_is_interrupted_after_any_step_admits_nobody_and_the_worker_finishes_it(
 ) {
@@ -250,13 +262,7 @@ async fn an_organization_whose_deletion_is_interrupted_after_any_step_admits_nob
             );
         }
         // The worker finishes it.
-        let run = continue_org_deletions(
-            &table,
-            &no_bucket(),
-            Instant::now() + Duration::from_secs(30),
-        )
-        .await
-        .unwrap();
+        let run = worker_run(&table).await;
         assert!(
             run.iter().any(|p| p.org_id == org.as_str() && p.finished),
             "{context}: {run:?}"
@@ -285,13 +291,7 @@ async fn an_accept_racing_a_deletion_leaves_no_member() {
             "round {round}: {:?}",
             accepted.body
         );
-        continue_org_deletions(
-            &table,
-            &no_bucket(),
-            Instant::now() + Duration::from_secs(30),
-        )
-        .await
-        .unwrap();
+        worker_run(&table).await;
         assert_all_gone(&table, &org, &format!("round {round}")).await;
         assert!(my_orgs(&table, &user(CAROL), None)
             .await
@@ -322,13 +322,7 @@ async fn a_registration_or_move_in_racing_a_deletion_leaves_no_device() {
             register(&table, &fleet, registration(&new_id)),
             move_device(&table, &own, &alice, &fleet),
         );
-        continue_org_deletions(
-            &table,
-            &no_bucket(),
-            Instant::now() + Duration::from_secs(30),
-        )
-        .await
-        .unwrap();
+        worker_run(&table).await;
         let context = format!(
             "round {round}: deletion {deleted:?}, registration {:?}, move {:?}",
             registered.as_ref().map(|_| ()),

@@ -51,6 +51,15 @@ impl Resolve for CheckedResolver {
     }
 }
 
+/// The answer naming the records Lambda retries (`{"batchItemFailures": [...]}`).
+fn batch_item_failures(ids: impl IntoIterator<Item = String>) -> Value {
+    let failures: Vec<Value> = ids
+        .into_iter()
+        .map(|id| json!({"itemIdentifier": id}))
+        .collect();
+    json!({"batchItemFailures": failures})
+}
+
 /// Sends deliveries: the table, the queue (to delay retries) and an HTTP client that never
 /// follows a redirect and resolves through [`CheckedResolver`].
 pub struct DeliveryWorker {
@@ -142,12 +151,7 @@ impl DeliveryWorker {
             }
         }))
         .await;
-        let failures: Vec<Value> = outcomes
-            .into_iter()
-            .flatten()
-            .map(|id| json!({"itemIdentifier": id}))
-            .collect();
-        Ok(json!({"batchItemFailures": failures}))
+        Ok(batch_item_failures(outcomes.into_iter().flatten()))
     }
 
     /// Handles a batch of the table's stream (alarm items, as the event source's filter lets
@@ -166,12 +170,7 @@ impl DeliveryWorker {
             failed_from = made.failed_from.as_deref(),
             "alarm deliveries"
         );
-        let failures: Vec<Value> = made
-            .failed_from
-            .into_iter()
-            .map(|id| json!({"itemIdentifier": id}))
-            .collect();
-        Ok(json!({"batchItemFailures": failures}))
+        Ok(batch_item_failures(made.failed_from))
     }
 
     /// One message: plan, send, record.

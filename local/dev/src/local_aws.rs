@@ -43,6 +43,23 @@ pub async fn start_local_aws() -> Result<LocalAws, String> {
     Ok(LocalAws { moto, queue })
 }
 
+/// The delivery worker on `table` and `aws`'s queue, under the environment's target policy
+/// and retry schedule, with its queue's event source running ([`deliver_webhooks`]): what
+/// `fleet-dev serve` hands the stream's alarm records to.
+pub fn start_deliveries(
+    table: &shared::FleetTable,
+    aws: &LocalAws,
+) -> Result<Arc<DeliveryWorker>, shared::FleetError> {
+    let worker = Arc::new(DeliveryWorker::new(
+        table.clone(),
+        aws.queue.clone(),
+        shared::model::webhook::target::TargetPolicy::from_env(),
+        shared::ops::webhooks::deliveries::RetrySchedule::from_env(),
+    )?);
+    tokio::spawn(deliver_webhooks(worker.clone(), aws.queue.clone()));
+    Ok(worker)
+}
+
 /// Runs until the process ends: receives the queue's messages and delivers them through
 /// `worker` (long polls of a second, so a delivery leaves within about a second).
 pub async fn deliver_webhooks(worker: Arc<DeliveryWorker>, queue: DeliveryQueue) {

@@ -143,20 +143,7 @@ async fn serve() -> Result<(), Error> {
         }
     };
     let webhooks = match &local_aws {
-        Some(aws) => {
-            let worker = webhooks::worker::DeliveryWorker::new(
-                table.clone(),
-                aws.queue.clone(),
-                shared::model::webhook::target::TargetPolicy::from_env(),
-                shared::ops::webhooks::deliveries::RetrySchedule::from_env(),
-            )?;
-            let worker = Arc::new(worker);
-            tokio::spawn(fleet_dev::local_aws::deliver_webhooks(
-                worker.clone(),
-                aws.queue.clone(),
-            ));
-            Some(worker)
-        }
+        Some(aws) => Some(fleet_dev::local_aws::start_deliveries(&table, aws)?),
         None => None,
     };
     // alarm-watch as on AWS: the schedule every minute, the stream's transitions logged (and

@@ -225,19 +225,7 @@ async fn an_alarm_raised_through_the_api_reaches_a_local_receiver_within_seconds
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
     tokio::spawn(serve(listener, server.clone(), std::future::pending()));
-    let worker = Arc::new(
-        webhooks::worker::DeliveryWorker::new(
-            table.clone(),
-            aws.queue.clone(),
-            shared::model::webhook::target::TargetPolicy::from_env(),
-            shared::ops::webhooks::deliveries::RetrySchedule::from_env(),
-        )
-        .unwrap(),
-    );
-    tokio::spawn(fleet_dev::local_aws::deliver_webhooks(
-        worker.clone(),
-        aws.queue.clone(),
-    ));
+    let worker = fleet_dev::local_aws::start_deliveries(&table, &aws).unwrap();
     tokio::spawn(fleet_dev::alarms::watch_alarms(
         table.clone(),
         endpoint().to_string(),

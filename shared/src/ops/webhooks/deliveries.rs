@@ -343,11 +343,11 @@ async fn record_endpoint_health(
         let closed = Update::new()
             .set(WebhookItem::CONSECUTIVE_FAILURES, number_value(0))
             .remove(WebhookItem::BREAKER_OPEN_UNTIL);
-        update_endpoint(table, attempt, closed).await?;
+        update_endpoint(table, &attempt.delivery, closed, None).await?;
         return Ok(());
     }
     let counted = Update::new().add(WebhookItem::CONSECUTIVE_FAILURES, number_value(1));
-    let failures = update_endpoint(table, attempt, counted)
+    let failures = update_endpoint(table, &attempt.delivery, counted, None)
         .await?
         .and_then(|new| {
             new.get(WebhookItem::CONSECUTIVE_FAILURES.name())
@@ -360,22 +360,25 @@ async fn record_endpoint_health(
             WebhookItem::BREAKER_OPEN_UNTIL,
             string_value(now.plus_seconds(BREAKER_OPEN_SECONDS).to_string()),
         );
-        update_endpoint(table, attempt, open).await?;
+        update_endpoint(table, &attempt.delivery, open, None).await?;
     }
     Ok(())
 }
 
-/// One UpdateItem of the attempt's endpoint, never recreating a deleted one: the attributes it
-/// updated, or `None` when the endpoint is gone.
+/// One UpdateItem of `delivery`'s endpoint on `condition` (by default that it exists: a
+/// deleted endpoint is never recreated): the attributes it updated, or `None` when the
+/// condition failed.
 async fn update_endpoint(
     table: &FleetTable,
-    attempt: &Attempt,
+    delivery: &WebhookDeliveryItem,
     update: Update,
+    condition: Option<Condition>,
 ) -> Result<Option<crate::model::schema::Item>, FleetError> {
     let key = ItemKey::Webhook {
-        user: attempt.delivery.user_id.clone(),
-        webhook: attempt.delivery.webhook_id.clone(),
+        user: delivery.user_id.clone(),
+        webhook: delivery.webhook_id.clone(),
     };
+    let condition = condition.unwrap_or_else(|| Condition::exists(crate::model::schema::PK));
     let result = table
         .client
         .update_item()
@@ -384,7 +387,7 @@ async fn update_endpoint(
         .return_values(aws_sdk_dynamodb::types::ReturnValue::UpdatedNew)
         .expressions(crate::model::expression::Expressions::write(
             update,
-            Some(Condition::exists(crate::model::schema::PK)),
+            Some(condition),
         ))
         .send()
         .await;
@@ -397,43 +400,22 @@ async fn update_endpoint(
     }
 }
 
-/// Marks the endpoint confirmed if its token is still the one the delivery carried.
+/// Marks the endpoint confirmed if its token is still the one the delivery carried (the URL
+/// changed, a new token, or the endpoint is gone: nothing to confirm).
 async fn confirm_by_answer(
     table: &FleetTable,
     delivery: &WebhookDeliveryItem,
     token: &str,
 ) -> Result<(), FleetError> {
-    let key = ItemKey::Webhook {
-        user: delivery.user_id.clone(),
-        webhook: delivery.webhook_id.clone(),
-    };
-    let result = table
-        .client
-        .update_item()
-        .table_name(table.name())
-        .set_key(Some(key.attributes()))
-        .expressions(crate::model::expression::Expressions::write(
-            Update::new()
-                .set(
-                    WebhookItem::CONFIRMED,
-                    aws_sdk_dynamodb::types::AttributeValue::Bool(true),
-                )
-                .add(WebhookItem::VERSION, number_value(1)),
-            Some(Condition::equals(
-                WebhookItem::CONFIRMATION_TOKEN,
-                string_value(token),
-            )),
-        ))
-        .send()
-        .await;
-    match result {
-        Ok(_) => Ok(()),
-        Err(err) => match err.as_service_error() {
-            // The URL changed (a new token) or the endpoint is gone: nothing to confirm.
-            Some(e) if e.is_conditional_check_failed_exception() => Ok(()),
-            _ => Err(sdk_error(err)),
-        },
-    }
+    let confirmed = Update::new()
+        .set(
+            WebhookItem::CONFIRMED,
+            aws_sdk_dynamodb::types::AttributeValue::Bool(true),
+        )
+        .add(WebhookItem::VERSION, number_value(1));
+    let same_token = Condition::equals(WebhookItem::CONFIRMATION_TOKEN, string_value(token));
+    update_endpoint(table, delivery, confirmed, Some(same_token)).await?;
+    Ok(())
 }
 
 /// Marks a delivery abandoned (one PutItem).
