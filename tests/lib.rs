@@ -88,6 +88,28 @@ pub async fn reference_table() -> (FleetTable, fleet_testkit::reference::Tokens)
     (table, tokens)
 }
 
+/// The reference dataset seeded once per test process, for tests that only read it (seeding
+/// it takes seconds; a dozen read-only tests each seeding their own was minutes of the suite).
+/// Each caller gets a client of its own runtime on the shared table: a client's connections
+/// belong to the runtime that made them, and every test has its own.
+pub async fn read_only_reference_table() -> FleetTable {
+    static SEEDED: OnceLock<String> = OnceLock::new();
+    let name = SEEDED.get_or_init(|| {
+        std::thread::spawn(|| {
+            tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("a runtime to seed the reference dataset in")
+                .block_on(async { reference_table().await.0.name().to_string() })
+        })
+        .join()
+        .expect("seed the reference dataset")
+    });
+    let mut table = local_table(endpoint(), name).await;
+    table.config.retention_days = fleet_testkit::reference::REFERENCE_RETENTION_DAYS;
+    table
+}
+
 /// One stored item, attributes in name order, for comparing table contents.
 pub use shared::model::schema::Item;
 

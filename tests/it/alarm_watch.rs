@@ -563,7 +563,7 @@ async fn a_crossing_publishes_one_raised_a_clear_one_cleared_and_replays_publish
     put_rule(&table, hot_rule(json!({}))).await;
     let mut stream = AlarmStream::open(&table, endpoint()).await.unwrap();
     let watch = watcher(&table);
-    // 10 devices x 10 batches x 100 events = 10,000 events: batches 3-5 of each device are over
+    // 10 devices x 10 batches x 25 events = 2,500 events: batches 3-5 of each device are over
     // the threshold (one crossing), batch 7 below the clear threshold (one clear).
     let batch = |d: usize, b: usize| -> Value {
         let value = match b {
@@ -572,7 +572,7 @@ async fn a_crossing_publishes_one_raised_a_clear_one_cleared_and_replays_publish
             _ => 7.0,
         };
         Value::Array(
-            (0..100)
+            (0..25)
                 .map(|i| {
                     json!({"id": format!("e{d}-{b}-{i}"), "type": "temperature",
                         "value": value, "at": ago(3600 - (b * 100 + i) as i64)})
@@ -632,14 +632,14 @@ async fn a_crossing_publishes_one_raised_a_clear_one_cleared_and_replays_publish
         );
     }
     let before = watch.publisher.entries().len();
-    // The 10,000 events replayed twice: no alarm item changes, no stream record, nothing sent.
+    // The 2,500 events replayed twice: no alarm item changes, no stream record, nothing sent.
     for _ in 0..2 {
         send_all().await;
         assert_eq!(deliver(&watch, &mut stream).await["records"], 0);
     }
     assert_eq!(watch.publisher.entries().len(), before);
     eprintln!(
-        "10,000 events: {before} transitions published; replayed twice: {} more",
+        "2,500 events: {before} transitions published; replayed twice: {} more",
         watch.publisher.entries().len() - before
     );
 }

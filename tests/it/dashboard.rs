@@ -17,8 +17,14 @@ const FROM: &str = "2026-11-20T00:00:00Z";
 const TO: &str = "2026-11-20T23:59:59Z";
 const DEV0: &str = "ref-alice-dev-0";
 
+/// A reference dataset of the test's own, for tests that write to it.
 async fn reference() -> FleetTable {
     reference_table().await.0
+}
+
+/// The reference dataset shared by the tests that only read it.
+async fn read_only_reference() -> FleetTable {
+    read_only_reference_table().await
 }
 
 fn device_events(device: &str) -> ApiRequest {
@@ -52,7 +58,7 @@ async fn all_pages(
 
 #[tokio::test]
 async fn profile_and_dashboard_show_the_callers_own_data() {
-    let table = reference().await;
+    let table = read_only_reference().await;
     let a = dashboard(&table, ApiRequest::get("/me").caller(ALICE)).await;
     assert_eq!(a.status, 200);
     assert_eq!(a.body["profile"]["name"], "Alice");
@@ -129,7 +135,7 @@ async fn an_unchanged_dashboard_answers_304_to_its_etag() {
 
 #[tokio::test]
 async fn devices_page_with_cursors_and_filter_by_tag() {
-    let table = reference().await;
+    let table = read_only_reference().await;
     let (devices, pages) = all_pages(
         &table,
         |cursor| {
@@ -188,7 +194,7 @@ async fn devices_page_with_cursors_and_filter_by_tag() {
 
 #[tokio::test]
 async fn a_device_and_its_events_newest_first_in_pages() {
-    let table = reference().await;
+    let table = read_only_reference().await;
     let a = dashboard(
         &table,
         ApiRequest::get(&format!("/me/devices/{DEV0}")).caller(ALICE),
@@ -231,7 +237,7 @@ async fn a_device_and_its_events_newest_first_in_pages() {
 
 #[tokio::test]
 async fn another_users_device_is_404_and_shows_nothing() {
-    let table = reference().await;
+    let table = read_only_reference().await;
     let bob_device = "ref-bob-dev-0";
     let a = dashboard(
         &table,
@@ -261,7 +267,7 @@ async fn another_users_device_is_404_and_shows_nothing() {
 
 #[tokio::test]
 async fn a_users_events_across_devices_page_through_every_device_exactly_once() {
-    let table = reference().await;
+    let table = read_only_reference().await;
     let (events, pages) = all_pages(
         &table,
         |cursor| {
@@ -378,7 +384,7 @@ fn tamper_each(cursor: &str, replacements: &[(String, String)]) -> String {
 
 #[tokio::test]
 async fn cursors_cannot_be_edited_or_reused_to_reach_other_data() {
-    let table = reference().await;
+    let table = read_only_reference().await;
     let first = dashboard(
         &table,
         device_events(DEV0).caller(ALICE).query("limit", "2"),
@@ -477,7 +483,7 @@ async fn cursors_cannot_be_edited_or_reused_to_reach_other_data() {
 
 #[tokio::test]
 async fn bad_parameters_are_400_naming_the_parameter() {
-    let table = reference().await;
+    let table = read_only_reference().await;
     let cases = [
         (
             device_events(DEV0).caller(ALICE).query("limit", "0"),
@@ -545,7 +551,7 @@ async fn bad_parameters_are_400_naming_the_parameter() {
 
 #[tokio::test]
 async fn operator_routes_need_the_admin_group() {
-    let table = reference().await;
+    let table = read_only_reference().await;
     let routes = [
         ApiRequest::get("/admin/events")
             .query("type", "temperature")
@@ -659,7 +665,7 @@ async fn operator_routes_need_the_admin_group() {
 
 #[tokio::test]
 async fn every_read_route_needs_claims() {
-    let table = reference().await;
+    let table = read_only_reference().await;
     for route in template()
         .routes
         .iter()
