@@ -35,7 +35,7 @@ test: dynamodb-local moto-server webhook-verifier python-tools python-peer smoke
 	@# Every runner runs, even after one failed; each prints "test result: ... N passed; M failed;"
 	@# into target/test.log, the last line sums them, and any failure fails make test.
 	@status=0; \
-	  (set -o pipefail; $(CARGO) test --workspace --all-targets --locked --no-fail-fast 2>&1 | tee -a target/test.log) || status=1; \
+	  (set -o pipefail; $(CARGO) test --workspace --tests --locked --no-fail-fast 2>&1 | tee -a target/test.log) || status=1; \
 	  (set -o pipefail; $(MAKE) --no-print-directory web-unit 2>&1 | tee -a target/test.log) || status=1; \
 	  (set -o pipefail; $(MAKE) --no-print-directory web-browser 2>&1 | tee -a target/test.log) || status=1; \
 	  awk '/^test result:/ {passed += $$4; failed += $$6} END {printf "%d passed, %d failed\n", passed, failed}' target/test.log; \

@@ -339,6 +339,9 @@ async fn units_per_event(
     let now = Timestamp::now().epoch_millis();
     let first = now - (total + 1) * every_minutes * MINUTE_MS;
     let (mut with, mut without) = (0, 0);
+    // Nothing else writes between two requests: one request's `after` is the next one's
+    // `before` (a Scan of the whole table each).
+    let mut before = pricing::snapshot(table).await.unwrap();
     for r in 0..requests {
         let body = Value::Array(
             (0..per_request)
@@ -353,11 +356,11 @@ async fn units_per_event(
                 })
                 .collect(),
         );
-        let before = pricing::snapshot(table).await.unwrap();
         let a = ingest(&cold(), ingest_request(device, &token, body)).await;
         assert_eq!(a.status, 200, "{:?}", a.body);
         let after = pricing::snapshot(table).await.unwrap();
         let (w, wo) = priced(&before, &after);
+        before = after;
         if std::env::var("SERIES_UNITS_TRACE").is_ok() && w != wo {
             eprintln!("request {r}: {w} vs {wo}");
         }
