@@ -56,6 +56,17 @@ pub struct WebhookView {
     pub created_at: Timestamp,
     /// When last changed.
     pub updated_at: Timestamp,
+    /// Since when every attempt has failed, while they do (after
+    /// [`crate::model::entities::webhook::FAILING_DAYS_TO_DISABLE`] days the endpoint is
+    /// disabled).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub failing_since: Option<Timestamp>,
+    /// When the delivery worker disabled it (absent when the owner did).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub disabled_at: Option<Timestamp>,
+    /// Why the delivery worker disabled it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub disabled_reason: Option<String>,
 }
 
 impl WebhookView {
@@ -71,6 +82,9 @@ impl WebhookView {
             previous_secret_until: item.previous_secret_until.filter(|until| now < *until),
             created_at: item.created_at,
             updated_at: item.updated_at,
+            failing_since: item.failing_since,
+            disabled_at: item.disabled_at,
+            disabled_reason: item.disabled_reason.clone(),
         }
     }
 }
@@ -193,6 +207,9 @@ pub async fn create_webhook(
         version: 1,
         consecutive_failures: 0,
         breaker_open_until: None,
+        failing_since: None,
+        disabled_at: None,
+        disabled_reason: None,
     };
     table
         .client
@@ -360,6 +377,14 @@ pub async fn update_webhook(
             item.format = format;
         }
         if let Some(enabled) = changes.enabled {
+            if enabled && !item.enabled {
+                // Enabled again: a fresh start, not a disable at the next failure.
+                item.disabled_at = None;
+                item.disabled_reason = None;
+                item.failing_since = None;
+                item.consecutive_failures = 0;
+                item.breaker_open_until = None;
+            }
             item.enabled = enabled;
         }
         Ok(())

@@ -5,6 +5,7 @@
 
 pub mod alarm_notices;
 pub mod deliveries;
+pub mod delivery_log;
 pub mod endpoints;
 
 use serde::{Deserialize, Serialize};
