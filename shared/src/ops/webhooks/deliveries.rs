@@ -445,8 +445,7 @@ pub async fn disable_failing_endpoint(
         %failing_since,
         "a webhook failing for days was disabled"
     );
-    let endpoints =
-        crate::ops::webhooks::endpoints::webhook_items(table, &delivery.user_id).await?;
+    let endpoints = crate::ops::webhooks::webhook_items(table, &delivery.user_id).await?;
     let url = endpoints
         .iter()
         .find(|e| e.webhook_id == delivery.webhook_id)

@@ -22,6 +22,9 @@ use crate::model::webhook::{
     MAX_DESCRIPTION_CHARS, MAX_WEBHOOKS_PER_OWNER, ROTATION_OVERLAP_SECONDS,
 };
 use crate::ops::webhooks::deliveries::send_new;
+/// The owner's endpoint items (defined beside the queue, so the delivery worker's disable in
+/// [`super::deliveries`] can read them without the two modules using each other).
+pub use crate::ops::webhooks::webhook_items;
 use crate::ops::webhooks::DeliveryQueue;
 use crate::store::dynamo::{key_prefix, number_value, read_consistent};
 use crate::store::table::{sdk_error, FleetTable};
@@ -253,29 +256,6 @@ pub async fn list_webhooks(
         .iter()
         .map(|w| WebhookView::of(w, now))
         .collect())
-}
-
-/// The owner's endpoint items, secrets included (for the senders): the Query of
-/// [`list_webhooks`], eventually consistent (an endpoint created a second ago may miss one
-/// alarm; a deleted or disabled one is checked again before every attempt).
-pub async fn webhook_items(
-    table: &FleetTable,
-    owner: &UserId,
-) -> Result<Vec<WebhookItem>, FleetError> {
-    let out = key_prefix(
-        table,
-        user_pk(owner),
-        WEBHOOK_PREFIX,
-        Expressions::builder(),
-    )
-    .send()
-    .await
-    .map_err(sdk_error)?;
-    out.items
-        .unwrap_or_default()
-        .into_iter()
-        .map(WebhookItem::from_item)
-        .collect()
 }
 
 /// The endpoint, or a 404 (another owner's is one too).
