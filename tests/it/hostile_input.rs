@@ -706,8 +706,11 @@ fn route_strategy(route: usize, route_key: &str, cursors: &[String]) -> BoxedStr
         params
             .get(1)
             .map_or(Just(String::new()).boxed(), |n| path_value(n)),
+        params
+            .get(2)
+            .map_or(Just(String::new()).boxed(), |n| path_value(n)),
     )
-        .prop_map(|(a, b)| vec![a, b]);
+        .prop_map(|(a, b, c)| vec![a, b, c]);
     let own_query: Vec<BoxedStrategy<Option<(String, String)>>> = doc
         .parameters(&op)
         .into_iter()

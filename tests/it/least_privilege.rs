@@ -254,7 +254,8 @@ fn only_alarm_watch_publishes_and_only_the_alarm_consumers_read_the_stream_and_s
 }
 
 /// Every webhook route and the delivery worker once: create (the confirmation delivered and
-/// answered with its token), list, read, change, rotate, confirm, test, delete.
+/// answered with its token), list, read, change, rotate, confirm, test, the delivery log, a
+/// redelivery, delete.
 async fn webhook_flow(api: shared::FleetTable, worker_table: shared::FleetTable) {
     use fleet_testkit::webhook_queue::{create_queue, pump, sqs_client};
     use fleet_testkit::webhook_receiver::WebhookReceiver;
@@ -321,6 +322,28 @@ async fn webhook_flow(api: shared::FleetTable, worker_table: shared::FleetTable)
         assert_eq!(a.status, status, "{:?}", a.body);
     }
     while receiver.received().len() < 2 {
+        pump(&worker, &queue, 1).await.unwrap();
+    }
+    // The delivery log, and a redelivery of the test delivery once it was delivered.
+    let log = call(ApiRequest::get(&format!("{path}/deliveries"))).await;
+    assert_eq!(log.status, 200, "{:?}", log.body);
+    let test_delivery = receiver.received()[1]
+        .header("webhook-id")
+        .unwrap()
+        .to_string();
+    loop {
+        let retry = call(ApiRequest::post(&format!(
+            "{path}/deliveries/{test_delivery}/retry"
+        )))
+        .await;
+        if retry.status == 202 {
+            break;
+        }
+        // Still pending: its attempt is being recorded.
+        assert_eq!(retry.status, 409, "{:?}", retry.body);
+        pump(&worker, &queue, 1).await.unwrap();
+    }
+    while receiver.received().len() < 3 {
         pump(&worker, &queue, 1).await.unwrap();
     }
     // An alarm transition from the table's stream: its fleet's endpoints are read.

@@ -165,6 +165,11 @@ const NEEDS: &[(&str, Need)] = &[
     ),
     ("POST /me/webhooks/{webhookId}/confirm", Need::OwnFleet),
     ("POST /me/webhooks/{webhookId}/test", Need::OwnFleet),
+    ("GET /me/webhooks/{webhookId}/deliveries", Need::OwnFleet),
+    (
+        "POST /me/webhooks/{webhookId}/deliveries/{deliveryId}/retry",
+        Need::OwnFleet,
+    ),
     // Organizations: management.
     ("POST /orgs", Need::SignedIn),
     ("GET /orgs", Need::SignedIn),
@@ -304,6 +309,14 @@ const NEEDS: &[(&str, Need)] = &[
         "POST /orgs/{orgId}/webhooks/{webhookId}/test",
         Need::Role(Role::Admin),
     ),
+    (
+        "GET /orgs/{orgId}/webhooks/{webhookId}/deliveries",
+        Need::Role(Role::Viewer),
+    ),
+    (
+        "POST /orgs/{orgId}/webhooks/{webhookId}/deliveries/{deliveryId}/retry",
+        Need::Role(Role::Admin),
+    ),
     // Operators and devices.
     ("GET /admin/events", Need::FleetOperator),
     ("GET /admin/devices", Need::FleetOperator),
@@ -429,6 +442,27 @@ fn webhook_body(url: &str) -> Value {
 
 /// The confirmation token of `owner`'s webhook `webhook`, as stored (the receiver would have
 /// got it in its `webhook.confirm` delivery).
+/// A delivery of `webhook` that is done (its newest, marked delivered), so a redelivery of it
+/// is allowed: its id.
+async fn finished_delivery(table: &FleetTable, owner: UserId, webhook: &str) -> String {
+    use shared::model::entities::webhook_delivery::{DeliveryState, WebhookDeliveryItem};
+    let webhook = WebhookId::parse(webhook).unwrap();
+    let page =
+        shared::ops::webhooks::delivery_log::list_deliveries(table, &owner, &webhook, 1, None)
+            .await
+            .unwrap();
+    let delivery = page.items.first().expect("a delivery").delivery_id.clone();
+    let key = ItemKey::WebhookDelivery {
+        user: owner,
+        webhook,
+        delivery: delivery.clone(),
+    };
+    let mut stored = WebhookDeliveryItem::from_item(item(table, &key).await.unwrap()).unwrap();
+    stored.state = DeliveryState::Delivered;
+    put_entity(table, &stored).await;
+    delivery.to_string()
+}
+
 async fn confirmation_token(table: &FleetTable, owner: UserId, webhook: &str) -> String {
     let key = ItemKey::Webhook {
         user: owner,
@@ -1139,7 +1173,8 @@ fn body_for(
                 || p.ends_with("/accept")
                 || p.ends_with("/rotate-secret")
                 || p.ends_with("/confirm")
-                || p.ends_with("/test") =>
+                || p.ends_with("/test")
+                || p.ends_with("/retry") =>
         {
             return None
         }
@@ -1222,6 +1257,10 @@ impl World {
                     let id = self.personal_webhook[&caller.next()].clone();
                     webhook = Some((self.fleet_owner(Some(caller.next())), id.clone()));
                     id
+                }
+                ("deliveryId", _) => {
+                    let (owner, id) = webhook.clone().expect("a webhook in the path");
+                    finished_delivery(&self.table, owner, &id).await
                 }
                 ("deviceType", _) => KEYED_TYPE.to_string(),
                 ("userId", _) => self.throwaway_member().await,

@@ -690,3 +690,405 @@ async fn an_endpoint_that_never_answers_opens_its_breaker_and_another_owners_del
         "{attempts} attempts on Bob's receiver"
     );
 }
+
+// The delivery log and redelivery (issue 41, item 5) and the 3-day disable (item 2).
+
+/// One page of `owner`'s log of `id` (`query`: extra parameters), asserting a 200 and its
+/// cost: one GetItem of the endpoint and one Query of its log.
+async fn log_page(stack: &Stack, owner: &str, id: &str, query: &[(&str, &str)]) -> Value {
+    let mut request = ApiRequest::get(&format!("/me/webhooks/{id}/deliveries")).caller(owner);
+    for (name, value) in query {
+        request = request.query(name, value);
+    }
+    let a = stack.call(request).await;
+    assert_eq!(a.status, 200, "{:?}", a.body);
+    assert_eq!(a.used.requests(), 2, "{:?}", a.used);
+    assert_eq!(a.used.operations.get("Query"), Some(&1), "{:?}", a.used);
+    assert_eq!(a.used.operations.get("GetItem"), Some(&1), "{:?}", a.used);
+    a.body
+}
+
+fn delivery_ids(page: &Value) -> Vec<String> {
+    page["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["deliveryId"].as_str().unwrap().to_string())
+        .collect()
+}
+
+#[tokio::test]
+async fn a_receiver_answering_500_three_times_then_200_gets_the_same_webhook_id_four_times_and_the_log_shows_4_attempts(
+) {
+    let stack = Stack::start(&[500, 500, 500], true).await;
+    let (id, secret) = stack.create(ALICE, json!(["alarm.raised"])).await;
+    let received = stack.deliver_until(4).await;
+    stack.drain().await;
+    assert_eq!(
+        stack.receiver.received().len(),
+        4,
+        "three failures, one success"
+    );
+    let webhook_id = received[0].header("webhook-id").unwrap();
+    assert!(received
+        .iter()
+        .all(|d| d.header("webhook-id") == Some(webhook_id)));
+    assert!(received.iter().all(|d| d.body == received[0].body));
+    assert_eq!(reference_verdicts(&secret, &received), ["ok"; 4]);
+
+    let log = log_page(&stack, ALICE, &id, &[]).await;
+    assert_eq!(log["cursor"], Value::Null);
+    let entries = log["items"].as_array().unwrap();
+    assert_eq!(entries.len(), 1, "{log}");
+    let entry = &entries[0];
+    assert_eq!(entry["deliveryId"], webhook_id);
+    assert_eq!(entry["event"], "webhook.confirm");
+    assert_eq!(entry["status"], "delivered");
+    assert_eq!(entry["attempts"], 4);
+    assert_eq!(entry["lastStatus"], 200);
+    assert_eq!(entry["lastError"], Value::Null);
+    assert!(entry["lastLatencyMs"].is_u64(), "{entry}");
+    assert_eq!(entry["nextRetryAt"], Value::Null);
+    assert!(entry["createdAt"].is_string());
+    // Never the body: the receiver has it, the log says what happened to it.
+    assert!(!log.to_string().contains("confirmationToken"), "{log}");
+}
+
+#[tokio::test]
+async fn the_delivery_log_is_newest_first_and_pages_with_its_cursor() {
+    let stack = Stack::start(&[], true).await;
+    let (id, _) = stack.create(ALICE, json!(["alarm.raised"])).await;
+    stack.deliver_until(1).await;
+    let mut made = vec![stack.receiver.received()[0]
+        .header("webhook-id")
+        .unwrap()
+        .to_string()];
+    for _ in 0..6 {
+        let a = stack
+            .call(ApiRequest::post(&format!("/me/webhooks/{id}/test")).caller(ALICE))
+            .await;
+        assert_eq!(a.status, 202, "{:?}", a.body);
+        made.push(a.body["deliveryId"].as_str().unwrap().to_string());
+        // A millisecond apart at least, so the order made is the order of their times.
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    // Another endpoint's deliveries are not in this log.
+    let (other, _) = stack.create(ALICE, json!(["alarm.raised"])).await;
+    stack.drain().await;
+
+    let first = log_page(&stack, ALICE, &id, &[("limit", "4")]).await;
+    let cursor = first["cursor"].as_str().expect("a next page").to_string();
+    let second = log_page(&stack, ALICE, &id, &[("limit", "4"), ("cursor", &cursor)]).await;
+    assert_eq!(second["cursor"], Value::Null, "{second}");
+    let mut listed = delivery_ids(&first);
+    listed.extend(delivery_ids(&second));
+    let newest_first: Vec<String> = made.iter().rev().cloned().collect();
+    assert_eq!(listed, newest_first);
+    let created: Vec<String> = first["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .chain(second["items"].as_array().unwrap())
+        .map(|d| d["createdAt"].as_str().unwrap().to_string())
+        .collect();
+    assert!(created.windows(2).all(|w| w[0] >= w[1]), "{created:?}");
+    assert!(first["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|d| d["event"] == "webhook.test" && d["status"] == "delivered"));
+    assert_eq!(second["items"][2]["event"], "webhook.confirm");
+    // The whole log in one page by default; the other endpoint's log holds its own.
+    assert_eq!(
+        delivery_ids(&log_page(&stack, ALICE, &id, &[]).await),
+        newest_first
+    );
+    let others = log_page(&stack, ALICE, &other, &[]).await;
+    assert_eq!(others["items"].as_array().unwrap().len(), 1);
+    assert!(!newest_first.contains(&delivery_ids(&others)[0]));
+}
+
+#[tokio::test]
+async fn a_redelivery_sends_the_same_webhook_id_again_and_is_refused_while_pending() {
+    let stack = Stack::start(&[], true).await;
+    let (id, secret) = stack.create(ALICE, json!(["alarm.raised"])).await;
+    stack.deliver_until(1).await;
+    let test = stack
+        .call(ApiRequest::post(&format!("/me/webhooks/{id}/test")).caller(ALICE))
+        .await;
+    let delivery = test.body["deliveryId"].as_str().unwrap().to_string();
+    let retry_path = format!("/me/webhooks/{id}/deliveries/{delivery}/retry");
+
+    // Still pending (queued, not yet sent): a redelivery would only race it.
+    let before = table_contents(&stack.table).await;
+    let early = stack
+        .call(ApiRequest::post(&retry_path).caller(ALICE))
+        .await;
+    assert_eq!(early.status, 409, "{:?}", early.body);
+    assert_eq!(early.error_code(), "delivery_pending");
+    assert_eq!(table_contents(&stack.table).await, before);
+
+    let received = stack.deliver_until(2).await;
+    stack.drain().await;
+    let retried = stack
+        .call(ApiRequest::post(&retry_path).caller(ALICE))
+        .await;
+    assert_eq!(retried.status, 202, "{:?}", retried.body);
+    assert_eq!(retried.body["delivery"]["deliveryId"], delivery.as_str());
+    assert_eq!(retried.body["delivery"]["status"], "pending");
+    assert!(retried.body["delivery"]["redeliveredAt"].is_string());
+    // A second click before it went: one redelivery, not two.
+    let again = stack
+        .call(ApiRequest::post(&retry_path).caller(ALICE))
+        .await;
+    assert_eq!(again.status, 409, "{:?}", again.body);
+    assert_eq!(again.error_code(), "delivery_pending");
+
+    let after = stack.deliver_until(3).await;
+    stack.drain().await;
+    assert_eq!(stack.receiver.received().len(), 3, "one redelivery");
+    assert_eq!(after[2].header("webhook-id"), Some(delivery.as_str()));
+    assert_eq!(
+        after[2].header("webhook-id"),
+        received[1].header("webhook-id")
+    );
+    assert_eq!(after[2].body, received[1].body, "the same message");
+    assert_eq!(reference_verdicts(&secret, &after[2..]), ["ok"]);
+    let log = log_page(&stack, ALICE, &id, &[]).await;
+    let entry = &log["items"][0];
+    assert_eq!(entry["deliveryId"], delivery.as_str());
+    assert_eq!(entry["attempts"], 2);
+    assert_eq!(entry["status"], "delivered");
+    assert!(entry["redeliveredAt"].is_string());
+}
+
+#[tokio::test]
+async fn another_owners_log_and_redelivery_are_a_404_and_change_nothing() {
+    let stack = Stack::start(&[], true).await;
+    let (id, _) = stack.create(ALICE, json!(["alarm.raised"])).await;
+    let received = stack.deliver_until(1).await;
+    stack.drain().await;
+    let delivery = received[0].header("webhook-id").unwrap().to_string();
+    let (bobs, _) = stack.create(BOB, json!(["alarm.raised"])).await;
+    stack.deliver_until(2).await;
+    stack.drain().await;
+    let before = table_contents(&stack.table).await;
+    let unknown = "msg_0000000000000000000000000000000";
+    for (caller, path) in [
+        (BOB, format!("/me/webhooks/{id}/deliveries")),
+        (
+            BOB,
+            format!("/me/webhooks/{id}/deliveries/{delivery}/retry"),
+        ),
+        // Bob's endpoint with Alice's delivery: not in Bob's log.
+        (
+            BOB,
+            format!("/me/webhooks/{bobs}/deliveries/{delivery}/retry"),
+        ),
+        (
+            ALICE,
+            format!("/me/webhooks/{id}/deliveries/{unknown}/retry"),
+        ),
+        (
+            ALICE,
+            format!("/me/webhooks/{id}/deliveries/not-an-id/retry"),
+        ),
+        (ALICE, "/me/webhooks/wh_nope/deliveries".to_string()),
+        (ALICE, "/me/webhooks/not-an-id/deliveries".to_string()),
+    ] {
+        let request = if path.ends_with("/retry") {
+            ApiRequest::post(&path)
+        } else {
+            ApiRequest::get(&path)
+        };
+        let a = stack.call(request.caller(caller)).await;
+        assert_eq!(a.status, 404, "{caller} {path}: {:?}", a.body);
+        assert_eq!(a.error_code(), "not_found", "{path}");
+        assert!(!a.body.to_string().contains(&delivery), "{path}");
+    }
+    assert_eq!(table_contents(&stack.table).await, before);
+    stack.drain().await;
+    assert_eq!(stack.receiver.received().len(), 2, "nothing redelivered");
+}
+
+#[tokio::test]
+async fn a_bad_limit_or_cursor_is_a_400_naming_it_and_changes_nothing() {
+    let stack = Stack::start(&[], true).await;
+    let (id, _) = stack.create(ALICE, json!(["alarm.raised"])).await;
+    stack.deliver_until(1).await;
+    stack.drain().await;
+    let before = table_contents(&stack.table).await;
+    let long = format!("msg_{}", "a".repeat(44));
+    for (name, value) in [
+        ("limit", "0"),
+        ("limit", "101"),
+        ("limit", "-1"),
+        ("limit", "ten"),
+        ("limit", ""),
+        ("cursor", "garbage!"),
+        ("cursor", "wh_AAAAAAAAAAAAAAAAAAAAAA"),
+        ("cursor", long.as_str()),
+        ("cursor", "msg_"),
+    ] {
+        let a = stack
+            .call(
+                ApiRequest::get(&format!("/me/webhooks/{id}/deliveries"))
+                    .caller(ALICE)
+                    .query(name, value),
+            )
+            .await;
+        assert_eq!(a.status, 400, "{name}={value}: {:?}", a.body);
+        assert_eq!(a.error_code(), "invalid_request", "{name}={value}");
+        assert_eq!(a.error_field(), name, "{name}={value}");
+        assert_eq!(
+            a.used.requests(),
+            0,
+            "refused before any read: {name}={value}"
+        );
+    }
+    assert_eq!(table_contents(&stack.table).await, before);
+}
+
+#[tokio::test]
+async fn an_endpoint_failing_for_3_days_is_disabled_and_its_owner_told() {
+    use std::sync::atomic::{AtomicI64, Ordering};
+    use std::sync::Arc;
+
+    // Alice's failing endpoint answers 500 to everything; her other one (the stack's
+    // receiver) subscribes to `webhook.disabled`.
+    let failing = WebhookReceiver::start(&[500; 100], false).await.unwrap();
+    let table = fresh_table().await;
+    let mut stack = Stack::start_allowing(table, &[], true, &[failing.target()]).await;
+    let days_later = Arc::new(AtomicI64::new(0));
+    let offset = days_later.clone();
+    stack.worker = DeliveryWorker::new(
+        stack.table.clone(),
+        stack.queue.clone(),
+        stack.policy.clone(),
+        RetrySchedule {
+            base_seconds: 1,
+            cap_seconds: 2,
+        },
+    )
+    .unwrap()
+    .with_clock(Arc::new(move || {
+        Timestamp::now().plus_seconds(offset.load(Ordering::SeqCst))
+    }));
+    let (told, told_secret) = stack.create(ALICE, json!(["webhook.disabled"])).await;
+    stack.deliver_until(1).await;
+    assert_eq!(stack.webhook(ALICE, &told).await["confirmed"], true);
+
+    let created = stack
+        .call(
+            ApiRequest::post("/me/webhooks")
+                .caller(ALICE)
+                .json(json!({"url": failing.url("/hook"), "events": ["alarm.raised"]})),
+        )
+        .await;
+    assert_eq!(created.status, 201, "{:?}", created.body);
+    let id = created.body["webhookId"].as_str().unwrap().to_string();
+    let key = ItemKey::Webhook {
+        user: UserId::parse(ALICE).unwrap(),
+        webhook: WebhookId::parse(&id).unwrap(),
+    };
+    let token = WebhookItem::from_item(item(&stack.table, &key).await.unwrap())
+        .unwrap()
+        .confirmation_token;
+    let confirmed = stack
+        .call(
+            ApiRequest::post(&format!("/me/webhooks/{id}/confirm"))
+                .caller(ALICE)
+                .json(json!({"token": token})),
+        )
+        .await;
+    assert_eq!(confirmed.status, 200, "{:?}", confirmed.body);
+
+    // The first failure starts the run.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while failing.received().is_empty() && Instant::now() < deadline {
+        pump(&stack.worker, &stack.queue, 1).await.unwrap();
+    }
+    let endpoint = stack.webhook(ALICE, &id).await;
+    assert!(endpoint["failingSince"].is_string(), "{endpoint}");
+    assert_eq!(endpoint["enabled"], true);
+    assert!(endpoint.get("disabledAt").is_none(), "{endpoint}");
+
+    // Three days (and a minute) on, the next failure disables it.
+    days_later.store(3 * 86_400 + 60, Ordering::SeqCst);
+    let test = stack
+        .call(ApiRequest::post(&format!("/me/webhooks/{id}/test")).caller(ALICE))
+        .await;
+    assert_eq!(test.status, 202, "{:?}", test.body);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while stack.receiver.received().len() < 2 && Instant::now() < deadline {
+        pump(&stack.worker, &stack.queue, 1).await.unwrap();
+    }
+    stack.drain().await;
+    let attempts_when_disabled = failing.received().len();
+
+    let endpoint = stack.webhook(ALICE, &id).await;
+    assert_eq!(endpoint["enabled"], false, "{endpoint}");
+    assert!(endpoint["disabledAt"].is_string(), "{endpoint}");
+    assert!(
+        endpoint["disabledReason"]
+            .as_str()
+            .unwrap()
+            .contains("failed since"),
+        "{endpoint}"
+    );
+    // The owner is told: a signed `webhook.disabled` delivery to her other endpoint...
+    let notices = stack.receiver.received();
+    assert_eq!(notices.len(), 2, "the confirmation, then the notice");
+    let notice = body(&notices[1]);
+    assert_eq!(notice["type"], "webhook.disabled");
+    assert_eq!(notice["data"]["webhookId"], id.as_str());
+    assert_eq!(notice["data"]["url"], failing.url("/hook").as_str());
+    assert_eq!(notice["ownerId"], ALICE);
+    assert_eq!(reference_verdicts(&told_secret, &notices[1..]), ["ok"]);
+    // ... and the entry on top of the disabled endpoint's own log.
+    let log = log_page(&stack, ALICE, &id, &[]).await;
+    assert_eq!(log["items"][0]["event"], "webhook.disabled", "{log}");
+    assert_eq!(log["items"][0]["status"], "abandoned");
+    assert_eq!(log["items"][0]["attempts"], 0);
+
+    // Disabled, it receives nothing more: a test and a redelivery are refused.
+    let test = stack
+        .call(ApiRequest::post(&format!("/me/webhooks/{id}/test")).caller(ALICE))
+        .await;
+    assert_eq!(test.status, 409);
+    assert_eq!(test.error_code(), "webhook_disabled");
+    let abandoned = log["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["event"] == "webhook.test")
+        .expect("the test delivery")["deliveryId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let retry = stack
+        .call(
+            ApiRequest::post(&format!("/me/webhooks/{id}/deliveries/{abandoned}/retry"))
+                .caller(ALICE),
+        )
+        .await;
+    assert_eq!(retry.status, 409, "{:?}", retry.body);
+    assert_eq!(retry.error_code(), "webhook_disabled");
+    stack.drain().await;
+    assert_eq!(failing.received().len(), attempts_when_disabled);
+
+    // Enabled again by its owner: a fresh start, the disable's record cleared.
+    let enabled = stack
+        .call(
+            ApiRequest::patch(&format!("/me/webhooks/{id}"))
+                .caller(ALICE)
+                .json(json!({"enabled": true})),
+        )
+        .await;
+    assert_eq!(enabled.status, 200, "{:?}", enabled.body);
+    let webhook = &enabled.body["webhook"];
+    assert_eq!(webhook["enabled"], true);
+    for gone in ["disabledAt", "disabledReason", "failingSince"] {
+        assert!(webhook.get(gone).is_none(), "{gone}: {webhook}");
+    }
+}

@@ -1,4 +1,4 @@
-//! webhooks (issue 41): the `/me/webhooks` routes (and their `/orgs/{orgId}` twins), a thin
+//! webhooks (issue 41): the `/me/webhooks` routes (endpoints and their delivery logs) (and their `/orgs/{orgId}` twins), a thin
 //! adapter from HTTP to `shared::ops::webhooks`, and the delivery [`worker`] that the
 //! delivery queue triggers. The routes live in [`routes`]; this file only names them.
 
@@ -14,7 +14,7 @@ use shared::model::webhook::target::TargetPolicy;
 use shared::ops::webhooks::DeliveryQueue;
 use shared::FleetTable;
 
-use routes::webhooks;
+use routes::{deliveries, webhooks};
 
 /// What the routes need: the table, the delivery queue and the target policy.
 #[derive(Clone)]
@@ -52,5 +52,13 @@ pub fn router(state: WebhooksState) -> Router {
         )
         .fleet_route("/webhooks/{webhookId}/confirm", post(webhooks::confirm))
         .fleet_route("/webhooks/{webhookId}/test", post(webhooks::send_test))
+        .fleet_route(
+            "/webhooks/{webhookId}/deliveries",
+            get(deliveries::list_deliveries),
+        )
+        .fleet_route(
+            "/webhooks/{webhookId}/deliveries/{deliveryId}/retry",
+            post(deliveries::retry_delivery),
+        )
         .with_state(state)
 }

@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 
 use reqwest::dns::{Addrs, Name, Resolve, Resolving};
 use serde_json::{json, Value};
+use shared::model::timestamp::Timestamp;
 use shared::model::webhook::target::TargetPolicy;
 use shared::ops::alarms::notify::{stream_record, StreamRecord};
 use shared::ops::webhooks::alarm_notices::deliver_alarm_transitions;
@@ -68,7 +69,12 @@ pub struct DeliveryWorker {
     policy: TargetPolicy,
     schedule: RetrySchedule,
     http: reqwest::Client,
+    clock: Clock,
 }
+
+/// What the worker takes the time of an attempt from: the system's clock, or a test's (the
+/// 3-day disable cannot wait 3 days).
+pub type Clock = Arc<dyn Fn() -> Timestamp + Send + Sync>;
 
 impl DeliveryWorker {
     /// A worker on `table` and `queue` under `policy`.
@@ -97,7 +103,14 @@ impl DeliveryWorker {
             policy,
             schedule,
             http,
+            clock: Arc::new(Timestamp::now),
         })
+    }
+
+    /// The same worker, timing its attempts by `clock` (tests).
+    pub fn with_clock(mut self, clock: Clock) -> Self {
+        self.clock = clock;
+        self
     }
 
     /// From the environment: the table, the queue ([`shared::ops::webhooks::QUEUE_URL_ENV`]),
@@ -201,7 +214,15 @@ impl DeliveryWorker {
             latency_ms = outcome.latency_ms,
             "webhook attempt"
         );
-        record_attempt(&self.table, &attempt, &outcome, &self.schedule).await
+        record_attempt(
+            &self.table,
+            &self.queue,
+            &attempt,
+            &outcome,
+            &self.schedule,
+            (self.clock)(),
+        )
+        .await
     }
 
     /// Sends one attempt; never fails (a failure is an outcome).

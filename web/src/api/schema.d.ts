@@ -409,6 +409,48 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/me/webhooks/{webhookId}/deliveries": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A webhook's id (`wh_` and 22 URL-safe base64 characters); any other text is no webhook of the caller's (404). */
+                webhookId: components["parameters"]["WebhookIdPath"];
+            };
+            cookie?: never;
+        };
+        /** The endpoint's delivery log (issue 41), newest first, `limit` a page: each delivery's event, status, attempts, last HTTP status (or null), last latency and next retry. Kept 30 days. A deleted or another owner's endpoint is a 404. One GetItem and one Query a page. */
+        get: operations["listWebhookDeliveries"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/me/webhooks/{webhookId}/deliveries/{deliveryId}/retry": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A webhook's id (`wh_` and 22 URL-safe base64 characters); any other text is no webhook of the caller's (404). */
+                webhookId: components["parameters"]["WebhookIdPath"];
+                /** @description A delivery's id (its `webhook-id`, `msg_...`); any other text is no delivery of the caller's (404). */
+                deliveryId: components["parameters"]["DeliveryIdPath"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Redeliver a delivered or abandoned delivery: the same body under the same `webhook-id` (receivers deduplicate by it), retried again for 24 hours from now. 409 `delivery_pending` while it is still being retried, `webhook_disabled` or `webhook_unconfirmed` when the endpoint would not be sent it; an unknown or another owner's delivery is a 404. */
+        post: operations["retryWebhookDelivery"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/me/rules": {
         parameters: {
             query?: never;
@@ -1200,6 +1242,52 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/orgs/{orgId}/webhooks/{webhookId}/deliveries": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description An organization the caller is a member of; any other (unknown included) is a 404. */
+                orgId: components["parameters"]["OrgIdPath"];
+                /** @description A webhook's id (`wh_` and 22 URL-safe base64 characters); any other text is no webhook of the caller's (404). */
+                webhookId: components["parameters"]["WebhookIdPath"];
+            };
+            cookie?: never;
+        };
+        /** `GET /me/webhooks/{webhookId}/deliveries` for an organization's fleet (viewer role). */
+        get: operations["orgListWebhookDeliveries"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/orgs/{orgId}/webhooks/{webhookId}/deliveries/{deliveryId}/retry": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description An organization the caller is a member of; any other (unknown included) is a 404. */
+                orgId: components["parameters"]["OrgIdPath"];
+                /** @description A webhook's id (`wh_` and 22 URL-safe base64 characters); any other text is no webhook of the caller's (404). */
+                webhookId: components["parameters"]["WebhookIdPath"];
+                /** @description A delivery's id (its `webhook-id`, `msg_...`); any other text is no delivery of the caller's (404). */
+                deliveryId: components["parameters"]["DeliveryIdPath"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** `POST /me/webhooks/{webhookId}/deliveries/{deliveryId}/retry` for an organization's fleet (admin role). */
+        post: operations["orgRetryWebhookDelivery"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/orgs/{orgId}/rules": {
         parameters: {
             query?: never;
@@ -1400,10 +1488,10 @@ export interface components {
         Error: {
             error: {
                 /**
-                 * @description Every code a handler answers (tests/it/openapi_contract.rs reads them from the code and fails on one missing here). The 409s: `device_id_taken`, `version_mismatch`, `command_queue_full`, `rule_limit`, `busy` (the owner's rules changed concurrently too often: retry) and `alarm_cleared`. Organizations add the 403 `role_required` and the 409s `org_not_empty`, `already_member`, `owner_must_stay`, `org_limit`, `member_limit` and `invitation_limit`; a device's move the 409 `move_in_progress`; firmware the 409s `firmware_in_use` and `signing_key_limit`.
+                 * @description Every code a handler answers (tests/it/openapi_contract.rs reads them from the code and fails on one missing here). The 409s: `device_id_taken`, `version_mismatch`, `command_queue_full`, `rule_limit`, `busy` (the owner's rules changed concurrently too often: retry) and `alarm_cleared`. Organizations add the 403 `role_required` and the 409s `org_not_empty`, `already_member`, `owner_must_stay`, `org_limit`, `member_limit` and `invitation_limit`; a device's move the 409 `move_in_progress`; firmware the 409s `firmware_in_use` and `signing_key_limit`; webhooks the 409s `webhook_limit`, `webhook_unconfirmed`, `webhook_disabled` and `delivery_pending`.
                  * @enum {string}
                  */
-                code: "invalid_request" | "unauthorized" | "forbidden" | "not_found" | "no_route" | "device_id_taken" | "version_mismatch" | "payload_too_large" | "unsupported_media_type" | "precondition_required" | "rate_limited" | "unavailable" | "dependency_unreachable" | "command_queue_full" | "rollout_limit" | "rule_limit" | "busy" | "alarm_cleared" | "internal" | "role_required" | "org_not_empty" | "already_member" | "owner_must_stay" | "org_limit" | "member_limit" | "move_in_progress" | "invitation_limit" | "firmware_in_use" | "signing_key_limit" | "webhook_limit" | "webhook_unconfirmed" | "webhook_disabled";
+                code: "invalid_request" | "unauthorized" | "forbidden" | "not_found" | "no_route" | "device_id_taken" | "version_mismatch" | "payload_too_large" | "unsupported_media_type" | "precondition_required" | "rate_limited" | "unavailable" | "dependency_unreachable" | "command_queue_full" | "rollout_limit" | "rule_limit" | "busy" | "alarm_cleared" | "internal" | "role_required" | "org_not_empty" | "already_member" | "owner_must_stay" | "org_limit" | "member_limit" | "move_in_progress" | "invitation_limit" | "firmware_in_use" | "signing_key_limit" | "webhook_limit" | "webhook_unconfirmed" | "webhook_disabled" | "delivery_pending";
                 message: string;
                 field?: string;
                 /** @description With `role_required`, the least role that may do it. */
@@ -1579,7 +1667,7 @@ export interface components {
         Webhook: {
             webhookId: string;
             url: string;
-            events: ("alarm.raised" | "alarm.cleared" | "alarm.acknowledged" | "device.offline" | "device.online" | "webhook.test" | "webhook.confirm")[];
+            events: ("alarm.raised" | "alarm.cleared" | "alarm.acknowledged" | "device.offline" | "device.online" | "webhook.test" | "webhook.confirm" | "webhook.disabled")[];
             description?: string;
             /** @enum {string} */
             format: "standard" | "slack";
@@ -1595,17 +1683,56 @@ export interface components {
             createdAt: string;
             /** Format: date-time */
             updatedAt: string;
+            /**
+             * Format: date-time
+             * @description While every attempt fails: since when. After 3 days of it the endpoint is disabled.
+             */
+            failingSince?: string;
+            /**
+             * Format: date-time
+             * @description When the delivery worker disabled the endpoint (absent when the owner did); enabling it again clears it.
+             */
+            disabledAt?: string;
+            /** @description Why the delivery worker disabled the endpoint. */
+            disabledReason?: string;
+        };
+        /** @description One delivery in an endpoint's log (never its body). */
+        WebhookDelivery: {
+            /** @description The `webhook-id` of every attempt; starts with its creation time, so ids sort as the log does. */
+            deliveryId: string;
+            /** @enum {string} */
+            event: "alarm.raised" | "alarm.cleared" | "alarm.acknowledged" | "device.offline" | "device.online" | "webhook.test" | "webhook.confirm" | "webhook.disabled";
+            /**
+             * @description pending: retried (with backoff, for 24 hours); delivered: a 2xx; abandoned: given up (24 hours of failures, or the endpoint deleted, disabled or unconfirmed).
+             * @enum {string}
+             */
+            status: "pending" | "delivered" | "abandoned";
+            attempts: number;
+            /** @description The last attempt's HTTP status; null before an attempt or when it got no answer. */
+            lastStatus: number | null;
+            /** @description Why the last attempt got no answer */
+            lastError: string | null;
+            lastLatencyMs: number | null;
+            /** Format: date-time */
+            nextRetryAt: string | null;
+            /** Format: date-time */
+            createdAt: string;
+            /**
+             * Format: date-time
+             * @description When the owner last asked for a redelivery (its retry window starts there).
+             */
+            redeliveredAt: string | null;
         };
         WebhookBody: {
             url: string;
-            events: ("alarm.raised" | "alarm.cleared" | "alarm.acknowledged" | "device.offline" | "device.online" | "webhook.test" | "webhook.confirm")[];
+            events: ("alarm.raised" | "alarm.cleared" | "alarm.acknowledged" | "device.offline" | "device.online" | "webhook.test" | "webhook.confirm" | "webhook.disabled")[];
             description?: string | null;
             /** @enum {string} */
             format?: "standard" | "slack";
         };
         WebhookChange: {
             url?: string;
-            events?: ("alarm.raised" | "alarm.cleared" | "alarm.acknowledged" | "device.offline" | "device.online" | "webhook.test" | "webhook.confirm")[];
+            events?: ("alarm.raised" | "alarm.cleared" | "alarm.acknowledged" | "device.offline" | "device.online" | "webhook.test" | "webhook.confirm" | "webhook.disabled")[];
             description?: string | null;
             /** @enum {string} */
             format?: "standard" | "slack";
@@ -2054,6 +2181,8 @@ export interface components {
     parameters: {
         /** @description A webhook's id (`wh_` and 22 URL-safe base64 characters); any other text is no webhook of the caller's (404). */
         WebhookIdPath: string;
+        /** @description A delivery's id (its `webhook-id`, `msg_...`); any other text is no delivery of the caller's (404). */
+        DeliveryIdPath: string;
         /** @description A rule's id (`r` and 16 hex digits); any other text is no rule of the caller's (404). */
         RuleIdPath: string;
         DeviceIdPath: components["schemas"]["DeviceId"];
@@ -3193,6 +3322,86 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             404: components["responses"]["NotFound"];
             /** @description The endpoint is not confirmed (`webhook_unconfirmed`) or is disabled (`webhook_disabled`). */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    listWebhookDeliveries: {
+        parameters: {
+            query?: {
+                /** @description Page size. */
+                limit?: components["parameters"]["Limit"];
+                /** @description The `cursor` of the previous page of this log, unchanged (a delivery id); anything else is a 400 naming `cursor`. */
+                cursor?: string;
+            };
+            header?: never;
+            path: {
+                /** @description A webhook's id (`wh_` and 22 URL-safe base64 characters); any other text is no webhook of the caller's (404). */
+                webhookId: components["parameters"]["WebhookIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description One page of the log, newest first. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        items: components["schemas"]["WebhookDelivery"][];
+                        /** @description Where the next page starts; null on the last page. */
+                        cursor: string | null;
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    retryWebhookDelivery: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A webhook's id (`wh_` and 22 URL-safe base64 characters); any other text is no webhook of the caller's (404). */
+                webhookId: components["parameters"]["WebhookIdPath"];
+                /** @description A delivery's id (its `webhook-id`, `msg_...`); any other text is no delivery of the caller's (404). */
+                deliveryId: components["parameters"]["DeliveryIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Queued again. */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        delivery: components["schemas"]["WebhookDelivery"];
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            /** @description The delivery is still being retried (`delivery_pending`), or the endpoint is disabled (`webhook_disabled`) or not confirmed (`webhook_unconfirmed`). */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -5446,6 +5655,92 @@ export interface operations {
             403: components["responses"]["RoleRequired"];
             404: components["responses"]["NotFound"];
             /** @description The endpoint is not confirmed (`webhook_unconfirmed`) or is disabled (`webhook_disabled`). */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    orgListWebhookDeliveries: {
+        parameters: {
+            query?: {
+                /** @description Page size. */
+                limit?: components["parameters"]["Limit"];
+                /** @description The `cursor` of the previous page of this log, unchanged (a delivery id); anything else is a 400 naming `cursor`. */
+                cursor?: string;
+            };
+            header?: never;
+            path: {
+                /** @description An organization the caller is a member of; any other (unknown included) is a 404. */
+                orgId: components["parameters"]["OrgIdPath"];
+                /** @description A webhook's id (`wh_` and 22 URL-safe base64 characters); any other text is no webhook of the caller's (404). */
+                webhookId: components["parameters"]["WebhookIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description One page of the log, newest first. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        items: components["schemas"]["WebhookDelivery"][];
+                        /** @description Where the next page starts; null on the last page. */
+                        cursor: string | null;
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["RoleRequired"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    orgRetryWebhookDelivery: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description An organization the caller is a member of; any other (unknown included) is a 404. */
+                orgId: components["parameters"]["OrgIdPath"];
+                /** @description A webhook's id (`wh_` and 22 URL-safe base64 characters); any other text is no webhook of the caller's (404). */
+                webhookId: components["parameters"]["WebhookIdPath"];
+                /** @description A delivery's id (its `webhook-id`, `msg_...`); any other text is no delivery of the caller's (404). */
+                deliveryId: components["parameters"]["DeliveryIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Queued again. */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        delivery: components["schemas"]["WebhookDelivery"];
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["RoleRequired"];
+            404: components["responses"]["NotFound"];
+            /** @description The delivery is still being retried (`delivery_pending`), or the endpoint is disabled (`webhook_disabled`) or not confirmed (`webhook_unconfirmed`). */
             409: {
                 headers: {
                     [name: string]: unknown;

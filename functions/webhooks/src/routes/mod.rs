@@ -1,3 +1,4 @@
 //! The function's routes, one module per resource.
 
+pub(crate) mod deliveries;
 pub(crate) mod webhooks;

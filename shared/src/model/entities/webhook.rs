@@ -57,7 +57,22 @@ pub struct WebhookItem {
     /// While in the future, the breaker is open: no attempt is made, messages wait.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub breaker_open_until: Option<Timestamp>,
+    /// When the current run of failed attempts began (set by the first failure after a
+    /// success, removed by a 2xx): [`FAILING_DAYS_TO_DISABLE`] after it, the worker disables
+    /// the endpoint.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failing_since: Option<Timestamp>,
+    /// When the worker disabled it (absent when the owner did, or it is enabled).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub disabled_at: Option<Timestamp>,
+    /// Why the worker disabled it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub disabled_reason: Option<String>,
 }
+
+/// Days of nothing but failed attempts after which the worker disables an endpoint (the
+/// issue's "an endpoint failing for 3 days is disabled").
+pub const FAILING_DAYS_TO_DISABLE: i64 = 3;
 
 attributes!(WebhookItem {
     /// `url`.
@@ -88,6 +103,12 @@ attributes!(WebhookItem {
     CONSECUTIVE_FAILURES = "consecutiveFailures",
     /// `breakerOpenUntil`.
     BREAKER_OPEN_UNTIL = "breakerOpenUntil",
+    /// `failingSince`.
+    FAILING_SINCE = "failingSince",
+    /// `disabledAt`.
+    DISABLED_AT = "disabledAt",
+    /// `disabledReason`.
+    DISABLED_REASON = "disabledReason",
 });
 
 impl Entity for WebhookItem {
@@ -101,6 +122,12 @@ impl Entity for WebhookItem {
 }
 
 impl WebhookItem {
+    /// Whether a run of failures that began at `failing_since` has lasted long enough at
+    /// `now` to disable the endpoint.
+    pub fn failed_long_enough(failing_since: Timestamp, now: Timestamp) -> bool {
+        now.epoch_seconds() - failing_since.epoch_seconds() >= FAILING_DAYS_TO_DISABLE * 86_400
+    }
+
     /// The secrets that sign at `now`: the current one, and the previous one during a
     /// rotation's overlap.
     pub fn signing_secrets(&self, now: Timestamp) -> Vec<&WebhookSecret> {
@@ -147,3 +174,20 @@ pub const KEY_TEMPLATE: KeyTemplate = KeyTemplate {
     gsi2: None,
     gsi3: None,
 };
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_endpoint_is_disabled_after_three_days_of_failures_not_before() {
+        let since = Timestamp::parse_field("at", "2026-11-01T00:00:00Z").unwrap();
+        let almost = since.plus_seconds(FAILING_DAYS_TO_DISABLE * 86_400 - 1);
+        assert!(!WebhookItem::failed_long_enough(since, since));
+        assert!(!WebhookItem::failed_long_enough(since, almost));
+        assert!(WebhookItem::failed_long_enough(
+            since,
+            almost.plus_seconds(1)
+        ));
+    }
+}

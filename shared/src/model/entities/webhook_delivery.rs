@@ -1,6 +1,8 @@
 //! One webhook message to one endpoint and its attempts (the delivery log):
 //! `USER#{userId}` / `WHDELIVERY#{webhookId}#{deliveryId}`. The body is stored as signed, so
-//! every retry sends the same bytes under the same `webhook-id`; kept 30 days (`ttl`).
+//! every retry sends the same bytes under the same `webhook-id`; kept 30 days (`ttl`). A
+//! delivery id starts with its creation time (`DeliveryId::generate_at`), so an endpoint's
+//! items sort oldest to newest and its log is read newest first by one Query.
 
 use serde::{Deserialize, Serialize};
 
@@ -58,6 +60,10 @@ pub struct WebhookDeliveryItem {
     pub next_retry_at: Option<Timestamp>,
     /// When created.
     pub created_at: Timestamp,
+    /// When the owner last asked for a redelivery: its 24-hour retry window starts here
+    /// instead of at `createdAt`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub redelivered_at: Option<Timestamp>,
     /// DynamoDB TTL (epoch seconds): [`DELIVERY_LOG_DAYS`] after creation.
     pub ttl: i64,
 }
@@ -75,7 +81,16 @@ attributes!(WebhookDeliveryItem {
     LATENCY_MS = "latencyMs",
     /// `nextRetryAt`.
     NEXT_RETRY_AT = "nextRetryAt",
+    /// `redeliveredAt`.
+    REDELIVERED_AT = "redeliveredAt",
 });
+
+impl WebhookDeliveryItem {
+    /// When its retry window began: the last redelivery the owner asked for, else creation.
+    pub fn retry_window_start(&self) -> Timestamp {
+        self.redelivered_at.unwrap_or(self.created_at)
+    }
+}
 
 impl Entity for WebhookDeliveryItem {
     const ENTITY_TYPE: EntityType = EntityType::WebhookDelivery;
@@ -90,6 +105,11 @@ impl Entity for WebhookDeliveryItem {
 
 /// Sort-key prefix of an owner's deliveries.
 pub const DELIVERY_PREFIX: &str = "WHDELIVERY#";
+
+/// Sort-key prefix of one endpoint's deliveries (its log), in creation order.
+pub fn endpoint_log_prefix(webhook: &WebhookId) -> String {
+    format!("{DELIVERY_PREFIX}{webhook}#")
+}
 
 /// `USER#{userId}` / `WHDELIVERY#{webhookId}#{deliveryId}`.
 pub fn primary_key(user: &UserId, webhook: &WebhookId, delivery: &DeliveryId) -> PrimaryKey {

@@ -13,6 +13,7 @@ use base64::Engine;
 use serde::{Deserialize, Serialize};
 
 use crate::model::error::{FleetError, ValidationError};
+use crate::model::timestamp::Timestamp;
 
 /// The most event names one endpoint subscribes to (every name there is, with room).
 pub const MAX_EVENTS: usize = 16;
@@ -54,11 +55,15 @@ pub enum WebhookEvent {
     /// The confirmation every endpoint gets first.
     #[serde(rename = "webhook.confirm")]
     WebhookConfirm,
+    /// An endpoint of the owner's was disabled after failing for days (sent to the owner's
+    /// other endpoints that subscribe to it, and kept in the disabled one's log).
+    #[serde(rename = "webhook.disabled")]
+    WebhookDisabled,
 }
 
 impl WebhookEvent {
     /// Every name, as the API spells it.
-    pub const ALL: [WebhookEvent; 7] = [
+    pub const ALL: [WebhookEvent; 8] = [
         WebhookEvent::AlarmRaised,
         WebhookEvent::AlarmCleared,
         WebhookEvent::AlarmAcknowledged,
@@ -66,6 +71,7 @@ impl WebhookEvent {
         WebhookEvent::DeviceOnline,
         WebhookEvent::WebhookTest,
         WebhookEvent::WebhookConfirm,
+        WebhookEvent::WebhookDisabled,
     ];
 
     /// The API's name (`alarm.raised`).
@@ -78,6 +84,7 @@ impl WebhookEvent {
             WebhookEvent::DeviceOnline => "device.online",
             WebhookEvent::WebhookTest => "webhook.test",
             WebhookEvent::WebhookConfirm => "webhook.confirm",
+            WebhookEvent::WebhookDisabled => "webhook.disabled",
         }
     }
 
@@ -202,10 +209,23 @@ webhook_id!(
 );
 
 impl DeliveryId {
-    /// The id of `notice`'s delivery to `webhook`: the same for every run that makes it (a
-    /// stream record retried, a batch replayed), so making it twice writes one log item and
-    /// the receiver sees one `webhook-id`. URL-safe base64 of SHA-256 over both, 43 characters.
-    pub fn of_notice(webhook: &WebhookId, notice: &str) -> Self {
+    /// A new id for a delivery made at `at`: `msg_` + [`time_prefix`] + 128 random bits, so
+    /// an endpoint's log items (keyed by it) sort by creation time and the log reads newest
+    /// first with one Query (design.md section 16, "The delivery log").
+    pub fn generate_at(at: Timestamp) -> Result<Self, FleetError> {
+        Ok(Self(format!(
+            "msg_{}{}",
+            time_prefix(at),
+            crate::model::token::random_id()?
+        )))
+    }
+
+    /// The id of `notice`'s delivery to `webhook`, the notice being of `at` (the
+    /// transition's own time, read from the alarm item): the same for every run that makes it
+    /// (a stream record retried, a batch replayed), so making it twice writes one log item
+    /// and the receiver sees one `webhook-id`. [`time_prefix`] then the first 32 characters
+    /// (192 bits) of URL-safe base64 of SHA-256 over both.
+    pub fn of_notice(webhook: &WebhookId, notice: &str, at: Timestamp) -> Self {
         use base64::engine::general_purpose::URL_SAFE_NO_PAD;
         use sha2::{Digest, Sha256};
         let digest = Sha256::new()
@@ -213,8 +233,15 @@ impl DeliveryId {
             .chain_update([0u8])
             .chain_update(notice.as_bytes())
             .finalize();
-        Self(format!("msg_{}", URL_SAFE_NO_PAD.encode(digest)))
+        let hash = URL_SAFE_NO_PAD.encode(digest);
+        Self(format!("msg_{}{}", time_prefix(at), &hash[..32]))
     }
+}
+
+/// A delivery id's time part: the epoch milliseconds as 11 lower-case hex digits (fixed
+/// width, so the text sorts as the time does, until the year 2527).
+pub fn time_prefix(at: Timestamp) -> String {
+    format!("{:011x}", at.epoch_millis().clamp(0, 0xfff_ffff_ffff))
 }
 
 /// A signing secret, `whsec_` + base64 of [`SECRET_BYTES`] random bytes. Its `Debug` never

@@ -56,6 +56,12 @@ pub fn slack_message(standard: &Value) -> Value {
             text_of(&data["webhookId"]),
             text_of(&data["confirmationToken"])
         ),
+        "webhook.disabled" => format!(
+            ":no_entry: Device Fleet disabled the webhook {} ({}): {}",
+            text_of(&data["webhookId"]),
+            escape(data["url"].as_str().unwrap_or_default()),
+            escape(data["reason"].as_str().unwrap_or_default())
+        ),
         other => format!("Device Fleet: {}", escape(other)),
     };
     json!({ "text": format!("{text}{fleet}") })

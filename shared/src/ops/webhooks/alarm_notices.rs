@@ -14,9 +14,11 @@
 use std::collections::HashMap;
 
 use crate::model::alarm::ids::{AlarmKind, AlarmSource};
+use crate::model::entities::alarm::AlarmItem;
 use crate::model::entities::webhook::WebhookItem;
 use crate::model::error::FleetError;
 use crate::model::ids::UserId;
+use crate::model::timestamp::Timestamp;
 use crate::model::webhook::{DeliveryId, WebhookEvent};
 use crate::ops::alarms::notify::{
     alarm_detail, record_transitions, DetailType, Notice, StreamRecord,
@@ -57,6 +59,21 @@ pub fn webhook_events(kind: AlarmKind, notice: &Notice) -> Vec<WebhookEvent> {
             vec![WebhookEvent::AlarmCleared, WebhookEvent::DeviceOnline]
         }
         DetailType::Cleared => vec![WebhookEvent::AlarmCleared],
+    }
+}
+
+/// When `notice`'s transition of `alarm` happened, read from the alarm item itself (so every
+/// run over the record derives the same time, and the same delivery id): its raise, its n-th
+/// reminder (due `n` intervals after the raise), its acknowledgement or its clear.
+pub fn transition_time(alarm: &AlarmItem, notice: &Notice) -> Timestamp {
+    match notice.detail_type {
+        DetailType::Raised => {
+            let every = alarm.remind_every_seconds.unwrap_or(0) as i64;
+            let n = i64::from(notice.reminder.unwrap_or(0));
+            alarm.raised_at.plus_seconds(every.saturating_mul(n))
+        }
+        DetailType::Acknowledged => alarm.acknowledged_at.unwrap_or(alarm.raised_at),
+        DetailType::Cleared => alarm.cleared_at.unwrap_or(alarm.raised_at),
     }
 }
 
@@ -129,8 +146,11 @@ async fn deliver_record(
                 .iter()
                 .filter(|e| e.enabled && e.confirmed && e.events.contains(&event))
             {
-                let id =
-                    DeliveryId::of_notice(&endpoint.webhook_id, &format!("{notification}:{event}"));
+                let id = DeliveryId::of_notice(
+                    &endpoint.webhook_id,
+                    &format!("{notification}:{event}"),
+                    transition_time(&alarm, notice),
+                );
                 if !send_once(table, queue, endpoint, event, detail.clone(), &id).await? {
                     made.repeated += 1;
                 }
@@ -185,15 +205,47 @@ mod tests {
     fn a_notices_delivery_id_is_the_same_every_time_and_differs_by_endpoint_and_notice() {
         let a = WebhookId::parse("wh_a").unwrap();
         let b = WebhookId::parse("wh_b").unwrap();
-        let id = DeliveryId::of_notice(&a, "1.r1.d:raised:alarm.raised");
-        assert_eq!(id, DeliveryId::of_notice(&a, "1.r1.d:raised:alarm.raised"));
-        assert_ne!(id, DeliveryId::of_notice(&b, "1.r1.d:raised:alarm.raised"));
+        let at = Timestamp::parse_field("at", "2026-11-29T03:00:00Z").unwrap();
+        let id = DeliveryId::of_notice(&a, "1.r1.d:raised:alarm.raised", at);
+        assert_eq!(
+            id,
+            DeliveryId::of_notice(&a, "1.r1.d:raised:alarm.raised", at)
+        );
         assert_ne!(
             id,
-            DeliveryId::of_notice(&a, "1.r1.d:cleared:alarm.cleared")
+            DeliveryId::of_notice(&b, "1.r1.d:raised:alarm.raised", at)
+        );
+        assert_ne!(
+            id,
+            DeliveryId::of_notice(&a, "1.r1.d:cleared:alarm.cleared", at)
         );
         // It has the shape the routes and the worker accept.
         let text = serde_json::to_value(&id).unwrap();
         assert_eq!(DeliveryId::parse(text.as_str().unwrap()).unwrap(), id);
+    }
+
+    #[test]
+    fn delivery_ids_sort_as_their_times_do_so_the_log_reads_newest_first() {
+        let a = WebhookId::parse("wh_a").unwrap();
+        let t0 = Timestamp::parse_field("at", "2026-11-29T03:00:00Z").unwrap();
+        let mut ids = Vec::new();
+        for (i, later) in [0i64, 1, 999, 1_000, 86_400_000, 30 * 86_400_000]
+            .iter()
+            .enumerate()
+        {
+            let at = t0.plus_millis(*later);
+            // Derived and random ids interleave by time alone.
+            ids.push(if i % 2 == 0 {
+                DeliveryId::of_notice(&a, &format!("n{i}"), at)
+            } else {
+                DeliveryId::generate_at(at).unwrap()
+            });
+        }
+        let mut sorted = ids.clone();
+        sorted.sort();
+        assert_eq!(sorted, ids);
+        for id in &ids {
+            assert!(id.as_str().len() <= "msg_".len() + 43, "{id}");
+        }
     }
 }

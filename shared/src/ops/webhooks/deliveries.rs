@@ -6,7 +6,7 @@
 
 use serde_json::{json, Value};
 
-use crate::model::entities::webhook::WebhookItem;
+use crate::model::entities::webhook::{WebhookItem, FAILING_DAYS_TO_DISABLE};
 use crate::model::entities::webhook_delivery::{
     DeliveryState, WebhookDeliveryItem, DELIVERY_LOG_DAYS,
 };
@@ -42,7 +42,7 @@ pub async fn send_new(
     event: WebhookEvent,
     data: Value,
 ) -> Result<DeliveryId, FleetError> {
-    let delivery_id = DeliveryId::generate()?;
+    let delivery_id = DeliveryId::generate_at(Timestamp::now())?;
     send_once(table, queue, endpoint, event, data, &delivery_id).await?;
     Ok(delivery_id)
 }
@@ -60,7 +60,27 @@ pub async fn send_once(
     data: Value,
     delivery_id: &DeliveryId,
 ) -> Result<bool, FleetError> {
-    let now = Timestamp::now();
+    let item = new_delivery(endpoint, event, data, delivery_id, Timestamp::now());
+    let new = put_new(table, &item).await?;
+    queue
+        .enqueue(&DeliveryMessage {
+            owner: endpoint.user_id.clone(),
+            webhook_id: endpoint.webhook_id.clone(),
+            delivery_id: delivery_id.clone(),
+        })
+        .await?;
+    Ok(new)
+}
+
+/// A new pending delivery of `event` with `data` to `endpoint`, made at `now`: the standard
+/// body (`{"type", "timestamp", "data", "ownerId" | "orgId"}`) as it will be signed.
+fn new_delivery(
+    endpoint: &WebhookItem,
+    event: WebhookEvent,
+    data: Value,
+    delivery_id: &DeliveryId,
+    now: Timestamp,
+) -> WebhookDeliveryItem {
     let mut body = json!({
         "type": event.as_str(),
         "timestamp": now,
@@ -70,7 +90,7 @@ pub async fn send_once(
         Some(org) => body["orgId"] = json!(org),
         None => body["ownerId"] = json!(endpoint.user_id),
     }
-    let item = WebhookDeliveryItem {
+    WebhookDeliveryItem {
         user_id: endpoint.user_id.clone(),
         webhook_id: endpoint.webhook_id.clone(),
         delivery_id: delivery_id.clone(),
@@ -83,17 +103,9 @@ pub async fn send_once(
         latency_ms: None,
         next_retry_at: None,
         created_at: now,
+        redelivered_at: None,
         ttl: now.plus_seconds(DELIVERY_LOG_DAYS * 86_400).epoch_seconds(),
-    };
-    let new = put_new(table, &item).await?;
-    queue
-        .enqueue(&DeliveryMessage {
-            owner: endpoint.user_id.clone(),
-            webhook_id: endpoint.webhook_id.clone(),
-            delivery_id: delivery_id.clone(),
-        })
-        .await?;
-    Ok(new)
+    }
 }
 
 /// One HTTP request to make.
@@ -111,6 +123,8 @@ pub struct Attempt {
     pub confirmation_token: Option<String>,
     /// The endpoint's failed attempts in a row, as read before the attempt.
     pub endpoint_failures: u32,
+    /// When the endpoint's run of failures began, as read before the attempt.
+    pub endpoint_failing_since: Option<Timestamp>,
 }
 
 /// What the worker should do with a message.
@@ -203,6 +217,7 @@ pub async fn prepare_attempt(
         delivery,
         confirmation_token,
         endpoint_failures: endpoint.consecutive_failures,
+        endpoint_failing_since: endpoint.failing_since,
     })))
 }
 
@@ -284,27 +299,32 @@ fn jitter() -> f64 {
     f64::from(u16::from_le_bytes(bytes)) / f64::from(u16::MAX)
 }
 
-/// Records an attempt on the delivery's log item (one PutItem) and, for a confirmation
-/// answered with its token, confirms the endpoint (one UpdateItem conditioned on the token).
-/// Says whether to retry: a failure is retried with backoff until [`RETRY_FOR_SECONDS`]
-/// after the delivery was created, then abandoned.
+/// Records an attempt made at `now` on the delivery's log item (one PutItem) and, for a
+/// confirmation answered with its token, confirms the endpoint (one UpdateItem conditioned on
+/// the token). Says whether to retry: a failure is retried with backoff until
+/// [`RETRY_FOR_SECONDS`] after the delivery was created (or redelivered), then abandoned.
+/// An endpoint that has failed for [`FAILING_DAYS_TO_DISABLE`] days is disabled, and its
+/// owner told ([`disable_failing_endpoint`], through `queue`).
 pub async fn record_attempt(
     table: &FleetTable,
+    queue: &DeliveryQueue,
     attempt: &Attempt,
     outcome: &AttemptOutcome,
     schedule: &RetrySchedule,
+    now: Timestamp,
 ) -> Result<Verdict, FleetError> {
     let mut delivery = attempt.delivery.clone();
     delivery.attempts += 1;
     delivery.last_status = outcome.status;
     delivery.last_error = outcome.error.clone();
     delivery.latency_ms = Some(outcome.latency_ms);
-    let now = Timestamp::now();
     let verdict = if outcome.succeeded() {
         delivery.state = DeliveryState::Delivered;
         delivery.next_retry_at = None;
         Verdict::Done
-    } else if now.epoch_seconds() - delivery.created_at.epoch_seconds() >= RETRY_FOR_SECONDS {
+    } else if now.epoch_seconds() - delivery.retry_window_start().epoch_seconds()
+        >= RETRY_FOR_SECONDS
+    {
         delivery.state = DeliveryState::Abandoned;
         delivery.next_retry_at = None;
         Verdict::Done
@@ -314,7 +334,13 @@ pub async fn record_attempt(
         Verdict::RetryIn(pause)
     };
     put_item(table, &delivery).await?;
-    record_endpoint_health(table, attempt, outcome.succeeded(), now).await?;
+    if let Some(failing_since) =
+        record_endpoint_health(table, attempt, outcome.succeeded(), now).await?
+    {
+        if WebhookItem::failed_long_enough(failing_since, now) {
+            disable_failing_endpoint(table, queue, &delivery, failing_since, now).await?;
+        }
+    }
     if let Some(token) = &attempt.confirmation_token {
         if outcome.succeeded() && outcome.body_prefix.contains(token.as_str()) {
             confirm_by_answer(table, &delivery, token).await?;
@@ -323,38 +349,50 @@ pub async fn record_attempt(
     Ok(verdict)
 }
 
-/// The endpoint's circuit breaker after an attempt: a failure counts one more in a row (one
-/// UpdateItem returning the count), and from the [`BREAKER_THRESHOLD`]th on (the trial attempt
-/// after a pause too) it opens the breaker for [`BREAKER_OPEN_SECONDS`] (a second
-/// UpdateItem); a success after failures closes it (one UpdateItem; none when there were no
+/// The endpoint's circuit breaker after an attempt: a failure counts one more in a row and
+/// keeps when the run began (`failingSince`, set by its first failure; one UpdateItem
+/// returning both), and from the [`BREAKER_THRESHOLD`]th on (the trial attempt after a pause
+/// too) it opens the breaker for [`BREAKER_OPEN_SECONDS`] (a second UpdateItem); a success
+/// after failures closes it and ends the run (one UpdateItem; none when there were no
 /// failures). The count is DynamoDB's, so concurrent attempts of one batch count each.
 /// Not versioned: an owner's change may overwrite it with what it read, which only makes the
-/// breaker forget (it learns again in five attempts).
+/// breaker forget (it learns again in five attempts). Returns when the run of failures began,
+/// after a failure.
 async fn record_endpoint_health(
     table: &FleetTable,
     attempt: &Attempt,
     succeeded: bool,
     now: Timestamp,
-) -> Result<(), FleetError> {
+) -> Result<Option<Timestamp>, FleetError> {
     if succeeded {
-        if attempt.endpoint_failures == 0 {
-            return Ok(());
+        if attempt.endpoint_failures == 0 && attempt.endpoint_failing_since.is_none() {
+            return Ok(None);
         }
         let closed = Update::new()
             .set(WebhookItem::CONSECUTIVE_FAILURES, number_value(0))
-            .remove(WebhookItem::BREAKER_OPEN_UNTIL);
+            .remove(WebhookItem::BREAKER_OPEN_UNTIL)
+            .remove(WebhookItem::FAILING_SINCE);
         update_endpoint(table, &attempt.delivery, closed, None).await?;
-        return Ok(());
+        return Ok(None);
     }
-    let counted = Update::new().add(WebhookItem::CONSECUTIVE_FAILURES, number_value(1));
-    let failures = update_endpoint(table, &attempt.delivery, counted, None)
-        .await?
-        .and_then(|new| {
-            new.get(WebhookItem::CONSECUTIVE_FAILURES.name())
-                .and_then(|v| v.as_n().ok())
-                .and_then(|n| n.parse::<u32>().ok())
-        })
+    let counted = Update::new()
+        .add(WebhookItem::CONSECUTIVE_FAILURES, number_value(1))
+        .set_if_absent(WebhookItem::FAILING_SINCE, string_value(now.to_string()));
+    let updated = update_endpoint(table, &attempt.delivery, counted, None).await?;
+    let Some(updated) = updated else {
+        // The endpoint is gone: nothing to count.
+        return Ok(None);
+    };
+    let failures = updated
+        .get(WebhookItem::CONSECUTIVE_FAILURES.name())
+        .and_then(|v| v.as_n().ok())
+        .and_then(|n| n.parse::<u32>().ok())
         .unwrap_or(0);
+    let failing_since = updated
+        .get(WebhookItem::FAILING_SINCE.name())
+        .and_then(|v| v.as_s().ok())
+        .and_then(|at| Timestamp::parse_field("failingSince", at).ok())
+        .unwrap_or(now);
     if failures >= BREAKER_THRESHOLD {
         let open = Update::new().set(
             WebhookItem::BREAKER_OPEN_UNTIL,
@@ -362,7 +400,95 @@ async fn record_endpoint_health(
         );
         update_endpoint(table, &attempt.delivery, open, None).await?;
     }
-    Ok(())
+    Ok(Some(failing_since))
+}
+
+/// Disables `delivery`'s endpoint, failing since `failing_since`, and tells its owner: one
+/// UpdateItem conditioned on it being enabled (so concurrent attempts disable it once, and
+/// only the one that did tells), recording `disabledAt` and `disabledReason`; then a
+/// `webhook.disabled` entry in the endpoint's own log (a PutItem: never sent, the endpoint
+/// being disabled; the console's log shows it on top) and a `webhook.disabled` delivery to
+/// each of the owner's other endpoints that subscribe to it (one Query of the owner's
+/// endpoints, then a PutItem and an SQS SendMessage each). Its queued deliveries are then
+/// abandoned by the worker as for any disabled endpoint.
+pub async fn disable_failing_endpoint(
+    table: &FleetTable,
+    queue: &DeliveryQueue,
+    delivery: &WebhookDeliveryItem,
+    failing_since: Timestamp,
+    now: Timestamp,
+) -> Result<bool, FleetError> {
+    let reason = format!(
+        "every delivery attempt has failed since {failing_since} ({FAILING_DAYS_TO_DISABLE} days or more)"
+    );
+    let disabled = Update::new()
+        .set(
+            WebhookItem::ENABLED,
+            aws_sdk_dynamodb::types::AttributeValue::Bool(false),
+        )
+        .set(WebhookItem::DISABLED_AT, string_value(now.to_string()))
+        .set(WebhookItem::DISABLED_REASON, string_value(reason.clone()))
+        .set(WebhookItem::UPDATED_AT, string_value(now.to_string()))
+        .add(WebhookItem::VERSION, number_value(1));
+    let was_enabled = Condition::equals(
+        WebhookItem::ENABLED,
+        aws_sdk_dynamodb::types::AttributeValue::Bool(true),
+    );
+    if update_endpoint(table, delivery, disabled, Some(was_enabled))
+        .await?
+        .is_none()
+    {
+        return Ok(false);
+    }
+    tracing::warn!(
+        webhook_id = %delivery.webhook_id,
+        %failing_since,
+        "a webhook failing for days was disabled"
+    );
+    let endpoints = crate::ops::webhooks::webhook_items(table, &delivery.user_id).await?;
+    let url = endpoints
+        .iter()
+        .find(|e| e.webhook_id == delivery.webhook_id)
+        .map(|e| e.url.clone());
+    let data = json!({
+        "webhookId": delivery.webhook_id,
+        "url": url,
+        "reason": reason,
+        "failingSince": failing_since,
+        "disabledAt": now,
+    });
+    // One disable per run of failures (the condition above), so its time names the notice.
+    let notice = format!("disabled:{now}");
+    for endpoint in &endpoints {
+        let id = DeliveryId::of_notice(&endpoint.webhook_id, &notice, now);
+        if endpoint.webhook_id == delivery.webhook_id {
+            // The disabled endpoint's own log keeps the notice; nothing is sent to it.
+            let mut entry = new_delivery(
+                endpoint,
+                WebhookEvent::WebhookDisabled,
+                data.clone(),
+                &id,
+                now,
+            );
+            entry.state = DeliveryState::Abandoned;
+            entry.last_error = Some("not sent: this endpoint is disabled".into());
+            put_new(table, &entry).await?;
+        } else if endpoint.enabled
+            && endpoint.confirmed
+            && endpoint.events.contains(&WebhookEvent::WebhookDisabled)
+        {
+            send_once(
+                table,
+                queue,
+                endpoint,
+                WebhookEvent::WebhookDisabled,
+                data.clone(),
+                &id,
+            )
+            .await?;
+        }
+    }
+    Ok(true)
 }
 
 /// One UpdateItem of `delivery`'s endpoint on `condition` (by default that it exists: a

@@ -22,6 +22,9 @@ use crate::model::webhook::{
     MAX_DESCRIPTION_CHARS, MAX_WEBHOOKS_PER_OWNER, ROTATION_OVERLAP_SECONDS,
 };
 use crate::ops::webhooks::deliveries::send_new;
+/// The owner's endpoint items (defined beside the queue, so the delivery worker's disable in
+/// [`super::deliveries`] can read them without the two modules using each other).
+pub use crate::ops::webhooks::webhook_items;
 use crate::ops::webhooks::DeliveryQueue;
 use crate::store::dynamo::{key_prefix, number_value, read_consistent};
 use crate::store::table::{sdk_error, FleetTable};
@@ -56,6 +59,17 @@ pub struct WebhookView {
     pub created_at: Timestamp,
     /// When last changed.
     pub updated_at: Timestamp,
+    /// Since when every attempt has failed, while they do (after
+    /// [`crate::model::entities::webhook::FAILING_DAYS_TO_DISABLE`] days the endpoint is
+    /// disabled).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub failing_since: Option<Timestamp>,
+    /// When the delivery worker disabled it (absent when the owner did).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub disabled_at: Option<Timestamp>,
+    /// Why the delivery worker disabled it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub disabled_reason: Option<String>,
 }
 
 impl WebhookView {
@@ -71,6 +85,9 @@ impl WebhookView {
             previous_secret_until: item.previous_secret_until.filter(|until| now < *until),
             created_at: item.created_at,
             updated_at: item.updated_at,
+            failing_since: item.failing_since,
+            disabled_at: item.disabled_at,
+            disabled_reason: item.disabled_reason.clone(),
         }
     }
 }
@@ -193,6 +210,9 @@ pub async fn create_webhook(
         version: 1,
         consecutive_failures: 0,
         breaker_open_until: None,
+        failing_since: None,
+        disabled_at: None,
+        disabled_reason: None,
     };
     table
         .client
@@ -236,29 +256,6 @@ pub async fn list_webhooks(
         .iter()
         .map(|w| WebhookView::of(w, now))
         .collect())
-}
-
-/// The owner's endpoint items, secrets included (for the senders): the Query of
-/// [`list_webhooks`], eventually consistent (an endpoint created a second ago may miss one
-/// alarm; a deleted or disabled one is checked again before every attempt).
-pub async fn webhook_items(
-    table: &FleetTable,
-    owner: &UserId,
-) -> Result<Vec<WebhookItem>, FleetError> {
-    let out = key_prefix(
-        table,
-        user_pk(owner),
-        WEBHOOK_PREFIX,
-        Expressions::builder(),
-    )
-    .send()
-    .await
-    .map_err(sdk_error)?;
-    out.items
-        .unwrap_or_default()
-        .into_iter()
-        .map(WebhookItem::from_item)
-        .collect()
 }
 
 /// The endpoint, or a 404 (another owner's is one too).
@@ -360,6 +357,14 @@ pub async fn update_webhook(
             item.format = format;
         }
         if let Some(enabled) = changes.enabled {
+            if enabled && !item.enabled {
+                // Enabled again: a fresh start, not a disable at the next failure.
+                item.disabled_at = None;
+                item.disabled_reason = None;
+                item.failing_since = None;
+                item.consecutive_failures = 0;
+                item.breaker_open_until = None;
+            }
             item.enabled = enabled;
         }
         Ok(())

@@ -5,13 +5,20 @@
 
 pub mod alarm_notices;
 pub mod deliveries;
+pub mod delivery_log;
 pub mod endpoints;
 
 use serde::{Deserialize, Serialize};
 
+use crate::model::entities::webhook::{WebhookItem, WEBHOOK_PREFIX};
+use crate::model::entities::Entity;
 use crate::model::error::FleetError;
+use crate::model::expression::Expressions;
 use crate::model::ids::UserId;
+use crate::model::keys::user_pk;
 use crate::model::webhook::{DeliveryId, WebhookId};
+use crate::store::dynamo::key_prefix;
+use crate::store::table::{sdk_error, FleetTable};
 
 /// The environment variable that names the delivery queue (set from its `Ref` in
 /// `template.yaml`).
@@ -104,4 +111,27 @@ impl DeliveryQueue {
     pub fn client(&self) -> &aws_sdk_sqs::Client {
         &self.client
     }
+}
+
+/// The owner's endpoint items, secrets included (for the senders): the Query of
+/// [`endpoints::list_webhooks`], eventually consistent (an endpoint created a second ago may miss one
+/// alarm; a deleted or disabled one is checked again before every attempt).
+pub async fn webhook_items(
+    table: &FleetTable,
+    owner: &UserId,
+) -> Result<Vec<WebhookItem>, FleetError> {
+    let out = key_prefix(
+        table,
+        user_pk(owner),
+        WEBHOOK_PREFIX,
+        Expressions::builder(),
+    )
+    .send()
+    .await
+    .map_err(sdk_error)?;
+    out.items
+        .unwrap_or_default()
+        .into_iter()
+        .map(WebhookItem::from_item)
+        .collect()
 }

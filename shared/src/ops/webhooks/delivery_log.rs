@@ -1,0 +1,240 @@
+//! An endpoint's delivery log (issue 41, item 5): `GET .../webhooks/{webhookId}/deliveries`,
+//! newest first, and `POST .../deliveries/{deliveryId}/retry`, the owner's redeliver button.
+//!
+//! The log is the endpoint's delivery items, `USER#{owner}` / `WHDELIVERY#{webhookId}#{deliveryId}`:
+//! a delivery id starts with its creation time ([`DeliveryId::generate_at`],
+//! [`DeliveryId::of_notice`]), so the items of one endpoint sort oldest to newest and one Query
+//! read backwards is a page, newest first. Items expire 30 days after creation (TTL).
+
+use serde::Serialize;
+
+use crate::model::entities::webhook::WebhookItem;
+use crate::model::entities::webhook_delivery::{
+    endpoint_log_prefix, DeliveryState, WebhookDeliveryItem,
+};
+use crate::model::entities::{Entity, ItemKey};
+use crate::model::error::{FleetError, ValidationError};
+use crate::model::expression::{Condition, Expressions, Update};
+use crate::model::ids::UserId;
+use crate::model::keys::user_pk;
+use crate::model::schema::{PK, SK};
+use crate::model::timestamp::Timestamp;
+use crate::model::webhook::{DeliveryId, WebhookEvent, WebhookId};
+use crate::ops::webhooks::endpoints::read_webhook;
+use crate::ops::webhooks::{DeliveryMessage, DeliveryQueue};
+use crate::ops::MAX_LIMIT;
+use crate::store::dynamo::{key_prefix, query, read_consistent, string_value};
+use crate::store::table::{sdk_error, FleetTable};
+use crate::store::with_expressions::WithExpressions;
+
+/// One delivery as the log shows it: never its body (the receiver has it; the log says what
+/// happened to it).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DeliveryView {
+    /// The message id, the `webhook-id` header of every attempt.
+    pub delivery_id: DeliveryId,
+    /// The event.
+    pub event: WebhookEvent,
+    /// `pending` (retried), `delivered` (a 2xx) or `abandoned` (given up).
+    pub status: DeliveryState,
+    /// Attempts made, redeliveries included.
+    pub attempts: u32,
+    /// The last attempt's HTTP status; `null` before the first attempt or when it got no
+    /// answer (then `lastError` says why).
+    pub last_status: Option<u16>,
+    /// Why the last attempt got no answer, or why the delivery was abandoned.
+    pub last_error: Option<String>,
+    /// The last attempt's latency.
+    pub last_latency_ms: Option<u64>,
+    /// When the next attempt is due, while pending after a failure.
+    pub next_retry_at: Option<Timestamp>,
+    /// When created.
+    pub created_at: Timestamp,
+    /// When the owner last asked for a redelivery.
+    pub redelivered_at: Option<Timestamp>,
+}
+
+impl From<&WebhookDeliveryItem> for DeliveryView {
+    fn from(item: &WebhookDeliveryItem) -> Self {
+        Self {
+            delivery_id: item.delivery_id.clone(),
+            event: item.event,
+            status: item.state,
+            attempts: item.attempts,
+            last_status: item.last_status,
+            last_error: item.last_error.clone(),
+            last_latency_ms: item.latency_ms,
+            next_retry_at: item.next_retry_at,
+            created_at: item.created_at,
+            redelivered_at: item.redelivered_at,
+        }
+    }
+}
+
+/// One page of an endpoint's log, newest first.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct DeliveryPage {
+    /// The deliveries.
+    pub items: Vec<DeliveryView>,
+    /// Where the next page starts (the page's last delivery id); `null` on the last page.
+    pub cursor: Option<String>,
+}
+
+/// The 400 of a cursor that is no delivery id.
+fn bad_cursor() -> ValidationError {
+    ValidationError::new("cursor", "is not a cursor this request issued")
+}
+
+/// `GET .../webhooks/{webhookId}/deliveries`: `limit` (1 to [`MAX_LIMIT`]) of the endpoint's
+/// deliveries, newest first, after `cursor` (a delivery id: the start key is built in the
+/// caller's own partition and the endpoint's log, so no cursor reaches another's). Two
+/// requests, at once: a consistent GetItem of the endpoint (a deleted or foreign endpoint is
+/// a 404, its log with it) and one Query of its log.
+pub async fn list_deliveries(
+    table: &FleetTable,
+    owner: &UserId,
+    webhook: &WebhookId,
+    limit: u32,
+    cursor: Option<&str>,
+) -> Result<DeliveryPage, FleetError> {
+    let start = cursor
+        .map(|c| DeliveryId::parse(c).map_err(|_| bad_cursor()))
+        .transpose()?
+        .map(|delivery| {
+            ItemKey::WebhookDelivery {
+                user: owner.clone(),
+                webhook: webhook.clone(),
+                delivery,
+            }
+            .attributes()
+        });
+    let prefix = endpoint_log_prefix(webhook);
+    let page = query(
+        key_prefix(
+            table,
+            user_pk(owner),
+            prefix.clone(),
+            Expressions::builder(),
+        )
+        .scan_index_forward(false)
+        .limit(limit.clamp(1, MAX_LIMIT) as i32)
+        .set_exclusive_start_key(start),
+    );
+    let (endpoint, page) = tokio::join!(read_webhook(table, owner, webhook), page);
+    endpoint?;
+    let (items, next) = page?;
+    let items = items
+        .into_iter()
+        .map(|item| WebhookDeliveryItem::from_item(item).map(|d| DeliveryView::from(&d)))
+        .collect::<Result<Vec<_>, _>>()?;
+    let cursor = next
+        .and_then(|key| key.get(SK.name())?.as_s().ok().cloned())
+        .and_then(|sk| sk.strip_prefix(&prefix).map(str::to_string));
+    Ok(DeliveryPage { items, cursor })
+}
+
+/// `POST .../deliveries/{deliveryId}/retry`: sends a delivered or abandoned delivery again,
+/// the same body under the same `webhook-id` (receivers deduplicate by it; a redelivery is
+/// the same message, not a new one), with a new 24-hour retry window from now. A 404 for no
+/// such endpoint or delivery; a 409 `delivery_pending` while it is still being retried (its
+/// next attempt is already queued: a second message would only race it),
+/// `webhook_disabled` / `webhook_unconfirmed` when the endpoint would not be sent it.
+/// Requests: two consistent GetItems, one UpdateItem (conditioned on the delivery not being
+/// pending, so two clicks queue one redelivery), one SQS SendMessage.
+pub async fn redeliver(
+    table: &FleetTable,
+    queue: &DeliveryQueue,
+    owner: &UserId,
+    webhook: &WebhookId,
+    delivery: &DeliveryId,
+) -> Result<DeliveryView, FleetError> {
+    let key = ItemKey::WebhookDelivery {
+        user: owner.clone(),
+        webhook: webhook.clone(),
+        delivery: delivery.clone(),
+    };
+    let (endpoint, item) = tokio::join!(
+        read_webhook(table, owner, webhook),
+        read_consistent::<WebhookDeliveryItem>(table, &key)
+    );
+    let endpoint = endpoint?;
+    let mut item = item?.ok_or(FleetError::NotFound("delivery"))?;
+    refuse_redelivery(&endpoint, &item)?;
+    let now = Timestamp::now();
+    let reopened = Update::new()
+        .set(
+            WebhookDeliveryItem::STATE,
+            string_value(state_name(DeliveryState::Pending)),
+        )
+        .set(
+            WebhookDeliveryItem::REDELIVERED_AT,
+            string_value(now.to_string()),
+        )
+        .remove(WebhookDeliveryItem::NEXT_RETRY_AT);
+    let not_pending = Condition::exists(PK).and(Condition::differs(
+        WebhookDeliveryItem::STATE,
+        string_value(state_name(DeliveryState::Pending)),
+    ));
+    let result = table
+        .client
+        .update_item()
+        .table_name(table.name())
+        .set_key(Some(key.attributes()))
+        .expressions(Expressions::write(reopened, Some(not_pending)))
+        .send()
+        .await;
+    if let Err(err) = result {
+        return match err.as_service_error() {
+            Some(e) if e.is_conditional_check_failed_exception() => Err(pending()),
+            _ => Err(sdk_error(err)),
+        };
+    }
+    queue
+        .enqueue(&DeliveryMessage {
+            owner: owner.clone(),
+            webhook_id: webhook.clone(),
+            delivery_id: delivery.clone(),
+        })
+        .await?;
+    item.state = DeliveryState::Pending;
+    item.redelivered_at = Some(now);
+    item.next_retry_at = None;
+    Ok(DeliveryView::from(&item))
+}
+
+/// Why `item` cannot be redelivered to `endpoint` now, if it cannot.
+fn refuse_redelivery(endpoint: &WebhookItem, item: &WebhookDeliveryItem) -> Result<(), FleetError> {
+    if item.state == DeliveryState::Pending {
+        return Err(pending());
+    }
+    if !endpoint.enabled {
+        return Err(FleetError::Conflict {
+            code: "webhook_disabled",
+            message: "the webhook is disabled: enable it first".into(),
+        });
+    }
+    if !endpoint.confirmed && item.event != WebhookEvent::WebhookConfirm {
+        return Err(FleetError::Conflict {
+            code: "webhook_unconfirmed",
+            message: "the webhook is not confirmed yet: it receives nothing but its confirmation"
+                .into(),
+        });
+    }
+    Ok(())
+}
+
+fn pending() -> FleetError {
+    FleetError::Conflict {
+        code: "delivery_pending",
+        message: "the delivery is still being retried: its next attempt is queued".into(),
+    }
+}
+
+/// A state as stored (`pending`).
+fn state_name(state: DeliveryState) -> String {
+    serde_json::to_value(state)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_string))
+        .unwrap_or_default()
+}
