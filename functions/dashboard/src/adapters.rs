@@ -7,7 +7,7 @@ use serde_json::Value;
 use shared::http::api::{json_response, ApiError};
 use shared::model::timestamp::Timestamp;
 use shared::ops::events::TimeRange;
-use shared::ops::{DEFAULT_LIMIT, MAX_LIMIT};
+use shared::ops::page_limit;
 use shared::ValidationError;
 
 /// Default time range of event listings, when `from` is not given.
@@ -49,16 +49,9 @@ pub(crate) fn required(name: &str, value: Option<String>) -> Result<String, Vali
     value.ok_or_else(|| ValidationError::new(name, "is required"))
 }
 
-/// `limit`: 1 to `MAX_LIMIT`, `DEFAULT_LIMIT` when absent.
+/// `limit`: see [`page_limit`].
 pub(crate) fn limit(q: &ReadQuery) -> Result<u32, ValidationError> {
-    match &q.limit {
-        None => Ok(DEFAULT_LIMIT),
-        Some(raw) => raw
-            .parse::<u32>()
-            .ok()
-            .filter(|l| (1..=MAX_LIMIT).contains(l))
-            .ok_or_else(|| ValidationError::new("limit", format!("must be 1..{MAX_LIMIT}"))),
-    }
+    page_limit(q.limit.as_deref())
 }
 
 /// `from`/`to` (RFC 3339); `to` defaults to now and `from` to a day before `to`.

@@ -25,3 +25,16 @@ pub mod worker;
 pub const DEFAULT_LIMIT: u32 = 50;
 /// Largest page size a caller may ask for.
 pub const MAX_LIMIT: u32 = 100;
+
+/// A listing route's `limit` query parameter: a whole number from 1 to [`MAX_LIMIT`],
+/// [`DEFAULT_LIMIT`] when absent; anything else is a 400 naming `limit`.
+pub fn page_limit(raw: Option<&str>) -> Result<u32, crate::ValidationError> {
+    match raw {
+        None => Ok(DEFAULT_LIMIT),
+        Some(raw) => raw
+            .parse::<u32>()
+            .ok()
+            .filter(|l| (1..=MAX_LIMIT).contains(l))
+            .ok_or_else(|| crate::ValidationError::new("limit", format!("must be 1..{MAX_LIMIT}"))),
+    }
+}

@@ -10,7 +10,7 @@ use shared::http::fleet::{AdminRole, Fleet, ViewerRole};
 use shared::http::gateway::{PathParams, QueryParams};
 use shared::model::firmware::FirmwareId;
 use shared::ops::firmware::{self, NewFirmware};
-use shared::ops::{DEFAULT_LIMIT, MAX_LIMIT};
+use shared::ops::page_limit;
 
 use super::Answer;
 use crate::FirmwareState;
@@ -104,14 +104,7 @@ pub(crate) async fn list_firmware(
     State(state): State<FirmwareState>,
     QueryParams(q): QueryParams<ListQuery>,
 ) -> Answer {
-    let limit = match q.limit {
-        None => DEFAULT_LIMIT,
-        Some(raw) => raw
-            .parse::<u32>()
-            .ok()
-            .filter(|l| (1..=MAX_LIMIT).contains(l))
-            .ok_or_else(|| ApiError::invalid("limit", format!("must be 1..{MAX_LIMIT}")))?,
-    };
+    let limit = page_limit(q.limit.as_deref())?;
     let page =
         firmware::list_firmware(&state.table, &fleet.owner, q.cursor.as_deref(), limit).await?;
     Ok(json_response(StatusCode::OK, &page))

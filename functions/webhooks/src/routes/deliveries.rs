@@ -10,9 +10,8 @@ use shared::http::api::{json_response, ApiError};
 use shared::http::fleet::{AdminRole, Fleet, ViewerRole};
 use shared::http::gateway::{PathParams, QueryParams};
 use shared::model::webhook::{DeliveryId, WebhookId};
+use shared::ops::page_limit;
 use shared::ops::webhooks::delivery_log;
-use shared::ops::{DEFAULT_LIMIT, MAX_LIMIT};
-use shared::ValidationError;
 
 use crate::WebhooksState;
 
@@ -45,18 +44,6 @@ fn webhook_id(raw: &str) -> Result<WebhookId, ApiError> {
     WebhookId::parse(raw).map_err(|_| ApiError::not_found("webhook"))
 }
 
-/// `limit`: 1 to `MAX_LIMIT`, `DEFAULT_LIMIT` when absent.
-fn limit(q: &LogQuery) -> Result<u32, ValidationError> {
-    match &q.limit {
-        None => Ok(DEFAULT_LIMIT),
-        Some(raw) => raw
-            .parse::<u32>()
-            .ok()
-            .filter(|l| (1..=MAX_LIMIT).contains(l))
-            .ok_or_else(|| ValidationError::new("limit", format!("must be 1..{MAX_LIMIT}"))),
-    }
-}
-
 /// `GET /me/webhooks/{webhookId}/deliveries`: `{"items": [...], "cursor"}`, newest first.
 pub(crate) async fn list_deliveries(
     fleet: Fleet<ViewerRole>,
@@ -69,7 +56,7 @@ pub(crate) async fn list_deliveries(
         &state.table,
         &fleet.owner,
         &id,
-        limit(&q)?,
+        page_limit(q.limit.as_deref())?,
         q.cursor.as_deref(),
     )
     .await?;
