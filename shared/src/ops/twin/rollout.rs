@@ -27,8 +27,9 @@ use crate::model::entities::running_rollout::{
 };
 use crate::model::entities::tag_link::{tag_link_prefix, tag_link_sk, TagLinkItem};
 use crate::model::entities::{Entity, EntityType, ItemKey};
-use crate::model::error::FleetError;
+use crate::model::error::{FleetError, ValidationError};
 use crate::model::expression::{Condition, Expressions, Update};
+use crate::model::firmware::{FirmwareId, FirmwarePlan, FirmwareStatus, StagePlan};
 use crate::model::ids::{DeviceId, RolloutId, UserId};
 use crate::model::keys::user_pk;
 use crate::model::pattern_id::PatternId;
@@ -38,6 +39,7 @@ use crate::model::twin::{
     RolloutFailure, RolloutStatus, RolloutTarget, TwinDocument, MAX_DOCUMENT_BYTES,
     MAX_RUNNING_ROLLOUTS,
 };
+use crate::ops::firmware::read_firmware;
 use crate::ops::pattern::{implemented_by, AccessPattern, Frequency, Operation, RequestBudget};
 use crate::store::dynamo::{
     get_all, key_prefix, key_range, number_value, query, string_value, transact, Transaction,
@@ -64,8 +66,12 @@ pub struct RolloutView {
     pub rollout_id: String,
     /// `{"tag": T}` or `{"type": T}`.
     pub target: RolloutTarget,
-    /// The merge patch applied to each device's desired state.
-    pub desired: Value,
+    /// The merge patch applied to each device's desired state (absent for a firmware rollout).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub desired: Option<Value>,
+    /// A firmware rollout's package and stages (absent for a desired-state change).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub firmware: Option<FirmwarePlan>,
     /// `running` or `done`.
     pub status: RolloutStatus,
     /// Devices whose desired state it changed so far.
@@ -86,7 +92,11 @@ impl RolloutView {
         Self {
             rollout_id: item.rollout_id.to_string(),
             target: item.target.clone(),
-            desired: serde_json::from_str(&item.patch).unwrap_or(Value::Null),
+            desired: match &item.firmware {
+                Some(_) => None,
+                None => Some(serde_json::from_str(&item.patch).unwrap_or(Value::Null)),
+            },
+            firmware: item.firmware.clone(),
             status: item.status,
             devices_updated: item.devices_updated,
             devices_failed: item.devices_failed,
@@ -125,6 +135,64 @@ pub async fn start_rollout(
     target: RolloutTarget,
     patch: TwinDocument,
 ) -> Result<RolloutView, FleetError> {
+    start(table, user, target, patch.to_text(), None).await
+}
+
+/// `POST /me/rollouts` with a `firmwareId` (issue 40 item 2): a staged firmware rollout of
+/// `user`'s package `firmware` to the devices of `target`, recorded and listed for the
+/// worker like [`start_rollout`] (the same cap), after one consistent GetItem of the package:
+/// a 404 `firmware` when `user` has no such package (another owner's included), a 409
+/// `firmware_not_ready` unless it is `ready`, a 400 naming `target.type` when a type target
+/// is not the package's type. The plan copies the package's version and type, and the
+/// running-list entry names the package, so a package in use cannot be deleted
+/// ([`crate::ops::firmware::used_by_running_rollout`]). Requests: GetItem, Query,
+/// TransactWriteItems (`ops::firmware::budgets::START_FIRMWARE_ROLLOUT`).
+pub async fn start_firmware_rollout(
+    table: &FleetTable,
+    user: &UserId,
+    target: RolloutTarget,
+    firmware: &FirmwareId,
+    plan: StagePlan,
+) -> Result<RolloutView, FleetError> {
+    let package = read_firmware(table, user, firmware).await?;
+    if package.status != FirmwareStatus::Ready {
+        return Err(FleetError::Conflict {
+            code: "firmware_not_ready",
+            message: "only a ready package can be rolled out: its image must be uploaded and \
+                      checked (GET /me/firmware/{firmwareId})"
+                .to_string(),
+        });
+    }
+    if let RolloutTarget::Type(kind) = &target {
+        if *kind != package.device_type {
+            return Err(ValidationError::new(
+                "target.type",
+                format!("must be the package's device type, {}", package.device_type),
+            )
+            .into());
+        }
+    }
+    let plan = FirmwarePlan {
+        firmware_id: package.firmware_id,
+        version: package.version,
+        device_type: package.device_type,
+        stages: plan.stages,
+        soak_seconds: plan.soak_seconds,
+        healthy_check_ins: plan.healthy_check_ins,
+        success_percent: plan.success_percent,
+        abort: plan.abort,
+    };
+    start(table, user, target, String::new(), Some(plan)).await
+}
+
+/// Records a rollout and lists it for the worker (see [`start_rollout`]).
+async fn start(
+    table: &FleetTable,
+    user: &UserId,
+    target: RolloutTarget,
+    patch: String,
+    firmware: Option<FirmwarePlan>,
+) -> Result<RolloutView, FleetError> {
     let (running, _) = query(
         key_prefix(
             table,
@@ -141,11 +209,17 @@ pub async fn start_rollout(
     }
     let created_at = Timestamp::now();
     let rollout_id = RolloutId::generate(created_at);
-    let item = RolloutItem {
+    let running_entry = RunningRolloutItem {
         user_id: user.clone(),
         rollout_id: rollout_id.clone(),
+        firmware_id: firmware.as_ref().map(|f| f.firmware_id.clone()),
+    };
+    let item = RolloutItem {
+        user_id: user.clone(),
+        rollout_id,
         target,
-        patch: patch.to_text(),
+        patch,
+        firmware,
         status: RolloutStatus::Running,
         position: None,
         devices_updated: 0,
@@ -153,10 +227,6 @@ pub async fn start_rollout(
         failures: Vec::new(),
         created_at,
         finished_at: None,
-    };
-    let running_entry = RunningRolloutItem {
-        user_id: user.clone(),
-        rollout_id,
     };
     let put = |item: Item| -> Result<_, FleetError> {
         Ok(aws_sdk_dynamodb::types::TransactWriteItem::builder()
@@ -393,6 +463,9 @@ async fn owner_turn(
                 return Ok(());
             };
             match read_rollout(table, &running).await? {
+                // A firmware rollout changes no desired state: it stays listed (its package
+                // in use) and is passed over, never blocking the owner's later changes.
+                Some(rollout) if rollout.firmware.is_some() => continue,
                 Some(rollout) => {
                     let patch = TwinDocument::from_text(&rollout.patch)?;
                     run.rollouts += 1;
@@ -831,6 +904,7 @@ async fn finish(
         &RunningRolloutItem {
             user_id: progress.user_id.clone(),
             rollout_id: progress.rollout_id.clone(),
+            firmware_id: None,
         },
     )
     .await?;
