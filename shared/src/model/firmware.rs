@@ -494,6 +494,73 @@ impl StagePlan {
     }
 }
 
+/// Buckets a device's place in a staged rollout is drawn from: 10,000, so a stage's percent
+/// resolves to 0.01 % of the target.
+pub const STAGE_BUCKETS: u64 = 10_000;
+
+/// A device's stable place in staged rollouts, `0..STAGE_BUCKETS`: the first 8 bytes of the
+/// SHA-256 of its id (big-endian) mod [`STAGE_BUCKETS`]. It needs no stored state, so a
+/// device that joins the target while a rollout runs has its place at once, and a device's
+/// stage never changes between runs. It does not depend on the rollout: the same devices are
+/// every rollout's first stage, a known canary cohort.
+pub fn stage_bucket(device: &crate::model::ids::DeviceId) -> u64 {
+    use sha2::{Digest, Sha256};
+    let digest = Sha256::digest(device.as_str().as_bytes());
+    let mut first = [0u8; 8];
+    first.copy_from_slice(&digest[..8]);
+    u64::from_be_bytes(first) % STAGE_BUCKETS
+}
+
+/// The first stage (index into `stages`, cumulative percents) that takes `device`: the first
+/// whose `percent × 100` is above its [`stage_bucket`]. `None` only for a plan whose last stage
+/// is not 100 (a validated [`StagePlan`] always ends at 100).
+pub fn stage_of(stages: &[u8], device: &crate::model::ids::DeviceId) -> Option<usize> {
+    let bucket = stage_bucket(device);
+    stages
+        .iter()
+        .position(|&percent| bucket < u64::from(percent) * (STAGE_BUCKETS / 100))
+}
+
+#[cfg(test)]
+mod stage_membership_tests {
+    use super::*;
+    use crate::model::ids::DeviceId;
+
+    #[test]
+    fn a_device_joins_one_stage_by_a_stable_hash_and_stages_take_their_share() {
+        let id = |i: u32| DeviceId::parse(format!("meter-{i:06}")).unwrap();
+        // Stable: the same id, the same place, every time.
+        assert_eq!(stage_bucket(&id(7)), stage_bucket(&id(7)));
+        let stages = [1u8, 5, 25, 100];
+        let mut counts = [0u32; 4];
+        for i in 0..20_000 {
+            let stage = stage_of(&stages, &id(i)).expect("the last stage is 100");
+            counts[stage] += 1;
+        }
+        // Cumulative 1 %, 5 %, 25 %, 100 % of 20,000: 200, 800, 4,000, 15,000 new devices per
+        // stage, within a few standard deviations.
+        let expected: [f64; 4] = [200.0, 800.0, 4_000.0, 15_000.0];
+        for (stage, (&got, want)) in counts.iter().zip(expected).enumerate() {
+            let sigma = (want * (1.0 - want / 20_000.0)).sqrt();
+            assert!(
+                (f64::from(got) - want).abs() < 5.0 * sigma,
+                "stage {stage}: {got} devices, expected about {want}"
+            );
+        }
+        // A wider stage list keeps every device at or before its place in a narrower one.
+        for i in 0..1_000 {
+            let d = id(i);
+            let coarse = stage_of(&[25, 100], &d).unwrap();
+            let fine = stage_of(&stages, &d).unwrap();
+            assert_eq!(coarse == 0, fine <= 2, "{d:?}");
+        }
+        assert_eq!(
+            stage_of(&[1, 5], &id(1)).is_none(),
+            stage_bucket(&id(1)) >= 500
+        );
+    }
+}
+
 #[cfg(test)]
 mod stage_plan_tests {
     use super::*;
