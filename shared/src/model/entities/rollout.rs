@@ -54,6 +54,9 @@ pub struct RolloutItem {
     /// When the last device got it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub finished_at: Option<Timestamp>,
+    /// When its owner cancelled it (`status` `cancelled`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cancelled_at: Option<Timestamp>,
 }
 
 impl RolloutItem {
@@ -86,6 +89,8 @@ attributes!(RolloutItem {
     CREATED_AT = "createdAt",
     /// `finishedAt`.
     FINISHED_AT = "finishedAt",
+    /// `cancelledAt`.
+    CANCELLED_AT = "cancelledAt",
 });
 
 impl Entity for RolloutItem {

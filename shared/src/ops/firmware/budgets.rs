@@ -76,6 +76,23 @@ pub const SET_SIGNING_KEY: FirmwareBudget = FirmwareBudget {
     keys: "FIRMWARE#{userId}/KEYS",
 };
 
+/// `POST /me/rollouts/{rolloutId}/cancel` (served by the firmware function): the rollout
+/// (GetItem), its status (UpdateItem, conditioned on `running`), its running-list entry and
+/// the owner's slot (TransactWriteItems, conditioned on the entry); an owner without a count
+/// (an organization being deleted) has its entry deleted alone (DeleteItem). A 404 or a 409
+/// is the GetItem alone, or with the UpdateItem when another end won the race.
+pub const CANCEL_ROLLOUT: FirmwareBudget = FirmwareBudget {
+    route: "POST /me/rollouts/{rolloutId}/cancel",
+    operations: &[
+        Operation::GetItem,
+        Operation::UpdateItem,
+        Operation::TransactWriteItems,
+        Operation::DeleteItem,
+    ],
+    max_requests: 4,
+    keys: "USER#{userId}/ROLLOUT#{rolloutId}; ROLLOUTS#RUNNING/{userId}#{rolloutId}, USER#{userId}/ROLLOUTS",
+};
+
 /// Every firmware route's budget.
 pub const FIRMWARE_BUDGETS: &[FirmwareBudget] = &[
     CREATE_FIRMWARE,
@@ -84,4 +101,5 @@ pub const FIRMWARE_BUDGETS: &[FirmwareBudget] = &[
     DELETE_FIRMWARE,
     SET_SIGNING_KEY,
     START_FIRMWARE_ROLLOUT,
+    CANCEL_ROLLOUT,
 ];

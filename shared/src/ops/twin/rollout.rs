@@ -72,7 +72,7 @@ pub struct RolloutView {
     /// A firmware rollout's package and stages (absent for a desired-state change).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub firmware: Option<FirmwarePlan>,
-    /// `running` or `done`.
+    /// `running`, `done` or `cancelled`.
     pub status: RolloutStatus,
     /// Devices whose desired state it changed so far.
     pub devices_updated: u64,
@@ -85,6 +85,9 @@ pub struct RolloutView {
     /// When the last device got it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub finished_at: Option<String>,
+    /// When its owner cancelled it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cancelled_at: Option<String>,
 }
 
 impl RolloutView {
@@ -103,6 +106,7 @@ impl RolloutView {
             failures: item.failures.clone(),
             created_at: item.created_at.to_string(),
             finished_at: item.finished_at.map(|t| t.to_string()),
+            cancelled_at: item.cancelled_at.map(|t| t.to_string()),
         }
     }
 }
@@ -227,6 +231,7 @@ async fn start(
         failures: Vec::new(),
         created_at,
         finished_at: None,
+        cancelled_at: None,
     };
     let put = |item: Item| -> Result<_, FleetError> {
         Ok(aws_sdk_dynamodb::types::TransactWriteItem::builder()
@@ -291,6 +296,104 @@ pub async fn get_rollout(
         .map(RolloutItem::from_item)
         .transpose()?
         .map(|r| RolloutView::of(&r)))
+}
+
+/// `POST /me/rollouts/{rolloutId}/cancel`, implemented by [`cancel_rollout`]: the rollout
+/// (consistent GetItem), its status (conditional UpdateItem), its running-list entry and the
+/// owner's slot (the worker's own end, one TransactWriteItems). Served by the firmware function
+/// (device-updates' resource policy is near its limit), so its budget is with the firmware
+/// routes' (`ops::firmware::budgets::CANCEL_ROLLOUT`).
+///
+/// `user`'s rollout `rollout` cancelled: `cancelled` with `cancelledAt`, off the running list
+/// and its slot given back. A 404 `rollout` when `user` has no such rollout (another owner's
+/// included) and a 409 `rollout_ended` when it is `done` or `cancelled` already, nothing
+/// changed either way. The status is written first, conditioned on `running` (as the worker's
+/// checkpoints and its finish are), so of two cancels, or a cancel and the worker's finish,
+/// exactly one ends it; the entry goes with the slot in [`delete_running`], conditioned on the
+/// entry, so the slot comes back once however the ends race. A cancel stopped between the two
+/// writes leaves an entry whose rollout is not running, which the worker's next run takes off
+/// (giving the slot back then). A desired-state rollout's devices already changed keep their
+/// value: the worker's next checkpoint finds it not running and changes no more.
+pub async fn cancel_rollout(
+    table: &FleetTable,
+    user: &UserId,
+    rollout: &RolloutId,
+) -> Result<RolloutView, FleetError> {
+    let key = ItemKey::Rollout {
+        user: user.clone(),
+        rollout: rollout.clone(),
+    };
+    let out = table
+        .client
+        .get_item()
+        .table_name(table.name())
+        .set_key(Some(key.attributes()))
+        .consistent_read(true)
+        .send()
+        .await
+        .map_err(sdk_error)?;
+    let mut item = out
+        .item
+        .map(RolloutItem::from_item)
+        .transpose()?
+        .ok_or(FleetError::NotFound("rollout"))?;
+    if item.status != RolloutStatus::Running {
+        return Err(rollout_ended());
+    }
+    let cancelled_at = Timestamp::now();
+    let update = Update::new()
+        .set(
+            RolloutItem::STATUS,
+            serde_dynamo::to_attribute_value(RolloutStatus::Cancelled)?,
+        )
+        .set(
+            RolloutItem::CANCELLED_AT,
+            string_value(cancelled_at.to_string()),
+        );
+    let running = Condition::exists(PK).and(Condition::equals(
+        RolloutItem::STATUS,
+        string_value(RolloutStatus::Running.as_str()),
+    ));
+    let sent = table
+        .client
+        .update_item()
+        .table_name(table.name())
+        .set_key(Some(key.attributes()))
+        .expressions(Expressions::write(update, Some(running)))
+        .send()
+        .await;
+    match sent {
+        Ok(_) => {}
+        // Another cancel, or the worker's finish, ended it since the read.
+        Err(err)
+            if err
+                .as_service_error()
+                .is_some_and(|e| e.is_conditional_check_failed_exception()) =>
+        {
+            return Err(rollout_ended());
+        }
+        Err(err) => return Err(sdk_error(err)),
+    }
+    delete_running(
+        table,
+        &RunningRolloutItem {
+            user_id: user.clone(),
+            rollout_id: rollout.clone(),
+            firmware_id: item.firmware.as_ref().map(|f| f.firmware_id.clone()),
+        },
+    )
+    .await?;
+    item.status = RolloutStatus::Cancelled;
+    item.cancelled_at = Some(cancelled_at);
+    Ok(RolloutView::of(&item))
+}
+
+/// The 409 of a cancel of a rollout that is over already.
+fn rollout_ended() -> FleetError {
+    FleetError::Conflict {
+        code: "rollout_ended",
+        message: "the rollout is done or cancelled already: there is nothing to cancel".to_string(),
+    }
 }
 
 /// The rollout worker's answer to its scheduled event: `{"rollouts": {...}}`, what it did.

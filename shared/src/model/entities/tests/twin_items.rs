@@ -136,6 +136,8 @@ fn declared_attributes_are_exactly_the_stored_ones_and_keys_read_back() {
         }],
         created_at: at,
         finished_at: Some(at),
+        // Never both on a real rollout; here so every attribute is stored and read back.
+        cancelled_at: Some(at),
     };
     let item = rollout_item.to_item(&shards).unwrap();
     assert_eq!(stored(&item), declared(RolloutItem::ATTRIBUTES));
