@@ -5,7 +5,9 @@
 //! it runs (409 `firmware_in_use`); the worker changes no desired state for it and it never
 //! delays the owner's later desired-state changes; another owner's package is a 404 and bad
 //! input a 400 naming the field, with the table unchanged; the requests are within
-//! `shared::ops::firmware::budgets`.
+//! `shared::ops::firmware::budgets`. `POST /me/rollouts/{rolloutId}/cancel` ends one: it is
+//! `cancelled`, gives its running slot back exactly once (however many cancels race) and no
+//! longer holds its package; another owner's is a 404 with the table unchanged.
 
 use std::time::{Duration, Instant};
 
@@ -14,7 +16,10 @@ use fleet_testkit::moto_server::{create_versioned_bucket, local_firmware_images,
 use fleet_tests::*;
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
-use shared::ops::firmware::budgets::{FirmwareBudget, DELETE_FIRMWARE, START_FIRMWARE_ROLLOUT};
+use shared::model::twin::MAX_RUNNING_ROLLOUTS;
+use shared::ops::firmware::budgets::{
+    FirmwareBudget, CANCEL_ROLLOUT, DELETE_FIRMWARE, START_FIRMWARE_ROLLOUT,
+};
 use shared::ops::twin::rollout::{self, RolloutRun};
 
 const ALICE: &str = "user-alice";
@@ -114,6 +119,14 @@ async fn start(state: &FirmwareState, owner: &str, body: Value) -> Answer {
     rollouts(
         state,
         ApiRequest::post("/me/rollouts").caller(owner).json(body),
+    )
+    .await
+}
+
+async fn cancel(state: &FirmwareState, owner: &str, rollout_id: &str) -> Answer {
+    firmware_route(
+        state,
+        ApiRequest::post(&format!("/me/rollouts/{rollout_id}/cancel")).caller(owner),
     )
     .await
 }
@@ -383,4 +396,122 @@ async fn bad_firmware_rollout_input_is_a_400_naming_the_field_and_the_table_is_u
     let a = start(&state, ALICE, with("unknown", json!(1))).await;
     assert_eq!(a.status, 400, "{:?}", a.body);
     assert_eq!(table_contents(&state.table).await, before, "nothing stored");
+}
+
+#[tokio::test]
+async fn a_cancelled_firmware_rollout_ends_and_no_longer_holds_its_package() {
+    let (state, _moto) = setup().await;
+    let id = package(&state, ALICE, "thermostat", true).await;
+    let a = start(&state, ALICE, staged(&id)).await;
+    assert_eq!(a.status, 202, "{:?}", a.body);
+    let rollout_id = a.body["rollout"]["rolloutId"].as_str().unwrap().to_string();
+
+    let a = cancel(&state, ALICE, &rollout_id).await;
+    assert_eq!(a.status, 200, "{:?}", a.body);
+    // The rollout (GetItem), its status (UpdateItem), its entry and slot (one transaction).
+    spent(&CANCEL_ROLLOUT, &a, 3);
+    api_doc::api_doc()
+        .check_response("POST /me/rollouts/{rolloutId}/cancel", 200, &a.body)
+        .unwrap();
+    let cancelled = &a.body["rollout"];
+    assert_eq!(cancelled["status"], "cancelled");
+    assert_eq!(cancelled["rolloutId"], rollout_id);
+    assert_eq!(cancelled["firmware"]["firmwareId"], id);
+    assert!(cancelled["cancelledAt"].is_string(), "{cancelled}");
+    let shown = dashboard(
+        &state.table,
+        ApiRequest::get(&format!("/me/rollouts/{rollout_id}")).caller(ALICE),
+    )
+    .await;
+    assert_eq!(
+        shown.body["rollout"], *cancelled,
+        "the stored rollout is the answer"
+    );
+
+    // The worker has nothing of it left to pass over.
+    let done = run(&state).await;
+    assert_eq!((done.owners, done.rollouts), (0, 0), "{done:?}");
+    // Its package is no longer in use.
+    let a = firmware_route(
+        &state,
+        ApiRequest::delete(&format!("/me/firmware/{id}")).caller(ALICE),
+    )
+    .await;
+    assert_eq!(a.status, 204, "{:?}", a.body);
+}
+
+#[tokio::test]
+async fn racing_and_repeated_cancels_give_one_slot_back() {
+    let (state, _moto) = setup().await;
+    let id = package(&state, ALICE, "thermostat", true).await;
+    let mut running = Vec::new();
+    for _ in 0..MAX_RUNNING_ROLLOUTS {
+        let a = start(&state, ALICE, staged(&id)).await;
+        assert_eq!(a.status, 202, "{:?}", a.body);
+        running.push(a.body["rollout"]["rolloutId"].as_str().unwrap().to_string());
+    }
+    let a = start(&state, ALICE, staged(&id)).await;
+    assert_eq!(a.body["error"]["code"], "rollout_limit", "{:?}", a.body);
+
+    // Two cancels of the same rollout at once: one ends it, the other finds it ended.
+    let (first, second) = tokio::join!(
+        cancel(&state, ALICE, &running[0]),
+        cancel(&state, ALICE, &running[0])
+    );
+    let mut statuses = [first.status, second.status];
+    statuses.sort_unstable();
+    assert_eq!(statuses, [200, 409], "{:?} {:?}", first.body, second.body);
+    let refused = if first.status == 409 { &first } else { &second };
+    assert_eq!(refused.body["error"]["code"], "rollout_ended");
+    // Once more, later: a 409 from one read, nothing written.
+    let before = table_contents(&state.table).await;
+    let a = cancel(&state, ALICE, &running[0]).await;
+    assert_eq!(a.status, 409, "{:?}", a.body);
+    assert_eq!(a.body["error"]["code"], "rollout_ended");
+    spent(&CANCEL_ROLLOUT, &a, 1);
+    api_doc::api_doc()
+        .check_response("POST /me/rollouts/{rolloutId}/cancel", 409, &a.body)
+        .unwrap();
+    assert_eq!(
+        table_contents(&state.table).await,
+        before,
+        "nothing written"
+    );
+
+    // Exactly one slot came back: one start passes, the next is at the cap again.
+    let a = start(&state, ALICE, staged(&id)).await;
+    assert_eq!(a.status, 202, "{:?}", a.body);
+    let a = start(&state, ALICE, staged(&id)).await;
+    assert_eq!(a.status, 409, "{:?}", a.body);
+    assert_eq!(a.body["error"]["code"], "rollout_limit");
+}
+
+#[tokio::test]
+async fn another_owners_or_an_unknown_rollout_is_a_404_and_nothing_changes() {
+    let (state, _moto) = setup().await;
+    let id = package(&state, ALICE, "thermostat", true).await;
+    let a = start(&state, ALICE, staged(&id)).await;
+    assert_eq!(a.status, 202, "{:?}", a.body);
+    let rollout_id = a.body["rollout"]["rolloutId"].as_str().unwrap().to_string();
+    let before = table_contents(&state.table).await;
+    for (owner, rollout) in [
+        (BOB, rollout_id.as_str()),
+        (ALICE, "r-000000000000001-0000000000000000"),
+        (ALICE, "not-a-rollout-id"),
+    ] {
+        let a = cancel(&state, owner, rollout).await;
+        assert_eq!(a.status, 404, "{owner} {rollout}: {:?}", a.body);
+        assert_eq!(a.body["error"]["code"], "not_found");
+    }
+    assert_eq!(
+        table_contents(&state.table).await,
+        before,
+        "nothing changed"
+    );
+    let shown = dashboard(
+        &state.table,
+        ApiRequest::get(&format!("/me/rollouts/{rollout_id}")).caller(ALICE),
+    )
+    .await;
+    assert_eq!(shown.body["rollout"]["status"], "running");
 }
