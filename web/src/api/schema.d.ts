@@ -207,7 +207,7 @@ export interface paths {
         put?: never;
         /**
          * Cancels a running rollout, desired-state or firmware. Another user's or an unknown one is a 404.
-         * @description The rollout becomes `cancelled` (with `cancelledAt`), leaves the running list and gives its running slot back once, however many cancels or worker runs race; devices it changed keep their value and no more are changed, and a cancelled firmware rollout no longer holds its package. Served by the firmware function.
+         * @description The rollout becomes `cancelled` (with `cancelledAt`), leaves the running list and gives its running slot back once, however many cancels or worker runs race; devices it changed keep their value and no further page is applied (one the worker has in flight at that moment still finishes), and a cancelled firmware rollout no longer holds its package. Served by the firmware function.
          */
         post: operations["cancelRollout"];
         delete?: never;

@@ -313,7 +313,9 @@ pub async fn get_rollout(
 /// entry, so the slot comes back once however the ends race. A cancel stopped between the two
 /// writes leaves an entry whose rollout is not running, which the worker's next run takes off
 /// (giving the slot back then). A desired-state rollout's devices already changed keep their
-/// value: the worker's next checkpoint finds it not running and changes no more.
+/// value: a page a run has in flight at the moment of the cancel still finishes its device
+/// writes (at most [`ROLLOUT_PAGE`]), but its checkpoint finds the rollout not running, and
+/// no run takes it up again.
 pub async fn cancel_rollout(
     table: &FleetTable,
     user: &UserId,
