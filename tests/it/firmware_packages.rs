@@ -292,7 +292,7 @@ async fn another_owners_package_is_a_404_and_delete_removes_the_package_and_its_
     )
     .await;
     assert_eq!(a.status, 204, "{:?}", a.body);
-    spent(&DELETE_FIRMWARE, &a, 2);
+    spent(&DELETE_FIRMWARE, &a, 3);
     assert_eq!(get(&state, ALICE, id).await.status, 404);
     assert_eq!(
         state.images.read_and_hash(&key, 10_000).await.unwrap(),

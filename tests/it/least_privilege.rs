@@ -422,6 +422,18 @@ async fn the_firmware_function_is_granted_exactly_what_its_routes_use() {
     assert_eq!(a.status, 200);
     let a = send(ApiRequest::delete(&format!("/me/firmware/{id}")).caller("u")).await;
     assert_eq!(a.status, 204, "{:?}", a.body);
+    // A rollout's cancel (its start is device-updates', so not recorded here).
+    let a = device_updates(
+        &table,
+        ApiRequest::post("/me/rollouts")
+            .caller("u")
+            .json(json!({"type": "thermostat", "desired": {"on": true}})),
+    )
+    .await;
+    assert_eq!(a.status, 202, "{:?}", a.body);
+    let rollout = a.body["rollout"]["rolloutId"].as_str().unwrap().to_string();
+    let a = send(ApiRequest::post(&format!("/me/rollouts/{rollout}/cancel")).caller("u")).await;
+    assert_eq!(a.status, 200, "{:?}", a.body);
 
     let function = "FirmwareFunction";
     assert_eq!(

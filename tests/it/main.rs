@@ -12,6 +12,7 @@ mod device_updates;
 mod emulator;
 mod faults;
 mod firmware_packages;
+mod firmware_rollouts;
 mod hostile_input;
 mod ingest;
 mod ingest_limits;

@@ -141,6 +141,7 @@ const NEEDS: &[(&str, Need)] = &[
     ("GET /me/events", Need::OwnFleet),
     ("POST /me/rollouts", Need::OwnFleet),
     ("GET /me/rollouts/{rolloutId}", Need::OwnFleet),
+    ("POST /me/rollouts/{rolloutId}/cancel", Need::OwnFleet),
     ("GET /me/rules", Need::OwnFleet),
     ("POST /me/rules", Need::OwnFleet),
     ("PATCH /me/rules/{ruleId}", Need::OwnFleet),
@@ -249,6 +250,11 @@ const NEEDS: &[(&str, Need)] = &[
     (
         "GET /orgs/{orgId}/rollouts/{rolloutId}",
         Need::Role(Role::Viewer),
+    ),
+    // Stopping a change is the safe direction: an operator may (starting one is an admin's).
+    (
+        "POST /orgs/{orgId}/rollouts/{rolloutId}/cancel",
+        Need::Role(Role::Operator),
     ),
     ("GET /orgs/{orgId}/rules", Need::Role(Role::Viewer)),
     ("POST /orgs/{orgId}/rules", Need::Role(Role::Admin)),
@@ -898,6 +904,22 @@ impl World {
         package
     }
 
+    /// A new running rollout of A's, to be cancelled (its slot comes back with the cancel).
+    async fn throwaway_rollout(&mut self) -> String {
+        let rollout = self
+            .as_owner(
+                "POST",
+                &format!("/orgs/{}/rollouts", self.org_a),
+                Some(json!({"tag": A_TAG, "desired": {"mode": "eco"}})),
+            )
+            .await["rollout"]["rolloutId"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        self.secret(&Fleet::OrgA, [rollout.clone()]);
+        rollout
+    }
+
     /// A new webhook of A's (confirmed when `confirmed`), to be changed or deleted. Removed
     /// after its cell (an owner keeps at most 16 endpoints).
     async fn throwaway_webhook(&mut self, confirmed: bool) -> String {
@@ -1173,6 +1195,7 @@ fn body_for(
                 || p.ends_with("/accept")
                 || p.ends_with("/rotate-secret")
                 || p.ends_with("/confirm")
+                || p.ends_with("/cancel")
                 || p.ends_with("/test")
                 || p.ends_with("/retry") =>
         {
@@ -1230,6 +1253,16 @@ impl World {
                 ("alarmId", _) => {
                     aims_at_others |= !on_org;
                     self.a_alarm.clone()
+                }
+                // A cancel that succeeds ends its rollout: each gets one of its own (a
+                // refused one changes nothing, so it may aim at A's shared rollout).
+                ("rolloutId", true)
+                    if mutating
+                        && caller
+                            .role_in_a()
+                            .is_some_and(|held| held.includes(Role::Operator)) =>
+                {
+                    self.throwaway_rollout().await
                 }
                 ("rolloutId", _) => {
                     aims_at_others |= !on_org;

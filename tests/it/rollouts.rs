@@ -3,7 +3,8 @@
 //! not a write; a failing device or rollout is recorded and every other owner's rollout goes
 //! on; the whole running list is read and owners take turns a page at a time; an owner's
 //! running rollouts are capped; an owner's rollouts are applied in creation order; a stale
-//! run's checkpoint never moves a rollout's position back.
+//! run's checkpoint never moves a rollout's position back; a rollout cancelled mid-way keeps
+//! what it changed and changes no more.
 
 use std::time::{Duration, Instant};
 
@@ -63,6 +64,23 @@ async fn desired(table: &FleetTable, owner: &str, device: &str) -> Value {
     .await;
     assert_eq!(a.status, 200, "{:?}", a.body);
     a.body["device"]["twin"].clone()
+}
+
+/// `POST /me/rollouts/{rolloutId}/cancel`, served by the firmware function.
+async fn cancel(table: &FleetTable, owner: &str, rollout_id: &str) -> Answer {
+    let state = firmware::FirmwareState {
+        table: table.clone(),
+        images: fleet_testkit::moto_server::firmware_images_from_env(),
+    };
+    let (response, used) = metered(Box::pin(
+        gateway(firmware::router(state)).handle(
+            ApiRequest::post(&format!("/me/rollouts/{rollout_id}/cancel"))
+                .caller(owner)
+                .build(),
+        ),
+    ))
+    .await;
+    answer(response, used)
 }
 
 /// One worker run with time to spare.
@@ -458,6 +476,85 @@ async fn a_stale_runs_checkpoint_is_a_no_op_and_never_moves_the_position_back() 
     assert_eq!((done.devices, done.finished), (1, 1), "{done:?}");
     let twin = desired(&table, "overlap", "p-3").await;
     assert_eq!(twin["desired"], json!({"on": true}));
+}
+
+/// A desired-state rollout cancelled after the worker's first page: the devices it changed
+/// keep their value, the rest are never changed, a late checkpoint of a run that read it
+/// before the cancel changes nothing, and its slot is back.
+#[tokio::test]
+async fn a_rollout_cancelled_mid_way_keeps_what_it_changed_and_changes_no_more() {
+    let table = fresh_table().await;
+    for id in ["m-1", "m-2", "m-3"] {
+        register(&table, "midway", id, "meter", &["row"]).await;
+    }
+    let id = started(
+        &table,
+        "midway",
+        json!({"tag": "row", "desired": {"on": true}}),
+    )
+    .await;
+    let key = ItemKey::Rollout {
+        user: key::user("midway"),
+        rollout: RolloutId::parse(id.clone()).unwrap(),
+    };
+    let read = || async { RolloutItem::from_item(item(&table, &key).await.unwrap()).unwrap() };
+    // The worker's first page reached m-1: its value written, its position checkpointed.
+    let a = device_updates(
+        &table,
+        ApiRequest::put("/me/devices/m-1/desired")
+            .caller("midway")
+            .header("if-match", "0")
+            .json(json!({"desired": {"on": true}})),
+    )
+    .await;
+    assert_eq!(a.status, 200, "{:?}", a.body);
+    let mut page = read().await;
+    page.position = Some(key::device_id("m-1"));
+    page.devices_updated = 1;
+    assert!(rollout::checkpoint(&table, &page, None).await.unwrap());
+    let in_flight = read().await;
+
+    let a = cancel(&table, "midway", &id).await;
+    assert_eq!(a.status, 200, "{:?}", a.body);
+    assert_eq!(a.used.requests(), 3, "{:?}", a.used.operations);
+    assert_eq!(a.body["rollout"]["status"], "cancelled");
+    assert_eq!(a.body["rollout"]["devicesUpdated"], 1);
+
+    // A run that read it before the cancel cannot move it on.
+    let mut late = in_flight.clone();
+    late.position = Some(key::device_id("m-2"));
+    late.devices_updated = 2;
+    assert!(
+        !rollout::checkpoint(&table, &late, in_flight.position.as_ref())
+            .await
+            .unwrap()
+    );
+    // The next run has nothing of it to do.
+    let done = run(&table).await;
+    assert_eq!((done.devices, done.finished), (0, 0), "{done:?}");
+    assert_eq!(
+        desired(&table, "midway", "m-1").await["desired"],
+        json!({"on": true})
+    );
+    for device in ["m-2", "m-3"] {
+        let twin = desired(&table, "midway", device).await;
+        assert!(
+            twin["desired"].get("on").is_none(),
+            "{device} was changed after the cancel: {twin}"
+        );
+    }
+    let now = read().await;
+    assert_eq!(now.status, RolloutStatus::Cancelled);
+    assert_eq!(now.devices_updated, 1);
+    // Its slot is back: the owner may run the cap again.
+    for i in 0..MAX_RUNNING_ROLLOUTS {
+        started(
+            &table,
+            "midway",
+            json!({"type": "meter", "desired": {"step": i}}),
+        )
+        .await;
+    }
 }
 
 /// Issue 30, item 9: the rollouts run in a function of their own, so the daily report's role

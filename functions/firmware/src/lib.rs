@@ -6,14 +6,14 @@
 mod routes;
 
 use axum::extract::FromRef;
-use axum::routing::{get, put};
+use axum::routing::{get, post, put};
 use axum::Router;
 
 use shared::http::fleet::FleetRoutes;
 use shared::store::firmware_images::FirmwareImages;
 use shared::FleetTable;
 
-use routes::{keys, packages};
+use routes::{keys, packages, rollouts};
 
 /// What the routes share: the table and the image bucket.
 #[derive(Clone, Debug)]
@@ -30,8 +30,9 @@ impl FromRef<FirmwareState> for FleetTable {
     }
 }
 
-/// The function's routes: a fleet's firmware packages and signing keys, at `/me...` and at
-/// `/orgs/{orgId}...` (viewers read; admins create, delete and set keys).
+/// The function's routes: a fleet's firmware packages and signing keys, and a rollout's
+/// cancel, at `/me...` and at `/orgs/{orgId}...` (viewers read; operators cancel; admins
+/// create, delete and set keys).
 pub fn router(state: FirmwareState) -> Router {
     Router::new()
         .fleet_route(
@@ -43,5 +44,9 @@ pub fn router(state: FirmwareState) -> Router {
             get(packages::get_firmware).delete(packages::delete_firmware),
         )
         .fleet_route("/firmware-keys/{deviceType}", put(keys::put_signing_key))
+        .fleet_route(
+            "/rollouts/{rolloutId}/cancel",
+            post(rollouts::cancel_rollout),
+        )
         .with_state(state)
 }

@@ -291,3 +291,315 @@ mod tests {
         assert!(!signature_verifies(&other, &signature, &digest));
     }
 }
+
+/// Most stages a firmware rollout may have.
+pub const MAX_STAGES: usize = 10;
+/// The stages when none are given: 1 %, 5 %, 25 %, then every device.
+pub const DEFAULT_STAGES: [u8; 4] = [1, 5, 25, 100];
+/// Longest soak between stages, in seconds (30 days).
+pub const MAX_SOAK_SECONDS: u64 = 30 * 24 * 3600;
+/// The soak when none is given, in seconds (one hour).
+pub const DEFAULT_SOAK_SECONDS: u64 = 3600;
+/// Most healthy check-ins a device may be asked for after reporting the new version.
+pub const MAX_HEALTHY_CHECK_INS: u64 = 100;
+/// Healthy check-ins asked for when none are given.
+pub const DEFAULT_HEALTHY_CHECK_INS: u64 = 2;
+/// The share of a stage's devices that must succeed before the next opens, when not given.
+pub const DEFAULT_SUCCESS_PERCENT: u64 = 95;
+/// The share of a stage's finished devices whose failure pauses the rollout, when not given.
+pub const DEFAULT_FAILURE_PERCENT: u64 = 10;
+/// Finished devices of a stage before its failure share can pause the rollout, when not given.
+pub const DEFAULT_MIN_FINISHED: u64 = 20;
+/// Most finished devices a stage may be asked to wait for before judging its failures.
+pub const MAX_MIN_FINISHED: u64 = 1_000_000;
+
+/// When a stage stops the rollout by itself: failures of any class reach `failure_percent`
+/// of its finished devices, once at least `min_finished` of them have finished.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AbortRule {
+    /// Percent (1 to 100) of a stage's finished devices.
+    pub failure_percent: u8,
+    /// Finished devices (1 to [`MAX_MIN_FINISHED`]) before the rule applies.
+    pub min_finished: u32,
+}
+
+/// A staged firmware rollout's plan (issue 40 item 2): the package, copied from the checked
+/// `ready` package so devices get exactly what was checked, and how it proceeds.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FirmwarePlan {
+    /// The package.
+    pub firmware_id: FirmwareId,
+    /// Its version.
+    pub version: String,
+    /// Its device type: only devices of this type are offered it (a tag may carry others).
+    pub device_type: crate::model::ids::DeviceType,
+    /// Cumulative percents of the target, increasing, the last 100.
+    pub stages: Vec<u8>,
+    /// How long a stage that met `success_percent` soaks before the next opens.
+    pub soak_seconds: u32,
+    /// Check-ins after reporting the new version, without failure, before a device counts as
+    /// succeeded.
+    pub healthy_check_ins: u8,
+    /// Percent of a stage's devices that must succeed before the next opens.
+    pub success_percent: u8,
+    /// When a stage pauses the rollout.
+    pub abort: AbortRule,
+}
+
+/// How a firmware rollout proceeds, as the owner asked, before its package is read: the
+/// stages and numbers, validated (each a 400 naming the field).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StagePlan {
+    /// Cumulative percents, increasing, the last 100.
+    pub stages: Vec<u8>,
+    /// Soak between stages, seconds.
+    pub soak_seconds: u32,
+    /// Healthy check-ins for success.
+    pub healthy_check_ins: u8,
+    /// Success share for the next stage to open.
+    pub success_percent: u8,
+    /// When a stage pauses the rollout.
+    pub abort: AbortRule,
+}
+
+/// A whole number from `min` to `max` (JSON `2.5`, `"3"` or `-1` are not), or `default` when
+/// absent; the error names `field`.
+fn whole(
+    field: &str,
+    value: Option<&serde_json::Value>,
+    min: u64,
+    max: u64,
+    default: u64,
+) -> Result<u64, ValidationError> {
+    match value {
+        None => Ok(default),
+        Some(v) => v
+            .as_u64()
+            .filter(|n| (min..=max).contains(n))
+            .ok_or_else(|| {
+                ValidationError::new(field, format!("must be a whole number from {min} to {max}"))
+            }),
+    }
+}
+
+impl StagePlan {
+    /// Validates the owner's stages and numbers (each absent one takes its default). `abort`
+    /// is `{"failurePercent", "minFinished"}`; errors name `abort.failurePercent` and so on.
+    pub fn parse(
+        stages: Option<&serde_json::Value>,
+        soak_seconds: Option<&serde_json::Value>,
+        healthy_check_ins: Option<&serde_json::Value>,
+        success_percent: Option<&serde_json::Value>,
+        abort: Option<&serde_json::Value>,
+    ) -> Result<Self, ValidationError> {
+        let stages = match stages {
+            None => DEFAULT_STAGES.to_vec(),
+            Some(value) => {
+                let bad = || {
+                    ValidationError::new(
+                        "stages",
+                        format!(
+                            "must be 1 to {MAX_STAGES} whole percents from 1 to 100, increasing, the last 100"
+                        ),
+                    )
+                };
+                let list = value.as_array().ok_or_else(bad)?;
+                if list.is_empty() || list.len() > MAX_STAGES {
+                    return Err(bad());
+                }
+                let mut percents = Vec::with_capacity(list.len());
+                for entry in list {
+                    let p = entry
+                        .as_u64()
+                        .filter(|p| (1..=100).contains(p))
+                        .ok_or_else(bad)? as u8;
+                    if percents.last().is_some_and(|&last| p <= last) {
+                        return Err(bad());
+                    }
+                    percents.push(p);
+                }
+                if percents.last() != Some(&100) {
+                    return Err(bad());
+                }
+                percents
+            }
+        };
+        let soak_seconds = whole(
+            "soakSeconds",
+            soak_seconds,
+            0,
+            MAX_SOAK_SECONDS,
+            DEFAULT_SOAK_SECONDS,
+        )? as u32;
+        let healthy_check_ins = whole(
+            "healthyCheckIns",
+            healthy_check_ins,
+            0,
+            MAX_HEALTHY_CHECK_INS,
+            DEFAULT_HEALTHY_CHECK_INS,
+        )? as u8;
+        let success_percent = whole(
+            "successPercent",
+            success_percent,
+            1,
+            100,
+            DEFAULT_SUCCESS_PERCENT,
+        )? as u8;
+        let abort = match abort {
+            None => serde_json::Map::new(),
+            Some(serde_json::Value::Object(map)) => {
+                if let Some(other) = map
+                    .keys()
+                    .find(|k| *k != "failurePercent" && *k != "minFinished")
+                {
+                    return Err(ValidationError::new(
+                        format!("abort.{other}"),
+                        "is not a field of abort (failurePercent, minFinished)",
+                    ));
+                }
+                map.clone()
+            }
+            Some(_) => {
+                return Err(ValidationError::new(
+                    "abort",
+                    "must be an object {failurePercent, minFinished}",
+                ))
+            }
+        };
+        let abort = AbortRule {
+            failure_percent: whole(
+                "abort.failurePercent",
+                abort.get("failurePercent"),
+                1,
+                100,
+                DEFAULT_FAILURE_PERCENT,
+            )? as u8,
+            min_finished: whole(
+                "abort.minFinished",
+                abort.get("minFinished"),
+                1,
+                MAX_MIN_FINISHED,
+                DEFAULT_MIN_FINISHED,
+            )? as u32,
+        };
+        Ok(Self {
+            stages,
+            soak_seconds,
+            healthy_check_ins,
+            success_percent,
+            abort,
+        })
+    }
+}
+
+/// Buckets a device's place in a staged rollout is drawn from: 10,000, so a stage's percent
+/// resolves to 0.01 % of the target.
+pub const STAGE_BUCKETS: u64 = 10_000;
+
+/// A device's stable place in staged rollouts, `0..STAGE_BUCKETS`: the first 8 bytes of the
+/// SHA-256 of its id (big-endian) mod [`STAGE_BUCKETS`]. It needs no stored state, so a
+/// device that joins the target while a rollout runs has its place at once, and a device's
+/// stage never changes between runs. It does not depend on the rollout: the same devices are
+/// every rollout's first stage, a known canary cohort.
+pub fn stage_bucket(device: &crate::model::ids::DeviceId) -> u64 {
+    use sha2::{Digest, Sha256};
+    let digest = Sha256::digest(device.as_str().as_bytes());
+    let mut first = [0u8; 8];
+    first.copy_from_slice(&digest[..8]);
+    u64::from_be_bytes(first) % STAGE_BUCKETS
+}
+
+/// The first stage (index into `stages`, cumulative percents) that takes `device`: the first
+/// whose `percent × 100` is above its [`stage_bucket`]. `None` only for a plan whose last stage
+/// is not 100 (a validated [`StagePlan`] always ends at 100).
+pub fn stage_of(stages: &[u8], device: &crate::model::ids::DeviceId) -> Option<usize> {
+    let bucket = stage_bucket(device);
+    stages
+        .iter()
+        .position(|&percent| bucket < u64::from(percent) * (STAGE_BUCKETS / 100))
+}
+
+#[cfg(test)]
+mod stage_membership_tests {
+    use super::*;
+    use crate::model::ids::DeviceId;
+
+    #[test]
+    fn a_device_joins_one_stage_by_a_stable_hash_and_stages_take_their_share() {
+        let id = |i: u32| DeviceId::parse(format!("meter-{i:06}")).unwrap();
+        // Stable: the same id, the same place, every time.
+        assert_eq!(stage_bucket(&id(7)), stage_bucket(&id(7)));
+        let stages = [1u8, 5, 25, 100];
+        let mut counts = [0u32; 4];
+        for i in 0..20_000 {
+            let stage = stage_of(&stages, &id(i)).expect("the last stage is 100");
+            counts[stage] += 1;
+        }
+        // Cumulative 1 %, 5 %, 25 %, 100 % of 20,000: 200, 800, 4,000, 15,000 new devices per
+        // stage, within a few standard deviations.
+        let expected: [f64; 4] = [200.0, 800.0, 4_000.0, 15_000.0];
+        for (stage, (&got, want)) in counts.iter().zip(expected).enumerate() {
+            let sigma = (want * (1.0 - want / 20_000.0)).sqrt();
+            assert!(
+                (f64::from(got) - want).abs() < 5.0 * sigma,
+                "stage {stage}: {got} devices, expected about {want}"
+            );
+        }
+        // A wider stage list keeps every device at or before its place in a narrower one.
+        for i in 0..1_000 {
+            let d = id(i);
+            let coarse = stage_of(&[25, 100], &d).unwrap();
+            let fine = stage_of(&stages, &d).unwrap();
+            assert_eq!(coarse == 0, fine <= 2, "{d:?}");
+        }
+        assert_eq!(
+            stage_of(&[1, 5], &id(1)).is_none(),
+            stage_bucket(&id(1)) >= 500
+        );
+    }
+}
+
+#[cfg(test)]
+mod stage_plan_tests {
+    use super::*;
+    use serde_json::json;
+
+    fn stages(v: serde_json::Value) -> Result<StagePlan, ValidationError> {
+        StagePlan::parse(Some(&v), None, None, None, None)
+    }
+
+    #[test]
+    fn stages_are_increasing_percents_ending_at_100_and_defaults_fill_the_rest() {
+        let plan = StagePlan::parse(None, None, None, None, None).unwrap();
+        assert_eq!(plan.stages, vec![1, 5, 25, 100]);
+        assert_eq!(plan.success_percent, 95);
+        assert_eq!(plan.abort.failure_percent, 10);
+        assert_eq!(stages(json!([100])).unwrap().stages, vec![100]);
+        for bad in [
+            json!([]),
+            json!([1, 5, 25]),
+            json!([5, 1, 100]),
+            json!([5, 5, 100]),
+            json!([0, 100]),
+            json!([1.5, 100]),
+            json!([1, 101]),
+            json!("1,100"),
+            json!((1..=11).map(|i| i * 9).chain([100]).collect::<Vec<_>>()),
+        ] {
+            assert_eq!(stages(bad.clone()).unwrap_err().field, "stages", "{bad}");
+        }
+        let abort = |v: serde_json::Value| StagePlan::parse(None, None, None, None, Some(&v));
+        assert_eq!(
+            abort(json!({"failurePercent": 0})).unwrap_err().field,
+            "abort.failurePercent"
+        );
+        assert_eq!(
+            abort(json!({"minFinished": 2.5})).unwrap_err().field,
+            "abort.minFinished"
+        );
+        assert_eq!(abort(json!({"x": 1})).unwrap_err().field, "abort.x");
+        assert_eq!(abort(json!(3)).unwrap_err().field, "abort");
+    }
+}

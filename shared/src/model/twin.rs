@@ -322,6 +322,8 @@ pub enum RolloutStatus {
     Running,
     /// Every targeted device has it.
     Done,
+    /// Its owner cancelled it: the devices it reached keep what they got, no more are reached.
+    Cancelled,
 }
 
 impl RolloutStatus {
@@ -330,6 +332,7 @@ impl RolloutStatus {
         match self {
             RolloutStatus::Running => "running",
             RolloutStatus::Done => "done",
+            RolloutStatus::Cancelled => "cancelled",
         }
     }
 }

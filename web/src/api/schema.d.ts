@@ -166,7 +166,7 @@ export interface paths {
         put?: never;
         /**
          * Change the desired state of every device of a tag or a device type (AP-T5).
-         * @description `desired` is a JSON merge patch (RFC 7386) applied to each device's desired state (a `null` removes a key), so settings of a device's own are kept. Nothing is applied in the request: the scheduled worker carries it out within a minute, 50 devices a page, at most 1,000 devices a second, and `GET /me/rollouts/{rolloutId}` shows the progress. An owner's rollouts are applied one after another in the order they were started (their ids sort by it), so where two change the same setting the newer one's value stays. A device whose document the merge would take past the limits of `PUT .../desired` (4,096 bytes, 5 levels) is left as it was and listed in the rollout's `failures`. An owner has at most 10 rollouts running: past that, a 409 `rollout_limit`.
+         * @description `desired` is a JSON merge patch (RFC 7386) applied to each device's desired state (a `null` removes a key), so settings of a device's own are kept. Nothing is applied in the request: the scheduled worker carries it out within a minute, 50 devices a page, at most 1,000 devices a second, and `GET /me/rollouts/{rolloutId}` shows the progress. An owner's rollouts are applied one after another in the order they were started (their ids sort by it), so where two change the same setting the newer one's value stays. A device whose document the merge would take past the limits of `PUT .../desired` (4,096 bytes, 5 levels) is left as it was and listed in the rollout's `failures`. An owner has at most 10 rollouts running: past that, a 409 `rollout_limit`. With `firmwareId` instead of `desired` it is a staged firmware rollout (issue 40): the package (one of the caller's, `ready`; another owner's is a 404, a pending one a 409 `firmware_not_ready`) and its stage plan are recorded and the package cannot be deleted while the rollout runs. Offering it to devices is not built yet: the worker changes no desired state for it (docs/design.md section 15).
          */
         post: operations["startRollout"];
         delete?: never;
@@ -188,6 +188,28 @@ export interface paths {
         get: operations["getRollout"];
         put?: never;
         post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/me/rollouts/{rolloutId}/cancel": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                rolloutId: string;
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Cancels a running rollout, desired-state or firmware. Another user's or an unknown one is a 404.
+         * @description The rollout becomes `cancelled` (with `cancelledAt`), leaves the running list and gives its running slot back once, however many cancels or worker runs race; devices it changed keep their value and no further page is applied (one the worker has in flight at that moment still finishes), and a cancelled firmware rollout no longer holds its package. Served by the firmware function.
+         */
+        post: operations["cancelRollout"];
         delete?: never;
         options?: never;
         head?: never;
@@ -1069,6 +1091,27 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/orgs/{orgId}/rollouts/{rolloutId}/cancel": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description An organization the caller is a member of; any other (unknown included) is a 404. */
+                orgId: components["parameters"]["OrgIdPath"];
+                rolloutId: string;
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** `POST /me/rollouts/{rolloutId}/cancel` for an organization's fleet (operator role). */
+        post: operations["orgCancelRollout"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/orgs/{orgId}/devices/{deviceId}/events": {
         parameters: {
             query?: never;
@@ -1488,10 +1531,10 @@ export interface components {
         Error: {
             error: {
                 /**
-                 * @description Every code a handler answers (tests/it/openapi_contract.rs reads them from the code and fails on one missing here). The 409s: `device_id_taken`, `version_mismatch`, `command_queue_full`, `rule_limit`, `busy` (the owner's rules changed concurrently too often: retry) and `alarm_cleared`. Organizations add the 403 `role_required` and the 409s `org_not_empty`, `already_member`, `owner_must_stay`, `org_limit`, `member_limit` and `invitation_limit`; a device's move the 409 `move_in_progress`; firmware the 409s `firmware_in_use` and `signing_key_limit`; webhooks the 409s `webhook_limit`, `webhook_unconfirmed`, `webhook_disabled` and `delivery_pending`.
+                 * @description Every code a handler answers (tests/it/openapi_contract.rs reads them from the code and fails on one missing here). The 409s: `device_id_taken`, `version_mismatch`, `command_queue_full`, `rule_limit`, `busy` (the owner's rules changed concurrently too often: retry) and `alarm_cleared`. Organizations add the 403 `role_required` and the 409s `org_not_empty`, `already_member`, `owner_must_stay`, `org_limit`, `member_limit` and `invitation_limit`; a device's move the 409 `move_in_progress`; firmware the 409s `firmware_in_use`, `firmware_not_ready` and `signing_key_limit`; a rollout's cancel the 409 `rollout_ended`; webhooks the 409s `webhook_limit`, `webhook_unconfirmed`, `webhook_disabled` and `delivery_pending`.
                  * @enum {string}
                  */
-                code: "invalid_request" | "unauthorized" | "forbidden" | "not_found" | "no_route" | "device_id_taken" | "version_mismatch" | "payload_too_large" | "unsupported_media_type" | "precondition_required" | "rate_limited" | "unavailable" | "dependency_unreachable" | "command_queue_full" | "rollout_limit" | "rule_limit" | "busy" | "alarm_cleared" | "internal" | "role_required" | "org_not_empty" | "already_member" | "owner_must_stay" | "org_limit" | "member_limit" | "move_in_progress" | "invitation_limit" | "firmware_in_use" | "signing_key_limit" | "webhook_limit" | "webhook_unconfirmed" | "webhook_disabled" | "delivery_pending";
+                code: "invalid_request" | "unauthorized" | "forbidden" | "not_found" | "no_route" | "device_id_taken" | "version_mismatch" | "payload_too_large" | "unsupported_media_type" | "precondition_required" | "rate_limited" | "unavailable" | "dependency_unreachable" | "command_queue_full" | "rollout_limit" | "rule_limit" | "busy" | "alarm_cleared" | "internal" | "role_required" | "org_not_empty" | "already_member" | "owner_must_stay" | "org_limit" | "member_limit" | "move_in_progress" | "invitation_limit" | "firmware_in_use" | "firmware_not_ready" | "signing_key_limit" | "webhook_limit" | "webhook_unconfirmed" | "webhook_disabled" | "delivery_pending" | "rollout_ended";
                 message: string;
                 field?: string;
                 /** @description With `role_required`, the least role that may do it. */
@@ -1895,9 +1938,24 @@ export interface components {
             } | {
                 type: components["schemas"]["DeviceType"];
             };
-            desired: components["schemas"]["TwinDocument"];
+            /** @description A desired-state change's merge patch (absent for a firmware rollout). */
+            desired?: components["schemas"]["TwinDocument"];
+            /** @description A staged firmware rollout's package (copied from it) and plan. */
+            firmware?: {
+                firmwareId: string;
+                version: string;
+                deviceType: components["schemas"]["DeviceType"];
+                stages: number[];
+                soakSeconds: number;
+                healthyCheckIns: number;
+                successPercent: number;
+                abort: {
+                    failurePercent: number;
+                    minFinished: number;
+                };
+            };
             /** @enum {string} */
-            status: "running" | "done";
+            status: "running" | "done" | "cancelled";
             devicesUpdated: number;
             /** @description Devices it left as they were (the merge would break the document limits, or the write failed). */
             devicesFailed: number;
@@ -1908,6 +1966,7 @@ export interface components {
             }[];
             createdAt: components["schemas"]["Timestamp"];
             finishedAt?: components["schemas"]["Timestamp"];
+            cancelledAt?: components["schemas"]["Timestamp"];
         };
         TaggedDevice: {
             deviceId: components["schemas"]["DeviceId"];
@@ -2747,7 +2806,27 @@ export interface operations {
                 "application/json": {
                     tag?: components["schemas"]["Tag"];
                     type?: components["schemas"]["DeviceType"];
-                    desired: components["schemas"]["TwinDocument"];
+                    desired?: components["schemas"]["TwinDocument"];
+                    target?: {
+                        tag: components["schemas"]["Tag"];
+                    } | {
+                        type: components["schemas"]["DeviceType"];
+                    };
+                    /** @description A `ready` package of the caller's; for a `type` target, of that device type (else a 400 naming `target.type`). */
+                    firmwareId?: string;
+                    /** @description Cumulative percents of the target's devices, 1 to 10 whole numbers from 1 to 100, increasing, the last 100. Default [1, 5, 25, 100]. */
+                    stages?: number[];
+                    /** @description How long a stage that met successPercent soaks before the next opens. Default 3600. */
+                    soakSeconds?: number;
+                    /** @description Check-ins after reporting the new version, without a failure, before a device counts as succeeded. Default 2. */
+                    healthyCheckIns?: number;
+                    /** @description Percent of a stage's devices that must succeed before the next opens. Default 95. */
+                    successPercent?: number;
+                    /** @description A stage pauses the rollout when failures reach failurePercent (default 10) of at least minFinished (default 20) finished devices. */
+                    abort?: {
+                        failurePercent?: number;
+                        minFinished?: number;
+                    };
                 };
             };
         };
@@ -2765,7 +2844,8 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
-            /** @description `rollout_limit`: the owner has 10 rollouts running; one must finish first. */
+            404: components["responses"]["NotFound"];
+            /** @description `rollout_limit`: the owner has 10 rollouts running; one must finish first. `firmware_not_ready`: the package's image is not uploaded and checked yet. */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -2806,6 +2886,45 @@ export interface operations {
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             404: components["responses"]["NotFound"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    cancelRollout: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                rolloutId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The cancelled rollout. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        rollout: components["schemas"]["Rollout"];
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            /** @description `rollout_ended`: the rollout is `done` or `cancelled` already; nothing changed. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Unavailable"];
@@ -5146,7 +5265,27 @@ export interface operations {
                 "application/json": {
                     tag?: components["schemas"]["Tag"];
                     type?: components["schemas"]["DeviceType"];
-                    desired: components["schemas"]["TwinDocument"];
+                    desired?: components["schemas"]["TwinDocument"];
+                    target?: {
+                        tag: components["schemas"]["Tag"];
+                    } | {
+                        type: components["schemas"]["DeviceType"];
+                    };
+                    /** @description A `ready` package of the caller's; for a `type` target, of that device type (else a 400 naming `target.type`). */
+                    firmwareId?: string;
+                    /** @description Cumulative percents of the target's devices, 1 to 10 whole numbers from 1 to 100, increasing, the last 100. Default [1, 5, 25, 100]. */
+                    stages?: number[];
+                    /** @description How long a stage that met successPercent soaks before the next opens. Default 3600. */
+                    soakSeconds?: number;
+                    /** @description Check-ins after reporting the new version, without a failure, before a device counts as succeeded. Default 2. */
+                    healthyCheckIns?: number;
+                    /** @description Percent of a stage's devices that must succeed before the next opens. Default 95. */
+                    successPercent?: number;
+                    /** @description A stage pauses the rollout when failures reach failurePercent (default 10) of at least minFinished (default 20) finished devices. */
+                    abort?: {
+                        failurePercent?: number;
+                        minFinished?: number;
+                    };
                 };
             };
         };
@@ -5166,7 +5305,7 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["RoleRequired"];
             404: components["responses"]["NotFound"];
-            /** @description `rollout_limit`: the owner has 10 rollouts running; one must finish first. */
+            /** @description `rollout_limit`: the owner has 10 rollouts running; one must finish first. `firmware_not_ready`: the package's image is not uploaded and checked yet. */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -5210,6 +5349,48 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["RoleRequired"];
             404: components["responses"]["NotFound"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    orgCancelRollout: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description An organization the caller is a member of; any other (unknown included) is a 404. */
+                orgId: components["parameters"]["OrgIdPath"];
+                rolloutId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The cancelled rollout. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        rollout: components["schemas"]["Rollout"];
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["RoleRequired"];
+            404: components["responses"]["NotFound"];
+            /** @description `rollout_ended`: the rollout is `done` or `cancelled` already; nothing changed. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Unavailable"];

@@ -4,6 +4,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::model::entities::{Entity, EntityType, ItemKey};
 use crate::model::error::ValidationError;
+use crate::model::firmware::FirmwarePlan;
 use crate::model::ids::{DeviceId, RolloutId, UserId};
 use crate::model::keys::{user_pk, KeyParts, KeyTemplate, PrimaryKey};
 use crate::model::timestamp::Timestamp;
@@ -11,9 +12,10 @@ use crate::model::twin::{
     is_zero, RolloutFailure, RolloutStatus, RolloutTarget, MAX_RECORDED_FAILURES,
 };
 
-/// A fleet-wide desired-state change: `USER#{userId}` / `ROLLOUT#{rolloutId}`. A JSON merge
-/// patch applied to the desired state of every device of a tag or type, by the scheduled
-/// worker, a page at a time, from `position` on.
+/// A fleet-wide change: `USER#{userId}` / `ROLLOUT#{rolloutId}`. Either a JSON merge patch
+/// applied to the desired state of every device of a tag or type, by the scheduled worker, a
+/// page at a time, from `position` on; or a staged firmware rollout (`firmware`), which the
+/// worker leaves alone until the firmware engine is built (docs/design.md section 15).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct RolloutItem {
@@ -25,8 +27,14 @@ pub struct RolloutItem {
     pub rollout_id: RolloutId,
     /// Which devices.
     pub target: RolloutTarget,
-    /// The merge patch, as compact JSON text.
+    /// The merge patch, as compact JSON text (empty for a firmware rollout, which changes no
+    /// desired state).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub patch: String,
+    /// A staged firmware rollout's plan (issue 40): its package and stages. None for a
+    /// desired-state change.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub firmware: Option<FirmwarePlan>,
     /// Where it is.
     pub status: RolloutStatus,
     /// The last device done, in the order the worker walks them (none before the first page).
@@ -46,6 +54,9 @@ pub struct RolloutItem {
     /// When the last device got it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub finished_at: Option<Timestamp>,
+    /// When its owner cancelled it (`status` `cancelled`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cancelled_at: Option<Timestamp>,
 }
 
 impl RolloutItem {
@@ -62,6 +73,8 @@ attributes!(RolloutItem {
     TARGET = "target",
     /// `patch`.
     PATCH = "patch",
+    /// `firmware`.
+    FIRMWARE = "firmware",
     /// `status`.
     STATUS = "status",
     /// `position`.
@@ -76,6 +89,8 @@ attributes!(RolloutItem {
     CREATED_AT = "createdAt",
     /// `finishedAt`.
     FINISHED_AT = "finishedAt",
+    /// `cancelledAt`.
+    CANCELLED_AT = "cancelledAt",
 });
 
 impl Entity for RolloutItem {

@@ -4,6 +4,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::model::entities::{Entity, EntityType, ItemKey};
 use crate::model::error::ValidationError;
+use crate::model::firmware::FirmwareId;
 use crate::model::ids::{RolloutId, UserId};
 use crate::model::keys::{KeyParts, KeyTemplate, PrimaryKey};
 
@@ -19,9 +20,16 @@ pub struct RunningRolloutItem {
     /// The rollout (read back from the key).
     #[serde(skip_serializing)]
     pub rollout_id: RolloutId,
+    /// The package of a firmware rollout: so whether a package is in use is one Query of the
+    /// owner's entries (`ops::firmware::used_by_running_rollout`), never a read of each rollout.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub firmware_id: Option<FirmwareId>,
 }
 
-attributes!(RunningRolloutItem {});
+attributes!(RunningRolloutItem {
+    /// `firmwareId`.
+    FIRMWARE_ID = "firmwareId",
+});
 
 impl Entity for RunningRolloutItem {
     const ENTITY_TYPE: EntityType = EntityType::RunningRollout;

@@ -44,12 +44,27 @@ pub const LIST_FIRMWARE: FirmwareBudget = FirmwareBudget {
     keys: "PK = FIRMWARE#{userId}, SK begins_with PACKAGE#",
 };
 
-/// `DELETE /me/firmware/{firmwareId}`: the package (GetItem), its deletion (DeleteItem).
+/// `DELETE /me/firmware/{firmwareId}`: the package (GetItem), the owner's running rollouts
+/// (one Query: is it in use?), its deletion (DeleteItem).
 pub const DELETE_FIRMWARE: FirmwareBudget = FirmwareBudget {
     route: "DELETE /me/firmware/{firmwareId}",
-    operations: &[Operation::GetItem, Operation::DeleteItem],
-    max_requests: 2,
-    keys: "FIRMWARE#{userId}/PACKAGE#{firmwareId}",
+    operations: &[Operation::GetItem, Operation::Query, Operation::DeleteItem],
+    max_requests: 3,
+    keys: "FIRMWARE#{userId}/PACKAGE#{firmwareId}; PK = ROLLOUTS#RUNNING, SK begins_with {userId}#",
+};
+
+/// `POST /me/rollouts` with a `firmwareId` (served by device-updates): the package
+/// (GetItem), the owner's running entries (Query), the rollout, its running entry and the
+/// owner's count (TransactWriteItems), as a desired-state start plus the package's read.
+pub const START_FIRMWARE_ROLLOUT: FirmwareBudget = FirmwareBudget {
+    route: "POST /me/rollouts (firmwareId)",
+    operations: &[
+        Operation::GetItem,
+        Operation::Query,
+        Operation::TransactWriteItems,
+    ],
+    max_requests: 3,
+    keys: "FIRMWARE#{userId}/PACKAGE#{firmwareId}; PK = ROLLOUTS#RUNNING, SK begins_with {userId}#; USER#{userId}/ROLLOUT#{rolloutId}, ROLLOUTS#RUNNING/{userId}#{rolloutId}, USER#{userId}/ROLLOUTS",
 };
 
 /// `PUT /me/firmware-keys/{deviceType}`: read and conditional write of the keys item, up to
@@ -61,6 +76,23 @@ pub const SET_SIGNING_KEY: FirmwareBudget = FirmwareBudget {
     keys: "FIRMWARE#{userId}/KEYS",
 };
 
+/// `POST /me/rollouts/{rolloutId}/cancel` (served by the firmware function): the rollout
+/// (GetItem), its status (UpdateItem, conditioned on `running`), its running-list entry and
+/// the owner's slot (TransactWriteItems, conditioned on the entry); an owner without a count
+/// (an organization being deleted) has its entry deleted alone (DeleteItem). A 404 or a 409
+/// is the GetItem alone, or with the UpdateItem when another end won the race.
+pub const CANCEL_ROLLOUT: FirmwareBudget = FirmwareBudget {
+    route: "POST /me/rollouts/{rolloutId}/cancel",
+    operations: &[
+        Operation::GetItem,
+        Operation::UpdateItem,
+        Operation::TransactWriteItems,
+        Operation::DeleteItem,
+    ],
+    max_requests: 4,
+    keys: "USER#{userId}/ROLLOUT#{rolloutId}; ROLLOUTS#RUNNING/{userId}#{rolloutId}, USER#{userId}/ROLLOUTS",
+};
+
 /// Every firmware route's budget.
 pub const FIRMWARE_BUDGETS: &[FirmwareBudget] = &[
     CREATE_FIRMWARE,
@@ -68,4 +100,6 @@ pub const FIRMWARE_BUDGETS: &[FirmwareBudget] = &[
     LIST_FIRMWARE,
     DELETE_FIRMWARE,
     SET_SIGNING_KEY,
+    START_FIRMWARE_ROLLOUT,
+    CANCEL_ROLLOUT,
 ];

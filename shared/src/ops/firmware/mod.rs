@@ -1,7 +1,7 @@
 //! Firmware packages (issue 40): created with a presigned upload URL, checked by the service
 //! from the stored bytes (never the uploader's word), listed, deleted; and the owner's
-//! Ed25519 signing keys per device type ([`keys`]). The staged rollout engine will offer
-//! `ready` packages only.
+//! Ed25519 signing keys per device type ([`keys`]). A staged firmware rollout
+//! (`ops::twin::rollout::start_firmware_rollout`) takes `ready` packages only.
 //!
 //! Requests per route (asserted by `tests/it/firmware_packages.rs`, see [`budgets`]).
 
@@ -17,6 +17,9 @@ use serde::Serialize;
 
 use crate::model::entities::firmware::{firmware_pk, FirmwareItem, PACKAGE_PREFIX};
 use crate::model::entities::firmware_keys::FirmwareKeysItem;
+use crate::model::entities::running_rollout::{
+    running_rollout_prefix, RunningRolloutItem, RUNNING_ROLLOUTS_PK,
+};
 use crate::model::entities::{Entity, ItemKey};
 use crate::model::error::{FleetError, ValidationError};
 use crate::model::expression::{Condition, Expressions};
@@ -282,15 +285,38 @@ pub async fn list_firmware(
     Ok(FirmwarePage { firmware, cursor })
 }
 
-/// Whether a running rollout uses package `id`: the hook `DELETE` consults. Rollouts do not
-/// reference firmware yet (the staged rollout engine of issue 40 adds that), so nothing
-/// uses a package today; the engine answers here from its rollout's `firmwareId`.
+/// Whether a running rollout of `owner` uses package `id`: one consistent Query of the
+/// owner's entries on the running list (at most `MAX_RUNNING_ROLLOUTS`, each naming its
+/// package; an entry leaves the list in the transaction that ends its rollout). A paused
+/// rollout stays on the list, so its package stays in use.
 pub async fn used_by_running_rollout(
-    _table: &FleetTable,
-    _owner: &UserId,
-    _id: &FirmwareId,
+    table: &FleetTable,
+    owner: &UserId,
+    id: &FirmwareId,
 ) -> Result<bool, FleetError> {
-    Ok(false)
+    let mut start = None;
+    loop {
+        let (items, last) = query(
+            key_prefix(
+                table,
+                RUNNING_ROLLOUTS_PK,
+                running_rollout_prefix(owner),
+                Expressions::builder(),
+            )
+            .consistent_read(true)
+            .set_exclusive_start_key(start.take()),
+        )
+        .await?;
+        for item in items {
+            if RunningRolloutItem::from_item(item)?.firmware_id.as_ref() == Some(id) {
+                return Ok(true);
+            }
+        }
+        match last {
+            Some(key) => start = Some(key),
+            None => return Ok(false),
+        }
+    }
 }
 
 /// `DELETE /me/firmware/{firmwareId}`: 404 for no such package of `owner`, 409 while a

@@ -27,8 +27,9 @@ use crate::model::entities::running_rollout::{
 };
 use crate::model::entities::tag_link::{tag_link_prefix, tag_link_sk, TagLinkItem};
 use crate::model::entities::{Entity, EntityType, ItemKey};
-use crate::model::error::FleetError;
+use crate::model::error::{FleetError, ValidationError};
 use crate::model::expression::{Condition, Expressions, Update};
+use crate::model::firmware::{FirmwareId, FirmwarePlan, FirmwareStatus, StagePlan};
 use crate::model::ids::{DeviceId, RolloutId, UserId};
 use crate::model::keys::user_pk;
 use crate::model::pattern_id::PatternId;
@@ -38,6 +39,7 @@ use crate::model::twin::{
     RolloutFailure, RolloutStatus, RolloutTarget, TwinDocument, MAX_DOCUMENT_BYTES,
     MAX_RUNNING_ROLLOUTS,
 };
+use crate::ops::firmware::read_firmware;
 use crate::ops::pattern::{implemented_by, AccessPattern, Frequency, Operation, RequestBudget};
 use crate::store::dynamo::{
     get_all, key_prefix, key_range, number_value, query, string_value, transact, Transaction,
@@ -64,9 +66,13 @@ pub struct RolloutView {
     pub rollout_id: String,
     /// `{"tag": T}` or `{"type": T}`.
     pub target: RolloutTarget,
-    /// The merge patch applied to each device's desired state.
-    pub desired: Value,
-    /// `running` or `done`.
+    /// The merge patch applied to each device's desired state (absent for a firmware rollout).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub desired: Option<Value>,
+    /// A firmware rollout's package and stages (absent for a desired-state change).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub firmware: Option<FirmwarePlan>,
+    /// `running`, `done` or `cancelled`.
     pub status: RolloutStatus,
     /// Devices whose desired state it changed so far.
     pub devices_updated: u64,
@@ -79,6 +85,9 @@ pub struct RolloutView {
     /// When the last device got it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub finished_at: Option<String>,
+    /// When its owner cancelled it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cancelled_at: Option<String>,
 }
 
 impl RolloutView {
@@ -86,13 +95,18 @@ impl RolloutView {
         Self {
             rollout_id: item.rollout_id.to_string(),
             target: item.target.clone(),
-            desired: serde_json::from_str(&item.patch).unwrap_or(Value::Null),
+            desired: match &item.firmware {
+                Some(_) => None,
+                None => Some(serde_json::from_str(&item.patch).unwrap_or(Value::Null)),
+            },
+            firmware: item.firmware.clone(),
             status: item.status,
             devices_updated: item.devices_updated,
             devices_failed: item.devices_failed,
             failures: item.failures.clone(),
             created_at: item.created_at.to_string(),
             finished_at: item.finished_at.map(|t| t.to_string()),
+            cancelled_at: item.cancelled_at.map(|t| t.to_string()),
         }
     }
 }
@@ -125,6 +139,64 @@ pub async fn start_rollout(
     target: RolloutTarget,
     patch: TwinDocument,
 ) -> Result<RolloutView, FleetError> {
+    start(table, user, target, patch.to_text(), None).await
+}
+
+/// `POST /me/rollouts` with a `firmwareId` (issue 40 item 2): a staged firmware rollout of
+/// `user`'s package `firmware` to the devices of `target`, recorded and listed for the
+/// worker like [`start_rollout`] (the same cap), after one consistent GetItem of the package:
+/// a 404 `firmware` when `user` has no such package (another owner's included), a 409
+/// `firmware_not_ready` unless it is `ready`, a 400 naming `target.type` when a type target
+/// is not the package's type. The plan copies the package's version and type, and the
+/// running-list entry names the package, so a package in use cannot be deleted
+/// ([`crate::ops::firmware::used_by_running_rollout`]). Requests: GetItem, Query,
+/// TransactWriteItems (`ops::firmware::budgets::START_FIRMWARE_ROLLOUT`).
+pub async fn start_firmware_rollout(
+    table: &FleetTable,
+    user: &UserId,
+    target: RolloutTarget,
+    firmware: &FirmwareId,
+    plan: StagePlan,
+) -> Result<RolloutView, FleetError> {
+    let package = read_firmware(table, user, firmware).await?;
+    if package.status != FirmwareStatus::Ready {
+        return Err(FleetError::Conflict {
+            code: "firmware_not_ready",
+            message: "only a ready package can be rolled out: its image must be uploaded and \
+                      checked (GET /me/firmware/{firmwareId})"
+                .to_string(),
+        });
+    }
+    if let RolloutTarget::Type(kind) = &target {
+        if *kind != package.device_type {
+            return Err(ValidationError::new(
+                "target.type",
+                format!("must be the package's device type, {}", package.device_type),
+            )
+            .into());
+        }
+    }
+    let plan = FirmwarePlan {
+        firmware_id: package.firmware_id,
+        version: package.version,
+        device_type: package.device_type,
+        stages: plan.stages,
+        soak_seconds: plan.soak_seconds,
+        healthy_check_ins: plan.healthy_check_ins,
+        success_percent: plan.success_percent,
+        abort: plan.abort,
+    };
+    start(table, user, target, String::new(), Some(plan)).await
+}
+
+/// Records a rollout and lists it for the worker (see [`start_rollout`]).
+async fn start(
+    table: &FleetTable,
+    user: &UserId,
+    target: RolloutTarget,
+    patch: String,
+    firmware: Option<FirmwarePlan>,
+) -> Result<RolloutView, FleetError> {
     let (running, _) = query(
         key_prefix(
             table,
@@ -141,11 +213,17 @@ pub async fn start_rollout(
     }
     let created_at = Timestamp::now();
     let rollout_id = RolloutId::generate(created_at);
-    let item = RolloutItem {
+    let running_entry = RunningRolloutItem {
         user_id: user.clone(),
         rollout_id: rollout_id.clone(),
+        firmware_id: firmware.as_ref().map(|f| f.firmware_id.clone()),
+    };
+    let item = RolloutItem {
+        user_id: user.clone(),
+        rollout_id,
         target,
-        patch: patch.to_text(),
+        patch,
+        firmware,
         status: RolloutStatus::Running,
         position: None,
         devices_updated: 0,
@@ -153,10 +231,7 @@ pub async fn start_rollout(
         failures: Vec::new(),
         created_at,
         finished_at: None,
-    };
-    let running_entry = RunningRolloutItem {
-        user_id: user.clone(),
-        rollout_id,
+        cancelled_at: None,
     };
     let put = |item: Item| -> Result<_, FleetError> {
         Ok(aws_sdk_dynamodb::types::TransactWriteItem::builder()
@@ -221,6 +296,106 @@ pub async fn get_rollout(
         .map(RolloutItem::from_item)
         .transpose()?
         .map(|r| RolloutView::of(&r)))
+}
+
+/// `POST /me/rollouts/{rolloutId}/cancel`, implemented by [`cancel_rollout`]: the rollout
+/// (consistent GetItem), its status (conditional UpdateItem), its running-list entry and the
+/// owner's slot (the worker's own end, one TransactWriteItems). Served by the firmware function
+/// (device-updates' resource policy is near its limit), so its budget is with the firmware
+/// routes' (`ops::firmware::budgets::CANCEL_ROLLOUT`).
+///
+/// `user`'s rollout `rollout` cancelled: `cancelled` with `cancelledAt`, off the running list
+/// and its slot given back. A 404 `rollout` when `user` has no such rollout (another owner's
+/// included) and a 409 `rollout_ended` when it is `done` or `cancelled` already, nothing
+/// changed either way. The status is written first, conditioned on `running` (as the worker's
+/// checkpoints and its finish are), so of two cancels, or a cancel and the worker's finish,
+/// exactly one ends it; the entry goes with the slot in [`delete_running`], conditioned on the
+/// entry, so the slot comes back once however the ends race. A cancel stopped between the two
+/// writes leaves an entry whose rollout is not running, which the worker's next run takes off
+/// (giving the slot back then). A desired-state rollout's devices already changed keep their
+/// value: a page a run has in flight at the moment of the cancel still finishes its device
+/// writes (at most [`ROLLOUT_PAGE`]), but its checkpoint finds the rollout not running, and
+/// no run takes it up again.
+pub async fn cancel_rollout(
+    table: &FleetTable,
+    user: &UserId,
+    rollout: &RolloutId,
+) -> Result<RolloutView, FleetError> {
+    let key = ItemKey::Rollout {
+        user: user.clone(),
+        rollout: rollout.clone(),
+    };
+    let out = table
+        .client
+        .get_item()
+        .table_name(table.name())
+        .set_key(Some(key.attributes()))
+        .consistent_read(true)
+        .send()
+        .await
+        .map_err(sdk_error)?;
+    let mut item = out
+        .item
+        .map(RolloutItem::from_item)
+        .transpose()?
+        .ok_or(FleetError::NotFound("rollout"))?;
+    if item.status != RolloutStatus::Running {
+        return Err(rollout_ended());
+    }
+    let cancelled_at = Timestamp::now();
+    let update = Update::new()
+        .set(
+            RolloutItem::STATUS,
+            serde_dynamo::to_attribute_value(RolloutStatus::Cancelled)?,
+        )
+        .set(
+            RolloutItem::CANCELLED_AT,
+            string_value(cancelled_at.to_string()),
+        );
+    let running = Condition::exists(PK).and(Condition::equals(
+        RolloutItem::STATUS,
+        string_value(RolloutStatus::Running.as_str()),
+    ));
+    let sent = table
+        .client
+        .update_item()
+        .table_name(table.name())
+        .set_key(Some(key.attributes()))
+        .expressions(Expressions::write(update, Some(running)))
+        .send()
+        .await;
+    match sent {
+        Ok(_) => {}
+        // Another cancel, or the worker's finish, ended it since the read.
+        Err(err)
+            if err
+                .as_service_error()
+                .is_some_and(|e| e.is_conditional_check_failed_exception()) =>
+        {
+            return Err(rollout_ended());
+        }
+        Err(err) => return Err(sdk_error(err)),
+    }
+    delete_running(
+        table,
+        &RunningRolloutItem {
+            user_id: user.clone(),
+            rollout_id: rollout.clone(),
+            firmware_id: item.firmware.as_ref().map(|f| f.firmware_id.clone()),
+        },
+    )
+    .await?;
+    item.status = RolloutStatus::Cancelled;
+    item.cancelled_at = Some(cancelled_at);
+    Ok(RolloutView::of(&item))
+}
+
+/// The 409 of a cancel of a rollout that is over already.
+fn rollout_ended() -> FleetError {
+    FleetError::Conflict {
+        code: "rollout_ended",
+        message: "the rollout is done or cancelled already: there is nothing to cancel".to_string(),
+    }
 }
 
 /// The rollout worker's answer to its scheduled event: `{"rollouts": {...}}`, what it did.
@@ -393,6 +568,9 @@ async fn owner_turn(
                 return Ok(());
             };
             match read_rollout(table, &running).await? {
+                // A firmware rollout changes no desired state: it stays listed (its package
+                // in use) and is passed over, never blocking the owner's later changes.
+                Some(rollout) if rollout.firmware.is_some() => continue,
                 Some(rollout) => {
                     let patch = TwinDocument::from_text(&rollout.patch)?;
                     run.rollouts += 1;
@@ -831,6 +1009,7 @@ async fn finish(
         &RunningRolloutItem {
             user_id: progress.user_id.clone(),
             rollout_id: progress.rollout_id.clone(),
+            firmware_id: None,
         },
     )
     .await?;

@@ -8,7 +8,8 @@ use crate::model::entities::rollout_slots::RolloutSlotsItem;
 use crate::model::entities::running_rollout::RunningRolloutItem;
 use crate::model::entities::Entity;
 use crate::model::expression::Attribute;
-use crate::model::ids::{CommandName, DeviceId, RolloutId, Tag, UserId};
+use crate::model::firmware::{AbortRule, FirmwareId, FirmwarePlan};
+use crate::model::ids::{CommandName, DeviceId, DeviceType, RolloutId, Tag, UserId};
 use crate::model::schema::{Item, ENTITY_TYPE, KEY_ATTRIBUTES};
 use crate::model::shard::ShardCounts;
 use crate::model::timestamp::Timestamp;
@@ -106,11 +107,25 @@ fn declared_attributes_are_exactly_the_stored_ones_and_keys_read_back() {
     let item = command.to_item(&shards).unwrap();
     assert_eq!(stored(&item), declared(CommandItem::ATTRIBUTES));
     assert_eq!(CommandItem::from_item(item).unwrap(), command);
+    let firmware_id = FirmwareId::parse("f-000001700000000-0123456789abcdef").unwrap();
     let rollout_item = RolloutItem {
         user_id: user.clone(),
         rollout_id: rollout.clone(),
         target: RolloutTarget::Tag(Tag::parse("meters").unwrap()),
         patch: "{}".into(),
+        firmware: Some(FirmwarePlan {
+            firmware_id: firmware_id.clone(),
+            version: "1.2.3".into(),
+            device_type: DeviceType::parse("meter").unwrap(),
+            stages: vec![1, 5, 25, 100],
+            soak_seconds: 3600,
+            healthy_check_ins: 2,
+            success_percent: 95,
+            abort: AbortRule {
+                failure_percent: 10,
+                min_finished: 20,
+            },
+        }),
         status: RolloutStatus::Done,
         position: Some(device.clone()),
         devices_updated: 2,
@@ -121,6 +136,8 @@ fn declared_attributes_are_exactly_the_stored_ones_and_keys_read_back() {
         }],
         created_at: at,
         finished_at: Some(at),
+        // Never both on a real rollout; here so every attribute is stored and read back.
+        cancelled_at: Some(at),
     };
     let item = rollout_item.to_item(&shards).unwrap();
     assert_eq!(stored(&item), declared(RolloutItem::ATTRIBUTES));
@@ -128,6 +145,7 @@ fn declared_attributes_are_exactly_the_stored_ones_and_keys_read_back() {
     let running = RunningRolloutItem {
         user_id: user,
         rollout_id: rollout,
+        firmware_id: Some(firmware_id),
     };
     let item = running.to_item(&shards).unwrap();
     assert_eq!(stored(&item), declared(RunningRolloutItem::ATTRIBUTES));
