@@ -18,6 +18,7 @@ use fleet_testkit::capacity::query_read_units;
 pub mod console;
 pub mod orgs;
 pub mod stack;
+pub mod webhooks;
 
 mod prices;
 
@@ -270,6 +271,8 @@ pub fn render_report(
     out.push_str(&console::section(model, billing));
     out.push('\n');
     out.push_str(&orgs::section(sims, billing));
+    out.push('\n');
+    out.push_str(&webhooks::cost_section(sims));
     out
 }
 

@@ -25,7 +25,7 @@ mod traffic;
 
 pub use fleet::{device_id, user_id};
 pub use fleet::{member_id, org_id};
-pub use numbers::{group, millions};
+pub use numbers::{group, millions, num};
 pub use orgs::{KeyPeak, OrgItemSizes, OrgReport, OrgSteady, Scenario, MEMBERSHIP_READ_UNITS};
 pub use partitions::{
     suggested_shards, Flag, KeyKind, KeyLoad, ShardFamily, TableLoad, MAX_SHARDS, RCU_LIMIT,

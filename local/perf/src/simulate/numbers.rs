@@ -2,7 +2,7 @@
 
 /// A figure as the report writes it: grouped thousands, one decimal, or two significant
 /// digits below 1.
-pub(super) fn num(v: f64) -> String {
+pub fn num(v: f64) -> String {
     if v == 0.0 {
         "0".into()
     } else if v >= 100.0 {

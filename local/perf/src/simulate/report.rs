@@ -388,6 +388,7 @@ pub fn render_report(sims: &[Simulation]) -> String {
         );
     }
     out.push('\n');
+    out.push_str(&crate::cost::webhooks::storm_section(sims));
     for sim in sims {
         out.push_str(&render(sim));
     }
