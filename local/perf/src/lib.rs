@@ -6,6 +6,7 @@
 
 pub mod bench;
 pub mod cost;
+pub mod key_distribution;
 pub mod load;
 pub mod model_docs;
 pub mod simulate;

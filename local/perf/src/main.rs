@@ -189,7 +189,9 @@ async fn main() {
             runs,
         } => fleet_perf::bench::compare::command(before, after, runs).await,
         Command::Docs { check } => docs(check).await,
-        Command::Simulate { check, profiles } => fleet_perf::simulate::command(&profiles, check),
+        Command::Simulate { check, profiles } => {
+            fleet_perf::key_distribution::command(&profiles, check)
+        }
         Command::Cost { check, profiles } => fleet_perf::cost::command(&profiles, check),
         Command::IngestThroughput { devices, batches } => ingest_throughput(devices, batches).await,
         Command::ScanThroughput { devices, batches } => scan_throughput(devices, batches).await,

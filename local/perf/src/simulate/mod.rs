@@ -36,7 +36,7 @@ pub use profile::{
     MemberActivity, Offline, Organization, Profile, ReadMix, ShardSettings, TwinTraffic,
     DEFAULT_DAY, DEFAULT_RETENTION_DAYS, PROFILES_DIR,
 };
-pub use report::{command, render, render_report, write_or_print, REPORT_PATH};
+pub use report::{render, render_report, write_or_print, REPORT_PATH};
 pub use simulation::{simulate, Simulation};
 pub use sizes::EVENT_PAGE;
 pub use sizes::{event_item, type_mark_item, EventSize, ItemSizes};

@@ -132,7 +132,7 @@ async fn the_size_rules_give_an_events_measured_write_units_on_the_table_and_eac
 
 #[test]
 fn the_generated_reports_are_current() {
-    fleet_perf::simulate::command(&[], true)
+    fleet_perf::key_distribution::command(&[], true)
         .unwrap_or_else(|e| panic!("{e} (docs/key-distribution.md)"));
     fleet_perf::cost::command(&[], true).unwrap_or_else(|e| panic!("{e} (docs/cost-model.md)"));
     // The report is current, so what it says holds for every checked-in profile (including
