@@ -42,7 +42,8 @@ use crate::model::twin::{
 use crate::ops::firmware::read_firmware;
 use crate::ops::pattern::{implemented_by, AccessPattern, Frequency, Operation, RequestBudget};
 use crate::store::dynamo::{
-    get_all, key_prefix, key_range, number_value, query, string_value, transact, Transaction,
+    get_all, key_prefix, key_range, number_value, query, read_consistent, string_value, transact,
+    Transaction,
 };
 use crate::store::retry::Retry;
 use crate::store::table::{sdk_error, FleetTable};
@@ -325,19 +326,8 @@ pub async fn cancel_rollout(
         user: user.clone(),
         rollout: rollout.clone(),
     };
-    let out = table
-        .client
-        .get_item()
-        .table_name(table.name())
-        .set_key(Some(key.attributes()))
-        .consistent_read(true)
-        .send()
-        .await
-        .map_err(sdk_error)?;
-    let mut item = out
-        .item
-        .map(RolloutItem::from_item)
-        .transpose()?
+    let mut item = read_consistent::<RolloutItem>(table, &key)
+        .await?
         .ok_or(FleetError::NotFound("rollout"))?;
     if item.status != RolloutStatus::Running {
         return Err(rollout_ended());
