@@ -135,6 +135,19 @@ impl Stack {
         }
     }
 
+    /// `owner`'s delivery `delivery` of endpoint `id`, as its log item holds it.
+    async fn worker_delivery(&self, owner: &str, id: &str, delivery: &str) -> WebhookDeliveryItem {
+        let message = shared::ops::webhooks::DeliveryMessage {
+            owner: UserId::parse(owner).unwrap(),
+            webhook_id: WebhookId::parse(id).unwrap(),
+            delivery_id: DeliveryId::parse(delivery).unwrap(),
+        };
+        shared::ops::webhooks::deliveries::read_delivery(&self.table, &message)
+            .await
+            .unwrap()
+            .expect("the delivery's log item")
+    }
+
     async fn webhook(&self, owner: &str, id: &str) -> Value {
         let a = self
             .call(ApiRequest::get(&format!("/me/webhooks/{id}")).caller(owner))
@@ -1091,4 +1104,151 @@ async fn an_endpoint_failing_for_3_days_is_disabled_and_its_owner_told() {
     for gone in ["disabledAt", "disabledReason", "failingSince"] {
         assert!(webhook.get(gone).is_none(), "{gone}: {webhook}");
     }
+}
+
+/// The delivery queue's `maxReceiveCount`: past it, SQS moves a message to the dead-letter
+/// queue, whatever the worker meant to do with it.
+fn queue_max_receive_count() -> u32 {
+    let text = std::fs::read_to_string(fleet_testkit::template::default_template_path()).unwrap();
+    let template: yaml_serde::Value = yaml_serde::from_str(&text).unwrap();
+    template["Resources"]["WebhookDeliveryQueue"]["Properties"]["RedrivePolicy"]["maxReceiveCount"]
+        .as_u64()
+        .expect("the delivery queue's maxReceiveCount") as u32
+}
+
+#[tokio::test]
+async fn a_delivery_to_a_dead_endpoint_is_retried_for_24_hours_before_the_dead_letter_queue_could_take_it(
+) {
+    use std::sync::atomic::{AtomicI64, Ordering};
+    use std::sync::Arc;
+
+    // A port nothing listens on: every attempt is refused at once.
+    let dead = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.local_addr().unwrap().to_string()
+    };
+    let table = fresh_table().await;
+    let mut stack = Stack::start_allowing(table, &[], true, std::slice::from_ref(&dead)).await;
+    // The deployed schedule (the default), on a simulated clock: 24 hours take no time.
+    let simulated = Arc::new(AtomicI64::new(0));
+    let offset = simulated.clone();
+    stack.worker = DeliveryWorker::new(
+        stack.table.clone(),
+        stack.queue.clone(),
+        stack.policy.clone(),
+        RetrySchedule::default(),
+    )
+    .unwrap()
+    .with_clock(Arc::new(move || {
+        Timestamp::now().plus_seconds(offset.load(Ordering::SeqCst))
+    }));
+    let created = stack
+        .call(
+            ApiRequest::post("/me/webhooks")
+                .caller(ALICE)
+                .json(json!({"url": format!("http://{dead}/hook"), "events": ["alarm.raised"]})),
+        )
+        .await;
+    assert_eq!(created.status, 201, "{:?}", created.body);
+    let id = created.body["webhookId"].as_str().unwrap().to_string();
+    let key = ItemKey::Webhook {
+        user: UserId::parse(ALICE).unwrap(),
+        webhook: WebhookId::parse(&id).unwrap(),
+    };
+    let token = WebhookItem::from_item(item(&stack.table, &key).await.unwrap())
+        .unwrap()
+        .confirmation_token;
+    let confirmed = stack
+        .call(
+            ApiRequest::post(&format!("/me/webhooks/{id}/confirm"))
+                .caller(ALICE)
+                .json(json!({"token": token})),
+        )
+        .await;
+    assert_eq!(confirmed.status, 200, "{:?}", confirmed.body);
+    // Ten test deliveries at once (a small storm: its messages meet the open breaker), each
+    // followed through SQS's receives by hand, in the order their visibility ends.
+    let before = delivery_ids(&log_page(&stack, ALICE, &id, &[]).await);
+    send_tests(&stack, ALICE, &id, 10).await;
+    let deliveries: Vec<String> = delivery_ids(&log_page(&stack, ALICE, &id, &[]).await)
+        .into_iter()
+        .filter(|d| !before.contains(d))
+        .collect();
+    assert_eq!(deliveries.len(), 10);
+    let max_receives = queue_max_receive_count();
+    // Whatever the schedule's base (1 s at the least), the worst case fits under the redrive.
+    for base_seconds in [
+        1,
+        shared::ops::webhooks::deliveries::DEFAULT_BACKOFF_BASE_SECONDS,
+    ] {
+        let schedule = RetrySchedule {
+            base_seconds,
+            ..RetrySchedule::default()
+        };
+        let most =
+            schedule.most_receives_within(shared::ops::webhooks::deliveries::RETRY_FOR_SECONDS);
+        assert!(
+            most < max_receives,
+            "{most} receives at base {base_seconds} s"
+        );
+    }
+    // (visible again at, delivery, receives so far)
+    let mut due: std::collections::BinaryHeap<std::cmp::Reverse<(i64, usize, u32)>> = (0
+        ..deliveries.len())
+        .map(|i| std::cmp::Reverse((0, i, 0)))
+        .collect();
+    let (mut dead_lettered, mut most_receives) = (Vec::new(), 0);
+    // When each was given up, on the worker's clock.
+    let mut finished_at = vec![Timestamp::now(); deliveries.len()];
+    while let Some(std::cmp::Reverse((at, i, receives))) = due.pop() {
+        simulated.store(at, Ordering::SeqCst);
+        let receives = receives + 1;
+        most_receives = most_receives.max(receives);
+        if receives > max_receives {
+            // SQS's redrive: the message goes to the dead-letter queue, not to the worker.
+            dead_lettered.push((i, at));
+            continue;
+        }
+        let body = json!({"owner": ALICE, "webhookId": id, "deliveryId": deliveries[i]});
+        match stack
+            .worker
+            .deliver_one(&body.to_string(), receives)
+            .await
+            .unwrap()
+        {
+            shared::ops::webhooks::deliveries::Verdict::Done => {
+                finished_at[i] = Timestamp::now().plus_seconds(at)
+            }
+            shared::ops::webhooks::deliveries::Verdict::RetryIn(seconds) => {
+                due.push(std::cmp::Reverse((at + i64::from(seconds), i, receives)));
+            }
+        }
+    }
+    let mut logged = Vec::new();
+    for d in &deliveries {
+        logged.push(stack.worker_delivery(ALICE, &id, d).await);
+    }
+    let attempts: Vec<u32> = logged.iter().map(|d| d.attempts).collect();
+    eprintln!(
+        "10 deliveries to a dead endpoint: {} dead-lettered (after {:?} s), at most {most_receives} \
+         receives of one message (the queue allows {max_receives}), attempts {attempts:?}, the \
+         last after {:.1} simulated hours",
+        dead_lettered.len(),
+        dead_lettered.iter().map(|(_, at)| at).collect::<Vec<_>>(),
+        simulated.load(Ordering::SeqCst) as f64 / 3600.0
+    );
+    assert!(
+        dead_lettered.is_empty(),
+        "SQS would have dead-lettered them first"
+    );
+    for (d, finished) in logged.iter().zip(&finished_at) {
+        assert_eq!(d.state, DeliveryState::Abandoned, "{d:?}");
+        let retried_for = finished.epoch_seconds() - d.created_at.epoch_seconds();
+        assert!(
+            retried_for >= shared::ops::webhooks::deliveries::RETRY_FOR_SECONDS,
+            "abandoned after {retried_for} s of retrying: {d:?}"
+        );
+    }
+    // Retried all along, not only held: every delivery was tried at least a dozen times.
+    assert!(attempts.iter().all(|a| *a >= 12), "{attempts:?}");
 }

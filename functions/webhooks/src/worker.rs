@@ -61,6 +61,15 @@ fn batch_item_failures(ids: impl IntoIterator<Item = String>) -> Value {
     json!({"batchItemFailures": failures})
 }
 
+/// How many times SQS has handed out `record`'s message, this time included (its
+/// `ApproximateReceiveCount` attribute; 1 when absent).
+fn receive_count(record: &Value) -> u32 {
+    record["attributes"]["ApproximateReceiveCount"]
+        .as_str()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(1)
+}
+
 /// Sends deliveries: the table, the queue (to delay retries) and an HTTP client that never
 /// follows a redirect and resolves through [`CheckedResolver`].
 pub struct DeliveryWorker {
@@ -149,7 +158,7 @@ impl DeliveryWorker {
             let id = record["messageId"].as_str().unwrap_or_default().to_string();
             let receipt = record["receiptHandle"].as_str().unwrap_or_default();
             let body = record["body"].as_str().unwrap_or_default();
-            match self.deliver_one(body).await {
+            match self.deliver_one(body, receive_count(record)).await {
                 Ok(Verdict::Done) => None,
                 Ok(Verdict::RetryIn(seconds)) => {
                     if let Err(err) = self.queue.retry_in(receipt, seconds).await {
@@ -186,8 +195,9 @@ impl DeliveryWorker {
         Ok(batch_item_failures(made.failed_from))
     }
 
-    /// One message: plan, send, record.
-    pub async fn deliver_one(&self, body: &str) -> Result<Verdict, FleetError> {
+    /// One message, received for the `receives`-th time (SQS's `ApproximateReceiveCount`):
+    /// plan, send, record.
+    pub async fn deliver_one(&self, body: &str, receives: u32) -> Result<Verdict, FleetError> {
         let message: DeliveryMessage = match serde_json::from_str(body) {
             Ok(message) => message,
             Err(err) => {
@@ -196,10 +206,12 @@ impl DeliveryWorker {
                 return Ok(Verdict::Done);
             }
         };
-        let attempt = match prepare_attempt(&self.table, &message).await? {
+        let attempt = match prepare_attempt(&self.table, &message, (self.clock)()).await? {
             Plan::Send(attempt) => attempt,
             Plan::Wait(seconds) => {
-                tracing::info!(delivery = %message.delivery_id, seconds, "the endpoint's breaker is open");
+                // A hold counts as a receive too: paced by the receives like a retry.
+                let seconds = self.schedule.paced(seconds, receives);
+                tracing::info!(delivery = %message.delivery_id, seconds, receives, "the endpoint's breaker is open");
                 return Ok(Verdict::RetryIn(seconds));
             }
             Plan::Done(why) => {
@@ -220,6 +232,7 @@ impl DeliveryWorker {
             &attempt,
             &outcome,
             &self.schedule,
+            receives,
             (self.clock)(),
         )
         .await

@@ -55,6 +55,9 @@ pub async fn pump(
         .queue_url(queue.url())
         .max_number_of_messages(10)
         .wait_time_seconds(wait_seconds)
+        .message_system_attribute_names(
+            aws_sdk_sqs::types::MessageSystemAttributeName::ApproximateReceiveCount,
+        )
         .send()
         .await
         .map_err(|e| format!("{e:?}"))?;
@@ -69,6 +72,13 @@ pub async fn pump(
                 "messageId": m.message_id(),
                 "receiptHandle": m.receipt_handle(),
                 "body": m.body(),
+                "attributes": {
+                    "ApproximateReceiveCount": m
+                        .attributes()
+                        .and_then(|a| a.get(&aws_sdk_sqs::types::MessageSystemAttributeName::ApproximateReceiveCount))
+                        .cloned()
+                        .unwrap_or_else(|| "1".to_string()),
+                },
                 "eventSource": "aws:sqs",
             })
         })

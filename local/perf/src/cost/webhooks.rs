@@ -44,9 +44,6 @@ pub const QUEUE_BATCH: f64 = 10.0;
 pub const STREAM_BATCH: f64 = 100.0;
 /// The delivery worker's concurrency cap (`template.yaml`: `MaximumConcurrency: 20`).
 pub const WORKER_CONCURRENCY: f64 = 20.0;
-/// The queue's redrive (`template.yaml`: `maxReceiveCount: 40`): receives before a message
-/// goes to the dead-letter queue.
-pub const MAX_RECEIVE_COUNT: u32 = 40;
 /// An attempt's HTTP timeout, seconds (docs/design.md section 16: "5 s timeout"): what a
 /// batch to a receiver that never answers is billed.
 pub const ATTEMPT_TIMEOUT_SECONDS: f64 = 5.0;
@@ -287,8 +284,9 @@ pub fn storm_phases(sizes: &WebhookSizes, owner_alarms: f64) -> Vec<(&'static st
     let attempt_rate = (WORKER_CONCURRENCY * QUEUE_BATCH / ATTEMPT_TIMEOUT_SECONDS)
         .min(owner_alarms / ATTEMPT_TIMEOUT_SECONDS);
     let endpoint_update = write_units(sizes.endpoint) as f64;
-    // While the breaker is open every queued message comes back about every
-    // BREAKER_OPEN_SECONDS (plus 2.5 s of jitter on average) and is read, not sent.
+    // When the breaker opens every queued message comes back about every
+    // BREAKER_OPEN_SECONDS (plus 2.5 s of jitter on average) and is read, not sent: the peak
+    // (later holds are paced by each message's receives, so they thin out).
     let hold_rate = owner_alarms / (BREAKER_OPEN_SECONDS as f64 + 2.5);
     vec![
         (
@@ -302,7 +300,7 @@ pub fn storm_phases(sizes: &WebhookSizes, owner_alarms: f64) -> Vec<(&'static st
             attempt_rate * attempt_read_units(sizes, sizes.delivery_failed),
         ),
         (
-            "breaker open (every queued message read back about once a minute)",
+            "breaker open (every queued message read back about once a minute, at first)",
             0.0,
             hold_rate * attempt_read_units(sizes, sizes.delivery_failed),
         ),
@@ -383,12 +381,11 @@ pub fn cost_section(sims: &[Simulation]) -> String {
     let _ = writeln!(
         out,
         "\nNot in these figures: the breaker's holds (while an endpoint's breaker is open each of its \
-         queued messages is received about once a minute and costs two consistent GetItems, a \
-         receive and a ChangeMessageVisibility without an attempt: ${:.7} per hold), the \
-         queue's empty polls, API Gateway and logs. **The queue's redrive (`maxReceiveCount: {MAX_RECEIVE_COUNT}`) \
-         is below the schedule's {} attempts**, and holds count as receives too: a delivery to a \
-         dead endpoint reaches the dead-letter queue before its 24 hours are over (after about \
-         40 minutes when its breaker stays open), so the retried figure is the most it can cost.\n",
+         queued messages is received again after the breaker's minute or its receives' backoff, \
+         whichever is longer, and costs two consistent GetItems, a receive and a \
+         ChangeMessageVisibility without an attempt: ${:.7} per hold; a hold takes the place of an \
+         attempt, so the retried figure, {} attempts, is the most a delivery costs), the queue's \
+         empty polls, API Gateway and logs.\n",
         attempt_read_units(&sizes, sizes.delivery_failed) * RRU_USD
             + (1.0 / QUEUE_BATCH + 1.0) * SQS_REQUEST_USD,
         attempts_in_retry_window(&schedule),
@@ -505,8 +502,6 @@ mod tests {
         let attempts = attempts_in_retry_window(&schedule);
         let expected = 1 + 10 + ((RETRY_FOR_SECONDS - before_cap) as f64 / 2_700.0).ceil() as u32;
         assert_eq!(attempts, expected);
-        // More than the redrive lets through: the finding the report states.
-        assert!(attempts > MAX_RECEIVE_COUNT, "{attempts}");
         let sizes = WebhookSizes::of_real_items();
         let d = retried_for_the_window(&sizes, &schedule);
         // The fan-out's 2 requests, then 5 per attempt.

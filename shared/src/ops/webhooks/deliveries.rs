@@ -143,12 +143,13 @@ pub const BREAKER_THRESHOLD: u32 = 5;
 /// How long an open breaker holds an endpoint's messages before one attempt tries it again.
 pub const BREAKER_OPEN_SECONDS: i64 = 60;
 
-/// Reads the delivery and its endpoint (two consistent GetItems) and plans the attempt: a
-/// delivered or abandoned delivery is done (SQS delivers at least once); a deleted or
+/// Reads the delivery and its endpoint (two consistent GetItems) and plans the attempt at
+/// `now`: a delivered or abandoned delivery is done (SQS delivers at least once); a deleted or
 /// disabled endpoint, or an unconfirmed one for anything but its confirmation, abandons it.
 pub async fn prepare_attempt(
     table: &FleetTable,
     message: &DeliveryMessage,
+    now: Timestamp,
 ) -> Result<Plan, FleetError> {
     let key = ItemKey::WebhookDelivery {
         user: message.owner.clone(),
@@ -179,15 +180,22 @@ pub async fn prepare_attempt(
         abandon(table, &delivery, why).await?;
         return Ok(Plan::Done(why));
     };
-    let now = Timestamp::now();
     if let Some(until) = endpoint.breaker_open_until.filter(|until| *until > now) {
+        if retried_long_enough(&delivery, now) {
+            // Held to the end of its retry window: it is given up as a failed attempt would be.
+            let why = "retried for 24 hours; the endpoint's breaker was open";
+            abandon(table, &delivery, why).await?;
+            return Ok(Plan::Done(why));
+        }
         // Spread over a few seconds, so the held messages do not all come back at once.
         let wait = until.epoch_seconds() - now.epoch_seconds() + (jitter() * 5.0).round() as i64;
         return Ok(Plan::Wait(
             wait.clamp(1, i64::from(MAX_BACKOFF_SECONDS)) as u32
         ));
     }
-    let timestamp = now.epoch_seconds();
+    // The receiver checks `webhook-timestamp` against its own clock: always the wall clock's
+    // (`now` may be a test's simulated one).
+    let timestamp = Timestamp::now().epoch_seconds();
     // The log keeps the standard body; a Slack endpoint is sent (and signed) its rendering.
     let body = match endpoint.format {
         WebhookFormat::Standard => delivery.payload.clone(),
@@ -291,6 +299,34 @@ impl RetrySchedule {
         let half = full / 2;
         (half + ((full - half) as f64 * jitter.clamp(0.0, 1.0)).round() as u64).max(1) as u32
     }
+
+    /// How long a message received for the `receives`-th time stays away when the worker
+    /// wants it back in `wanted` seconds: never less than the backoff of its receive count.
+    /// SQS counts every receive against the queue's `maxReceiveCount`, a breaker's hold as
+    /// much as an attempt, so pacing every return by the receives (not only by the attempts)
+    /// is what bounds a message's receives over the retry window, whatever mix of holds and
+    /// attempts it meets ([`Self::most_receives_within`]).
+    pub fn paced(&self, wanted: u32, receives: u32) -> u32 {
+        wanted.max(self.pause(receives, jitter()))
+    }
+
+    /// The most receives a message can have while it is retried for `seconds`, the last (the
+    /// one that abandons it) included: every pause at its shortest (no jitter). The delivery
+    /// queue's `maxReceiveCount` must be above it, or SQS dead-letters a delivery the worker
+    /// is still retrying.
+    pub fn most_receives_within(&self, seconds: i64) -> u32 {
+        let (mut receives, mut elapsed) = (1u32, 0i64);
+        while elapsed < seconds {
+            elapsed += i64::from(self.pause(receives, 0.0));
+            receives += 1;
+        }
+        receives
+    }
+}
+
+/// Whether `delivery` has been retried for [`RETRY_FOR_SECONDS`] at `now`.
+fn retried_long_enough(delivery: &WebhookDeliveryItem, now: Timestamp) -> bool {
+    now.epoch_seconds() - delivery.retry_window_start().epoch_seconds() >= RETRY_FOR_SECONDS
 }
 
 fn jitter() -> f64 {
@@ -302,7 +338,9 @@ fn jitter() -> f64 {
 /// Records an attempt made at `now` on the delivery's log item (one PutItem) and, for a
 /// confirmation answered with its token, confirms the endpoint (one UpdateItem conditioned on
 /// the token). Says whether to retry: a failure is retried with backoff until
-/// [`RETRY_FOR_SECONDS`] after the delivery was created (or redelivered), then abandoned.
+/// [`RETRY_FOR_SECONDS`] after the delivery was created (or redelivered), then abandoned; the
+/// pause is the backoff of its attempts or of its message's `receives`, whichever is longer
+/// ([`RetrySchedule::paced`]).
 /// An endpoint that has failed for [`FAILING_DAYS_TO_DISABLE`] days is disabled, and its
 /// owner told ([`disable_failing_endpoint`], through `queue`).
 pub async fn record_attempt(
@@ -311,6 +349,7 @@ pub async fn record_attempt(
     attempt: &Attempt,
     outcome: &AttemptOutcome,
     schedule: &RetrySchedule,
+    receives: u32,
     now: Timestamp,
 ) -> Result<Verdict, FleetError> {
     let mut delivery = attempt.delivery.clone();
@@ -322,14 +361,12 @@ pub async fn record_attempt(
         delivery.state = DeliveryState::Delivered;
         delivery.next_retry_at = None;
         Verdict::Done
-    } else if now.epoch_seconds() - delivery.retry_window_start().epoch_seconds()
-        >= RETRY_FOR_SECONDS
-    {
+    } else if retried_long_enough(&delivery, now) {
         delivery.state = DeliveryState::Abandoned;
         delivery.next_retry_at = None;
         Verdict::Done
     } else {
-        let pause = schedule.pause(delivery.attempts, jitter());
+        let pause = schedule.paced(schedule.pause(delivery.attempts, jitter()), receives);
         delivery.next_retry_at = Some(now.plus_seconds(i64::from(pause)));
         Verdict::RetryIn(pause)
     };
@@ -597,5 +634,22 @@ mod tests {
                 "{attempts}"
             );
         }
+    }
+
+    #[test]
+    fn a_message_comes_back_no_sooner_than_its_receives_backoff_and_has_a_bounded_number_of_receives(
+    ) {
+        let s = RetrySchedule::default();
+        // A breaker's 60 s hold of a message received 30 times waits its receives' backoff.
+        assert!(s.paced(60, 30) >= 1800);
+        // A long wanted pause is kept.
+        assert_eq!(s.paced(3000, 1), 3000);
+        // 24 hours at the shortest pauses: 10 doubling ones (2,557 s), then 1,800 s each.
+        assert_eq!(s.most_receives_within(RETRY_FOR_SECONDS), 58);
+        let fastest = RetrySchedule {
+            base_seconds: 1,
+            ..RetrySchedule::default()
+        };
+        assert_eq!(fastest.most_receives_within(RETRY_FOR_SECONDS), 60);
     }
 }
