@@ -15,7 +15,9 @@ use fleet_testkit::webhook_receiver::{Received, WebhookReceiver};
 use fleet_tests::*;
 use serde_json::{json, Value};
 use shared::model::entities::webhook::WebhookItem;
-use shared::model::entities::webhook_delivery::{DeliveryState, WebhookDeliveryItem};
+use shared::model::entities::webhook_delivery::{
+    DeliveryState, WebhookDeliveryItem, DELIVERY_LOG_SHARDS,
+};
 use shared::model::entities::{Entity, ItemKey};
 use shared::model::ids::UserId;
 use shared::model::timestamp::Timestamp;
@@ -707,7 +709,9 @@ async fn an_endpoint_that_never_answers_opens_its_breaker_and_another_owners_del
 // The delivery log and redelivery (issue 41, item 5) and the 3-day disable (item 2).
 
 /// One page of `owner`'s log of `id` (`query`: extra parameters), asserting a 200 and its
-/// cost: one GetItem of the endpoint and one Query of its log.
+/// cost: one GetItem of the endpoint, one Query of each of the log's 16 partitions, and at
+/// most one more each (a partition whose share of the page ran out is read once more, for
+/// all the page still needs).
 async fn log_page(stack: &Stack, owner: &str, id: &str, query: &[(&str, &str)]) -> Value {
     let mut request = ApiRequest::get(&format!("/me/webhooks/{id}/deliveries")).caller(owner);
     for (name, value) in query {
@@ -715,10 +719,65 @@ async fn log_page(stack: &Stack, owner: &str, id: &str, query: &[(&str, &str)]) 
     }
     let a = stack.call(request).await;
     assert_eq!(a.status, 200, "{:?}", a.body);
-    assert_eq!(a.used.requests(), 2, "{:?}", a.used);
-    assert_eq!(a.used.operations.get("Query"), Some(&1), "{:?}", a.used);
+    let partitions = u32::from(DELIVERY_LOG_SHARDS);
+    let queries = a.used.operations.get("Query").copied().unwrap_or(0);
+    assert!(
+        (partitions..=2 * partitions).contains(&queries),
+        "{:?}",
+        a.used
+    );
     assert_eq!(a.used.operations.get("GetItem"), Some(&1), "{:?}", a.used);
+    assert_eq!(a.used.requests(), 1 + queries, "{:?}", a.used);
     a.body
+}
+
+#[tokio::test]
+async fn an_endpoints_log_spreads_over_its_partitions_and_pages_through_them_exactly() {
+    let stack = Stack::start(&[], true).await;
+    let (id, _) = stack.create(ALICE, json!(["alarm.raised"])).await;
+    stack.deliver_until(1).await;
+    let mut made = Vec::new();
+    for _ in 0..40 {
+        let a = stack
+            .call(ApiRequest::post(&format!("/me/webhooks/{id}/test")).caller(ALICE))
+            .await;
+        assert_eq!(a.status, 202, "{:?}", a.body);
+        made.push(a.body["deliveryId"].as_str().unwrap().to_string());
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    // Not in the owner's partition: spread over the endpoint's log partitions.
+    let partitions: std::collections::BTreeSet<String> = table_contents(&stack.table)
+        .await
+        .into_iter()
+        .filter(|item| matches!(key_of(item), ItemKey::WebhookDelivery { .. }))
+        .map(|item| key_of(&item).primary_key().pk)
+        .collect();
+    assert!(partitions.len() >= 10, "{partitions:?}");
+    assert!(
+        partitions
+            .iter()
+            .all(|pk| pk.starts_with(&format!("USER#{ALICE}#WHLOG#{id}#"))),
+        "{partitions:?}"
+    );
+    // Pages of 7, newest first, every delivery once (the confirmation last).
+    let mut listed = Vec::new();
+    let mut cursor: Option<String> = None;
+    for _ in 0..10 {
+        let mut query = vec![("limit", "7")];
+        if let Some(c) = &cursor {
+            query.push(("cursor", c.as_str()));
+        }
+        let page = log_page(&stack, ALICE, &id, &query).await;
+        assert!(page["items"].as_array().unwrap().len() <= 7);
+        listed.extend(delivery_ids(&page));
+        cursor = page["cursor"].as_str().map(str::to_string);
+        if cursor.is_none() {
+            break;
+        }
+    }
+    assert_eq!(listed.len(), 41, "{listed:?}");
+    let newest_first: Vec<String> = made.iter().rev().cloned().collect();
+    assert_eq!(listed[..40], newest_first[..]);
 }
 
 fn delivery_ids(page: &Value) -> Vec<String> {
@@ -1251,4 +1310,50 @@ async fn a_delivery_to_a_dead_endpoint_is_retried_for_24_hours_before_the_dead_l
     }
     // Retried all along, not only held: every delivery was tried at least a dozen times.
     assert!(attempts.iter().all(|a| *a >= 12), "{attempts:?}");
+}
+
+#[tokio::test]
+async fn deleting_an_organization_deletes_its_endpoints_delivery_logs() {
+    let stack = Stack::start(&[], true).await;
+    let created = device_updates(
+        &stack.table,
+        ApiRequest::post("/orgs")
+            .caller(ALICE)
+            .json(json!({"name": "Short-lived"})),
+    )
+    .await;
+    assert_eq!(created.status, 201, "{:?}", created.body);
+    let org = created.body["org"]["orgId"].as_str().unwrap().to_string();
+    let hook = stack
+        .call(
+            ApiRequest::post(&format!("/orgs/{org}/webhooks"))
+                .caller(ALICE)
+                .json(json!({"url": stack.receiver.url("/hook"), "events": ["alarm.raised"]})),
+        )
+        .await;
+    assert_eq!(hook.status, 201, "{:?}", hook.body);
+    let id = hook.body["webhookId"].as_str().unwrap().to_string();
+    stack.deliver_until(1).await;
+    for _ in 0..20 {
+        let a = stack
+            .call(ApiRequest::post(&format!("/orgs/{org}/webhooks/{id}/test")).caller(ALICE))
+            .await;
+        assert_eq!(a.status, 202, "{:?}", a.body);
+    }
+    let logged = || async {
+        table_contents(&stack.table)
+            .await
+            .iter()
+            .filter(|item| matches!(key_of(item), ItemKey::WebhookDelivery { .. }))
+            .count()
+    };
+    assert_eq!(logged().await, 21, "the confirmation and 20 tests");
+
+    let deleted = device_updates(
+        &stack.table,
+        ApiRequest::delete(&format!("/orgs/{org}")).caller(ALICE),
+    )
+    .await;
+    assert_eq!(deleted.status, 204, "{:?}", deleted.body);
+    assert_eq!(logged().await, 0, "the logs went with the organization");
 }

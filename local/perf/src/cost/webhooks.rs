@@ -14,7 +14,7 @@ use shared::model::alarm::status::AlarmState;
 use shared::model::entities::alarm::AlarmItem;
 use shared::model::entities::webhook::WebhookItem;
 use shared::model::entities::webhook_delivery::{
-    DeliveryState, WebhookDeliveryItem, DELIVERY_LOG_DAYS,
+    DeliveryState, WebhookDeliveryItem, DELIVERY_LOG_DAYS, DELIVERY_LOG_SHARDS,
 };
 use shared::model::entities::Entity;
 use shared::model::offline::OFFLINE_SEVERITY;
@@ -275,9 +275,19 @@ pub fn retried_for_the_window(sizes: &WebhookSizes, schedule: &RetrySchedule) ->
     d
 }
 
-/// The outage storm on the busiest owner's partition `USER#{owner}`, where its endpoint item
-/// and its delivery items live: (phase, WCU/s, RCU/s).
-pub fn storm_phases(sizes: &WebhookSizes, owner_alarms: f64) -> Vec<(&'static str, f64, f64)> {
+/// The owner's partition `USER#{owner}`: its endpoint item (and its profile, devices...).
+pub const OWNER_KEY: &str = "USER#{owner}";
+/// One of the endpoint's log partitions, where its delivery items are spread.
+pub const LOG_KEY: &str = "USER#{owner}#WHLOG#{webhookId}#{shard}";
+
+/// The outage storm's load on the two keys it touches, the owner's partition (the endpoint
+/// item) and one of the endpoint's [`DELIVERY_LOG_SHARDS`] log partitions (the deliveries,
+/// spread by a hash of their ids): (phase, key, WCU/s, RCU/s).
+pub fn storm_phases(
+    sizes: &WebhookSizes,
+    owner_alarms: f64,
+) -> Vec<(&'static str, &'static str, f64, f64)> {
+    let shards = f64::from(DELIVERY_LOG_SHARDS);
     let fan_out_rate = owner_alarms / 60.0;
     // A batch to a receiver that never answers holds its worker for the timeout: at most the
     // whole worker, and at most every queued message of the owner once per timeout.
@@ -288,21 +298,45 @@ pub fn storm_phases(sizes: &WebhookSizes, owner_alarms: f64) -> Vec<(&'static st
     // BREAKER_OPEN_SECONDS (plus 2.5 s of jitter on average) and is read, not sent: the peak
     // (later holds are paced by each message's receives, so they thin out).
     let hold_rate = owner_alarms / (BREAKER_OPEN_SECONDS as f64 + 2.5);
+    let fan_out = "fan-out (the storm's minute, as fast as the stream is read)";
+    let attempts = "attempts (at most the whole worker: 20 x 10 per 5 s timeout)";
+    let held = "breaker open (every queued message read back about once a minute, at first)";
     vec![
         (
-            "fan-out (the storm's minute, as fast as the stream is read)",
-            fan_out_rate * write_units(sizes.delivery_pending) as f64,
+            fan_out,
+            OWNER_KEY,
+            0.0,
             fan_out_rate / STREAM_BATCH * query_read_units(sizes.endpoint),
         ),
         (
-            "attempts (at most the whole worker: 20 x 10 per 5 s timeout)",
-            attempt_rate * (write_units(sizes.delivery_failed) as f64 + 2.0 * endpoint_update),
-            attempt_rate * attempt_read_units(sizes, sizes.delivery_failed),
+            fan_out,
+            LOG_KEY,
+            fan_out_rate * write_units(sizes.delivery_pending) as f64 / shards,
+            0.0,
         ),
         (
-            "breaker open (every queued message read back about once a minute, at first)",
+            attempts,
+            OWNER_KEY,
+            attempt_rate * 2.0 * endpoint_update,
+            attempt_rate * strong_read_units(sizes.endpoint),
+        ),
+        (
+            attempts,
+            LOG_KEY,
+            attempt_rate * write_units(sizes.delivery_failed) as f64 / shards,
+            attempt_rate * strong_read_units(sizes.delivery_failed) / shards,
+        ),
+        (
+            held,
+            OWNER_KEY,
             0.0,
-            hold_rate * attempt_read_units(sizes, sizes.delivery_failed),
+            hold_rate * strong_read_units(sizes.endpoint),
+        ),
+        (
+            held,
+            LOG_KEY,
+            0.0,
+            hold_rate * strong_read_units(sizes.delivery_failed) / shards,
         ),
     ]
 }
@@ -420,9 +454,10 @@ pub fn storm_section(sims: &[Simulation]) -> String {
         "## Webhook outage storm (issue 41)\n\n\
          {} alarms raised in one minute, spread over the devices (each equally likely); every \
          owner has one endpoint subscribed, and every endpoint fails. An owner's endpoint item \
-         and its delivery items are in its own partition `USER#{{owner}}` (beside its profile, \
-         devices and live states), so the busiest key is the owner partition of the largest fleet. \
-         Items: endpoint {} B, delivery {} B ({} B after a failed attempt). Phases: the fan-out \
+         is in its own partition `USER#{{owner}}` (beside its profile, devices and live states); \
+         the endpoint's delivery items are spread over {} log partitions `USER#{{owner}}#WHLOG#{{webhookId}}#{{shard}}` \
+         by a hash of their ids, so the busiest keys are the largest fleet's owner partition \
+         and each of its endpoint's log partitions. Items: endpoint {} B, delivery {} B ({} B after a failed attempt). Phases: the fan-out \
          (a delivery PutItem per alarm; its rate is the storm's, an upper bound: the stream is \
          read a batch per shard at a time); the attempts (the worker's `MaximumConcurrency` 20 x \
          batches of 10, each batch held for the 5 s timeout: at most {} attempts/s in all, here all \
@@ -430,9 +465,10 @@ pub fn storm_section(sims: &[Simulation]) -> String {
          the breaker open (each queued message read back every {} s or so, two consistent \
          GetItems, one of them always the same endpoint item). Limits {} WCU/s and {} RCU/s per \
          partition. `local/perf/src/cost/webhooks.rs`, `storm_phases`.\n\n\
-         | profile | largest fleet | its alarms in the minute | phase | WCU/s | RCU/s | verdict |\n\
-         |---|---|---|---|---|---|---|\n",
+         | profile | largest fleet | its alarms in the minute | phase | key | WCU/s | RCU/s | verdict |\n\
+         |---|---|---|---|---|---|---|---|\n",
         group(STORM_ALARMS as u64),
+        DELIVERY_LOG_SHARDS,
         sizes.endpoint,
         sizes.delivery_pending,
         sizes.delivery_failed,
@@ -443,7 +479,7 @@ pub fn storm_section(sims: &[Simulation]) -> String {
     );
     for sim in sims {
         let alarms = busiest_owner_alarms(sim);
-        for (phase, wcu, rcu) in storm_phases(&sizes, alarms) {
+        for (phase, key, wcu, rcu) in storm_phases(&sizes, alarms) {
             let verdict = if wcu > WCU_LIMIT || rcu > RCU_LIMIT {
                 "**over the key's limit**"
             } else {
@@ -451,7 +487,7 @@ pub fn storm_section(sims: &[Simulation]) -> String {
             };
             let _ = writeln!(
                 out,
-                "| {} | {} | {} | {phase} | {} | {} | {verdict} |",
+                "| {} | {} | {} | {phase} | `{key}` | {} | {} | {verdict} |",
                 sim.profile.name,
                 group(u64::from(sim.workload.fleet_max)),
                 group(alarms.round() as u64),
@@ -513,19 +549,28 @@ mod tests {
     fn the_busiest_owner_gets_its_fleets_share_of_the_storm() {
         let sizes = WebhookSizes::of_real_items();
         let phases = storm_phases(&sizes, 6_000.0);
-        // 6,000 alarms in a minute: 100 delivery puts a second.
+        let shards = f64::from(DELIVERY_LOG_SHARDS);
+        // 6,000 alarms in a minute: 100 delivery puts a second, spread over the log's
+        // partitions; the owner's partition only has the endpoint read by each stream batch.
+        assert_eq!(phases[0].1, OWNER_KEY);
+        assert_eq!(phases[0].2, 0.0);
+        assert_eq!(phases[1].1, LOG_KEY);
         assert_eq!(
-            phases[0].1,
-            100.0 * write_units(sizes.delivery_pending) as f64
+            phases[1].2,
+            100.0 * write_units(sizes.delivery_pending) as f64 / shards
         );
-        // The worker's bound: 20 x 10 / 5 s = 40 attempts a second.
+        // The worker's bound: 20 x 10 / 5 s = 40 attempts a second, each with two breaker
+        // updates of the endpoint and one put of its delivery.
+        assert_eq!(phases[2].2, 40.0 * 2.0 * write_units(sizes.endpoint) as f64);
         assert_eq!(
-            phases[1].1,
-            40.0 * (write_units(sizes.delivery_failed) + 2 * write_units(sizes.endpoint)) as f64
+            phases[3].2,
+            40.0 * write_units(sizes.delivery_failed) as f64 / shards
         );
-        // 6,000 held messages read back every 62.5 s, 2 consistent reads each.
+        // 6,000 held messages read back every 62.5 s: 96 endpoint reads a second on the
+        // owner's key, 96 delivery reads spread over the log's.
+        assert!((phases[4].3 - 96.0 * strong_read_units(sizes.endpoint)).abs() < 1e-9);
         assert!(
-            (phases[2].2 - 96.0 * attempt_read_units(&sizes, sizes.delivery_failed)).abs() < 1e-9
+            (phases[5].3 - 96.0 * strong_read_units(sizes.delivery_failed) / shards).abs() < 1e-9
         );
     }
 }

@@ -1,8 +1,11 @@
 //! One webhook message to one endpoint and its attempts (the delivery log):
-//! `USER#{userId}` / `WHDELIVERY#{webhookId}#{deliveryId}`. The body is stored as signed, so
-//! every retry sends the same bytes under the same `webhook-id`; kept 30 days (`ttl`). A
-//! delivery id starts with its creation time (`DeliveryId::generate_at`), so an endpoint's
-//! items sort oldest to newest and its log is read newest first by one Query.
+//! `USER#{userId}#WHLOG#{webhookId}#{shard}` / `WHDELIVERY#{deliveryId}`. The body is stored as
+//! signed, so every retry sends the same bytes under the same `webhook-id`; kept 30 days
+//! (`ttl`). A delivery id starts with its creation time (`DeliveryId::generate_at`), so each
+//! of an endpoint's [`DELIVERY_LOG_SHARDS`] partitions sorts oldest to newest, and its log is
+//! read newest first by merging them. The shard is a stable hash of the delivery id: an
+//! outage storm's deliveries to one endpoint spread over 16 partitions instead of loading the
+//! owner's (docs/design.md section 16, "Cost and scale").
 
 use serde::{Deserialize, Serialize};
 
@@ -28,7 +31,7 @@ pub enum DeliveryState {
     Abandoned,
 }
 
-/// A delivery: `USER#{userId}` / `WHDELIVERY#{webhookId}#{deliveryId}`.
+/// A delivery: `USER#{userId}#WHLOG#{webhookId}#{shard}` / `WHDELIVERY#{deliveryId}`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct WebhookDeliveryItem {
@@ -103,30 +106,48 @@ impl Entity for WebhookDeliveryItem {
     }
 }
 
-/// Sort-key prefix of an owner's deliveries.
+/// Sort-key prefix of a delivery.
 pub const DELIVERY_PREFIX: &str = "WHDELIVERY#";
 
-/// Sort-key prefix of one endpoint's deliveries (its log), in creation order.
-pub fn endpoint_log_prefix(webhook: &WebhookId) -> String {
-    format!("{DELIVERY_PREFIX}{webhook}#")
+/// Partitions one endpoint's deliveries are spread over. An outage storm of 100,000 alarms in
+/// a minute puts about 1,110 WCU/s of delivery items on the largest fleet's endpoint
+/// (docs/key-distribution.md, "Webhook outage storm"); 16 partitions keep each near 70, and a
+/// fleet ten times larger still under the 1,000 WCU/s of one key. A log page reads them all.
+pub const DELIVERY_LOG_SHARDS: u16 = 16;
+
+/// The log partition (`0..DELIVERY_LOG_SHARDS`) of `delivery`: a stable hash of its id.
+pub fn log_shard(delivery: &DeliveryId) -> u16 {
+    crate::model::shard::shard_of(delivery.as_str(), DELIVERY_LOG_SHARDS)
 }
 
-/// `USER#{userId}` / `WHDELIVERY#{webhookId}#{deliveryId}`.
+/// `USER#{userId}#WHLOG#{webhookId}#{shard}`: one of an endpoint's log partitions.
+pub fn log_partition(user: &UserId, webhook: &WebhookId, shard: u16) -> String {
+    format!("{}#WHLOG#{webhook}#{shard}", user_pk(user))
+}
+
+/// `USER#{userId}#WHLOG#{webhookId}#{shard}` / `WHDELIVERY#{deliveryId}`.
 pub fn primary_key(user: &UserId, webhook: &WebhookId, delivery: &DeliveryId) -> PrimaryKey {
     PrimaryKey {
-        pk: user_pk(user),
-        sk: format!("{DELIVERY_PREFIX}{webhook}#{delivery}"),
+        pk: log_partition(user, webhook, log_shard(delivery)),
+        sk: format!("{DELIVERY_PREFIX}{delivery}"),
     }
 }
 
-/// A delivery's key, if `key` has its shape.
+/// A delivery's key, if `key` has its shape (its shard the one its id hashes to).
 pub fn parse_key(key: &KeyParts) -> Option<Result<ItemKey, ValidationError>> {
     match (key.pk_parts.as_slice(), key.sk_parts.as_slice()) {
-        (["USER", user], ["WHDELIVERY", webhook, delivery]) => Some((|| {
+        (["USER", user, "WHLOG", webhook, shard], ["WHDELIVERY", delivery]) => Some((|| {
+            let delivery = DeliveryId::parse(delivery)?;
+            if shard.parse::<u16>().ok() != Some(log_shard(&delivery)) {
+                return Err(ValidationError::new(
+                    "key",
+                    "a delivery in another log partition than its id's",
+                ));
+            }
             Ok(ItemKey::WebhookDelivery {
                 user: UserId::parse(*user)?,
                 webhook: WebhookId::parse(webhook)?,
-                delivery: DeliveryId::parse(delivery)?,
+                delivery,
             })
         })()),
         _ => None,
@@ -136,8 +157,8 @@ pub fn parse_key(key: &KeyParts) -> Option<Result<ItemKey, ValidationError>> {
 /// Its key templates, for the generated docs.
 pub const KEY_TEMPLATE: KeyTemplate = KeyTemplate {
     entity_type: "webhookDelivery",
-    pk: "USER#${userId}",
-    sk: "WHDELIVERY#${webhookId}#${deliveryId}",
+    pk: "USER#${userId}#WHLOG#${webhookId}#${shard}",
+    sk: "WHDELIVERY#${deliveryId}",
     gsi1: None,
     gsi2: None,
     gsi3: None,

@@ -15,6 +15,10 @@ use crate::model::entities::org_deletion::{OrgDeletionItem, DELETING_ORGS_PK};
 use crate::model::entities::org_member::{OrgMemberItem, MEMBER_PREFIX};
 use crate::model::entities::organization::{org_pk, OrganizationItem};
 use crate::model::entities::running_rollout::{running_rollout_prefix, RUNNING_ROLLOUTS_PK};
+use crate::model::entities::webhook::WEBHOOK_PREFIX;
+use crate::model::entities::webhook_delivery::{
+    log_partition, DELIVERY_LOG_SHARDS, DELIVERY_PREFIX,
+};
 use crate::model::entities::{Entity, ItemKey};
 use crate::model::error::FleetError;
 use crate::model::expression::{Condition, Expressions, Update};
@@ -24,6 +28,7 @@ use crate::model::org::{Role, MAX_ORGS_PER_USER};
 use crate::model::pattern_id::PatternId;
 use crate::model::schema::{Item, PK, SK};
 use crate::model::timestamp::Timestamp;
+use crate::model::webhook::WebhookId;
 use crate::ops::orgs::view::Org;
 use crate::ops::orgs::writes;
 use crate::ops::pattern::{implemented_by, AccessPattern, Frequency, Operation, RequestBudget};
@@ -283,13 +288,15 @@ pub const DELETE_ORG: AccessPattern = AccessPattern {
         Operation::BatchWriteItem,
     ],
     index: None,
-    key_condition: "USER#org:{orgId}/FLEET; mark ORG#{orgId}/ORG, put ORGS#DELETING/{orgId}; PK = ORG#{orgId} begins_with MEMBER#, INVITATION#; PK = USER#org:{orgId}; ROLLOUTS#RUNNING begins_with org:{orgId}#; PK = FIRMWARE#org:{orgId}",
+    key_condition: "USER#org:{orgId}/FLEET; mark ORG#{orgId}/ORG, put ORGS#DELETING/{orgId}; PK = ORG#{orgId} begins_with MEMBER#, INVITATION#; PK = USER#org:{orgId} begins_with WEBHOOK#, then each endpoint's PK = USER#org:{orgId}#WHLOG#{webhookId}#{shard}; PK = USER#org:{orgId}; ROLLOUTS#RUNNING begins_with org:{orgId}#; PK = FIRMWARE#org:{orgId}",
     // The fleet item's GetItem, the marking transaction, one Query per step (members,
-    // invitations, fleet partition, running rollouts, firmware partition) and the deletions in
-    // batches of 25, each step's rounded up apart (the memberships' own batches before the
-    // member list's: +1; the firmware's: +1), and the last batch: the organization item and
-    // its entry on the worker's list. The images' S3 deletes are not DynamoDB requests.
-    budget: RequestBudget::BatchOf25Plus(10),
+    // invitations, webhook endpoints, fleet partition, running rollouts, firmware partition)
+    // and the deletions in batches of 25, each step's rounded up apart (the memberships' own
+    // batches before the member list's: +1; the firmware's: +1), and the last batch: the
+    // organization item and its entry on the worker's list. Each webhook endpoint adds a Query
+    // of each of its 16 log partitions and their deletions. The images' S3 deletes are not
+    // DynamoDB requests.
+    budget: RequestBudget::BatchOf25Plus(11),
     max_read_units: None,
     route: Some("DELETE /orgs/{orgId}"),
     implemented_by: implemented_by!(delete_org),
@@ -490,6 +497,12 @@ pub async fn finish_org_deletion(
     if !delete_pages(table, &mut limit, invitations, |_: &str| None).await? {
         return Ok(false);
     }
+    // The logs of its webhook endpoints live beside the fleet, in partitions of their own:
+    // before the endpoints (in the fleet's partition, next), so a run stopped between finds
+    // them again.
+    if !delete_webhook_logs(table, &mut limit, &fleet_owner).await? {
+        return Ok(false);
+    }
     let fleet_partition = || {
         table.client.query().table_name(table.name()).expressions(
             Expressions::builder()
@@ -534,6 +547,44 @@ pub async fn finish_org_deletion(
         ],
     )
     .await?;
+    Ok(true)
+}
+
+/// Deletes the delivery logs of `owner`'s webhook endpoints (each over
+/// [`DELIVERY_LOG_SHARDS`] partitions) within `limit`: whether they are all gone.
+async fn delete_webhook_logs(
+    table: &FleetTable,
+    limit: &mut DeletionLimit,
+    owner: &UserId,
+) -> Result<bool, FleetError> {
+    let endpoints = key_prefix(
+        table,
+        user_pk(owner),
+        WEBHOOK_PREFIX,
+        Expressions::builder().projection(&[PK, SK]),
+    );
+    let (keys, _) = page_keys(endpoints).await?;
+    for (_, sk) in keys {
+        let Some(webhook) = sk
+            .strip_prefix(WEBHOOK_PREFIX)
+            .and_then(|id| WebhookId::parse(id).ok())
+        else {
+            continue;
+        };
+        for shard in 0..DELIVERY_LOG_SHARDS {
+            let log = || {
+                key_prefix(
+                    table,
+                    log_partition(owner, &webhook, shard),
+                    DELIVERY_PREFIX,
+                    Expressions::builder().projection(&[PK, SK]),
+                )
+            };
+            if !delete_pages(table, limit, log, |_: &str| None).await? {
+                return Ok(false);
+            }
+        }
+    }
     Ok(true)
 }
 

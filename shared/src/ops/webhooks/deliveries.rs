@@ -1,5 +1,5 @@
-//! Deliveries: a message to one endpoint, its log item (`USER#{owner}` /
-//! `WHDELIVERY#{webhookId}#{deliveryId}`) and its queue message. The worker asks
+//! Deliveries: a message to one endpoint, its log item (`USER#{owner}#WHLOG#{webhookId}#{shard}` /
+//! `WHDELIVERY#{deliveryId}`) and its queue message. The worker asks
 //! [`prepare_attempt`] what to send (the stored body, signed now by every secret that signs),
 //! sends it itself (HTTP is the function's, not the table's), then [`record_attempt`] records
 //! the answer and says whether and when to retry.

@@ -1,23 +1,23 @@
 //! An endpoint's delivery log (issue 41, item 5): `GET .../webhooks/{webhookId}/deliveries`,
 //! newest first, and `POST .../deliveries/{deliveryId}/retry`, the owner's redeliver button.
 //!
-//! The log is the endpoint's delivery items, `USER#{owner}` / `WHDELIVERY#{webhookId}#{deliveryId}`:
-//! a delivery id starts with its creation time ([`DeliveryId::generate_at`],
-//! [`DeliveryId::of_notice`]), so the items of one endpoint sort oldest to newest and one Query
-//! read backwards is a page, newest first. Items expire 30 days after creation (TTL).
+//! The log is the endpoint's delivery items, `USER#{owner}#WHLOG#{webhookId}#{shard}` /
+//! `WHDELIVERY#{deliveryId}`, spread over 16 partitions by a hash of the id: a delivery id
+//! starts with its creation time ([`DeliveryId::generate_at`], [`DeliveryId::of_notice`]), so
+//! each partition sorts oldest to newest, and a page merges them read backwards, newest first.
+//! Items expire 30 days after creation (TTL).
 
 use serde::Serialize;
 
 use crate::model::entities::webhook::WebhookItem;
 use crate::model::entities::webhook_delivery::{
-    endpoint_log_prefix, DeliveryState, WebhookDeliveryItem,
+    log_partition, DeliveryState, WebhookDeliveryItem, DELIVERY_LOG_SHARDS, DELIVERY_PREFIX,
 };
 use crate::model::entities::{Entity, ItemKey};
 use crate::model::error::{FleetError, ValidationError};
 use crate::model::expression::{Condition, Expressions, Update};
 use crate::model::ids::UserId;
-use crate::model::keys::user_pk;
-use crate::model::schema::{PK, SK};
+use crate::model::schema::{Item, PK, SK};
 use crate::model::timestamp::Timestamp;
 use crate::model::webhook::{DeliveryId, WebhookEvent, WebhookId};
 use crate::ops::webhooks::endpoints::read_webhook;
@@ -87,10 +87,14 @@ fn bad_cursor() -> ValidationError {
 }
 
 /// `GET .../webhooks/{webhookId}/deliveries`: `limit` (1 to [`MAX_LIMIT`]) of the endpoint's
-/// deliveries, newest first, after `cursor` (a delivery id: the start key is built in the
-/// caller's own partition and the endpoint's log, so no cursor reaches another's). Two
-/// requests, at once: a consistent GetItem of the endpoint (a deleted or foreign endpoint is
-/// a 404, its log with it) and one Query of its log.
+/// deliveries, newest first, older than `cursor` (a delivery id: every start key is built in
+/// the caller's own log partitions, so no cursor reaches another's). The log is spread over
+/// [`DELIVERY_LOG_SHARDS`] partitions, each sorted by time; a page merges them exactly: a
+/// consistent GetItem of the endpoint (a deleted or foreign endpoint is a 404, its log with
+/// it) at once with one Query per partition for its share of the page (`limit / 16`, rounded
+/// up, plus one), then one more Query for each partition whose share ran out while it could
+/// still hold the page's next delivery: 17 requests a page, a few more when the newest
+/// deliveries happen to crowd into some partitions.
 pub async fn list_deliveries(
     table: &FleetTable,
     owner: &UserId,
@@ -98,40 +102,117 @@ pub async fn list_deliveries(
     limit: u32,
     cursor: Option<&str>,
 ) -> Result<DeliveryPage, FleetError> {
-    let start = cursor
+    let after = cursor
         .map(|c| DeliveryId::parse(c).map_err(|_| bad_cursor()))
-        .transpose()?
-        .map(|delivery| {
-            ItemKey::WebhookDelivery {
-                user: owner.clone(),
-                webhook: webhook.clone(),
-                delivery,
-            }
-            .attributes()
-        });
-    let prefix = endpoint_log_prefix(webhook);
-    let page = query(
-        key_prefix(
-            table,
-            user_pk(owner),
-            prefix.clone(),
-            Expressions::builder(),
-        )
-        .scan_index_forward(false)
-        .limit(limit.clamp(1, MAX_LIMIT) as i32)
-        .set_exclusive_start_key(start),
-    );
-    let (endpoint, page) = tokio::join!(read_webhook(table, owner, webhook), page);
+        .transpose()?;
+    let limit = limit.clamp(1, MAX_LIMIT) as usize;
+    let share = limit.div_ceil(usize::from(DELIVERY_LOG_SHARDS)) + 1;
+    let mut partitions: Vec<LogPartition> = (0..DELIVERY_LOG_SHARDS)
+        .map(|shard| LogPartition {
+            pk: log_partition(owner, webhook, shard),
+            newest_first: std::collections::VecDeque::new(),
+            // A cursor starts every partition just past it (the key need not exist).
+            next: Some(after.as_ref().map(|delivery| {
+                let key = ItemKey::WebhookDelivery {
+                    user: owner.clone(),
+                    webhook: webhook.clone(),
+                    delivery: delivery.clone(),
+                }
+                .primary_key();
+                let mut start = Item::new();
+                start.insert(
+                    PK.name().into(),
+                    string_value(log_partition(owner, webhook, shard)),
+                );
+                start.insert(SK.name().into(), string_value(key.sk));
+                start
+            })),
+        })
+        .collect();
+    let first_reads = read_log_partitions(table, &mut partitions, share);
+    let (endpoint, first_reads) = tokio::join!(read_webhook(table, owner, webhook), first_reads);
     endpoint?;
-    let (items, next) = page?;
-    let items = items
-        .into_iter()
-        .map(|item| WebhookDeliveryItem::from_item(item).map(|d| DeliveryView::from(&d)))
-        .collect::<Result<Vec<_>, _>>()?;
-    let cursor = next
-        .and_then(|key| key.get(SK.name())?.as_s().ok().cloned())
-        .and_then(|sk| sk.strip_prefix(&prefix).map(str::to_string));
-    Ok(DeliveryPage { items, cursor })
+    first_reads?;
+    let mut items = Vec::with_capacity(limit);
+    while items.len() < limit {
+        // A partition whose read share ran out may hold the next delivery: read on first.
+        if partitions
+            .iter()
+            .any(|p| p.newest_first.is_empty() && p.next.is_some())
+        {
+            read_log_partitions(table, &mut partitions, (limit - items.len()).max(1)).await?;
+        }
+        let newest = partitions
+            .iter_mut()
+            .filter(|p| !p.newest_first.is_empty())
+            .max_by(|a, b| {
+                a.newest_first[0]
+                    .delivery_id
+                    .cmp(&b.newest_first[0].delivery_id)
+            });
+        let Some(newest) = newest else {
+            break;
+        };
+        items.push(
+            newest
+                .newest_first
+                .pop_front()
+                .expect("a partition with items"),
+        );
+    }
+    let more = partitions
+        .iter()
+        .any(|p| !p.newest_first.is_empty() || p.next.is_some());
+    let cursor = more
+        .then(|| items.last().map(|d| d.delivery_id.to_string()))
+        .flatten();
+    Ok(DeliveryPage {
+        items: items.iter().map(DeliveryView::from).collect(),
+        cursor,
+    })
+}
+
+/// One of an endpoint's log partitions, as a page reads it: the deliveries read and not yet
+/// taken, and where its next Query starts (`Some(None)`: from its newest; `None`: read to its
+/// end).
+struct LogPartition {
+    pk: String,
+    newest_first: std::collections::VecDeque<WebhookDeliveryItem>,
+    next: Option<Option<Item>>,
+}
+
+/// Reads the next `count` deliveries, newest first, of every partition that has none read
+/// and more to read: one Query each, at once.
+async fn read_log_partitions(
+    table: &FleetTable,
+    partitions: &mut [LogPartition],
+    count: usize,
+) -> Result<(), FleetError> {
+    let reads = partitions
+        .iter_mut()
+        .filter(|p| p.newest_first.is_empty() && p.next.is_some())
+        .map(|partition| async move {
+            let start = partition.next.take().flatten();
+            let request = key_prefix(
+                table,
+                partition.pk.clone(),
+                DELIVERY_PREFIX,
+                Expressions::builder(),
+            )
+            .scan_index_forward(false)
+            .limit(count.min(MAX_LIMIT as usize) as i32)
+            .set_exclusive_start_key(start);
+            let (items, last) = query(request).await?;
+            for item in items {
+                partition
+                    .newest_first
+                    .push_back(WebhookDeliveryItem::from_item(item)?);
+            }
+            partition.next = last.map(Some);
+            Ok::<_, FleetError>(())
+        });
+    futures::future::try_join_all(reads).await?;
+    Ok(())
 }
 
 /// `POST .../deliveries/{deliveryId}/retry`: sends a delivered or abandoned delivery again,

@@ -221,10 +221,12 @@ fn webhook_templates_match_their_builders_and_parse_back() {
     let user = UserId::parse("org:o1").unwrap();
     let hook = WebhookId::generate().unwrap();
     let message = DeliveryId::generate().unwrap();
+    let shard = webhook_delivery::log_shard(&message).to_string();
     let v = [
         ("userId", user.as_str()),
         ("webhookId", hook.as_str()),
         ("deliveryId", message.as_str()),
+        ("shard", shard.as_str()),
     ];
     let keys = [
         (
@@ -249,4 +251,34 @@ fn webhook_templates_match_their_builders_and_parse_back() {
         assert_eq!(fill(template.sk, &v), built.sk, "{}", template.entity_type);
         assert_eq!(ItemKey::parse(&built.pk, &built.sk).unwrap(), key);
     }
+}
+
+#[test]
+fn an_endpoints_deliveries_spread_over_its_log_partitions_and_a_key_in_the_wrong_one_is_refused() {
+    use crate::model::entities::{webhook_delivery, ItemKey};
+    use crate::model::webhook::{DeliveryId, WebhookId};
+    let user = UserId::parse("u1").unwrap();
+    let hook = WebhookId::generate().unwrap();
+    let mut per_shard = vec![0u32; usize::from(webhook_delivery::DELIVERY_LOG_SHARDS)];
+    for _ in 0..3_200 {
+        let id = DeliveryId::generate().unwrap();
+        per_shard[usize::from(webhook_delivery::log_shard(&id))] += 1;
+    }
+    // 200 a partition on average: none empty, none with twice its share.
+    assert!(
+        per_shard.iter().all(|n| (100..400).contains(n)),
+        "{per_shard:?}"
+    );
+    let delivery = DeliveryId::generate().unwrap();
+    let key = ItemKey::WebhookDelivery {
+        user: user.clone(),
+        webhook: hook.clone(),
+        delivery: delivery.clone(),
+    }
+    .primary_key();
+    let other =
+        (webhook_delivery::log_shard(&delivery) + 1) % webhook_delivery::DELIVERY_LOG_SHARDS;
+    let moved = webhook_delivery::log_partition(&user, &hook, other);
+    assert!(ItemKey::parse(&moved, &key.sk).is_err());
+    assert!(ItemKey::parse(&key.pk, &key.sk).is_ok());
 }
