@@ -45,7 +45,7 @@ const UNITS: [&str; 27] = [
 /// most 30 names) and `Metrics` (at most 100, each a `Name` and an allowed `Unit`), and every
 /// referenced dimension (a string) and metric (a number) present as a top-level member.
 /// Returns the dimension sets and metric names.
-fn validate_emf(doc: &Value) -> Result<(Vec<Vec<String>>, BTreeSet<String>), String> {
+pub(crate) fn validate_emf(doc: &Value) -> Result<(Vec<Vec<String>>, BTreeSet<String>), String> {
     let aws = doc.get("_aws").ok_or("no _aws")?;
     let timestamp = aws["Timestamp"]
         .as_u64()

@@ -270,6 +270,8 @@ fn emitted_metrics() -> BTreeSet<&'static str> {
         .iter()
         .chain(&emf::RUN_METRICS)
         .chain(&emf::FIGURE_METRICS)
+        .chain(&emf::DELIVERY_METRICS)
+        .chain(std::iter::once(&emf::DEFERRED_METRIC))
         .map(|(name, _)| *name)
         .collect()
 }
@@ -285,7 +287,12 @@ fn dashboard() -> (Value, Vec<OurMetric>) {
         .expect("DashboardBody is JSON");
     let mut ours = Vec::new();
     for widget in body["widgets"].as_array().unwrap() {
-        for row in widget["properties"]["metrics"].as_array().unwrap() {
+        // A Logs Insights widget has a query, no metrics (checked on its own below).
+        let Some(rows) = widget["properties"]["metrics"].as_array() else {
+            assert_eq!(widget["type"], "log", "{widget}");
+            continue;
+        };
+        for row in rows {
             let row = row.as_array().unwrap();
             if row[0] == "DeviceFleet" {
                 let dims = row[2..]
@@ -391,6 +398,11 @@ fn our_metrics_in_the_dashboard_and_alarms_are_ones_the_code_writes() {
         "EventsFailed",
         "RunDuration",
         "ColdStart",
+        "WebhookAttempts",
+        "WebhookDelivered",
+        "WebhookLatency",
+        "WebhookLag",
+        "WebhookDeferred",
     ] {
         assert!(
             charted.contains(needed),
@@ -411,6 +423,44 @@ fn our_metrics_in_the_dashboard_and_alarms_are_ones_the_code_writes() {
         3,
         "5xx share alarm over every API function"
     );
+}
+
+/// Issue 41's per-endpoint figures (success rate, latency, backlog) are a Logs Insights table
+/// over the delivery worker's log group (a custom metric per endpoint would cost $0.30 a month
+/// each): its query reads the worker's log group, breaks down by the properties the worker's
+/// documents carry, and names only metrics the worker writes.
+#[test]
+fn the_dashboard_breaks_webhook_deliveries_down_per_endpoint_from_the_workers_documents() {
+    let (body, _) = dashboard();
+    let logs: Vec<&Value> = body["widgets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|w| w["type"] == "log")
+        .collect();
+    assert_eq!(logs.len(), 1, "one per-endpoint table");
+    let query = logs[0]["properties"]["query"].as_str().unwrap();
+    assert!(
+        query.starts_with("SOURCE '/aws/lambda/${WebhookDeliveryFunction}' |"),
+        "{query}"
+    );
+    assert!(
+        query.contains("by webhookId, ownerId"),
+        "per endpoint: {query}"
+    );
+    for property in ["webhookId", "ownerId"] {
+        assert!(emf::DELIVERY_PROPERTIES.contains(&property));
+    }
+    let written: BTreeSet<&str> = emf::DELIVERY_METRICS
+        .iter()
+        .chain(std::iter::once(&emf::DEFERRED_METRIC))
+        .map(|(name, _)| *name)
+        .collect();
+    let named: BTreeSet<&str> = query
+        .split(|c: char| !c.is_ascii_alphanumeric())
+        .filter(|word| word.starts_with("Webhook") && *word != "WebhookDeliveryFunction")
+        .collect();
+    assert_eq!(named, written, "the query's metrics are the worker's");
 }
 
 #[test]

@@ -325,6 +325,45 @@ async fn a_receiver_answering_500_then_200_gets_the_same_webhook_id_twice_and_th
     assert_eq!(stack.webhook(ALICE, &id).await["confirmed"], true);
 }
 
+/// Issue 41 item 5: every attempt writes one EMF document (the operations dashboard's
+/// per-endpoint success rate, latency and lag come from them): a valid document of the
+/// `Function` totals naming the endpoint, its owner and the delivery as properties, with the
+/// attempt's status, success and latency.
+#[tokio::test]
+async fn each_attempt_writes_a_metrics_document_naming_its_endpoint() {
+    let stack = Stack::start(&[500], true).await;
+    let (id, _) = stack.create(ALICE, json!(["alarm.raised"])).await;
+    let (received, docs) = shared::observe::emf::capture(stack.deliver_until(2)).await;
+    assert_eq!(received.len(), 2, "a failure, then the success");
+    let attempts: Vec<&Value> = docs
+        .iter()
+        .filter(|d| d.get("WebhookAttempts").is_some())
+        .collect();
+    assert_eq!(attempts.len(), 2, "one document an attempt: {docs:?}");
+    for (doc, (status, delivered)) in attempts.iter().zip([(500, 0.0), (200, 1.0)]) {
+        let (dimensions, metrics) = crate::metrics_emf::validate_emf(doc).unwrap();
+        assert_eq!(dimensions, [vec!["Function".to_string()]]);
+        assert_eq!(
+            metrics,
+            shared::observe::emf::DELIVERY_METRICS
+                .map(|(name, _)| name.to_string())
+                .into_iter()
+                .collect()
+        );
+        assert_eq!(doc["webhookId"], id.as_str());
+        assert_eq!(doc["ownerId"], ALICE);
+        assert_eq!(doc["event"], "webhook.confirm");
+        assert_eq!(doc["deliveryId"], received[0].header("webhook-id").unwrap());
+        assert_eq!(doc["status"], status);
+        assert_eq!(doc["WebhookDelivered"], delivered);
+        assert!(doc["WebhookLatency"].as_f64().unwrap() >= 0.0);
+    }
+    assert!(
+        attempts[1]["WebhookLag"].as_f64().unwrap() >= attempts[0]["WebhookLag"].as_f64().unwrap(),
+        "the retry waited longer than the first attempt"
+    );
+}
+
 #[tokio::test]
 async fn unsafe_urls_and_unknown_events_are_a_400_naming_them_and_change_nothing() {
     let stack = Stack::start(&[], true).await;

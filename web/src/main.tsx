@@ -23,6 +23,7 @@ import { Register } from './pages/Register';
 import { Operators } from './pages/Operators';
 import { Alarms } from './pages/Alarms';
 import { Rules } from './pages/Rules';
+import { Webhooks } from './pages/Webhooks';
 import { Settings } from './pages/Settings';
 import { NewOrg } from './pages/NewOrg';
 import { Members } from './pages/Members';
@@ -170,6 +171,7 @@ function App({ config, initial }: { config: Config; initial: Session | null }) {
       <Route path="/register" component={Register} />
       <Route path="/alarms" component={Alarms} />
       <Route path="/rules" component={Rules} />
+      <Route path="/webhooks" component={Webhooks} />
       <Route path="/settings" component={Settings} />
       {org && <Route path="/members">{() => <Members org={org} me={session.userId} onOrgsChanged={loadOrgs} />}</Route>}
       {org && <Route path="/invitations">{() => <Invitations org={org} />}</Route>}
@@ -207,6 +209,7 @@ function App({ config, initial }: { config: Config; initial: Session | null }) {
           <a href={fleet.href('/')} aria-current={current('/')}>Fleet</a>
           <a href={fleet.href('/alarms')} aria-current={current('/alarms')}>Alarms</a>
           <a href={fleet.href('/rules')} aria-current={current('/rules')}>Alarm rules</a>
+          <a href={fleet.href('/webhooks')} aria-current={current('/webhooks')}>Webhooks</a>
           <a href={fleet.href('/settings')} aria-current={current('/settings')}>Settings</a>
           {fleet.can(NEEDS.manage) && (
             <a href={fleet.href('/register')} aria-current={current('/register')}>Register a device</a>

@@ -14,6 +14,9 @@ import assert from 'node:assert/strict';
 import { execFileSync, spawn } from 'node:child_process';
 import { readdirSync, readFileSync, writeFileSync, mkdirSync } from 'node:fs';
 import { createRequire } from 'node:module';
+import { Buffer } from 'node:buffer';
+import { createHmac, timingSafeEqual } from 'node:crypto';
+import { createServer as createHttpServer } from 'node:http';
 import { createServer } from 'node:net';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -42,12 +45,49 @@ function freePort() {
   });
 }
 
+/**
+ * A webhook receiver on a loopback port (the dev stack allows it by WEBHOOK_ALLOWED_LOCAL_TARGETS):
+ * it keeps every request; under `/auto/` it answers a `webhook.confirm` delivery with its token
+ * (the endpoint confirms itself), elsewhere with a plain 200 (its owner pastes the token).
+ */
+async function startReceiver() {
+  const received = [];
+  const server = createHttpServer((request, response) => {
+    let body = '';
+    request.on('data', (chunk) => (body += chunk));
+    request.on('end', () => {
+      let parsed = null;
+      try {
+        parsed = JSON.parse(body);
+      } catch {
+        parsed = null;
+      }
+      received.push({ path: request.url, headers: request.headers, body, json: parsed });
+      const token = parsed?.type === 'webhook.confirm' ? parsed.data?.confirmationToken : null;
+      response.writeHead(200, { 'content-type': 'application/json' });
+      response.end(request.url.startsWith('/auto/') && token ? JSON.stringify({ confirmationToken: token }) : '{"ok":true}');
+    });
+  });
+  await new Promise((ok) => server.listen(0, '127.0.0.1', ok));
+  const target = `127.0.0.1:${server.address().port}`;
+  return { target, url: (path) => `http://${target}${path}`, received, stop: () => server.close() };
+}
+
+/** Whether a received delivery's `webhook-signature` verifies with `secret` (Standard Webhooks: HMAC-SHA256 of `id.timestamp.body`, keyed by the secret's base64 after `whsec_`). */
+function signedWith(delivery, secret) {
+  const key = Buffer.from(secret.replace(/^whsec_/, ''), 'base64');
+  const expected = createHmac('sha256', key).update(`${delivery.headers['webhook-id']}.${delivery.headers['webhook-timestamp']}.${delivery.body}`).digest();
+  return String(delivery.headers['webhook-signature'] ?? '')
+    .split(' ')
+    .some((s) => s.startsWith('v1,') && Buffer.from(s.slice(3), 'base64').length === expected.length && timingSafeEqual(Buffer.from(s.slice(3), 'base64'), expected));
+}
+
 /** `fleet-dev serve` on a free port; resolves once it printed its banner and wrote the demo history. */
-async function startDevStack() {
+async function startDevStack(receiver) {
   const port = await freePort();
   const child = spawn(devBin, ['serve'], {
     cwd: repo,
-    env: { ...process.env, PORT: String(port), FLEET_CONSOLE_DIR: join(web, 'dist'), RUST_LOG: 'warn' },
+    env: { ...process.env, PORT: String(port), FLEET_CONSOLE_DIR: join(web, 'dist'), RUST_LOG: 'warn', WEBHOOK_ALLOWED_LOCAL_TARGETS: receiver.target },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let output = '';
@@ -108,6 +148,18 @@ const FLEET_PATTERNS = [
   ['GET', /^\/me\/retention$/, 'AP-R2'],
   ['PUT', /^\/me\/retention$/, 'AP-R1'],
 ];
+/** The webhook routes the console calls, by their operationId in docs/openapi.yaml. */
+const WEBHOOK_ROUTES = [
+  ['GET', /^\/me\/webhooks$/, 'listWebhooks'],
+  ['POST', /^\/me\/webhooks$/, 'createWebhook'],
+  ['PATCH', /^\/me\/webhooks\/[^/]+$/, 'updateWebhook'],
+  ['DELETE', /^\/me\/webhooks\/[^/]+$/, 'deleteWebhook'],
+  ['POST', /^\/me\/webhooks\/[^/]+\/rotate-secret$/, 'rotateWebhookSecret'],
+  ['POST', /^\/me\/webhooks\/[^/]+\/confirm$/, 'confirmWebhook'],
+  ['POST', /^\/me\/webhooks\/[^/]+\/test$/, 'testWebhook'],
+  ['GET', /^\/me\/webhooks\/[^/]+\/deliveries$/, 'listWebhookDeliveries'],
+  ['POST', /^\/me\/webhooks\/[^/]+\/deliveries\/[^/]+\/retry$/, 'retryWebhookDelivery'],
+];
 /** Every API request the console may make: the fleet routes, their organizations' twins (the same pattern on the organization's fleet, after AP-O13, the caller's membership) and the organizations' own (AP-O1 to AP-O12). */
 const PATTERNS = [
   ...FLEET_PATTERNS,
@@ -123,6 +175,9 @@ const PATTERNS = [
   ['POST', /^\/orgs\/[^/]+\/invitations$/, 'AP-O9'],
   ['DELETE', /^\/orgs\/[^/]+\/invitations\/[^/]+$/, 'AP-O11'],
   ['POST', /^\/invitations\/[^/]+\/accept$/, 'AP-O12'],
+  // The webhook routes (issue 41) are not in the pattern catalog yet (design.md, "Access
+  // patterns with budgets" for them is still to do): named here by their OpenAPI operation.
+  ...WEBHOOK_ROUTES.flatMap(([method, re, id]) => [[method, re, id], [method, new RegExp(re.source.replace('^\\/me\\/', '^\\/orgs\\/[^/]+\\/')), `${id} + AP-O13`]]),
 ];
 /** What the console loads that is not the API: its own files and, locally, the stand-in sign-in. */
 const CONSOLE_FILES = /^\/(|index\.html|config\.json|assets\/.+|local\/users(\/[^/]+\/token)?)$/;
@@ -960,7 +1015,7 @@ async function switchFleet(page, label, heading) {
 }
 
 /** The buttons a viewer must not see on the page as it is (none may exist at all). */
-const MANAGING_BUTTONS = [/^Register$/, /Save changes/, /Rotate token/, /Revoke token/, /Delete device/, /Save desired state/, /Send command/, /^Acknowledge$/, /Create rule/, /^Edit$/, /^Delete…$/, /Save role/, /^Remove…$/, /Create invitation/, /^Revoke…$/, /Hand ownership over/, /^Rename$/, /Delete organization/, /Move device/, /Save retention/, /Restore default/];
+const MANAGING_BUTTONS = [/^Register$/, /Save changes/, /Rotate token/, /Revoke token/, /Delete device/, /Save desired state/, /Send command/, /^Acknowledge$/, /Create rule/, /^Edit$/, /^Delete…$/, /Save role/, /^Remove…$/, /Create invitation/, /^Revoke…$/, /Hand ownership over/, /^Rename$/, /Delete organization/, /Move device/, /Save retention/, /Restore default/, /Add endpoint/, /Send test/, /^Redeliver/, /Rotate secret/, /^Disable$/, /^Enable$/, /Confirm endpoint/];
 
 async function buttonsAmong(page, names) {
   const found = [];
@@ -1243,12 +1298,163 @@ test("an admin sets a device's offline detection to tight, moves it into an orga
   await callApi(base, alice, 'DELETE', `/me/devices/${deviceId}`);
 });
 
+// ------------------------------------------------------------------ webhooks (issue 41)
+/** The receiver's requests to `path` of one event type. */
+const receivedAt = (receiver, path, type) => receiver.received.filter((r) => r.path === path && r.json?.type === type);
+
+/** Waits until `check()` is truthy (every 200 ms, at most `seconds`), returning its value. */
+async function eventually(check, seconds, what) {
+  const until = Date.now() + seconds * 1000;
+  for (;;) {
+    const value = await check();
+    if (value) return value;
+    if (Date.now() > until) throw new Error(`${what} within ${seconds} s`);
+    await sleep(200);
+  }
+}
+
+test("webhooks: an endpoint is added (the API's 400 beside its field), its secret shown once, confirmed by its answer or by a pasted token, tested, its log shows the delivery and redelivers it (a 409 said in words), rotated, disabled, enabled and deleted", async ({ page, base, receiver }) => {
+  const alice = await userToken(base, 'demo-alice');
+  await needRoute(base, alice, 'GET', '/me/webhooks');
+  await signIn(page, base, 'demo-alice');
+  await page.getByRole('navigation').getByRole('link', { name: 'Webhooks' }).click();
+  await page.getByRole('heading', { level: 1, name: 'Webhooks' }).waitFor();
+
+  // The form's own check, then the API's 400 naming `url` beside the field.
+  await page.getByRole('button', { name: 'Add endpoint' }).click();
+  await page.locator('#webhook-url-error').waitFor();
+  assert.match(await text(page.locator('#webhook-url-error')), /Enter the URL/);
+  await page.getByLabel('URL', { exact: true }).fill('http://169.254.169.254/latest');
+  await page.getByRole('button', { name: 'Add endpoint' }).click();
+  await eventually(async () => /url/i.test(await text(page.locator('#webhook-url-error'))) && !/Enter the URL/.test(await text(page.locator('#webhook-url-error'))), 10, "the API's 400 beside the URL");
+  assert.equal(await page.getByLabel('URL', { exact: true }).getAttribute('aria-invalid'), 'true');
+
+  // An endpoint that confirms itself by answering its webhook.confirm delivery.
+  const autoPath = `/auto/alice-${Date.now().toString(36)}`;
+  await page.getByLabel('URL', { exact: true }).fill(receiver.url(autoPath));
+  await page.getByLabel('Description (optional)').fill('Alice pager');
+  await page.getByLabel(/A device goes offline/).check();
+  await page.getByRole('button', { name: 'Add endpoint' }).click();
+  const secretInput = page.locator('#webhook-secret');
+  await secretInput.waitFor();
+  const secret = await secretInput.inputValue();
+  assert.match(secret, /^whsec_/);
+  assert.match(await text(page.locator('[data-secret]')), /Shown this once: you will not see it again/);
+  await page.getByRole('button', { name: 'Copy secret' }).waitFor();
+  await axe(page, 'webhooks (secret shown)');
+  await page.getByRole('button', { name: 'I have saved it' }).click();
+  await secretInput.waitFor({ state: 'detached' });
+  const card = page.locator('li.webhook', { has: page.getByRole('heading', { name: 'Alice pager' }) });
+  const webhookId = await card.getAttribute('data-webhook');
+  assert.match(await text(card), /alarm\.raised, device\.offline/);
+  assert.ok(!(await page.content()).includes(secret), 'the secret is gone from the page');
+  const listed = await callApi(base, alice, 'GET', '/me/webhooks');
+  assert.ok(!JSON.stringify(listed.body).includes(secret), 'and the API never lists it');
+  // It confirms itself: the page sees it without a reload.
+  await card.locator('[data-confirmed="true"]').waitFor({ timeout: 30_000 });
+
+  // A test delivery: in the log as delivered, with its status code, signed with the shown secret.
+  await card.getByRole('button', { name: 'Send test' }).click();
+  await page.locator('[data-notice]', { hasText: /Test delivery msg_\S+ queued/ }).waitFor();
+  const log = page.locator(`[data-log="${webhookId}"]`);
+  const testRow = log.locator('tr[data-status="delivered"]', { has: page.getByRole('rowheader', { name: /webhook\.test/ }) });
+  await testRow.waitFor({ timeout: 30_000 });
+  assert.equal(await text(testRow.locator('[data-last-status]')), '200');
+  assert.match(await text(testRow), /Delivered/);
+  const tests = receivedAt(receiver, autoPath, 'webhook.test');
+  assert.equal(tests.length, 1, 'the receiver got the test once');
+  assert.ok(signedWith(tests[0], secret), 'signed with the secret shown once');
+  assert.match(await text(log), /webhook\.confirm/, 'the confirmation is in the log too');
+  await axe(page, 'webhooks (delivery log)');
+  await shot(page, 'webhooks');
+
+  // Redeliver: the same webhook-id again.
+  await testRow.getByRole('button', { name: /^Redeliver/ }).click();
+  await log.locator('[data-log-notice]', { hasText: /Redelivery of webhook\.test queued/ }).waitFor();
+  await eventually(() => receivedAt(receiver, autoPath, 'webhook.test').length === 2, 30, 'the redelivery reaches the receiver');
+  const [first, again] = receivedAt(receiver, autoPath, 'webhook.test');
+  assert.equal(again.headers['webhook-id'], first.headers['webhook-id'], 'a redelivery keeps its webhook-id');
+
+  // Rotate: a new secret, shown once, the old one signing beside it.
+  await card.getByRole('button', { name: 'Rotate secret…' }).click();
+  await card.getByRole('button', { name: 'Rotate secret', exact: true }).click();
+  await secretInput.waitFor();
+  const rotated = await secretInput.inputValue();
+  assert.match(rotated, /^whsec_/);
+  assert.notEqual(rotated, secret);
+  assert.match(await text(page.locator('[data-secret]')), /previous secret keeps signing beside it until/);
+  await page.getByRole('button', { name: 'I have saved it' }).click();
+  await card.getByText(/signs too until/).waitFor();
+
+  // Disabled: the test and the redelivery are the API's 409s, said as what to do.
+  await card.getByRole('button', { name: 'Disable' }).click();
+  await card.locator('[data-state="disabled"]').waitFor();
+  assert.match(await text(card.locator('[data-state]')), /Disabled by a person/);
+  await card.getByRole('button', { name: 'Send test' }).click();
+  await page.locator('[data-notice]', { hasText: 'The endpoint is disabled: enable it first, then send the test again.' }).waitFor();
+  await log.getByRole('button', { name: /^Redeliver webhook\.test/ }).first().click();
+  await log.locator('[data-log-notice]', { hasText: 'The endpoint is disabled: enable it first, then send the redelivery again.' }).waitFor();
+  await card.getByRole('button', { name: 'Enable' }).click();
+  await card.locator('[data-state="enabled"]').waitFor();
+
+  // An endpoint that does not echo its token: confirmed by pasting it (a wrong one is refused).
+  const manualPath = `/manual/alice-${Date.now().toString(36)}`;
+  await page.getByLabel('URL', { exact: true }).fill(receiver.url(manualPath));
+  await page.getByLabel('Description (optional)').fill('Alice manual');
+  await page.getByRole('button', { name: 'Add endpoint' }).click();
+  await secretInput.waitFor();
+  await page.getByRole('button', { name: 'I have saved it' }).click();
+  const manual = page.locator('li.webhook', { has: page.getByRole('heading', { name: 'Alice manual' }) });
+  const confirmation = await eventually(() => receivedAt(receiver, manualPath, 'webhook.confirm')[0], 30, 'the confirmation reaches the receiver');
+  assert.equal(await text(manual.locator('[data-confirmed]')), 'not confirmed');
+  await manual.getByRole('button', { name: 'Send test' }).click();
+  await page.locator('[data-notice]', { hasText: /not confirmed yet/ }).waitFor();
+  const tokenInput = manual.getByLabel('Or paste the confirmation token it received');
+  await tokenInput.fill('whconf_not-the-one');
+  await manual.getByRole('button', { name: 'Confirm endpoint' }).click();
+  await manual.locator('.field-error', { hasText: /not the token/ }).waitFor();
+  await tokenInput.fill(confirmation.body);
+  await manual.getByRole('button', { name: 'Confirm endpoint' }).click();
+  await manual.locator('[data-confirmed="true"]').waitFor();
+
+  // Deleted after asking.
+  for (const [name, locator] of [['Alice manual', manual], ['Alice pager', card]]) {
+    await locator.getByRole('button', { name: 'Delete…' }).click();
+    await locator.getByRole('button', { name: 'Delete endpoint' }).click();
+    await page.getByRole('heading', { name, exact: true }).waitFor({ state: 'detached' });
+  }
+  assert.deepEqual((await callApi(base, alice, 'GET', '/me/webhooks')).body.items.filter((w) => w.webhookId === webhookId), []);
+});
+
+test("webhooks: an organization's viewer reads its endpoints and their delivery log, with no button to change them", async ({ page, base, receiver }) => {
+  const orgId = await acmeId(base);
+  const carol = await userToken(base, 'demo-carol');
+  await needRoute(base, carol, 'GET', `/orgs/${orgId}/webhooks`);
+  const path = `/auto/acme-${Date.now().toString(36)}`;
+  const created = await callApi(base, carol, 'POST', `/orgs/${orgId}/webhooks`, { url: receiver.url(path), events: ['alarm.raised'], description: 'Acme on-call' });
+  assert.equal(created.status, 201, JSON.stringify(created.body));
+  try {
+    await signIn(page, base, 'demo-erin');
+    await goTo(page, `#/orgs/${orgId}/webhooks`);
+    await page.getByRole('heading', { level: 1, name: 'Webhooks' }).waitFor();
+    const card = page.locator(`li.webhook[data-webhook="${created.body.webhookId}"]`);
+    await card.getByRole('heading', { name: 'Acme on-call' }).waitFor();
+    await card.getByRole('button', { name: 'Delivery log' }).click();
+    await page.locator(`[data-log="${created.body.webhookId}"] tr[data-delivery]`, { hasText: 'webhook.confirm' }).waitFor({ timeout: 30_000 });
+    assert.deepEqual(await buttonsAmong(page, MANAGING_BUTTONS), [], 'no managing button for a viewer');
+    assert.match(await text(page.locator('main')), /your role is viewer/);
+    await axe(page, 'webhooks (viewer)');
+  } finally {
+    await callApi(base, carol, 'DELETE', `/orgs/${orgId}/webhooks/${created.body.webhookId}`);
+  }
+});
+
 /** The organization id in a console address (`#/orgs/{orgId}/...`). */
 function splitHash(url) {
   return new URL(url).hash.match(/^#\/orgs\/([^/]+)/)?.[1] ?? '';
 }
 
-test('every request the console made is a catalog access pattern, and nothing came from elsewhere', async () => {
+test('every request the console made is a catalog access pattern (or a webhook route, by its operation: not in the catalog yet), and nothing came from elsewhere', async () => {
   metrics.requests = requests;
   assert.deepEqual(requests.unknown, [], 'requests outside the catalog');
   assert.deepEqual(requests.external, [], 'requests to another origin');
@@ -1273,7 +1479,8 @@ function bundleSize() {
 
 async function main() {
   metrics.bundle = bundleSize();
-  const stack = await startDevStack();
+  const receiver = await startReceiver();
+  const stack = await startDevStack(receiver);
   const browser = await chromium.launch({ executablePath: process.env.CHROMIUM ?? '/usr/bin/chromium', headless: true, args: CHROMIUM_FLAGS });
   let passed = 0;
   let failed = 0;
@@ -1302,7 +1509,7 @@ async function main() {
       });
       const started = Date.now();
       try {
-        await t.fn({ page, base: stack.url, dynamodb: stack.dynamodb, consoleErrors, browser });
+        await t.fn({ page, base: stack.url, dynamodb: stack.dynamodb, consoleErrors, browser, receiver });
         assert.deepEqual(errors, [], 'uncaught errors in the page');
         assert.deepEqual(violations, [], 'Content-Security-Policy violations');
         passed++;
@@ -1324,6 +1531,7 @@ async function main() {
     await browser.close();
     stack.stop();
     await Promise.race([stack.exited, sleep(10_000)]);
+    receiver.stop();
   }
   metrics.axe = axeResults;
   mkdirSync(dirname(metricsPath), { recursive: true });

@@ -15,6 +15,7 @@ use reqwest::dns::{Addrs, Name, Resolve, Resolving};
 use serde_json::{json, Value};
 use shared::model::timestamp::Timestamp;
 use shared::model::webhook::target::TargetPolicy;
+use shared::observe::emf;
 use shared::ops::alarms::notify::{stream_record, StreamRecord};
 use shared::ops::webhooks::alarm_notices::deliver_alarm_transitions;
 use shared::ops::webhooks::deliveries::{
@@ -212,6 +213,11 @@ impl DeliveryWorker {
                 // A hold counts as a receive too: paced by the receives like a retry.
                 let seconds = self.schedule.paced(seconds, receives);
                 tracing::info!(delivery = %message.delivery_id, seconds, receives, "the endpoint's breaker is open");
+                emf::emit(&emf::deferred_document(
+                    message.webhook_id.as_str(),
+                    message.owner.as_str(),
+                    message.delivery_id.as_str(),
+                ));
                 return Ok(Verdict::RetryIn(seconds));
             }
             Plan::Done(why) => {
@@ -220,12 +226,25 @@ impl DeliveryWorker {
             }
         };
         let outcome = self.send(&attempt).await;
+        let now = (self.clock)();
         tracing::info!(
             delivery = %message.delivery_id,
             status = ?outcome.status,
             latency_ms = outcome.latency_ms,
             "webhook attempt"
         );
+        // Its wait since it was created (or redelivered: its retry window starts there).
+        let waiting_since = attempt.delivery.retry_window_start();
+        emf::emit(&emf::delivery_document(&emf::DeliveryFigures {
+            webhook_id: message.webhook_id.as_str(),
+            owner_id: message.owner.as_str(),
+            delivery_id: message.delivery_id.as_str(),
+            event: attempt.delivery.event.as_str(),
+            status: outcome.status,
+            delivered: outcome.succeeded(),
+            latency_ms: outcome.latency_ms as f64,
+            lag_ms: (now.epoch_millis() - waiting_since.epoch_millis()).max(0) as f64,
+        }));
         record_attempt(
             &self.table,
             &self.queue,
@@ -233,7 +252,7 @@ impl DeliveryWorker {
             &outcome,
             &self.schedule,
             receives,
-            (self.clock)(),
+            now,
         )
         .await
     }

@@ -56,6 +56,94 @@ pub const RUN_METRICS: [(&str, &str); 5] = [
 pub const FIGURE_METRICS: [(&str, &str); 2] =
     [("EventsAccepted", "Count"), ("EventsFailed", "Count")];
 
+/// Metrics of one webhook delivery attempt (the delivery worker), dimension `Function` only:
+/// the endpoint, its owner and the delivery are properties, so the operations dashboard
+/// breaks them down per endpoint with a Logs Insights query over the worker's log group
+/// instead of paying a custom metric per endpoint (docs/operations.md, "Webhook endpoints").
+pub const DELIVERY_METRICS: [(&str, &str); 4] = [
+    ("WebhookAttempts", "Count"),
+    ("WebhookDelivered", "Count"),
+    ("WebhookLatency", "Milliseconds"),
+    ("WebhookLag", "Milliseconds"),
+];
+
+/// Metric of a delivery the worker held back because its endpoint's circuit breaker was open:
+/// the endpoint's backlog growing without attempts.
+pub const DEFERRED_METRIC: (&str, &str) = ("WebhookDeferred", "Count");
+
+/// The properties naming the endpoint of a delivery document (never dimensions).
+pub const DELIVERY_PROPERTIES: [&str; 4] = ["webhookId", "ownerId", "deliveryId", "event"];
+
+/// One webhook delivery attempt, as the metrics see it.
+#[derive(Debug)]
+pub struct DeliveryFigures<'a> {
+    /// The endpoint.
+    pub webhook_id: &'a str,
+    /// The fleet's owner (a person's or an organization's id).
+    pub owner_id: &'a str,
+    /// The delivery (its `webhook-id`).
+    pub delivery_id: &'a str,
+    /// The event name (`alarm.raised`).
+    pub event: &'a str,
+    /// The answer's status; None when no answer came.
+    pub status: Option<u16>,
+    /// Whether the attempt succeeded (a 2xx).
+    pub delivered: bool,
+    /// How long the attempt took.
+    pub latency_ms: f64,
+    /// How long the delivery had waited when it was attempted (since it was created, or
+    /// redelivered): how far behind its endpoint is, its backlog in time.
+    pub lag_ms: f64,
+}
+
+/// The EMF document of one webhook delivery attempt.
+pub fn delivery_document(figures: &DeliveryFigures<'_>) -> Value {
+    // In DELIVERY_METRICS' order.
+    let values = [
+        1.0,
+        f64::from(u8::from(figures.delivered)),
+        figures.latency_ms,
+        figures.lag_ms,
+    ];
+    let metrics: Vec<(&str, &str, f64)> = DELIVERY_METRICS
+        .iter()
+        .zip(values)
+        .map(|((name, unit), value)| (*name, *unit, value))
+        .collect();
+    let mut doc = document(&[&[DIM_FUNCTION]], &[], &metrics);
+    let properties = doc.as_object_mut().expect("an object");
+    delivery_properties(
+        properties,
+        [
+            figures.webhook_id,
+            figures.owner_id,
+            figures.delivery_id,
+            figures.event,
+        ],
+    );
+    if let Some(status) = figures.status {
+        properties.insert("status".into(), status.into());
+    }
+    doc
+}
+
+/// The EMF document of a delivery held back by its endpoint's open circuit breaker.
+pub fn deferred_document(webhook_id: &str, owner_id: &str, delivery_id: &str) -> Value {
+    let (name, unit) = DEFERRED_METRIC;
+    let mut doc = document(&[&[DIM_FUNCTION]], &[], &[(name, unit, 1.0)]);
+    let properties = doc.as_object_mut().expect("an object");
+    properties.insert(DELIVERY_PROPERTIES[0].into(), webhook_id.into());
+    properties.insert(DELIVERY_PROPERTIES[1].into(), owner_id.into());
+    properties.insert(DELIVERY_PROPERTIES[2].into(), delivery_id.into());
+    doc
+}
+
+fn delivery_properties(properties: &mut Map<String, Value>, values: [&str; 4]) {
+    for (name, value) in DELIVERY_PROPERTIES.iter().zip(values) {
+        properties.insert((*name).into(), value.into());
+    }
+}
+
 /// True until the first document of this execution environment is written.
 static COLD: AtomicBool = AtomicBool::new(true);
 
@@ -245,6 +333,81 @@ fn document(
         doc.insert((*name).into(), json!(value));
     }
     Value::Object(doc)
+}
+
+#[cfg(test)]
+mod delivery {
+    use super::*;
+
+    #[test]
+    fn an_attempt_is_one_document_of_function_totals_naming_its_endpoint_as_properties() {
+        let doc = delivery_document(&DeliveryFigures {
+            webhook_id: "wh_1",
+            owner_id: "u1",
+            delivery_id: "msg_1",
+            event: "alarm.raised",
+            status: Some(500),
+            delivered: false,
+            latency_ms: 42.0,
+            lag_ms: 1500.0,
+        });
+        let metrics = &doc["_aws"]["CloudWatchMetrics"][0];
+        assert_eq!(metrics["Dimensions"], json!([[DIM_FUNCTION]]));
+        let names: Vec<&str> = metrics["Metrics"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| m["Name"].as_str().unwrap())
+            .collect();
+        assert_eq!(names, DELIVERY_METRICS.map(|(n, _)| n));
+        assert_eq!(
+            (
+                &doc["WebhookAttempts"],
+                &doc["WebhookDelivered"],
+                &doc["WebhookLatency"],
+                &doc["WebhookLag"]
+            ),
+            (&json!(1.0), &json!(0.0), &json!(42.0), &json!(1500.0))
+        );
+        assert_eq!(
+            (
+                &doc["webhookId"],
+                &doc["ownerId"],
+                &doc["deliveryId"],
+                &doc["event"],
+                &doc["status"]
+            ),
+            (
+                &json!("wh_1"),
+                &json!("u1"),
+                &json!("msg_1"),
+                &json!("alarm.raised"),
+                &json!(500)
+            )
+        );
+        let none = delivery_document(&DeliveryFigures {
+            webhook_id: "wh_1",
+            owner_id: "u1",
+            delivery_id: "msg_1",
+            event: "webhook.test",
+            status: None,
+            delivered: false,
+            latency_ms: 5000.0,
+            lag_ms: 0.0,
+        });
+        assert!(none.get("status").is_none(), "no answer, no status");
+    }
+
+    #[test]
+    fn a_deferred_delivery_counts_one_for_its_endpoint() {
+        let doc = deferred_document("wh_2", "o1", "msg_2");
+        assert_eq!(doc["WebhookDeferred"], json!(1.0));
+        assert_eq!(doc["webhookId"], json!("wh_2"));
+        assert_eq!(
+            doc["_aws"]["CloudWatchMetrics"][0]["Dimensions"],
+            json!([[DIM_FUNCTION]])
+        );
+    }
 }
 
 #[cfg(test)]
