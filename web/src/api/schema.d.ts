@@ -441,7 +441,7 @@ export interface paths {
             };
             cookie?: never;
         };
-        /** The endpoint's delivery log (issue 41), newest first, `limit` a page: each delivery's event, status, attempts, last HTTP status (or null), last latency and next retry. Kept 30 days. A deleted or another owner's endpoint is a 404. One GetItem and one Query a page. */
+        /** The endpoint's delivery log (issue 41), newest first, `limit` a page: each delivery's event, status, attempts, last HTTP status (or null), last latency and next retry. Kept 30 days. A deleted or another owner's endpoint is a 404. One GetItem and 16 to 32 Queries a page (the log is spread over 16 partitions, merged newest first). */
         get: operations["listWebhookDeliveries"];
         put?: never;
         post?: never;
