@@ -404,6 +404,15 @@ async fn unsafe_urls_and_unknown_events_are_a_400_naming_them_and_change_nothing
         assert_eq!(a.status, 400, "{events}: {:?}", a.body);
         assert_eq!(a.body["error"]["field"], "events");
     }
+    for rate in [json!(0), json!(1001), json!(2.5), json!("fast"), json!(-1)] {
+        let a = stack
+            .call(ApiRequest::post("/me/webhooks").caller(ALICE).json(
+                json!({"url": stack.receiver.url("/"), "events": ["alarm.raised"], "rateLimit": rate}),
+            ))
+            .await;
+        assert_eq!(a.status, 400, "{rate}: {:?}", a.body);
+        assert_eq!(a.body["error"]["field"], "rateLimit", "{rate}");
+    }
     assert_eq!(table_contents(&stack.table).await, before);
     stack.drain().await;
     assert!(stack.receiver.received().is_empty());
@@ -1395,4 +1404,76 @@ async fn deleting_an_organization_deletes_its_endpoints_delivery_logs() {
     .await;
     assert_eq!(deleted.status, 204, "{:?}", deleted.body);
     assert_eq!(logged().await, 0, "the logs went with the organization");
+}
+
+/// Seconds after `start` at which each of `deliveries` arrived.
+fn arrivals(deliveries: &[&Received], start: Instant) -> Vec<f64> {
+    deliveries
+        .iter()
+        .map(|d| d.at.saturating_duration_since(start).as_secs_f64())
+        .collect()
+}
+
+#[tokio::test]
+async fn a_storm_reaches_an_endpoint_at_its_rate_limit_and_another_endpoint_is_not_held_behind_it()
+{
+    let stack = Stack::start(&[], true).await;
+    let created = stack
+        .call(ApiRequest::post("/me/webhooks").caller(ALICE).json(
+            json!({"url": stack.receiver.url("/alice"), "events": ["alarm.raised"], "rateLimit": 2}),
+        ))
+        .await;
+    assert_eq!(created.status, 201, "{:?}", created.body);
+    assert_eq!(created.body["webhook"]["rateLimit"], 2);
+    let alice = created.body["webhookId"].as_str().unwrap().to_string();
+    let bob = stack
+        .call(
+            ApiRequest::post("/me/webhooks")
+                .caller(BOB)
+                .json(json!({"url": stack.receiver.url("/bob"), "events": ["alarm.raised"]})),
+        )
+        .await;
+    assert_eq!(bob.status, 201, "{:?}", bob.body);
+    assert_eq!(bob.body["webhook"]["rateLimit"], 50, "the default");
+    let bob = bob.body["webhookId"].as_str().unwrap().to_string();
+    stack.deliver_until(2).await;
+
+    // Ten of Alice's at once, then one of Bob's.
+    let start = Instant::now();
+    send_tests(&stack, ALICE, &alice, 10).await;
+    send_tests(&stack, BOB, &bob, 1).await;
+    // Paced: the log says when a waiting delivery goes.
+    let log = log_page(&stack, ALICE, &alice, &[]).await;
+    let waiting = log["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|d| d["sendAt"].is_string())
+        .count();
+    assert!(waiting >= 5, "{log}");
+    let received = stack.deliver_until(13).await;
+    let to = |path: &str| -> Vec<&Received> {
+        received
+            .iter()
+            .filter(|d| d.path == path && body(d)["type"] == "webhook.test")
+            .collect()
+    };
+    let alices = arrivals(&to("/alice"), start);
+    let bobs = arrivals(&to("/bob"), start);
+    eprintln!("Alice's 10 at 2 a second arrived after {alices:.1?} s; Bob's after {bobs:.1?} s");
+    assert_eq!(alices.len(), 10, "{alices:?}");
+    assert_eq!(bobs.len(), 1);
+    // Ten slots half a second apart: spread over 4.5 s (SQS delays by whole seconds), never
+    // more than the rate (and one second's rounding) in any one second.
+    let (first, last) = (alices[0], alices[alices.len() - 1]);
+    assert!(last - first >= 3.5, "{alices:?}");
+    for (i, t) in alices.iter().enumerate() {
+        let within = alices[i..].iter().filter(|u| **u < t + 1.0).count();
+        assert!(
+            within <= 4,
+            "{within} within a second of {t:.1} s: {alices:?}"
+        );
+    }
+    // Bob's was not queued behind Alice's storm.
+    assert!(bobs[0] < last, "{bobs:?} {alices:?}");
 }

@@ -9,6 +9,7 @@ const hook = (change: Partial<Webhook>): Webhook => ({
   format: 'standard',
   enabled: true,
   confirmed: true,
+  rateLimit: 50,
   createdAt: '2026-11-29T06:00:00Z',
   updatedAt: '2026-11-29T06:00:00Z',
   ...change,

@@ -220,6 +220,10 @@ impl DeliveryWorker {
                 ));
                 return Ok(Verdict::RetryIn(seconds));
             }
+            Plan::NotYet(seconds) => {
+                tracing::info!(delivery = %message.delivery_id, seconds, "paced to its send slot");
+                return Ok(Verdict::RetryIn(self.schedule.paced(seconds, receives)));
+            }
             Plan::Done(why) => {
                 tracing::info!(delivery = %message.delivery_id, why, "nothing to send");
                 return Ok(Verdict::Done);

@@ -23,6 +23,8 @@ pub struct Received {
     pub headers: Vec<(String, String)>,
     /// Its body.
     pub body: String,
+    /// When it arrived.
+    pub at: std::time::Instant,
 }
 
 impl Received {
@@ -91,6 +93,7 @@ impl WebhookReceiver {
                             path,
                             headers,
                             body,
+                            at: std::time::Instant::now(),
                         });
                         (status, answer)
                     };

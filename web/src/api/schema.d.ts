@@ -1738,6 +1738,8 @@ export interface components {
             disabledAt?: string;
             /** @description Why the delivery worker disabled the endpoint. */
             disabledReason?: string;
+            /** @description Deliveries sent to the endpoint a second at most. */
+            rateLimit: number;
         };
         /** @description One delivery in an endpoint's log (never its body). */
         WebhookDelivery: {
@@ -1765,6 +1767,11 @@ export interface components {
              * @description When the owner last asked for a redelivery (its retry window starts there).
              */
             redeliveredAt: string | null;
+            /**
+             * Format: date-time
+             * @description While it waits for its send slot (the endpoint's rateLimit paces a storm): when it will be sent.
+             */
+            sendAt?: string;
         };
         WebhookBody: {
             url: string;
@@ -1772,6 +1779,8 @@ export interface components {
             description?: string | null;
             /** @enum {string} */
             format?: "standard" | "slack";
+            /** @description Deliveries sent to the endpoint a second at most (default 50): a storm is paced to it, each delivery in its own send slot. */
+            rateLimit?: number;
         };
         WebhookChange: {
             url?: string;
@@ -1780,6 +1789,8 @@ export interface components {
             /** @enum {string} */
             format?: "standard" | "slack";
             enabled?: boolean;
+            /** @description Deliveries sent to the endpoint a second at most (default 50): a storm is paced to it, each delivery in its own send slot. */
+            rateLimit?: number;
         };
         Rule: {
             ruleId: string;

@@ -390,6 +390,10 @@ export function Webhooks() {
                     <dd>{w.format}</dd>
                   </div>
                   <div>
+                    <dt>Rate limit</dt>
+                    <dd>{w.rateLimit} a second</dd>
+                  </div>
+                  <div>
                     <dt>State</dt>
                     <dd data-state={state.word}>
                       <span class={`badge hook-${state.word}`}>{state.word}</span>

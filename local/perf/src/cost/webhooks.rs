@@ -129,6 +129,8 @@ impl WebhookSizes {
             failing_since: None,
             disabled_at: None,
             disabled_reason: None,
+            rate_limit: shared::model::webhook::DEFAULT_RATE_LIMIT,
+            paced_until: None,
         };
         // The body exactly as `deliveries::new_delivery` shapes it.
         let payload = json!({
@@ -150,6 +152,7 @@ impl WebhookSizes {
             last_error: None,
             latency_ms: None,
             next_retry_at: None,
+            send_at: None,
             created_at: at,
             redelivered_at: None,
             ttl: at.plus_seconds(DELIVERY_LOG_DAYS * 86_400).epoch_seconds(),
@@ -160,6 +163,7 @@ impl WebhookSizes {
             last_error: Some("operation timed out".into()),
             latency_ms: Some(5000),
             next_retry_at: Some(at.plus_seconds(3600)),
+            send_at: None,
             ..pending.clone()
         };
         Self {
@@ -207,15 +211,16 @@ impl DeliveryRequests {
 }
 
 /// The stream consumer's share of one delivery (`alarm_notices::deliver_alarm_transitions`):
-/// a Query of the fleet's endpoints (at most 16, one page, eventually consistent) counted
-/// once per delivery (a storm spread over many fleets has one alarm per fleet and batch), the
-/// PutItem conditioned on absence and the SendMessage, and its share of a stream batch.
+/// a Query of the fleet's endpoints (at most 16, one page, eventually consistent) and the
+/// UpdateItem reserving the endpoint's send slots, both counted once per delivery (a storm
+/// spread over many fleets has one alarm per fleet and batch), the PutItem conditioned on
+/// absence and the SendMessage, and its share of a stream batch.
 fn fan_out(sizes: &WebhookSizes) -> DeliveryRequests {
     DeliveryRequests {
         attempts: 0.0,
-        write_units: write_units(sizes.delivery_pending) as f64,
+        write_units: (write_units(sizes.delivery_pending) + write_units(sizes.endpoint)) as f64,
         read_units: query_read_units(sizes.endpoint),
-        dynamodb_requests: 2.0,
+        dynamodb_requests: 3.0,
         sqs_requests: 1.0,
         lambda_invocations: 1.0 / STREAM_BATCH,
         lambda_gb_seconds: STREAM_BATCH_SECONDS * DELIVERY_MEMORY_GB / STREAM_BATCH,
@@ -305,7 +310,8 @@ pub fn storm_phases(
         (
             fan_out,
             OWNER_KEY,
-            0.0,
+            // One slot reservation per stream batch (all its deliveries to the endpoint).
+            fan_out_rate / STREAM_BATCH * write_units(sizes.endpoint) as f64,
             fan_out_rate / STREAM_BATCH * query_read_units(sizes.endpoint),
         ),
         (
@@ -508,9 +514,9 @@ mod tests {
     fn a_first_attempt_success_makes_the_codes_requests() {
         let sizes = WebhookSizes::of_real_items();
         let d = first_attempt_success(&sizes);
-        // Stream side: the endpoint Query and the conditional PutItem; worker: two consistent
+        // Stream side: the endpoint Query, the slot reservation and the conditional PutItem; worker: two consistent
         // GetItems and the attempt's PutItem; no breaker write after a success.
-        assert_eq!(d.dynamodb_requests, 5.0);
+        assert_eq!(d.dynamodb_requests, 6.0);
         // SendMessage, and a tenth of a ReceiveMessage and of a DeleteMessageBatch.
         assert!((d.sqs_requests - 1.2).abs() < 1e-9, "{}", d.sqs_requests);
         assert!((d.lambda_invocations - 0.11).abs() < 1e-9);
@@ -523,7 +529,9 @@ mod tests {
         assert_eq!(strong_read_units(sizes.endpoint), 1.0, "{sizes:?}");
         assert_eq!(
             d.write_units,
-            (write_units(sizes.delivery_pending) + write_units(sizes.delivery_failed)) as f64
+            (write_units(sizes.delivery_pending)
+                + write_units(sizes.endpoint)
+                + write_units(sizes.delivery_failed)) as f64
         );
     }
 
@@ -540,8 +548,8 @@ mod tests {
         assert_eq!(attempts, expected);
         let sizes = WebhookSizes::of_real_items();
         let d = retried_for_the_window(&sizes, &schedule);
-        // The fan-out's 2 requests, then 5 per attempt.
-        assert_eq!(d.dynamodb_requests, 2.0 + 5.0 * f64::from(attempts));
+        // The fan-out's 3 requests, then 5 per attempt.
+        assert_eq!(d.dynamodb_requests, 3.0 + 5.0 * f64::from(attempts));
         assert!(d.usd() > 20.0 * first_attempt_success(&sizes).usd());
     }
 
@@ -553,7 +561,7 @@ mod tests {
         // 6,000 alarms in a minute: 100 delivery puts a second, spread over the log's
         // partitions; the owner's partition only has the endpoint read by each stream batch.
         assert_eq!(phases[0].1, OWNER_KEY);
-        assert_eq!(phases[0].2, 0.0);
+        assert_eq!(phases[0].2, 1.0 * write_units(sizes.endpoint) as f64);
         assert_eq!(phases[1].1, LOG_KEY);
         assert_eq!(
             phases[1].2,

@@ -68,6 +68,17 @@ pub struct WebhookItem {
     /// Why the worker disabled it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub disabled_reason: Option<String>,
+    /// Deliveries it is sent per second at most (its send slots' spacing).
+    #[serde(default = "default_rate_limit")]
+    pub rate_limit: u32,
+    /// The end of the last send slot reserved (epoch milliseconds): a new delivery's slot
+    /// follows it, or starts now when it is past (`ops::webhooks::deliveries::reserve_send_slots`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub paced_until: Option<i64>,
+}
+
+fn default_rate_limit() -> u32 {
+    crate::model::webhook::DEFAULT_RATE_LIMIT
 }
 
 /// Days of nothing but failed attempts after which the worker disables an endpoint (the
@@ -109,6 +120,10 @@ attributes!(WebhookItem {
     DISABLED_AT = "disabledAt",
     /// `disabledReason`.
     DISABLED_REASON = "disabledReason",
+    /// `rateLimit`.
+    RATE_LIMIT = "rateLimit",
+    /// `pacedUntil`.
+    PACED_UNTIL = "pacedUntil",
 });
 
 impl Entity for WebhookItem {

@@ -61,6 +61,10 @@ pub struct WebhookDeliveryItem {
     /// When the next attempt is due, while pending after a failure.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub next_retry_at: Option<Timestamp>,
+    /// Its send slot, when it is paced to later than its creation (the endpoint's
+    /// `rateLimit`): no attempt before it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub send_at: Option<Timestamp>,
     /// When created.
     pub created_at: Timestamp,
     /// When the owner last asked for a redelivery: its 24-hour retry window starts here
@@ -86,6 +90,8 @@ attributes!(WebhookDeliveryItem {
     NEXT_RETRY_AT = "nextRetryAt",
     /// `redeliveredAt`.
     REDELIVERED_AT = "redeliveredAt",
+    /// `sendAt`.
+    SEND_AT = "sendAt",
 });
 
 impl WebhookDeliveryItem {

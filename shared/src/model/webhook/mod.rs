@@ -23,6 +23,10 @@ pub const MAX_DESCRIPTION_CHARS: usize = 256;
 pub const MAX_URL_CHARS: usize = 2048;
 /// The most endpoints an owner keeps.
 pub const MAX_WEBHOOKS_PER_OWNER: usize = 16;
+/// Deliveries an endpoint is sent per second when its owner set no `rateLimit`.
+pub const DEFAULT_RATE_LIMIT: u32 = 50;
+/// The most an owner may set an endpoint's `rateLimit` to (per second).
+pub const MAX_RATE_LIMIT: u32 = 1000;
 /// How long the previous secret keeps signing after a rotation (Standard Webhooks: both
 /// signatures in `webhook-signature` meanwhile).
 pub const ROTATION_OVERLAP_SECONDS: i64 = 24 * 3600;

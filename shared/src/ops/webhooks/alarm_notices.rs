@@ -19,11 +19,11 @@ use crate::model::entities::webhook::WebhookItem;
 use crate::model::error::FleetError;
 use crate::model::ids::UserId;
 use crate::model::timestamp::Timestamp;
-use crate::model::webhook::{DeliveryId, WebhookEvent};
+use crate::model::webhook::{DeliveryId, WebhookEvent, WebhookId};
 use crate::ops::alarms::notify::{
     alarm_detail, record_transitions, DetailType, Notice, StreamRecord,
 };
-use crate::ops::webhooks::deliveries::send_once;
+use crate::ops::webhooks::deliveries::{reserve_send_slots, send_once_at};
 use crate::ops::webhooks::endpoints::webhook_items;
 use crate::ops::webhooks::DeliveryQueue;
 use crate::store::table::FleetTable;
@@ -78,8 +78,10 @@ pub fn transition_time(alarm: &AlarmItem, notice: &Notice) -> Timestamp {
 }
 
 /// Turns the transitions of `records` (in stream order) into deliveries to their fleets'
-/// endpoints. Per owner, one Query of its endpoints per batch; per delivery, a conditional
-/// PutItem and an SQS SendMessage.
+/// endpoints. Per owner, one Query of its endpoints per batch; per endpoint, one UpdateItem
+/// reserving the send slots of all its deliveries of the batch ([`reserve_send_slots`]: a
+/// storm is paced to each endpoint's `rateLimit` with one write per batch, not one per
+/// delivery); per delivery, a conditional PutItem and an SQS SendMessage delayed to its slot.
 pub async fn deliver_alarm_transitions(
     table: &FleetTable,
     queue: &DeliveryQueue,
@@ -87,35 +89,122 @@ pub async fn deliver_alarm_transitions(
 ) -> Result<AlarmDeliveries, FleetError> {
     let mut made = AlarmDeliveries::default();
     let mut endpoints: HashMap<UserId, Vec<WebhookItem>> = HashMap::new();
-    for record in records {
-        match deliver_record(table, queue, record, &mut endpoints, &mut made).await {
-            Ok(()) => {}
-            Err(err) => {
-                tracing::warn!(
-                    error = %err,
-                    sequence_number = record.sequence_number(),
-                    "alarm deliveries failed: retried from this record"
+    // The batch's deliveries first, in stream order, so each endpoint's slots are reserved
+    // at once; a record that could not be planned ends the batch there (Lambda retries it).
+    let mut planned = Vec::new();
+    let mut failed_at = None;
+    for (index, record) in records.iter().enumerate() {
+        if let Err(err) = plan_record(
+            table,
+            record,
+            index,
+            &mut endpoints,
+            &mut made,
+            &mut planned,
+        )
+        .await
+        {
+            tracing::warn!(
+                error = %err,
+                sequence_number = record.sequence_number(),
+                "alarm deliveries failed: retried from this record"
+            );
+            failed_at = Some(index);
+            break;
+        }
+    }
+    let fail_from = |index: usize, made: &mut AlarmDeliveries| {
+        made.failed_from = Some(records[index].sequence_number().to_string());
+    };
+    let mut slots: HashMap<(UserId, WebhookId), std::collections::VecDeque<Timestamp>> =
+        HashMap::new();
+    let mut per_endpoint: Vec<(&WebhookItem, u32, usize)> = Vec::new();
+    for delivery in &planned {
+        match per_endpoint.iter_mut().find(|(e, _, _)| {
+            e.user_id == delivery.endpoint.user_id && e.webhook_id == delivery.endpoint.webhook_id
+        }) {
+            Some((_, count, _)) => *count += 1,
+            None => per_endpoint.push((&delivery.endpoint, 1, delivery.record)),
+        }
+    }
+    let now = Timestamp::now();
+    for (endpoint, count, first_record) in per_endpoint {
+        match reserve_send_slots(table, endpoint, count, now).await {
+            Ok(reserved) => {
+                slots.insert(
+                    (endpoint.user_id.clone(), endpoint.webhook_id.clone()),
+                    reserved.into(),
                 );
-                made.failed_from = Some(record.sequence_number().to_string());
+            }
+            Err(err) => {
+                tracing::warn!(error = %err, "send slots not reserved: retried from this record");
+                fail_from(first_record, &mut made);
                 return Ok(made);
             }
         }
     }
+    for delivery in planned {
+        let slot = slots
+            .get_mut(&(
+                delivery.endpoint.user_id.clone(),
+                delivery.endpoint.webhook_id.clone(),
+            ))
+            .and_then(|s| s.pop_front())
+            .unwrap_or(now);
+        match send_once_at(
+            table,
+            queue,
+            &delivery.endpoint,
+            delivery.event,
+            delivery.detail,
+            &delivery.id,
+            slot,
+        )
+        .await
+        {
+            Ok(new) => {
+                if !new {
+                    made.repeated += 1;
+                }
+                made.queued += 1;
+            }
+            Err(err) => {
+                tracing::warn!(error = %err, "alarm deliveries failed: retried from this record");
+                fail_from(delivery.record, &mut made);
+                return Ok(made);
+            }
+        }
+    }
+    if let Some(index) = failed_at {
+        fail_from(index, &mut made);
+    }
     Ok(made)
 }
 
-async fn deliver_record(
+/// One delivery a batch will make: to `endpoint`, of `event` with `detail`, for the record at
+/// `record`.
+struct PlannedDelivery {
+    record: usize,
+    endpoint: WebhookItem,
+    event: WebhookEvent,
+    detail: serde_json::Value,
+    id: DeliveryId,
+}
+
+/// The deliveries of one record's transitions, added to `planned` (the owner's endpoints
+/// read once a batch into `endpoints`).
+async fn plan_record(
     table: &FleetTable,
-    queue: &DeliveryQueue,
     record: &StreamRecord,
+    index: usize,
     endpoints: &mut HashMap<UserId, Vec<WebhookItem>>,
     made: &mut AlarmDeliveries,
+    planned: &mut Vec<PlannedDelivery>,
 ) -> Result<(), FleetError> {
     let read = match record {
         StreamRecord::Alarm(record, _) => record_transitions(record),
         StreamRecord::Unreadable(letter) => Err(FleetError::internal(letter.reason.clone())),
     };
-    // A record no retry can read: alarm-watch keeps it in its dead-letter queue.
     let (alarm, notices) = match read {
         Ok(Some(found)) => found,
         Ok(None) => return Ok(()),
@@ -146,15 +235,17 @@ async fn deliver_record(
                 .iter()
                 .filter(|e| e.enabled && e.confirmed && e.events.contains(&event))
             {
-                let id = DeliveryId::of_notice(
-                    &endpoint.webhook_id,
-                    &format!("{notification}:{event}"),
-                    transition_time(&alarm, notice),
-                );
-                if !send_once(table, queue, endpoint, event, detail.clone(), &id).await? {
-                    made.repeated += 1;
-                }
-                made.queued += 1;
+                planned.push(PlannedDelivery {
+                    record: index,
+                    endpoint: endpoint.clone(),
+                    event,
+                    detail: detail.clone(),
+                    id: DeliveryId::of_notice(
+                        &endpoint.webhook_id,
+                        &format!("{notification}:{event}"),
+                        transition_time(&alarm, notice),
+                    ),
+                });
             }
         }
     }

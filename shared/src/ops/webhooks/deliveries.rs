@@ -47,11 +47,8 @@ pub async fn send_new(
     Ok(delivery_id)
 }
 
-/// Creates the delivery `delivery_id` of `event` with `data` to `endpoint` unless it exists
-/// (a PutItem conditioned on its absence), then puts its message on the queue either way: a
-/// run that wrote the item but failed to send the message is made good by the next one, and
-/// a second message for a delivery already delivered is let go by the worker
-/// ([`prepare_attempt`]). True when the item was new.
+/// [`send_once_at`] in the endpoint's next send slot ([`reserve_send_slots`], one UpdateItem
+/// of the endpoint more).
 pub async fn send_once(
     table: &FleetTable,
     queue: &DeliveryQueue,
@@ -60,16 +57,124 @@ pub async fn send_once(
     data: Value,
     delivery_id: &DeliveryId,
 ) -> Result<bool, FleetError> {
-    let item = new_delivery(endpoint, event, data, delivery_id, Timestamp::now());
+    let now = Timestamp::now();
+    let slot = reserve_send_slots(table, endpoint, 1, now).await?[0];
+    send_once_at(table, queue, endpoint, event, data, delivery_id, slot).await
+}
+
+/// Creates the delivery `delivery_id` of `event` with `data` to `endpoint` unless it exists
+/// (a PutItem conditioned on its absence), then puts its message on the queue either way,
+/// invisible until its send slot `slot` (up to SQS's 15 minutes; the worker waits out the
+/// rest): a run that wrote the item but failed to send the message is made good by the next
+/// one, and a second message for a delivery already delivered is let go by the worker
+/// ([`prepare_attempt`]). True when the item was new.
+pub async fn send_once_at(
+    table: &FleetTable,
+    queue: &DeliveryQueue,
+    endpoint: &WebhookItem,
+    event: WebhookEvent,
+    data: Value,
+    delivery_id: &DeliveryId,
+    slot: Timestamp,
+) -> Result<bool, FleetError> {
+    let now = Timestamp::now();
+    let mut item = new_delivery(endpoint, event, data, delivery_id, now);
+    let delay = seconds_until(now, slot);
+    if delay > 0 {
+        item.send_at = Some(slot);
+    }
     let new = put_new(table, &item).await?;
     queue
-        .enqueue(&DeliveryMessage {
-            owner: endpoint.user_id.clone(),
-            webhook_id: endpoint.webhook_id.clone(),
-            delivery_id: delivery_id.clone(),
-        })
+        .enqueue_after(
+            &DeliveryMessage {
+                owner: endpoint.user_id.clone(),
+                webhook_id: endpoint.webhook_id.clone(),
+                delivery_id: delivery_id.clone(),
+            },
+            delay,
+        )
         .await?;
     Ok(new)
+}
+
+/// Whole seconds from `now` until `at` (0 when it is past), rounded up: SQS delays by the
+/// second.
+pub fn seconds_until(now: Timestamp, at: Timestamp) -> u32 {
+    let millis = at.epoch_millis() - now.epoch_millis();
+    if millis <= 0 {
+        0
+    } else {
+        (millis as u64).div_ceil(1000).min(u64::from(u32::MAX)) as u32
+    }
+}
+
+/// Reserves `count` consecutive send slots of `endpoint` from `now` on, its `rateLimit` a
+/// second apart: they follow the last slot reserved (`pacedUntil`) while that is still ahead,
+/// else start now. One UpdateItem, `ADD pacedUntil` on the condition it is not past or `SET`
+/// it from now on the condition it is, the likelier first by the endpoint as read (a second
+/// when that guess was stale): no read, no retry loop, and one write for a whole stream
+/// batch's deliveries to the endpoint, so a storm does not make its item a hot key. Pacing is
+/// best effort: when both conditions fail (a race between them, or the endpoint is gone), the
+/// slots start now.
+pub async fn reserve_send_slots(
+    table: &FleetTable,
+    endpoint: &WebhookItem,
+    count: u32,
+    now: Timestamp,
+) -> Result<Vec<Timestamp>, FleetError> {
+    let spacing = 1000.0 / f64::from(endpoint.rate_limit.max(1));
+    let span = (f64::from(count) * spacing).ceil() as i64;
+    let now_ms = now.epoch_millis();
+    let key = ItemKey::Webhook {
+        user: endpoint.user_id.clone(),
+        webhook: endpoint.webhook_id.clone(),
+    };
+    let exists = || Condition::exists(crate::model::schema::PK);
+    let after_the_last = (
+        Update::new().add(WebhookItem::PACED_UNTIL, number_value(span)),
+        exists().and(Condition::at_least(
+            WebhookItem::PACED_UNTIL,
+            number_value(now_ms),
+        )),
+    );
+    let from_now = (
+        Update::new().set(WebhookItem::PACED_UNTIL, number_value(now_ms + span)),
+        exists().and(
+            Condition::absent(WebhookItem::PACED_UNTIL).or(Condition::below(
+                WebhookItem::PACED_UNTIL,
+                number_value(now_ms),
+            )),
+        ),
+    );
+    let last_is_past = endpoint.paced_until.is_none_or(|until| until < now_ms);
+    let tries = if last_is_past {
+        [from_now, after_the_last]
+    } else {
+        [after_the_last, from_now]
+    };
+    let mut start = now_ms;
+    let mut reserved = false;
+    for (update, condition) in tries {
+        if let Some(new) = update_endpoint_key(table, &key, update, condition).await? {
+            let until = new
+                .get(WebhookItem::PACED_UNTIL.name())
+                .and_then(|v| v.as_n().ok())
+                .and_then(|n| n.parse::<i64>().ok())
+                .unwrap_or(now_ms + span);
+            start = until - span;
+            reserved = true;
+            break;
+        }
+    }
+    if !reserved {
+        tracing::info!(webhook_id = %endpoint.webhook_id, "send slots not reserved: starting now");
+    }
+    (0..count)
+        .map(|i| {
+            Timestamp::from_epoch_millis(start + (f64::from(i) * spacing).round() as i64)
+                .ok_or_else(|| FleetError::internal("a send slot out of range"))
+        })
+        .collect()
 }
 
 /// A new pending delivery of `event` with `data` to `endpoint`, made at `now`: the standard
@@ -102,6 +207,7 @@ fn new_delivery(
         last_error: None,
         latency_ms: None,
         next_retry_at: None,
+        send_at: None,
         created_at: now,
         redelivered_at: None,
         ttl: now.plus_seconds(DELIVERY_LOG_DAYS * 86_400).epoch_seconds(),
@@ -136,6 +242,8 @@ pub enum Plan {
     Done(&'static str),
     /// The endpoint's circuit breaker is open: no attempt, the message waits this many seconds.
     Wait(u32),
+    /// Its send slot (the endpoint's `rateLimit`) is this many seconds away: no attempt yet.
+    NotYet(u32),
 }
 
 /// Failed attempts in a row that open an endpoint's circuit breaker.
@@ -161,6 +269,11 @@ pub async fn prepare_attempt(
     };
     if delivery.state != DeliveryState::Pending {
         return Ok(Plan::Done("delivered or abandoned already"));
+    }
+    // Paced to a later send slot than SQS could delay it to: wait, without reading the
+    // endpoint (a storm's paced messages cost one read each time they come back).
+    if let Some(slot) = delivery.send_at.filter(|slot| *slot > now) {
+        return Ok(Plan::NotYet(seconds_until(now, slot).max(1)));
     }
     let endpoint_key = ItemKey::Webhook {
         user: message.owner.clone(),
@@ -542,6 +655,17 @@ async fn update_endpoint(
         webhook: delivery.webhook_id.clone(),
     };
     let condition = condition.unwrap_or_else(|| Condition::exists(crate::model::schema::PK));
+    update_endpoint_key(table, &key, update, condition).await
+}
+
+/// One UpdateItem of the endpoint at `key` on `condition`: the attributes it updated, or
+/// `None` when the condition failed.
+async fn update_endpoint_key(
+    table: &FleetTable,
+    key: &ItemKey,
+    update: Update,
+    condition: Condition,
+) -> Result<Option<crate::model::schema::Item>, FleetError> {
     let result = table
         .client
         .update_item()

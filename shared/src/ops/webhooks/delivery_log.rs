@@ -20,6 +20,7 @@ use crate::model::ids::UserId;
 use crate::model::schema::{Item, PK, SK};
 use crate::model::timestamp::Timestamp;
 use crate::model::webhook::{DeliveryId, WebhookEvent, WebhookId};
+use crate::ops::webhooks::deliveries::{reserve_send_slots, seconds_until};
 use crate::ops::webhooks::endpoints::read_webhook;
 use crate::ops::webhooks::{DeliveryMessage, DeliveryQueue};
 use crate::ops::MAX_LIMIT;
@@ -53,6 +54,9 @@ pub struct DeliveryView {
     pub created_at: Timestamp,
     /// When the owner last asked for a redelivery.
     pub redelivered_at: Option<Timestamp>,
+    /// While it waits for its send slot (the endpoint's `rateLimit`): when it will be sent.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub send_at: Option<Timestamp>,
 }
 
 impl From<&WebhookDeliveryItem> for DeliveryView {
@@ -68,6 +72,9 @@ impl From<&WebhookDeliveryItem> for DeliveryView {
             next_retry_at: item.next_retry_at,
             created_at: item.created_at,
             redelivered_at: item.redelivered_at,
+            send_at: item
+                .send_at
+                .filter(|at| item.state == DeliveryState::Pending && *at > Timestamp::now()),
         }
     }
 }
@@ -221,8 +228,10 @@ async fn read_log_partitions(
 /// such endpoint or delivery; a 409 `delivery_pending` while it is still being retried (its
 /// next attempt is already queued: a second message would only race it),
 /// `webhook_disabled` / `webhook_unconfirmed` when the endpoint would not be sent it.
-/// Requests: two consistent GetItems, one UpdateItem (conditioned on the delivery not being
-/// pending, so two clicks queue one redelivery), one SQS SendMessage.
+/// It goes in the endpoint's next send slot (its `rateLimit`). Requests: two consistent
+/// GetItems, one UpdateItem of the endpoint's slots ([`reserve_send_slots`], two when its
+/// last slot is past), one UpdateItem (conditioned on the delivery not being pending, so two
+/// clicks queue one redelivery), one SQS SendMessage.
 pub async fn redeliver(
     table: &FleetTable,
     queue: &DeliveryQueue,
@@ -243,7 +252,9 @@ pub async fn redeliver(
     let mut item = item?.ok_or(FleetError::NotFound("delivery"))?;
     refuse_redelivery(&endpoint, &item)?;
     let now = Timestamp::now();
-    let reopened = Update::new()
+    let slot = reserve_send_slots(table, &endpoint, 1, now).await?[0];
+    let delay = seconds_until(now, slot);
+    let mut reopened = Update::new()
         .set(
             WebhookDeliveryItem::STATE,
             string_value(state_name(DeliveryState::Pending)),
@@ -253,6 +264,11 @@ pub async fn redeliver(
             string_value(now.to_string()),
         )
         .remove(WebhookDeliveryItem::NEXT_RETRY_AT);
+    reopened = if delay > 0 {
+        reopened.set(WebhookDeliveryItem::SEND_AT, string_value(slot.to_string()))
+    } else {
+        reopened.remove(WebhookDeliveryItem::SEND_AT)
+    };
     let not_pending = Condition::exists(PK).and(Condition::differs(
         WebhookDeliveryItem::STATE,
         string_value(state_name(DeliveryState::Pending)),
@@ -272,13 +288,17 @@ pub async fn redeliver(
         };
     }
     queue
-        .enqueue(&DeliveryMessage {
-            owner: owner.clone(),
-            webhook_id: webhook.clone(),
-            delivery_id: delivery.clone(),
-        })
+        .enqueue_after(
+            &DeliveryMessage {
+                owner: owner.clone(),
+                webhook_id: webhook.clone(),
+                delivery_id: delivery.clone(),
+            },
+            delay,
+        )
         .await?;
     item.state = DeliveryState::Pending;
+    item.send_at = (delay > 0).then_some(slot);
     item.redelivered_at = Some(now);
     item.next_retry_at = None;
     Ok(DeliveryView::from(&item))

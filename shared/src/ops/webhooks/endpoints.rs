@@ -18,8 +18,8 @@ use crate::model::schema::{PK, SK};
 use crate::model::timestamp::Timestamp;
 use crate::model::webhook::target::TargetPolicy;
 use crate::model::webhook::{
-    confirmation_token, WebhookEvent, WebhookFormat, WebhookId, WebhookSecret,
-    MAX_DESCRIPTION_CHARS, MAX_WEBHOOKS_PER_OWNER, ROTATION_OVERLAP_SECONDS,
+    confirmation_token, WebhookEvent, WebhookFormat, WebhookId, WebhookSecret, DEFAULT_RATE_LIMIT,
+    MAX_DESCRIPTION_CHARS, MAX_RATE_LIMIT, MAX_WEBHOOKS_PER_OWNER, ROTATION_OVERLAP_SECONDS,
 };
 use crate::ops::webhooks::deliveries::send_new;
 /// The owner's endpoint items (defined beside the queue, so the delivery worker's disable in
@@ -70,6 +70,8 @@ pub struct WebhookView {
     /// Why the delivery worker disabled it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub disabled_reason: Option<String>,
+    /// Deliveries it is sent per second at most: a storm's deliveries are paced to it.
+    pub rate_limit: u32,
 }
 
 impl WebhookView {
@@ -88,6 +90,7 @@ impl WebhookView {
             failing_since: item.failing_since,
             disabled_at: item.disabled_at,
             disabled_reason: item.disabled_reason.clone(),
+            rate_limit: item.rate_limit,
         }
     }
 }
@@ -109,11 +112,12 @@ pub struct WebhookChanges {
     description: Option<Option<String>>,
     format: Option<WebhookFormat>,
     enabled: Option<bool>,
+    rate_limit: Option<u32>,
 }
 
 impl WebhookChanges {
     /// Parses a request body: `url` checked by `policy`, `events`, `description`, `format`,
-    /// `enabled`. Unknown fields are a 400 naming them; `required` fields must be present.
+    /// `rateLimit` (deliveries a second, 1 to [`MAX_RATE_LIMIT`]), `enabled`. Unknown fields are a 400 naming them; `required` fields must be present.
     pub fn parse(
         body: &Value,
         policy: &TargetPolicy,
@@ -149,6 +153,19 @@ impl WebhookChanges {
                     })
                 }
                 "format" => changes.format = Some(WebhookFormat::parse(value)?),
+                "rateLimit" => {
+                    changes.rate_limit = Some(
+                        value
+                            .as_u64()
+                            .filter(|n| (1..=u64::from(MAX_RATE_LIMIT)).contains(n))
+                            .ok_or_else(|| {
+                                ValidationError::new(
+                                    "rateLimit",
+                                    format!("must be a whole number of deliveries a second, 1 to {MAX_RATE_LIMIT}"),
+                                )
+                            })? as u32,
+                    )
+                }
                 "enabled" if !creating => {
                     changes.enabled =
                         Some(value.as_bool().ok_or_else(|| {
@@ -174,7 +191,7 @@ impl WebhookChanges {
 
 /// Creates an endpoint (at most [`MAX_WEBHOOKS_PER_OWNER`] per owner) and queues its
 /// `webhook.confirm` delivery. Requests: a Query of the owner's endpoints (keys only), a
-/// PutItem of the endpoint, a PutItem of the delivery's log item, an SQS SendMessage.
+/// PutItem of the endpoint, an UpdateItem of its send slot, a PutItem of the delivery's log item, an SQS SendMessage.
 pub async fn create_webhook(
     table: &FleetTable,
     queue: &DeliveryQueue,
@@ -213,6 +230,8 @@ pub async fn create_webhook(
         failing_since: None,
         disabled_at: None,
         disabled_reason: None,
+        rate_limit: changes.rate_limit.unwrap_or(DEFAULT_RATE_LIMIT),
+        paced_until: None,
     };
     table
         .client
@@ -355,6 +374,9 @@ pub async fn update_webhook(
         }
         if let Some(format) = changes.format {
             item.format = format;
+        }
+        if let Some(rate_limit) = changes.rate_limit {
+            item.rate_limit = rate_limit;
         }
         if let Some(enabled) = changes.enabled {
             if enabled && !item.enabled {

@@ -24,6 +24,9 @@ use crate::store::table::{sdk_error, FleetTable};
 /// `template.yaml`).
 pub const QUEUE_URL_ENV: &str = "WEBHOOK_QUEUE_URL";
 
+/// The longest a message can be delayed when it is sent (SQS's `DelaySeconds`).
+pub const MAX_DELAY_SECONDS: u32 = 900;
+
 /// What a queue message names: one delivery of one endpoint (the body and attempts are in
 /// the delivery's log item, so a message is small and a retry re-reads the endpoint: a
 /// disabled or deleted endpoint gets nothing more).
@@ -69,11 +72,22 @@ impl DeliveryQueue {
 
     /// Puts `message` on the queue.
     pub async fn enqueue(&self, message: &DeliveryMessage) -> Result<(), FleetError> {
+        self.enqueue_after(message, 0).await
+    }
+
+    /// Puts a message on the queue, invisible for `delay_seconds` (SQS allows 900 at most):
+    /// a delivery paced to a later send slot.
+    pub async fn enqueue_after(
+        &self,
+        message: &DeliveryMessage,
+        delay_seconds: u32,
+    ) -> Result<(), FleetError> {
         let body = serde_json::to_string(message).map_err(FleetError::internal)?;
         self.client
             .send_message()
             .queue_url(&self.url)
             .message_body(body)
+            .delay_seconds(delay_seconds.min(MAX_DELAY_SECONDS) as i32)
             .send()
             .await
             .map_err(|e| FleetError::internal(format!("SQS SendMessage: {e:?}")))?;
