@@ -149,7 +149,7 @@ pub fn stage_met(
 /// one of: paused by its abort rule, or for a missing package (one conditional UpdateItem);
 /// done (every stage open, walked and finished: the worker's finish); the next stage opened,
 /// or the soak started (one conditional UpdateItem); then up to [`FIRMWARE_PAGES_PER_RUN`]
-/// pages of its walk ([`walk_page`]). Returns the devices offered and timed out.
+/// pages of its walk ([`walk_page`]). What it did is counted on `run`.
 pub(super) async fn advance_firmware(
     table: &FleetTable,
     mut rollout: RolloutItem,

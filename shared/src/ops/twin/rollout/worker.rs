@@ -1,6 +1,8 @@
 //! The scheduled worker of rollouts (AP-T7, the rollout-worker function every minute): owners
 //! take turns a page of [`ROLLOUT_PAGE`] devices at a time, checkpointing each page on the
-//! rollout; a rollout whose devices are all done is finished, its slot given back.
+//! rollout; a rollout whose devices are all done is finished, its slot given back. A staged
+//! firmware rollout's turn is `stages::advance_firmware`; a paused one is skipped, never
+//! ended.
 
 use super::progress::{checkpoint, finish, target_page, RolloutRun};
 use super::*;
