@@ -515,3 +515,517 @@ async fn another_owners_or_an_unknown_rollout_is_a_404_and_nothing_changes() {
     .await;
     assert_eq!(shown.body["rollout"]["status"], "running");
 }
+
+// ---- The engine (issue 40 items 3 to 5): offers, device reports, healthy success, counts.
+
+/// Device ids of `stage` of the default stages (1/5/25/100), by the stable hash.
+fn ids_of_stage(stage: usize, prefix: &str, n: usize) -> Vec<String> {
+    (0..100_000)
+        .map(|i| format!("{prefix}-{i:05}"))
+        .filter(|id| {
+            shared::model::firmware::stage_of(
+                &[1, 5, 25, 100],
+                &shared::model::ids::DeviceId::parse(id.as_str()).unwrap(),
+            ) == Some(stage)
+        })
+        .take(n)
+        .collect()
+}
+
+/// A fresh ingestor (a new container) presigning on `state`'s bucket.
+fn device_side(state: &FirmwareState) -> std::sync::Arc<shared::ops::ingest::Ingestor> {
+    std::sync::Arc::new(
+        shared::ops::ingest::Ingestor::new(
+            state.table.clone(),
+            shared::ops::ingest::IngestConfig::default(),
+        )
+        .with_firmware_images(state.images.clone()),
+    )
+}
+
+static EVENT_SEQ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// A batch of one new reading from `device`, with `firmware` (its report) when given.
+async fn check_in(
+    state: &FirmwareState,
+    device: &str,
+    token: &str,
+    firmware: Option<Value>,
+) -> Answer {
+    let seq = EVENT_SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let mut body = json!({"events": [
+        {"id": format!("ev-{seq}"), "type": "temperature", "value": 21.5, "at": ago(1)}
+    ]});
+    if let Some(firmware) = firmware {
+        body["firmware"] = firmware;
+    }
+    ingest(
+        &device_side(state),
+        ApiRequest::post(&format!("/devices/{device}/events"))
+            .header("Authorization", &format!("Bearer {token}"))
+            .json(body),
+    )
+    .await
+}
+
+/// A sync of `device` with `body`.
+async fn sync_in(state: &FirmwareState, device: &str, token: &str, body: Value) -> Answer {
+    ingest(
+        &device_side(state),
+        ApiRequest::post(&format!("/devices/{device}/sync"))
+            .header("Authorization", &format!("Bearer {token}"))
+            .json(body),
+    )
+    .await
+}
+
+async fn show(state: &FirmwareState, owner: &str, rollout_id: &str) -> Answer {
+    let a = dashboard(
+        &state.table,
+        ApiRequest::get(&format!("/me/rollouts/{rollout_id}")).caller(owner),
+    )
+    .await;
+    api_doc::api_doc()
+        .check_response("GET /me/rollouts/{rolloutId}", 200, &a.body)
+        .unwrap();
+    a
+}
+
+fn stage_counts(a: &Answer, stage: usize) -> (i64, i64, i64, i64, i64) {
+    let s = &a.body["rollout"]["stages"][stage];
+    let n = |k: &str| s[k].as_i64().unwrap_or_else(|| panic!("{k} in {s}"));
+    (
+        n("offered"),
+        n("inProgress"),
+        n("succeeded"),
+        n("failed"),
+        n("timedOut"),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_open_stage_is_offered_the_image_and_success_means_healthy_after_the_reboot() {
+    let (state, _moto) = setup().await;
+    let id = package(&state, ALICE, "thermostat", true).await;
+    let first = ids_of_stage(0, "th", 5);
+    let later = ids_of_stage(1, "th", 1);
+    let mut tokens = std::collections::HashMap::new();
+    for device in first.iter().chain(&later) {
+        tokens.insert(
+            device.clone(),
+            register_device(&state.table, ALICE, device).await,
+        );
+    }
+    let token = |d: &String| tokens[d].clone();
+    // Before the rollout: what a batch of a device costs (the baseline of "no extra request").
+    let unmarked = &later[0];
+    let before = check_in(&state, unmarked, &token(unmarked), None).await;
+    assert_eq!(before.status, 200, "{:?}", before.body);
+
+    let mut body = staged(&id);
+    body["healthyCheckIns"] = json!(2);
+    let a = start(&state, ALICE, body).await;
+    assert_eq!(a.status, 202, "{:?}", a.body);
+    let rollout_id = a.body["rollout"]["rolloutId"].as_str().unwrap().to_string();
+    let worked = run(&state).await;
+    assert_eq!(worked.offered, 5, "{worked:?}");
+    let a = show(&state, ALICE, &rollout_id).await;
+    assert_eq!(a.status, 200, "{:?}", a.body);
+    assert_eq!(
+        a.used.requests(),
+        2,
+        "GetItem and the count shards' BatchGetItem"
+    );
+    assert_eq!(stage_counts(&a, 0), (5, 0, 0, 0, 0), "{:?}", a.body);
+    assert_eq!(stage_counts(&a, 1), (0, 0, 0, 0, 0));
+    assert_eq!(a.body["rollout"]["stages"][0]["status"], "open");
+    assert_eq!(a.body["rollout"]["stages"][1]["status"], "waiting");
+
+    // A device of a stage not open yet: no offer, and not one request more than before.
+    let after = check_in(&state, unmarked, &token(unmarked), None).await;
+    assert_eq!(after.status, 200);
+    assert!(after.body.get("firmware").is_none(), "{:?}", after.body);
+    assert_eq!(
+        after.used.requests(),
+        before.used.requests(),
+        "{:?}",
+        after.used.operations
+    );
+
+    // The offer: a presigned GET of exactly the checked image, Range included.
+    let healthy = &first[0];
+    let a = check_in(&state, healthy, &token(healthy), None).await;
+    assert_eq!(a.status, 200, "{:?}", a.body);
+    api_doc::api_doc()
+        .check_response("POST /devices/{deviceId}/events", 200, &a.body)
+        .unwrap();
+    let offer = a.body["firmware"].clone();
+    assert_eq!(offer["firmwareId"], id.as_str());
+    assert_eq!(offer["version"], "2.0.0");
+    assert_eq!(offer["size"], 3000);
+    assert!(offer.get("signature").is_none());
+    // One BatchGetItem (offer and rollout) more than an unmarked device's batch.
+    assert_eq!(
+        a.used.requests(),
+        before.used.requests() + 1,
+        "{:?}",
+        a.used.operations
+    );
+    let url = offer["url"].as_str().unwrap();
+    let image = reqwest::get(url).await.unwrap().bytes().await.unwrap();
+    let digest: String = Sha256::digest(&image)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    assert_eq!(digest, offer["sha256"].as_str().unwrap());
+    let part = reqwest::Client::new()
+        .get(url)
+        .header("Range", "bytes=1000-")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(part.status(), 206);
+    assert_eq!(&part.bytes().await.unwrap()[..], &image[1000..]);
+
+    // Downloading, installing: in progress, still offered (a URL renewed each time).
+    let a = check_in(
+        &state,
+        healthy,
+        &token(healthy),
+        Some(json!({"version": "1.0.0", "state": "downloading"})),
+    )
+    .await;
+    assert_eq!(a.body["firmware"]["version"], "2.0.0", "{:?}", a.body);
+    let a = sync_in(
+        &state,
+        healthy,
+        &token(healthy),
+        json!({"firmware": {"version": "1.0.0", "state": "installing"}}),
+    )
+    .await;
+    assert_eq!(a.status, 200, "{:?}", a.body);
+    assert_eq!(a.body["firmware"]["version"], "2.0.0", "{:?}", a.body);
+    api_doc::api_doc()
+        .check_response("POST /devices/{deviceId}/sync", 200, &a.body)
+        .unwrap();
+    assert_eq!(
+        stage_counts(&show(&state, ALICE, &rollout_id).await, 0),
+        (5, 1, 0, 0, 0)
+    );
+    // After its reboot it runs 2.0.0: updated, not succeeded until 2 healthy check-ins.
+    let a = check_in(
+        &state,
+        healthy,
+        &token(healthy),
+        Some(json!({"version": "2.0.0"})),
+    )
+    .await;
+    assert!(a.body.get("firmware").is_none(), "{:?}", a.body);
+    let a = sync_in(&state, healthy, &token(healthy), json!({})).await;
+    assert_eq!(a.status, 200, "{:?}", a.body);
+    assert_eq!(
+        stage_counts(&show(&state, ALICE, &rollout_id).await, 0),
+        (5, 1, 0, 0, 0)
+    );
+    check_in(
+        &state,
+        healthy,
+        &token(healthy),
+        Some(json!({"version": "2.0.0"})),
+    )
+    .await;
+    assert_eq!(
+        stage_counts(&show(&state, ALICE, &rollout_id).await, 0),
+        (5, 0, 1, 0, 0)
+    );
+    // Done: its batches cost nothing more again (the mark went with its last move).
+    let a = check_in(&state, healthy, &token(healthy), None).await;
+    assert_eq!(
+        a.used.requests(),
+        before.used.requests(),
+        "{:?}",
+        a.used.operations
+    );
+
+    // Already on the version: succeeds at once.
+    let current = &first[1];
+    let a = check_in(
+        &state,
+        current,
+        &token(current),
+        Some(json!({"version": "2.0.0"})),
+    )
+    .await;
+    assert!(a.body.get("firmware").is_none(), "{:?}", a.body);
+    // Installs, then reports the old version again: a rollback.
+    let rolled = &first[2];
+    for report in [
+        json!({"version": "1.0.0", "state": "downloading"}),
+        json!({"version": "1.0.0", "state": "installing"}),
+        json!({"version": "1.0.0"}),
+    ] {
+        check_in(&state, rolled, &token(rolled), Some(report)).await;
+    }
+    // Says it failed to verify the image, with its reason.
+    let unverified = &first[3];
+    check_in(&state, unverified, &token(unverified), Some(json!({"version": "1.0.0", "state": "failed", "class": "verify", "reason": "digest mismatch"}))).await;
+    let a = show(&state, ALICE, &rollout_id).await;
+    assert_eq!(stage_counts(&a, 0), (5, 0, 2, 2, 0), "{:?}", a.body);
+    let offer_of = |device: &String| {
+        let device = device.clone();
+        let table = state.table.clone();
+        async move {
+            item(
+                &table,
+                &shared::model::entities::ItemKey::FirmwareOffer {
+                    user: shared::model::ids::UserId::parse(ALICE).unwrap(),
+                    device: shared::model::ids::DeviceId::parse(device).unwrap(),
+                },
+            )
+            .await
+            .expect("an offer")
+        }
+    };
+    let rolled_back = offer_of(rolled).await;
+    assert_eq!(rolled_back["failure"].as_s().unwrap(), "rollback");
+    let failed = offer_of(unverified).await;
+    assert_eq!(failed["failure"].as_s().unwrap(), "verify");
+    assert_eq!(failed["reason"].as_s().unwrap(), "digest mismatch");
+
+    // A bad report is a 400 naming the field, and changes nothing.
+    let waiting = &first[4];
+    let before_bad = table_contents(&state.table).await;
+    let a = sync_in(
+        &state,
+        waiting,
+        &token(waiting),
+        json!({"firmware": {"version": "1.0.0", "state": "rebooting"}}),
+    )
+    .await;
+    assert_eq!(a.status, 400, "{:?}", a.body);
+    assert_eq!(a.error_field(), "firmware.state", "{:?}", a.body);
+    assert_eq!(table_contents(&state.table).await, before_bad);
+}
+
+/// `stages` and rules for a small fleet: half, then all; success 60 %, soak 1 s, no healthy
+/// check-ins needed; pause at 50 % failures of at least 2 finished.
+fn halves(firmware_id: &str) -> Value {
+    json!({
+        "target": {"type": "thermostat"},
+        "firmwareId": firmware_id,
+        "stages": [50, 100],
+        "soakSeconds": 1,
+        "healthyCheckIns": 0,
+        "successPercent": 60,
+        "abort": {"failurePercent": 50, "minFinished": 2}
+    })
+}
+
+/// Device ids of `stage` of stages 50/100.
+fn half_ids(stage: usize, prefix: &str, n: usize) -> Vec<String> {
+    (0..10_000)
+        .map(|i| format!("{prefix}-{i:05}"))
+        .filter(|id| {
+            shared::model::firmware::stage_of(
+                &[50, 100],
+                &shared::model::ids::DeviceId::parse(id.as_str()).unwrap(),
+            ) == Some(stage)
+        })
+        .take(n)
+        .collect()
+}
+
+async fn rollout_action(
+    state: &FirmwareState,
+    owner: &str,
+    rollout_id: &str,
+    action: &str,
+) -> Answer {
+    let a = firmware_route(
+        state,
+        ApiRequest::post(&format!("/me/rollouts/{rollout_id}/{action}")).caller(owner),
+    )
+    .await;
+    if a.status == 200 {
+        api_doc::api_doc()
+            .check_response(
+                &format!("POST /me/rollouts/{{rolloutId}}/{action}"),
+                200,
+                &a.body,
+            )
+            .unwrap();
+    }
+    a
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_stage_opens_after_success_and_soak_and_failures_pause_it_until_resumed() {
+    use shared::ops::firmware::budgets::{PAUSE_ROLLOUT, RESUME_ROLLOUT};
+    let (state, _moto) = setup().await;
+    let id = package(&state, ALICE, "thermostat", true).await;
+    let first = half_ids(0, "hv", 3);
+    let second = half_ids(1, "hv", 4);
+    let mut tokens = std::collections::HashMap::new();
+    for device in first.iter().chain(&second) {
+        tokens.insert(
+            device.clone(),
+            register_device(&state.table, ALICE, device).await,
+        );
+    }
+    let token = |d: &String| tokens[d].clone();
+    let a = start(&state, ALICE, halves(&id)).await;
+    assert_eq!(a.status, 202, "{:?}", a.body);
+    let rollout_id = a.body["rollout"]["rolloutId"].as_str().unwrap().to_string();
+
+    assert_eq!(run(&state).await.offered, 3);
+    for device in &first {
+        let a = check_in(&state, device, &token(device), None).await;
+        assert!(a.body.get("firmware").is_some(), "{device}: {:?}", a.body);
+    }
+    // The next stage is not offered before the first succeeded and soaked.
+    let a = check_in(&state, &second[0], &token(&second[0]), None).await;
+    assert!(a.body.get("firmware").is_none(), "{:?}", a.body);
+    for device in &first {
+        check_in(
+            &state,
+            device,
+            &token(device),
+            Some(json!({"version": "2.0.0"})),
+        )
+        .await;
+    }
+    // Met: the soak starts (one run), and the next run after it opens stage 1 and offers it.
+    let worked = run(&state).await;
+    assert_eq!((worked.stages_opened, worked.offered), (0, 0), "{worked:?}");
+    let a = show(&state, ALICE, &rollout_id).await;
+    assert_eq!(
+        a.body["rollout"]["stages"][0]["status"], "soaking",
+        "{:?}",
+        a.body
+    );
+    assert_eq!(a.body["rollout"]["stages"][1]["status"], "waiting");
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let worked = run(&state).await;
+    assert_eq!((worked.stages_opened, worked.offered), (1, 4), "{worked:?}");
+    let a = show(&state, ALICE, &rollout_id).await;
+    assert_eq!(stage_counts(&a, 0), (3, 0, 3, 0, 0));
+    assert_eq!(a.body["rollout"]["stages"][0]["status"], "passed");
+    assert_eq!(stage_counts(&a, 1), (4, 0, 0, 0, 0));
+
+    // Two of stage 1 fail: 2 of 2 finished, at least 50 % of at least 2: it pauses itself.
+    for device in &second[..2] {
+        check_in(
+            &state,
+            device,
+            &token(device),
+            Some(json!({"version": "1.0.0", "state": "failed", "reason": "flash write error"})),
+        )
+        .await;
+    }
+    let worked = run(&state).await;
+    assert_eq!(worked.paused, 1, "{worked:?}");
+    let a = show(&state, ALICE, &rollout_id).await;
+    assert_eq!(a.body["rollout"]["status"], "paused", "{:?}", a.body);
+    let reason = a.body["rollout"]["pausedReason"].as_str().unwrap();
+    assert!(reason.contains("2 of 2 finished"), "{reason}");
+    // Paused: nothing is offered, and the worker leaves it (no offer, no end).
+    let a = check_in(&state, &second[2], &token(&second[2]), None).await;
+    assert!(a.body.get("firmware").is_none(), "{:?}", a.body);
+    let worked = run(&state).await;
+    assert_eq!(
+        (worked.offered, worked.finished, worked.paused),
+        (0, 0, 0),
+        "{worked:?}"
+    );
+
+    // Wrong states are a 409 with the table unchanged; another owner's is a 404.
+    let before = table_contents(&state.table).await;
+    let a = rollout_action(&state, ALICE, &rollout_id, "pause").await;
+    assert_eq!(
+        (a.status, a.body["error"]["code"].as_str()),
+        (409, Some("rollout_paused"))
+    );
+    spent(&PAUSE_ROLLOUT, &a, 1);
+    let a = rollout_action(&state, BOB, &rollout_id, "resume").await;
+    assert_eq!(a.status, 404, "{:?}", a.body);
+    let a = rollout_action(&state, BOB, &rollout_id, "pause").await;
+    assert_eq!(a.status, 404, "{:?}", a.body);
+    assert_eq!(table_contents(&state.table).await, before);
+
+    // Resumed: offered again, not re-paused by the failures that paused it, and the devices
+    // that succeeded are not offered again.
+    let a = rollout_action(&state, ALICE, &rollout_id, "resume").await;
+    assert_eq!(a.status, 200, "{:?}", a.body);
+    spent(&RESUME_ROLLOUT, &a, 3);
+    assert_eq!(a.body["rollout"]["status"], "running");
+    assert!(a.body["rollout"].get("pausedReason").is_none());
+    let a = rollout_action(&state, ALICE, &rollout_id, "resume").await;
+    assert_eq!(
+        (a.status, a.body["error"]["code"].as_str()),
+        (409, Some("rollout_not_paused"))
+    );
+    let a = check_in(&state, &second[2], &token(&second[2]), None).await;
+    assert_eq!(a.body["firmware"]["version"], "2.0.0", "{:?}", a.body);
+    let a = check_in(&state, &first[0], &token(&first[0]), None).await;
+    assert!(a.body.get("firmware").is_none(), "{:?}", a.body);
+    assert_eq!(run(&state).await.paused, 0);
+
+    // A device silent past its interval and grace (none known: 24 h) times out.
+    let silent = &second[3];
+    let offer_key = shared::model::entities::ItemKey::FirmwareOffer {
+        user: shared::model::ids::UserId::parse(ALICE).unwrap(),
+        device: shared::model::ids::DeviceId::parse(silent.as_str()).unwrap(),
+    };
+    state
+        .table
+        .client
+        .update_item()
+        .table_name(state.table.name())
+        .set_key(Some(offer_key.attributes()))
+        .update_expression("SET updatedAt = :t")
+        .expression_attribute_values(
+            ":t",
+            aws_sdk_dynamodb::types::AttributeValue::S(ago(2 * 24 * 3600)),
+        )
+        .send()
+        .await
+        .unwrap();
+    let worked = run(&state).await;
+    assert_eq!(worked.timed_out, 1, "{worked:?}");
+    let a = show(&state, ALICE, &rollout_id).await;
+    assert_eq!(stage_counts(&a, 1), (4, 0, 0, 3, 1), "{:?}", a.body);
+    assert_eq!(
+        item(&state.table, &offer_key).await.unwrap()["failure"]
+            .as_s()
+            .unwrap(),
+        "timeout"
+    );
+
+    // The owner pauses (200) and cancels a paused rollout.
+    let a = rollout_action(&state, ALICE, &rollout_id, "pause").await;
+    assert_eq!(a.status, 200, "{:?}", a.body);
+    spent(&PAUSE_ROLLOUT, &a, 2);
+    assert_eq!(a.body["rollout"]["pausedReason"], "paused by its owner");
+    let a = cancel(&state, ALICE, &rollout_id).await;
+    assert_eq!(a.status, 200, "{:?}", a.body);
+    let a = rollout_action(&state, ALICE, &rollout_id, "resume").await;
+    assert_eq!(
+        (a.status, a.body["error"]["code"].as_str()),
+        (409, Some("rollout_ended"))
+    );
+
+    // A desired-state rollout neither pauses nor resumes.
+    let a = start(
+        &state,
+        ALICE,
+        json!({"type": "thermostat", "desired": {"on": true}}),
+    )
+    .await;
+    assert_eq!(a.status, 202, "{:?}", a.body);
+    let desired = a.body["rollout"]["rolloutId"].as_str().unwrap().to_string();
+    let a = rollout_action(&state, ALICE, &desired, "pause").await;
+    assert_eq!(
+        (a.status, a.body["error"]["code"].as_str()),
+        (409, Some("rollout_not_firmware"))
+    );
+}

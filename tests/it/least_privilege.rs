@@ -477,6 +477,9 @@ async fn the_firmware_function_is_granted_exactly_what_its_routes_use() {
             "s3:DeleteObject",
             "FirmwareBucket/*",
         ),
+        // A firmware offer's download URL is presigned by the ingest role
+        // (`firmware_rollouts::an_open_stage_is_offered_the_image_...` downloads through one).
+        ("IngestFunction", "s3:GetObject", "FirmwareBucket/*"),
     ]
     .into_iter()
     .map(|(f, a, r)| (f.to_string(), a.to_string(), r.to_string()))

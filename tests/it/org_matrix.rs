@@ -142,6 +142,8 @@ const NEEDS: &[(&str, Need)] = &[
     ("POST /me/rollouts", Need::OwnFleet),
     ("GET /me/rollouts/{rolloutId}", Need::OwnFleet),
     ("POST /me/rollouts/{rolloutId}/cancel", Need::OwnFleet),
+    ("POST /me/rollouts/{rolloutId}/pause", Need::OwnFleet),
+    ("POST /me/rollouts/{rolloutId}/resume", Need::OwnFleet),
     ("GET /me/rules", Need::OwnFleet),
     ("POST /me/rules", Need::OwnFleet),
     ("PATCH /me/rules/{ruleId}", Need::OwnFleet),
@@ -255,6 +257,16 @@ const NEEDS: &[(&str, Need)] = &[
     (
         "POST /orgs/{orgId}/rollouts/{rolloutId}/cancel",
         Need::Role(Role::Operator),
+    ),
+    // Pausing stops offers (an operator's, as cancel); resuming offers firmware again (an
+    // admin's, as starting).
+    (
+        "POST /orgs/{orgId}/rollouts/{rolloutId}/pause",
+        Need::Role(Role::Operator),
+    ),
+    (
+        "POST /orgs/{orgId}/rollouts/{rolloutId}/resume",
+        Need::Role(Role::Admin),
     ),
     ("GET /orgs/{orgId}/rules", Need::Role(Role::Viewer)),
     ("POST /orgs/{orgId}/rules", Need::Role(Role::Admin)),
@@ -1196,6 +1208,8 @@ fn body_for(
                 || p.ends_with("/rotate-secret")
                 || p.ends_with("/confirm")
                 || p.ends_with("/cancel")
+                || p.ends_with("/pause")
+                || p.ends_with("/resume")
                 || p.ends_with("/test")
                 || p.ends_with("/retry") =>
         {
@@ -1258,6 +1272,7 @@ impl World {
                 // refused one changes nothing, so it may aim at A's shared rollout).
                 ("rolloutId", true)
                     if mutating
+                        && route.ends_with("/cancel")
                         && caller
                             .role_in_a()
                             .is_some_and(|held| held.includes(Role::Operator)) =>
@@ -1372,6 +1387,15 @@ impl World {
             },
             Need::FleetOperator => Expect::Refused(403, ""),
             Need::DeviceToken => Expect::Refused(401, ""),
+        };
+        // The matrix's rollouts change desired state: a caller allowed to pause or resume one
+        // is told it is no firmware rollout (409, nothing changed); the pauses and resumes that
+        // succeed are tested in tests/it/firmware_rollouts.rs.
+        let expect = match expect {
+            Expect::Success if route.ends_with("/pause") || route.ends_with("/resume") => {
+                Expect::Refused(409, "rollout_not_firmware")
+            }
+            other => other,
         };
         let targets = match need {
             _ if route == "GET /orgs" => match a_member {

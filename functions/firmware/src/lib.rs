@@ -48,5 +48,10 @@ pub fn router(state: FirmwareState) -> Router {
             "/rollouts/{rolloutId}/cancel",
             post(rollouts::cancel_rollout),
         )
+        .fleet_route("/rollouts/{rolloutId}/pause", post(rollouts::pause_rollout))
+        .fleet_route(
+            "/rollouts/{rolloutId}/resume",
+            post(rollouts::resume_rollout),
+        )
         .with_state(state)
 }

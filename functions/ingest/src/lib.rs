@@ -5,7 +5,9 @@
 //! `shared::ops::ingest`, and answer 200 only when every event is stored; otherwise 503 with
 //! exactly which ids to resend. The device's twin rides along (`shared::ops::twin::device`):
 //! its report and acknowledgements are applied with the batch, and its pending work (a
-//! desired state, commands) comes back in the answer, read only when something is pending.
+//! desired state, commands) comes back in the answer, read only when something is pending;
+//! so does a staged firmware rollout's offer (its `firmware` report moves it on), read only
+//! for a device a rollout marks.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -22,6 +24,7 @@ use shared::http::api::{json_response, parse_json_body, ApiError};
 use shared::http::gateway::DeviceIdPath;
 use shared::model::ids::EventId;
 use shared::model::optional::not_null;
+use shared::model::rollout_progress::SubmittedFirmwareReport;
 use shared::model::timestamp::Timestamp;
 use shared::ops::ingest::{
     batch_deadline, validate_batch, BatchReceipt, IncompleteBatch, Ingestor, NewEvent,
@@ -59,6 +62,8 @@ struct IngestBody {
     reported: Option<SubmittedReport>,
     #[serde(default)]
     acks: Vec<SubmittedAck>,
+    #[serde(default, deserialize_with = "not_null")]
+    firmware: Option<SubmittedFirmwareReport>,
 }
 
 #[derive(Deserialize, Default)]
@@ -68,6 +73,8 @@ struct SyncBody {
     reported: Option<SubmittedReport>,
     #[serde(default)]
     acks: Vec<SubmittedAck>,
+    #[serde(default, deserialize_with = "not_null")]
+    firmware: Option<SubmittedFirmwareReport>,
 }
 
 /// Largest sync body: a report of at most 4 KB and 32 acknowledgements with results.
@@ -88,7 +95,7 @@ async fn sync(
     } else {
         parse_json_body(&headers, &body, MAX_SYNC_BODY_BYTES)?
     };
-    let report = DeviceReport::parse(body.reported, body.acks)?;
+    let report = DeviceReport::parse(body.reported, body.acks)?.with_firmware(body.firmware)?;
     let reply: TwinReply = ingestor.sync(&registration, &report).await?;
     Ok(json_response(StatusCode::OK, &reply))
 }
@@ -178,7 +185,7 @@ pub fn parse_request(
 ) -> Result<(Vec<NewEvent>, DeviceReport), ApiError> {
     let body: IngestBody = parse_json_body(headers, body, MAX_INGEST_BODY_BYTES)?;
     let events = validate_batch(body.events, now, retention_days, max_clock_skew)?;
-    let report = DeviceReport::parse(body.reported, body.acks)?;
+    let report = DeviceReport::parse(body.reported, body.acks)?.with_firmware(body.firmware)?;
     Ok((events, report))
 }
 

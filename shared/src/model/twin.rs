@@ -324,6 +324,9 @@ pub enum RolloutStatus {
     Done,
     /// Its owner cancelled it: the devices it reached keep what they got, no more are reached.
     Cancelled,
+    /// A firmware rollout stopped, by itself (a stage's failures reached its abort rule) or by
+    /// its owner: nothing is offered until it is resumed; devices already on it still report.
+    Paused,
 }
 
 impl RolloutStatus {
@@ -333,6 +336,7 @@ impl RolloutStatus {
             RolloutStatus::Running => "running",
             RolloutStatus::Done => "done",
             RolloutStatus::Cancelled => "cancelled",
+            RolloutStatus::Paused => "paused",
         }
     }
 }

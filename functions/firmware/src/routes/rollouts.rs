@@ -1,12 +1,12 @@
-//! A rollout's end by its owner: `POST /me/rollouts/{rolloutId}/cancel`, here rather than in
-//! device-updates (which starts rollouts) because that function's resource policy is near its
-//! 20 KB limit.
+//! A rollout's end by its owner, `POST /me/rollouts/{rolloutId}/cancel`, and a firmware
+//! rollout's pause and resume (`/pause`, `/resume`): here rather than in device-updates (which
+//! starts rollouts) because that function's resource policy is near its 20 KB limit.
 
 use axum::extract::State;
 use lambda_http::http::StatusCode;
 use serde::{Deserialize, Serialize};
 use shared::http::api::{json_response, ApiError};
-use shared::http::fleet::{Fleet, OperatorRole};
+use shared::http::fleet::{AdminRole, Fleet, OperatorRole};
 use shared::http::gateway::PathParams;
 use shared::model::ids::RolloutId;
 use shared::ops::twin::rollout;
@@ -41,5 +41,38 @@ pub(crate) async fn cancel_rollout(
     Ok(json_response(
         StatusCode::OK,
         &RolloutAnswer { rollout: cancelled },
+    ))
+}
+
+/// `POST /me/rollouts/{rolloutId}/pause`: 200 with the paused firmware rollout (it offers
+/// nothing until resumed); 409 `rollout_paused`, `rollout_ended`, `rollout_not_firmware` or
+/// `rollout_not_running` on a wrong state. An operator may pause (the safe direction, as
+/// cancel).
+pub(crate) async fn pause_rollout(
+    fleet: Fleet<OperatorRole>,
+    State(state): State<FirmwareState>,
+    PathParams(path): PathParams<RolloutPath>,
+) -> Answer {
+    let id = RolloutId::parse(path.rollout_id).map_err(|_| ApiError::not_found("rollout"))?;
+    let paused = rollout::pause_rollout(&state.table, &fleet.owner, &id).await?;
+    Ok(json_response(
+        StatusCode::OK,
+        &RolloutAnswer { rollout: paused },
+    ))
+}
+
+/// `POST /me/rollouts/{rolloutId}/resume`: 200 with the running firmware rollout; 409
+/// `rollout_not_paused`, `rollout_ended` or `rollout_not_firmware` on a wrong state. Resuming
+/// offers firmware again, so it is an admin's, as starting is.
+pub(crate) async fn resume_rollout(
+    fleet: Fleet<AdminRole>,
+    State(state): State<FirmwareState>,
+    PathParams(path): PathParams<RolloutPath>,
+) -> Answer {
+    let id = RolloutId::parse(path.rollout_id).map_err(|_| ApiError::not_found("rollout"))?;
+    let resumed = rollout::resume_rollout(&state.table, &fleet.owner, &id).await?;
+    Ok(json_response(
+        StatusCode::OK,
+        &RolloutAnswer { rollout: resumed },
     ))
 }

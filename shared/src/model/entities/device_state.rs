@@ -106,6 +106,12 @@ pub struct DeviceStateItem {
     /// Removed when the copy is done.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub moving_from: Option<UserId>,
+    /// While a staged firmware rollout offers this device something (issue 40): the rollout.
+    /// Set by the rollout worker with the device's offer item, removed when the device's part
+    /// is over; ingestion's own update returns it (`ReturnValues=ALL_NEW`), so a check-in of a
+    /// device with nothing offered reads nothing more (docs/design.md section 15, "Offers").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub firmware_rollout: Option<crate::model::ids::RolloutId>,
 }
 
 attributes!(DeviceStateItem {
@@ -147,6 +153,8 @@ attributes!(DeviceStateItem {
     SERIES = "series",
     /// `movingFrom`: the previous owner while a move copies the history.
     MOVING_FROM = "movingFrom",
+    /// `firmwareRollout`: the firmware rollout offering the device something.
+    FIRMWARE_ROLLOUT = "firmwareRollout",
 });
 
 impl DeviceStateItem {
@@ -266,6 +274,7 @@ impl DeviceStateItem {
             report_every_seconds: written.report_every_seconds,
             offline_detection: written.offline_detection,
             indexed_due: written.indexed_due,
+            firmware_rollout: written.firmware_rollout.clone(),
             ..self
         }
     }

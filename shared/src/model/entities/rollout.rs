@@ -7,6 +7,7 @@ use crate::model::error::ValidationError;
 use crate::model::firmware::FirmwarePlan;
 use crate::model::ids::{DeviceId, RolloutId, UserId};
 use crate::model::keys::{user_pk, KeyParts, KeyTemplate, PrimaryKey};
+use crate::model::rollout_progress::StageGate;
 use crate::model::timestamp::Timestamp;
 use crate::model::twin::{
     is_zero, RolloutFailure, RolloutStatus, RolloutTarget, MAX_RECORDED_FAILURES,
@@ -57,6 +58,12 @@ pub struct RolloutItem {
     /// When its owner cancelled it (`status` `cancelled`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cancelled_at: Option<Timestamp>,
+    /// A firmware rollout's open stages (none for a desired-state change).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gate: Option<StageGate>,
+    /// Why it paused itself (`status` `paused`), with the counts, or that its owner paused it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub paused_reason: Option<String>,
 }
 
 impl RolloutItem {
@@ -91,6 +98,10 @@ attributes!(RolloutItem {
     FINISHED_AT = "finishedAt",
     /// `cancelledAt`.
     CANCELLED_AT = "cancelledAt",
+    /// `gate`: a firmware rollout's open stages.
+    GATE = "gate",
+    /// `pausedReason`.
+    PAUSED_REASON = "pausedReason",
 });
 
 impl Entity for RolloutItem {

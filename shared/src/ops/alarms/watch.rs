@@ -690,6 +690,7 @@ mod tests {
             learned_jitter_seconds: None,
             series: Default::default(),
             moving_from: None,
+            firmware_rollout: None,
             indexed_due: None,
             twin: Default::default(),
         }

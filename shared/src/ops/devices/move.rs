@@ -277,6 +277,7 @@ async fn move_live_items(
             user_id: to.clone(),
             partition,
             moving_from: Some(from.clone()),
+            firmware_rollout: None,
             ..s
         });
         let marker = DeviceMoveItem {

@@ -107,6 +107,7 @@ fn new_state(device: &DeviceItem) -> DeviceStateItem {
         learned_jitter_seconds: None,
         series: Default::default(),
         moving_from: None,
+        firmware_rollout: None,
         indexed_due: None,
     }
 }

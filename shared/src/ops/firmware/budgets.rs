@@ -93,6 +93,30 @@ pub const CANCEL_ROLLOUT: FirmwareBudget = FirmwareBudget {
     keys: "USER#{userId}/ROLLOUT#{rolloutId}; ROLLOUTS#RUNNING/{userId}#{rolloutId}, USER#{userId}/ROLLOUTS",
 };
 
+/// `POST /me/rollouts/{rolloutId}/pause`: the rollout (consistent GetItem), its status
+/// (UpdateItem conditioned on `running`); a 404 or 409 is the GetItem alone (or both, when it
+/// stopped running between them).
+pub const PAUSE_ROLLOUT: FirmwareBudget = FirmwareBudget {
+    route: "POST /me/rollouts/{rolloutId}/pause",
+    operations: &[Operation::GetItem, Operation::UpdateItem],
+    max_requests: 2,
+    keys: "USER#{userId}/ROLLOUT#{rolloutId}",
+};
+
+/// `POST /me/rollouts/{rolloutId}/resume`: the rollout (consistent GetItem), its counts (one
+/// BatchGetItem of the 16 shards, the abort rule's baseline), its status and gate (UpdateItem
+/// conditioned on `paused`); a 404 or 409 on the state read is the GetItem alone.
+pub const RESUME_ROLLOUT: FirmwareBudget = FirmwareBudget {
+    route: "POST /me/rollouts/{rolloutId}/resume",
+    operations: &[
+        Operation::GetItem,
+        Operation::BatchGetItem,
+        Operation::UpdateItem,
+    ],
+    max_requests: 3,
+    keys: "USER#{userId}/ROLLOUT#{rolloutId}, ROLLOUT#{userId}#{rolloutId}#COUNTS#{0..15}/COUNTS",
+};
+
 /// Every firmware route's budget.
 pub const FIRMWARE_BUDGETS: &[FirmwareBudget] = &[
     CREATE_FIRMWARE,
@@ -102,4 +126,6 @@ pub const FIRMWARE_BUDGETS: &[FirmwareBudget] = &[
     SET_SIGNING_KEY,
     START_FIRMWARE_ROLLOUT,
     CANCEL_ROLLOUT,
+    PAUSE_ROLLOUT,
+    RESUME_ROLLOUT,
 ];

@@ -46,12 +46,14 @@ use crate::model::twin::TwinVersions;
 use crate::ops::alarms::{transition_actions, AlarmDevice};
 use crate::ops::limits::KeyedLimiter;
 use crate::ops::twin::device::{
-    apply_report, pending_work, sync_device, AppliedReport, DeviceReport, TwinReply,
+    apply_report, pending_work, sync_device_with_firmware, AppliedReport, DeviceReport, TwinReply,
 };
+use crate::ops::twin::firmware_offer::{firmware_check_in, FirmwareMark};
 use crate::store::deadline::Deadline;
 use crate::store::dynamo::{
     get_all, number_value, scatter_gather, transact, write_all, Transaction, BATCH_WRITE_SIZE,
 };
+use crate::store::firmware_images::{FirmwareImages, FIRMWARE_BUCKET_ENV};
 use crate::store::metrics::RequestMeter;
 use crate::store::retry::Retry;
 use crate::store::table::{condition_failed, sdk_error, transient, FleetTable, Transient};
@@ -68,6 +70,10 @@ pub struct IngestOutcome {
     /// sent, a replay: the caller reads them if it needs them). What tells ingestion whether
     /// anything is pending for the device without a read ([`crate::model::twin`]).
     pub twin: Option<TwinVersions>,
+    /// The firmware rollout marking the device, as the live-state update returned it (`None`
+    /// when unmarked, or when no update was sent: a replayed batch gets no offer, the next
+    /// one does).
+    pub firmware: Option<FirmwareMark>,
 }
 
 #[derive(Clone)]
@@ -95,6 +101,9 @@ pub struct Ingestor {
     rules: Mutex<HashMap<UserId, CachedRules>>,
     /// Per-device batch rate (authenticated devices only, so guessed ids take no bucket).
     device_limiter: KeyedLimiter<DeviceId>,
+    /// The firmware image bucket, where firmware offers' download URLs are presigned (none:
+    /// offers are not made, and a warning says why).
+    images: Option<FirmwareImages>,
 }
 
 /// An owner's alarm rules as a warm Lambda holds them: read with the device's live state (one
@@ -121,16 +130,26 @@ impl Ingestor {
             rules: Mutex::new(HashMap::new()),
             device_limiter: KeyedLimiter::new(config.device_rate, CACHE_CAPACITY),
             config,
+            images: None,
         }
+    }
+
+    /// This ingestor presigning firmware offers' downloads on `images`.
+    pub fn with_firmware_images(mut self, images: FirmwareImages) -> Self {
+        self.images = Some(images);
+        self
     }
 
     /// An ingestor for the table and settings of the process environment (a Lambda's
     /// start-up).
     pub async fn from_env() -> Result<Self, FleetError> {
-        Ok(Self::new(
-            FleetTable::from_env().await?,
-            IngestConfig::from_env()?,
-        ))
+        let ingestor = Self::new(FleetTable::from_env().await?, IngestConfig::from_env()?);
+        // The image bucket presigns firmware offers (issue 40); a deployment without one
+        // ingests as before.
+        Ok(match std::env::var(FIRMWARE_BUCKET_ENV) {
+            Ok(_) => ingestor.with_firmware_images(FirmwareImages::from_env().await?),
+            Err(_) => ingestor,
+        })
     }
 
     /// The table.
@@ -216,7 +235,18 @@ impl Ingestor {
             (Some(a), Some(b)) => Some(a.newest(b)),
             (a, b) => a.or(b),
         };
-        let reply = pending_work(&self.table, registration, versions, applied.into()).await?;
+        let mark = outcome.firmware.clone().or(applied.firmware.clone());
+        let mut reply = pending_work(&self.table, registration, versions, applied.into()).await?;
+        let firmware = firmware_check_in(
+            &self.table,
+            self.images.as_ref(),
+            registration,
+            mark.as_ref(),
+            report.firmware.as_ref(),
+        )
+        .await?;
+        reply.firmware = firmware.offer;
+        reply.requests += firmware.requests;
         RequestMeter::add_figure("TwinRequests", f64::from(reply.requests));
         Ok(BatchReceipt::Stored(StoredBatch::new(
             outcome.accepted,
@@ -230,11 +260,14 @@ impl Ingestor {
         registration: &RegistrationItem,
         report: &DeviceReport,
     ) -> Result<TwinReply, FleetError> {
-        let reply = match sync_device(&self.table, registration, report).await {
+        let images = self.images.as_ref();
+        let reply = match sync_device_with_firmware(&self.table, images, registration, report).await
+        {
             // Moved since this Lambda cached the registration: as the new owner's.
             Err(FleetError::Unauthorized) => match self.moved_registration(registration).await? {
                 Some(moved) => {
-                    let reply = sync_device(&self.table, &moved, report).await?;
+                    let reply =
+                        sync_device_with_firmware(&self.table, images, &moved, report).await?;
                     self.forget_strays(registration, &[], report).await;
                     reply
                 }
@@ -273,6 +306,7 @@ impl Ingestor {
                 accepted: Vec::new(),
                 failed: failed.into_iter().map(|e| e.id).collect(),
                 twin: None,
+                firmware: None,
             });
         }
         match self
@@ -282,7 +316,8 @@ impl Ingestor {
             Ok(written) => Ok(IngestOutcome {
                 accepted: stored.into_iter().map(|e| e.id).collect(),
                 failed: failed.into_iter().map(|e| e.id).collect(),
-                twin: written.and_then(|folded| folded.twin),
+                twin: written.as_ref().and_then(|folded| folded.twin),
+                firmware: written.and_then(|folded| folded.firmware),
             }),
             Err(FleetError::Unauthorized) => Err(FleetError::Unauthorized),
             // Stored but not on the dashboard yet: acknowledge nothing, so the device resends
@@ -293,6 +328,7 @@ impl Ingestor {
                     accepted: Vec::new(),
                     failed: stored.into_iter().chain(failed).map(|e| e.id).collect(),
                     twin: None,
+                    firmware: None,
                 })
             }
         }
@@ -386,6 +422,7 @@ impl Ingestor {
                         self.remember_state(stored.clone());
                         return Ok(Some(FoldedState {
                             twin: Some(stored.twin),
+                            firmware: FirmwareMark::of(&stored),
                         }));
                     }
                     Recorded::StateChanged(current) => {
@@ -409,18 +446,22 @@ impl Ingestor {
                     // The item as written carries what others own on it too: the twin's
                     // versions tell the device's pending work without a read (ops::twin), and
                     // the owner's copies bring the cached state in step with a PATCH.
-                    let (twin, stored) = match out.attributes {
+                    let (twin, firmware, stored) = match out.attributes {
                         Some(item) => {
                             let written = DeviceStateItem::from_item(item)?;
-                            (Some(written.twin), stored.with_copies_of(&written))
+                            (
+                                Some(written.twin),
+                                FirmwareMark::of(&written),
+                                stored.with_copies_of(&written),
+                            )
                         }
-                        None => (None, stored),
+                        None => (None, None, stored),
                     };
                     // No summary item was written: the cached blocks are still current.
                     let carried = self.cached_blocks(device, base.ingest_seq);
                     self.remember_blocks(device, stored.ingest_seq, &carried);
                     self.remember_state(stored.clone());
-                    return Ok(Some(FoldedState { twin }));
+                    return Ok(Some(FoldedState { twin, firmware }));
                 }
                 Err(err) => err,
             };

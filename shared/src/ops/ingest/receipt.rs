@@ -5,6 +5,7 @@ use serde::Serialize;
 
 use crate::model::ids::EventId;
 use crate::ops::twin::device::{CommandDelivery, DesiredDelivery, TwinReply};
+use crate::ops::twin::firmware_offer::FirmwareDelivery;
 use crate::store::table::RETRY_AFTER_SECONDS;
 
 /// A batch stored in full (with the device's twin reply), or in part.
@@ -36,6 +37,9 @@ pub struct StoredBatch {
     pub desired: Option<DesiredDelivery>,
     /// The stored events' ids (derived ones included), in the batch's order.
     pub event_ids: Vec<EventId>,
+    /// See [`TwinReply::firmware`].
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub firmware: Option<FirmwareDelivery>,
 }
 
 impl StoredBatch {
@@ -47,6 +51,7 @@ impl StoredBatch {
             commands: reply.commands,
             desired: reply.desired,
             event_ids: accepted,
+            firmware: reply.firmware,
         }
     }
 }

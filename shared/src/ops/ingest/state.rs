@@ -136,6 +136,8 @@ pub(super) struct FoldedState {
     /// The twin's versions as DynamoDB returned the item written (`None` when the write was a
     /// transaction, which returns no item: the caller reads them if it needs them).
     pub(super) twin: Option<TwinVersions>,
+    /// The firmware rollout marking the device, as the state written has it.
+    pub(super) firmware: Option<crate::ops::twin::firmware_offer::FirmwareMark>,
 }
 
 /// What a batch's state write holds: `base` with `events` merged in and the alarm statuses
@@ -265,6 +267,7 @@ mod tests {
             learned_jitter_seconds: None,
             series: Default::default(),
             moving_from: None,
+            firmware_rollout: None,
             indexed_due: None,
         }
     }

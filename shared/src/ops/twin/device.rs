@@ -11,6 +11,7 @@ use aws_sdk_dynamodb::types::{ReturnValue, ReturnValuesOnConditionCheckFailure};
 use serde::Serialize;
 use serde_json::Value;
 
+use super::firmware_offer::{firmware_check_in, FirmwareDelivery, FirmwareMark};
 use super::owner::{command_key, open_commands, watermark, CommandView};
 use super::state::read_state;
 use crate::model::entities::desired_state::DesiredStateItem;
@@ -21,11 +22,13 @@ use crate::model::entities::{Entity, ItemKey};
 use crate::model::error::FleetError;
 use crate::model::expression::{Condition, Expressions, Update};
 use crate::model::pattern_id::PatternId;
+use crate::model::rollout_progress::{FirmwareReport, SubmittedFirmwareReport};
 use crate::model::schema::PK;
 use crate::model::timestamp::Timestamp;
 use crate::model::twin::{command_id, CommandStatus, TwinDocument, TwinVersions};
 use crate::ops::pattern::{implemented_by, AccessPattern, Frequency, Operation, RequestBudget};
 use crate::store::dynamo::{number_value, string_value};
+use crate::store::firmware_images::FirmwareImages;
 use crate::store::table::{done_unless_failed, sdk_error, FleetTable};
 use crate::store::with_expressions::WithExpressions;
 
@@ -36,10 +39,22 @@ pub struct DeviceReport {
     pub reported: Option<(u64, TwinDocument)>,
     /// Commands it finished.
     pub acks: Vec<Acknowledgement>,
+    /// What it says of its firmware (issue 40): the version it runs and its update state.
+    pub firmware: Option<FirmwareReport>,
 }
 
 impl DeviceReport {
-    /// Whether it says nothing.
+    /// The report with the device's `firmware` (validated: a 400 naming `firmware.*`).
+    pub fn with_firmware(
+        mut self,
+        firmware: Option<SubmittedFirmwareReport>,
+    ) -> Result<Self, crate::model::error::ValidationError> {
+        self.firmware = firmware.map(FirmwareReport::parse).transpose()?;
+        Ok(self)
+    }
+
+    /// Whether it says nothing of its twin (reported state, acknowledgements); its firmware
+    /// report is a check-in's part ([`super::firmware_offer`]).
     pub fn is_empty(&self) -> bool {
         self.reported.is_none() && self.acks.is_empty()
     }
@@ -126,6 +141,7 @@ impl DeviceReport {
         Ok(Self {
             reported,
             acks: parsed,
+            firmware: None,
         })
     }
 }
@@ -180,6 +196,10 @@ pub struct TwinReply {
     /// The acknowledgements of this request that took effect (a replayed one is not listed).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub acknowledged: Vec<String>,
+    /// A staged firmware rollout's offer, while the device's stage is open, the rollout runs
+    /// and the device still needs the image ([`super::firmware_offer`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub firmware: Option<FirmwareDelivery>,
     /// DynamoDB requests this twin work issued (its part of the pattern's budget).
     #[serde(skip)]
     pub requests: u32,
@@ -188,7 +208,10 @@ pub struct TwinReply {
 impl TwinReply {
     /// Whether the answer carries nothing of the twin.
     pub fn is_empty(&self) -> bool {
-        self.desired.is_none() && self.commands.is_empty() && self.acknowledged.is_empty()
+        self.desired.is_none()
+            && self.commands.is_empty()
+            && self.acknowledged.is_empty()
+            && self.firmware.is_none()
     }
 }
 
@@ -223,7 +246,7 @@ pub async fn apply_report(
             None => Ok(None),
         }
     };
-    let (acks, versions) = tokio::join!(acks, reported);
+    let (acks, state) = tokio::join!(acks, reported);
     let mut acknowledged = Vec::new();
     for (ack, result) in report.acks.iter().zip(acks) {
         if result? {
@@ -231,8 +254,10 @@ pub async fn apply_report(
         }
     }
     let requests = report.acks.len() as u32 + 2 * u32::from(report.reported.is_some());
+    let state = state?;
     Ok(AppliedReport {
-        versions: versions?,
+        versions: state.as_ref().map(|s| s.twin),
+        firmware: state.as_ref().and_then(FirmwareMark::of),
         acknowledged,
         requests,
     })
@@ -243,6 +268,8 @@ pub async fn apply_report(
 pub struct AppliedReport {
     /// The live state's twin versions as the report's update saw them (`None`: no report).
     pub versions: Option<TwinVersions>,
+    /// The live state's firmware mark as the report's update saw it.
+    pub firmware: Option<FirmwareMark>,
     /// The ids of the commands acknowledged by this request (a replayed one is not listed).
     pub acknowledged: Vec<String>,
     /// DynamoDB requests issued.
@@ -323,12 +350,12 @@ async fn acknowledge(
 }
 
 /// `reportedVersion` moved up to `version` (never down, never past the desired version),
-/// returning the live state's versions either way; `None` when the device is gone.
+/// returning the live state either way; `None` when the device is gone.
 async fn record_reported_version(
     table: &FleetTable,
     registration: &RegistrationItem,
     version: u64,
-) -> Result<Option<TwinVersions>, FleetError> {
+) -> Result<Option<DeviceStateItem>, FleetError> {
     let condition = Condition::exists(PK)
         .and(Condition::at_least(
             TwinVersions::DESIRED_VERSION,
@@ -360,10 +387,7 @@ async fn record_reported_version(
             _ => return Err(sdk_error(err)),
         },
     };
-    Ok(item
-        .map(DeviceStateItem::from_item)
-        .transpose()?
-        .map(|state| state.twin))
+    item.map(DeviceStateItem::from_item).transpose()
 }
 
 /// The reported document, unless a newer report of this device is stored already. A stored
@@ -590,9 +614,11 @@ pub const SYNC_DEVICE: AccessPattern = AccessPattern {
         Operation::Query,
         Operation::UpdateItem,
         Operation::PutItem,
+        Operation::BatchGetItem,
+        Operation::TransactWriteItems,
     ],
     index: None,
-    key_condition: "PK = DEVICE#{deviceId}, SK = REGISTRATION; the live state; PK = USER#{userId}#DEVICE#{deviceId}, SK = TWIN#DESIRED | COMMAND#{seq}",
+    key_condition: "PK = DEVICE#{deviceId}, SK = REGISTRATION; the live state; PK = USER#{userId}#DEVICE#{deviceId}, SK = TWIN#DESIRED | COMMAND#{seq}; only while a firmware rollout marks the device: its offer (SK = FIRMWARE#OFFER) with the rollout, and on a move its count shard (PK = ROLLOUT#{userId}#{rolloutId}#COUNTS#{shard})",
     budget: RequestBudget::FixedPlusTwin(1),
     max_read_units: None,
     route: Some("POST /devices/{deviceId}/sync"),
@@ -601,15 +627,48 @@ pub const SYNC_DEVICE: AccessPattern = AccessPattern {
 
 /// AP-T4: a device's report and acknowledgements applied and its pending work, without
 /// events. Nothing to report or acknowledge and nothing pending: the registration read
-/// (cached by a warm Lambda) and one consistent GetItem of the live state.
+/// (cached by a warm Lambda) and one consistent GetItem of the live state. No firmware offer
+/// ([`sync_device_with_firmware`] has it).
 pub async fn sync_device(
     table: &FleetTable,
     registration: &RegistrationItem,
     report: &DeviceReport,
 ) -> Result<TwinReply, FleetError> {
-    let applied = apply_report(table, registration, report).await?;
-    let versions = applied.versions;
-    pending_work(table, registration, versions, applied.into()).await
+    sync_device_with_firmware(table, None, registration, report).await
+}
+
+/// [`sync_device`] with the device's firmware check-in ([`firmware_check_in`]): the live
+/// state the sync reads anyway (or the report's update returns) tells whether a firmware
+/// rollout marks the device, and only then is its offer read; its URL is presigned on
+/// `images`.
+pub async fn sync_device_with_firmware(
+    table: &FleetTable,
+    images: Option<&FirmwareImages>,
+    registration: &RegistrationItem,
+    report: &DeviceReport,
+) -> Result<TwinReply, FleetError> {
+    let mut applied = apply_report(table, registration, report).await?;
+    let mark = applied.firmware.take();
+    let (versions, mark, read) = match applied.versions {
+        Some(versions) => (versions, mark, 0),
+        None => match read_state(table, state_key(registration)).await? {
+            Some(state) => (state.twin, FirmwareMark::of(&state), 1),
+            None => return Err(FleetError::Unauthorized),
+        },
+    };
+    let mut work = pending_work(table, registration, Some(versions), applied.into()).await?;
+    work.requests += read;
+    let firmware = firmware_check_in(
+        table,
+        images,
+        registration,
+        mark.as_ref(),
+        report.firmware.as_ref(),
+    )
+    .await?;
+    work.firmware = firmware.offer;
+    work.requests += firmware.requests;
+    Ok(work)
 }
 
 /// The key of the live state of the device of `registration`.

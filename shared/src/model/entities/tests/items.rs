@@ -160,6 +160,10 @@ fn declared_attributes_are_exactly_the_stored_ones() {
                     crate::model::series::OpenSeries::starting_at(at.epoch_millis()),
                 )])),
                 moving_from: Some(user.clone()),
+                firmware_rollout: Some(
+                    crate::model::ids::RolloutId::parse("r-000001700000000-0123456789abcdef")
+                        .unwrap(),
+                ),
             }
             .to_item(&shards)
             .unwrap(),
@@ -356,6 +360,7 @@ fn device_state_reads_its_owner_device_and_shard_back_from_its_key() {
         learned_jitter_seconds: None,
         series: Default::default(),
         moving_from: None,
+        firmware_rollout: None,
         indexed_due: None,
     };
     let shards = ShardCounts::default();

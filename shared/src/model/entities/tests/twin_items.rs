@@ -138,10 +138,51 @@ fn declared_attributes_are_exactly_the_stored_ones_and_keys_read_back() {
         finished_at: Some(at),
         // Never both on a real rollout; here so every attribute is stored and read back.
         cancelled_at: Some(at),
+        gate: Some(crate::model::rollout_progress::StageGate {
+            open: 1,
+            opened_at: vec![at, at],
+            met_at: Some(at),
+            walked: true,
+            baseline: vec![crate::model::rollout_progress::StageBaseline {
+                stage: 0,
+                finished: 20,
+                failed: 3,
+            }],
+        }),
+        paused_reason: Some("stage 1: 3 of 20 finished devices failed".into()),
     };
     let item = rollout_item.to_item(&shards).unwrap();
     assert_eq!(stored(&item), declared(RolloutItem::ATTRIBUTES));
     assert_eq!(RolloutItem::from_item(item).unwrap(), rollout_item);
+    let offer = crate::model::entities::firmware_offer::FirmwareOfferItem {
+        user_id: user.clone(),
+        device_id: device.clone(),
+        rollout_id: rollout.clone(),
+        firmware_id: firmware_id.clone(),
+        version: "1.2.3".into(),
+        sha256: "0".repeat(64),
+        size: 1000,
+        signature: Some("c2ln".into()),
+        object_key: "firmware/u/f".into(),
+        object_version: Some("v1".into()),
+        stage: 2,
+        phase: crate::model::rollout_progress::OfferPhase::Failed,
+        from_version: Some("1.0.0".into()),
+        healthy_check_ins: 1,
+        failure: Some(crate::model::rollout_progress::FailureClass::Rollback),
+        reason: Some("boot loop".into()),
+        offered_at: at,
+        updated_at: at,
+    };
+    let item = offer.to_item(&shards).unwrap();
+    assert_eq!(
+        stored(&item),
+        declared(crate::model::entities::firmware_offer::FirmwareOfferItem::ATTRIBUTES)
+    );
+    assert_eq!(
+        crate::model::entities::firmware_offer::FirmwareOfferItem::from_item(item).unwrap(),
+        offer
+    );
     let running = RunningRolloutItem {
         user_id: user,
         rollout_id: rollout,

@@ -33,6 +33,7 @@ use crate::model::firmware::{FirmwareId, FirmwarePlan, FirmwareStatus, StagePlan
 use crate::model::ids::{DeviceId, RolloutId, UserId};
 use crate::model::keys::user_pk;
 use crate::model::pattern_id::PatternId;
+use crate::model::rollout_progress::{StageCounts, StageGate};
 use crate::model::schema::{Item, ENTITY_TYPE, PK, SK};
 use crate::model::timestamp::Timestamp;
 use crate::model::twin::{
@@ -73,8 +74,15 @@ pub struct RolloutView {
     /// A firmware rollout's package and stages (absent for a desired-state change).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub firmware: Option<FirmwarePlan>,
-    /// `running`, `done` or `cancelled`.
+    /// `running`, `paused` (a firmware rollout), `done` or `cancelled`.
     pub status: RolloutStatus,
+    /// Why a paused firmware rollout paused, with the counts.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub paused_reason: Option<String>,
+    /// A firmware rollout's stages: each one's percent, status and counts (summed from their
+    /// shards).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stages: Option<Vec<StageView>>,
     /// Devices whose desired state it changed so far.
     pub devices_updated: u64,
     /// Devices it left as they were (see `failures`).
@@ -93,7 +101,20 @@ pub struct RolloutView {
 
 impl RolloutView {
     fn of(item: &RolloutItem) -> Self {
+        Self::with_counts(item, &std::collections::BTreeMap::new())
+    }
+
+    /// The view of `item` with its firmware stages' `counts`.
+    fn with_counts(
+        item: &RolloutItem,
+        counts: &std::collections::BTreeMap<u32, StageCounts>,
+    ) -> Self {
         Self {
+            paused_reason: item.paused_reason.clone(),
+            stages: item
+                .firmware
+                .as_ref()
+                .map(|plan| stage_views(plan, &item.gate.clone().unwrap_or_default(), counts)),
             rollout_id: item.rollout_id.to_string(),
             target: item.target.clone(),
             desired: match &item.firmware {
@@ -219,6 +240,14 @@ async fn start(
         rollout_id: rollout_id.clone(),
         firmware_id: firmware.as_ref().map(|f| f.firmware_id.clone()),
     };
+    // A firmware rollout opens its first stage as it starts.
+    let gate = firmware.as_ref().map(|_| StageGate {
+        open: 0,
+        opened_at: vec![created_at],
+        met_at: None,
+        walked: false,
+        baseline: Vec::new(),
+    });
     let item = RolloutItem {
         user_id: user.clone(),
         rollout_id,
@@ -233,6 +262,8 @@ async fn start(
         created_at,
         finished_at: None,
         cancelled_at: None,
+        gate,
+        paused_reason: None,
     };
     let put = |item: Item| -> Result<_, FleetError> {
         Ok(aws_sdk_dynamodb::types::TransactWriteItem::builder()
@@ -263,16 +294,18 @@ pub const GET_ROLLOUT: AccessPattern = AccessPattern {
     id: PatternId::GetRollout,
     description: "a fleet-wide change's progress",
     frequency: Frequency::Analytics,
-    operations: &[Operation::GetItem],
+    operations: &[Operation::GetItem, Operation::BatchGetItem],
     index: None,
-    key_condition: "PK = USER#{userId}, SK = ROLLOUT#{rolloutId}",
-    budget: RequestBudget::Fixed(1),
+    key_condition: "PK = USER#{userId}, SK = ROLLOUT#{rolloutId}; a firmware rollout's count shards (PK = ROLLOUT#{userId}#{rolloutId}#COUNTS#{0..15}, SK = COUNTS)",
+    budget: RequestBudget::Fixed(2),
     max_read_units: None,
     route: Some("GET /me/rollouts/{rolloutId}"),
     implemented_by: implemented_by!(get_rollout),
 };
 
-/// AP-T6: `user`'s rollout `rollout`, or `None` (another user's or unknown).
+/// AP-T6: `user`'s rollout `rollout`, or `None` (another user's or unknown). A firmware
+/// rollout's stages come with their counts: one more request, a BatchGetItem of its count
+/// shards ([`read_counts`]), so 1 request for a desired-state rollout, 2 for a firmware one.
 pub async fn get_rollout(
     table: &FleetTable,
     user: &UserId,
@@ -292,11 +325,14 @@ pub async fn get_rollout(
         .send()
         .await
         .map_err(sdk_error)?;
-    Ok(out
-        .item
-        .map(RolloutItem::from_item)
-        .transpose()?
-        .map(|r| RolloutView::of(&r)))
+    let Some(item) = out.item.map(RolloutItem::from_item).transpose()? else {
+        return Ok(None);
+    };
+    let counts = match item.firmware {
+        Some(_) => read_counts(table, &item).await?,
+        None => Default::default(),
+    };
+    Ok(Some(RolloutView::with_counts(&item, &counts)))
 }
 
 /// `POST /me/rollouts/{rolloutId}/cancel`, implemented by [`cancel_rollout`]: the rollout
@@ -329,7 +365,7 @@ pub async fn cancel_rollout(
     let mut item = read_consistent::<RolloutItem>(table, &key)
         .await?
         .ok_or(FleetError::NotFound("rollout"))?;
-    if item.status != RolloutStatus::Running {
+    if !matches!(item.status, RolloutStatus::Running | RolloutStatus::Paused) {
         return Err(rollout_ended());
     }
     let cancelled_at = Timestamp::now();
@@ -342,10 +378,17 @@ pub async fn cancel_rollout(
             RolloutItem::CANCELLED_AT,
             string_value(cancelled_at.to_string()),
         );
-    let running = Condition::exists(PK).and(Condition::equals(
-        RolloutItem::STATUS,
-        string_value(RolloutStatus::Running.as_str()),
-    ));
+    // Running or paused (a paused firmware rollout is cancelled as it stands).
+    let running = Condition::exists(PK).and(
+        Condition::equals(
+            RolloutItem::STATUS,
+            string_value(RolloutStatus::Running.as_str()),
+        )
+        .or(Condition::equals(
+            RolloutItem::STATUS,
+            string_value(RolloutStatus::Paused.as_str()),
+        )),
+    );
     let sent = table
         .client
         .update_item()
@@ -380,14 +423,16 @@ pub async fn cancel_rollout(
     Ok(RolloutView::of(&item))
 }
 
-/// The 409 of a cancel of a rollout that is over already.
-fn rollout_ended() -> FleetError {
-    FleetError::Conflict {
-        code: "rollout_ended",
-        message: "the rollout is done or cancelled already: there is nothing to cancel".to_string(),
-    }
-}
-
+mod pause;
+mod progress;
+mod stages;
 pub mod worker;
 
-pub use worker::{advance_rollouts, checkpoint, RolloutRun, RolloutWorkerAnswer, ADVANCE_ROLLOUTS};
+use pause::rollout_ended;
+pub use pause::{pause_rollout, resume_rollout, PAUSED_BY_OWNER};
+pub use progress::{checkpoint, RolloutRun};
+pub use stages::{
+    abort_reason, read_counts, stage_met, stage_views, StageView, FIRMWARE_PAGES_PER_RUN,
+    TIMEOUT_WITHOUT_RHYTHM_SECONDS,
+};
+pub use worker::{advance_rollouts, RolloutWorkerAnswer, ADVANCE_ROLLOUTS};

@@ -1,7 +1,10 @@
 //! The scheduled worker of rollouts (AP-T7, the rollout-worker function every minute): owners
 //! take turns a page of [`ROLLOUT_PAGE`] devices at a time, checkpointing each page on the
-//! rollout; a rollout whose devices are all done is finished, its slot given back.
+//! rollout; a rollout whose devices are all done is finished, its slot given back. A staged
+//! firmware rollout's turn is `stages::advance_firmware`; a paused one is skipped, never
+//! ended.
 
+use super::progress::{checkpoint, finish, target_page, RolloutRun};
 use super::*;
 
 /// The rollout worker's answer to its scheduled event: `{"rollouts": {...}}`, what it did.
@@ -9,28 +12,6 @@ use super::*;
 pub struct RolloutWorkerAnswer {
     /// What the run did.
     pub rollouts: RolloutRun,
-}
-
-/// What a worker run did.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct RolloutRun {
-    /// Owners with running rollouts.
-    pub owners: u32,
-    /// Rollouts it worked on.
-    pub rollouts: u32,
-    /// Rollouts it finished.
-    pub finished: u32,
-    /// Pages of devices.
-    pub pages: u32,
-    /// Devices whose desired state it changed.
-    pub devices: u64,
-    /// Devices it could not change (recorded on their rollouts).
-    pub devices_failed: u64,
-    /// Owners' turns that failed (their rollout is left where it was, for the next run).
-    pub errors: u32,
-    /// Rollouts another, overlapping run had moved past (left to it).
-    pub stale: u32,
 }
 
 /// AP-T7, implemented by [`advance_rollouts`].
@@ -110,7 +91,7 @@ pub async fn advance_rollouts(
             if Instant::now() >= deadline {
                 break 'turns;
             }
-            if let Err(err) = owner_turn(table, owner, &mut run).await {
+            if let Err(err) = owner_turn(table, owner, &mut run, deadline).await {
                 run.errors += 1;
                 owner.over = true;
                 if let Some((rollout, _)) = &owner.current {
@@ -166,6 +147,7 @@ async fn owner_turn(
     table: &FleetTable,
     owner: &mut OwnerTurns,
     run: &mut RolloutRun,
+    deadline: Instant,
 ) -> Result<(), FleetError> {
     if owner.current.is_none() {
         loop {
@@ -174,16 +156,27 @@ async fn owner_turn(
                 return Ok(());
             };
             match read_rollout(table, &running).await? {
-                // A firmware rollout changes no desired state: it stays listed (its package
-                // in use) and is passed over, never blocking the owner's later changes.
-                Some(rollout) if rollout.firmware.is_some() => continue,
-                Some(rollout) => {
+                // Paused: it keeps its place on the list (and its package), offering nothing
+                // until resumed.
+                Some(rollout) if rollout.status == RolloutStatus::Paused => continue,
+                // A firmware rollout changes no desired state: its stages are judged and a
+                // bounded part of its walk done now (FIRMWARE_PAGES_PER_RUN pages), so it
+                // never holds up the owner's later changes for long.
+                Some(rollout)
+                    if rollout.firmware.is_some() && rollout.status == RolloutStatus::Running =>
+                {
+                    run.rollouts += 1;
+                    super::stages::advance_firmware(table, rollout, deadline, run).await?;
+                    continue;
+                }
+                Some(rollout) if rollout.status == RolloutStatus::Running => {
                     let patch = TwinDocument::from_text(&rollout.patch)?;
                     run.rollouts += 1;
                     owner.current = Some((rollout, patch));
                     break;
                 }
-                None => delete_running(table, &running).await?,
+                // Gone, done or cancelled: its entry left behind by an end cut short.
+                _ => delete_running(table, &running).await?,
             }
         }
     }
@@ -242,101 +235,7 @@ async fn read_rollout(
         .send()
         .await
         .map_err(sdk_error)?;
-    Ok(out
-        .item
-        .map(RolloutItem::from_item)
-        .transpose()?
-        .filter(|r| r.status == RolloutStatus::Running))
-}
-
-/// The next page of the rollout's devices after its position, and the position after the
-/// page (`None`: this was the last page).
-async fn target_page(
-    table: &FleetTable,
-    rollout: &RolloutItem,
-) -> Result<(Vec<DeviceItem>, Option<DeviceId>), FleetError> {
-    let user = &rollout.user_id;
-    match &rollout.target {
-        RolloutTarget::Tag(tag) => {
-            let mut request = key_prefix(
-                table,
-                user_pk(user),
-                tag_link_prefix(tag),
-                Expressions::builder(),
-            )
-            .limit(ROLLOUT_PAGE as i32);
-            if let Some(after) = &rollout.position {
-                request = request.set_exclusive_start_key(Some(start_key(
-                    user_pk(user),
-                    tag_link_sk(tag, after),
-                )));
-            }
-            let (items, last) = query(request).await?;
-            let links: Vec<TagLinkItem> = items
-                .into_iter()
-                .map(TagLinkItem::from_item)
-                .collect::<Result<_, _>>()?;
-            let next = last.and(links.last().map(|l| l.device_id.clone()));
-            let keys: Vec<Item> = links
-                .iter()
-                .map(|l| ItemKey::device(user, &l.device_id).attributes())
-                .collect();
-            let mut devices = Vec::new();
-            if !keys.is_empty() {
-                let request = KeysAndAttributes::builder()
-                    .set_keys(Some(keys))
-                    .build()
-                    .map_err(FleetError::internal)?;
-                for item in get_all(table, request, &mut Retry::attempts(8)).await? {
-                    devices.push(DeviceItem::from_item(item)?);
-                }
-            }
-            Ok((devices, next))
-        }
-        RolloutTarget::Type(kind) => {
-            let filter =
-                Condition::equals(ENTITY_TYPE, string_value(EntityType::Device.as_str())).and(
-                    Condition::equals(DeviceItem::DEVICE_TYPE, string_value(kind.as_str())),
-                );
-            let mut request = key_range(
-                table,
-                user_pk(user),
-                DEVICE_PREFIX,
-                format!("{DEVICE_PREFIX}\u{10FFFF}"),
-                Expressions::builder().condition(filter),
-            )
-            .limit(ROLLOUT_PAGE as i32);
-            if let Some(after) = &rollout.position {
-                request = request
-                    .set_exclusive_start_key(Some(start_key(user_pk(user), device_sk(after))));
-            }
-            let (items, last) = query(request).await?;
-            let devices: Vec<DeviceItem> = items
-                .into_iter()
-                .map(DeviceItem::from_item)
-                .collect::<Result<_, _>>()?;
-            // The page may end on a live state the filter dropped: resume from its device.
-            let next = match last {
-                Some(key) => Some(match ItemKey::of(&key)? {
-                    ItemKey::Device { device, .. } | ItemKey::DeviceState { device, .. } => device,
-                    other => {
-                        return Err(FleetError::internal(format!(
-                            "a device page ended on {other:?}"
-                        )))
-                    }
-                }),
-                None => None,
-            };
-            Ok((devices, next))
-        }
-    }
-}
-
-fn start_key(pk: String, sk: String) -> Item {
-    HashMap::from([
-        (PK.name().to_string(), string_value(pk)),
-        (SK.name().to_string(), string_value(sk)),
-    ])
+    out.item.map(RolloutItem::from_item).transpose()
 }
 
 /// What a page did: devices changed, and those left as they were with the reason.
@@ -513,111 +412,4 @@ async fn apply_one(
             .filter(|d| d.version == version);
     }
     Err(crate::store::dynamo::throttled())
-}
-
-/// The condition of a run's write of its progress on a rollout: still running, and still at
-/// the position the run read (`read_at`; none before the first page). Pages are walked in
-/// key order, so the position a run writes is always after the one it read: together, the
-/// position only ever moves forward.
-fn still_at(read_at: Option<&DeviceId>) -> Condition {
-    let at = match read_at {
-        Some(position) => Condition::equals(RolloutItem::POSITION, string_value(position.as_str())),
-        None => Condition::absent(RolloutItem::POSITION),
-    };
-    Condition::exists(PK)
-        .and(Condition::equals(
-            RolloutItem::STATUS,
-            string_value(RolloutStatus::Running.as_str()),
-        ))
-        .and(at)
-}
-
-/// The progress after a page, with the counts and failures of `progress`: one conditional
-/// UpdateItem ([`still_at`] `read_at`). `Ok(false)` when another run moved the rollout on
-/// (or finished it) meanwhile: a stale run's checkpoint changes nothing, and is no error.
-/// Public so the overlap can be tested on the table.
-pub async fn checkpoint(
-    table: &FleetTable,
-    progress: &RolloutItem,
-    read_at: Option<&DeviceId>,
-) -> Result<bool, FleetError> {
-    let mut update = progress_update(progress)?;
-    if let Some(position) = &progress.position {
-        update = update.set(RolloutItem::POSITION, string_value(position.as_str()));
-    }
-    conditional_progress(table, progress, update, read_at).await
-}
-
-fn progress_update(progress: &RolloutItem) -> Result<Update, FleetError> {
-    Ok(Update::new()
-        .set(
-            RolloutItem::DEVICES_UPDATED,
-            number_value(progress.devices_updated),
-        )
-        .set(
-            RolloutItem::DEVICES_FAILED,
-            number_value(progress.devices_failed),
-        )
-        .set(
-            RolloutItem::FAILURES,
-            serde_dynamo::to_attribute_value(&progress.failures)?,
-        ))
-}
-
-async fn conditional_progress(
-    table: &FleetTable,
-    progress: &RolloutItem,
-    update: Update,
-    read_at: Option<&DeviceId>,
-) -> Result<bool, FleetError> {
-    let sent = table
-        .client
-        .update_item()
-        .table_name(table.name())
-        .set_key(Some(progress.item_key().attributes()))
-        .expressions(Expressions::write(update, Some(still_at(read_at))))
-        .send()
-        .await;
-    match sent {
-        Ok(_) => Ok(true),
-        Err(err)
-            if err
-                .as_service_error()
-                .is_some_and(|e| e.is_conditional_check_failed_exception()) =>
-        {
-            Ok(false)
-        }
-        Err(err) => Err(sdk_error(err)),
-    }
-}
-
-/// The rollout done with the counts of `progress`, and off the running list; `Ok(false)`
-/// (nothing written) when another run moved it on or finished it meanwhile.
-async fn finish(
-    table: &FleetTable,
-    progress: &RolloutItem,
-    read_at: Option<&DeviceId>,
-) -> Result<bool, FleetError> {
-    let update = progress_update(progress)?
-        .set(
-            RolloutItem::STATUS,
-            serde_dynamo::to_attribute_value(RolloutStatus::Done)?,
-        )
-        .set(
-            RolloutItem::FINISHED_AT,
-            string_value(Timestamp::now().to_string()),
-        );
-    if !conditional_progress(table, progress, update, read_at).await? {
-        return Ok(false);
-    }
-    delete_running(
-        table,
-        &RunningRolloutItem {
-            user_id: progress.user_id.clone(),
-            rollout_id: progress.rollout_id.clone(),
-            firmware_id: None,
-        },
-    )
-    .await?;
-    Ok(true)
 }
