@@ -216,6 +216,50 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/me/rollouts/{rolloutId}/pause": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                rolloutId: string;
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Pauses a running staged firmware rollout. Another user's or an unknown one is a 404.
+         * @description The rollout becomes `paused` with `pausedReason` "paused by its owner": no device is offered anything until it is resumed (devices already on it still report and are counted). It keeps its running slot and its package. Served by the firmware function.
+         */
+        post: operations["pauseRollout"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/me/rollouts/{rolloutId}/resume": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                rolloutId: string;
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Resumes a paused staged firmware rollout, whoever paused it. Another user's or an unknown one is a 404.
+         * @description The rollout runs again: the worker's next run offers its open stages again, never re-offering a device that succeeded. The abort rule counts afresh from now (the failures that paused it are its baseline). Served by the firmware function.
+         */
+        post: operations["resumeRollout"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/devices/{deviceId}/sync": {
         parameters: {
             query?: never;
@@ -1112,6 +1156,48 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/orgs/{orgId}/rollouts/{rolloutId}/pause": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description An organization the caller is a member of; any other (unknown included) is a 404. */
+                orgId: components["parameters"]["OrgIdPath"];
+                rolloutId: string;
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** `POST /me/rollouts/{rolloutId}/pause` for an organization's fleet (operator role). */
+        post: operations["orgPauseRollout"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/orgs/{orgId}/rollouts/{rolloutId}/resume": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description An organization the caller is a member of; any other (unknown included) is a 404. */
+                orgId: components["parameters"]["OrgIdPath"];
+                rolloutId: string;
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** `POST /me/rollouts/{rolloutId}/resume` for an organization's fleet (admin role). */
+        post: operations["orgResumeRollout"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/orgs/{orgId}/devices/{deviceId}/events": {
         parameters: {
             query?: never;
@@ -1531,10 +1617,10 @@ export interface components {
         Error: {
             error: {
                 /**
-                 * @description Every code a handler answers (tests/it/openapi_contract.rs reads them from the code and fails on one missing here). The 409s: `device_id_taken`, `version_mismatch`, `command_queue_full`, `rule_limit`, `busy` (the owner's rules changed concurrently too often: retry) and `alarm_cleared`. Organizations add the 403 `role_required` and the 409s `org_not_empty`, `already_member`, `owner_must_stay`, `org_limit`, `member_limit` and `invitation_limit`; a device's move the 409 `move_in_progress`; firmware the 409s `firmware_in_use`, `firmware_not_ready` and `signing_key_limit`; a rollout's cancel the 409 `rollout_ended`; webhooks the 409s `webhook_limit`, `webhook_unconfirmed`, `webhook_disabled` and `delivery_pending`.
+                 * @description Every code a handler answers (tests/it/openapi_contract.rs reads them from the code and fails on one missing here). The 409s: `device_id_taken`, `version_mismatch`, `command_queue_full`, `rule_limit`, `busy` (the owner's rules changed concurrently too often: retry) and `alarm_cleared`. Organizations add the 403 `role_required` and the 409s `org_not_empty`, `already_member`, `owner_must_stay`, `org_limit`, `member_limit` and `invitation_limit`; a device's move the 409 `move_in_progress`; firmware the 409s `firmware_in_use`, `firmware_not_ready` and `signing_key_limit`; a rollout's cancel the 409 `rollout_ended`, its pause and resume `rollout_paused`, `rollout_not_paused`, `rollout_not_running` and `rollout_not_firmware`; webhooks the 409s `webhook_limit`, `webhook_unconfirmed`, `webhook_disabled` and `delivery_pending`.
                  * @enum {string}
                  */
-                code: "invalid_request" | "unauthorized" | "forbidden" | "not_found" | "no_route" | "device_id_taken" | "version_mismatch" | "payload_too_large" | "unsupported_media_type" | "precondition_required" | "rate_limited" | "unavailable" | "dependency_unreachable" | "command_queue_full" | "rollout_limit" | "rule_limit" | "busy" | "alarm_cleared" | "internal" | "role_required" | "org_not_empty" | "already_member" | "owner_must_stay" | "org_limit" | "member_limit" | "move_in_progress" | "invitation_limit" | "firmware_in_use" | "firmware_not_ready" | "signing_key_limit" | "webhook_limit" | "webhook_unconfirmed" | "webhook_disabled" | "delivery_pending" | "rollout_ended";
+                code: "invalid_request" | "unauthorized" | "forbidden" | "not_found" | "no_route" | "device_id_taken" | "version_mismatch" | "payload_too_large" | "unsupported_media_type" | "precondition_required" | "rate_limited" | "unavailable" | "dependency_unreachable" | "command_queue_full" | "rollout_limit" | "rule_limit" | "busy" | "alarm_cleared" | "internal" | "role_required" | "org_not_empty" | "already_member" | "owner_must_stay" | "org_limit" | "member_limit" | "move_in_progress" | "invitation_limit" | "firmware_in_use" | "firmware_not_ready" | "signing_key_limit" | "webhook_limit" | "webhook_unconfirmed" | "webhook_disabled" | "delivery_pending" | "rollout_ended" | "rollout_paused" | "rollout_not_paused" | "rollout_not_running" | "rollout_not_firmware";
                 message: string;
                 field?: string;
                 /** @description With `role_required`, the least role that may do it. */
@@ -1941,6 +2027,32 @@ export interface components {
             desired?: components["schemas"]["DesiredDelivery"];
             commands?: components["schemas"]["CommandDeliveries"];
             acknowledged?: components["schemas"]["Acknowledged"];
+            firmware?: components["schemas"]["FirmwareOffer"];
+        };
+        /** @description A staged firmware rollout's offer (issue 40): in the answer while the device's stage is open, the rollout is running (a paused one offers nothing) and the device has not yet reported running `version`. `url` is a presigned GET of exactly the checked image, valid an hour and renewed on each check-in; it serves HTTP Range, so a download resumes across sleeps and reboots. Check `sha256` (and `signature`, Ed25519 over the 32-byte digest, when present) before installing. */
+        FirmwareOffer: {
+            firmwareId: string;
+            version: string;
+            /** Format: uri */
+            url: string;
+            sha256: string;
+            size: number;
+            /** @description Base64 of the 64-byte Ed25519 signature of the digest. */
+            signature?: string;
+        };
+        /** @description What the device says of its firmware: the version it runs now and, while working on an offer, its state. It succeeds once it reports the offered version after its reboot and then makes the plan's `healthyCheckIns` further check-ins without a failure, a rollback (reporting the old version again after installing) or an alarm raised on it; reporting the offered version before starting on it succeeds at once. */
+        FirmwareReport: {
+            /** @description MAJOR.MINOR.PATCH, optionally -prerelease or +build. */
+            version: string;
+            /** @enum {string} */
+            state?: "downloading" | "installing" | "failed";
+            /** @description Why it failed (kept on its offer). */
+            reason?: string;
+            /**
+             * @description A failure's class when the device knows it (only with `state` `failed`); otherwise `download` before installing, `install` while installing.
+             * @enum {string}
+             */
+            class?: "download" | "verify" | "install";
         };
         Rollout: {
             rolloutId: string;
@@ -1965,8 +2077,32 @@ export interface components {
                     minFinished: number;
                 };
             };
-            /** @enum {string} */
-            status: "running" | "done" | "cancelled";
+            /**
+             * @description `paused` only for a firmware rollout: it paused itself (a stage's failures reached `abort`, or its package is gone) or its owner paused it; it offers nothing until resumed.
+             * @enum {string}
+             */
+            status: "running" | "paused" | "done" | "cancelled";
+            /** @description Why a paused firmware rollout paused, with the stage's counts. */
+            pausedReason?: string;
+            /** @description A firmware rollout's stages, in order, each with its counts (a device counts in the stage its id hashes to). */
+            stages?: {
+                percent: number;
+                /**
+                 * @description `waiting` (not open), `open`, `soaking` (met `successPercent`, soaking `soakSeconds` before the next opens), `passed` (the next one opened).
+                 * @enum {string}
+                 */
+                status: "waiting" | "open" | "soaking" | "passed";
+                /** @description Devices offered the firmware. */
+                offered: number;
+                /** @description Devices downloading */
+                inProgress: number;
+                /** @description Devices running the new version after healthyCheckIns healthy check-ins (or on it already). */
+                succeeded: number;
+                /** @description Devices failed, every class (download, verify, install, rollback, timeout, unhealthy). */
+                failed: number;
+                /** @description Of the failed */
+                timedOut: number;
+            }[];
             devicesUpdated: number;
             /** @description Devices it left as they were (the merge would break the document limits, or the write failed). */
             devicesFailed: number;
@@ -2927,7 +3063,85 @@ export interface operations {
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             404: components["responses"]["NotFound"];
-            /** @description `rollout_ended`: the rollout is `done` or `cancelled` already; nothing changed. */
+            /** @description `rollout_ended`: the rollout is `done` or `cancelled` already; nothing changed (a `paused` firmware rollout can be cancelled). */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    pauseRollout: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                rolloutId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The rollout as it is now. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        rollout: components["schemas"]["Rollout"];
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            /** @description `rollout_paused` (paused already), `rollout_ended` (`done` or `cancelled`), `rollout_not_firmware` (a desired-state rollout: cancel it instead) or `rollout_not_running` (it stopped running meanwhile); nothing changed. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    resumeRollout: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                rolloutId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The rollout as it is now. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        rollout: components["schemas"]["Rollout"];
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            /** @description `rollout_not_paused` (running), `rollout_ended` (`done` or `cancelled`) or `rollout_not_firmware` (a desired-state rollout); nothing changed. */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -2955,6 +3169,7 @@ export interface operations {
                 "application/json": {
                     reported?: components["schemas"]["Reported"];
                     acks?: components["schemas"]["Acks"];
+                    firmware?: components["schemas"]["FirmwareReport"];
                 };
             };
         };
@@ -4138,6 +4353,7 @@ export interface operations {
                     events: components["schemas"]["SubmittedEvent"][];
                     reported?: components["schemas"]["Reported"];
                     acks?: components["schemas"]["Acks"];
+                    firmware?: components["schemas"]["FirmwareReport"];
                 };
             };
         };
@@ -4154,6 +4370,7 @@ export interface operations {
                         desired?: components["schemas"]["DesiredDelivery"];
                         commands?: components["schemas"]["CommandDeliveries"];
                         acknowledged?: components["schemas"]["Acknowledged"];
+                        firmware?: components["schemas"]["FirmwareOffer"];
                     };
                 };
             };
@@ -5393,7 +5610,91 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["RoleRequired"];
             404: components["responses"]["NotFound"];
-            /** @description `rollout_ended`: the rollout is `done` or `cancelled` already; nothing changed. */
+            /** @description `rollout_ended`: the rollout is `done` or `cancelled` already; nothing changed (a `paused` firmware rollout can be cancelled). */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    orgPauseRollout: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description An organization the caller is a member of; any other (unknown included) is a 404. */
+                orgId: components["parameters"]["OrgIdPath"];
+                rolloutId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The rollout as it is now. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        rollout: components["schemas"]["Rollout"];
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["RoleRequired"];
+            404: components["responses"]["NotFound"];
+            /** @description `rollout_paused` (paused already), `rollout_ended` (`done` or `cancelled`), `rollout_not_firmware` (a desired-state rollout: cancel it instead) or `rollout_not_running` (it stopped running meanwhile); nothing changed. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    orgResumeRollout: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description An organization the caller is a member of; any other (unknown included) is a 404. */
+                orgId: components["parameters"]["OrgIdPath"];
+                rolloutId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The rollout as it is now. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        rollout: components["schemas"]["Rollout"];
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["RoleRequired"];
+            404: components["responses"]["NotFound"];
+            /** @description `rollout_not_paused` (running), `rollout_ended` (`done` or `cancelled`) or `rollout_not_firmware` (a desired-state rollout); nothing changed. */
             409: {
                 headers: {
                     [name: string]: unknown;
