@@ -106,7 +106,9 @@ impl WebhookSizes {
         let data = alarm_detail(&alarm, &notice).expect("an alarm's detail");
         let endpoint = WebhookItem {
             user_id: owner.clone(),
-            webhook_id: WebhookId::generate().expect("an id"),
+            // Fixed ids (of generated ones' length): the sizes, and so the reports, are the
+            // same on every run (a delivery's log partition number is 1 or 2 digits).
+            webhook_id: WebhookId::parse("wh_PsxxBbH0qaTYzYhvP52C4Q").expect("an id"),
             url: "https://hooks.example.com/device-fleet/alarms".into(),
             events: vec![
                 WebhookEvent::AlarmRaised,
@@ -143,7 +145,7 @@ impl WebhookSizes {
         let pending = WebhookDeliveryItem {
             user_id: owner,
             webhook_id: endpoint.webhook_id.clone(),
-            delivery_id: DeliveryId::generate_at(at).expect("an id"),
+            delivery_id: DeliveryId::of_notice(&endpoint.webhook_id, "sizing", at),
             event: WebhookEvent::AlarmRaised,
             payload,
             state: DeliveryState::Pending,
@@ -385,7 +387,7 @@ pub fn cost_section(sims: &[Simulation]) -> String {
         out,
         "- **First attempt succeeds**: the stream consumer's Query of the fleet's endpoints \
          (counted once per delivery: a storm over many fleets has one alarm per fleet and batch), \
-         its PutItem conditioned on absence and an SQS SendMessage; the worker's share of a \
+         its UpdateItem reserving the endpoint's send slot (also counted once per delivery), its PutItem conditioned on absence and an SQS SendMessage; the worker's share of a \
          ReceiveMessage and a DeleteMessageBatch (batches of {QUEUE_BATCH}), two consistent \
          GetItems (delivery, endpoint), the attempt's PutItem, no breaker write.\n\
          - **Retried for 24 hours**: the endpoint never answers; attempts at `5 s x 2^(n-1)` capped \
