@@ -1361,7 +1361,8 @@ async fn a_delivery_to_a_dead_endpoint_is_retried_for_24_hours_before_the_dead_l
 }
 
 #[tokio::test]
-async fn deleting_an_organization_deletes_its_endpoints_delivery_logs() {
+async fn deleting_an_organization_deletes_the_delivery_logs_of_its_endpoints_and_of_those_deleted_before(
+) {
     let stack = Stack::start(&[], true).await;
     let created = device_updates(
         &stack.table,
@@ -1372,30 +1373,65 @@ async fn deleting_an_organization_deletes_its_endpoints_delivery_logs() {
     .await;
     assert_eq!(created.status, 201, "{:?}", created.body);
     let org = created.body["org"]["orgId"].as_str().unwrap().to_string();
-    let hook = stack
-        .call(
-            ApiRequest::post(&format!("/orgs/{org}/webhooks"))
-                .caller(ALICE)
-                .json(json!({"url": stack.receiver.url("/hook"), "events": ["alarm.raised"]})),
-        )
-        .await;
-    assert_eq!(hook.status, 201, "{:?}", hook.body);
-    let id = hook.body["webhookId"].as_str().unwrap().to_string();
-    stack.deliver_until(1).await;
-    for _ in 0..20 {
-        let a = stack
-            .call(ApiRequest::post(&format!("/orgs/{org}/webhooks/{id}/test")).caller(ALICE))
+    let mut hooks = Vec::new();
+    for path in ["/kept", "/deleted"] {
+        let hook = stack
+            .call(
+                ApiRequest::post(&format!("/orgs/{org}/webhooks"))
+                    .caller(ALICE)
+                    .json(json!({"url": stack.receiver.url(path), "events": ["alarm.raised"]})),
+            )
             .await;
-        assert_eq!(a.status, 202, "{:?}", a.body);
+        assert_eq!(hook.status, 201, "{:?}", hook.body);
+        hooks.push(hook.body["webhookId"].as_str().unwrap().to_string());
     }
-    let logged = || async {
-        table_contents(&stack.table)
-            .await
-            .iter()
-            .filter(|item| matches!(key_of(item), ItemKey::WebhookDelivery { .. }))
-            .count()
+    stack.deliver_until(2).await;
+    for id in &hooks {
+        for _ in 0..10 {
+            let a = stack
+                .call(ApiRequest::post(&format!("/orgs/{org}/webhooks/{id}/test")).caller(ALICE))
+                .await;
+            assert_eq!(a.status, 202, "{:?}", a.body);
+        }
+    }
+    let count = |wanted: fn(&ItemKey) -> bool| {
+        let table = stack.table.clone();
+        async move {
+            table_contents(&table)
+                .await
+                .iter()
+                .filter(|item| wanted(&key_of(item)))
+                .count()
+        }
     };
-    assert_eq!(logged().await, 21, "the confirmation and 20 tests");
+    let logged = || count(|k| matches!(k, ItemKey::WebhookDelivery { .. }));
+    let deleted_logs = || count(|k| matches!(k, ItemKey::DeletedWebhookLog { .. }));
+    assert_eq!(logged().await, 22, "two confirmations and 20 tests");
+
+    // One endpoint deleted first: its log stays (to its TTL), out of reach of its routes, and
+    // the organization's partition remembers it.
+    let gone = &hooks[1];
+    let deleted = stack
+        .call(ApiRequest::delete(&format!("/orgs/{org}/webhooks/{gone}")).caller(ALICE))
+        .await;
+    assert_eq!(deleted.status, 204, "{:?}", deleted.body);
+    let log = stack
+        .call(ApiRequest::get(&format!("/orgs/{org}/webhooks/{gone}/deliveries")).caller(ALICE))
+        .await;
+    assert_eq!(log.status, 404, "{:?}", log.body);
+    assert_eq!(logged().await, 22);
+    assert_eq!(deleted_logs().await, 1);
+    let before = table_contents(&stack.table).await;
+    let again = stack
+        .call(ApiRequest::delete(&format!("/orgs/{org}/webhooks/{gone}")).caller(ALICE))
+        .await;
+    assert_eq!(again.status, 404, "{:?}", again.body);
+    assert_eq!(again.error_code(), "not_found");
+    assert_eq!(
+        table_contents(&stack.table).await,
+        before,
+        "a second delete changes nothing"
+    );
 
     let deleted = device_updates(
         &stack.table,
@@ -1403,7 +1439,12 @@ async fn deleting_an_organization_deletes_its_endpoints_delivery_logs() {
     )
     .await;
     assert_eq!(deleted.status, 204, "{:?}", deleted.body);
-    assert_eq!(logged().await, 0, "the logs went with the organization");
+    assert_eq!(
+        logged().await,
+        0,
+        "both endpoints' logs went with the organization"
+    );
+    assert_eq!(deleted_logs().await, 0);
 }
 
 /// Seconds after `start` at which each of `deliveries` arrived.

@@ -45,6 +45,7 @@ macro_rules! attributes {
 pub mod alarm;
 pub mod checkpoint;
 pub mod command;
+pub mod deleted_webhook_log;
 pub mod desired_state;
 pub mod device;
 pub mod device_move;
@@ -222,6 +223,8 @@ pub enum EntityType {
     Webhook,
     /// One webhook message to one endpoint and its attempts.
     WebhookDelivery,
+    /// The delivery log of a deleted webhook endpoint, until it expires.
+    DeletedWebhookLog,
     /// Where the worker is in rolling silent devices' summaries.
     SilentRoll,
 }
@@ -372,6 +375,8 @@ item_keys! {
     Webhook { user: UserId, webhook: WebhookId },
     /// One webhook message to one endpoint.
     WebhookDelivery { user: UserId, webhook: WebhookId, delivery: DeliveryId },
+    /// The delivery log of a deleted webhook endpoint (in its owner's partition).
+    DeletedWebhookLog { user: UserId, webhook: WebhookId },
     /// The worker's place in rolling silent devices' summaries (one item).
     SilentRoll {},
 }

@@ -4,11 +4,11 @@
 //! free of circles; matches are exhaustive, so a new variant cannot be left out.
 
 use crate::model::entities::{
-    alarm, checkpoint, command, desired_state, device, device_move, device_state, event, firmware,
-    firmware_keys, firmware_offer, fleet, invitation, membership, open_alarm, org_deletion,
-    org_member, organization, profile, purge_marker, registration, report, reported_state, rollout,
-    rollout_counts, rollout_slots, rule_set, running_rollout, series, silent_roll, tag_link,
-    type_mark, webhook, webhook_delivery, EntityType, ItemKey,
+    alarm, checkpoint, command, deleted_webhook_log, desired_state, device, device_move,
+    device_state, event, firmware, firmware_keys, firmware_offer, fleet, invitation, membership,
+    open_alarm, org_deletion, org_member, organization, profile, purge_marker, registration,
+    report, reported_state, rollout, rollout_counts, rollout_slots, rule_set, running_rollout,
+    series, silent_roll, tag_link, type_mark, webhook, webhook_delivery, EntityType, ItemKey,
 };
 use crate::model::error::ValidationError;
 use crate::model::keys::{KeyParts, KeyTemplate, PrimaryKey};
@@ -17,7 +17,7 @@ use strum::IntoEnumIterator;
 /// Every key shape's parser, in the order a stored key is tried: an open alarm's before an
 /// alarm's (an alarm's sort key `{raisedAt}#{source}` has the shape of `OPEN#{source}`).
 type ParseKey = fn(&KeyParts) -> Option<Result<ItemKey, ValidationError>>;
-const PARSERS: [ParseKey; 34] = [
+const PARSERS: [ParseKey; 35] = [
     profile::parse_key,
     device::parse_key,
     fleet::parse_key,
@@ -51,6 +51,7 @@ const PARSERS: [ParseKey; 34] = [
     rollout_counts::parse_key,
     webhook::parse_key,
     webhook_delivery::parse_key,
+    deleted_webhook_log::parse_key,
     silent_roll::parse_key,
 ];
 
@@ -130,6 +131,9 @@ impl ItemKey {
                 webhook,
                 delivery,
             } => webhook_delivery::primary_key(user, webhook, delivery),
+            ItemKey::DeletedWebhookLog { user, webhook } => {
+                deleted_webhook_log::primary_key(user, webhook)
+            }
             ItemKey::SilentRoll {} => silent_roll::primary_key(),
         }
     }
@@ -184,6 +188,7 @@ impl EntityType {
             EntityType::RolloutCounts => rollout_counts::KEY_TEMPLATE,
             EntityType::Webhook => webhook::KEY_TEMPLATE,
             EntityType::WebhookDelivery => webhook_delivery::KEY_TEMPLATE,
+            EntityType::DeletedWebhookLog => deleted_webhook_log::KEY_TEMPLATE,
             EntityType::SilentRoll => silent_roll::KEY_TEMPLATE,
         })
     }

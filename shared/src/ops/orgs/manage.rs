@@ -7,6 +7,7 @@ use futures::TryStreamExt;
 use serde::Serialize;
 
 use crate::model::cursor::{self, Page};
+use crate::model::entities::deleted_webhook_log::DELETED_LOG_PREFIX;
 use crate::model::entities::firmware::{firmware_pk, object_key, package_of_sk};
 use crate::model::entities::fleet::FleetItem;
 use crate::model::entities::invitation::INVITATION_PREFIX;
@@ -288,15 +289,16 @@ pub const DELETE_ORG: AccessPattern = AccessPattern {
         Operation::BatchWriteItem,
     ],
     index: None,
-    key_condition: "USER#org:{orgId}/FLEET; mark ORG#{orgId}/ORG, put ORGS#DELETING/{orgId}; PK = ORG#{orgId} begins_with MEMBER#, INVITATION#; PK = USER#org:{orgId} begins_with WEBHOOK#, then each endpoint's PK = USER#org:{orgId}#WHLOG#{webhookId}#{shard}; PK = USER#org:{orgId}; ROLLOUTS#RUNNING begins_with org:{orgId}#; PK = FIRMWARE#org:{orgId}",
+    key_condition: "USER#org:{orgId}/FLEET; mark ORG#{orgId}/ORG, put ORGS#DELETING/{orgId}; PK = ORG#{orgId} begins_with MEMBER#, INVITATION#; PK = USER#org:{orgId} begins_with WEBHOOK#, WHLOG# (deleted endpoints), then each endpoint's PK = USER#org:{orgId}#WHLOG#{webhookId}#{shard}; PK = USER#org:{orgId}; ROLLOUTS#RUNNING begins_with org:{orgId}#; PK = FIRMWARE#org:{orgId}",
     // The fleet item's GetItem, the marking transaction, one Query per step (members,
-    // invitations, webhook endpoints, fleet partition, running rollouts, firmware partition)
+    // invitations, webhook endpoints, deleted endpoints' logs, fleet partition, running
+    // rollouts, firmware partition)
     // and the deletions in batches of 25, each step's rounded up apart (the memberships' own
     // batches before the member list's: +1; the firmware's: +1), and the last batch: the
     // organization item and its entry on the worker's list. Each webhook endpoint adds a Query
-    // of each of its 16 log partitions and their deletions. The images' S3 deletes are not
-    // DynamoDB requests.
-    budget: RequestBudget::BatchOf25Plus(11),
+    // of each of its 16 log partitions and their deletions, and so does a deleted endpoint
+    // whose log has not expired. The images' S3 deletes are not DynamoDB requests.
+    budget: RequestBudget::BatchOf25Plus(12),
     max_read_units: None,
     route: Some("DELETE /orgs/{orgId}"),
     implemented_by: implemented_by!(delete_org),
@@ -550,39 +552,83 @@ pub async fn finish_org_deletion(
     Ok(true)
 }
 
-/// Deletes the delivery logs of `owner`'s webhook endpoints (each over
-/// [`DELIVERY_LOG_SHARDS`] partitions) within `limit`: whether they are all gone.
+/// Deletes the delivery logs of `owner`'s webhook endpoints, present and deleted (each over
+/// [`DELIVERY_LOG_SHARDS`] partitions), within `limit`: whether they are all gone. A deleted
+/// endpoint's log is found by the
+/// [`DeletedWebhookLogItem`](crate::model::entities::deleted_webhook_log::DeletedWebhookLogItem)
+/// its deletion left; that item goes only once its log has, a page of them at a time, so a run
+/// stopped anywhere finds the rest.
 async fn delete_webhook_logs(
     table: &FleetTable,
     limit: &mut DeletionLimit,
     owner: &UserId,
 ) -> Result<bool, FleetError> {
-    let endpoints = key_prefix(
-        table,
-        user_pk(owner),
-        WEBHOOK_PREFIX,
-        Expressions::builder().projection(&[PK, SK]),
-    );
-    let (keys, _) = page_keys(endpoints).await?;
-    for (_, sk) in keys {
-        let Some(webhook) = sk
-            .strip_prefix(WEBHOOK_PREFIX)
+    let listed = |prefix: &'static str| {
+        key_prefix(
+            table,
+            user_pk(owner),
+            prefix,
+            Expressions::builder().projection(&[PK, SK]),
+        )
+    };
+    let webhook_of = |prefix: &str, sk: &str| {
+        sk.strip_prefix(prefix)
             .and_then(|id| WebhookId::parse(id).ok())
-        else {
-            continue;
-        };
-        for shard in 0..DELIVERY_LOG_SHARDS {
-            let log = || {
-                key_prefix(
-                    table,
-                    log_partition(owner, &webhook, shard),
-                    DELIVERY_PREFIX,
-                    Expressions::builder().projection(&[PK, SK]),
-                )
-            };
-            if !delete_pages(table, limit, log, |_: &str| None).await? {
+    };
+    // The endpoints (at most MAX_WEBHOOKS_PER_OWNER: one page); they go with the partition.
+    let (endpoints, _) = page_keys(listed(WEBHOOK_PREFIX)).await?;
+    for (_, sk) in &endpoints {
+        if let Some(webhook) = webhook_of(WEBHOOK_PREFIX, sk) {
+            if !delete_log(table, limit, owner, &webhook).await? {
                 return Ok(false);
             }
+        }
+    }
+    loop {
+        if !limit.take() {
+            return Ok(false);
+        }
+        let (deleted, more) = page_keys(listed(DELETED_LOG_PREFIX)).await?;
+        for (_, sk) in &deleted {
+            if let Some(webhook) = webhook_of(DELETED_LOG_PREFIX, sk) {
+                if !delete_log(table, limit, owner, &webhook).await? {
+                    return Ok(false);
+                }
+            }
+        }
+        delete_keys(
+            table,
+            deleted
+                .into_iter()
+                .map(|(pk, sk)| key_item(pk, sk))
+                .collect(),
+        )
+        .await?;
+        if !more {
+            return Ok(true);
+        }
+    }
+}
+
+/// Deletes one endpoint's delivery log (its [`DELIVERY_LOG_SHARDS`] partitions) within
+/// `limit`: whether it is all gone.
+async fn delete_log(
+    table: &FleetTable,
+    limit: &mut DeletionLimit,
+    owner: &UserId,
+    webhook: &WebhookId,
+) -> Result<bool, FleetError> {
+    for shard in 0..DELIVERY_LOG_SHARDS {
+        let log = || {
+            key_prefix(
+                table,
+                log_partition(owner, webhook, shard),
+                DELIVERY_PREFIX,
+                Expressions::builder().projection(&[PK, SK]),
+            )
+        };
+        if !delete_pages(table, limit, log, |_: &str| None).await? {
+            return Ok(false);
         }
     }
     Ok(true)

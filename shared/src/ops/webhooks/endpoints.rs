@@ -4,10 +4,12 @@
 //! and writes it back conditioned on the version it read.
 
 use aws_sdk_dynamodb::operation::put_item::PutItemError;
+use aws_sdk_dynamodb::types::{Delete, Put, TransactWriteItem};
 use serde::Serialize;
 use serde_json::Value;
 use subtle::ConstantTimeEq;
 
+use crate::model::entities::deleted_webhook_log::DeletedWebhookLogItem;
 use crate::model::entities::webhook::{WebhookItem, WEBHOOK_PREFIX};
 use crate::model::entities::{Entity, ItemKey};
 use crate::model::error::{FleetError, ValidationError};
@@ -26,8 +28,9 @@ use crate::ops::webhooks::deliveries::send_new;
 /// [`super::deliveries`] can read them without the two modules using each other).
 pub use crate::ops::webhooks::webhook_items;
 use crate::ops::webhooks::DeliveryQueue;
-use crate::store::dynamo::{key_prefix, number_value, read_consistent};
-use crate::store::table::{sdk_error, FleetTable};
+use crate::store::dynamo::{key_prefix, number_value, read_consistent, transact, Transaction};
+use crate::store::retry::Retry;
+use crate::store::table::{sdk_error, FleetTable, MAX_ATTEMPTS};
 use crate::store::with_expressions::WithExpressions;
 
 /// Attempts of a change against concurrent changes of the same endpoint.
@@ -399,7 +402,9 @@ pub async fn update_webhook(
 }
 
 /// Deletes an endpoint (a 404 when there is none). Its queued deliveries find it gone and
-/// are abandoned; its log items expire by TTL.
+/// are abandoned; its log items expire by TTL. In the same transaction it leaves a
+/// [`DeletedWebhookLogItem`] in the owner's partition, kept as long as the log, so deleting the
+/// owner (an organization) still finds the log's partitions and deletes them too.
 pub async fn delete_webhook(
     table: &FleetTable,
     owner: &UserId,
@@ -409,22 +414,27 @@ pub async fn delete_webhook(
         user: owner.clone(),
         webhook: webhook.clone(),
     };
-    let result = table
-        .client
-        .delete_item()
+    let endpoint = Delete::builder()
         .table_name(table.name())
         .set_key(Some(key.attributes()))
         .expressions(Expressions::condition(Condition::exists(PK)))
-        .send()
-        .await;
-    match result {
-        Ok(_) => Ok(()),
-        Err(err) => match err.as_service_error() {
-            Some(e) if e.is_conditional_check_failed_exception() => {
-                Err(FleetError::NotFound("webhook"))
-            }
-            _ => Err(sdk_error(err)),
-        },
+        .build()
+        .map_err(FleetError::internal)?;
+    let deleted_log = Put::builder()
+        .table_name(table.name())
+        .set_item(Some(
+            DeletedWebhookLogItem::new(owner.clone(), webhook.clone(), Timestamp::now())
+                .to_item(&table.config.shards)?,
+        ))
+        .build()
+        .map_err(FleetError::internal)?;
+    let actions = vec![
+        TransactWriteItem::builder().delete(endpoint).build(),
+        TransactWriteItem::builder().put(deleted_log).build(),
+    ];
+    match transact(table, actions, Retry::attempts(MAX_ATTEMPTS)).await? {
+        Transaction::Committed => Ok(()),
+        Transaction::Cancelled(_) => Err(FleetError::NotFound("webhook")),
     }
 }
 

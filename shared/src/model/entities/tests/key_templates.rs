@@ -39,7 +39,7 @@ fn every_template_names_its_entity_type() {
             assert_eq!(t.entity_type, entity.as_str());
         }
     }
-    assert_eq!(EntityType::key_templates().count(), 34);
+    assert_eq!(EntityType::key_templates().count(), 35);
     assert_eq!(
         EntityType::ReleasedRegistration.as_str(),
         "releasedRegistration"
@@ -216,7 +216,7 @@ fn organization_templates_match_their_builders_and_parse_back() {
 
 #[test]
 fn webhook_templates_match_their_builders_and_parse_back() {
-    use crate::model::entities::{webhook, webhook_delivery, ItemKey};
+    use crate::model::entities::{deleted_webhook_log, webhook, webhook_delivery, ItemKey};
     use crate::model::webhook::{DeliveryId, WebhookId};
     let user = UserId::parse("org:o1").unwrap();
     let hook = WebhookId::generate().unwrap();
@@ -242,6 +242,13 @@ fn webhook_templates_match_their_builders_and_parse_back() {
                 user: user.clone(),
                 webhook: hook.clone(),
                 delivery: message.clone(),
+            },
+        ),
+        (
+            deleted_webhook_log::KEY_TEMPLATE,
+            ItemKey::DeletedWebhookLog {
+                user: user.clone(),
+                webhook: hook.clone(),
             },
         ),
     ];
