@@ -423,6 +423,47 @@ pub async fn cancel_rollout(
     Ok(RolloutView::of(&item))
 }
 
+/// The live states of `devices` and, beside each, the `T` that `companion` keys (its desired
+/// document, its firmware offer), by device: one consistent BatchGetItem (more only for keys
+/// DynamoDB left unprocessed). A device with no live state is being deleted; one with no `T`
+/// has none yet.
+async fn states_and<'a, T: Entity>(
+    table: &FleetTable,
+    devices: impl IntoIterator<Item = &'a DeviceItem>,
+    companion: impl Fn(&DeviceItem) -> ItemKey,
+    device_of: impl Fn(&T) -> &DeviceId,
+) -> Result<(HashMap<DeviceId, DeviceStateItem>, HashMap<DeviceId, T>), FleetError> {
+    let mut keys = Vec::new();
+    for d in devices {
+        keys.push(state_key_of(d).attributes());
+        keys.push(companion(d).attributes());
+    }
+    let mut states = HashMap::new();
+    let mut companions = HashMap::new();
+    if keys.is_empty() {
+        return Ok((states, companions));
+    }
+    let request = KeysAndAttributes::builder()
+        .set_keys(Some(keys))
+        .consistent_read(true)
+        .build()
+        .map_err(FleetError::internal)?;
+    for item in get_all(table, request, &mut Retry::attempts(8)).await? {
+        match EntityType::of(&item) {
+            Some(EntityType::DeviceState) => {
+                let state = DeviceStateItem::from_item(item)?;
+                states.insert(state.device_id.clone(), state);
+            }
+            Some(found) if found == T::ENTITY_TYPE => {
+                let companion = T::from_item(item)?;
+                companions.insert(device_of(&companion).clone(), companion);
+            }
+            _ => {}
+        }
+    }
+    Ok((states, companions))
+}
+
 mod pause;
 mod progress;
 mod stages;

@@ -291,37 +291,16 @@ async fn walk_page(
     if eligible.is_empty() {
         return Ok(outcome);
     }
-    let mut keys = Vec::new();
-    for (d, _) in &eligible {
-        keys.push(state_key_of(d).attributes());
-        keys.push(
-            ItemKey::FirmwareOffer {
-                user: d.user_id.clone(),
-                device: d.device_id.clone(),
-            }
-            .attributes(),
-        );
-    }
-    let request = KeysAndAttributes::builder()
-        .set_keys(Some(keys))
-        .consistent_read(true)
-        .build()
-        .map_err(FleetError::internal)?;
-    let mut states: HashMap<DeviceId, DeviceStateItem> = HashMap::new();
-    let mut offers: HashMap<DeviceId, FirmwareOfferItem> = HashMap::new();
-    for item in get_all(table, request, &mut Retry::attempts(8)).await? {
-        match EntityType::of(&item) {
-            Some(EntityType::DeviceState) => {
-                let state = DeviceStateItem::from_item(item)?;
-                states.insert(state.device_id.clone(), state);
-            }
-            Some(EntityType::FirmwareOffer) => {
-                let offer = FirmwareOfferItem::from_item(item)?;
-                offers.insert(offer.device_id.clone(), offer);
-            }
-            _ => {}
-        }
-    }
+    let (mut states, mut offers) = states_and(
+        table,
+        eligible.iter().map(|(d, _)| *d),
+        |d| ItemKey::FirmwareOffer {
+            user: d.user_id.clone(),
+            device: d.device_id.clone(),
+        },
+        |offer: &FirmwareOfferItem| &offer.device_id,
+    )
+    .await?;
     let now = Timestamp::now();
     let mut writes = Vec::new();
     for (device, stage) in eligible {

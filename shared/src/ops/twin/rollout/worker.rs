@@ -220,22 +220,14 @@ async fn read_rollout(
     table: &FleetTable,
     running: &RunningRolloutItem,
 ) -> Result<Option<RolloutItem>, FleetError> {
-    let out = table
-        .client
-        .get_item()
-        .table_name(table.name())
-        .set_key(Some(
-            ItemKey::Rollout {
-                user: running.user_id.clone(),
-                rollout: running.rollout_id.clone(),
-            }
-            .attributes(),
-        ))
-        .consistent_read(true)
-        .send()
-        .await
-        .map_err(sdk_error)?;
-    out.item.map(RolloutItem::from_item).transpose()
+    read_consistent(
+        table,
+        &ItemKey::Rollout {
+            user: running.user_id.clone(),
+            rollout: running.rollout_id.clone(),
+        },
+    )
+    .await
 }
 
 /// What a page did: devices changed, and those left as they were with the reason.
@@ -268,37 +260,16 @@ async fn apply_page(
         return Ok(outcome);
     }
     // The live states (the version) and the desired documents of the page: one BatchGetItem.
-    let mut keys = Vec::new();
-    for d in &devices {
-        keys.push(state_key_of(d).attributes());
-        keys.push(
-            ItemKey::Desired {
-                user: d.user_id.clone(),
-                device: d.device_id.clone(),
-            }
-            .attributes(),
-        );
-    }
-    let request = KeysAndAttributes::builder()
-        .set_keys(Some(keys))
-        .consistent_read(true)
-        .build()
-        .map_err(FleetError::internal)?;
-    let mut states: HashMap<DeviceId, DeviceStateItem> = HashMap::new();
-    let mut documents: HashMap<DeviceId, DesiredStateItem> = HashMap::new();
-    for item in get_all(table, request, &mut Retry::attempts(8)).await? {
-        match EntityType::of(&item) {
-            Some(EntityType::DeviceState) => {
-                let state = DeviceStateItem::from_item(item)?;
-                states.insert(state.device_id.clone(), state);
-            }
-            Some(EntityType::DesiredState) => {
-                let desired = DesiredStateItem::from_item(item)?;
-                documents.insert(desired.device_id.clone(), desired);
-            }
-            _ => {}
-        }
-    }
+    let (mut states, mut documents) = states_and(
+        table,
+        devices.iter().copied(),
+        |d| ItemKey::Desired {
+            user: d.user_id.clone(),
+            device: d.device_id.clone(),
+        },
+        |doc: &DesiredStateItem| &doc.device_id,
+    )
+    .await?;
     let mut changes = Vec::new();
     for d in devices {
         // A device without a live state is being deleted: nothing to change.
