@@ -369,6 +369,29 @@ async fn bad_firmware_rollout_input_is_a_400_naming_the_field_and_the_table_is_u
         ),
         (with("abort", json!({"other": 1})), "abort.other"),
         (with("abort", json!([10, 20])), "abort"),
+        (
+            with("maintenanceWindow", json!([22, 4])),
+            "maintenanceWindow",
+        ),
+        (
+            with("maintenanceWindow", json!({"startHour": 22})),
+            "maintenanceWindow.endHour",
+        ),
+        (
+            with("maintenanceWindow", json!({"startHour": 24, "endHour": 4})),
+            "maintenanceWindow.startHour",
+        ),
+        (
+            with("maintenanceWindow", json!({"startHour": 3, "endHour": 3})),
+            "maintenanceWindow.endHour",
+        ),
+        (
+            with(
+                "maintenanceWindow",
+                json!({"startHour": 1, "endHour": 3, "zone": "CET"}),
+            ),
+            "maintenanceWindow.zone",
+        ),
         (with("firmwareId", json!("f-1")), "firmwareId"),
         (with("firmwareId", json!(7)), "firmwareId"),
         (with("desired", json!({"a": 1})), "desired"),
@@ -383,6 +406,11 @@ async fn bad_firmware_rollout_input_is_a_400_naming_the_field_and_the_table_is_u
         (
             json!({"tag": "north", "desired": {"a": 1}, "stages": [100]}),
             "stages",
+        ),
+        (
+            json!({"tag": "north", "desired": {"a": 1},
+                   "maintenanceWindow": {"startHour": 1, "endHour": 3}}),
+            "maintenanceWindow",
         ),
         (json!({"tag": "north"}), "desired"),
     ];
@@ -1027,5 +1055,70 @@ async fn a_stage_opens_after_success_and_soak_and_failures_pause_it_until_resume
     assert_eq!(
         (a.status, a.body["error"]["code"].as_str()),
         (409, Some("rollout_not_firmware"))
+    );
+}
+
+/// A maintenance window from `hours_from_now` UTC hours after the current hour, `length` long.
+fn window_from_now(hours_from_now: i64, length: i64) -> Value {
+    let hour = shared::model::timestamp::Timestamp::now()
+        .epoch_seconds()
+        .rem_euclid(86_400)
+        / 3_600;
+    json!({
+        "startHour": (hour + hours_from_now).rem_euclid(24),
+        "endHour": (hour + hours_from_now + length).rem_euclid(24),
+    })
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn outside_its_maintenance_window_a_rollout_offers_nothing_and_inside_it_offers() {
+    let (state, _moto) = setup().await;
+    let id = package(&state, ALICE, "thermostat", true).await;
+    let first = ids_of_stage(0, "mw", 3);
+    let mut tokens = std::collections::HashMap::new();
+    for device in &first {
+        tokens.insert(
+            device.clone(),
+            register_device(&state.table, ALICE, device).await,
+        );
+    }
+    // Closed: it opens two hours after this one (so it stays closed if the hour turns).
+    let mut body = staged(&id);
+    body["maintenanceWindow"] = window_from_now(2, 1);
+    let a = start(&state, ALICE, body.clone()).await;
+    assert_eq!(a.status, 202, "{:?}", a.body);
+    assert_eq!(
+        a.body["rollout"]["firmware"]["maintenanceWindow"], body["maintenanceWindow"],
+        "{:?}",
+        a.body
+    );
+    let closed = a.body["rollout"]["rolloutId"].as_str().unwrap().to_string();
+    let worked = run(&state).await;
+    assert_eq!(worked.offered, 0, "{worked:?}");
+    let a = show(&state, ALICE, &closed).await;
+    assert_eq!(stage_counts(&a, 0), (0, 0, 0, 0, 0), "{:?}", a.body);
+    assert_eq!(a.body["rollout"]["status"], "running");
+    let device = &first[0];
+    let a = check_in(&state, device, &tokens[device], None).await;
+    assert_eq!(a.status, 200, "{:?}", a.body);
+    assert!(a.body.get("firmware").is_none(), "{:?}", a.body);
+    let a = cancel(&state, ALICE, &closed).await;
+    assert_eq!(a.status, 200, "{:?}", a.body);
+
+    // Open: this hour and the next.
+    body["maintenanceWindow"] = window_from_now(0, 2);
+    let a = start(&state, ALICE, body).await;
+    assert_eq!(a.status, 202, "{:?}", a.body);
+    let open = a.body["rollout"]["rolloutId"].as_str().unwrap().to_string();
+    let worked = run(&state).await;
+    assert_eq!(worked.offered, 3, "{worked:?}");
+    let a = show(&state, ALICE, &open).await;
+    assert_eq!(stage_counts(&a, 0), (3, 0, 0, 0, 0), "{:?}", a.body);
+    let a = check_in(&state, device, &tokens[device], None).await;
+    assert_eq!(
+        a.body["firmware"]["firmwareId"],
+        id.as_str(),
+        "{:?}",
+        a.body
     );
 }

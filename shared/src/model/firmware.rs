@@ -218,6 +218,62 @@ mod tests {
     use crate::model::timestamp::Timestamp;
 
     #[test]
+    fn a_maintenance_window_holds_its_hours_across_midnight_and_a_bad_one_names_its_field() {
+        let at =
+            |hhmm: &str| Timestamp::parse_field("at", &format!("2026-11-29T{hhmm}:00Z")).unwrap();
+        let window = |v: serde_json::Value| MaintenanceWindow::parse(Some(&v));
+        let night = window(serde_json::json!({"startHour": 22, "endHour": 4}))
+            .unwrap()
+            .unwrap();
+        for (time, inside) in [
+            ("21:59", false),
+            ("22:00", true),
+            ("23:30", true),
+            ("00:00", true),
+            ("03:59", true),
+            ("04:00", false),
+            ("12:00", false),
+        ] {
+            assert_eq!(night.contains(at(time)), inside, "{time}");
+        }
+        let day = window(serde_json::json!({"startHour": 9, "endHour": 17}))
+            .unwrap()
+            .unwrap();
+        assert!(day.contains(at("09:00")) && day.contains(at("16:59")));
+        assert!(!day.contains(at("08:59")) && !day.contains(at("17:00")));
+        assert_eq!(MaintenanceWindow::parse(None).unwrap(), None);
+        for (bad, field) in [
+            (serde_json::json!([22, 4]), "maintenanceWindow"),
+            (
+                serde_json::json!({"startHour": 22}),
+                "maintenanceWindow.endHour",
+            ),
+            (
+                serde_json::json!({"startHour": 24, "endHour": 4}),
+                "maintenanceWindow.startHour",
+            ),
+            (
+                serde_json::json!({"startHour": 2.5, "endHour": 4}),
+                "maintenanceWindow.startHour",
+            ),
+            (
+                serde_json::json!({"startHour": "2", "endHour": 4}),
+                "maintenanceWindow.startHour",
+            ),
+            (
+                serde_json::json!({"startHour": 4, "endHour": 4}),
+                "maintenanceWindow.endHour",
+            ),
+            (
+                serde_json::json!({"startHour": 1, "endHour": 4, "tz": "CET"}),
+                "maintenanceWindow.tz",
+            ),
+        ] {
+            assert_eq!(window(bad.clone()).unwrap_err().field, field, "{bad}");
+        }
+    }
+
+    #[test]
     fn ids_round_trip_and_hostile_ids_are_refused() {
         let id = FirmwareId::generate(Timestamp::now());
         assert_eq!(FirmwareId::parse(id.as_str()).unwrap(), id);
@@ -346,6 +402,77 @@ pub struct FirmwarePlan {
     pub success_percent: u8,
     /// When a stage pauses the rollout.
     pub abort: AbortRule,
+    /// The UTC hours in which devices are offered the image (none: any hour).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub maintenance_window: Option<MaintenanceWindow>,
+}
+
+/// The UTC hours in which a firmware rollout offers its image to devices that have no offer
+/// yet: from `start_hour` (included) to `end_hour` (excluded), across midnight when
+/// `end_hour` is the smaller. Outside it the rollout makes no new offer; a device offered
+/// before it closed goes on (its download link is renewed at each check-in, so an update
+/// under way is not stranded), and soaks, counts and timeouts go on too.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MaintenanceWindow {
+    /// The first hour, 0 to 23.
+    pub start_hour: u8,
+    /// The hour it closes, 0 to 23, not `start_hour`.
+    pub end_hour: u8,
+}
+
+impl MaintenanceWindow {
+    /// Validates `{"startHour", "endHour"}` (errors name `maintenanceWindow.startHour` and so
+    /// on); `None` when absent.
+    pub fn parse(value: Option<&serde_json::Value>) -> Result<Option<Self>, ValidationError> {
+        const FIELD: &str = "maintenanceWindow";
+        let Some(value) = value else {
+            return Ok(None);
+        };
+        let map = value.as_object().ok_or_else(|| {
+            ValidationError::new(FIELD, "must be an object {startHour, endHour} (UTC hours)")
+        })?;
+        if let Some(other) = map.keys().find(|k| *k != "startHour" && *k != "endHour") {
+            return Err(ValidationError::new(
+                format!("{FIELD}.{other}"),
+                "is not a field of maintenanceWindow (startHour, endHour)",
+            ));
+        }
+        let hour = |name: &str| -> Result<u8, ValidationError> {
+            let field = format!("{FIELD}.{name}");
+            match map.get(name) {
+                None => Err(ValidationError::new(field, "is required")),
+                Some(v) => v
+                    .as_u64()
+                    .filter(|h| *h <= 23)
+                    .map(|h| h as u8)
+                    .ok_or_else(|| {
+                        ValidationError::new(field, "must be a whole hour from 0 to 23 (UTC)")
+                    }),
+            }
+        };
+        let window = Self {
+            start_hour: hour("startHour")?,
+            end_hour: hour("endHour")?,
+        };
+        if window.start_hour == window.end_hour {
+            return Err(ValidationError::new(
+                format!("{FIELD}.endHour"),
+                "must differ from startHour (omit maintenanceWindow for any hour)",
+            ));
+        }
+        Ok(Some(window))
+    }
+
+    /// Whether `at` falls in the window.
+    pub fn contains(&self, at: crate::model::timestamp::Timestamp) -> bool {
+        let hour = (at.epoch_seconds().rem_euclid(86_400) / 3_600) as u8;
+        if self.start_hour < self.end_hour {
+            (self.start_hour..self.end_hour).contains(&hour)
+        } else {
+            hour >= self.start_hour || hour < self.end_hour
+        }
+    }
 }
 
 /// How a firmware rollout proceeds, as the owner asked, before its package is read: the
@@ -362,6 +489,8 @@ pub struct StagePlan {
     pub success_percent: u8,
     /// When a stage pauses the rollout.
     pub abort: AbortRule,
+    /// When devices are offered the image (none: any hour).
+    pub maintenance_window: Option<MaintenanceWindow>,
 }
 
 /// A whole number from `min` to `max` (JSON `2.5`, `"3"` or `-1` are not), or `default` when
@@ -393,6 +522,7 @@ impl StagePlan {
         healthy_check_ins: Option<&serde_json::Value>,
         success_percent: Option<&serde_json::Value>,
         abort: Option<&serde_json::Value>,
+        maintenance_window: Option<&serde_json::Value>,
     ) -> Result<Self, ValidationError> {
         let stages = match stages {
             None => DEFAULT_STAGES.to_vec(),
@@ -490,6 +620,7 @@ impl StagePlan {
             healthy_check_ins,
             success_percent,
             abort,
+            maintenance_window: MaintenanceWindow::parse(maintenance_window)?,
         })
     }
 }
@@ -567,12 +698,12 @@ mod stage_plan_tests {
     use serde_json::json;
 
     fn stages(v: serde_json::Value) -> Result<StagePlan, ValidationError> {
-        StagePlan::parse(Some(&v), None, None, None, None)
+        StagePlan::parse(Some(&v), None, None, None, None, None)
     }
 
     #[test]
     fn stages_are_increasing_percents_ending_at_100_and_defaults_fill_the_rest() {
-        let plan = StagePlan::parse(None, None, None, None, None).unwrap();
+        let plan = StagePlan::parse(None, None, None, None, None, None).unwrap();
         assert_eq!(plan.stages, vec![1, 5, 25, 100]);
         assert_eq!(plan.success_percent, 95);
         assert_eq!(plan.abort.failure_percent, 10);
@@ -590,7 +721,7 @@ mod stage_plan_tests {
         ] {
             assert_eq!(stages(bad.clone()).unwrap_err().field, "stages", "{bad}");
         }
-        let abort = |v: serde_json::Value| StagePlan::parse(None, None, None, None, Some(&v));
+        let abort = |v: serde_json::Value| StagePlan::parse(None, None, None, None, Some(&v), None);
         assert_eq!(
             abort(json!({"failurePercent": 0})).unwrap_err().field,
             "abort.failurePercent"

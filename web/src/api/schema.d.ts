@@ -2076,6 +2076,11 @@ export interface components {
                     failurePercent: number;
                     minFinished: number;
                 };
+                /** @description The UTC hours in which devices are offered the image (absent: any hour). */
+                maintenanceWindow?: {
+                    startHour: number;
+                    endHour: number;
+                };
             };
             /**
              * @description `paused` only for a firmware rollout: it paused itself (a stage's failures reached `abort`, or its package is gone) or its owner paused it; it offers nothing until resumed.
@@ -2973,6 +2978,12 @@ export interface operations {
                     abort?: {
                         failurePercent?: number;
                         minFinished?: number;
+                    };
+                    /** @description The UTC hours in which devices are offered the image: from startHour (included) to endHour (excluded), across midnight when endHour is the smaller. Outside it no device gets a new offer; one offered before it closed goes on, and soaks, counts and timeouts go on too. Absent: any hour. Firmware rollouts only. */
+                    maintenanceWindow?: {
+                        startHour: number;
+                        /** @description Not startHour. */
+                        endHour: number;
                     };
                 };
             };
@@ -5513,6 +5524,12 @@ export interface operations {
                     abort?: {
                         failurePercent?: number;
                         minFinished?: number;
+                    };
+                    /** @description The UTC hours in which devices are offered the image: from startHour (included) to endHour (excluded), across midnight when endHour is the smaller. Outside it no device gets a new offer; one offered before it closed goes on, and soaks, counts and timeouts go on too. Absent: any hour. Firmware rollouts only. */
+                    maintenanceWindow?: {
+                        startHour: number;
+                        /** @description Not startHour. */
+                        endHour: number;
                     };
                 };
             };

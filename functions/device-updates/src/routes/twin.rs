@@ -121,6 +121,8 @@ struct RolloutBody {
     success_percent: Option<serde_json::Value>,
     #[serde(default)]
     abort: Option<serde_json::Value>,
+    #[serde(default)]
+    maintenance_window: Option<serde_json::Value>,
 }
 
 /// `tag` or `type` (exactly one), top level or in `target`; errors name the field.
@@ -191,6 +193,7 @@ pub(crate) async fn start_rollout(
                 body.healthy_check_ins.as_ref(),
                 body.success_percent.as_ref(),
                 body.abort.as_ref(),
+                body.maintenance_window.as_ref(),
             )?;
             rollout::start_firmware_rollout(&table, &fleet.owner, target, &firmware_id, plan)
                 .await?
@@ -202,6 +205,7 @@ pub(crate) async fn start_rollout(
                 ("healthyCheckIns", &body.healthy_check_ins),
                 ("successPercent", &body.success_percent),
                 ("abort", &body.abort),
+                ("maintenanceWindow", &body.maintenance_window),
             ];
             if let Some((field, _)) = staged.iter().find(|(_, v)| v.is_some()) {
                 return Err(ApiError::invalid(

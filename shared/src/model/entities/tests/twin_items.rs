@@ -8,7 +8,7 @@ use crate::model::entities::rollout_slots::RolloutSlotsItem;
 use crate::model::entities::running_rollout::RunningRolloutItem;
 use crate::model::entities::Entity;
 use crate::model::expression::Attribute;
-use crate::model::firmware::{AbortRule, FirmwareId, FirmwarePlan};
+use crate::model::firmware::{AbortRule, FirmwareId, FirmwarePlan, MaintenanceWindow};
 use crate::model::ids::{CommandName, DeviceId, DeviceType, RolloutId, Tag, UserId};
 use crate::model::schema::{Item, ENTITY_TYPE, KEY_ATTRIBUTES};
 use crate::model::shard::ShardCounts;
@@ -125,6 +125,10 @@ fn declared_attributes_are_exactly_the_stored_ones_and_keys_read_back() {
                 failure_percent: 10,
                 min_finished: 20,
             },
+            maintenance_window: Some(MaintenanceWindow {
+                start_hour: 22,
+                end_hour: 4,
+            }),
         }),
         status: RolloutStatus::Done,
         position: Some(device.clone()),

@@ -207,6 +207,7 @@ pub async fn start_firmware_rollout(
         healthy_check_ins: plan.healthy_check_ins,
         success_percent: plan.success_percent,
         abort: plan.abort,
+        maintenance_window: plan.maintenance_window,
     };
     start(table, user, target, String::new(), Some(plan)).await
 }

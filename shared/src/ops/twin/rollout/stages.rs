@@ -302,6 +302,8 @@ async fn walk_page(
     )
     .await?;
     let now = Timestamp::now();
+    // Timeouts count at any hour; new offers only in the maintenance window.
+    let offering = plan.maintenance_window.is_none_or(|w| w.contains(now));
     let mut writes = Vec::new();
     for (device, stage) in eligible {
         // No live state: the device is being deleted.
@@ -316,10 +318,15 @@ async fn walk_page(
             }
             // Busy with another rollout's offer: left for a later walk.
             Some(other) if !other.phase.finished() && state.firmware_rollout.is_some() => {}
-            previous => writes.push(
-                offer_to(table, rollout, plan, package, device, stage, previous, now)
-                    .map(|a| (a, true)),
-            ),
+            // Outside the maintenance window no device gets a new offer.
+            previous => {
+                if offering {
+                    writes.push(
+                        offer_to(table, rollout, plan, package, device, stage, previous, now)
+                            .map(|a| (a, true)),
+                    );
+                }
+            }
         }
     }
     let sent = futures::stream::iter(writes.into_iter().map(|w| async move {
