@@ -546,18 +546,23 @@ async fn another_owners_or_an_unknown_rollout_is_a_404_and_nothing_changes() {
 
 // ---- The engine (issue 40 items 3 to 5): offers, device reports, healthy success, counts.
 
-/// Device ids of `stage` of the default stages (1/5/25/100), by the stable hash.
-fn ids_of_stage(stage: usize, prefix: &str, n: usize) -> Vec<String> {
+/// Device ids of `stage` of `stages`, by the stable hash.
+fn ids_in(stages: &[u8], stage: usize, prefix: &str, n: usize) -> Vec<String> {
     (0..100_000)
         .map(|i| format!("{prefix}-{i:05}"))
         .filter(|id| {
             shared::model::firmware::stage_of(
-                &[1, 5, 25, 100],
+                stages,
                 &shared::model::ids::DeviceId::parse(id.as_str()).unwrap(),
             ) == Some(stage)
         })
         .take(n)
         .collect()
+}
+
+/// Device ids of `stage` of the default stages (1/5/25/100).
+fn ids_of_stage(stage: usize, prefix: &str, n: usize) -> Vec<String> {
+    ids_in(&[1, 5, 25, 100], stage, prefix, n)
 }
 
 /// A fresh ingestor (a new container) presigning on `state`'s bucket.
@@ -580,9 +585,20 @@ async fn check_in(
     token: &str,
     firmware: Option<Value>,
 ) -> Answer {
+    check_in_reading(state, device, token, 21.5, firmware).await
+}
+
+/// A batch of one new temperature `value` from `device`, with `firmware` when given.
+async fn check_in_reading(
+    state: &FirmwareState,
+    device: &str,
+    token: &str,
+    value: f64,
+    firmware: Option<Value>,
+) -> Answer {
     let seq = EVENT_SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let mut body = json!({"events": [
-        {"id": format!("ev-{seq}"), "type": "temperature", "value": 21.5, "at": ago(1)}
+        {"id": format!("ev-{seq}"), "type": "temperature", "value": value, "at": ago(1)}
     ]});
     if let Some(firmware) = firmware {
         body["firmware"] = firmware;
@@ -851,16 +867,7 @@ fn halves(firmware_id: &str) -> Value {
 
 /// Device ids of `stage` of stages 50/100.
 fn half_ids(stage: usize, prefix: &str, n: usize) -> Vec<String> {
-    (0..10_000)
-        .map(|i| format!("{prefix}-{i:05}"))
-        .filter(|id| {
-            shared::model::firmware::stage_of(
-                &[50, 100],
-                &shared::model::ids::DeviceId::parse(id.as_str()).unwrap(),
-            ) == Some(stage)
-        })
-        .take(n)
-        .collect()
+    ids_in(&[50, 100], stage, prefix, n)
 }
 
 async fn rollout_action(
@@ -1121,4 +1128,204 @@ async fn outside_its_maintenance_window_a_rollout_offers_nothing_and_inside_it_o
         "{:?}",
         a.body
     );
+}
+
+// ---- Issue 40 item 4: the health rule, and retries by class with backoff.
+
+/// Sets `device`'s offer's `updatedAt` to `seconds` ago (the time its failure or last move
+/// is dated from), as if that long had passed.
+async fn offer_moved_ago(state: &FirmwareState, owner: &str, device: &str, seconds: i64) {
+    let key = shared::model::entities::ItemKey::FirmwareOffer {
+        user: shared::model::ids::UserId::parse(owner).unwrap(),
+        device: shared::model::ids::DeviceId::parse(device).unwrap(),
+    };
+    state
+        .table
+        .client
+        .update_item()
+        .table_name(state.table.name())
+        .set_key(Some(key.attributes()))
+        .update_expression("SET updatedAt = :t")
+        .expression_attribute_values(
+            ":t",
+            aws_sdk_dynamodb::types::AttributeValue::S(ago(seconds)),
+        )
+        .send()
+        .await
+        .unwrap();
+}
+
+fn retried(a: &Answer, stage: usize) -> i64 {
+    a.body["rollout"]["stages"][stage]["retried"]
+        .as_i64()
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn updated_devices_alarmed_clearly_more_often_than_the_rest_pause_it_and_a_chance_excess_does_not(
+) {
+    let (state, _moto) = setup().await;
+    let id = package(&state, ALICE, "thermostat", true).await;
+    let stages = [25, 100];
+    let updated = ids_in(&stages, 0, "hr", 6);
+    let rest = ids_in(&stages, 1, "hr", 12);
+    let mut tokens = std::collections::HashMap::new();
+    for device in updated.iter().chain(&rest) {
+        tokens.insert(
+            device.clone(),
+            register_device(&state.table, ALICE, device).await,
+        );
+    }
+    let token = |d: &String| tokens[d].clone();
+    let rule = device_updates(
+        &state.table,
+        ApiRequest::post("/me/rules").caller(ALICE).json(json!({
+            "name": "too hot", "eventType": "temperature",
+            "scope": {"deviceType": "thermostat"}, "condition": {"outside": [5, 80]},
+            "severity": "critical"
+        })),
+    )
+    .await;
+    assert_eq!(rule.status, 201, "{:?}", rule.body);
+    // The failure rule can never fire here, and the second stage never opens: only the health
+    // rule can pause it.
+    let a = start(
+        &state,
+        ALICE,
+        json!({
+            "target": {"type": "thermostat"}, "firmwareId": id, "stages": stages,
+            "soakSeconds": 86_400, "healthyCheckIns": 0, "successPercent": 100,
+            "abort": {"failurePercent": 100, "minFinished": 1_000_000}
+        }),
+    )
+    .await;
+    assert_eq!(a.status, 202, "{:?}", a.body);
+    let rollout_id = a.body["rollout"]["rolloutId"].as_str().unwrap().to_string();
+    let worked = run(&state).await;
+    assert_eq!((worked.offered, worked.paused), (6, 0), "{worked:?}");
+    for device in &updated {
+        check_in(
+            &state,
+            device,
+            &token(device),
+            Some(json!({"version": "2.0.0"})),
+        )
+        .await;
+    }
+    // 2 of 6 updated alarmed against 1 of 12 not updated: p = 0.25, chance explains it.
+    for device in [&updated[0], &updated[1], &rest[0]] {
+        check_in_reading(&state, device, &token(device), 95.0, None).await;
+    }
+    let worked = run(&state).await;
+    assert_eq!(worked.paused, 0, "{worked:?}");
+    let a = show(&state, ALICE, &rollout_id).await;
+    assert_eq!(a.body["rollout"]["status"], "running");
+    assert_eq!(
+        a.body["rollout"]["health"],
+        json!({"updated": [{"devices": 6, "unhealthy": 2}], "notUpdated": {"devices": 12, "unhealthy": 1}}),
+        "{:?}",
+        a.body
+    );
+    // All 6 updated alarmed against 1 of 12: p = 7/18564, below 0.001: it pauses itself.
+    for device in &updated[2..] {
+        check_in_reading(&state, device, &token(device), 95.0, None).await;
+    }
+    let worked = run(&state).await;
+    assert_eq!(worked.paused, 1, "{worked:?}");
+    let a = show(&state, ALICE, &rollout_id).await;
+    assert_eq!(a.body["rollout"]["status"], "paused", "{:?}", a.body);
+    let reason = a.body["rollout"]["pausedReason"].as_str().unwrap();
+    assert!(
+        reason.starts_with(
+            "stage 0 (25%): 6 of 6 updated devices are offline or alarmed (100.0%) against 1 of \
+             12 devices not yet updated (8.3%)"
+        ),
+        "{reason}"
+    );
+    assert!(reason.contains("p = 3.8e-4"), "{reason}");
+    // Paused: offers nothing.
+    let a = check_in(&state, &rest[1], &token(&rest[1]), None).await;
+    assert!(a.body.get("firmware").is_none(), "{:?}", a.body);
+    // The owner resumes: the stage open now is accepted as it is, not paused again at once.
+    let a = rollout_action(&state, ALICE, &rollout_id, "resume").await;
+    assert_eq!(a.status, 200, "{:?}", a.body);
+    let worked = run(&state).await;
+    assert_eq!(worked.paused, 0, "{worked:?}");
+    let a = show(&state, ALICE, &rollout_id).await;
+    assert_eq!(a.body["rollout"]["status"], "running", "{:?}", a.body);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_failed_device_is_offered_again_by_its_class_after_its_backoff_and_a_rollback_never() {
+    let (state, _moto) = setup().await;
+    let id = package(&state, ALICE, "thermostat", true).await;
+    let devices = half_ids(0, "rt", 2);
+    let (flaky, bad) = (&devices[0], &devices[1]);
+    let mut tokens = std::collections::HashMap::new();
+    for device in &devices {
+        tokens.insert(
+            device.clone(),
+            register_device(&state.table, ALICE, device).await,
+        );
+    }
+    let token = |d: &String| tokens[d].clone();
+    let mut plan = halves(&id);
+    plan["abort"] = json!({"failurePercent": 100, "minFinished": 1_000});
+    let a = start(&state, ALICE, plan).await;
+    assert_eq!(a.status, 202, "{:?}", a.body);
+    let rollout_id = a.body["rollout"]["rolloutId"].as_str().unwrap().to_string();
+    assert_eq!(run(&state).await.offered, 2);
+    let download_failure = json!({"version": "1.0.0", "state": "failed", "reason": "TLS reset"});
+
+    // A download failure: not retried within its hour, retried after it.
+    check_in(&state, flaky, &token(flaky), Some(download_failure.clone())).await;
+    assert_eq!(run(&state).await.retried, 0);
+    offer_moved_ago(&state, ALICE, flaky, 3_700).await;
+    let worked = run(&state).await;
+    assert_eq!(worked.retried, 1, "{worked:?}");
+    let a = show(&state, ALICE, &rollout_id).await;
+    assert_eq!(stage_counts(&a, 0), (2, 0, 0, 0, 0), "{:?}", a.body);
+    assert_eq!(retried(&a, 0), 1);
+    let a = check_in(&state, flaky, &token(flaky), None).await;
+    assert_eq!(a.body["firmware"]["version"], "2.0.0", "{:?}", a.body);
+
+    // Its second failure waits 4 hours, not 1; its 4th is final.
+    check_in(&state, flaky, &token(flaky), Some(download_failure.clone())).await;
+    offer_moved_ago(&state, ALICE, flaky, 3_700).await;
+    assert_eq!(run(&state).await.retried, 0);
+    offer_moved_ago(&state, ALICE, flaky, 4 * 3_600 + 100).await;
+    assert_eq!(run(&state).await.retried, 1);
+    check_in(&state, flaky, &token(flaky), Some(download_failure.clone())).await;
+    offer_moved_ago(&state, ALICE, flaky, 16 * 3_600 + 100).await;
+    assert_eq!(run(&state).await.retried, 1);
+    check_in(&state, flaky, &token(flaky), Some(download_failure.clone())).await;
+    offer_moved_ago(&state, ALICE, flaky, 30 * 24 * 3_600).await;
+    assert_eq!(run(&state).await.retried, 0);
+    let offer = item(
+        &state.table,
+        &shared::model::entities::ItemKey::FirmwareOffer {
+            user: shared::model::ids::UserId::parse(ALICE).unwrap(),
+            device: shared::model::ids::DeviceId::parse(flaky.as_str()).unwrap(),
+        },
+    )
+    .await
+    .unwrap();
+    assert_eq!(offer["attempts"].as_n().unwrap(), "4");
+    assert_eq!(offer["failure"].as_s().unwrap(), "download");
+
+    // A rollback says the image is bad for the device: never offered again.
+    for report in [
+        json!({"version": "1.0.0", "state": "downloading"}),
+        json!({"version": "1.0.0", "state": "installing"}),
+        json!({"version": "1.0.0"}),
+    ] {
+        check_in(&state, bad, &token(bad), Some(report)).await;
+    }
+    offer_moved_ago(&state, ALICE, bad, 30 * 24 * 3_600).await;
+    assert_eq!(run(&state).await.retried, 0);
+    let a = show(&state, ALICE, &rollout_id).await;
+    assert_eq!(stage_counts(&a, 0), (2, 0, 0, 2, 0), "{:?}", a.body);
+    assert_eq!(retried(&a, 0), 3);
+    let a = check_in(&state, bad, &token(bad), None).await;
+    assert!(a.body.get("firmware").is_none(), "{:?}", a.body);
 }

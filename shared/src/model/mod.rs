@@ -13,6 +13,7 @@ pub mod optional;
 pub mod org;
 pub mod pattern_id;
 pub mod readings;
+pub mod rollout_health;
 pub mod rollout_progress;
 pub mod schema;
 pub mod series;

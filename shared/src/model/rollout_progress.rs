@@ -5,6 +5,8 @@
 use serde::{Deserialize, Serialize};
 
 use crate::model::error::ValidationError;
+use crate::model::rollout_health::HealthTally;
+use crate::model::timestamp::Timestamp;
 
 /// Longest failure reason kept from a device, in characters (longer ones are refused, naming
 /// the field).
@@ -94,6 +96,35 @@ impl FailureClass {
             FailureClass::Unhealthy => "unhealthy",
         }
     }
+
+    /// How many times a device failed of this class is offered the image again (the walk
+    /// re-offers it after [`retry_at`]'s backoff). A download or a timeout is most often the
+    /// network or a device asleep longer than usual, so it gets 3 and 2 more tries; a digest
+    /// that did not verify may be a corrupted transfer (2); a failed install a glitch of the
+    /// device's (1); a rollback or an unhealthy device says the image itself is bad for that
+    /// device, so trying again would only hurt it again (0).
+    pub fn retries(self) -> u32 {
+        match self {
+            FailureClass::Download => 3,
+            FailureClass::Verify => 2,
+            FailureClass::Timeout => 2,
+            FailureClass::Install => 1,
+            FailureClass::Rollback | FailureClass::Unhealthy => 0,
+        }
+    }
+}
+
+/// The first retry's backoff after a failure; each further one waits 4 times longer (1 h,
+/// 4 h, 16 h): long enough for a device's network or power to change, short enough that a
+/// device waking hourly is retried within the day.
+pub const RETRY_FIRST_BACKOFF_SECONDS: i64 = 3600;
+
+/// When a device that failed of `class` at `failed_at` on its `attempts`-th offer may be
+/// offered the image again, or `None` when its class's retries are spent.
+pub fn retry_at(class: FailureClass, attempts: u32, failed_at: Timestamp) -> Option<Timestamp> {
+    let attempts = attempts.max(1);
+    (attempts <= class.retries())
+        .then(|| failed_at.plus_seconds(RETRY_FIRST_BACKOFF_SECONDS << (2 * (attempts - 1).min(8))))
 }
 
 /// What a device says of its update state in a report.
@@ -202,16 +233,20 @@ pub enum StageCounter {
     Failed,
     /// Of the failed, those that timed out.
     TimedOut,
+    /// Failed devices offered the image again ([`FailureClass::retries`]): each retry takes
+    /// one from `failed` (and `timedOut`) and adds one here.
+    Retried,
 }
 
 impl StageCounter {
     /// Every counter.
-    pub const ALL: [StageCounter; 5] = [
+    pub const ALL: [StageCounter; 6] = [
         StageCounter::Offered,
         StageCounter::InProgress,
         StageCounter::Succeeded,
         StageCounter::Failed,
         StageCounter::TimedOut,
+        StageCounter::Retried,
     ];
 
     /// Its spelling in the API and in the stored attribute names.
@@ -222,6 +257,7 @@ impl StageCounter {
             StageCounter::Succeeded => "succeeded",
             StageCounter::Failed => "failed",
             StageCounter::TimedOut => "timedOut",
+            StageCounter::Retried => "retried",
         }
     }
 
@@ -245,6 +281,8 @@ pub struct StageCounts {
     pub failed: i64,
     /// Of the failed, timed out.
     pub timed_out: i64,
+    /// Retries made (failed devices offered the image again).
+    pub retried: i64,
 }
 
 impl StageCounts {
@@ -256,6 +294,7 @@ impl StageCounts {
             StageCounter::Succeeded => &mut self.succeeded,
             StageCounter::Failed => &mut self.failed,
             StageCounter::TimedOut => &mut self.timed_out,
+            StageCounter::Retried => &mut self.retried,
         };
         *slot += n;
     }
@@ -442,6 +481,21 @@ mod tests {
     }
 
     #[test]
+    fn a_failure_is_retried_by_its_class_with_a_growing_backoff() {
+        let failed_at = Timestamp::parse_field("t", "2026-11-29T10:00:00Z").unwrap();
+        let at = |class, attempts| retry_at(class, attempts, failed_at);
+        let hours = |h: i64| Some(failed_at.plus_seconds(h * 3600));
+        assert_eq!(at(FailureClass::Download, 1), hours(1));
+        assert_eq!(at(FailureClass::Download, 2), hours(4));
+        assert_eq!(at(FailureClass::Download, 3), hours(16));
+        assert_eq!(at(FailureClass::Download, 4), None);
+        assert!(at(FailureClass::Install, 1).is_some());
+        assert_eq!(at(FailureClass::Install, 2), None);
+        assert_eq!(at(FailureClass::Rollback, 1), None);
+        assert_eq!(at(FailureClass::Unhealthy, 1), None);
+    }
+
+    #[test]
     fn a_device_on_the_version_already_succeeds_at_once() {
         let s = step(
             &at(OfferPhase::Offered),
@@ -600,6 +654,16 @@ pub struct StageGate {
     /// abort rule counts from there, so the failures that paused it do not pause it again.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub baseline: Vec<StageBaseline>,
+    /// The health rule's tally of the walk under way ([`crate::model::rollout_health`]).
+    #[serde(default)]
+    pub health: HealthTally,
+    /// The last whole walk's tally, which the rule judged (shown on the rollout).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_health: Option<HealthTally>,
+    /// The last stage open when the owner last resumed: the health rule leaves the stages up
+    /// to it be (the owner accepted them as they were).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub health_accepted_through: Option<u32>,
 }
 
 /// A stage's counts at a resume ([`StageGate::baseline`]).

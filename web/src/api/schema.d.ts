@@ -2083,7 +2083,7 @@ export interface components {
                 };
             };
             /**
-             * @description `paused` only for a firmware rollout: it paused itself (a stage's failures reached `abort`, or its package is gone) or its owner paused it; it offers nothing until resumed.
+             * @description `paused` only for a firmware rollout: it paused itself (a stage's failures reached `abort`, a stage's updated devices were offline or alarmed at a clearly higher rate than the devices not yet updated (see `health`), or its package is gone) or its owner paused it; it offers nothing until resumed.
              * @enum {string}
              */
             status: "running" | "paused" | "done" | "cancelled";
@@ -2103,11 +2103,19 @@ export interface components {
                 inProgress: number;
                 /** @description Devices running the new version after healthyCheckIns healthy check-ins (or on it already). */
                 succeeded: number;
-                /** @description Devices failed, every class (download, verify, install, rollback, timeout, unhealthy). */
+                /** @description Devices failed now, every class (download, verify, install, rollback, timeout, unhealthy); a retry takes a device out again. */
                 failed: number;
                 /** @description Of the failed */
                 timedOut: number;
+                /** @description Retries made: failed devices offered the image again after their class's backoff (download 3 tries more, verify 2, timeout 2, install 1, rollback and unhealthy none; 1 h, then 4 h, then 16 h). */
+                retried: number;
             }[];
+            /** @description A firmware rollout's health as its last whole walk of the target saw it (absent until a walk ends): per stage, its updated devices (running the new image) and how many were offline or had an alarm raised; the same of the target's devices not yet updated. A stage whose share is higher than the not yet updated devices' with a one-sided Fisher's exact test p-value below 0.001 pauses the rollout. */
+            health?: {
+                /** @description Per stage, in order (a stage with no updated device yet may be missing at the end). */
+                updated: components["schemas"]["GroupHealth"][];
+                notUpdated: components["schemas"]["GroupHealth"];
+            };
             devicesUpdated: number;
             /** @description Devices it left as they were (the merge would break the document limits, or the write failed). */
             devicesFailed: number;
@@ -2119,6 +2127,12 @@ export interface components {
             createdAt: components["schemas"]["Timestamp"];
             finishedAt?: components["schemas"]["Timestamp"];
             cancelledAt?: components["schemas"]["Timestamp"];
+        };
+        GroupHealth: {
+            /** @description Devices of the group seen in the walk. */
+            devices: number;
+            /** @description Of them */
+            unhealthy: number;
         };
         TaggedDevice: {
             deviceId: components["schemas"]["DeviceId"];

@@ -240,6 +240,11 @@ impl Entity for DeviceStateItem {
 }
 
 impl DeviceStateItem {
+    /// Whether an alarm is raised on the device now (the offline one included).
+    pub fn has_open_alarm(&self) -> bool {
+        self.alarms.values().any(|a| a.raised_at.is_some())
+    }
+
     /// Its reporting rhythm: the declared interval and the learned one.
     pub fn rhythm(&self) -> Rhythm {
         Rhythm {

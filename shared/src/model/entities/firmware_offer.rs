@@ -63,7 +63,11 @@ pub struct FirmwareOfferItem {
     /// The device's own reason, bounded ([`crate::model::rollout_progress::MAX_REASON_LEN`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
-    /// When the worker offered it.
+    /// Offers of this rollout made to the device: 1, and one more for each retry after a
+    /// failure ([`crate::model::rollout_progress::FailureClass::retries`]).
+    #[serde(default = "first_attempt")]
+    pub attempts: u32,
+    /// When the worker offered it (the last time, after a retry).
     pub offered_at: Timestamp,
     /// The device's last check-in that moved it (the offer's time before any).
     pub updated_at: Timestamp,
@@ -102,7 +106,14 @@ attributes!(FirmwareOfferItem {
     REASON = "reason",
     /// `updatedAt`.
     UPDATED_AT = "updatedAt",
+    /// `attempts`.
+    ATTEMPTS = "attempts",
 });
+
+/// An offer stored before retries existed was its device's first.
+fn first_attempt() -> u32 {
+    1
+}
 
 impl Entity for FirmwareOfferItem {
     const ENTITY_TYPE: EntityType = EntityType::FirmwareOffer;

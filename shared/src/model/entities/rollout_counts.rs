@@ -29,13 +29,14 @@ pub fn counts_shard(device: &crate::model::ids::DeviceId) -> u32 {
 
 /// The stored attribute of each stage's counters (`s{stage}{counter}`), in
 /// [`StageCounter::ALL`] order, for the at most [`crate::model::firmware::MAX_STAGES`] stages.
-pub const STAGE_COUNTER_ATTRIBUTES: [[Attribute; 5]; 10] = [
+pub const STAGE_COUNTER_ATTRIBUTES: [[Attribute; 6]; 10] = [
     [
         Attribute::named("s0offered"),
         Attribute::named("s0inProgress"),
         Attribute::named("s0succeeded"),
         Attribute::named("s0failed"),
         Attribute::named("s0timedOut"),
+        Attribute::named("s0retried"),
     ],
     [
         Attribute::named("s1offered"),
@@ -43,6 +44,7 @@ pub const STAGE_COUNTER_ATTRIBUTES: [[Attribute; 5]; 10] = [
         Attribute::named("s1succeeded"),
         Attribute::named("s1failed"),
         Attribute::named("s1timedOut"),
+        Attribute::named("s1retried"),
     ],
     [
         Attribute::named("s2offered"),
@@ -50,6 +52,7 @@ pub const STAGE_COUNTER_ATTRIBUTES: [[Attribute; 5]; 10] = [
         Attribute::named("s2succeeded"),
         Attribute::named("s2failed"),
         Attribute::named("s2timedOut"),
+        Attribute::named("s2retried"),
     ],
     [
         Attribute::named("s3offered"),
@@ -57,6 +60,7 @@ pub const STAGE_COUNTER_ATTRIBUTES: [[Attribute; 5]; 10] = [
         Attribute::named("s3succeeded"),
         Attribute::named("s3failed"),
         Attribute::named("s3timedOut"),
+        Attribute::named("s3retried"),
     ],
     [
         Attribute::named("s4offered"),
@@ -64,6 +68,7 @@ pub const STAGE_COUNTER_ATTRIBUTES: [[Attribute; 5]; 10] = [
         Attribute::named("s4succeeded"),
         Attribute::named("s4failed"),
         Attribute::named("s4timedOut"),
+        Attribute::named("s4retried"),
     ],
     [
         Attribute::named("s5offered"),
@@ -71,6 +76,7 @@ pub const STAGE_COUNTER_ATTRIBUTES: [[Attribute; 5]; 10] = [
         Attribute::named("s5succeeded"),
         Attribute::named("s5failed"),
         Attribute::named("s5timedOut"),
+        Attribute::named("s5retried"),
     ],
     [
         Attribute::named("s6offered"),
@@ -78,6 +84,7 @@ pub const STAGE_COUNTER_ATTRIBUTES: [[Attribute; 5]; 10] = [
         Attribute::named("s6succeeded"),
         Attribute::named("s6failed"),
         Attribute::named("s6timedOut"),
+        Attribute::named("s6retried"),
     ],
     [
         Attribute::named("s7offered"),
@@ -85,6 +92,7 @@ pub const STAGE_COUNTER_ATTRIBUTES: [[Attribute; 5]; 10] = [
         Attribute::named("s7succeeded"),
         Attribute::named("s7failed"),
         Attribute::named("s7timedOut"),
+        Attribute::named("s7retried"),
     ],
     [
         Attribute::named("s8offered"),
@@ -92,6 +100,7 @@ pub const STAGE_COUNTER_ATTRIBUTES: [[Attribute; 5]; 10] = [
         Attribute::named("s8succeeded"),
         Attribute::named("s8failed"),
         Attribute::named("s8timedOut"),
+        Attribute::named("s8retried"),
     ],
     [
         Attribute::named("s9offered"),
@@ -99,6 +108,7 @@ pub const STAGE_COUNTER_ATTRIBUTES: [[Attribute; 5]; 10] = [
         Attribute::named("s9succeeded"),
         Attribute::named("s9failed"),
         Attribute::named("s9timedOut"),
+        Attribute::named("s9retried"),
     ],
 ];
 

@@ -72,7 +72,7 @@ impl FirmwareMark {
     pub fn of(state: &DeviceStateItem) -> Option<Self> {
         state.firmware_rollout.as_ref().map(|rollout| Self {
             rollout: rollout.clone(),
-            alarmed: state.alarms.values().any(|a| a.raised_at.is_some()),
+            alarmed: state.has_open_alarm(),
         })
     }
 }

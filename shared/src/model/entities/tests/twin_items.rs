@@ -152,6 +152,18 @@ fn declared_attributes_are_exactly_the_stored_ones_and_keys_read_back() {
                 finished: 20,
                 failed: 3,
             }],
+            health: Default::default(),
+            last_health: Some(crate::model::rollout_health::HealthTally {
+                updated: vec![crate::model::rollout_health::GroupHealth {
+                    devices: 20,
+                    unhealthy: 1,
+                }],
+                not_updated: crate::model::rollout_health::GroupHealth {
+                    devices: 380,
+                    unhealthy: 4,
+                },
+            }),
+            health_accepted_through: Some(1),
         }),
         paused_reason: Some("stage 1: 3 of 20 finished devices failed".into()),
     };
@@ -175,6 +187,7 @@ fn declared_attributes_are_exactly_the_stored_ones_and_keys_read_back() {
         healthy_check_ins: 1,
         failure: Some(crate::model::rollout_progress::FailureClass::Rollback),
         reason: Some("boot loop".into()),
+        attempts: 1,
         offered_at: at,
         updated_at: at,
     };

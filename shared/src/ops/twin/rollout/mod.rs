@@ -83,6 +83,11 @@ pub struct RolloutView {
     /// shards).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub stages: Option<Vec<StageView>>,
+    /// A firmware rollout's health as its last whole walk of the target saw it: per stage its
+    /// updated devices and how many were offline or alarmed, and the same of the devices not
+    /// yet updated (the health rule's comparison; absent until a walk ends).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub health: Option<crate::model::rollout_health::HealthTally>,
     /// Devices whose desired state it changed so far.
     pub devices_updated: u64,
     /// Devices it left as they were (see `failures`).
@@ -115,6 +120,7 @@ impl RolloutView {
                 .firmware
                 .as_ref()
                 .map(|plan| stage_views(plan, &item.gate.clone().unwrap_or_default(), counts)),
+            health: item.gate.as_ref().and_then(|g| g.last_health.clone()),
             rollout_id: item.rollout_id.to_string(),
             target: item.target.clone(),
             desired: match &item.firmware {
@@ -245,9 +251,7 @@ async fn start(
     let gate = firmware.as_ref().map(|_| StageGate {
         open: 0,
         opened_at: vec![created_at],
-        met_at: None,
-        walked: false,
-        baseline: Vec::new(),
+        ..StageGate::default()
     });
     let item = RolloutItem {
         user_id: user.clone(),

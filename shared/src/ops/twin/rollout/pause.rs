@@ -78,6 +78,8 @@ pub async fn resume_rollout(
             failed: c.failed,
         })
         .collect();
+    // The health rule leaves the stages open now be: the owner accepted them as they are.
+    gate.health_accepted_through = Some(gate.open);
     let update = Update::new()
         .set(
             RolloutItem::STATUS,

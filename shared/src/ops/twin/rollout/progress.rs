@@ -24,8 +24,8 @@ pub struct RolloutRun {
     pub errors: u32,
     /// Rollouts another, overlapping run had moved past (left to it).
     pub stale: u32,
-    /// Firmware rollouts it paused (a stage's failures reached the abort rule, or the
-    /// package is gone).
+    /// Firmware rollouts it paused (a stage's failures reached the abort rule, its updated
+    /// devices' health fell clearly below the rest's, or the package is gone).
     pub paused: u32,
     /// Stages of firmware rollouts it opened.
     pub stages_opened: u32,
@@ -33,6 +33,8 @@ pub struct RolloutRun {
     pub offered: u64,
     /// Offered devices it timed out.
     pub timed_out: u64,
+    /// Failed devices it offered the image again (their class's retries and backoff allowed).
+    pub retried: u64,
 }
 
 /// The next page of the rollout's devices after its position, and the position after the

@@ -15,8 +15,9 @@ use crate::model::entities::firmware::FirmwareItem;
 use crate::model::entities::firmware_offer::FirmwareOfferItem;
 use crate::model::entities::rollout_counts::{RolloutCountsItem, ROLLOUT_COUNT_SHARDS};
 use crate::model::firmware::stage_of;
+use crate::model::rollout_health::{health_pause_reason, HealthTally};
 use crate::model::rollout_progress::{
-    counter_changes, FailureClass, OfferPhase, StageCounter, StageCounts, StageGate,
+    counter_changes, retry_at, FailureClass, OfferPhase, StageCounter, StageCounts, StageGate,
 };
 use crate::ops::twin::firmware_offer::{count_changes, update_action};
 
@@ -205,6 +206,8 @@ pub(super) async fn advance_firmware(
             gate.opened_at.push(now);
             gate.met_at = None;
             gate.walked = false;
+            // A walk's tally is of one set of open stages.
+            gate.health = HealthTally::default();
             if !save_gate(table, &rollout, &gate, None).await? {
                 run.stale += 1;
                 return Ok(());
@@ -230,9 +233,23 @@ pub(super) async fn advance_firmware(
         run.pages += 1;
         run.offered += page.offered;
         run.timed_out += page.timed_out;
+        run.retried += page.retried;
         let mut gate = rollout.gate.clone().unwrap_or_default();
+        gate.health.merge(&page.health);
         if next.is_none() {
             gate.walked = true;
+            // The health rule judges each whole walk's tally.
+            let tally = std::mem::take(&mut gate.health);
+            let reason = health_pause_reason(&tally, gate.health_accepted_through, |stage| {
+                plan.stages.get(stage as usize).copied().unwrap_or(100)
+            });
+            gate.last_health = Some(tally);
+            if let Some(reason) = reason {
+                let paused = pause_with_gate(table, &rollout, &gate, reason).await?;
+                run.paused += u32::from(paused);
+                run.stale += u32::from(!paused);
+                return Ok(());
+            }
         }
         if !save_gate(table, &rollout, &gate, next.as_ref()).await? {
             run.stale += 1;
@@ -254,20 +271,25 @@ pub(super) async fn advance_firmware(
     Ok(())
 }
 
-/// What a page of the walk did.
+/// What a page of the walk did, and the health it saw.
 struct WalkPage {
     offered: u64,
     timed_out: u64,
+    retried: u64,
+    health: HealthTally,
 }
 
-/// One page of `devices` of the target: their offers and live states read (one consistent
-/// BatchGetItem); each device of the package's type in an open stage with no offer of this
-/// rollout is offered it (one transaction: the offer, the live state's mark, the stage's
-/// `offered` count; a device still busy with another rollout's unfinished offer is left for
-/// a later walk); each of this rollout's unfinished offers whose device has been silent past
-/// its expected interval and grace (the offline detection's, from the later of its last
-/// check-in and its offer) fails as `timeout` (one transaction: the offer, the counts, the
-/// mark removed).
+/// One page of `devices` of the target: the offers and live states of its devices of the
+/// package's type read (one consistent BatchGetItem), which the health rule tallies (updated
+/// devices per stage, and the not yet updated, each healthy or not); then, in the open stages:
+/// each device with no offer of this rollout is offered it (one transaction: the offer, the
+/// live state's mark, the stage's `offered` count; a device still busy with another rollout's
+/// unfinished offer is left for a later walk); each of this rollout's unfinished offers whose
+/// device has been silent past its expected interval and grace (the offline detection's, from
+/// the later of its last check-in and its offer) fails as `timeout` (one transaction: the
+/// offer, the counts, the mark removed); each failed one whose class allows another try and
+/// whose backoff is over is offered again (one transaction: the offer, the mark, `failed` down
+/// and `retried` up).
 async fn walk_page(
     table: &FleetTable,
     rollout: &RolloutItem,
@@ -279,21 +301,20 @@ async fn walk_page(
     let mut outcome = WalkPage {
         offered: 0,
         timed_out: 0,
+        retried: 0,
+        health: HealthTally::default(),
     };
-    let eligible: Vec<(&DeviceItem, u32)> = devices
+    let targeted: Vec<(&DeviceItem, u32)> = devices
         .iter()
         .filter(|d| d.deleting_at.is_none() && d.device_type == plan.device_type)
-        .filter_map(|d| {
-            let stage = stage_of(&plan.stages, &d.device_id)? as u32;
-            (stage <= gate.open).then_some((d, stage))
-        })
+        .filter_map(|d| Some((d, stage_of(&plan.stages, &d.device_id)? as u32)))
         .collect();
-    if eligible.is_empty() {
+    if targeted.is_empty() {
         return Ok(outcome);
     }
     let (mut states, mut offers) = states_and(
         table,
-        eligible.iter().map(|(d, _)| *d),
+        targeted.iter().map(|(d, _)| *d),
         |d| ItemKey::FirmwareOffer {
             user: d.user_id.clone(),
             device: d.device_id.clone(),
@@ -302,18 +323,45 @@ async fn walk_page(
     )
     .await?;
     let now = Timestamp::now();
-    // Timeouts count at any hour; new offers only in the maintenance window.
+    // Timeouts count at any hour; new offers and retries only in the maintenance window.
     let offering = plan.maintenance_window.is_none_or(|w| w.contains(now));
     let mut writes = Vec::new();
-    for (device, stage) in eligible {
+    for (device, stage) in targeted {
         // No live state: the device is being deleted.
         let Some(state) = states.remove(&device.device_id) else {
             continue;
         };
-        match offers.remove(&device.device_id) {
+        let offer = offers.remove(&device.device_id);
+        let ours = offer
+            .as_ref()
+            .filter(|o| o.rollout_id == rollout.rollout_id);
+        tally_health(&mut outcome.health, ours, stage, state.has_open_alarm());
+        if stage > gate.open {
+            continue;
+        }
+        match offer {
             Some(offer) if offer.rollout_id == rollout.rollout_id => {
                 if !offer.phase.finished() && silent_past(&state, &offer, now) {
-                    writes.push(time_out(table, device, &offer, now).map(|a| (a, false)));
+                    writes
+                        .push(time_out(table, device, &offer, now).map(|a| (a, Walked::TimedOut)));
+                } else if offering && retry_due(&offer, now) {
+                    let attempts = offer.attempts.max(1) + 1;
+                    let mut counters = vec![(StageCounter::Failed, -1), (StageCounter::Retried, 1)];
+                    if offer.failure == Some(FailureClass::Timeout) {
+                        counters.push((StageCounter::TimedOut, -1));
+                    }
+                    writes.push(
+                        offer_to(
+                            table,
+                            rollout,
+                            (plan, package),
+                            (device, stage),
+                            Some(offer),
+                            (attempts, &counters),
+                            now,
+                        )
+                        .map(|a| (a, Walked::Retried)),
+                    );
                 }
             }
             // Busy with another rollout's offer: left for a later walk.
@@ -322,29 +370,76 @@ async fn walk_page(
             previous => {
                 if offering {
                     writes.push(
-                        offer_to(table, rollout, plan, package, device, stage, previous, now)
-                            .map(|a| (a, true)),
+                        offer_to(
+                            table,
+                            rollout,
+                            (plan, package),
+                            (device, stage),
+                            previous,
+                            (1, &[(StageCounter::Offered, 1)]),
+                            now,
+                        )
+                        .map(|a| (a, Walked::Offered)),
                     );
                 }
             }
         }
     }
     let sent = futures::stream::iter(writes.into_iter().map(|w| async move {
-        let (actions, offered) = w?;
-        Ok::<_, FleetError>((transact(table, actions, Retry::attempts(4)).await?, offered))
+        let (actions, walked) = w?;
+        Ok::<_, FleetError>((transact(table, actions, Retry::attempts(4)).await?, walked))
     }))
     .buffer_unordered(CONCURRENCY)
     .collect::<Vec<_>>()
     .await;
     for result in sent {
         match result? {
-            (Transaction::Committed, true) => outcome.offered += 1,
-            (Transaction::Committed, false) => outcome.timed_out += 1,
+            (Transaction::Committed, Walked::Offered) => outcome.offered += 1,
+            (Transaction::Committed, Walked::TimedOut) => outcome.timed_out += 1,
+            (Transaction::Committed, Walked::Retried) => outcome.retried += 1,
             // A check-in, or another run, moved the device meanwhile: the next walk sees it.
             (Transaction::Cancelled(_), _) => {}
         }
     }
     Ok(outcome)
+}
+
+/// What the walk did to one device.
+#[derive(Clone, Copy)]
+enum Walked {
+    Offered,
+    TimedOut,
+    Retried,
+}
+
+/// Counts a device of `stage` with `ours` (its offer of this rollout, if any) for the health
+/// rule: updated when it runs the new image (`updated`, `succeeded`, or failed `unhealthy`
+/// after updating), not yet updated when it has no offer of this rollout or has not started on
+/// it; a device in the middle (downloading, installing: rebooting) or failed otherwise (it
+/// runs the old image after a failed update) is in neither group.
+fn tally_health(
+    tally: &mut HealthTally,
+    ours: Option<&FirmwareOfferItem>,
+    stage: u32,
+    unhealthy: bool,
+) {
+    match ours.map(|o| (o.phase, o.failure)) {
+        Some((OfferPhase::Updated | OfferPhase::Succeeded, _))
+        | Some((OfferPhase::Failed, Some(FailureClass::Unhealthy))) => {
+            tally.count_updated(stage, unhealthy)
+        }
+        None | Some((OfferPhase::Offered, _)) => tally.count_not_updated(unhealthy),
+        _ => {}
+    }
+}
+
+/// Whether `offer` failed of a class with a retry left and its backoff is over.
+fn retry_due(offer: &FirmwareOfferItem, now: Timestamp) -> bool {
+    offer.phase == OfferPhase::Failed
+        && offer
+            .failure
+            .and_then(|class| retry_at(class, offer.attempts, offer.updated_at))
+            .is_some_and(|at| at <= now)
 }
 
 /// Whether `state`'s device has been silent past its expected interval and grace since the
@@ -359,18 +454,16 @@ fn silent_past(state: &DeviceStateItem, offer: &FirmwareOfferItem, now: Timestam
     now > due
 }
 
-/// The transaction offering `device` (of `stage`) the package: its offer (replacing
-/// `previous`, a finished offer of an earlier rollout, conditioned on it being as read), the
-/// live state's mark, and the stage's `offered` count.
-#[allow(clippy::too_many_arguments)]
+/// The transaction offering `device` (of `stage`) the package, its `attempts`-th time: its
+/// offer (replacing `previous`, a finished offer, of an earlier rollout or this one's failed
+/// one, conditioned on it being as read), the live state's mark, and the stage's `counters`.
 fn offer_to(
     table: &FleetTable,
     rollout: &RolloutItem,
-    plan: &FirmwarePlan,
-    package: &FirmwareItem,
-    device: &DeviceItem,
-    stage: u32,
+    (plan, package): (&FirmwarePlan, &FirmwareItem),
+    (device, stage): (&DeviceItem, u32),
     previous: Option<FirmwareOfferItem>,
+    (attempts, counters): (u32, &[(StageCounter, i64)]),
     now: Timestamp,
 ) -> Result<Vec<TransactWriteItem>, FleetError> {
     let offer = FirmwareOfferItem {
@@ -390,6 +483,7 @@ fn offer_to(
         healthy_check_ins: 0,
         failure: None,
         reason: None,
+        attempts,
         offered_at: now,
         updated_at: now,
     };
@@ -428,7 +522,7 @@ fn offer_to(
         &rollout.rollout_id,
         &device.device_id,
         stage,
-        &[(StageCounter::Offered, 1)],
+        counters,
     )?);
     Ok(actions)
 }
@@ -521,6 +615,25 @@ async fn pause(
             serde_dynamo::to_attribute_value(RolloutStatus::Paused)?,
         )
         .set(RolloutItem::PAUSED_REASON, string_value(reason));
+    conditional(table, rollout, update, still_at(rollout.position.as_ref())).await
+}
+
+/// The rollout paused by the worker with `reason` at the end of a walk, its `gate` (the walk
+/// done, the tally judged) saved with it, conditioned on it running at the position read.
+async fn pause_with_gate(
+    table: &FleetTable,
+    rollout: &RolloutItem,
+    gate: &StageGate,
+    reason: String,
+) -> Result<bool, FleetError> {
+    let update = Update::new()
+        .set(
+            RolloutItem::STATUS,
+            serde_dynamo::to_attribute_value(RolloutStatus::Paused)?,
+        )
+        .set(RolloutItem::PAUSED_REASON, string_value(reason))
+        .set(RolloutItem::GATE, serde_dynamo::to_attribute_value(gate)?)
+        .remove(RolloutItem::POSITION);
     conditional(table, rollout, update, still_at(rollout.position.as_ref())).await
 }
 
