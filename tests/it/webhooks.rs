@@ -605,6 +605,58 @@ async fn an_alarm_raised_on_a_device_reaches_its_fleets_subscribed_endpoint_once
 }
 
 #[tokio::test]
+async fn a_stream_batch_of_more_alarms_than_one_sqs_batch_holds_reaches_the_endpoint_once_each() {
+    let stack = Stack::start_on(fresh_table_with_stream().await, &[], true).await;
+    let (_, secret) = stack.create(ALICE, json!(["alarm.raised"])).await;
+    let confirmations = stack.deliver_until(1).await.len();
+    let mut stream = AlarmStream::open(&stack.table, endpoint()).await.unwrap();
+    // 23 devices raise an alarm each: one stream batch, 23 deliveries, sent 10 to a
+    // SendMessageBatch (10, 10 and 3).
+    let mut tokens = vec![(
+        "warm-00".to_string(),
+        device_with_a_rule(&stack.table, ALICE, "warm-00").await,
+    )];
+    for i in 1..23 {
+        let device = format!("warm-{i:02}");
+        let a = device_updates(
+            &stack.table,
+            ApiRequest::post("/me/devices")
+                .caller(ALICE)
+                .json(json!({"deviceId": device, "name": "Cold room", "type": "thermostat"})),
+        )
+        .await;
+        assert_eq!(a.status, 201, "{:?}", a.body);
+        tokens.push((device, a.body["token"].as_str().unwrap().to_string()));
+    }
+    for (device, token) in &tokens {
+        report(&stack.table, device, token, 9.5).await;
+    }
+    let records = stream.read().await.unwrap();
+    assert_eq!(records.len(), 23, "{records:?}");
+    let answer = stack.worker.handle(lambda_event(&records)).await.unwrap();
+    assert_eq!(answer["batchItemFailures"], json!([]));
+    let received = stack.deliver_until(confirmations + 23).await;
+    stack.drain().await;
+    let alarms = &stack.receiver.received()[confirmations..];
+    assert_eq!(alarms.len(), 23, "{}", received.len());
+    let mut devices: Vec<String> = alarms
+        .iter()
+        .map(|d| body(d)["data"]["deviceId"].as_str().unwrap().to_string())
+        .collect();
+    devices.sort();
+    assert_eq!(
+        devices,
+        tokens.iter().map(|(d, _)| d.clone()).collect::<Vec<_>>()
+    );
+    let ids: std::collections::BTreeSet<_> =
+        alarms.iter().map(|d| d.header("webhook-id")).collect();
+    assert_eq!(ids.len(), 23);
+    assert!(reference_verdicts(&secret, alarms)
+        .iter()
+        .all(|v| v == "ok"));
+}
+
+#[tokio::test]
 async fn a_slack_endpoint_gets_slacks_text_shape_signed_and_confirms_with_the_token_it_shows() {
     // Slack answers "ok", never the token: the owner confirms with the token the message shows.
     let stack = Stack::start(&[], false).await;

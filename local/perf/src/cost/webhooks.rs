@@ -3,7 +3,7 @@
 //! outage storm puts on the busiest owner's partition (docs/design.md section 16).
 //!
 //! The request counts are the code's (`shared::ops::webhooks`): the stream consumer's Query of
-//! the fleet's endpoints, its conditional PutItem and SendMessage per delivery; the worker's two
+//! the fleet's endpoints, its conditional PutItem and (a share of) a SendMessageBatch per delivery; the worker's two
 //! consistent GetItems, its PutItem of the attempt and the breaker's UpdateItems. The items are
 //! the real ones, sized with DynamoDB's rules (`fleet_testkit::capacity`).
 
@@ -192,7 +192,7 @@ pub struct DeliveryRequests {
     pub read_units: f64,
     /// DynamoDB requests, for the reader (writes and reads together).
     pub dynamodb_requests: f64,
-    /// SQS requests (SendMessage, its share of ReceiveMessage and DeleteMessageBatch, one
+    /// SQS requests (SendMessageBatch, its share of ReceiveMessage and DeleteMessageBatch, one
     /// ChangeMessageVisibility per retry).
     pub sqs_requests: f64,
     /// Lambda invocations (its share of a stream batch and of each queue batch).
@@ -216,7 +216,8 @@ impl DeliveryRequests {
 /// a Query of the fleet's endpoints (at most 16, one page, eventually consistent) and the
 /// UpdateItem reserving the endpoint's send slots, both counted once per delivery (a storm
 /// spread over many fleets has one alarm per fleet and batch), the PutItem conditioned on
-/// absence and the SendMessage, and its share of a stream batch.
+/// absence and a SendMessageBatch (counted whole, as for a batch of one delivery: a full
+/// stream batch sends 10 messages a request), and its share of a stream batch.
 fn fan_out(sizes: &WebhookSizes) -> DeliveryRequests {
     DeliveryRequests {
         attempts: 0.0,
@@ -387,7 +388,7 @@ pub fn cost_section(sims: &[Simulation]) -> String {
         out,
         "- **First attempt succeeds**: the stream consumer's Query of the fleet's endpoints \
          (counted once per delivery: a storm over many fleets has one alarm per fleet and batch), \
-         its UpdateItem reserving the endpoint's send slot (also counted once per delivery), its PutItem conditioned on absence and an SQS SendMessage; the worker's share of a \
+         its UpdateItem reserving the endpoint's send slot (also counted once per delivery), its PutItem conditioned on absence and an SQS SendMessageBatch (counted whole, as for a lone delivery; a busy stream batch sends 10 messages a request); the worker's share of a \
          ReceiveMessage and a DeleteMessageBatch (batches of {QUEUE_BATCH}), two consistent \
          GetItems (delivery, endpoint), the attempt's PutItem, no breaker write.\n\
          - **Retried for 24 hours**: the endpoint never answers; attempts at `5 s x 2^(n-1)` capped \
@@ -519,7 +520,7 @@ mod tests {
         // Stream side: the endpoint Query, the slot reservation and the conditional PutItem; worker: two consistent
         // GetItems and the attempt's PutItem; no breaker write after a success.
         assert_eq!(d.dynamodb_requests, 6.0);
-        // SendMessage, and a tenth of a ReceiveMessage and of a DeleteMessageBatch.
+        // A SendMessageBatch, and a tenth of a ReceiveMessage and of a DeleteMessageBatch.
         assert!((d.sqs_requests - 1.2).abs() < 1e-9, "{}", d.sqs_requests);
         assert!((d.lambda_invocations - 0.11).abs() < 1e-9);
         // The items are small: a delivery (the alarm's detail signed as the body) is one or

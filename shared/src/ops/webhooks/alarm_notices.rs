@@ -23,9 +23,9 @@ use crate::model::webhook::{DeliveryId, WebhookEvent, WebhookId};
 use crate::ops::alarms::notify::{
     alarm_detail, record_transitions, DetailType, Notice, StreamRecord,
 };
-use crate::ops::webhooks::deliveries::{reserve_send_slots, send_once_at};
+use crate::ops::webhooks::deliveries::{create_once_at, reserve_send_slots, CreatedDelivery};
 use crate::ops::webhooks::endpoints::webhook_items;
-use crate::ops::webhooks::DeliveryQueue;
+use crate::ops::webhooks::{DeliveryMessage, DeliveryQueue};
 use crate::store::table::FleetTable;
 
 /// What a batch of stream records made.
@@ -81,7 +81,8 @@ pub fn transition_time(alarm: &AlarmItem, notice: &Notice) -> Timestamp {
 /// endpoints. Per owner, one Query of its endpoints per batch; per endpoint, one UpdateItem
 /// reserving the send slots of all its deliveries of the batch ([`reserve_send_slots`]: a
 /// storm is paced to each endpoint's `rateLimit` with one write per batch, not one per
-/// delivery); per delivery, a conditional PutItem and an SQS SendMessage delayed to its slot.
+/// delivery); per delivery, a conditional PutItem; then the deliveries' messages, each delayed
+/// to its slot, 10 to an SQS SendMessageBatch.
 pub async fn deliver_alarm_transitions(
     table: &FleetTable,
     queue: &DeliveryQueue,
@@ -143,6 +144,9 @@ pub async fn deliver_alarm_transitions(
             }
         }
     }
+    // Every item first, in stream order, stopping at the first that cannot be written; then
+    // their messages together, 10 a request.
+    let mut created: Vec<(usize, CreatedDelivery)> = Vec::new();
     for delivery in planned {
         let slot = slots
             .get_mut(&(
@@ -151,9 +155,8 @@ pub async fn deliver_alarm_transitions(
             ))
             .and_then(|s| s.pop_front())
             .unwrap_or(now);
-        match send_once_at(
+        match create_once_at(
             table,
-            queue,
             &delivery.endpoint,
             delivery.event,
             delivery.detail,
@@ -162,18 +165,28 @@ pub async fn deliver_alarm_transitions(
         )
         .await
         {
-            Ok(new) => {
-                if !new {
-                    made.repeated += 1;
-                }
-                made.queued += 1;
-            }
+            Ok(delivery_made) => created.push((delivery.record, delivery_made)),
             Err(err) => {
                 tracing::warn!(error = %err, "alarm deliveries failed: retried from this record");
-                fail_from(delivery.record, &mut made);
-                return Ok(made);
+                failed_at = Some(failed_at.map_or(delivery.record, |f| f.min(delivery.record)));
+                break;
             }
         }
+    }
+    let messages: Vec<(DeliveryMessage, u32)> = created
+        .iter()
+        .map(|(_, c)| (c.message.clone(), c.delay_seconds))
+        .collect();
+    let refused = queue.enqueue_all(&messages).await?;
+    for (index, (record, delivery_made)) in created.iter().enumerate() {
+        if refused.binary_search(&index).is_ok() {
+            failed_at = Some(failed_at.map_or(*record, |f| f.min(*record)));
+            continue;
+        }
+        if !delivery_made.new {
+            made.repeated += 1;
+        }
+        made.queued += 1;
     }
     if let Some(index) = failed_at {
         fail_from(index, &mut made);

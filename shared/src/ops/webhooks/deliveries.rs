@@ -77,24 +77,51 @@ pub async fn send_once_at(
     delivery_id: &DeliveryId,
     slot: Timestamp,
 ) -> Result<bool, FleetError> {
+    let created = create_once_at(table, endpoint, event, data, delivery_id, slot).await?;
+    queue
+        .enqueue_after(&created.message, created.delay_seconds)
+        .await?;
+    Ok(created.new)
+}
+
+/// A delivery's item written (or found), and the message to queue for it.
+#[derive(Clone, Debug)]
+pub struct CreatedDelivery {
+    /// The item was new (not a run over the same record again).
+    pub new: bool,
+    /// Its queue message.
+    pub message: DeliveryMessage,
+    /// Seconds until its send slot, for the message's delay.
+    pub delay_seconds: u32,
+}
+
+/// [`send_once_at`]'s first half: the delivery's item created unless it exists (a PutItem
+/// conditioned on its absence), and its message, not sent: a fan-out sends its messages
+/// together ([`DeliveryQueue::enqueue_all`]).
+pub async fn create_once_at(
+    table: &FleetTable,
+    endpoint: &WebhookItem,
+    event: WebhookEvent,
+    data: Value,
+    delivery_id: &DeliveryId,
+    slot: Timestamp,
+) -> Result<CreatedDelivery, FleetError> {
     let now = Timestamp::now();
     let mut item = new_delivery(endpoint, event, data, delivery_id, now);
-    let delay = seconds_until(now, slot);
-    if delay > 0 {
+    let delay_seconds = seconds_until(now, slot);
+    if delay_seconds > 0 {
         item.send_at = Some(slot);
     }
     let new = put_new(table, &item).await?;
-    queue
-        .enqueue_after(
-            &DeliveryMessage {
-                owner: endpoint.user_id.clone(),
-                webhook_id: endpoint.webhook_id.clone(),
-                delivery_id: delivery_id.clone(),
-            },
-            delay,
-        )
-        .await?;
-    Ok(new)
+    Ok(CreatedDelivery {
+        new,
+        message: DeliveryMessage {
+            owner: endpoint.user_id.clone(),
+            webhook_id: endpoint.webhook_id.clone(),
+            delivery_id: delivery_id.clone(),
+        },
+        delay_seconds,
+    })
 }
 
 /// Whole seconds from `now` until `at` (0 when it is past), rounded up: SQS delays by the

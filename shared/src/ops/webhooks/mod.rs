@@ -27,6 +27,9 @@ pub const QUEUE_URL_ENV: &str = "WEBHOOK_QUEUE_URL";
 /// The longest a message can be delayed when it is sent (SQS's `DelaySeconds`).
 pub const MAX_DELAY_SECONDS: u32 = 900;
 
+/// Messages in one SendMessageBatch (SQS's most).
+pub const SEND_BATCH: usize = 10;
+
 /// What a queue message names: one delivery of one endpoint (the body and attempts are in
 /// the delivery's log item, so a message is small and a retry re-reads the endpoint: a
 /// disabled or deleted endpoint gets nothing more).
@@ -92,6 +95,60 @@ impl DeliveryQueue {
             .await
             .map_err(|e| FleetError::internal(format!("SQS SendMessage: {e:?}")))?;
         Ok(())
+    }
+
+    /// Puts `messages` on the queue, each invisible for its delay, with SendMessageBatch: 10 a
+    /// call (SQS's most), so a stream batch's fan-out of up to 100 deliveries is 10 requests,
+    /// not 100. Returns the indexes of the messages SQS did not take: the entries it refused,
+    /// and every entry of a call that failed whole (the caller retries from the first of
+    /// them; the others taken already are made good by the worker's dedup).
+    pub async fn enqueue_all(
+        &self,
+        messages: &[(DeliveryMessage, u32)],
+    ) -> Result<Vec<usize>, FleetError> {
+        let mut refused = Vec::new();
+        for (chunk_index, chunk) in messages.chunks(SEND_BATCH).enumerate() {
+            let first = chunk_index * SEND_BATCH;
+            let mut entries = Vec::with_capacity(chunk.len());
+            for (offset, (message, delay_seconds)) in chunk.iter().enumerate() {
+                let body = serde_json::to_string(message).map_err(FleetError::internal)?;
+                entries.push(
+                    aws_sdk_sqs::types::SendMessageBatchRequestEntry::builder()
+                        .id((first + offset).to_string())
+                        .message_body(body)
+                        .delay_seconds((*delay_seconds).min(MAX_DELAY_SECONDS) as i32)
+                        .build()
+                        .map_err(FleetError::internal)?,
+                );
+            }
+            let sent = self
+                .client
+                .send_message_batch()
+                .queue_url(&self.url)
+                .set_entries(Some(entries))
+                .send()
+                .await;
+            match sent {
+                Ok(out) => {
+                    for failed in out.failed() {
+                        tracing::warn!(
+                            code = failed.code(),
+                            sender_fault = failed.sender_fault(),
+                            "SQS refused a delivery message"
+                        );
+                        if let Ok(index) = failed.id().parse::<usize>() {
+                            refused.push(index);
+                        }
+                    }
+                }
+                Err(err) => {
+                    tracing::warn!(error = ?err, "SQS SendMessageBatch failed");
+                    refused.extend(first..first + chunk.len());
+                }
+            }
+        }
+        refused.sort_unstable();
+        Ok(refused)
     }
 
     /// Makes a received message visible again in `seconds` (its retry's backoff): the
