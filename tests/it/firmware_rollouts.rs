@@ -1329,3 +1329,122 @@ async fn a_failed_device_is_offered_again_by_its_class_after_its_backoff_and_a_r
     let a = check_in(&state, bad, &token(bad), None).await;
     assert!(a.body.get("firmware").is_none(), "{:?}", a.body);
 }
+
+/// Write units the rollout's own writes of one check-in or run cost, from the items that
+/// changed between `before` and `after` (`fleet_testkit::pricing`): its offer and count shards
+/// (a transaction when a count changed, else the offer's single UpdateItem), and the live
+/// state's mark when it was set or removed (always in a transaction). Ingestion's own writes of
+/// the same check-in (events, the live state's readings) are not the rollout's and not counted.
+fn rollout_write_units(
+    before: &fleet_testkit::pricing::Snapshot,
+    after: &fleet_testkit::pricing::Snapshot,
+) -> u64 {
+    use fleet_testkit::pricing::{changes, ItemChange, WriteKind};
+    use shared::model::entities::ItemKey;
+    let changed = changes(before, after);
+    let key_of = |c: &ItemChange| {
+        ItemKey::of(c.after.as_ref().or(c.before.as_ref()).expect("an item")).expect("a key")
+    };
+    let counted = changed
+        .iter()
+        .any(|c| matches!(key_of(c), ItemKey::RolloutCounts { .. }));
+    let kind = if counted {
+        WriteKind::Transaction
+    } else {
+        WriteKind::Single
+    };
+    let marked = |i: &Option<fleet_testkit::capacity::Item>| {
+        i.as_ref().is_some_and(|i| {
+            i.contains_key(
+                shared::model::entities::device_state::DeviceStateItem::FIRMWARE_ROLLOUT.name(),
+            )
+        })
+    };
+    changed
+        .iter()
+        .map(|c| match key_of(c) {
+            ItemKey::FirmwareOffer { .. } | ItemKey::RolloutCounts { .. } => c.write_units(kind),
+            ItemKey::DeviceState { .. } if marked(&c.before) != marked(&c.after) => {
+                let state = c.after.clone().or_else(|| c.before.clone());
+                ItemChange {
+                    key: c.key.clone(),
+                    before: state.clone(),
+                    after: state,
+                }
+                .write_units(WriteKind::Transaction)
+            }
+            _ => 0,
+        })
+        .sum()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_healthy_device_costs_its_rollout_these_write_units_measured_on_the_real_items() {
+    let (state, _moto) = setup().await;
+    let id = package(&state, ALICE, "thermostat", true).await;
+    let device = &half_ids(0, "wu", 1)[0];
+    let token = register_device(&state.table, ALICE, device).await;
+    check_in(&state, device, &token, None).await;
+    let mut plan = halves(&id);
+    plan["healthyCheckIns"] = json!(2);
+    let a = start(&state, ALICE, plan).await;
+    assert_eq!(a.status, 202, "{:?}", a.body);
+    let rollout_id = a.body["rollout"]["rolloutId"].as_str().unwrap().to_string();
+    let snapshot = || async {
+        fleet_testkit::pricing::snapshot(&state.table)
+            .await
+            .unwrap()
+    };
+    let mut steps = Vec::new();
+    let before = snapshot().await;
+    assert_eq!(run(&state).await.offered, 1);
+    let after = snapshot().await;
+    steps.push(("offered (the worker)", rollout_write_units(&before, &after)));
+    for (step, report) in [
+        (
+            "downloading",
+            Some(json!({"version": "1.0.0", "state": "downloading"})),
+        ),
+        (
+            "installing",
+            Some(json!({"version": "1.0.0", "state": "installing"})),
+        ),
+        (
+            "updated (after the reboot)",
+            Some(json!({"version": "2.0.0"})),
+        ),
+        ("healthy check-in 1", None),
+        ("healthy check-in 2: succeeded", None),
+    ] {
+        let before = snapshot().await;
+        let a = check_in(&state, device, &token, report).await;
+        assert_eq!(a.status, 200, "{:?}", a.body);
+        let after = snapshot().await;
+        steps.push((step, rollout_write_units(&before, &after)));
+    }
+    let a = show(&state, ALICE, &rollout_id).await;
+    assert_eq!(stage_counts(&a, 0), (1, 0, 1, 0, 0), "{:?}", a.body);
+    let total: u64 = steps.iter().map(|(_, u)| u).sum();
+    let live_state = snapshot()
+        .await
+        .into_values()
+        .find(|item| {
+            matches!(
+                shared::model::entities::ItemKey::of(item),
+                Ok(shared::model::entities::ItemKey::DeviceState { .. })
+            )
+        })
+        .expect("the live state");
+    let bytes = fleet_testkit::capacity::item_size(&live_state);
+    eprintln!(
+        "write units of one healthy device's rollout (live state {bytes} B): {steps:?}, total {total}"
+    );
+    // Offer, mark and count in one transaction (2 units each for the offer and the count
+    // shard, under 1 KB, 2 a KB for the live state), the move to downloading with its count
+    // (4), three single moves (1 each), and success with its counts and the mark's removal.
+    let mark = 2 * bytes.div_ceil(1024);
+    assert_eq!(steps[0].1, 4 + mark, "{steps:?}");
+    assert_eq!(steps[1].1, 4, "{steps:?}");
+    assert_eq!((steps[2].1, steps[3].1, steps[4].1), (1, 1, 1), "{steps:?}");
+    assert_eq!(steps[5].1, 4 + mark, "{steps:?}");
+}
