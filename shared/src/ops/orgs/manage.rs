@@ -571,30 +571,18 @@ async fn delete_webhook_logs(
             Expressions::builder().projection(&[PK, SK]),
         )
     };
-    let webhook_of = |prefix: &str, sk: &str| {
-        sk.strip_prefix(prefix)
-            .and_then(|id| WebhookId::parse(id).ok())
-    };
     // The endpoints (at most MAX_WEBHOOKS_PER_OWNER: one page); they go with the partition.
     let (endpoints, _) = page_keys(listed(WEBHOOK_PREFIX)).await?;
-    for (_, sk) in &endpoints {
-        if let Some(webhook) = webhook_of(WEBHOOK_PREFIX, sk) {
-            if !delete_log(table, limit, owner, &webhook).await? {
-                return Ok(false);
-            }
-        }
+    if !delete_logs_named(table, limit, owner, WEBHOOK_PREFIX, &endpoints).await? {
+        return Ok(false);
     }
     loop {
         if !limit.take() {
             return Ok(false);
         }
         let (deleted, more) = page_keys(listed(DELETED_LOG_PREFIX)).await?;
-        for (_, sk) in &deleted {
-            if let Some(webhook) = webhook_of(DELETED_LOG_PREFIX, sk) {
-                if !delete_log(table, limit, owner, &webhook).await? {
-                    return Ok(false);
-                }
-            }
+        if !delete_logs_named(table, limit, owner, DELETED_LOG_PREFIX, &deleted).await? {
+            return Ok(false);
         }
         delete_keys(
             table,
@@ -608,6 +596,29 @@ async fn delete_webhook_logs(
             return Ok(true);
         }
     }
+}
+
+/// Deletes the logs of the endpoints whose ids the sort keys of `keys` carry after `prefix`
+/// (endpoint items, or the records of deleted endpoints) within `limit`: whether all are gone.
+async fn delete_logs_named(
+    table: &FleetTable,
+    limit: &mut DeletionLimit,
+    owner: &UserId,
+    prefix: &str,
+    keys: &[(String, String)],
+) -> Result<bool, FleetError> {
+    for (_, sk) in keys {
+        let Some(webhook) = sk
+            .strip_prefix(prefix)
+            .and_then(|id| WebhookId::parse(id).ok())
+        else {
+            continue;
+        };
+        if !delete_log(table, limit, owner, &webhook).await? {
+            return Ok(false);
+        }
+    }
+    Ok(true)
 }
 
 /// Deletes one endpoint's delivery log (its [`DELIVERY_LOG_SHARDS`] partitions) within
