@@ -1448,3 +1448,138 @@ async fn a_healthy_device_costs_its_rollout_these_write_units_measured_on_the_re
     assert_eq!((steps[2].1, steps[3].1, steps[4].1), (1, 1, 1), "{steps:?}");
     assert_eq!(steps[5].1, 4 + mark, "{steps:?}");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn rollouts_are_listed_newest_first_and_a_devices_firmware_shows_its_offer() {
+    use shared::ops::firmware::budgets::{DEVICE_FIRMWARE, LIST_ROLLOUTS};
+    let (state, _moto) = setup().await;
+    let id = package(&state, ALICE, "thermostat", true).await;
+    let device = ids_of_stage(0, "lf", 1).remove(0);
+    let token = register_device(&state.table, ALICE, &device).await;
+    let a = start(&state, ALICE, staged(&id)).await;
+    assert_eq!(a.status, 202, "{:?}", a.body);
+    let firmware_rollout = a.body["rollout"]["rolloutId"].as_str().unwrap().to_string();
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    let a = start(
+        &state,
+        ALICE,
+        json!({"type": "thermostat", "desired": {"mode": "eco"}}),
+    )
+    .await;
+    assert_eq!(a.status, 202, "{:?}", a.body);
+    let desired_rollout = a.body["rollout"]["rolloutId"].as_str().unwrap().to_string();
+
+    // Newest first, a page at a time, one Query each; a firmware rollout without its counts.
+    let list = |who: &'static str, query: String| {
+        let state = state.clone();
+        async move {
+            let a = firmware_route(
+                &state,
+                query
+                    .split('&')
+                    .filter_map(|pair| pair.split_once('='))
+                    .fold(ApiRequest::get("/me/rollouts").caller(who), |r, (k, v)| {
+                        r.query(k, v)
+                    }),
+            )
+            .await;
+            if a.status == 200 {
+                api_doc::api_doc()
+                    .check_response("GET /me/rollouts", 200, &a.body)
+                    .unwrap();
+            }
+            a
+        }
+    };
+    let a = list(ALICE, "limit=1".into()).await;
+    assert_eq!(a.status, 200, "{:?}", a.body);
+    spent(&LIST_ROLLOUTS, &a, 1);
+    assert_eq!(a.body["rollouts"][0]["rolloutId"], desired_rollout.as_str());
+    assert_eq!(a.body["rollouts"][0]["desired"], json!({"mode": "eco"}));
+    let cursor = a.body["cursor"].as_str().unwrap().to_string();
+    let a = list(ALICE, format!("limit=1&cursor={cursor}")).await;
+    spent(&LIST_ROLLOUTS, &a, 1);
+    let listed = &a.body["rollouts"][0];
+    assert_eq!(listed["rolloutId"], firmware_rollout.as_str());
+    assert_eq!(listed["firmware"]["firmwareId"], id.as_str());
+    assert!(listed.get("stages").is_none(), "{listed}");
+    let a = list(ALICE, format!("limit=1&cursor={firmware_rollout}")).await;
+    assert_eq!(a.body, json!({"rollouts": []}));
+    let a = list(ALICE, String::new()).await;
+    assert_eq!(a.body["rollouts"].as_array().unwrap().len(), 2);
+    assert!(a.body.get("cursor").is_none());
+    // Another owner sees none of them; bad paging is a 400 naming it, nothing read.
+    let a = list(BOB, String::new()).await;
+    assert_eq!(a.body, json!({"rollouts": []}));
+    for (query, field) in [
+        ("limit=0", "limit"),
+        ("limit=101", "limit"),
+        ("limit=x", "limit"),
+        ("cursor=not-a-rollout", "cursor"),
+        ("cursor=USER#x", "cursor"),
+    ] {
+        let a = list(ALICE, query.into()).await;
+        assert_eq!(a.status, 400, "{query}: {:?}", a.body);
+        assert_eq!(a.body["error"]["field"], field, "{query}: {:?}", a.body);
+        assert_eq!(a.used.requests(), 0, "{query}");
+    }
+
+    // A device's firmware: null before any offer, then the offer and how far it got.
+    let firmware_of = |who: &'static str, device: String| {
+        let state = state.clone();
+        async move {
+            let a = firmware_route(
+                &state,
+                ApiRequest::get(&format!("/me/devices/{device}/firmware")).caller(who),
+            )
+            .await;
+            assert_eq!(a.status, 200, "{:?}", a.body);
+            api_doc::api_doc()
+                .check_response("GET /me/devices/{deviceId}/firmware", 200, &a.body)
+                .unwrap();
+            spent(&DEVICE_FIRMWARE, &a, 1);
+            a.body["firmware"].clone()
+        }
+    };
+    assert_eq!(firmware_of(ALICE, device.clone()).await, Value::Null);
+    assert_eq!(run(&state).await.offered, 1);
+    let offer = firmware_of(ALICE, device.clone()).await;
+    assert_eq!(offer["phase"], "offered", "{offer}");
+    assert_eq!(offer["version"], "2.0.0");
+    assert_eq!(offer["rolloutId"], firmware_rollout.as_str());
+    assert!(offer.get("runningVersion").is_none(), "{offer}");
+    check_in(
+        &state,
+        &device,
+        &token,
+        Some(json!({"version": "1.0.0", "state": "downloading"})),
+    )
+    .await;
+    let offer = firmware_of(ALICE, device.clone()).await;
+    assert_eq!(
+        (
+            &offer["phase"],
+            &offer["runningVersion"],
+            &offer["fromVersion"]
+        ),
+        (&json!("downloading"), &json!("1.0.0"), &json!("1.0.0")),
+        "{offer}"
+    );
+    check_in(&state, &device, &token, Some(json!({"version": "2.0.0"}))).await;
+    let offer = firmware_of(ALICE, device.clone()).await;
+    assert_eq!(
+        (&offer["phase"], &offer["runningVersion"]),
+        (&json!("updated"), &json!("2.0.0")),
+        "{offer}"
+    );
+    // Another owner's device, or an unknown one, is a 404 (the same one request).
+    for (who, device) in [(BOB, device.clone()), (ALICE, "no-such-device".to_string())] {
+        let a = firmware_route(
+            &state,
+            ApiRequest::get(&format!("/me/devices/{device}/firmware")).caller(who),
+        )
+        .await;
+        assert_eq!(a.status, 404, "{who} {device}: {:?}", a.body);
+        spent(&DEVICE_FIRMWARE, &a, 1);
+    }
+}

@@ -434,6 +434,12 @@ async fn the_firmware_function_is_granted_exactly_what_its_routes_use() {
     let rollout = a.body["rollout"]["rolloutId"].as_str().unwrap().to_string();
     let a = send(ApiRequest::post(&format!("/me/rollouts/{rollout}/cancel")).caller("u")).await;
     assert_eq!(a.status, 200, "{:?}", a.body);
+    // The rollouts' list, and a device's firmware (its item and offer in one batch read).
+    let a = send(ApiRequest::get("/me/rollouts").caller("u")).await;
+    assert_eq!(a.status, 200, "{:?}", a.body);
+    register_device(&table, "u", "lp-valve").await;
+    let a = send(ApiRequest::get("/me/devices/lp-valve/firmware").caller("u")).await;
+    assert_eq!(a.status, 200, "{:?}", a.body);
 
     let function = "FirmwareFunction";
     assert_eq!(

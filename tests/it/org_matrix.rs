@@ -144,6 +144,8 @@ const NEEDS: &[(&str, Need)] = &[
     ("POST /me/rollouts/{rolloutId}/cancel", Need::OwnFleet),
     ("POST /me/rollouts/{rolloutId}/pause", Need::OwnFleet),
     ("POST /me/rollouts/{rolloutId}/resume", Need::OwnFleet),
+    ("GET /me/rollouts", Need::OwnFleet),
+    ("GET /me/devices/{deviceId}/firmware", Need::OwnFleet),
     ("GET /me/rules", Need::OwnFleet),
     ("POST /me/rules", Need::OwnFleet),
     ("PATCH /me/rules/{ruleId}", Need::OwnFleet),
@@ -267,6 +269,11 @@ const NEEDS: &[(&str, Need)] = &[
     (
         "POST /orgs/{orgId}/rollouts/{rolloutId}/resume",
         Need::Role(Role::Admin),
+    ),
+    ("GET /orgs/{orgId}/rollouts", Need::Role(Role::Viewer)),
+    (
+        "GET /orgs/{orgId}/devices/{deviceId}/firmware",
+        Need::Role(Role::Viewer),
     ),
     ("GET /orgs/{orgId}/rules", Need::Role(Role::Viewer)),
     ("POST /orgs/{orgId}/rules", Need::Role(Role::Admin)),

@@ -24,6 +24,8 @@ import { Operators } from './pages/Operators';
 import { Alarms } from './pages/Alarms';
 import { Rules } from './pages/Rules';
 import { Webhooks } from './pages/Webhooks';
+import { FirmwarePage } from './pages/Firmware';
+import { RolloutPage, Rollouts } from './pages/Rollouts';
 import { Settings } from './pages/Settings';
 import { NewOrg } from './pages/NewOrg';
 import { Members } from './pages/Members';
@@ -172,6 +174,9 @@ function App({ config, initial }: { config: Config; initial: Session | null }) {
       <Route path="/alarms" component={Alarms} />
       <Route path="/rules" component={Rules} />
       <Route path="/webhooks" component={Webhooks} />
+      <Route path="/firmware" component={FirmwarePage} />
+      <Route path="/rollouts" component={Rollouts} />
+      <Route path="/rollouts/:rolloutId">{(params) => <RolloutPage rolloutId={segment(params.rolloutId)} />}</Route>
       <Route path="/settings" component={Settings} />
       {org && <Route path="/members">{() => <Members org={org} me={session.userId} onOrgsChanged={loadOrgs} />}</Route>}
       {org && <Route path="/invitations">{() => <Invitations org={org} />}</Route>}
@@ -210,6 +215,8 @@ function App({ config, initial }: { config: Config; initial: Session | null }) {
           <a href={fleet.href('/alarms')} aria-current={current('/alarms')}>Alarms</a>
           <a href={fleet.href('/rules')} aria-current={current('/rules')}>Alarm rules</a>
           <a href={fleet.href('/webhooks')} aria-current={current('/webhooks')}>Webhooks</a>
+          <a href={fleet.href('/firmware')} aria-current={current('/firmware')}>Firmware</a>
+          <a href={fleet.href('/rollouts')} aria-current={page.startsWith('/rollouts') ? 'page' : undefined}>Rollouts</a>
           <a href={fleet.href('/settings')} aria-current={current('/settings')}>Settings</a>
           {fleet.can(NEEDS.manage) && (
             <a href={fleet.href('/register')} aria-current={current('/register')}>Register a device</a>

@@ -160,6 +160,20 @@ const WEBHOOK_ROUTES = [
   ['GET', /^\/me\/webhooks\/[^/]+\/deliveries$/, 'listWebhookDeliveries'],
   ['POST', /^\/me\/webhooks\/[^/]+\/deliveries\/[^/]+\/retry$/, 'retryWebhookDelivery'],
 ];
+/** The firmware and rollout routes the console calls (issue 40), by their operationId in docs/openapi.yaml: not in the catalog yet either. */
+const FIRMWARE_ROUTES = [
+  ['GET', /^\/me\/firmware$/, 'listFirmware'],
+  ['POST', /^\/me\/firmware$/, 'createFirmware'],
+  ['GET', /^\/me\/firmware\/[^/]+$/, 'getFirmware'],
+  ['DELETE', /^\/me\/firmware\/[^/]+$/, 'deleteFirmware'],
+  ['GET', /^\/me\/rollouts$/, 'listRollouts'],
+  ['POST', /^\/me\/rollouts$/, 'startRollout'],
+  ['GET', /^\/me\/rollouts\/[^/]+$/, 'getRollout'],
+  ['POST', /^\/me\/rollouts\/[^/]+\/pause$/, 'pauseRollout'],
+  ['POST', /^\/me\/rollouts\/[^/]+\/resume$/, 'resumeRollout'],
+  ['POST', /^\/me\/rollouts\/[^/]+\/cancel$/, 'cancelRollout'],
+  ['GET', /^\/me\/devices\/[^/]+\/firmware$/, 'getDeviceFirmware'],
+];
 /** Every API request the console may make: the fleet routes, their organizations' twins (the same pattern on the organization's fleet, after AP-O13, the caller's membership) and the organizations' own (AP-O1 to AP-O12). */
 const PATTERNS = [
   ...FLEET_PATTERNS,
@@ -177,15 +191,21 @@ const PATTERNS = [
   ['POST', /^\/invitations\/[^/]+\/accept$/, 'AP-O12'],
   // The webhook routes (issue 41) are not in the pattern catalog yet (design.md, "Access
   // patterns with budgets" for them is still to do): named here by their OpenAPI operation.
-  ...WEBHOOK_ROUTES.flatMap(([method, re, id]) => [[method, re, id], [method, new RegExp(re.source.replace('^\\/me\\/', '^\\/orgs\\/[^/]+\\/')), `${id} + AP-O13`]]),
+  ...[...WEBHOOK_ROUTES, ...FIRMWARE_ROUTES].flatMap(([method, re, id]) => [[method, re, id], [method, new RegExp(re.source.replace('^\\/me\\/', '^\\/orgs\\/[^/]+\\/')), `${id} + AP-O13`]]),
 ];
 /** What the console loads that is not the API: its own files and, locally, the stand-in sign-in. */
 const CONSOLE_FILES = /^\/(|index\.html|config\.json|assets\/.+|local\/users(\/[^/]+\/token)?)$/;
 
-const requests = { byPattern: {}, consoleFiles: 0, unknown: [], external: [] };
+const requests = { byPattern: {}, consoleFiles: 0, imageUploads: 0, unknown: [], external: [] };
+/** A firmware image's presigned PUT to the dev stack's image bucket on moto's server (the template's S3 hosts on AWS). */
+const IMAGE_UPLOAD = /^http:\/\/127\.0\.0\.1:\d+\/device-fleet-firmware-dev\/firmware\/[^/?]+\/[^/?]+\?/;
 function recordRequest(base, request) {
   const url = new URL(request.url());
   if (url.protocol === 'data:' || url.protocol === 'blob:') return;
+  if (request.method() === 'PUT' && IMAGE_UPLOAD.test(request.url())) {
+    requests.imageUploads += 1;
+    return;
+  }
   if (url.origin !== base) {
     requests.external.push(request.url());
     return;
@@ -819,8 +839,11 @@ test('a 401 returns to sign-in', async ({ page, base }) => {
 test("the console runs under template.yaml's security headers, with no CSP violation, 404 or console error on load", async ({ page, base, consoleErrors }) => {
   const response = await page.goto(`${base}/`);
   const headers = response.headers();
-  assert.equal(headers['content-security-policy'], localPolicy(), "the dev server sends template.yaml's policy, AWS origins dropped");
-  for (const directive of ["default-src 'self'", "connect-src 'self';", "frame-ancestors 'none'", "base-uri 'none'", "object-src 'none'"])
+  // Locally moto's server stands in for the template's S3 hosts (the console PUTs firmware images there).
+  const served = headers['content-security-policy'];
+  assert.match(served, /connect-src 'self' http:\/\/127\.0\.0\.1:\d+;/, "moto's server is the one origin connect-src adds");
+  assert.equal(served.replace(/(connect-src 'self') http:\/\/127\.0\.0\.1:\d+;/, '$1;'), localPolicy(), "the dev server sends template.yaml's policy, AWS origins dropped");
+  for (const directive of ["default-src 'self'", "connect-src 'self'", "frame-ancestors 'none'", "base-uri 'none'", "object-src 'none'"])
     assert.ok(headers['content-security-policy'].includes(directive), directive);
   assert.equal(headers['x-frame-options'], 'DENY');
   assert.equal(headers['x-content-type-options'], 'nosniff');
@@ -1449,12 +1472,151 @@ test("webhooks: an organization's viewer reads its endpoints and their delivery 
   }
 });
 
+// ------------------------------------------------------------------ firmware (issue 40)
+/** One run of the rollout worker (its scheduled event) against the dev stack's table, as `sam local invoke` would: its answer. */
+function runRolloutWorker(dynamodb) {
+  const out = execFileSync(devBin, ['invoke', 'RolloutWorkerFunction', join(repo, 'events', 'scheduled-rollouts.json'), '--endpoint', dynamodb.endpoint, '--table', dynamodb.table], { cwd: repo, encoding: 'utf8', env: { ...process.env, RUST_LOG: 'warn' } });
+  return JSON.parse(out);
+}
+
+/** A device's check-in with its firmware report, through the device API (its token). */
+async function reportFirmware(base, deviceId, token, firmware) {
+  const response = await fetch(`${base}/devices/${deviceId}/events`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ events: [{ type: 'temperature', value: 20, at: new Date().toISOString() }], firmware }),
+  });
+  assert.equal(response.status, 200, `${deviceId}'s check-in: ${await response.text()}`);
+}
+
+test("firmware: an image is uploaded (its SHA-256 computed in the browser) and checked ready, a staged rollout is started, its devices' failures pause it with the reason shown above its stage chart, the device page shows its update state, and it is resumed", async ({ page, base, dynamodb }) => {
+  const alice = await userToken(base, 'demo-alice');
+  await needRoute(base, alice, 'GET', '/me/rollouts');
+  const run = Date.now().toString(36);
+  const deviceType = `valve${run.slice(-4)}`;
+  const devices = [];
+  for (const n of [1, 2]) {
+    const deviceId = `valve-${run}-${n}`;
+    const registered = await callApi(base, alice, 'POST', '/me/devices', { deviceId, name: `Valve ${n}`, type: deviceType });
+    assert.equal(registered.status, 201, JSON.stringify(registered.body));
+    devices.push({ deviceId, token: registered.body.token });
+  }
+  const image = Buffer.from(Array.from({ length: 4096 }, (_, i) => (i * 7) % 256));
+  const sha256 = (await import('node:crypto')).createHash('sha256').update(image).digest('hex');
+
+  await signIn(page, base, 'demo-alice');
+  // The navigation has the page (opened by its address: a click racing the sign-in's own
+  // navigation to the fleet can be undone by it).
+  assert.equal(await page.getByRole('navigation').getByRole('link', { name: 'Firmware' }).getAttribute('href'), '#/firmware');
+  await goTo(page, '#/firmware');
+  await page.getByRole('heading', { level: 1, name: 'Firmware' }).waitFor();
+  await focusOnHeading(page);
+  // Nothing chosen: the form says what is missing, beside each field.
+  await page.getByRole('button', { name: 'Upload firmware' }).click();
+  await page.locator('#firmware-file-error', { hasText: 'Choose the image file.' }).waitFor();
+  await page.setInputFiles('#firmware-file', { name: `valve-2.0.0.bin`, mimeType: 'application/octet-stream', buffer: image });
+  await page.locator('[data-sha256]', { hasText: sha256 }).waitFor();
+  await page.locator('#firmware-type').fill(deviceType);
+  // A version the API refuses: its 400 beside the field, nothing created.
+  await page.locator('#firmware-version').fill('two');
+  await page.getByRole('button', { name: 'Upload firmware' }).click();
+  await page.locator('#firmware-version-error').waitFor();
+  await page.locator('#firmware-version').fill('2.0.0');
+  await page.getByRole('button', { name: 'Upload firmware' }).click();
+  await page.locator('[data-upload-progress]', { hasText: `2.0.0 for ${deviceType} is ready.` }).waitFor({ timeout: 60_000 });
+  const packageRow = page.locator('tr[data-status="ready"]', { hasText: deviceType });
+  await packageRow.waitFor();
+  assert.match(await text(packageRow), new RegExp(sha256));
+  await axe(page, 'firmware');
+  await shot(page, 'firmware');
+
+  // A staged rollout of it: one stage, paused when half of at least 2 finished devices failed.
+  await page.locator('#rollout-target').waitFor();
+  assert.equal(await page.locator('#rollout-target').inputValue(), deviceType, 'the target defaults to the package’s type');
+  await page.locator('#rollout-stages').fill('100');
+  await page.locator('#rollout-soakSeconds').fill('0');
+  await page.locator('#rollout-healthyCheckIns').fill('0');
+  await page.locator('#rollout-successPercent').fill('100');
+  await page.locator('#rollout-failurePercent').fill('50');
+  await page.locator('#rollout-minFinished').fill('x');
+  await page.getByRole('button', { name: 'Start rollout' }).click();
+  await page.locator('#rollout-minFinished-error', { hasText: 'whole number' }).waitFor();
+  await page.locator('#rollout-minFinished').fill('2');
+  await page.getByRole('button', { name: 'Start rollout' }).click();
+  await page.getByRole('heading', { level: 1, name: `Firmware 2.0.0 (${deviceType})` }).waitFor();
+  const rolloutId = await page.locator('[data-rollout-page]').getAttribute('data-rollout-page');
+  assert.equal(await page.locator('[data-rollout-page]').getAttribute('data-status'), 'running');
+
+  // The worker offers both devices; both report a failed update; the next run pauses it.
+  const offered = runRolloutWorker(dynamodb);
+  assert.equal(offered.statusCode, 200, JSON.stringify(offered));
+  for (const d of devices) await reportFirmware(base, d.deviceId, d.token, { version: '1.0.0', state: 'failed', reason: 'flash write error' });
+  const paused = runRolloutWorker(dynamodb);
+  assert.equal(paused.statusCode, 200, JSON.stringify(paused));
+  // The page looks again by itself while the rollout lives.
+  const reason = page.locator('[data-paused-reason]');
+  await reason.waitFor({ timeout: 30_000 });
+  assert.match(await text(reason), /^Paused: stage 0 \(100%\): 2 of 2 finished devices failed/);
+  assert.equal(await page.locator('[data-rollout-page]').getAttribute('data-status'), 'paused');
+  assert.match(await text(page.locator('[data-rollout-status]')), /Status: paused/);
+  const stage = page.locator('[data-stage-chart] tr[data-stage="0"]');
+  assert.match(await text(stage), /^stage 0: 100%/);
+  assert.deepEqual(await stage.locator('td.num').allTextContents(), ['2', '0', '0', '2', '0'], 'offered, succeeded, in progress, failed, timed out');
+  assert.equal(await stage.locator('.seg-failed').count(), 1, 'the bar shows the failed share');
+  assert.equal(await page.getByRole('button', { name: 'Pause' }).count(), 0, 'no pause of a paused rollout');
+  await axe(page, 'rollout (paused)');
+  await shot(page, 'rollout-paused');
+
+  // The rollouts page lists it, paused, with its reason; the device page shows its update state.
+  await page.getByRole('navigation').getByRole('link', { name: 'Rollouts' }).click();
+  await page.getByRole('heading', { level: 1, name: 'Rollouts' }).waitFor();
+  const listed = page.locator(`tr[data-rollout="${rolloutId}"]`);
+  await listed.waitFor();
+  assert.equal(await listed.getAttribute('data-status'), 'paused');
+  assert.match(await text(listed), /2 of 2 finished devices failed/);
+  await axe(page, 'rollouts');
+  await goTo(page, `#/devices/${devices[0].deviceId}`);
+  const state = page.locator('[data-firmware="failed"]');
+  await state.waitFor();
+  assert.match(await text(state), /failed \((download|install)\): flash write error/);
+  await state.getByRole('link', { name: 'its rollout' }).click();
+
+  // Resumed by its owner: running again, the reason gone.
+  await page.getByRole('button', { name: 'Resume' }).click();
+  await page.locator('[data-notice]', { hasText: 'Resumed' }).waitFor();
+  await page.locator('[data-rollout-page][data-status="running"]').waitFor();
+  assert.equal(await reason.count(), 0);
+  // Paused by its owner: the reason says so.
+  await page.getByRole('button', { name: 'Pause' }).click();
+  await page.locator('[data-paused-reason]', { hasText: 'paused by its owner' }).waitFor();
+  await page.getByRole('button', { name: 'Cancel rollout…' }).click();
+  await page.getByRole('button', { name: 'Cancel rollout', exact: true }).click();
+  await page.locator('[data-rollout-page][data-status="cancelled"]').waitFor();
+  assert.equal(await page.getByRole('button', { name: /Pause|Resume|Cancel rollout/ }).count(), 0, 'nothing to do with an ended rollout');
+});
+
+test("firmware: an organization's viewer reads its packages and rollouts with no button to change them", async ({ page, base }) => {
+  const orgId = await acmeId(base);
+  const erin = await userToken(base, 'demo-erin');
+  await needRoute(base, erin, 'GET', `/orgs/${orgId}/rollouts`);
+  await signIn(page, base, 'demo-erin');
+  await goTo(page, `#/orgs/${orgId}/firmware`);
+  await page.getByRole('heading', { level: 1, name: 'Firmware' }).waitFor();
+  await page.getByText('No package yet.').or(page.locator('table.packages')).first().waitFor();
+  assert.equal(await page.getByRole('button', { name: /Upload firmware|Start rollout|Delete…/ }).count(), 0, 'no managing button for a viewer');
+  assert.match(await text(page.locator('main')), /your role is viewer/);
+  await goTo(page, `#/orgs/${orgId}/rollouts`);
+  await page.getByRole('heading', { level: 1, name: 'Rollouts' }).waitFor();
+  await page.getByText('No rollout yet.').or(page.locator('table.rollouts')).first().waitFor();
+  await axe(page, 'rollouts (viewer)');
+});
+
 /** The organization id in a console address (`#/orgs/{orgId}/...`). */
 function splitHash(url) {
   return new URL(url).hash.match(/^#\/orgs\/([^/]+)/)?.[1] ?? '';
 }
 
-test('every request the console made is a catalog access pattern (or a webhook route, by its operation: not in the catalog yet), and nothing came from elsewhere', async () => {
+test('every request the console made is a catalog access pattern (or a webhook or firmware route, by its operation: not in the catalog yet), and nothing came from elsewhere but firmware uploads to the image bucket', async () => {
   metrics.requests = requests;
   assert.deepEqual(requests.unknown, [], 'requests outside the catalog');
   assert.deepEqual(requests.external, [], 'requests to another origin');

@@ -13,7 +13,7 @@ use shared::http::fleet::FleetRoutes;
 use shared::store::firmware_images::FirmwareImages;
 use shared::FleetTable;
 
-use routes::{keys, packages, rollouts};
+use routes::{devices, keys, packages, rollouts};
 
 /// What the routes share: the table and the image bucket.
 #[derive(Clone, Debug)]
@@ -30,9 +30,10 @@ impl FromRef<FirmwareState> for FleetTable {
     }
 }
 
-/// The function's routes: a fleet's firmware packages and signing keys, and a rollout's
-/// cancel, at `/me...` and at `/orgs/{orgId}...` (viewers read; operators cancel; admins
-/// create, delete and set keys).
+/// The function's routes: a fleet's firmware packages and signing keys, its rollouts' list
+/// and a rollout's cancel, pause and resume, and a device's firmware, at `/me...` and at
+/// `/orgs/{orgId}...` (viewers read; operators cancel and pause; admins create, delete, set
+/// keys and resume).
 pub fn router(state: FirmwareState) -> Router {
     Router::new()
         .fleet_route(
@@ -44,6 +45,11 @@ pub fn router(state: FirmwareState) -> Router {
             get(packages::get_firmware).delete(packages::delete_firmware),
         )
         .fleet_route("/firmware-keys/{deviceType}", put(keys::put_signing_key))
+        .fleet_route("/rollouts", get(rollouts::list_rollouts))
+        .fleet_route(
+            "/devices/{deviceId}/firmware",
+            get(devices::device_firmware),
+        )
         .fleet_route(
             "/rollouts/{rolloutId}/cancel",
             post(rollouts::cancel_rollout),

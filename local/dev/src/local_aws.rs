@@ -7,7 +7,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use fleet_testkit::moto_server::{create_versioned_bucket, local_firmware_images, MotoServer};
+use fleet_testkit::moto_server::{
+    allow_browser_uploads, create_versioned_bucket, local_firmware_images, MotoServer,
+};
 use fleet_testkit::webhook_queue::{create_queue, pump, sqs_client};
 use shared::ops::webhooks::{DeliveryQueue, QUEUE_URL_ENV};
 use webhooks::worker::DeliveryWorker;
@@ -25,14 +27,18 @@ pub struct LocalAws {
     pub queue: DeliveryQueue,
 }
 
-/// Starts moto's server, creates the queue and the versioned bucket on it, and points this
+/// Starts moto's server, creates the queue and the versioned bucket on it (browsers on this
+/// machine may PUT to it: the console's image uploads), and points this
 /// process's environment at them (before the functions are built: they read it then).
 pub async fn start_local_aws() -> Result<LocalAws, String> {
     let moto = MotoServer::start_default().map_err(|e| format!("moto's server: {e}"))?;
     let queue = create_queue(&sqs_client(moto.endpoint()), QUEUE_NAME)
         .await
         .map_err(|e| format!("creating the delivery queue: {e:?}"))?;
-    create_versioned_bucket(&local_firmware_images(moto.endpoint(), BUCKET_NAME)).await?;
+    let images = local_firmware_images(moto.endpoint(), BUCKET_NAME);
+    create_versioned_bucket(&images).await?;
+    // The console (on 127.0.0.1 at any port) uploads images with presigned PUTs.
+    allow_browser_uploads(&images, &["http://127.0.0.1:*", "http://localhost:*"]).await?;
     std::env::set_var("AWS_ENDPOINT_URL_SQS", moto.endpoint());
     std::env::set_var("AWS_ENDPOINT_URL_S3", moto.endpoint());
     std::env::set_var(QUEUE_URL_ENV, queue.url());

@@ -156,12 +156,15 @@ async fn serve() -> Result<(), Error> {
     let server = Arc::new(DevServer::new(&stack.template, &table));
     let console = Console {
         dir: console_dir(),
-        security_headers: stack
-            .template
-            .console_headers
-            .as_ref()
-            .map(|h| h.local_headers())
-            .unwrap_or_default(),
+        security_headers: with_image_uploads(
+            stack
+                .template
+                .console_headers
+                .as_ref()
+                .map(|h| h.local_headers())
+                .unwrap_or_default(),
+            local_aws.as_ref().map(|aws| aws.moto.endpoint()),
+        ),
         users: demo::USERS
             .iter()
             .map(|u| StandInUser {
@@ -202,6 +205,36 @@ async fn serve() -> Result<(), Error> {
     eprintln!("\nStopping DynamoDB Local.");
     drop(stack);
     Ok(())
+}
+
+/// The console's headers with moto's server (`images`) added to the policy's `connect-src`:
+/// locally it stands in for the template's `https://*.s3.${AWS::Region}...` (dropped with the
+/// other AWS origins), where the console PUTs firmware images with presigned URLs.
+fn with_image_uploads(
+    headers: Vec<(&'static str, String)>,
+    images: Option<&str>,
+) -> Vec<(&'static str, String)> {
+    let Some(images) = images else {
+        return headers;
+    };
+    let origin = images.trim_end_matches('/');
+    headers
+        .into_iter()
+        .map(|(name, value)| {
+            if name != "content-security-policy" {
+                return (name, value);
+            }
+            let value = value
+                .split("; ")
+                .map(|directive| match directive.strip_prefix("connect-src ") {
+                    Some(sources) => format!("connect-src {sources} {origin}"),
+                    None => directive.to_string(),
+                })
+                .collect::<Vec<_>>()
+                .join("; ");
+            (name, value)
+        })
+        .collect()
 }
 
 /// The built console: `FLEET_CONSOLE_DIR`, else `web/dist` of this repository (`make dev`

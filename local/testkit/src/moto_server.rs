@@ -169,6 +169,38 @@ pub async fn create_versioned_bucket(
     Ok(())
 }
 
+/// Lets browsers at `origins` PUT to the bucket (presigned uploads from the console), as
+/// template.yaml's `FirmwareBucket` lets the console's origins: moto's server answers the
+/// preflight by the bucket's CORS rules as S3 does.
+pub async fn allow_browser_uploads(
+    images: &shared::store::firmware_images::FirmwareImages,
+    origins: &[&str],
+) -> Result<(), String> {
+    use aws_sdk_s3::types::{CorsConfiguration, CorsRule};
+    let rule = CorsRule::builder()
+        .id("console-uploads")
+        .allowed_methods("PUT")
+        .set_allowed_origins(Some(origins.iter().map(|o| o.to_string()).collect()))
+        .allowed_headers("content-type")
+        .max_age_seconds(600)
+        .build()
+        .map_err(|e| format!("a CORS rule: {e}"))?;
+    images
+        .client
+        .put_bucket_cors()
+        .bucket(&images.bucket)
+        .cors_configuration(
+            CorsConfiguration::builder()
+                .cors_rules(rule)
+                .build()
+                .map_err(|e| format!("a CORS configuration: {e}"))?,
+        )
+        .send()
+        .await
+        .map_err(|e| format!("CORS on {}: {e}", images.bucket))?;
+    Ok(())
+}
+
 /// The firmware function's image store for in-process runs (tests, the dev server): the
 /// server at `AWS_ENDPOINT_URL_S3` and the bucket `FIRMWARE_BUCKET` when set, otherwise a
 /// closed loopback port and `firmware-images` (routes that need no S3 request still answer).

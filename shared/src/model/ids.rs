@@ -157,6 +157,20 @@ impl RolloutId {
             u64::from_be_bytes(bytes)
         ))
     }
+
+    /// `text` if it has the shape [`RolloutId::generate`] gives (`r-`, 15 digits, `-`, 16
+    /// lowercase hex digits): what a listing's cursor must be.
+    pub fn parse_generated(text: &str) -> Option<Self> {
+        let rest = text.strip_prefix("r-")?;
+        let (millis, random) = rest.split_once('-')?;
+        let shaped = millis.len() == 15
+            && millis.bytes().all(|b| b.is_ascii_digit())
+            && random.len() == 16
+            && random
+                .bytes()
+                .all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
+        shaped.then(|| Self(text.to_string()))
+    }
 }
 
 key_token!(
@@ -267,6 +281,17 @@ mod tests {
         assert_eq!(sorted, ids);
         for id in &ids {
             assert_eq!(RolloutId::parse(id.as_str()).unwrap(), *id);
+        }
+        for id in &ids {
+            assert_eq!(RolloutId::parse_generated(id.as_str()).as_ref(), Some(id));
+        }
+        for other in [
+            "r-1",
+            "x-000000000000999-0000000000000000",
+            "r-00000000000099a-0000000000000000",
+            "r-000000000000999-000000000000000G",
+        ] {
+            assert_eq!(RolloutId::parse_generated(other), None, "{other}");
         }
     }
 

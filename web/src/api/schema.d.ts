@@ -162,7 +162,11 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        get?: never;
+        /**
+         * The caller's rollouts of both kinds, newest first, paged.
+         * @description One Query of the owner's rollouts. A firmware rollout's `stages` (their counts) are not in the list: `GET /me/rollouts/{rolloutId}` reads them. A bad `limit` or `cursor` is a 400 naming it, nothing read. Served by the firmware function.
+         */
+        get: operations["listRollouts"];
         put?: never;
         /**
          * Change the desired state of every device of a tag or a device type (AP-T5).
@@ -675,6 +679,28 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/me/devices/{deviceId}/firmware": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                deviceId: components["parameters"]["DeviceIdPath"];
+            };
+            cookie?: never;
+        };
+        /**
+         * What the last staged firmware rollout offered the device and how far it got.
+         * @description One batch read of the device and its firmware offer. `{"firmware": null}` when no firmware rollout offered it anything; another user's device, or an unknown one, is a 404. Devices report their running version only in a firmware rollout's check-ins, so `runningVersion` is what the offer knows. Served by the firmware function.
+         */
+        get: operations["getDeviceFirmware"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/me/devices/{deviceId}/alarms": {
         parameters: {
             query?: never;
@@ -1104,7 +1130,8 @@ export interface paths {
             };
             cookie?: never;
         };
-        get?: never;
+        /** `GET /me/rollouts` for an organization's fleet (viewer role). */
+        get: operations["orgListRollouts"];
         put?: never;
         /** `POST /me/rollouts` for an organization's fleet (admin role). */
         post: operations["orgStartRollout"];
@@ -1582,6 +1609,27 @@ export interface paths {
         get?: never;
         /** `PUT /me/firmware-keys/{deviceType}` for an organization's fleet (admin role). */
         put: operations["orgPutFirmwareKey"];
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/orgs/{orgId}/devices/{deviceId}/firmware": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description An organization the caller is a member of; any other (unknown included) is a 404. */
+                orgId: components["parameters"]["OrgIdPath"];
+                deviceId: components["parameters"]["DeviceIdPath"];
+            };
+            cookie?: never;
+        };
+        /** `GET /me/devices/{deviceId}/firmware` for an organization's fleet (viewer role). */
+        get: operations["orgGetDeviceFirmware"];
+        put?: never;
         post?: never;
         delete?: never;
         options?: never;
@@ -2133,6 +2181,37 @@ export interface components {
             devices: number;
             /** @description Of them */
             unhealthy: number;
+        };
+        RolloutPage: {
+            rollouts: components["schemas"]["Rollout"][];
+            /** @description The next page's cursor; absent on the last page. */
+            cursor?: string;
+        };
+        DeviceFirmwareAnswer: {
+            /** @description The last firmware rollout's offer to the device, or null when none offered it anything. */
+            firmware: null | {
+                rolloutId: string;
+                firmwareId: string;
+                /** @description The offered (target) version. */
+                version: string;
+                /** @description The version it last ran as far as the offer knows: the target once it reported running it (updated, succeeded, or failed unhealthy on it), else fromVersion. */
+                runningVersion?: string;
+                /** @description The version it reported when it started on the offer. */
+                fromVersion?: string;
+                /** @description Its stage (index into the rollout's stages). */
+                stage: number;
+                /** @enum {string} */
+                phase: "offered" | "downloading" | "installing" | "updated" | "succeeded" | "failed";
+                healthyCheckIns: number;
+                /** @description Offers of this rollout made to it: 1, and one more for each retry after a failure (by its class, with backoff). */
+                attempts: number;
+                /** @enum {string} */
+                failure?: "download" | "verify" | "install" | "rollback" | "timeout" | "unhealthy";
+                /** @description The device's own reason. */
+                reason?: string;
+                offeredAt: components["schemas"]["Timestamp"];
+                updatedAt: components["schemas"]["Timestamp"];
+            };
         };
         TaggedDevice: {
             deviceId: components["schemas"]["DeviceId"];
@@ -2955,6 +3034,36 @@ export interface operations {
             };
             413: components["responses"]["TooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    listRollouts: {
+        parameters: {
+            query?: {
+                /** @description Page size. */
+                limit?: components["parameters"]["Limit"];
+                /** @description The `cursor` of the previous page of the same listing, unchanged. */
+                cursor?: components["parameters"]["Cursor"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description One page of rollouts. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RolloutPage"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Unavailable"];
@@ -4269,6 +4378,34 @@ export interface operations {
             503: components["responses"]["Unavailable"];
         };
     };
+    getDeviceFirmware: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                deviceId: components["parameters"]["DeviceIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The device's firmware, or null. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DeviceFirmwareAnswer"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
     listDeviceAlarms: {
         parameters: {
             query?: {
@@ -5498,6 +5635,41 @@ export interface operations {
             };
             413: components["responses"]["TooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    orgListRollouts: {
+        parameters: {
+            query?: {
+                /** @description Page size. */
+                limit?: components["parameters"]["Limit"];
+                /** @description The `cursor` of the previous page of the same listing, unchanged. */
+                cursor?: components["parameters"]["Cursor"];
+            };
+            header?: never;
+            path: {
+                /** @description An organization the caller is a member of; any other (unknown included) is a 404. */
+                orgId: components["parameters"]["OrgIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description One page of rollouts. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RolloutPage"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["RoleRequired"];
+            404: components["responses"]["NotFound"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Unavailable"];
@@ -6813,6 +6985,37 @@ export interface operations {
             };
             413: components["responses"]["TooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    orgGetDeviceFirmware: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description An organization the caller is a member of; any other (unknown included) is a 404. */
+                orgId: components["parameters"]["OrgIdPath"];
+                deviceId: components["parameters"]["DeviceIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The device's firmware, or null. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DeviceFirmwareAnswer"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["RoleRequired"];
+            404: components["responses"]["NotFound"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Unavailable"];

@@ -1,5 +1,6 @@
 import { useEffect, useMemo, useRef, useState } from 'preact/hooks';
 import { ApiError, apiUrl, bodyOf, fieldOf, isRoleRefusal, messageOf, type Schemas } from '../api/client';
+import { DeviceFirmware } from '../components/DeviceFirmware';
 import { useFleet } from '../hooks/useFleet';
 import { fleetHref, moveTargets, NEEDS, type OrgFleet } from '../fleet';
 import { bandColumns, dateTime, fromInputTime, intervalValue, series, seriesCsv, seriesNdjson, showValue, toCsv, toInputTime, toNdjson } from '../format';
@@ -333,6 +334,7 @@ export function DevicePage({ deviceId, orgs = null }: { deviceId: string; orgs?:
           ) : null}
         </p>
       )}
+      {device && <DeviceFirmware deviceId={deviceId} />}
       {notice && (
         <p role="status" class="notice">
           {notice}

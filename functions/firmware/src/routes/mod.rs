@@ -1,5 +1,7 @@
-//! The routes, one module per resource: packages, signing keys and a rollout's cancel.
+//! The routes, one module per resource: packages, signing keys, rollouts (the list, cancel,
+//! pause, resume) and a device's firmware.
 
+pub(crate) mod devices;
 pub(crate) mod keys;
 pub(crate) mod packages;
 pub(crate) mod rollouts;

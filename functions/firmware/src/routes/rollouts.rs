@@ -1,4 +1,4 @@
-//! A rollout's end by its owner, `POST /me/rollouts/{rolloutId}/cancel`, and a firmware
+//! An owner's rollouts listed (`GET /me/rollouts`), a rollout's end by its owner, `POST /me/rollouts/{rolloutId}/cancel`, and a firmware
 //! rollout's pause and resume (`/pause`, `/resume`): here rather than in device-updates (which
 //! starts rollouts) because that function's resource policy is near its 20 KB limit.
 
@@ -6,9 +6,10 @@ use axum::extract::State;
 use lambda_http::http::StatusCode;
 use serde::{Deserialize, Serialize};
 use shared::http::api::{json_response, ApiError};
-use shared::http::fleet::{AdminRole, Fleet, OperatorRole};
-use shared::http::gateway::PathParams;
+use shared::http::fleet::{AdminRole, Fleet, OperatorRole, ViewerRole};
+use shared::http::gateway::{PathParams, QueryParams};
 use shared::model::ids::RolloutId;
+use shared::ops::page_limit;
 use shared::ops::twin::rollout;
 
 use super::Answer;
@@ -75,4 +76,23 @@ pub(crate) async fn resume_rollout(
         StatusCode::OK,
         &RolloutAnswer { rollout: resumed },
     ))
+}
+
+/// `GET /me/rollouts`'s query.
+#[derive(Deserialize)]
+pub(crate) struct ListQuery {
+    cursor: Option<String>,
+    limit: Option<String>,
+}
+
+/// `GET /me/rollouts`: one page of the caller's rollouts of both kinds, newest first.
+pub(crate) async fn list_rollouts(
+    fleet: Fleet<ViewerRole>,
+    State(state): State<FirmwareState>,
+    QueryParams(q): QueryParams<ListQuery>,
+) -> Answer {
+    let limit = page_limit(q.limit.as_deref())?;
+    let page =
+        rollout::list_rollouts(&state.table, &fleet.owner, q.cursor.as_deref(), limit).await?;
+    Ok(json_response(StatusCode::OK, &page))
 }

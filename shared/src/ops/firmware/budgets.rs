@@ -117,6 +117,25 @@ pub const RESUME_ROLLOUT: FirmwareBudget = FirmwareBudget {
     keys: "USER#{userId}/ROLLOUT#{rolloutId}, ROLLOUT#{userId}#{rolloutId}#COUNTS#{0..15}/COUNTS",
 };
 
+/// `GET /me/rollouts` (served by the firmware function): one Query of the owner's rollouts per
+/// page (a firmware rollout's stage counts are not read: `GET /me/rollouts/{rolloutId}` has
+/// them).
+pub const LIST_ROLLOUTS: FirmwareBudget = FirmwareBudget {
+    route: "GET /me/rollouts",
+    operations: &[Operation::Query],
+    max_requests: 1,
+    keys: "PK = USER#{userId}, SK begins_with ROLLOUT#",
+};
+
+/// `GET /me/devices/{deviceId}/firmware`: the device's item (is it the caller's?) and its
+/// firmware offer, in one consistent BatchGetItem.
+pub const DEVICE_FIRMWARE: FirmwareBudget = FirmwareBudget {
+    route: "GET /me/devices/{deviceId}/firmware",
+    operations: &[Operation::BatchGetItem],
+    max_requests: 1,
+    keys: "USER#{userId}/DEVICE#{deviceId}, USER#{userId}#DEVICE#{deviceId}/FIRMWARE#OFFER",
+};
+
 /// Every firmware route's budget.
 pub const FIRMWARE_BUDGETS: &[FirmwareBudget] = &[
     CREATE_FIRMWARE,
@@ -128,4 +147,6 @@ pub const FIRMWARE_BUDGETS: &[FirmwareBudget] = &[
     CANCEL_ROLLOUT,
     PAUSE_ROLLOUT,
     RESUME_ROLLOUT,
+    LIST_ROLLOUTS,
+    DEVICE_FIRMWARE,
 ];

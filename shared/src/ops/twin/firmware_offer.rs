@@ -22,7 +22,7 @@ use crate::model::expression::{Condition, Expressions, Update};
 use crate::model::firmware::FirmwareId;
 use crate::model::ids::{DeviceId, RolloutId, UserId};
 use crate::model::rollout_progress::{
-    step, FailureClass, FirmwareReport, OfferProgress, StageCounter,
+    step, FailureClass, FirmwareReport, OfferPhase, OfferProgress, StageCounter,
 };
 use crate::model::schema::Item;
 use crate::model::timestamp::Timestamp;
@@ -417,4 +417,111 @@ pub(crate) fn count_changes(
         key.attributes(),
         Expressions::write(changes, None),
     )?))
+}
+
+/// A device's firmware as its owner reads it (`GET /me/devices/{deviceId}/firmware`): the last
+/// firmware rollout's offer to it and how far the device got. The service stores no running
+/// version of its own: devices report theirs only in a firmware rollout's check-ins, so what is
+/// known is what the offer recorded.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DeviceFirmwareView {
+    /// The rollout that offered it.
+    pub rollout_id: RolloutId,
+    /// The package offered.
+    pub firmware_id: FirmwareId,
+    /// The offered (target) version.
+    pub version: String,
+    /// The version the device last ran as far as the offer knows: the target version once it
+    /// reported running it (`updated`, `succeeded`, or failed `unhealthy` on it), otherwise the
+    /// version it reported before it started (absent when it never said).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub running_version: Option<String>,
+    /// The version it reported running when it started on the offer.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub from_version: Option<String>,
+    /// Its stage (index into the rollout's stages).
+    pub stage: u32,
+    /// `offered`, `downloading`, `installing`, `updated`, `succeeded` or `failed`.
+    pub phase: OfferPhase,
+    /// Healthy check-ins counted since it reported the new version.
+    pub healthy_check_ins: u32,
+    /// Offers of this rollout made to it: 1, and one more for each retry after a failure.
+    pub attempts: u32,
+    /// Why it failed (`phase` `failed`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub failure: Option<FailureClass>,
+    /// The device's own reason.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// When the rollout offered it.
+    pub offered_at: Timestamp,
+    /// The device's last check-in that moved it.
+    pub updated_at: Timestamp,
+}
+
+impl From<FirmwareOfferItem> for DeviceFirmwareView {
+    fn from(offer: FirmwareOfferItem) -> Self {
+        let runs_target = matches!(offer.phase, OfferPhase::Updated | OfferPhase::Succeeded)
+            || offer.failure == Some(FailureClass::Unhealthy);
+        Self {
+            running_version: if runs_target {
+                Some(offer.version.clone())
+            } else {
+                offer.from_version.clone()
+            },
+            rollout_id: offer.rollout_id,
+            firmware_id: offer.firmware_id,
+            version: offer.version,
+            from_version: offer.from_version,
+            stage: offer.stage,
+            phase: offer.phase,
+            healthy_check_ins: offer.healthy_check_ins,
+            attempts: offer.attempts,
+            failure: offer.failure,
+            reason: offer.reason,
+            offered_at: offer.offered_at,
+            updated_at: offer.updated_at,
+        }
+    }
+}
+
+/// `GET /me/devices/{deviceId}/firmware`: one consistent BatchGetItem of the device's item and
+/// its firmware offer, both keyed from the caller's own fleet: `NotFound("device")` for another
+/// owner's device or an unknown one (as every device route answers), `None` for a device no
+/// firmware rollout has offered anything.
+pub async fn device_firmware(
+    table: &FleetTable,
+    user: &UserId,
+    device: &DeviceId,
+) -> Result<Option<DeviceFirmwareView>, FleetError> {
+    let keys = vec![
+        ItemKey::Device {
+            user: user.clone(),
+            device: device.clone(),
+        }
+        .attributes(),
+        ItemKey::FirmwareOffer {
+            user: user.clone(),
+            device: device.clone(),
+        }
+        .attributes(),
+    ];
+    let request = KeysAndAttributes::builder()
+        .set_keys(Some(keys))
+        .consistent_read(true)
+        .build()
+        .map_err(FleetError::internal)?;
+    let (mut known, mut offer) = (false, None);
+    for item in get_all(table, request, &mut Retry::attempts(4)).await? {
+        match EntityType::of(&item) {
+            Some(EntityType::Device) => known = true,
+            Some(EntityType::FirmwareOffer) => offer = Some(FirmwareOfferItem::from_item(item)?),
+            _ => {}
+        }
+    }
+    if !known {
+        return Err(FleetError::NotFound("device"));
+    }
+    Ok(offer.map(DeviceFirmwareView::from))
 }

@@ -469,11 +469,13 @@ async fn states_and<'a, T: Entity>(
     Ok((states, companions))
 }
 
+mod list;
 mod pause;
 mod progress;
 mod stages;
 pub mod worker;
 
+pub use list::{list_rollouts, RolloutPage};
 use pause::rollout_ended;
 pub use pause::{pause_rollout, resume_rollout, PAUSED_BY_OWNER};
 pub use progress::{checkpoint, RolloutRun};
