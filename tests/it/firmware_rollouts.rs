@@ -1011,20 +1011,7 @@ async fn a_stage_opens_after_success_and_soak_and_failures_pause_it_until_resume
         user: shared::model::ids::UserId::parse(ALICE).unwrap(),
         device: shared::model::ids::DeviceId::parse(silent.as_str()).unwrap(),
     };
-    state
-        .table
-        .client
-        .update_item()
-        .table_name(state.table.name())
-        .set_key(Some(offer_key.attributes()))
-        .update_expression("SET updatedAt = :t")
-        .expression_attribute_values(
-            ":t",
-            aws_sdk_dynamodb::types::AttributeValue::S(ago(2 * 24 * 3600)),
-        )
-        .send()
-        .await
-        .unwrap();
+    offer_moved_ago(&state, ALICE, silent, 2 * 24 * 3600).await;
     let worked = run(&state).await;
     assert_eq!(worked.timed_out, 1, "{worked:?}");
     let a = show(&state, ALICE, &rollout_id).await;

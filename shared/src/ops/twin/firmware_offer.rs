@@ -222,13 +222,8 @@ async fn read_offer(
         }
         .attributes(),
     ];
-    let request = KeysAndAttributes::builder()
-        .set_keys(Some(keys))
-        .consistent_read(true)
-        .build()
-        .map_err(FleetError::internal)?;
     let (mut offer, mut found) = (None, None);
-    for item in get_all(table, request, &mut Retry::attempts(4)).await? {
+    for item in read_together(table, keys).await? {
         match EntityType::of(&item) {
             Some(EntityType::FirmwareOffer) => offer = Some(FirmwareOfferItem::from_item(item)?),
             Some(EntityType::Rollout) => found = Some(RolloutItem::from_item(item)?),
@@ -507,13 +502,8 @@ pub async fn device_firmware(
         }
         .attributes(),
     ];
-    let request = KeysAndAttributes::builder()
-        .set_keys(Some(keys))
-        .consistent_read(true)
-        .build()
-        .map_err(FleetError::internal)?;
     let (mut known, mut offer) = (false, None);
-    for item in get_all(table, request, &mut Retry::attempts(4)).await? {
+    for item in read_together(table, keys).await? {
         match EntityType::of(&item) {
             Some(EntityType::Device) => known = true,
             Some(EntityType::FirmwareOffer) => offer = Some(FirmwareOfferItem::from_item(item)?),
@@ -524,4 +514,15 @@ pub async fn device_firmware(
         return Err(FleetError::NotFound("device"));
     }
     Ok(offer.map(DeviceFirmwareView::from))
+}
+
+/// The items at `keys` (a device's few), in one consistent BatchGetItem (retried for the keys
+/// it leaves unprocessed).
+async fn read_together(table: &FleetTable, keys: Vec<Item>) -> Result<Vec<Item>, FleetError> {
+    let request = KeysAndAttributes::builder()
+        .set_keys(Some(keys))
+        .consistent_read(true)
+        .build()
+        .map_err(FleetError::internal)?;
+    get_all(table, request, &mut Retry::attempts(4)).await
 }
