@@ -1561,7 +1561,7 @@ test("firmware: an image is uploaded (its SHA-256 computed in the browser) and c
   assert.match(await text(page.locator('[data-rollout-status]')), /Status: paused/);
   const stage = page.locator('[data-stage-chart] tr[data-stage="0"]');
   assert.match(await text(stage), /^stage 0: 100%/);
-  assert.deepEqual(await stage.locator('td.num').allTextContents(), ['2', '0', '0', '2', '0'], 'offered, succeeded, in progress, failed, timed out');
+  assert.deepEqual(await stage.locator('td.num').allTextContents(), ['2', '0', '0', '2', '0', '0'], 'offered, succeeded, in progress, failed, timed out, retried');
   assert.equal(await stage.locator('.seg-failed').count(), 1, 'the bar shows the failed share');
   assert.equal(await page.getByRole('button', { name: 'Pause' }).count(), 0, 'no pause of a paused rollout');
   await axe(page, 'rollout (paused)');
