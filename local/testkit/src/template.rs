@@ -1031,10 +1031,11 @@ Resources:
             !local.contains("unsafe"),
             "no unsafe-inline or unsafe-eval: {local}"
         );
-        // On AWS connect-src names the API's and Cognito's origins, and only them.
+        // On AWS connect-src names the API's, the regional S3 endpoint's (the firmware image
+        // upload's presigned PUT) and Cognito's origins, and only them.
         assert!(headers
             .content_security_policy
-            .contains("connect-src 'self' https://*.execute-api.${AWS::Region}.${AWS::URLSuffix} https://${UserPoolDomain}.auth.${AWS::Region}.amazoncognito.com;"));
+            .contains("connect-src 'self' https://*.execute-api.${AWS::Region}.${AWS::URLSuffix} https://*.s3.${AWS::Region}.${AWS::URLSuffix} https://${UserPoolDomain}.auth.${AWS::Region}.amazoncognito.com;"));
         let names: Vec<&str> = headers.local_headers().iter().map(|(n, _)| *n).collect();
         assert_eq!(
             names,
