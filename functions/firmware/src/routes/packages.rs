@@ -91,18 +91,11 @@ fn package_id(path: FirmwarePath) -> Result<FirmwareId, ApiError> {
     FirmwareId::parse(path.firmware_id).map_err(|_| ApiError::not_found("firmware"))
 }
 
-/// `GET /me/firmware`'s query.
-#[derive(Deserialize)]
-pub(crate) struct ListQuery {
-    cursor: Option<String>,
-    limit: Option<String>,
-}
-
 /// `GET /me/firmware`: one page, newest first.
 pub(crate) async fn list_firmware(
     fleet: Fleet<ViewerRole>,
     State(state): State<FirmwareState>,
-    QueryParams(q): QueryParams<ListQuery>,
+    QueryParams(q): QueryParams<super::PageQuery>,
 ) -> Answer {
     let limit = page_limit(q.limit.as_deref())?;
     let page =

@@ -78,18 +78,11 @@ pub(crate) async fn resume_rollout(
     ))
 }
 
-/// `GET /me/rollouts`'s query.
-#[derive(Deserialize)]
-pub(crate) struct ListQuery {
-    cursor: Option<String>,
-    limit: Option<String>,
-}
-
 /// `GET /me/rollouts`: one page of the caller's rollouts of both kinds, newest first.
 pub(crate) async fn list_rollouts(
     fleet: Fleet<ViewerRole>,
     State(state): State<FirmwareState>,
-    QueryParams(q): QueryParams<ListQuery>,
+    QueryParams(q): QueryParams<super::PageQuery>,
 ) -> Answer {
     let limit = page_limit(q.limit.as_deref())?;
     let page =
