@@ -68,6 +68,9 @@ export function useCursorPages<T>(readPage: ReadPage<T> | null, key: unknown, { 
   return { items, hasMore: Boolean(cursor), error, setError, loading, reload, more, show, replace };
 }
 
+/** What `useCursorPages` gives its caller: the items read so far, their state, and what reads more. */
+export type CursorPages<T> = ReturnType<typeof useCursorPages<T>>;
+
 /** Every page from the first until the last or until `max` items are read; `truncated` when stopped at `max`. */
 export async function readPages<T>(readPage: ReadPage<T>, max: number): Promise<{ items: T[]; truncated: boolean }> {
   const items: T[] = [];

@@ -2,6 +2,7 @@ import { useEffect, useRef, useState } from 'preact/hooks';
 import { ApiError, bodyOf, isRoleRefusal, messageOf } from '../api/client';
 import { Confirm } from '../components/Confirm';
 import { FieldError } from '../components/FieldError';
+import { PagedTable } from '../components/ListTable';
 import { NEEDS } from '../fleet';
 import { dateTime } from '../format';
 import { useCursorPages, type CursorPage } from '../hooks/useCursorPages';
@@ -304,65 +305,37 @@ export function FirmwarePage() {
           {notice.text}
         </p>
       )}
-      {list.error && (
-        <p class="error" role="alert">
-          {list.error}
-        </p>
-      )}
-      {list.items === null && !list.error && <p role="status">Loading packages…</p>}
-      {list.items && list.items.length === 0 && <p class="muted">No package yet.</p>}
-      {list.items && list.items.length > 0 && (
-        <div class="scroll">
-          <table class="packages">
-            <caption class="sr-only">Firmware packages, newest first</caption>
-            <thead>
-              <tr>
-                <th scope="col">Version</th>
-                <th scope="col">Device type</th>
-                <th scope="col">State</th>
-                <th scope="col" class="num">
-                  Size
-                </th>
-                <th scope="col">SHA-256</th>
-                <th scope="col">Created</th>
-                {manage && (
-                  <th scope="col">
-                    <span class="sr-only">Actions</span>
-                  </th>
-                )}
-              </tr>
-            </thead>
-            <tbody>
-              {list.items.map((f) => (
-                <tr key={f.firmwareId} data-firmware={f.firmwareId} data-status={f.status}>
-                  <th scope="row">
-                    {f.version}
-                    <div class="muted mono">{f.firmwareId}</div>
-                  </th>
-                  <td>{f.deviceType}</td>
-                  <td>
-                    <span class={`badge firmware-${f.status}`}>{f.status}</span>
-                    <div class="muted">{packageStateText(f)}</div>
-                  </td>
-                  <td class="num">{f.size}</td>
-                  <td class="mono hash">{f.sha256}</td>
-                  <td>{dateTime(f.createdAt)}</td>
-                  {manage && (
-                    <td>
-                      <Confirm label="Delete…" danger question={`Delete ${f.deviceType} ${f.version}? Its image is deleted too.`} confirmLabel="Delete package" onConfirm={() => remove(f)} />
-                    </td>
-                  )}
-                </tr>
-              ))}
-            </tbody>
-          </table>
-        </div>
-      )}
-      {list.hasMore && (
-        <button type="button" disabled={list.loading} onClick={() => void list.more()}>
-          Older packages
-        </button>
-      )}
+      <PagedTable
+        list={list}
+        loading="Loading packages…"
+        empty="No package yet."
+        more="Older packages"
+        tableClass="packages"
+        caption="Firmware packages, newest first"
+        columns={[{ label: 'Version' }, { label: 'Device type' }, { label: 'State' }, { label: 'Size', num: true }, { label: 'SHA-256' }, { label: 'Created' }]}
+        actions={manage}
+        row={(f) => (
+          <tr key={f.firmwareId} data-firmware={f.firmwareId} data-status={f.status}>
+            <th scope="row">
+              {f.version}
+              <div class="muted mono">{f.firmwareId}</div>
+            </th>
+            <td>{f.deviceType}</td>
+            <td>
+              <span class={`badge firmware-${f.status}`}>{f.status}</span>
+              <div class="muted">{packageStateText(f)}</div>
+            </td>
+            <td class="num">{f.size}</td>
+            <td class="mono hash">{f.sha256}</td>
+            <td>{dateTime(f.createdAt)}</td>
+            {manage && (
+              <td>
+                <Confirm label="Delete…" danger question={`Delete ${f.deviceType} ${f.version}? Its image is deleted too.`} confirmLabel="Delete package" onConfirm={() => remove(f)} />
+              </td>
+            )}
+          </tr>
+        )}
+      />
       {!manage && <p class="muted">An admin of {org?.name ?? 'the organization'} uploads packages and starts rollouts; your role is {org?.role}, which reads them.</p>}
       {manage && (
         <>

@@ -1,6 +1,7 @@
 import { useEffect, useRef, useState } from 'preact/hooks';
 import { ApiError, bodyOf, isRoleRefusal, messageOf } from '../api/client';
 import { Confirm } from '../components/Confirm';
+import { PagedTable } from '../components/ListTable';
 import { dateTime } from '../format';
 import { useCursorPages, type CursorPage } from '../hooks/useCursorPages';
 import { useFleet } from '../hooks/useFleet';
@@ -34,51 +35,30 @@ export function Rollouts() {
           Refresh
         </button>
       </p>
-      {list.error && (
-        <p class="error" role="alert">
-          {list.error}
-        </p>
-      )}
-      {list.items === null && !list.error && <p role="status">Loading rollouts…</p>}
-      {list.items && list.items.length === 0 && <p class="muted">No rollout yet.</p>}
-      {list.items && list.items.length > 0 && (
-        <div class="scroll">
-          <table class="rollouts">
-            <caption class="sr-only">Rollouts, newest first</caption>
-            <thead>
-              <tr>
-                <th scope="col">Rollout</th>
-                <th scope="col">Target</th>
-                <th scope="col">Status</th>
-                <th scope="col">Progress</th>
-                <th scope="col">Started</th>
-              </tr>
-            </thead>
-            <tbody>
-              {list.items.map((r) => (
-                <tr key={r.rolloutId} data-rollout={r.rolloutId} data-status={r.status}>
-                  <th scope="row">
-                    <a href={href(`/rollouts/${encodeURIComponent(r.rolloutId)}`)}>{subjectOf(r)}</a>
-                    <div class="muted mono">{r.rolloutId}</div>
-                  </th>
-                  <td>{targetText(r.target)}</td>
-                  <td>
-                    <span class={`badge rollout-${r.status}`}>{r.status}</span>
-                    {r.pausedReason && <div class="muted">{r.pausedReason}</div>}
-                  </td>
-                  <td>{progressText(r)}</td>
-                  <td>{dateTime(r.createdAt)}</td>
-                </tr>
-              ))}
-            </tbody>
-          </table>
-        </div>
-      )}
-      {list.hasMore && (
-        <button type="button" disabled={list.loading} onClick={() => void list.more()}>
-          Older rollouts
-        </button>
-      )}
+      <PagedTable
+        list={list}
+        loading="Loading rollouts…"
+        empty="No rollout yet."
+        more="Older rollouts"
+        tableClass="rollouts"
+        caption="Rollouts, newest first"
+        columns={[{ label: 'Rollout' }, { label: 'Target' }, { label: 'Status' }, { label: 'Progress' }, { label: 'Started' }]}
+        row={(r) => (
+          <tr key={r.rolloutId} data-rollout={r.rolloutId} data-status={r.status}>
+            <th scope="row">
+              <a href={href(`/rollouts/${encodeURIComponent(r.rolloutId)}`)}>{subjectOf(r)}</a>
+              <div class="muted mono">{r.rolloutId}</div>
+            </th>
+            <td>{targetText(r.target)}</td>
+            <td>
+              <span class={`badge rollout-${r.status}`}>{r.status}</span>
+              {r.pausedReason && <div class="muted">{r.pausedReason}</div>}
+            </td>
+            <td>{progressText(r)}</td>
+            <td>{dateTime(r.createdAt)}</td>
+          </tr>
+        )}
+      />
     </section>
   );
 }

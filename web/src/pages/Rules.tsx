@@ -20,6 +20,7 @@ import {
 } from '../alarms';
 import { SeverityBadge } from '../components/AlarmBadges';
 import { Confirm } from '../components/Confirm';
+import { ListTable } from '../components/ListTable';
 import { FieldError as FieldMessage } from '../components/FieldError';
 
 type Rule = Schemas['Rule'];
@@ -226,56 +227,41 @@ export function Rules() {
         </p>
       )}
       {rules && rules.length > 0 && (
-        <div class="scroll">
-          <table class="rules">
-            <caption class="sr-only">{org ? `${org.name}'s alarm rules` : 'Your alarm rules'}</caption>
-            <thead>
-              <tr>
-                <th scope="col">Rule</th>
-                <th scope="col">Applies to</th>
-                <th scope="col">Fires when</th>
-                <th scope="col">Clears when</th>
-                <th scope="col">Severity</th>
-                <th scope="col">Reminders</th>
-                {manage && (
-                  <th scope="col">
-                    <span class="sr-only">Actions</span>
-                  </th>
-                )}
-              </tr>
-            </thead>
-            <tbody>
-              {rules.map((r) => (
-                <tr key={r.ruleId} data-rule={r.ruleId}>
-                  <th scope="row">
-                    {r.name}
-                    <div class="muted mono">version {r.version}</div>
-                  </th>
-                  <td>{scopeText(r.scope)}</td>
-                  <td>
-                    {r.eventType} {conditionText(r.condition)}
-                    {r.forSeconds ? ` for ${durationText(r.forSeconds)}` : ''}
-                  </td>
-                  <td>{r.clear ? `${r.eventType} ${conditionText(r.clear)}` : <span class="muted">the condition stops</span>}</td>
-                  <td>
-                    <SeverityBadge severity={r.severity} />
-                  </td>
-                  <td>{r.remindEverySeconds ? `every ${durationText(r.remindEverySeconds)}` : <span class="muted">none</span>}</td>
-                  {manage && (
-                    <td>
-                      <div class="actions">
-                        <button type="button" aria-label={`Edit ${r.name}`} onClick={() => startEdit(r)}>
-                          Edit
-                        </button>
-                        <Confirm label={`Delete…`} danger question={`Delete the rule “${r.name}”? Its open alarms stay in the history.`} confirmLabel="Delete rule" onConfirm={() => remove(r)} />
-                      </div>
-                    </td>
-                  )}
-                </tr>
-              ))}
-            </tbody>
-          </table>
-        </div>
+        <ListTable
+          tableClass="rules"
+          caption={org ? `${org.name}'s alarm rules` : 'Your alarm rules'}
+          columns={[{ label: 'Rule' }, { label: 'Applies to' }, { label: 'Fires when' }, { label: 'Clears when' }, { label: 'Severity' }, { label: 'Reminders' }]}
+          actions={manage}
+        >
+          {rules.map((r) => (
+            <tr key={r.ruleId} data-rule={r.ruleId}>
+              <th scope="row">
+                {r.name}
+                <div class="muted mono">version {r.version}</div>
+              </th>
+              <td>{scopeText(r.scope)}</td>
+              <td>
+                {r.eventType} {conditionText(r.condition)}
+                {r.forSeconds ? ` for ${durationText(r.forSeconds)}` : ''}
+              </td>
+              <td>{r.clear ? `${r.eventType} ${conditionText(r.clear)}` : <span class="muted">the condition stops</span>}</td>
+              <td>
+                <SeverityBadge severity={r.severity} />
+              </td>
+              <td>{r.remindEverySeconds ? `every ${durationText(r.remindEverySeconds)}` : <span class="muted">none</span>}</td>
+              {manage && (
+                <td>
+                  <div class="actions">
+                    <button type="button" aria-label={`Edit ${r.name}`} onClick={() => startEdit(r)}>
+                      Edit
+                    </button>
+                    <Confirm label={`Delete…`} danger question={`Delete the rule “${r.name}”? Its open alarms stay in the history.`} confirmLabel="Delete rule" onConfirm={() => remove(r)} />
+                  </div>
+                </td>
+              )}
+            </tr>
+          ))}
+        </ListTable>
       )}
 
       {!manage && <p class="muted">An admin of {org?.name ?? 'the organization'} creates and changes the rules; your role is {org?.role}.</p>}

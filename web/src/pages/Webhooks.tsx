@@ -3,6 +3,7 @@ import { ApiError, bodyOf, isRoleRefusal, messageOf } from '../api/client';
 import { Confirm } from '../components/Confirm';
 import { CopyButton } from '../components/CopyButton';
 import { FieldError } from '../components/FieldError';
+import { PagedTable } from '../components/ListTable';
 import { NEEDS } from '../fleet';
 import { dateTime } from '../format';
 import { useCursorPages, type CursorPage } from '../hooks/useCursorPages';
@@ -156,76 +157,43 @@ function DeliveryLog({ webhook, manage, refresh }: { webhook: Webhook; manage: b
           {notice.text}
         </p>
       )}
-      {log.error && (
-        <p class="error" role="alert">
-          {log.error}
-        </p>
-      )}
-      {log.items === null && !log.error && <p role="status">Loading deliveries…</p>}
-      {log.items && log.items.length === 0 && <p class="muted">No delivery yet.</p>}
-      {log.items && log.items.length > 0 && (
-        <div class="scroll">
-          <table class="deliveries">
-            <caption class="sr-only">Deliveries to {nameOf(webhook)}, newest first</caption>
-            <thead>
-              <tr>
-                <th scope="col">Event</th>
-                <th scope="col">Created</th>
-                <th scope="col">State</th>
-                <th scope="col" class="num">
-                  Attempts
-                </th>
-                <th scope="col" class="num">
-                  Last status
-                </th>
-                <th scope="col" class="num">
-                  Latency
-                </th>
-                <th scope="col">Next retry</th>
-                {manage && (
-                  <th scope="col">
-                    <span class="sr-only">Actions</span>
-                  </th>
-                )}
-              </tr>
-            </thead>
-            <tbody>
-              {log.items.map((d) => (
-                <tr key={d.deliveryId} data-delivery={d.deliveryId} data-status={d.status}>
-                  <th scope="row">
-                    {d.event}
-                    <div class="muted mono">{d.deliveryId}</div>
-                  </th>
-                  <td>{dateTime(d.createdAt)}</td>
-                  <td>
-                    <span class={`badge delivery-${d.status}`}>{deliveryStateText(d)}</span>
-                    {d.status !== 'abandoned' && d.lastError && <div class="muted">{d.lastError}</div>}
-                    {d.redeliveredAt && <div class="muted">redelivered {dateTime(d.redeliveredAt)}</div>}
-                  </td>
-                  <td class="num">{d.attempts}</td>
-                  <td class="num" data-last-status>
-                    {d.lastStatus ?? <span class="muted">{d.attempts ? 'no answer' : '—'}</span>}
-                  </td>
-                  <td class="num">{latencyText(d.lastLatencyMs)}</td>
-                  <td>{d.status === 'pending' ? dateTime(d.nextRetryAt) : ''}</td>
-                  {manage && (
-                    <td>
-                      <button type="button" aria-label={`Redeliver ${d.event} ${d.deliveryId}`} title={canRedeliver(d) ? undefined : 'Still being retried'} onClick={() => void redeliver(d)}>
-                        Redeliver
-                      </button>
-                    </td>
-                  )}
-                </tr>
-              ))}
-            </tbody>
-          </table>
-        </div>
-      )}
-      {log.hasMore && (
-        <button type="button" disabled={log.loading} onClick={() => void log.more()}>
-          Older deliveries
-        </button>
-      )}
+      <PagedTable
+        list={log}
+        loading="Loading deliveries…"
+        empty="No delivery yet."
+        more="Older deliveries"
+        tableClass="deliveries"
+        caption={`Deliveries to ${nameOf(webhook)}, newest first`}
+        columns={[{ label: 'Event' }, { label: 'Created' }, { label: 'State' }, { label: 'Attempts', num: true }, { label: 'Last status', num: true }, { label: 'Latency', num: true }, { label: 'Next retry' }]}
+        actions={manage}
+        row={(d) => (
+          <tr key={d.deliveryId} data-delivery={d.deliveryId} data-status={d.status}>
+            <th scope="row">
+              {d.event}
+              <div class="muted mono">{d.deliveryId}</div>
+            </th>
+            <td>{dateTime(d.createdAt)}</td>
+            <td>
+              <span class={`badge delivery-${d.status}`}>{deliveryStateText(d)}</span>
+              {d.status !== 'abandoned' && d.lastError && <div class="muted">{d.lastError}</div>}
+              {d.redeliveredAt && <div class="muted">redelivered {dateTime(d.redeliveredAt)}</div>}
+            </td>
+            <td class="num">{d.attempts}</td>
+            <td class="num" data-last-status>
+              {d.lastStatus ?? <span class="muted">{d.attempts ? 'no answer' : '—'}</span>}
+            </td>
+            <td class="num">{latencyText(d.lastLatencyMs)}</td>
+            <td>{d.status === 'pending' ? dateTime(d.nextRetryAt) : ''}</td>
+            {manage && (
+              <td>
+                <button type="button" aria-label={`Redeliver ${d.event} ${d.deliveryId}`} title={canRedeliver(d) ? undefined : 'Still being retried'} onClick={() => void redeliver(d)}>
+                  Redeliver
+                </button>
+              </td>
+            )}
+          </tr>
+        )}
+      />
     </section>
   );
 }
