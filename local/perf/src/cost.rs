@@ -16,6 +16,7 @@ use crate::simulate::{group, millions, Simulation};
 use fleet_testkit::capacity::query_read_units;
 
 pub mod console;
+pub mod firmware;
 pub mod orgs;
 pub mod stack;
 pub mod webhooks;
@@ -272,6 +273,7 @@ pub fn render_report(
     out.push('\n');
     out.push_str(&orgs::section(sims, billing));
     out.push('\n');
+    out.push_str(&firmware::section(sims));
     out.push_str(&webhooks::cost_section(sims));
     out
 }

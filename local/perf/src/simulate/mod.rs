@@ -13,6 +13,7 @@
 //! A key is flagged when it exceeds DynamoDB's per-partition limits (1,000 WCU/s, 3,000 RCU/s)
 //! or 10% of its table's or index's traffic (docs/key-distribution.md's target); for a write-sharded key the
 //! report gives the shard count that fixes it.
+mod firmware;
 mod fleet;
 mod numbers;
 mod orgs;
@@ -23,6 +24,9 @@ mod simulation;
 mod sizes;
 mod traffic;
 
+pub use firmware::{
+    hours, FirmwareRolloutPeak, FirmwareStep, StageTiming, WORKER_INTERVAL_SECONDS,
+};
 pub use fleet::{device_id, user_id};
 pub use fleet::{member_id, org_id};
 pub use numbers::{group, millions, num};
@@ -32,9 +36,9 @@ pub use partitions::{
     SHARE_LIMIT, TOP_KEYS, WCU_LIMIT,
 };
 pub use profile::{
-    documented_profiles, DeviceChanges, EventLoad, FleetSize, HotDevices, LargeFleet,
-    MemberActivity, Offline, Organization, Profile, ReadMix, ShardSettings, TwinTraffic,
-    DEFAULT_DAY, DEFAULT_RETENTION_DAYS, PROFILES_DIR,
+    documented_profiles, DeviceChanges, EventLoad, FirmwareRolloutPlan, FleetSize, HotDevices,
+    LargeFleet, MemberActivity, Offline, Organization, Profile, ReadMix, ShardSettings,
+    TwinTraffic, DEFAULT_DAY, DEFAULT_RETENTION_DAYS, PROFILES_DIR,
 };
 pub use report::{render, render_report, write_or_print, REPORT_PATH};
 pub use simulation::{simulate, Simulation};
@@ -286,6 +290,54 @@ events: {per_device_per_minute: 1, batch_size: 10, types: {temperature: 1}}
             (org_key.wcu - 100.0 / 60.0 * 6.0).abs() < 1e-9,
             "{org_key:?}"
         );
+    }
+
+    #[test]
+    fn a_firmware_rollout_is_timed_by_the_walk_and_the_devices_check_ins_and_priced_per_step() {
+        // 1,000 devices (one worker run walks them all), a check-in every 10 minutes, stages
+        // 50/100, an hour's soak, 2 healthy check-ins, 95 % success.
+        let yaml = "
+name: rollout
+description: one fleet updated
+users: 1
+devices_per_user: {distribution: fixed, devices: 1000}
+events: {per_device_per_minute: 1, batch_size: 10, types: {temperature: 1}}
+firmware_rollout: {stages: [50, 100], soak_seconds: 3600}
+";
+        let sim = simulate(profile(yaml), "test").unwrap();
+        let f = sim.firmware.as_ref().expect("the profile has a rollout");
+        assert_eq!((f.devices, f.wake_seconds), (1000, 600.0));
+        assert_eq!(f.walk_seconds, 60.0);
+        // Stage 0: 95 % of its devices offered within the minute's walk and checked in since
+        // (U1 x 60 + U2 x 600 at 0.95: 0.95 x 600 + 60 / 2 = 600 s), then 3 check-ins more
+        // (1,800 s), seen at the next run (60 s): 2,460 s; the soak and the run that opens
+        // stage 1: 6,120 s. Stage 1 waits for its last device: 60 + 600 + 1,800 + 60 s.
+        let [first, last] = f.timings.as_slice() else {
+            panic!("{:?}", f.timings)
+        };
+        assert!((first.met_after - 2460.0).abs() < 1e-6, "{first:?}");
+        assert!((last.opens_at - 6120.0).abs() < 1e-6, "{last:?}");
+        assert!((f.completion_seconds - 8640.0).abs() < 1e-6, "{f:?}");
+        assert_eq!(f.goal_seconds, 2.0 * 3600.0 + 2.0 * 600.0);
+        // The steps as the measuring test prices them on DynamoDB Local (tests/it/
+        // firmware_rollouts.rs: 6 + 4 + 1 + 1 + 1 + 6 with a live state under 1 KB).
+        assert!(f.marked_state_bytes < 1024, "{}", f.marked_state_bytes);
+        let units: Vec<u64> = f.steps.iter().map(|s| s.write_units).collect();
+        assert_eq!(units, [6, 4, 1, 2, 6]);
+        assert_eq!(f.write_units_per_device(), 19);
+        // The busiest key is the owner's partition, whose rollout item every marked check-in
+        // reads: the walk's 1,000 devices a minute, half of them offered in stage 1, 4 check-ins
+        // each, a unit each.
+        let busiest = f.busiest().unwrap();
+        assert_eq!(busiest.key, shared::model::keys::user_pk(&user_id(0)));
+        assert!(
+            (busiest.rcu - 1000.0 / 60.0 * 0.5 * 4.0).abs() < 1e-9,
+            "{busiest:?}"
+        );
+        assert!(render(&sim).contains("**Completion: 2.4 h**"));
+        // A plan the API refuses is refused here.
+        let bad = yaml.replace("[50, 100]", "[50, 40]");
+        assert!(simulate(profile(&bad), "test").is_err());
     }
 
     #[test]

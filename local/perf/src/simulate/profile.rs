@@ -59,6 +59,28 @@ pub struct Profile {
     /// Organizations (issue 33): fleets run by their members through the console.
     #[serde(default)]
     pub organizations: Vec<Organization>,
+    /// A staged firmware rollout (issue 40) over the largest fleet, when given.
+    #[serde(default)]
+    pub firmware_rollout: Option<FirmwareRolloutPlan>,
+}
+
+/// A staged firmware rollout's plan, as `POST /me/rollouts` takes it; an absent field takes the
+/// API's default, and a value the API refuses is refused here too.
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct FirmwareRolloutPlan {
+    /// Cumulative percents.
+    #[serde(default)]
+    pub stages: Option<Vec<u8>>,
+    /// Seconds a stage soaks after meeting its criterion.
+    #[serde(default)]
+    pub soak_seconds: Option<u32>,
+    /// Check-ins after the reboot that make a device succeed.
+    #[serde(default)]
+    pub healthy_check_ins: Option<u8>,
+    /// Percent of a stage that must succeed.
+    #[serde(default)]
+    pub success_percent: Option<u8>,
 }
 
 /// An organization (issue 33): its fleet is an owner like any other (owner key

@@ -6,6 +6,7 @@ use std::fmt::Write as _;
 
 use shared::model::pattern_id::PatternId;
 
+use super::firmware::{hours, FirmwareRolloutPeak};
 use super::numbers::{group, num, pct};
 use super::orgs::OrgReport;
 use super::partitions::{Flag, TableLoad, MAX_SHARDS, RCU_LIMIT, WCU_LIMIT};
@@ -247,7 +248,98 @@ pub fn render(sim: &Simulation) -> String {
     for org in &sim.orgs {
         render_org(&mut out, org);
     }
+    if let Some(f) = &sim.firmware {
+        render_firmware(&mut out, f);
+    }
     out
+}
+
+/// The staged firmware rollout's section: a healthy device's write units, the stages' timing
+/// against issue 40's goal, and the keys loaded while the last stage is offered.
+fn render_firmware(out: &mut String, f: &FirmwareRolloutPeak) {
+    let stages: Vec<String> = f.stages.iter().map(|s| format!("{s} %")).collect();
+    let _ = writeln!(
+        out,
+        "### Staged firmware rollout (issue 40) to the largest fleet ({} devices)\n\n\
+         The engine as built (docs/design.md section 15). Plan: stages {}, a soak of {}, {} \
+         healthy check-ins, {} % success. Assumed device: it checks in every {} (the profile's \
+         batch interval) at a random phase; at its first check-in after the walk offered it, it \
+         gets the offer, downloads, installs and reboots before its next check-in, where it \
+         reports the new version; {} more check-ins make it succeed. The worker walks the target \
+         at {} devices a second ({} pages of {} a run, a run a minute): one whole walk takes {}.\n",
+        group(f.devices),
+        stages.join(", "),
+        hours(f.soak_seconds),
+        f.healthy_check_ins,
+        f.success_percent,
+        hours(f.wake_seconds),
+        f.healthy_check_ins,
+        num(f.walk_devices_per_second),
+        shared::ops::twin::rollout::FIRMWARE_PAGES_PER_RUN,
+        shared::ops::twin::rollout::ROLLOUT_PAGE,
+        hours(f.walk_seconds),
+    );
+    let _ = writeln!(
+        out,
+        "**Write units per healthy device: {}** (issue 40's goal: at most 3), priced on the real \
+         items with a live state of {} B once marked; ingestion's own live-state writes left out.\n\n\
+         | step | write units |\n|---|---|",
+        f.write_units_per_device(),
+        group(f.marked_state_bytes),
+    );
+    for s in &f.steps {
+        let _ = writeln!(out, "| {} | {} |", s.step, s.write_units);
+    }
+    let _ = writeln!(
+        out,
+        "\n| stage | devices | opens after | meets its criterion after (the last: done) |\n|---|---|---|---|"
+    );
+    for (k, t) in f.timings.iter().enumerate() {
+        let _ = writeln!(
+            out,
+            "| {k} ({} %) | {} | {} | {} |",
+            t.percent,
+            group(t.devices),
+            hours(t.opens_at),
+            hours(t.met_after),
+        );
+    }
+    let verdict = if f.completion_seconds <= f.goal_seconds {
+        "within it"
+    } else {
+        "over it: each stage waits for a whole walk of the target, and for its devices' healthy check-ins before its soak"
+    };
+    let _ = writeln!(
+        out,
+        "\n**Completion: {}** from start to done; issue 40's goal, stages x soak + 2 wake \
+         intervals, is {}: {verdict}.\n\n\
+         While the last stage is offered (units per second; the walk's pace sets the rate):\n\n\
+         | key | holds | WCU/s | RCU/s | of the partition's limit |\n|---|---|---|---|---|",
+        hours(f.completion_seconds),
+        hours(f.goal_seconds),
+    );
+    for k in &f.keys {
+        let _ = writeln!(
+            out,
+            "| `{}` | {} | {} | {} | {} |",
+            k.key,
+            k.holds,
+            num(k.wcu),
+            num(k.rcu),
+            pct(k.of_limit()),
+        );
+    }
+    if let Some(k) = f.busiest() {
+        let _ = writeln!(
+            out,
+            "\n**Busiest key of the rollout: `{}`** ({}): {} WCU/s and {} RCU/s, {} of a partition's limit.\n",
+            k.key,
+            k.holds,
+            num(k.wcu),
+            num(k.rcu),
+            pct(k.of_limit()),
+        );
+    }
 }
 
 /// An organization's section: its ordinary moment and bursts, each key's units a second while

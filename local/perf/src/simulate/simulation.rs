@@ -5,7 +5,8 @@ use rand::SeedableRng;
 use shared::model::shard::ShardCounts;
 use shared::model::timestamp::Day;
 
-use super::fleet::Fleet;
+use super::firmware::{firmware_rollout, FirmwareRolloutPeak};
+use super::fleet::{device_id, Fleet};
 use super::orgs::{scenarios, OrgItemSizes, OrgReport};
 use super::partitions::TableLoad;
 use super::profile::Error;
@@ -31,6 +32,8 @@ pub struct Simulation {
     pub rollout_peak: RolloutPeak,
     /// The organizations' bursts (issue 33), one per organization of the profile.
     pub orgs: Vec<OrgReport>,
+    /// A staged firmware rollout over the largest fleet (issue 40), when the profile has one.
+    pub firmware: Option<FirmwareRolloutPeak>,
 }
 
 /// Runs `profile` (read from `source`).
@@ -59,6 +62,34 @@ pub fn simulate(profile: Profile, source: &str) -> Result<Simulation, Error> {
             scenarios(o, steady, &sizes, &org_sizes, devices)
         })
         .collect();
+    let firmware = match &profile.firmware_rollout {
+        None => None,
+        Some(requested) => {
+            let (index, (devices, rate)) = fleet
+                .sizes
+                .iter()
+                .enumerate()
+                .max_by_key(|(i, (devices, _))| (*devices, std::cmp::Reverse(*i)))
+                .ok_or("firmware_rollout: the profile has no fleet")?;
+            let per_minute = rate.unwrap_or(profile.events.per_device_per_minute);
+            if per_minute <= 0.0 {
+                return Err("firmware_rollout: the largest fleet's devices never check in".into());
+            }
+            let wake_seconds = f64::from(profile.events.batch_size) / per_minute * 60.0;
+            let index = index as u64;
+            Some(firmware_rollout(
+                requested,
+                &fleet.owner(index),
+                &device_id(index, 0),
+                u64::from(*devices),
+                wake_seconds,
+                &sizes.state_item,
+                profile.devices_per_shard(),
+                &day,
+                &shards,
+            )?)
+        }
+    };
     let Traffic {
         base,
         gsi1,
@@ -76,5 +107,6 @@ pub fn simulate(profile: Profile, source: &str) -> Result<Simulation, Error> {
         workload,
         rollout_peak,
         orgs,
+        firmware,
     })
 }

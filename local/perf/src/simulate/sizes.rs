@@ -46,6 +46,8 @@ pub struct ItemSizes {
     pub events: Vec<EventSize>,
     /// A device's live state (`latest`, `recent`, `lastSeen`), bytes.
     pub state: u64,
+    /// That live state, as stored (what a firmware rollout marks).
+    pub state_item: DeviceStateItem,
     /// The live state's GSI1 entry (`STATUS#`/`SEEN#`).
     pub state_gsi1: u64,
     /// The device item (what its owner set), bytes.
@@ -314,6 +316,7 @@ impl ItemSizes {
         Self {
             events,
             state: item_size(&state_attrs),
+            state_item: state.clone(),
             device_item: item_size(&to_item(&device_item, &shards)),
             state_gsi1,
             profile: item_size(&to_item(&profile_item, &shards)),
