@@ -272,6 +272,62 @@ async fn the_worker_changes_no_desired_state_for_it_and_later_changes_are_not_de
     }
 }
 
+/// More devices than the walk used to pass in a run (20 pages of 50): a firmware rollout's
+/// walk now takes a page a turn in a lane of its own for the whole run, so one run offers
+/// every device of an open stage, while the owner's desired-state change, started after it,
+/// is applied in the same run.
+#[tokio::test]
+async fn one_run_walks_a_target_of_more_than_a_thousand_devices_whole_beside_a_later_change() {
+    use futures::StreamExt;
+    let (state, _moto) = setup().await;
+    let devices: Vec<String> = (0..1_100).map(|i| format!("m-{i:04}")).collect();
+    let registered: Vec<u16> = futures::stream::iter(devices.iter())
+        .map(|device| {
+            let state = &state;
+            async move {
+                rollouts(
+                    state,
+                    ApiRequest::post("/me/devices").caller(ALICE).json(json!({
+                        "deviceId": device,
+                        "name": "M",
+                        "type": "thermostat",
+                        // The desired-state change's target: two of them.
+                        "tags": if device.as_str() < "m-0002" { vec!["north"] } else { vec![] },
+                    })),
+                )
+                .await
+                .status
+            }
+        })
+        .buffer_unordered(8)
+        .collect()
+        .await;
+    assert!(registered.iter().all(|s| *s == 201), "{registered:?}");
+    let id = package(&state, ALICE, "thermostat", true).await;
+    let mut plan = staged(&id);
+    plan["stages"] = json!([100]);
+    let a = start(&state, ALICE, plan).await;
+    assert_eq!(a.status, 202, "{:?}", a.body);
+    let a = start(
+        &state,
+        ALICE,
+        json!({"tag": "north", "desired": {"interval": 60}}),
+    )
+    .await;
+    assert_eq!(a.status, 202, "{:?}", a.body);
+    let change = a.body["rollout"]["rolloutId"].as_str().unwrap().to_string();
+
+    let done = run(&state).await;
+    assert_eq!(done.offered, 1_100, "{done:?}");
+    assert_eq!(done.devices, 2, "the desired-state change too: {done:?}");
+    let a = dashboard(
+        &state.table,
+        ApiRequest::get(&format!("/me/rollouts/{change}")).caller(ALICE),
+    )
+    .await;
+    assert_eq!(a.body["rollout"]["status"], "done", "{:?}", a.body);
+}
+
 #[tokio::test]
 async fn only_a_ready_package_of_the_callers_own_and_of_the_targets_type_starts() {
     let (state, _moto) = setup().await;

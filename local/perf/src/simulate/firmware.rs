@@ -3,10 +3,12 @@
 //! items; how long the rollout takes from start to done; and the keys it loads while its last
 //! (largest) stage is offered, against DynamoDB's per-partition limits.
 //!
-//! **The engine's pace.** The worker walks the target in pages
-//! ([`FIRMWARE_PAGES_PER_RUN`] pages of [`ROLLOUT_PAGE`] devices a run, one run every
-//! [`WORKER_INTERVAL_SECONDS`]), offering each device of an open stage as it passes it; a stage
-//! meets its criterion once the walk has passed the whole target since it opened and at least
+//! **The engine's pace.** The worker walks the target a page of [`ROLLOUT_PAGE`] devices a
+//! turn, in a lane of its own, at most [`ROLLOUT_DEVICES_PER_SECOND`] (the pace's floor per
+//! turn; pages with offers take longer on DynamoDB, so this is the fastest it goes) for
+//! [`WORKER_RUN_SECONDS`] of each run, one run every [`WORKER_INTERVAL_SECONDS`], and at most
+//! one whole walk a run; it offers each device of an open stage as it passes it. A stage meets
+//! its criterion once the walk has passed the whole target since it opened and at least
 //! `successPercent` of its offered devices succeeded, then soaks, then the next opens and the
 //! walk starts over.
 //!
@@ -29,15 +31,21 @@ use shared::model::rollout_progress::{OfferPhase, StageCounter};
 use shared::model::shard::ShardCounts;
 use shared::model::timestamp::Day;
 use shared::model::twin::{RolloutStatus, RolloutTarget};
-use shared::ops::twin::rollout::{FIRMWARE_PAGES_PER_RUN, ROLLOUT_PAGE};
+use shared::ops::twin::rollout::{ROLLOUT_DEVICES_PER_SECOND, ROLLOUT_PAGE};
 
 use super::orgs::KeyPeak;
 use super::profile::{Error, FirmwareRolloutPlan};
-use fleet_testkit::capacity::{item_size, strong_read_units, write_units, TRANSACTION_FACTOR};
+use fleet_testkit::capacity::{
+    item_size, query_read_units, strong_read_units, write_units, TRANSACTION_FACTOR,
+};
 
 /// How often the scheduled rollout worker runs (`RolloutWorkerFunction`'s `rate(1 minute)` in
 /// template.yaml).
 pub const WORKER_INTERVAL_SECONDS: f64 = 60.0;
+
+/// How long a run works: the function's `Timeout` (60 s) less the margin it keeps for its
+/// last page and its answer (`MARGIN` in functions/rollout-worker/src/lib.rs).
+pub const WORKER_RUN_SECONDS: f64 = 55.0;
 
 /// One step of a healthy device's rollout and the write units it costs (ingestion's own
 /// live-state write left out, as the measuring test leaves it out).
@@ -82,6 +90,8 @@ pub struct FirmwareRolloutPeak {
     pub walk_devices_per_second: f64,
     /// Seconds for one walk of the whole target.
     pub walk_seconds: f64,
+    /// Seconds between the starts of two walks: whole runs, a walk a run at most.
+    pub lap_seconds: f64,
     /// Each stage's timing.
     pub timings: Vec<StageTiming>,
     /// Start to done, seconds.
@@ -290,8 +300,8 @@ fn uniform_sum_quantile(a: f64, b: f64, q: f64) -> f64 {
 }
 
 /// The rollout of `requested` over the fleet of `devices` devices of `owner` (one of them
-/// `device`, whose live state is `state`), waking every `wake_seconds`; `devices_per_shard` is
-/// how many live states share a partition.
+/// `device`, whose live state is `state` and device item `device_item_bytes` long), waking every
+/// `wake_seconds`; `devices_per_shard` is how many live states share a partition.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn firmware_rollout(
     requested: &FirmwareRolloutPlan,
@@ -300,6 +310,7 @@ pub(super) fn firmware_rollout(
     devices: u64,
     wake_seconds: f64,
     state: &DeviceStateItem,
+    device_item_bytes: u64,
     devices_per_shard: u32,
     day: &Day,
     shards: &ShardCounts,
@@ -308,9 +319,12 @@ pub(super) fn firmware_rollout(
     let sizes = item_sizes(owner, device, state, &plan, day, shards);
     let steps = healthy_steps(&sizes, plan.healthy_check_ins);
     let n = devices as f64;
-    let walk_per_run = (FIRMWARE_PAGES_PER_RUN * ROLLOUT_PAGE) as f64;
-    let walk_devices_per_second = walk_per_run / WORKER_INTERVAL_SECONDS;
-    let walk_seconds = (n / walk_per_run).ceil() * WORKER_INTERVAL_SECONDS;
+    let pace = ROLLOUT_DEVICES_PER_SECOND as f64;
+    let per_run = pace * WORKER_RUN_SECONDS;
+    let full_runs = (n / per_run).floor();
+    let walk_seconds = full_runs * WORKER_INTERVAL_SECONDS + (n - full_runs * per_run) / pace;
+    let lap_seconds = (n / per_run).ceil().max(1.0) * WORKER_INTERVAL_SECONDS;
+    let walk_devices_per_second = n / walk_seconds;
     let soak = f64::from(plan.soak_seconds);
     let healthy = f64::from(plan.healthy_check_ins);
     let success = f64::from(plan.success_percent) / 100.0;
@@ -344,25 +358,33 @@ pub(super) fn firmware_rollout(
         f64::from(plan.stages[last] - plan.stages.get(last.wrapping_sub(1)).copied().unwrap_or(0))
             / 100.0;
     let offers = walk_devices_per_second * last_share;
-    // Each offered device checks in marked 2 + healthy times (the offer's, updated, the
-    // healthy ones), each a consistent BatchGetItem of its offer and the rollout item.
-    let marked_check_ins = offers * (2.0 + healthy);
-    let count_moves = 3.0; // offered, downloading (inProgress), succeeded
+    // Each offered device stays marked for 2 + healthy check-ins (the offer's, updated, the
+    // healthy ones), each a consistent BatchGetItem of its offer and the rollout item: at the
+    // peak, the devices offered within that time (at most the whole stage) check in once a
+    // wake each.
+    let marked = (offers * (2.0 + healthy) * wake_seconds).min(n * last_share);
+    let marked_check_ins = marked / wake_seconds;
+    // Count moves: the walk's offers, and two of each device's marked check-ins (downloading,
+    // success); both at their peaks at once, an upper bound.
+    let device_moves = marked_check_ins * 2.0 / (2.0 + healthy);
     let tx = TRANSACTION_FACTOR as f64;
-    let counts_shard_wcu = offers * count_moves * tx * write_units(sizes.counts) as f64
+    let counts_shard_wcu = (offers + device_moves) * tx * write_units(sizes.counts) as f64
         / f64::from(ROLLOUT_COUNT_SHARDS);
     // The walk's pages: a consistent BatchGetItem of each passed device's live state and offer.
     let per_state_partition = f64::from(devices_per_shard).min(n) / n;
-    let state_wcu =
-        offers * tx * (write_units(sizes.marked_state) + write_units(sizes.state)) as f64;
+    let state_wcu = (offers * write_units(sizes.marked_state) as f64
+        + device_moves / 2.0 * write_units(sizes.state) as f64)
+        * tx;
     let state_rcu = walk_devices_per_second * strong_read_units(sizes.marked_state);
     let mut keys = vec![
         KeyPeak {
             key: user_pk(owner),
             table: "base",
-            holds: "the owner's partition: the rollout item, read by every marked check-in (consistent)",
+            holds: "the owner's partition: the rollout item, read by every marked check-in (consistent); the walk's Query of the device items",
             wcu: 0.0,
-            rcu: marked_check_ins * strong_read_units(sizes.rollout),
+            rcu: marked_check_ins * strong_read_units(sizes.rollout)
+                + walk_devices_per_second / ROLLOUT_PAGE as f64
+                    * query_read_units(ROLLOUT_PAGE as u64 * device_item_bytes),
         },
         KeyPeak {
             key: ItemKey::RolloutCounts {
@@ -396,6 +418,7 @@ pub(super) fn firmware_rollout(
         success_percent: plan.success_percent,
         walk_devices_per_second,
         walk_seconds,
+        lap_seconds,
         timings,
         completion_seconds: done,
         goal_seconds,
@@ -403,8 +426,8 @@ pub(super) fn firmware_rollout(
         marked_state_bytes: sizes.marked_state,
         check_in_read_units: (2.0 + healthy)
             * (strong_read_units(sizes.offer) + strong_read_units(sizes.rollout)),
-        walks: done / walk_seconds,
-        walk_read_units: done / walk_seconds
+        walks: done / lap_seconds,
+        walk_read_units: done / lap_seconds
             * (strong_read_units(sizes.marked_state) + strong_read_units(sizes.offer)),
         keys,
     })

@@ -294,7 +294,7 @@ events: {per_device_per_minute: 1, batch_size: 10, types: {temperature: 1}}
 
     #[test]
     fn a_firmware_rollout_is_timed_by_the_walk_and_the_devices_check_ins_and_priced_per_step() {
-        // 1,000 devices (one worker run walks them all), a check-in every 10 minutes, stages
+        // 1,000 devices (walked in a second of one run), a check-in every 10 minutes, stages
         // 50/100, an hour's soak, 2 healthy check-ins, 95 % success.
         let yaml = "
 name: rollout
@@ -307,17 +307,17 @@ firmware_rollout: {stages: [50, 100], soak_seconds: 3600}
         let sim = simulate(profile(yaml), "test").unwrap();
         let f = sim.firmware.as_ref().expect("the profile has a rollout");
         assert_eq!((f.devices, f.wake_seconds), (1000, 600.0));
-        assert_eq!(f.walk_seconds, 60.0);
-        // Stage 0: 95 % of its devices offered within the minute's walk and checked in since
-        // (U1 x 60 + U2 x 600 at 0.95: 0.95 x 600 + 60 / 2 = 600 s), then 3 check-ins more
-        // (1,800 s), seen at the next run (60 s): 2,460 s; the soak and the run that opens
-        // stage 1: 6,120 s. Stage 1 waits for its last device: 60 + 600 + 1,800 + 60 s.
+        assert_eq!((f.walk_seconds, f.lap_seconds), (1.0, 60.0));
+        // Stage 0: 95 % of its devices offered within the second's walk and checked in since
+        // (U1 x 1 + U2 x 600 at 0.95: 0.95 x 600 + 1 / 2 = 570.5 s), then 3 check-ins more
+        // (1,800 s), seen at the next run (60 s): 2,430.5 s; the soak and the run that opens
+        // stage 1: 6,090.5 s. Stage 1 waits for its last device: 1 + 600 + 1,800 + 60 s.
         let [first, last] = f.timings.as_slice() else {
             panic!("{:?}", f.timings)
         };
-        assert!((first.met_after - 2460.0).abs() < 1e-6, "{first:?}");
-        assert!((last.opens_at - 6120.0).abs() < 1e-6, "{last:?}");
-        assert!((f.completion_seconds - 8640.0).abs() < 1e-6, "{f:?}");
+        assert!((first.met_after - 2430.5).abs() < 1e-6, "{first:?}");
+        assert!((last.opens_at - 6090.5).abs() < 1e-6, "{last:?}");
+        assert!((f.completion_seconds - 8551.5).abs() < 1e-6, "{f:?}");
         assert_eq!(f.goal_seconds, 2.0 * 3600.0 + 2.0 * 600.0);
         // The steps as the measuring test prices them on DynamoDB Local (tests/it/
         // firmware_rollouts.rs: 6 + 4 + 1 + 1 + 1 + 6 with a live state under 1 KB).
@@ -325,14 +325,21 @@ firmware_rollout: {stages: [50, 100], soak_seconds: 3600}
         let units: Vec<u64> = f.steps.iter().map(|s| s.write_units).collect();
         assert_eq!(units, [6, 4, 1, 2, 6]);
         assert_eq!(f.write_units_per_device(), 19);
-        // The busiest key is the owner's partition, whose rollout item every marked check-in
-        // reads: the walk's 1,000 devices a minute, half of them offered in stage 1, 4 check-ins
-        // each, a unit each.
+        // Stage 1's 500 devices are offered within the second: the busiest key is the live-state
+        // partition of 100 of them (a tenth of the marks, a transaction's 2 units each, and of
+        // the marks' removals at success); a count shard takes the offers and the check-ins'
+        // moves (2 of 4 marked check-ins, 500 devices every 600 s) over 16 shards.
+        let device_moves = 500.0 / 600.0 * 0.5;
         let busiest = f.busiest().unwrap();
-        assert_eq!(busiest.key, shared::model::keys::user_pk(&user_id(0)));
+        assert!(busiest.key.contains("#SHARD#"), "{busiest:?}");
         assert!(
-            (busiest.rcu - 1000.0 / 60.0 * 0.5 * 4.0).abs() < 1e-9,
+            (busiest.wcu - (500.0 + device_moves / 2.0) * 2.0 * 0.1).abs() < 1e-9,
             "{busiest:?}"
+        );
+        let shard = f.keys.iter().find(|k| k.key.contains("#COUNTS#")).unwrap();
+        assert!(
+            (shard.wcu - (500.0 + device_moves) * 2.0 / 16.0).abs() < 1e-9,
+            "{shard:?}"
         );
         assert!(render(&sim).contains("**Completion: 2.4 h**"));
         // A plan the API refuses is refused here.

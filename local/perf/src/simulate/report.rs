@@ -266,7 +266,9 @@ fn render_firmware(out: &mut String, f: &FirmwareRolloutPeak) {
          batch interval) at a random phase; at its first check-in after the walk offered it, it \
          gets the offer, downloads, installs and reboots before its next check-in, where it \
          reports the new version; {} more check-ins make it succeed. The worker walks the target \
-         at {} devices a second ({} pages of {} a run, a run a minute): one whole walk takes {}.\n",
+         a page of {} a turn in a lane of its own, at most {} devices a second for {} s of each \
+         one-minute run (a walk a run at most): one whole walk takes {}, {} devices a second \
+         on average.\n",
         group(f.devices),
         stages.join(", "),
         hours(f.soak_seconds),
@@ -274,10 +276,11 @@ fn render_firmware(out: &mut String, f: &FirmwareRolloutPeak) {
         f.success_percent,
         hours(f.wake_seconds),
         f.healthy_check_ins,
-        num(f.walk_devices_per_second),
-        shared::ops::twin::rollout::FIRMWARE_PAGES_PER_RUN,
         shared::ops::twin::rollout::ROLLOUT_PAGE,
+        group(shared::ops::twin::rollout::ROLLOUT_DEVICES_PER_SECOND as u64),
+        num(super::firmware::WORKER_RUN_SECONDS),
         hours(f.walk_seconds),
+        num(f.walk_devices_per_second),
     );
     let _ = writeln!(
         out,
@@ -307,7 +310,7 @@ fn render_firmware(out: &mut String, f: &FirmwareRolloutPeak) {
     let verdict = if f.completion_seconds <= f.goal_seconds {
         "within it"
     } else {
-        "over it: each stage waits for a whole walk of the target, and for its devices' healthy check-ins before its soak"
+        "over it: each stage waits for its devices' offer, reboot and healthy check-ins, and only then soaks"
     };
     let _ = writeln!(
         out,

@@ -84,6 +84,7 @@ pub fn simulate(profile: Profile, source: &str) -> Result<Simulation, Error> {
                 u64::from(*devices),
                 wake_seconds,
                 &sizes.state_item,
+                sizes.device_item,
                 profile.devices_per_shard(),
                 &day,
                 &shards,

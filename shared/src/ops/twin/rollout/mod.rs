@@ -480,7 +480,6 @@ use pause::rollout_ended;
 pub use pause::{pause_rollout, resume_rollout, PAUSED_BY_OWNER};
 pub use progress::{checkpoint, RolloutRun};
 pub use stages::{
-    abort_reason, read_counts, stage_met, stage_views, StageView, FIRMWARE_PAGES_PER_RUN,
-    TIMEOUT_WITHOUT_RHYTHM_SECONDS,
+    abort_reason, read_counts, stage_met, stage_views, StageView, TIMEOUT_WITHOUT_RHYTHM_SECONDS,
 };
 pub use worker::{advance_rollouts, RolloutWorkerAnswer, ADVANCE_ROLLOUTS};

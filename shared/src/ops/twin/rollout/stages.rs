@@ -21,10 +21,6 @@ use crate::model::rollout_progress::{
 };
 use crate::ops::twin::firmware_offer::{count_changes, update_action};
 
-/// Pages of a firmware rollout's walk per worker run (at [`ROLLOUT_PAGE`] devices each): the
-/// owner's later rollouts wait at most this long behind it in a run.
-pub const FIRMWARE_PAGES_PER_RUN: usize = 20;
-
 /// How long a device with no known reporting interval (none declared, none learned yet) may
 /// stay silent after its offer or its last check-in before it times out.
 pub const TIMEOUT_WITHOUT_RHYTHM_SECONDS: i64 = 24 * 3600;
@@ -145,20 +141,29 @@ pub fn stage_met(
     gate.walked && c.succeeded * 100 >= i64::from(plan.success_percent) * c.offered
 }
 
-/// One firmware rollout's part of a worker run ([`advance_rollouts`] calls it for each running
-/// one it takes up): the package (one GetItem) and the counts (one BatchGetItem) read; then
+/// A firmware rollout taken up in a worker run: judged, then walked a page a turn
+/// ([`walk_firmware_page`]), in a lane of its own among the owners' turns.
+pub(super) struct FirmwareWalk {
+    /// The rollout as last written (its gate and position move with each page).
+    pub(super) rollout: RolloutItem,
+    plan: FirmwarePlan,
+    package: FirmwareItem,
+}
+
+/// Takes up a running firmware rollout for a run ([`advance_rollouts`] does, when its lane's
+/// turn first comes): the package (one GetItem) and the counts (one BatchGetItem) read; then
 /// one of: paused by its abort rule, or for a missing package (one conditional UpdateItem);
 /// done (every stage open, walked and finished: the worker's finish); the next stage opened,
-/// or the soak started (one conditional UpdateItem); then up to [`FIRMWARE_PAGES_PER_RUN`]
-/// pages of its walk ([`walk_page`]). What it did is counted on `run`.
-pub(super) async fn advance_firmware(
+/// or the soak started (one conditional UpdateItem). Returns the walk to go on with, page by
+/// page, or `None` when the run has nothing more to do for it. What it did is counted on
+/// `run`.
+pub(super) async fn take_up_firmware(
     table: &FleetTable,
     mut rollout: RolloutItem,
-    deadline: Instant,
     run: &mut RolloutRun,
-) -> Result<(), FleetError> {
+) -> Result<Option<FirmwareWalk>, FleetError> {
     let Some(plan) = rollout.firmware.clone() else {
-        return Ok(());
+        return Ok(None);
     };
     let mut gate = rollout.gate.clone().unwrap_or_default();
     let package: Option<FirmwareItem> = read_consistent(
@@ -177,13 +182,13 @@ pub(super) async fn advance_firmware(
         )
         .await?;
         run.paused += 1;
-        return Ok(());
+        return Ok(None);
     };
     let counts = read_counts(table, &rollout).await?;
     if let Some(reason) = abort_reason(&plan, &gate, &counts) {
         pause(table, &rollout, reason).await?;
         run.paused += 1;
-        return Ok(());
+        return Ok(None);
     }
     let last = plan.stages.len().saturating_sub(1) as u32;
     if stage_met(&plan, &gate, &counts) {
@@ -196,7 +201,7 @@ pub(super) async fn advance_firmware(
             if finish(table, &rollout, rollout.position.as_ref()).await? {
                 run.finished += 1;
             }
-            return Ok(());
+            return Ok(None);
         }
         let soaked = gate
             .met_at
@@ -210,7 +215,7 @@ pub(super) async fn advance_firmware(
             gate.health = HealthTally::default();
             if !save_gate(table, &rollout, &gate, None).await? {
                 run.stale += 1;
-                return Ok(());
+                return Ok(None);
             }
             rollout.position = None;
             run.stages_opened += 1;
@@ -218,57 +223,61 @@ pub(super) async fn advance_firmware(
             gate.met_at = Some(now);
             if !save_gate(table, &rollout, &gate, rollout.position.as_ref()).await? {
                 run.stale += 1;
-                return Ok(());
+                return Ok(None);
             }
         }
     }
     rollout.gate = Some(gate);
-    for _ in 0..FIRMWARE_PAGES_PER_RUN {
-        if Instant::now() >= deadline {
-            break;
-        }
-        let started = Instant::now();
-        let (devices, next) = target_page(table, &rollout).await?;
-        let page = walk_page(table, &rollout, &plan, &package, &devices).await?;
-        run.pages += 1;
-        run.offered += page.offered;
-        run.timed_out += page.timed_out;
-        run.retried += page.retried;
-        let mut gate = rollout.gate.clone().unwrap_or_default();
-        gate.health.merge(&page.health);
-        if next.is_none() {
-            gate.walked = true;
-            // The health rule judges each whole walk's tally.
-            let tally = std::mem::take(&mut gate.health);
-            let reason = health_pause_reason(&tally, gate.health_accepted_through, |stage| {
-                plan.stages.get(stage as usize).copied().unwrap_or(100)
-            });
-            gate.last_health = Some(tally);
-            if let Some(reason) = reason {
-                let paused = pause_with_gate(table, &rollout, &gate, reason).await?;
-                run.paused += u32::from(paused);
-                run.stale += u32::from(!paused);
-                return Ok(());
-            }
-        }
-        if !save_gate(table, &rollout, &gate, next.as_ref()).await? {
-            run.stale += 1;
-            return Ok(());
-        }
-        rollout.position = next.clone();
-        rollout.gate = Some(gate);
-        if next.is_none() {
-            // A walk per run at most: the next run walks again, for devices that joined the
-            // target and for silent ones.
-            break;
-        }
-        let floor =
-            Duration::from_secs_f64(ROLLOUT_PAGE as f64 / ROLLOUT_DEVICES_PER_SECOND as f64);
-        if let Some(rest) = floor.checked_sub(started.elapsed()) {
-            tokio::time::sleep(rest).await;
+    Ok(Some(FirmwareWalk {
+        rollout,
+        plan,
+        package,
+    }))
+}
+
+/// One page of a firmware rollout's walk: its turn in the run ([`walk_page`], then the page's
+/// health merged and the position checkpointed under the running condition). Returns whether
+/// the walk goes on in this run: not once it reached the end of the target (a whole walk per
+/// run at most: the next run walks again, for devices that joined the target and for silent
+/// ones, and judges the stages first), nor after the health rule paused it or another run
+/// moved it.
+pub(super) async fn walk_firmware_page(
+    table: &FleetTable,
+    walk: &mut FirmwareWalk,
+    run: &mut RolloutRun,
+) -> Result<bool, FleetError> {
+    let rollout = &mut walk.rollout;
+    let (devices, next) = target_page(table, rollout).await?;
+    let page = walk_page(table, rollout, &walk.plan, &walk.package, &devices).await?;
+    run.pages += 1;
+    run.offered += page.offered;
+    run.timed_out += page.timed_out;
+    run.retried += page.retried;
+    let mut gate = rollout.gate.clone().unwrap_or_default();
+    gate.health.merge(&page.health);
+    if next.is_none() {
+        gate.walked = true;
+        // The health rule judges each whole walk's tally.
+        let tally = std::mem::take(&mut gate.health);
+        let plan = &walk.plan;
+        let reason = health_pause_reason(&tally, gate.health_accepted_through, |stage| {
+            plan.stages.get(stage as usize).copied().unwrap_or(100)
+        });
+        gate.last_health = Some(tally);
+        if let Some(reason) = reason {
+            let paused = pause_with_gate(table, rollout, &gate, reason).await?;
+            run.paused += u32::from(paused);
+            run.stale += u32::from(!paused);
+            return Ok(false);
         }
     }
-    Ok(())
+    if !save_gate(table, rollout, &gate, next.as_ref()).await? {
+        run.stale += 1;
+        return Ok(false);
+    }
+    rollout.position = next.clone();
+    rollout.gate = Some(gate);
+    Ok(next.is_some())
 }
 
 /// What a page of the walk did, and the health it saw.

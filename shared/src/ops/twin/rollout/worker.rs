@@ -1,10 +1,11 @@
 //! The scheduled worker of rollouts (AP-T7, the rollout-worker function every minute): owners
 //! take turns a page of [`ROLLOUT_PAGE`] devices at a time, checkpointing each page on the
 //! rollout; a rollout whose devices are all done is finished, its slot given back. A staged
-//! firmware rollout's turn is `stages::advance_firmware`; a paused one is skipped, never
-//! ended.
+//! firmware rollout takes turns in a lane of its own (`stages::take_up_firmware`, then
+//! `stages::walk_firmware_page` a turn); a paused one is skipped, never ended.
 
 use super::progress::{checkpoint, finish, target_page, RolloutRun};
+use super::stages::{take_up_firmware, walk_firmware_page, FirmwareWalk};
 use super::*;
 
 /// The rollout worker's answer to its scheduled event: `{"rollouts": {...}}`, what it did.
@@ -35,17 +36,41 @@ pub const ADVANCE_ROLLOUTS: AccessPattern = AccessPattern {
     implemented_by: implemented_by!(advance_rollouts),
 };
 
-/// One owner's work in a run: their running rollouts oldest first, and the one in hand.
+/// The rollout a lane has in hand.
+// One per lane of a run (a few hundred bytes each, never moved in bulk): boxing buys nothing.
+#[allow(clippy::large_enum_variant)]
+enum InHand {
+    /// A desired-state rollout and its patch.
+    Desired(RolloutItem, TwinDocument),
+    /// A staged firmware rollout's walk.
+    Firmware(FirmwareWalk),
+}
+
+impl InHand {
+    fn rollout(&self) -> &RolloutItem {
+        match self {
+            InHand::Desired(rollout, _) => rollout,
+            InHand::Firmware(walk) => &walk.rollout,
+        }
+    }
+}
+
+/// One lane's work in a run: an owner's running desired-state rollouts oldest first, or one
+/// staged firmware rollout; and the one in hand.
 struct OwnerTurns {
     waiting: VecDeque<RunningRolloutItem>,
-    current: Option<(RolloutItem, TwinDocument)>,
+    current: Option<InHand>,
     /// Nothing more for this owner in this run (all done, a failed turn, or a stale rollout).
     over: bool,
 }
 
 /// AP-T7: carries the running rollouts forward until `deadline`. The running list is read
-/// whole (Query pages of `ROLLOUTS#RUNNING`); then turn after turn, every owner with a
-/// running rollout gets one page of devices of their oldest running rollout (a GetItem of
+/// whole (Query pages of `ROLLOUTS#RUNNING`); then turn after turn, every lane gets one page:
+/// an owner's desired-state rollouts are one lane, each staged firmware rollout (which
+/// changes no desired state, so it needs no place in that order) a lane of its own, walked
+/// a page a turn until it has passed its whole target once in the run
+/// (`stages::walk_firmware_page`). A desired-state lane's page is of the owner's oldest
+/// running rollout (a GetItem of
 /// it when taken up; the targets: one Query; for a tag, their device items: one
 /// BatchGetItem; their live states and desired documents: one BatchGetItem; one transaction
 /// per device, at most [`CONCURRENCY`] at once; the position: one conditional UpdateItem),
@@ -66,6 +91,14 @@ pub async fn advance_rollouts(
     let mut owners: Vec<OwnerTurns> = Vec::new();
     let mut last_owner: Option<UserId> = None;
     for entry in running {
+        if entry.firmware_id.is_some() {
+            owners.push(OwnerTurns {
+                waiting: VecDeque::from([entry]),
+                current: None,
+                over: false,
+            });
+            continue;
+        }
         if last_owner.as_ref() != Some(&entry.user_id) {
             last_owner = Some(entry.user_id.clone());
             owners.push(OwnerTurns {
@@ -91,10 +124,10 @@ pub async fn advance_rollouts(
             if Instant::now() >= deadline {
                 break 'turns;
             }
-            if let Err(err) = owner_turn(table, owner, &mut run, deadline).await {
+            if let Err(err) = owner_turn(table, owner, &mut run).await {
                 run.errors += 1;
                 owner.over = true;
-                if let Some((rollout, _)) = &owner.current {
+                if let Some(rollout) = owner.current.as_ref().map(InHand::rollout) {
                     tracing::warn!(
                         user = %rollout.user_id,
                         rollout = %rollout.rollout_id,
@@ -147,7 +180,6 @@ async fn owner_turn(
     table: &FleetTable,
     owner: &mut OwnerTurns,
     run: &mut RolloutRun,
-    deadline: Instant,
 ) -> Result<(), FleetError> {
     if owner.current.is_none() {
         loop {
@@ -159,20 +191,24 @@ async fn owner_turn(
                 // Paused: it keeps its place on the list (and its package), offering nothing
                 // until resumed.
                 Some(rollout) if rollout.status == RolloutStatus::Paused => continue,
-                // A firmware rollout changes no desired state: its stages are judged and a
-                // bounded part of its walk done now (FIRMWARE_PAGES_PER_RUN pages), so it
-                // never holds up the owner's later changes for long.
+                // A firmware rollout (its own lane): its stages judged now, then its walk a
+                // page a turn.
                 Some(rollout)
                     if rollout.firmware.is_some() && rollout.status == RolloutStatus::Running =>
                 {
                     run.rollouts += 1;
-                    super::stages::advance_firmware(table, rollout, deadline, run).await?;
-                    continue;
+                    match take_up_firmware(table, rollout, run).await? {
+                        Some(walk) => {
+                            owner.current = Some(InHand::Firmware(walk));
+                            break;
+                        }
+                        None => continue,
+                    }
                 }
                 Some(rollout) if rollout.status == RolloutStatus::Running => {
                     let patch = TwinDocument::from_text(&rollout.patch)?;
                     run.rollouts += 1;
-                    owner.current = Some((rollout, patch));
+                    owner.current = Some(InHand::Desired(rollout, patch));
                     break;
                 }
                 // Gone, done or cancelled: its entry left behind by an end cut short.
@@ -180,8 +216,16 @@ async fn owner_turn(
             }
         }
     }
-    let Some((rollout, patch)) = owner.current.as_mut() else {
-        return Ok(());
+    let (rollout, patch) = match owner.current.as_mut() {
+        None => return Ok(()),
+        Some(InHand::Firmware(walk)) => {
+            if !walk_firmware_page(table, walk, run).await? {
+                // Walked once this run (or paused, or another run's): the lane is done.
+                owner.current = None;
+            }
+            return Ok(());
+        }
+        Some(InHand::Desired(rollout, patch)) => (rollout, patch),
     };
     let (devices, next) = target_page(table, rollout).await?;
     let page = apply_page(table, &devices, patch).await?;
