@@ -47,6 +47,19 @@ enum Command {
     /// 100 events a request and one; unlimited and under the function's Lambda CPU), against
     /// the raw ceiling, printed.
     BenchOrders(IngestRun),
+    /// Webhook deliveries a second through the local queue (moto's SQS) to a local receiver,
+    /// by concurrent pollers, printed.
+    BenchWebhooks {
+        /// Deliveries a round.
+        #[arg(long, default_value_t = 500)]
+        deliveries: usize,
+        /// Concurrent pollers, each count measured in turn.
+        #[arg(long, value_delimiter = ',', default_value = "1,5")]
+        pollers: Vec<usize>,
+        /// Rounds per poller count (the median is given).
+        #[arg(long, default_value_t = 3)]
+        rounds: usize,
+    },
     /// Two builds of the release bootstraps, run by run in turns.
     BenchCompare {
         /// The "before" bootstraps (a directory like target/lambda-host).
@@ -183,6 +196,11 @@ async fn main() {
         Command::Bench { calls } => fleet_perf::bench::command(calls).await,
         Command::BenchIngest(run) => fleet_perf::bench::ingest_command(run.settings()).await,
         Command::BenchOrders(run) => fleet_perf::bench::orders_command(run.settings()).await,
+        Command::BenchWebhooks {
+            deliveries,
+            pollers,
+            rounds,
+        } => fleet_perf::bench::webhooks::command(deliveries, &pollers, rounds).await,
         Command::BenchCompare {
             before,
             after,

@@ -32,6 +32,7 @@ pub mod report;
 pub mod runtime_api;
 pub mod tls;
 pub mod tls_endpoint;
+pub mod webhooks;
 
 use std::collections::BTreeMap;
 use std::path::Path;
