@@ -123,6 +123,18 @@ async fn start(state: &FirmwareState, owner: &str, body: Value) -> Answer {
     .await
 }
 
+/// Starts Alice's desired-state change of the devices tagged `north`; returns its id.
+async fn start_north_change(state: &FirmwareState) -> String {
+    let a = start(
+        state,
+        ALICE,
+        json!({"tag": "north", "desired": {"interval": 60}}),
+    )
+    .await;
+    assert_eq!(a.status, 202, "{:?}", a.body);
+    a.body["rollout"]["rolloutId"].as_str().unwrap().to_string()
+}
+
 async fn cancel(state: &FirmwareState, owner: &str, rollout_id: &str) -> Answer {
     firmware_route(
         state,
@@ -230,14 +242,7 @@ async fn the_worker_changes_no_desired_state_for_it_and_later_changes_are_not_de
     assert_eq!(a.status, 202, "{:?}", a.body);
     let firmware_rollout = a.body["rollout"]["rolloutId"].as_str().unwrap().to_string();
     // A desired-state change started after it.
-    let a = start(
-        &state,
-        ALICE,
-        json!({"tag": "north", "desired": {"interval": 60}}),
-    )
-    .await;
-    assert_eq!(a.status, 202, "{:?}", a.body);
-    let change = a.body["rollout"]["rolloutId"].as_str().unwrap().to_string();
+    let change = start_north_change(&state).await;
 
     let done = run(&state).await;
     assert_eq!(done.devices, 2, "{done:?}");
@@ -308,14 +313,7 @@ async fn one_run_walks_a_target_of_more_than_a_thousand_devices_whole_beside_a_l
     plan["stages"] = json!([100]);
     let a = start(&state, ALICE, plan).await;
     assert_eq!(a.status, 202, "{:?}", a.body);
-    let a = start(
-        &state,
-        ALICE,
-        json!({"tag": "north", "desired": {"interval": 60}}),
-    )
-    .await;
-    assert_eq!(a.status, 202, "{:?}", a.body);
-    let change = a.body["rollout"]["rolloutId"].as_str().unwrap().to_string();
+    let change = start_north_change(&state).await;
 
     let done = run(&state).await;
     assert_eq!(done.offered, 1_100, "{done:?}");
