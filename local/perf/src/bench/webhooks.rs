@@ -49,10 +49,6 @@ impl DeliveryThroughput {
     }
 }
 
-fn setup(e: impl std::fmt::Display) -> BenchError {
-    BenchError::setup(e)
-}
-
 /// Queues `deliveries` test deliveries and drains them with `consumers` pollers, on a fresh
 /// table, queue and receiver.
 async fn measure_once(
@@ -68,11 +64,13 @@ async fn measure_once(
     let table = local_table(dynamodb.endpoint(), &name).await;
     create_table(&table.client, &template.table.without_stream(), &name)
         .await
-        .map_err(setup)?;
+        .map_err(BenchError::setup)?;
     let queue: DeliveryQueue = create_queue(&sqs_client(moto.endpoint()), &name)
         .await
-        .map_err(setup)?;
-    let receiver = WebhookReceiver::start(&[], true).await.map_err(setup)?;
+        .map_err(BenchError::setup)?;
+    let receiver = WebhookReceiver::start(&[], true)
+        .await
+        .map_err(BenchError::setup)?;
     let policy = TargetPolicy::local(&receiver.target());
     let worker = DeliveryWorker::new(
         table.clone(),
@@ -80,28 +78,28 @@ async fn measure_once(
         policy.clone(),
         RetrySchedule::default(),
     )
-    .map_err(setup)?;
-    let owner = UserId::parse("bench-webhooks").map_err(setup)?;
+    .map_err(BenchError::setup)?;
+    let owner = UserId::parse("bench-webhooks").map_err(BenchError::setup)?;
     let changes = WebhookChanges::parse(
         &json!({"url": receiver.url("/hook"), "events": ["alarm.raised"], "rateLimit": 1000}),
         &policy,
         true,
     )
-    .map_err(setup)?;
+    .map_err(BenchError::setup)?;
     let created = create_webhook(&table, &queue, &owner, changes)
         .await
-        .map_err(setup)?;
+        .map_err(BenchError::setup)?;
     // The confirmation: the receiver echoes the body, which carries the token.
     let deadline = Instant::now() + Duration::from_secs(30);
     while receiver.received().is_empty() && Instant::now() < deadline {
-        pump(&worker, &queue, 1).await.map_err(setup)?;
+        pump(&worker, &queue, 1).await.map_err(BenchError::setup)?;
     }
     let webhook = created.webhook.webhook_id.clone();
     let queued = Instant::now();
     for _ in 0..deliveries {
         send_test(&table, &queue, &owner, &webhook)
             .await
-            .map_err(setup)?;
+            .map_err(BenchError::setup)?;
     }
     let queue_seconds = queued.elapsed().as_secs_f64();
     let expected = deliveries + 1;
@@ -109,7 +107,7 @@ async fn measure_once(
     let deadline = started + Duration::from_secs(600);
     let pollers = (0..consumers).map(|_| async {
         while receiver.received().len() < expected && Instant::now() < deadline {
-            pump(&worker, &queue, 1).await.map_err(setup)?;
+            pump(&worker, &queue, 1).await.map_err(BenchError::setup)?;
         }
         Ok::<(), BenchError>(())
     });
@@ -118,7 +116,7 @@ async fn measure_once(
     }
     let received = receiver.received().len();
     if received < expected {
-        return Err(setup(format!(
+        return Err(BenchError::setup(format!(
             "{received} of {expected} deliveries arrived within 600 s"
         )));
     }

@@ -126,6 +126,11 @@ impl FirmwareRolloutPeak {
     }
 }
 
+/// The simulated rollout's id: fixed, so the report names the same keys on every run.
+fn sample_rollout_id() -> RolloutId {
+    RolloutId::parse_generated("r-001795200000000-0123456789abcdef").expect("the generated shape")
+}
+
 /// The sizes of the rollout's items, as stored.
 struct RolloutItemSizes {
     offer: u64,
@@ -162,8 +167,7 @@ fn item_sizes(
     shards: &ShardCounts,
 ) -> RolloutItemSizes {
     let at = day.start().plus_seconds(12 * 3600);
-    let rollout_id = RolloutId::parse_generated("r-001795200000000-0123456789abcdef")
-        .expect("the generated shape");
+    let rollout_id = sample_rollout_id();
     let firmware_id =
         FirmwareId::parse("f-001795100000000-0123456789abcdef").expect("the generated shape");
     let device_type = DeviceType::parse("meter").expect("a valid type");
@@ -328,13 +332,20 @@ pub(super) fn firmware_rollout(
     let soak = f64::from(plan.soak_seconds);
     let healthy = f64::from(plan.healthy_check_ins);
     let success = f64::from(plan.success_percent) / 100.0;
+    // Each stage's own share of the target (its percent less the previous one's).
+    let shares: Vec<f64> = plan
+        .stages
+        .iter()
+        .scan(0u8, |previous, &percent| {
+            let share = f64::from(percent - *previous) / 100.0;
+            *previous = percent;
+            Some(share)
+        })
+        .collect();
     let mut timings = Vec::new();
     let mut opens_at = 0.0;
-    let mut previous = 0u8;
     let last = plan.stages.len() - 1;
-    for (k, &percent) in plan.stages.iter().enumerate() {
-        let share = f64::from(percent - previous) / 100.0;
-        previous = percent;
+    for (k, (&percent, &share)) in plan.stages.iter().zip(&shares).enumerate() {
         // Its devices are offered as the walk passes them (spread over a whole walk), and
         // succeed a residual wake plus (1 + healthy) wakes later; the worker sees it at its
         // next run.
@@ -354,9 +365,7 @@ pub(super) fn firmware_rollout(
     let done = timings.last().map_or(0.0, |t| t.opens_at + t.met_after);
     let goal_seconds = plan.stages.len() as f64 * soak + 2.0 * wake_seconds;
     // The last stage, while the walk offers it: its share of the devices the walk passes.
-    let last_share =
-        f64::from(plan.stages[last] - plan.stages.get(last.wrapping_sub(1)).copied().unwrap_or(0))
-            / 100.0;
+    let last_share = shares[last];
     let offers = walk_devices_per_second * last_share;
     // Each offered device stays marked for 2 + healthy check-ins (the offer's, updated, the
     // healthy ones), each a consistent BatchGetItem of its offer and the rollout item: at the
@@ -389,8 +398,7 @@ pub(super) fn firmware_rollout(
         KeyPeak {
             key: ItemKey::RolloutCounts {
                 user: owner.clone(),
-                rollout: RolloutId::parse_generated("r-001795200000000-0123456789abcdef")
-                    .expect("the generated shape"),
+                rollout: sample_rollout_id(),
                 shard: 0,
             }
             .primary_key()
