@@ -58,6 +58,10 @@ impl InHand {
 /// One lane's work in a run: an owner's running desired-state rollouts oldest first, or one
 /// staged firmware rollout; and the one in hand.
 struct OwnerTurns {
+    /// Whose rollouts: an owner's lanes share the owner's pace.
+    owner: UserId,
+    /// Pages this lane took in the run (an owner's turn goes to its lane with the fewest).
+    pages: u32,
     waiting: VecDeque<RunningRolloutItem>,
     current: Option<InHand>,
     /// Nothing more for this owner in this run (all done, a failed turn, or a stale rollout).
@@ -65,7 +69,8 @@ struct OwnerTurns {
 }
 
 /// AP-T7: carries the running rollouts forward until `deadline`. The running list is read
-/// whole (Query pages of `ROLLOUTS#RUNNING`); then turn after turn, every lane gets one page:
+/// whole (Query pages of `ROLLOUTS#RUNNING`); then turn after turn, every owner gets one page
+/// of one of its lanes (the one with the fewest pages in the run):
 /// an owner's desired-state rollouts are one lane, each staged firmware rollout (which
 /// changes no desired state, so it needs no place in that order) a lane of its own, walked
 /// a page a turn until it has passed its whole target once in the run
@@ -93,6 +98,8 @@ pub async fn advance_rollouts(
     for entry in running {
         if entry.firmware_id.is_some() {
             owners.push(OwnerTurns {
+                owner: entry.user_id.clone(),
+                pages: 0,
                 waiting: VecDeque::from([entry]),
                 current: None,
                 over: false,
@@ -102,6 +109,8 @@ pub async fn advance_rollouts(
         if last_owner.as_ref() != Some(&entry.user_id) {
             last_owner = Some(entry.user_id.clone());
             owners.push(OwnerTurns {
+                owner: entry.user_id.clone(),
+                pages: 0,
                 waiting: VecDeque::new(),
                 current: None,
                 over: false,
@@ -112,15 +121,31 @@ pub async fn advance_rollouts(
         }
     }
     let mut run = RolloutRun {
-        owners: owners.len() as u32,
+        owners: owners
+            .iter()
+            .map(|o| &o.owner)
+            .collect::<std::collections::HashSet<_>>()
+            .len() as u32,
         ..RolloutRun::default()
     };
-    // The pace: a turn gives each owner at most one page of ROLLOUT_PAGE devices, and takes
-    // at least that page's share of a second.
+    // The pace: a turn gives each owner at most one page of ROLLOUT_PAGE devices (from the
+    // owner's lane with the fewest pages so far, so its firmware walks and its desired-state
+    // changes share the owner's pace and its partition's reads stay bounded however many it
+    // runs), and takes at least that page's share of a second.
     let floor = Duration::from_secs_f64(ROLLOUT_PAGE as f64 / ROLLOUT_DEVICES_PER_SECOND as f64);
     'turns: while owners.iter().any(|o| !o.over) {
         let started = Instant::now();
-        for owner in owners.iter_mut().filter(|o| !o.over) {
+        let mut chosen: Vec<usize> = Vec::new();
+        for (i, lane) in owners.iter().enumerate().filter(|(_, o)| !o.over) {
+            match chosen.iter_mut().find(|c| owners[**c].owner == lane.owner) {
+                Some(c) if owners[*c].pages > lane.pages => *c = i,
+                Some(_) => {}
+                None => chosen.push(i),
+            }
+        }
+        for i in chosen {
+            let owner = &mut owners[i];
+            owner.pages += 1;
             if Instant::now() >= deadline {
                 break 'turns;
             }
