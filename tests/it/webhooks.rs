@@ -1533,17 +1533,49 @@ async fn a_storm_reaches_an_endpoint_at_its_rate_limit_and_another_endpoint_is_n
 
     // Ten of Alice's at once, then one of Bob's.
     let start = Instant::now();
-    send_tests(&stack, ALICE, &alice, 10).await;
+    let started_at = Timestamp::now().epoch_millis();
+    let mut ids = Vec::new();
+    for _ in 0..10 {
+        let a = stack
+            .call(ApiRequest::post(&format!("/me/webhooks/{alice}/test")).caller(ALICE))
+            .await;
+        assert_eq!(a.status, 202, "{:?}", a.body);
+        ids.push(a.body["deliveryId"].as_str().unwrap().to_string());
+    }
     send_tests(&stack, BOB, &bob, 1).await;
-    // Paced: the log says when a waiting delivery goes.
+    // Each delivery's send slot, as its item holds it (read before the worker runs): `sendAt`
+    // when it was paced to later than its creation, else due at once (its slot was at or
+    // before its creation, which stands in for it). The log shows a waiting one's `sendAt`.
+    let mut slots = Vec::new();
+    for id in &ids {
+        let item = stack.worker_delivery(ALICE, &alice, id).await;
+        let slot = item.send_at.map(|at| at.epoch_millis());
+        slots.push((slot, item.created_at.epoch_millis(), id.clone()));
+    }
     let log = log_page(&stack, ALICE, &alice, &[]).await;
-    let waiting = log["items"]
+    let now = Timestamp::now().epoch_millis();
+    let shown: Vec<(&str, Option<&str>)> = log["items"]
         .as_array()
         .unwrap()
         .iter()
-        .filter(|d| d["sendAt"].is_string())
-        .count();
-    assert!(waiting >= 5, "{log}");
+        .map(|d| (d["deliveryId"].as_str().unwrap(), d["sendAt"].as_str()))
+        .collect();
+    for (slot, _, id) in &slots {
+        let (_, send_at) = shown.iter().find(|(d, _)| d == id).expect("in the log");
+        if slot.is_some_and(|slot| slot > now + 50) {
+            assert!(send_at.is_some(), "{id} waits for {slot:?}: {log}");
+        }
+    }
+    // In the order sent, each paced slot at least half a second after the one before (never
+    // more than 2 in any second), the tenth at least 4.5 s after the first was asked for.
+    for pair in slots.windows(2) {
+        if let (Some(earlier), Some(later)) = (pair[0].0, pair[1].0) {
+            assert!(later - earlier >= 500, "{slots:?}");
+        }
+    }
+    let due = |(slot, created, _): &(Option<i64>, i64, String)| slot.unwrap_or(*created);
+    assert!(due(&slots[9]) >= started_at + 4500, "{slots:?}");
+
     let received = stack.deliver_until(13).await;
     let to = |path: &str| -> Vec<&Received> {
         received
@@ -1551,22 +1583,25 @@ async fn a_storm_reaches_an_endpoint_at_its_rate_limit_and_another_endpoint_is_n
             .filter(|d| d.path == path && body(d)["type"] == "webhook.test")
             .collect()
     };
-    let alices = arrivals(&to("/alice"), start);
+    let alices = to("/alice");
     let bobs = arrivals(&to("/bob"), start);
-    eprintln!("Alice's 10 at 2 a second arrived after {alices:.1?} s; Bob's after {bobs:.1?} s");
-    assert_eq!(alices.len(), 10, "{alices:?}");
+    let at = arrivals(&alices, start);
+    eprintln!("Alice's 10 at 2 a second arrived after {at:.1?} s; Bob's after {bobs:.1?} s");
+    assert_eq!(alices.len(), 10, "{at:?}");
     assert_eq!(bobs.len(), 1);
-    // Ten slots half a second apart: spread over 4.5 s (SQS delays by whole seconds), never
-    // more than the rate (and one second's rounding) in any one second.
-    let (first, last) = (alices[0], alices[alices.len() - 1]);
-    assert!(last - first >= 3.5, "{alices:?}");
-    for (i, t) in alices.iter().enumerate() {
-        let within = alices[i..].iter().filter(|u| **u < t + 1.0).count();
+    // None before its slot (a slot is a lower bound: a worker that falls behind sends the
+    // slots that passed together, design.md section 16), so the last not before 4.5 s.
+    for delivery in &alices {
+        let id = delivery.header("webhook-id").unwrap();
+        let slot = due(slots.iter().find(|s| s.2 == id).expect("one of the ten"));
+        let arrived = started_at + delivery.at.saturating_duration_since(start).as_millis() as i64;
         assert!(
-            within <= 4,
-            "{within} within a second of {t:.1} s: {alices:?}"
+            arrived + 20 >= slot,
+            "{id} at {arrived}, its slot {slot}: {slots:?}"
         );
     }
+    let last = at.iter().cloned().fold(0.0, f64::max);
+    assert!(last >= 4.4, "{at:?}");
     // Bob's was not queued behind Alice's storm.
-    assert!(bobs[0] < last, "{bobs:?} {alices:?}");
+    assert!(bobs[0] < last, "{bobs:?} {at:?}");
 }
