@@ -326,6 +326,68 @@ async fn one_run_walks_a_target_of_more_than_a_thousand_devices_whole_beside_a_l
     assert_eq!(a.body["rollout"]["status"], "done", "{:?}", a.body);
 }
 
+/// An owner's lanes share the owner's pace: two firmware rollouts and a desired-state change of
+/// one owner get one page a turn between them, not one each, so however many rollouts an owner
+/// runs, the worker reads its partition at the pace of one.
+#[tokio::test]
+async fn an_owners_firmware_walks_and_desired_change_share_one_page_a_turn() {
+    use futures::StreamExt;
+    let (state, _moto) = setup().await;
+    let devices: Vec<(String, &str)> = (0..120)
+        .flat_map(|i| {
+            [
+                (format!("t-{i:04}"), "thermostat"),
+                (format!("w-{i:04}"), "meter"),
+            ]
+        })
+        .collect();
+    let registered: Vec<u16> = futures::stream::iter(devices.iter())
+        .map(|(device, device_type)| {
+            let state = &state;
+            async move {
+                rollouts(
+                    state,
+                    ApiRequest::post("/me/devices").caller(ALICE).json(json!({
+                        "deviceId": device,
+                        "name": "M",
+                        "type": device_type,
+                        "tags": if device.as_str() < "t-0002" { vec!["north"] } else { vec![] },
+                    })),
+                )
+                .await
+                .status
+            }
+        })
+        .buffer_unordered(8)
+        .collect()
+        .await;
+    assert!(registered.iter().all(|s| *s == 201), "{registered:?}");
+    for device_type in ["thermostat", "meter"] {
+        let id = package(&state, ALICE, device_type, true).await;
+        let mut plan = staged(&id);
+        plan["target"] = json!({"type": device_type});
+        plan["stages"] = json!([100]);
+        let a = start(&state, ALICE, plan).await;
+        assert_eq!(a.status, 202, "{:?}", a.body);
+    }
+    start_north_change(&state).await;
+
+    let done = run(&state).await;
+    eprintln!(
+        "one owner's three lanes: {} pages in {} turns",
+        done.pages, done.turns
+    );
+    assert_eq!(done.offered, 240, "{done:?}");
+    assert_eq!(done.devices, 2, "{done:?}");
+    assert_eq!(done.owners, 1, "{done:?}");
+    // At least 3 pages of each type's 120 and the change's one; never two in one turn.
+    assert!(done.pages >= 7, "{done:?}");
+    assert!(
+        done.pages <= done.turns,
+        "more than a page a turn: {done:?}"
+    );
+}
+
 #[tokio::test]
 async fn only_a_ready_package_of_the_callers_own_and_of_the_targets_type_starts() {
     let (state, _moto) = setup().await;

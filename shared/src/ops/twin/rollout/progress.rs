@@ -16,6 +16,9 @@ pub struct RolloutRun {
     pub finished: u32,
     /// Pages of devices.
     pub pages: u32,
+    /// Turns taken: each gives an owner at most one page, so an owner's pages in a run are at
+    /// most its turns (its partition's reads are paced per owner, not per rollout).
+    pub turns: u32,
     /// Devices whose desired state it changed.
     pub devices: u64,
     /// Devices it could not change (recorded on their rollouts).

@@ -135,6 +135,7 @@ pub async fn advance_rollouts(
     let floor = Duration::from_secs_f64(ROLLOUT_PAGE as f64 / ROLLOUT_DEVICES_PER_SECOND as f64);
     'turns: while owners.iter().any(|o| !o.over) {
         let started = Instant::now();
+        run.turns += 1;
         let mut chosen: Vec<usize> = Vec::new();
         for (i, lane) in owners.iter().enumerate().filter(|(_, o)| !o.over) {
             match chosen.iter_mut().find(|c| owners[**c].owner == lane.owner) {
