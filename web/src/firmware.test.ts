@@ -3,18 +3,20 @@ import { ApiError } from './api/client';
 import {
   DEFAULT_ROLLOUT_FORM,
   devicePhaseText,
+  DIGEST_CHUNK_BYTES,
   EMPTY_FIRMWARE_FORM,
   firmwareBody,
   firmwareFieldOf,
   healthLines,
   hex,
+  imageSha256Hex,
   progressText,
   rolloutActions,
   rolloutBody,
   rolloutFieldOf,
   rolloutRefusalText,
-  sha256Hex,
   stageSegments,
+  uploadRefusalText,
   type DeviceFirmware,
   type Rollout,
 } from './firmware';
@@ -41,10 +43,53 @@ const rollout = (change: Partial<Rollout>): Rollout => ({
 });
 
 describe('the image digest', () => {
-  it('is the SHA-256 of the bytes, in lowercase hex, computed with Web Crypto', async () => {
-    expect(await sha256Hex(new TextEncoder().encode('abc'))).toBe('ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad');
-    expect(await sha256Hex(new Uint8Array())).toBe('e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855');
+  /** `size` bytes that differ from slice to slice (a hash fed a slice twice or out of order would differ). */
+  const bytesOf = (size: number) => Uint8Array.from({ length: size }, (_, i) => (i * 31 + (i >> 8)) % 251);
+  const oneShot = async (bytes: Uint8Array) => hex(await crypto.subtle.digest('SHA-256', bytes as BufferSource));
+
+  it('is the SHA-256 of the bytes, in lowercase hex', async () => {
+    expect(await imageSha256Hex(new Blob([new TextEncoder().encode('abc')]))).toBe('ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad');
+    expect(await imageSha256Hex(new Blob([]))).toBe('e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855');
     expect(hex(new Uint8Array([0, 15, 255]))).toBe('000fff');
+  });
+
+  it('read a slice at a time is the one-shot Web Crypto digest, on either side of every slice boundary, its progress rising to 100', async () => {
+    const chunk = 7;
+    for (const size of [0, 1, chunk - 1, chunk, chunk + 1, 2 * chunk, 3 * chunk + 4, 10 * chunk - 1]) {
+      const bytes = bytesOf(size);
+      const reported: number[] = [];
+      const digest = await imageSha256Hex(new Blob([bytes]), (percent) => reported.push(percent), chunk);
+      expect(digest, `${size} bytes`).toBe(await oneShot(bytes));
+      // A report after each slice, none falling, the last 100 (and only the last).
+      expect(reported, `${size} bytes`).toHaveLength(Math.max(1, Math.ceil(size / chunk)));
+      expect(reported.every((p, i) => i === 0 || p >= reported[i - 1]), `${reported} rises`).toBe(true);
+      expect(reported.at(-1)).toBe(100);
+      expect(reported.indexOf(100)).toBe(reported.length - 1);
+    }
+    const reported: number[] = [];
+    await imageSha256Hex(new Blob([bytesOf(4 * chunk)]), (percent) => reported.push(percent), chunk);
+    expect(reported).toEqual([25, 50, 75, 100]);
+  });
+
+  it('reads the default slice size by default: an image of a few slices hashes as one', async () => {
+    expect(DIGEST_CHUNK_BYTES).toBe(4 * 1024 * 1024);
+    const bytes = bytesOf(2 * DIGEST_CHUNK_BYTES + 12345);
+    const reported: number[] = [];
+    expect(await imageSha256Hex(new Blob([bytes]), (percent) => reported.push(percent))).toBe(await oneShot(bytes));
+    expect(reported).toEqual([49, 99, 100]);
+  });
+
+  it('takes no empty slice size (it would never finish)', async () => {
+    await expect(imageSha256Hex(new Blob([bytesOf(3)]), () => {}, 0)).rejects.toThrow(RangeError);
+  });
+});
+
+describe("a refused image upload's message", () => {
+  it("says the status and, from S3's XML error, its code and message", () => {
+    const expired = '<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>AccessDenied</Code><Message>Request has expired</Message><RequestId>1</RequestId></Error>';
+    expect(uploadRefusalText(403, expired)).toBe('The upload was refused (403 AccessDenied: Request has expired); the package stays pending.');
+    expect(uploadRefusalText(502, 'Bad Gateway')).toBe('The upload was refused (502); the package stays pending.');
+    expect(uploadRefusalText(400, '<Error><Code>EntityTooLarge</Code></Error>')).toBe('The upload was refused (400 EntityTooLarge); the package stays pending.');
   });
 });
 

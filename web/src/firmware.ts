@@ -1,8 +1,10 @@
 // The firmware and rollout pages' rules (issue 40 item 8), unit-tested in firmware.test.ts: an
-// image's SHA-256 computed in the browser, the upload form's and the staged-rollout form's
-// bodies, which API field a message belongs beside, a stage's progress as chart segments, a
-// rollout's progress in words, and which actions a role has on a rollout in which state.
+// image's SHA-256 computed in the browser a slice at a time, its PUT, the upload form's and the
+// staged-rollout form's bodies, which API field a message belongs beside, a stage's progress as
+// chart segments, a rollout's progress in words, and which actions a role has on a rollout in
+// which state.
 
+import { sha256 } from '@noble/hashes/sha2.js';
 import { ApiError, type Schemas } from './api/client';
 import { atLeast, type Role } from './fleet';
 
@@ -19,9 +21,61 @@ export function hex(bytes: ArrayBuffer | Uint8Array): string {
   return Array.from(bytes instanceof Uint8Array ? bytes : new Uint8Array(bytes), (b) => b.toString(16).padStart(2, '0')).join('');
 }
 
-/** The SHA-256 of `data` as 64 lowercase hex digits, computed here (Web Crypto), never by the server on our word. */
-export async function sha256Hex(data: ArrayBuffer | Uint8Array): Promise<string> {
-  return hex(await crypto.subtle.digest('SHA-256', data as BufferSource));
+/**
+ * How much of an image is read at a time while it is hashed. Web Crypto has no incremental
+ * digest, so the image is read in slices fed to one SHA-256: only a slice is in memory at a
+ * time (not up to 256 MiB), and the page redraws its progress between slices. 4 MiB keeps the
+ * reads few (64 for the largest image) and each slice's hashing short enough not to freeze the page.
+ */
+export const DIGEST_CHUNK_BYTES = 4 * 1024 * 1024;
+
+/**
+ * The SHA-256 of `image` as 64 lowercase hex digits, computed here (never taken by the server on
+ * our word), reading it `chunkBytes` at a time. `onProgress` gets the whole percent hashed after
+ * each slice, rising to 100 (once, for an empty image).
+ */
+export async function imageSha256Hex(image: Blob, onProgress: (percent: number) => void = () => {}, chunkBytes: number = DIGEST_CHUNK_BYTES): Promise<string> {
+  if (!(chunkBytes > 0)) throw new RangeError(`chunkBytes must be positive, not ${chunkBytes}`);
+  const digest = sha256.create();
+  for (let start = 0; start < image.size; start += chunkBytes) {
+    const end = Math.min(start + chunkBytes, image.size);
+    digest.update(new Uint8Array(await image.slice(start, end).arrayBuffer()));
+    if (end < image.size) onProgress(Math.floor((end / image.size) * 100));
+  }
+  onProgress(100);
+  return hex(digest.digest());
+}
+
+/**
+ * What a refused image PUT says: its HTTP status and, when the body is S3's XML error, its code
+ * and message (an expired URL is `403 AccessDenied: Request has expired`).
+ */
+export function uploadRefusalText(status: number, body: string): string {
+  const code = body.match(/<Code>([^<]*)<\/Code>/)?.[1];
+  const message = body.match(/<Message>([^<]*)<\/Message>/)?.[1];
+  const detail = [code, message].filter(Boolean).join(': ');
+  return `The upload was refused (${status}${detail ? ` ${detail}` : ''}); the package stays pending.`;
+}
+
+/**
+ * PUTs `image` to its presigned `uploadUrl`. The body is the File itself, so the browser streams
+ * it from disk rather than from a copy in memory; XMLHttpRequest rather than fetch because only
+ * it reports upload progress. `onProgress` gets the whole percent sent. Rejects with an Error
+ * saying what went wrong: the refusal's status, or that the image store could not be reached.
+ */
+export function putImage(uploadUrl: string, image: Blob, onProgress: (percent: number) => void): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const request = new XMLHttpRequest();
+    request.open('PUT', uploadUrl);
+    // A listener on `upload` before send: without one the browser reports no upload progress.
+    request.upload.onprogress = (e) => {
+      if (e.lengthComputable && e.total > 0) onProgress(Math.floor((e.loaded / e.total) * 100));
+    };
+    request.onload = () => (request.status >= 200 && request.status < 300 ? resolve() : reject(new Error(uploadRefusalText(request.status, request.responseText))));
+    request.onerror = () => reject(new Error('The upload could not reach the image store (network error, or the request was blocked); the package stays pending.'));
+    request.onabort = () => reject(new Error('The upload was interrupted; the package stays pending.'));
+    request.send(image);
+  });
 }
 
 /** What the upload form holds, as typed. */

@@ -14,8 +14,9 @@ import {
   firmwareFieldOf,
   packageStateText,
   rolloutBody,
+  imageSha256Hex,
+  putImage,
   rolloutFieldOf,
-  sha256Hex,
   type Firmware,
   type FirmwareField,
   type FirmwareForm,
@@ -30,10 +31,10 @@ const PAGE = 20;
 const POLL_MS = 1500;
 const POLLS = 40;
 
-/** The chosen image: its bytes (to PUT), name, size and the digest computed here. */
+/** The chosen image: its file (PUT as it is, streamed from disk), name, size and the digest computed here. */
 interface ChosenImage extends ImageFacts {
   name: string;
-  bytes: ArrayBuffer;
+  file: File;
 }
 
 /** The upload form: choose a file (its SHA-256 computed in the browser), declare type and version, create the package, PUT the bytes, then watch it become ready or rejected. */
@@ -41,24 +42,35 @@ function UploadForm({ onCreated, onChecked }: { onCreated: () => void; onChecked
   const { api } = useFleet();
   const [form, setForm] = useState<FirmwareForm>(EMPTY_FIRMWARE_FORM);
   const [image, setImage] = useState<ChosenImage | null>(null);
-  const [hashing, setHashing] = useState(false);
+  /** The percent of the chosen file hashed so far; null when not hashing. */
+  const [hashed, setHashed] = useState<number | null>(null);
+  const hashing = hashed !== null;
+  /** The file chosen last: a slower hash of an earlier choice must not replace its result. */
+  const chosen = useRef<File | null>(null);
   const [errors, setErrors] = useState<Partial<Record<FirmwareField, string>>>({});
   const [progress, setProgress] = useState<string | null>(null);
   const [busy, setBusy] = useState(false);
   const fileInput = useRef<HTMLInputElement>(null);
 
   const choose = async (file: File | null) => {
+    chosen.current = file;
     setImage(null);
     setErrors({});
-    if (!file) return;
-    setHashing(true);
+    if (!file) {
+      setHashed(null);
+      return;
+    }
+    setHashed(0);
+    const current = () => chosen.current === file;
     try {
-      const bytes = await file.arrayBuffer();
-      setImage({ name: file.name, bytes, size: bytes.byteLength, sha256: await sha256Hex(bytes) });
+      const sha256 = await imageSha256Hex(file, (percent) => {
+        if (current()) setHashed(percent);
+      });
+      if (current()) setImage({ name: file.name, file, size: file.size, sha256 });
     } catch (e) {
-      setErrors({ file: `The file could not be read: ${messageOf(e)}` });
+      if (current()) setErrors({ file: `The file could not be read: ${messageOf(e)}` });
     } finally {
-      setHashing(false);
+      if (current()) setHashed(null);
     }
   };
 
@@ -87,9 +99,9 @@ function UploadForm({ onCreated, onChecked }: { onCreated: () => void; onChecked
       const created = bodyOf(await api.POST('/me/firmware', { body }));
       const { uploadUrl, ...pkg } = created;
       onCreated();
-      setProgress(`Uploading ${image.name} (${image.size} bytes)…`);
-      const put = await fetch(uploadUrl, { method: 'PUT', body: image.bytes });
-      if (!put.ok) throw new Error(`The upload was refused (${put.status}); the package stays pending.`);
+      const uploading = (percent: number) => setProgress(`Uploading ${image.name} (${image.size} bytes): ${percent}%…`);
+      uploading(0);
+      await putImage(uploadUrl, image.file, uploading);
       setProgress('Uploaded: the service is checking the image…');
       const judged = await watch(pkg.firmwareId);
       if (judged) {
@@ -98,6 +110,7 @@ function UploadForm({ onCreated, onChecked }: { onCreated: () => void; onChecked
       } else setProgress('Still pending: refresh the list in a moment.');
       setForm(EMPTY_FIRMWARE_FORM);
       setImage(null);
+      chosen.current = null;
       if (fileInput.current) fileInput.current.value = '';
     } catch (err) {
       setProgress(null);
@@ -120,7 +133,7 @@ function UploadForm({ onCreated, onChecked }: { onCreated: () => void; onChecked
         <label for="firmware-file">Image file</label>
         <input id="firmware-file" type="file" ref={fileInput} aria-invalid={Boolean(errors.file)} aria-describedby={['firmware-file-hint', errors.file ? 'firmware-file-error' : ''].filter(Boolean).join(' ')} onChange={(e) => void choose(e.currentTarget.files?.[0] ?? null)} />
         <span id="firmware-file-hint" class="hint" role="status">
-          {hashing ? 'Computing its SHA-256…' : image ? (
+          {hashing ? `Computing its SHA-256… ${hashed}%` : image ? (
             <>
               {image.size} bytes, SHA-256 <span class="mono" data-sha256>{image.sha256}</span> (computed in this browser)
             </>
