@@ -1501,8 +1501,13 @@ test("firmware: an image is uploaded (its SHA-256 computed in the browser) and c
     assert.equal(registered.status, 201, JSON.stringify(registered.body));
     devices.push({ deviceId, token: registered.body.token });
   }
-  const image = Buffer.from(Array.from({ length: 4096 }, (_, i) => (i * 7) % 256));
-  const sha256 = (await import('node:crypto')).createHash('sha256').update(image).digest('hex');
+  // Just over two of the page's 4 MiB hashing slices (DIGEST_CHUNK_BYTES), so its SHA-256 spans
+  // three reads and the last is partial; random, so no two slices are alike (one fed twice or out
+  // of order would give another digest). The service checks the stored object's SHA-256 itself:
+  // ready proves both the browser's sliced hash and the streamed PUT's bytes.
+  const { createHash, randomBytes } = await import('node:crypto');
+  const image = randomBytes(9 * 1024 * 1024 + 4321);
+  const sha256 = createHash('sha256').update(image).digest('hex');
 
   await signIn(page, base, 'demo-alice');
   // The navigation has the page (opened by its address: a click racing the sign-in's own
@@ -1514,8 +1519,17 @@ test("firmware: an image is uploaded (its SHA-256 computed in the browser) and c
   // Nothing chosen: the form says what is missing, beside each field.
   await page.getByRole('button', { name: 'Upload firmware' }).click();
   await page.locator('#firmware-file-error', { hasText: 'Choose the image file.' }).waitFor();
+  // Every text the file's hint and the upload's progress line show, as the page draws them.
+  await page.evaluate(() => {
+    window.__uploadTexts = [];
+    const keep = () => {
+      for (const node of document.querySelectorAll('#firmware-file-hint, [data-upload-progress]')) if (window.__uploadTexts.at(-1) !== node.textContent) window.__uploadTexts.push(node.textContent);
+    };
+    new window.MutationObserver(keep).observe(document.body, { subtree: true, childList: true, characterData: true });
+  });
   await page.setInputFiles('#firmware-file', { name: `valve-2.0.0.bin`, mimeType: 'application/octet-stream', buffer: image });
   await page.locator('[data-sha256]', { hasText: sha256 }).waitFor();
+  assert.match(await text(page.locator('#firmware-file-hint')), new RegExp(`^${image.length} bytes, SHA-256 ${sha256}`));
   await page.locator('#firmware-type').fill(deviceType);
   // A version the API refuses: its 400 beside the field, nothing created.
   await page.locator('#firmware-version').fill('two');
@@ -1524,6 +1538,16 @@ test("firmware: an image is uploaded (its SHA-256 computed in the browser) and c
   await page.locator('#firmware-version').fill('2.0.0');
   await page.getByRole('button', { name: 'Upload firmware' }).click();
   await page.locator('[data-upload-progress]', { hasText: `2.0.0 for ${deviceType} is ready.` }).waitFor({ timeout: 60_000 });
+  // The page said how far it had got: the hash's percent between slices, then the upload's.
+  const shown = await page.evaluate(() => window.__uploadTexts);
+  const percents = (pattern) => shown.map((t) => t.match(pattern)?.[1]).filter(Boolean).map(Number);
+  const hashedPercents = percents(/^Computing its SHA-256… (\d+)%$/);
+  assert.ok(hashedPercents.some((p) => p > 0 && p < 100), `the hash's progress between slices was shown: ${JSON.stringify(shown)}`);
+  assert.deepEqual(hashedPercents, [...hashedPercents].sort((a, b) => a - b), "the hash's progress only rose");
+  const uploadedPercents = percents(new RegExp(`^Uploading valve-2\\.0\\.0\\.bin \\(${image.length} bytes\\): (\\d+)%…$`));
+  assert.equal(uploadedPercents[0], 0, `the upload's progress was shown from 0%: ${JSON.stringify(shown)}`);
+  assert.ok(Math.max(...uploadedPercents) > 0, `the upload's progress rose: ${JSON.stringify(shown)}`);
+  assert.deepEqual(uploadedPercents, [...uploadedPercents].sort((a, b) => a - b), "the upload's progress only rose");
   const packageRow = page.locator('tr[data-status="ready"]', { hasText: deviceType });
   await packageRow.waitFor();
   assert.match(await text(packageRow), new RegExp(sha256));
@@ -1593,6 +1617,34 @@ test("firmware: an image is uploaded (its SHA-256 computed in the browser) and c
   await page.getByRole('button', { name: 'Cancel rollout', exact: true }).click();
   await page.locator('[data-rollout-page][data-status="cancelled"]').waitFor();
   assert.equal(await page.getByRole('button', { name: /Pause|Resume|Cancel rollout/ }).count(), 0, 'nothing to do with an ended rollout');
+});
+
+test('firmware: a refused image upload says so with its status and S3\'s reason, and the package stays pending', async ({ page, base }) => {
+  const deviceType = `gate${Date.now().toString(36).slice(-4)}`;
+  const image = Buffer.from('an image the image store refuses');
+  // The presigned PUT answered as S3 answers an expired URL (the request never reaches moto).
+  await page.route(IMAGE_UPLOAD, (route) =>
+    route.fulfill({
+      status: 403,
+      headers: { 'access-control-allow-origin': '*', 'content-type': 'application/xml' },
+      body: '<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>AccessDenied</Code><Message>Request has expired</Message></Error>',
+    }),
+  );
+  await signIn(page, base, 'demo-alice');
+  await goTo(page, '#/firmware');
+  await page.getByRole('heading', { level: 1, name: 'Firmware' }).waitFor();
+  await page.setInputFiles('#firmware-file', { name: 'gate-1.0.0.bin', mimeType: 'application/octet-stream', buffer: image });
+  await page.locator('[data-sha256]').waitFor();
+  await page.locator('#firmware-type').fill(deviceType);
+  await page.locator('#firmware-version').fill('1.0.0');
+  await page.getByRole('button', { name: 'Upload firmware' }).click();
+  const error = page.locator('form.firmware .error[role="alert"]');
+  await error.waitFor();
+  assert.equal(await text(error), 'The upload was refused (403 AccessDenied: Request has expired); the package stays pending.');
+  assert.equal(await page.locator('[data-upload-progress]').count(), 0, 'no progress line left saying it is uploading');
+  await page.locator('tr[data-status="pending"]', { hasText: deviceType }).waitFor();
+  assert.equal(await page.locator('[data-sha256]').count(), 1, 'the chosen image is kept, to try again');
+  await axe(page, 'firmware (upload refused)');
 });
 
 test("firmware: an organization's viewer reads its packages and rollouts with no button to change them", async ({ page, base }) => {
