@@ -143,6 +143,30 @@ async fn cancel(state: &FirmwareState, owner: &str, rollout_id: &str) -> Answer 
     .await
 }
 
+/// Registers ALICE's `devices` (id and type), eight at a time; those whose ids sort before
+/// `north_below` are tagged `north` (the desired-state change's target).
+async fn register_alices(state: &FirmwareState, devices: &[(String, &str)], north_below: &str) {
+    use futures::StreamExt;
+    let registered: Vec<u16> = futures::stream::iter(devices.iter())
+        .map(|(device, device_type)| async move {
+            rollouts(
+                state,
+                ApiRequest::post("/me/devices").caller(ALICE).json(json!({
+                    "deviceId": device,
+                    "name": "M",
+                    "type": device_type,
+                    "tags": if device.as_str() < north_below { vec!["north"] } else { vec![] },
+                })),
+            )
+            .await
+            .status
+        })
+        .buffer_unordered(8)
+        .collect()
+        .await;
+    assert!(registered.iter().all(|s| *s == 201), "{registered:?}");
+}
+
 async fn run(state: &FirmwareState) -> RolloutRun {
     Box::pin(rollout::advance_rollouts(
         &state.table,
@@ -283,31 +307,12 @@ async fn the_worker_changes_no_desired_state_for_it_and_later_changes_are_not_de
 /// is applied in the same run.
 #[tokio::test]
 async fn one_run_walks_a_target_of_more_than_a_thousand_devices_whole_beside_a_later_change() {
-    use futures::StreamExt;
     let (state, _moto) = setup().await;
-    let devices: Vec<String> = (0..1_100).map(|i| format!("m-{i:04}")).collect();
-    let registered: Vec<u16> = futures::stream::iter(devices.iter())
-        .map(|device| {
-            let state = &state;
-            async move {
-                rollouts(
-                    state,
-                    ApiRequest::post("/me/devices").caller(ALICE).json(json!({
-                        "deviceId": device,
-                        "name": "M",
-                        "type": "thermostat",
-                        // The desired-state change's target: two of them.
-                        "tags": if device.as_str() < "m-0002" { vec!["north"] } else { vec![] },
-                    })),
-                )
-                .await
-                .status
-            }
-        })
-        .buffer_unordered(8)
-        .collect()
-        .await;
-    assert!(registered.iter().all(|s| *s == 201), "{registered:?}");
+    let devices: Vec<(String, &str)> = (0..1_100)
+        .map(|i| (format!("m-{i:04}"), "thermostat"))
+        .collect();
+    // The desired-state change's target: two of them.
+    register_alices(&state, &devices, "m-0002").await;
     let id = package(&state, ALICE, "thermostat", true).await;
     let mut plan = staged(&id);
     plan["stages"] = json!([100]);
@@ -331,7 +336,6 @@ async fn one_run_walks_a_target_of_more_than_a_thousand_devices_whole_beside_a_l
 /// runs, the worker reads its partition at the pace of one.
 #[tokio::test]
 async fn an_owners_firmware_walks_and_desired_change_share_one_page_a_turn() {
-    use futures::StreamExt;
     let (state, _moto) = setup().await;
     let devices: Vec<(String, &str)> = (0..120)
         .flat_map(|i| {
@@ -341,27 +345,7 @@ async fn an_owners_firmware_walks_and_desired_change_share_one_page_a_turn() {
             ]
         })
         .collect();
-    let registered: Vec<u16> = futures::stream::iter(devices.iter())
-        .map(|(device, device_type)| {
-            let state = &state;
-            async move {
-                rollouts(
-                    state,
-                    ApiRequest::post("/me/devices").caller(ALICE).json(json!({
-                        "deviceId": device,
-                        "name": "M",
-                        "type": device_type,
-                        "tags": if device.as_str() < "t-0002" { vec!["north"] } else { vec![] },
-                    })),
-                )
-                .await
-                .status
-            }
-        })
-        .buffer_unordered(8)
-        .collect()
-        .await;
-    assert!(registered.iter().all(|s| *s == 201), "{registered:?}");
+    register_alices(&state, &devices, "t-0002").await;
     for device_type in ["thermostat", "meter"] {
         let id = package(&state, ALICE, device_type, true).await;
         let mut plan = staged(&id);

@@ -718,14 +718,17 @@ async fn silent_receiver() -> (String, std::sync::Arc<std::sync::atomic::AtomicU
     (target, accepted)
 }
 
-/// Sends `count` test deliveries of `owner`'s endpoint `id`.
-async fn send_tests(stack: &Stack, owner: &str, id: &str, count: usize) {
+/// Sends `count` tests to `owner`'s endpoint `id`, one after another; their delivery ids.
+async fn send_tests(stack: &Stack, owner: &str, id: &str, count: usize) -> Vec<String> {
+    let mut sent = Vec::new();
     for _ in 0..count {
         let a = stack
             .call(ApiRequest::post(&format!("/me/webhooks/{id}/test")).caller(owner))
             .await;
         assert_eq!(a.status, 202, "{:?}", a.body);
+        sent.push(a.body["deliveryId"].as_str().unwrap().to_string());
     }
+    sent
 }
 
 #[tokio::test]
@@ -1534,14 +1537,7 @@ async fn a_storm_reaches_an_endpoint_at_its_rate_limit_and_another_endpoint_is_n
     // Ten of Alice's at once, then one of Bob's.
     let start = Instant::now();
     let started_at = Timestamp::now().epoch_millis();
-    let mut ids = Vec::new();
-    for _ in 0..10 {
-        let a = stack
-            .call(ApiRequest::post(&format!("/me/webhooks/{alice}/test")).caller(ALICE))
-            .await;
-        assert_eq!(a.status, 202, "{:?}", a.body);
-        ids.push(a.body["deliveryId"].as_str().unwrap().to_string());
-    }
+    let ids = send_tests(&stack, ALICE, &alice, 10).await;
     send_tests(&stack, BOB, &bob, 1).await;
     // Each delivery's send slot, as its item holds it (read before the worker runs): `sendAt`
     // when it was paced to later than its creation, else due at once (its slot was at or
