@@ -777,9 +777,10 @@ async fn an_open_stage_is_offered_the_image_and_success_means_healthy_after_the_
     assert_eq!(a.status, 200, "{:?}", a.body);
     assert_eq!(
         a.used.requests(),
-        2,
-        "GetItem and the count shards' BatchGetItem"
+        1,
+        "one GetItem: the counts the walk tallied are on the rollout"
     );
+    assert!(a.body["rollout"]["countedAt"].is_string(), "{:?}", a.body);
     assert_eq!(stage_counts(&a, 0), (5, 0, 0, 0, 0), "{:?}", a.body);
     assert_eq!(stage_counts(&a, 1), (0, 0, 0, 0, 0));
     assert_eq!(a.body["rollout"]["stages"][0]["status"], "open");
@@ -808,7 +809,7 @@ async fn an_open_stage_is_offered_the_image_and_success_means_healthy_after_the_
     assert_eq!(offer["version"], "2.0.0");
     assert_eq!(offer["size"], 3000);
     assert!(offer.get("signature").is_none());
-    // One BatchGetItem (offer and rollout) more than an unmarked device's batch.
+    // One GetItem (the rollout) more than a batch of a device with nothing open.
     assert_eq!(
         a.used.requests(),
         before.used.requests() + 1,
@@ -852,6 +853,8 @@ async fn an_open_stage_is_offered_the_image_and_success_means_healthy_after_the_
     api_doc::api_doc()
         .check_response("POST /devices/{deviceId}/sync", 200, &a.body)
         .unwrap();
+    // The counts are the worker's walk's: after a run.
+    run(&state).await;
     assert_eq!(
         stage_counts(&show(&state, ALICE, &rollout_id).await, 0),
         (5, 1, 0, 0, 0)
@@ -867,6 +870,7 @@ async fn an_open_stage_is_offered_the_image_and_success_means_healthy_after_the_
     assert!(a.body.get("firmware").is_none(), "{:?}", a.body);
     let a = sync_in(&state, healthy, &token(healthy), json!({})).await;
     assert_eq!(a.status, 200, "{:?}", a.body);
+    run(&state).await;
     assert_eq!(
         stage_counts(&show(&state, ALICE, &rollout_id).await, 0),
         (5, 1, 0, 0, 0)
@@ -878,11 +882,12 @@ async fn an_open_stage_is_offered_the_image_and_success_means_healthy_after_the_
         Some(json!({"version": "2.0.0"})),
     )
     .await;
+    run(&state).await;
     assert_eq!(
         stage_counts(&show(&state, ALICE, &rollout_id).await, 0),
         (5, 0, 1, 0, 0)
     );
-    // Done: its batches cost nothing more again (the mark went with its last move).
+    // Done: its batches cost nothing more again (its part is finished: no rollout read).
     let a = check_in(&state, healthy, &token(healthy), None).await;
     assert_eq!(
         a.used.requests(),
@@ -913,28 +918,14 @@ async fn an_open_stage_is_offered_the_image_and_success_means_healthy_after_the_
     // Says it failed to verify the image, with its reason.
     let unverified = &first[3];
     check_in(&state, unverified, &token(unverified), Some(json!({"version": "1.0.0", "state": "failed", "class": "verify", "reason": "digest mismatch"}))).await;
+    run(&state).await;
     let a = show(&state, ALICE, &rollout_id).await;
     assert_eq!(stage_counts(&a, 0), (5, 0, 2, 2, 0), "{:?}", a.body);
-    let offer_of = |device: &String| {
-        let device = device.clone();
-        let table = state.table.clone();
-        async move {
-            item(
-                &table,
-                &shared::model::entities::ItemKey::FirmwareOffer {
-                    user: shared::model::ids::UserId::parse(ALICE).unwrap(),
-                    device: shared::model::ids::DeviceId::parse(device).unwrap(),
-                },
-            )
-            .await
-            .expect("an offer")
-        }
-    };
-    let rolled_back = offer_of(rolled).await;
-    assert_eq!(rolled_back["failure"].as_s().unwrap(), "rollback");
-    let failed = offer_of(unverified).await;
-    assert_eq!(failed["failure"].as_s().unwrap(), "verify");
-    assert_eq!(failed["reason"].as_s().unwrap(), "digest mismatch");
+    let rolled_back = part_of(&state, ALICE, rolled).await;
+    assert_eq!(rolled_back["failure"], "rollback");
+    let failed = part_of(&state, ALICE, unverified).await;
+    assert_eq!(failed["failure"], "verify");
+    assert_eq!(failed["reason"], "digest mismatch");
 
     // A bad report is a 400 naming the field, and changes nothing.
     let waiting = &first[4];
@@ -1091,7 +1082,7 @@ async fn a_stage_opens_after_success_and_soak_and_failures_pause_it_until_resume
     // that succeeded are not offered again.
     let a = rollout_action(&state, ALICE, &rollout_id, "resume").await;
     assert_eq!(a.status, 200, "{:?}", a.body);
-    spent(&RESUME_ROLLOUT, &a, 3);
+    spent(&RESUME_ROLLOUT, &a, 2);
     assert_eq!(a.body["rollout"]["status"], "running");
     assert!(a.body["rollout"].get("pausedReason").is_none());
     let a = rollout_action(&state, ALICE, &rollout_id, "resume").await;
@@ -1107,21 +1098,12 @@ async fn a_stage_opens_after_success_and_soak_and_failures_pause_it_until_resume
 
     // A device silent past its interval and grace (none known: 24 h) times out.
     let silent = &second[3];
-    let offer_key = shared::model::entities::ItemKey::FirmwareOffer {
-        user: shared::model::ids::UserId::parse(ALICE).unwrap(),
-        device: shared::model::ids::DeviceId::parse(silent.as_str()).unwrap(),
-    };
     offer_moved_ago(&state, ALICE, silent, 2 * 24 * 3600).await;
     let worked = run(&state).await;
     assert_eq!(worked.timed_out, 1, "{worked:?}");
     let a = show(&state, ALICE, &rollout_id).await;
     assert_eq!(stage_counts(&a, 1), (4, 0, 0, 3, 1), "{:?}", a.body);
-    assert_eq!(
-        item(&state.table, &offer_key).await.unwrap()["failure"]
-            .as_s()
-            .unwrap(),
-        "timeout"
-    );
+    assert_eq!(part_of(&state, ALICE, silent).await["failure"], "timeout");
 
     // The owner pauses (200) and cancels a paused rollout.
     let a = rollout_action(&state, ALICE, &rollout_id, "pause").await;
@@ -1219,20 +1201,56 @@ async fn outside_its_maintenance_window_a_rollout_offers_nothing_and_inside_it_o
 
 // ---- Issue 40 item 4: the health rule, and retries by class with backoff.
 
-/// Sets `device`'s offer's `updatedAt` to `seconds` ago (the time its failure or last move
-/// is dated from), as if that long had passed.
+/// The key of `owner`'s `device`'s live state (on the partition its device item names).
+async fn state_key(
+    state: &FirmwareState,
+    owner: &str,
+    device: &str,
+) -> shared::model::entities::ItemKey {
+    use shared::model::entities::{device::DeviceItem, Entity, ItemKey};
+    let user = shared::model::ids::UserId::parse(owner).unwrap();
+    let device = shared::model::ids::DeviceId::parse(device).unwrap();
+    let known = item(
+        &state.table,
+        &ItemKey::Device {
+            user: user.clone(),
+            device: device.clone(),
+        },
+    )
+    .await
+    .expect("a device");
+    ItemKey::DeviceState {
+        user,
+        partition: DeviceItem::from_item(known).unwrap().partition,
+        device,
+    }
+}
+
+/// `owner`'s `device`'s part in its last firmware rollout, as its owner reads it.
+async fn part_of(state: &FirmwareState, owner: &str, device: &str) -> Value {
+    let view = shared::ops::twin::firmware_offer::device_firmware(
+        &state.table,
+        &shared::model::ids::UserId::parse(owner).unwrap(),
+        &shared::model::ids::DeviceId::parse(device).unwrap(),
+    )
+    .await
+    .unwrap()
+    .expect("a part in a rollout");
+    serde_json::to_value(view).unwrap()
+}
+
+/// Sets `device`'s part's `updatedAt` to `seconds` ago (the time its failure or last move is
+/// dated from), as if that long had passed.
 async fn offer_moved_ago(state: &FirmwareState, owner: &str, device: &str, seconds: i64) {
-    let key = shared::model::entities::ItemKey::FirmwareOffer {
-        user: shared::model::ids::UserId::parse(owner).unwrap(),
-        device: shared::model::ids::DeviceId::parse(device).unwrap(),
-    };
+    let key = state_key(state, owner, device).await;
     state
         .table
         .client
         .update_item()
         .table_name(state.table.name())
         .set_key(Some(key.attributes()))
-        .update_expression("SET updatedAt = :t")
+        .update_expression("SET #f.updatedAt = :t")
+        .expression_attribute_names("#f", "firmware")
         .expression_attribute_values(
             ":t",
             aws_sdk_dynamodb::types::AttributeValue::S(ago(seconds)),
@@ -1388,17 +1406,9 @@ async fn a_failed_device_is_offered_again_by_its_class_after_its_backoff_and_a_r
     check_in(&state, flaky, &token(flaky), Some(download_failure.clone())).await;
     offer_moved_ago(&state, ALICE, flaky, 30 * 24 * 3_600).await;
     assert_eq!(run(&state).await.retried, 0);
-    let offer = item(
-        &state.table,
-        &shared::model::entities::ItemKey::FirmwareOffer {
-            user: shared::model::ids::UserId::parse(ALICE).unwrap(),
-            device: shared::model::ids::DeviceId::parse(flaky.as_str()).unwrap(),
-        },
-    )
-    .await
-    .unwrap();
-    assert_eq!(offer["attempts"].as_n().unwrap(), "4");
-    assert_eq!(offer["failure"].as_s().unwrap(), "download");
+    let offer = part_of(&state, ALICE, flaky).await;
+    assert_eq!(offer["attempts"], 4);
+    assert_eq!(offer["failure"], "download");
 
     // A rollback says the image is bad for the device: never offered again.
     for report in [
@@ -1418,49 +1428,48 @@ async fn a_failed_device_is_offered_again_by_its_class_after_its_backoff_and_a_r
 }
 
 /// Write units the rollout's own writes of one check-in or run cost, from the items that
-/// changed between `before` and `after` (`fleet_testkit::pricing`): its offer and count shards
-/// (a transaction when a count changed, else the offer's single UpdateItem), and the live
-/// state's mark when it was set or removed (always in a transaction). Ingestion's own writes of
-/// the same check-in (events, the live state's readings) are not the rollout's and not counted.
+/// changed between `before` and `after` (`fleet_testkit::pricing`): the live state's single
+/// UpdateItem where its `firmware` part changed. A check-in's move rides on ingestion's own
+/// update of the live state (`on_ingestion`), which the batch writes anyway: it costs only what
+/// the part adds to that write (the units with the part less the units without it). Nothing
+/// else of the rollout's is written per device (the walk's checkpoint is one write a page).
 fn rollout_write_units(
     before: &fleet_testkit::pricing::Snapshot,
     after: &fleet_testkit::pricing::Snapshot,
+    on_ingestion: bool,
 ) -> u64 {
     use fleet_testkit::pricing::{changes, ItemChange, WriteKind};
+    use shared::model::entities::device_state::DeviceStateItem;
     use shared::model::entities::ItemKey;
-    let changed = changes(before, after);
-    let key_of = |c: &ItemChange| {
-        ItemKey::of(c.after.as_ref().or(c.before.as_ref()).expect("an item")).expect("a key")
+    let part = |i: &Option<fleet_testkit::capacity::Item>| {
+        i.as_ref()
+            .and_then(|i| i.get(DeviceStateItem::FIRMWARE.name()).cloned())
     };
-    let counted = changed
-        .iter()
-        .any(|c| matches!(key_of(c), ItemKey::RolloutCounts { .. }));
-    let kind = if counted {
-        WriteKind::Transaction
-    } else {
-        WriteKind::Single
-    };
-    let marked = |i: &Option<fleet_testkit::capacity::Item>| {
-        i.as_ref().is_some_and(|i| {
-            i.contains_key(
-                shared::model::entities::device_state::DeviceStateItem::FIRMWARE_ROLLOUT.name(),
-            )
+    let without_part = |i: &Option<fleet_testkit::capacity::Item>| {
+        i.clone().map(|mut i| {
+            i.remove(DeviceStateItem::FIRMWARE.name());
+            i.remove(DeviceStateItem::FIRMWARE_SEQ.name());
+            i
         })
     };
-    changed
+    changes(before, after)
         .iter()
-        .map(|c| match key_of(c) {
-            ItemKey::FirmwareOffer { .. } | ItemKey::RolloutCounts { .. } => c.write_units(kind),
-            ItemKey::DeviceState { .. } if marked(&c.before) != marked(&c.after) => {
-                let state = c.after.clone().or_else(|| c.before.clone());
-                ItemChange {
-                    key: c.key.clone(),
-                    before: state.clone(),
-                    after: state,
-                }
-                .write_units(WriteKind::Transaction)
+        .filter(|c| {
+            let item = c.after.as_ref().or(c.before.as_ref()).expect("an item");
+            matches!(ItemKey::of(item), Ok(ItemKey::DeviceState { .. }))
+                && part(&c.before) != part(&c.after)
+        })
+        .map(|c| {
+            let whole = c.write_units(WriteKind::Single);
+            if !on_ingestion {
+                return whole;
             }
-            _ => 0,
+            let bare = ItemChange {
+                key: c.key.clone(),
+                before: without_part(&c.before),
+                after: without_part(&c.after),
+            };
+            whole - bare.write_units(WriteKind::Single)
         })
         .sum()
 }
@@ -1486,7 +1495,10 @@ async fn a_healthy_device_costs_its_rollout_these_write_units_measured_on_the_re
     let before = snapshot().await;
     assert_eq!(run(&state).await.offered, 1);
     let after = snapshot().await;
-    steps.push(("offered (the worker)", rollout_write_units(&before, &after)));
+    steps.push((
+        "offered (the worker)",
+        rollout_write_units(&before, &after, false),
+    ));
     for (step, report) in [
         (
             "downloading",
@@ -1507,8 +1519,9 @@ async fn a_healthy_device_costs_its_rollout_these_write_units_measured_on_the_re
         let a = check_in(&state, device, &token, report).await;
         assert_eq!(a.status, 200, "{:?}", a.body);
         let after = snapshot().await;
-        steps.push((step, rollout_write_units(&before, &after)));
+        steps.push((step, rollout_write_units(&before, &after, true)));
     }
+    run(&state).await;
     let a = show(&state, ALICE, &rollout_id).await;
     assert_eq!(stage_counts(&a, 0), (1, 0, 1, 0, 0), "{:?}", a.body);
     let total: u64 = steps.iter().map(|(_, u)| u).sum();
@@ -1526,14 +1539,12 @@ async fn a_healthy_device_costs_its_rollout_these_write_units_measured_on_the_re
     eprintln!(
         "write units of one healthy device's rollout (live state {bytes} B): {steps:?}, total {total}"
     );
-    // Offer, mark and count in one transaction (2 units each for the offer and the count
-    // shard, under 1 KB, 2 a KB for the live state), the move to downloading with its count
-    // (4), three single moves (1 each), and success with its counts and the mark's removal.
-    let mark = 2 * bytes.div_ceil(1024);
-    assert_eq!(steps[0].1, 4 + mark, "{steps:?}");
-    assert_eq!(steps[1].1, 4, "{steps:?}");
-    assert_eq!((steps[2].1, steps[3].1, steps[4].1), (1, 1, 1), "{steps:?}");
-    assert_eq!(steps[5].1, 4 + mark, "{steps:?}");
+    // The offer: one UpdateItem of the live state (a unit a KB); every move after it rides on
+    // ingestion's own update, and the part adds no kilobyte to a state this small.
+    assert!(bytes < 1024, "{bytes}");
+    assert_eq!(steps[0].1, bytes.div_ceil(1024), "{steps:?}");
+    assert!(steps[1..].iter().all(|(_, u)| *u == 0), "{steps:?}");
+    assert_eq!(total, 1, "{steps:?}");
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -1624,7 +1635,7 @@ async fn rollouts_are_listed_newest_first_and_a_devices_firmware_shows_its_offer
             api_doc::api_doc()
                 .check_response("GET /me/devices/{deviceId}/firmware", 200, &a.body)
                 .unwrap();
-            spent(&DEVICE_FIRMWARE, &a, 1);
+            spent(&DEVICE_FIRMWARE, &a, 2);
             a.body["firmware"].clone()
         }
     };
@@ -1659,7 +1670,7 @@ async fn rollouts_are_listed_newest_first_and_a_devices_firmware_shows_its_offer
         (&json!("updated"), &json!("2.0.0")),
         "{offer}"
     );
-    // Another owner's device, or an unknown one, is a 404 (the same one request).
+    // Another owner's device, or an unknown one, is a 404 (the device's read alone).
     for (who, device) in [(BOB, device.clone()), (ALICE, "no-such-device".to_string())] {
         let a = firmware_route(
             &state,

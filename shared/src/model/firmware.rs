@@ -407,6 +407,26 @@ pub struct FirmwarePlan {
     pub maintenance_window: Option<MaintenanceWindow>,
 }
 
+/// What a device needs to download and check a firmware rollout's image, copied onto the
+/// rollout from the checked package when it starts: a check-in reads the rollout anyway (for
+/// its status), so it presigns the download without reading the package.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct OfferedImage {
+    /// The image's SHA-256, as the service computed it.
+    pub sha256: String,
+    /// Its size in bytes.
+    pub size: u64,
+    /// The package's Ed25519 signature of its digest, if it has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signature: Option<String>,
+    /// Where the image is in the bucket.
+    pub object_key: String,
+    /// The object version the service checked (a download is presigned for exactly it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub object_version: Option<String>,
+}
+
 /// The UTC hours in which a firmware rollout offers its image to devices that have no offer
 /// yet: from `start_hour` (included) to `end_hour` (excluded), across midnight when
 /// `end_hour` is the smaller. Outside it the rollout makes no new offer; a device offered

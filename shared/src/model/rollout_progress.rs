@@ -1,12 +1,16 @@
 //! How a device moves through a staged firmware rollout (issue 40 items 3 and 5): its phases,
-//! its failure classes, the report it sends, the per-stage counters, and the one pure step
-//! that turns a check-in into the next phase and the counter changes. No I/O.
+//! its failure classes, the report it sends, its part as its live state keeps it
+//! ([`FirmwareProgress`]), the one pure step that turns a check-in into the next phase, and
+//! the per-stage counts the worker's walk tallies from those parts. No I/O.
 
 use serde::{Deserialize, Serialize};
 
 use crate::model::error::ValidationError;
+use crate::model::firmware::FirmwareId;
+use crate::model::ids::RolloutId;
 use crate::model::rollout_health::HealthTally;
 use crate::model::timestamp::Timestamp;
+use crate::model::twin::RolloutStatus;
 
 /// Longest failure reason kept from a device, in characters (longer ones are refused, naming
 /// the field).
@@ -220,55 +224,8 @@ impl FirmwareReport {
     }
 }
 
-/// One of a stage's counters.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub enum StageCounter {
-    /// Devices offered the firmware.
-    Offered,
-    /// Devices started on it and not finished.
-    InProgress,
-    /// Devices running it healthy.
-    Succeeded,
-    /// Devices failed (every class, timeouts included).
-    Failed,
-    /// Of the failed, those that timed out.
-    TimedOut,
-    /// Failed devices offered the image again ([`FailureClass::retries`]): each retry takes
-    /// one from `failed` (and `timedOut`) and adds one here.
-    Retried,
-}
-
-impl StageCounter {
-    /// Every counter.
-    pub const ALL: [StageCounter; 6] = [
-        StageCounter::Offered,
-        StageCounter::InProgress,
-        StageCounter::Succeeded,
-        StageCounter::Failed,
-        StageCounter::TimedOut,
-        StageCounter::Retried,
-    ];
-
-    /// Its spelling in the API and in the stored attribute names.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            StageCounter::Offered => "offered",
-            StageCounter::InProgress => "inProgress",
-            StageCounter::Succeeded => "succeeded",
-            StageCounter::Failed => "failed",
-            StageCounter::TimedOut => "timedOut",
-            StageCounter::Retried => "retried",
-        }
-    }
-
-    /// The counter spelled `text`.
-    pub fn parse(text: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|c| c.as_str() == text)
-    }
-}
-
-/// A stage's counts (summed over the shards).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+/// A stage's counts, tallied by the worker's walk from its devices' live states.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct StageCounts {
     /// Devices offered the firmware.
@@ -286,22 +243,235 @@ pub struct StageCounts {
 }
 
 impl StageCounts {
-    /// `n` more of `counter`.
-    pub fn add(&mut self, counter: StageCounter, n: i64) {
-        let slot = match counter {
-            StageCounter::Offered => &mut self.offered,
-            StageCounter::InProgress => &mut self.in_progress,
-            StageCounter::Succeeded => &mut self.succeeded,
-            StageCounter::Failed => &mut self.failed,
-            StageCounter::TimedOut => &mut self.timed_out,
-            StageCounter::Retried => &mut self.retried,
-        };
-        *slot += n;
-    }
-
     /// Devices finished (succeeded or failed).
     pub fn finished(&self) -> i64 {
         self.succeeded + self.failed
+    }
+
+    /// Counts a device whose part in the rollout is `progress`: offered once, in progress,
+    /// succeeded or failed (timed out among them) as it is now, and its retries.
+    pub fn count(&mut self, progress: &FirmwareProgress) {
+        self.offered += 1;
+        self.retried += i64::from(progress.attempts.max(1) - 1);
+        if progress.phase.in_progress() {
+            self.in_progress += 1;
+        }
+        match progress.phase {
+            OfferPhase::Succeeded => self.succeeded += 1,
+            OfferPhase::Failed => {
+                self.failed += 1;
+                if progress.failure == Some(FailureClass::Timeout) {
+                    self.timed_out += 1;
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// Adds `other`'s counts (a page's, to the walk's).
+    pub fn merge(&mut self, other: &StageCounts) {
+        self.offered += other.offered;
+        self.in_progress += other.in_progress;
+        self.succeeded += other.succeeded;
+        self.failed += other.failed;
+        self.timed_out += other.timed_out;
+        self.retried += other.retried;
+    }
+}
+
+/// Per stage (index into the plan's stages), its counts.
+pub type StageTally = Vec<StageCounts>;
+
+/// Counts `progress` on its stage of `tally`.
+pub fn tally_device(tally: &mut StageTally, progress: &FirmwareProgress) {
+    let stage = progress.stage as usize;
+    if tally.len() <= stage {
+        tally.resize(stage + 1, StageCounts::default());
+    }
+    tally[stage].count(progress);
+}
+
+/// Adds a page's `counts` to the walk's `tally`.
+pub fn merge_tally(tally: &mut StageTally, counts: &StageTally) {
+    if tally.len() < counts.len() {
+        tally.resize(counts.len(), StageCounts::default());
+    }
+    for (sum, page) in tally.iter_mut().zip(counts) {
+        sum.merge(page);
+    }
+}
+
+/// A device's part in a staged firmware rollout, kept on its live state (attribute `firmware`,
+/// [`crate::model::entities::device_state::DeviceStateItem::firmware`]): written by the
+/// rollout worker when it offers the device the image (or times it out, or offers it again),
+/// moved on by the device's check-ins inside ingestion's own update of the live state, which
+/// it writes anyway. What the device needs to download (the digest, size, signature and
+/// object) is on the rollout, which a check-in reads for its status. It stays when the
+/// device's part is over: it is the device's firmware record (`GET
+/// /me/devices/{deviceId}/firmware`), until a later rollout replaces it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FirmwareProgress {
+    /// The rollout that offered it.
+    pub rollout_id: RolloutId,
+    /// The package.
+    pub firmware_id: FirmwareId,
+    /// The package's version: the one the device must report running.
+    pub version: String,
+    /// The device's stage (index into the plan's stages).
+    pub stage: u32,
+    /// How far the device got.
+    pub phase: OfferPhase,
+    /// The version the device said it ran before it started on the offer (a rollback is
+    /// reporting it again after installing).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from_version: Option<String>,
+    /// Check-ins since it first reported the new version (`phase` `updated`).
+    #[serde(default)]
+    pub healthy_check_ins: u32,
+    /// Why it failed (`phase` `failed`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure: Option<FailureClass>,
+    /// The device's own reason, bounded ([`MAX_REASON_LEN`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// Offers of this rollout made to the device: 1, and one more for each retry after a
+    /// failure ([`FailureClass::retries`]).
+    pub attempts: u32,
+    /// When the worker offered it (the last time, after a retry).
+    pub offered_at: Timestamp,
+    /// The device's last check-in that moved it (the offer's time before any).
+    pub updated_at: Timestamp,
+    /// The rollout ended (cancelled, done or deleted) before the device finished: nothing more
+    /// happens to it, and its check-ins read nothing for it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub ended: bool,
+}
+
+impl FirmwareProgress {
+    /// A first offer (or a retry's, `attempts` > 1) of `version` of `firmware_id` by `rollout`
+    /// to a device of `stage`, made at `now`.
+    pub fn offered(
+        rollout: RolloutId,
+        (firmware_id, version): (FirmwareId, String),
+        stage: u32,
+        attempts: u32,
+        now: Timestamp,
+    ) -> Self {
+        Self {
+            rollout_id: rollout,
+            firmware_id,
+            version,
+            stage,
+            phase: OfferPhase::Offered,
+            from_version: None,
+            healthy_check_ins: 0,
+            failure: None,
+            reason: None,
+            attempts,
+            offered_at: now,
+            updated_at: now,
+            ended: false,
+        }
+    }
+
+    /// A check-in must look at it: its rollout may still move it.
+    pub fn open(&self) -> bool {
+        !self.phase.finished() && !self.ended
+    }
+
+    /// What [`step`] needs of it.
+    pub fn as_offer(&self) -> OfferProgress {
+        OfferProgress {
+            phase: self.phase,
+            target: self.version.clone(),
+            from_version: self.from_version.clone(),
+            healthy_check_ins: self.healthy_check_ins,
+        }
+    }
+
+    /// It after `next` at `now`, with the failure's `reason`.
+    pub fn moved(&self, next: &Step, reason: Option<String>, now: Timestamp) -> Self {
+        Self {
+            phase: next.phase,
+            from_version: next.from_version.clone(),
+            healthy_check_ins: next.healthy_check_ins,
+            failure: next.failure.or(self.failure),
+            reason: reason.or_else(|| self.reason.clone()),
+            updated_at: now,
+            ..self.clone()
+        }
+    }
+
+    /// What a check-in does to it: `None` when nothing changes (it is not open, or the check-in
+    /// moves nothing). `running` is its rollout's status and plan as the check-in read them
+    /// (`None`: the rollout is gone, or is not a firmware rollout); a rollout cancelled, done or
+    /// gone ends it where it is. Otherwise the `report` moves it ([`step`], with `alarmed`:
+    /// an alarm is raised on the device now), the failure's reason taken from the report, or
+    /// said for a rollback or an alarm.
+    pub fn checked_in(
+        &self,
+        rollout: Option<(RolloutStatus, u32)>,
+        report: Option<&FirmwareReport>,
+        alarmed: bool,
+        now: Timestamp,
+    ) -> Option<Self> {
+        if !self.open() {
+            return None;
+        }
+        let healthy_needed = match rollout {
+            Some((RolloutStatus::Running | RolloutStatus::Paused, healthy_needed)) => {
+                healthy_needed
+            }
+            _ => return Some(self.ended()),
+        };
+        let before = self.as_offer();
+        let next = step(&before, report, alarmed, healthy_needed);
+        if next.unchanged(&before) {
+            return None;
+        }
+        let reason = match next.failure {
+            Some(FailureClass::Unhealthy) if report.and_then(|r| r.reason.as_ref()).is_none() => {
+                Some("an alarm was raised on the device after it updated".to_string())
+            }
+            Some(FailureClass::Rollback) => Some(format!(
+                "the device reported {} again after installing {}",
+                report
+                    .map(|r| r.version.as_str())
+                    .unwrap_or("its old version"),
+                self.version
+            )),
+            Some(_) => report.and_then(|r| r.reason.clone()),
+            None => None,
+        };
+        Some(self.moved(&next, reason, now))
+    }
+
+    /// The device still needs the image and its rollout is `status`: the offer rides in the
+    /// answer (a paused rollout offers nothing).
+    pub fn wants_offer(&self, status: RolloutStatus) -> bool {
+        status == RolloutStatus::Running && !self.ended && self.phase.wants_offer()
+    }
+
+    /// It ended with its rollout, where it was.
+    pub fn ended(&self) -> Self {
+        Self {
+            ended: true,
+            ..self.clone()
+        }
+    }
+
+    /// It failed as `timeout` at `now`.
+    pub fn timed_out(&self, now: Timestamp) -> Self {
+        Self {
+            phase: OfferPhase::Failed,
+            failure: Some(FailureClass::Timeout),
+            reason: Some(
+                "the device did not check in within its expected interval and grace".to_string(),
+            ),
+            updated_at: now,
+            ..self.clone()
+        }
     }
 }
 
@@ -318,8 +488,7 @@ pub struct OfferProgress {
     pub healthy_check_ins: u32,
 }
 
-/// What one check-in does to a device's offer: the new phase and fields, and the changes to its
-/// stage's counters.
+/// What one check-in does to a device's offer: the new phase and fields.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Step {
     /// The phase after the check-in.
@@ -330,8 +499,6 @@ pub struct Step {
     pub healthy_check_ins: u32,
     /// The failure, when it failed now.
     pub failure: Option<FailureClass>,
-    /// The counters it changes (never zero).
-    pub counters: Vec<(StageCounter, i64)>,
 }
 
 impl Step {
@@ -368,7 +535,6 @@ pub fn step(
         from_version: before.from_version.clone(),
         healthy_check_ins: before.healthy_check_ins,
         failure: None,
-        counters: Vec::new(),
     };
     if before.phase.finished() {
         return next;
@@ -427,36 +593,7 @@ pub fn step(
     if next.phase == OfferPhase::Updated && next.healthy_check_ins >= healthy_needed {
         next.phase = OfferPhase::Succeeded;
     }
-    next.counters = counter_changes(before.phase, next.phase, next.failure);
     next
-}
-
-/// The counter changes of a device moving from `before` to `after`.
-pub fn counter_changes(
-    before: OfferPhase,
-    after: OfferPhase,
-    failure: Option<FailureClass>,
-) -> Vec<(StageCounter, i64)> {
-    let mut changes = Vec::new();
-    if before == after {
-        return changes;
-    }
-    match (before.in_progress(), after.in_progress()) {
-        (false, true) => changes.push((StageCounter::InProgress, 1)),
-        (true, false) => changes.push((StageCounter::InProgress, -1)),
-        _ => {}
-    }
-    match after {
-        OfferPhase::Succeeded => changes.push((StageCounter::Succeeded, 1)),
-        OfferPhase::Failed => {
-            changes.push((StageCounter::Failed, 1));
-            if failure == Some(FailureClass::Timeout) {
-                changes.push((StageCounter::TimedOut, 1));
-            }
-        }
-        _ => {}
-    }
-    changes
 }
 
 #[cfg(test)]
@@ -504,7 +641,6 @@ mod tests {
             3,
         );
         assert_eq!(s.phase, OfferPhase::Succeeded);
-        assert_eq!(s.counters, vec![(StageCounter::Succeeded, 1)]);
     }
 
     #[test]
@@ -518,7 +654,6 @@ mod tests {
         );
         assert_eq!(s.phase, OfferPhase::Downloading);
         assert_eq!(s.from_version.as_deref(), Some("1.0.0"));
-        assert_eq!(s.counters, vec![(StageCounter::InProgress, 1)]);
         p.phase = s.phase;
         p.from_version = s.from_version;
         let s = step(
@@ -528,7 +663,6 @@ mod tests {
             2,
         );
         assert_eq!(s.phase, OfferPhase::Installing);
-        assert!(s.counters.is_empty());
         p.phase = s.phase;
         let s = step(&p, Some(&report("2.0.0", None)), false, 2);
         assert_eq!((s.phase, s.healthy_check_ins), (OfferPhase::Updated, 0));
@@ -538,10 +672,6 @@ mod tests {
         p.healthy_check_ins = 1;
         let s = step(&p, Some(&report("2.0.0", None)), false, 2);
         assert_eq!(s.phase, OfferPhase::Succeeded);
-        assert_eq!(
-            s.counters,
-            vec![(StageCounter::InProgress, -1), (StageCounter::Succeeded, 1)]
-        );
     }
 
     #[test]
@@ -552,10 +682,6 @@ mod tests {
         assert_eq!(
             (s.phase, s.failure),
             (OfferPhase::Failed, Some(FailureClass::Rollback))
-        );
-        assert_eq!(
-            s.counters,
-            vec![(StageCounter::InProgress, -1), (StageCounter::Failed, 1)]
         );
         let s = step(&at(OfferPhase::Updated), None, true, 2);
         assert_eq!(s.failure, Some(FailureClass::Unhealthy));
@@ -601,7 +727,119 @@ mod tests {
             2,
         );
         assert_eq!(s.phase, OfferPhase::Succeeded);
-        assert!(s.counters.is_empty());
+    }
+
+    fn part(phase: OfferPhase) -> FirmwareProgress {
+        let at = Timestamp::parse_field("t", "2026-11-29T10:00:00Z").unwrap();
+        FirmwareProgress {
+            phase,
+            ..FirmwareProgress::offered(
+                RolloutId::parse("r-000001700000000-0123456789abcdef").unwrap(),
+                (
+                    FirmwareId::parse("f-000001700000000-0123456789abcdef").unwrap(),
+                    "2.0.0".into(),
+                ),
+                1,
+                1,
+                at,
+            )
+        }
+    }
+
+    #[test]
+    fn a_check_in_moves_an_open_part_and_an_ended_rollout_ends_it_where_it_is() {
+        let now = Timestamp::parse_field("t", "2026-11-29T11:00:00Z").unwrap();
+        let running = Some((RolloutStatus::Running, 2));
+        let downloading = Some(report("1.0.0", Some(ReportedUpdate::Downloading)));
+        let moved = part(OfferPhase::Offered)
+            .checked_in(running, downloading.as_ref(), false, now)
+            .unwrap();
+        assert_eq!(moved.phase, OfferPhase::Downloading);
+        assert_eq!(moved.from_version.as_deref(), Some("1.0.0"));
+        assert_eq!(moved.updated_at, now);
+        // Nothing moves: nothing to write.
+        assert_eq!(
+            moved.checked_in(running, downloading.as_ref(), false, now),
+            None
+        );
+        // A paused rollout's part still moves; a cancelled, done or gone one's ends.
+        let paused = Some((RolloutStatus::Paused, 2));
+        let installing = report("1.0.0", Some(ReportedUpdate::Installing));
+        assert_eq!(
+            moved
+                .checked_in(paused, Some(&installing), false, now)
+                .unwrap()
+                .phase,
+            OfferPhase::Installing
+        );
+        for over in [
+            Some((RolloutStatus::Cancelled, 2)),
+            Some((RolloutStatus::Done, 2)),
+            None,
+        ] {
+            let ended = moved
+                .checked_in(over, Some(&installing), false, now)
+                .unwrap();
+            assert!(ended.ended && !ended.open());
+            assert_eq!(ended.phase, OfferPhase::Downloading, "where it was");
+            assert_eq!(
+                ended.checked_in(running, Some(&installing), false, now),
+                None
+            );
+        }
+        // A rollback says so; the offer rides only while running and needed.
+        let rolled_back = part(OfferPhase::Installing)
+            .checked_in(running, Some(&report("1.0.0", None)), false, now)
+            .unwrap();
+        assert_eq!(rolled_back.failure, Some(FailureClass::Rollback));
+        assert!(rolled_back.reason.unwrap().contains("reported 1.0.0 again"));
+        assert!(moved.wants_offer(RolloutStatus::Running));
+        assert!(!moved.wants_offer(RolloutStatus::Paused));
+        assert!(!part(OfferPhase::Updated).wants_offer(RolloutStatus::Running));
+    }
+
+    #[test]
+    fn the_walk_tallies_each_device_once_as_it_is_now() {
+        let mut tally = StageTally::new();
+        let mut retried = part(OfferPhase::Failed);
+        retried.failure = Some(FailureClass::Timeout);
+        retried.attempts = 3;
+        retried.stage = 2;
+        for p in [
+            part(OfferPhase::Offered),
+            part(OfferPhase::Downloading),
+            part(OfferPhase::Updated),
+            part(OfferPhase::Succeeded),
+            retried,
+        ] {
+            tally_device(&mut tally, &p);
+        }
+        assert_eq!(tally.len(), 3);
+        assert_eq!(tally[0], StageCounts::default());
+        assert_eq!(
+            tally[1],
+            StageCounts {
+                offered: 4,
+                in_progress: 2,
+                succeeded: 1,
+                ..StageCounts::default()
+            }
+        );
+        assert_eq!(
+            tally[2],
+            StageCounts {
+                offered: 1,
+                failed: 1,
+                timed_out: 1,
+                retried: 2,
+                ..StageCounts::default()
+            }
+        );
+        let mut walk = vec![StageCounts::default()];
+        merge_tally(&mut walk, &tally);
+        merge_tally(&mut walk, &tally);
+        assert_eq!(walk[1].offered, 8);
+        assert_eq!(walk[2].retried, 4);
     }
 
     #[test]
@@ -660,6 +898,16 @@ pub struct StageGate {
     /// The last whole walk's tally, which the rule judged (shown on the rollout).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_health: Option<HealthTally>,
+    /// The stages' counts of the walk under way, tallied from the live states it reads.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tally: StageTally,
+    /// The last whole walk's counts: what the abort and success rules judge and the owner
+    /// reads (absent until a walk ends).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub counts: Option<StageTally>,
+    /// When that walk ended.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub counted_at: Option<Timestamp>,
     /// The last stage open when the owner last resumed: the health rule leaves the stages up
     /// to it be (the owner accepted them as they were).
     #[serde(default, skip_serializing_if = "Option::is_none")]

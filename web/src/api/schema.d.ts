@@ -690,7 +690,7 @@ export interface paths {
         };
         /**
          * What the last staged firmware rollout offered the device and how far it got.
-         * @description One batch read of the device and its firmware offer. `{"firmware": null}` when no firmware rollout offered it anything; another user's device, or an unknown one, is a 404. Devices report their running version only in a firmware rollout's check-ins, so `runningVersion` is what the offer knows. Served by the firmware function.
+         * @description Two reads: the device, then its live state, which keeps its part in the last firmware rollout that offered it something. `{"firmware": null}` when none offered it anything; another user's device, or an unknown one, is a 404. Devices report their running version only in a firmware rollout's check-ins, so `runningVersion` is what the offer knows. Served by the firmware function.
          */
         get: operations["getDeviceFirmware"];
         put?: never;
@@ -2137,7 +2137,9 @@ export interface components {
             status: "running" | "paused" | "done" | "cancelled";
             /** @description Why a paused firmware rollout paused, with the stage's counts. */
             pausedReason?: string;
-            /** @description A firmware rollout's stages, in order, each with its counts (a device counts in the stage its id hashes to). */
+            /** @description When the worker's walk of the target that tallied the stages' counts ended (absent while the first walk runs: the counts are then the walk's so far). */
+            countedAt?: components["schemas"]["Timestamp"];
+            /** @description A firmware rollout's stages, in order, each with its counts (a device counts in the stage its id hashes to), as the worker's last whole walk of the target tallied them from the devices' live states (see `countedAt`): a device's check-in shows in them after the next walk, within a minute for a fleet the worker walks in one run. */
             stages?: {
                 percent: number;
                 /**
@@ -2211,6 +2213,8 @@ export interface components {
                 reason?: string;
                 offeredAt: components["schemas"]["Timestamp"];
                 updatedAt: components["schemas"]["Timestamp"];
+                /** @description Its rollout ended (cancelled, done or deleted) before the device finished: it stays where it was (absent: false). */
+                ended?: boolean;
             };
         };
         TaggedDevice: {

@@ -20,14 +20,13 @@
 
 use serde_json::json;
 use shared::model::entities::device_state::{state_pk, DeviceStateItem};
-use shared::model::entities::firmware_offer::FirmwareOfferItem;
 use shared::model::entities::rollout::RolloutItem;
-use shared::model::entities::rollout_counts::{RolloutCountsItem, ROLLOUT_COUNT_SHARDS};
-use shared::model::entities::{Entity, ItemKey};
-use shared::model::firmware::{FirmwareId, FirmwarePlan, StagePlan};
+use shared::model::entities::Entity;
+use shared::model::firmware::{FirmwareId, FirmwarePlan, OfferedImage, StagePlan};
 use shared::model::ids::{DeviceId, DeviceType, RolloutId, UserId};
 use shared::model::keys::user_pk;
-use shared::model::rollout_progress::{OfferPhase, StageCounter};
+use shared::model::rollout_health::{GroupHealth, HealthTally};
+use shared::model::rollout_progress::{FirmwareProgress, OfferPhase, StageCounts, StageGate};
 use shared::model::shard::ShardCounts;
 use shared::model::timestamp::Day;
 use shared::model::twin::{RolloutStatus, RolloutTarget};
@@ -35,9 +34,7 @@ use shared::ops::twin::rollout::{ROLLOUT_DEVICES_PER_SECOND, ROLLOUT_PAGE};
 
 use super::orgs::KeyPeak;
 use super::profile::{Error, FirmwareRolloutPlan};
-use fleet_testkit::capacity::{
-    item_size, query_read_units, strong_read_units, write_units, TRANSACTION_FACTOR,
-};
+use fleet_testkit::capacity::{item_size, query_read_units, strong_read_units, write_units};
 
 /// How often the scheduled rollout worker runs (`RolloutWorkerFunction`'s `rate(1 minute)` in
 /// template.yaml).
@@ -47,8 +44,8 @@ pub const WORKER_INTERVAL_SECONDS: f64 = 60.0;
 /// last page and its answer (`MARGIN` in functions/rollout-worker/src/lib.rs).
 pub const WORKER_RUN_SECONDS: f64 = 55.0;
 
-/// One step of a healthy device's rollout and the write units it costs (ingestion's own
-/// live-state write left out, as the measuring test leaves it out).
+/// One step of a healthy device's rollout and the write units it costs beyond ingestion's own
+/// live-state write (which the check-ins' moves ride on), as the measuring test counts them.
 #[derive(Clone, Debug, PartialEq)]
 pub struct FirmwareStep {
     /// What happens.
@@ -100,15 +97,14 @@ pub struct FirmwareRolloutPeak {
     pub goal_seconds: f64,
     /// A healthy device's steps and their write units.
     pub steps: Vec<FirmwareStep>,
-    /// The live state's size with the rollout's mark, bytes.
+    /// The live state's size with the device's part in the rollout, bytes.
     pub marked_state_bytes: u64,
-    /// Read units a device costs by its own check-ins: each marked one reads its offer and the
-    /// rollout item (consistent, each item rounded up on its own).
+    /// Read units a device costs by its own check-ins: each one with an open part reads the
+    /// rollout item (consistent).
     pub check_in_read_units: f64,
     /// Whole walks of the target from start to done.
     pub walks: f64,
-    /// Read units a device costs by the walks: each reads its live state and offer
-    /// (consistent).
+    /// Read units a device costs by the walks: each reads its live state (consistent).
     pub walk_read_units: f64,
     /// The keys loaded while the last stage is offered, busiest (share of a limit) first.
     pub keys: Vec<KeyPeak>,
@@ -133,9 +129,7 @@ fn sample_rollout_id() -> RolloutId {
 
 /// The sizes of the rollout's items, as stored.
 struct RolloutItemSizes {
-    offer: u64,
     rollout: u64,
-    counts: u64,
     marked_state: u64,
     state: u64,
 }
@@ -156,8 +150,10 @@ fn plan_of(requested: &FirmwareRolloutPlan) -> Result<StagePlan, Error> {
     .map_err(|e| format!("firmware_rollout.{}: {}", e.field, e.reason).into())
 }
 
-/// The rollout's items as the engine stores them, the offer of a device mid-update with the
-/// longest optional fields the engine writes on a healthy path (`fromVersion`, the S3 version).
+/// The rollout's items as the engine stores them: the live state with the part of a device
+/// mid-update with the longest optional fields the engine writes on a healthy path
+/// (`fromVersion`), and the rollout with its image (the S3 version) and every stage's counts and
+/// health at a million devices' magnitudes.
 fn item_sizes(
     owner: &UserId,
     device: &DeviceId,
@@ -172,27 +168,39 @@ fn item_sizes(
         FirmwareId::parse("f-001795100000000-0123456789abcdef").expect("the generated shape");
     let device_type = DeviceType::parse("meter").expect("a valid type");
     let size = |item: Result<_, _>| item_size(&item.expect("items serialize"));
-    let offer = FirmwareOfferItem {
-        user_id: owner.clone(),
-        device_id: device.clone(),
-        rollout_id: rollout_id.clone(),
-        firmware_id: firmware_id.clone(),
-        version: "2.14.0".into(),
-        sha256: "0".repeat(64),
-        size: 4 * 1024 * 1024,
-        signature: None,
-        object_key: format!("firmware/{owner}/{firmware_id}"),
-        // S3's version ids are 32 characters.
-        object_version: Some("3HL4kqtJlcpXroDTDmJ-rmSpXd3dIbrH".into()),
-        stage: 3,
+    let part = FirmwareProgress {
         phase: OfferPhase::Updated,
         from_version: Some("2.13.9".into()),
         healthy_check_ins: 1,
-        failure: None,
-        reason: None,
-        attempts: 1,
-        offered_at: at,
-        updated_at: at,
+        ..FirmwareProgress::offered(
+            rollout_id.clone(),
+            (firmware_id.clone(), "2.14.0".into()),
+            3,
+            1,
+            at,
+        )
+    };
+    let stages = plan.stages.len();
+    let many = StageCounts {
+        offered: 750_000,
+        in_progress: 250_000,
+        succeeded: 500_000,
+        failed: 7_500,
+        timed_out: 2_500,
+        retried: 5_000,
+    };
+    let health = HealthTally {
+        updated: vec![
+            GroupHealth {
+                devices: 500_000,
+                unhealthy: 5_000,
+            };
+            stages
+        ],
+        not_updated: GroupHealth {
+            devices: 250_000,
+            unhealthy: 2_500,
+        },
     };
     let rollout = RolloutItem {
         user_id: owner.clone(),
@@ -200,7 +208,7 @@ fn item_sizes(
         target: RolloutTarget::Type(device_type.clone()),
         patch: String::new(),
         firmware: Some(FirmwarePlan {
-            firmware_id,
+            firmware_id: firmware_id.clone(),
             version: "2.14.0".into(),
             device_type,
             stages: plan.stages.clone(),
@@ -210,6 +218,14 @@ fn item_sizes(
             abort: plan.abort.clone(),
             maintenance_window: plan.maintenance_window,
         }),
+        image: Some(OfferedImage {
+            sha256: "0".repeat(64),
+            size: 4 * 1024 * 1024,
+            signature: None,
+            object_key: format!("firmware/{owner}/{firmware_id}"),
+            // S3's version ids are 32 characters.
+            object_version: Some("3HL4kqtJlcpXroDTDmJ-rmSpXd3dIbrH".into()),
+        }),
         status: RolloutStatus::Running,
         position: Some(device.clone()),
         devices_updated: 0,
@@ -218,70 +234,48 @@ fn item_sizes(
         created_at: at,
         finished_at: None,
         cancelled_at: None,
-        gate: None,
+        gate: Some(StageGate {
+            open: stages as u32 - 1,
+            opened_at: vec![at; stages],
+            met_at: Some(at),
+            walked: true,
+            health: health.clone(),
+            last_health: Some(health),
+            tally: vec![many; stages],
+            counts: Some(vec![many; stages]),
+            counted_at: Some(at),
+            ..StageGate::default()
+        }),
         paused_reason: None,
     };
-    let mut counts = RolloutCountsItem {
-        user_id: owner.clone(),
-        rollout_id: rollout_id.clone(),
-        shard: ROLLOUT_COUNT_SHARDS - 1,
-    }
-    .to_item(shards)
-    .expect("items serialize");
-    // Every counter of every stage, at a million devices' magnitudes over the shards.
-    for stage in 0..plan.stages.len() as u32 {
-        for counter in StageCounter::ALL {
-            if let Some(name) = RolloutCountsItem::attribute(stage, counter) {
-                counts.insert(
-                    name.name().to_string(),
-                    aws_sdk_dynamodb::types::AttributeValue::N("46875".into()),
-                );
-            }
-        }
-    }
     let mut marked = state.clone();
-    marked.firmware_rollout = Some(rollout_id);
+    marked.firmware = Some(part);
+    marked.firmware_seq = 6;
     RolloutItemSizes {
-        offer: size(offer.to_item(shards)),
         rollout: size(rollout.to_item(shards)),
-        counts: item_size(&counts),
         marked_state: size(marked.to_item(shards)),
         state: size(state.to_item(shards)),
     }
 }
 
 /// A healthy device's steps (docs/design.md section 15, "Write units per device, measured"):
-/// the offer (offer, mark, count: a transaction), downloading (offer and count), installing,
-/// updated and each healthy check-in but the last (the offer alone), and success (offer, counts,
-/// the mark's removal: a transaction).
+/// the walk's offer (one UpdateItem of the live state: the part), then every move of the part
+/// (downloading, installing, updated, the healthy check-ins, success) inside ingestion's own
+/// update of the live state, which costs more only where the part takes the state over a
+/// kilobyte boundary.
 fn healthy_steps(s: &RolloutItemSizes, healthy_check_ins: u8) -> Vec<FirmwareStep> {
     let w = write_units;
-    let t = TRANSACTION_FACTOR;
-    let mut steps = vec![
+    let moves = 3 + u64::from(healthy_check_ins);
+    vec![
         FirmwareStep {
-            step: "offer (offer, the live state's mark, the count: one transaction)",
-            write_units: t * (w(s.offer) + w(s.marked_state) + w(s.counts)),
+            step: "offer (one UpdateItem of the live state: the device's part)",
+            write_units: w(s.marked_state),
         },
         FirmwareStep {
-            step: "downloading (offer and count: one transaction)",
-            write_units: t * (w(s.offer) + w(s.counts)),
+            step: "downloading, installing, updated, the healthy check-ins and success (each inside ingestion's own live-state update: only what the part adds to its size)",
+            write_units: moves * (w(s.marked_state) - w(s.state)),
         },
-        FirmwareStep {
-            step: "installing (the offer)",
-            write_units: w(s.offer),
-        },
-    ];
-    if healthy_check_ins > 0 {
-        steps.push(FirmwareStep {
-            step: "updated, and each healthy check-in but the last (the offer, each)",
-            write_units: u64::from(healthy_check_ins) * w(s.offer),
-        });
-    }
-    steps.push(FirmwareStep {
-        step: "success (offer, counts, the mark's removal: one transaction)",
-        write_units: t * (w(s.offer) + w(s.counts) + w(s.state)),
-    });
-    steps
+    ]
 }
 
 /// The `q` quantile of `U1 x a + U2 x b` (U1, U2 independent and uniform on [0, 1]): when a
@@ -367,51 +361,30 @@ pub(super) fn firmware_rollout(
     // The last stage, while the walk offers it: its share of the devices the walk passes.
     let last_share = shares[last];
     let offers = walk_devices_per_second * last_share;
-    // Each offered device stays marked for 2 + healthy check-ins (the offer's, updated, the
-    // healthy ones), each a consistent BatchGetItem of its offer and the rollout item: at the
-    // peak, the devices offered within that time (at most the whole stage) check in once a
-    // wake each.
-    let marked = (offers * (2.0 + healthy) * wake_seconds).min(n * last_share);
-    let marked_check_ins = marked / wake_seconds;
-    // Count moves: the walk's offers, and two of each device's marked check-ins (downloading,
-    // success); both at their peaks at once, an upper bound.
-    let device_moves = marked_check_ins * 2.0 / (2.0 + healthy);
-    let tx = TRANSACTION_FACTOR as f64;
-    let counts_shard_wcu = (offers + device_moves) * tx * write_units(sizes.counts) as f64
-        / f64::from(ROLLOUT_COUNT_SHARDS);
-    // The walk's pages: a consistent BatchGetItem of each passed device's live state and offer.
+    // Each offered device's part stays open for 2 + healthy check-ins (the offer's, updated,
+    // the healthy ones), each a consistent GetItem of the rollout item: at the peak, the
+    // devices offered within that time (at most the whole stage) check in once a wake each.
+    let open = (offers * (2.0 + healthy) * wake_seconds).min(n * last_share);
+    let open_check_ins = open / wake_seconds;
+    // The walk's pages: a consistent BatchGetItem of each passed device's live state, the
+    // offers' UpdateItems, and each page's checkpoint of the rollout item (its gate).
     let per_state_partition = f64::from(devices_per_shard).min(n) / n;
-    let state_wcu = (offers * write_units(sizes.marked_state) as f64
-        + device_moves / 2.0 * write_units(sizes.state) as f64)
-        * tx;
+    let state_wcu = offers * write_units(sizes.marked_state) as f64;
     let state_rcu = walk_devices_per_second * strong_read_units(sizes.marked_state);
+    let pages_per_second = walk_devices_per_second / ROLLOUT_PAGE as f64;
     let mut keys = vec![
         KeyPeak {
             key: user_pk(owner),
             table: "base",
-            holds: "the owner's partition: the rollout item, read by every marked check-in (consistent); the walk's Query of the device items",
-            wcu: 0.0,
-            rcu: marked_check_ins * strong_read_units(sizes.rollout)
-                + walk_devices_per_second / ROLLOUT_PAGE as f64
-                    * query_read_units(ROLLOUT_PAGE as u64 * device_item_bytes),
-        },
-        KeyPeak {
-            key: ItemKey::RolloutCounts {
-                user: owner.clone(),
-                rollout: sample_rollout_id(),
-                shard: 0,
-            }
-            .primary_key()
-            .pk,
-            table: "base",
-            holds: "one of the rollout's 16 count shards (each device's moves `ADD` on its shard, in transactions)",
-            wcu: counts_shard_wcu,
-            rcu: 0.0,
+            holds: "the owner's partition: the rollout item, read by every check-in of an open part (consistent) and checkpointed by each page of the walk; the walk's Query of the device items",
+            wcu: pages_per_second * write_units(sizes.rollout) as f64,
+            rcu: open_check_ins * strong_read_units(sizes.rollout)
+                + pages_per_second * query_read_units(ROLLOUT_PAGE as u64 * device_item_bytes),
         },
         KeyPeak {
             key: state_pk(owner, 1),
             table: "base",
-            holds: "one live-state partition of the owner's (the mark set and removed, the walk's reads)",
+            holds: "one live-state partition of the owner's (the walk's offers and reads)",
             wcu: state_wcu * per_state_partition,
             rcu: state_rcu * per_state_partition,
         },
@@ -432,11 +405,9 @@ pub(super) fn firmware_rollout(
         goal_seconds,
         steps,
         marked_state_bytes: sizes.marked_state,
-        check_in_read_units: (2.0 + healthy)
-            * (strong_read_units(sizes.offer) + strong_read_units(sizes.rollout)),
+        check_in_read_units: (2.0 + healthy) * strong_read_units(sizes.rollout),
         walks: done / lap_seconds,
-        walk_read_units: done / lap_seconds
-            * (strong_read_units(sizes.marked_state) + strong_read_units(sizes.offer)),
+        walk_read_units: done / lap_seconds * strong_read_units(sizes.marked_state),
         keys,
     })
 }

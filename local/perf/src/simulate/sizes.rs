@@ -245,7 +245,8 @@ impl ItemSizes {
             indexed_due: None,
             series: Default::default(),
             moving_from: None,
-            firmware_rollout: None,
+            firmware: None,
+            firmware_seq: 0,
         };
         let state_attrs = to_item(&state, &shards);
         let state_gsi1 = index_entry(&state_attrs, &INDEXES[0]).map_or(0, |e| item_size(&e));

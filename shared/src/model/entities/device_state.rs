@@ -106,12 +106,18 @@ pub struct DeviceStateItem {
     /// Removed when the copy is done.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub moving_from: Option<UserId>,
-    /// While a staged firmware rollout offers this device something (issue 40): the rollout.
-    /// Set by the rollout worker with the device's offer item, removed when the device's part
-    /// is over; ingestion's own update returns it (`ReturnValues=ALL_NEW`), so a check-in of a
-    /// device with nothing offered reads nothing more (docs/design.md section 15, "Offers").
+    /// The device's part in the last staged firmware rollout that offered it something
+    /// (issue 40): set by the rollout worker's offer, moved on by the device's check-ins inside
+    /// ingestion's own update of this item (no write of its own), kept when it is over as the
+    /// device's firmware record. A check-in of a device with nothing open reads nothing more
+    /// (docs/design.md section 15, "Progress on the live state").
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub firmware_rollout: Option<crate::model::ids::RolloutId>,
+    pub firmware: Option<crate::model::rollout_progress::FirmwareProgress>,
+    /// Writes of `firmware` so far: every one (the worker's offers, time-outs and retries, the
+    /// check-ins' moves) is conditioned on the count it read and adds one, so of two that race
+    /// one wins and the other reads again (0: never written, stored absent).
+    #[serde(default, skip_serializing_if = "crate::model::twin::is_zero")]
+    pub firmware_seq: u64,
 }
 
 attributes!(DeviceStateItem {
@@ -153,8 +159,10 @@ attributes!(DeviceStateItem {
     SERIES = "series",
     /// `movingFrom`: the previous owner while a move copies the history.
     MOVING_FROM = "movingFrom",
-    /// `firmwareRollout`: the firmware rollout offering the device something.
-    FIRMWARE_ROLLOUT = "firmwareRollout",
+    /// `firmware`: the device's part in a staged firmware rollout.
+    FIRMWARE = "firmware",
+    /// `firmwareSeq`: how many times `firmware` was written.
+    FIRMWARE_SEQ = "firmwareSeq",
 });
 
 impl DeviceStateItem {
@@ -240,6 +248,16 @@ impl Entity for DeviceStateItem {
 }
 
 impl DeviceStateItem {
+    /// The condition that `firmware` is as a state read with `firmware_seq` = `seq` had it.
+    pub fn firmware_unchanged(seq: u64) -> crate::model::expression::Condition {
+        use crate::model::expression::Condition;
+        if seq == 0 {
+            Condition::absent(Self::FIRMWARE_SEQ)
+        } else {
+            Condition::equals(Self::FIRMWARE_SEQ, AttributeValue::N(seq.to_string()))
+        }
+    }
+
     /// Whether an alarm is raised on the device now (the offline one included).
     pub fn has_open_alarm(&self) -> bool {
         self.alarms.values().any(|a| a.raised_at.is_some())
@@ -279,7 +297,8 @@ impl DeviceStateItem {
             report_every_seconds: written.report_every_seconds,
             offline_detection: written.offline_detection,
             indexed_due: written.indexed_due,
-            firmware_rollout: written.firmware_rollout.clone(),
+            firmware: written.firmware.clone(),
+            firmware_seq: written.firmware_seq,
             ..self
         }
     }

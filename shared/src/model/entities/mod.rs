@@ -53,7 +53,6 @@ pub mod device_state;
 pub mod event;
 pub mod firmware;
 pub mod firmware_keys;
-pub mod firmware_offer;
 pub mod fleet;
 pub mod invitation;
 pub mod membership;
@@ -69,7 +68,6 @@ pub mod released_registration;
 pub mod report;
 pub mod reported_state;
 pub mod rollout;
-pub mod rollout_counts;
 pub mod rollout_slots;
 pub mod rule_set;
 pub mod running_rollout;
@@ -215,10 +213,6 @@ pub enum EntityType {
     Firmware,
     /// An owner's firmware signing keys by device type.
     FirmwareKeys,
-    /// A device's part in a firmware rollout ([`firmware_offer::FirmwareOfferItem`]).
-    FirmwareOffer,
-    /// A shard of a firmware rollout's stage counts ([`rollout_counts::RolloutCountsItem`]).
-    RolloutCounts,
     /// A webhook endpoint of an owner.
     Webhook,
     /// One webhook message to one endpoint and its attempts.
@@ -367,10 +361,6 @@ item_keys! {
     Firmware { user: UserId, firmware: FirmwareId },
     /// An owner's firmware signing keys.
     FirmwareKeys { user: UserId },
-    /// A device's firmware offer.
-    FirmwareOffer { user: UserId, device: DeviceId },
-    /// A shard of a firmware rollout's counts.
-    RolloutCounts { user: UserId, rollout: RolloutId, shard: u32 },
     /// A webhook endpoint of an owner.
     Webhook { user: UserId, webhook: WebhookId },
     /// One webhook message to one endpoint.

@@ -5,10 +5,10 @@
 
 use crate::model::entities::{
     alarm, checkpoint, command, deleted_webhook_log, desired_state, device, device_move,
-    device_state, event, firmware, firmware_keys, firmware_offer, fleet, invitation, membership,
-    open_alarm, org_deletion, org_member, organization, profile, purge_marker, registration,
-    report, reported_state, rollout, rollout_counts, rollout_slots, rule_set, running_rollout,
-    series, silent_roll, tag_link, type_mark, webhook, webhook_delivery, EntityType, ItemKey,
+    device_state, event, firmware, firmware_keys, fleet, invitation, membership, open_alarm,
+    org_deletion, org_member, organization, profile, purge_marker, registration, report,
+    reported_state, rollout, rollout_slots, rule_set, running_rollout, series, silent_roll,
+    tag_link, type_mark, webhook, webhook_delivery, EntityType, ItemKey,
 };
 use crate::model::error::ValidationError;
 use crate::model::keys::{KeyParts, KeyTemplate, PrimaryKey};
@@ -17,7 +17,7 @@ use strum::IntoEnumIterator;
 /// Every key shape's parser, in the order a stored key is tried: an open alarm's before an
 /// alarm's (an alarm's sort key `{raisedAt}#{source}` has the shape of `OPEN#{source}`).
 type ParseKey = fn(&KeyParts) -> Option<Result<ItemKey, ValidationError>>;
-const PARSERS: [ParseKey; 35] = [
+const PARSERS: [ParseKey; 33] = [
     profile::parse_key,
     device::parse_key,
     fleet::parse_key,
@@ -47,8 +47,6 @@ const PARSERS: [ParseKey; 35] = [
     org_deletion::parse_key,
     firmware::parse_key,
     firmware_keys::parse_key,
-    firmware_offer::parse_key,
-    rollout_counts::parse_key,
     webhook::parse_key,
     webhook_delivery::parse_key,
     deleted_webhook_log::parse_key,
@@ -119,12 +117,6 @@ impl ItemKey {
             ItemKey::OrgDeletion { org } => org_deletion::primary_key(org),
             ItemKey::Firmware { user, firmware } => firmware::primary_key(user, firmware),
             ItemKey::FirmwareKeys { user } => firmware_keys::primary_key(user),
-            ItemKey::FirmwareOffer { user, device } => firmware_offer::primary_key(user, device),
-            ItemKey::RolloutCounts {
-                user,
-                rollout,
-                shard,
-            } => rollout_counts::primary_key(user, rollout, shard),
             ItemKey::Webhook { user, webhook } => webhook::primary_key(user, webhook),
             ItemKey::WebhookDelivery {
                 user,
@@ -184,8 +176,6 @@ impl EntityType {
             EntityType::OrgDeletion => org_deletion::KEY_TEMPLATE,
             EntityType::Firmware => firmware::KEY_TEMPLATE,
             EntityType::FirmwareKeys => firmware_keys::KEY_TEMPLATE,
-            EntityType::FirmwareOffer => firmware_offer::KEY_TEMPLATE,
-            EntityType::RolloutCounts => rollout_counts::KEY_TEMPLATE,
             EntityType::Webhook => webhook::KEY_TEMPLATE,
             EntityType::WebhookDelivery => webhook_delivery::KEY_TEMPLATE,
             EntityType::DeletedWebhookLog => deleted_webhook_log::KEY_TEMPLATE,

@@ -36,6 +36,10 @@ pub struct RolloutItem {
     /// desired-state change.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub firmware: Option<FirmwarePlan>,
+    /// A firmware rollout's image as devices download it (from the package checked at the
+    /// start).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image: Option<crate::model::firmware::OfferedImage>,
     /// Where it is.
     pub status: RolloutStatus,
     /// The last device done, in the order the worker walks them (none before the first page).
@@ -82,6 +86,8 @@ attributes!(RolloutItem {
     PATCH = "patch",
     /// `firmware`.
     FIRMWARE = "firmware",
+    /// `image`: a firmware rollout's image as devices download it.
+    IMAGE = "image",
     /// `status`.
     STATUS = "status",
     /// `position`.

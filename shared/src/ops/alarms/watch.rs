@@ -690,7 +690,8 @@ mod tests {
             learned_jitter_seconds: None,
             series: Default::default(),
             moving_from: None,
-            firmware_rollout: None,
+            firmware: None,
+            firmware_seq: 0,
             indexed_due: None,
             twin: Default::default(),
         }

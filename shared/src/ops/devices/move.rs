@@ -277,7 +277,8 @@ async fn move_live_items(
             user_id: to.clone(),
             partition,
             moving_from: Some(from.clone()),
-            firmware_rollout: None,
+            firmware: None,
+            firmware_seq: 0,
             ..s
         });
         let marker = DeviceMoveItem {

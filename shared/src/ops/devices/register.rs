@@ -107,7 +107,8 @@ fn new_state(device: &DeviceItem) -> DeviceStateItem {
         learned_jitter_seconds: None,
         series: Default::default(),
         moving_from: None,
-        firmware_rollout: None,
+        firmware: None,
+        firmware_seq: 0,
         indexed_due: None,
     }
 }

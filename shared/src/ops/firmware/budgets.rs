@@ -103,18 +103,14 @@ pub const PAUSE_ROLLOUT: FirmwareBudget = FirmwareBudget {
     keys: "USER#{userId}/ROLLOUT#{rolloutId}",
 };
 
-/// `POST /me/rollouts/{rolloutId}/resume`: the rollout (consistent GetItem), its counts (one
-/// BatchGetItem of the 16 shards, the abort rule's baseline), its status and gate (UpdateItem
+/// `POST /me/rollouts/{rolloutId}/resume`: the rollout (consistent GetItem, with the counts of
+/// the worker's last walk, the abort rule's baseline), its status and gate (UpdateItem
 /// conditioned on `paused`); a 404 or 409 on the state read is the GetItem alone.
 pub const RESUME_ROLLOUT: FirmwareBudget = FirmwareBudget {
     route: "POST /me/rollouts/{rolloutId}/resume",
-    operations: &[
-        Operation::GetItem,
-        Operation::BatchGetItem,
-        Operation::UpdateItem,
-    ],
-    max_requests: 3,
-    keys: "USER#{userId}/ROLLOUT#{rolloutId}, ROLLOUT#{userId}#{rolloutId}#COUNTS#{0..15}/COUNTS",
+    operations: &[Operation::GetItem, Operation::UpdateItem],
+    max_requests: 2,
+    keys: "USER#{userId}/ROLLOUT#{rolloutId}",
 };
 
 /// `GET /me/rollouts` (served by the firmware function): one Query of the owner's rollouts per
@@ -127,13 +123,14 @@ pub const LIST_ROLLOUTS: FirmwareBudget = FirmwareBudget {
     keys: "PK = USER#{userId}, SK begins_with ROLLOUT#",
 };
 
-/// `GET /me/devices/{deviceId}/firmware`: the device's item (is it the caller's?) and its
-/// firmware offer, in one consistent BatchGetItem.
+/// `GET /me/devices/{deviceId}/firmware`: the device's item (is it the caller's? which
+/// partition holds its live state?), then its live state, whose `firmware` is its part in the
+/// last rollout that offered it something: two consistent GetItems.
 pub const DEVICE_FIRMWARE: FirmwareBudget = FirmwareBudget {
     route: "GET /me/devices/{deviceId}/firmware",
-    operations: &[Operation::BatchGetItem],
-    max_requests: 1,
-    keys: "USER#{userId}/DEVICE#{deviceId}, USER#{userId}#DEVICE#{deviceId}/FIRMWARE#OFFER",
+    operations: &[Operation::GetItem],
+    max_requests: 2,
+    keys: "USER#{userId}/DEVICE#{deviceId}, then the device's live state on the partition it names",
 };
 
 /// Every firmware route's budget.

@@ -33,13 +33,15 @@ use crate::model::alarm::evaluation::Transition;
 use crate::model::alarm::rule::Rule;
 use crate::model::entities::device_state::DeviceStateItem;
 use crate::model::entities::registration::RegistrationItem;
+use crate::model::entities::rollout::RolloutItem;
 use crate::model::entities::rule_set::RuleSetItem;
 use crate::model::entities::ItemKey;
 use crate::model::entities::{Entity, EntityType};
 use crate::model::error::FleetError;
 use crate::model::expression::{Expressions, Update};
-use crate::model::ids::{DeviceId, EventId, UserId};
+use crate::model::ids::{DeviceId, EventId, RolloutId, UserId};
 use crate::model::keys::{IndexKeys, PrimaryKey};
+use crate::model::rollout_progress::FirmwareReport;
 use crate::model::schema::{Item, GSI1SK, GSI3PK, GSI3SK};
 use crate::model::timestamp::Timestamp;
 use crate::model::twin::TwinVersions;
@@ -48,7 +50,9 @@ use crate::ops::limits::KeyedLimiter;
 use crate::ops::twin::device::{
     apply_report, pending_work, sync_device_with_firmware, AppliedReport, DeviceReport, TwinReply,
 };
-use crate::ops::twin::firmware_offer::{firmware_check_in, FirmwareMark};
+use crate::ops::twin::firmware_offer::{
+    read_rollout, rollout_terms, FirmwareCheckIn, FirmwareFold, OpenFirmware,
+};
 use crate::store::deadline::Deadline;
 use crate::store::dynamo::{
     get_all, number_value, scatter_gather, transact, write_all, Transaction, BATCH_WRITE_SIZE,
@@ -60,7 +64,7 @@ use crate::store::table::{condition_failed, sdk_error, transient, FleetTable, Tr
 use crate::store::with_expressions::WithExpressions;
 
 /// The result of storing a batch.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct IngestOutcome {
     /// Stored (and reflected in the live state).
     pub accepted: Vec<EventId>,
@@ -70,10 +74,9 @@ pub struct IngestOutcome {
     /// sent, a replay: the caller reads them if it needs them). What tells ingestion whether
     /// anything is pending for the device without a read ([`crate::model::twin`]).
     pub twin: Option<TwinVersions>,
-    /// The firmware rollout marking the device, as the live-state update returned it (`None`
-    /// when unmarked, or when no update was sent: a replayed batch gets no offer, the next
-    /// one does).
-    pub firmware: Option<FirmwareMark>,
+    /// What the live-state update did with the device's open part in a firmware rollout
+    /// (`None`: it has none).
+    pub firmware: Option<FirmwareFold>,
 }
 
 #[derive(Clone)]
@@ -213,7 +216,9 @@ impl Ingestor {
         report: &DeviceReport,
         deadline: Instant,
     ) -> Result<BatchReceipt, FleetError> {
-        let (outcome, applied) = tokio::join!(self.ingest(registration, events, deadline), async {
+        let firmware_report = report.firmware.as_ref();
+        let ingested = self.ingest_reporting(registration, events, firmware_report, deadline);
+        let (outcome, applied) = tokio::join!(ingested, async {
             if report.is_empty() {
                 Ok(AppliedReport::default())
             } else {
@@ -235,16 +240,25 @@ impl Ingestor {
             (Some(a), Some(b)) => Some(a.newest(b)),
             (a, b) => a.or(b),
         };
-        let mark = outcome.firmware.clone().or(applied.firmware.clone());
+        // The update folded the check-in in; one that found a part it had not read (and the
+        // report's update, when no batch update was sent) checks in on its own.
+        let fold = outcome
+            .firmware
+            .clone()
+            .or_else(|| applied.firmware.clone().map(FirmwareFold::Found));
         let mut reply = pending_work(&self.table, registration, versions, applied.into()).await?;
-        let firmware = firmware_check_in(
-            &self.table,
-            self.images.as_ref(),
-            registration,
-            mark.as_ref(),
-            report.firmware.as_ref(),
-        )
-        .await?;
+        let firmware = match fold {
+            Some(fold) => {
+                fold.check_in(
+                    &self.table,
+                    self.images.as_ref(),
+                    registration,
+                    firmware_report,
+                )
+                .await?
+            }
+            None => FirmwareCheckIn::default(),
+        };
         reply.firmware = firmware.offer;
         reply.requests += firmware.requests;
         RequestMeter::add_figure("TwinRequests", f64::from(reply.requests));
@@ -289,6 +303,19 @@ impl Ingestor {
         events: Vec<NewEvent>,
         deadline: Instant,
     ) -> Result<IngestOutcome, FleetError> {
+        self.ingest_reporting(registration, events, None, deadline)
+            .await
+    }
+
+    /// [`Ingestor::ingest`] of a batch whose request also reported the device's `firmware`,
+    /// which moves its open part in a firmware rollout within the same update.
+    async fn ingest_reporting(
+        &self,
+        registration: &RegistrationItem,
+        events: Vec<NewEvent>,
+        firmware: Option<&FirmwareReport>,
+        deadline: Instant,
+    ) -> Result<IngestOutcome, FleetError> {
         let deadline = deadline.min(Instant::now() + self.config.retry_window);
         let (state, rules) = self.live_state(registration).await?;
         check_type_cap(&state, &events)?;
@@ -310,7 +337,7 @@ impl Ingestor {
             });
         }
         match self
-            .update_state(registration, state, &rules, &stored, deadline)
+            .update_state(registration, state, &rules, (&stored, firmware), deadline)
             .await
         {
             Ok(written) => Ok(IngestOutcome {
@@ -338,17 +365,25 @@ impl Ingestor {
     /// them, with one conditional UpdateItem, or, when an alarm is raised or cleared, one
     /// TransactWriteItems of the same update and the alarm writes ([`transition_actions`]);
     /// skipped when it would change nothing (a replay). On a conflict the failed write returns
-    /// the current item, which is merged and evaluated again (no separate read). Returns what
-    /// the write folded in ([`FoldedState`], `None` when skipped), which a repair needs.
+    /// the current item, which is merged and evaluated again (no separate read). A device with
+    /// an open part in a firmware rollout checks in here: its rollout is read once, and the
+    /// move its `firmware` report (or the check-in itself) makes is written with the update,
+    /// conditioned on the part as read. Returns what the write folded in ([`FoldedState`],
+    /// `None` when skipped with nothing to check in).
     async fn update_state(
         &self,
         registration: &RegistrationItem,
         mut base: DeviceStateItem,
         rules: &[Rule],
-        events: &[NewEvent],
+        (events, firmware): (&[NewEvent], Option<&FirmwareReport>),
         deadline: Instant,
     ) -> Result<Option<FoldedState>, FleetError> {
         let device = &registration.device_id;
+        let now = Timestamp::now();
+        // The rollout of the device's open part, read once (again only if a conflict shows
+        // another rollout's part).
+        let mut rollout: Option<(RolloutId, Option<RolloutItem>)> = None;
+        let mut rollout_reads = 0;
         let mut retry = Retry::until(deadline).at_most(STATE_ATTEMPTS);
         // What the caller is told if the attempts run out: conflicts and throttling are busy.
         let mut gave_up = Transient::Busy;
@@ -369,11 +404,52 @@ impl Ingestor {
             } else {
                 self.alarm_actions(registration, &base, rules, &transitions)?
             };
+            let checked_in = match base.firmware.as_ref().filter(|p| p.open()) {
+                Some(progress) => {
+                    if rollout
+                        .as_ref()
+                        .is_none_or(|(id, _)| *id != progress.rollout_id)
+                    {
+                        let read =
+                            read_rollout(&self.table, &registration.user_id, &progress.rollout_id)
+                                .await?;
+                        rollout_reads += 1;
+                        rollout = Some((progress.rollout_id.clone(), read));
+                    }
+                    let terms = rollout_terms(rollout.as_ref().and_then(|(_, r)| r.as_ref()));
+                    if let Some(moved) =
+                        progress.checked_in(terms, firmware, next.has_open_alarm(), now)
+                    {
+                        next.firmware = Some(moved);
+                    }
+                    true
+                }
+                None => false,
+            };
+            // What the check-in tells the caller, from the part as the update left it.
+            let fold = |written: &DeviceStateItem| -> Option<FirmwareFold> {
+                if checked_in {
+                    written
+                        .firmware
+                        .clone()
+                        .map(|progress| FirmwareFold::CheckedIn {
+                            progress,
+                            rollout: rollout.as_ref().and_then(|(_, r)| r.clone()).map(Box::new),
+                            requests: rollout_reads,
+                        })
+                } else {
+                    OpenFirmware::of(written).map(FirmwareFold::Found)
+                }
+            };
             let (items, complete) = self
                 .summarise(registration, &mut next, events, actions.len())
                 .await?;
             if next == base && items.changed() == 0 {
-                return Ok(None);
+                // A replay: nothing to write, but a check-in still answers with its offer.
+                return Ok(checked_in.then(|| FoldedState {
+                    twin: None,
+                    firmware: fold(&base),
+                }));
             }
             let summary = items.actions(
                 &self.table,
@@ -420,9 +496,10 @@ impl Ingestor {
                     Recorded::Committed => {
                         self.remember_blocks(device, stored.ingest_seq, &items);
                         self.remember_state(stored.clone());
+                        // No item comes back from a transaction: what this update wrote.
                         return Ok(Some(FoldedState {
                             twin: Some(stored.twin),
-                            firmware: FirmwareMark::of(&stored),
+                            firmware: checked_in.then(|| fold(&stored)).flatten(),
                         }));
                     }
                     Recorded::StateChanged(current) => {
@@ -451,7 +528,7 @@ impl Ingestor {
                             let written = DeviceStateItem::from_item(item)?;
                             (
                                 Some(written.twin),
-                                FirmwareMark::of(&written),
+                                fold(&written),
                                 stored.with_copies_of(&written),
                             )
                         }
@@ -671,10 +748,25 @@ impl Ingestor {
         }
         next.indexed_due = due;
         // The list form of states written before `readings` goes as they are rewritten.
-        let changes = changes
+        let mut changes = changes
             .remove(DeviceStateItem::LEGACY_LATEST)
             .remove(DeviceStateItem::LEGACY_RECENT);
         let mut condition = unchanged_since_read(base);
+        // A check-in's move of the device's firmware part, conditioned on the part as read
+        // (the worker writes it too).
+        if next.firmware != base.firmware {
+            next.firmware_seq = base.firmware_seq + 1;
+            changes = changes
+                .set(
+                    DeviceStateItem::FIRMWARE,
+                    serde_dynamo::to_attribute_value(&next.firmware)?,
+                )
+                .set(
+                    DeviceStateItem::FIRMWARE_SEQ,
+                    number_value(next.firmware_seq),
+                );
+            condition = condition.and(DeviceStateItem::firmware_unchanged(base.firmware_seq));
+        }
         if twin_fenced {
             condition = condition.and(twin_unchanged(&base.twin));
         }

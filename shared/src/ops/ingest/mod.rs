@@ -29,9 +29,9 @@
 //! whether a desired state or a command waits ([`IngestOutcome::twin`]); only then does
 //! `ops::twin::device` read it. [`Ingestor::receive`] is the whole request: the batch, the
 //! device's report and acknowledgements, and its pending work, as a typed [`BatchReceipt`].
-//! A staged firmware rollout works the same way: the returned item's `firmwareRollout` mark
-//! says whether the device has an offer, and only then is it read
-//! (`ops::twin::firmware_offer`).
+//! A staged firmware rollout rides on the same update: a device whose live state has an open
+//! part in a rollout (`firmware`) reads the rollout, and its check-in's move of the part is
+//! written with the update, conditioned on the part as read (`ops::twin::firmware_offer`).
 //!
 //! [`Ingestor`] and its one `impl` (the write path, in order) are in `ingestor.rs`; the
 //! modules beside it hold what it is made of and import nothing back: `validate` (the
@@ -80,7 +80,7 @@ pub const INGEST_BATCH: AccessPattern = AccessPattern {
         Operation::PutItem,
     ],
     index: None,
-    key_condition: "PK = DEVICE#{deviceId}, SK = REGISTRATION; the device's live state and PK = USER#{userId}, SK = RULES; events; on a transition its alarm (ALARM#{userId}#{deviceId}); the device's twin (PK = USER#{userId}#DEVICE#{deviceId}, SK = TWIN#... or COMMAND#...) only when it reports, acknowledges or has work pending; its firmware offer (SK = FIRMWARE#OFFER) with the rollout, and on a move its count shard, only while a firmware rollout marks its live state",
+    key_condition: "PK = DEVICE#{deviceId}, SK = REGISTRATION; the device's live state and PK = USER#{userId}, SK = RULES; events; on a transition its alarm (ALARM#{userId}#{deviceId}); the device's twin (PK = USER#{userId}#DEVICE#{deviceId}, SK = TWIN#... or COMMAND#...) only when it reports, acknowledges or has work pending; the rollout (PK = USER#{userId}, SK = ROLLOUT#{rolloutId}) only while its live state has an open part in a firmware rollout",
     budget: RequestBudget::BatchOf25PlusTwin(3),
     max_read_units: None,
     route: Some("POST /devices/{deviceId}/events"),

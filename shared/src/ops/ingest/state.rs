@@ -136,8 +136,8 @@ pub(super) struct FoldedState {
     /// The twin's versions as DynamoDB returned the item written (`None` when the write was a
     /// transaction, which returns no item: the caller reads them if it needs them).
     pub(super) twin: Option<TwinVersions>,
-    /// The firmware rollout marking the device, as the state written has it.
-    pub(super) firmware: Option<crate::ops::twin::firmware_offer::FirmwareMark>,
+    /// What the update did with the device's part in a firmware rollout.
+    pub(super) firmware: Option<crate::ops::twin::firmware_offer::FirmwareFold>,
 }
 
 /// What a batch's state write holds: `base` with `events` merged in and the alarm statuses
@@ -267,7 +267,8 @@ mod tests {
             learned_jitter_seconds: None,
             series: Default::default(),
             moving_from: None,
-            firmware_rollout: None,
+            firmware: None,
+            firmware_seq: 0,
             indexed_due: None,
         }
     }

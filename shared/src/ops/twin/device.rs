@@ -11,7 +11,7 @@ use aws_sdk_dynamodb::types::{ReturnValue, ReturnValuesOnConditionCheckFailure};
 use serde::Serialize;
 use serde_json::Value;
 
-use super::firmware_offer::{firmware_check_in, FirmwareDelivery, FirmwareMark};
+use super::firmware_offer::{firmware_check_in, FirmwareDelivery, OpenFirmware};
 use super::owner::{command_key, open_commands, watermark, CommandView};
 use super::state::read_state;
 use crate::model::entities::desired_state::DesiredStateItem;
@@ -257,7 +257,7 @@ pub async fn apply_report(
     let state = state?;
     Ok(AppliedReport {
         versions: state.as_ref().map(|s| s.twin),
-        firmware: state.as_ref().and_then(FirmwareMark::of),
+        firmware: state.as_ref().and_then(OpenFirmware::of),
         acknowledged,
         requests,
     })
@@ -268,8 +268,8 @@ pub async fn apply_report(
 pub struct AppliedReport {
     /// The live state's twin versions as the report's update saw them (`None`: no report).
     pub versions: Option<TwinVersions>,
-    /// The live state's firmware mark as the report's update saw it.
-    pub firmware: Option<FirmwareMark>,
+    /// The live state's open firmware part as the report's update saw it.
+    pub firmware: Option<OpenFirmware>,
     /// The ids of the commands acknowledged by this request (a replayed one is not listed).
     pub acknowledged: Vec<String>,
     /// DynamoDB requests issued.
@@ -618,7 +618,7 @@ pub const SYNC_DEVICE: AccessPattern = AccessPattern {
         Operation::TransactWriteItems,
     ],
     index: None,
-    key_condition: "PK = DEVICE#{deviceId}, SK = REGISTRATION; the live state; PK = USER#{userId}#DEVICE#{deviceId}, SK = TWIN#DESIRED | COMMAND#{seq}; only while a firmware rollout marks the device: its offer (SK = FIRMWARE#OFFER) with the rollout, and on a move its count shard (PK = ROLLOUT#{userId}#{rolloutId}#COUNTS#{shard})",
+    key_condition: "PK = DEVICE#{deviceId}, SK = REGISTRATION; the live state; PK = USER#{userId}#DEVICE#{deviceId}, SK = TWIN#DESIRED | COMMAND#{seq}; only while the device has an open part in a firmware rollout: the rollout (PK = USER#{userId}, SK = ROLLOUT#{rolloutId}), and on a move the live state's `firmware`",
     budget: RequestBudget::FixedPlusTwin(1),
     max_read_units: None,
     route: Some("POST /devices/{deviceId}/sync"),
@@ -638,8 +638,8 @@ pub async fn sync_device(
 }
 
 /// [`sync_device`] with the device's firmware check-in ([`firmware_check_in`]): the live
-/// state the sync reads anyway (or the report's update returns) tells whether a firmware
-/// rollout marks the device, and only then is its offer read; its URL is presigned on
+/// state the sync reads anyway (or the report's update returns) tells whether the device has
+/// an open part in a firmware rollout, and only then is the rollout read; its URL is presigned on
 /// `images`.
 pub async fn sync_device_with_firmware(
     table: &FleetTable,
@@ -652,7 +652,7 @@ pub async fn sync_device_with_firmware(
     let (versions, mark, read) = match applied.versions {
         Some(versions) => (versions, mark, 0),
         None => match read_state(table, state_key(registration)).await? {
-            Some(state) => (state.twin, FirmwareMark::of(&state), 1),
+            Some(state) => (state.twin, OpenFirmware::of(&state), 1),
             None => return Err(FleetError::Unauthorized),
         },
     };

@@ -160,10 +160,21 @@ fn declared_attributes_are_exactly_the_stored_ones() {
                     crate::model::series::OpenSeries::starting_at(at.epoch_millis()),
                 )])),
                 moving_from: Some(user.clone()),
-                firmware_rollout: Some(
+                firmware: Some(crate::model::rollout_progress::FirmwareProgress::offered(
                     crate::model::ids::RolloutId::parse("r-000001700000000-0123456789abcdef")
                         .unwrap(),
-                ),
+                    (
+                        crate::model::firmware::FirmwareId::parse(
+                            "f-000001700000000-0123456789abcdef",
+                        )
+                        .unwrap(),
+                        "2.0.0".to_string(),
+                    ),
+                    1,
+                    1,
+                    at,
+                )),
+                firmware_seq: 3,
             }
             .to_item(&shards)
             .unwrap(),
@@ -360,7 +371,8 @@ fn device_state_reads_its_owner_device_and_shard_back_from_its_key() {
         learned_jitter_seconds: None,
         series: Default::default(),
         moving_from: None,
-        firmware_rollout: None,
+        firmware: None,
+        firmware_seq: 0,
         indexed_due: None,
     };
     let shards = ShardCounts::default();

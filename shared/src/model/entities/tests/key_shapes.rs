@@ -98,15 +98,6 @@ fn every_key_round_trips() {
             rollout: RolloutId::parse("r-1").unwrap(),
         },
         ItemKey::RolloutSlots { user: user() },
-        ItemKey::FirmwareOffer {
-            user: user(),
-            device: device(),
-        },
-        ItemKey::RolloutCounts {
-            user: user(),
-            rollout: RolloutId::parse("r-000001700000000-0123456789abcdef").unwrap(),
-            shard: 15,
-        },
     ];
     for key in keys {
         let PrimaryKey { pk, sk } = key.primary_key();

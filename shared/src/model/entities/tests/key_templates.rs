@@ -39,7 +39,7 @@ fn every_template_names_its_entity_type() {
             assert_eq!(t.entity_type, entity.as_str());
         }
     }
-    assert_eq!(EntityType::key_templates().count(), 35);
+    assert_eq!(EntityType::key_templates().count(), 33);
     assert_eq!(
         EntityType::ReleasedRegistration.as_str(),
         "releasedRegistration"

@@ -130,6 +130,13 @@ fn declared_attributes_are_exactly_the_stored_ones_and_keys_read_back() {
                 end_hour: 4,
             }),
         }),
+        image: Some(crate::model::firmware::OfferedImage {
+            sha256: "0".repeat(64),
+            size: 1000,
+            signature: Some("c2ln".into()),
+            object_key: "firmware/u/f".into(),
+            object_version: Some("v1".into()),
+        }),
         status: RolloutStatus::Done,
         position: Some(device.clone()),
         devices_updated: 2,
@@ -164,42 +171,22 @@ fn declared_attributes_are_exactly_the_stored_ones_and_keys_read_back() {
                 },
             }),
             health_accepted_through: Some(1),
+            tally: vec![Default::default()],
+            counts: Some(vec![crate::model::rollout_progress::StageCounts {
+                offered: 20,
+                in_progress: 1,
+                succeeded: 16,
+                failed: 3,
+                timed_out: 1,
+                retried: 2,
+            }]),
+            counted_at: Some(at),
         }),
         paused_reason: Some("stage 1: 3 of 20 finished devices failed".into()),
     };
     let item = rollout_item.to_item(&shards).unwrap();
     assert_eq!(stored(&item), declared(RolloutItem::ATTRIBUTES));
     assert_eq!(RolloutItem::from_item(item).unwrap(), rollout_item);
-    let offer = crate::model::entities::firmware_offer::FirmwareOfferItem {
-        user_id: user.clone(),
-        device_id: device.clone(),
-        rollout_id: rollout.clone(),
-        firmware_id: firmware_id.clone(),
-        version: "1.2.3".into(),
-        sha256: "0".repeat(64),
-        size: 1000,
-        signature: Some("c2ln".into()),
-        object_key: "firmware/u/f".into(),
-        object_version: Some("v1".into()),
-        stage: 2,
-        phase: crate::model::rollout_progress::OfferPhase::Failed,
-        from_version: Some("1.0.0".into()),
-        healthy_check_ins: 1,
-        failure: Some(crate::model::rollout_progress::FailureClass::Rollback),
-        reason: Some("boot loop".into()),
-        attempts: 1,
-        offered_at: at,
-        updated_at: at,
-    };
-    let item = offer.to_item(&shards).unwrap();
-    assert_eq!(
-        stored(&item),
-        declared(crate::model::entities::firmware_offer::FirmwareOfferItem::ATTRIBUTES)
-    );
-    assert_eq!(
-        crate::model::entities::firmware_offer::FirmwareOfferItem::from_item(item).unwrap(),
-        offer
-    );
     let running = RunningRolloutItem {
         user_id: user,
         rollout_id: rollout,

@@ -29,11 +29,11 @@ use crate::model::entities::tag_link::{tag_link_prefix, tag_link_sk, TagLinkItem
 use crate::model::entities::{Entity, EntityType, ItemKey};
 use crate::model::error::{FleetError, ValidationError};
 use crate::model::expression::{Condition, Expressions, Update};
-use crate::model::firmware::{FirmwareId, FirmwarePlan, FirmwareStatus, StagePlan};
+use crate::model::firmware::{FirmwareId, FirmwarePlan, FirmwareStatus, OfferedImage, StagePlan};
 use crate::model::ids::{DeviceId, RolloutId, UserId};
 use crate::model::keys::user_pk;
 use crate::model::pattern_id::PatternId;
-use crate::model::rollout_progress::{StageCounts, StageGate};
+use crate::model::rollout_progress::StageGate;
 use crate::model::schema::{Item, ENTITY_TYPE, PK, SK};
 use crate::model::timestamp::Timestamp;
 use crate::model::twin::{
@@ -79,10 +79,13 @@ pub struct RolloutView {
     /// Why a paused firmware rollout paused, with the counts.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub paused_reason: Option<String>,
-    /// A firmware rollout's stages: each one's percent, status and counts (summed from their
-    /// shards).
+    /// A firmware rollout's stages: each one's percent, status and counts (as the worker's
+    /// last whole walk of the target tallied them; the walk under way's until one ended).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub stages: Option<Vec<StageView>>,
+    /// When the walk that tallied `stages`' counts ended (absent while the first walk runs).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub counted_at: Option<String>,
     /// A firmware rollout's health as its last whole walk of the target saw it: per stage its
     /// updated devices and how many were offline or alarmed, and the same of the devices not
     /// yet updated (the health rule's comparison; absent until a walk ends).
@@ -106,20 +109,17 @@ pub struct RolloutView {
 
 impl RolloutView {
     fn of(item: &RolloutItem) -> Self {
-        Self::with_counts(item, &std::collections::BTreeMap::new())
-    }
-
-    /// The view of `item` with its firmware stages' `counts`.
-    fn with_counts(
-        item: &RolloutItem,
-        counts: &std::collections::BTreeMap<u32, StageCounts>,
-    ) -> Self {
         Self {
             paused_reason: item.paused_reason.clone(),
             stages: item
                 .firmware
                 .as_ref()
-                .map(|plan| stage_views(plan, &item.gate.clone().unwrap_or_default(), counts)),
+                .map(|plan| stage_views(plan, &item.gate.clone().unwrap_or_default())),
+            counted_at: item
+                .gate
+                .as_ref()
+                .and_then(|g| g.counted_at)
+                .map(|t| t.to_string()),
             health: item.gate.as_ref().and_then(|g| g.last_health.clone()),
             rollout_id: item.rollout_id.to_string(),
             target: item.target.clone(),
@@ -204,6 +204,13 @@ pub async fn start_firmware_rollout(
             .into());
         }
     }
+    let image = OfferedImage {
+        object_key: package.object_key(),
+        sha256: package.sha256.clone(),
+        size: package.size,
+        signature: package.signature.clone(),
+        object_version: package.object_version.clone(),
+    };
     let plan = FirmwarePlan {
         firmware_id: package.firmware_id,
         version: package.version,
@@ -215,7 +222,7 @@ pub async fn start_firmware_rollout(
         abort: plan.abort,
         maintenance_window: plan.maintenance_window,
     };
-    start(table, user, target, String::new(), Some(plan)).await
+    start(table, user, target, String::new(), Some((plan, image))).await
 }
 
 /// Records a rollout and lists it for the worker (see [`start_rollout`]).
@@ -224,8 +231,9 @@ async fn start(
     user: &UserId,
     target: RolloutTarget,
     patch: String,
-    firmware: Option<FirmwarePlan>,
+    firmware: Option<(FirmwarePlan, OfferedImage)>,
 ) -> Result<RolloutView, FleetError> {
+    let (firmware, image) = firmware.unzip();
     let (running, _) = query(
         key_prefix(
             table,
@@ -259,6 +267,7 @@ async fn start(
         target,
         patch,
         firmware,
+        image,
         status: RolloutStatus::Running,
         position: None,
         devices_updated: 0,
@@ -299,18 +308,18 @@ pub const GET_ROLLOUT: AccessPattern = AccessPattern {
     id: PatternId::GetRollout,
     description: "a fleet-wide change's progress",
     frequency: Frequency::Analytics,
-    operations: &[Operation::GetItem, Operation::BatchGetItem],
+    operations: &[Operation::GetItem],
     index: None,
-    key_condition: "PK = USER#{userId}, SK = ROLLOUT#{rolloutId}; a firmware rollout's count shards (PK = ROLLOUT#{userId}#{rolloutId}#COUNTS#{0..15}, SK = COUNTS)",
-    budget: RequestBudget::Fixed(2),
+    key_condition:
+        "PK = USER#{userId}, SK = ROLLOUT#{rolloutId} (a firmware rollout's stage counts are on it)",
+    budget: RequestBudget::Fixed(1),
     max_read_units: None,
     route: Some("GET /me/rollouts/{rolloutId}"),
     implemented_by: implemented_by!(get_rollout),
 };
 
-/// AP-T6: `user`'s rollout `rollout`, or `None` (another user's or unknown). A firmware
-/// rollout's stages come with their counts: one more request, a BatchGetItem of its count
-/// shards ([`read_counts`]), so 1 request for a desired-state rollout, 2 for a firmware one.
+/// AP-T6: `user`'s rollout `rollout`, or `None` (another user's or unknown), in one GetItem: a
+/// firmware rollout's stages carry the counts the worker's walk tallied on it.
 pub async fn get_rollout(
     table: &FleetTable,
     user: &UserId,
@@ -333,11 +342,7 @@ pub async fn get_rollout(
     let Some(item) = out.item.map(RolloutItem::from_item).transpose()? else {
         return Ok(None);
     };
-    let counts = match item.firmware {
-        Some(_) => read_counts(table, &item).await?,
-        None => Default::default(),
-    };
-    Ok(Some(RolloutView::with_counts(&item, &counts)))
+    Ok(Some(RolloutView::of(&item)))
 }
 
 /// `POST /me/rollouts/{rolloutId}/cancel`, implemented by [`cancel_rollout`]: the rollout
@@ -469,6 +474,31 @@ async fn states_and<'a, T: Entity>(
     Ok((states, companions))
 }
 
+/// The live states of `devices`, in consistent BatchGetItems of up to 100 keys.
+async fn read_states<'a>(
+    table: &FleetTable,
+    devices: impl IntoIterator<Item = &'a DeviceItem>,
+) -> Result<HashMap<DeviceId, DeviceStateItem>, FleetError> {
+    let keys: Vec<Item> = devices
+        .into_iter()
+        .map(|d| state_key_of(d).attributes())
+        .collect();
+    let mut states = HashMap::new();
+    if keys.is_empty() {
+        return Ok(states);
+    }
+    let request = KeysAndAttributes::builder()
+        .set_keys(Some(keys))
+        .consistent_read(true)
+        .build()
+        .map_err(FleetError::internal)?;
+    for item in get_all(table, request, &mut Retry::attempts(8)).await? {
+        let state = DeviceStateItem::from_item(item)?;
+        states.insert(state.device_id.clone(), state);
+    }
+    Ok(states)
+}
+
 mod list;
 mod pause;
 mod progress;
@@ -479,7 +509,5 @@ pub use list::{list_rollouts, RolloutPage};
 use pause::rollout_ended;
 pub use pause::{pause_rollout, resume_rollout, PAUSED_BY_OWNER};
 pub use progress::{checkpoint, RolloutRun};
-pub use stages::{
-    abort_reason, read_counts, stage_met, stage_views, StageView, TIMEOUT_WITHOUT_RHYTHM_SECONDS,
-};
+pub use stages::{abort_reason, stage_met, stage_views, StageView, TIMEOUT_WITHOUT_RHYTHM_SECONDS};
 pub use worker::{advance_rollouts, RolloutWorkerAnswer, ADVANCE_ROLLOUTS};

@@ -2,7 +2,7 @@
 //! `POST /me/rollouts/{rolloutId}/pause` and `/resume`, served by the firmware function (beside
 //! cancel). A paused rollout offers nothing; devices already on it still report and count.
 
-use super::stages::{conditional, read_counts};
+use super::stages::conditional;
 use super::*;
 use crate::model::rollout_progress::StageBaseline;
 
@@ -48,8 +48,9 @@ pub async fn pause_rollout(
 /// `user`'s paused firmware rollout `rollout` running again: the worker offers the open stages
 /// again at its next run, never re-offering a device that succeeded (its offer is finished).
 /// The abort rule starts afresh: failures before the resume are the stage's baseline, so a
-/// rollout that paused itself is not paused again by the same failures. One consistent GetItem,
-/// one BatchGetItem of the counts, one UpdateItem conditioned on `paused`. A 404 `rollout`; a
+/// rollout that paused itself is not paused again by the same failures (the counts of the
+/// worker's last whole walk, on the rollout). One consistent GetItem, one UpdateItem
+/// conditioned on `paused`. A 404 `rollout`; a
 /// 409 `rollout_not_firmware`, `rollout_not_paused` (running), `rollout_ended` (done or
 /// cancelled); nothing changed on any of them.
 pub async fn resume_rollout(
@@ -68,12 +69,14 @@ pub async fn resume_rollout(
         }
         RolloutStatus::Done | RolloutStatus::Cancelled => return Err(rollout_ended()),
     }
-    let counts = read_counts(table, &item).await?;
     let mut gate = item.gate.clone().unwrap_or_default();
-    gate.baseline = counts
+    gate.baseline = gate
+        .counts
         .iter()
+        .flatten()
+        .enumerate()
         .map(|(stage, c)| StageBaseline {
-            stage: *stage,
+            stage: stage as u32,
             finished: c.finished(),
             failed: c.failed,
         })
@@ -96,7 +99,7 @@ pub async fn resume_rollout(
     item.status = RolloutStatus::Running;
     item.paused_reason = None;
     item.gate = Some(gate);
-    Ok(RolloutView::with_counts(&item, &counts))
+    Ok(RolloutView::of(&item))
 }
 
 /// `user`'s firmware rollout `rollout`, read consistently: 404 when none, 409 when it is a
