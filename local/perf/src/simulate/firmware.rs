@@ -99,6 +99,11 @@ pub struct FirmwareRolloutPeak {
     pub steps: Vec<FirmwareStep>,
     /// The live state's size with the device's part in the rollout, bytes.
     pub marked_state_bytes: u64,
+    /// The rollout item's size at its largest (every stage's counts and health), bytes.
+    pub rollout_bytes: u64,
+    /// Write units of the walks' checkpoints (one write of the rollout item a page, every
+    /// walk), a device's share: the worker's, not any device's, so apart from `steps`.
+    pub checkpoint_write_units: f64,
     /// Read units a device costs by its own check-ins: each one with an open part reads the
     /// rollout item (consistent).
     pub check_in_read_units: f64,
@@ -111,9 +116,15 @@ pub struct FirmwareRolloutPeak {
 }
 
 impl FirmwareRolloutPeak {
-    /// Write units of a healthy device over the whole rollout.
+    /// Write units of a healthy device over the whole rollout (its own steps).
     pub fn write_units_per_device(&self) -> u64 {
         self.steps.iter().map(|s| s.write_units).sum()
+    }
+
+    /// Write units of the whole rollout per device: the device's steps and its share of the
+    /// walks' checkpoints.
+    pub fn all_write_units_per_device(&self) -> f64 {
+        self.write_units_per_device() as f64 + self.checkpoint_write_units
     }
 
     /// The busiest key.
@@ -405,6 +416,9 @@ pub(super) fn firmware_rollout(
         goal_seconds,
         steps,
         marked_state_bytes: sizes.marked_state,
+        rollout_bytes: sizes.rollout,
+        checkpoint_write_units: done / lap_seconds * write_units(sizes.rollout) as f64
+            / ROLLOUT_PAGE as f64,
         check_in_read_units: (2.0 + healthy) * strong_read_units(sizes.rollout),
         walks: done / lap_seconds,
         walk_read_units: done / lap_seconds * strong_read_units(sizes.marked_state),

@@ -285,7 +285,7 @@ fn render_firmware(out: &mut String, f: &FirmwareRolloutPeak) {
     let _ = writeln!(
         out,
         "**Write units per healthy device: {}** (issue 40's goal: at most 3), priced on the real \
-         items with a live state of {} B once marked; ingestion's own live-state writes left out.\n\n\
+         items with a live state of {} B with its part; ingestion's own live-state writes left out (the part's moves ride on them).\n\n\
          | step | write units |\n|---|---|",
         f.write_units_per_device(),
         group(f.marked_state_bytes),
@@ -293,6 +293,17 @@ fn render_firmware(out: &mut String, f: &FirmwareRolloutPeak) {
     for s in &f.steps {
         let _ = writeln!(out, "| {} | {} |", s.step, s.write_units);
     }
+    let _ = writeln!(
+        out,
+        "\nBeside them, the worker's walks checkpoint the rollout item ({} B at its largest) once a \
+         page of {} devices, every walk ({:.1} walks from start to done): **{:.2} write units a \
+         device**, so **{:.2} in all** per healthy device.",
+        group(f.rollout_bytes),
+        shared::ops::twin::rollout::ROLLOUT_PAGE,
+        f.walks,
+        f.checkpoint_write_units,
+        f.all_write_units_per_device(),
+    );
     let _ = writeln!(
         out,
         "\n| stage | devices | opens after | meets its criterion after (the last: done) |\n|---|---|---|---|"
