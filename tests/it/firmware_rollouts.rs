@@ -304,7 +304,9 @@ async fn the_worker_changes_no_desired_state_for_it_and_later_changes_are_not_de
 /// More devices than the walk used to pass in a run (20 pages of 50): a firmware rollout's
 /// walk now takes a page a turn in a lane of its own for the whole run, so one run offers
 /// every device of an open stage, while the owner's desired-state change, started after it,
-/// is applied in the same run.
+/// is applied in the same run. The next run's walk moves no device, and writes the rollout
+/// item once for its 22 pages or more (its checkpoint at the walk's end; every page wrote it
+/// before).
 #[tokio::test]
 async fn one_run_walks_a_target_of_more_than_a_thousand_devices_whole_beside_a_later_change() {
     let (state, _moto) = setup().await;
@@ -318,6 +320,7 @@ async fn one_run_walks_a_target_of_more_than_a_thousand_devices_whole_beside_a_l
     plan["stages"] = json!([100]);
     let a = start(&state, ALICE, plan).await;
     assert_eq!(a.status, 202, "{:?}", a.body);
+    let firmware_rollout = a.body["rollout"]["rolloutId"].as_str().unwrap().to_string();
     let change = start_north_change(&state).await;
 
     let done = run(&state).await;
@@ -329,6 +332,53 @@ async fn one_run_walks_a_target_of_more_than_a_thousand_devices_whole_beside_a_l
     )
     .await;
     assert_eq!(a.body["rollout"]["status"], "done", "{:?}", a.body);
+
+    let (again, used) = metered(run(&state)).await;
+    assert!(again.pages >= 22 && again.offered == 0, "{again:?}");
+    assert_eq!(
+        used.operations.get("UpdateItem").copied().unwrap_or(0),
+        1,
+        "one checkpoint for a whole walk: {:?}",
+        used.operations
+    );
+    let shown = show(&state, ALICE, &firmware_rollout).await;
+    assert_eq!(stage_counts(&shown, 0).0, 1_100, "{:?}", shown.body);
+}
+
+/// A run stopped by its deadline in the middle of a firmware walk checkpoints where it got
+/// (the walk writes the rollout item only every few seconds): the next run goes on from there,
+/// walking only the pages left, and no device is offered twice.
+#[tokio::test]
+async fn a_walk_stopped_by_the_runs_deadline_goes_on_where_it_stopped() {
+    let (state, _moto) = setup().await;
+    let devices: Vec<(String, &str)> = (0..600)
+        .map(|i| (format!("d-{i:04}"), "thermostat"))
+        .collect();
+    register_alices(&state, &devices, "d-0000").await;
+    let id = package(&state, ALICE, "thermostat", true).await;
+    let mut plan = staged(&id);
+    plan["stages"] = json!([100]);
+    let a = start(&state, ALICE, plan).await;
+    assert_eq!(a.status, 202, "{:?}", a.body);
+
+    // A page takes at least 50 ms (the worker's pace): half a second walks part of the target.
+    let first = Box::pin(rollout::advance_rollouts(
+        &state.table,
+        Instant::now() + Duration::from_millis(500),
+    ))
+    .await
+    .unwrap();
+    let rest = run(&state).await;
+    assert!(first.pages >= 1 && rest.pages >= 1, "{first:?} {rest:?}");
+    assert_eq!(first.offered + rest.offered, 600, "{first:?} {rest:?}");
+    // A whole walk, for its number of pages.
+    let whole = run(&state).await;
+    assert_eq!(whole.offered, 0, "{whole:?}");
+    assert_eq!(
+        first.pages + rest.pages,
+        whole.pages,
+        "the second run walked only what the first left: {first:?} {rest:?} {whole:?}"
+    );
 }
 
 /// An owner's lanes share the owner's pace: two firmware rollouts and a desired-state change of

@@ -25,7 +25,7 @@ pub fn section(sims: &[Simulation]) -> String {
          One staged firmware rollout of a profile's largest fleet, every device healthy, as the \
          engine is built (docs/key-distribution.md gives its timing and keys): each device's write \
          units priced on the real items and its share of the walks' checkpoints (a write of the \
-         rollout item a page), the reads of its check-ins while its part is open (the \
+         rollout item every few seconds of a walk), the reads of its check-ins while its part is open (the \
          rollout item, consistent) and of the worker's walks (its live state, consistent, once a \
          walk). Lambda time is left out (the worker's runs and the check-ins' extra request are \
          milliseconds each).\n\n\
@@ -38,7 +38,7 @@ pub fn section(sims: &[Simulation]) -> String {
         };
         let _ = writeln!(
             out,
-            "| {} | {} | {} + {:.2} | {} | {} | {:.1} | {} | {usd:.2} |",
+            "| {} | {} | {} + {:.4} | {} | {} | {:.1} | {} | {usd:.2} |",
             sim.profile.name,
             group(f.devices),
             f.write_units_per_device(),

@@ -30,7 +30,9 @@ use shared::model::rollout_progress::{FirmwareProgress, OfferPhase, StageCounts,
 use shared::model::shard::ShardCounts;
 use shared::model::timestamp::Day;
 use shared::model::twin::{RolloutStatus, RolloutTarget};
-use shared::ops::twin::rollout::{ROLLOUT_DEVICES_PER_SECOND, ROLLOUT_PAGE};
+use shared::ops::twin::rollout::{
+    ROLLOUT_DEVICES_PER_SECOND, ROLLOUT_PAGE, WALK_CHECKPOINT_SECONDS,
+};
 
 use super::orgs::KeyPeak;
 use super::profile::{Error, FirmwareRolloutPlan};
@@ -101,8 +103,11 @@ pub struct FirmwareRolloutPeak {
     pub marked_state_bytes: u64,
     /// The rollout item's size at its largest (every stage's counts and health), bytes.
     pub rollout_bytes: u64,
-    /// Write units of the walks' checkpoints (one write of the rollout item a page, every
-    /// walk), a device's share: the worker's, not any device's, so apart from `steps`.
+    /// Checkpoints of the rollout item in one walk of the whole target (one every
+    /// `WALK_CHECKPOINT_SECONDS` of walking, and one when a run stops).
+    pub checkpoints_per_walk: f64,
+    /// Write units of the walks' checkpoints, every walk, a device's share: the worker's, not
+    /// any device's, so apart from `steps`.
     pub checkpoint_write_units: f64,
     /// Read units a device costs by its own check-ins: each one with an open part reads the
     /// rollout item (consistent).
@@ -334,6 +339,12 @@ pub(super) fn firmware_rollout(
     let walk_seconds = full_runs * WORKER_INTERVAL_SECONDS + (n - full_runs * per_run) / pace;
     let lap_seconds = (n / per_run).ceil().max(1.0) * WORKER_INTERVAL_SECONDS;
     let walk_devices_per_second = n / walk_seconds;
+    // A walk's checkpoints of the rollout item: one every WALK_CHECKPOINT_SECONDS of walking
+    // in each run, the last of a run when it stops (or the walk ends).
+    let every = WALK_CHECKPOINT_SECONDS as f64;
+    let rest_seconds = (n - full_runs * per_run) / pace;
+    let checkpoints_per_walk =
+        full_runs * (WORKER_RUN_SECONDS / every).ceil() + (rest_seconds / every).ceil();
     let soak = f64::from(plan.soak_seconds);
     let healthy = f64::from(plan.healthy_check_ins);
     let success = f64::from(plan.success_percent) / 100.0;
@@ -387,8 +398,8 @@ pub(super) fn firmware_rollout(
         KeyPeak {
             key: user_pk(owner),
             table: "base",
-            holds: "the owner's partition: the rollout item, read by every check-in of an open part (consistent) and checkpointed by each page of the walk; the walk's Query of the device items",
-            wcu: pages_per_second * write_units(sizes.rollout) as f64,
+            holds: "the owner's partition: the rollout item, read by every check-in of an open part (consistent) and checkpointed by the walk every few seconds; the walk's Query of the device items",
+            wcu: write_units(sizes.rollout) as f64 / every,
             rcu: open_check_ins * strong_read_units(sizes.rollout)
                 + pages_per_second * query_read_units(ROLLOUT_PAGE as u64 * device_item_bytes),
         },
@@ -417,8 +428,11 @@ pub(super) fn firmware_rollout(
         steps,
         marked_state_bytes: sizes.marked_state,
         rollout_bytes: sizes.rollout,
-        checkpoint_write_units: done / lap_seconds * write_units(sizes.rollout) as f64
-            / ROLLOUT_PAGE as f64,
+        checkpoints_per_walk,
+        checkpoint_write_units: done / lap_seconds
+            * checkpoints_per_walk
+            * write_units(sizes.rollout) as f64
+            / n,
         check_in_read_units: (2.0 + healthy) * strong_read_units(sizes.rollout),
         walks: done / lap_seconds,
         walk_read_units: done / lap_seconds * strong_read_units(sizes.marked_state),

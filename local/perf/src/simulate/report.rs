@@ -295,11 +295,14 @@ fn render_firmware(out: &mut String, f: &FirmwareRolloutPeak) {
     }
     let _ = writeln!(
         out,
-        "\nBeside them, the worker's walks checkpoint the rollout item ({} B at its largest) once a \
-         page of {} devices, every walk ({:.1} walks from start to done): **{:.2} write units a \
-         device**, so **{:.2} in all** per healthy device.",
+        "\nBeside them, the worker's walks checkpoint the rollout item ({} B at its largest) every \
+         {} s of walking and when a run stops ({} checkpoints a walk of {} devices; {:.1} walks \
+         from start to done): **{:.4} write units a device**, so **{:.2} in all** per healthy \
+         device.",
         group(f.rollout_bytes),
-        shared::ops::twin::rollout::ROLLOUT_PAGE,
+        shared::ops::twin::rollout::WALK_CHECKPOINT_SECONDS,
+        num(f.checkpoints_per_walk),
+        group(f.devices),
         f.walks,
         f.checkpoint_write_units,
         f.all_write_units_per_device(),

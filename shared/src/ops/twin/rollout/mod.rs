@@ -4,7 +4,8 @@
 //! the count in `running.rs`); the scheduled worker (AP-T7, the rollout-worker
 //! function on a one-minute schedule) applies them, owners taking turns a page of
 //! [`ROLLOUT_PAGE`] devices at a time, at most [`ROLLOUT_DEVICES_PER_SECOND`] per owner,
-//! checkpointing the position on the rollout after every page (forward only), so no request
+//! checkpointing the position on the rollout after every page (forward only; a firmware
+//! walk every few seconds, `stages::WALK_CHECKPOINT_SECONDS`), so no request
 //! ever makes a million writes, no key takes more than a page's share and no owner waits for
 //! another's rollout (docs/design.md, "Fleet-wide changes").
 
@@ -509,5 +510,8 @@ pub use list::{list_rollouts, RolloutPage};
 use pause::rollout_ended;
 pub use pause::{pause_rollout, resume_rollout, PAUSED_BY_OWNER};
 pub use progress::{checkpoint, RolloutRun};
-pub use stages::{abort_reason, stage_met, stage_views, StageView, TIMEOUT_WITHOUT_RHYTHM_SECONDS};
+pub use stages::{
+    abort_reason, stage_met, stage_views, StageView, TIMEOUT_WITHOUT_RHYTHM_SECONDS,
+    WALK_CHECKPOINT_SECONDS,
+};
 pub use worker::{advance_rollouts, RolloutWorkerAnswer, ADVANCE_ROLLOUTS};

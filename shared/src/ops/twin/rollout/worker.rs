@@ -1,11 +1,12 @@
 //! The scheduled worker of rollouts (AP-T7, the rollout-worker function every minute): owners
 //! take turns a page of [`ROLLOUT_PAGE`] devices at a time, checkpointing each page on the
-//! rollout; a rollout whose devices are all done is finished, its slot given back. A staged
+//! rollout (a firmware walk: at its end, at most every few seconds between, and when the run
+//! stops); a rollout whose devices are all done is finished, its slot given back. A staged
 //! firmware rollout takes turns in a lane of its own (`stages::take_up_firmware`, then
 //! `stages::walk_firmware_page` a turn); a paused one is skipped, never ended.
 
 use super::progress::{checkpoint, finish, target_page, RolloutRun};
-use super::stages::{take_up_firmware, walk_firmware_page, FirmwareWalk};
+use super::stages::{save_walk, take_up_firmware, walk_firmware_page, FirmwareWalk};
 use super::*;
 
 /// The rollout worker's answer to its scheduled event: `{"rollouts": {...}}`, what it did.
@@ -167,6 +168,25 @@ pub async fn advance_rollouts(
         }
         if let Some(rest) = floor.checked_sub(started.elapsed()) {
             tokio::time::sleep(rest.min(deadline.saturating_duration_since(Instant::now()))).await;
+        }
+    }
+    // The firmware walks stopped by the deadline (or a failed turn) checkpoint what they
+    // walked since their last checkpoint, so the next run goes on from there.
+    for owner in &mut owners {
+        if let Some(InHand::Firmware(walk)) = owner.current.as_mut() {
+            match save_walk(table, walk).await {
+                Ok(true) => {}
+                Ok(false) => run.stale += 1,
+                Err(err) => {
+                    run.errors += 1;
+                    tracing::warn!(
+                        user = %walk.rollout.user_id,
+                        rollout = %walk.rollout.rollout_id,
+                        error = %err,
+                        "a firmware walk's checkpoint failed; the next run walks its pages again"
+                    );
+                }
+            }
         }
     }
     Ok(run)
