@@ -92,7 +92,7 @@ invoke: dynamodb-local $(if $(BOOTSTRAP),smoke-build) ## Like sam local invoke: 
 ingest-throughput: dynamodb-local ## Events/s through the ingest handler on DynamoDB Local (DEVICES=8 BATCHES=25)
 	$(CARGO) run --quiet -p fleet-perf -- ingest-throughput $${DEVICES:-8} $${BATCHES:-25}
 
-docs: dynamodb-local ## Regenerate docs/access-patterns.md and docs/model.json (measured on DynamoDB Local)
+docs: dynamodb-local moto-server ## Regenerate docs/access-patterns.md and docs/model.json (measured on DynamoDB Local; the webhook cases queue on moto's SQS)
 	$(CARGO) run --quiet -p fleet-perf -- docs
 
 scan-throughput: dynamodb-local ## Items/s of the daily analytics scan on DynamoDB Local (DEVICES=20 BATCHES=10)
@@ -194,7 +194,7 @@ $(PEER_STAMP): bench/python-peer/requirements.txt
 # The driver (the local Runtime API, the raw client) is built in release: a debug build of it
 # took a tenth of every ingest batch's time, which the contenders paid and the raw client did not.
 .PHONY: bench bench-ingest bench-orders bench-compare bench-webhooks
-bench: dynamodb-local smoke-build python-peer ## Measure patterns, ingest vs raw BatchWriteItem, cold starts, the Python peer: docs/benchmarks.md + .json (CALLS=300)
+bench: dynamodb-local moto-server smoke-build python-peer ## Measure patterns, ingest vs raw BatchWriteItem, cold starts, the Python peer: docs/benchmarks.md + .json (CALLS=300)
 	$(CARGO) run --release --quiet -p fleet-perf -- bench $${CALLS:-300}
 
 bench-ingest: dynamodb-local smoke-build python-peer ## Only the ingest comparison (Rust, raw ceiling, Python peer), printed: make bench-ingest [ROUNDS=3]

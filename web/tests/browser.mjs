@@ -148,19 +148,19 @@ const FLEET_PATTERNS = [
   ['GET', /^\/me\/retention$/, 'AP-R2'],
   ['PUT', /^\/me\/retention$/, 'AP-R1'],
 ];
-/** The webhook routes the console calls, by their operationId in docs/openapi.yaml. */
-const WEBHOOK_ROUTES = [
-  ['GET', /^\/me\/webhooks$/, 'listWebhooks'],
-  ['POST', /^\/me\/webhooks$/, 'createWebhook'],
-  ['PATCH', /^\/me\/webhooks\/[^/]+$/, 'updateWebhook'],
-  ['DELETE', /^\/me\/webhooks\/[^/]+$/, 'deleteWebhook'],
-  ['POST', /^\/me\/webhooks\/[^/]+\/rotate-secret$/, 'rotateWebhookSecret'],
-  ['POST', /^\/me\/webhooks\/[^/]+\/confirm$/, 'confirmWebhook'],
-  ['POST', /^\/me\/webhooks\/[^/]+\/test$/, 'testWebhook'],
-  ['GET', /^\/me\/webhooks\/[^/]+\/deliveries$/, 'listWebhookDeliveries'],
-  ['POST', /^\/me\/webhooks\/[^/]+\/deliveries\/[^/]+\/retry$/, 'retryWebhookDelivery'],
+/** The webhook routes the console calls (issue 41), each an access pattern of the catalog (AP-W1 to AP-W10; the console never reads one endpoint alone, AP-W3). */
+const WEBHOOK_PATTERNS = [
+  ['GET', /^\/me\/webhooks$/, 'AP-W2'],
+  ['POST', /^\/me\/webhooks$/, 'AP-W1'],
+  ['PATCH', /^\/me\/webhooks\/[^/]+$/, 'AP-W4'],
+  ['DELETE', /^\/me\/webhooks\/[^/]+$/, 'AP-W5'],
+  ['POST', /^\/me\/webhooks\/[^/]+\/rotate-secret$/, 'AP-W6'],
+  ['POST', /^\/me\/webhooks\/[^/]+\/confirm$/, 'AP-W7'],
+  ['POST', /^\/me\/webhooks\/[^/]+\/test$/, 'AP-W8'],
+  ['GET', /^\/me\/webhooks\/[^/]+\/deliveries$/, 'AP-W9'],
+  ['POST', /^\/me\/webhooks\/[^/]+\/deliveries\/[^/]+\/retry$/, 'AP-W10'],
 ];
-/** The firmware and rollout routes the console calls (issue 40), by their operationId in docs/openapi.yaml: not in the catalog yet either. */
+/** The firmware and rollout routes the console calls (issue 40), by their operationId in docs/openapi.yaml: not in the catalog yet. */
 const FIRMWARE_ROUTES = [
   ['GET', /^\/me\/firmware$/, 'listFirmware'],
   ['POST', /^\/me\/firmware$/, 'createFirmware'],
@@ -177,7 +177,8 @@ const FIRMWARE_ROUTES = [
 /** Every API request the console may make: the fleet routes, their organizations' twins (the same pattern on the organization's fleet, after AP-O13, the caller's membership) and the organizations' own (AP-O1 to AP-O12). */
 const PATTERNS = [
   ...FLEET_PATTERNS,
-  ...FLEET_PATTERNS.filter(([, re]) => re.source.startsWith('^\\/me\\/')).map(([method, re, id]) => [method, new RegExp(re.source.replace('^\\/me\\/', '^\\/orgs\\/[^/]+\\/')), `${id} + AP-O13`]),
+  ...WEBHOOK_PATTERNS,
+  ...[...FLEET_PATTERNS, ...WEBHOOK_PATTERNS].filter(([, re]) => re.source.startsWith('^\\/me\\/')).map(([method, re, id]) => [method, new RegExp(re.source.replace('^\\/me\\/', '^\\/orgs\\/[^/]+\\/')), `${id} + AP-O13`]),
   ['GET', /^\/orgs$/, 'AP-O2'],
   ['POST', /^\/orgs$/, 'AP-O1'],
   ['GET', /^\/orgs\/[^/]+\/members$/, 'AP-O6'],
@@ -189,9 +190,9 @@ const PATTERNS = [
   ['POST', /^\/orgs\/[^/]+\/invitations$/, 'AP-O9'],
   ['DELETE', /^\/orgs\/[^/]+\/invitations\/[^/]+$/, 'AP-O11'],
   ['POST', /^\/invitations\/[^/]+\/accept$/, 'AP-O12'],
-  // The webhook routes (issue 41) are not in the pattern catalog yet (design.md, "Access
-  // patterns with budgets" for them is still to do): named here by their OpenAPI operation.
-  ...[...WEBHOOK_ROUTES, ...FIRMWARE_ROUTES].flatMap(([method, re, id]) => [[method, re, id], [method, new RegExp(re.source.replace('^\\/me\\/', '^\\/orgs\\/[^/]+\\/')), `${id} + AP-O13`]]),
+  // The firmware routes (issue 40) are not in the pattern catalog yet (design.md section 15,
+  // "Not built yet"): named here by their OpenAPI operation.
+  ...FIRMWARE_ROUTES.flatMap(([method, re, id]) => [[method, re, id], [method, new RegExp(re.source.replace('^\\/me\\/', '^\\/orgs\\/[^/]+\\/')), `${id} + AP-O13`]]),
 ];
 /** What the console loads that is not the API: its own files and, locally, the stand-in sign-in. */
 const CONSOLE_FILES = /^\/(|index\.html|config\.json|assets\/.+|local\/users(\/[^/]+\/token)?)$/;
@@ -1668,7 +1669,7 @@ function splitHash(url) {
   return new URL(url).hash.match(/^#\/orgs\/([^/]+)/)?.[1] ?? '';
 }
 
-test('every request the console made is a catalog access pattern (or a webhook or firmware route, by its operation: not in the catalog yet), and nothing came from elsewhere but firmware uploads to the image bucket', async () => {
+test('every request the console made is a catalog access pattern (or a firmware route, by its operation: not in the catalog yet), and nothing came from elsewhere but firmware uploads to the image bucket', async () => {
   metrics.requests = requests;
   assert.deepEqual(requests.unknown, [], 'requests outside the catalog');
   assert.deepEqual(requests.external, [], 'requests to another origin');

@@ -81,6 +81,12 @@ fn budget(b: RequestBudget) -> String {
         RequestBudget::SilentRollPages => {
             "2 (checkpoint) + 1 Query per partition page + 2 per page with devices + 3 per transaction of a device rolled".into()
         }
+        RequestBudget::PartitionedLogPages => {
+            "per page: 1 GetItem + 1 Query per log partition + at most 1 more per partition whose share ran out".into()
+        }
+        RequestBudget::FleetsEndpointsDeliveries => {
+            "1 Query per fleet with a transition + 1 UpdateItem per endpoint (2 when a racing reservation beat it) + 1 PutItem per delivery".into()
+        }
     }
 }
 

@@ -43,10 +43,11 @@ pub fn router_for(code_uri: &str, table: &FleetTable) -> Option<Router> {
             IngestConfig::from_env().unwrap_or_default(),
         ))),
         // The queue and the target policy from the environment, like the Lambda
-        // (`WEBHOOK_QUEUE_URL`, `AWS_ENDPOINT_URL_SQS`, `WEBHOOK_ALLOWED_LOCAL_TARGETS`).
+        // (`WEBHOOK_QUEUE_URL`, `AWS_ENDPOINT_URL_SQS`, `WEBHOOK_ALLOWED_LOCAL_TARGETS`); on a
+        // table whose harness made a queue of its own (the reference dataset's), that one.
         "functions/webhooks" => webhooks::router(webhooks::WebhooksState {
             table: table.clone(),
-            queue: crate::webhook_queue::queue_from_env(),
+            queue: crate::webhook_queue::queue_for_table(table),
             policy: shared::model::webhook::target::TargetPolicy::from_env(),
         }),
         _ => return None,

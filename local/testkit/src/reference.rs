@@ -97,5 +97,6 @@ pub async fn seed(table: &FleetTable) -> Result<Tokens, FleetError> {
     // AP-13's, are the ones the budgets were set on).
     seed_organization(table, &mut tokens).await?;
     cases::orgs::seed_org_fixtures(table).await?;
+    cases::webhooks::seed_webhook_fixtures(table).await?;
     Ok(tokens)
 }

@@ -4,6 +4,9 @@
 //! deletes the messages the worker did not report failed (as the event source does with
 //! `ReportBatchItemFailures`).
 
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+
 use aws_sdk_sqs::config::{Credentials, Region};
 use serde_json::{json, Value};
 use shared::ops::webhooks::{DeliveryQueue, QUEUE_URL_ENV};
@@ -18,6 +21,36 @@ pub fn sqs_client(endpoint: &str) -> aws_sdk_sqs::Client {
         .endpoint_url(endpoint)
         .build();
     aws_sdk_sqs::Client::from_conf(config)
+}
+
+/// The delivery queues made for tables (the reference dataset's), by table name: the SQS
+/// endpoint and the queue's URL.
+static TABLE_QUEUES: Mutex<BTreeMap<String, (String, String)>> = Mutex::new(BTreeMap::new());
+
+/// Records that deliveries made on the table named `table` go to the queue at `queue_url` on
+/// the SQS server at `endpoint` ([`queue_for_table`]).
+pub fn register_queue(table: &str, endpoint: &str, queue_url: &str) {
+    if let Ok(mut queues) = TABLE_QUEUES.lock() {
+        queues.insert(
+            table.to_string(),
+            (endpoint.to_string(), queue_url.to_string()),
+        );
+    }
+}
+
+/// The SQS endpoint and queue URL registered for the table named `table`, if any (the bench
+/// gives them to the webhooks function's bootstrap).
+pub fn registered_queue(table: &str) -> Option<(String, String)> {
+    TABLE_QUEUES.lock().ok()?.get(table).cloned()
+}
+
+/// The queue registered for `table` ([`register_queue`]), else the one the environment names
+/// ([`queue_from_env`]).
+pub fn queue_for_table(table: &shared::FleetTable) -> DeliveryQueue {
+    match registered_queue(table.name()) {
+        Some((endpoint, url)) => DeliveryQueue::new(sqs_client(&endpoint), url),
+        None => queue_from_env(),
+    }
 }
 
 /// The queue the environment names (`WEBHOOK_QUEUE_URL`, through `AWS_ENDPOINT_URL_SQS`);

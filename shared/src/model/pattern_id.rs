@@ -186,6 +186,43 @@ pub enum PatternId {
     /// AP-O13: the caller's role in an organization (every `/orgs/{orgId}/...` request).
     #[strum(serialize = "AP-O13")]
     MemberRole,
+
+    /// AP-W1: add a webhook endpoint (and queue its confirmation).
+    #[strum(serialize = "AP-W1")]
+    CreateWebhook,
+    /// AP-W2: the owner's webhook endpoints.
+    #[strum(serialize = "AP-W2")]
+    ListWebhooks,
+    /// AP-W3: one webhook endpoint.
+    #[strum(serialize = "AP-W3")]
+    GetWebhook,
+    /// AP-W4: change a webhook endpoint (enable, disable, events, URL).
+    #[strum(serialize = "AP-W4")]
+    UpdateWebhook,
+    /// AP-W5: delete a webhook endpoint.
+    #[strum(serialize = "AP-W5")]
+    DeleteWebhook,
+    /// AP-W6: rotate an endpoint's signing secret.
+    #[strum(serialize = "AP-W6")]
+    RotateWebhookSecret,
+    /// AP-W7: confirm an endpoint with its token.
+    #[strum(serialize = "AP-W7")]
+    ConfirmWebhook,
+    /// AP-W8: send an endpoint a `webhook.test` delivery.
+    #[strum(serialize = "AP-W8")]
+    TestWebhook,
+    /// AP-W9: an endpoint's delivery log, newest first.
+    #[strum(serialize = "AP-W9")]
+    WebhookDeliveries,
+    /// AP-W10: redeliver one delivery.
+    #[strum(serialize = "AP-W10")]
+    RedeliverWebhook,
+    /// AP-W11: the delivery worker's attempt (its reads before and its record after).
+    #[strum(serialize = "AP-W11")]
+    DeliveryAttempt,
+    /// AP-W12: an alarm stream batch fanned out to its fleets' endpoints.
+    #[strum(serialize = "AP-W12")]
+    AlarmWebhooks,
 }
 
 impl PatternId {

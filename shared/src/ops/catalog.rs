@@ -66,6 +66,18 @@ pub const CATALOG: &[AccessPattern] = &[
     ops::orgs::invitations::REVOKE_INVITATION,
     ops::orgs::invitations::ACCEPT_INVITATION,
     ops::orgs::access::MEMBER_ROLE,
+    ops::webhooks::endpoints::CREATE_WEBHOOK,
+    ops::webhooks::endpoints::LIST_WEBHOOKS,
+    ops::webhooks::endpoints::GET_WEBHOOK,
+    ops::webhooks::endpoints::UPDATE_WEBHOOK,
+    ops::webhooks::endpoints::DELETE_WEBHOOK,
+    ops::webhooks::endpoints::ROTATE_WEBHOOK_SECRET,
+    ops::webhooks::endpoints::CONFIRM_WEBHOOK,
+    ops::webhooks::endpoints::TEST_WEBHOOK,
+    ops::webhooks::delivery_log::WEBHOOK_DELIVERIES,
+    ops::webhooks::delivery_log::REDELIVER_WEBHOOK,
+    ops::webhooks::deliveries::DELIVERY_ATTEMPT,
+    ops::webhooks::alarm_notices::ALARM_WEBHOOKS,
 ];
 
 impl PatternId {

@@ -122,6 +122,15 @@ pub enum RequestBudget {
     /// This many, plus one Query per page of the owner's devices (`pages`), plus one write
     /// per device changed (`devices`).
     FixedPlusPagesAndDevices(u32),
+    /// A log spread over partitions, read newest first: per page one GetItem (the log's
+    /// owner item), one Query per partition (`shards`), and at most one more per partition
+    /// whose share of the page ran out while it could still hold the page's next entry.
+    PartitionedLogPages,
+    /// An alarm stream batch's webhooks: one Query of the endpoints per fleet with a
+    /// transition (`shards`), one UpdateItem per endpoint reserving its send slots
+    /// (`batch_items`; two when a racing reservation beat the first), one PutItem per
+    /// delivery (`devices`).
+    FleetsEndpointsDeliveries,
 }
 
 /// What a particular run of a pattern covered, to turn a budget into a number.
@@ -276,6 +285,10 @@ impl AccessPattern {
             }
             RequestBudget::ZeroAtReadTime => 0,
             RequestBudget::FixedPlusPagesAndDevices(n) => n + scale.pages.max(1) + scale.devices,
+            RequestBudget::PartitionedLogPages => scale.pages.max(1) * (1 + 2 * scale.shards),
+            RequestBudget::FleetsEndpointsDeliveries => {
+                scale.shards + 2 * scale.batch_items + scale.devices
+            }
         }
     }
 

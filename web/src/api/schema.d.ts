@@ -386,10 +386,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** The caller's webhook endpoints (at most 16, one page: `cursor` is always null). Never their secrets. */
+        /** The caller's webhook endpoints (at most 16, one page: `cursor` is always null) (AP-W2). Never their secrets. */
         get: operations["listWebhooks"];
         put?: never;
-        /** Create a webhook endpoint (issue 41). The URL must be https (http only in the local mode) and no private, loopback, link-local, CGNAT, unique-local, multicast or metadata address (400 naming `url`). The answer carries its secret this once; the endpoint first receives a `webhook.confirm` delivery. */
+        /** Create a webhook endpoint (AP-W1, issue 41). The URL must be https (http only in the local mode) and no private, loopback, link-local, CGNAT, unique-local, multicast or metadata address (400 naming `url`). The answer carries its secret this once; the endpoint first receives a `webhook.confirm` delivery. */
         post: operations["createWebhook"];
         delete?: never;
         options?: never;
@@ -407,15 +407,15 @@ export interface paths {
             };
             cookie?: never;
         };
-        /** One webhook endpoint (never its secret). */
+        /** One webhook endpoint (never its secret) (AP-W3). */
         get: operations["getWebhook"];
         put?: never;
         post?: never;
-        /** Delete an endpoint; its queued deliveries are abandoned. */
+        /** Delete an endpoint; its queued deliveries are abandoned (AP-W5). */
         delete: operations["deleteWebhook"];
         options?: never;
         head?: never;
-        /** Change an endpoint: `url` (it must confirm again), `events`, `description`, `format`, `enabled`. */
+        /** Change an endpoint: `url` (it must confirm again), `events`, `description`, `format`, `enabled` (AP-W4). */
         patch: operations["updateWebhook"];
         trace?: never;
     };
@@ -431,7 +431,7 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** A new secret (shown this once); the old one keeps signing beside it for 24 hours. */
+        /** A new secret (shown this once); the old one keeps signing beside it for 24 hours (AP-W6). */
         post: operations["rotateWebhookSecret"];
         delete?: never;
         options?: never;
@@ -451,7 +451,7 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Confirm an endpoint with the `confirmationToken` its `webhook.confirm` delivery carried (400 naming `token` otherwise). */
+        /** Confirm an endpoint with the `confirmationToken` its `webhook.confirm` delivery carried (400 naming `token` otherwise) (AP-W7). */
         post: operations["confirmWebhook"];
         delete?: never;
         options?: never;
@@ -471,7 +471,7 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Queue a `webhook.test` delivery: only to a confirmed (`webhook_unconfirmed` otherwise) and enabled (`webhook_disabled`) endpoint. */
+        /** Queue a `webhook.test` delivery: only to a confirmed (`webhook_unconfirmed` otherwise) and enabled (`webhook_disabled`) endpoint (AP-W8). */
         post: operations["testWebhook"];
         delete?: never;
         options?: never;
@@ -489,7 +489,7 @@ export interface paths {
             };
             cookie?: never;
         };
-        /** The endpoint's delivery log (issue 41), newest first, `limit` a page: each delivery's event, status, attempts, last HTTP status (or null), last latency and next retry. Kept 30 days. A deleted or another owner's endpoint is a 404. One GetItem and 16 to 32 Queries a page (the log is spread over 16 partitions, merged newest first). */
+        /** The endpoint's delivery log (AP-W9, issue 41), newest first, `limit` a page: each delivery's event, status, attempts, last HTTP status (or null), last latency and next retry (AP-W9). Kept 30 days. A deleted or another owner's endpoint is a 404. One GetItem and 16 to 32 Queries a page (the log is spread over 16 partitions, merged newest first). */
         get: operations["listWebhookDeliveries"];
         put?: never;
         post?: never;
@@ -513,7 +513,7 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Redeliver a delivered or abandoned delivery: the same body under the same `webhook-id` (receivers deduplicate by it), retried again for 24 hours from now. 409 `delivery_pending` while it is still being retried, `webhook_disabled` or `webhook_unconfirmed` when the endpoint would not be sent it; an unknown or another owner's delivery is a 404. */
+        /** Redeliver a delivered or abandoned delivery: the same body under the same `webhook-id` (receivers deduplicate by it), retried again for 24 hours from now (AP-W10). 409 `delivery_pending` while it is still being retried, `webhook_disabled` or `webhook_unconfirmed` when the endpoint would not be sent it; an unknown or another owner's delivery is a 404. */
         post: operations["retryWebhookDelivery"];
         delete?: never;
         options?: never;

@@ -101,7 +101,9 @@ pub fn process_cpu_seconds() -> f64 {
 /// The environment of every function of `template` (by logical id) as Lambda would set it,
 /// for the table `table` at `endpoint`, with the retention the reference data needs (its
 /// timestamps are fixed) and the per-device and per-user request limits off: a benchmark
-/// sends one device's batches back to back to measure the code, not the limits.
+/// sends one device's batches back to back to measure the code, not the limits. A table with a
+/// delivery queue of its own (the reference dataset's) gives it to the functions that send to
+/// one (`AWS_ENDPOINT_URL_SQS`, `WEBHOOK_QUEUE_URL`).
 pub fn function_environments(
     template: &Template,
     endpoint: &str,
@@ -111,12 +113,21 @@ pub fn function_environments(
     for limit in REQUEST_LIMITS {
         overrides.insert(limit.to_string(), "0".to_string());
     }
+    // The table's own delivery queue (the reference dataset's, on moto's SQS), for the
+    // functions that send to one.
+    let queue = fleet_testkit::webhook_queue::registered_queue(table);
     template
         .function_definitions
         .keys()
         .map(|function| {
-            let env = function_environment(template, function, endpoint, table, &overrides)
+            let mut env = function_environment(template, function, endpoint, table, &overrides)
                 .map_err(BenchError::setup)?;
+            if let Some((sqs, url)) = &queue {
+                if env.contains_key(shared::ops::webhooks::QUEUE_URL_ENV) {
+                    env.insert("AWS_ENDPOINT_URL_SQS".into(), sqs.clone());
+                    env.insert(shared::ops::webhooks::QUEUE_URL_ENV.into(), url.clone());
+                }
+            }
             Ok((function.clone(), env))
         })
         .collect()

@@ -59,8 +59,8 @@ async fn every_benchmarked_request_answers_as_expected_and_does_its_work() {
     }
     assert_eq!(
         ids.len(),
-        51,
-        "AP-06 twice (a status and a tag change), AP-T4 three times (nothing pending, delivery, a report), AP-29, AP-R1 and AP-R2 once, the 12 organization routes (AP-O1 to AP-O12) and the device move (AP-M1) once, AP-DASH twice (the owner's and an organization's)"
+        61,
+        "AP-06 twice (a status and a tag change), AP-T4 three times (nothing pending, delivery, a report), AP-29, AP-R1 and AP-R2 once, the 12 organization routes (AP-O1 to AP-O12) and the device move (AP-M1) once, the 10 webhook routes (AP-W1 to AP-W10) once, AP-DASH twice (the owner's and an organization's)"
     );
     let org_dashboard = results.last().unwrap();
     assert_eq!(

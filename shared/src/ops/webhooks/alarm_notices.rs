@@ -18,15 +18,31 @@ use crate::model::entities::alarm::AlarmItem;
 use crate::model::entities::webhook::WebhookItem;
 use crate::model::error::FleetError;
 use crate::model::ids::UserId;
+use crate::model::pattern_id::PatternId;
 use crate::model::timestamp::Timestamp;
 use crate::model::webhook::{DeliveryId, WebhookEvent, WebhookId};
 use crate::ops::alarms::notify::{
     alarm_detail, record_transitions, DetailType, Notice, StreamRecord,
 };
+use crate::ops::pattern::{implemented_by, AccessPattern, Frequency, Operation, RequestBudget};
 use crate::ops::webhooks::deliveries::{create_once_at, reserve_send_slots, CreatedDelivery};
 use crate::ops::webhooks::endpoints::webhook_items;
 use crate::ops::webhooks::{DeliveryMessage, DeliveryQueue};
 use crate::store::table::FleetTable;
+
+/// AP-W12, implemented by [`deliver_alarm_transitions`].
+pub const ALARM_WEBHOOKS: AccessPattern = AccessPattern {
+    id: PatternId::AlarmWebhooks,
+    description: "an alarm stream batch's transitions as deliveries to their fleets' subscribed endpoints, paced to each endpoint's rate",
+    frequency: Frequency::Important,
+    operations: &[Operation::Query, Operation::UpdateItem, Operation::PutItem],
+    index: None,
+    key_condition: "per fleet PK = USER#{owner}, SK begins_with WEBHOOK#; per endpoint its send slots; per delivery its log item (conditioned on its absence)",
+    budget: RequestBudget::FleetsEndpointsDeliveries,
+    max_read_units: None,
+    route: None,
+    implemented_by: implemented_by!(deliver_alarm_transitions),
+};
 
 /// What a batch of stream records made.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

@@ -13,10 +13,12 @@ use crate::model::entities::webhook_delivery::{
 use crate::model::entities::ItemKey;
 use crate::model::error::FleetError;
 use crate::model::expression::{Condition, Update};
+use crate::model::pattern_id::PatternId;
 use crate::model::timestamp::Timestamp;
 use crate::model::webhook::signature::signature_header;
 use crate::model::webhook::slack::slack_message;
 use crate::model::webhook::{DeliveryId, WebhookEvent, WebhookFormat};
+use crate::ops::pattern::{implemented_by, AccessPattern, Frequency, Operation, RequestBudget};
 use crate::ops::webhooks::{DeliveryMessage, DeliveryQueue};
 use crate::store::dynamo::{number_value, put_item, put_new, read_consistent, string_value};
 use crate::store::table::{sdk_error, FleetTable};
@@ -32,6 +34,25 @@ pub const MAX_BACKOFF_SECONDS: u32 = 3600;
 pub const DEFAULT_BACKOFF_BASE_SECONDS: u32 = 5;
 /// How much of a response body is kept (to find a confirmation token in it), never stored.
 pub const RESPONSE_PREFIX_BYTES: usize = 4096;
+
+/// AP-W11, implemented by [`record_attempt`] after [`prepare_attempt`]: the delivery worker's
+/// DynamoDB work around one HTTP attempt.
+pub const DELIVERY_ATTEMPT: AccessPattern = AccessPattern {
+    id: PatternId::DeliveryAttempt,
+    description: "the delivery worker's attempt: the delivery and its endpoint read, the attempt recorded, the endpoint's breaker moved",
+    frequency: Frequency::Important,
+    operations: &[Operation::GetItem, Operation::PutItem, Operation::UpdateItem],
+    index: None,
+    key_condition: "the delivery's log item and the endpoint (consistent); the log item; the endpoint's failure count",
+    // Two reads and the record: 3 for a success; a success after failures, or a failure,
+    // one UpdateItem of the endpoint more, the failure that opens the breaker a second, a
+    // confirmation answered with its token one. (The disable after 3 days of failures, once
+    // an endpoint, is beyond it: section 16.)
+    budget: RequestBudget::Fixed(5),
+    max_read_units: None,
+    route: None,
+    implemented_by: implemented_by!(record_attempt),
+};
 
 /// Creates a delivery of `event` with `data` to `endpoint`: its log item, then its queue
 /// message (a PutItem and an SQS SendMessage). Returns its id (the `webhook-id`).

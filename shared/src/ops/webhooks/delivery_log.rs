@@ -17,9 +17,11 @@ use crate::model::entities::{Entity, ItemKey};
 use crate::model::error::{FleetError, ValidationError};
 use crate::model::expression::{Condition, Expressions, Update};
 use crate::model::ids::UserId;
+use crate::model::pattern_id::PatternId;
 use crate::model::schema::{Item, PK, SK};
 use crate::model::timestamp::Timestamp;
 use crate::model::webhook::{DeliveryId, WebhookEvent, WebhookId};
+use crate::ops::pattern::{implemented_by, AccessPattern, Frequency, Operation, RequestBudget};
 use crate::ops::webhooks::deliveries::{reserve_send_slots, seconds_until};
 use crate::ops::webhooks::endpoints::read_webhook;
 use crate::ops::webhooks::{DeliveryMessage, DeliveryQueue};
@@ -27,6 +29,36 @@ use crate::ops::MAX_LIMIT;
 use crate::store::dynamo::{key_prefix, query, read_consistent, string_value};
 use crate::store::table::{sdk_error, FleetTable};
 use crate::store::with_expressions::WithExpressions;
+
+/// AP-W9, implemented by [`list_deliveries`].
+pub const WEBHOOK_DELIVERIES: AccessPattern = AccessPattern {
+    id: PatternId::WebhookDeliveries,
+    description: "an endpoint's delivery log, newest first (event, attempts, last status, latency, next retry), kept 30 days",
+    frequency: Frequency::Important,
+    operations: &[Operation::GetItem, Operation::Query],
+    index: None,
+    key_condition: "the endpoint; per log partition PK = USER#{userId}#WHLOG#{webhookId}#{shard}, SK begins_with WHDELIVERY#, backwards",
+    budget: RequestBudget::PartitionedLogPages,
+    max_read_units: None,
+    route: Some("GET /me/webhooks/{webhookId}/deliveries"),
+    implemented_by: implemented_by!(list_deliveries),
+};
+
+/// AP-W10, implemented by [`redeliver`].
+pub const REDELIVER_WEBHOOK: AccessPattern = AccessPattern {
+    id: PatternId::RedeliverWebhook,
+    description: "redeliver one delivery under its webhook-id, in the endpoint's next send slot",
+    frequency: Frequency::Important,
+    operations: &[Operation::GetItem, Operation::UpdateItem],
+    index: None,
+    key_condition: "the endpoint and the delivery's log item (read at once); the endpoint's send slot; the delivery, conditioned on not being pending",
+    // Two reads, the slot (two UpdateItems when a racing reservation beat the first), the
+    // delivery (and an SQS SendMessage).
+    budget: RequestBudget::Fixed(5),
+    max_read_units: None,
+    route: Some("POST /me/webhooks/{webhookId}/deliveries/{deliveryId}/retry"),
+    implemented_by: implemented_by!(redeliver),
+};
 
 /// One delivery as the log shows it: never its body (the receiver has it; the log says what
 /// happened to it).

@@ -16,6 +16,7 @@ use crate::model::error::{FleetError, ValidationError};
 use crate::model::expression::{Condition, Expressions};
 use crate::model::ids::UserId;
 use crate::model::keys::user_pk;
+use crate::model::pattern_id::PatternId;
 use crate::model::schema::{PK, SK};
 use crate::model::timestamp::Timestamp;
 use crate::model::webhook::target::TargetPolicy;
@@ -23,6 +24,7 @@ use crate::model::webhook::{
     confirmation_token, WebhookEvent, WebhookFormat, WebhookId, WebhookSecret, DEFAULT_RATE_LIMIT,
     MAX_DESCRIPTION_CHARS, MAX_RATE_LIMIT, MAX_WEBHOOKS_PER_OWNER, ROTATION_OVERLAP_SECONDS,
 };
+use crate::ops::pattern::{implemented_by, AccessPattern, Frequency, Operation, RequestBudget};
 use crate::ops::webhooks::deliveries::send_new;
 /// The owner's endpoint items (defined beside the queue, so the delivery worker's disable in
 /// [`super::deliveries`] can read them without the two modules using each other).
@@ -32,6 +34,133 @@ use crate::store::dynamo::{key_prefix, number_value, read_consistent, transact, 
 use crate::store::retry::Retry;
 use crate::store::table::{sdk_error, FleetTable, MAX_ATTEMPTS};
 use crate::store::with_expressions::WithExpressions;
+
+/// The endpoint item's key, as the definitions below name it.
+const ENDPOINT_KEY: &str = "PK = USER#{userId}, SK = WEBHOOK#{webhookId}";
+
+/// AP-W1, implemented by [`create_webhook`].
+pub const CREATE_WEBHOOK: AccessPattern = AccessPattern {
+    id: PatternId::CreateWebhook,
+    description: "add a webhook endpoint (its secret shown once) and queue its webhook.confirm delivery",
+    frequency: Frequency::Important,
+    operations: &[Operation::Query, Operation::PutItem, Operation::UpdateItem],
+    index: None,
+    key_condition: "PK = USER#{userId}, SK begins_with WEBHOOK# (the count, keys only); the endpoint; its send slot; the delivery's log item USER#{userId}#WHLOG#{webhookId}#{shard} / WHDELIVERY#{deliveryId}",
+    // The count, the endpoint, its first send slot (a second UpdateItem only when a racing
+    // reservation beat the first), the confirmation's log item: 4 (and an SQS SendMessage,
+    // not DynamoDB).
+    budget: RequestBudget::Fixed(5),
+    max_read_units: None,
+    route: Some("POST /me/webhooks"),
+    implemented_by: implemented_by!(create_webhook),
+};
+
+/// AP-W2, implemented by [`list_webhooks`].
+pub const LIST_WEBHOOKS: AccessPattern = AccessPattern {
+    id: PatternId::ListWebhooks,
+    description: "the owner's webhook endpoints (at most 16: one page), never their secrets",
+    frequency: Frequency::Important,
+    operations: &[Operation::Query],
+    index: None,
+    key_condition: "PK = USER#{userId}, SK begins_with WEBHOOK#",
+    budget: RequestBudget::Fixed(1),
+    max_read_units: None,
+    route: Some("GET /me/webhooks"),
+    implemented_by: implemented_by!(list_webhooks),
+};
+
+/// AP-W3, implemented by [`get_webhook`].
+pub const GET_WEBHOOK: AccessPattern = AccessPattern {
+    id: PatternId::GetWebhook,
+    description: "one webhook endpoint (a 404 for another owner's)",
+    frequency: Frequency::Important,
+    operations: &[Operation::GetItem],
+    index: None,
+    key_condition: ENDPOINT_KEY,
+    budget: RequestBudget::Fixed(1),
+    max_read_units: None,
+    route: Some("GET /me/webhooks/{webhookId}"),
+    implemented_by: implemented_by!(get_webhook),
+};
+
+/// AP-W4, implemented by [`update_webhook`].
+pub const UPDATE_WEBHOOK: AccessPattern = AccessPattern {
+    id: PatternId::UpdateWebhook,
+    description: "change a webhook endpoint: enable, disable, events, description, format, rate, URL (a new URL confirms again)",
+    frequency: Frequency::Important,
+    operations: &[Operation::GetItem, Operation::PutItem, Operation::UpdateItem],
+    index: None,
+    key_condition: ENDPOINT_KEY,
+    // Read and conditional write: 2 (again on a concurrent change); a new URL adds its
+    // confirmation's send slot (one UpdateItem, two when a racing reservation beat it) and log
+    // item.
+    budget: RequestBudget::Fixed(5),
+    max_read_units: None,
+    route: Some("PATCH /me/webhooks/{webhookId}"),
+    implemented_by: implemented_by!(update_webhook),
+};
+
+/// AP-W5, implemented by [`delete_webhook`].
+pub const DELETE_WEBHOOK: AccessPattern = AccessPattern {
+    id: PatternId::DeleteWebhook,
+    description: "delete a webhook endpoint, leaving a marker that finds its log when its owner is deleted",
+    frequency: Frequency::Important,
+    operations: &[Operation::TransactWriteItems],
+    index: None,
+    key_condition: "the endpoint (deleted, conditioned on existing) and USER#{userId} / WHLOG#{webhookId}, in one transaction",
+    budget: RequestBudget::Fixed(1),
+    max_read_units: None,
+    route: Some("DELETE /me/webhooks/{webhookId}"),
+    implemented_by: implemented_by!(delete_webhook),
+};
+
+/// AP-W6, implemented by [`rotate_secret`].
+pub const ROTATE_WEBHOOK_SECRET: AccessPattern = AccessPattern {
+    id: PatternId::RotateWebhookSecret,
+    description: "rotate an endpoint's signing secret (the old one signs beside it for 24 hours)",
+    frequency: Frequency::Important,
+    operations: &[Operation::GetItem, Operation::PutItem],
+    index: None,
+    key_condition: ENDPOINT_KEY,
+    budget: RequestBudget::Fixed(2),
+    max_read_units: None,
+    route: Some("POST /me/webhooks/{webhookId}/rotate-secret"),
+    implemented_by: implemented_by!(rotate_secret),
+};
+
+/// AP-W7, implemented by [`confirm_webhook`].
+pub const CONFIRM_WEBHOOK: AccessPattern = AccessPattern {
+    id: PatternId::ConfirmWebhook,
+    description: "confirm an endpoint with the token its webhook.confirm delivery carried",
+    frequency: Frequency::Important,
+    operations: &[Operation::GetItem, Operation::PutItem],
+    index: None,
+    key_condition: ENDPOINT_KEY,
+    budget: RequestBudget::Fixed(2),
+    max_read_units: None,
+    route: Some("POST /me/webhooks/{webhookId}/confirm"),
+    implemented_by: implemented_by!(confirm_webhook),
+};
+
+/// AP-W8, implemented by [`send_test`].
+pub const TEST_WEBHOOK: AccessPattern = AccessPattern {
+    id: PatternId::TestWebhook,
+    description: "send a confirmed, enabled endpoint a webhook.test delivery",
+    frequency: Frequency::Important,
+    operations: &[
+        Operation::GetItem,
+        Operation::UpdateItem,
+        Operation::PutItem,
+    ],
+    index: None,
+    key_condition: "the endpoint; its send slot; the delivery's log item",
+    // The endpoint, its send slot (two UpdateItems when its last slot is past), the log item
+    // (and an SQS SendMessage).
+    budget: RequestBudget::Fixed(4),
+    max_read_units: None,
+    route: Some("POST /me/webhooks/{webhookId}/test"),
+    implemented_by: implemented_by!(send_test),
+};
 
 /// Attempts of a change against concurrent changes of the same endpoint.
 const CHANGE_ATTEMPTS: u32 = 5;

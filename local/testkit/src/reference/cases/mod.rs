@@ -9,7 +9,8 @@
 //! then the tags at version 2; AP-08 deletes the device AP-07 registered).
 //!
 //! Each case sits in the module of its concern ([`devices`], [`events`], [`reports`],
-//! [`profile`], [`credentials`], [`twin`], [`alarms`], [`series`], [`retention`], [`orgs`]) with the fixtures only it uses; [`common`] holds what they share, and this module
+//! [`profile`], [`credentials`], [`twin`], [`alarms`], [`series`], [`retention`], [`orgs`],
+//! [`webhooks`]) with the fixtures only it uses; [`common`] holds what they share, and this module
 //! [`CASES`], the one list that fixes their order.
 
 pub mod alarms;
@@ -23,6 +24,7 @@ pub mod reports;
 pub mod retention;
 pub mod series;
 pub mod twin;
+pub mod webhooks;
 
 pub use common::{Events, PatternCase, RouteCall, Run, RunFuture};
 
@@ -117,6 +119,20 @@ pub static CASES: &[PatternCase] = &[
     // reads Alice's fleet. Its call needs the route (device-updates) and an organization
     // Alice administers in the dataset.
     devices::MOVE_DEVICE,
+    // Webhooks, on owners and endpoints of their own: the reads, then the changes, the log
+    // and a redelivery, the worker's attempt and an alarm's fan-out.
+    webhooks::CREATE_WEBHOOK,
+    webhooks::LIST_WEBHOOKS,
+    webhooks::GET_WEBHOOK,
+    webhooks::UPDATE_WEBHOOK,
+    webhooks::ROTATE_WEBHOOK_SECRET,
+    webhooks::CONFIRM_WEBHOOK,
+    webhooks::TEST_WEBHOOK,
+    webhooks::WEBHOOK_DELIVERIES,
+    webhooks::REDELIVER_WEBHOOK,
+    webhooks::DELIVERY_ATTEMPT,
+    webhooks::ALARM_WEBHOOKS,
+    webhooks::DELETE_WEBHOOK,
     // The worker's walk of devices gone silent, last of all: it rolls every seeded device to
     // the day after the reference day, after which a batch at the reference time is a late
     // one (a block read more than AP-14's budget).
