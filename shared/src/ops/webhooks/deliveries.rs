@@ -225,8 +225,12 @@ pub async fn reserve_send_slots(
         .collect()
 }
 
+/// The version of the standard body, whose events' JSON Schemas are docs/webhook-events.json:
+/// within it fields are only added; a change that would break a receiver is a new version.
+pub const BODY_VERSION: u32 = 1;
+
 /// A new pending delivery of `event` with `data` to `endpoint`, made at `now`: the standard
-/// body (`{"type", "timestamp", "data", "ownerId" | "orgId"}`) as it will be signed.
+/// body (`{"type", "version", "timestamp", "data", "ownerId" | "orgId"}`) as it will be signed.
 fn new_delivery(
     endpoint: &WebhookItem,
     event: WebhookEvent,
@@ -236,6 +240,7 @@ fn new_delivery(
 ) -> WebhookDeliveryItem {
     let mut body = json!({
         "type": event.as_str(),
+        "version": BODY_VERSION,
         "timestamp": now,
         "data": data,
     });
