@@ -137,6 +137,7 @@ impl WebhookSizes {
         // The body exactly as `deliveries::new_delivery` shapes it.
         let payload = json!({
             "type": WebhookEvent::AlarmRaised.as_str(),
+            "version": shared::ops::webhooks::deliveries::BODY_VERSION,
             "timestamp": at,
             "data": data,
             "ownerId": owner,
