@@ -20,7 +20,7 @@ use shared::model::entities::Entity;
 use shared::model::offline::OFFLINE_SEVERITY;
 use shared::model::shard::ShardCounts;
 use shared::model::timestamp::Day;
-use shared::model::webhook::{DeliveryId, WebhookEvent, WebhookFormat, WebhookId, WebhookSecret};
+use shared::model::webhook::{DeliveryId, WebhookEvent, WebhookId};
 use shared::ops::alarms::notify::{alarm_detail, DetailType, Notice};
 use shared::ops::webhooks::deliveries::{
     RetrySchedule, BREAKER_OPEN_SECONDS, BREAKER_THRESHOLD, RETRY_FOR_SECONDS,
@@ -105,34 +105,23 @@ impl WebhookSizes {
         };
         let data = alarm_detail(&alarm, &notice).expect("an alarm's detail");
         let endpoint = WebhookItem {
-            user_id: owner.clone(),
-            // Fixed ids (of generated ones' length): the sizes, and so the reports, are the
-            // same on every run (a delivery's log partition number is 1 or 2 digits).
-            webhook_id: WebhookId::parse("wh_PsxxBbH0qaTYzYhvP52C4Q").expect("an id"),
-            url: "https://hooks.example.com/device-fleet/alarms".into(),
-            events: vec![
-                WebhookEvent::AlarmRaised,
-                WebhookEvent::AlarmCleared,
-                WebhookEvent::AlarmAcknowledged,
-            ],
             description: Some("on-call pager".into()),
-            format: WebhookFormat::Standard,
-            enabled: true,
             confirmed: true,
             confirmation_token: "0".repeat(43),
-            secret: WebhookSecret::generate().expect("a secret"),
-            previous_secret: None,
-            previous_secret_until: None,
-            created_at: at,
-            updated_at: at,
-            version: 1,
-            consecutive_failures: 0,
-            breaker_open_until: None,
-            failing_since: None,
-            disabled_at: None,
-            disabled_reason: None,
-            rate_limit: shared::model::webhook::DEFAULT_RATE_LIMIT,
-            paced_until: None,
+            ..WebhookItem::new(
+                owner.clone(),
+                // Fixed ids (of generated ones' length): the sizes, and so the reports, are
+                // the same on every run (a delivery's log partition number is 1 or 2 digits).
+                WebhookId::parse("wh_PsxxBbH0qaTYzYhvP52C4Q").expect("an id"),
+                "https://hooks.example.com/device-fleet/alarms".into(),
+                vec![
+                    WebhookEvent::AlarmRaised,
+                    WebhookEvent::AlarmCleared,
+                    WebhookEvent::AlarmAcknowledged,
+                ],
+                at,
+            )
+            .expect("an endpoint")
         };
         // The body exactly as `deliveries::new_delivery` shapes it.
         let payload = json!({

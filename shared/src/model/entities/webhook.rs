@@ -6,11 +6,13 @@
 use serde::{Deserialize, Serialize};
 
 use crate::model::entities::{Entity, EntityType, ItemKey};
-use crate::model::error::ValidationError;
+use crate::model::error::{FleetError, ValidationError};
 use crate::model::ids::UserId;
 use crate::model::keys::{user_pk, KeyParts, KeyTemplate, PrimaryKey};
 use crate::model::timestamp::Timestamp;
-use crate::model::webhook::{WebhookEvent, WebhookFormat, WebhookId, WebhookSecret};
+use crate::model::webhook::{
+    confirmation_token, WebhookEvent, WebhookFormat, WebhookId, WebhookSecret, DEFAULT_RATE_LIMIT,
+};
 
 /// A webhook endpoint: `USER#{userId}` / `WEBHOOK#{webhookId}`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -137,6 +139,42 @@ impl Entity for WebhookItem {
 }
 
 impl WebhookItem {
+    /// A new endpoint of `owner` at `url` for `events`, made at `now`: enabled, not confirmed
+    /// yet (with its confirmation token), a new secret, the standard format and the default
+    /// rate, no failures.
+    pub fn new(
+        owner: UserId,
+        webhook_id: WebhookId,
+        url: String,
+        events: Vec<WebhookEvent>,
+        now: Timestamp,
+    ) -> Result<Self, FleetError> {
+        Ok(Self {
+            user_id: owner,
+            webhook_id,
+            url,
+            events,
+            description: None,
+            format: WebhookFormat::Standard,
+            enabled: true,
+            confirmed: false,
+            confirmation_token: confirmation_token()?,
+            secret: WebhookSecret::generate()?,
+            previous_secret: None,
+            previous_secret_until: None,
+            created_at: now,
+            updated_at: now,
+            version: 1,
+            consecutive_failures: 0,
+            breaker_open_until: None,
+            failing_since: None,
+            disabled_at: None,
+            disabled_reason: None,
+            rate_limit: DEFAULT_RATE_LIMIT,
+            paced_until: None,
+        })
+    }
+
     /// Whether a run of failures that began at `failing_since` has lasted long enough at
     /// `now` to disable the endpoint.
     pub fn failed_long_enough(failing_since: Timestamp, now: Timestamp) -> bool {

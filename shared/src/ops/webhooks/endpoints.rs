@@ -339,31 +339,15 @@ pub async fn create_webhook(
         });
     }
     let now = Timestamp::now();
+    let url = changes
+        .url
+        .ok_or_else(|| ValidationError::new("url", "is required"))?;
+    let events = changes.events.unwrap_or_default();
     let item = WebhookItem {
-        user_id: owner.clone(),
-        webhook_id: WebhookId::generate()?,
-        url: changes
-            .url
-            .ok_or_else(|| ValidationError::new("url", "is required"))?,
-        events: changes.events.unwrap_or_default(),
         description: changes.description.flatten(),
         format: changes.format.unwrap_or_default(),
-        enabled: true,
-        confirmed: false,
-        confirmation_token: confirmation_token()?,
-        secret: WebhookSecret::generate()?,
-        previous_secret: None,
-        previous_secret_until: None,
-        created_at: now,
-        updated_at: now,
-        version: 1,
-        consecutive_failures: 0,
-        breaker_open_until: None,
-        failing_since: None,
-        disabled_at: None,
-        disabled_reason: None,
         rate_limit: changes.rate_limit.unwrap_or(DEFAULT_RATE_LIMIT),
-        paced_until: None,
+        ..WebhookItem::new(owner.clone(), WebhookId::generate()?, url, events, now)?
     };
     table
         .client

@@ -18,9 +18,7 @@ use shared::model::ids::{DeviceId, UserId};
 use shared::model::pattern_id::PatternId;
 use shared::model::timestamp::Timestamp;
 use shared::model::webhook::target::TargetPolicy;
-use shared::model::webhook::{
-    time_prefix, DeliveryId, WebhookEvent, WebhookFormat, WebhookId, WebhookSecret, MAX_RATE_LIMIT,
-};
+use shared::model::webhook::{time_prefix, DeliveryId, WebhookEvent, WebhookId, MAX_RATE_LIMIT};
 use shared::ops::alarms::notify::{AlarmRecord, StreamRecord};
 use shared::ops::pattern::BudgetScale;
 use shared::ops::webhooks::deliveries::{
@@ -93,30 +91,17 @@ pub fn reference_queue(table: &FleetTable) -> DeliveryQueue {
 
 /// An endpoint of `owner` with `id`, confirmed and enabled, as the fixtures are written.
 fn endpoint_item(owner: UserId, id: WebhookId) -> Result<WebhookItem, FleetError> {
-    let at = now();
     Ok(WebhookItem {
-        user_id: owner,
-        webhook_id: id,
-        url: URL.into(),
-        events: vec![WebhookEvent::AlarmRaised],
-        description: None,
-        format: WebhookFormat::Standard,
-        enabled: true,
         confirmed: true,
         confirmation_token: TOKEN.into(),
-        secret: WebhookSecret::generate()?,
-        previous_secret: None,
-        previous_secret_until: None,
-        created_at: at,
-        updated_at: at,
-        version: 1,
-        consecutive_failures: 0,
-        breaker_open_until: None,
-        failing_since: None,
-        disabled_at: None,
-        disabled_reason: None,
         rate_limit: MAX_RATE_LIMIT,
-        paced_until: None,
+        ..WebhookItem::new(
+            owner,
+            id,
+            URL.into(),
+            vec![WebhookEvent::AlarmRaised],
+            now(),
+        )?
     })
 }
 
