@@ -418,6 +418,106 @@ async fn unsafe_urls_and_unknown_events_are_a_400_naming_them_and_change_nothing
     assert!(stack.receiver.received().is_empty());
 }
 
+/// Runs the worker over the queue for `seconds` (an endpoint that never succeeds is retried
+/// for a day: [`Stack::drain`] would not end).
+async fn pump_for(stack: &Stack, seconds: u64) {
+    let until = Instant::now() + Duration::from_secs(seconds);
+    while Instant::now() < until {
+        pump(&stack.worker, &stack.queue, 1).await.unwrap();
+    }
+}
+
+/// A redirect is never followed, not even to a receiver the policy allows: the delivery is a
+/// failed attempt with the 3xx status in the log, retried, and the redirect's target never
+/// hears of it.
+#[tokio::test]
+async fn a_redirect_is_never_followed_even_to_an_allowed_receiver() {
+    let elsewhere = WebhookReceiver::start(&[], true).await.unwrap();
+    let stack = Stack::start_allowing(
+        fresh_table().await,
+        &[200, 307, 302, 301, 308],
+        true,
+        &[elsewhere.target()],
+    )
+    .await;
+    stack.receiver.redirect_to(&elsewhere.url("/taken"));
+    let (id, _) = stack.create(ALICE, json!(["alarm.raised"])).await;
+    stack.deliver_until(1).await;
+    assert_eq!(stack.webhook(ALICE, &id).await["confirmed"], true);
+    let a = stack
+        .call(ApiRequest::post(&format!("/me/webhooks/{id}/test")).caller(ALICE))
+        .await;
+    assert_eq!(a.status, 202, "{:?}", a.body);
+    let delivery = a.body["deliveryId"].as_str().unwrap().to_string();
+    // The test delivery and its retries, each answered with a redirect.
+    let received = stack.deliver_until(4).await;
+    assert!(received.len() >= 3, "{} requests", received.len());
+    assert!(elsewhere.received().is_empty(), "a redirect was followed");
+    let item = stack.worker_delivery(ALICE, &id, &delivery).await;
+    assert_eq!(item.state, DeliveryState::Pending, "{item:?}");
+    assert!(
+        [307, 302, 301, 308].contains(&item.last_status.unwrap_or(0)),
+        "{item:?}"
+    );
+    assert!(item.attempts >= 2, "{item:?}");
+}
+
+/// A host name passes at creation (it is not resolved then), and every address it resolves
+/// to is checked at send time: this machine's own name resolves to a loopback (or private)
+/// address, here at the port of a receiver the policy does not allow. Nothing reaches it, not
+/// even the confirmation, and the log says why.
+#[tokio::test]
+async fn a_name_that_resolves_to_a_forbidden_address_is_refused_at_send_time() {
+    let hidden = WebhookReceiver::start(&[], true).await.unwrap();
+    let stack = Stack::start(&[], true).await;
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .unwrap()
+        .trim()
+        .to_string();
+    let port = hidden.addr().port();
+    let resolved: Vec<std::net::SocketAddr> = tokio::net::lookup_host((host.as_str(), port))
+        .await
+        .unwrap()
+        .collect();
+    assert!(
+        !resolved.is_empty()
+            && resolved
+                .iter()
+                .all(|a| stack.policy.refusal(a.ip(), a.port()).is_some()),
+        "{host} resolves to {resolved:?}: the test needs a name of a loopback or private address"
+    );
+    let a =
+        stack
+            .call(ApiRequest::post("/me/webhooks").caller(ALICE).json(
+                json!({"url": format!("http://{host}:{port}/hook"), "events": ["alarm.raised"]}),
+            ))
+            .await;
+    assert_eq!(
+        a.status, 201,
+        "a name is not resolved at creation: {:?}",
+        a.body
+    );
+    let id = a.body["webhookId"].as_str().unwrap().to_string();
+    pump_for(&stack, 4).await;
+    assert!(
+        hidden.received().is_empty(),
+        "a forbidden address was sent to"
+    );
+    assert!(stack.receiver.received().is_empty());
+    let log = log_page(&stack, ALICE, &id, &[]).await;
+    let confirmation = &log["items"][0];
+    assert_eq!(confirmation["event"], "webhook.confirm", "{log}");
+    assert!(confirmation["attempts"].as_u64().unwrap() >= 1, "{log}");
+    assert_eq!(confirmation["lastStatus"], Value::Null, "{log}");
+    let why = confirmation["lastError"].as_str().unwrap_or_default();
+    assert!(
+        why.contains("resolved to a loopback address")
+            || why.contains("resolved to a private address"),
+        "{why}"
+    );
+    assert_eq!(stack.webhook(ALICE, &id).await["confirmed"], false);
+}
+
 #[tokio::test]
 async fn another_owners_endpoint_is_a_404_for_every_route() {
     let stack = Stack::start(&[], true).await;

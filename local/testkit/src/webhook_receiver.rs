@@ -42,6 +42,8 @@ struct Script {
     statuses: VecDeque<u16>,
     echo: bool,
     received: Vec<Received>,
+    /// The `Location` of every 3xx answer, when set.
+    location: Option<String>,
 }
 
 /// The running receiver; stops when dropped.
@@ -60,6 +62,7 @@ impl WebhookReceiver {
             statuses: statuses.iter().copied().collect(),
             echo,
             received: Vec::new(),
+            location: None,
         }));
         let (stop, stopped) = oneshot::channel::<()>();
         let shared = script.clone();
@@ -81,7 +84,7 @@ impl WebhookReceiver {
                         .collect();
                     let body = req.into_body().collect().await?.to_bytes();
                     let body = String::from_utf8_lossy(&body).into_owned();
-                    let (status, answer) = {
+                    let (status, answer, location) = {
                         let mut script = script.lock().expect("receiver lock");
                         let status = script.statuses.pop_front().unwrap_or(200);
                         let answer = if script.echo && (200..300).contains(&status) {
@@ -95,11 +98,18 @@ impl WebhookReceiver {
                             body,
                             at: std::time::Instant::now(),
                         });
-                        (status, answer)
+                        let location = script
+                            .location
+                            .clone()
+                            .filter(|_| (300..400).contains(&status));
+                        (status, answer, location)
                     };
+                    let mut response = Response::builder().status(status);
+                    if let Some(location) = location {
+                        response = response.header(hyper::header::LOCATION, location);
+                    }
                     Ok::<_, hyper::Error>(
-                        Response::builder()
-                            .status(status)
+                        response
                             .body(Full::new(Bytes::from(answer)))
                             .expect("a response"),
                     )
@@ -114,6 +124,13 @@ impl WebhookReceiver {
             script,
             _stop: stop,
         })
+    }
+
+    /// From now on, every 3xx answer redirects to `location`.
+    pub fn redirect_to(&self, location: &str) {
+        if let Ok(mut script) = self.script.lock() {
+            script.location = Some(location.to_string());
+        }
     }
 
     /// Its address.
