@@ -374,7 +374,10 @@ const metrics = {};
 test('the sign-in page lists one button per demo user, labelled with the user', async ({ page, base }) => {
   await page.goto(`${base}/`);
   await page.getByRole('heading', { name: 'Sign in to Device Fleet' }).waitFor();
-  const buttons = await page.getByRole('list').getByRole('button').allTextContents();
+  // The users come from their own request after the heading renders: wait for the list.
+  const users = page.getByRole('list').getByRole('button');
+  await users.first().waitFor();
+  const buttons = await users.allTextContents();
   assert.deepEqual(buttons, ['demo-alice', 'demo-bob', 'demo-utility', 'demo-operator', 'demo-carol', 'demo-dave', 'demo-erin']);
   await axe(page, 'sign-in');
   await shot(page, 'sign-in');
@@ -463,7 +466,10 @@ test("the device page charts its history, downloads it, and shows a bad edit's 4
   await page.getByRole('heading', { level: 1, name: 'Kitchen thermostat' }).waitFor();
   await page.getByRole('button', { name: 'Last 24 hours' }).click();
   await page.locator('.chart canvas').first().waitFor();
-  // The chart of the range shown before may still be there: wait for the day's events.
+  // The chart of the range shown before may still be there: wait for the day's events. On a
+  // busy machine the dev server took over 10 s to answer them (seen before this wait was
+  // longer, on b40c406 too: 4 of 5 runs of this test alone), so up to a minute.
+  await page.getByText('Loading events…').waitFor({ state: 'detached', timeout: 60_000 }).catch(() => {});
   await page.locator('.events tbody tr').nth(5).waitFor({ timeout: 10_000 }).catch(() => {});
   assert.ok((await page.locator('.events tbody tr').count()) >= 6, 'the demo events are listed');
   const [csv] = await Promise.all([page.waitForEvent('download'), page.getByRole('button', { name: 'Download CSV' }).click()]);

@@ -159,7 +159,11 @@ pub(crate) async fn seed_webhook_fixtures(table: &FleetTable) -> Result<(), Flee
 }
 
 /// A call to the webhooks function answering `expected`.
-const fn call(request: &'static str, expected: u16, events: super::Events) -> Option<RouteCall> {
+const fn call(
+    request: &'static str,
+    expected: u16,
+    events: super::common::Events,
+) -> Option<RouteCall> {
     Some(RouteCall {
         request,
         function: WEBHOOKS,
