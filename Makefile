@@ -92,7 +92,7 @@ invoke: dynamodb-local $(if $(BOOTSTRAP),smoke-build) ## Like sam local invoke: 
 ingest-throughput: dynamodb-local ## Events/s through the ingest handler on DynamoDB Local (DEVICES=8 BATCHES=25)
 	$(CARGO) run --quiet -p fleet-perf -- ingest-throughput $${DEVICES:-8} $${BATCHES:-25}
 
-docs: dynamodb-local moto-server ## Regenerate docs/access-patterns.md and docs/model.json (measured on DynamoDB Local; the webhook cases queue on moto's SQS)
+docs: dynamodb-local moto-server ## Regenerate docs/access-patterns.md and docs/model.json (measured on DynamoDB Local; the webhook cases queue on moto's SQS, the firmware cases keep images in its S3)
 	$(CARGO) run --quiet -p fleet-perf -- docs
 
 scan-throughput: dynamodb-local ## Items/s of the daily analytics scan on DynamoDB Local (DEVICES=20 BATCHES=10)

@@ -553,6 +553,23 @@ pub async fn device_updates_on(
 
 pub use fleet_testkit::samples::{events_dir, sample_events, SampleEvent, SAMPLE_RETENTION_DAYS};
 
+/// `used` is exactly `requests` DynamoDB requests and within the budget of pattern `id` at the
+/// scale of one call: each request of an operation the pattern allows, no more than it may
+/// issue.
+pub fn spent(id: shared::model::pattern_id::PatternId, used: &MeterSnapshot, requests: u32) {
+    let pattern = id.definition();
+    if let Err(violation) = pattern.check(used, &shared::ops::pattern::BudgetScale::one()) {
+        panic!("{}: {violation}", pattern.route.unwrap_or(id.as_str()));
+    }
+    assert_eq!(
+        used.requests(),
+        requests,
+        "{id} ({}): {:?}",
+        pattern.route.unwrap_or_default(),
+        used.operations
+    );
+}
+
 #[cfg(test)]
 mod request_builder {
     use super::*;

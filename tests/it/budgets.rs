@@ -79,6 +79,10 @@ async fn every_case_call_answers_its_expected_status_round_after_round() {
     // The bench's rounds (`make bench`, each round one call of every case in order), in
     // process: the calls' fixtures and ordering hold for repeated rounds, not only the first.
     let (table, tokens) = reference_table().await;
+    // The rollouts the firmware calls pause, resume and cancel (kept out of the runs' table).
+    fleet_testkit::reference::seed_rollout_fixtures(&table)
+        .await
+        .expect("rollout fixtures");
     let from = shared::model::timestamp::Timestamp::parse_field("from", "2026-11-21T00:00:00.000Z")
         .unwrap();
     let mut calls: Vec<_> = fleet_testkit::reference::cases::CASES

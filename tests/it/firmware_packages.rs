@@ -3,7 +3,7 @@
 //! declared size and SHA-256 (and, with a signing key, a signature that verifies over the
 //! digest); bytes that do not match are `rejected` and never `ready`; another owner's package
 //! is a 404; bad input is a 400 naming the field with the table unchanged; each route's
-//! DynamoDB requests are within its budget (`shared::ops::firmware::budgets`).
+//! DynamoDB requests are within its budget (AP-F1 to AP-F5 of the catalog).
 
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine as _;
@@ -13,9 +13,7 @@ use fleet_testkit::moto_server::{create_versioned_bucket, local_firmware_images,
 use fleet_tests::*;
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
-use shared::ops::firmware::budgets::{
-    FirmwareBudget, CREATE_FIRMWARE, DELETE_FIRMWARE, GET_FIRMWARE, LIST_FIRMWARE, SET_SIGNING_KEY,
-};
+use shared::model::pattern_id::PatternId;
 use shared::store::firmware_images::StoredImage;
 
 const ALICE: &str = "user-alice";
@@ -41,33 +39,6 @@ async fn send(state: &FirmwareState, request: ApiRequest) -> Answer {
     answer(response, used)
 }
 
-/// The answer used exactly `requests` DynamoDB requests, all of operations its budget allows,
-/// and no more than the budget.
-fn spent(budget: &FirmwareBudget, a: &Answer, requests: u32) {
-    for name in a.used.operations.keys() {
-        assert!(
-            budget.operations.iter().any(|op| op.name() == name),
-            "{}: issued {name}, allowed {:?}",
-            budget.route,
-            budget.operations
-        );
-    }
-    assert!(
-        a.used.requests() <= budget.max_requests,
-        "{}: {} requests over its budget {}",
-        budget.route,
-        a.used.requests(),
-        budget.max_requests
-    );
-    assert_eq!(
-        a.used.requests(),
-        requests,
-        "{}: {:?}",
-        budget.route,
-        a.used.operations
-    );
-}
-
 fn sha256_hex(bytes: &[u8]) -> String {
     Sha256::digest(bytes)
         .iter()
@@ -89,7 +60,7 @@ async fn create(state: &FirmwareState, owner: &str, body: Value) -> Value {
     )
     .await;
     assert_eq!(a.status, 201, "{:?}", a.body);
-    spent(&CREATE_FIRMWARE, &a, 2);
+    spent(PatternId::CreateFirmware, &a.used, 2);
     assert_eq!(a.body["status"], "pending");
     assert!(a.body["firmwareId"].is_string());
     a.body
@@ -137,19 +108,19 @@ async fn an_uploaded_image_that_matches_becomes_ready_once_the_service_has_read_
         (a.status, a.body["status"].as_str()),
         (200, Some("pending"))
     );
-    spent(&GET_FIRMWARE, &a, 1);
+    spent(PatternId::GetFirmware, &a.used, 1);
 
     upload(&created, &bytes).await;
     let a = get(&state, ALICE, id).await;
     assert_eq!(a.status, 200, "{:?}", a.body);
     assert_eq!(a.body["status"], "ready", "{:?}", a.body);
     assert!(a.body["checkedAt"].is_string());
-    spent(&GET_FIRMWARE, &a, 2);
+    spent(PatternId::GetFirmware, &a.used, 2);
 
     // Checked once: later reads are one GetItem and no S3 request.
     let a = get(&state, ALICE, id).await;
     assert_eq!(a.body["status"], "ready");
-    spent(&GET_FIRMWARE, &a, 1);
+    spent(PatternId::GetFirmware, &a.used, 1);
 }
 
 #[tokio::test]
@@ -175,7 +146,7 @@ async fn bytes_that_do_not_match_the_hash_are_rejected_and_never_become_ready() 
     upload(&created, &bytes).await;
     let a = get(&state, ALICE, id).await;
     assert_eq!(a.body["status"], "rejected", "{:?}", a.body);
-    spent(&GET_FIRMWARE, &a, 1);
+    spent(PatternId::GetFirmware, &a.used, 1);
 }
 
 #[tokio::test]
@@ -215,7 +186,7 @@ async fn with_a_signing_key_only_an_image_whose_signature_verifies_becomes_ready
     )
     .await;
     assert_eq!(a.status, 200, "{:?}", a.body);
-    spent(&SET_SIGNING_KEY, &a, 2);
+    spent(PatternId::SetSigningKey, &a.used, 2);
 
     let bytes = image(8_192, 4);
     let digest = Sha256::digest(&bytes);
@@ -292,7 +263,7 @@ async fn another_owners_package_is_a_404_and_delete_removes_the_package_and_its_
     )
     .await;
     assert_eq!(a.status, 204, "{:?}", a.body);
-    spent(&DELETE_FIRMWARE, &a, 3);
+    spent(PatternId::DeleteFirmware, &a.used, 3);
     assert_eq!(get(&state, ALICE, id).await.status, 404);
     assert_eq!(
         state.images.read_and_hash(&key, 10_000).await.unwrap(),
@@ -319,7 +290,7 @@ async fn the_list_is_paged_newest_first_and_takes_only_its_own_cursors() {
     )
     .await;
     assert_eq!(a.status, 200, "{:?}", a.body);
-    spent(&LIST_FIRMWARE, &a, 1);
+    spent(PatternId::ListFirmware, &a.used, 1);
     let first: Vec<_> = a.body["firmware"]
         .as_array()
         .unwrap()

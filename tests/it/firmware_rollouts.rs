@@ -5,7 +5,7 @@
 //! it runs (409 `firmware_in_use`); the worker changes no desired state for it and it never
 //! delays the owner's later desired-state changes; another owner's package is a 404 and bad
 //! input a 400 naming the field, with the table unchanged; the requests are within
-//! `shared::ops::firmware::budgets`. `POST /me/rollouts/{rolloutId}/cancel` ends one: it is
+//! their access patterns (AP-F4, AP-F6, AP-F9). `POST /me/rollouts/{rolloutId}/cancel` ends one: it is
 //! `cancelled`, gives its running slot back exactly once (however many cancels race) and no
 //! longer holds its package; another owner's is a 404 with the table unchanged.
 
@@ -16,10 +16,8 @@ use fleet_testkit::moto_server::{create_versioned_bucket, local_firmware_images,
 use fleet_tests::*;
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
+use shared::model::pattern_id::PatternId;
 use shared::model::twin::MAX_RUNNING_ROLLOUTS;
-use shared::ops::firmware::budgets::{
-    FirmwareBudget, CANCEL_ROLLOUT, DELETE_FIRMWARE, START_FIRMWARE_ROLLOUT,
-};
 use shared::ops::twin::rollout::{self, RolloutRun};
 
 const ALICE: &str = "user-alice";
@@ -46,27 +44,6 @@ async fn firmware_route(state: &FirmwareState, request: ApiRequest) -> Answer {
 
 async fn rollouts(state: &FirmwareState, request: ApiRequest) -> Answer {
     device_updates_on(&state.table, &state.images, request).await
-}
-
-/// The answer used exactly `requests` DynamoDB requests, each of an operation its budget
-/// allows, within the budget.
-fn spent(budget: &FirmwareBudget, a: &Answer, requests: u32) {
-    for name in a.used.operations.keys() {
-        assert!(
-            budget.operations.iter().any(|op| op.name() == name),
-            "{}: issued {name}, allowed {:?}",
-            budget.route,
-            budget.operations
-        );
-    }
-    assert!(a.used.requests() <= budget.max_requests, "{}", budget.route);
-    assert_eq!(
-        a.used.requests(),
-        requests,
-        "{}: {:?}",
-        budget.route,
-        a.used.operations
-    );
 }
 
 /// A package of `owner` for `device_type`; uploaded and checked (so `ready`) when `upload`.
@@ -183,7 +160,7 @@ async fn a_ready_package_is_rolled_out_by_plan_and_cannot_be_deleted_while_it_ru
 
     let a = start(&state, ALICE, staged(&id)).await;
     assert_eq!(a.status, 202, "{:?}", a.body);
-    spent(&START_FIRMWARE_ROLLOUT, &a, 3);
+    spent(PatternId::StartFirmwareRollout, &a.used, 3);
     let rollout = &a.body["rollout"];
     assert_eq!(rollout["status"], "running");
     assert_eq!(rollout["target"], json!({"type": "thermostat"}));
@@ -229,7 +206,7 @@ async fn a_ready_package_is_rolled_out_by_plan_and_cannot_be_deleted_while_it_ru
     let a = delete().await;
     assert_eq!(a.status, 409, "{:?}", a.body);
     assert_eq!(a.body["error"]["code"], "firmware_in_use");
-    spent(&DELETE_FIRMWARE, &a, 2);
+    spent(PatternId::DeleteFirmware, &a.used, 2);
     let a = firmware_route(
         &state,
         ApiRequest::get(&format!("/me/firmware/{id}")).caller(ALICE),
@@ -245,7 +222,7 @@ async fn a_ready_package_is_rolled_out_by_plan_and_cannot_be_deleted_while_it_ru
     )
     .await;
     assert_eq!(a.status, 204, "{:?}", a.body);
-    spent(&DELETE_FIRMWARE, &a, 3);
+    spent(PatternId::DeleteFirmware, &a.used, 3);
 }
 
 #[tokio::test]
@@ -587,7 +564,7 @@ async fn a_cancelled_firmware_rollout_ends_and_no_longer_holds_its_package() {
     let a = cancel(&state, ALICE, &rollout_id).await;
     assert_eq!(a.status, 200, "{:?}", a.body);
     // The rollout (GetItem), its status (UpdateItem), its entry and slot (one transaction).
-    spent(&CANCEL_ROLLOUT, &a, 3);
+    spent(PatternId::CancelRollout, &a.used, 3);
     api_doc::api_doc()
         .check_response("POST /me/rollouts/{rolloutId}/cancel", 200, &a.body)
         .unwrap();
@@ -646,7 +623,7 @@ async fn racing_and_repeated_cancels_give_one_slot_back() {
     let a = cancel(&state, ALICE, &running[0]).await;
     assert_eq!(a.status, 409, "{:?}", a.body);
     assert_eq!(a.body["error"]["code"], "rollout_ended");
-    spent(&CANCEL_ROLLOUT, &a, 1);
+    spent(PatternId::CancelRollout, &a.used, 1);
     api_doc::api_doc()
         .check_response("POST /me/rollouts/{rolloutId}/cancel", 409, &a.body)
         .unwrap();
@@ -1036,7 +1013,7 @@ async fn rollout_action(
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_stage_opens_after_success_and_soak_and_failures_pause_it_until_resumed() {
-    use shared::ops::firmware::budgets::{PAUSE_ROLLOUT, RESUME_ROLLOUT};
+    use shared::model::pattern_id::PatternId;
     let (state, _moto) = setup().await;
     let id = package(&state, ALICE, "thermostat", true).await;
     let first = half_ids(0, "hv", 3);
@@ -1121,7 +1098,7 @@ async fn a_stage_opens_after_success_and_soak_and_failures_pause_it_until_resume
         (a.status, a.body["error"]["code"].as_str()),
         (409, Some("rollout_paused"))
     );
-    spent(&PAUSE_ROLLOUT, &a, 1);
+    spent(PatternId::PauseRollout, &a.used, 1);
     let a = rollout_action(&state, BOB, &rollout_id, "resume").await;
     assert_eq!(a.status, 404, "{:?}", a.body);
     let a = rollout_action(&state, BOB, &rollout_id, "pause").await;
@@ -1132,7 +1109,7 @@ async fn a_stage_opens_after_success_and_soak_and_failures_pause_it_until_resume
     // that succeeded are not offered again.
     let a = rollout_action(&state, ALICE, &rollout_id, "resume").await;
     assert_eq!(a.status, 200, "{:?}", a.body);
-    spent(&RESUME_ROLLOUT, &a, 2);
+    spent(PatternId::ResumeRollout, &a.used, 2);
     assert_eq!(a.body["rollout"]["status"], "running");
     assert!(a.body["rollout"].get("pausedReason").is_none());
     let a = rollout_action(&state, ALICE, &rollout_id, "resume").await;
@@ -1158,7 +1135,7 @@ async fn a_stage_opens_after_success_and_soak_and_failures_pause_it_until_resume
     // The owner pauses (200) and cancels a paused rollout.
     let a = rollout_action(&state, ALICE, &rollout_id, "pause").await;
     assert_eq!(a.status, 200, "{:?}", a.body);
-    spent(&PAUSE_ROLLOUT, &a, 2);
+    spent(PatternId::PauseRollout, &a.used, 2);
     assert_eq!(a.body["rollout"]["pausedReason"], "paused by its owner");
     let a = cancel(&state, ALICE, &rollout_id).await;
     assert_eq!(a.status, 200, "{:?}", a.body);
@@ -1599,7 +1576,7 @@ async fn a_healthy_device_costs_its_rollout_these_write_units_measured_on_the_re
 
 #[tokio::test(flavor = "multi_thread")]
 async fn rollouts_are_listed_newest_first_and_a_devices_firmware_shows_its_offer() {
-    use shared::ops::firmware::budgets::{DEVICE_FIRMWARE, LIST_ROLLOUTS};
+    use shared::model::pattern_id::PatternId;
     let (state, _moto) = setup().await;
     let id = package(&state, ALICE, "thermostat", true).await;
     let device = ids_of_stage(0, "lf", 1).remove(0);
@@ -1641,12 +1618,12 @@ async fn rollouts_are_listed_newest_first_and_a_devices_firmware_shows_its_offer
     };
     let a = list(ALICE, "limit=1".into()).await;
     assert_eq!(a.status, 200, "{:?}", a.body);
-    spent(&LIST_ROLLOUTS, &a, 1);
+    spent(PatternId::ListRollouts, &a.used, 1);
     assert_eq!(a.body["rollouts"][0]["rolloutId"], desired_rollout.as_str());
     assert_eq!(a.body["rollouts"][0]["desired"], json!({"mode": "eco"}));
     let cursor = a.body["cursor"].as_str().unwrap().to_string();
     let a = list(ALICE, format!("limit=1&cursor={cursor}")).await;
-    spent(&LIST_ROLLOUTS, &a, 1);
+    spent(PatternId::ListRollouts, &a.used, 1);
     let listed = &a.body["rollouts"][0];
     assert_eq!(listed["rolloutId"], firmware_rollout.as_str());
     assert_eq!(listed["firmware"]["firmwareId"], id.as_str());
@@ -1685,7 +1662,7 @@ async fn rollouts_are_listed_newest_first_and_a_devices_firmware_shows_its_offer
             api_doc::api_doc()
                 .check_response("GET /me/devices/{deviceId}/firmware", 200, &a.body)
                 .unwrap();
-            spent(&DEVICE_FIRMWARE, &a, 2);
+            spent(PatternId::DeviceFirmware, &a.used, 2);
             a.body["firmware"].clone()
         }
     };
@@ -1728,6 +1705,6 @@ async fn rollouts_are_listed_newest_first_and_a_devices_firmware_shows_its_offer
         )
         .await;
         assert_eq!(a.status, 404, "{who} {device}: {:?}", a.body);
-        spent(&DEVICE_FIRMWARE, &a, 1);
+        spent(PatternId::DeviceFirmware, &a.used, 1);
     }
 }

@@ -160,25 +160,27 @@ const WEBHOOK_PATTERNS = [
   ['GET', /^\/me\/webhooks\/[^/]+\/deliveries$/, 'AP-W9'],
   ['POST', /^\/me\/webhooks\/[^/]+\/deliveries\/[^/]+\/retry$/, 'AP-W10'],
 ];
-/** The firmware and rollout routes the console calls (issue 40), by their operationId in docs/openapi.yaml: not in the catalog yet. */
-const FIRMWARE_ROUTES = [
-  ['GET', /^\/me\/firmware$/, 'listFirmware'],
-  ['POST', /^\/me\/firmware$/, 'createFirmware'],
-  ['GET', /^\/me\/firmware\/[^/]+$/, 'getFirmware'],
-  ['DELETE', /^\/me\/firmware\/[^/]+$/, 'deleteFirmware'],
-  ['GET', /^\/me\/rollouts$/, 'listRollouts'],
-  ['POST', /^\/me\/rollouts$/, 'startRollout'],
-  ['GET', /^\/me\/rollouts\/[^/]+$/, 'getRollout'],
-  ['POST', /^\/me\/rollouts\/[^/]+\/pause$/, 'pauseRollout'],
-  ['POST', /^\/me\/rollouts\/[^/]+\/resume$/, 'resumeRollout'],
-  ['POST', /^\/me\/rollouts\/[^/]+\/cancel$/, 'cancelRollout'],
-  ['GET', /^\/me\/devices\/[^/]+\/firmware$/, 'getDeviceFirmware'],
+/** The firmware and rollout routes (issue 40): AP-F1 to AP-F11, and AP-T6 for a rollout's progress. `POST /me/rollouts` is AP-T5 or, with a `firmwareId`, AP-F6 ({@link patternOf} tells them apart by the body). */
+const FIRMWARE_PATTERNS = [
+  ['GET', /^\/me\/firmware$/, 'AP-F3'],
+  ['POST', /^\/me\/firmware$/, 'AP-F1'],
+  ['GET', /^\/me\/firmware\/[^/]+$/, 'AP-F2'],
+  ['DELETE', /^\/me\/firmware\/[^/]+$/, 'AP-F4'],
+  ['PUT', /^\/me\/firmware-keys\/[^/]+$/, 'AP-F5'],
+  ['GET', /^\/me\/rollouts$/, 'AP-F10'],
+  ['POST', /^\/me\/rollouts$/, 'AP-T5'],
+  ['GET', /^\/me\/rollouts\/[^/]+$/, 'AP-T6'],
+  ['POST', /^\/me\/rollouts\/[^/]+\/pause$/, 'AP-F7'],
+  ['POST', /^\/me\/rollouts\/[^/]+\/resume$/, 'AP-F8'],
+  ['POST', /^\/me\/rollouts\/[^/]+\/cancel$/, 'AP-F9'],
+  ['GET', /^\/me\/devices\/[^/]+\/firmware$/, 'AP-F11'],
 ];
 /** Every API request the console may make: the fleet routes, their organizations' twins (the same pattern on the organization's fleet, after AP-O13, the caller's membership) and the organizations' own (AP-O1 to AP-O12). */
 const PATTERNS = [
   ...FLEET_PATTERNS,
   ...WEBHOOK_PATTERNS,
-  ...[...FLEET_PATTERNS, ...WEBHOOK_PATTERNS].filter(([, re]) => re.source.startsWith('^\\/me\\/')).map(([method, re, id]) => [method, new RegExp(re.source.replace('^\\/me\\/', '^\\/orgs\\/[^/]+\\/')), `${id} + AP-O13`]),
+  ...FIRMWARE_PATTERNS,
+  ...[...FLEET_PATTERNS, ...WEBHOOK_PATTERNS, ...FIRMWARE_PATTERNS].filter(([, re]) => re.source.startsWith('^\\/me\\/')).map(([method, re, id]) => [method, new RegExp(re.source.replace('^\\/me\\/', '^\\/orgs\\/[^/]+\\/')), `${id} + AP-O13`]),
   ['GET', /^\/orgs$/, 'AP-O2'],
   ['POST', /^\/orgs$/, 'AP-O1'],
   ['GET', /^\/orgs\/[^/]+\/members$/, 'AP-O6'],
@@ -190,9 +192,6 @@ const PATTERNS = [
   ['POST', /^\/orgs\/[^/]+\/invitations$/, 'AP-O9'],
   ['DELETE', /^\/orgs\/[^/]+\/invitations\/[^/]+$/, 'AP-O11'],
   ['POST', /^\/invitations\/[^/]+\/accept$/, 'AP-O12'],
-  // The firmware routes (issue 40) are not in the pattern catalog yet (design.md section 15,
-  // "Not built yet"): named here by their OpenAPI operation.
-  ...FIRMWARE_ROUTES.flatMap(([method, re, id]) => [[method, re, id], [method, new RegExp(re.source.replace('^\\/me\\/', '^\\/orgs\\/[^/]+\\/')), `${id} + AP-O13`]]),
 ];
 /** What the console loads that is not the API: its own files and, locally, the stand-in sign-in. */
 const CONSOLE_FILES = /^\/(|index\.html|config\.json|assets\/.+|local\/users(\/[^/]+\/token)?)$/;
@@ -216,8 +215,23 @@ function recordRequest(base, request) {
     return;
   }
   const hit = PATTERNS.find(([m, re]) => m === request.method() && re.test(url.pathname));
-  if (hit) requests.byPattern[hit[2]] = (requests.byPattern[hit[2]] ?? 0) + 1;
+  if (hit) {
+    const id = patternOf(hit[2], request);
+    requests.byPattern[id] = (requests.byPattern[id] ?? 0) + 1;
+  }
   else requests.unknown.push(`${request.method()} ${url.pathname}`);
+}
+
+/** The pattern of a request matched as `id`: a rollout start with a `firmwareId` in its body is AP-F6, not AP-T5. */
+function patternOf(id, request) {
+  if (!id.startsWith('AP-T5')) return id;
+  let body = {};
+  try {
+    body = JSON.parse(request.postData() ?? '{}');
+  } catch {
+    // Not JSON: the route answers 400, whichever pattern it is.
+  }
+  return body?.firmwareId ? id.replace('AP-T5', 'AP-F6') : id;
 }
 
 // ------------------------------------------------------------------ helpers
@@ -1675,7 +1689,7 @@ function splitHash(url) {
   return new URL(url).hash.match(/^#\/orgs\/([^/]+)/)?.[1] ?? '';
 }
 
-test('every request the console made is a catalog access pattern (or a firmware route, by its operation: not in the catalog yet), and nothing came from elsewhere but firmware uploads to the image bucket', async () => {
+test('every request the console made is a catalog access pattern, and nothing came from elsewhere but firmware uploads to the image bucket', async () => {
   metrics.requests = requests;
   assert.deepEqual(requests.unknown, [], 'requests outside the catalog');
   assert.deepEqual(requests.external, [], 'requests to another origin');

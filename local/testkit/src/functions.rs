@@ -24,18 +24,19 @@ pub type Handler =
 pub fn router_for(code_uri: &str, table: &FleetTable) -> Option<Router> {
     Some(match code_uri {
         // Settings and the image bucket (a deleted organization's firmware) from the
-        // environment, like the Lambda (defaults when unset).
+        // environment, like the Lambda (defaults when unset); on a table whose harness made a
+        // bucket of its own (the reference dataset's), that one.
         "functions/device-updates" => device_updates::router(
             table.clone(),
             RegistrationLimit::from_env().unwrap_or_default(),
-            crate::moto_server::firmware_images_from_env(),
+            crate::moto_server::firmware_images_for_table(table),
         ),
         "functions/dashboard" => dashboard::router(table.clone()),
         // The image bucket from the environment, like the Lambda (see
-        // `moto_server::firmware_images_from_env`).
+        // `moto_server::firmware_images_from_env`), or the table's own.
         "functions/firmware" => firmware::router(firmware::FirmwareState {
             table: table.clone(),
-            images: crate::moto_server::firmware_images_from_env(),
+            images: crate::moto_server::firmware_images_for_table(table),
         }),
         // Settings from the environment, like the Lambda (defaults when unset).
         "functions/ingest" => ingest::router(Arc::new(Ingestor::new(

@@ -6,10 +6,12 @@
 //! As with DynamoDB Local, the server runs under a small shell guard that kills it as soon as
 //! our end of its stdin closes, so it never outlives the process that started it.
 
+use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 /// Why moto's server could not be started.
@@ -199,6 +201,55 @@ pub async fn allow_browser_uploads(
         .await
         .map_err(|e| format!("CORS on {}: {e}", images.bucket))?;
     Ok(())
+}
+
+/// moto's server of the whole process, started on first use by [`endpoint_or_process_server`].
+static PROCESS_SERVER: OnceLock<Result<MotoServer, String>> = OnceLock::new();
+
+/// The endpoint the environment variable `variable` names (`AWS_ENDPOINT_URL_SQS`,
+/// `AWS_ENDPOINT_URL_S3`), else that of a moto server this process starts once and keeps (the
+/// reference dataset's queue and bucket live there; `make moto-server` installs it).
+pub fn endpoint_or_process_server(variable: &str) -> Result<String, String> {
+    if let Ok(endpoint) = std::env::var(variable) {
+        return Ok(endpoint);
+    }
+    PROCESS_SERVER
+        .get_or_init(|| MotoServer::start_default().map_err(|e| e.to_string()))
+        .as_ref()
+        .map(|moto| moto.endpoint().to_string())
+        .map_err(Clone::clone)
+}
+
+/// The image buckets made for tables (the reference dataset's), by table name: the S3
+/// endpoint and the bucket.
+static TABLE_BUCKETS: Mutex<BTreeMap<String, (String, String)>> = Mutex::new(BTreeMap::new());
+
+/// Records that the firmware images of the table named `table` are in `bucket` on the S3
+/// server at `endpoint` ([`firmware_images_for_table`]).
+pub fn register_bucket(table: &str, endpoint: &str, bucket: &str) {
+    if let Ok(mut buckets) = TABLE_BUCKETS.lock() {
+        buckets.insert(
+            table.to_string(),
+            (endpoint.to_string(), bucket.to_string()),
+        );
+    }
+}
+
+/// The S3 endpoint and bucket registered for the table named `table`, if any (the bench gives
+/// them to the bootstraps that read images).
+pub fn registered_bucket(table: &str) -> Option<(String, String)> {
+    TABLE_BUCKETS.lock().ok()?.get(table).cloned()
+}
+
+/// The image store registered for `table` ([`register_bucket`]), else the one the environment
+/// names ([`firmware_images_from_env`]).
+pub fn firmware_images_for_table(
+    table: &shared::FleetTable,
+) -> shared::store::firmware_images::FirmwareImages {
+    match registered_bucket(table.name()) {
+        Some((endpoint, bucket)) => local_firmware_images(&endpoint, &bucket),
+        None => firmware_images_from_env(),
+    }
 }
 
 /// The firmware function's image store for in-process runs (tests, the dev server): the

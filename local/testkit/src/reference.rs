@@ -7,6 +7,7 @@
 pub mod cases;
 mod dataset;
 
+pub use cases::firmware::seed_rollout_fixtures;
 pub use cases::{measure_patterns, Measurement};
 pub use dataset::{
     Tokens, ALICE, BOB, ORG_ADMIN, ORG_DEVICE, ORG_OPERATOR, ORG_OWNER, ORG_VIEWER, REFERENCE_NOW,
@@ -98,5 +99,6 @@ pub async fn seed(table: &FleetTable) -> Result<Tokens, FleetError> {
     seed_organization(table, &mut tokens).await?;
     cases::orgs::seed_org_fixtures(table).await?;
     cases::webhooks::seed_webhook_fixtures(table).await?;
+    cases::firmware::seed_firmware_fixtures(table).await?;
     Ok(tokens)
 }

@@ -223,6 +223,40 @@ pub enum PatternId {
     /// AP-W12: an alarm stream batch fanned out to its fleets' endpoints.
     #[strum(serialize = "AP-W12")]
     AlarmWebhooks,
+
+    /// AP-F1: register a firmware package (and presign its image's upload).
+    #[strum(serialize = "AP-F1")]
+    CreateFirmware,
+    /// AP-F2: one firmware package (a pending one checked first).
+    #[strum(serialize = "AP-F2")]
+    GetFirmware,
+    /// AP-F3: the owner's firmware packages, newest first.
+    #[strum(serialize = "AP-F3")]
+    ListFirmware,
+    /// AP-F4: delete a firmware package (and its image).
+    #[strum(serialize = "AP-F4")]
+    DeleteFirmware,
+    /// AP-F5: set a device type's Ed25519 signing key.
+    #[strum(serialize = "AP-F5")]
+    SetSigningKey,
+    /// AP-F6: start a staged firmware rollout.
+    #[strum(serialize = "AP-F6")]
+    StartFirmwareRollout,
+    /// AP-F7: pause a firmware rollout.
+    #[strum(serialize = "AP-F7")]
+    PauseRollout,
+    /// AP-F8: resume a paused firmware rollout.
+    #[strum(serialize = "AP-F8")]
+    ResumeRollout,
+    /// AP-F9: cancel a rollout (either kind).
+    #[strum(serialize = "AP-F9")]
+    CancelRollout,
+    /// AP-F10: the owner's rollouts, newest first.
+    #[strum(serialize = "AP-F10")]
+    ListRollouts,
+    /// AP-F11: a device's part in the last firmware rollout that offered it something.
+    #[strum(serialize = "AP-F11")]
+    DeviceFirmware,
 }
 
 impl PatternId {

@@ -78,6 +78,17 @@ pub const CATALOG: &[AccessPattern] = &[
     ops::webhooks::delivery_log::REDELIVER_WEBHOOK,
     ops::webhooks::deliveries::DELIVERY_ATTEMPT,
     ops::webhooks::alarm_notices::ALARM_WEBHOOKS,
+    ops::firmware::CREATE_FIRMWARE,
+    ops::firmware::GET_FIRMWARE,
+    ops::firmware::LIST_FIRMWARE,
+    ops::firmware::DELETE_FIRMWARE,
+    ops::firmware::keys::SET_SIGNING_KEY,
+    ops::twin::rollout::START_FIRMWARE_ROLLOUT,
+    ops::twin::rollout::PAUSE_ROLLOUT,
+    ops::twin::rollout::RESUME_ROLLOUT,
+    ops::twin::rollout::CANCEL_ROLLOUT,
+    ops::twin::rollout::LIST_ROLLOUTS,
+    ops::twin::firmware_offer::DEVICE_FIRMWARE,
 ];
 
 impl PatternId {

@@ -116,6 +116,9 @@ pub fn function_environments(
     // The table's own delivery queue (the reference dataset's, on moto's SQS), for the
     // functions that send to one.
     let queue = fleet_testkit::webhook_queue::registered_queue(table);
+    // And its firmware image bucket (on moto's S3), for the functions that read or presign
+    // images.
+    let bucket = fleet_testkit::moto_server::registered_bucket(table);
     template
         .function_definitions
         .keys()
@@ -126,6 +129,13 @@ pub fn function_environments(
                 if env.contains_key(shared::ops::webhooks::QUEUE_URL_ENV) {
                     env.insert("AWS_ENDPOINT_URL_SQS".into(), sqs.clone());
                     env.insert(shared::ops::webhooks::QUEUE_URL_ENV.into(), url.clone());
+                }
+            }
+            let bucket_env = shared::store::firmware_images::FIRMWARE_BUCKET_ENV;
+            if let Some((s3, name)) = &bucket {
+                if env.contains_key(bucket_env) {
+                    env.insert("AWS_ENDPOINT_URL_S3".into(), s3.clone());
+                    env.insert(bucket_env.into(), name.clone());
                 }
             }
             Ok((function.clone(), env))

@@ -86,6 +86,11 @@ pub async fn run(settings: Settings) -> Result<BenchReport, BenchError> {
     // An organization's dashboard beside the owner's (issue 33), seeded after the reference
     // measurement so its figures are unchanged.
     let org = orgs::seed(&reference).await.map_err(BenchError::setup)?;
+    // The rollouts the firmware calls pause, resume and cancel, after the runs (the rollout
+    // worker's would walk them).
+    fleet_testkit::reference::seed_rollout_fixtures(&reference)
+        .await
+        .map_err(BenchError::setup)?;
     measured.push(
         orgs::measure(&reference, &org)
             .await

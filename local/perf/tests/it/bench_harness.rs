@@ -25,6 +25,9 @@ fn logs() -> std::path::PathBuf {
 #[tokio::test]
 async fn every_benchmarked_request_answers_as_expected_and_does_its_work() {
     let (table, tokens) = reference_table().await;
+    fleet_testkit::reference::seed_rollout_fixtures(&table)
+        .await
+        .unwrap();
     let environments = function_environments(template(), endpoint(), table.name()).unwrap();
     let from = Timestamp::parse_field("from", INGEST_FROM).unwrap();
     // Beside the owner's dashboard, an organization's (issue 33): Alice's organization with a
@@ -59,8 +62,8 @@ async fn every_benchmarked_request_answers_as_expected_and_does_its_work() {
     }
     assert_eq!(
         ids.len(),
-        61,
-        "AP-06 twice (a status and a tag change), AP-T4 three times (nothing pending, delivery, a report), AP-29, AP-R1 and AP-R2 once, the 12 organization routes (AP-O1 to AP-O12) and the device move (AP-M1) once, the 10 webhook routes (AP-W1 to AP-W10) once, AP-DASH twice (the owner's and an organization's)"
+        72,
+        "AP-06 twice (a status and a tag change), AP-T4 three times (nothing pending, delivery, a report), AP-29, AP-R1 and AP-R2 once, the 12 organization routes (AP-O1 to AP-O12) and the device move (AP-M1) once, the 10 webhook routes (AP-W1 to AP-W10) once, the 11 firmware routes (AP-F1 to AP-F11) once, AP-DASH twice (the owner's and an organization's)"
     );
     let org_dashboard = results.last().unwrap();
     assert_eq!(

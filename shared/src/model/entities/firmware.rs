@@ -4,7 +4,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::model::entities::{Entity, EntityType, ItemKey};
 use crate::model::error::ValidationError;
-use crate::model::firmware::{FirmwareId, FirmwareStatus};
+use crate::model::firmware::{FirmwareId, FirmwarePlan, FirmwareStatus, OfferedImage, StagePlan};
 use crate::model::ids::{DeviceType, UserId};
 use crate::model::keys::{KeyParts, KeyTemplate, PrimaryKey};
 use crate::model::timestamp::Timestamp;
@@ -90,6 +90,30 @@ impl Entity for FirmwareItem {
 }
 
 impl FirmwareItem {
+    /// A staged rollout of this package as `plan` asks: the plan with the package's version and
+    /// type copied, and the image as devices download it.
+    pub fn rollout_terms(self, plan: StagePlan) -> (FirmwarePlan, OfferedImage) {
+        let image = OfferedImage {
+            object_key: self.object_key(),
+            sha256: self.sha256,
+            size: self.size,
+            signature: self.signature,
+            object_version: self.object_version,
+        };
+        let plan = FirmwarePlan {
+            firmware_id: self.firmware_id,
+            version: self.version,
+            device_type: self.device_type,
+            stages: plan.stages,
+            soak_seconds: plan.soak_seconds,
+            healthy_check_ins: plan.healthy_check_ins,
+            success_percent: plan.success_percent,
+            abort: plan.abort,
+            maintenance_window: plan.maintenance_window,
+        };
+        (plan, image)
+    }
+
     /// Where its image is stored in the bucket: under the owner, so no presigned URL of one
     /// owner's package can name another's object.
     pub fn object_key(&self) -> String {

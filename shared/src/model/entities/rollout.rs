@@ -71,6 +71,43 @@ pub struct RolloutItem {
 }
 
 impl RolloutItem {
+    /// A rollout of `user` just started at `created_at`: `running`, nothing done yet; a
+    /// firmware rollout (`firmware`: its plan and image, `patch` empty) with its first stage
+    /// open.
+    pub fn started(
+        user_id: UserId,
+        rollout_id: RolloutId,
+        target: RolloutTarget,
+        patch: String,
+        firmware: Option<(FirmwarePlan, crate::model::firmware::OfferedImage)>,
+        created_at: Timestamp,
+    ) -> Self {
+        let (firmware, image) = firmware.unzip();
+        let gate = firmware.as_ref().map(|_| StageGate {
+            open: 0,
+            opened_at: vec![created_at],
+            ..StageGate::default()
+        });
+        Self {
+            user_id,
+            rollout_id,
+            target,
+            patch,
+            firmware,
+            image,
+            status: RolloutStatus::Running,
+            position: None,
+            devices_updated: 0,
+            devices_failed: 0,
+            failures: Vec::new(),
+            created_at,
+            finished_at: None,
+            cancelled_at: None,
+            gate,
+            paused_reason: None,
+        }
+    }
+
     /// Counts a page's failures, keeping the first [`MAX_RECORDED_FAILURES`].
     pub fn record_failures(&mut self, failures: Vec<RolloutFailure>) {
         self.devices_failed += failures.len() as u64;

@@ -31,6 +31,17 @@ attributes!(RunningRolloutItem {
     FIRMWARE_ID = "firmwareId",
 });
 
+impl RunningRolloutItem {
+    /// The entry of `rollout` on the running list.
+    pub fn of(rollout: &crate::model::entities::rollout::RolloutItem) -> Self {
+        Self {
+            user_id: rollout.user_id.clone(),
+            rollout_id: rollout.rollout_id.clone(),
+            firmware_id: rollout.firmware.as_ref().map(|f| f.firmware_id.clone()),
+        }
+    }
+}
+
 impl Entity for RunningRolloutItem {
     const ENTITY_TYPE: EntityType = EntityType::RunningRollout;
     fn item_key(&self) -> ItemKey {

@@ -9,6 +9,8 @@ use crate::model::entities::ItemKey;
 use crate::model::error::FleetError;
 use crate::model::firmware::parse_public_key;
 use crate::model::ids::{DeviceType, UserId};
+use crate::model::pattern_id::PatternId;
+use crate::ops::pattern::{implemented_by, AccessPattern, Frequency, Operation, RequestBudget};
 use crate::store::dynamo::{put_if_version, read_consistent};
 use crate::store::table::FleetTable;
 
@@ -27,6 +29,22 @@ pub struct SigningKey {
     /// The Ed25519 public key, base64.
     pub public_key: String,
 }
+
+/// AP-F5, implemented by [`set_signing_key`].
+pub const SET_SIGNING_KEY: AccessPattern = AccessPattern {
+    id: PatternId::SetSigningKey,
+    description: "set or replace a device type's Ed25519 signing key",
+    frequency: Frequency::Analytics,
+    operations: &[Operation::GetItem, Operation::PutItem],
+    index: None,
+    key_condition:
+        "PK = FIRMWARE#{userId}, SK = KEYS (read, then written conditioned on the version read)",
+    // A read and a conditional write per attempt (2 without a concurrent change).
+    budget: RequestBudget::Fixed(2 * CHANGE_ATTEMPTS),
+    max_read_units: None,
+    route: Some("PUT /me/firmware-keys/{deviceType}"),
+    implemented_by: implemented_by!(set_signing_key),
+};
 
 /// Sets (or replaces) `device_type`'s public key: packages created afterwards need a
 /// signature that verifies under it. Packages created before keep the key they were created

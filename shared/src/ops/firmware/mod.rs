@@ -3,9 +3,8 @@
 //! Ed25519 signing keys per device type ([`keys`]). A staged firmware rollout
 //! (`ops::twin::rollout::start_firmware_rollout`) takes `ready` packages only.
 //!
-//! Requests per route (asserted by `tests/it/firmware_packages.rs`, see [`budgets`]).
+//! Each route is an access pattern of the catalog (AP-F1 to AP-F5), defined beside its function.
 
-pub mod budgets;
 pub mod check;
 pub mod keys;
 
@@ -28,8 +27,10 @@ use crate::model::firmware::{
     UPLOAD_URL_SECONDS,
 };
 use crate::model::ids::{DeviceType, UserId};
+use crate::model::pattern_id::PatternId;
 use crate::model::schema::{PK, SK};
 use crate::model::timestamp::Timestamp;
+use crate::ops::pattern::{implemented_by, AccessPattern, Frequency, Operation, RequestBudget};
 use crate::store::dynamo::{key_prefix, query, read_consistent};
 use crate::store::firmware_images::FirmwareImages;
 use crate::store::table::{sdk_error, FleetTable};
@@ -134,6 +135,23 @@ pub struct CreatedFirmware {
     pub upload_url: String,
 }
 
+/// A package's key, as the definitions below name it.
+const PACKAGE_KEY: &str = "PK = FIRMWARE#{userId}, SK = PACKAGE#{firmwareId}";
+
+/// AP-F1, implemented by [`create_firmware`].
+pub const CREATE_FIRMWARE: AccessPattern = AccessPattern {
+    id: PatternId::CreateFirmware,
+    description: "register a pending firmware package and presign its image's upload (no S3 request: presigning is local)",
+    frequency: Frequency::Analytics,
+    operations: &[Operation::GetItem, Operation::PutItem],
+    index: None,
+    key_condition: "PK = FIRMWARE#{userId}, SK = KEYS (the owner's signing keys); the package, conditioned on its absence",
+    budget: RequestBudget::Fixed(2),
+    max_read_units: None,
+    route: Some("POST /me/firmware"),
+    implemented_by: implemented_by!(create_firmware),
+};
+
 /// Creates a pending package of `owner` (a GetItem of the owner's signing keys, a PutItem) and
 /// presigns its upload. When the device type has a key, a signature is required and the key
 /// is copied onto the package: it must verify under that key to become ready.
@@ -218,6 +236,22 @@ pub async fn read_firmware(
     .ok_or(FleetError::NotFound("firmware"))
 }
 
+/// AP-F2, implemented by [`get_firmware`].
+pub const GET_FIRMWARE: AccessPattern = AccessPattern {
+    id: PatternId::GetFirmware,
+    description: "one firmware package; a pending one is checked first (an S3 HEAD and GET of its image, then its verdict)",
+    frequency: Frequency::Analytics,
+    operations: &[Operation::GetItem, Operation::UpdateItem],
+    index: None,
+    key_condition: PACKAGE_KEY,
+    // The package; a pending one whose image is there, its verdict (UpdateItem), and on
+    // losing that race to another check the stored verdict (GetItem).
+    budget: RequestBudget::Fixed(3),
+    max_read_units: None,
+    route: Some("GET /me/firmware/{firmwareId}"),
+    implemented_by: implemented_by!(get_firmware),
+};
+
 /// `GET /me/firmware/{firmwareId}`: the package; a pending one is checked first
 /// ([`check::check_pending`]), so its status moves as soon as its image is there.
 pub async fn get_firmware(
@@ -230,6 +264,20 @@ pub async fn get_firmware(
     let item = check::check_pending(table, images, item).await?;
     Ok(FirmwareView::from(&item))
 }
+
+/// AP-F3, implemented by [`list_firmware`].
+pub const LIST_FIRMWARE: AccessPattern = AccessPattern {
+    id: PatternId::ListFirmware,
+    description: "an owner's firmware packages, newest first, a page at a time",
+    frequency: Frequency::Analytics,
+    operations: &[Operation::Query],
+    index: None,
+    key_condition: "PK = FIRMWARE#{userId}, SK begins_with PACKAGE# (backwards)",
+    budget: RequestBudget::PerPage(1),
+    max_read_units: None,
+    route: Some("GET /me/firmware"),
+    implemented_by: implemented_by!(list_firmware),
+};
 
 /// One page of an owner's packages, newest first.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -318,6 +366,20 @@ pub async fn used_by_running_rollout(
         }
     }
 }
+
+/// AP-F4, implemented by [`delete_firmware`].
+pub const DELETE_FIRMWARE: AccessPattern = AccessPattern {
+    id: PatternId::DeleteFirmware,
+    description: "delete a firmware package no running rollout uses, and its image (an S3 DeleteObject: the bucket's lifecycle expires the old version)",
+    frequency: Frequency::Analytics,
+    operations: &[Operation::GetItem, Operation::Query, Operation::DeleteItem],
+    index: None,
+    key_condition: "the package; PK = ROLLOUTS#RUNNING, SK begins_with {userId}# (is it in use?); the package, deleted",
+    budget: RequestBudget::Fixed(3),
+    max_read_units: None,
+    route: Some("DELETE /me/firmware/{firmwareId}"),
+    implemented_by: implemented_by!(delete_firmware),
+};
 
 /// `DELETE /me/firmware/{firmwareId}`: 404 for no such package of `owner`, 409 while a
 /// running rollout uses it; otherwise its image (S3 first, so a retried DELETE finds the

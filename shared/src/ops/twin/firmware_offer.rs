@@ -23,10 +23,12 @@ use crate::model::error::FleetError;
 use crate::model::expression::{Condition, Expressions, Update};
 use crate::model::firmware::FirmwareId;
 use crate::model::ids::{DeviceId, RolloutId, UserId};
+use crate::model::pattern_id::PatternId;
 use crate::model::rollout_progress::{FailureClass, FirmwareProgress, FirmwareReport, OfferPhase};
 use crate::model::schema::PK;
 use crate::model::timestamp::Timestamp;
 use crate::model::twin::RolloutStatus;
+use crate::ops::pattern::{implemented_by, AccessPattern, Frequency, Operation, RequestBudget};
 use crate::store::dynamo::{number_value, read_consistent};
 use crate::store::firmware_images::FirmwareImages;
 use crate::store::table::{sdk_error, FleetTable};
@@ -353,6 +355,20 @@ impl From<FirmwareProgress> for DeviceFirmwareView {
         }
     }
 }
+
+/// AP-F11, implemented by [`device_firmware`].
+pub const DEVICE_FIRMWARE: AccessPattern = AccessPattern {
+    id: PatternId::DeviceFirmware,
+    description: "a device's running version and update state: its part in the last firmware rollout that offered it something",
+    frequency: Frequency::Important,
+    operations: &[Operation::GetItem],
+    index: None,
+    key_condition: "PK = USER#{userId}, SK = DEVICE#{deviceId}; then the device's live state, on the partition its item names",
+    budget: RequestBudget::Fixed(2),
+    max_read_units: None,
+    route: Some("GET /me/devices/{deviceId}/firmware"),
+    implemented_by: implemented_by!(device_firmware),
+};
 
 /// `GET /me/devices/{deviceId}/firmware`: one consistent GetItem of the device's item, keyed
 /// from the caller's own fleet (`NotFound("device")` for another owner's device or an unknown

@@ -10,7 +10,7 @@
 //!
 //! Each case sits in the module of its concern ([`devices`], [`events`], [`reports`],
 //! [`profile`], [`credentials`], [`twin`], [`alarms`], [`series`], [`retention`], [`orgs`],
-//! [`webhooks`]) with the fixtures only it uses; [`common`] holds what they share, and this module
+//! [`webhooks`], [`firmware`]) with the fixtures only it uses; [`common`] holds what they share, and this module
 //! [`CASES`], the one list that fixes their order.
 
 pub mod alarms;
@@ -18,6 +18,7 @@ mod common;
 pub mod credentials;
 pub mod devices;
 pub mod events;
+pub mod firmware;
 pub mod orgs;
 pub mod profile;
 pub mod reports;
@@ -135,6 +136,21 @@ pub static CASES: &[PatternCase] = &[
     webhooks::DELIVERY_ATTEMPT,
     webhooks::ALARM_WEBHOOKS,
     webhooks::DELETE_WEBHOOK,
+    // Firmware, on owners of its own, after the rollout worker's case (AP-T7), which must not
+    // walk their rollouts: an owner's package read and listed, a key set, a rollout of the
+    // package started, paused, resumed, listed and cancelled, then the package deleted; and a
+    // device's firmware. Their calls' rollouts come from `firmware::seed_rollout_fixtures`.
+    firmware::CREATE_FIRMWARE,
+    firmware::GET_FIRMWARE,
+    firmware::LIST_FIRMWARE,
+    firmware::SET_SIGNING_KEY,
+    firmware::START_FIRMWARE_ROLLOUT,
+    firmware::PAUSE_ROLLOUT,
+    firmware::RESUME_ROLLOUT,
+    firmware::LIST_ROLLOUTS,
+    firmware::CANCEL_ROLLOUT,
+    firmware::DELETE_FIRMWARE,
+    firmware::DEVICE_FIRMWARE,
     // The worker's walk of devices gone silent, last of all: it rolls every seeded device to
     // the day after the reference day, after which a batch at the reference time is a late
     // one (a block read more than AP-14's budget).

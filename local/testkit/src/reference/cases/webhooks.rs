@@ -5,7 +5,6 @@
 //! ([`reference_queue`]): the one the environment names, or a server this process starts.
 
 use std::collections::HashMap;
-use std::sync::OnceLock;
 
 use serde_json::json;
 use shared::model::alarm::severity::Severity;
@@ -30,7 +29,7 @@ use shared::{FleetError, FleetTable};
 
 use super::common::{found, now, one, put_fixtures, route, PatternCase, RouteCall, FIXTURE_CALLS};
 use crate::api_event::ApiEvent;
-use crate::moto_server::MotoServer;
+use crate::moto_server::endpoint_or_process_server;
 use crate::webhook_queue::{create_queue, register_queue, sqs_client};
 
 /// Template logical id of the function the calls go to.
@@ -68,18 +67,10 @@ fn pending() -> String {
     format!("msg_{}attempt", time_prefix(now()))
 }
 
-/// moto's server for the whole process, when the environment names no SQS endpoint.
-static MOTO: OnceLock<Result<MotoServer, String>> = OnceLock::new();
-
-/// The SQS endpoint the reference deliveries go to: `AWS_ENDPOINT_URL_SQS`, or a moto server
-/// this process starts (`make moto-server` installs it).
+/// The SQS endpoint the reference deliveries go to: `AWS_ENDPOINT_URL_SQS`, or the moto server
+/// of this process.
 fn sqs_endpoint() -> Result<String, FleetError> {
-    if let Ok(endpoint) = std::env::var("AWS_ENDPOINT_URL_SQS") {
-        return Ok(endpoint);
-    }
-    MOTO.get_or_init(|| MotoServer::start_default().map_err(|e| e.to_string()))
-        .as_ref()
-        .map(|moto| moto.endpoint().to_string())
+    endpoint_or_process_server("AWS_ENDPOINT_URL_SQS")
         .map_err(|e| FleetError::internal(format!("moto's server for the webhook cases: {e}")))
 }
 

@@ -15,6 +15,20 @@ pub struct RolloutPage {
     pub cursor: Option<String>,
 }
 
+/// AP-F10, implemented by [`list_rollouts`].
+pub const LIST_ROLLOUTS: AccessPattern = AccessPattern {
+    id: PatternId::ListRollouts,
+    description: "an owner's rollouts of both kinds, newest first, a page at a time (a firmware rollout without its stages)",
+    frequency: Frequency::Analytics,
+    operations: &[Operation::Query],
+    index: None,
+    key_condition: "PK = USER#{userId}, SK begins_with ROLLOUT# (backwards)",
+    budget: RequestBudget::PerPage(1),
+    max_read_units: None,
+    route: Some("GET /me/rollouts"),
+    implemented_by: implemented_by!(list_rollouts),
+};
+
 /// `GET /me/rollouts`: one Query of the owner's rollouts (`USER#{userId}`, `ROLLOUT#` prefix:
 /// the running count at `ROLLOUTS` is not under it), newest first (ids sort by creation),
 /// `limit` after `cursor`. The cursor is a rollout id: the start key is built from the caller's

@@ -34,7 +34,6 @@ use crate::model::firmware::{FirmwareId, FirmwarePlan, FirmwareStatus, OfferedIm
 use crate::model::ids::{DeviceId, RolloutId, UserId};
 use crate::model::keys::user_pk;
 use crate::model::pattern_id::PatternId;
-use crate::model::rollout_progress::StageGate;
 use crate::model::schema::{Item, ENTITY_TYPE, PK, SK};
 use crate::model::timestamp::Timestamp;
 use crate::model::twin::{
@@ -171,6 +170,24 @@ pub async fn start_rollout(
     start(table, user, target, patch.to_text(), None).await
 }
 
+/// AP-F6, implemented by [`start_firmware_rollout`]: AP-T5's route with a `firmwareId`.
+pub const START_FIRMWARE_ROLLOUT: AccessPattern = AccessPattern {
+    id: PatternId::StartFirmwareRollout,
+    description: "start a staged firmware rollout of a ready package (AP-T5's start, after a read of the package)",
+    frequency: Frequency::Analytics,
+    operations: &[
+        Operation::GetItem,
+        Operation::Query,
+        Operation::TransactWriteItems,
+    ],
+    index: None,
+    key_condition: "PK = FIRMWARE#{userId}, SK = PACKAGE#{firmwareId}; PK = ROLLOUTS#RUNNING, SK begins_with {userId}# (keys only); the rollout USER#{userId} / ROLLOUT#{rolloutId}, its entry ROLLOUTS#RUNNING / {userId}#{rolloutId} and the owner's count USER#{userId} / ROLLOUTS in one transaction",
+    budget: RequestBudget::Fixed(3),
+    max_read_units: None,
+    route: Some("POST /me/rollouts"),
+    implemented_by: implemented_by!(start_firmware_rollout),
+};
+
 /// `POST /me/rollouts` with a `firmwareId` (issue 40 item 2): a staged firmware rollout of
 /// `user`'s package `firmware` to the devices of `target`, recorded and listed for the
 /// worker like [`start_rollout`] (the same cap), after one consistent GetItem of the package:
@@ -179,7 +196,7 @@ pub async fn start_rollout(
 /// is not the package's type. The plan copies the package's version and type, and the
 /// running-list entry names the package, so a package in use cannot be deleted
 /// ([`crate::ops::firmware::used_by_running_rollout`]). Requests: GetItem, Query,
-/// TransactWriteItems (`ops::firmware::budgets::START_FIRMWARE_ROLLOUT`).
+/// TransactWriteItems ([`START_FIRMWARE_ROLLOUT`]).
 pub async fn start_firmware_rollout(
     table: &FleetTable,
     user: &UserId,
@@ -205,25 +222,8 @@ pub async fn start_firmware_rollout(
             .into());
         }
     }
-    let image = OfferedImage {
-        object_key: package.object_key(),
-        sha256: package.sha256.clone(),
-        size: package.size,
-        signature: package.signature.clone(),
-        object_version: package.object_version.clone(),
-    };
-    let plan = FirmwarePlan {
-        firmware_id: package.firmware_id,
-        version: package.version,
-        device_type: package.device_type,
-        stages: plan.stages,
-        soak_seconds: plan.soak_seconds,
-        healthy_check_ins: plan.healthy_check_ins,
-        success_percent: plan.success_percent,
-        abort: plan.abort,
-        maintenance_window: plan.maintenance_window,
-    };
-    start(table, user, target, String::new(), Some((plan, image))).await
+    let terms = package.rollout_terms(plan);
+    start(table, user, target, String::new(), Some(terms)).await
 }
 
 /// Records a rollout and lists it for the worker (see [`start_rollout`]).
@@ -234,7 +234,6 @@ async fn start(
     patch: String,
     firmware: Option<(FirmwarePlan, OfferedImage)>,
 ) -> Result<RolloutView, FleetError> {
-    let (firmware, image) = firmware.unzip();
     let (running, _) = query(
         key_prefix(
             table,
@@ -250,36 +249,15 @@ async fn start(
         return Err(rollout_limit());
     }
     let created_at = Timestamp::now();
-    let rollout_id = RolloutId::generate(created_at);
-    let running_entry = RunningRolloutItem {
-        user_id: user.clone(),
-        rollout_id: rollout_id.clone(),
-        firmware_id: firmware.as_ref().map(|f| f.firmware_id.clone()),
-    };
-    // A firmware rollout opens its first stage as it starts.
-    let gate = firmware.as_ref().map(|_| StageGate {
-        open: 0,
-        opened_at: vec![created_at],
-        ..StageGate::default()
-    });
-    let item = RolloutItem {
-        user_id: user.clone(),
-        rollout_id,
+    let item = RolloutItem::started(
+        user.clone(),
+        RolloutId::generate(created_at),
         target,
         patch,
         firmware,
-        image,
-        status: RolloutStatus::Running,
-        position: None,
-        devices_updated: 0,
-        devices_failed: 0,
-        failures: Vec::new(),
         created_at,
-        finished_at: None,
-        cancelled_at: None,
-        gate,
-        paused_reason: None,
-    };
+    );
+    let running_entry = RunningRolloutItem::of(&item);
     let put = |item: Item| -> Result<_, FleetError> {
         Ok(aws_sdk_dynamodb::types::TransactWriteItem::builder()
             .put(
@@ -346,11 +324,31 @@ pub async fn get_rollout(
     Ok(Some(RolloutView::of(&item)))
 }
 
+/// AP-F9, implemented by [`cancel_rollout`].
+pub const CANCEL_ROLLOUT: AccessPattern = AccessPattern {
+    id: PatternId::CancelRollout,
+    description: "cancel a running or paused rollout of either kind: its status, then its running-list entry with the owner's slot",
+    frequency: Frequency::Analytics,
+    operations: &[
+        Operation::GetItem,
+        Operation::UpdateItem,
+        Operation::TransactWriteItems,
+        Operation::DeleteItem,
+    ],
+    index: None,
+    key_condition: "PK = USER#{userId}, SK = ROLLOUT#{rolloutId} (read, then its status conditioned on running or paused); ROLLOUTS#RUNNING / {userId}#{rolloutId} with USER#{userId} / ROLLOUTS",
+    // 3; an entry whose owner has no count (an organization being deleted) is deleted alone:
+    // at most 4.
+    budget: RequestBudget::Fixed(4),
+    max_read_units: None,
+    route: Some("POST /me/rollouts/{rolloutId}/cancel"),
+    implemented_by: implemented_by!(cancel_rollout),
+};
+
 /// `POST /me/rollouts/{rolloutId}/cancel`, implemented by [`cancel_rollout`]: the rollout
 /// (consistent GetItem), its status (conditional UpdateItem), its running-list entry and the
 /// owner's slot (the worker's own end, one TransactWriteItems). Served by the firmware function
-/// (device-updates' resource policy is near its limit), so its budget is with the firmware
-/// routes' (`ops::firmware::budgets::CANCEL_ROLLOUT`).
+/// (device-updates' resource policy is near its limit): AP-F9 ([`CANCEL_ROLLOUT`]).
 ///
 /// `user`'s rollout `rollout` cancelled: `cancelled` with `cancelledAt`, off the running list
 /// and its slot given back. A 404 `rollout` when `user` has no such rollout (another owner's
@@ -420,15 +418,7 @@ pub async fn cancel_rollout(
         }
         Err(err) => return Err(sdk_error(err)),
     }
-    delete_running(
-        table,
-        &RunningRolloutItem {
-            user_id: user.clone(),
-            rollout_id: rollout.clone(),
-            firmware_id: item.firmware.as_ref().map(|f| f.firmware_id.clone()),
-        },
-    )
-    .await?;
+    delete_running(table, &RunningRolloutItem::of(&item)).await?;
     item.status = RolloutStatus::Cancelled;
     item.cancelled_at = Some(cancelled_at);
     Ok(RolloutView::of(&item))
@@ -506,9 +496,9 @@ mod progress;
 mod stages;
 pub mod worker;
 
-pub use list::{list_rollouts, RolloutPage};
+pub use list::{list_rollouts, RolloutPage, LIST_ROLLOUTS};
 use pause::rollout_ended;
-pub use pause::{pause_rollout, resume_rollout, PAUSED_BY_OWNER};
+pub use pause::{pause_rollout, resume_rollout, PAUSED_BY_OWNER, PAUSE_ROLLOUT, RESUME_ROLLOUT};
 pub use progress::{checkpoint, RolloutRun};
 pub use stages::{
     abort_reason, stage_met, stage_views, StageView, TIMEOUT_WITHOUT_RHYTHM_SECONDS,

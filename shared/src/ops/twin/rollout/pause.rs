@@ -9,6 +9,34 @@ use crate::model::rollout_progress::StageBaseline;
 /// What an owner's pause says, as `pausedReason`.
 pub const PAUSED_BY_OWNER: &str = "paused by its owner";
 
+/// AP-F7, implemented by [`pause_rollout`].
+pub const PAUSE_ROLLOUT: AccessPattern = AccessPattern {
+    id: PatternId::PauseRollout,
+    description: "an owner pauses a running firmware rollout (nothing more is offered until it resumes)",
+    frequency: Frequency::Analytics,
+    operations: &[Operation::GetItem, Operation::UpdateItem],
+    index: None,
+    key_condition: "PK = USER#{userId}, SK = ROLLOUT#{rolloutId} (read, then its status conditioned on running)",
+    budget: RequestBudget::Fixed(2),
+    max_read_units: None,
+    route: Some("POST /me/rollouts/{rolloutId}/pause"),
+    implemented_by: implemented_by!(pause_rollout),
+};
+
+/// AP-F8, implemented by [`resume_rollout`].
+pub const RESUME_ROLLOUT: AccessPattern = AccessPattern {
+    id: PatternId::ResumeRollout,
+    description: "resume a paused firmware rollout, the counts of the worker's last walk its abort rule's new baseline",
+    frequency: Frequency::Analytics,
+    operations: &[Operation::GetItem, Operation::UpdateItem],
+    index: None,
+    key_condition: "PK = USER#{userId}, SK = ROLLOUT#{rolloutId} (read, then its status and gate conditioned on paused)",
+    budget: RequestBudget::Fixed(2),
+    max_read_units: None,
+    route: Some("POST /me/rollouts/{rolloutId}/resume"),
+    implemented_by: implemented_by!(resume_rollout),
+};
+
 /// `user`'s firmware rollout `rollout` paused: `paused` with `pausedReason`, offering nothing
 /// until resumed. One consistent GetItem and one UpdateItem conditioned on `running` (a race
 /// with the worker's own pause or finish, or a cancel, is the 409 of the state it found). A 404
