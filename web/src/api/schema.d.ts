@@ -163,13 +163,13 @@ export interface paths {
             cookie?: never;
         };
         /**
-         * The caller's rollouts of both kinds, newest first, paged.
+         * The caller's rollouts of both kinds, newest first, paged (AP-F10).
          * @description One Query of the owner's rollouts. A firmware rollout's `stages` (their counts) are not in the list: `GET /me/rollouts/{rolloutId}` reads them. A bad `limit` or `cursor` is a 400 naming it, nothing read. Served by the firmware function.
          */
         get: operations["listRollouts"];
         put?: never;
         /**
-         * Change the desired state of every device of a tag or a device type (AP-T5).
+         * Change the desired state of every device of a tag or a device type (AP-T5), or with a `firmwareId` start a staged firmware rollout (AP-F6).
          * @description `desired` is a JSON merge patch (RFC 7386) applied to each device's desired state (a `null` removes a key), so settings of a device's own are kept. Nothing is applied in the request: the scheduled worker carries it out within a minute, 50 devices a page, at most 1,000 devices a second, and `GET /me/rollouts/{rolloutId}` shows the progress. An owner's rollouts are applied one after another in the order they were started (their ids sort by it), so where two change the same setting the newer one's value stays. A device whose document the merge would take past the limits of `PUT .../desired` (4,096 bytes, 5 levels) is left as it was and listed in the rollout's `failures`. An owner has at most 10 rollouts running: past that, a 409 `rollout_limit`. With `firmwareId` instead of `desired` it is a staged firmware rollout (issue 40): the package (one of the caller's, `ready`; another owner's is a 404, a pending one a 409 `firmware_not_ready`) and its stage plan are recorded and the package cannot be deleted while the rollout runs. Offering it to devices is not built yet: the worker changes no desired state for it (docs/design.md section 15).
          */
         post: operations["startRollout"];
@@ -210,7 +210,7 @@ export interface paths {
         get?: never;
         put?: never;
         /**
-         * Cancels a running rollout, desired-state or firmware. Another user's or an unknown one is a 404.
+         * Cancels a running rollout, desired-state or firmware (AP-F9). Another user's or an unknown one is a 404.
          * @description The rollout becomes `cancelled` (with `cancelledAt`), leaves the running list and gives its running slot back once, however many cancels or worker runs race; devices it changed keep their value and no further page is applied (one the worker has in flight at that moment still finishes), and a cancelled firmware rollout no longer holds its package. Served by the firmware function.
          */
         post: operations["cancelRollout"];
@@ -232,7 +232,7 @@ export interface paths {
         get?: never;
         put?: never;
         /**
-         * Pauses a running staged firmware rollout. Another user's or an unknown one is a 404.
+         * Pauses a running staged firmware rollout (AP-F7). Another user's or an unknown one is a 404.
          * @description The rollout becomes `paused` with `pausedReason` "paused by its owner": no device is offered anything until it is resumed (devices already on it still report and are counted). It keeps its running slot and its package. Served by the firmware function.
          */
         post: operations["pauseRollout"];
@@ -254,7 +254,7 @@ export interface paths {
         get?: never;
         put?: never;
         /**
-         * Resumes a paused staged firmware rollout, whoever paused it. Another user's or an unknown one is a 404.
+         * Resumes a paused staged firmware rollout, whoever paused it (AP-F8). Another user's or an unknown one is a 404.
          * @description The rollout runs again: the worker's next run offers its open stages again, never re-offering a device that succeeded. The abort rule counts afresh from now (the failures that paused it are its baseline). Served by the firmware function.
          */
         post: operations["resumeRollout"];
@@ -625,11 +625,11 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** The caller's firmware packages, newest first, paged. */
+        /** The caller's firmware packages, newest first, paged (AP-F3). */
         get: operations["listFirmware"];
         put?: never;
         /**
-         * Create a firmware package and get a presigned URL to upload its image.
+         * Create a firmware package and get a presigned URL to upload its image (AP-F1).
          * @description The package is `pending` until the service has read the uploaded image itself and found the declared size and SHA-256 (and, where the device type has a signing key, a signature that verifies over the digest): then `ready`; otherwise `rejected` with a reason, for good. `uploadUrl` is a presigned S3 PUT valid 15 minutes.
          */
         post: operations["createFirmware"];
@@ -649,11 +649,11 @@ export interface paths {
             };
             cookie?: never;
         };
-        /** One package; a pending one is checked against its uploaded image first. */
+        /** One package; a pending one is checked against its uploaded image first (AP-F2). */
         get: operations["getFirmware"];
         put?: never;
         post?: never;
-        /** Delete a package and its image (409 while a running rollout uses it). */
+        /** Delete a package and its image (409 while a running rollout uses it) (AP-F4). */
         delete: operations["deleteFirmware"];
         options?: never;
         head?: never;
@@ -670,7 +670,7 @@ export interface paths {
             cookie?: never;
         };
         get?: never;
-        /** Set the Ed25519 public key of a device type; its packages then need a signature. */
+        /** Set the Ed25519 public key of a device type; its packages then need a signature (AP-F5). */
         put: operations["putFirmwareKey"];
         post?: never;
         delete?: never;
@@ -689,7 +689,7 @@ export interface paths {
             cookie?: never;
         };
         /**
-         * What the last staged firmware rollout offered the device and how far it got.
+         * What the last staged firmware rollout offered the device and how far it got (AP-F11).
          * @description Two reads: the device, then its live state, which keeps its part in the last firmware rollout that offered it something. `{"firmware": null}` when none offered it anything; another user's device, or an unknown one, is a 404. Devices report their running version only in a firmware rollout's check-ins, so `runningVersion` is what the offer knows. Served by the firmware function.
          */
         get: operations["getDeviceFirmware"];
