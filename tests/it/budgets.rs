@@ -77,9 +77,14 @@ fn a_budget_violation_is_reported() {
 #[tokio::test]
 async fn every_case_call_answers_its_expected_status_round_after_round() {
     // The bench's rounds (`make bench`, each round one call of every case in order), in
-    // process: the calls' fixtures and ordering hold for repeated rounds, not only the first.
+    // process and after the cases' runs, as the bench makes them: the calls' fixtures and
+    // ordering hold after the runs and for repeated rounds, not only the first.
     let (table, tokens) = reference_table().await;
-    // The rollouts the firmware calls pause, resume and cancel (kept out of the runs' table).
+    measure_patterns(&table, &tokens)
+        .await
+        .expect("patterns run");
+    // The rollouts the firmware calls pause, resume and cancel (after the runs: AP-T7's would
+    // walk them).
     fleet_testkit::reference::seed_rollout_fixtures(&table)
         .await
         .expect("rollout fixtures");

@@ -5,7 +5,8 @@
 //! it for the table, so the firmware and device-updates functions on the table use it too).
 //!
 //! The runs work on one owner in order: its package read and listed, a key set, a rollout of
-//! the package started, paused, resumed, listed and cancelled, then the package deleted. The
+//! the package started, paused, resumed, listed and cancelled; a package of another owner is
+//! deleted (the bench's calls, after the runs, still read the first owner's). The
 //! calls need a rollout of their own each: rollouts on the running list that the rollout
 //! worker's case (AP-T7) would walk, so they are written by [`seed_rollout_fixtures`], which
 //! the calls' harnesses run and the runs' never do.
@@ -45,7 +46,7 @@ const OWNER: &str = "ref-firmware";
 const DEVICE_TYPE: &str = "valve";
 /// Each call of AP-F1 registers a package of this owner.
 const UPLOADER: &str = "ref-firmware-uploader";
-/// Each call of AP-F4 deletes one package of this owner (`{i}`-th; the run's: the owner's).
+/// Each call of AP-F4 deletes one package of this owner (the `i`-th; the run's: the last).
 const DELETING: &str = "ref-firmware-deleting";
 /// Each call of AP-F6 starts a rollout of another such owner (`-{i}`): an owner runs at most
 /// 10 rollouts at once.
@@ -121,8 +122,8 @@ pub(crate) async fn seed_firmware_fixtures(table: &FleetTable) -> Result<(), Fle
     register_bucket(table.name(), &endpoint, &bucket);
     let shards = &table.config.shards;
     let mut items = vec![ready_package(OWNER, 0)?.to_item(shards)?];
-    for (n, _) in per_call().enumerate() {
-        items.push(ready_package(DELETING, n as u64)?.to_item(shards)?);
+    for n in 0..=FIXTURE_CALLS as u64 {
+        items.push(ready_package(DELETING, n)?.to_item(shards)?);
     }
     for n in per_call() {
         items.push(ready_package(&format!("{STARTER}-{n}"), 0)?.to_item(shards)?);
@@ -456,11 +457,13 @@ pub(super) const DELETE_FIRMWARE: PatternCase = PatternCase {
     scale: one,
     run: |table, _| {
         Box::pin(async move {
+            // The deleting owner's last package: the calls take the others in order, and the
+            // owner's own package stays for the reads' calls (the bench runs them after).
             firmware::delete_firmware(
                 table,
                 &firmware_images_for_table(table),
-                &owner()?,
-                &package_id(0)?,
+                &UserId::parse(DELETING)?,
+                &package_id(FIXTURE_CALLS as u64)?,
             )
             .await
         })
