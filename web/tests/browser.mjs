@@ -160,7 +160,7 @@ const WEBHOOK_PATTERNS = [
   ['GET', /^\/me\/webhooks\/[^/]+\/deliveries$/, 'AP-W9'],
   ['POST', /^\/me\/webhooks\/[^/]+\/deliveries\/[^/]+\/retry$/, 'AP-W10'],
 ];
-/** The firmware and rollout routes (issue 40): AP-F1 to AP-F11, and AP-T6 for a rollout's progress. `POST /me/rollouts` is AP-T5 or, with a `firmwareId`, AP-F6 ({@link patternOf} tells them apart by the body). */
+/** The firmware and rollout routes (issue 40): AP-F1 to AP-F11, and AP-T6 for a rollout's progress. `POST /me/rollouts` is AP-T5 or, for a firmware rollout, AP-F6 ({@link countRequest} tells them apart). */
 const FIRMWARE_PATTERNS = [
   ['GET', /^\/me\/firmware$/, 'AP-F3'],
   ['POST', /^\/me\/firmware$/, 'AP-F1'],
@@ -215,23 +215,36 @@ function recordRequest(base, request) {
     return;
   }
   const hit = PATTERNS.find(([m, re]) => m === request.method() && re.test(url.pathname));
-  if (hit) {
-    const id = patternOf(hit[2], request);
-    requests.byPattern[id] = (requests.byPattern[id] ?? 0) + 1;
-  }
+  if (hit) countRequest(hit[2], request);
   else requests.unknown.push(`${request.method()} ${url.pathname}`);
 }
 
-/** The pattern of a request matched as `id`: a rollout start with a `firmwareId` in its body is AP-F6, not AP-T5. */
-function patternOf(id, request) {
-  if (!id.startsWith('AP-T5')) return id;
-  let body = {};
-  try {
-    body = JSON.parse(request.postData() ?? '{}');
-  } catch {
-    // Not JSON: the route answers 400, whichever pattern it is.
+/** Counts one request of pattern `id`. */
+function countPattern(id) {
+  requests.byPattern[id] = (requests.byPattern[id] ?? 0) + 1;
+}
+
+/** Rollout starts whose pattern is told by their answer (awaited before the requests are checked). */
+const rolloutStarts = [];
+
+/**
+ * Counts a request matched as `id`. A rollout start is AP-T5, or AP-F6 when it starts a firmware rollout: the console's
+ * fetch sends its body as a stream that Chromium does not expose (`postData()` is null), so the answer tells them apart
+ * (a firmware rollout has `firmware`).
+ */
+function countRequest(id, request) {
+  if (!id.startsWith('AP-T5')) {
+    countPattern(id);
+    return;
   }
-  return body?.firmwareId ? id.replace('AP-T5', 'AP-F6') : id;
+  rolloutStarts.push(
+    request
+      .response()
+      .then((response) => response?.json())
+      .then((body) => (body?.rollout?.firmware ? id.replace('AP-T5', 'AP-F6') : id))
+      .catch(() => id)
+      .then(countPattern),
+  );
 }
 
 // ------------------------------------------------------------------ helpers
@@ -1690,6 +1703,7 @@ function splitHash(url) {
 }
 
 test('every request the console made is a catalog access pattern, and nothing came from elsewhere but firmware uploads to the image bucket', async () => {
+  await Promise.all(rolloutStarts);
   metrics.requests = requests;
   assert.deepEqual(requests.unknown, [], 'requests outside the catalog');
   assert.deepEqual(requests.external, [], 'requests to another origin');
