@@ -242,7 +242,8 @@ pub fn registered_bucket(table: &str) -> Option<(String, String)> {
 }
 
 /// The image store registered for `table` ([`register_bucket`]), else the one the environment
-/// names ([`firmware_images_from_env`]).
+/// names ([`firmware_images_from_env`]). Built per call, like `webhook_queue::queue_for_table`'s
+/// client: a client's connections belong to the runtime that made them.
 pub fn firmware_images_for_table(
     table: &shared::FleetTable,
 ) -> shared::store::firmware_images::FirmwareImages {

@@ -45,7 +45,8 @@ pub fn registered_queue(table: &str) -> Option<(String, String)> {
 }
 
 /// The queue registered for `table` ([`register_queue`]), else the one the environment names
-/// ([`queue_from_env`]).
+/// ([`queue_from_env`]). A client is built per call, never kept: a client's connections belong to
+/// the runtime that made them, and each test has its own.
 pub fn queue_for_table(table: &shared::FleetTable) -> DeliveryQueue {
     match registered_queue(table.name()) {
         Some((endpoint, url)) => DeliveryQueue::new(sqs_client(&endpoint), url),

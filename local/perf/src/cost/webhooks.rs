@@ -9,13 +9,10 @@
 
 use std::fmt::Write as _;
 
-use serde_json::json;
 use shared::model::alarm::status::AlarmState;
 use shared::model::entities::alarm::AlarmItem;
 use shared::model::entities::webhook::WebhookItem;
-use shared::model::entities::webhook_delivery::{
-    DeliveryState, WebhookDeliveryItem, DELIVERY_LOG_DAYS, DELIVERY_LOG_SHARDS,
-};
+use shared::model::entities::webhook_delivery::{WebhookDeliveryItem, DELIVERY_LOG_SHARDS};
 use shared::model::entities::Entity;
 use shared::model::offline::OFFLINE_SEVERITY;
 use shared::model::shard::ShardCounts;
@@ -23,7 +20,7 @@ use shared::model::timestamp::Day;
 use shared::model::webhook::{DeliveryId, WebhookEvent, WebhookId};
 use shared::ops::alarms::notify::{alarm_detail, DetailType, Notice};
 use shared::ops::webhooks::deliveries::{
-    RetrySchedule, BREAKER_OPEN_SECONDS, BREAKER_THRESHOLD, RETRY_FOR_SECONDS,
+    new_delivery, RetrySchedule, BREAKER_OPEN_SECONDS, BREAKER_THRESHOLD, RETRY_FOR_SECONDS,
 };
 
 use super::prices::{
@@ -109,7 +106,7 @@ impl WebhookSizes {
             confirmed: true,
             confirmation_token: "0".repeat(43),
             ..WebhookItem::new(
-                owner.clone(),
+                owner,
                 // Fixed ids (of generated ones' length): the sizes, and so the reports, are
                 // the same on every run (a delivery's log partition number is 1 or 2 digits).
                 WebhookId::parse("wh_PsxxBbH0qaTYzYhvP52C4Q").expect("an id"),
@@ -123,32 +120,14 @@ impl WebhookSizes {
             )
             .expect("an endpoint")
         };
-        // The body exactly as `deliveries::new_delivery` shapes it.
-        let payload = json!({
-            "type": WebhookEvent::AlarmRaised.as_str(),
-            "version": shared::ops::webhooks::deliveries::BODY_VERSION,
-            "timestamp": at,
-            "data": data,
-            "ownerId": owner,
-        })
-        .to_string();
-        let pending = WebhookDeliveryItem {
-            user_id: owner,
-            webhook_id: endpoint.webhook_id.clone(),
-            delivery_id: DeliveryId::of_notice(&endpoint.webhook_id, "sizing", at),
-            event: WebhookEvent::AlarmRaised,
-            payload,
-            state: DeliveryState::Pending,
-            attempts: 0,
-            last_status: None,
-            last_error: None,
-            latency_ms: None,
-            next_retry_at: None,
-            send_at: None,
-            created_at: at,
-            redelivered_at: None,
-            ttl: at.plus_seconds(DELIVERY_LOG_DAYS * 86_400).epoch_seconds(),
-        };
+        // The delivery exactly as the fan-out makes it.
+        let pending = new_delivery(
+            &endpoint,
+            WebhookEvent::AlarmRaised,
+            data,
+            &DeliveryId::of_notice(&endpoint.webhook_id, "sizing", at),
+            at,
+        );
         let failed = WebhookDeliveryItem {
             attempts: 1,
             last_status: Some(503),

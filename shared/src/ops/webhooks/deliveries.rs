@@ -231,7 +231,7 @@ pub const BODY_VERSION: u32 = 1;
 
 /// A new pending delivery of `event` with `data` to `endpoint`, made at `now`: the standard
 /// body (`{"type", "version", "timestamp", "data", "ownerId" | "orgId"}`) as it will be signed.
-fn new_delivery(
+pub fn new_delivery(
     endpoint: &WebhookItem,
     event: WebhookEvent,
     data: Value,

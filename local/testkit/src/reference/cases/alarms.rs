@@ -17,8 +17,8 @@ use shared::store::metrics::RequestMeter;
 use shared::{FleetError, FleetTable};
 
 use super::common::{
-    alice, alice_device, device_id, every_call, found, now, one, put_fixtures, read, route, write,
-    PatternCase, BOB, FIXTURE_CALLS,
+    active_alarm, alice, alice_device, device_id, every_call, found, now, one, put_fixtures, read,
+    route, write, PatternCase, BOB, FIXTURE_CALLS,
 };
 use crate::api_event::ApiEvent;
 use crate::reference::dataset::ingest_at_reference_time;
@@ -348,26 +348,14 @@ pub async fn seed_alarm_fixtures(table: &FleetTable) -> Result<(), FleetError> {
     let bob_rule = rule(BOB_RULE, "warning")?;
     for i in 0..FIXTURE_CALLS {
         let id = bob_fixture_alarm(i);
-        let alarm = AlarmItem {
-            user_id: UserId::parse(BOB)?,
-            device_id: id.device.clone(),
-            partition: 0,
-            device_name: "Sensor 0".into(),
-            source: BOB_RULE.into(),
-            rule_name: Some(bob_rule.definition.name.clone()),
-            severity: Severity::Warning,
-            state: shared::model::alarm::status::AlarmState::Active,
-            raised_at: id.raised_at,
-            cleared_at: None,
-            acknowledged_at: None,
-            reading: None,
-            clear_reading: None,
-            last_seen: None,
-            remind_every_seconds: None,
-            remind_at: None,
-            reminders: 0,
-            ttl: None,
-        };
+        let alarm = active_alarm(
+            UserId::parse(BOB)?,
+            id.device.clone(),
+            BOB_RULE,
+            Some(bob_rule.definition.name.clone()),
+            Severity::Warning,
+            id.raised_at,
+        );
         items.push(alarm.to_item(&table.config.shards)?);
     }
     put_fixtures(table, items).await
@@ -467,24 +455,16 @@ async fn watched_device(table: &FleetTable) -> Result<Timestamp, FleetError> {
 /// directly like the other alarm fixtures (a day older than all of them).
 async fn alarm_to_remind(table: &FleetTable) -> Result<(), FleetError> {
     let alarm = AlarmItem {
-        user_id: UserId::parse(BOB)?,
-        device_id: DeviceId::parse(BOB_ALARM_DEVICE)?,
-        partition: 0,
-        device_name: "Sensor 0".into(),
-        source: BOB_RULE.into(),
-        rule_name: Some("Pressure".into()),
-        severity: Severity::Warning,
-        state: shared::model::alarm::status::AlarmState::Active,
-        raised_at: now().plus_seconds(-86_400),
-        cleared_at: None,
-        acknowledged_at: None,
-        reading: None,
-        clear_reading: None,
-        last_seen: None,
         remind_every_seconds: Some(3600),
         remind_at: Some(now().plus_seconds(-60)),
-        reminders: 0,
-        ttl: None,
+        ..active_alarm(
+            UserId::parse(BOB)?,
+            DeviceId::parse(BOB_ALARM_DEVICE)?,
+            BOB_RULE,
+            Some("Pressure".into()),
+            Severity::Warning,
+            now().plus_seconds(-86_400),
+        )
     };
     table
         .client

@@ -5,6 +5,9 @@
 use std::future::Future;
 use std::pin::Pin;
 
+use shared::model::alarm::severity::Severity;
+use shared::model::alarm::status::AlarmState;
+use shared::model::entities::alarm::AlarmItem;
 use shared::model::ids::{DeviceId, UserId};
 use shared::model::pattern_id::PatternId;
 use shared::model::schema::Item;
@@ -133,6 +136,39 @@ pub(super) const fn write(
         expected,
         events,
     })
+}
+
+/// An active alarm of `owner`'s device `device` (of the owner's first partition, named
+/// "Sensor 0") from `source`, raised at `raised_at`, as the alarm fixtures write it directly:
+/// not acknowledged, no reading, no reminder.
+pub(super) fn active_alarm(
+    owner: UserId,
+    device: DeviceId,
+    source: &str,
+    rule_name: Option<String>,
+    severity: Severity,
+    raised_at: Timestamp,
+) -> AlarmItem {
+    AlarmItem {
+        user_id: owner,
+        device_id: device,
+        partition: 0,
+        device_name: "Sensor 0".into(),
+        source: source.into(),
+        rule_name,
+        severity,
+        state: AlarmState::Active,
+        raised_at,
+        cleared_at: None,
+        acknowledged_at: None,
+        reading: None,
+        clear_reading: None,
+        last_seen: None,
+        remind_every_seconds: None,
+        remind_at: None,
+        reminders: 0,
+        ttl: None,
+    }
 }
 
 /// `Ok` when the run found what the dataset holds.

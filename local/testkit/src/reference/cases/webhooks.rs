@@ -2,14 +2,13 @@
 //! delivery log and redelivery (AP-W9, AP-W10), the delivery worker's attempt (AP-W11) and an
 //! alarm stream batch fanned out to endpoints (AP-W12), on fixtures of their own owners (no
 //! other case reads them). Deliveries go to a real SQS queue of moto's server
-//! ([`reference_queue`]): the one the environment names, or a server this process starts.
+//! (`webhook_queue::queue_for_table`): the one the environment names, or a server this process
+//! starts.
 
 use std::collections::HashMap;
 
 use serde_json::json;
 use shared::model::alarm::severity::Severity;
-use shared::model::alarm::status::AlarmState;
-use shared::model::entities::alarm::AlarmItem;
 use shared::model::entities::webhook::WebhookItem;
 use shared::model::entities::webhook_delivery::{DeliveryState, WebhookDeliveryItem};
 use shared::model::entities::Entity;
@@ -21,16 +20,18 @@ use shared::model::webhook::{time_prefix, DeliveryId, WebhookEvent, WebhookId, M
 use shared::ops::alarms::notify::{AlarmRecord, StreamRecord};
 use shared::ops::pattern::BudgetScale;
 use shared::ops::webhooks::deliveries::{
-    prepare_attempt, record_attempt, AttemptOutcome, Plan, RetrySchedule,
+    new_delivery, prepare_attempt, record_attempt, AttemptOutcome, Plan, RetrySchedule,
 };
 use shared::ops::webhooks::endpoints::{self, WebhookChanges};
-use shared::ops::webhooks::{alarm_notices, delivery_log, DeliveryMessage, DeliveryQueue};
+use shared::ops::webhooks::{alarm_notices, delivery_log, DeliveryMessage};
 use shared::{FleetError, FleetTable};
 
-use super::common::{found, now, one, put_fixtures, route, PatternCase, RouteCall, FIXTURE_CALLS};
+use super::common::{
+    active_alarm, found, now, one, put_fixtures, route, PatternCase, RouteCall, FIXTURE_CALLS,
+};
 use crate::api_event::ApiEvent;
 use crate::moto_server::endpoint_or_process_server;
-use crate::webhook_queue::{create_queue, register_queue, sqs_client};
+use crate::webhook_queue::{create_queue, queue_for_table, register_queue, sqs_client};
 
 /// Template logical id of the function the calls go to.
 const WEBHOOKS: &str = "WebhooksFunction";
@@ -74,12 +75,6 @@ fn sqs_endpoint() -> Result<String, FleetError> {
         .map_err(|e| FleetError::internal(format!("moto's server for the webhook cases: {e}")))
 }
 
-/// The delivery queue of the reference `table`, made by its seed (and registered, so the
-/// webhooks function's router on `table` sends to it too).
-pub fn reference_queue(table: &FleetTable) -> DeliveryQueue {
-    crate::webhook_queue::queue_for_table(table)
-}
-
 /// An endpoint of `owner` with `id`, confirmed and enabled, as the fixtures are written.
 fn endpoint_item(owner: UserId, id: WebhookId) -> Result<WebhookItem, FleetError> {
     Ok(WebhookItem {
@@ -96,28 +91,24 @@ fn endpoint_item(owner: UserId, id: WebhookId) -> Result<WebhookItem, FleetError
     })
 }
 
-/// A delivery of the fixture endpoint with `id`, in `state`.
+/// A delivery of the fixture endpoint with `id`, in `state`: a `webhook.test` as the service
+/// makes one, then moved to `state`.
 fn delivery_item(id: &str, state: DeliveryState) -> Result<WebhookDeliveryItem, FleetError> {
-    let at = now();
+    let endpoint = endpoint_item(owner()?, endpoint_id()?)?;
+    let made = new_delivery(
+        &endpoint,
+        WebhookEvent::WebhookTest,
+        json!({}),
+        &DeliveryId::parse(id)?,
+        now(),
+    );
     Ok(WebhookDeliveryItem {
-        user_id: owner()?,
-        webhook_id: endpoint_id()?,
-        delivery_id: DeliveryId::parse(id)?,
-        event: WebhookEvent::WebhookTest,
-        payload: json!({"type": "webhook.test", "timestamp": at, "data": {},
-            "ownerId": WEBHOOK_OWNER})
-        .to_string(),
         state,
         attempts: u32::from(state != DeliveryState::Pending),
         last_status: (state == DeliveryState::Delivered).then_some(200),
-        last_error: None,
-        latency_ms: None,
-        next_retry_at: None,
-        send_at: None,
-        created_at: at,
-        redelivered_at: None,
         // Far enough ahead that DynamoDB would keep them for any run.
         ttl: Timestamp::now().plus_seconds(30 * 86_400).epoch_seconds(),
+        ..made
     })
 }
 
@@ -186,7 +177,7 @@ pub(super) const CREATE_WEBHOOK: PatternCase = PatternCase {
             let changes = WebhookChanges::parse(&body, &TargetPolicy::strict(), true)?;
             let owner = UserId::parse(format!("{NEW_OWNER}-run"))?;
             let created =
-                endpoints::create_webhook(table, &reference_queue(table), &owner, changes).await?;
+                endpoints::create_webhook(table, &queue_for_table(table), &owner, changes).await?;
             found(!created.webhook.confirmed, PatternId::CreateWebhook)
         })
     },
@@ -245,7 +236,7 @@ pub(super) const UPDATE_WEBHOOK: PatternCase = PatternCase {
             let changes = WebhookChanges::parse(&body, &TargetPolicy::strict(), false)?;
             let changed = endpoints::update_webhook(
                 table,
-                &reference_queue(table),
+                &queue_for_table(table),
                 &owner()?,
                 &endpoint_id()?,
                 changes,
@@ -340,7 +331,7 @@ pub(super) const TEST_WEBHOOK: PatternCase = PatternCase {
     scale: one,
     run: |table, _| {
         Box::pin(async move {
-            endpoints::send_test(table, &reference_queue(table), &owner()?, &endpoint_id()?)
+            endpoints::send_test(table, &queue_for_table(table), &owner()?, &endpoint_id()?)
                 .await?;
             Ok(())
         })
@@ -390,7 +381,7 @@ pub(super) const REDELIVER_WEBHOOK: PatternCase = PatternCase {
         Box::pin(async move {
             let view = delivery_log::redeliver(
                 table,
-                &reference_queue(table),
+                &queue_for_table(table),
                 &owner()?,
                 &endpoint_id()?,
                 &DeliveryId::parse(&delivered("run"))?,
@@ -443,7 +434,7 @@ pub(super) const DELIVERY_ATTEMPT: PatternCase = PatternCase {
             };
             record_attempt(
                 table,
-                &reference_queue(table),
+                &queue_for_table(table),
                 &attempt,
                 &answered,
                 &RetrySchedule::default(),
@@ -469,26 +460,14 @@ pub(super) const ALARM_WEBHOOKS: PatternCase = PatternCase {
     },
     run: |table, _| {
         Box::pin(async move {
-            let alarm = AlarmItem {
-                user_id: owner()?,
-                device_id: DeviceId::parse("ref-webhooker-dev-0")?,
-                partition: 0,
-                device_name: "Sensor 0".into(),
-                source: "offline".into(),
-                rule_name: None,
-                severity: Severity::Major,
-                state: AlarmState::Active,
-                raised_at: now(),
-                cleared_at: None,
-                acknowledged_at: None,
-                reading: None,
-                clear_reading: None,
-                last_seen: None,
-                remind_every_seconds: None,
-                remind_at: None,
-                reminders: 0,
-                ttl: None,
-            };
+            let alarm = active_alarm(
+                owner()?,
+                DeviceId::parse("ref-webhooker-dev-0")?,
+                "offline",
+                None,
+                Severity::Major,
+                now(),
+            );
             let record = AlarmRecord {
                 sequence_number: "1".into(),
                 old_image: HashMap::new(),
@@ -496,7 +475,7 @@ pub(super) const ALARM_WEBHOOKS: PatternCase = PatternCase {
             };
             let made = alarm_notices::deliver_alarm_transitions(
                 table,
-                &reference_queue(table),
+                &queue_for_table(table),
                 &[StreamRecord::Alarm(record, json!({}))],
             )
             .await?;

@@ -121,8 +121,8 @@ pub(super) struct FirmwareWalk {
     saved_position: Option<DeviceId>,
     /// When the walk last wrote its checkpoint (or was taken up).
     saved_at: Instant,
-    /// Pages walked since then.
-    unsaved_pages: u32,
+    /// Whether pages were walked since then (the rollout item is behind the walk).
+    unsaved: bool,
 }
 
 /// Takes up a running firmware rollout for a run ([`advance_rollouts`] does, when its lane's
@@ -205,7 +205,7 @@ pub(super) async fn take_up_firmware(
         rollout,
         plan,
         saved_at: Instant::now(),
-        unsaved_pages: 0,
+        unsaved: false,
     }))
 }
 
@@ -259,7 +259,7 @@ pub(super) async fn walk_firmware_page(
             let paused =
                 pause_with_gate(table, rollout, walk.saved_position.as_ref(), &gate, reason)
                     .await?;
-            walk.unsaved_pages = 0;
+            walk.unsaved = false;
             run.paused += u32::from(paused);
             run.stale += u32::from(!paused);
             return Ok(false);
@@ -267,7 +267,7 @@ pub(super) async fn walk_firmware_page(
     }
     rollout.position = next.clone();
     rollout.gate = Some(gate);
-    walk.unsaved_pages += 1;
+    walk.unsaved = true;
     let due = Duration::from_secs(WALK_CHECKPOINT_SECONDS);
     if (next.is_none() || walk.saved_at.elapsed() >= due) && !save_walk(table, walk).await? {
         run.stale += 1;
@@ -284,7 +284,7 @@ pub(super) async fn save_walk(
     table: &FleetTable,
     walk: &mut FirmwareWalk,
 ) -> Result<bool, FleetError> {
-    if walk.unsaved_pages == 0 {
+    if !walk.unsaved {
         return Ok(true);
     }
     let gate = walk.rollout.gate.clone().unwrap_or_default();
@@ -297,7 +297,7 @@ pub(super) async fn save_walk(
         position.as_ref(),
     )
     .await?;
-    walk.unsaved_pages = 0;
+    walk.unsaved = false;
     if saved {
         walk.saved_position = position;
         walk.saved_at = Instant::now();
