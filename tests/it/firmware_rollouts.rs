@@ -1161,6 +1161,160 @@ async fn a_stage_opens_after_success_and_soak_and_failures_pause_it_until_resume
     );
 }
 
+/// Issue 40's "done when", at its own scale: 400 devices, stages 1/5/25/100.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_rollout_over_400_devices_opens_each_stage_after_its_soak_and_success_and_pauses_itself_on_failures_and_on_silence(
+) {
+    let (state, _moto) = setup().await;
+    let id = package(&state, ALICE, "thermostat", true).await;
+    let stages = [1u8, 5, 25, 100];
+    let devices: Vec<String> = (0..400).map(|i| format!("fleet400-{i:03}")).collect();
+    let mut tokens = std::collections::HashMap::new();
+    for device in &devices {
+        tokens.insert(
+            device.clone(),
+            register_device(&state.table, ALICE, device).await,
+        );
+    }
+    let token = |d: &String| tokens[d].clone();
+    let members: Vec<Vec<String>> = (0..stages.len())
+        .map(|stage| {
+            devices
+                .iter()
+                .filter(|d| {
+                    shared::model::firmware::stage_of(
+                        &stages,
+                        &shared::model::ids::DeviceId::parse(d.as_str()).unwrap(),
+                    ) == Some(stage)
+                })
+                .cloned()
+                .collect()
+        })
+        .collect();
+    assert_eq!(members.iter().map(Vec::len).sum::<usize>(), 400);
+    assert!(members.iter().all(|m| !m.is_empty()), "{members:?}");
+    let a = start(
+        &state,
+        ALICE,
+        json!({
+            "target": {"type": "thermostat"},
+            "firmwareId": id,
+            "stages": stages,
+            "soakSeconds": 1,
+            "healthyCheckIns": 1,
+            "successPercent": 95,
+            "abort": {"failurePercent": 10, "minFinished": 10}
+        }),
+    )
+    .await;
+    assert_eq!(a.status, 202, "{:?}", a.body);
+    let rollout_id = a.body["rollout"]["rolloutId"].as_str().unwrap().to_string();
+    // Whether `device`'s check-in is offered the image.
+    let offered = |device: String| {
+        let state = state.clone();
+        let token = token(&device);
+        async move {
+            let a = check_in(&state, &device, &token, None).await;
+            assert_eq!(a.status, 200, "{:?}", a.body);
+            a.body.get("firmware").is_some()
+        }
+    };
+    // A healthy update: offered, back from its reboot on 2.0.0, one healthy check-in.
+    let updated = |device: String| {
+        let state = state.clone();
+        let token = token(&device);
+        async move {
+            let a = check_in(&state, &device, &token, None).await;
+            assert_eq!(
+                a.body["firmware"]["version"], "2.0.0",
+                "{device}: {:?}",
+                a.body
+            );
+            check_in(&state, &device, &token, Some(json!({"version": "2.0.0"}))).await;
+            check_in(&state, &device, &token, None).await;
+        }
+    };
+
+    // The start opens stage 0 (1 %): the first run offers exactly its devices.
+    let worked = run(&state).await;
+    assert_eq!(worked.offered as usize, members[0].len(), "{worked:?}");
+    for stage in 0..2 {
+        for device in &members[stage] {
+            updated(device.clone()).await;
+        }
+        // The next stage's devices are offered nothing until this one has succeeded and soaked.
+        assert!(!offered(members[stage + 1][0].clone()).await);
+        let worked = run(&state).await;
+        assert_eq!((worked.stages_opened, worked.offered), (0, 0), "{worked:?}");
+        let a = show(&state, ALICE, &rollout_id).await;
+        let n = members[stage].len() as i64;
+        assert_eq!(stage_counts(&a, stage), (n, 0, n, 0, 0), "{:?}", a.body);
+        assert_eq!(a.body["rollout"]["stages"][stage]["status"], "soaking");
+        assert!(!offered(members[stage + 1][0].clone()).await);
+        tokio::time::sleep(Duration::from_millis(1100)).await;
+        let worked = run(&state).await;
+        assert_eq!(
+            (worked.stages_opened, worked.offered as usize),
+            (1, members[stage + 1].len()),
+            "{worked:?}"
+        );
+        let a = show(&state, ALICE, &rollout_id).await;
+        assert_eq!(a.body["rollout"]["stages"][stage]["status"], "passed");
+    }
+
+    // Stage 2 (25 %): 18 succeed and 2 fail, 10 % of 20 finished (at least 10): it pauses
+    // itself, and no device of stage 3 is offered anything.
+    let third = &members[2];
+    assert!(third.len() >= 40, "{}", third.len());
+    for device in &third[..18] {
+        updated(device.clone()).await;
+    }
+    for device in &third[18..20] {
+        assert!(offered(device.clone()).await);
+        check_in(
+            &state,
+            device,
+            &token(device),
+            Some(json!({"version": "1.0.0", "state": "failed", "reason": "flash write error"})),
+        )
+        .await;
+    }
+    let worked = run(&state).await;
+    assert_eq!((worked.paused, worked.stages_opened), (1, 0), "{worked:?}");
+    let a = show(&state, ALICE, &rollout_id).await;
+    assert_eq!(a.body["rollout"]["status"], "paused", "{:?}", a.body);
+    let reason = a.body["rollout"]["pausedReason"].as_str().unwrap();
+    assert!(reason.contains("2 of 20 finished"), "{reason}");
+    for device in members[3].iter().take(20) {
+        assert!(!offered(device.clone()).await, "{device}");
+    }
+    // Nor a device of the paused stage that has not taken its offer yet.
+    assert!(!offered(third[20].clone()).await);
+    assert_eq!(run(&state).await.offered, 0);
+
+    // Resumed: the devices that succeeded are not offered again; then 10 devices the stage
+    // offered the image go silent (never back since the offer, two days ago): their timeouts
+    // pause it again.
+    let a = rollout_action(&state, ALICE, &rollout_id, "resume").await;
+    assert_eq!(a.status, 200, "{:?}", a.body);
+    for device in [&members[0][0], &members[1][0], &third[0]] {
+        assert!(!offered(device.clone()).await, "{device}");
+    }
+    for device in &third[21..31] {
+        offer_moved_ago(&state, ALICE, device, 2 * 24 * 3600).await;
+    }
+    let worked = run(&state).await;
+    assert_eq!((worked.timed_out, worked.paused), (10, 1), "{worked:?}");
+    let a = show(&state, ALICE, &rollout_id).await;
+    assert_eq!(a.body["rollout"]["status"], "paused", "{:?}", a.body);
+    let reason = a.body["rollout"]["pausedReason"].as_str().unwrap();
+    assert!(reason.contains("10 timed out"), "{reason}");
+    assert_eq!(a.body["rollout"]["stages"][3]["offered"], 0, "{:?}", a.body);
+    for device in members[3].iter().take(20) {
+        assert!(!offered(device.clone()).await, "{device}");
+    }
+}
+
 /// A maintenance window from `hours_from_now` UTC hours after the current hour, `length` long.
 fn window_from_now(hours_from_now: i64, length: i64) -> Value {
     let hour = shared::model::timestamp::Timestamp::now()
