@@ -739,6 +739,12 @@ async fn check_in_reading(
     .await
 }
 
+/// `device` reports its update failed (still on 1.0.0, a flash write error).
+async fn report_failed(state: &FirmwareState, device: &str, token: &str) -> Answer {
+    let failed = json!({"version": "1.0.0", "state": "failed", "reason": "flash write error"});
+    check_in(state, device, token, Some(failed)).await
+}
+
 /// A sync of `device` with `body`.
 async fn sync_in(state: &FirmwareState, device: &str, token: &str, body: Value) -> Answer {
     ingest(
@@ -1067,13 +1073,7 @@ async fn a_stage_opens_after_success_and_soak_and_failures_pause_it_until_resume
 
     // Two of stage 1 fail: 2 of 2 finished, at least 50 % of at least 2: it pauses itself.
     for device in &second[..2] {
-        check_in(
-            &state,
-            device,
-            &token(device),
-            Some(json!({"version": "1.0.0", "state": "failed", "reason": "flash write error"})),
-        )
-        .await;
+        report_failed(&state, device, &token(device)).await;
     }
     let worked = run(&state).await;
     assert_eq!(worked.paused, 1, "{worked:?}");
@@ -1271,13 +1271,7 @@ async fn a_rollout_over_400_devices_opens_each_stage_after_its_soak_and_success_
     }
     for device in &third[18..20] {
         assert!(offered(device.clone()).await);
-        check_in(
-            &state,
-            device,
-            &token(device),
-            Some(json!({"version": "1.0.0", "state": "failed", "reason": "flash write error"})),
-        )
-        .await;
+        report_failed(&state, device, &token(device)).await;
     }
     let worked = run(&state).await;
     assert_eq!((worked.paused, worked.stages_opened), (1, 0), "{worked:?}");

@@ -97,11 +97,14 @@ fn ready_package(owner: &str, n: u64) -> Result<FirmwareItem, FleetError> {
     })
 }
 
-/// The fixture owners and their items: `n` in `0..FIXTURE_CALLS`, then the run's (`run`).
-fn per_call() -> impl Iterator<Item = String> {
-    (0..FIXTURE_CALLS)
-        .map(|i| i.to_string())
-        .chain(["run".to_string()])
+/// The text of the `n`-th fixture package id, as a call's path names it.
+fn package_text(n: u64) -> String {
+    package_id(n).map(|id| id.to_string()).unwrap_or_default()
+}
+
+/// The text of the fixture rollouts' id, as a call's path names it.
+fn rollout_text() -> String {
+    rollout_id().map(|id| id.to_string()).unwrap_or_default()
 }
 
 /// The firmware cases' bucket and fixtures: the bucket (versioned, on moto's S3 or the server
@@ -125,7 +128,7 @@ pub(crate) async fn seed_firmware_fixtures(table: &FleetTable) -> Result<(), Fle
     for n in 0..=FIXTURE_CALLS as u64 {
         items.push(ready_package(DELETING, n)?.to_item(shards)?);
     }
-    for n in per_call() {
+    for n in 0..FIXTURE_CALLS {
         items.push(ready_package(&format!("{STARTER}-{n}"), 0)?.to_item(shards)?);
     }
     put_fixtures(table, items).await
@@ -165,7 +168,7 @@ fn running_rollout(
 pub async fn seed_rollout_fixtures(table: &FleetTable) -> Result<(), FleetError> {
     let shards = &table.config.shards;
     let mut items = running_rollout(ROLLOUTS, shards)?.to_vec();
-    for n in per_call() {
+    for n in 0..FIXTURE_CALLS {
         items.extend(running_rollout(&format!("{CANCELLER}-{n}"), shards)?);
     }
     put_fixtures(table, items).await
@@ -219,10 +222,7 @@ pub(super) const CREATE_FIRMWARE: PatternCase = PatternCase {
 
 /// The path of the owner's fixture package.
 fn package_path() -> String {
-    format!(
-        "/me/firmware/{}",
-        package_id(0).map(|id| id.to_string()).unwrap_or_default()
-    )
+    format!("/me/firmware/{}", package_text(0))
 }
 
 /// GetFirmware: a ready package.
@@ -246,7 +246,7 @@ pub(super) const GET_FIRMWARE: PatternCase = PatternCase {
         })
     },
     call: call("GET /me/firmware/{firmwareId} (ready)", 200, |_, _| {
-        let id = package_id(0).map(|id| id.to_string()).unwrap_or_default();
+        let id = package_text(0);
         every_call(
             ApiEvent::new(route(PatternId::GetFirmware), package_path())
                 .caller(OWNER)
@@ -330,7 +330,7 @@ pub(super) const START_FIRMWARE_ROLLOUT: PatternCase = PatternCase {
         expected: 202,
         events: |_, _| {
             Box::new(|i| {
-                let id = package_id(0).map(|id| id.to_string()).unwrap_or_default();
+                let id = package_text(0);
                 ApiEvent::new(route(PatternId::StartFirmwareRollout), "/me/rollouts")
                     .caller(&format!("{STARTER}-{i}"))
                     .json(&json!({"target": {"type": DEVICE_TYPE}, "firmwareId": id,
@@ -355,16 +355,14 @@ async fn started_rollout(table: &FleetTable) -> Result<RolloutId, FleetError> {
 
 /// The path of the fixture rollout, with `rest` after it.
 fn rollout_path(rest: &str) -> String {
-    let id = rollout_id().map(|id| id.to_string()).unwrap_or_default();
-    format!("/me/rollouts/{id}{rest}")
+    format!("/me/rollouts/{}{rest}", rollout_text())
 }
 
 /// An event of `caller` on its fixture rollout's `rest`.
 fn on_rollout(id: PatternId, caller: &str, rest: &str) -> ApiEvent {
-    let rollout = rollout_id().map(|id| id.to_string()).unwrap_or_default();
     ApiEvent::new(route(id), rollout_path(rest))
         .caller(caller)
-        .param("rolloutId", &rollout)
+        .param("rolloutId", &rollout_text())
 }
 
 /// PauseRollout: a running rollout paused by its owner.
@@ -470,9 +468,7 @@ pub(super) const DELETE_FIRMWARE: PatternCase = PatternCase {
     },
     call: call("DELETE /me/firmware/{firmwareId}", 204, |_, _| {
         Box::new(|i| {
-            let id = package_id(i as u64)
-                .map(|id| id.to_string())
-                .unwrap_or_default();
+            let id = package_text(i as u64);
             ApiEvent::new(
                 route(PatternId::DeleteFirmware),
                 format!("/me/firmware/{id}"),
