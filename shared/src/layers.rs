@@ -2,7 +2,7 @@
 //! folders below it ([`LAYERS`], bottom first), never one above, and no two files use each
 //! other, directly or around a circle. Every `crate::` path counts (imports, qualified names,
 //! macros); comments do not. The circle rule holds for every crate of the repository too
-//! (functions, `local/`, `tests/`): [`crate_roots`].
+//! (functions, `local/`, `tests/`): [`crate_roots`]. No file is over [`MAX_FILE_LINES`].
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -293,6 +293,24 @@ fn no_module_imports_upward_and_none_in_a_circle() {
     for module in files.keys().filter(|m| !m.is_empty() && *m != "layers") {
         assert!(layer(module).is_some(), "{module} is in no layer folder");
     }
+}
+
+/// Lines a file of this crate may hold (issue 38 item 13): past it, a file holds more than one
+/// idea and is split by idea.
+const MAX_FILE_LINES: usize = 900;
+
+#[test]
+fn no_file_of_the_key_design_crate_is_over_900_lines() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let long: Vec<String> = modules(&root, &[])
+        .iter()
+        .filter(|(_, text)| text.lines().count() > MAX_FILE_LINES)
+        .map(|(module, text)| format!("{module}: {} lines", text.lines().count()))
+        .collect();
+    assert!(
+        long.is_empty(),
+        "files over {MAX_FILE_LINES} lines, to split by idea: {long:#?}"
+    );
 }
 
 #[test]

@@ -15,6 +15,7 @@ pub mod pattern_id;
 pub mod readings;
 pub mod rollout_health;
 pub mod rollout_progress;
+pub mod rollout_stages;
 pub mod schema;
 pub mod series;
 pub mod settings;

@@ -26,7 +26,8 @@ use shared::model::firmware::{FirmwareId, FirmwarePlan, OfferedImage, StagePlan}
 use shared::model::ids::{DeviceId, DeviceType, RolloutId, UserId};
 use shared::model::keys::user_pk;
 use shared::model::rollout_health::{GroupHealth, HealthTally};
-use shared::model::rollout_progress::{FirmwareProgress, OfferPhase, StageCounts, StageGate};
+use shared::model::rollout_progress::{FirmwareProgress, OfferPhase};
+use shared::model::rollout_stages::{StageCounts, StageGate};
 use shared::model::shard::ShardCounts;
 use shared::model::timestamp::Day;
 use shared::model::twin::{RolloutStatus, RolloutTarget};

@@ -7,7 +7,7 @@ use crate::model::error::ValidationError;
 use crate::model::firmware::FirmwarePlan;
 use crate::model::ids::{DeviceId, RolloutId, UserId};
 use crate::model::keys::{user_pk, KeyParts, KeyTemplate, PrimaryKey};
-use crate::model::rollout_progress::StageGate;
+use crate::model::rollout_stages::StageGate;
 use crate::model::timestamp::Timestamp;
 use crate::model::twin::{
     is_zero, RolloutFailure, RolloutStatus, RolloutTarget, MAX_RECORDED_FAILURES,

@@ -149,12 +149,12 @@ fn declared_attributes_are_exactly_the_stored_ones_and_keys_read_back() {
         finished_at: Some(at),
         // Never both on a real rollout; here so every attribute is stored and read back.
         cancelled_at: Some(at),
-        gate: Some(crate::model::rollout_progress::StageGate {
+        gate: Some(crate::model::rollout_stages::StageGate {
             open: 1,
             opened_at: vec![at, at],
             met_at: Some(at),
             walked: true,
-            baseline: vec![crate::model::rollout_progress::StageBaseline {
+            baseline: vec![crate::model::rollout_stages::StageBaseline {
                 stage: 0,
                 finished: 20,
                 failed: 3,
@@ -172,7 +172,7 @@ fn declared_attributes_are_exactly_the_stored_ones_and_keys_read_back() {
             }),
             health_accepted_through: Some(1),
             tally: vec![Default::default()],
-            counts: Some(vec![crate::model::rollout_progress::StageCounts {
+            counts: Some(vec![crate::model::rollout_stages::StageCounts {
                 offered: 20,
                 in_progress: 1,
                 succeeded: 16,

@@ -4,7 +4,7 @@
 
 use super::stages::conditional;
 use super::*;
-use crate::model::rollout_progress::StageBaseline;
+use crate::model::rollout_stages::StageBaseline;
 
 /// What an owner's pause says, as `pausedReason`.
 pub const PAUSED_BY_OWNER: &str = "paused by its owner";

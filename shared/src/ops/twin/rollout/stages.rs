@@ -11,10 +11,8 @@ use super::*;
 use crate::model::entities::firmware::FirmwareItem;
 use crate::model::firmware::stage_of;
 use crate::model::rollout_health::{health_pause_reason, HealthTally};
-use crate::model::rollout_progress::{
-    merge_tally, retry_at, tally_device, FailureClass, FirmwareProgress, OfferPhase, StageCounts,
-    StageGate, StageTally,
-};
+use crate::model::rollout_progress::{retry_at, FailureClass, FirmwareProgress, OfferPhase};
+use crate::model::rollout_stages::{merge_tally, tally_device, StageCounts, StageGate, StageTally};
 use crate::ops::twin::firmware_offer::write_progress;
 
 /// How often at most a firmware rollout's walk writes its position and tally on the rollout
