@@ -193,7 +193,7 @@ $(PEER_STAMP): bench/python-peer/requirements.txt
 # Runtime API, against the Python peer, on one DynamoDB Local.
 # The driver (the local Runtime API, the raw client) is built in release: a debug build of it
 # took a tenth of every ingest batch's time, which the contenders paid and the raw client did not.
-.PHONY: bench bench-ingest bench-orders bench-compare bench-webhooks
+.PHONY: bench bench-ingest bench-orders bench-floor bench-compare bench-webhooks
 bench: dynamodb-local moto-server smoke-build python-peer ## Measure patterns, ingest vs raw BatchWriteItem, cold starts, the Python peer: docs/benchmarks.md + .json (CALLS=300)
 	$(CARGO) run --release --quiet -p fleet-perf -- bench $${CALLS:-300}
 
@@ -202,6 +202,9 @@ bench-ingest: dynamodb-local smoke-build python-peer ## Only the ingest comparis
 
 bench-orders: dynamodb-local smoke-build ## Only ingest by arrival order (oldest/newest first, shuffled, replay; 100 and 1 events; unlimited and Lambda CPU) vs the raw ceiling, printed: make bench-orders [ROUNDS=3]
 	$(CARGO) run --release --quiet -p fleet-perf -- bench-orders --rounds $${ROUNDS:-3}
+
+bench-floor: dynamodb-local python-peer ## What the summaries' DynamoDB calls cost by themselves: a bare boto3 client making only them per batch, against the raw ceiling, printed: make bench-floor [ROUNDS=3 BATCHES=20]
+	$(PEER_VENV)/bin/python bench/design-floor/floor.py
 
 bench-webhooks: dynamodb-local moto-server ## Webhook deliveries a second through moto's SQS to a local receiver, printed: make bench-webhooks [DELIVERIES=500 POLLERS=1,5 ROUNDS=3]
 	$(CARGO) run --release --quiet -p fleet-perf -- bench-webhooks --deliveries $${DELIVERIES:-500} --pollers $${POLLERS:-1,5} --rounds $${ROUNDS:-3}
