@@ -520,7 +520,7 @@ pub fn step(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     fn at(phase: OfferPhase) -> OfferProgress {
@@ -652,7 +652,8 @@ mod tests {
         assert_eq!(s.phase, OfferPhase::Succeeded);
     }
 
-    fn part(phase: OfferPhase) -> FirmwareProgress {
+    /// A device's part in a rollout, in `phase` (stage 1, attempt 1).
+    pub(crate) fn part(phase: OfferPhase) -> FirmwareProgress {
         let at = Timestamp::parse_field("t", "2026-11-29T10:00:00Z").unwrap();
         FirmwareProgress {
             phase,

@@ -143,25 +143,7 @@ pub struct StageBaseline {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::firmware::FirmwareId;
-    use crate::model::ids::RolloutId;
-
-    fn part(phase: OfferPhase) -> FirmwareProgress {
-        let at = Timestamp::parse_field("t", "2026-11-29T10:00:00Z").unwrap();
-        FirmwareProgress {
-            phase,
-            ..FirmwareProgress::offered(
-                RolloutId::parse("r-000001700000000-0123456789abcdef").unwrap(),
-                (
-                    FirmwareId::parse("f-000001700000000-0123456789abcdef").unwrap(),
-                    "2.0.0".into(),
-                ),
-                1,
-                1,
-                at,
-            )
-        }
-    }
+    use crate::model::rollout_progress::tests::part;
 
     #[test]
     fn the_walk_tallies_each_device_once_as_it_is_now() {
