@@ -9,7 +9,8 @@ boto3 client sends, per 100-event batch and device (8 devices at once, one batch
 - `+ state update`: then one conditional UpdateItem of a 1 KB live state (a batch that
   flushes nothing, and a replay's or backfill's shape);
 - `+ flush`: then one TransactWriteItems of that update and FLUSH_BLOCKS 1 KB block puts (a
-  live batch of 100 one-a-minute readings of 3 types closes about one block per type);
+  live batch of 100 one-a-minute readings of 3 types closes one block per type, and twice
+  that when its 100 minutes cross the edge of a 2-hour block, as most do);
 - `+ scattered late readings`: then one consistent BatchGetItem of LATE_ITEMS 1 KB summary
   items and one TransactWriteItems of the state update and their puts (a batch of readings
   shuffled over 42 hours, as the orders bench sends: its request logs read 51 to 58 items a
@@ -155,6 +156,7 @@ SHAPES = [
     ("100 events a request", "raw", {"events": 100}),
     ("100 events a request", "+ state update", {"events": 100, "state": True}),
     ("100 events a request", f"+ flush ({FLUSH_BLOCKS} blocks in the state's transaction)", {"events": 100, "flush_blocks": FLUSH_BLOCKS}),
+    ("100 events a request", f"+ flush across a block's edge ({2 * FLUSH_BLOCKS} blocks)", {"events": 100, "flush_blocks": 2 * FLUSH_BLOCKS}),
     ("100 events a request", f"+ scattered late readings ({LATE_ITEMS} items read and written)", {"events": 100, "late_items": LATE_ITEMS}),
     ("100 events a request", f"+ the reads alone ({LATE_ITEMS} items read, then the state update)", {"events": 100, "late_items": LATE_ITEMS, "state": True, "late_writes": False}),
     ("1 event a request", "raw", {"events": 1}),
