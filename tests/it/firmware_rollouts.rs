@@ -786,13 +786,7 @@ async fn an_open_stage_is_offered_the_image_and_success_means_healthy_after_the_
     let id = package(&state, ALICE, "thermostat", true).await;
     let first = ids_of_stage(0, "th", 5);
     let later = ids_of_stage(1, "th", 1);
-    let mut tokens = std::collections::HashMap::new();
-    for device in first.iter().chain(&later) {
-        tokens.insert(
-            device.clone(),
-            register_device(&state.table, ALICE, device).await,
-        );
-    }
+    let tokens = register_all(&state, first.iter().chain(&later)).await;
     let token = |d: &String| tokens[d].clone();
     // Before the rollout: what a batch of a device costs (the baseline of "no extra request").
     let unmarked = &later[0];
@@ -989,6 +983,21 @@ fn halves(firmware_id: &str) -> Value {
     })
 }
 
+/// Registers `devices` to Alice: each device's token by its id.
+async fn register_all<'d>(
+    state: &FirmwareState,
+    devices: impl IntoIterator<Item = &'d String>,
+) -> std::collections::HashMap<String, String> {
+    let mut tokens = std::collections::HashMap::new();
+    for device in devices {
+        tokens.insert(
+            device.clone(),
+            register_device(&state.table, ALICE, device).await,
+        );
+    }
+    tokens
+}
+
 /// Device ids of `stage` of stages 50/100.
 fn half_ids(stage: usize, prefix: &str, n: usize) -> Vec<String> {
     ids_in(&[50, 100], stage, prefix, n)
@@ -1024,13 +1033,7 @@ async fn a_stage_opens_after_success_and_soak_and_failures_pause_it_until_resume
     let id = package(&state, ALICE, "thermostat", true).await;
     let first = half_ids(0, "hv", 3);
     let second = half_ids(1, "hv", 4);
-    let mut tokens = std::collections::HashMap::new();
-    for device in first.iter().chain(&second) {
-        tokens.insert(
-            device.clone(),
-            register_device(&state.table, ALICE, device).await,
-        );
-    }
+    let tokens = register_all(&state, first.iter().chain(&second)).await;
     let token = |d: &String| tokens[d].clone();
     let a = start(&state, ALICE, halves(&id)).await;
     assert_eq!(a.status, 202, "{:?}", a.body);
@@ -1169,13 +1172,7 @@ async fn a_rollout_over_400_devices_opens_each_stage_after_its_soak_and_success_
     let id = package(&state, ALICE, "thermostat", true).await;
     let stages = [1u8, 5, 25, 100];
     let devices: Vec<String> = (0..400).map(|i| format!("fleet400-{i:03}")).collect();
-    let mut tokens = std::collections::HashMap::new();
-    for device in &devices {
-        tokens.insert(
-            device.clone(),
-            register_device(&state.table, ALICE, device).await,
-        );
-    }
+    let tokens = register_all(&state, &devices).await;
     let token = |d: &String| tokens[d].clone();
     let members: Vec<Vec<String>> = (0..stages.len())
         .map(|stage| {
@@ -1326,13 +1323,7 @@ async fn outside_its_maintenance_window_a_rollout_offers_nothing_and_inside_it_o
     let (state, _moto) = setup().await;
     let id = package(&state, ALICE, "thermostat", true).await;
     let first = ids_of_stage(0, "mw", 3);
-    let mut tokens = std::collections::HashMap::new();
-    for device in &first {
-        tokens.insert(
-            device.clone(),
-            register_device(&state.table, ALICE, device).await,
-        );
-    }
+    let tokens = register_all(&state, &first).await;
     // Closed: it opens two hours after this one (so it stays closed if the hour turns).
     let mut body = staged(&id);
     body["maintenanceWindow"] = window_from_now(2, 1);
@@ -1449,13 +1440,7 @@ async fn updated_devices_alarmed_clearly_more_often_than_the_rest_pause_it_and_a
     let stages = [25, 100];
     let updated = ids_in(&stages, 0, "hr", 6);
     let rest = ids_in(&stages, 1, "hr", 12);
-    let mut tokens = std::collections::HashMap::new();
-    for device in updated.iter().chain(&rest) {
-        tokens.insert(
-            device.clone(),
-            register_device(&state.table, ALICE, device).await,
-        );
-    }
+    let tokens = register_all(&state, updated.iter().chain(&rest)).await;
     let token = |d: &String| tokens[d].clone();
     let rule = device_updates(
         &state.table,
@@ -1541,13 +1526,7 @@ async fn a_failed_device_is_offered_again_by_its_class_after_its_backoff_and_a_r
     let id = package(&state, ALICE, "thermostat", true).await;
     let devices = half_ids(0, "rt", 2);
     let (flaky, bad) = (&devices[0], &devices[1]);
-    let mut tokens = std::collections::HashMap::new();
-    for device in &devices {
-        tokens.insert(
-            device.clone(),
-            register_device(&state.table, ALICE, device).await,
-        );
-    }
+    let tokens = register_all(&state, &devices).await;
     let token = |d: &String| tokens[d].clone();
     let mut plan = halves(&id);
     plan["abort"] = json!({"failurePercent": 100, "minFinished": 1_000});
